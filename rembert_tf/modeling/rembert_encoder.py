@@ -1,0 +1,227 @@
+"""RemBertEncoder: the fine-tuning-side network with a factorised input embedding.
+
+Builds on Model Garden's `official.nlp.modeling`: it is the layout of
+`networks.BertEncoderV2` with `embedding_width` (word/position/type embeddings of
+width E_in, LayerNorm over E_in, dropout, a biased E_in -> hidden projection,
+post-LayerNorm `layers.TransformerEncoderBlock`s, a tanh pooler on the first
+token), assembled from the same Model Garden layers. It is written out here
+rather than instantiated from `BertEncoderV2` because BertEncoderV2 fixes every
+LayerNorm epsilon at 1e-12 and the activation default to approximate GELU,
+while RemBERT configs carry `layer_norm_eps` and use the exact GELU.
+
+The encoder owns no output-side variable: the MLM head and the output
+embedding live in `RemBertPretrainer`, so an encoder checkpoint or SavedModel
+is exactly what fine-tuning keeps (#FT).
+
+Example:
+```python
+from rembert_tf.modeling import rembert_config, rembert_encoder
+cfg = rembert_config.load_model_config("tiny")
+encoder = rembert_encoder.build_encoder(cfg)
+outputs = encoder(dict(input_word_ids=tf.ones([2, 16], tf.int32),
+                       input_mask=tf.ones([2, 16], tf.int32),
+                       input_type_ids=tf.zeros([2, 16], tf.int32)))
+outputs["sequence_output"].shape   # [2, 16, 128]
+outputs["pooled_output"].shape     # [2, 128]
+len(outputs["encoder_outputs"])    # 2, one per Transformer block
+```
+"""
+from typing import Any, Dict
+
+import tensorflow as tf
+import tf_keras
+from official.modeling import tf_utils
+from official.nlp.modeling import layers
+
+from rembert_tf.modeling import activations
+from rembert_tf.modeling import rembert_config
+
+
+@tf_keras.utils.register_keras_serializable(package="rembert_tf")
+class RemBertEncoder(tf_keras.layers.Layer):
+  """Transformer encoder with decoupled, factorised input embeddings.
+
+  Call it on a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids`
+  of shape [batch, seq]. Returns a dict with `sequence_output`
+  [batch, seq, hidden], `pooled_output` [batch, hidden] and `encoder_outputs`
+  (a list with every Transformer block's output, first to last).
+  """
+
+  def __init__(self,
+               vocab_size: int,
+               hidden_size: int = 1152,
+               num_layers: int = 32,
+               num_attention_heads: int = 18,
+               inner_dim: int = 4608,
+               input_embedding_size: int = 256,
+               hidden_act: str = "gelu",
+               output_dropout: float = 0.0,
+               attention_dropout: float = 0.0,
+               max_sequence_length: int = 512,
+               type_vocab_size: int = 2,
+               layer_norm_eps: float = 1e-12,
+               initializer_range: float = 0.02,
+               **kwargs):
+    super().__init__(**kwargs)
+    self._config = dict(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
+        num_attention_heads=num_attention_heads, inner_dim=inner_dim,
+        input_embedding_size=input_embedding_size, hidden_act=hidden_act,
+        output_dropout=output_dropout, attention_dropout=attention_dropout,
+        max_sequence_length=max_sequence_length,
+        type_vocab_size=type_vocab_size, layer_norm_eps=layer_norm_eps,
+        initializer_range=initializer_range)
+    initializer = tf_keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+    # === Input embedding (width E_in) ===
+    self._embedding_layer = layers.OnDeviceEmbedding(
+        vocab_size=vocab_size,
+        embedding_width=input_embedding_size,
+        initializer=tf_utils.clone_initializer(initializer),
+        name="word_embeddings")
+    self._position_embedding_layer = layers.PositionEmbedding(
+        max_length=max_sequence_length,
+        initializer=tf_utils.clone_initializer(initializer),
+        name="position_embedding")
+    # One-hot lookup for the 2-row type table: a matmul is faster than a
+    # gather on TPU for tiny tables (Model Garden does the same).
+    self._type_embedding_layer = layers.OnDeviceEmbedding(
+        vocab_size=type_vocab_size,
+        embedding_width=input_embedding_size,
+        initializer=tf_utils.clone_initializer(initializer),
+        use_one_hot=True,
+        name="type_embeddings")
+    # LayerNorm in float32 even under mixed_bfloat16, as in BertEncoderV2.
+    self._embedding_norm_layer = tf_keras.layers.LayerNormalization(
+        axis=-1, epsilon=layer_norm_eps, dtype=tf.float32,
+        name="embeddings/layer_norm")
+    self._embedding_dropout = tf_keras.layers.Dropout(
+        rate=output_dropout, name="embedding_dropout")
+    # The E_in -> hidden projection exists only when the widths differ.
+    self._embedding_projection = None
+    if input_embedding_size != hidden_size:
+      self._embedding_projection = tf_keras.layers.EinsumDense(
+          "...x,xy->...y",
+          output_shape=hidden_size,
+          bias_axes="y",
+          kernel_initializer=tf_utils.clone_initializer(initializer),
+          name="embedding_projection")
+
+    # === Transformer blocks (post-LayerNorm, BERT layout) ===
+    self._attention_mask_layer = layers.SelfAttentionMask(
+        name="self_attention_mask")
+    self._transformer_layers = [
+        build_transformer_block(
+            num_attention_heads=num_attention_heads, inner_dim=inner_dim,
+            hidden_act=hidden_act, output_dropout=output_dropout,
+            attention_dropout=attention_dropout, layer_norm_eps=layer_norm_eps,
+            initializer_range=initializer_range,
+            name=f"transformer/layer_{i}")
+        for i in range(num_layers)
+    ]
+
+    # === Pooler ===
+    self._pooler_layer = tf_keras.layers.Dense(
+        units=hidden_size,
+        activation="tanh",
+        kernel_initializer=tf_utils.clone_initializer(initializer),
+        name="pooler_transform")
+
+    self.inputs = dict(
+        input_word_ids=tf_keras.Input(shape=(None,), dtype=tf.int32),
+        input_mask=tf_keras.Input(shape=(None,), dtype=tf.int32),
+        input_type_ids=tf_keras.Input(shape=(None,), dtype=tf.int32))
+
+  def call(self, inputs: Dict[str, tf.Tensor], training=None):
+    if not isinstance(inputs, dict):
+      raise ValueError("RemBertEncoder takes a dict with input_word_ids, "
+                       f"input_mask and input_type_ids, got {type(inputs)}.")
+    word_ids = inputs["input_word_ids"]
+    mask = inputs["input_mask"]
+    type_ids = inputs["input_type_ids"]
+
+    word_embeddings = self._embedding_layer(word_ids)
+    embeddings = (word_embeddings
+                  + self._position_embedding_layer(word_embeddings)
+                  + self._type_embedding_layer(type_ids))
+    embeddings = self._embedding_norm_layer(embeddings)
+    embeddings = self._embedding_dropout(embeddings, training=training)
+    if self._embedding_projection is not None:
+      embeddings = self._embedding_projection(embeddings)
+
+    attention_mask = self._attention_mask_layer(embeddings, mask)
+    encoder_outputs = []
+    x = embeddings
+    for layer in self._transformer_layers:
+      x = layer([x, attention_mask], training=training)
+      encoder_outputs.append(x)
+
+    pooled_output = self._pooler_layer(x[:, 0, :])
+    return dict(sequence_output=x, pooled_output=pooled_output,
+                encoder_outputs=encoder_outputs)
+
+  # Same accessors as Model Garden's BertEncoderV2, so its heads and tasks work.
+  def get_embedding_table(self):
+    return self._embedding_layer.embeddings
+
+  def get_embedding_layer(self):
+    return self._embedding_layer
+
+  @property
+  def transformer_layers(self):
+    return self._transformer_layers
+
+  @property
+  def pooler_layer(self):
+    return self._pooler_layer
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update(self._config)
+    return config
+
+
+def build_transformer_block(num_attention_heads, inner_dim, hidden_act,
+                            output_dropout, attention_dropout, layer_norm_eps,
+                            initializer_range, name):
+  """One post-LayerNorm BERT block (Model Garden's TransformerEncoderBlock)."""
+  return layers.TransformerEncoderBlock(
+      num_attention_heads=num_attention_heads,
+      inner_dim=inner_dim,
+      inner_activation=activations.get(hidden_act),
+      output_dropout=output_dropout,
+      attention_dropout=attention_dropout,
+      norm_first=False,
+      norm_epsilon=layer_norm_eps,
+      kernel_initializer=tf_keras.initializers.TruncatedNormal(
+          stddev=initializer_range),
+      name=name)
+
+
+def build_encoder(cfg: rembert_config.RemBertConfig,
+                  name: str = "encoder") -> RemBertEncoder:
+  """Builds (and creates the variables of) the encoder for a model config."""
+  encoder = RemBertEncoder(
+      vocab_size=cfg.vocab_size,
+      hidden_size=cfg.hidden_size,
+      num_layers=cfg.num_hidden_layers,
+      num_attention_heads=cfg.num_attention_heads,
+      inner_dim=cfg.intermediate_size,
+      input_embedding_size=cfg.input_embedding_size,
+      hidden_act=cfg.hidden_act,
+      output_dropout=cfg.hidden_dropout_prob,
+      attention_dropout=cfg.attention_probs_dropout_prob,
+      max_sequence_length=cfg.max_position_embeddings,
+      type_vocab_size=cfg.type_vocab_size,
+      layer_norm_eps=cfg.layer_norm_eps,
+      initializer_range=cfg.initializer_range,
+      name=name)
+  encoder(dummy_inputs())
+  return encoder
+
+
+def dummy_inputs(batch_size: int = 1, seq_length: int = 2):
+  """Integer inputs of the encoder's signature, to build variables."""
+  ids = tf.zeros([batch_size, seq_length], tf.int32)
+  return dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
+              input_type_ids=ids)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The project's two entry points (see README.md):
+#   bash run.sh demo   install what is needed, then run the main job on the embedded demo
+#   bash run.sh test   install what is needed, then run the whole test suite
+# Everything is installed into ./.venv; a re-run reinstalls only when setup.py changed.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=".venv/.install-stamp"
+want="$(sha256sum setup.py | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "[run.sh] installing rembert_tf and its dependencies into .venv (first run takes a few minutes)"
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e ".[test]"
+  echo "$want" > "$stamp"
+fi
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  demo) exec .venv/bin/python -m rembert_tf.demo "$@" ;;
+  test) exec .venv/bin/python -m pytest -q tests "$@" ;;
+  *) echo "usage: bash run.sh demo|test [args...]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,29 @@
+"""Packaging for rembert_tf: RemBERT (decoupled embeddings) on TensorFlow 2 / Model Garden."""
+import setuptools
+
+# Pinned to the TF 2.20 line: Model Garden 2.20 is built and tested against
+# TF 2.20 and the Keras 2 API (tf-keras); newer TF lines change Keras defaults.
+INSTALL_REQUIRES = [
+    "tensorflow~=2.20.0",
+    "tf-keras~=2.20.0",
+    "tf-models-official~=2.20.0",
+    "tensorflow-text~=2.20.0",
+    "tensorflow-hub~=0.16.1",
+    "tensorflow-datasets~=4.9",
+    "sentencepiece~=0.2.0",
+    "absl-py>=1.4",
+    "pyyaml>=6.0",
+    "numpy>=1.26,<3",
+    "seqeval~=1.2.2",
+    "safetensors~=0.8",
+]
+
+setuptools.setup(
+    name="rembert_tf",
+    version="0.1.0",
+    description="RemBERT (Rethinking Embedding Coupling) for TensorFlow 2 / Keras on Model Garden",
+    packages=setuptools.find_packages(include=["rembert_tf", "rembert_tf.*"]),
+    python_requires=">=3.10,<3.13",
+    install_requires=INSTALL_REQUIRES,
+    extras_require={"test": ["pytest>=8.0"]},
+)
