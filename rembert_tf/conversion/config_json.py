@@ -1,0 +1,144 @@
+"""The JSON model config of the released TF1 checkpoint and of Hugging Face RemBERT.
+
+Both use the same keys (vocab_size, hidden_size, num_hidden_layers,
+num_attention_heads, input_embedding_size, output_embedding_size,
+intermediate_size, hidden_act, max_position_embeddings, type_vocab_size,
+layer_norm_eps, initializer_range, dropout probabilities), which are also the
+field names of `RemBertConfig`, so reading is a validated copy. Keys that only
+matter to `transformers` (model_type, architectures, token ids, ...) are
+ignored; other unknown keys are logged.
+
+Example:
+```python
+from rembert_tf.conversion import config_json
+cfg = config_json.read_json_config("rembert/config.json")
+config_json.write_hf_config(cfg, "out/config.json")
+```
+"""
+import json
+import pathlib
+from typing import Any, Dict, Optional
+
+from absl import logging
+
+from rembert_tf.modeling import rembert_config
+
+from rembert_tf.conversion import weight_layout
+
+REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers",
+                 "num_attention_heads", "intermediate_size",
+                 "input_embedding_size", "max_position_embeddings",
+                 "type_vocab_size")
+# Keys with a default when absent: the released / HF RemBERT defaults.
+DEFAULTS = dict(hidden_act="gelu", hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12,
+                initializer_range=0.02)
+# transformers bookkeeping keys: meaningless for the weights.
+IGNORED_KEYS = frozenset((
+    "model_type", "architectures", "transformers_version", "torch_dtype",
+    "dtype", "pad_token_id", "bos_token_id", "eos_token_id",
+    "classifier_dropout_prob", "classifier_dropout", "use_cache",
+    "is_encoder_decoder", "tie_word_embeddings", "is_decoder",
+    "add_cross_attention", "_name_or_path", "id2label", "label2id",
+    "problem_type", "finetuning_task", "output_hidden_states",
+    "output_attentions", "return_dict", "embedding_dropout_prob",
+    "projection_dim", "embedding_size", "chunk_size_feed_forward",
+    "gradient_checkpointing", "position_embedding_type"))
+
+# Activation names: HF/TF1 config -> rembert_tf, and back.
+_ACT_FROM_JSON = {"gelu": "gelu", "gelu_new": "gelu_approx",
+                  "gelu_pytorch_tanh": "gelu_approx", "gelu_approx": "gelu_approx",
+                  "relu": "relu", "tanh": "tanh", "swish": "swish",
+                  "silu": "swish"}
+_ACT_TO_HF = {"gelu": "gelu", "gelu_approx": "gelu_new", "relu": "relu",
+              "tanh": "tanh", "swish": "silu"}
+
+
+def model_config_from_json_dict(values: Dict[str, Any], source: str,
+                                output_embedding_size: Optional[int] = None
+                                ) -> rembert_config.RemBertConfig:
+  """Validated RemBertConfig from HF/TF1 JSON keys; one error lists every problem."""
+  if not isinstance(values, dict):
+    raise weight_layout.ConversionError(f"{source}: expected a JSON object.")
+  problems = []
+  model_type = values.get("model_type")
+  if model_type not in (None, "rembert"):
+    problems.append(f"model_type is {model_type!r}, expected 'rembert'")
+  missing = [k for k in REQUIRED_KEYS if k not in values]
+  if missing:
+    problems.append("missing key(s) " + ", ".join(missing))
+  fields = set(rembert_config.field_names())
+  out = dict(DEFAULTS)
+  unknown = []
+  for key, value in values.items():
+    if key in fields:
+      out[key] = value
+    elif key not in IGNORED_KEYS:
+      unknown.append(key)
+  if unknown:
+    logging.warning("%s: ignoring unknown config key(s) %s", source,
+                    ", ".join(sorted(unknown)))
+  act = out.get("hidden_act")
+  if act not in _ACT_FROM_JSON:
+    problems.append(f"hidden_act {act!r} is not supported (expected one of "
+                    f"{', '.join(_ACT_FROM_JSON)})")
+  else:
+    out["hidden_act"] = _ACT_FROM_JSON[act]
+  if "output_embedding_size" not in out:
+    # An encoder-only config: E_out only matters with an output side.
+    out["output_embedding_size"] = (output_embedding_size
+                                    or out.get("input_embedding_size", 1))
+  if problems:
+    raise weight_layout.ConversionError(
+        f"{source}: " + "; ".join(problems) +
+        ". Give the config.json that came with the checkpoint.")
+  for key in ("hidden_dropout_prob", "attention_probs_dropout_prob",
+              "layer_norm_eps", "initializer_range"):
+    out[key] = float(out[key])
+  try:
+    return rembert_config.model_config_from_dict(out, source=source)
+  except rembert_config.ConfigError as e:
+    raise weight_layout.ConversionError(str(e)) from None
+
+
+def read_json_config(path, output_embedding_size: Optional[int] = None
+                     ) -> rembert_config.RemBertConfig:
+  path = pathlib.Path(path)
+  if not path.exists():
+    raise weight_layout.ConversionError(
+        f"{path}: config file not found. Pass the JSON config of the "
+        "checkpoint with --config (the released RemBERT ships one).")
+  try:
+    values = json.loads(path.read_text(encoding="utf-8"))
+  except json.JSONDecodeError as e:
+    raise weight_layout.ConversionError(f"{path}: not valid JSON ({e}).") from None
+  return model_config_from_json_dict(values, str(path), output_embedding_size)
+
+
+def hf_config_dict(cfg: rembert_config.RemBertConfig, with_output_side: bool,
+                   special_ids: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+  """The `config.json` of a Hugging Face RemBERT for this config."""
+  values = {
+      "architectures": ["RemBertForMaskedLM" if with_output_side
+                        else "RemBertModel"],
+      "model_type": "rembert",
+  }
+  for key in ("vocab_size", "hidden_size", "num_hidden_layers",
+              "num_attention_heads", "intermediate_size",
+              "input_embedding_size", "output_embedding_size",
+              "max_position_embeddings", "type_vocab_size", "layer_norm_eps",
+              "initializer_range", "hidden_dropout_prob",
+              "attention_probs_dropout_prob"):
+    values[key] = getattr(cfg, key)
+  values["hidden_act"] = _ACT_TO_HF[cfg.hidden_act]
+  values["tie_word_embeddings"] = False
+  for key, value in (special_ids or {}).items():
+    values[key] = int(value)
+  return values
+
+
+def write_hf_config(cfg, path, with_output_side: bool,
+                    special_ids: Optional[Dict[str, int]] = None):
+  pathlib.Path(path).write_text(
+      json.dumps(hf_config_dict(cfg, with_output_side, special_ids), indent=2,
+                 sort_keys=True) + "\n", encoding="utf-8")

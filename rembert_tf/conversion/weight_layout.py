@@ -1,0 +1,329 @@
+"""One neutral weight layout shared by every checkpoint format (TF1, HF, rembert_tf).
+
+Every converter goes through "canonical tensors": numpy arrays keyed by the
+released TF1 RemBERT / BERT variable names (`bert/encoder/layer_3/attention/
+self/query/kernel`, ...), with the TF1 shapes (dense kernels 2-D [in, out]).
+The encoder names are the documented ones of the released checkpoint. The
+output side (pre-training only) uses names chosen by this project, because the
+release does not document its own:
+
+```
+cls/predictions/transform/dense/{kernel,bias}      [H, E_out], [E_out]
+cls/predictions/transform/LayerNorm/{gamma,beta}   [E_out]
+cls/predictions/output_embedding                   [V, E_out]
+cls/predictions/output_bias                        [V]
+cls/output_layers/layer_N/...                      extra output-side blocks
+```
+
+`slots_for_encoder(encoder)` / `slots_for_pretrainer(pretrainer)` list, for a
+built model, which Keras variable holds each canonical tensor and how to
+reshape between the two (Model Garden's MultiHeadAttention keeps per-head
+kernels [H, heads, head_dim]; TF1 keeps [H, H]). `hf_name(canonical)` gives
+the Hugging Face `transformers` name and whether the tensor is transposed.
+
+Builds on the name mapping idea of Model Garden's
+`official/nlp/tools/tf1_bert_checkpoint_converter_lib.py` (TF1 BERT names to
+the TF2 encoder), written for the RemBERT encoder's own layers.
+
+Example:
+```python
+from rembert_tf.conversion import weight_layout
+slots = weight_layout.slots_for_encoder(encoder)
+tensors = {s.name: s.read() for s in slots}          # canonical numpy arrays
+for s in slots: s.assign(tensors[s.name])            # and back
+```
+"""
+import dataclasses
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+ENCODER_PREFIX = "bert/"
+OUTPUT_SIDE_PREFIX = "cls/"
+PROJECTION_KERNEL = "bert/encoder/embedding_hidden_mapping_in/kernel"
+PROJECTION_BIAS = "bert/encoder/embedding_hidden_mapping_in/bias"
+
+# TF1 optimizer and bookkeeping variables: never weights of the model.
+_OPTIMIZER_NAME_PARTS = ("adam_m", "adam_v", "Adam", "Adam_1",
+                         "AdamWeightDecayOptimizer",
+                         "AdamWeightDecayOptimizer_1", "LAMB", "LAMB_1",
+                         "Momentum", "Adafactor")
+_BOOKKEEPING_NAMES = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH",
+                      "good_steps", "loss_scale", "current_loss_scale")
+
+
+class ConversionError(ValueError):
+  """A checkpoint does not match its config or the target layout.
+
+  The message lists every offending name at once.
+  """
+
+
+def is_optimizer_or_bookkeeping(name: str) -> bool:
+  """True for TF1 optimizer slots (adam_m, adam_v, ...) and global_step."""
+  parts = name.split("/")
+  if name in _BOOKKEEPING_NAMES or parts[-1] in _BOOKKEEPING_NAMES:
+    return True
+  return any(p in _OPTIMIZER_NAME_PARTS for p in parts)
+
+
+@dataclasses.dataclass
+class Slot:
+  """One canonical tensor and the Keras variable that holds it.
+
+  Attributes:
+    name: canonical (TF1-style) name.
+    variable: the tf.Variable in the rembert_tf model.
+    shape: canonical shape (may differ from the variable's by a reshape).
+  """
+  name: str
+  variable: tf.Variable
+  shape: Tuple[int, ...]
+
+  def read(self) -> np.ndarray:
+    return np.reshape(self.variable.numpy(), self.shape)
+
+  def assign(self, array: np.ndarray):
+    array = np.asarray(array)
+    if tuple(array.shape) != tuple(self.shape):
+      raise ConversionError(f"{self.name}: shape {tuple(array.shape)}, "
+                            f"expected {tuple(self.shape)}.")
+    self.variable.assign(np.reshape(array, self.variable.shape).astype(
+        self.variable.dtype.as_numpy_dtype, copy=False))
+
+
+def _dense_slots(prefix, layer) -> List[Slot]:
+  """Kernel/bias of a Dense/EinsumDense, flattened to 2-D [in, out] / [out]."""
+  kernel, bias = layer.kernel, layer.bias
+  return [Slot(prefix + "/kernel", kernel, _as_2d(kernel.shape, layer)),
+          Slot(prefix + "/bias", bias, (int(np.prod(bias.shape)),))]
+
+
+def _as_2d(shape, layer) -> Tuple[int, int]:
+  """2-D [in, out] shape of a (possibly per-head) kernel."""
+  shape = [int(d) for d in shape]
+  name = layer.name
+  if len(shape) == 2:
+    return tuple(shape)
+  if name.endswith("attention_output"):  # [heads, head_dim, H] -> [H_in, H]
+    return (shape[0] * shape[1], shape[2])
+  return (shape[0], int(np.prod(shape[1:])))  # [H, heads, head_dim] -> [H, H]
+
+
+def _norm_slots(prefix, layer) -> List[Slot]:
+  return [Slot(prefix + "/gamma", layer.gamma, tuple(layer.gamma.shape)),
+          Slot(prefix + "/beta", layer.beta, tuple(layer.beta.shape))]
+
+
+def _block_slots(prefix, block) -> List[Slot]:
+  """One Model Garden TransformerEncoderBlock in BERT's TF1 names."""
+  attention = block._attention_layer  # pylint: disable=protected-access
+  slots = []
+  for part, dense in (("query", attention._query_dense),  # pylint: disable=protected-access
+                      ("key", attention._key_dense),  # pylint: disable=protected-access
+                      ("value", attention._value_dense)):  # pylint: disable=protected-access
+    slots += _dense_slots(f"{prefix}/attention/self/{part}", dense)
+  slots += _dense_slots(f"{prefix}/attention/output/dense",
+                        attention._output_dense)  # pylint: disable=protected-access
+  slots += _norm_slots(f"{prefix}/attention/output/LayerNorm",
+                       block._attention_layer_norm)  # pylint: disable=protected-access
+  slots += _dense_slots(f"{prefix}/intermediate/dense",
+                        block._intermediate_dense)  # pylint: disable=protected-access
+  slots += _dense_slots(f"{prefix}/output/dense", block._output_dense)  # pylint: disable=protected-access
+  slots += _norm_slots(f"{prefix}/output/LayerNorm",
+                       block._output_layer_norm)  # pylint: disable=protected-access
+  return slots
+
+
+def _table_slot(name, layer) -> Slot:
+  (variable,) = layer.trainable_weights
+  return Slot(name, variable, tuple(variable.shape))
+
+
+def slots_for_encoder(encoder) -> List[Slot]:
+  """Canonical slots of a RemBertEncoder, in a fixed order.
+
+  When the encoder has no E_in -> hidden projection (E_in == hidden) there is
+  no `embedding_hidden_mapping_in` slot; see `identity_projection`.
+  """
+  e = encoder
+  slots = [
+      _table_slot("bert/embeddings/word_embeddings", e._embedding_layer),  # pylint: disable=protected-access
+      _table_slot("bert/embeddings/position_embeddings",
+                  e._position_embedding_layer),  # pylint: disable=protected-access
+      _table_slot("bert/embeddings/token_type_embeddings",
+                  e._type_embedding_layer),  # pylint: disable=protected-access
+  ]
+  slots += _norm_slots("bert/embeddings/LayerNorm", e._embedding_norm_layer)  # pylint: disable=protected-access
+  if e._embedding_projection is not None:  # pylint: disable=protected-access
+    slots += _dense_slots("bert/encoder/embedding_hidden_mapping_in",
+                          e._embedding_projection)  # pylint: disable=protected-access
+  for i, block in enumerate(e.transformer_layers):
+    slots += _block_slots(f"bert/encoder/layer_{i}", block)
+  slots += _dense_slots("bert/pooler/dense", e.pooler_layer)
+  return slots
+
+
+def slots_for_output_side(pretrainer) -> List[Slot]:
+  """Canonical slots of a RemBertPretrainer's output side (not the encoder).
+
+  Raises ConversionError for a coupled head: its output embedding is the
+  encoder's word-embedding table and has no slot of its own.
+  """
+  head = pretrainer.masked_lm
+  if head.coupled:
+    raise ConversionError(
+        "the model is coupled (`coupled: true`): its MLM head reuses the input "
+        "word embedding, which the canonical layout has no separate name for. "
+        "Convert the encoder only.")
+  slots = _dense_slots("cls/predictions/transform/dense", head.dense)
+  slots += _norm_slots("cls/predictions/transform/LayerNorm", head.layer_norm)
+  slots += [
+      Slot("cls/predictions/output_embedding", head.output_embedding,
+           tuple(head.output_embedding.shape)),
+      Slot("cls/predictions/output_bias", head.bias, tuple(head.bias.shape)),
+  ]
+  for i, block in enumerate(pretrainer.output_layers):
+    slots += _block_slots(f"cls/output_layers/layer_{i}", block)
+  return slots
+
+
+def slots_for_pretrainer(pretrainer) -> List[Slot]:
+  return slots_for_encoder(pretrainer.encoder) + slots_for_output_side(pretrainer)
+
+
+def identity_projection(size: int) -> Dict[str, np.ndarray]:
+  """The E_in -> hidden projection of an encoder without one (E_in == hidden).
+
+  Hugging Face's RemBERT always has `embedding_hidden_mapping_in`; an exact
+  identity (kernel I, bias 0) computes the same numbers bit for bit.
+  """
+  return {PROJECTION_KERNEL: np.eye(size, dtype=np.float32),
+          PROJECTION_BIAS: np.zeros([size], np.float32)}
+
+
+def is_identity_projection(kernel: np.ndarray, bias: np.ndarray) -> bool:
+  return (kernel.ndim == 2 and kernel.shape[0] == kernel.shape[1]
+          and np.array_equal(kernel, np.eye(kernel.shape[0], dtype=kernel.dtype))
+          and not np.any(bias))
+
+
+def check_names_and_shapes(source: str,
+                           found: Dict[str, Sequence[int]],
+                           expected: Dict[str, Sequence[int]],
+                           hint: str = ""):
+  """Raises ONE ConversionError listing every missing, unexpected or misshapen name."""
+  missing = sorted(n for n in expected if n not in found)
+  unexpected = sorted(n for n in found if n not in expected)
+  misshapen = sorted(
+      f"{n}: found {tuple(found[n])}, expected {tuple(expected[n])}"
+      for n in expected
+      if n in found and tuple(found[n]) != tuple(expected[n]))
+  if not (missing or unexpected or misshapen):
+    return
+  lines = [f"{source} does not match the model config "
+           f"({len(missing)} missing, {len(unexpected)} unexpected, "
+           f"{len(misshapen)} with a wrong shape):"]
+  lines += [f"  missing: {n}" for n in missing]
+  lines += [f"  unexpected: {n}" for n in unexpected]
+  lines += [f"  wrong shape: {n}" for n in misshapen]
+  lines.append(hint or "Check that the config (layers, sizes, vocab_size) is "
+               "the one this checkpoint was trained with.")
+  raise ConversionError("\n".join(lines))
+
+
+# === Hugging Face names ===
+def hf_name(canonical: str, prefix: str = "rembert.") -> Tuple[str, bool]:
+  """Canonical name -> (HF transformers name, transpose?).
+
+  torch Linear weights are [out, in]: kernels are transposed; embedding tables
+  and the output embedding ([V, E_out], already [out, in]) are not.
+  """
+  if canonical == "cls/predictions/output_embedding":
+    return "cls.predictions.decoder.weight", False
+  if canonical == "cls/predictions/output_bias":
+    return "cls.predictions.decoder.bias", False
+  if canonical.startswith("cls/predictions/transform/"):
+    rest = canonical[len("cls/predictions/transform/"):]
+    return _hf_leaf("cls.predictions." + rest.replace("/", "."))
+  if canonical.startswith("cls/output_layers/"):
+    raise ConversionError(
+        f"{canonical}: Hugging Face RemBERT has no extra output-side "
+        "Transformer layers (num_output_layers > 0); convert the encoder only.")
+  if not canonical.startswith(ENCODER_PREFIX):
+    raise ConversionError(f"{canonical}: no Hugging Face name for it.")
+  rest = canonical[len(ENCODER_PREFIX):]
+  match = re.match(r"^encoder/layer_(\d+)/(.*)$", rest)
+  if match:
+    rest = f"encoder/layer/{match.group(1)}/{match.group(2)}"
+  name = prefix + rest.replace("/", ".")
+  if canonical.endswith("_embeddings"):
+    return name + ".weight", False
+  return _hf_leaf(name)
+
+
+def _hf_leaf(name: str) -> Tuple[str, bool]:
+  stem, leaf = name.rsplit(".", 1)
+  if leaf == "kernel":
+    return stem + ".weight", True
+  if leaf == "gamma":
+    return stem + ".weight", False
+  if leaf == "beta":
+    return stem + ".bias", False
+  return name, False
+
+
+def expected_canonical_shapes(cfg, with_projection: Optional[bool] = None,
+                              output_side: bool = False) -> Dict[str, Tuple[int, ...]]:
+  """Canonical name -> shape for a config, without building a model."""
+  h, e_in, v = cfg.hidden_size, cfg.input_embedding_size, cfg.vocab_size
+  ffn = cfg.intermediate_size
+  if with_projection is None:
+    with_projection = e_in != h
+  shapes = {
+      "bert/embeddings/word_embeddings": (v, e_in),
+      "bert/embeddings/position_embeddings": (cfg.max_position_embeddings, e_in),
+      "bert/embeddings/token_type_embeddings": (cfg.type_vocab_size, e_in),
+      "bert/embeddings/LayerNorm/gamma": (e_in,),
+      "bert/embeddings/LayerNorm/beta": (e_in,),
+  }
+  if with_projection:
+    shapes[PROJECTION_KERNEL] = (e_in, h)
+    shapes[PROJECTION_BIAS] = (h,)
+
+  def block(prefix):
+    out = {}
+    for part in ("query", "key", "value"):
+      out[f"{prefix}/attention/self/{part}/kernel"] = (h, h)
+      out[f"{prefix}/attention/self/{part}/bias"] = (h,)
+    out[f"{prefix}/attention/output/dense/kernel"] = (h, h)
+    out[f"{prefix}/attention/output/dense/bias"] = (h,)
+    out[f"{prefix}/attention/output/LayerNorm/gamma"] = (h,)
+    out[f"{prefix}/attention/output/LayerNorm/beta"] = (h,)
+    out[f"{prefix}/intermediate/dense/kernel"] = (h, ffn)
+    out[f"{prefix}/intermediate/dense/bias"] = (ffn,)
+    out[f"{prefix}/output/dense/kernel"] = (ffn, h)
+    out[f"{prefix}/output/dense/bias"] = (h,)
+    out[f"{prefix}/output/LayerNorm/gamma"] = (h,)
+    out[f"{prefix}/output/LayerNorm/beta"] = (h,)
+    return out
+
+  for i in range(cfg.num_hidden_layers):
+    shapes.update(block(f"bert/encoder/layer_{i}"))
+  shapes["bert/pooler/dense/kernel"] = (h, h)
+  shapes["bert/pooler/dense/bias"] = (h,)
+  if output_side:
+    e_out = cfg.output_embedding_size
+    shapes.update({
+        "cls/predictions/transform/dense/kernel": (h, e_out),
+        "cls/predictions/transform/dense/bias": (e_out,),
+        "cls/predictions/transform/LayerNorm/gamma": (e_out,),
+        "cls/predictions/transform/LayerNorm/beta": (e_out,),
+        "cls/predictions/output_embedding": (v, e_out),
+        "cls/predictions/output_bias": (v,),
+    })
+    for i in range(cfg.num_output_layers):
+      shapes.update(block(f"cls/output_layers/layer_{i}"))
+  return shapes

@@ -1,0 +1,131 @@
+"""Fast, TensorFlow-free encoding of `tf.train.Example` protos with fixed-length features.
+
+The record writers build millions of small Examples with a handful of int64 /
+float32 lists. Building them through the protobuf API costs tens of
+microseconds each; this module writes the same wire bytes directly (packed
+varints via numpy), so worker processes need neither TensorFlow nor a protobuf
+object per record. The output parses with `tf.io.parse_single_example` /
+`tf.io.parse_example` like any Example (see tests/data/example_encoding_test.py).
+
+Example:
+```python
+import numpy as np
+from rembert_tf.data import example_encoding
+record = example_encoding.encode_example(
+    int_features={"input_word_ids": np.array([2, 17, 3, 0])},
+    float_features={"masked_lm_weights": np.array([1.0, 0.0])})
+# tf.train.Example.FromString(record) gives the same features.
+```
+"""
+from typing import Dict, Mapping, Optional
+
+import numpy as np
+
+_MAX_VARINT_BYTES = 10
+
+
+def encode_varint(value: int) -> bytes:
+  """Protobuf varint of a non-negative Python int."""
+  out = bytearray()
+  while True:
+    byte = value & 0x7F
+    value >>= 7
+    if value:
+      out.append(byte | 0x80)
+    else:
+      out.append(byte)
+      return bytes(out)
+
+
+_SMALL_VARINTS = [encode_varint(i) for i in range(1 << 14)]
+
+
+def _len_prefix(n: int) -> bytes:
+  return _SMALL_VARINTS[n] if n < (1 << 14) else encode_varint(n)
+
+
+# Varint bytes of every value below the table's size (grown on demand up to
+# _TABLE_LIMIT, enough for a 250k vocabulary): a join of table entries is the
+# fastest way to pack token ids from Python.
+_TABLE_LIMIT = 1 << 18
+_VARINT_TABLE: list = []
+
+
+def _varint_table(max_value: int) -> list:
+  if len(_VARINT_TABLE) <= max_value:
+    _VARINT_TABLE.extend(encode_varint(i) for i in range(
+        len(_VARINT_TABLE), min(_TABLE_LIMIT, max(2 * max_value, 4096))))
+  return _VARINT_TABLE
+
+
+def packed_varints(values: np.ndarray) -> bytes:
+  """Packed varint bytes of a 1-D array of int64 (negatives as 10-byte two's complement)."""
+  values = np.asarray(values, dtype=np.int64)
+  if values.size == 0:
+    return b""
+  low, high = int(values.min()), int(values.max())
+  if low >= 0 and high < 128:
+    return values.astype(np.uint8).tobytes()
+  if low >= 0 and high < _TABLE_LIMIT:
+    table = _varint_table(high)
+    return b"".join([table[v] for v in values.tolist()])
+  unsigned = values.astype(np.uint64)
+  shifts = np.arange(_MAX_VARINT_BYTES, dtype=np.uint64) * np.uint64(7)
+  groups = (unsigned[:, None] >> shifts[None, :]) & np.uint64(0x7F)
+  # Number of bytes: 1 + index of the last non-zero 7-bit group.
+  nonzero = groups != 0
+  num_bytes = np.where(nonzero.any(axis=1),
+                       _MAX_VARINT_BYTES - np.argmax(nonzero[:, ::-1], axis=1),
+                       1)
+  positions = np.arange(_MAX_VARINT_BYTES)[None, :]
+  keep = positions < num_bytes[:, None]
+  continuation = positions < (num_bytes[:, None] - 1)
+  encoded = (groups | (continuation.astype(np.uint64) << np.uint64(7)))
+  return encoded[keep].astype(np.uint8).tobytes()
+
+
+def _feature_entry(name: bytes, feature_field_tag: bytes, payload: bytes) -> bytes:
+  list_message = b"\x0a" + _len_prefix(len(payload)) + payload
+  feature = feature_field_tag + _len_prefix(len(list_message)) + list_message
+  entry = (b"\x0a" + _len_prefix(len(name)) + name +
+           b"\x12" + _len_prefix(len(feature)) + feature)
+  return b"\x0a" + _len_prefix(len(entry)) + entry
+
+
+_INT64_LIST_TAG = b"\x1a"  # Feature.int64_list = 3, length-delimited.
+_FLOAT_LIST_TAG = b"\x12"  # Feature.float_list = 2, length-delimited.
+
+
+def encode_example(int_features: Optional[Mapping[str, np.ndarray]] = None,
+                   float_features: Optional[Mapping[str, np.ndarray]] = None
+                   ) -> bytes:
+  """Serialized tf.train.Example with int64 and float32 list features."""
+  parts = []
+  for name, values in (int_features or {}).items():
+    parts.append(_feature_entry(name.encode("utf-8"), _INT64_LIST_TAG,
+                                packed_varints(values)))
+  for name, values in (float_features or {}).items():
+    payload = np.asarray(values, dtype="<f4").tobytes()
+    parts.append(_feature_entry(name.encode("utf-8"), _FLOAT_LIST_TAG, payload))
+  features = b"".join(parts)
+  return b"\x0a" + _len_prefix(len(features)) + features
+
+
+def pretraining_example(input_word_ids: np.ndarray,
+                        input_mask: np.ndarray,
+                        input_type_ids: np.ndarray,
+                        masked_lm_positions: Optional[np.ndarray] = None,
+                        masked_lm_ids: Optional[np.ndarray] = None,
+                        masked_lm_weights: Optional[np.ndarray] = None) -> bytes:
+  """One pre-training record (static layout, or unmasked when positions is None)."""
+  ints: Dict[str, np.ndarray] = {
+      "input_word_ids": input_word_ids,
+      "input_mask": input_mask,
+      "input_type_ids": input_type_ids,
+  }
+  floats = {}
+  if masked_lm_positions is not None:
+    ints["masked_lm_positions"] = masked_lm_positions
+    ints["masked_lm_ids"] = masked_lm_ids
+    floats["masked_lm_weights"] = masked_lm_weights
+  return encode_example(ints, floats)

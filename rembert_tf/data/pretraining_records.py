@@ -1,0 +1,339 @@
+"""The pre-training record layout, its `metadata.json`, masking, and a fixture writer.
+
+Records (tf.train.Example, all int64 unless noted), `seq_length` S and
+`max_predictions_per_seq` P:
+
+| feature               | shape | static layout | unmasked layout |
+| --------------------- | ----- | ------------- | --------------- |
+| input_word_ids        | [S]   | yes (masked)  | yes (original)  |
+| input_mask            | [S]   | yes           | yes             |
+| input_type_ids        | [S]   | yes           | yes             |
+| masked_lm_positions   | [P]   | yes           | no              |
+| masked_lm_ids         | [P]   | yes           | no              |
+| masked_lm_weights     | [P] float | yes       | no              |
+
+A sequence is `[CLS] tokens... [SEP] <pad>...`; type ids are 0 (RemBERT
+pre-trains with MLM only, no next-sentence pairs). Static masking follows BERT:
+`masked_lm_prob` of the maskable tokens (not [CLS]/[SEP]/<pad>), at most P and
+at least 1, are predicted; each is replaced by [MASK] (`mask_token_rate`, 0.8),
+by a random non-special token (`random_token_rate`, 0.1) or kept.
+
+`metadata.json` beside the shards (the input pipeline checks it):
+```
+{"format": "rembert_tf.pretraining_records", "format_version": 1,
+ "layout": "static" | "unmasked", "seq_length": S, "max_predictions_per_seq": P,
+ "vocab_size": V, "special_ids": {"pad_id": 0, "unk_id": 1, "cls_id": 2, "sep_id": 3, "mask_id": 4},
+ "masking": {"masked_lm_prob", "mask_token_rate", "random_token_rate", ...},
+ "num_examples": N, "shards": [{"file", "num_examples", "num_examples_per_language"}, ...],
+ ...}            # create_pretraining_data adds languages, inputs, tokenizer checksum, ...
+```
+
+Builds on BERT's record layout as Model Garden's `official/nlp/data/
+create_pretraining_data.py` writes it (v2 feature names), without NSP.
+
+Example (test fixtures from already tokenised text):
+```python
+from rembert_tf.data import pretraining_records
+meta = pretraining_records.write_pretraining_records(
+    "/tmp/records", [[10, 11, 12, 13], [20, 21, 22]] * 32,
+    seq_length=16, max_predictions_per_seq=4, vocab_size=2000, num_shards=2)
+# /tmp/records/pretrain-00000-of-00002.tfrecord, ..., /tmp/records/metadata.json
+```
+"""
+import json
+import os
+import pathlib
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from rembert_tf.data import example_encoding
+from rembert_tf.data import tfrecord_writer
+from rembert_tf.data import tokenizer
+
+METADATA_FILE = "metadata.json"
+FORMAT_NAME = "rembert_tf.pretraining_records"
+FORMAT_VERSION = 1
+LAYOUT_STATIC = "static"
+LAYOUT_UNMASKED = "unmasked"
+LAYOUTS = (LAYOUT_STATIC, LAYOUT_UNMASKED)
+RECORD_SUFFIX = ".tfrecord"
+TEMP_SUFFIX = tfrecord_writer.TEMP_SUFFIX
+
+
+class RecordsError(ValueError):
+  """Pre-training records or their metadata are missing or inconsistent."""
+
+
+def shard_file_name(index: int, num_shards: int, prefix: str = "pretrain") -> str:
+  return f"{prefix}-{index:05d}-of-{num_shards:05d}{RECORD_SUFFIX}"
+
+
+def existing_records(directory: Union[str, os.PathLike]):
+  """Record shards and metadata already in `directory` (to refuse overwriting)."""
+  directory = pathlib.Path(directory)
+  if not directory.is_dir():
+    return []
+  return sorted(p for p in directory.iterdir()
+                if p.name.endswith(RECORD_SUFFIX) or p.name == METADATA_FILE)
+
+
+def refuse_existing_records(directory, overwrite: bool):
+  """Raises FileExistsError if `directory` holds records and not `overwrite`.
+
+  With `overwrite`, removes the old shards and metadata.
+  """
+  found = existing_records(directory)
+  if not found:
+    return
+  if not overwrite:
+    raise FileExistsError(
+        f"output directory {directory} already holds pre-training records "
+        f"({', '.join(p.name for p in found[:3])}{', ...' if len(found) > 3 else ''}); "
+        "choose an empty directory or pass --overwrite (overwrite=True) to "
+        "replace them.")
+  for path in found:
+    path.unlink()
+
+
+def write_json_atomic(path, value):
+  path = pathlib.Path(path)
+  tmp = path.with_name(path.name + TEMP_SUFFIX)
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=2, sort_keys=False, ensure_ascii=False)
+    f.write("\n")
+  os.replace(tmp, path)
+
+
+def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
+  """Reads DIR/metadata.json; RecordsError if missing or not rembert_tf's format."""
+  path = pathlib.Path(directory) / METADATA_FILE
+  if not path.is_file():
+    raise RecordsError(
+        f"{path} does not exist: pre-training records need their "
+        f"{METADATA_FILE}. Make records with tools/create_pretraining_data.py "
+        "(or pretraining_records.write_pretraining_records for fixtures).")
+  try:
+    with open(path, encoding="utf-8") as f:
+      meta = json.load(f)
+  except json.JSONDecodeError as e:
+    raise RecordsError(f"{path} is not valid JSON ({e}); recreate the records "
+                       "with tools/create_pretraining_data.py.") from None
+  if meta.get("format") != FORMAT_NAME:
+    raise RecordsError(f"{path}: field `format` is {meta.get('format')!r}, "
+                       f"expected {FORMAT_NAME!r}.")
+  for field in ("layout", "seq_length", "max_predictions_per_seq", "vocab_size"):
+    if field not in meta:
+      raise RecordsError(f"{path}: missing field `{field}`; recreate the "
+                         "records with tools/create_pretraining_data.py.")
+  return meta
+
+
+def mask_sequence(token_ids: np.ndarray,
+                  rng: np.random.Generator,
+                  *,
+                  vocab_size: int,
+                  max_predictions_per_seq: int,
+                  masked_lm_prob: float = 0.15,
+                  mask_token_rate: float = 0.8,
+                  random_token_rate: float = 0.1):
+  """BERT masking of one unpadded `[CLS] ... [SEP]` sequence (numpy).
+
+  Returns (masked_ids, positions, labels): `masked_ids` a copy of token_ids
+  with the selected positions replaced; positions sorted ascending.
+  """
+  token_ids = np.asarray(token_ids, dtype=np.int64)
+  candidates = np.flatnonzero(
+      (token_ids != tokenizer.CLS_ID) & (token_ids != tokenizer.SEP_ID) &
+      (token_ids != tokenizer.PAD_ID))
+  num_to_predict = min(max_predictions_per_seq,
+                       max(1, int(round(len(candidates) * masked_lm_prob))),
+                       len(candidates))
+  # k distinct uniform positions: the k smallest of i.i.d. uniform keys.
+  keys = rng.random(len(candidates))
+  if num_to_predict < len(candidates):
+    chosen = np.argpartition(keys, num_to_predict - 1)[:num_to_predict]
+  else:
+    chosen = np.arange(len(candidates))
+  positions = np.sort(candidates[chosen])
+  labels = token_ids[positions]
+  masked = token_ids.copy()
+  draws = rng.random(num_to_predict)
+  use_mask = draws < mask_token_rate
+  use_random = (~use_mask) & (draws < mask_token_rate + random_token_rate)
+  masked[positions[use_mask]] = tokenizer.MASK_ID
+  num_random = int(use_random.sum())
+  if num_random:
+    masked[positions[use_random]] = rng.integers(
+        tokenizer.NUM_SPECIAL_IDS, vocab_size, size=num_random)
+  return masked, positions, labels
+
+
+def encode_sequence(content_ids: Sequence[int],
+                    *,
+                    seq_length: int,
+                    max_predictions_per_seq: int,
+                    vocab_size: int,
+                    rng: Optional[np.random.Generator],
+                    layout: str = LAYOUT_STATIC,
+                    masked_lm_prob: float = 0.15,
+                    mask_token_rate: float = 0.8,
+                    random_token_rate: float = 0.1) -> bytes:
+  """`[CLS] content [SEP]`, padded to seq_length, masked (static) -> record bytes."""
+  content_ids = np.asarray(content_ids, dtype=np.int64)
+  if len(content_ids) > seq_length - 2:
+    raise RecordsError(f"a sequence of {len(content_ids)} tokens does not fit "
+                       f"seq_length {seq_length} with [CLS] and [SEP].")
+  ids = np.empty(len(content_ids) + 2, dtype=np.int64)
+  ids[0] = tokenizer.CLS_ID
+  ids[1:-1] = content_ids
+  ids[-1] = tokenizer.SEP_ID
+  n = len(ids)
+  word_ids = np.zeros(seq_length, dtype=np.int64)
+  input_mask = np.zeros(seq_length, dtype=np.int64)
+  input_mask[:n] = 1
+  type_ids = np.zeros(seq_length, dtype=np.int64)
+  if layout == LAYOUT_UNMASKED:
+    word_ids[:n] = ids
+    return example_encoding.pretraining_example(word_ids, input_mask, type_ids)
+  masked, positions, labels = mask_sequence(
+      ids, rng, vocab_size=vocab_size,
+      max_predictions_per_seq=max_predictions_per_seq,
+      masked_lm_prob=masked_lm_prob, mask_token_rate=mask_token_rate,
+      random_token_rate=random_token_rate)
+  word_ids[:n] = masked
+  lm_positions = np.zeros(max_predictions_per_seq, dtype=np.int64)
+  lm_ids = np.zeros(max_predictions_per_seq, dtype=np.int64)
+  lm_weights = np.zeros(max_predictions_per_seq, dtype=np.float32)
+  k = len(positions)
+  lm_positions[:k] = positions
+  lm_ids[:k] = labels
+  lm_weights[:k] = 1.0
+  return example_encoding.pretraining_example(
+      word_ids, input_mask, type_ids, lm_positions, lm_ids, lm_weights)
+
+
+def _encode_feature_dict(example: Mapping[str, Sequence], seq_length: int,
+                         max_predictions_per_seq: int, layout: str) -> bytes:
+  """Pads an already-built feature dict to the static lengths and encodes it."""
+  def padded(name, length, dtype):
+    values = np.asarray(example[name], dtype=dtype)
+    if len(values) > length:
+      raise RecordsError(f"feature `{name}` has {len(values)} values, more "
+                         f"than its length {length}.")
+    out = np.zeros(length, dtype=dtype)
+    out[:len(values)] = values
+    return out
+  word_ids = padded("input_word_ids", seq_length, np.int64)
+  if "input_mask" in example:
+    input_mask = padded("input_mask", seq_length, np.int64)
+  else:
+    input_mask = (word_ids != tokenizer.PAD_ID).astype(np.int64)
+  type_ids = (padded("input_type_ids", seq_length, np.int64)
+              if "input_type_ids" in example else np.zeros(seq_length, np.int64))
+  if layout == LAYOUT_UNMASKED:
+    return example_encoding.pretraining_example(word_ids, input_mask, type_ids)
+  positions = padded("masked_lm_positions", max_predictions_per_seq, np.int64)
+  lm_ids = padded("masked_lm_ids", max_predictions_per_seq, np.int64)
+  if "masked_lm_weights" in example:
+    weights = padded("masked_lm_weights", max_predictions_per_seq, np.float32)
+  else:
+    weights = np.zeros(max_predictions_per_seq, np.float32)
+    weights[:len(example["masked_lm_positions"])] = 1.0
+  return example_encoding.pretraining_example(
+      word_ids, input_mask, type_ids, positions, lm_ids, weights)
+
+
+def write_tfrecord_file(path, records: Iterable[bytes]) -> int:
+  """Writes records to `path` via a temporary name; returns the count."""
+  return tfrecord_writer.write_tfrecord_file(path, records)
+
+
+def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
+                  vocab_size: int, masked_lm_prob: float,
+                  mask_token_rate: float, random_token_rate: float
+                  ) -> Dict[str, Any]:
+  if layout not in LAYOUTS:
+    raise RecordsError(f"layout must be one of {LAYOUTS}, got {layout!r}.")
+  return {
+      "format": FORMAT_NAME,
+      "format_version": FORMAT_VERSION,
+      "layout": layout,
+      "seq_length": int(seq_length),
+      "max_predictions_per_seq": int(max_predictions_per_seq),
+      "vocab_size": int(vocab_size),
+      "special_ids": tokenizer.special_ids(),
+      "masking": {
+          "masked_lm_prob": masked_lm_prob,
+          "mask_token_rate": mask_token_rate,
+          "random_token_rate": random_token_rate,
+          "max_predictions_per_seq": int(max_predictions_per_seq),
+          "static": layout == LAYOUT_STATIC,
+      },
+  }
+
+
+def write_pretraining_records(
+    output_dir: Union[str, os.PathLike],
+    examples: Sequence[Union[Sequence[int], Mapping[str, Sequence]]],
+    *,
+    seq_length: int,
+    max_predictions_per_seq: int,
+    vocab_size: int,
+    layout: str = LAYOUT_STATIC,
+    num_shards: int = 1,
+    seed: int = 0,
+    masked_lm_prob: float = 0.15,
+    mask_token_rate: float = 0.8,
+    random_token_rate: float = 0.1,
+    overwrite: bool = False,
+    extra_metadata: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+  """Writes already tokenised examples as pre-training shards + metadata.json.
+
+  Args:
+    output_dir: created if needed; refused if it holds records unless overwrite.
+    examples: each either a list of content token ids (no [CLS]/[SEP]; masked
+      here with BERT's 80/10/10 unless layout is "unmasked"), or a dict of
+      feature lists (`input_word_ids`, optional `input_mask`, `input_type_ids`,
+      and for the static layout `masked_lm_positions`, `masked_lm_ids`,
+      optional `masked_lm_weights`), padded here.
+    seq_length, max_predictions_per_seq, vocab_size: the record shape / vocab.
+    layout: "static" (masked in the records) or "unmasked" (dynamic masking).
+    num_shards: examples are dealt round-robin over this many shard files.
+    seed: seeds the masking.
+  Returns:
+    The metadata dict written to output_dir/metadata.json.
+  """
+  output_dir = pathlib.Path(output_dir)
+  output_dir.mkdir(parents=True, exist_ok=True)
+  refuse_existing_records(output_dir, overwrite)
+  meta = base_metadata(layout=layout, seq_length=seq_length,
+                       max_predictions_per_seq=max_predictions_per_seq,
+                       vocab_size=vocab_size, masked_lm_prob=masked_lm_prob,
+                       mask_token_rate=mask_token_rate,
+                       random_token_rate=random_token_rate)
+  rng = np.random.default_rng(seed)
+  shards = [[] for _ in range(num_shards)]
+  for i, example in enumerate(examples):
+    if isinstance(example, Mapping):
+      record = _encode_feature_dict(example, seq_length,
+                                    max_predictions_per_seq, layout)
+    else:
+      record = encode_sequence(
+          example, seq_length=seq_length,
+          max_predictions_per_seq=max_predictions_per_seq,
+          vocab_size=vocab_size, rng=rng, layout=layout,
+          masked_lm_prob=masked_lm_prob, mask_token_rate=mask_token_rate,
+          random_token_rate=random_token_rate)
+    shards[i % num_shards].append(record)
+  shard_meta = []
+  for index, records in enumerate(shards):
+    name = shard_file_name(index, num_shards)
+    count = write_tfrecord_file(output_dir / name, records)
+    shard_meta.append({"file": name, "num_examples": count})
+  meta["num_examples"] = sum(s["num_examples"] for s in shard_meta)
+  meta["shards"] = shard_meta
+  meta["seed"] = seed
+  meta.update(extra_metadata or {})
+  write_json_atomic(output_dir / METADATA_FILE, meta)
+  return meta

@@ -1,0 +1,1 @@
+"""XTREME scoring: the benchmark's metric definitions and a folder scorer."""

@@ -1,0 +1,87 @@
+"""Fine-tunes RemBERT on an XTREME task (English) and evaluates every language.
+
+Restores only the encoder (a pre-training --model_dir, a converted checkpoint
+directory, an encoder checkpoint prefix or an exported SavedModel; the output
+embedding is never loaded), adds the task head, trains with AdamW + warmup +
+linear decay, writes predictions in the benchmark layout and a results table.
+
+Example:
+```bash
+# records made by tools/create_finetuning_data.py --task xnli --output_dir records
+python -m rembert_tf.finetune --task xnli --records_dir records/xnli \
+  --init_checkpoint pretrain_dir --output_dir ft/xnli \
+  --learning_rates 1e-5,2e-5,3e-5 --num_seeds 3 --compare paper
+# or straight from the XTREME download (records written under output_dir)
+python -m rembert_tf.finetune --task panx --data_dir download \
+  --init_checkpoint export/saved_model --model_config rembert \
+  --sp_model sentencepiece.model --output_dir ft/panx --strategy tpu --tpu NAME \
+  --mixed_precision mixed_bfloat16
+```
+"""
+from absl import app
+from absl import flags
+
+from rembert_tf.finetuning import tasks
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("task", None, list(tasks.TASK_SPECS), "XTREME task.")
+flags.DEFINE_string("records_dir", None, "Records of the task "
+                    "(tools/create_finetuning_data.py OUTPUT_DIR/<task>).")
+flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
+                    "(records are written under --output_dir/records).")
+flags.DEFINE_string("sp_model", None, "SentencePiece model for --data_dir "
+                    "(default: <init_checkpoint>/sentencepiece.model).")
+flags.DEFINE_list("languages", None, "With --data_dir: dev/test languages "
+                  "(default: all present).")
+flags.DEFINE_integer("seq_length", None, "With --data_dir: sequence length.")
+flags.DEFINE_string("init_checkpoint", None, "Pre-training model_dir, converted "
+                    "checkpoint dir, encoder ckpt prefix or SavedModel dir.")
+flags.DEFINE_string("model_config", None, "Model config name / YAML, when the "
+                    "checkpoint does not carry model_config.yaml.")
+flags.DEFINE_string("output_dir", None, "Predictions, scores, results table.")
+flags.DEFINE_float("learning_rate", 2e-5, "Learning rate (one run).")
+flags.DEFINE_list("learning_rates", None, "Sweep: rates to try; the best on "
+                  "English dev is selected.")
+flags.DEFINE_integer("num_seeds", 1, "Runs per rate (mean / std reported).")
+flags.DEFINE_integer("seed", 0, "First seed.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs.")
+flags.DEFINE_integer("num_train_steps", None, "Overrides --num_train_epochs.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Linear warmup share of steps.")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
+flags.DEFINE_integer("eval_batch_size", 32, "Global prediction batch size.")
+flags.DEFINE_enum("strategy", "one_device",
+                  ["tpu", "mirrored", "multi_worker_mirrored", "one_device",
+                   "default"], "tf.distribute strategy.")
+flags.DEFINE_string("tpu", None, "TPU name or grpc://host:port.")
+flags.DEFINE_enum("mixed_precision", None, ["float32", "mixed_bfloat16"],
+                  "Compute precision.")
+flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
+                  "decoupled averages beside the results.")
+
+
+def main(argv):
+  del argv
+  from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
+  rates = ([float(r) for r in FLAGS.learning_rates] if FLAGS.learning_rates
+           else [FLAGS.learning_rate])
+  if not FLAGS.records_dir and not FLAGS.data_dir:
+    raise app.UsageError("Give --records_dir or --data_dir.")
+  finetuning_runner.run_finetuning(
+      task=FLAGS.task, output_dir=FLAGS.output_dir,
+      init_checkpoint=FLAGS.init_checkpoint, records_dir=FLAGS.records_dir,
+      data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+      model_config=FLAGS.model_config, learning_rates=rates,
+      num_seeds=FLAGS.num_seeds, seed=FLAGS.seed,
+      num_train_epochs=FLAGS.num_train_epochs,
+      num_train_steps=FLAGS.num_train_steps,
+      warmup_proportion=FLAGS.warmup_proportion,
+      train_batch_size=FLAGS.train_batch_size,
+      eval_batch_size=FLAGS.eval_batch_size, seq_length=FLAGS.seq_length,
+      languages=FLAGS.languages, strategy=FLAGS.strategy, tpu=FLAGS.tpu,
+      mixed_precision=FLAGS.mixed_precision,
+      compare_paper=FLAGS.compare == "paper")
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["task", "output_dir"])
+  app.run(main)

@@ -1,0 +1,311 @@
+"""The decoupled masked-LM pre-training Task (Model Garden `official.core`).
+
+Builds on Model Garden's `official.nlp.tasks.masked_lm.MaskedLMTask` (same
+feature names, metric names `masked_lm_accuracy` / `lm_example_loss`, and the
+`base_task.Task` interface that `official.core.train_lib` / orbit drive), with
+three changes that pre-training RemBERT under `tf.distribute` needs:
+
+* the model is `rembert_pretrainer.build_pretrainer(task.model)`: the
+  decoupled encoder plus its output side (own output embedding, optional extra
+  output layers), configured by a `RemBertConfig` (`configs/models/*.yaml`);
+* the loss is the MLM cross-entropy averaged over the *global* batch's real
+  (weighted) predictions: each replica divides its weighted sum by the
+  all-reduced weight total, so the summed per-replica gradients equal the
+  single-device gradient of the whole batch (Model Garden's task averages per
+  replica). Logits are cast to float32 before the softmax (mixed_bfloat16);
+* forward and backward run in one `tf.function(jit_compile=True)` (XLA on
+  CPU/GPU, as TPU always does); the gradient all-reduce, global-norm clipping
+  (after the all-reduce, so clipping sees the global gradient) and the
+  optimizer update follow in the replica function.
+
+Example:
+```python
+from official.core import task_factory
+from rembert_tf.pretraining import experiments
+config = experiments.load_experiment_config(
+    ["configs/experiments/pretrain_tiny_demo.yaml"],
+    "task.train_data.input_path=synthetic")
+task = task_factory.get_task(config.task)
+model = task.build_model()                 # RemBertPretrainer, variables built
+dataset = task.build_inputs(config.task.train_data)
+```
+"""
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+import tensorflow as tf
+import tf_keras
+from official.core import base_task
+from official.core import config_definitions as cfg
+from official.core import task_factory
+
+from rembert_tf.modeling import rembert_config
+from rembert_tf.modeling import rembert_pretrainer
+from rembert_tf.pretraining import synthetic_data
+
+from rembert_tf.data import pretrain_dataloader
+
+PretrainDataConfig = pretrain_dataloader.RemBertPretrainDataConfig
+
+# Feature names the model consumes; the rest are labels.
+MODEL_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids",
+                    "masked_lm_positions")
+SYNTHETIC_INPUT_PATH = synthetic_data.SYNTHETIC_INPUT_PATH
+
+
+@dataclasses.dataclass
+class RemBertPretrainTaskConfig(cfg.TaskConfig):
+  """Decoupled MLM pre-training.
+
+  Attributes:
+    model: The RemBertConfig (see configs/models/). When `model_preset` names a
+      preset, the preset is loaded first and the fields given under `model:`
+      in the YAML / overrides replace the preset's values.
+    model_preset: A preset name under configs/models/ (`tiny`, `rembert`,
+      `decoupled_in128`, ...) or a path to a model YAML; empty: `model` only.
+    train_data / validation_data: The input pipelines (RemBertPretrainDataConfig;
+      `input_path: synthetic` gives deterministic random batches, for benches
+      and smoke tests).
+    jit_compile: Compile forward + backward with XLA (`jit_compile=True`).
+    replay_data_on_resume: On resume, skip the batches already consumed so a
+      resumed run sees the same data as an uninterrupted one (the input
+      pipeline must then be deterministic: fixed shuffle seed). Skipping
+      replays the input pipeline, which costs input time on very long runs;
+      set False there to restart the data stream with a new seed instead.
+  """
+  model: rembert_config.RemBertConfig = dataclasses.field(
+      default_factory=rembert_config.RemBertConfig)
+  model_preset: str = ""
+  train_data: PretrainDataConfig = dataclasses.field(
+      default_factory=lambda: PretrainDataConfig(is_training=True))
+  validation_data: PretrainDataConfig = dataclasses.field(
+      default_factory=lambda: PretrainDataConfig(is_training=False))
+  jit_compile: bool = True
+  replay_data_on_resume: bool = True
+
+
+def _to_dense(grad):
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.convert_to_tensor(grad)
+  return grad
+
+
+def _sum_over_replicas(values):
+  ctx = tf.distribute.get_replica_context()
+  if ctx is None or ctx.num_replicas_in_sync == 1:
+    return values
+  return ctx.all_reduce(tf.distribute.ReduceOp.SUM, values)
+
+
+def mlm_statistics(labels: Dict[str, tf.Tensor], mlm_logits: tf.Tensor
+                   ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  """Per-prediction float32 cross-entropy, correctness and weights, [b, P]."""
+  logits = tf.cast(mlm_logits, tf.float32)  # softmax in float32 (bf16 runs)
+  ids = tf.cast(labels["masked_lm_ids"], tf.int32)
+  weights = tf.cast(labels["masked_lm_weights"], tf.float32)
+  cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=ids, logits=logits)
+  correct = tf.cast(
+      tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), ids),
+      tf.float32)
+  return cross_entropy, correct, weights
+
+
+@task_factory.register_task_cls(RemBertPretrainTaskConfig)
+class RemBertPretrainTask(base_task.Task):
+  """Masked-LM pre-training of a RemBertPretrainer (decoupled or coupled)."""
+
+  def __init__(self, params: RemBertPretrainTaskConfig, logging_dir=None,
+               name=None):
+    super().__init__(params, logging_dir=logging_dir, name=name)
+    # Batches to skip at the start of the training stream (set on resume).
+    self.initial_train_step = 0
+    self._forward_backward_fn = tf.function(
+        self._forward_backward, jit_compile=params.jit_compile,
+        reduce_retracing=False)
+    self._forward_fn = tf.function(
+        self._forward, jit_compile=params.jit_compile)
+
+  # --- Model, data, optimizer ------------------------------------------------
+  def build_model(self, params: Optional[rembert_config.RemBertConfig] = None
+                  ) -> rembert_pretrainer.RemBertPretrainer:
+    model_config = params or self.task_config.model
+    model_config.validate()
+    return rembert_pretrainer.build_pretrainer(model_config)
+
+  def build_inputs(self, params, input_context=None) -> tf.data.Dataset:
+    """Per-replica batches; on resume the consumed batches are skipped."""
+    if params.input_path == SYNTHETIC_INPUT_PATH:
+      dataset = synthetic_data.synthetic_dataset(
+          params, self.task_config.model.vocab_size, input_context)
+    else:
+      dataset = pretrain_dataloader.RemBertPretrainDataLoader(params).load(
+          input_context)
+    if (params.is_training and self.initial_train_step > 0
+        and self.task_config.replay_data_on_resume):
+      dataset = dataset.skip(self.initial_train_step)
+    return dataset
+
+  @classmethod
+  def create_optimizer(cls, optimizer_config, runtime_config=None,
+                       dp_config=None):
+    """Builds the Model Garden optimizer; clipping moves after the all-reduce.
+
+    The clip norm of the config (`adamw.gradient_clip_norm`, or
+    `global_clipnorm` of any optimizer) is taken out of the optimizer, which
+    would clip each replica's partial gradient, and kept as
+    `optimizer.rembert_clip_norm`; `train_step` clips the all-reduced gradient.
+    """
+    if dp_config is not None:
+      raise ValueError("differential privacy is not supported by the RemBERT "
+                       "pre-training task; remove task.differential_privacy_config.")
+    if (runtime_config is not None
+        and runtime_config.mixed_precision_dtype == "float16"):
+      raise ValueError(
+          "runtime.mixed_precision_dtype=float16 needs loss scaling, which the "
+          "RemBERT pre-training task does not implement; use bfloat16 "
+          "(--mixed_precision mixed_bfloat16) or float32.")
+    optimizer_config = optimizer_config.replace()  # a copy
+    opt_type = optimizer_config.optimizer.type
+    opt_cfg = optimizer_config.optimizer.get()
+    clip_norm = 0.0
+    if getattr(opt_cfg, "global_clipnorm", None):
+      clip_norm = float(opt_cfg.global_clipnorm)
+      opt_cfg.global_clipnorm = None
+    if opt_type == "adamw" and opt_cfg.gradient_clip_norm:
+      clip_norm = clip_norm or float(opt_cfg.gradient_clip_norm)
+      opt_cfg.gradient_clip_norm = 0.0
+    if getattr(opt_cfg, "clipnorm", None) or getattr(opt_cfg, "clipvalue", None):
+      raise ValueError(
+          f"trainer.optimizer_config.optimizer.{opt_type}: per-variable "
+          "`clipnorm` / `clipvalue` are not supported; use `global_clipnorm` "
+          "(or adamw's `gradient_clip_norm`).")
+    optimizer = super().create_optimizer(optimizer_config, runtime_config=None)
+    optimizer.rembert_clip_norm = clip_norm
+    return optimizer
+
+  # --- Metrics -------------------------------------------------------------
+  def build_metrics(self, training=None) -> List[tf_keras.metrics.Metric]:
+    # Weighted means over every real prediction of the (global) batch.
+    metrics = [
+        tf_keras.metrics.Mean(name="masked_lm_accuracy"),
+        tf_keras.metrics.Mean(name="lm_example_loss"),
+    ]
+    if training:
+      metrics.append(tf_keras.metrics.Mean(name="gradient_norm"))
+    return metrics
+
+  def process_metrics(self, metrics, labels=None, model_outputs=None,
+                      cross_entropy=None, correct=None, weights=None,
+                      gradient_norm=None):
+    by_name = {m.name: m for m in metrics}
+    if correct is None:
+      cross_entropy, correct, weights = mlm_statistics(
+          labels, model_outputs["mlm_logits"])
+    by_name["masked_lm_accuracy"].update_state(correct, sample_weight=weights)
+    by_name["lm_example_loss"].update_state(cross_entropy,
+                                            sample_weight=weights)
+    if gradient_norm is not None and "gradient_norm" in by_name:
+      by_name["gradient_norm"].update_state(gradient_norm)
+
+  def build_losses(self, labels, model_outputs, aux_losses=None,
+                   global_weight=None) -> tf.Tensor:
+    """This replica's share of the global-batch mean MLM loss (float32).
+
+    With `global_weight` (the all-reduced sum of masked_lm_weights) the shares
+    of all replicas sum to the loss of the whole batch.
+    """
+    cross_entropy, _, weights = mlm_statistics(
+        labels, model_outputs["mlm_logits"])
+    if global_weight is None:
+      global_weight = tf.reduce_sum(weights)
+    loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
+                                 global_weight)
+    if aux_losses:
+      num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+      loss += tf.add_n([tf.cast(l, tf.float32) for l in aux_losses]) / num_replicas
+    return loss
+
+  # --- Steps ---------------------------------------------------------------
+  def _forward_backward(self, model, inputs, global_weight):
+    """Forward + backward of one replica (compiled with XLA)."""
+    features = {k: inputs[k] for k in MODEL_INPUT_KEYS}
+    with tf.GradientTape() as tape:
+      outputs = model(features, training=True)
+      cross_entropy, correct, weights = mlm_statistics(
+          inputs, outputs["mlm_logits"])
+      loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
+                                   global_weight)
+      if model.losses:
+        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        loss += tf.add_n(model.losses) / num_replicas
+    # None for variables the MLM loss does not reach (the encoder's pooler):
+    # they get no update, in particular no weight decay.
+    grads = tape.gradient(loss, model.trainable_variables)
+    grads = [None if g is None else _to_dense(g) for g in grads]
+    return grads, loss, cross_entropy, correct, weights
+
+  def _forward(self, model, inputs, global_weight):
+    features = {k: inputs[k] for k in MODEL_INPUT_KEYS}
+    outputs = model(features, training=False)
+    cross_entropy, correct, weights = mlm_statistics(
+        inputs, outputs["mlm_logits"])
+    loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
+                                 global_weight)
+    return loss, cross_entropy, correct, weights
+
+  def compute_gradients(self, inputs, model):
+    """Global-batch loss and all-reduced gradients (in a replica context).
+
+    Returns (grads, loss, per-prediction stats): `grads` (one per trainable
+    variable, None where the loss does not reach it) is the gradient of the
+    global-batch mean MLM loss, identical on every replica; `loss` is the
+    global-batch loss.
+    """
+    weights = tf.cast(inputs["masked_lm_weights"], tf.float32)
+    global_weight = _sum_over_replicas(tf.reduce_sum(weights))
+    grads, loss, cross_entropy, correct, weights = self._forward_backward_fn(
+        model, inputs, global_weight)
+    grads = list(grads)
+    connected = [i for i, g in enumerate(grads) if g is not None]
+    summed, loss = _sum_over_replicas(([grads[i] for i in connected], loss))
+    for i, g in zip(connected, summed):
+      grads[i] = g
+    return grads, loss, (cross_entropy, correct, weights)
+
+  def train_step(self, inputs, model: tf_keras.Model,
+                 optimizer: tf_keras.optimizers.Optimizer, metrics=None):
+    grads, loss, (cross_entropy, correct, weights) = self.compute_gradients(
+        inputs, model)
+    grad_norm = tf.linalg.global_norm(grads)
+    clip_norm = getattr(optimizer, "rembert_clip_norm", 0.0)
+    if clip_norm and clip_norm > 0:
+      grads, _ = tf.clip_by_global_norm(grads, clip_norm, use_norm=grad_norm)
+    grads_and_vars = [(g, v) for g, v in zip(grads, model.trainable_variables)
+                      if g is not None]
+    # The gradients are already summed over replicas.
+    if isinstance(optimizer, tf_keras.optimizers.legacy.Optimizer):
+      optimizer.apply_gradients(grads_and_vars,
+                                experimental_aggregate_gradients=False)
+    else:
+      optimizer.apply_gradients(grads_and_vars,
+                                skip_gradients_aggregation=True)
+    if metrics:
+      self.process_metrics(metrics, cross_entropy=cross_entropy,
+                           correct=correct, weights=weights,
+                           gradient_norm=grad_norm)
+    return {self.loss: loss}
+
+  def validation_step(self, inputs, model: tf_keras.Model, metrics=None):
+    weights = tf.cast(inputs["masked_lm_weights"], tf.float32)
+    global_weight = _sum_over_replicas(tf.reduce_sum(weights))
+    loss, cross_entropy, correct, weights = self._forward_fn(
+        model, inputs, global_weight)
+    loss = _sum_over_replicas(loss)
+    if metrics:
+      self.process_metrics(metrics, cross_entropy=cross_entropy,
+                           correct=correct, weights=weights)
+    return {self.loss: loss}
+
+  def inference_step(self, inputs, model: tf_keras.Model):
+    return model({k: inputs[k] for k in MODEL_INPUT_KEYS}, training=False)

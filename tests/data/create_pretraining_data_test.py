@@ -1,0 +1,214 @@
+"""Record creation: round trip, determinism across workers, bad input, atomicity."""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import data_testlib
+from rembert_tf.data import pretraining_data
+from rembert_tf.data import pretraining_records
+from rembert_tf.data import text_inputs
+from rembert_tf.data import tokenizer
+
+SEQ = 32
+PRED = 6
+
+
+def _make(inputs, out, **kwargs):
+  args = dict(seq_length=SEQ, max_predictions_per_seq=PRED,
+              num_output_shards=3, verbose=False)
+  args.update(kwargs)
+  return pretraining_data.create_pretraining_data(
+      inputs, out, data_testlib.sentencepiece_model(), **args)
+
+
+def _corpus_spec():
+  return [str(data_testlib.corpus_dir() / "{lang}" / "*.txt")]
+
+
+def _read(directory, layout=pretraining_records.LAYOUT_STATIC):
+  features = {name: tf.io.FixedLenFeature([SEQ], tf.int64) for name in
+              ("input_word_ids", "input_mask", "input_type_ids")}
+  if layout == pretraining_records.LAYOUT_STATIC:
+    features.update(
+        masked_lm_positions=tf.io.FixedLenFeature([PRED], tf.int64),
+        masked_lm_ids=tf.io.FixedLenFeature([PRED], tf.int64),
+        masked_lm_weights=tf.io.FixedLenFeature([PRED], tf.float32))
+  files = sorted(str(p) for p in directory.glob("*.tfrecord"))
+  dataset = tf.data.TFRecordDataset(files).batch(100000).map(
+      lambda s: tf.io.parse_example(s, features))
+  return {k: v.numpy() for k, v in next(iter(dataset)).items()}
+
+
+@pytest.fixture(scope="module")
+def static_records(tmp_path_factory):
+  out = tmp_path_factory.mktemp("static")
+  meta = _make(_corpus_spec(), out, num_workers=1)
+  return out, meta
+
+
+def test_round_trip_static_records(static_records):
+  out, meta = static_records
+  data = _read(out)
+  n = meta["num_examples"]
+  assert n == len(data["input_word_ids"]) > 100
+  assert sum(s["num_examples"] for s in meta["shards"]) == n
+  ids, mask = data["input_word_ids"], data["input_mask"]
+  lengths = mask.sum(1)
+  assert (ids[:, 0] == tokenizer.CLS_ID).all()
+  assert (ids[np.arange(n), lengths - 1] == tokenizer.SEP_ID).all()
+  assert ((ids == tokenizer.PAD_ID) == (mask == 0)).all()
+  assert (data["input_type_ids"] == 0).all()
+  weights = data["masked_lm_weights"]
+  positions = data["masked_lm_positions"]
+  assert (weights.sum(1) >= 1).all() and (weights.sum(1) <= PRED).all()
+  real = weights > 0
+  assert (positions[real] > 0).all() and (positions[real] < lengths[:, None].repeat(PRED, 1)[real]).all()
+  labels = data["masked_lm_ids"][real]
+  assert not np.isin(labels, [tokenizer.PAD_ID, tokenizer.CLS_ID,
+                              tokenizer.SEP_ID, tokenizer.MASK_ID]).any()
+  at_positions = np.take_along_axis(ids, positions, 1)[real]
+  # 80/10/10: most predicted positions hold [MASK], some the original token.
+  mask_share = (at_positions == tokenizer.MASK_ID).mean()
+  kept_share = (at_positions == labels).mean()
+  assert 0.7 < mask_share < 0.9 and 0.04 < kept_share < 0.2
+  # ~15% of tokens predicted.
+  share = real.sum() / (lengths - 2).sum()
+  assert 0.12 < share < 0.2
+
+
+def test_metadata_fields(static_records):
+  out, meta = static_records
+  on_disk = json.loads((out / "metadata.json").read_text())
+  assert on_disk == meta
+  assert meta["vocab_size"] == data_testlib.TINY_VOCAB_SIZE
+  assert meta["seq_length"] == SEQ and meta["max_predictions_per_seq"] == PRED
+  assert meta["special_ids"] == tokenizer.special_ids()
+  assert meta["sentencepiece_sha256"] == tokenizer.file_sha256(
+      data_testlib.sentencepiece_model())
+  assert meta["masking"]["masked_lm_prob"] == 0.15
+  langs = meta["languages"]
+  assert set(langs) == {"en", "es", "ru", "el", "ar", "hi", "zh"}
+  assert sum(l["sequences"] for l in langs.values()) == meta["num_examples"]
+  per_shard = {}
+  for shard in meta["shards"]:
+    for lang, count in shard["num_examples_per_language"].items():
+      per_shard[lang] = per_shard.get(lang, 0) + count
+  assert per_shard == {l: v["sequences"] for l, v in langs.items()}
+  # Smoothing upsamples the smallest language relative to the largest.
+  assert langs["hi"]["passes_per_document"] > langs["en"]["passes_per_document"] == 1.0
+  assert langs["hi"]["sampling_probability"] > langs["hi"]["natural_probability"]
+
+
+def test_output_identical_whatever_the_worker_count(static_records, tmp_path):
+  out, _ = static_records
+  _make(_corpus_spec(), tmp_path, num_workers=2)
+  names = sorted(p.name for p in out.iterdir())
+  assert names == sorted(p.name for p in tmp_path.iterdir())
+  for name in names:
+    assert (out / name).read_bytes() == (tmp_path / name).read_bytes(), name
+
+
+def test_unmasked_layout_round_trip(tmp_path):
+  meta = _make([str(data_testlib.corpus_dir() / "{lang}" / "*.txt")], tmp_path,
+               unmasked=True, languages=["el"])
+  assert meta["layout"] == pretraining_records.LAYOUT_UNMASKED
+  data = _read(tmp_path, pretraining_records.LAYOUT_UNMASKED)
+  assert tokenizer.MASK_ID not in data["input_word_ids"]
+  assert len(data["input_word_ids"]) == meta["num_examples"]
+
+
+def test_refuses_output_with_records_unless_overwrite(static_records, tmp_path):
+  out, _ = static_records
+  target = tmp_path / "records"
+  target.mkdir()
+  (target / "metadata.json").write_text("{}")
+  with pytest.raises(FileExistsError, match="--overwrite"):
+    _make(_corpus_spec(), target, languages=["el"])
+  meta = _make(_corpus_spec(), target, languages=["el"], overwrite=True,
+               num_output_shards=2)
+  assert sorted(p.name for p in target.iterdir()) == [
+      "metadata.json", "pretrain-00000-of-00002.tfrecord",
+      "pretrain-00001-of-00002.tfrecord"]
+  assert meta["num_examples"] > 0
+
+
+def test_missing_and_empty_input(tmp_path):
+  with pytest.raises(text_inputs.InputError, match="matches no files"):
+    _make([str(tmp_path / "none" / "{lang}" / "*.txt")], tmp_path / "o1")
+  (tmp_path / "c" / "en").mkdir(parents=True)
+  (tmp_path / "c" / "en" / "a.txt").write_text("")
+  with pytest.raises(text_inputs.InputError, match="empty"):
+    _make([str(tmp_path / "c" / "{lang}" / "*.txt")], tmp_path / "o2")
+  (tmp_path / "c" / "en" / "a.txt").write_text("\n\n  \n\n")
+  with pytest.raises(text_inputs.InputError, match="no text"):
+    _make([str(tmp_path / "c" / "{lang}" / "*.txt")], tmp_path / "o3")
+  assert not (tmp_path / "o3" / "metadata.json").exists()
+
+
+def test_language_without_text_is_skipped_and_reported(tmp_path):
+  corpus = tmp_path / "c"
+  (corpus / "en").mkdir(parents=True)
+  (corpus / "xx").mkdir()
+  (corpus / "en" / "a.txt").write_text("The cat sees a dog.\nThe dog runs.\n")
+  (corpus / "xx" / "a.txt").write_text("")
+  meta = _make([str(corpus / "{lang}" / "*.txt")], tmp_path / "out")
+  assert meta["languages_without_text"] == ["xx"]
+  assert meta["languages"]["xx"]["sequences"] == 0
+  assert meta["languages"]["en"]["sequences"] >= 1
+
+
+def test_invalid_utf8_is_replaced_and_counted(tmp_path):
+  corpus = tmp_path / "c" / "en"
+  corpus.mkdir(parents=True)
+  (corpus / "a.txt").write_bytes(b"The cat \xff sees a dog.\n\xc3\x28 The dog runs.\n")
+  meta = _make([str(tmp_path / "c" / "{lang}" / "*.txt")], tmp_path / "out")
+  assert meta["languages"]["en"]["invalid_utf8_replacements"] == 2
+  assert meta["num_examples"] >= 1
+
+
+def test_long_document_is_split_not_dropped(tmp_path):
+  corpus = tmp_path / "c" / "en"
+  corpus.mkdir(parents=True)
+  line = " ".join(["the old farmer reads a long letter"] * 30)  # >> SEQ tokens
+  (corpus / "a.txt").write_text("\n".join([line] * 20) + "\n")
+  meta = _make([str(tmp_path / "c" / "{lang}" / "*.txt")], tmp_path / "out",
+               unmasked=True, short_seq_prob=0.0)
+  data = _read(tmp_path / "out", pretraining_records.LAYOUT_UNMASKED)
+  content_tokens = int((data["input_mask"].sum(1) - 2).sum())
+  assert meta["languages"]["en"]["documents"] == 1
+  assert content_tokens == meta["languages"]["en"]["tokens"]
+  assert meta["num_examples"] >= meta["languages"]["en"]["tokens"] // (SEQ - 2)
+
+
+def test_pack_document_keeps_every_token():
+  rng = np.random.default_rng(0)
+  lines = [np.arange(n) + 100 for n in (5, 70, 3, 29, 1, 200)]
+  sequences = pretraining_data.pack_document(lines, 30, 0.3, rng)
+  assert all(1 <= len(s) <= 30 for s in sequences)
+  np.testing.assert_array_equal(np.concatenate(sequences), np.concatenate(lines))
+
+
+def test_run_killed_midway_leaves_no_half_written_shard(tmp_path, monkeypatch):
+  calls = {"n": 0}
+  original = pretraining_data.tfrecord_writer.write_framed_file
+
+  def dying_writer(path, framed):
+    calls["n"] += 1
+    if calls["n"] == 2:
+      def partial():
+        yield next(iter(framed))
+        raise KeyboardInterrupt("killed")
+      return original(path, partial())
+    return original(path, framed)
+  monkeypatch.setattr(pretraining_data.tfrecord_writer, "write_framed_file",
+                      dying_writer)
+  out = tmp_path / "out"
+  with pytest.raises(KeyboardInterrupt):
+    _make(_corpus_spec(), out, languages=["el"])
+  names = sorted(os.listdir(out))
+  # Shard 0 was complete; shard 1 never appears under its final name, no
+  # temporary files remain, and without metadata.json the loader refuses it.
+  assert names == ["pretrain-00000-of-00003.tfrecord"]

@@ -1,0 +1,59 @@
+"""SentencePiece training: language-balanced sample, ids, metadata, bad input."""
+import json
+
+import pytest
+
+import data_testlib
+from rembert_tf.data import sentencepiece_training
+from rembert_tf.data import text_inputs
+from rembert_tf.data import tokenizer
+
+
+def test_trained_model_and_smoothed_sample(tmp_path):
+  corpus = tmp_path / "c"
+  for lang, word, n in (("en", "alpha beta gamma delta", 900),
+                        ("ru", "альфа бета гамма дельта", 100)):
+    (corpus / lang).mkdir(parents=True)
+    (corpus / lang / "a.txt").write_text(
+        "\n".join(f"{word} {i % 13}" for i in range(n)) + "\n")
+  meta = sentencepiece_training.train_sentencepiece(
+      [str(corpus / "{lang}" / "*.txt")], tmp_path / "spm", 36,
+      language_sampling_alpha=0.5, verbose=False)
+  model = tmp_path / "spm" / "sentencepiece.model"
+  sp = tokenizer.load_sentencepiece(model)
+  assert sp.GetPieceSize() == 36 == meta["vocab_size"]
+  assert json.loads((tmp_path / "spm" / "sentencepiece.json").read_text())[
+      "sha256"] == tokenizer.file_sha256(model)
+  sample = meta["sample"]["languages"]
+  # Shares follow bytes ** 0.5: ru rises well above its natural byte share.
+  n_en = (corpus / "en" / "a.txt").stat().st_size
+  n_ru = (corpus / "ru" / "a.txt").stat().st_size
+  expected = n_ru ** 0.5 / (n_ru ** 0.5 + n_en ** 0.5)
+  share = sample["ru"]["sample_lines"] / (sample["ru"]["sample_lines"] +
+                                          sample["en"]["sample_lines"])
+  assert abs(share - expected) < 0.01
+  assert share > n_ru / (n_ru + n_en) + 0.1
+  assert sample["ru"]["sample_lines"] > sample["ru"]["lines"]  # Repeated.
+  assert not list((tmp_path / "spm").glob(".*"))  # No temporary leftovers.
+  with pytest.raises(FileExistsError, match="--overwrite"):
+    sentencepiece_training.train_sentencepiece(
+        [str(corpus / "{lang}" / "*.txt")], tmp_path / "spm", 36, verbose=False)
+
+
+def test_bad_input(tmp_path):
+  with pytest.raises(text_inputs.InputError, match="matches no files"):
+    sentencepiece_training.train_sentencepiece(
+        [str(tmp_path / "{lang}" / "*.txt")], tmp_path / "o", 100, verbose=False)
+  (tmp_path / "en").mkdir()
+  (tmp_path / "en" / "a.txt").write_text("\n\n")
+  with pytest.raises(text_inputs.InputError, match="no text"):
+    sentencepiece_training.train_sentencepiece(
+        [str(tmp_path / "{lang}" / "*.txt")], tmp_path / "o", 100, verbose=False)
+  assert not (tmp_path / "o" / "sentencepiece.model").exists()
+
+
+def test_demo_vocab_size_matches_tiny_config():
+  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
+  assert rembert_config.load_model_config("tiny").vocab_size == 2000
+  assert tokenizer.read_tokenizer_metadata(
+      data_testlib.sentencepiece_model())["vocab_size"] == data_testlib.TINY_VOCAB_SIZE

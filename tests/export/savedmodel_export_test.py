@@ -1,0 +1,273 @@
+"""Encoder-only SavedModel export and the preprocessing SavedModel."""
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_hub as hub
+import tf_keras
+
+from rembert_tf.conversion import rembert_tf_dir
+from rembert_tf.data import tokenizer
+from rembert_tf.export import encoder_export
+from rembert_tf.export import preprocessor_export
+from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import rembert_config
+from rembert_tf.modeling import rembert_pretrainer
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SEQ_LENGTH = 12
+
+_WORDS = ("the cat sat on a mat while dogs ran far away from home and birds "
+          "sang loud songs in green trees near old river banks every day").split()
+
+
+@pytest.fixture(scope="module")
+def sp_model(tmp_path_factory):
+  """A tiny unigram model with the fixed rembert_tf special ids."""
+  folder = tmp_path_factory.mktemp("spm")
+  rng = np.random.default_rng(0)
+  sentences = [" ".join(rng.choice(_WORDS, size=8)) for _ in range(300)]
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(sentences), model_prefix=str(folder / "sp"),
+      model_type="unigram", vocab_size=90, pad_id=0, unk_id=1, bos_id=-1,
+      eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+      hard_vocab_limit=False, minloglevel=2)
+  path = folder / "sp.model"
+  tokenizer.load_sentencepiece(path)  # The fixed ids hold.
+  return path
+
+
+@pytest.fixture(scope="module")
+def trained_dir(sp_model, tmp_path_factory):
+  """A checkpoint dir like a pre-training model_dir, with random weights."""
+  cfg = rembert_config.load_model_config("tiny", dict(
+      vocab_size=96, hidden_size=32, num_attention_heads=2,
+      intermediate_size=64, input_embedding_size=16, output_embedding_size=48,
+      max_position_embeddings=32))
+  model = rembert_pretrainer.build_pretrainer(cfg)
+  rng = np.random.default_rng(1)
+  for v in model.variables:
+    v.assign((0.2 * rng.standard_normal(v.shape)
+              + (1.0 if "gamma" in v.name else 0.0)).astype(np.float32))
+  path = tmp_path_factory.mktemp("model") / "model_dir"
+  with checkpoints.AtomicDirectory(path) as tmp:
+    rembert_tf_dir.write_checkpoint_dir(tmp, cfg, model.encoder, model,
+                                        sp_model=sp_model)
+  return cfg, model, path
+
+
+@pytest.fixture(scope="module")
+def exported(trained_dir, tmp_path_factory):
+  _, _, path = trained_dir
+  out = tmp_path_factory.mktemp("export") / "encoder"
+  encoder_export.export_encoder(path, out)
+  return out
+
+
+@pytest.fixture(scope="module")
+def preprocessor_dir(sp_model, tmp_path_factory):
+  out = tmp_path_factory.mktemp("export") / "preprocessor"
+  preprocessor_export.export_preprocessor(sp_model, out, seq_length=SEQ_LENGTH)
+  return out
+
+
+@pytest.mark.parametrize("batch_size,seq_length", [(1, 5), (4, 32), (2, 17)])
+def test_exported_outputs_equal_in_memory_encoder(trained_dir, exported,
+                                                  batch_size, seq_length):
+  cfg, model, _ = trained_dir
+  loaded = tf.saved_model.load(str(exported))
+  inputs = encoder_export.random_encoder_inputs(cfg, batch_size, seq_length, seed=7)
+  expected = model.encoder(inputs, training=False)
+  actual = loaded(inputs, training=False)
+  assert set(actual) >= {"sequence_output", "pooled_output", "encoder_outputs", "default"}
+  assert actual["sequence_output"].shape == (batch_size, seq_length, cfg.hidden_size)
+  assert len(actual["encoder_outputs"]) == cfg.num_hidden_layers
+  assert encoder_export.max_abs_difference(expected, actual) <= 1e-5
+  served = loaded.signatures["serving_default"](**inputs)
+  assert served["encoder_outputs"].shape == (cfg.num_hidden_layers, batch_size,
+                                             seq_length, cfg.hidden_size)
+  np.testing.assert_allclose(served["pooled_output"], expected["pooled_output"],
+                             atol=1e-5, rtol=0)
+  np.testing.assert_allclose(served["encoder_outputs"][-1],
+                             expected["sequence_output"], atol=1e-5, rtol=0)
+
+
+def test_savedmodel_holds_the_encoder_alone(trained_dir, exported):
+  cfg, model, _ = trained_dir
+  loaded = tf.saved_model.load(str(exported))
+  encoder_params = model.encoder.count_params()
+  sizes = [int(np.prod(v.shape)) for v in loaded.variables]
+  assert sum(sizes) == encoder_params
+  assert len(loaded.variables) == len(model.encoder.variables)
+  output_side_shapes = {tuple(v.shape) for v in model.output_side_variables()}
+  assert (cfg.vocab_size, cfg.output_embedding_size) in output_side_shapes
+  exported_shapes = {tuple(v.shape) for v in loaded.variables}
+  assert (cfg.vocab_size, cfg.output_embedding_size) not in exported_shapes
+  assert (cfg.vocab_size,) not in exported_shapes  # the MLM output bias
+  for v in loaded.variables:
+    assert "predictions" not in v.name and "output_embedding" not in v.name
+  # On disk: float32 #FT parameters plus a small overhead, not #PT.
+  data = sum(f.stat().st_size for f in (exported / "variables").glob("variables.data-*"))
+  assert 4 * encoder_params <= data < 4 * encoder_params + 64 * 1024
+  # Every tensor in the SavedModel's variables checkpoint: #FT numbers in all.
+  stored = [shape for name, shape in tf.train.list_variables(
+      str(exported / "variables" / "variables"))
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+  assert sum(int(np.prod(shape)) for shape in stored) == encoder_params
+  assert (exported / "assets" / "sentencepiece.model").exists()
+
+
+def test_trainable_hub_keras_layer(trained_dir, exported):
+  cfg, model, _ = trained_dir
+  layer = hub.KerasLayer(str(exported), trainable=True)
+  inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
+            for name in encoder_export.INPUT_NAMES}
+  pooled = layer(inputs)["pooled_output"]
+  classifier = tf_keras.Model(inputs, tf_keras.layers.Dense(2)(pooled))
+  assert len(layer.trainable_variables) == len(model.encoder.trainable_variables)
+  batch = encoder_export.random_encoder_inputs(cfg, 2, 9, seed=3)
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(classifier(batch, training=True) ** 2)
+  grads = tape.gradient(loss, layer.trainable_variables)
+  assert all(g is not None for g in grads)
+  before = layer.trainable_variables[0].numpy().copy()
+  tf_keras.optimizers.SGD(0.1).apply_gradients(zip(grads, layer.trainable_variables))
+  assert not np.array_equal(before, layer.trainable_variables[0].numpy())
+
+
+def test_export_from_full_model_garden_checkpoint(trained_dir, tmp_path):
+  """A pre-training model_dir without encoder/: read model/encoder_network of ckpt-N."""
+  cfg, model, path = trained_dir
+  model_dir = tmp_path / "mg_model_dir"
+  model_dir.mkdir()
+  rembert_config.save_model_config(cfg, model_dir / checkpoints.MODEL_CONFIG_FILE)
+  tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=model, global_step=tf.Variable(7, dtype=tf.int64)),
+      str(model_dir), max_to_keep=1).save(checkpoint_number=7)
+  out = tmp_path / "export"
+  encoder_export.export_encoder(model_dir, out)
+  loaded = tf.saved_model.load(str(out))
+  inputs = encoder_export.random_encoder_inputs(cfg, 2, 6)
+  assert encoder_export.max_abs_difference(
+      model.encoder(inputs, training=False), loaded(inputs, training=False)) <= 1e-5
+
+
+def test_failed_export_leaves_nothing(tmp_path, trained_dir):
+  _, _, path = trained_dir
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  rembert_config.save_model_config(trained_dir[0], empty / "model_config.yaml")
+  with pytest.raises(checkpoints.CheckpointError, match="no checkpoint"):
+    encoder_export.export_encoder(empty, tmp_path / "out")
+  assert not (tmp_path / "out").exists()
+  assert not list(tmp_path.glob(".out*"))
+  (tmp_path / "taken").mkdir()
+  with pytest.raises(FileExistsError):
+    encoder_export.export_encoder(path, tmp_path / "taken")
+
+
+def python_pack(processor, first, second=None, seq_length=SEQ_LENGTH):
+  """BERT packing in plain Python: [CLS] a [SEP] (b [SEP]), round-robin trim."""
+  a = processor.encode(first)
+  b = processor.encode(second) if second is not None else None
+  budget = seq_length - (3 if b is not None else 2)
+  if b is None:
+    a = a[:budget]
+  else:
+    while len(a) + len(b) > budget:  # drop from the longer, a first on ties
+      if len(a) > len(b):
+        a = a[:-1]
+      else:
+        b = b[:-1]
+  ids = [tokenizer.CLS_ID] + a + [tokenizer.SEP_ID]
+  types = [0] * len(ids)
+  if b is not None:
+    ids += b + [tokenizer.SEP_ID]
+    types += [1] * (len(b) + 1)
+  pad = seq_length - len(ids)
+  return (ids + [tokenizer.PAD_ID] * pad, [1] * len(ids) + [0] * pad,
+          types + [0] * pad)
+
+
+def test_preprocessor_single_sentences(sp_model, preprocessor_dir):
+  processor = tokenizer.load_sentencepiece(sp_model)
+  pre = tf.saved_model.load(str(preprocessor_dir))
+  texts = ["the cat sat", "dogs ran far away from home and birds sang loud songs", ""]
+  packed = pre(tf.constant(texts))
+  for i, text in enumerate(texts):
+    ids, mask, types = python_pack(processor, text)
+    assert packed["input_word_ids"][i].numpy().tolist() == ids, text
+    assert packed["input_mask"][i].numpy().tolist() == mask
+    assert packed["input_type_ids"][i].numpy().tolist() == types
+  assert packed["input_word_ids"].dtype == tf.int32
+  special = pre.tokenize.get_special_tokens_dict()
+  assert int(special["start_of_sequence_id"]) == tokenizer.CLS_ID
+  assert int(special["padding_id"]) == tokenizer.PAD_ID
+
+
+def test_preprocessor_pairs_with_truncation(sp_model, preprocessor_dir):
+  processor = tokenizer.load_sentencepiece(sp_model)
+  pre = tf.saved_model.load(str(preprocessor_dir))
+  firsts = ["the cat sat on a mat", "birds sang", "old river banks every day near home"]
+  seconds = ["dogs ran", "green trees near old river banks every day", "a"]
+  for seq_length in (SEQ_LENGTH, 24):
+    packed = pre.bert_pack_inputs(
+        [pre.tokenize(tf.constant(firsts)), pre.tokenize(tf.constant(seconds))],
+        seq_length=tf.constant(seq_length))
+    for i, (a, b) in enumerate(zip(firsts, seconds)):
+      ids, mask, types = python_pack(processor, a, b, seq_length)
+      assert packed["input_word_ids"][i].numpy().tolist() == ids, (a, b)
+      assert packed["input_mask"][i].numpy().tolist() == mask
+      assert packed["input_type_ids"][i].numpy().tolist() == types
+
+
+def test_text_to_embeddings_with_two_savedmodels(trained_dir, exported,
+                                                 preprocessor_dir, sp_model):
+  cfg, model, _ = trained_dir
+  pre = tf.saved_model.load(str(preprocessor_dir))
+  encoder = tf.saved_model.load(str(exported))
+  texts = ["the cat sat on a mat", "birds sang loud songs"]
+  embeddings = encoder(pre(tf.constant(texts)))["pooled_output"]
+  processor = tokenizer.load_sentencepiece(sp_model)
+  packed = [python_pack(processor, t) for t in texts]
+  inputs = {name: tf.constant([p[j] for p in packed], tf.int32)
+            for j, name in enumerate(encoder_export.INPUT_NAMES)}
+  np.testing.assert_allclose(embeddings, model.encoder(inputs, training=False)[
+      "pooled_output"], atol=1e-5, rtol=0)
+  assert embeddings.shape == (2, cfg.hidden_size)
+
+
+def test_export_tool_cli(trained_dir, tmp_path):
+  _, _, path = trained_dir
+  out = tmp_path / "cli_encoder"
+  result = subprocess.run(
+      [sys.executable, str(REPO / "tools" / "export_savedmodel.py"),
+       "--model_dir", str(path), "--output_dir", str(out),
+       "--export_preprocessor", "--seq_length", "16"],
+      capture_output=True, text=True, timeout=180, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (out / "saved_model.pb").exists()
+  assert (tmp_path / "cli_encoder_preprocessor" / "saved_model.pb").exists()
+
+
+def test_special_ids_of_a_foreign_sentencepiece_model(tmp_path):
+  """A released-style model ([PAD], [CLS], [SEP] at other ids) is looked up by piece."""
+  from rembert_tf.conversion import special_tokens  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(2)
+  sentences = [" ".join(rng.choice(_WORDS, size=6)) for _ in range(200)]
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(sentences), model_prefix=str(tmp_path / "foreign"),
+      vocab_size=70, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
+      control_symbols=["[MASK]", "[PAD]", "[SEP]", "[CLS]"],
+      hard_vocab_limit=False, minloglevel=2)
+  ids = special_tokens.special_token_ids(tmp_path / "foreign.model")
+  assert ids["mask_id"] == 1 and ids["padding_id"] == 2
+  assert ids["end_of_segment_id"] == 3 and ids["start_of_sequence_id"] == 4
+  pre = preprocessor_export.create_preprocessor(tmp_path / "foreign.model", 8)
+  packed = pre(tf.constant(["the cat"]))
+  row = packed["input_word_ids"][0].numpy().tolist()
+  assert row[0] == 4 and 3 in row and row[-1] == 2

@@ -1,0 +1,130 @@
+"""create_finetuning_data on fixtures in the real XTREME layouts."""
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from rembert_tf.finetuning import finetuning_data
+from rembert_tf.finetuning import tasks
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _records(path, task_type, seq_length):
+  spec = finetuning_data.feature_spec(task_type, seq_length)
+  return [{k: v.numpy() for k, v in tf.io.parse_single_example(r, spec).items()}
+          for r in tf.data.TFRecordDataset(str(path))]
+
+
+def test_classification_records(sp_model, download_dir, tmp_path):
+  meta = finetuning_data.create_finetuning_data(
+      "xnli", download_dir, sp_model, tmp_path, seq_length=24,
+      progress=lambda s: None)
+  assert set(meta["splits"]["dev"]) == {"en", "de", "ar"}
+  assert meta["splits"]["test"]["ar"]["has_labels"] is False
+  rows = _records(tmp_path / "xnli/dev-ar.tfrecord", tasks.CLASSIFICATION, 24)
+  assert len(rows) == 3
+  assert [int(r["label_id"][0]) for r in rows] == [1, 0, 2]  # ent, contra, neutral
+  first = rows[0]
+  assert first["input_word_ids"][0] == 2 and first["input_word_ids"].shape == (24,)
+  n = int(first["input_mask"].sum())
+  seps = np.where(first["input_word_ids"][:n] == 3)[0]
+  assert len(seps) == 2 and seps[-1] == n - 1
+  assert first["input_type_ids"][seps[0] + 1:n].all()
+  labels = (tmp_path / "xnli/labels/xnli/dev-de.tsv").read_text().split()
+  assert labels == ["entailment", "contradiction"]
+
+
+def test_panx_first_piece_labels_and_split(sp_model, download_dir, tmp_path):
+  meta = finetuning_data.create_finetuning_data(
+      "panx", download_dir, sp_model, tmp_path, seq_length=8,
+      languages=["en", "ar"], progress=lambda s: None)
+  info = meta["splits"]["dev"]["en"]
+  # 6-word sentences do not fit in 6 pieces: split into several records.
+  assert info["num_features"] > info["num_examples"] == 6
+  side = finetuning_data.read_side_file(tmp_path / "panx", "dev-en")
+  covered = {}
+  for row in side:
+    for k in range(len(row["positions"])):
+      covered.setdefault(row["sentence"], []).append(row["word_start"] + k)
+  assert all(covered[s] == list(range(n)) for s, n in
+             enumerate(info["num_words"]))
+  rows = _records(tmp_path / "panx/dev-en.tfrecord", tasks.TAGGING, 8)
+  for row, side_row in zip(rows, side):
+    labelled = np.where(row["label_ids"] >= 0)[0].tolist()
+    assert labelled == side_row["positions"]   # only first pieces labelled
+  # First sentence: Ann(B-PER=1) Lee(I-PER=2) ...
+  first_labels = rows[0]["label_ids"][rows[0]["label_ids"] >= 0].tolist()
+  assert first_labels[:2] == [1, 2]
+  gold = (tmp_path / "panx/labels/panx/dev-ar.tsv").read_text()
+  assert gold == "B-LOC\nO\nB-LOC\n\n"
+  assert "test" in meta["splits"]
+  assert not (tmp_path / "panx/labels/panx/test-ar.tsv").exists()
+
+
+def test_qa_windows_answers_and_cls_target(sp_model, download_dir, tmp_path):
+  meta = finetuning_data.create_finetuning_data(
+      "mlqa", download_dir, sp_model, tmp_path, seq_length=24, doc_stride=4,
+      max_query_length=8, progress=lambda s: None)
+  sp = finetuning_data.Encoder(sp_model).sp
+  train = _records(tmp_path / "mlqa/train-en.tfrecord", tasks.SPAN, 24)
+  assert meta["splits"]["train"]["en"]["num_features"] == len(train) > 8
+  starts = [int(r["start_position"][0]) for r in train]
+  assert 0 in starts  # windows without the answer kept with the [CLS] target
+  answers = set()
+  for r in train:
+    s, e = int(r["start_position"][0]), int(r["end_position"][0])
+    if s:
+      answers.add(sp.decode(r["input_word_ids"][s:e + 1].tolist()).strip())
+  assert answers == {"Paris", "Rome", "the red mat"}
+  # Chinese and Arabic eval windows: character offsets map back to the answer.
+  for lang, answer in (("zh", "北京"), ("ar", "باريس")):
+    side = finetuning_data.read_side_file(tmp_path / "mlqa", f"dev-{lang}")
+    context = finetuning_data.read_side_file(
+        tmp_path / "mlqa", f"dev-{lang}", "examples")[0]["context"]
+    spans = [(a, b) for row in side for a, b in
+             zip(row["tok_start_to_orig_index"], row["tok_end_to_orig_index"])]
+    texts = {context[a:b + 1] for a, b in spans}
+    assert any(t.strip() and answer.startswith(t.strip()) for t in texts)
+    assert json.loads((tmp_path / f"mlqa/labels/mlqa/dev-{lang}.json")
+                      .read_text())["data"]
+
+
+def test_missing_file_names_file_and_layout(sp_model, download_dir, tmp_path):
+  with pytest.raises(finetuning_data.TaskDataError) as e:
+    finetuning_data.create_finetuning_data(
+        "pawsx", download_dir, sp_model, tmp_path, languages=["en", "ko"],
+        progress=lambda s: None)
+  assert "pawsx/dev-ko.tsv" in str(e.value)
+  assert "train: pawsx/train-en.tsv" in str(e.value)
+  assert not (tmp_path / "pawsx").exists()  # nothing half-written
+  proc = subprocess.run(
+      [sys.executable, str(ROOT / "tools/create_finetuning_data.py"),
+       "--task=tydiqa", f"--data_dir={tmp_path / 'empty'}",
+       f"--sp_model={sp_model}", f"--output_dir={tmp_path / 'out'}"],
+      capture_output=True, text=True, check=False)
+  assert proc.returncode != 0
+  assert "tydiqa.goldp.en.train.json" in proc.stderr
+
+
+def test_bad_label_names_file_and_line(sp_model, download_dir, tmp_path):
+  data = tmp_path / "download"
+  shutil.copytree(download_dir / "xnli", data / "xnli")
+  path = data / "xnli/dev-de.tsv"
+  path.write_text(path.read_text() + "a\tb\tmaybe\n", encoding="utf-8")
+  with pytest.raises(finetuning_data.TaskDataError,
+                     match=r"xnli/dev-de.tsv:3: label 'maybe'"):
+    finetuning_data.create_finetuning_data(
+        "xnli", data, sp_model, tmp_path / "out", progress=lambda s: None)
+  shutil.copytree(download_dir / "panx", data / "panx")
+  path = data / "panx/dev-ar.tsv"
+  path.write_text("باريس\tB-CITY\n", encoding="utf-8")
+  with pytest.raises(finetuning_data.TaskDataError,
+                     match=r"panx/dev-ar.tsv:1: tag 'B-CITY'"):
+    finetuning_data.create_finetuning_data(
+        "panx", data, sp_model, tmp_path / "out", progress=lambda s: None)
