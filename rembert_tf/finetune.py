@@ -34,6 +34,8 @@ flags.DEFINE_string("sp_model", None, "SentencePiece model for --data_dir "
 flags.DEFINE_list("languages", None, "With --data_dir: dev/test languages "
                   "(default: all present).")
 flags.DEFINE_integer("seq_length", None, "With --data_dir: sequence length.")
+flags.DEFINE_list("splits", ["dev", "test"], "Splits to predict (and score "
+                  "when labelled).")
 flags.DEFINE_string("init_checkpoint", None, "Pre-training model_dir, converted "
                     "checkpoint dir, encoder ckpt prefix or SavedModel dir.")
 flags.DEFINE_string("model_config", None, "Model config name / YAML, when the "
@@ -77,7 +79,8 @@ def main(argv):
       warmup_proportion=FLAGS.warmup_proportion,
       train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size, seq_length=FLAGS.seq_length,
-      languages=FLAGS.languages, strategy=FLAGS.strategy, tpu=FLAGS.tpu,
+      languages=FLAGS.languages, splits=FLAGS.splits, strategy=FLAGS.strategy,
+      tpu=FLAGS.tpu,
       mixed_precision=FLAGS.mixed_precision,
       compare_paper=FLAGS.compare == "paper")
 

@@ -26,9 +26,9 @@ the protagonists' Latin-script names are shared by all languages (anchors for
 cross-lingual transfer).
 
 XNLI-like pairs are built from frames (`make_nli_pair`): entailment drops
-modifiers from a positive premise (adds them to a negated one), neutral does
-the reverse or talks about someone else, contradiction flips the negation or
-changes the location / time of a positive premise. The label depends only on
+modifiers from a positive premise (adds place / manner / time to a negated
+one), neutral does the reverse or talks about someone else, contradiction
+flips the negation or moves a positive premise's event to another place. The label depends only on
 the frames, so the same pair rendered in every language has the same label:
 fine-tune on English, evaluate zero-shot on the others.
 
@@ -743,13 +743,17 @@ def sample_document(rng: random.Random, lang: str,
 
 _MODIFIERS = ("location", "manner", "time", "subject_adjective",
               "object_adjective")
+# Modifiers of the event (not of a definite noun phrase): under negation,
+# adding one keeps the clause true and dropping one may not.
+_EVENT_MODIFIERS = ("location", "manner", "time")
 
 
-def _present_modifiers(frame: Frame) -> List[str]:
-  return [m for m in _MODIFIERS if getattr(frame, m) is not None]
+def _present_modifiers(frame: Frame, fields=_MODIFIERS) -> List[str]:
+  return [m for m in fields if getattr(frame, m) is not None]
 
 
-def _add_modifier(rng: random.Random, frame: Frame) -> Optional[Frame]:
+def _add_modifier(rng: random.Random, frame: Frame,
+                  fields=_MODIFIERS) -> Optional[Frame]:
   options = []
   if frame.location is None:
     options.append(("location", rng.choice(tuple(_PLACES))))
@@ -762,33 +766,27 @@ def _add_modifier(rng: random.Random, frame: Frame) -> Optional[Frame]:
     key = getattr(frame, field)
     if key and key not in _NAME_GENDER and getattr(frame, field + "_adjective") is None:
       options.append((field + "_adjective", _adjective_for(rng, key, 1.0)))
+  options = [(f, v) for f, v in options if f in fields]
   if not options:
     return None
   field, value = rng.choice(options)
   return frame.replace(**{field: value})
 
 
-def _drop_modifiers(rng: random.Random, frame: Frame) -> Optional[Frame]:
-  present = _present_modifiers(frame)
+def _drop_modifiers(rng: random.Random, frame: Frame,
+                    fields=_MODIFIERS) -> Optional[Frame]:
+  present = _present_modifiers(frame, fields)
   if not present:
     return None
   dropped = rng.sample(present, rng.randint(1, len(present)))
   return frame.replace(**{m: None for m in dropped})
 
 
-def _change_modifier(rng: random.Random, frame: Frame) -> Optional[Frame]:
-  options = []
-  if frame.location is not None:
-    options.append(("location", rng.choice(
-        [p for p in _PLACES if p != frame.location])))
-  if frame.time is not None:
-    options.append(("time", rng.choice(
-        [k for k, (t, _) in _TIMES.items()
-         if t == frame.tense and k != frame.time and k not in ("now",)])))
-  if not options:
+def _change_location(rng: random.Random, frame: Frame) -> Optional[Frame]:
+  if frame.location is None:
     return None
-  field, value = rng.choice(options)
-  return frame.replace(**{field: value})
+  return frame.replace(location=rng.choice(
+      [p for p in _PLACES if p != frame.location]))
 
 
 def make_nli_pair(rng: random.Random, label: Optional[str] = None
@@ -796,9 +794,11 @@ def make_nli_pair(rng: random.Random, label: Optional[str] = None
   """(premise, hypothesis, label) with label in NLI_LABELS (random if None).
 
   Entailment: a positive premise with modifiers dropped, or a negated premise
-  with a modifier added (negation reverses the direction). Neutral: the
-  reverse of that, or a clause about another subject. Contradiction: the
-  negation flipped, or a positive premise's location / time changed.
+  with an event modifier (place, manner, time) added: negation reverses the
+  direction. Neutral: the reverse of that (a positive premise with a modifier
+  added, a negated one with an event modifier dropped), or a clause about
+  another subject. Contradiction: the negation flipped, or a positive
+  premise's place changed (one event cannot happen in two places).
   """
   label = label or rng.choice(NLI_LABELS)
   if label not in NLI_LABELS:
@@ -806,20 +806,20 @@ def make_nli_pair(rng: random.Random, label: Optional[str] = None
   while True:
     premise = sample_frame(rng, negation_prob=0.3)
     if label == "entailment":
-      hypothesis = (_add_modifier(rng, premise) if premise.negated
-                    else _drop_modifiers(rng, premise))
+      hypothesis = (_add_modifier(rng, premise, _EVENT_MODIFIERS)
+                    if premise.negated else _drop_modifiers(rng, premise))
     elif label == "neutral":
       if rng.random() < 0.25:
         other = sample_frame(rng, tense=premise.tense, negation_prob=0.3)
         hypothesis = other if other.subject != premise.subject else None
       else:
-        hypothesis = (_drop_modifiers(rng, premise) if premise.negated
-                      else _add_modifier(rng, premise))
+        hypothesis = (_drop_modifiers(rng, premise, _EVENT_MODIFIERS)
+                      if premise.negated else _add_modifier(rng, premise))
     else:
       if premise.negated or rng.random() < 0.5:
         hypothesis = premise.replace(negated=not premise.negated)
       else:
-        hypothesis = _change_modifier(rng, premise)
+        hypothesis = _change_location(rng, premise)
     if hypothesis is not None and hypothesis != premise:
       return premise, hypothesis, label
 

@@ -19,10 +19,12 @@ Pipeline (library entry point `create_pretraining_data`, wrapped by
    unmasked layout (`unmasked=True`) for dynamic masking in the input pipeline.
 4. Every sequence goes to a random output shard; each shard is shuffled.
 
-Determinism: all randomness of a document comes from
-`numpy.random.default_rng([seed, unit_index, document_index])`, and shards are
-assembled in unit order and shuffled with `[seed, shard_index]`; so the
-records are byte-identical for a seed whatever `num_workers` is.
+Determinism: documents of a file are processed in fixed chunks of
+DOCUMENTS_PER_CHUNK; all randomness of a chunk (passes, packing, masking,
+shard choice) comes from `numpy.random.default_rng([seed, unit_index,
+chunk_index])`, and shards are assembled in unit order and shuffled with
+`[seed, shard_index]`; so the records are byte-identical for a seed whatever
+`num_workers` is. Masking and Example encoding run vectorised over a chunk.
 
 Worker processes (`spawn`) import neither TensorFlow nor protobuf: they encode
 Examples with `example_encoding` into per-unit temporary files; the parent
@@ -47,6 +49,8 @@ print(meta["num_examples"], meta["languages"]["en"]["sequences"])
 ```
 """
 import dataclasses
+import functools
+import itertools
 import multiprocessing
 import os
 import pathlib
@@ -188,6 +192,8 @@ def read_spill(path: str) -> List[bytes]:
 
 
 _PROCESSOR_CACHE: Dict[str, Any] = {}
+# Documents whose records are masked and encoded together (one RNG each).
+DOCUMENTS_PER_CHUNK = 256
 
 
 def _processor(path: str):
@@ -236,28 +242,39 @@ def process_unit(unit_index: int, input_file: text_inputs.InputFile,
   extra_pass_prob = passes_per_document - whole_passes
   pending = [0, 0, 0]
   last_report = time.time()
+  encode = functools.partial(
+      pretraining_records.encode_sequences, seq_length=options.seq_length,
+      max_predictions_per_seq=options.max_predictions_per_seq,
+      vocab_size=options.vocab_size, layout=options.layout,
+      masked_lm_prob=options.masked_lm_prob,
+      mask_token_rate=options.mask_token_rate,
+      random_token_rate=options.random_token_rate)
   try:
-    for doc_index, lines_ids in enumerate(_tokenized_documents(
-        sp, text_inputs.iter_documents(input_file, stats))):
-      rng = np.random.default_rng([options.seed, unit_index, doc_index])
-      num_passes = whole_passes + int(rng.random() < extra_pass_prob)
-      doc_tokens = sum(len(ids) for ids in lines_ids)
-      result.tokens += doc_tokens
-      pending[0] += 1
-      pending[2] += doc_tokens
-      for _ in range(num_passes):
-        for content in pack_document(lines_ids, max_num_tokens,
-                                     options.short_seq_prob, rng):
-          record = pretraining_records.encode_sequence(
-              content, seq_length=options.seq_length,
-              max_predictions_per_seq=options.max_predictions_per_seq,
-              vocab_size=options.vocab_size, rng=rng, layout=options.layout,
-              masked_lm_prob=options.masked_lm_prob,
-              mask_token_rate=options.mask_token_rate,
-              random_token_rate=options.random_token_rate)
-          spill.add(int(rng.integers(options.num_output_shards)), record)
-          result.sequences += 1
-          pending[1] += 1
+    documents = _tokenized_documents(
+        sp, text_inputs.iter_documents(input_file, stats))
+    for chunk_index in itertools.count():
+      chunk = list(itertools.islice(documents, DOCUMENTS_PER_CHUNK))
+      if not chunk:
+        break
+      # All randomness of a chunk (a fixed run of documents of this file)
+      # comes from its own generator: independent of the worker count.
+      rng = np.random.default_rng([options.seed, unit_index, chunk_index])
+      contents = []
+      for lines_ids in chunk:
+        num_passes = whole_passes + int(rng.random() < extra_pass_prob)
+        doc_tokens = sum(len(ids) for ids in lines_ids)
+        result.tokens += doc_tokens
+        pending[0] += 1
+        pending[2] += doc_tokens
+        for _ in range(num_passes):
+          contents.extend(pack_document(lines_ids, max_num_tokens,
+                                        options.short_seq_prob, rng))
+      records = encode(contents, rng=rng)
+      shards = rng.integers(options.num_output_shards, size=len(records))
+      for shard, record in zip(shards.tolist(), records):
+        spill.add(shard, record)
+      result.sequences += len(records)
+      pending[1] += len(records)
       if progress is not None and time.time() - last_report > 0.5:
         progress(*pending)
         pending = [0, 0, 0]

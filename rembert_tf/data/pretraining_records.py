@@ -43,7 +43,7 @@ meta = pretraining_records.write_pretraining_records(
 import json
 import os
 import pathlib
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -129,88 +129,104 @@ def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
   return meta
 
 
-def mask_sequence(token_ids: np.ndarray,
-                  rng: np.random.Generator,
-                  *,
-                  vocab_size: int,
-                  max_predictions_per_seq: int,
-                  masked_lm_prob: float = 0.15,
-                  mask_token_rate: float = 0.8,
-                  random_token_rate: float = 0.1):
-  """BERT masking of one unpadded `[CLS] ... [SEP]` sequence (numpy).
+_STATIC_ENCODER = example_encoding.FixedShapeEncoder(
+    ["input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions",
+     "masked_lm_ids"], ["masked_lm_weights"])
+_UNMASKED_ENCODER = example_encoding.FixedShapeEncoder(
+    ["input_word_ids", "input_mask", "input_type_ids"])
 
-  Returns (masked_ids, positions, labels): `masked_ids` a copy of token_ids
-  with the selected positions replaced; positions sorted ascending.
+
+def mask_batch(ids: np.ndarray, content_lengths: np.ndarray,
+               rng: np.random.Generator, *, vocab_size: int,
+               max_predictions_per_seq: int, masked_lm_prob: float = 0.15,
+               mask_token_rate: float = 0.8, random_token_rate: float = 0.1):
+  """BERT masking of a batch of `[CLS] content [SEP] <pad>...` rows (numpy).
+
+  Per row, k = min(P, max(1, round(n * masked_lm_prob))) of the n content
+  positions (never [CLS], [SEP] or padding) are chosen uniformly; each is
+  replaced by [MASK] (mask_token_rate), a random non-special token
+  (random_token_rate) or kept.
+
+  Returns:
+    (masked_ids [b, S], positions [b, P], labels [b, P], weights [b, P]);
+    positions ascending, padded with 0 (weight 0).
   """
-  token_ids = np.asarray(token_ids, dtype=np.int64)
-  candidates = np.flatnonzero(
-      (token_ids != tokenizer.CLS_ID) & (token_ids != tokenizer.SEP_ID) &
-      (token_ids != tokenizer.PAD_ID))
-  num_to_predict = min(max_predictions_per_seq,
-                       max(1, int(round(len(candidates) * masked_lm_prob))),
-                       len(candidates))
-  # k distinct uniform positions: the k smallest of i.i.d. uniform keys.
-  keys = rng.random(len(candidates))
-  if num_to_predict < len(candidates):
-    chosen = np.argpartition(keys, num_to_predict - 1)[:num_to_predict]
-  else:
-    chosen = np.arange(len(candidates))
-  positions = np.sort(candidates[chosen])
-  labels = token_ids[positions]
-  masked = token_ids.copy()
-  draws = rng.random(num_to_predict)
-  use_mask = draws < mask_token_rate
-  use_random = (~use_mask) & (draws < mask_token_rate + random_token_rate)
-  masked[positions[use_mask]] = tokenizer.MASK_ID
-  num_random = int(use_random.sum())
-  if num_random:
-    masked[positions[use_random]] = rng.integers(
-        tokenizer.NUM_SPECIAL_IDS, vocab_size, size=num_random)
-  return masked, positions, labels
+  n, seq_length = ids.shape
+  p = max_predictions_per_seq
+  k = np.minimum(np.minimum(p, content_lengths),
+                 np.maximum(1, np.rint(content_lengths * masked_lm_prob)
+                            ).astype(np.int64))
+  columns = np.arange(seq_length)[None, :]
+  candidate = (columns >= 1) & (columns <= content_lengths[:, None])
+  keys = np.where(candidate, rng.random((n, seq_length)), 2.0)
+  width = min(p, seq_length)
+  smallest = np.argpartition(keys, width - 1, axis=1)[:, :width]
+  order = np.argsort(np.take_along_axis(keys, smallest, axis=1), axis=1)
+  chosen = np.take_along_axis(smallest, order, axis=1)
+  valid = np.arange(width)[None, :] < k[:, None]
+  positions = np.sort(np.where(valid, chosen, seq_length), axis=1)
+  positions = np.where(valid, positions, 0)
+  if width < p:
+    pad = np.zeros((n, p - width), dtype=positions.dtype)
+    positions = np.concatenate([positions, pad], axis=1)
+    valid = np.concatenate([valid, pad.astype(bool)], axis=1)
+  labels = np.where(valid, np.take_along_axis(ids, positions, axis=1), 0)
+  draws = rng.random((n, p))
+  use_mask = valid & (draws < mask_token_rate)
+  use_random = valid & ~use_mask & (draws < mask_token_rate + random_token_rate)
+  random_ids = rng.integers(tokenizer.NUM_SPECIAL_IDS, vocab_size, size=(n, p))
+  masked = ids.copy()
+  rows = np.broadcast_to(np.arange(n)[:, None], (n, p))
+  masked[rows[use_mask], positions[use_mask]] = tokenizer.MASK_ID
+  masked[rows[use_random], positions[use_random]] = random_ids[use_random]
+  return masked, positions, labels, valid.astype(np.float32)
 
 
-def encode_sequence(content_ids: Sequence[int],
-                    *,
-                    seq_length: int,
-                    max_predictions_per_seq: int,
-                    vocab_size: int,
-                    rng: Optional[np.random.Generator],
-                    layout: str = LAYOUT_STATIC,
-                    masked_lm_prob: float = 0.15,
-                    mask_token_rate: float = 0.8,
-                    random_token_rate: float = 0.1) -> bytes:
-  """`[CLS] content [SEP]`, padded to seq_length, masked (static) -> record bytes."""
-  content_ids = np.asarray(content_ids, dtype=np.int64)
-  if len(content_ids) > seq_length - 2:
-    raise RecordsError(f"a sequence of {len(content_ids)} tokens does not fit "
+def encode_sequences(contents: Sequence[Sequence[int]],
+                     *,
+                     seq_length: int,
+                     max_predictions_per_seq: int,
+                     vocab_size: int,
+                     rng: Optional[np.random.Generator],
+                     layout: str = LAYOUT_STATIC,
+                     masked_lm_prob: float = 0.15,
+                     mask_token_rate: float = 0.8,
+                     random_token_rate: float = 0.1) -> List[bytes]:
+  """Content token-id lists -> `[CLS] ... [SEP]` padded, masked record bytes."""
+  n = len(contents)
+  if n == 0:
+    return []
+  contents = [np.asarray(c, dtype=np.int64) for c in contents]
+  lengths = np.array([len(c) for c in contents], dtype=np.int64)
+  if lengths.max() > seq_length - 2:
+    raise RecordsError(f"a sequence of {lengths.max()} tokens does not fit "
                        f"seq_length {seq_length} with [CLS] and [SEP].")
-  ids = np.empty(len(content_ids) + 2, dtype=np.int64)
-  ids[0] = tokenizer.CLS_ID
-  ids[1:-1] = content_ids
-  ids[-1] = tokenizer.SEP_ID
-  n = len(ids)
-  word_ids = np.zeros(seq_length, dtype=np.int64)
-  input_mask = np.zeros(seq_length, dtype=np.int64)
-  input_mask[:n] = 1
-  type_ids = np.zeros(seq_length, dtype=np.int64)
+  if lengths.min() < 1:
+    raise RecordsError("a sequence has no content tokens.")
+  ids = np.zeros((n, seq_length), dtype=np.int64)
+  flat = np.concatenate(contents)
+  rows = np.repeat(np.arange(n), lengths)
+  starts = np.cumsum(lengths) - lengths
+  cols = np.arange(len(flat)) - np.repeat(starts, lengths) + 1
+  ids[rows, cols] = flat
+  ids[:, 0] = tokenizer.CLS_ID
+  ids[np.arange(n), lengths + 1] = tokenizer.SEP_ID
+  input_mask = (np.arange(seq_length)[None, :] < (lengths + 2)[:, None]).astype(
+      np.int64)
+  type_ids = np.zeros((n, seq_length), dtype=np.int64)
   if layout == LAYOUT_UNMASKED:
-    word_ids[:n] = ids
-    return example_encoding.pretraining_example(word_ids, input_mask, type_ids)
-  masked, positions, labels = mask_sequence(
-      ids, rng, vocab_size=vocab_size,
+    return _UNMASKED_ENCODER.encode(dict(
+        input_word_ids=ids, input_mask=input_mask, input_type_ids=type_ids))
+  masked, positions, labels, weights = mask_batch(
+      ids, lengths, rng, vocab_size=vocab_size,
       max_predictions_per_seq=max_predictions_per_seq,
       masked_lm_prob=masked_lm_prob, mask_token_rate=mask_token_rate,
       random_token_rate=random_token_rate)
-  word_ids[:n] = masked
-  lm_positions = np.zeros(max_predictions_per_seq, dtype=np.int64)
-  lm_ids = np.zeros(max_predictions_per_seq, dtype=np.int64)
-  lm_weights = np.zeros(max_predictions_per_seq, dtype=np.float32)
-  k = len(positions)
-  lm_positions[:k] = positions
-  lm_ids[:k] = labels
-  lm_weights[:k] = 1.0
-  return example_encoding.pretraining_example(
-      word_ids, input_mask, type_ids, lm_positions, lm_ids, lm_weights)
+  return _STATIC_ENCODER.encode(
+      dict(input_word_ids=masked, input_mask=input_mask,
+           input_type_ids=type_ids, masked_lm_positions=positions,
+           masked_lm_ids=labels),
+      dict(masked_lm_weights=weights))
 
 
 def _encode_feature_dict(example: Mapping[str, Sequence], seq_length: int,
@@ -313,19 +329,20 @@ def write_pretraining_records(
                        mask_token_rate=mask_token_rate,
                        random_token_rate=random_token_rate)
   rng = np.random.default_rng(seed)
-  shards = [[] for _ in range(num_shards)]
-  for i, example in enumerate(examples):
+  records = []
+  token_lists = []
+  for example in examples:
     if isinstance(example, Mapping):
-      record = _encode_feature_dict(example, seq_length,
-                                    max_predictions_per_seq, layout)
+      records.append(_encode_feature_dict(example, seq_length,
+                                          max_predictions_per_seq, layout))
     else:
-      record = encode_sequence(
-          example, seq_length=seq_length,
-          max_predictions_per_seq=max_predictions_per_seq,
-          vocab_size=vocab_size, rng=rng, layout=layout,
-          masked_lm_prob=masked_lm_prob, mask_token_rate=mask_token_rate,
-          random_token_rate=random_token_rate)
-    shards[i % num_shards].append(record)
+      token_lists.append(example)
+  records.extend(encode_sequences(
+      token_lists, seq_length=seq_length,
+      max_predictions_per_seq=max_predictions_per_seq, vocab_size=vocab_size,
+      rng=rng, layout=layout, masked_lm_prob=masked_lm_prob,
+      mask_token_rate=mask_token_rate, random_token_rate=random_token_rate))
+  shards = [records[i::num_shards] for i in range(num_shards)]
   shard_meta = []
   for index, records in enumerate(shards):
     name = shard_file_name(index, num_shards)

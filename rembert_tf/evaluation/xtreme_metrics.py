@@ -195,12 +195,15 @@ def accuracy(labels: Sequence[str], predictions: Sequence[str]) -> Dict[str, flo
 def entity_f1(labels: Sequence[Sequence[str]],
               predictions: Sequence[Sequence[str]]) -> Dict[str, float]:
   """seqeval entity-level F1 / precision / recall over tag sequences."""
+  import warnings  # pylint: disable=g-import-not-at-top
   from seqeval import metrics  # pylint: disable=g-import-not-at-top
-  return {"f1": float(metrics.f1_score(list(labels), list(predictions))),
-          "precision": float(metrics.precision_score(list(labels),
-                                                     list(predictions))),
-          "recall": float(metrics.recall_score(list(labels),
-                                               list(predictions)))}
+  labels, predictions = list(labels), list(predictions)
+  with warnings.catch_warnings():
+    # No predicted / gold entity: seqeval warns and scores 0, as intended.
+    warnings.simplefilter("ignore")
+    return {"f1": float(metrics.f1_score(labels, predictions)),
+            "precision": float(metrics.precision_score(labels, predictions)),
+            "recall": float(metrics.recall_score(labels, predictions))}
 
 
 def mean(values: Iterable[float]) -> float:

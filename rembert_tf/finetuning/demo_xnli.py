@@ -91,4 +91,5 @@ def run_demo_xnli(init_checkpoint, work_dir, sp_model=None,
       learning_rates=[learning_rate], num_seeds=1, seed=seed,
       num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
       train_batch_size=train_batch_size, seq_length=seq_length,
+      languages=languages, splits=("dev", "test") if num_test else ("dev",),
       distribution_strategy=distribution_strategy, progress=progress)

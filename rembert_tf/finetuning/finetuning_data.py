@@ -216,6 +216,14 @@ class Encoder:
   def encode_with_char_offsets(self, text: str
                                ) -> Tuple[List[int], List[int], List[int]]:
     """Piece ids with the first and last character of each piece in `text`."""
+    # Consecutive questions usually share their context: keep the last one.
+    if getattr(self, "_last_context", (None,))[0] == text:
+      return self._last_context[1]
+    result = self._encode_with_char_offsets(text)
+    self._last_context = (text, result)
+    return result
+
+  def _encode_with_char_offsets(self, text: str):
     proto = self._encode_proto(text)
     # byte offset -> character index
     byte_starts = []
@@ -312,8 +320,8 @@ def span_records(examples, encoder: Encoder, seq_length: int, doc_stride: int,
   doc_span = collections.namedtuple("DocSpan", ["start", "length"])
   for example_index, ex in enumerate(examples):
     query = encoder.encode(ex.question_text)[:max_query_length]
-    doc_ids, tok_starts, tok_ends = encoder.encode_with_char_offsets(
-        ex.paragraph_text)
+    doc_ids, tok_starts, tok_ends = (
+        list(x) for x in encoder.encode_with_char_offsets(ex.paragraph_text))
     answer_tokens = None
     if is_training:
       char_start = ex.start_position

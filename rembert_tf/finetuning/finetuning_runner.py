@@ -38,7 +38,6 @@ import pathlib
 import time
 from typing import Dict, List, Optional, Sequence
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -291,6 +290,11 @@ class TaskRunner:
   def predict_records(self, name: str, num_records: int) -> Dict[str, np.ndarray]:
     """Model outputs per record, in record order."""
     strategy = self.strategy
+    if num_records == 0:
+      keys = (("start_logits", "end_logits") if self.task_type == tasks.SPAN
+              else ("logits",))
+      return {k: np.zeros([0, self.seq_length]) for k in keys} | {
+          "feature_index": np.zeros([0], np.int32)}
     replicas = strategy.num_replicas_in_sync
     batch = max(self.config.eval_batch_size - self.config.eval_batch_size %
                 replicas, replicas)
@@ -481,6 +485,7 @@ def run_finetuning(task: str,
                    eval_batch_size: int = 32,
                    seq_length: Optional[int] = None,
                    languages: Optional[Sequence[str]] = None,
+                   splits: Sequence[str] = ("dev", "test"),
                    strategy: str = "default",
                    tpu: Optional[str] = None,
                    mixed_precision: Optional[str] = None,
@@ -514,7 +519,7 @@ def run_finetuning(task: str,
                          f"no {checkpoints.SENTENCEPIECE_FILE}.")
     finetuning_data.create_finetuning_data(
         task, data_dir, sp_model, output_dir / "records", seq_length=seq_length,
-        languages=languages, overwrite=True, progress=progress)
+        languages=languages, splits=splits, overwrite=True, progress=progress)
     records_dir = output_dir / "records" / task
   records_dir = pathlib.Path(records_dir)
   meta = finetuning_data.read_metadata(records_dir)
@@ -537,7 +542,7 @@ def run_finetuning(task: str,
         run_dir = (output_dir / "runs" /
                    f"lr-{learning_rate:g}_seed-{config.seed}")
         runs.append(run_once(meta, records_dir, init_checkpoint, run_dir,
-                             config, strategy_obj, model_config,
+                             config, strategy_obj, model_config, splits=splits,
                              progress=progress))
   finally:
     tf_keras.mixed_precision.set_global_policy(previous_policy)

@@ -3,7 +3,9 @@
 Accepted `init_checkpoint`s:
 * a rembert_tf checkpoint directory (`model_config.yaml` + `encoder/ckpt-N`):
   a pre-training `--model_dir` or a converted checkpoint
-  (`rembert_tf.modeling.checkpoints.load_encoder_from_dir`);
+  (`rembert_tf.modeling.checkpoints.load_encoder_from_dir`); a model_dir with
+  only Model Garden's full `ckpt-N` (pretrainer + optimizer) works too: the
+  encoder subtree is read from it by structure;
 * an encoder-only checkpoint prefix (`.../encoder/ckpt-N`) with a model config;
 * an exported SavedModel directory (`saved_model.pb`). Its variables file is an
   object-based checkpoint of the saved root; the RemBertEncoder node is found in
@@ -130,11 +132,17 @@ def encoder_path_in_object_graph(variables_prefix: str) -> Tuple[str, ...]:
       f"{sorted(_ENCODER_CHILDREN)}) in the SavedModel's object graph.")
 
 
-def restore_encoder_from_saved_model(encoder, saved_model_dir) -> Tuple[str, ...]:
-  """Reads the encoder subtree of a SavedModel into `encoder` (by structure)."""
-  variables_prefix = str(pathlib.Path(saved_model_dir) / "variables" /
-                         "variables")
-  path = encoder_path_in_object_graph(variables_prefix)
+def restore_encoder_by_structure(encoder, checkpoint_prefix: str,
+                                 description: Optional[str] = None
+                                 ) -> Tuple[str, ...]:
+  """Reads the encoder subtree of any object-based checkpoint into `encoder`.
+
+  Works for a SavedModel's variables and for Model Garden's full training
+  checkpoints (`model` = the pretrainer, beside `optimizer`): only the
+  RemBertEncoder node's subtree is matched; everything else stays unread.
+  """
+  description = description or checkpoint_prefix
+  path = encoder_path_in_object_graph(checkpoint_prefix)
   if path:
     holder = encoder
     for name in reversed(path[1:]):
@@ -142,15 +150,23 @@ def restore_encoder_from_saved_model(encoder, saved_model_dir) -> Tuple[str, ...
     checkpoint = tf.train.Checkpoint(**{path[0]: holder})
   else:
     checkpoint = tf.train.Checkpoint(root=encoder)
-  status = checkpoint.read(variables_prefix)
+  status = checkpoint.read(checkpoint_prefix)
   try:
     status.assert_existing_objects_matched()
   except AssertionError as e:
     raise InitCheckpointError(
-        f"{saved_model_dir}: the encoder at {'/'.join(path) or '<root>'} does "
+        f"{description}: the encoder at {'/'.join(path) or '<root>'} does "
         f"not match the model config: {e}") from None
   status.expect_partial()  # output-side objects are deliberately not read
   return path
+
+
+def restore_encoder_from_saved_model(encoder, saved_model_dir) -> Tuple[str, ...]:
+  """Reads the encoder subtree of a SavedModel into `encoder` (by structure)."""
+  variables_prefix = str(pathlib.Path(saved_model_dir) / "variables" /
+                         "variables")
+  return restore_encoder_by_structure(encoder, variables_prefix,
+                                      str(saved_model_dir))
 
 
 def load_encoder(init_checkpoint: Optional[str],
@@ -173,6 +189,14 @@ def load_encoder(init_checkpoint: Optional[str],
     return cfg, encoder, f"SavedModel {path} (encoder at {'/'.join(found) or '<root>'})"
   if path.is_dir():
     if (path / checkpoints.MODEL_CONFIG_FILE).is_file():
+      full_checkpoint = checkpoints.latest_checkpoint(path)
+      if (checkpoints.latest_checkpoint(path / checkpoints.ENCODER_SUBDIR)
+          is None and full_checkpoint is not None):
+        # A pre-training model_dir with only Model Garden's full ckpt-N.
+        cfg = checkpoints.load_model_config_from_dir(path)
+        encoder = rembert_encoder.build_encoder(cfg)
+        found = restore_encoder_by_structure(encoder, full_checkpoint)
+        return cfg, encoder, f"{full_checkpoint} (encoder at {'/'.join(found)})"
       cfg, encoder = checkpoints.load_encoder_from_dir(path)
       return cfg, encoder, checkpoints.encoder_checkpoint_path(path)
     raise InitCheckpointError(

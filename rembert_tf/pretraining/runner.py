@@ -324,9 +324,14 @@ class ExportingController(orbit.Controller):
   def __init__(self, *args, after_save=None, preemption=None, **kwargs):
     self._after_save = after_save
     self._preemption = preemption
+    self._last_saved_step = 0
     super().__init__(*args, **kwargs)
+    self._last_saved_step = int(self.global_step.numpy())  # after restore
 
   def _maybe_save_checkpoint(self, check_interval: bool = True):
+    """Saves at multiples of checkpoint_interval (CheckpointManager's own
+    interval counts from the first save, which lands on step 1 or on
+    whatever step a run resumed at)."""
     if self._preemption is not None and self._preemption.is_set():
       super()._maybe_save_checkpoint(check_interval=False)
       path = self.checkpoint_manager.latest_checkpoint
@@ -336,9 +341,17 @@ class ExportingController(orbit.Controller):
       raise TrainingPreempted(
           f"SIGTERM received: saved {path} at step {step} and stopped. Run "
           "the same command again to resume.", step, path)
-    saved = super()._maybe_save_checkpoint(check_interval=check_interval)
-    if saved and self._after_save:
-      self._after_save(int(self.global_step.numpy()))
+    step = int(self.global_step.numpy())
+    interval = (self.checkpoint_manager.checkpoint_interval
+                if self.checkpoint_manager else None)
+    if check_interval and interval:
+      if step // interval <= self._last_saved_step // interval:
+        return False
+    saved = super()._maybe_save_checkpoint(check_interval=False)
+    if saved:
+      self._last_saved_step = step
+      if self._after_save:
+        self._after_save(step)
     return saved
 
 

@@ -1,5 +1,6 @@
 """The demo corpus generator: deterministic, six scripts, NLI frames."""
 import collections
+import dataclasses
 import random
 import unicodedata
 
@@ -64,12 +65,19 @@ def test_nli_pairs_follow_the_frames():
   for label in demo_corpus.NLI_LABELS * 20:
     premise, hypothesis, got = demo_corpus.make_nli_pair(rng, label)
     assert got == label and premise != hypothesis
-    if label == "contradiction" and premise.negated != hypothesis.negated:
-      assert premise.replace(negated=hypothesis.negated) == hypothesis
+    changed = {f.name for f in dataclasses.fields(premise)
+               if getattr(premise, f.name) != getattr(hypothesis, f.name)}
+    if label == "contradiction":
+      assert changed in ({"negated"}, {"location"})
+      if changed == {"location"}:
+        assert not premise.negated and hypothesis.location is not None
     if label == "entailment":
-      assert premise.negated == hypothesis.negated
-      assert (premise.subject, premise.verb, premise.object) == (
-          hypothesis.subject, hypothesis.verb, hypothesis.object)
+      assert "negated" not in changed
+      if premise.negated:  # Only event modifiers added.
+        assert changed <= {"location", "manner", "time"}
+        assert all(getattr(premise, f) is None for f in changed)
+      else:  # Only modifiers dropped.
+        assert all(getattr(hypothesis, f) is None for f in changed)
   rows_en = demo_corpus.nli_examples(30, seed=2, language="en")
   rows_zh = demo_corpus.nli_examples(30, seed=2, language="zh")
   assert [r["label"] for r in rows_en] == [r["label"] for r in rows_zh]

@@ -37,3 +37,17 @@ def test_tfrecord_file_is_byte_identical_to_tensorflow(tmp_path):
   assert ours.read_bytes() == theirs.read_bytes()
   assert [r.numpy() for r in tf.data.TFRecordDataset(str(ours))] == records
   assert not list(tmp_path.glob("*.incomplete"))
+
+
+def test_batch_encoder_equals_single_encoder():
+  rng = np.random.default_rng(2)
+  ints = {"a": rng.integers(0, 250300, (9, 13)), "b": rng.integers(0, 2, (9, 5)),
+          "c": np.concatenate([rng.integers(0, 2**34, (9, 2)),
+                               np.full((9, 1), 127)], axis=1)}
+  floats = {"w": rng.random((9, 4)).astype(np.float32)}
+  batch = example_encoding.FixedShapeEncoder(["a", "b", "c"], ["w"]).encode(
+      ints, floats)
+  for i, record in enumerate(batch):
+    single = example_encoding.encode_example(
+        {k: v[i] for k, v in ints.items()}, {"w": floats["w"][i]})
+    assert record == single

@@ -185,3 +185,16 @@ def test_exported_encoder_savedmodel_needs_no_config(tiny_cfg, tmp_path):
   assert cfg.input_embedding_size == tiny_cfg.input_embedding_size
   for a, b in zip(restored.weights, encoder.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_model_dir_with_only_full_training_checkpoint(tiny_cfg, tmp_path):
+  """Model Garden's ckpt-N (model=pretrainer, optimizer): encoder read alone."""
+  pretrainer = rembert_pretrainer.build_pretrainer(tiny_cfg)
+  rembert_config.save_model_config(tiny_cfg, tmp_path / "model_config.yaml")
+  tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=pretrainer, global_step=tf.Variable(3)),
+      str(tmp_path), max_to_keep=1).save(checkpoint_number=3)
+  _, encoder, source = init_checkpoint.load_encoder(str(tmp_path))
+  assert "ckpt-3" in source
+  for a, b in zip(encoder.weights, pretrainer.encoder.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())

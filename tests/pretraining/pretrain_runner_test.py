@@ -1,0 +1,241 @@
+"""Tests of `rembert_tf.pretraining.run`: checkpoints, resume, eval, errors (issue 4)."""
+import glob
+import os
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_records
+from rembert_tf.modeling import checkpoints
+from rembert_tf.pretraining import experiments
+from rembert_tf.pretraining import runner
+
+SEQ, PREDS, VOCAB = 32, 5, 2000
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+  root = tmp_path_factory.mktemp("records")
+  rng = np.random.default_rng(0)
+  # Skewed token frequencies: the most frequent token baseline is not trivial.
+  examples = [list(5 + (rng.zipf(1.6, size=rng.integers(10, 28)) % 200))
+              for _ in range(96)]
+  spm = root / "spm.model"
+  spm.write_bytes(b"not a real model; only copied")
+  for split, seed in (("train", 1), ("eval", 2)):
+    pretraining_records.write_pretraining_records(
+        str(root / split), examples, seq_length=SEQ,
+        max_predictions_per_seq=PREDS, vocab_size=VOCAB, seed=seed,
+        extra_metadata={"sentencepiece_model": str(spm)})
+  return root
+
+
+def make_config(records_dir, train_steps=4, **overrides):
+  values = {
+      "task": {
+          "model_preset": "tiny",
+          "model": {"num_hidden_layers": 1, "hidden_dropout_prob": 0.0,
+                    "attention_probs_dropout_prob": 0.0},
+          "train_data": {"input_path": f"{records_dir}/train/*.tfrecord",
+                         "global_batch_size": 8, "seq_length": SEQ,
+                         "max_predictions_per_seq": PREDS, "seed": 3,
+                         "shuffle_buffer_size": 32, "is_training": True},
+          "validation_data": {"input_path": f"{records_dir}/eval/*.tfrecord",
+                              "global_batch_size": 8, "seq_length": SEQ,
+                              "max_predictions_per_seq": PREDS,
+                              "is_training": False},
+      },
+      "trainer": {
+          "train_steps": train_steps, "steps_per_loop": 2,
+          "summary_interval": 2, "checkpoint_interval": 2, "max_to_keep": 3,
+          "validation_steps": 3, "validation_interval": 100,
+          "optimizer_config": {
+              "learning_rate": {"polynomial": {"initial_learning_rate": 1e-3,
+                                               "decay_steps": 100}},
+              "warmup": {"linear": {"warmup_steps": 1}}},
+      },
+  }
+  config = experiments.load_experiment_config([], values)
+  config.override(overrides, is_strict=True)
+  return config
+
+
+def listing(directory):
+  return sorted((p, os.path.getmtime(p), os.path.getsize(p)) for p in
+                glob.glob(os.path.join(directory, "**"), recursive=True)
+                if os.path.isfile(p))
+
+
+@pytest.fixture(scope="module")
+def trained_dir(records, tmp_path_factory):
+  model_dir = str(tmp_path_factory.mktemp("run") / "model")
+  lines = []
+  metrics = runner.run(make_config(records), model_dir, mode="train_and_eval",
+                       print_fn=lines.append)
+  return model_dir, metrics, lines
+
+
+def test_train_and_eval_writes_checkpoints_encoder_and_summaries(trained_dir):
+  model_dir, metrics, lines = trained_dir
+  assert metrics["global_step"] == 4
+  assert metrics["checkpoint"].endswith("ckpt-4")
+  for key in ("train_loss", "train_masked_lm_accuracy", "eval_loss",
+              "eval_masked_lm_accuracy", "train_examples_per_second"):
+    assert np.isfinite(metrics[key]), key
+  assert os.path.exists(os.path.join(model_dir, "ckpt-2.index"))
+  # Encoder-only checkpoint + model config + tokenizer, per checkpoints.py.
+  cfg, encoder = checkpoints.load_encoder_from_dir(model_dir)
+  assert cfg.num_hidden_layers == 1
+  assert checkpoints.encoder_checkpoint_path(model_dir).endswith("ckpt-4")
+  assert os.path.exists(os.path.join(model_dir, "sentencepiece.model"))
+  assert os.path.exists(os.path.join(model_dir, "params.yaml"))
+  # Console lines: step/total, loss, MLM accuracy, examples/s, ETA.
+  progress = [l for l in lines if l.startswith("step ")]
+  assert progress[0].startswith("step 2/4 | loss ")
+  assert "mlm_acc" in progress[-1] and "ex/s" in progress[-1]
+  assert "ETA" in progress[-1]
+  # TensorBoard tags.
+  tags = set()
+  for path in glob.glob(os.path.join(model_dir, "train", "events.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      tags.update(v.tag for v in event.summary.value)
+  for tag in ("training_loss", "masked_lm_accuracy", "learning_rate",
+              "examples_per_second", "gradient_norm"):
+    assert tag in tags, (tag, tags)
+
+
+def test_resume_continues_step_weights_and_optimizer(records, trained_dir,
+                                                     tmp_path):
+  model_dir, _, _ = trained_dir
+  resumed_dir = str(tmp_path / "resumed")
+  import shutil
+  shutil.copytree(model_dir, resumed_dir)
+  lines = []
+  metrics = runner.run(make_config(records, train_steps=6), resumed_dir,
+                       print_fn=lines.append)
+  assert any(l.startswith("resumed from") and "ckpt-4" in l for l in lines)
+  assert metrics["global_step"] == 6
+  ckpt = tf.train.latest_checkpoint(resumed_dir)
+  assert ckpt.endswith("ckpt-6")
+  assert int(tf.train.load_variable(
+      ckpt, "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE")) == 6
+  names = [n for n, _ in tf.train.list_variables(ckpt)]
+  assert any(".OPTIMIZER_SLOT/optimizer/m/" in n for n in names)
+
+
+def test_eval_mode_reports_mlm_loss_and_accuracy(records, trained_dir):
+  model_dir, _, _ = trained_dir
+  before = listing(model_dir)
+  metrics = runner.run(make_config(records), model_dir, mode="eval",
+                       print_fn=lambda _: None)
+  assert 0.0 <= metrics["eval_masked_lm_accuracy"] <= 1.0
+  assert metrics["eval_loss"] > 0
+  assert [p for p, _, _ in listing(model_dir) if "ckpt" in p] == [
+      p for p, _, _ in before if "ckpt" in p]
+
+
+def test_refuses_model_dir_of_a_different_model(records, trained_dir):
+  model_dir, _, _ = trained_dir
+  before = listing(model_dir)
+  config = make_config(records, train_steps=8)
+  config.task.model.num_hidden_layers = 2
+  config.task.model.output_embedding_size = 128
+  with pytest.raises(runner.CheckpointMismatchError) as e:
+    runner.run(config, model_dir, print_fn=lambda _: None)
+  message = str(e.value)
+  assert "num_hidden_layers" in message and "output_embedding_size" in message
+  assert "_transformer_layers/1" in message      # a variable the checkpoint lacks
+  assert "masked_lm/output_embedding" in message and "[2000, 256]" in message
+  assert listing(model_dir) == before              # nothing overwritten
+
+
+def test_records_mismatching_the_config_fail_before_the_first_step(records,
+                                                                  tmp_path):
+  config = make_config(records)
+  config.task.train_data.seq_length = 64
+  config.task.model.max_position_embeddings = 128
+  with pytest.raises(pretrain_dataloader.DataMismatchError, match="seq_length"):
+    runner.run(config, str(tmp_path / "m"), print_fn=lambda _: None)
+  assert not glob.glob(str(tmp_path / "m" / "ckpt-*"))
+  config = make_config(records)
+  config.task.model.vocab_size = 3000
+  with pytest.raises(pretrain_dataloader.DataMismatchError, match="vocab"):
+    runner.run(config, str(tmp_path / "m2"), print_fn=lambda _: None)
+
+
+def test_missing_data_is_a_clear_error(records, tmp_path):
+  config = make_config(records)
+  config.task.train_data.input_path = str(tmp_path / "nowhere" / "*.tfrecord")
+  with pytest.raises(runner.PretrainingError,
+                     match="task.train_data.input_path.*matches no file"):
+    runner.run(config, str(tmp_path / "m"), print_fn=lambda _: None)
+  config = make_config(records)
+  config.task.validation_data.input_path = ""
+  with pytest.raises(runner.PretrainingError,
+                     match="task.validation_data.input_path is empty"):
+    runner.run(config, str(tmp_path / "m"), mode="train_and_eval",
+               print_fn=lambda _: None)
+
+
+def test_unwritable_model_dir_is_a_clear_error(records, tmp_path):
+  blocker = tmp_path / "a_file"
+  blocker.write_text("x")
+  with pytest.raises(runner.PretrainingError, match="not writable"):
+    runner.run(make_config(records), str(blocker / "model"),
+               print_fn=lambda _: None)
+
+
+def test_eval_without_checkpoint_is_a_clear_error(records, tmp_path):
+  with pytest.raises(runner.PretrainingError, match="no checkpoint"):
+    runner.run(make_config(records), str(tmp_path / "empty"), mode="eval",
+               print_fn=lambda _: None)
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(records, tmp_path):
+  config = make_config(records, train_steps=10)
+  config.override({"trainer": {
+      "steps_per_loop": 1, "summary_interval": 1, "checkpoint_interval": 1,
+      "max_to_keep": 20,
+      "optimizer_config": {
+          "learning_rate": {"type": "constant",
+                            "constant": {"learning_rate": 1e30}},
+          "warmup": {"type": None}}}}, is_strict=True)
+  model_dir = str(tmp_path / "nan")
+  with pytest.raises(runner.NonFiniteLossError) as e:
+    runner.run(config, model_dir, print_fn=lambda _: None)
+  message = str(e.value)
+  assert "training loss is nan" in message or "training loss is inf" in message
+  last = tf.train.latest_checkpoint(model_dir)
+  assert last is not None and f"last good checkpoint is {last}" in message
+  failed_step = int(message.split(" at step ")[1].split(";")[0])
+  assert int(last.rsplit("-", 1)[1]) == failed_step - 1
+  assert not os.path.exists(os.path.join(model_dir, f"ckpt-{failed_step}.index"))
+
+
+def test_tpu_strategy_without_a_tpu_fails_at_once(monkeypatch):
+  for key in ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS"):
+    monkeypatch.delenv(key, raising=False)
+  start = time.time()
+  with pytest.raises(runner.PretrainingError, match="no TPU found"):
+    runner.make_strategy("tpu")
+  assert time.time() - start < 2
+
+
+def test_most_frequent_token_baseline_matches_a_direct_count(records):
+  config = make_config(records)
+  baseline = runner.most_frequent_token_baseline(
+      config.task.validation_data, VOCAB,
+      train_data_config=config.task.train_data)
+  counts = np.zeros(VOCAB)
+  dataset = pretrain_dataloader.RemBertPretrainDataLoader(
+      config.task.validation_data).load()
+  for batch in dataset:
+    np.add.at(counts, batch["masked_lm_ids"].numpy().ravel(),
+              batch["masked_lm_weights"].numpy().ravel())
+  assert baseline["num_predictions"] == counts.sum()
+  assert baseline["accuracy"] == pytest.approx(
+      counts[baseline["token_id"]] / counts.sum())
+  assert 0.02 < baseline["accuracy"] < 0.9
