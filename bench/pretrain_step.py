@@ -9,8 +9,11 @@ and model FLOP utilisation against the matmul peak measured in the same run.
 
 Peers: Hugging Face `TFRemBertForMaskedLM` (transformers 4.x, TF) at the same
 config. transformers is never a rembert_tf dependency: install it into a
-side venv with `bash bench/setup_peers.sh`; this script then runs the peer in
-that venv (subprocess) and skips it with a printed reason when absent.
+side venv with `bash bench/setup_peers.sh`; this script then re-runs itself
+in that venv (which sees the project's packages) and skips the peer with a
+printed reason when absent. All rows are built and compiled first, then
+timed in interleaved rounds (median step time), so load from other
+processes hits every row alike.
 
 Reference config (the issue's): 4 layers, hidden 256, 4 heads, FFN 1024,
 vocab 32000, E_in 128, E_out 512, sequence 128, batch 32, 20 predictions.
@@ -24,7 +27,6 @@ TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python bench/pretrain_step.py            # ever
 """
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -43,7 +45,8 @@ flags.DEFINE_string("model_config", "",
 flags.DEFINE_integer("seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("batch_size", 32, "Examples per step.")
 flags.DEFINE_integer("num_predictions", 20, "Masked predictions per sequence.")
-flags.DEFINE_integer("steps", 8, "Timed steps per configuration.")
+flags.DEFINE_integer("steps", 3, "Timed steps per configuration and round.")
+flags.DEFINE_integer("rounds", 3, "Interleaved timing rounds over all rows.")
 flags.DEFINE_integer("warmup_steps", 3, "Untimed steps (compilation) first.")
 flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions.")
 flags.DEFINE_list("xla", ["on", "off"], "XLA settings for rembert_tf.")
@@ -51,7 +54,7 @@ flags.DEFINE_list("peers", ["hf_tf"], "Peers to run side by side (hf_tf).")
 flags.DEFINE_list("peer_xla", ["off"], "XLA settings for the HF TF peer.")
 flags.DEFINE_string("peer_python", "",
                     "Python with transformers (default: .venv/bench-peers).")
-flags.DEFINE_string("only", "", "Internal: run one peer row and print JSON.")
+flags.DEFINE_string("only", "", "Internal: set when re-run in the peers venv.")
 flags.DEFINE_string("json_out", "", "Also write the rows as JSON here.")
 
 REFERENCE = dict(vocab_size=32000, hidden_size=256, num_hidden_layers=4,
@@ -79,24 +82,27 @@ def model_flops_per_example(m, seq, preds, full_sequence_head=False):
 
 
 def measure_matmul_peak(dtype, n=2048, reps=6):
-  """Best FLOP/s of an XLA-compiled square matmul chain on this machine."""
+  """Best FLOP/s of a square matmul chain on this machine, with and without
+  XLA (XLA:CPU runs bf16 dots through f32; TF's oneDNN kernels use the CPU's
+  bf16 instructions), so the peak is the best this TF can do in `dtype`."""
   a = tf.random.normal([n, n], dtype=tf.float32)
   b = tf.random.normal([n, n], dtype=tf.float32)
   a, b = tf.cast(a, dtype), tf.cast(b, dtype)
 
-  @tf.function(jit_compile=True)
   def chain(x, y):
     z = x
     for _ in range(4):
       z = tf.matmul(z, y) * tf.constant(1e-3, dtype)
     return tf.reduce_sum(tf.cast(z, tf.float32))
 
-  chain(a, b).numpy()
   best = float("inf")
-  for _ in range(reps):
-    start = time.perf_counter()
-    chain(a, b).numpy()
-    best = min(best, time.perf_counter() - start)
+  for jit in (True, False):
+    fn = tf.function(chain, jit_compile=jit)
+    fn(a, b).numpy()
+    for _ in range(reps):
+      start = time.perf_counter()
+      fn(a, b).numpy()
+      best = min(best, time.perf_counter() - start)
   return 4 * 2 * n ** 3 / best
 
 
@@ -113,17 +119,8 @@ def synthetic_batch(vocab, batch, seq, preds, seed=0):
               masked_lm_weights=np.ones([batch, preds], np.float32))
 
 
-def time_steps(step_fn, batch, warmup, steps):
-  for _ in range(warmup):
-    float(step_fn(batch))
-  start = time.perf_counter()
-  for _ in range(steps):
-    loss = float(step_fn(batch))
-  elapsed = time.perf_counter() - start
-  return elapsed / steps, loss
-
-
-def bench_rembert(model_values, precision, xla):
+def build_rembert(model_values, precision, xla):
+  """(step function, batch, FLOPs per step) of rembert_tf's real train step."""
   from official.core import task_factory  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
   tf_keras.mixed_precision.set_global_policy(
@@ -139,22 +136,18 @@ def bench_rembert(model_values, precision, xla):
     task = task_factory.get_task(config.task)
     model = task.build_model()
     optimizer = task.create_optimizer(config.trainer.optimizer_config)
-    batch = {k: tf.constant(v) for k, v in synthetic_batch(
-        model_values["vocab_size"], FLAGS.batch_size, FLAGS.seq_length,
-        FLAGS.num_predictions).items()}
-    step = tf.function(
-        lambda b: task.train_step(b, model, optimizer)["loss"])
-    seconds, loss = time_steps(step, batch, FLAGS.warmup_steps, FLAGS.steps)
   finally:
     tf_keras.mixed_precision.set_global_policy("float32")
+  batch = {k: tf.constant(v) for k, v in synthetic_batch(
+      model_values["vocab_size"], FLAGS.batch_size, FLAGS.seq_length,
+      FLAGS.num_predictions).items()}
+  step = tf.function(lambda b: task.train_step(b, model, optimizer)["loss"])
   flops = 3 * FLAGS.batch_size * model_flops_per_example(
       model_values, FLAGS.seq_length, FLAGS.num_predictions)
-  return dict(impl="rembert_tf", precision=precision, xla=xla,
-              examples_per_second=FLAGS.batch_size / seconds,
-              step_seconds=seconds, flops_per_step=flops, loss=loss)
+  return step, batch, flops
 
 
-def bench_hf_tf(model_values, precision, xla):
+def build_hf_tf(model_values, precision, xla):
   """Hugging Face TFRemBertForMaskedLM; labels -100 except masked positions."""
   import transformers  # pylint: disable=g-import-not-at-top
   tf_keras.mixed_precision.set_global_policy(
@@ -183,50 +176,23 @@ def bench_hf_tf(model_values, precision, xla):
                  labels=tf.constant(labels))
     model(batch)
     optimizer = tf_keras.optimizers.Adam(1e-4)
-
-    def train_step(b):
-      with tf.GradientTape() as tape:
-        out = model(b, training=True)
-        loss = tf.reduce_mean(tf.cast(out.loss, tf.float32))
-      grads = tape.gradient(loss, model.trainable_variables)
-      grads, _ = tf.clip_by_global_norm(grads, 1.0)
-      optimizer.apply_gradients(zip(grads, model.trainable_variables))
-      return loss
-
-    step = tf.function(train_step, jit_compile=(xla == "on"))
-    seconds, loss = time_steps(step, batch, FLAGS.warmup_steps, FLAGS.steps)
   finally:
     tf_keras.mixed_precision.set_global_policy("float32")
+
+  def train_step(b):
+    with tf.GradientTape() as tape:
+      out = model(b, training=True)
+      loss = tf.reduce_mean(tf.cast(out.loss, tf.float32))
+    grads = tape.gradient(loss, model.trainable_variables)
+    grads, _ = tf.clip_by_global_norm(grads, 1.0)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  step = tf.function(train_step, jit_compile=(xla == "on"))
   flops = 3 * FLAGS.batch_size * model_flops_per_example(
       model_values, FLAGS.seq_length, FLAGS.num_predictions,
       full_sequence_head=True)
-  return dict(impl="hf_tf TFRemBertForMaskedLM", precision=precision, xla=xla,
-              examples_per_second=FLAGS.batch_size / seconds,
-              step_seconds=seconds, flops_per_step=flops, loss=loss)
-
-
-def run_peer_subprocess(peer, precision, xla):
-  """Runs one peer row in the peers' venv; returns (row, None) or (None, why)."""
-  python = FLAGS.peer_python or os.path.join(REPO, ".venv", "bench-peers",
-                                             "bin", "python")
-  try:
-    import transformers  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
-    python = sys.executable
-  except ImportError:
-    if not os.path.exists(python):
-      return None, ("transformers is not installed here and there is no "
-                    f"peers venv at {python}; run `bash bench/setup_peers.sh`")
-  argv = [python, os.path.abspath(__file__), f"--only={peer}:{precision}:{xla}",
-          f"--model_config={FLAGS.model_config}",
-          f"--seq_length={FLAGS.seq_length}", f"--batch_size={FLAGS.batch_size}",
-          f"--num_predictions={FLAGS.num_predictions}",
-          f"--steps={FLAGS.steps}", f"--warmup_steps={FLAGS.warmup_steps}"]
-  proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-  for line in proc.stdout.splitlines():
-    if line.startswith("ROW "):
-      return json.loads(line[4:]), None
-  tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-  return None, f"{peer} {precision} failed: {tail}"
+  return step, batch, flops
 
 
 def model_values_from_flags():
@@ -240,21 +206,33 @@ def model_values_from_flags():
   return values
 
 
-def main(argv):
-  del argv
-  model_values = model_values_from_flags()
-  if FLAGS.only:
-    peer, precision, xla = FLAGS.only.split(":")
-    assert peer == "hf_tf", peer
-    print("ROW " + json.dumps(bench_hf_tf(model_values, precision, xla)),
-          flush=True)
-    return
+def peers_python():
+  return FLAGS.peer_python or os.path.join(REPO, ".venv", "bench-peers", "bin",
+                                           "python")
 
+
+def main(argv):
+  if FLAGS.peers:
+    try:
+      import transformers  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
+    except ImportError:
+      python = peers_python()
+      if os.path.exists(python) and not FLAGS.only:
+        # Re-run this whole bench in the peers' venv: every row in one process,
+        # timed in interleaved rounds.
+        print(f"re-running under {python} (has transformers)", flush=True)
+        os.execv(python, [python, os.path.abspath(__file__), "--only=all"]
+                 + sys.argv[1:])
+      print("skipping peers: transformers is not installed here and there is "
+            f"no peers venv at {python}; run `bash bench/setup_peers.sh`",
+            flush=True)
+      FLAGS.peers = []
+  model_values = model_values_from_flags()
   print(f"config: {json.dumps(model_values)}")
   print(f"batch {FLAGS.batch_size}, sequence {FLAGS.seq_length}, "
-        f"{FLAGS.num_predictions} predictions; {FLAGS.steps} timed steps after "
-        f"{FLAGS.warmup_steps} warm-up steps; TF {tf.__version__}, "
-        f"{os.cpu_count()} CPUs", flush=True)
+        f"{FLAGS.num_predictions} predictions; median of {FLAGS.rounds} "
+        f"interleaved rounds x {FLAGS.steps} steps after {FLAGS.warmup_steps} "
+        f"warm-up steps; TF {tf.__version__}, {os.cpu_count()} CPUs", flush=True)
   peaks = {}
   for precision in FLAGS.precisions:
     dtype = tf.bfloat16 if precision == "mixed_bfloat16" else tf.float32
@@ -262,24 +240,40 @@ def main(argv):
     print(f"measured matmul peak ({dtype.name}): "
           f"{peaks[precision] / 1e9:.1f} GFLOP/s", flush=True)
 
-  rows = []
+  variants = []
   for precision in FLAGS.precisions:
     for xla in FLAGS.xla:
-      row = bench_rembert(model_values, precision, xla)
-      rows.append(row)
-      print(f"  rembert_tf {precision} xla={xla}: "
-            f"{row['examples_per_second']:.1f} ex/s", flush=True)
+      variants.append(("rembert_tf", precision, xla,
+                       build_rembert(model_values, precision, xla)))
     for peer in FLAGS.peers:
+      assert peer == "hf_tf", peer
       for xla in FLAGS.peer_xla:
-        row, why = run_peer_subprocess(peer, precision, xla)
-        if row is None:
-          print(f"  skipped peer {peer} ({precision}, xla={xla}): {why}",
-                flush=True)
-          continue
-        rows.append(row)
-        print(f"  {row['impl']} {precision} xla={xla}: "
-              f"{row['examples_per_second']:.1f} ex/s", flush=True)
+        try:
+          variants.append(("hf_tf TFRemBertForMaskedLM", precision, xla,
+                           build_hf_tf(model_values, precision, xla)))
+        except Exception as e:  # pylint: disable=broad-except
+          print(f"  skipped peer {peer} ({precision}, xla={xla}): {e}")
+  times = {i: [] for i in range(len(variants))}
+  for i, (impl, precision, xla, (step, batch, _)) in enumerate(variants):
+    start = time.perf_counter()
+    for _ in range(FLAGS.warmup_steps):
+      float(step(batch))
+    print(f"  compiled + warmed up {impl} {precision} xla={xla} in "
+          f"{time.perf_counter() - start:.0f}s", flush=True)
+  for r in range(FLAGS.rounds):
+    for i, (impl, precision, xla, (step, batch, _)) in enumerate(variants):
+      for _ in range(FLAGS.steps):
+        start = time.perf_counter()
+        float(step(batch))
+        times[i].append(time.perf_counter() - start)
+    print(f"  round {r + 1}/{FLAGS.rounds} done", flush=True)
 
+  rows = []
+  for i, (impl, precision, xla, (_, _, flops)) in enumerate(variants):
+    seconds = float(np.median(times[i]))
+    rows.append(dict(impl=impl, precision=precision, xla=xla,
+                     step_seconds=seconds, flops_per_step=flops,
+                     examples_per_second=FLAGS.batch_size / seconds))
   hf_fp32 = next((r["examples_per_second"] for r in rows
                   if r["impl"].startswith("hf_tf") and r["precision"] == "float32"
                   and r["xla"] == "off"), None)
@@ -296,8 +290,8 @@ def main(argv):
     print(f"| {r['impl']} | {r['precision']} | {r['xla']} | "
           f"{r['examples_per_second']:.1f} | {r['flops_per_step'] / 1e9:.1f} | "
           f"{achieved / 1e9:.1f} | {100 * r['mfu']:.1f}% | {speedup} |")
-  print("\nMFU = model FLOPs per step / step time / measured matmul peak of "
-        "the precision. HF TF's FLOPs count its MLM head on every position "
+  print("\nMFU = model FLOPs per step / median step time / measured matmul peak "
+        "of the precision. HF TF's FLOPs count its MLM head on every position "
         "(it computes logits for the whole sequence); rembert_tf computes "
         "them at the masked positions only.")
   if FLAGS.json_out:

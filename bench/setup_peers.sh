@@ -14,6 +14,8 @@ if [ ! -x "$PEERS/bin/python" ]; then
 fi
 main_site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 peer_site="$("$PEERS/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-echo "$main_site" > "$peer_site/_rembert_main_venv.pth"
+# addsitedir (not a bare path) so the main venv's own .pth files (the editable
+# rembert_tf install) are processed too.
+echo "import site; site.addsitedir('$main_site')" > "$peer_site/_rembert_main_venv.pth"
 "$PEERS/bin/python" -m pip install --quiet -r bench/requirements-peers.txt
 echo "peers ready: $PEERS/bin/python"

@@ -35,6 +35,10 @@ flags.DEFINE_integer("sample_size", 2_000_000, "Lines in the training sample.")
 flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character "
                    "coverage (high: many scripts).")
 flags.DEFINE_integer("num_threads", 0, "Trainer threads (0: all cores).")
+flags.DEFINE_enum("seed_pieces", "auto", list(sentencepiece_training.SEED_PIECES),
+                  "sentencepiece: the library's seed extraction (large vocabularies); "
+                  "words: whole-word seeds by token frequency (small vocabularies); "
+                  "auto: words when vocab_size <= 8000.")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing model.")
 flags.mark_flags_as_required(["input", "output_dir"])
@@ -49,7 +53,8 @@ def main(argv):
         languages=FLAGS.languages, language_sampling_alpha=FLAGS.alpha,
         sample_size=FLAGS.sample_size,
         character_coverage=FLAGS.character_coverage, seed=FLAGS.seed,
-        num_threads=FLAGS.num_threads, overwrite=FLAGS.overwrite)
+        num_threads=FLAGS.num_threads, seed_pieces=FLAGS.seed_pieces,
+        overwrite=FLAGS.overwrite)
   except (ValueError, FileExistsError, RuntimeError) as e:
     print(f"train_sentencepiece: error: {e}", file=sys.stderr)
     return 1

@@ -19,11 +19,16 @@ The grammar has a *semantic frame* (`Frame`: subject, verb, object, adjectives,
 quantity, tense, time, location, manner, negation) with selectional
 restrictions (people read letters, animals chase animals, swimming happens at
 the river ...). Frames are rendered in any language by `render`. Documents
-follow a protagonist through several sentences with a consistent tense, so
-context predicts masked words: a tiny model's MLM accuracy climbs far above
-the most-frequent-token baseline within a few hundred CPU steps. Digits and
+follow a protagonist through several sentences with a consistent tense, often
+one place and a topic (two or three actions with fixed objects), so context
+predicts masked words (measured with the `tiny` config, seq 64, batch 32,
+Adam 1e-3 on CPU: MLM accuracy 0.15 after 300 steps and 0.20 after 600,
+against a most-frequent-token baseline of 0.08). Digits and
 the protagonists' Latin-script names are shared by all languages (anchors for
-cross-lingual transfer).
+cross-lingual transfer). A share of every other language's documents
+(`parallel_fraction`) is bilingual, each sentence followed by its English
+rendering (`sample_parallel_document`): the signal that lets a model
+fine-tuned on English transfer zero-shot to the invented languages.
 
 XNLI-like pairs are built from frames (`make_nli_pair`): entailment drops
 modifiers from a positive premise (adds place / manner / time to a negated
@@ -673,27 +678,37 @@ def sample_frame(rng: random.Random,
                  subject_adjective: Optional[str] = None,
                  tense: Optional[str] = None,
                  location: Optional[str] = None,
-                 negation_prob: float = 0.15) -> Frame:
+                 negation_prob: float = 0.15,
+                 topic: Optional[Mapping[str, Tuple[str, Optional[str]]]] = None
+                 ) -> Frame:
   """A random frame respecting the selectional restrictions.
 
   Args:
     rng: a `random.Random` (the only source of randomness: deterministic).
     subject, subject_adjective, tense, location: fix these instead of sampling.
     negation_prob: probability the clause is negated.
+    topic: optional {verb: (object, object_adjective)} of a story; when the
+      subject can do one of its verbs, that verb and its object are used
+      (a story keeps coming back to the same actions and things).
   """
   if subject is None:
     subject = _pick_subject(rng)
     subject_adjective = _adjective_for(rng, subject, 0.35)
   cls = noun_class(subject)
   verbs = [k for k, v in _VERBS.items() if cls in v[3]]
-  verb = rng.choice(verbs)
+  topical = [v for v in (topic or {}) if v in verbs]
+  verb = rng.choice(topical) if topical else rng.choice(verbs)
   _, _, _, _, object_classes, places = _VERBS[verb]
   obj = obj_adj = None
   count, obj_definite = 1, rng.random() < 0.5
-  if object_classes is not None:
+  if object_classes is not None and topical and topic[verb][0] != subject:
+    obj, obj_adj = topic[verb]
+    obj_definite = rng.random() < 0.8
+  elif object_classes is not None:
     obj = rng.choice([k for k, v in _NOUNS.items() if v[0] in object_classes
                       and k != subject])
     obj_adj = _adjective_for(rng, obj, 0.35)
+  if obj is not None:
     if _NOUNS[obj][4] and rng.random() < 0.25:
       count = rng.randint(2, 9)
   tense = tense or rng.choice(TENSES)
@@ -714,18 +729,36 @@ def sample_frame(rng: random.Random,
 
 def sample_document_frames(rng: random.Random,
                            num_sentences: Optional[int] = None) -> List[Frame]:
-  """Frames of one story: a protagonist, a tense and often one place."""
-  num_sentences = num_sentences or rng.randint(3, 8)
+  """Frames of one story: a protagonist, a tense, often one place, a topic.
+
+  The topic is two or three of the protagonist's verbs, each with a fixed
+  object: most sentences are about the protagonist doing those things, so a
+  masked word can often be read off the rest of the story.
+  """
+  # Long enough to fill a 64-piece pre-training sequence: short documents
+  # would make sequences mostly padding, with few predictions per step.
+  num_sentences = num_sentences or rng.randint(6, 12)
   protagonist = _pick_subject(rng)
   protagonist_adjective = _adjective_for(rng, protagonist, 0.5)
   tense = rng.choice(TENSES)
   place = rng.choice(tuple(_PLACES)) if rng.random() < 0.5 else None
+  cls = noun_class(protagonist)
+  verbs = [k for k, v in _VERBS.items() if cls in v[3]]
+  topic = {}
+  for verb in rng.sample(verbs, rng.randint(2, 3)):
+    object_classes = _VERBS[verb][4]
+    obj = None
+    if object_classes is not None:
+      obj = rng.choice([k for k, v in _NOUNS.items()
+                        if v[0] in object_classes and k != protagonist])
+    topic[verb] = (obj, _adjective_for(rng, obj, 0.4) if obj else None)
   frames = []
   for _ in range(num_sentences):
     if rng.random() < 0.7:
       frame = sample_frame(rng, subject=protagonist,
                            subject_adjective=protagonist_adjective,
-                           tense=tense, location=place)
+                           tense=tense, location=place,
+                           topic=topic if rng.random() < 0.8 else None)
     else:
       frame = sample_frame(rng, tense=tense)
     frames.append(frame)
@@ -736,6 +769,23 @@ def sample_document(rng: random.Random, lang: str,
                     num_sentences: Optional[int] = None) -> List[str]:
   """One document (list of sentences) in `lang`."""
   return [render(f, lang) for f in sample_document_frames(rng, num_sentences)]
+
+
+def sample_parallel_document(rng: random.Random, lang: str,
+                             pivot: str = "en",
+                             num_sentences: Optional[int] = None) -> List[str]:
+  """A bilingual document: each sentence in `lang`, then in `pivot`.
+
+  The translation sits in the same pre-training sequence as its source, so
+  a masked word can be read off the other language (the translation-LM idea
+  of XLM). This is the demo corpus's cross-lingual signal: without it the
+  invented lexicons share nothing but names and digits, and a tiny model
+  fine-tuned on English stays at chance in the other languages.
+  """
+  lines = []
+  for frame in sample_document_frames(rng, num_sentences):
+    lines += [render(frame, lang), render(frame, pivot)]
+  return lines
 
 
 # ---------------------------------------------------------------------------
@@ -850,6 +900,7 @@ def generate_corpus(output_dir,
                     language_sizes: Optional[Mapping[str, float]] = None,
                     files_per_language: int = 2,
                     seed: int = 0,
+                    parallel_fraction: float = 0.3,
                     verbose: bool = False) -> Dict[str, Dict[str, int]]:
   """Writes `output_dir/{lang}/part-NNNNN.txt` files; returns per-language stats.
 
@@ -860,6 +911,8 @@ def generate_corpus(output_dir,
     language_sizes: relative size per language (DEFAULT_LANGUAGE_SIZES).
     files_per_language: documents are dealt round-robin over this many files.
     seed: the corpus is a pure function of the arguments.
+    parallel_fraction: share of each non-English language's documents that
+      are bilingual (`sample_parallel_document`, English as the pivot).
   Returns:
     {lang: {"documents", "sentences", "bytes", "files"}}.
   """
@@ -882,7 +935,10 @@ def generate_corpus(output_dir,
     written = documents = sentences = 0
     try:
       while written < budget:
-        doc = sample_document(rng, lang)
+        if lang != "en" and rng.random() < parallel_fraction:
+          doc = sample_parallel_document(rng, lang)
+        else:
+          doc = sample_document(rng, lang)
         text = "\n".join(doc) + "\n\n"
         handles[documents % files_per_language].write(text)
         written += len(text.encode("utf-8"))

@@ -11,7 +11,7 @@ Pipeline (library entry point `create_pretraining_data`, wrapped by
    largest language exactly `dupe_factor` times, smaller ones more: nothing is
    dropped, low-resource languages are upsampled). The fractional part of r_l
    is a per-document coin flip.
-3. Each pass over a document tokenises its lines with SentencePiece, packs
+3. A document's lines are tokenised once with SentencePiece; each pass packs
    consecutive lines into `[CLS] tokens [SEP]` sequences of up to
    seq_length - 2 tokens (with probability `short_seq_prob` a shorter random
    target length, as BERT does); a line longer than a sequence is split, never
@@ -27,8 +27,9 @@ chunk_index])`, and shards are assembled in unit order and shuffled with
 `num_workers` is. Masking and Example encoding run vectorised over a chunk.
 
 Worker processes (`spawn`) import neither TensorFlow nor protobuf: they encode
-Examples with `example_encoding` into per-unit temporary files; the parent
-merges them into `pretrain-XXXXX-of-YYYYY.tfrecord` shards, each written under
+Examples with `example_encoding` and frame them as TFRecords (numpy CRC32C,
+`tfrecord_writer`) into per-unit temporary files; the parent shuffles and
+concatenates them into `pretrain-XXXXX-of-YYYYY.tfrecord` shards, each written under
 a temporary name (`.incomplete`) and renamed when complete, and writes
 `metadata.json` last. A directory that already holds records is refused unless
 `overwrite=True`.

@@ -4,8 +4,10 @@ Steps: (1) count the lines of every language, (2) give each language a share
 q_l of the training sample by exponentially smoothed sampling (q_l ~ p_l**alpha,
 mBERT's alpha=0.7; p_l from input bytes, see `text_inputs`), drawing lines
 without replacement when a language has more than its share and repeating
-lines when it has fewer, (3) train a unigram model with high character
-coverage and the fixed special ids of `rembert_tf.data.tokenizer`, (4) write
+lines when it has fewer, (3) for small vocabularies, count whole-word seed
+pieces by token frequency (`write_seed_pieces`: works around SentencePiece
+0.2's type-frequency seeds, which split frequent short words), (4) train a unigram model with high
+character coverage and the fixed special ids of `rembert_tf.data.tokenizer`, (5) write
 `<prefix>.model`, `<prefix>.vocab` and `<prefix>.json` (vocab size, special
 ids, sha256), all under temporary names first.
 
@@ -21,10 +23,13 @@ meta = sentencepiece_training.train_sentencepiece(
 # /tmp/spm/sentencepiece.model, .vocab, .json; meta["sha256"], meta["sample"]
 ```
 """
+import collections
 import os
 import pathlib
+import re
 import tempfile
 import time
+import unicodedata
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
@@ -32,6 +37,22 @@ import sentencepiece as spm
 
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tokenizer
+
+_WORD_START = "\u2581"  # SentencePiece's whitespace / word-start marker.
+
+
+def _combining_marks_class() -> str:
+  marks = [chr(c) for c in range(0x300, 0x10000)
+           if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")]
+  return "".join(re.escape(m) for m in marks)
+
+
+# Runs of letters (with combining marks: Devanagari vowel signs, Arabic
+# harakat, ...), of digits, or of other non-space characters.
+_MARKS = _combining_marks_class()
+_RUNS = re.compile(rf"(?:[^\W\d_]|[{_MARKS}])+|\d+|[^\w\s{_MARKS}]+|_+")
+SEED_PIECES = ("auto", "words", "sentencepiece")
+AUTO_WORD_SEEDS_MAX_VOCAB = 8000
 
 
 def _line_counts(files, log) -> Dict[str, int]:
@@ -64,6 +85,39 @@ def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
   return plan
 
 
+def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,
+                      max_piece_length: int = 16) -> int:
+  """Writes whole-word SentencePiece seed pieces (`piece<TAB>count`) by token count.
+
+  SentencePiece's unigram trainer (0.2.x) extracts its seed pieces from the
+  distinct whitespace-separated words (type frequency), so on a small or
+  repetitive corpus a frequent short word ("the") can miss the vocabulary and
+  be split into letters. These seeds are the corpus's words, split like
+  SentencePiece pre-tokenises (letter runs apart from digits and
+  punctuation; the first run of a whitespace token carries the word-start
+  marker), weighted by how often they occur. Characters are always added by
+  the trainer. Returns the number of seed pieces written.
+  """
+  counts = collections.Counter()
+  with open(sample_file, encoding="utf-8") as f:
+    for line in f:
+      for token in line.split():
+        runs = _RUNS.findall(token)
+        if runs:
+          counts[_WORD_START + runs[0]] += 1
+          counts.update(runs[1:])
+  written = 0
+  with open(output_file, "w", encoding="utf-8") as f:
+    for piece, count in counts.most_common():
+      if len(piece) < 2 or len(piece) > max_piece_length or count < 2:
+        continue
+      f.write(f"{piece}\t{count}\n")
+      written += 1
+      if written >= max_pieces:
+        break
+  return written
+
+
 def train_sentencepiece(inputs: Sequence[str],
                         output_dir,
                         vocab_size: int,
@@ -77,6 +131,7 @@ def train_sentencepiece(inputs: Sequence[str],
                         seed: int = 0,
                         num_threads: int = 0,
                         max_sentence_length: int = 8192,
+                        seed_pieces: str = "auto",
                         overwrite: bool = False,
                         verbose: bool = True) -> Dict[str, Any]:
   """Trains `<output_dir>/<model_prefix>.model`; returns its metadata dict.
@@ -91,6 +146,10 @@ def train_sentencepiece(inputs: Sequence[str],
     character_coverage: SentencePiece character coverage (high for many
       scripts; characters outside it become <unk>).
     num_threads: trainer threads (0: all cores).
+    seed_pieces: "sentencepiece" (the library's own seed extraction, for
+      large vocabularies), "words" (whole-word seeds counted by token
+      frequency, `write_seed_pieces`; for small vocabularies), or "auto"
+      (words when vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB).
     overwrite: replace an existing model of that prefix.
   Raises:
     text_inputs.InputError for missing / empty input, FileExistsError when the
@@ -103,6 +162,9 @@ def train_sentencepiece(inputs: Sequence[str],
   if model_path.exists() and not overwrite:
     raise FileExistsError(f"{model_path} already exists; pass --overwrite "
                           "(overwrite=True) to replace it.")
+  if seed_pieces not in SEED_PIECES:
+    raise ValueError(f"seed_pieces must be one of {SEED_PIECES}, got "
+                     f"{seed_pieces!r}.")
   if vocab_size <= tokenizer.NUM_SPECIAL_IDS:
     raise ValueError(f"vocab_size must exceed {tokenizer.NUM_SPECIAL_IDS} "
                      f"(the special pieces), got {vocab_size}.")
@@ -155,6 +217,12 @@ def train_sentencepiece(inputs: Sequence[str],
     log(f"train_sentencepiece: training a unigram model, vocab_size "
         f"{vocab_size}, on {sample_size} lines")
     tmp_prefix = tmp_dir / model_prefix
+    seed_options = {}
+    if seed_pieces == "words" or (seed_pieces == "auto" and
+                                  vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB):
+      seed_file = tmp_dir / "seed_pieces.tsv"
+      write_seed_pieces(sample_file, seed_file)
+      seed_options["seed_sentencepieces_file"] = str(seed_file)
     try:
       spm.SentencePieceTrainer.Train(
           input=str(sample_file), model_prefix=str(tmp_prefix),
@@ -168,7 +236,7 @@ def train_sentencepiece(inputs: Sequence[str],
           input_sentence_size=0, shuffle_input_sentence=False,
           max_sentence_length=max_sentence_length,
           num_threads=num_threads or os.cpu_count() or 1,
-          hard_vocab_limit=True, minloglevel=2)
+          hard_vocab_limit=True, minloglevel=2, **seed_options)
     except RuntimeError as e:
       raise RuntimeError(
           f"SentencePiece could not train vocab_size {vocab_size} on the "

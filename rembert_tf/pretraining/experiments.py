@@ -32,7 +32,7 @@ config = experiments.load_experiment_config(
 import copy
 import os
 import pathlib
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Sequence, Union
 
 import yaml
 from official.core import config_definitions as cfg

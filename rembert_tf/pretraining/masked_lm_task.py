@@ -143,7 +143,13 @@ class RemBertPretrainTask(base_task.Task):
           input_context)
     if (params.is_training and self.initial_train_step > 0
         and self.task_config.replay_data_on_resume):
-      dataset = dataset.skip(self.initial_train_step)
+      # Each step takes one per-replica batch per replica; a host's pipeline
+      # feeds num_replicas / num_input_pipelines replicas.
+      batches_per_step = 1
+      if input_context is not None:
+        batches_per_step = (input_context.num_replicas_in_sync //
+                            max(input_context.num_input_pipelines, 1))
+      dataset = dataset.skip(self.initial_train_step * batches_per_step)
     return dataset
 
   @classmethod

@@ -34,11 +34,9 @@ metrics = pretraining.run(config, "/tmp/run/pretrain", mode="train_and_eval")
 metrics["eval_masked_lm_accuracy"], metrics["global_step"]
 ```
 """
-import dataclasses
 import json
 import math
 import os
-import pathlib
 import shutil
 import signal
 import threading
@@ -448,6 +446,17 @@ class _SigtermFlag:
     return False
 
 
+def _is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
+  """MultiWorkerMirroredStrategy over several processes (TPU: one controller)."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return False
+  resolver = strategy.cluster_resolver
+  if resolver is None:
+    return False
+  spec = resolver.cluster_spec().as_dict()
+  return sum(len(spec.get(job, [])) for job in ("chief", "worker")) > 1
+
+
 # ---------------------------------------------------------------------------
 # The entry point.
 def run(experiment_config: cfg.ExperimentConfig,
@@ -506,8 +515,7 @@ def run(experiment_config: cfg.ExperimentConfig,
 
   if isinstance(strategy, str) or strategy is None:
     strategy = make_strategy(strategy or "one_device", tpu)
-  multi_worker = bool(strategy.cluster_resolver and
-                      strategy.cluster_resolver.cluster_spec().jobs)
+  multi_worker = _is_multi_worker(strategy)
   # Single-host jobs save on SIGTERM with our handler; multi-worker ones with
   # TF's PreemptionCheckpointHandler (Model Garden's on-demand action).
   config.trainer.preemption_on_demand_checkpoint = multi_worker

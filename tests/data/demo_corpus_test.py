@@ -84,3 +84,20 @@ def test_nli_pairs_follow_the_frames():
   assert collections.Counter(r["label"] for r in rows_en) == {
       "entailment": 10, "neutral": 10, "contradiction": 10}
   assert rows_en[0]["premise"] != rows_zh[0]["premise"]
+
+
+def test_parallel_documents_pair_each_sentence_with_its_english_rendering(tmp_path):
+  rng = random.Random(3)
+  lines = demo_corpus.sample_parallel_document(rng, "ru", num_sentences=4)
+  assert len(lines) == 8
+  for source, pivot in zip(lines[::2], lines[1::2]):
+    assert _scripts(source) <= {"CYRILLIC", "LATIN"} and "CYRILLIC" in _scripts(source)
+    assert _scripts(pivot) == {"LATIN"}
+  stats = demo_corpus.generate_corpus(tmp_path / "p", target_megabytes=0.05,
+                                      seed=1, languages=("en", "el"),
+                                      parallel_fraction=1.0)
+  greek = (tmp_path / "p" / "el" / "part-00000.txt").read_text()
+  assert all(len(doc.splitlines()) % 2 == 0 for doc in greek.strip().split("\n\n"))
+  english = (tmp_path / "p" / "en" / "part-00000.txt").read_text()
+  assert "GREEK" not in _scripts(english)  # English stays monolingual.
+  assert stats["el"]["documents"] > 0

@@ -57,3 +57,19 @@ def test_demo_vocab_size_matches_tiny_config():
   assert rembert_config.load_model_config("tiny").vocab_size == 2000
   assert tokenizer.read_tokenizer_metadata(
       data_testlib.sentencepiece_model())["vocab_size"] == data_testlib.TINY_VOCAB_SIZE
+
+
+def test_frequent_words_are_single_pieces():
+  """Whole-word seeds counted by token frequency (small vocabularies)."""
+  sp = tokenizer.load_sentencepiece(data_testlib.sentencepiece_model())
+  for word in ("▁the", "▁in", "▁में", "▁في", "▁θα", "▁будет"):
+    assert sp.encode(word.lstrip("▁"), out_type=str) == [word], word
+
+
+def test_seed_pieces_split_like_sentencepiece(tmp_path):
+  sample = tmp_path / "s.txt"
+  sample.write_text("निखवी। the village.\nthe village, the 7 cats\n", encoding="utf-8")
+  n = sentencepiece_training.write_seed_pieces(sample, tmp_path / "seeds.tsv")
+  seeds = dict(line.split("\t") for line in
+               (tmp_path / "seeds.tsv").read_text(encoding="utf-8").splitlines())
+  assert seeds == {"▁the": "3", "▁village": "2"} and n == 2

@@ -94,12 +94,20 @@ def test_save_and_load_round_trip(tmp_path):
   assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_param_table_tool_prints_json_and_markdown():
-  out = subprocess.run(
-      [sys.executable, "tools/param_table.py", "rembert", "configs/models/tiny.yaml",
-       "--json"], capture_output=True, text=True, check=True,
-      cwd=str(rembert_config.CONFIG_ROOT.parent)).stdout
-  rows = json.loads(out.strip().splitlines()[-1])
-  assert rows[0] == {"config": "rembert", "pt_params": 994_591_804,
-                     "ft_params": 574_592_128}
-  assert rows[1]["config"] == "tiny" and rows[1]["ft_params"] == 541_312
+def test_param_table_tool_prints_json_and_markdown(tmp_path):
+  small = tmp_path / "small.yaml"
+  small.write_text("vocab_size: 100\nhidden_size: 32\nnum_hidden_layers: 1\n"
+                   "num_attention_heads: 2\nintermediate_size: 64\n"
+                   "input_embedding_size: 16\noutput_embedding_size: 48\n")
+  root = str(rembert_config.CONFIG_ROOT.parent)
+  run = lambda *args: subprocess.run(
+      [sys.executable, "tools/param_table.py", *args], capture_output=True,
+      text=True, check=True, cwd=root).stdout
+  rows = json.loads(run("tiny", str(small), "--json").strip().splitlines()[-1])
+  assert rows[0] == {"config": "tiny", "pt_params": 1_105_360, "ft_params": 541_312}
+  expected = parameter_count.closed_form_counts(
+      rembert_config.load_model_config(small))
+  assert rows[1] == {"config": "small", "pt_params": expected.pt_params,
+                     "ft_params": expected.ft_params}
+  table = run("tiny")
+  assert "| tiny | 64 | 256 | 2+0 | False | 1M | 1M |" in table
