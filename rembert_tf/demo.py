@@ -17,7 +17,7 @@ with the library entry points each command-line tool wraps:
 Everything goes under one run directory, printed at the end.
 
 Usage:
-  python -m rembert_tf.demo [--run_dir runs/demo] [--train_steps 300]
+  python -m rembert_tf.demo [--run_dir runs/demo] [--train_steps 600]
 """
 import os
 import pathlib
@@ -32,7 +32,7 @@ from absl import flags  # noqa: E402
 FLAGS = flags.FLAGS
 flags.DEFINE_string("run_dir", None, "Where everything goes (default: "
                     "runs/demo-<time> in the current directory).")
-flags.DEFINE_integer("train_steps", 300, "Pre-training steps.")
+flags.DEFINE_integer("train_steps", 600, "Pre-training steps.")
 flags.DEFINE_float("corpus_megabytes", 3.0, "Size of the demo corpus.")
 flags.DEFINE_integer("num_workers", 2, "Processes making the records.")
 flags.DEFINE_bool("finetune", True, "Fine-tune and evaluate zero-shot XNLI.")
@@ -49,8 +49,8 @@ def _banner(text):
   print(f"\n=== {text} ===", flush=True)
 
 
-def run_demo(run_dir, train_steps=300, corpus_megabytes=3.0, num_workers=2,
-             finetune=True, finetune_examples=2000):
+def run_demo(run_dir, train_steps=600, corpus_megabytes=3.0, num_workers=2,
+             finetune=True, finetune_examples=2000, finetune_dev_examples=300):
   """Runs the whole pipeline; returns a dict of the figures it printed."""
   # Imported here so that `--help` answers without loading TensorFlow.
   from rembert_tf import pretraining
@@ -103,8 +103,10 @@ def run_demo(run_dir, train_steps=300, corpus_megabytes=3.0, num_workers=2,
       "task": {"train_data": {"input_path": str(run_dir / "records/train/*.tfrecord")},
                "validation_data": {"input_path": str(run_dir / "records/eval/*.tfrecord")}},
       "trainer": {"train_steps": train_steps, "validation_interval": train_steps,
-                  "optimizer_config": {"learning_rate": {"polynomial": {
-                      "decay_steps": train_steps}}}},
+                  "checkpoint_interval": max(1, train_steps // 3),
+                  "optimizer_config": {
+                      "learning_rate": {"polynomial": {"decay_steps": train_steps}},
+                      "warmup": {"linear": {"warmup_steps": max(1, train_steps // 10)}}}},
   }
   experiment = pretraining.load_experiment_config([DEMO_EXPERIMENT], override)
   model_dir = run_dir / "pretrain"
@@ -137,7 +139,7 @@ def run_demo(run_dir, train_steps=300, corpus_megabytes=3.0, num_workers=2,
     xnli = demo_xnli.run_demo_xnli(
         init_checkpoint=str(model_dir), work_dir=str(run_dir / "xnli"),
         sp_model=str(sp_model), num_train=finetune_examples,
-        seq_length=seq_length)
+        num_dev=finetune_dev_examples, seq_length=seq_length)
     print(xnli["markdown"], flush=True)
     results["xnli_accuracy"] = dict(xnli["scores"]["accuracy"])
 

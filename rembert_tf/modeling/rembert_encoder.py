@@ -98,12 +98,15 @@ class RemBertEncoder(tf_keras.layers.Layer):
     self._embedding_dropout = tf_keras.layers.Dropout(
         rate=output_dropout, name="embedding_dropout")
     # The E_in -> hidden projection exists only when the widths differ.
+    # Explicit [batch, seq, E_in] axes, not "...x,xy->...y": TF's gradient of
+    # an ellipsis einsum materialises a [batch, seq, E_in, hidden] tensor and
+    # made this projection cost as much as four Transformer blocks per step.
     self._embedding_projection = None
     if input_embedding_size != hidden_size:
       self._embedding_projection = tf_keras.layers.EinsumDense(
-          "...x,xy->...y",
-          output_shape=hidden_size,
-          bias_axes="y",
+          "abc,cd->abd",
+          output_shape=(None, hidden_size),
+          bias_axes="d",
           kernel_initializer=tf_utils.clone_initializer(initializer),
           name="embedding_projection")
 
