@@ -40,9 +40,9 @@ flags.DEFINE_integer("finetune_examples", 2000, "English XNLI-like training pair
 
 CONFIG_ROOT = pathlib.Path(__file__).resolve().parents[1] / "configs"
 DEMO_EXPERIMENT = CONFIG_ROOT / "experiments" / "pretrain_tiny_demo.yaml"
-# Accuracy of the pre-trained model must beat the baseline by this much
-# (absolute) for the demo to count as a success.
-REQUIRED_MARGIN = 0.15
+# The pre-trained model must reach this multiple of the most-frequent-token
+# baseline's accuracy for the demo to count as a success (measured: ~2.5x).
+REQUIRED_RATIO = 2.0
 
 
 def _banner(text):
@@ -160,9 +160,9 @@ def main(argv):
                      corpus_megabytes=FLAGS.corpus_megabytes,
                      num_workers=FLAGS.num_workers, finetune=FLAGS.finetune,
                      finetune_examples=FLAGS.finetune_examples)
-  if results["mlm_accuracy"] < results["baseline_accuracy"] + REQUIRED_MARGIN:
-    sys.exit("demo failed: the pre-trained model's MLM accuracy does not beat "
-             f"the baseline by {REQUIRED_MARGIN:.2f}")
+  if results["mlm_accuracy"] < REQUIRED_RATIO * results["baseline_accuracy"]:
+    sys.exit("demo failed: the pre-trained model's MLM accuracy is below "
+             f"{REQUIRED_RATIO:.0f}x the most-frequent-token baseline")
 
 
 if __name__ == "__main__":
