@@ -19,6 +19,7 @@ tfrecord_writer.write_tfrecord_file("/tmp/x.tfrecord", [b"abc", b"defg"])
 assert tfrecord_writer.crc32c(b"123456789") == 0xE3069283
 ```
 """
+import contextlib
 import os
 import struct
 from typing import Iterable, List, Sequence
@@ -124,44 +125,43 @@ def split_framed(data: bytes) -> List[bytes]:
   return out
 
 
-def write_framed_file(path, framed: Iterable[bytes]) -> int:
-  """Writes already framed records (atomically: temp name, rename); count."""
+@contextlib.contextmanager
+def _atomic_file(path):
+  """Opens `path + .incomplete` for writing; renames it to `path` on success."""
   path = str(path)
   tmp = path + TEMP_SUFFIX
-  count = 0
   try:
     with open(tmp, "wb") as f:
-      for chunk in framed:
-        f.write(chunk)
-        count += 1
+      yield f
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):
       os.remove(tmp)
     raise
+
+
+def write_framed_file(path, framed: Iterable[bytes]) -> int:
+  """Writes already framed records (atomically: temp name, rename); count."""
+  count = 0
+  with _atomic_file(path) as f:
+    for chunk in framed:
+      f.write(chunk)
+      count += 1
   return count
 
 
 def write_tfrecord_file(path, records: Iterable[bytes]) -> int:
   """Writes records under `path + .incomplete`, renames when complete; count."""
-  path = str(path)
-  tmp = path + TEMP_SUFFIX
   count = 0
-  try:
-    with open(tmp, "wb") as f:
-      batch = []
-      for record in records:
-        batch.append(record)
-        if len(batch) >= _BATCH:
-          f.write(frame_records(batch))
-          count += len(batch)
-          batch = []
-      if batch:
+  with _atomic_file(path) as f:
+    batch = []
+    for record in records:
+      batch.append(record)
+      if len(batch) >= _BATCH:
         f.write(frame_records(batch))
         count += len(batch)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+        batch = []
+    if batch:
+      f.write(frame_records(batch))
+      count += len(batch)
   return count
