@@ -165,5 +165,10 @@ def main(argv):
              f"{REQUIRED_RATIO:.0f}x the most-frequent-token baseline")
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -85,6 +85,11 @@ def main(argv):
       compare_paper=FLAGS.compare == "paper")
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   flags.mark_flags_as_required(["task", "output_dir"])
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -84,5 +84,10 @@ def main(argv):
   logging.info("final metrics: %s", metrics)
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,55 +1,7 @@
 """Writes XTREME fine-tuning TFRecords from the benchmark's `download/` layout.
 
-English training records plus every language's dev and test records, with
-static shapes, side files to write predictions back in the benchmark layout,
-and the gold labels in the scorer's layout (see
-rembert_tf/finetuning/finetuning_data.py for the record format).
-
-Example:
-```bash
-python tools/create_finetuning_data.py --task xnli --data_dir download \
-  --sp_model model_dir/sentencepiece.model --output_dir records
-python tools/create_finetuning_data.py --task mlqa --data_dir download \
-  --sp_model model_dir/sentencepiece.model --output_dir records \
-  --seq_length 384 --doc_stride 128 --max_query_length 64
-```
-"""
-from absl import app
-from absl import flags
-
-from rembert_tf.data import tokenizer as tokenizer_lib
-from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import tasks
-
-FLAGS = flags.FLAGS
-flags.DEFINE_enum("task", None, list(tasks.TASK_SPECS), "XTREME task.")
-flags.DEFINE_string("data_dir", None, "The XTREME download/ folder.")
-flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")
-flags.DEFINE_string("output_dir", None, "Records go to OUTPUT_DIR/<task>/.")
-flags.DEFINE_integer("seq_length", None, "Sequence length (default 128; 384 "
-                     "for QA tasks).")
-flags.DEFINE_integer("doc_stride", 128, "QA: stride between context windows.")
-flags.DEFINE_integer("max_query_length", 64, "QA: question pieces kept.")
-flags.DEFINE_list("languages", None, "dev/test languages (default: every "
-                  "language present in data_dir).")
-flags.DEFINE_list("splits", ["dev", "test"], "Evaluation splits to write.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing OUTPUT_DIR/<task>.")
-
-
-def main(argv):
-  del argv
-  try:
-    finetuning_data.create_finetuning_data(
-        task=FLAGS.task, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
-        output_dir=FLAGS.output_dir, seq_length=FLAGS.seq_length,
-        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
-        languages=FLAGS.languages, splits=FLAGS.splits,
-        overwrite=FLAGS.overwrite)
-  except (finetuning_data.TaskDataError, tokenizer_lib.TokenizerError,
-          FileExistsError) as e:
-    raise app.UsageError(str(e)) from None
-
+Thin wrapper of `rembert_tf.cli.create_finetuning_data` (same flags; see its docstring)."""
+from rembert_tf.cli.create_finetuning_data import run
 
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["task", "data_dir", "sp_model", "output_dir"])
-  app.run(main)
+  run()

@@ -228,6 +228,9 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
     self._seq_length = params.seq_length
     self._max_predictions_per_seq = params.max_predictions_per_seq
     self._vocab_size = params.vocab_size
+    # The records' metadata.json names the special ids of the SentencePiece
+    # model they were made with; records without it use this project's layout.
+    self._special_ids = tokenizer.special_ids()
     if params.use_dynamic_masking:
       if params.mask_token_rate + params.random_token_rate > 1.0:
         raise DataMismatchError(
@@ -269,9 +272,10 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
     selector = text.RandomItemSelector(
         max_selections_per_batch=self._max_predictions_per_seq,
         selection_rate=params.masked_lm_prob,
-        unselectable_ids=list(tokenizer.UNMASKABLE_IDS))
+        unselectable_ids=[self._special_ids[k] for k in
+                          ("pad_id", "cls_id", "sep_id", "mask_id")])
     chooser = text.MaskValuesChooser(
-        self._vocab_size, tokenizer.MASK_ID,
+        self._vocab_size, self._special_ids["mask_id"],
         mask_token_rate=params.mask_token_rate,
         random_token_rate=params.random_token_rate)
     masked_ids, positions, labels = text.mask_language_model(
@@ -279,7 +283,7 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
     p = self._max_predictions_per_seq
     out = {
         "input_word_ids": masked_ids.to_tensor(
-            default_value=tokenizer.PAD_ID, shape=[batch_size, self._seq_length]),
+            default_value=self._special_ids["pad_id"], shape=[batch_size, self._seq_length]),
         "masked_lm_positions": tf.cast(
             positions.to_tensor(default_value=0, shape=[batch_size, p]),
             tf.int32),
@@ -312,6 +316,7 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
       metas = check_records_metadata(params)
       if not self._vocab_size:
         self._vocab_size = metas[0]["vocab_size"]
+      self._special_ids = metas[0].get("special_ids", self._special_ids)
     if params.use_dynamic_masking and not self._vocab_size:
       raise DataMismatchError(
           "data config field `vocab_size` is 0 and check_metadata is False: "

@@ -1,43 +1,47 @@
-"""The SentencePiece tokenizer every rembert_tf command shares, with fixed special ids.
+"""The SentencePiece tokenizer every rembert_tf command shares, and its special tokens.
 
-A rembert_tf SentencePiece model is a unigram model whose special pieces sit at
-fixed ids (bos/eos disabled):
+Special ids are always resolved **by piece name** from the model file
+(`SpecialTokens.from_model`): the released RemBERT's model has `[CLS]` at 312
+and `[SEP]` at 313, and its padding piece is `[PAD]`; a model trained by this
+project (`rembert_tf.data.sentencepiece_training`) has the fixed layout below,
+which is simply one case of the lookup.
 
-| piece     | id |
-| --------- | -- |
-| `<pad>`   | 0  |
-| `<unk>`   | 1  |
-| `[CLS]`   | 2  |
-| `[SEP]`   | 3  |
-| `[MASK]`  | 4  |
+| piece     | id in models this project trains | also accepted    |
+| --------- | -------------------------------- | ---------------- |
+| `<pad>`   | 0                                | `[PAD]`          |
+| `<unk>`   | 1                                | `[UNK]`          |
+| `[CLS]`   | 2                                |                  |
+| `[SEP]`   | 3                                |                  |
+| `[MASK]`  | 4                                |                  |
 
-`[CLS]`, `[SEP]` and `[MASK]` are SentencePiece *control* symbols: they own ids
-but are never produced from text, so a literal "[MASK]" in a corpus stays text.
+`[CLS]`, `[SEP]` and `[MASK]` are SentencePiece *control* symbols in models this
+project trains: they own ids but are never produced from text, so a literal
+"[MASK]" in a corpus stays text.
 Next to `<prefix>.model` lives `<prefix>.json`:
 `{"vocab_size", "pad_id", "unk_id", "cls_id", "sep_id", "mask_id", "sha256"}`.
 
 Builds on the `sentencepiece` library directly (as Model Garden's
-`official/nlp/tools/tokenization.py` and `official/nlp/data/train_sentencepiece.py`
-do); the trainer that draws a language-balanced sample lives in
-`rembert_tf.data.sentencepiece_training`.
+`official/nlp/tools/tokenization.py` does). Model files are read through
+`rembert_tf.common.fileio`, so `gs://` paths work.
 
 Example:
 ```python
 from rembert_tf.data import tokenizer
-sp = tokenizer.load_sentencepiece("/tmp/spm/sentencepiece.model")  # checks the ids
-ids = sp.encode("hello world")                   # list of int
-meta = tokenizer.read_tokenizer_metadata("/tmp/spm/sentencepiece.model")
-assert meta["mask_id"] == tokenizer.MASK_ID == 4
+special = tokenizer.SpecialTokens.from_model("/tmp/spm/sentencepiece.model")
+special.cls_id, special.sep_id, special.pad_id, special.mask_id
+sp = tokenizer.load_sentencepiece("/tmp/spm/sentencepiece.model")
+ids = [special.cls_id] + sp.encode("hello world") + [special.sep_id]
 ```
 """
-import hashlib
-import json
-import os
-import pathlib
-from typing import Any, Dict, Union
+import dataclasses
+from typing import Any, Dict, Optional, Tuple
 
 import sentencepiece as spm
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+
+# The layout of the models this project trains (tools/train_sentencepiece.py).
 PAD_ID = 0
 UNK_ID = 1
 CLS_ID = 2
@@ -50,103 +54,163 @@ CLS_PIECE = "[CLS]"
 SEP_PIECE = "[SEP]"
 MASK_PIECE = "[MASK]"
 
-# piece -> fixed id, in id order.
+# piece -> id in models this project trains, in id order.
 SPECIAL_PIECES = {PAD_PIECE: PAD_ID, UNK_PIECE: UNK_ID, CLS_PIECE: CLS_ID,
                   SEP_PIECE: SEP_ID, MASK_PIECE: MASK_ID}
-# The ids a masking procedure must never select.
-UNMASKABLE_IDS = (PAD_ID, CLS_ID, SEP_ID, MASK_ID)
 NUM_SPECIAL_IDS = len(SPECIAL_PIECES)
 
-PathLike = Union[str, os.PathLike]
+# Role -> accepted piece names, first match wins.
+_ROLE_PIECES = {
+    "pad_id": ("<pad>", "[PAD]"),
+    "unk_id": ("<unk>", "[UNK]"),
+    "cls_id": ("[CLS]",),
+    "sep_id": ("[SEP]",),
+    "mask_id": ("[MASK]",),
+}
 
 
-class TokenizerError(ValueError):
-  """A SentencePiece model is missing or does not have the fixed special ids."""
+class TokenizerError(errors.RemBertError, ValueError):
+  """A SentencePiece model is missing, unreadable or lacks a special piece."""
 
 
-def file_sha256(path: PathLike) -> str:
-  """Hex sha256 of a file's bytes."""
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+def file_sha256(path) -> str:
+  """Hex sha256 of a file's bytes (any filesystem)."""
+  return fileio.sha256(path)
 
 
-def metadata_path(model_path: PathLike) -> pathlib.Path:
+def metadata_path(model_path) -> str:
   """`<prefix>.model` -> `<prefix>.json` (the tokenizer metadata file)."""
-  model_path = pathlib.Path(model_path)
-  if model_path.suffix == ".model":
-    return model_path.with_suffix(".json")
-  return model_path.with_name(model_path.name + ".json")
+  model_path = fileio.as_str(model_path)
+  if model_path.endswith(".model"):
+    return model_path[:-len(".model")] + ".json"
+  return model_path + ".json"
+
+
+def load_sentencepiece(path) -> spm.SentencePieceProcessor:
+  """Loads a SentencePiece model from any filesystem.
+
+  Raises:
+    TokenizerError: naming the file when it is missing, a directory, or not a
+      SentencePiece model.
+  """
+  path = fileio.as_str(path)
+  if not fileio.exists(path):
+    raise TokenizerError(
+        f"SentencePiece model {path} does not exist; train one with "
+        "`tools/train_sentencepiece.py --output_dir DIR` (it writes "
+        "DIR/sentencepiece.model) or pass the model the checkpoint was "
+        "trained with.")
+  if fileio.isdir(path):
+    raise TokenizerError(
+        f"{path} is a directory, not a SentencePiece model; pass the .model "
+        "file inside it (e.g. {}).".format(fileio.join(path, "sentencepiece.model")))
+  processor = spm.SentencePieceProcessor()
+  try:
+    processor.LoadFromSerializedProto(fileio.read_bytes(path))
+  except (OSError, RuntimeError, TypeError) as e:
+    raise TokenizerError(
+        f"{path} is not a SentencePiece model ({' '.join(str(e).split())}); "
+        "pass the .model file written by SentencePiece training.") from None
+  return processor
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialTokens:
+  """The special ids of one SentencePiece model, found by piece name.
+
+  The one place every consumer (record creation, dynamic masking, the
+  preprocessing SavedModel, fine-tuning data, converters) takes ids from.
+  """
+  pad_id: int
+  unk_id: int
+  cls_id: int
+  sep_id: int
+  mask_id: int
+  vocab_size: int
+
+  @classmethod
+  def from_processor(cls, processor: spm.SentencePieceProcessor,
+                     source: str = "the SentencePiece model",
+                     required: Tuple[str, ...] = tuple(_ROLE_PIECES)
+                     ) -> "SpecialTokens":
+    """Looks each special piece up by name; missing required pieces are an error.
+
+    A role that is not `required` and has no piece gets id -1.
+    """
+    ids, missing = {}, []
+    for role, pieces in _ROLE_PIECES.items():
+      ids[role] = _find_piece(processor, pieces)
+      if ids[role] is None:
+        ids[role] = -1
+        if role in required:
+          missing.append(" or ".join(pieces))
+    if missing:
+      raise TokenizerError(
+          f"{source}: no special piece {', '.join(missing)}. rembert_tf needs "
+          "[CLS], [SEP], [MASK], a padding piece (<pad> or [PAD]) and an "
+          "unknown piece (<unk> or [UNK]); use the SentencePiece model the "
+          "checkpoint was trained with, or train one with "
+          "tools/train_sentencepiece.py.")
+    return cls(vocab_size=processor.GetPieceSize(), **ids)
+
+  @classmethod
+  def from_model(cls, path, required: Tuple[str, ...] = tuple(_ROLE_PIECES)
+                 ) -> "SpecialTokens":
+    return cls.from_processor(load_sentencepiece(path), source=fileio.as_str(path),
+                              required=required)
+
+  @property
+  def unmaskable_ids(self) -> Tuple[int, ...]:
+    """Ids a masking procedure must never select (the non-text pieces)."""
+    return tuple(sorted({i for i in (self.pad_id, self.cls_id, self.sep_id,
+                                     self.mask_id) if i >= 0}))
+
+  def as_dict(self) -> Dict[str, int]:
+    """{pad_id, unk_id, cls_id, sep_id, mask_id} (as in record metadata)."""
+    return dict(pad_id=self.pad_id, unk_id=self.unk_id, cls_id=self.cls_id,
+                sep_id=self.sep_id, mask_id=self.mask_id)
+
+
+def _find_piece(processor: spm.SentencePieceProcessor, pieces) -> Optional[int]:
+  # PieceToId returns the unknown id for a missing piece: check the round trip.
+  for piece in pieces:
+    piece_id = processor.PieceToId(piece)
+    if processor.IdToPiece(piece_id) == piece:
+      return piece_id
+  return None
 
 
 def special_ids() -> Dict[str, int]:
+  """The special ids of the layout this project trains (not of any model)."""
   return dict(pad_id=PAD_ID, unk_id=UNK_ID, cls_id=CLS_ID, sep_id=SEP_ID,
               mask_id=MASK_ID)
 
 
-def load_sentencepiece(path: PathLike) -> spm.SentencePieceProcessor:
-  """Loads a SentencePiece model and checks the fixed special ids.
-
-  Raises:
-    TokenizerError: naming the file and the first special piece whose id is
-      wrong, with the fix (retrain with tools/train_sentencepiece.py).
-  """
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise TokenizerError(
-        f"SentencePiece model {path} does not exist; train one with "
-        "`tools/train_sentencepiece.py --output_dir DIR` (it writes "
-        "DIR/sentencepiece.model and DIR/sentencepiece.json).")
-  processor = spm.SentencePieceProcessor()
-  try:
-    processor.Load(str(path))
-  except (OSError, RuntimeError) as e:
-    raise TokenizerError(f"{path} is not a SentencePiece model: {e}") from None
-  vocab_size = processor.GetPieceSize()
-  for piece, expected_id in SPECIAL_PIECES.items():
-    actual = processor.PieceToId(piece)
-    if expected_id >= vocab_size or processor.IdToPiece(expected_id) != piece:
-      raise TokenizerError(
-          f"{path}: special piece {piece!r} must have id {expected_id}, the "
-          f"model has it at id {actual} (id {expected_id} is "
-          f"{processor.IdToPiece(expected_id) if expected_id < vocab_size else None!r}). "
-          "rembert_tf needs <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4; retrain "
-          "with tools/train_sentencepiece.py.")
-  return processor
-
-
-def tokenizer_metadata(model_path: PathLike) -> Dict[str, Any]:
+def tokenizer_metadata(model_path) -> Dict[str, Any]:
   """The metadata dict of a model file (computed from the model itself)."""
-  processor = load_sentencepiece(model_path)
-  meta = dict(vocab_size=processor.GetPieceSize())
-  meta.update(special_ids())
+  special = SpecialTokens.from_model(model_path)
+  meta = dict(vocab_size=special.vocab_size)
+  meta.update(special.as_dict())
   meta["sha256"] = file_sha256(model_path)
   return meta
 
 
-def write_tokenizer_metadata(model_path: PathLike) -> Dict[str, Any]:
+def write_tokenizer_metadata(model_path) -> Dict[str, Any]:
   """Writes `<prefix>.json` next to the model (atomically) and returns it."""
   meta = tokenizer_metadata(model_path)
-  out = metadata_path(model_path)
-  tmp = out.with_name(out.name + ".tmp")
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(meta, f, indent=2, sort_keys=True)
-  os.replace(tmp, out)
+  fileio.write_json(metadata_path(model_path), meta)
   return meta
 
 
-def read_tokenizer_metadata(model_path: PathLike) -> Dict[str, Any]:
+def read_tokenizer_metadata(model_path) -> Dict[str, Any]:
   """Reads `<prefix>.json`; falls back to computing it from the model file.
 
   Raises TokenizerError if the JSON's checksum does not match the model file.
   """
   path = metadata_path(model_path)
-  if not path.exists():
+  if not fileio.exists(path):
     return tokenizer_metadata(model_path)
-  with open(path, encoding="utf-8") as f:
-    meta = json.load(f)
+  meta = fileio.read_json(path)
   actual = file_sha256(model_path)
   if meta.get("sha256") != actual:
     raise TokenizerError(
@@ -154,9 +218,3 @@ def read_tokenizer_metadata(model_path: PathLike) -> Dict[str, Any]:
         f"hashes to {actual!r}: the metadata belongs to another model. Delete "
         f"{path} (it is recomputed) or restore the matching model.")
   return meta
-
-
-def train_sentencepiece(*args, **kwargs):
-  """See `rembert_tf.data.sentencepiece_training.train_sentencepiece`."""
-  from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
-  return sentencepiece_training.train_sentencepiece(*args, **kwargs)

@@ -1,10 +1,11 @@
-"""Tokenizer: fixed special ids, metadata file, clear errors."""
+"""Tokenizer: special ids by piece name, metadata file, clear errors."""
 import json
 
 import pytest
 import sentencepiece as spm
 
 import data_testlib
+import testlib
 from rembert_tf.data import tokenizer
 
 
@@ -22,8 +23,9 @@ def test_special_ids_are_fixed():
 def test_metadata_json_next_to_model():
   model = data_testlib.sentencepiece_model()
   path = tokenizer.metadata_path(model)
-  assert path.name == "sentencepiece.json"
-  meta = json.loads(path.read_text())
+  assert path == str(model.with_suffix(".json"))
+  with open(path) as f:
+    meta = json.load(f)
   assert meta == tokenizer.read_tokenizer_metadata(model)
   assert meta["vocab_size"] == data_testlib.TINY_VOCAB_SIZE
   assert meta["mask_id"] == 4 and meta["pad_id"] == 0
@@ -38,16 +40,51 @@ def test_stale_metadata_is_refused(tmp_path):
     tokenizer.read_tokenizer_metadata(model)
 
 
-def test_model_with_other_special_ids_is_refused(tmp_path):
+def test_special_tokens_of_this_projects_layout():
+  special = tokenizer.SpecialTokens.from_model(data_testlib.sentencepiece_model())
+  assert (special.pad_id, special.unk_id, special.cls_id, special.sep_id,
+          special.mask_id) == (0, 1, 2, 3, 4)
+  assert special.unmaskable_ids == (0, 2, 3, 4)
+  assert special.vocab_size == data_testlib.TINY_VOCAB_SIZE
+
+
+def test_special_tokens_of_the_released_layout_are_found_by_name():
+  model = testlib.released_layout_sentencepiece()
+  special = tokenizer.SpecialTokens.from_model(model)
+  assert (special.pad_id, special.unk_id, special.cls_id, special.sep_id,
+          special.mask_id) == (0, 1, 312, 313, 314)
+  assert special.unmaskable_ids == (0, 312, 313, 314)
+  assert tokenizer.tokenizer_metadata(model)["cls_id"] == 312
+
+
+def test_special_tokens_read_from_a_non_local_filesystem():
+  data = data_testlib.sentencepiece_model().read_bytes()
+  from rembert_tf.common import fileio
+  fileio.write_bytes("ram://tokenizer_test/sp.model", data)
+  special = tokenizer.SpecialTokens.from_model("ram://tokenizer_test/sp.model")
+  assert special.cls_id == 2 and special.vocab_size == data_testlib.TINY_VOCAB_SIZE
+
+
+def test_model_without_a_special_piece_names_piece_and_file(tmp_path):
   text = tmp_path / "t.txt"
   text.write_text("\n".join(f"word{i} other{i % 7} thing" for i in range(300)))
   spm.SentencePieceTrainer.Train(
       input=str(text), model_prefix=str(tmp_path / "bad"), vocab_size=40,
-      minloglevel=2)  # Default ids: <unk>=0 <s>=1 </s>=2.
-  with pytest.raises(tokenizer.TokenizerError, match="<pad>.*id 0"):
-    tokenizer.load_sentencepiece(tmp_path / "bad.model")
+      minloglevel=2)  # Default pieces: <unk> <s> </s>, no [CLS]/[SEP]/[MASK].
+  with pytest.raises(tokenizer.TokenizerError,
+                     match=r"bad\.model: no special piece <pad> or \[PAD\], "
+                     r"\[CLS\], \[SEP\], \[MASK\]"):
+    tokenizer.SpecialTokens.from_model(tmp_path / "bad.model")
 
 
 def test_missing_model_names_the_file(tmp_path):
   with pytest.raises(tokenizer.TokenizerError, match="nope.model"):
     tokenizer.load_sentencepiece(tmp_path / "nope.model")
+
+
+def test_garbage_and_directories_are_refused(tmp_path):
+  (tmp_path / "garbage.model").write_bytes(b"not a model at all")
+  with pytest.raises(tokenizer.TokenizerError, match="garbage.model is not a SentencePiece model"):
+    tokenizer.load_sentencepiece(tmp_path / "garbage.model")
+  with pytest.raises(tokenizer.TokenizerError, match="is a directory"):
+    tokenizer.load_sentencepiece(tmp_path)

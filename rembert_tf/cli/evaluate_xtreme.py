@@ -1,0 +1,58 @@
+"""Scores XTREME predictions against labels with the benchmark's metric definitions.
+
+A drop-in replacement for the official XTREME scorer (same JSON shape, scores
+in percent), with MLQA's per-language normalisation, error messages that name
+the files, and a markdown table.
+
+Example:
+```bash
+python tools/evaluate_xtreme.py --prediction_folder out/predictions \
+  --label_folder out/labels --split dev --tasks xnli,mlqa \
+  --output_file scores.json --compare paper
+```
+"""
+from rembert_tf import cli
+from absl import app
+from absl import flags
+
+from rembert_tf.evaluation import xtreme_scorer
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("prediction_folder", None,
+                    "Folder with <task>/<split>-<lang>.{tsv,json} predictions.")
+flags.DEFINE_string("label_folder", None, "Folder with labels, same layout.")
+flags.DEFINE_list("tasks", None, "Tasks to score (default: every task folder "
+                  "present in both folders).")
+flags.DEFINE_list("languages", None, "Languages to score (default: every "
+                  "language with a prediction file).")
+flags.DEFINE_string("split", "test", "File prefix: test (as the official "
+                    "scorer) or dev.")
+flags.DEFINE_string("output_file", None, "Write the scores as JSON here.")
+flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
+                  "decoupled averages beside the scores.")
+flags.DEFINE_bool("allow_missing_answers", False, "QA: score unanswered "
+                  "questions as 0 (official behaviour) instead of failing.")
+
+
+def main(argv):
+  del argv
+  try:
+    results = xtreme_scorer.evaluate_folders(
+        FLAGS.prediction_folder, FLAGS.label_folder, tasks=FLAGS.tasks,
+        split=FLAGS.split, languages=FLAGS.languages,
+        allow_missing_answers=FLAGS.allow_missing_answers)
+  except xtreme_scorer.ScoringError as e:
+    raise app.UsageError(str(e)) from None
+  print(xtreme_scorer.format_markdown(results,
+                                      compare_paper=FLAGS.compare == "paper"))
+  if FLAGS.output_file:
+    xtreme_scorer.write_json(results, FLAGS.output_file)
+    print(f"Wrote {FLAGS.output_file}")
+
+
+def run():
+  cli.run_command(main, __doc__)
+
+
+if __name__ == "__main__":
+  run()

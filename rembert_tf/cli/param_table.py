@@ -1,0 +1,74 @@
+r"""Prints #PT / #FT parameter counts of model configs, counted from the built models.
+
+#PT is everything trained in pre-training (encoder, pooler, output side);
+#FT is what fine-tuning keeps, counted as the paper does: the encoder's
+embeddings and Transformer blocks (its pooler is the `pooler` column).
+
+Usage:
+  python tools/param_table.py configs/models/*.yaml
+  python tools/param_table.py rembert tiny --json
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from rembert_tf import cli  # noqa: E402
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+from rembert_tf.modeling import parameter_count  # noqa: E402
+from rembert_tf.modeling import rembert_config  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_bool("json", False, "Print a JSON list of "
+                  "{config, pt_params, ft_params} instead of a table.")
+
+
+def parameter_rows(configs):
+  rows = []
+  for name in configs:
+    cfg = rembert_config.load_model_config(name)
+    counts = parameter_count.count_parameters(cfg)
+    label = os.path.splitext(os.path.basename(str(name)))[0]
+    rows.append((label, cfg, counts))
+  return rows
+
+
+def markdown_table(rows) -> str:
+  lines = ["| config | E_in | E_out | layers | coupled | #PT | #FT | pooler | pt_params | ft_params |",
+           "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+  for label, cfg, c in rows:
+    lines.append(
+        f"| {label} | {cfg.input_embedding_size} | {cfg.output_embedding_size} "
+        f"| {cfg.num_hidden_layers}+{cfg.num_output_layers} | {cfg.coupled} "
+        f"| {parameter_count.millions(c.pt_params)} "
+        f"| {parameter_count.millions(c.ft_params)} | {c.pooler_params:,} "
+        f"| {c.pt_params:,} | {c.ft_params:,} |")
+  return "\n".join(lines)
+
+
+def main(argv):
+  configs = argv[1:]
+  if not configs:
+    raise app.UsageError("give one or more model configs: preset names "
+                         f"({', '.join(rembert_config.available_presets())}) "
+                         "or YAML paths")
+  rows = parameter_rows(configs)
+  if FLAGS.json:
+    print(json.dumps([dict(config=label, pt_params=c.pt_params,
+                           ft_params=c.ft_params) for label, _, c in rows]))
+  else:
+    print(markdown_table(rows))
+
+
+def run():
+  try:
+    cli.run_command(main, __doc__)
+  except rembert_config.ConfigError as e:
+    sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+  run()

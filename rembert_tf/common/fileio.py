@@ -1,0 +1,360 @@
+"""File I/O on user paths, on any TensorFlow filesystem: local, `gs://`, `ram://`, ...
+
+Every module of rembert_tf that reads or writes a path a user gave goes through
+this module. `pathlib`, `open` and `shutil` do not understand `gs://bucket/x`
+(`pathlib.Path("gs://b/x")` is the local path `gs:/b/x`), so a path with a
+scheme (`scheme://...`) goes through `tf.io.gfile`, imported only then. Local
+paths use the operating system directly: the record-creation workers stay free
+of TensorFlow (its import costs seconds per process and is not fork-safe), and
+the behaviour is the same.
+
+Writes are atomic: a file is written under a temporary name in its own
+directory (`.NAME.tmp-PID-XXXX`) and renamed over the final name when complete;
+a directory is built under a temporary sibling and swapped in when complete,
+so `--overwrite` never removes the old output before the new one is whole.
+On a local disk and for a single object on Cloud Storage the rename is atomic;
+a directory rename on Cloud Storage renames its objects one by one (each
+complete), the closest that store offers. Temporaries left by a killed run are
+removed by `remove_stale_temporaries`, which every writer calls first.
+
+Example:
+```python
+from rembert_tf.common import fileio
+fileio.write_json("ram://demo/run/params.json", {"steps": 10})
+assert fileio.read_json("ram://demo/run/params.json") == {"steps": 10}
+with fileio.atomic_directory("ram://demo/export", overwrite=True) as tmp:
+  fileio.write_text(fileio.join(tmp, "README"), "complete\\n")
+assert fileio.exists("ram://demo/export/README")
+```
+"""
+import contextlib
+import glob as glob_lib
+import hashlib
+import io
+import json
+import os
+import posixpath
+import secrets
+import shutil
+import tempfile
+from typing import Any, Iterator, List, Union
+
+import yaml
+
+PathLike = Union[str, os.PathLike]
+
+_TMP_TAG = ".tmp-"
+_OLD_TAG = ".old-"
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def as_str(path: PathLike) -> str:
+  return os.fspath(path)
+
+
+def is_remote(path: PathLike) -> bool:
+  """True for `scheme://...` paths (gs://, ram://, hdfs://, s3://)."""
+  return "://" in as_str(path)
+
+
+def join(path: PathLike, *parts: str) -> str:
+  """Joins path parts; keeps a `scheme://` prefix intact."""
+  path = as_str(path)
+  if is_remote(path):
+    return posixpath.join(path, *[as_str(p) for p in parts])
+  return os.path.join(path, *[as_str(p) for p in parts])
+
+
+def dirname(path: PathLike) -> str:
+  path = as_str(path).rstrip("/") or "/"
+  if is_remote(path):
+    scheme, rest = path.split("://", 1)
+    return f"{scheme}://{posixpath.dirname(rest)}"
+  return os.path.dirname(path)
+
+
+def basename(path: PathLike) -> str:
+  path = as_str(path).rstrip("/")
+  return posixpath.basename(path) if is_remote(path) else os.path.basename(path)
+
+
+def exists(path: PathLike) -> bool:
+  path = as_str(path)
+  return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def isdir(path: PathLike) -> bool:
+  path = as_str(path)
+  return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
+def isfile(path: PathLike) -> bool:
+  return exists(path) and not isdir(path)
+
+
+def makedirs(path: PathLike) -> None:
+  """Creates a directory and its parents (the user's umask applies)."""
+  path = as_str(path)
+  if is_remote(path):
+    _gfile().makedirs(path)
+  else:
+    os.makedirs(path, exist_ok=True)
+
+
+def glob(pattern: PathLike) -> List[str]:
+  """Sorted matches; `**` matches any depth on local paths."""
+  pattern = as_str(pattern)
+  if is_remote(pattern):
+    return sorted(_gfile().glob(pattern))
+  return sorted(glob_lib.glob(pattern, recursive=True))
+
+
+def listdir(path: PathLike) -> List[str]:
+  path = as_str(path)
+  names = _gfile().listdir(path) if is_remote(path) else os.listdir(path)
+  return sorted(n.rstrip("/") for n in names)
+
+
+def size(path: PathLike) -> int:
+  path = as_str(path)
+  return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
+
+
+def remove(path: PathLike) -> None:
+  path = as_str(path)
+  if is_remote(path):
+    _gfile().remove(path)
+  else:
+    os.remove(path)
+
+
+def rmtree(path: PathLike) -> None:
+  """Removes a directory tree (or a file); a missing path is fine."""
+  path = as_str(path)
+  if not exists(path):
+    return
+  if not isdir(path):
+    remove(path)
+  elif is_remote(path):
+    _gfile().rmtree(path)
+  else:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def rename(src: PathLike, dst: PathLike, overwrite: bool = False) -> None:
+  """Renames a file or directory; `overwrite` replaces an existing file."""
+  src, dst = as_str(src), as_str(dst)
+  if (is_remote(src) or is_remote(dst)) and isdir(src):
+    _rename_tree(src, dst)
+  elif is_remote(src) or is_remote(dst):
+    _gfile().rename(src, dst, overwrite=overwrite)
+  elif overwrite:
+    os.replace(src, dst)
+  else:
+    if os.path.exists(dst):
+      raise FileExistsError(17, "File exists", dst)
+    os.rename(src, dst)
+
+
+def _rename_tree(src: str, dst: str) -> None:
+  # Object stores have no directories: a directory rename moves each file
+  # (Cloud Storage does the same server-side; some filesystems, ram:// among
+  # them, would only rename the directory marker and lose the files).
+  if exists(dst):
+    raise FileExistsError(17, "File exists", dst)
+  gfile = _gfile()
+  for parent, _, files in gfile.walk(src):
+    target = dst + parent[len(src):]
+    gfile.makedirs(target)
+    for name in files:
+      gfile.rename(posixpath.join(parent, name), posixpath.join(target, name))
+  gfile.rmtree(src)
+
+
+def copy(src: PathLike, dst: PathLike, overwrite: bool = False) -> None:
+  """Copies a file, atomically at `dst` (temporary name, then rename)."""
+  src, dst = as_str(src), as_str(dst)
+  if exists(dst) and not overwrite:
+    raise FileExistsError(17, "File exists", dst)
+  with atomic_write(dst, "wb") as out, open_file(src, "rb") as inp:
+    while True:
+      block = inp.read(1 << 24)
+      if not block:
+        break
+      out.write(block)
+
+
+def open_file(path: PathLike, mode: str = "r"):
+  """Opens a file for reading or writing (not atomic: see `atomic_write`)."""
+  path = as_str(path)
+  if is_remote(path):
+    return _gfile().GFile(path, mode)
+  if "b" in mode:
+    return io.open(path, mode)
+  return io.open(path, mode, encoding="utf-8")
+
+
+def read_bytes(path: PathLike) -> bytes:
+  with open_file(path, "rb") as f:
+    return f.read()
+
+
+def read_text(path: PathLike) -> str:
+  data = read_bytes(path)
+  return data.decode("utf-8")
+
+
+def read_json(path: PathLike) -> Any:
+  return json.loads(read_text(path))
+
+
+def read_yaml(path: PathLike) -> Any:
+  return yaml.safe_load(read_text(path))
+
+
+def _temporary_sibling(path: str, tag: str = _TMP_TAG) -> str:
+  name = f".{basename(path)}{tag}{os.getpid()}-{secrets.token_hex(4)}"
+  return join(dirname(path), name)
+
+
+@contextlib.contextmanager
+def atomic_write(path: PathLike, mode: str = "w") -> Iterator[Any]:
+  """Yields a file object; the file appears at `path` only when complete.
+
+  On an exception (a full disk, a kill signal turned into an exception) the
+  temporary file is removed and `path` keeps its old content.
+  """
+  path = as_str(path)
+  parent = dirname(path)
+  if parent:
+    makedirs(parent)
+  tmp = _temporary_sibling(path)
+  try:
+    with open_file(tmp, mode) as f:
+      yield f
+    rename(tmp, path, overwrite=True)
+  except BaseException:
+    if exists(tmp):
+      remove(tmp)
+    raise
+
+
+def write_bytes(path: PathLike, data: bytes) -> None:
+  with atomic_write(path, "wb") as f:
+    f.write(data)
+
+
+def write_text(path: PathLike, text: str) -> None:
+  write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: PathLike, value: Any, indent: int = 2) -> None:
+  write_text(path, json.dumps(value, indent=indent, sort_keys=True) + "\n")
+
+
+def write_yaml(path: PathLike, value: Any) -> None:
+  write_text(path, yaml.safe_dump(value, sort_keys=False))
+
+
+def sha256(path: PathLike) -> str:
+  """Hex sha256 of a file's bytes, read in blocks."""
+  digest = hashlib.sha256()
+  with open_file(path, "rb") as f:
+    while True:
+      block = f.read(1 << 22)
+      if not block:
+        break
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def remove_stale_temporaries(path: PathLike) -> List[str]:
+  """Removes `.NAME.tmp-*` / `.NAME.old-*` siblings a killed run left behind.
+
+  Returns what it removed. Called by the atomic writers before they start, so
+  the next run of a command cleans up after a killed one.
+  """
+  path = as_str(path).rstrip("/")
+  parent, name = dirname(path), basename(path)
+  if not parent or not isdir(parent):
+    return []
+  removed = []
+  for tag in (_TMP_TAG, _OLD_TAG):
+    for stale in glob(join(parent, f".{glob_lib.escape(name)}{tag}*")):
+      rmtree(stale)
+      removed.append(stale)
+  return removed
+
+
+@contextlib.contextmanager
+def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
+  """Yields a temporary directory that becomes `path` when the block completes.
+
+  The old `path` (with `overwrite`) is moved aside only after the new content
+  is complete, then removed. On an exception the temporary directory is
+  removed and `path` is untouched. Raises `errors.OutputExistsError` when
+  `path` exists and `overwrite` is false, and `errors.InputError` when a
+  parent of `path` is a file.
+  """
+  from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
+  path = as_str(path).rstrip("/")
+  check_output_location(path)
+  if exists(path) and not overwrite:
+    raise errors.OutputExistsError(
+        f"{path} already exists; choose another output or pass --overwrite "
+        "to replace it (the old output stays until the new one is complete).")
+  remove_stale_temporaries(path)
+  tmp = _temporary_sibling(path)
+  makedirs(tmp)
+  try:
+    yield tmp
+  except BaseException:
+    rmtree(tmp)
+    raise
+  _swap_in(tmp, path)
+
+
+def _swap_in(tmp: str, path: str) -> None:
+  if not exists(path):
+    rename(tmp, path)
+    return
+  old = _temporary_sibling(path, _OLD_TAG)
+  rename(path, old)
+  rename(tmp, path)
+  rmtree(old)
+
+
+def check_output_location(path: PathLike) -> None:
+  """Raises `errors.InputError` when a parent of `path` is an existing file."""
+  from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
+  parent = dirname(as_str(path).rstrip("/"))
+  while parent and parent not in ("/", ".") and not parent.endswith("://"):
+    if exists(parent):
+      if not isdir(parent):
+        raise errors.InputError(
+            f"{path}: {parent} is a file, not a directory; choose an output "
+            "path under a directory.")
+      return
+    parent = dirname(parent)
+
+
+@contextlib.contextmanager
+def local_copy(path: PathLike) -> Iterator[str]:
+  """A local file path with `path`'s content (the path itself when local).
+
+  For libraries that take only local files (SentencePiece, safetensors
+  memory-mapping): a remote file is copied into a temporary local directory
+  for the duration of the block.
+  """
+  path = as_str(path)
+  if not is_remote(path):
+    yield path
+    return
+  with tempfile.TemporaryDirectory(prefix="rembert_tf-") as tmp:
+    local = os.path.join(tmp, basename(path))
+    _gfile().copy(path, local, overwrite=True)
+    yield local

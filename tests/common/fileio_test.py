@@ -1,0 +1,104 @@
+"""fileio on a local directory and on TensorFlow's ram:// filesystem (a stand-in for gs://)."""
+import os
+import stat
+
+import pytest
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+
+
+@pytest.fixture(params=["local", "ram"])
+def root(request, tmp_path):
+  if request.param == "local":
+    return str(tmp_path)
+  return "ram://fileio_test/" + request.node.name.replace("[", "_").replace("]", "")
+
+
+def test_text_json_yaml_round_trip(root):
+  fileio.write_text(fileio.join(root, "a", "t.txt"), "héllo\n")
+  fileio.write_json(fileio.join(root, "a", "j.json"), {"b": 1, "a": [1.5]})
+  fileio.write_yaml(fileio.join(root, "a", "y.yaml"), {"x": {"y": 2}})
+  assert fileio.read_text(fileio.join(root, "a", "t.txt")) == "héllo\n"
+  assert fileio.read_json(fileio.join(root, "a", "j.json")) == {"a": [1.5], "b": 1}
+  assert fileio.read_yaml(fileio.join(root, "a", "y.yaml")) == {"x": {"y": 2}}
+  assert fileio.listdir(fileio.join(root, "a")) == ["j.json", "t.txt", "y.yaml"]
+  assert fileio.glob(fileio.join(root, "a", "*.json")) == [fileio.join(root, "a", "j.json")]
+  assert fileio.size(fileio.join(root, "a", "t.txt")) == len("héllo\n".encode())
+
+
+def test_atomic_write_keeps_old_content_on_failure(root):
+  path = fileio.join(root, "f.txt")
+  fileio.write_text(path, "old")
+  with pytest.raises(RuntimeError):
+    with fileio.atomic_write(path) as f:
+      f.write("new, half written")
+      raise RuntimeError("disk full")
+  assert fileio.read_text(path) == "old"
+  assert fileio.listdir(root) == ["f.txt"]  # no temporary left
+
+
+def test_atomic_directory_swaps_in_only_when_complete(root):
+  out = fileio.join(root, "out")
+  with fileio.atomic_directory(out) as tmp:
+    fileio.write_text(fileio.join(tmp, "x"), "1")
+  with pytest.raises(errors.OutputExistsError, match="--overwrite"):
+    with fileio.atomic_directory(out):
+      pass
+  with pytest.raises(RuntimeError):
+    with fileio.atomic_directory(out, overwrite=True) as tmp:
+      fileio.write_text(fileio.join(tmp, "x"), "2")
+      raise RuntimeError("killed")
+  assert fileio.read_text(fileio.join(out, "x")) == "1"
+  with fileio.atomic_directory(out, overwrite=True) as tmp:
+    fileio.write_text(fileio.join(tmp, "y"), "2")
+  assert fileio.listdir(out) == ["y"]
+  assert fileio.listdir(root) == ["out"]
+
+
+def test_stale_temporaries_of_a_killed_run_are_removed(root):
+  out = fileio.join(root, "out")
+  stale = fileio.join(root, ".out.tmp-999-dead")
+  fileio.write_text(fileio.join(stale, "half"), "x")
+  fileio.write_text(fileio.join(root, ".other.tmp-1-a"), "not ours")
+  with fileio.atomic_directory(out) as tmp:
+    fileio.write_text(fileio.join(tmp, "x"), "1")
+  assert fileio.listdir(root) == [".other.tmp-1-a", "out"]
+
+
+def test_copy_sha256_and_local_copy(root, tmp_path):
+  src = fileio.join(root, "src.bin")
+  fileio.write_bytes(src, b"\x00\x01" * 1000)
+  fileio.copy(src, fileio.join(root, "dst.bin"))
+  with pytest.raises(FileExistsError):
+    fileio.copy(src, fileio.join(root, "dst.bin"))
+  assert fileio.sha256(src) == fileio.sha256(fileio.join(root, "dst.bin"))
+  with fileio.local_copy(src) as local:
+    assert not fileio.is_remote(local)
+    with open(local, "rb") as f:
+      assert f.read() == b"\x00\x01" * 1000
+
+
+def test_output_under_a_file_is_one_clear_error(root):
+  fileio.write_text(fileio.join(root, "file"), "x")
+  with pytest.raises(errors.InputError, match="is a file, not a directory"):
+    with fileio.atomic_directory(fileio.join(root, "file", "sub", "out")):
+      pass
+
+
+def test_join_and_dirname_keep_the_scheme():
+  assert fileio.join("gs://b/x", "y", "z.json") == "gs://b/x/y/z.json"
+  assert fileio.dirname("gs://b/x/y") == "gs://b/x"
+  assert fileio.basename("gs://b/x/y/") == "y"
+  assert fileio.is_remote("ram://a") and not fileio.is_remote("/tmp/a")
+
+
+def test_local_outputs_get_the_users_umask(tmp_path):
+  old = os.umask(0o022)
+  try:
+    with fileio.atomic_directory(str(tmp_path / "out")) as tmp:
+      fileio.write_text(fileio.join(tmp, "f"), "x")
+  finally:
+    os.umask(old)
+  assert stat.S_IMODE(os.stat(tmp_path / "out").st_mode) == 0o755
+  assert stat.S_IMODE(os.stat(tmp_path / "out" / "f").st_mode) == 0o644

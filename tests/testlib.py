@@ -1,0 +1,66 @@
+"""Fixtures shared by every test area, built once per test session.
+
+- `demo_corpus_dir()`: a 0.3 MB demo corpus (7 languages, monolingual documents).
+- `sentencepiece_model()`: a 1000-piece model in this project's layout
+  (<pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4), trained on that corpus.
+- `released_layout_sentencepiece()`: a model laid out like the released
+  RemBERT's: [PAD]=0 [UNK]=1, 310 other user pieces, then [CLS]=312 [SEP]=313
+  [MASK]=314, then the learned pieces.
+Each test copies what it changes into its own tmp_path.
+"""
+import atexit
+import functools
+import pathlib
+import shutil
+import tempfile
+
+import sentencepiece as spm
+
+TINY_VOCAB_SIZE = 1000
+RELEASED_CLS_ID = 312
+RELEASED_SEP_ID = 313
+RELEASED_MASK_ID = 314
+
+
+@functools.lru_cache(maxsize=None)
+def shared_dir() -> pathlib.Path:
+  path = tempfile.mkdtemp(prefix="rembert_tests-")
+  atexit.register(shutil.rmtree, path, True)
+  return pathlib.Path(path)
+
+
+@functools.lru_cache(maxsize=None)
+def demo_corpus_dir() -> pathlib.Path:
+  from rembert_tf.data import demo_corpus  # pylint: disable=g-import-not-at-top
+  root = shared_dir() / "corpus"
+  # Monolingual documents only: the data tests check each language's own words.
+  demo_corpus.generate_corpus(root, target_megabytes=0.3, files_per_language=2,
+                              seed=7, parallel_fraction=0.0)
+  return root
+
+
+@functools.lru_cache(maxsize=None)
+def sentencepiece_model() -> pathlib.Path:
+  from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
+  out = shared_dir() / "spm"
+  sentencepiece_training.train_sentencepiece(
+      [str(demo_corpus_dir() / "{lang}" / "*.txt")], out, TINY_VOCAB_SIZE,
+      verbose=False, num_threads=2)
+  return out / "sentencepiece.model"
+
+
+@functools.lru_cache(maxsize=None)
+def released_layout_sentencepiece() -> pathlib.Path:
+  """A SentencePiece model with the released RemBERT's special-id layout."""
+  out = shared_dir() / "released_spm"
+  out.mkdir(parents=True, exist_ok=True)
+  fillers = [f"<extra_{i}>" for i in range(2, RELEASED_CLS_ID)]
+  text_files = sorted(str(p) for p in demo_corpus_dir().glob("*/*.txt"))
+  spm.SentencePieceTrainer.Train(
+      input=",".join(text_files), model_prefix=str(out / "sentencepiece"),
+      vocab_size=TINY_VOCAB_SIZE, model_type="unigram", character_coverage=1.0,
+      pad_id=0, pad_piece="[PAD]", unk_id=1, unk_piece="[UNK]", bos_id=-1,
+      eos_id=-1, user_defined_symbols=fillers + ["[CLS]", "[SEP]", "[MASK]"],
+      input_sentence_size=20000, shuffle_input_sentence=False,
+      num_threads=2, minloglevel=2)
+  return out / "sentencepiece.model"
