@@ -44,7 +44,6 @@ flags.mark_flags_as_required(["model_dir", "output_dir"])
 def main(argv):
   del argv
   logging.set_verbosity(logging.INFO)
-  from rembert_tf.conversion import rembert_tf_dir  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
@@ -57,7 +56,7 @@ def main(argv):
     if sp_model is None:
       raise app.UsageError(
           f"--export_preprocessor needs --sp_model ({default_sp} does not exist).")
-    cfg = rembert_tf_dir.resolve_config(FLAGS.model_dir, FLAGS.config)
+    cfg = checkpoints.model_config_of(FLAGS.model_dir, FLAGS.config)
     if FLAGS.seq_length > cfg.max_position_embeddings:
       raise app.UsageError(
           f"--seq_length {FLAGS.seq_length} exceeds max_position_embeddings "

@@ -51,7 +51,6 @@ from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
 
 from rembert_tf.conversion import config_json
-from rembert_tf.conversion import rembert_tf_dir
 from rembert_tf.conversion import special_tokens
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
@@ -91,14 +90,19 @@ def _open_source(from_format, input_path, config, sp_model, encoder_only):
       sp_model = str(folder / checkpoints.SENTENCEPIECE_FILE)
     return cfg, source, sp_model
   if from_format == "rembert_tf":
-    loaded = rembert_tf_dir.load_checkpoint_dir(
-        input_path, config, with_output_side=not encoder_only)
-    slots = weight_layout.slots_for_encoder(loaded.encoder)
-    if loaded.pretrainer is not None:
-      slots += weight_layout.slots_for_output_side(loaded.pretrainer)
+    resolved = checkpoints.resolve(str(input_path))
+    cfg = checkpoints.model_config_of(resolved, config)
+    if not encoder_only and checkpoints.has_output_side(resolved):
+      model = rembert_pretrainer.build_pretrainer(cfg)
+      read_from = checkpoints.restore_pretrainer(model, resolved)
+      slots = weight_layout.slots_for_pretrainer(model)
+    else:
+      model = rembert_encoder.build_encoder(cfg)
+      read_from = checkpoints.restore_encoder(model, resolved)
+      slots = weight_layout.slots_for_encoder(model)
     source = tensor_sources.ModelSource(
-        slots, description=f"rembert_tf checkpoint {loaded.checkpoint_path}")
-    return loaded.cfg, source, sp_model or loaded.sp_model
+        slots, description=f"rembert_tf checkpoint {read_from}")
+    return cfg, source, sp_model or resolved.sp_model
   raise weight_layout.ConversionError(
       f"--from {from_format!r}: expected one of {', '.join(FROM_FORMATS)}.")
 
@@ -188,7 +192,7 @@ def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
     by_name[name].assign(source.get(name))
     _progress(i, len(names), name, start)
   with checkpoints.AtomicDirectory(output_dir, overwrite=overwrite) as tmp:
-    rembert_tf_dir.write_checkpoint_dir(tmp, cfg, encoder, model, sp_model)
+    checkpoints.write_checkpoint_dir(tmp, cfg, encoder, model, sp_model)
   return model or encoder
 
 
@@ -214,8 +218,7 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
     config_json.write_hf_config(cfg, tmp / tensor_sources.HF_CONFIG_FILE,
                                 with_output_side, special_ids)
     if sp_model:
-      rembert_tf_dir.copy_sentencepiece(sp_model,
-                                        tmp / checkpoints.SENTENCEPIECE_FILE)
+      checkpoints.copy_sentencepiece(sp_model, str(tmp))
   return tensors
 
 

@@ -39,8 +39,6 @@ from absl import logging
 from rembert_tf.modeling import checkpoints
 from rembert_tf.modeling import rembert_encoder
 
-from rembert_tf.conversion import rembert_tf_dir
-
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
@@ -154,20 +152,21 @@ def export_encoder(checkpoint_dir, output_dir, *, config=None,
   Returns:
     output_dir as a string.
   """
+  source = checkpoints.resolve(str(checkpoint_dir))
   with float32_policy():
-    loaded = rembert_tf_dir.load_checkpoint_dir(checkpoint_dir, config,
-                                                with_output_side=False)
-    model = build_export_model(loaded.encoder)
-  sp_model = sp_model or loaded.sp_model
+    cfg, encoder = checkpoints.load_encoder(source, config)
+    model = build_export_model(encoder)
+  sp_model = sp_model or source.sp_model
   if sp_model:
     model.sp_model_file = tf.saved_model.Asset(str(sp_model))
-  num_params = loaded.encoder.count_params()
+  num_params = encoder.count_params()
   logging.info("Exporting the encoder of %s (%d parameters) to %s",
-               loaded.checkpoint_path, num_params, output_dir)
+               source.encoder_checkpoint, num_params, output_dir)
   with checkpoints.AtomicDirectory(output_dir, overwrite=overwrite) as tmp:
     model.save(str(tmp), include_optimizer=False, save_format="tf",
                signatures={"serving_default": serving_signature(model)})
+    checkpoints.write_model_config(cfg, str(tmp / checkpoints.MODEL_CONFIG_FILE))
     if verify:
-      worst = verify_export(tmp, loaded.encoder, loaded.cfg)
+      worst = verify_export(tmp, encoder, cfg)
       logging.info("Verified: max |SavedModel - encoder| = %.3g", worst)
   return str(pathlib.Path(output_dir))

@@ -1,62 +1,117 @@
-"""The on-disk layout every command shares: a "rembert_tf checkpoint directory".
+"""The one checkpoint API: where a model's weights are, and reading them into a model.
 
+A *checkpoint source* is any path a user gives a command that needs weights:
+
+| source                          | what it holds                                         |
+| ------------------------------- | ----------------------------------------------------- |
+| checkpoint directory            | `model_config.yaml`, `encoder/ckpt-N`, optionally `pretrainer/ckpt-N` and `sentencepiece.model` (written by conversion) |
+| pre-training `model_dir`        | the same files plus Model Garden's full `ckpt-N` (`model` = the pretrainer, `optimizer`, `global_step`, `encoder`) |
+| checkpoint prefix               | e.g. `DIR/encoder/ckpt-3` or `DIR/ckpt-3` (config from `DIR/model_config.yaml` or given) |
+| exported SavedModel directory   | `saved_model.pb`, `variables/`, `model_config.yaml`, `assets/sentencepiece.model` |
+
+`load_encoder(source)` builds the encoder and restores it (what fine-tuning,
+export and conversion need); `restore_pretrainer(pretrainer, source)` restores
+the encoder *and* the output side (MLM transform, output embedding and bias,
+output-side layers), which only a pretrainer checkpoint has
+(`pretrainer/ckpt-N` or a model_dir's `ckpt-N`); the optimizer and step are
+never read. Reading is by object structure: the encoder (or pretrainer) node
+is found in the checkpoint's object graph, wherever the writer put it, and
+only that subtree is read, one variable at a time.
+
+Layout of a checkpoint directory:
 ```
 DIR/model_config.yaml        the RemBertConfig (see configs/models/)
 DIR/encoder/ckpt-N.*         tf.train.Checkpoint(encoder=encoder): what fine-tuning keeps
 DIR/pretrainer/ckpt-N.*      tf.train.Checkpoint(model=pretrainer): encoder + output side
-                             (optional; present after conversion of a full checkpoint)
-DIR/sentencepiece.model      the tokenizer (optional)
+DIR/sentencepiece.model      the tokenizer (optional), with sentencepiece.json beside it
 ```
-A pre-training `--model_dir` is such a directory too: the train command keeps
-`model_config.yaml` and `encoder/` up to date beside Model Garden's full
-checkpoints (`ckpt-N`, holding `model`, `optimizer` and `global_step`).
+The encoder-only checkpoint uses the key `encoder`, the key Model Garden's
+`BertPretrainerV2.checkpoint_items` and its fine-tuning tasks'
+`init_checkpoint` use; the pretrainer one uses `model`, as Model Garden's
+trainer does, so a pre-training experiment can start from `pretrainer/`.
 
-The encoder-only checkpoint uses the key `encoder`, the same key Model
-Garden's `BertPretrainerV2.checkpoint_items` and its fine-tuning tasks'
-`init_checkpoint` use, so Model Garden tasks can initialise from it as well.
+Every path goes through `rembert_tf.common.fileio` and `tf.train`: gs://
+sources work. Builds on `tf.train.Checkpoint` (object-based reading with
+`expect_partial`) and `tf.train.CheckpointManager` (writing).
+
+Example:
+```python
+from rembert_tf.modeling import checkpoints, rembert_pretrainer
+cfg, encoder = checkpoints.load_encoder("converted/rembert")   # or a SavedModel
+pretrainer = rembert_pretrainer.build_pretrainer(cfg)
+checkpoints.restore_pretrainer(pretrainer, "converted/rembert")  # + output side
+checkpoints.find_sentencepiece("converted/rembert")  # ".../sentencepiece.model"
+```
 """
+import collections
+import dataclasses
+import json
 import os
 import pathlib
-import shutil
-import tempfile
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple, Union
 
 import tensorflow as tf
+from absl import logging
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.data import tokenizer
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
+from rembert_tf.modeling import rembert_pretrainer
 
 MODEL_CONFIG_FILE = "model_config.yaml"
 ENCODER_SUBDIR = "encoder"
 PRETRAINER_SUBDIR = "pretrainer"
 SENTENCEPIECE_FILE = "sentencepiece.model"
+SAVED_MODEL_FILE = "saved_model.pb"
+
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+# A node is the encoder / the pretrainer when it has these children.
+_ENCODER_CHILDREN = frozenset({"_embedding_layer", "_transformer_layers",
+                               "_pooler_layer"})
+_PRETRAINER_CHILDREN = frozenset({"encoder_network", "masked_lm"})
+
+ModelConfigLike = Union[None, str, os.PathLike, rembert_config.RemBertConfig]
 
 
-class CheckpointError(ValueError):
-  """A checkpoint directory is missing a part or does not match the model."""
+class CheckpointError(errors.RemBertError, ValueError):
+  """A checkpoint source is missing a part or does not match the model."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSource:
+  """A user's checkpoint path, resolved to the files that hold each part.
+
+  Attributes:
+    path: the path as given.
+    kind: "directory" (checkpoint directory or model_dir), "prefix" or
+      "saved_model".
+    encoder_checkpoint: object-based checkpoint prefix holding the encoder.
+    pretrainer_checkpoint: prefix holding the whole pretrainer (encoder +
+      output side), or None (encoder-only sources).
+    model_config: path of the model_config.yaml, or None.
+    sp_model: path of the SentencePiece model, or None.
+  """
+  path: str
+  kind: str
+  encoder_checkpoint: str
+  pretrainer_checkpoint: Optional[str]
+  model_config: Optional[str]
+  sp_model: Optional[str]
 
 
 def latest_checkpoint(directory) -> Optional[str]:
   """Newest checkpoint prefix in `directory` (via its `checkpoint` file)."""
-  if not tf.io.gfile.isdir(str(directory)):
+  directory = fileio.as_str(directory)
+  if not fileio.isdir(directory):
     return None
-  return tf.train.latest_checkpoint(str(directory))
-
-
-def load_model_config_from_dir(directory) -> rembert_config.RemBertConfig:
-  path = pathlib.Path(directory) / MODEL_CONFIG_FILE
-  if not path.exists():
-    raise CheckpointError(
-        f"{directory}: no {MODEL_CONFIG_FILE}. A rembert_tf checkpoint "
-        "directory holds model_config.yaml and encoder/ckpt-*; make one with "
-        "`python -m rembert_tf.train` or `tools/convert_checkpoint.py --to "
-        "rembert_tf`.")
-  return rembert_config.load_model_config(path)
+  return tf.train.latest_checkpoint(directory)
 
 
 def encoder_checkpoint_path(directory) -> str:
   """The newest encoder-only checkpoint prefix of a checkpoint directory."""
-  path = latest_checkpoint(pathlib.Path(directory) / ENCODER_SUBDIR)
+  path = latest_checkpoint(fileio.join(directory, ENCODER_SUBDIR))
   if path is None:
     raise CheckpointError(
         f"{directory}: no encoder checkpoint under {ENCODER_SUBDIR}/ (expected "
@@ -64,30 +119,306 @@ def encoder_checkpoint_path(directory) -> str:
   return path
 
 
-def restore_encoder(encoder: rembert_encoder.RemBertEncoder, checkpoint_path: str):
-  """Restores every encoder variable from an encoder-only checkpoint.
+def _existing(*paths) -> Optional[str]:
+  for path in paths:
+    if fileio.isfile(path):
+      return path
+  return None
 
-  Raises CheckpointError naming the encoder variables the checkpoint lacks.
+
+def resolve(source) -> CheckpointSource:
+  """Finds which files of `source` hold the encoder, the output side, the config.
+
+  Raises:
+    CheckpointError: naming the path when it holds no checkpoint.
   """
-  status = tf.train.Checkpoint(encoder=encoder).read(checkpoint_path)
-  try:
-    status.assert_existing_objects_matched()
-  except AssertionError as e:
+  if isinstance(source, CheckpointSource):
+    return source
+  path = fileio.as_str(source).rstrip("/") or "/"
+  if fileio.isdir(path) and fileio.exists(fileio.join(path, SAVED_MODEL_FILE)):
+    return CheckpointSource(
+        path=path, kind="saved_model",
+        encoder_checkpoint=fileio.join(path, "variables", "variables"),
+        pretrainer_checkpoint=None,
+        model_config=_existing(fileio.join(path, MODEL_CONFIG_FILE),
+                               fileio.join(path, "assets", MODEL_CONFIG_FILE)),
+        sp_model=_existing(fileio.join(path, "assets", SENTENCEPIECE_FILE)))
+  if fileio.isdir(path):
+    pretrainer = (latest_checkpoint(fileio.join(path, PRETRAINER_SUBDIR))
+                  or latest_checkpoint(path))
+    encoder = latest_checkpoint(fileio.join(path, ENCODER_SUBDIR)) or pretrainer
+    if encoder is None:
+      raise CheckpointError(
+          f"{path} is neither a rembert_tf checkpoint directory (no "
+          f"{ENCODER_SUBDIR}/ckpt-N, {PRETRAINER_SUBDIR}/ckpt-N or pre-training "
+          f"ckpt-N) nor an exported SavedModel (no {SAVED_MODEL_FILE}): no "
+          "checkpoint found. Point it at a pre-training model_dir, a converted "
+          "checkpoint directory or an exported SavedModel.")
+    return CheckpointSource(
+        path=path, kind="directory", encoder_checkpoint=encoder,
+        pretrainer_checkpoint=pretrainer,
+        model_config=_existing(fileio.join(path, MODEL_CONFIG_FILE)),
+        sp_model=_existing(fileio.join(path, SENTENCEPIECE_FILE)))
+  if fileio.exists(path + ".index"):
+    # DIR/encoder/ckpt-N or DIR/ckpt-N: the config lives in DIR.
+    parent = fileio.dirname(path)
+    folders = [parent, fileio.dirname(parent)]
+    return CheckpointSource(
+        path=path, kind="prefix", encoder_checkpoint=path,
+        pretrainer_checkpoint=(
+            path if fileio.basename(parent) != ENCODER_SUBDIR else None),
+        model_config=_existing(*[fileio.join(f, MODEL_CONFIG_FILE)
+                                 for f in folders]),
+        sp_model=_existing(*[fileio.join(f, SENTENCEPIECE_FILE)
+                             for f in folders]))
+  raise CheckpointError(
+      f"checkpoint {path} does not exist (neither a directory nor a "
+      "checkpoint prefix with a .index file).")
+
+
+def has_output_side(source) -> bool:
+  """True when the source holds a whole pretrainer (encoder + output side)."""
+  resolved = resolve(source)
+  return bool(resolved.pretrainer_checkpoint) and _object_path(
+      resolved.pretrainer_checkpoint, _PRETRAINER_CHILDREN.issubset) is not None
+
+
+def find_sentencepiece(source) -> Optional[str]:
+  """The SentencePiece model that came with a checkpoint source, or None."""
+  return resolve(source).sp_model
+
+
+# === the model config ===
+def read_model_config(path) -> rembert_config.RemBertConfig:
+  """A model_config.yaml on any filesystem."""
+  path = fileio.as_str(path)
+  values = fileio.read_yaml(path) or {}
+  if isinstance(values, dict) and set(values) == {"model"}:
+    values = values["model"]
+  return rembert_config.model_config_from_dict(values, source=path)
+
+
+def write_model_config(cfg: rembert_config.RemBertConfig, path) -> None:
+  fileio.write_yaml(fileio.as_str(path), cfg.as_dict())
+
+
+def load_model_config_from_dir(directory) -> rembert_config.RemBertConfig:
+  """The model_config.yaml of a checkpoint directory (or SavedModel)."""
+  path = fileio.join(directory, MODEL_CONFIG_FILE)
+  if not fileio.exists(path):
     raise CheckpointError(
-        f"{checkpoint_path} does not match the encoder: {e}") from None
-  status.expect_partial()
-  return status
+        f"{directory}: no {MODEL_CONFIG_FILE}. A rembert_tf checkpoint "
+        "directory holds model_config.yaml and encoder/ckpt-*; make one with "
+        "`python -m rembert_tf.train` or `tools/convert_checkpoint.py --to "
+        "rembert_tf`, or pass the model config explicitly.")
+  return read_model_config(path)
 
 
-def load_encoder_from_dir(directory) -> Tuple[rembert_config.RemBertConfig,
-                                               rembert_encoder.RemBertEncoder]:
-  """Builds the encoder of a checkpoint directory and restores its weights."""
-  cfg = load_model_config_from_dir(directory)
+def _as_config(config: ModelConfigLike) -> rembert_config.RemBertConfig:
+  if isinstance(config, rembert_config.RemBertConfig):
+    return config
+  name = fileio.as_str(config)
+  if fileio.is_remote(name):
+    return read_model_config(name)
+  return rembert_config.load_model_config(name)
+
+
+def model_config_of(source, config: ModelConfigLike = None
+                    ) -> rembert_config.RemBertConfig:
+  """The model config of a source; `config` (preset / YAML / object) if given.
+
+  When the source has its own config and `config` is given too, they must
+  agree: the error lists every differing field.
+  """
+  resolved = resolve(source)
+  stored = (read_model_config(resolved.model_config)
+            if resolved.model_config else None)
+  if config is not None:
+    given = _as_config(config)
+    if stored is not None:
+      _check_same_config(stored, given, resolved.model_config, config)
+    return given
+  if stored is not None:
+    return stored
+  if resolved.kind == "saved_model":
+    from_keras = _config_from_keras_metadata(resolved.path)
+    if from_keras is not None:
+      return from_keras
+  raise CheckpointError(
+      f"{resolved.path}: no {MODEL_CONFIG_FILE} beside the checkpoint; pass "
+      "the model config (--model_config / --config: a configs/models/ name or "
+      "a YAML file).")
+
+
+def _check_same_config(stored, given, stored_path, config):
+  diff = [f"{k}: {stored_path} has {v!r}, the given config has "
+          f"{given.as_dict()[k]!r}"
+          for k, v in stored.as_dict().items() if given.as_dict()[k] != v]
+  if diff:
+    name = config if not isinstance(config, rembert_config.RemBertConfig) else (
+        "the given config")
+    raise CheckpointError(
+        f"{stored_path} and {name} disagree: " + "; ".join(diff) +
+        ". Drop the config argument to use the checkpoint's own config.")
+
+
+# RemBertEncoder.get_config() field -> RemBertConfig field.
+_ENCODER_TO_MODEL_CONFIG = {
+    "vocab_size": "vocab_size", "hidden_size": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_attention_heads": "num_attention_heads",
+    "inner_dim": "intermediate_size",
+    "input_embedding_size": "input_embedding_size", "hidden_act": "hidden_act",
+    "output_dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob",
+    "max_sequence_length": "max_position_embeddings",
+    "type_vocab_size": "type_vocab_size", "layer_norm_eps": "layer_norm_eps",
+    "initializer_range": "initializer_range",
+}
+
+
+def _config_from_keras_metadata(saved_model_dir: str):
+  """The encoder config in a Keras SavedModel's keras_metadata.pb, if any.
+
+  For SavedModels exported without model_config.yaml. Only encoder fields are
+  recoverable; the output side (never in an encoder export) is a decoupled
+  placeholder.
+  """
+  metadata_file = fileio.join(saved_model_dir, "keras_metadata.pb")
+  if not fileio.exists(metadata_file):
+    return None
+  from tf_keras.protobuf import saved_metadata_pb2  # pylint: disable=g-import-not-at-top
+  metadata = saved_metadata_pb2.SavedMetadata()
+  metadata.ParseFromString(fileio.read_bytes(metadata_file))
+  for node in metadata.nodes:
+    try:
+      layer = json.loads(node.metadata)
+    except ValueError:
+      continue
+    if str(layer.get("class_name", "")).endswith("RemBertEncoder"):
+      config = layer.get("config", {})
+      values = {dst: config[src] for src, dst in
+                _ENCODER_TO_MODEL_CONFIG.items() if src in config}
+      values.update(coupled=False, num_output_layers=0,
+                    output_embedding_size=values.get("hidden_size"))
+      logging.info("%s: model config read from keras_metadata.pb",
+                   saved_model_dir)
+      return rembert_config.model_config_from_dict(
+          values, source=f"{metadata_file} (RemBertEncoder config)")
+  return None
+
+
+# === reading weights: the one object-graph walker ===
+def _object_path(prefix: str, is_wanted: Callable[[set], bool]
+                 ) -> Optional[Tuple[str, ...]]:
+  """Child names from the checkpoint's root to the shallowest wanted node."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    graph_bytes = reader.get_tensor(_OBJECT_GRAPH_KEY)
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError(
+        f"{prefix}: not a readable TF2 object-based checkpoint "
+        f"({' '.join(str(e).split())[:200]}).") from None
+  from tensorflow.core.protobuf import trackable_object_graph_pb2  # pylint: disable=g-import-not-at-top
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(graph_bytes)
+  queue = collections.deque([(0, ())])
+  seen = {0}
+  while queue:
+    node_id, path = queue.popleft()
+    children = graph.nodes[node_id].children
+    if is_wanted({c.local_name for c in children}):
+      return path
+    for child in children:
+      if child.node_id not in seen:
+        seen.add(child.node_id)
+        queue.append((child.node_id, path + (child.local_name,)))
+  return None
+
+
+def _read_subtree(model, prefix: str, path: Tuple[str, ...], what: str) -> None:
+  """Reads the subtree at `path` of checkpoint `prefix` into `model`."""
+  holder = model
+  for name in reversed(path[1:]):
+    holder = tf.train.Checkpoint(**{name: holder})
+  checkpoint = (tf.train.Checkpoint(**{path[0]: holder}) if path
+                else tf.train.Checkpoint(root=model))
+  where = "/".join(path) or "<root>"
+  try:
+    status = checkpoint.read(prefix)
+    status.assert_existing_objects_matched()
+  except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
+    raise CheckpointError(
+        f"{prefix}: the {what} at {where} does not match the model config "
+        f"({' '.join(str(e).split())[:400]}). Use the model config the "
+        "checkpoint was written with.") from None
+  status.expect_partial()  # everything outside the subtree stays unread
+  logging.info("Read the %s from %s (at %s)", what, prefix, where)
+
+
+def restore_encoder(encoder: rembert_encoder.RemBertEncoder, source) -> str:
+  """Reads the encoder's weights from any checkpoint source; returns the prefix.
+
+  Output-side variables and optimizer slots in the source are never read.
+  """
+  resolved = resolve(source)
+  prefix = resolved.encoder_checkpoint
+  path = _object_path(prefix, _ENCODER_CHILDREN.issubset)
+  if path is None:
+    raise CheckpointError(
+        f"{prefix}: no RemBertEncoder in the checkpoint's object graph (a node "
+        f"with children {', '.join(sorted(_ENCODER_CHILDREN))}).")
+  _read_subtree(encoder, prefix, path, "encoder")
+  return prefix
+
+
+def restore_pretrainer(pretrainer: rembert_pretrainer.RemBertPretrainer,
+                       source) -> str:
+  """Reads encoder + output side (MLM head, output layers); returns the prefix.
+
+  The optimizer and the step in the source are never read.
+
+  Raises:
+    CheckpointError: when the source has no output side (an encoder-only
+      checkpoint or SavedModel), naming what to convert instead.
+  """
+  resolved = resolve(source)
+  prefix = resolved.pretrainer_checkpoint
+  path = (_object_path(prefix, _PRETRAINER_CHILDREN.issubset)
+          if prefix else None)
+  if path is None:
+    raise CheckpointError(
+        f"{resolved.path}: no output side (no {PRETRAINER_SUBDIR}/ckpt-N and "
+        "no pre-training ckpt-N holding the MLM head); only the encoder can be "
+        "read from it. Convert the released checkpoint with "
+        "`--with_output_side`, or start from a pre-training model_dir.")
+  _read_subtree(pretrainer, prefix, path, "pretrainer (encoder + output side)")
+  return prefix
+
+
+def load_encoder(source, config: ModelConfigLike = None
+                 ) -> Tuple[rembert_config.RemBertConfig,
+                            rembert_encoder.RemBertEncoder]:
+  """Builds the encoder of a checkpoint source and restores its weights."""
+  resolved = resolve(source)
+  cfg = model_config_of(resolved, config)
   encoder = rembert_encoder.build_encoder(cfg)
-  restore_encoder(encoder, encoder_checkpoint_path(directory))
+  restore_encoder(encoder, resolved)
   return cfg, encoder
 
 
+def load_pretrainer(source, config: ModelConfigLike = None
+                    ) -> Tuple[rembert_config.RemBertConfig,
+                               rembert_pretrainer.RemBertPretrainer]:
+  """Builds the pretrainer of a checkpoint source, encoder + output side restored."""
+  resolved = resolve(source)
+  cfg = model_config_of(resolved, config)
+  pretrainer = rembert_pretrainer.build_pretrainer(cfg)
+  restore_pretrainer(pretrainer, resolved)
+  return cfg, pretrainer
+
+
+# === writing ===
 def write_encoder_checkpoint(encoder, directory, step: int = 0,
                              max_to_keep: int = 3) -> str:
   """Saves `encoder` as DIR/encoder/ckpt-<step> with a CheckpointManager.
@@ -98,45 +429,61 @@ def write_encoder_checkpoint(encoder, directory, step: int = 0,
   """
   manager = tf.train.CheckpointManager(
       tf.train.Checkpoint(encoder=encoder),
-      directory=os.path.join(str(directory), ENCODER_SUBDIR),
+      directory=fileio.join(directory, ENCODER_SUBDIR),
       max_to_keep=max_to_keep)
   return manager.save(checkpoint_number=step)
 
 
-class AtomicDirectory:
-  """Writes a directory under a temporary sibling name, renamed on success.
+def write_pretrainer_checkpoint(pretrainer, directory, step: int = 0,
+                                max_to_keep: int = 1) -> str:
+  """Saves encoder + output side as DIR/pretrainer/ckpt-<step> (key `model`)."""
+  manager = tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=pretrainer),
+      directory=fileio.join(directory, PRETRAINER_SUBDIR),
+      max_to_keep=max_to_keep)
+  return manager.save(checkpoint_number=step)
 
-  ```python
-  with AtomicDirectory(output_dir, overwrite=False) as tmp:
-      ...write files under tmp...
-  # output_dir now exists, complete; on an exception nothing is left.
-  ```
+
+def check_sentencepiece(sp_model) -> tokenizer.SpecialTokens:
+  """Refuses a file that is not a SentencePiece model with the special pieces."""
+  return tokenizer.SpecialTokens.from_model(sp_model)
+
+
+def copy_sentencepiece(sp_model, directory) -> str:
+  """Copies a SentencePiece model in as DIR/sentencepiece.model (+ its .json)."""
+  target = fileio.join(directory, SENTENCEPIECE_FILE)
+  fileio.copy(sp_model, target, overwrite=True)
+  tokenizer.write_tokenizer_metadata(target)
+  return target
+
+
+def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
+                         sp_model: Optional[str] = None, step: int = 0) -> None:
+  """Writes model_config.yaml, encoder/ckpt-N, [pretrainer/ckpt-N], [sentencepiece.model].
+
+  `directory` should be the temporary directory of `fileio.atomic_directory`.
+  """
+  fileio.makedirs(directory)
+  write_model_config(cfg, fileio.join(directory, MODEL_CONFIG_FILE))
+  write_encoder_checkpoint(encoder, directory, step=step)
+  if pretrainer is not None:
+    write_pretrainer_checkpoint(pretrainer, directory, step=step)
+  if sp_model:
+    copy_sentencepiece(sp_model, directory)
+
+
+class AtomicDirectory:
+  """`fileio.atomic_directory` yielding a `pathlib.Path`, for older callers.
+
+  New code uses `fileio.atomic_directory` (any filesystem) directly.
   """
 
   def __init__(self, final_dir, overwrite: bool = False):
-    self.final_dir = pathlib.Path(final_dir)
-    self.overwrite = overwrite
-    self.tmp_dir = None
+    self._context = fileio.atomic_directory(fileio.as_str(final_dir),
+                                            overwrite=overwrite)
 
   def __enter__(self) -> pathlib.Path:
-    if self.final_dir.exists() and not self.overwrite:
-      raise FileExistsError(
-          f"{self.final_dir} already exists; choose another output directory "
-          "or pass --overwrite to replace it.")
-    self.final_dir.parent.mkdir(parents=True, exist_ok=True)
-    self.tmp_dir = pathlib.Path(tempfile.mkdtemp(
-        prefix=f".{self.final_dir.name}.tmp-", dir=self.final_dir.parent))
-    return self.tmp_dir
+    return pathlib.Path(self._context.__enter__())
 
   def __exit__(self, exc_type, exc, tb):
-    if exc_type is not None:
-      shutil.rmtree(self.tmp_dir, ignore_errors=True)
-      return False
-    if self.final_dir.exists():
-      old = self.final_dir.with_name(f".{self.final_dir.name}.old-{os.getpid()}")
-      os.replace(self.final_dir, old)
-      os.replace(self.tmp_dir, self.final_dir)
-      shutil.rmtree(old, ignore_errors=True)
-    else:
-      os.replace(self.tmp_dir, self.final_dir)
-    return False
+    return self._context.__exit__(exc_type, exc, tb)

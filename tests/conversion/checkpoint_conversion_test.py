@@ -25,7 +25,6 @@ from rembert_tf.modeling import checkpoints
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
-from rembert_tf.conversion import rembert_tf_dir
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SMALL = dict(vocab_size=97, hidden_size=32, num_attention_heads=2,
@@ -55,7 +54,7 @@ def randomize(variables, seed):
 
 def write_dir(path, cfg, model, encoder):
   with checkpoints.AtomicDirectory(path) as tmp:
-    rembert_tf_dir.write_checkpoint_dir(tmp, cfg, encoder, model)
+    checkpoints.write_checkpoint_dir(tmp, cfg, encoder, model)
   return path
 
 
@@ -207,16 +206,16 @@ def test_rembert_tf_hf_rembert_tf_round_trip_is_bit_identical(
   back = tmp_path / "back"
   converter.convert_checkpoint("hf", "rembert_tf", hf_dir, back)
   assert (back / "pretrainer").is_dir() and (back / "encoder").is_dir()
-  loaded = rembert_tf_dir.load_checkpoint_dir(back, with_output_side=True)
-  assert loaded.cfg.as_dict() == cfg.as_dict()
+  loaded_cfg, loaded_pretrainer = checkpoints.load_pretrainer(back)
+  assert loaded_cfg.as_dict() == cfg.as_dict()
   before = slot_values(model, True)
-  after = slot_values(loaded.pretrainer, True)
+  after = slot_values(loaded_pretrainer, True)
   assert sorted(before) == sorted(after)
   for name in before:
     np.testing.assert_array_equal(before[name], after[name], err_msg=name)
     assert before[name].dtype == after[name].dtype == np.float32
   # The encoder-only checkpoint of the result matches too (what fine-tuning reads).
-  _, encoder = checkpoints.load_encoder_from_dir(back)
+  _, encoder = checkpoints.load_encoder(back)
   for a, b in zip(model.encoder.variables, encoder.variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -233,7 +232,7 @@ def test_encoder_matches_numpy_reference_of_released_architecture(
   back = tmp_path / "from_hf"
   converter.convert_checkpoint("hf", "rembert_tf", hf_dir, back, encoder_only=True)
   assert not (back / "pretrainer").exists()
-  _, encoder = checkpoints.load_encoder_from_dir(back)
+  _, encoder = checkpoints.load_encoder(back)
   assert_outputs_close(expected, encoder(inputs, training=False))
 
 
@@ -326,7 +325,7 @@ def test_tf1_to_rembert_tf_keeps_every_encoder_tensor(tf1_checkpoint, tmp_path):
   converter.convert_checkpoint("tf1", "rembert_tf", prefix, out,
                                config=config_path)
   assert sorted(p.name for p in out.iterdir()) == ["encoder", "model_config.yaml"]
-  loaded_cfg, encoder = checkpoints.load_encoder_from_dir(out)
+  loaded_cfg, encoder = checkpoints.load_encoder(out)
   assert loaded_cfg.as_dict() == cfg.as_dict()
   values = slot_values(encoder, False)
   assert sorted(values) == sorted(tensors)
@@ -402,7 +401,7 @@ def test_equal_widths_identity_projection(tmp_path):
   randomize(encoder.variables, seed=3)
   src = tmp_path / "src"
   with checkpoints.AtomicDirectory(src) as tmp:
-    rembert_tf_dir.write_checkpoint_dir(tmp, cfg, encoder)
+    checkpoints.write_checkpoint_dir(tmp, cfg, encoder)
   hf = tmp_path / "hf"
   converter.convert_checkpoint("rembert_tf", "hf", src, hf)
   weights = load_file(str(hf / "model.safetensors"))
@@ -413,7 +412,7 @@ def test_equal_widths_identity_projection(tmp_path):
                        encoder(inputs, training=False))
   back = tmp_path / "back"
   converter.convert_checkpoint("hf", "rembert_tf", hf, back)
-  _, restored = checkpoints.load_encoder_from_dir(back)
+  _, restored = checkpoints.load_encoder(back)
   for a, b in zip(encoder.variables, restored.variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
   # A learned (non-identity) projection cannot be represented: refused.
@@ -469,12 +468,12 @@ def test_pretraining_model_dir_to_clean_checkpoint_dir(source_dir, tmp_path):
       str(model_dir), max_to_keep=1).save(checkpoint_number=3)
   out = tmp_path / "clean"
   converter.convert_checkpoint("rembert_tf", "rembert_tf", model_dir, out)
-  loaded = rembert_tf_dir.load_checkpoint_dir(out, with_output_side=True)
-  before, after = slot_values(model, True), slot_values(loaded.pretrainer, True)
+  loaded_cfg, loaded_pretrainer = checkpoints.load_pretrainer(out)
+  before, after = slot_values(model, True), slot_values(loaded_pretrainer, True)
   assert sorted(before) == sorted(after)
   for name in before:
     np.testing.assert_array_equal(before[name], after[name], err_msg=name)
-  _, encoder = checkpoints.load_encoder_from_dir(out)  # fine-tuning's entry
+  _, encoder = checkpoints.load_encoder(out)  # fine-tuning's entry
   for a, b in zip(model.encoder.variables, encoder.variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -493,7 +492,7 @@ def test_hf_masked_lm_without_pooler(source_dir, hf_dir, tmp_path):
     converter.convert_checkpoint("hf", "rembert_tf", folder, tmp_path / "a")
   converter.convert_checkpoint("hf", "rembert_tf", folder, tmp_path / "b",
                                allow_missing_pooler=True)
-  _, encoder = checkpoints.load_encoder_from_dir(tmp_path / "b")
+  _, encoder = checkpoints.load_encoder(tmp_path / "b")
   before, after = slot_values(model.encoder, False), slot_values(encoder, False)
   for name in before:
     if not name.startswith("bert/pooler/"):

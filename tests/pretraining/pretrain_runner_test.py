@@ -87,7 +87,7 @@ def test_train_and_eval_writes_checkpoints_encoder_and_summaries(trained_dir):
     assert np.isfinite(metrics[key]), key
   assert os.path.exists(os.path.join(model_dir, "ckpt-2.index"))
   # Encoder-only checkpoint + model config + tokenizer, per checkpoints.py.
-  cfg, encoder = checkpoints.load_encoder_from_dir(model_dir)
+  cfg, encoder = checkpoints.load_encoder(model_dir)
   assert cfg.num_hidden_layers == 1
   assert checkpoints.encoder_checkpoint_path(model_dir).endswith("ckpt-4")
   assert os.path.exists(os.path.join(model_dir, "sentencepiece.model"))
