@@ -1,19 +1,46 @@
 """Command-line front ends: one module per command, each with `main(argv)` and `run()`.
 
 `tools/NAME.py` and the console scripts (`rembert-*`, see setup.py) call `run()`.
+Every command takes `--verbose`; without it TensorFlow's start-up lines and
+every log line go to a log file (see `rembert_tf.common.console`).
 """
 import sys
+from typing import Callable, Iterable, Optional
+
+from rembert_tf.common import console
+
+# TensorFlow reads its C++ log level when imported: this runs first, because
+# every command module imports this package before TensorFlow.
+console.quiet_tensorflow_import()
+console.define_verbose_flag()
 
 
-def run_command(main, doc: str) -> None:
+def run_command(main: Callable, doc: str, program: Optional[str] = None,
+                output_dir_flag: Optional[str] = None,
+                keep_log_exit_codes: Iterable[int] = (0,)) -> None:
   """Parses absl flags and runs `main`; `--help` shows the command's docstring.
 
   absl prints the `__main__` module's docstring as the usage text; under a
   console script or a tools/ wrapper `__main__` is the wrapper, so the
   command module's docstring is put there.
+
+  With `program` (the console-script name), logs go to a file that ends in
+  `<value of --output_dir_flag>/logs/` (see `console.start_command_output`).
   """
   from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
   main_module = sys.modules.get("__main__")
   if main_module is not None:
     main_module.__doc__ = doc
-  app.run(main)
+  if program is None:
+    app.run(main)
+    return
+
+  def main_with_log_file(argv):
+    output_dir = flags.FLAGS[output_dir_flag].value if output_dir_flag else None
+    output = console.start_command_output(
+        program, output_dir, verbose=flags.FLAGS[console.VERBOSE_FLAG].value,
+        keep_log_exit_codes=keep_log_exit_codes)
+    return console.run_with_command_output(main, argv, output)
+
+  app.run(main_with_log_file)
