@@ -28,11 +28,18 @@ chunk_index])`, and shards are assembled in unit order and shuffled with
 
 Worker processes (`spawn`) import neither TensorFlow nor protobuf: they encode
 Examples with `example_encoding` and frame them as TFRecords (numpy CRC32C,
-`tfrecord_writer`) into per-unit temporary files; the parent shuffles and
-concatenates them into `pretrain-XXXXX-of-YYYYY.tfrecord` shards, each written under
-a temporary name (`.incomplete`) and renamed when complete, and writes
-`metadata.json` last. A directory that already holds records is refused unless
-`overwrite=True`.
+`tfrecord_writer`) into per-unit local temporary files; the parent shuffles and
+concatenates them into `pretrain-XXXXX-of-YYYYY.tfrecord` shards and
+`metadata.json`, all in a staging directory `.create_pretraining_data.tmp-*`
+inside the output directory, then swaps them in (`pretraining_records.
+swap_in_records`): old records stay until the new ones are complete, a failed
+run removes its staging directory, and the next run removes one a killed run
+left. A directory that already holds records is refused unless
+`overwrite=True`. The output may be on any filesystem (`gs://`).
+
+The same steps are the transforms of the Apache Beam pipeline
+(`beam_pretraining_data`): `chunk_records`, `shard_permutation` and
+`build_metadata` are shared, so both write the same bytes for a seed.
 
 Compared with Model Garden's `official/nlp/data/create_pretraining_data.py`
 (which this follows for masking and packing): no next-sentence pairs (RemBERT
@@ -44,61 +51,139 @@ Example:
 from rembert_tf.data import pretraining_data
 meta = pretraining_data.create_pretraining_data(
     inputs=["/tmp/corpus/{lang}/*.txt"], output_dir="/tmp/records",
-    sentencepiece_model="/tmp/spm/sentencepiece.model", seq_length=128,
-    max_predictions_per_seq=20, num_output_shards=4, num_workers=2)
+    sentencepiece_model="/tmp/spm/sentencepiece.model",
+    options=pretraining_data.RecordOptions(seq_length=128,
+                                           max_predictions_per_seq=20,
+                                           num_output_shards=4),
+    num_workers=2)
 print(meta["num_examples"], meta["languages"]["en"]["sequences"])
 ```
 """
 import dataclasses
-import functools
 import itertools
+import math
 import multiprocessing
 import os
-import pathlib
 import queue
-import shutil
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_records
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tfrecord_writer
 from rembert_tf.data import tokenizer
 
+# Documents whose records are masked and encoded together (one RNG each).
+DOCUMENTS_PER_CHUNK = 256
+MAX_SEQ_LENGTH = 8192
+# Seeds the shard shuffles apart from the chunks' generators.
+_SHARD_SHUFFLE_STREAM = 1_000_003
+
+Masking = pretraining_records.Masking
+
 
 @dataclasses.dataclass(frozen=True)
 class RecordOptions:
-  """What every worker needs to turn documents into records."""
-  sentencepiece_model: str
-  vocab_size: int
+  """Every setting that decides the records (besides the inputs and the model)."""
   seq_length: int = 128
   max_predictions_per_seq: int = 20
-  masked_lm_prob: float = 0.15
-  mask_token_rate: float = 0.8
-  random_token_rate: float = 0.1
+  masking: Masking = Masking()
+  dupe_factor: int = 1
   short_seq_prob: float = 0.1
-  layout: str = pretraining_records.LAYOUT_STATIC
+  unmasked: bool = False
+  language_sampling_alpha: float = 0.7
   num_output_shards: int = 8
   seed: int = 12345
+
+  @property
+  def layout(self) -> str:
+    return (pretraining_records.LAYOUT_UNMASKED if self.unmasked
+            else pretraining_records.LAYOUT_STATIC)
+
+  def check(self) -> "RecordOptions":
+    """Raises errors.UsageError naming the flag that is out of range."""
+    if not 3 <= self.seq_length <= MAX_SEQ_LENGTH:
+      raise errors.UsageError(
+          f"--seq_length must be in [3, {MAX_SEQ_LENGTH}] ([CLS] + at least one "
+          f"token + [SEP]), got {self.seq_length}.")
+    if not 1 <= self.max_predictions_per_seq <= self.seq_length - 2:
+      raise errors.UsageError(
+          f"--max_predictions_per_seq must be in [1, {self.seq_length - 2}] "
+          f"(--seq_length {self.seq_length} minus [CLS] and [SEP]), got "
+          f"{self.max_predictions_per_seq}.")
+    self.masking.check()
+    if self.dupe_factor < 1:
+      raise errors.UsageError(
+          f"--dupe_factor must be >= 1, got {self.dupe_factor}.")
+    if not 0 <= self.short_seq_prob <= 1:
+      raise errors.UsageError(
+          f"--short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
+    if self.language_sampling_alpha < 0:
+      raise errors.UsageError(
+          f"--alpha must be >= 0, got {self.language_sampling_alpha}.")
+    if not 1 <= self.num_output_shards <= 100_000:
+      raise errors.UsageError(
+          f"--num_output_shards must be in [1, 100000], got "
+          f"{self.num_output_shards}.")
+    return self
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordJob:
+  """What every worker needs: the options, the model and its special ids."""
+  options: RecordOptions
+  sentencepiece_model: str
+  special: tokenizer.SpecialTokens
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """The first pass's outcome: input bytes and sampling per language."""
+  sizes: Dict[str, int]
+  probabilities: Dict[str, float]
+  passes: Dict[str, float]
+
+
+# Per-language counters: documents, lines, tokens, sequences.
+_COUNTS = ("documents", "lines", "tokens", "sequences")
 
 
 @dataclasses.dataclass
 class UnitResult:
   """Counts of one unit (input file)."""
   unit_index: int
-  language: str
   path: str
-  documents: int = 0
-  lines: int = 0
-  tokens: int = 0
-  sequences: int = 0
-  invalid_utf8_replacements: int = 0
-  skipped_json_lines: int = 0
-  sequences_per_shard: Optional[List[int]] = None
+  read: text_inputs.ReadStats = dataclasses.field(
+      default_factory=text_inputs.ReadStats)
+  languages: Dict[str, List[int]] = dataclasses.field(default_factory=dict)
+  shard_languages: Dict[int, Dict[str, int]] = dataclasses.field(
+      default_factory=dict)
+
+  def add_counts(self, language: str, counts: Sequence[int]) -> None:
+    mine = self.languages.setdefault(language, [0] * len(_COUNTS))
+    for i, n in enumerate(counts):
+      mine[i] += n
+
+  def count(self, name: str, language: Optional[str] = None) -> int:
+    i = _COUNTS.index(name)
+    return sum(c[i] for l, c in self.languages.items()
+               if language is None or l == language)
+
+
+@dataclasses.dataclass
+class ChunkRecords:
+  """The records of one chunk, their shards and languages, and its counts."""
+  records: List[bytes]
+  shards: List[int]
+  languages: List[str]
+  counts: Dict[str, List[int]]  # language -> documents, lines, tokens, sequences
 
 
 def pack_document(lines_ids: Sequence[Sequence[int]], max_num_tokens: int,
@@ -142,27 +227,190 @@ def pack_document(lines_ids: Sequence[Sequence[int]], max_num_tokens: int,
   return sequences
 
 
+# ----------------------------------------------------------------------------
+# The steps both engines share (local processes and Beam).
+
+def plan_languages(sizes: Dict[str, int], alpha: float, dupe_factor: int,
+                   inputs: Sequence[str]) -> Plan:
+  """Smoothed sampling from the first pass's bytes per language."""
+  if not sizes or all(n == 0 for n in sizes.values()):
+    raise text_inputs.InputError(
+        f"inputs {list(inputs)}: every input file is empty; there is no text.")
+  return Plan(sizes=dict(sizes),
+              probabilities=text_inputs.smoothed_language_probabilities(
+                  sizes, alpha),
+              passes=passes_per_document(sizes, alpha, dupe_factor))
+
+
+def passes_per_document(sizes: Dict[str, int], alpha: float,
+                        dupe_factor: int) -> Dict[str, float]:
+  """r_l: how often each document of language l is used (see module doc)."""
+  q = text_inputs.smoothed_language_probabilities(sizes, alpha)
+  total = float(sum(sizes.values()))
+  ratio = {l: q[l] / (n / total) for l, n in sizes.items() if n > 0}
+  base = min(ratio.values())
+  return {l: dupe_factor * r / base for l, r in ratio.items()}
+
+
+def iter_chunks(input_file: text_inputs.InputFile,
+                stats: text_inputs.ReadStats,
+                keep: Optional[Sequence[str]] = None
+                ) -> Iterator[Tuple[int, List[Tuple[str, List[str]]]]]:
+  """(chunk_index, [(language, lines), ...]) of DOCUMENTS_PER_CHUNK documents."""
+  documents = text_inputs.iter_language_documents(input_file, stats, keep)
+  for chunk_index in itertools.count():
+    chunk = list(itertools.islice(documents, DOCUMENTS_PER_CHUNK))
+    if not chunk:
+      return
+    yield chunk_index, chunk
+
+
+_PROCESSOR_CACHE: Dict[str, Any] = {}
+
+
+def sentencepiece_processor(path: str):
+  """The model loaded once per process (workers reuse it for every chunk)."""
+  if path not in _PROCESSOR_CACHE:
+    _PROCESSOR_CACHE[path] = tokenizer.load_sentencepiece(path)
+  return _PROCESSOR_CACHE[path]
+
+
+def chunk_records(chunk: Sequence[Tuple[str, List[str]]], unit_index: int,
+                  chunk_index: int, passes: Mapping[str, float],
+                  job: RecordJob) -> ChunkRecords:
+  """Tokenises, packs, masks and encodes one chunk; assigns each record a shard.
+
+  All randomness of a chunk (a fixed run of documents of one file) comes from
+  its own generator, seeded by (seed, unit, chunk): the result does not depend
+  on which process or Beam worker runs it.
+  """
+  options = job.options
+  sp = sentencepiece_processor(job.sentencepiece_model)
+  flat = [line for _, lines in chunk for line in lines]
+  flat_ids = sp.encode(flat, num_threads=1)
+  rng = np.random.default_rng([options.seed, unit_index, chunk_index])
+  contents, languages = [], []
+  counts: Dict[str, List[int]] = {}
+  start = 0
+  for language, lines in chunk:
+    lines_ids = flat_ids[start:start + len(lines)]
+    start += len(lines)
+    passes_l = passes.get(language, 0.0)
+    whole = int(np.floor(passes_l))
+    num_passes = whole + int(rng.random() < passes_l - whole)
+    mine = counts.setdefault(language, [0, 0, 0, 0])
+    mine[0] += 1
+    mine[1] += len(lines)
+    mine[2] += sum(len(ids) for ids in lines_ids)
+    for _ in range(num_passes):
+      packed = pack_document(lines_ids, options.seq_length - 2,
+                             options.short_seq_prob, rng)
+      contents.extend(packed)
+      languages.extend([language] * len(packed))
+      mine[3] += len(packed)
+  records = pretraining_records.encode_sequences(
+      contents, seq_length=options.seq_length,
+      max_predictions_per_seq=options.max_predictions_per_seq,
+      special=job.special, rng=rng, layout=options.layout,
+      masking=options.masking)
+  shards = rng.integers(options.num_output_shards, size=len(records)).tolist()
+  return ChunkRecords(records, shards, languages, counts)
+
+
+def shard_permutation(seed: int, shard_index: int, num_records: int
+                      ) -> np.ndarray:
+  """The order of a shard's records (given in unit, chunk, record order)."""
+  return np.random.default_rng([seed, _SHARD_SHUFFLE_STREAM, shard_index]
+                               ).permutation(num_records)
+
+
+def shard_metadata(shard_index: int, num_shards: int,
+                   languages: Mapping[str, int]) -> Dict[str, Any]:
+  return {"file": pretraining_records.shard_file_name(shard_index, num_shards),
+          "num_examples": int(sum(languages.values())),
+          "num_examples_per_language": dict(sorted(
+              (l, int(n)) for l, n in languages.items() if n))}
+
+
+def build_metadata(*, inputs: Sequence[str], files: Sequence[text_inputs.InputFile],
+                   plan: Plan, results: Sequence[UnitResult],
+                   shard_meta: Sequence[Dict[str, Any]], job: RecordJob,
+                   sentencepiece_sha256: str) -> Dict[str, Any]:
+  """metadata.json of a record directory (the same for both engines)."""
+  options = job.options
+  meta = pretraining_records.base_metadata(
+      layout=options.layout, seq_length=options.seq_length,
+      max_predictions_per_seq=options.max_predictions_per_seq,
+      special=job.special, masking=options.masking)
+  meta["masking"].update(dupe_factor=options.dupe_factor,
+                         short_seq_prob=options.short_seq_prob)
+  meta["num_examples"] = int(sum(s["num_examples"] for s in shard_meta))
+  meta["shards"] = list(shard_meta)
+  by_path = {r.path: r for r in results}
+  total_bytes = sum(plan.sizes.values())
+  languages_meta = {}
+  for lang in sorted(plan.sizes):
+    path_files = [f for f in files if f.language == lang and
+                  f.languages_known_from_path]
+    path_results = [by_path[f.path] for f in path_files if f.path in by_path]
+    languages_meta[lang] = {
+        "input_files": len(path_files),
+        "input_bytes": plan.sizes[lang],
+        **{name: sum(r.count(name, lang) for r in results) for name in _COUNTS},
+        "natural_probability": round(plan.sizes[lang] / total_bytes, 6),
+        "sampling_probability": round(plan.probabilities[lang], 6),
+        "passes_per_document": round(plan.passes.get(lang, 0.0), 6),
+        "invalid_utf8_replacements": sum(
+            r.read.invalid_utf8_replacements for r in path_results),
+        "skipped_json_lines": sum(r.read.skipped_json_lines
+                                  for r in path_results),
+    }
+  meta["languages"] = languages_meta
+  meta["languages_without_text"] = sorted(
+      l for l, m in languages_meta.items() if m["documents"] == 0)
+  meta["inputs"] = []
+  for f in files:
+    r = by_path.get(f.path)
+    entry = {"path": f.path, "language": f.language or None, "format": f.format,
+             "documents": r.count("documents") if r else 0,
+             "sequences": r.count("sequences") if r else 0}
+    if f.language_field:
+      entry["language_field"] = f.language_field
+    if r and not f.languages_known_from_path:
+      entry["invalid_utf8_replacements"] = r.read.invalid_utf8_replacements
+      entry["skipped_json_lines"] = r.read.skipped_json_lines
+    meta["inputs"].append(entry)
+  meta["tokenizer"] = {"sentencepiece_model": job.sentencepiece_model,
+                       "sha256": sentencepiece_sha256,
+                       "vocab_size": job.special.vocab_size}
+  meta["sentencepiece_sha256"] = sentencepiece_sha256
+  meta["language_sampling_alpha"] = options.language_sampling_alpha
+  meta["seed"] = options.seed
+  return meta
+
+
+# ----------------------------------------------------------------------------
+# The local engine: one process per input file.
+
 class _ShardSpill:
-  """Per-unit temporary files, one per output shard, of TFRecord-framed records.
+  """Per-unit local temporary files, one per output shard, of framed records.
 
   Records are framed (CRCs computed) here, in the worker, so the parent only
   shuffles and concatenates.
   """
 
-  def __init__(self, tmp_dir: str, unit_index: int, num_shards: int):
-    self._paths = [os.path.join(tmp_dir, f"unit-{unit_index:06d}.shard-{k:05d}")
+  def __init__(self, spill_dir: str, unit_index: int, num_shards: int):
+    self._paths = [spill_path(spill_dir, unit_index, k)
                    for k in range(num_shards)]
     self._pending: List[bytes] = []
     self._pending_shards: List[int] = []
     self._pending_bytes = 0
     self._files = [None] * num_shards
-    self.counts = [0] * num_shards
 
   def add(self, shard: int, record: bytes):
     self._pending.append(record)
     self._pending_shards.append(shard)
     self._pending_bytes += len(record)
-    self.counts[shard] += 1
     if self._pending_bytes > (8 << 20):
       self._flush()
 
@@ -173,7 +421,7 @@ class _ShardSpill:
       by_shard.setdefault(shard, []).append(data)
     for shard, chunks in sorted(by_shard.items()):
       if self._files[shard] is None:
-        self._files[shard] = open(self._paths[shard], "wb")
+        self._files[shard] = fileio.open_file(self._paths[shard], "wb")
       self._files[shard].write(b"".join(chunks))
     self._pending, self._pending_shards, self._pending_bytes = [], [], 0
 
@@ -185,97 +433,38 @@ class _ShardSpill:
         f.close()
 
 
+def spill_path(spill_dir: str, unit_index: int, shard: int) -> str:
+  return fileio.join(spill_dir, f"unit-{unit_index:06d}.shard-{shard:05d}")
+
+
 def read_spill(path: str) -> List[bytes]:
-  if not os.path.exists(path):
+  if not fileio.exists(path):
     return []
-  with open(path, "rb") as f:
-    return tfrecord_writer.split_framed(f.read())
-
-
-_PROCESSOR_CACHE: Dict[str, Any] = {}
-# Documents whose records are masked and encoded together (one RNG each).
-DOCUMENTS_PER_CHUNK = 256
-
-
-def _processor(path: str):
-  if path not in _PROCESSOR_CACHE:
-    _PROCESSOR_CACHE[path] = tokenizer.load_sentencepiece(path)
-  return _PROCESSOR_CACHE[path]
-
-
-def _tokenized_documents(sp, documents, chunk_lines: int = 4096):
-  """Yields each document as a list of token-id lists (lines).
-
-  Lines of many documents are tokenised in one single-threaded SentencePiece
-  call: per-call overhead dominates short lines otherwise.
-  """
-  chunk: List[List[str]] = []
-  num_lines = 0
-  def flush():
-    flat = [line for doc in chunk for line in doc]
-    ids = sp.encode(flat, num_threads=1)
-    start = 0
-    for doc in chunk:
-      yield ids[start:start + len(doc)]
-      start += len(doc)
-  for document in documents:
-    chunk.append(document)
-    num_lines += len(document)
-    if num_lines >= chunk_lines:
-      yield from flush()
-      chunk, num_lines = [], 0
-  if chunk:
-    yield from flush()
+  return tfrecord_writer.split_framed(fileio.read_bytes(path))
 
 
 def process_unit(unit_index: int, input_file: text_inputs.InputFile,
-                 passes_per_document: float, options: RecordOptions,
-                 tmp_dir: str,
+                 passes: Mapping[str, float], job: RecordJob, spill_dir: str,
+                 keep: Optional[Sequence[str]] = None,
                  progress: Optional[Callable[[int, int, int], None]] = None
                  ) -> UnitResult:
-  """Tokenises, packs, masks and spills one input file (runs in a worker)."""
-  sp = _processor(options.sentencepiece_model)
-  result = UnitResult(unit_index, input_file.language, input_file.path)
-  spill = _ShardSpill(tmp_dir, unit_index, options.num_output_shards)
-  stats = text_inputs.ReadStats()
-  max_num_tokens = options.seq_length - 2
-  whole_passes = int(np.floor(passes_per_document))
-  extra_pass_prob = passes_per_document - whole_passes
+  """All chunks of one input file, spilled per shard (runs in a worker)."""
+  result = UnitResult(unit_index, input_file.path)
+  spill = _ShardSpill(spill_dir, unit_index, job.options.num_output_shards)
   pending = [0, 0, 0]
   last_report = time.time()
-  encode = functools.partial(
-      pretraining_records.encode_sequences, seq_length=options.seq_length,
-      max_predictions_per_seq=options.max_predictions_per_seq,
-      vocab_size=options.vocab_size, layout=options.layout,
-      masked_lm_prob=options.masked_lm_prob,
-      mask_token_rate=options.mask_token_rate,
-      random_token_rate=options.random_token_rate)
   try:
-    documents = _tokenized_documents(
-        sp, text_inputs.iter_documents(input_file, stats))
-    for chunk_index in itertools.count():
-      chunk = list(itertools.islice(documents, DOCUMENTS_PER_CHUNK))
-      if not chunk:
-        break
-      # All randomness of a chunk (a fixed run of documents of this file)
-      # comes from its own generator: independent of the worker count.
-      rng = np.random.default_rng([options.seed, unit_index, chunk_index])
-      contents = []
-      for lines_ids in chunk:
-        num_passes = whole_passes + int(rng.random() < extra_pass_prob)
-        doc_tokens = sum(len(ids) for ids in lines_ids)
-        result.tokens += doc_tokens
-        pending[0] += 1
-        pending[2] += doc_tokens
-        for _ in range(num_passes):
-          contents.extend(pack_document(lines_ids, max_num_tokens,
-                                        options.short_seq_prob, rng))
-      records = encode(contents, rng=rng)
-      shards = rng.integers(options.num_output_shards, size=len(records))
-      for shard, record in zip(shards.tolist(), records):
+    for chunk_index, chunk in iter_chunks(input_file, result.read, keep):
+      out = chunk_records(chunk, unit_index, chunk_index, passes, job)
+      for shard, language, record in zip(out.shards, out.languages, out.records):
         spill.add(shard, record)
-      result.sequences += len(records)
-      pending[1] += len(records)
+        per_language = result.shard_languages.setdefault(shard, {})
+        per_language[language] = per_language.get(language, 0) + 1
+      for language, counts in out.counts.items():
+        result.add_counts(language, counts)
+        pending[0] += counts[0]
+        pending[2] += counts[2]
+      pending[1] += len(out.records)
       if progress is not None and time.time() - last_report > 0.5:
         progress(*pending)
         pending = [0, 0, 0]
@@ -284,16 +473,8 @@ def process_unit(unit_index: int, input_file: text_inputs.InputFile,
     spill.close()
   if progress is not None and any(pending):
     progress(*pending)
-  result.documents = stats.documents
-  result.lines = stats.lines
-  result.invalid_utf8_replacements = stats.invalid_utf8_replacements
-  result.skipped_json_lines = stats.skipped_json_lines
-  result.sequences_per_shard = spill.counts
   return result
 
-
-# ----------------------------------------------------------------------------
-# Worker-process plumbing (spawn: no TensorFlow in the workers).
 
 _WORKER_QUEUE = None
 
@@ -307,14 +488,12 @@ def _worker_progress(documents, sequences, tokens):
   _WORKER_QUEUE.put((documents, sequences, tokens))
 
 
-def _run_unit(args):
-  unit_index, input_file, passes, options, tmp_dir = args
-  return process_unit(unit_index, input_file, passes, options, tmp_dir,
-                      progress=_worker_progress)
+def _run_unit(task):
+  return process_unit(*task, progress=_worker_progress)
 
 
 class _Progress:
-  """Console progress: documents, sequences, tokens per second."""
+  """Console progress: files, documents, sequences, tokens per second."""
 
   def __init__(self, log, total_units: int):
     self.log = log
@@ -343,187 +522,11 @@ class _Progress:
              f"tokens {self.tokens}  ({self.tokens / elapsed:,.0f} tokens/s)")
 
 
-def passes_per_document(sizes: Dict[str, int], alpha: float,
-                        dupe_factor: int) -> Dict[str, float]:
-  """r_l: how often each document of language l is used (see module doc)."""
-  q = text_inputs.smoothed_language_probabilities(sizes, alpha)
-  total = float(sum(sizes.values()))
-  ratio = {l: q[l] / (n / total) for l, n in sizes.items() if n > 0}
-  base = min(ratio.values())
-  return {l: dupe_factor * r / base for l, r in ratio.items()}
-
-
-def create_pretraining_data(inputs: Sequence[str],
-                            output_dir,
-                            sentencepiece_model,
-                            *,
-                            seq_length: int = 128,
-                            max_predictions_per_seq: int = 20,
-                            masked_lm_prob: float = 0.15,
-                            mask_token_rate: float = 0.8,
-                            random_token_rate: float = 0.1,
-                            dupe_factor: int = 1,
-                            short_seq_prob: float = 0.1,
-                            unmasked: bool = False,
-                            language_sampling_alpha: float = 0.7,
-                            input_format: str = "auto",
-                            languages: Optional[Sequence[str]] = None,
-                            num_output_shards: int = 8,
-                            num_workers: int = 1,
-                            seed: int = 12345,
-                            overwrite: bool = False,
-                            verbose: bool = True) -> Dict[str, Any]:
-  """Makes pre-training records; returns the metadata written to metadata.json.
-
-  Args:
-    inputs: input specs (`corpus/{lang}/*.txt`, `en=path/*.json`; see
-      text_inputs), plain text or wikiextractor JSON-lines.
-    output_dir: gets `pretrain-XXXXX-of-YYYYY.tfrecord` and metadata.json.
-    sentencepiece_model: a model from train_sentencepiece (fixed special ids).
-    seq_length, max_predictions_per_seq: record shapes (S, P).
-    masked_lm_prob, mask_token_rate, random_token_rate: static masking.
-    dupe_factor: passes over the largest language (masked differently).
-    short_seq_prob: probability of a shorter target sequence length.
-    unmasked: write the unmasked layout (dynamic masking in the pipeline).
-    language_sampling_alpha: smoothing exponent of the language mix.
-    num_output_shards: shard files written.
-    num_workers: processes; the output does not depend on it.
-    seed: the output is a pure function of inputs, model, flags and seed.
-    overwrite: replace records already in output_dir.
-  Raises:
-    text_inputs.InputError (missing / empty input), FileExistsError (records
-    exist), tokenizer.TokenizerError (bad model), ValueError (bad flag).
-  """
-  log = (lambda m: print(m, flush=True)) if verbose else (lambda m: None)
-  if seq_length < 3:
-    raise ValueError(f"seq_length must be >= 3 ([CLS] x [SEP]), got {seq_length}.")
-  if not 0 < masked_lm_prob <= 1:
-    raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}.")
-  if mask_token_rate + random_token_rate > 1 or min(mask_token_rate,
-                                                    random_token_rate) < 0:
-    raise ValueError("mask_token_rate + random_token_rate must be in [0, 1], got "
-                     f"{mask_token_rate} + {random_token_rate}.")
-  if max_predictions_per_seq < 1 or num_output_shards < 1 or num_workers < 1:
-    raise ValueError("max_predictions_per_seq, num_output_shards and "
-                     "num_workers must be >= 1.")
-  if dupe_factor < 1:
-    raise ValueError(f"dupe_factor must be >= 1, got {dupe_factor}.")
-  tok_meta = tokenizer.read_tokenizer_metadata(sentencepiece_model)
-  files = text_inputs.resolve_inputs(inputs, input_format, languages)
-  output_dir = pathlib.Path(output_dir)
-  output_dir.mkdir(parents=True, exist_ok=True)
-  pretraining_records.refuse_existing_records(output_dir, overwrite)
-
-  sizes = text_inputs.language_sizes(files)
-  empty_languages = sorted(l for l, n in sizes.items() if n == 0)
-  if len(empty_languages) == len(sizes):
-    raise text_inputs.InputError(
-        f"inputs {list(inputs)}: every input file is empty; there is no text.")
-  passes = passes_per_document(sizes, language_sampling_alpha, dupe_factor)
-  probabilities = text_inputs.smoothed_language_probabilities(
-      sizes, language_sampling_alpha)
-  layout = (pretraining_records.LAYOUT_UNMASKED if unmasked
-            else pretraining_records.LAYOUT_STATIC)
-  options = RecordOptions(
-      sentencepiece_model=str(sentencepiece_model),
-      vocab_size=tok_meta["vocab_size"], seq_length=seq_length,
-      max_predictions_per_seq=max_predictions_per_seq,
-      masked_lm_prob=masked_lm_prob, mask_token_rate=mask_token_rate,
-      random_token_rate=random_token_rate, short_seq_prob=short_seq_prob,
-      layout=layout, num_output_shards=num_output_shards, seed=seed)
-  log(f"create_pretraining_data: {len(files)} input files, "
-      f"{len(sizes)} languages, {num_workers} worker(s) -> {output_dir}")
-  for lang in sorted(sizes):
-    if sizes[lang]:
-      log(f"  {lang}: {sizes[lang]:,} bytes, sampling q={probabilities[lang]:.3f}"
-          f", passes per document {passes[lang]:.2f}")
-    else:
-      log(f"  {lang}: no text (skipped)")
-
-  tmp_dir = tempfile.mkdtemp(prefix=".create_pretraining_data.tmp-",
-                             dir=output_dir)
-  try:
-    tasks = [(i, f, passes.get(f.language, 0.0), options, tmp_dir)
-             for i, f in enumerate(files) if f.size() > 0]
-    progress = _Progress(log, len(tasks))
-    results = _run_tasks(tasks, num_workers, progress)
-    progress.maybe_print(force=True)
-    results.sort(key=lambda r: r.unit_index)
-    total_sequences = sum(r.sequences for r in results)
-    if total_sequences == 0:
-      raise text_inputs.InputError(
-          f"inputs {list(inputs)} contain no text (only blank lines or "
-          "unparsable JSON); no records written.")
-    log(f"create_pretraining_data: writing {num_output_shards} shards")
-    shard_meta = _merge_shards(results, tmp_dir, output_dir, options)
-  finally:
-    shutil.rmtree(tmp_dir, ignore_errors=True)
-  # Remove shards of an overwritten run that this run did not rewrite.
-  new_names = {s["file"] for s in shard_meta}
-  for path in pretraining_records.existing_records(output_dir):
-    if path.name.endswith(pretraining_records.RECORD_SUFFIX) and (
-        path.name not in new_names):
-      path.unlink()
-
-  meta = pretraining_records.base_metadata(
-      layout=layout, seq_length=seq_length,
-      max_predictions_per_seq=max_predictions_per_seq,
-      vocab_size=tok_meta["vocab_size"], masked_lm_prob=masked_lm_prob,
-      mask_token_rate=mask_token_rate, random_token_rate=random_token_rate)
-  meta["masking"].update(dupe_factor=dupe_factor, short_seq_prob=short_seq_prob)
-  meta["num_examples"] = total_sequences
-  meta["shards"] = shard_meta
-  languages_meta = {}
-  for lang in sorted(sizes):
-    rs = [r for r in results if r.language == lang]
-    languages_meta[lang] = {
-        "input_files": sum(1 for f in files if f.language == lang),
-        "input_bytes": sizes[lang],
-        "documents": sum(r.documents for r in rs),
-        "lines": sum(r.lines for r in rs),
-        "tokens": sum(r.tokens for r in rs),
-        "sequences": sum(r.sequences for r in rs),
-        "natural_probability": round(sizes[lang] / sum(sizes.values()), 6),
-        "sampling_probability": round(probabilities[lang], 6),
-        "passes_per_document": round(passes.get(lang, 0.0), 6),
-        "invalid_utf8_replacements": sum(r.invalid_utf8_replacements for r in rs),
-        "skipped_json_lines": sum(r.skipped_json_lines for r in rs),
-    }
-  without_text = sorted(l for l, m in languages_meta.items() if m["documents"] == 0)
-  meta["languages"] = languages_meta
-  meta["languages_without_text"] = without_text
-  meta["inputs"] = [{"path": str(f.path), "language": f.language,
-                     "format": f.format,
-                     "documents": next((r.documents for r in results
-                                        if r.path == f.path), 0),
-                     "sequences": next((r.sequences for r in results
-                                        if r.path == f.path), 0)}
-                    for f in files]
-  meta["tokenizer"] = {"sentencepiece_model": str(sentencepiece_model),
-                       "sha256": tok_meta["sha256"],
-                       "vocab_size": tok_meta["vocab_size"]}
-  meta["sentencepiece_sha256"] = tok_meta["sha256"]
-  meta["language_sampling_alpha"] = language_sampling_alpha
-  meta["seed"] = seed
-  pretraining_records.write_json_atomic(
-      output_dir / pretraining_records.METADATA_FILE, meta)
-  elapsed = time.time() - progress.start
-  total_tokens = sum(r.tokens for r in results)
-  log(f"create_pretraining_data: {total_sequences} sequences from "
-      f"{sum(r.documents for r in results)} documents, {total_tokens} tokens "
-      f"in {elapsed:.1f}s ({total_tokens / max(elapsed, 1e-9):,.0f} tokens/s)")
-  if without_text:
-    log(f"  languages without text: {', '.join(without_text)}")
-  return meta
-
-
 def _run_tasks(tasks, num_workers: int, progress: _Progress) -> List[UnitResult]:
   if num_workers == 1 or len(tasks) <= 1:
     results = []
     for task in tasks:
-      unit_index, input_file, passes, options, tmp_dir = task
-      results.append(process_unit(unit_index, input_file, passes, options,
-                                  tmp_dir, progress=progress.add))
+      results.append(process_unit(*task, progress=progress.add))
       progress.units_done += 1
     return results
   context = multiprocessing.get_context("spawn")
@@ -552,7 +555,7 @@ def _run_tasks(tasks, num_workers: int, progress: _Progress) -> List[UnitResult]
   return results
 
 
-def _merge_shards(results: List[UnitResult], tmp_dir: str, output_dir,
+def _merge_shards(results: List[UnitResult], spill_dir: str, staging: str,
                   options: RecordOptions) -> List[Dict[str, Any]]:
   shard_meta = []
   num_shards = options.num_output_shards
@@ -560,18 +563,216 @@ def _merge_shards(results: List[UnitResult], tmp_dir: str, output_dir,
     records = []
     per_language: Dict[str, int] = {}
     for r in results:
-      unit_records = read_spill(os.path.join(
-          tmp_dir, f"unit-{r.unit_index:06d}.shard-{k:05d}"))
-      records.extend(unit_records)
-      if unit_records:
-        per_language[r.language] = per_language.get(r.language, 0) + len(
-            unit_records)
-    order = np.random.default_rng([options.seed, 1_000_003, k]).permutation(
-        len(records))
+      records.extend(read_spill(spill_path(spill_dir, r.unit_index, k)))
+      for language, n in r.shard_languages.get(k, {}).items():
+        per_language[language] = per_language.get(language, 0) + n
+    order = shard_permutation(options.seed, k, len(records))
     name = pretraining_records.shard_file_name(k, num_shards)
-    count = tfrecord_writer.write_framed_file(
-        pathlib.Path(output_dir) / name, (records[i] for i in order))
-    shard_meta.append({"file": name, "num_examples": count,
-                       "num_examples_per_language": dict(sorted(
-                           per_language.items()))})
+    tfrecord_writer.write_framed_file(fileio.join(staging, name),
+                                      (records[i] for i in order))
+    shard_meta.append(shard_metadata(k, num_shards, per_language))
   return shard_meta
+
+
+# ----------------------------------------------------------------------------
+# The command's steps.
+
+@dataclasses.dataclass
+class Prepared:
+  """Everything decided before the work starts (flags, model, inputs)."""
+  inputs: List[str]
+  output_dir: str
+  files: List[text_inputs.InputFile]
+  job: RecordJob
+  sentencepiece_sha256: str
+  languages: Optional[List[str]]
+
+  @property
+  def tasks(self) -> List[Tuple[int, text_inputs.InputFile]]:
+    """(unit index, file) of every non-empty input file, in sorted order."""
+    return [(i, f) for i, f in enumerate(self.files) if f.size() > 0]
+
+
+def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
+            options: RecordOptions, *, input_format: str = "auto",
+            languages: Optional[Sequence[str]] = None,
+            language_field: Optional[str] = None,
+            overwrite: bool = False) -> Prepared:
+  """Checks flags, model, inputs and the output before any work starts."""
+  options.check()
+  output_dir = fileio.as_str(output_dir).rstrip("/")
+  model = fileio.as_str(sentencepiece_model)
+  special = tokenizer.SpecialTokens.from_model(model)
+  sha = tokenizer.read_tokenizer_metadata(model)["sha256"]
+  files = text_inputs.resolve_inputs(inputs, input_format, languages,
+                                     language_field)
+  fileio.check_output_location(output_dir)
+  pretraining_records.refuse_existing_records(output_dir, overwrite)
+  return Prepared(inputs=list(inputs), output_dir=output_dir, files=files,
+                  job=RecordJob(options, model, special),
+                  sentencepiece_sha256=sha,
+                  languages=list(languages) if languages else None)
+
+
+def _log_plan(log, prepared: Prepared, plan: Plan, engine: str) -> None:
+  log(f"create_pretraining_data: {len(prepared.files)} input files, "
+      f"{len(plan.sizes)} languages, {engine} -> {prepared.output_dir}")
+  for lang in sorted(plan.sizes):
+    if plan.sizes[lang]:
+      log(f"  {lang}: {plan.sizes[lang]:,} bytes, sampling "
+          f"q={plan.probabilities[lang]:.3f}, passes per document "
+          f"{plan.passes[lang]:.2f}")
+    else:
+      log(f"  {lang}: no text (skipped)")
+
+
+def check_has_sequences(meta: Dict[str, Any], inputs: Sequence[str]) -> None:
+  if meta["num_examples"] == 0:
+    raise text_inputs.InputError(
+        f"inputs {list(inputs)} contain no text (only blank lines or "
+        "unparsable JSON); no records written.")
+
+
+class staged_output:  # pylint: disable=invalid-name
+  """Context: a staging directory inside the output, swapped in on success.
+
+  On any failure the staging directory (and the output directory, when this
+  run created it and it is empty) is removed; the old records are untouched.
+  """
+
+  def __init__(self, output_dir: str):
+    self.output_dir = output_dir
+    self.created = not fileio.exists(output_dir)
+    self.staging = None
+
+  def __enter__(self) -> str:
+    self.staging = pretraining_records.new_staging_directory(self.output_dir)
+    return self.staging
+
+  def __exit__(self, exc_type, exc, tb):
+    if exc_type is None:
+      pretraining_records.swap_in_records(self.staging, self.output_dir)
+      return False
+    fileio.rmtree(self.staging)
+    if self.created and fileio.isdir(self.output_dir) and not fileio.listdir(
+        self.output_dir):
+      fileio.rmtree(self.output_dir)
+    return False
+
+
+def _local_spill_directory(staging: str):
+  """Workers' temporary files: in the staging directory when it is local."""
+  if fileio.is_remote(staging):
+    return tempfile.TemporaryDirectory(prefix="rembert_tf-spill-")
+  path = fileio.join(staging, "spill")
+  fileio.makedirs(path)
+  return _Existing(path)
+
+
+class _Existing:
+  def __init__(self, path):
+    self.path = path
+
+  def __enter__(self):
+    return self.path
+
+  def __exit__(self, *unused):
+    fileio.rmtree(self.path)
+    return False
+
+
+def run_local(prepared: Prepared, plan: Plan, staging: str, num_workers: int,
+              log) -> Dict[str, Any]:
+  """The multiprocess engine: records and metadata.json into `staging`."""
+  options = prepared.job.options
+  with _local_spill_directory(staging) as spill_dir:
+    tasks = [(i, f, plan.passes, prepared.job, spill_dir, prepared.languages)
+             for i, f in prepared.tasks]
+    progress = _Progress(log, len(tasks))
+    results = _run_tasks(tasks, num_workers, progress)
+    progress.maybe_print(force=True)
+    results.sort(key=lambda r: r.unit_index)
+    if sum(r.count("sequences") for r in results) == 0:
+      check_has_sequences({"num_examples": 0}, prepared.inputs)
+    log(f"create_pretraining_data: writing {options.num_output_shards} shards")
+    shard_meta = _merge_shards(results, spill_dir, staging, options)
+  meta = build_metadata(inputs=prepared.inputs, files=prepared.files, plan=plan,
+                        results=results, shard_meta=shard_meta,
+                        job=prepared.job,
+                        sentencepiece_sha256=prepared.sentencepiece_sha256)
+  fileio.write_json(fileio.join(staging, pretraining_records.METADATA_FILE), meta)
+  return meta
+
+
+def create_pretraining_data(inputs: Sequence[str],
+                            output_dir,
+                            sentencepiece_model,
+                            options: Optional[RecordOptions] = None,
+                            *,
+                            input_format: str = "auto",
+                            languages: Optional[Sequence[str]] = None,
+                            language_field: Optional[str] = None,
+                            num_workers: int = 1,
+                            runner: Optional[str] = None,
+                            beam_args: Sequence[str] = (),
+                            overwrite: bool = False,
+                            verbose: bool = True,
+                            **option_fields) -> Dict[str, Any]:
+  """Makes pre-training records; returns the metadata written to metadata.json.
+
+  Args:
+    inputs: input specs (`corpus/{lang}/*.txt`, `en=path/*.json`; see
+      text_inputs): plain text, wikiextractor or C4/mC4 JSON lines, gzipped
+      or not, on any filesystem.
+    output_dir: gets `pretrain-XXXXX-of-YYYYY.tfrecord` and metadata.json.
+    sentencepiece_model: any SentencePiece model with [CLS], [SEP], [MASK], a
+      padding and an unknown piece (ids by piece name).
+    options: the record settings (`RecordOptions`); keyword arguments named
+      like its fields (`seq_length=128`, `masking=Masking(...)`) override it.
+    input_format, languages, language_field: see `text_inputs.resolve_inputs`.
+    num_workers: processes (local) or Beam workers; the output does not depend
+      on it.
+    runner: None for the local multiprocess engine, or an Apache Beam runner
+      name (`DirectRunner`, `DataflowRunner`, `FlinkRunner`, `SparkRunner`);
+      `beam_args` are Beam pipeline options (`--project=...`). Both engines
+      write the same bytes for a seed.
+    overwrite: replace records already in output_dir (the old ones stay until
+      the new ones are complete).
+  Raises:
+    text_inputs.InputError (missing / empty input), errors.OutputExistsError
+    (records exist), tokenizer.TokenizerError (bad model), errors.UsageError
+    (bad flag): all `errors.RemBertError`.
+  """
+  options = dataclasses.replace(options or RecordOptions(), **option_fields)
+  if num_workers < 1:
+    raise errors.UsageError(f"--num_workers must be >= 1, got {num_workers}.")
+  log = (lambda m: print(m, flush=True)) if verbose else (lambda m: None)
+  start = time.time()
+  prepared = prepare(inputs, output_dir, sentencepiece_model, options,
+                     input_format=input_format, languages=languages,
+                     language_field=language_field, overwrite=overwrite)
+  with staged_output(prepared.output_dir) as staging:
+    if runner:
+      from rembert_tf.data import beam_pretraining_data  # pylint: disable=g-import-not-at-top
+      meta = beam_pretraining_data.run_pipeline(
+          prepared, staging, runner=runner, num_workers=num_workers,
+          beam_args=beam_args, log=log)
+    else:
+      plan = plan_languages(
+          text_inputs.language_sizes(prepared.files, prepared.languages),
+          options.language_sampling_alpha, options.dupe_factor, inputs)
+      _log_plan(log, prepared, plan, f"{num_workers} worker(s)")
+      meta = run_local(prepared, plan, staging, num_workers, log)
+    check_has_sequences(meta, inputs)
+  _log_summary(log, meta, time.time() - start)
+  return meta
+
+
+def _log_summary(log, meta: Dict[str, Any], elapsed: float) -> None:
+  languages = meta["languages"].values()
+  tokens = sum(l["tokens"] for l in languages)
+  log(f"create_pretraining_data: {meta['num_examples']} sequences from "
+      f"{sum(l['documents'] for l in languages)} documents, {tokens} tokens "
+      f"in {elapsed:.1f}s ({tokens / max(elapsed, 1e-9):,.0f} tokens/s)")
+  if meta["languages_without_text"]:
+    log(f"  languages without text: {', '.join(meta['languages_without_text'])}")

@@ -22,7 +22,7 @@ by a random non-special token (`random_token_rate`, 0.1) or kept.
 ```
 {"format": "rembert_tf.pretraining_records", "format_version": 1,
  "layout": "static" | "unmasked", "seq_length": S, "max_predictions_per_seq": P,
- "vocab_size": V, "special_ids": {"pad_id": 0, "unk_id": 1, "cls_id": 2, "sep_id": 3, "mask_id": 4},
+ "vocab_size": V, "special_ids": {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id"} (the model's),
  "masking": {"masked_lm_prob", "mask_token_rate", "random_token_rate", ...},
  "num_examples": N, "shards": [{"file", "num_examples", "num_examples_per_language"}, ...],
  ...}            # create_pretraining_data adds languages, inputs, tokenizer checksum, ...
@@ -40,13 +40,15 @@ meta = pretraining_records.write_pretraining_records(
 # /tmp/records/pretrain-00000-of-00002.tfrecord, ..., /tmp/records/metadata.json
 ```
 """
+import dataclasses
 import json
 import os
-import pathlib
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.data import example_encoding
 from rembert_tf.data import tfrecord_writer
 from rembert_tf.data import tokenizer
@@ -58,65 +60,148 @@ LAYOUT_STATIC = "static"
 LAYOUT_UNMASKED = "unmasked"
 LAYOUTS = (LAYOUT_STATIC, LAYOUT_UNMASKED)
 RECORD_SUFFIX = ".tfrecord"
-TEMP_SUFFIX = tfrecord_writer.TEMP_SUFFIX
 
 
-class RecordsError(ValueError):
+class RecordsError(errors.RemBertError, ValueError):
   """Pre-training records or their metadata are missing or inconsistent."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Masking:
+  """How static masking chooses and replaces tokens (BERT's 80/10/10 by default).
+
+  `masked_lm_prob` of a sequence's maskable tokens (at least 1, at most
+  `max_predictions_per_seq`) are predicted; each is replaced by [MASK] with
+  `mask_token_rate`, by a random non-special token with `random_token_rate`,
+  and kept otherwise.
+
+  Example:
+  ```python
+  masking = Masking(masked_lm_prob=0.2)
+  masking.check()          # errors.UsageError naming the flag when out of range
+  masking.as_metadata()    # {"masked_lm_prob": 0.2, "mask_token_rate": 0.8, ...}
+  ```
+  """
+  masked_lm_prob: float = 0.15
+  mask_token_rate: float = 0.8
+  random_token_rate: float = 0.1
+
+  def check(self) -> "Masking":
+    """Raises errors.UsageError naming the flag that is out of range."""
+    if not 0 < self.masked_lm_prob <= 1:
+      raise errors.UsageError(
+          f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}.")
+    for name in ("mask_token_rate", "random_token_rate"):
+      if not 0 <= getattr(self, name) <= 1:
+        raise errors.UsageError(
+            f"--{name} must be in [0, 1], got {getattr(self, name)}.")
+    if self.mask_token_rate + self.random_token_rate > 1:
+      raise errors.UsageError(
+          "--mask_token_rate + --random_token_rate must be at most 1, got "
+          f"{self.mask_token_rate} + {self.random_token_rate}.")
+    return self
+
+  def as_metadata(self) -> Dict[str, float]:
+    return dataclasses.asdict(self)
+
+
+def project_special_tokens(vocab_size: int) -> tokenizer.SpecialTokens:
+  """The special ids of the layout this project trains, for a vocabulary size."""
+  return tokenizer.SpecialTokens(vocab_size=int(vocab_size),
+                                 **tokenizer.special_ids())
 
 
 def shard_file_name(index: int, num_shards: int, prefix: str = "pretrain") -> str:
   return f"{prefix}-{index:05d}-of-{num_shards:05d}{RECORD_SUFFIX}"
 
 
-def existing_records(directory: Union[str, os.PathLike]):
-  """Record shards and metadata already in `directory` (to refuse overwriting)."""
-  directory = pathlib.Path(directory)
-  if not directory.is_dir():
+def is_record_file(name: str) -> bool:
+  """A shard or the metadata of a record directory (what a new run replaces)."""
+  return name.endswith(RECORD_SUFFIX) or name == METADATA_FILE
+
+
+def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
+  """Names of the record shards and metadata already in `directory`."""
+  if not fileio.isdir(directory):
     return []
-  return sorted(p for p in directory.iterdir()
-                if p.name.endswith(RECORD_SUFFIX) or p.name == METADATA_FILE)
+  return [name for name in fileio.listdir(directory) if is_record_file(name)]
 
 
-def refuse_existing_records(directory, overwrite: bool):
-  """Raises FileExistsError if `directory` holds records and not `overwrite`.
+def refuse_existing_records(directory, overwrite: bool) -> None:
+  """Raises errors.OutputExistsError if `directory` holds records and not `overwrite`.
 
-  With `overwrite`, removes the old shards and metadata.
+  Never deletes anything: writers stage the new records and swap them in
+  (`staged_records`), so the old ones stay until the new ones are complete.
   """
   found = existing_records(directory)
-  if not found:
-    return
-  if not overwrite:
-    raise FileExistsError(
+  if found and not overwrite:
+    raise errors.OutputExistsError(
         f"output directory {directory} already holds pre-training records "
-        f"({', '.join(p.name for p in found[:3])}{', ...' if len(found) > 3 else ''}); "
+        f"({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}); "
         "choose an empty directory or pass --overwrite (overwrite=True) to "
-        "replace them.")
-  for path in found:
-    path.unlink()
+        "replace them (the old records stay until the new ones are complete).")
 
 
-def write_json_atomic(path, value):
-  path = pathlib.Path(path)
-  tmp = path.with_name(path.name + TEMP_SUFFIX)
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=2, sort_keys=False, ensure_ascii=False)
-    f.write("\n")
-  os.replace(tmp, path)
+# Staging directories are `.create_pretraining_data.tmp-*` (fileio's naming of
+# temporaries for the name `create_pretraining_data`), old records wait in
+# `.create_pretraining_data.old-*` during a swap.
+_STAGING_NAME = "create_pretraining_data"
+STAGING_PREFIX = "." + _STAGING_NAME
+
+
+def remove_stale_staging(directory) -> List[str]:
+  """Removes staging directories a killed or failed run left in `directory`."""
+  return fileio.remove_stale_temporaries(fileio.join(directory, _STAGING_NAME))
+
+
+def swap_in_records(staging: str, directory) -> None:
+  """Replaces the records of `directory` by the complete ones in `staging`.
+
+  Other files of `directory` are kept. metadata.json leaves first and comes
+  back last, so a reader never sees metadata next to a partial set of shards;
+  the old files wait in an `.old-` sibling until the new ones are in place.
+  """
+  directory = fileio.as_str(directory)
+  old_files = existing_records(directory)
+  new_files = [n for n in fileio.listdir(staging) if is_record_file(n)]
+  old_dir = fileio.join(directory, f"{STAGING_PREFIX}.old-{os.getpid()}")
+  if old_files:
+    fileio.makedirs(old_dir)
+    for name in sorted(old_files, key=lambda n: n != METADATA_FILE):
+      fileio.rename(fileio.join(directory, name), fileio.join(old_dir, name))
+  for name in sorted(new_files, key=lambda n: n == METADATA_FILE):
+    fileio.rename(fileio.join(staging, name), fileio.join(directory, name),
+                  overwrite=True)
+  fileio.rmtree(old_dir)
+  fileio.rmtree(staging)
+
+
+def new_staging_directory(directory) -> str:
+  """A fresh staging directory inside `directory` (stale ones removed first)."""
+  fileio.check_output_location(directory)
+  fileio.makedirs(directory)
+  remove_stale_staging(directory)
+  staging = fileio.join(
+      directory, f"{STAGING_PREFIX}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
+  fileio.makedirs(staging)
+  return staging
+
+
+def write_json_atomic(path, value) -> None:
+  fileio.write_json(path, value)
 
 
 def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
   """Reads DIR/metadata.json; RecordsError if missing or not rembert_tf's format."""
-  path = pathlib.Path(directory) / METADATA_FILE
-  if not path.is_file():
+  path = fileio.join(directory, METADATA_FILE)
+  if not fileio.exists(path) or fileio.isdir(path):
     raise RecordsError(
         f"{path} does not exist: pre-training records need their "
         f"{METADATA_FILE}. Make records with tools/create_pretraining_data.py "
         "(or pretraining_records.write_pretraining_records for fixtures).")
   try:
-    with open(path, encoding="utf-8") as f:
-      meta = json.load(f)
-  except json.JSONDecodeError as e:
+    meta = json.loads(fileio.read_text(path))
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise RecordsError(f"{path} is not valid JSON ({e}); recreate the records "
                        "with tools/create_pretraining_data.py.") from None
   if meta.get("format") != FORMAT_NAME:
@@ -136,10 +221,24 @@ _UNMASKED_ENCODER = example_encoding.FixedShapeEncoder(
     ["input_word_ids", "input_mask", "input_type_ids"])
 
 
+def random_non_special_ids(rng: np.random.Generator, size,
+                           special: tokenizer.SpecialTokens) -> np.ndarray:
+  """Uniform ids of the vocabulary that are not special pieces.
+
+  Draws from the `vocab_size - #special` ordinary ids and steps each draw
+  over the special ids below it (ascending), so any layout works: the
+  project's 0-4 as well as the released RemBERT's [CLS]=312.
+  """
+  excluded = sorted({i for i in special.as_dict().values() if i >= 0})
+  draws = rng.integers(0, special.vocab_size - len(excluded), size=size)
+  for special_id in excluded:
+    draws = draws + (draws >= special_id)
+  return draws
+
+
 def mask_batch(ids: np.ndarray, content_lengths: np.ndarray,
-               rng: np.random.Generator, *, vocab_size: int,
-               max_predictions_per_seq: int, masked_lm_prob: float = 0.15,
-               mask_token_rate: float = 0.8, random_token_rate: float = 0.1):
+               rng: np.random.Generator, *, special: tokenizer.SpecialTokens,
+               max_predictions_per_seq: int, masking: Masking = Masking()):
   """BERT masking of a batch of `[CLS] content [SEP] <pad>...` rows (numpy).
 
   Per row, k = min(P, max(1, round(n * masked_lm_prob))) of the n content
@@ -154,7 +253,7 @@ def mask_batch(ids: np.ndarray, content_lengths: np.ndarray,
   n, seq_length = ids.shape
   p = max_predictions_per_seq
   k = np.minimum(np.minimum(p, content_lengths),
-                 np.maximum(1, np.rint(content_lengths * masked_lm_prob)
+                 np.maximum(1, np.rint(content_lengths * masking.masked_lm_prob)
                             ).astype(np.int64))
   columns = np.arange(seq_length)[None, :]
   candidate = (columns >= 1) & (columns <= content_lengths[:, None])
@@ -172,12 +271,13 @@ def mask_batch(ids: np.ndarray, content_lengths: np.ndarray,
     valid = np.concatenate([valid, pad.astype(bool)], axis=1)
   labels = np.where(valid, np.take_along_axis(ids, positions, axis=1), 0)
   draws = rng.random((n, p))
-  use_mask = valid & (draws < mask_token_rate)
-  use_random = valid & ~use_mask & (draws < mask_token_rate + random_token_rate)
-  random_ids = rng.integers(tokenizer.NUM_SPECIAL_IDS, vocab_size, size=(n, p))
+  use_mask = valid & (draws < masking.mask_token_rate)
+  use_random = valid & ~use_mask & (
+      draws < masking.mask_token_rate + masking.random_token_rate)
+  random_ids = random_non_special_ids(rng, (n, p), special)
   masked = ids.copy()
   rows = np.broadcast_to(np.arange(n)[:, None], (n, p))
-  masked[rows[use_mask], positions[use_mask]] = tokenizer.MASK_ID
+  masked[rows[use_mask], positions[use_mask]] = special.mask_id
   masked[rows[use_random], positions[use_random]] = random_ids[use_random]
   return masked, positions, labels, valid.astype(np.float32)
 
@@ -186,12 +286,10 @@ def encode_sequences(contents: Sequence[Sequence[int]],
                      *,
                      seq_length: int,
                      max_predictions_per_seq: int,
-                     vocab_size: int,
+                     special: tokenizer.SpecialTokens,
                      rng: Optional[np.random.Generator],
                      layout: str = LAYOUT_STATIC,
-                     masked_lm_prob: float = 0.15,
-                     mask_token_rate: float = 0.8,
-                     random_token_rate: float = 0.1) -> List[bytes]:
+                     masking: Masking = Masking()) -> List[bytes]:
   """Content token-id lists -> `[CLS] ... [SEP]` padded, masked record bytes."""
   n = len(contents)
   if n == 0:
@@ -203,14 +301,14 @@ def encode_sequences(contents: Sequence[Sequence[int]],
                        f"seq_length {seq_length} with [CLS] and [SEP].")
   if lengths.min() < 1:
     raise RecordsError("a sequence has no content tokens.")
-  ids = np.zeros((n, seq_length), dtype=np.int64)
+  ids = np.full((n, seq_length), special.pad_id, dtype=np.int64)
   flat = np.concatenate(contents)
   rows = np.repeat(np.arange(n), lengths)
   starts = np.cumsum(lengths) - lengths
   cols = np.arange(len(flat)) - np.repeat(starts, lengths) + 1
   ids[rows, cols] = flat
-  ids[:, 0] = tokenizer.CLS_ID
-  ids[np.arange(n), lengths + 1] = tokenizer.SEP_ID
+  ids[:, 0] = special.cls_id
+  ids[np.arange(n), lengths + 1] = special.sep_id
   input_mask = (np.arange(seq_length)[None, :] < (lengths + 2)[:, None]).astype(
       np.int64)
   type_ids = np.zeros((n, seq_length), dtype=np.int64)
@@ -218,10 +316,8 @@ def encode_sequences(contents: Sequence[Sequence[int]],
     return _UNMASKED_ENCODER.encode(dict(
         input_word_ids=ids, input_mask=input_mask, input_type_ids=type_ids))
   masked, positions, labels, weights = mask_batch(
-      ids, lengths, rng, vocab_size=vocab_size,
-      max_predictions_per_seq=max_predictions_per_seq,
-      masked_lm_prob=masked_lm_prob, mask_token_rate=mask_token_rate,
-      random_token_rate=random_token_rate)
+      ids, lengths, rng, special=special,
+      max_predictions_per_seq=max_predictions_per_seq, masking=masking)
   return _STATIC_ENCODER.encode(
       dict(input_word_ids=masked, input_mask=input_mask,
            input_type_ids=type_ids, masked_lm_positions=positions,
@@ -230,21 +326,22 @@ def encode_sequences(contents: Sequence[Sequence[int]],
 
 
 def _encode_feature_dict(example: Mapping[str, Sequence], seq_length: int,
-                         max_predictions_per_seq: int, layout: str) -> bytes:
+                         max_predictions_per_seq: int, layout: str,
+                         pad_id: int) -> bytes:
   """Pads an already-built feature dict to the static lengths and encodes it."""
-  def padded(name, length, dtype):
+  def padded(name, length, dtype, fill=0):
     values = np.asarray(example[name], dtype=dtype)
     if len(values) > length:
       raise RecordsError(f"feature `{name}` has {len(values)} values, more "
                          f"than its length {length}.")
-    out = np.zeros(length, dtype=dtype)
+    out = np.full(length, fill, dtype=dtype)
     out[:len(values)] = values
     return out
-  word_ids = padded("input_word_ids", seq_length, np.int64)
+  word_ids = padded("input_word_ids", seq_length, np.int64, pad_id)
   if "input_mask" in example:
     input_mask = padded("input_mask", seq_length, np.int64)
   else:
-    input_mask = (word_ids != tokenizer.PAD_ID).astype(np.int64)
+    input_mask = (word_ids != pad_id).astype(np.int64)
   type_ids = (padded("input_type_ids", seq_length, np.int64)
               if "input_type_ids" in example else np.zeros(seq_length, np.int64))
   if layout == LAYOUT_UNMASKED:
@@ -266,9 +363,9 @@ def write_tfrecord_file(path, records: Iterable[bytes]) -> int:
 
 
 def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
-                  vocab_size: int, masked_lm_prob: float,
-                  mask_token_rate: float, random_token_rate: float
-                  ) -> Dict[str, Any]:
+                  special: tokenizer.SpecialTokens,
+                  masking: Masking = Masking()) -> Dict[str, Any]:
+  """The shape, tokenizer and masking fields every metadata.json has."""
   if layout not in LAYOUTS:
     raise RecordsError(f"layout must be one of {LAYOUTS}, got {layout!r}.")
   return {
@@ -277,15 +374,11 @@ def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
       "layout": layout,
       "seq_length": int(seq_length),
       "max_predictions_per_seq": int(max_predictions_per_seq),
-      "vocab_size": int(vocab_size),
-      "special_ids": tokenizer.special_ids(),
-      "masking": {
-          "masked_lm_prob": masked_lm_prob,
-          "mask_token_rate": mask_token_rate,
-          "random_token_rate": random_token_rate,
-          "max_predictions_per_seq": int(max_predictions_per_seq),
-          "static": layout == LAYOUT_STATIC,
-      },
+      "vocab_size": int(special.vocab_size),
+      "special_ids": special.as_dict(),
+      "masking": dict(masking.as_metadata(),
+                      max_predictions_per_seq=int(max_predictions_per_seq),
+                      static=layout == LAYOUT_STATIC),
   }
 
 
@@ -295,62 +388,70 @@ def write_pretraining_records(
     *,
     seq_length: int,
     max_predictions_per_seq: int,
-    vocab_size: int,
+    vocab_size: Optional[int] = None,
+    special: Optional[tokenizer.SpecialTokens] = None,
     layout: str = LAYOUT_STATIC,
     num_shards: int = 1,
     seed: int = 0,
-    masked_lm_prob: float = 0.15,
-    mask_token_rate: float = 0.8,
-    random_token_rate: float = 0.1,
+    masking: Masking = Masking(),
     overwrite: bool = False,
     extra_metadata: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
   """Writes already tokenised examples as pre-training shards + metadata.json.
 
   Args:
-    output_dir: created if needed; refused if it holds records unless overwrite.
+    output_dir: any filesystem; refused if it holds records unless overwrite
+      (the old records stay until the new ones are complete).
     examples: each either a list of content token ids (no [CLS]/[SEP]; masked
       here with BERT's 80/10/10 unless layout is "unmasked"), or a dict of
       feature lists (`input_word_ids`, optional `input_mask`, `input_type_ids`,
       and for the static layout `masked_lm_positions`, `masked_lm_ids`,
       optional `masked_lm_weights`), padded here.
-    seq_length, max_predictions_per_seq, vocab_size: the record shape / vocab.
+    seq_length, max_predictions_per_seq: the record shape.
+    vocab_size: with the project's special-id layout; or pass `special`
+      (e.g. `SpecialTokens.from_model(path)`) for any other layout.
     layout: "static" (masked in the records) or "unmasked" (dynamic masking).
     num_shards: examples are dealt round-robin over this many shard files.
     seed: seeds the masking.
   Returns:
     The metadata dict written to output_dir/metadata.json.
   """
-  output_dir = pathlib.Path(output_dir)
-  output_dir.mkdir(parents=True, exist_ok=True)
+  if special is None:
+    if vocab_size is None:
+      raise errors.UsageError("write_pretraining_records needs vocab_size or "
+                              "special (the tokenizer's SpecialTokens).")
+    special = project_special_tokens(vocab_size)
   refuse_existing_records(output_dir, overwrite)
   meta = base_metadata(layout=layout, seq_length=seq_length,
                        max_predictions_per_seq=max_predictions_per_seq,
-                       vocab_size=vocab_size, masked_lm_prob=masked_lm_prob,
-                       mask_token_rate=mask_token_rate,
-                       random_token_rate=random_token_rate)
+                       special=special, masking=masking)
   rng = np.random.default_rng(seed)
   records = []
   token_lists = []
   for example in examples:
     if isinstance(example, Mapping):
       records.append(_encode_feature_dict(example, seq_length,
-                                          max_predictions_per_seq, layout))
+                                          max_predictions_per_seq, layout,
+                                          special.pad_id))
     else:
       token_lists.append(example)
   records.extend(encode_sequences(
       token_lists, seq_length=seq_length,
-      max_predictions_per_seq=max_predictions_per_seq, vocab_size=vocab_size,
-      rng=rng, layout=layout, masked_lm_prob=masked_lm_prob,
-      mask_token_rate=mask_token_rate, random_token_rate=random_token_rate))
+      max_predictions_per_seq=max_predictions_per_seq, special=special,
+      rng=rng, layout=layout, masking=masking))
   shards = [records[i::num_shards] for i in range(num_shards)]
-  shard_meta = []
-  for index, records in enumerate(shards):
-    name = shard_file_name(index, num_shards)
-    count = write_tfrecord_file(output_dir / name, records)
-    shard_meta.append({"file": name, "num_examples": count})
-  meta["num_examples"] = sum(s["num_examples"] for s in shard_meta)
-  meta["shards"] = shard_meta
-  meta["seed"] = seed
-  meta.update(extra_metadata or {})
-  write_json_atomic(output_dir / METADATA_FILE, meta)
+  staging = new_staging_directory(output_dir)
+  try:
+    shard_meta = []
+    for index, shard_records in enumerate(shards):
+      name = shard_file_name(index, num_shards)
+      count = write_tfrecord_file(fileio.join(staging, name), shard_records)
+      shard_meta.append({"file": name, "num_examples": count})
+    meta["num_examples"] = sum(s["num_examples"] for s in shard_meta)
+    meta["shards"] = shard_meta
+    meta["seed"] = seed
+    meta.update(extra_metadata or {})
+    fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
+    swap_in_records(staging, output_dir)
+  finally:
+    fileio.rmtree(staging)
   return meta

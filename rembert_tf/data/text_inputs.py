@@ -3,13 +3,21 @@
 Input layouts read (one or more files per language):
 * plain text (`*.txt`, any other suffix): one sentence or paragraph per line,
   documents separated by blank lines (BERT's create_pretraining_data layout);
-* wikiextractor JSON-lines (`*.json`, `*.jsonl`, or `--input_format=jsonl`):
-  one `{"id", "url", "title", "text"}` object per line; one article is one
-  document, its `text` split into lines.
+* JSON-lines (`*.json`, `*.jsonl`, or `--input_format=jsonl`): one object
+  per line with a `text` field; one object is one document, its `text` split
+  into lines. This reads wikiextractor's `{"id", "url", "title", "text"}` and
+  C4 / mC4's `{"text", "timestamp", "url"}` alike;
+* any of these compressed with gzip (`*.gz`, e.g. mC4's
+  `c4-{lang}.tfrecord-00000-of-01024.json.gz`).
 
 Input specs (`--input`, repeatable / comma-separated):
 * `corpus/{lang}/*.txt`: a glob whose `{lang}` part names the language;
-* `en=wiki/en/**/wiki_*`: an explicit language for a glob.
+* `en=wiki/en/**/wiki_*`: an explicit language for a glob;
+* `--language_field NAME` (JSON-lines): a document's language is its field
+  `NAME` when present (files holding many languages), else the spec's.
+
+Paths may be on any filesystem TensorFlow reads (`gs://...`), through
+`rembert_tf.common.fileio`.
 
 Invalid UTF-8 is replaced by U+FFFD and counted (never a crash); JSON lines
 that do not parse are skipped and counted.
@@ -30,11 +38,14 @@ q = text_inputs.smoothed_language_probabilities({"en": 90, "sw": 10}, 0.7)
 ```
 """
 import dataclasses
-import glob
+import gzip
 import json
 import os
 import re
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 
 FORMATS = ("auto", "text", "jsonl")
 _LANG_PLACEHOLDER = "{lang}"
@@ -43,7 +54,7 @@ _REPLACEMENT = "\ufffd"
 _ENCODED_REPLACEMENT = _REPLACEMENT.encode("utf-8")
 
 
-class InputError(ValueError):
+class InputError(errors.InputError):
   """Input text is missing, empty or malformed beyond repair."""
 
 
@@ -52,9 +63,19 @@ class InputFile:
   language: str
   path: str
   format: str  # "text" or "jsonl"
+  language_field: Optional[str] = None  # jsonl: the field naming the language
 
   def size(self) -> int:
-    return os.path.getsize(self.path)
+    return fileio.size(self.path)
+
+  @property
+  def compressed(self) -> bool:
+    return self.path.endswith(".gz")
+
+  @property
+  def languages_known_from_path(self) -> bool:
+    """True when every document of the file is of `language` (no field)."""
+    return not (self.format == "jsonl" and self.language_field)
 
 
 @dataclasses.dataclass
@@ -77,6 +98,8 @@ def _format_of(path: str, input_format: str) -> str:
                      f"{input_format!r}.")
   if input_format != "auto":
     return input_format
+  if path.endswith(".gz"):
+    path = path[:-len(".gz")]
   return "jsonl" if path.endswith((".json", ".jsonl")) else "text"
 
 
@@ -91,13 +114,17 @@ def _split_specs(specs) -> List[str]:
 
 def resolve_inputs(specs: Sequence[str],
                    input_format: str = "auto",
-                   languages: Optional[Sequence[str]] = None) -> List[InputFile]:
+                   languages: Optional[Sequence[str]] = None,
+                   language_field: Optional[str] = None) -> List[InputFile]:
   """Input specs -> sorted InputFile list (language from `{lang}` or `lang=`).
 
   Args:
     specs: globs with `{lang}`, or `lang=glob`; comma-separated allowed.
+      With `language_field`, a plain glob is allowed too (its documents
+      without the field are skipped and counted).
     input_format: "auto" (by suffix), "text" or "jsonl".
     languages: keep only these languages (None: all found).
+    language_field: JSON field naming each document's language.
   Raises:
     InputError naming the spec when it matches no file or has no language.
   """
@@ -110,13 +137,13 @@ def resolve_inputs(specs: Sequence[str],
     explicit = _EXPLICIT_LANG.match(spec)
     if explicit and _LANG_PLACEHOLDER not in spec:
       language, pattern = explicit.groups()
-      paths = sorted(glob.glob(pattern, recursive=True))
-      matched = [(language, p) for p in paths]
+      _refuse_directory(spec, pattern)
+      matched = [(language, p) for p in fileio.glob(pattern)]
     elif _LANG_PLACEHOLDER in spec:
       prefix, _, suffix = spec.partition(_LANG_PLACEHOLDER)
       if _LANG_PLACEHOLDER in suffix:
         raise InputError(f"input {spec!r}: use {{lang}} once.")
-      paths = sorted(glob.glob(prefix + "*" + suffix, recursive=True))
+      paths = fileio.glob(prefix + "*" + suffix)
       regex = re.compile(
           "^" + _glob_to_regex(prefix) + r"([^/\\]+)" + _glob_to_regex(suffix) + "$")
       matched = []
@@ -124,24 +151,35 @@ def resolve_inputs(specs: Sequence[str],
         m = regex.match(path)
         if m:
           matched.append((m.group(1), path))
+    elif language_field:
+      _refuse_directory(spec, spec)
+      matched = [("", p) for p in fileio.glob(spec)]
     else:
       raise InputError(
           f"input {spec!r} does not say its language: put {{lang}} in the path "
           "pattern (corpus/{lang}/*.txt) or prefix it with the language "
           "(en=corpus/english/*.txt).")
-    matched = [(lang, p) for lang, p in matched if os.path.isfile(p)]
+    matched = [(lang, p) for lang, p in matched if not fileio.isdir(p)]
     if not matched:
       raise InputError(f"input {spec!r} matches no files; check the path "
                        "(globs: *, ?, ** with {lang} for the language folder).")
     for language, path in matched:
-      if languages and language not in languages:
+      if languages and language not in languages and not language_field:
         continue
-      found[os.path.abspath(path)] = InputFile(
-          language, path, _format_of(path, input_format))
+      key = path if fileio.is_remote(path) else os.path.abspath(path)
+      found[key] = InputFile(language, path, _format_of(path, input_format),
+                             language_field)
   if not found:
     raise InputError(f"inputs {specs} hold no files of the languages "
                      f"{list(languages or [])}.")
   return sorted(found.values(), key=lambda f: (f.language, f.path))
+
+
+def _refuse_directory(spec: str, pattern: str) -> None:
+  if not any(c in pattern for c in "*?[") and fileio.isdir(pattern):
+    raise InputError(
+        f"input {spec!r} is a directory; give the files inside it, e.g. "
+        f"{fileio.join(pattern, '*.txt')!r} (or {{lang}} for the language part).")
 
 
 def _glob_to_regex(pattern: str) -> str:
@@ -174,58 +212,140 @@ def decode_line(raw: bytes, stats: ReadStats) -> str:
     return text
 
 
+def _open_lines(path: str):
+  """The file's raw lines (bytes), gunzipped when the name ends in .gz."""
+  f = fileio.open_file(path, "rb")
+  if path.endswith(".gz"):
+    return gzip.GzipFile(fileobj=f, mode="rb"), f
+  return f, f
+
+
+def _raw_lines(path: str) -> Iterator[bytes]:
+  lines, underlying = _open_lines(path)
+  try:
+    while True:
+      raw = lines.readline()
+      if not raw:
+        return
+      yield raw
+  finally:
+    lines.close()
+    if underlying is not lines:
+      underlying.close()
+
+
 def _text_documents(path: str, stats: ReadStats) -> Iterator[List[str]]:
   document = []
-  with open(path, "rb") as f:
-    for raw in f:
-      line = decode_line(raw, stats).strip()
-      if line:
-        document.append(line)
-        stats.lines += 1
-      elif document:
-        stats.documents += 1
-        yield document
-        document = []
+  for raw in _raw_lines(path):
+    line = decode_line(raw, stats).strip()
+    if line:
+      document.append(line)
+      stats.lines += 1
+    elif document:
+      stats.documents += 1
+      yield document
+      document = []
   if document:
     stats.documents += 1
     yield document
 
 
-def _jsonl_documents(path: str, stats: ReadStats) -> Iterator[List[str]]:
-  with open(path, "rb") as f:
-    for raw in f:
-      line = decode_line(raw, stats).strip()
-      if not line:
-        continue
-      try:
-        article = json.loads(line)
-        text = article["text"]
-        if not isinstance(text, str):
-          raise TypeError("text is not a string")
-      except (ValueError, KeyError, TypeError):
-        stats.skipped_json_lines += 1
-        continue
-      document = [l.strip() for l in text.split("\n") if l.strip()]
-      if document:
-        stats.lines += len(document)
-        stats.documents += 1
-        yield document
+def _json_text(line: str, language_field: Optional[str]
+               ) -> Tuple[Optional[str], str]:
+  """(language or None, text) of one JSON line; ValueError if unusable."""
+  try:
+    article = json.loads(line)
+    text = article["text"]
+    if not isinstance(text, str):
+      raise TypeError("text is not a string")
+    language = None
+    if language_field:
+      language = article.get(language_field)
+      if not isinstance(language, str) or not language:
+        language = None
+  except (KeyError, TypeError, AttributeError) as e:
+    raise ValueError(str(e)) from None
+  return language, text
+
+
+def _jsonl_documents(input_file: InputFile, stats: ReadStats,
+                     keep: Optional[Sequence[str]] = None
+                     ) -> Iterator[Tuple[str, List[str]]]:
+  for raw in _raw_lines(input_file.path):
+    line = decode_line(raw, stats).strip()
+    if not line:
+      continue
+    try:
+      language, text = _json_text(line, input_file.language_field)
+      language = language or input_file.language
+      if not language:
+        raise ValueError("no language")
+    except ValueError:
+      stats.skipped_json_lines += 1
+      continue
+    if keep and language not in keep:
+      continue
+    document = [l.strip() for l in text.split("\n") if l.strip()]
+    if document:
+      stats.lines += len(document)
+      stats.documents += 1
+      yield language, document
+
+
+def iter_language_documents(input_file: InputFile,
+                            stats: Optional[ReadStats] = None,
+                            keep: Optional[Sequence[str]] = None
+                            ) -> Iterator[Tuple[str, List[str]]]:
+  """(language, document) pairs of one file; `keep` filters field languages."""
+  stats = stats if stats is not None else ReadStats()
+  if input_file.format == "jsonl":
+    return _jsonl_documents(input_file, stats, keep)
+  return ((input_file.language, d)
+          for d in _text_documents(input_file.path, stats))
 
 
 def iter_documents(input_file: InputFile,
                    stats: Optional[ReadStats] = None) -> Iterator[List[str]]:
   """Documents (non-empty lists of non-empty lines) of one input file."""
-  stats = stats if stats is not None else ReadStats()
-  if input_file.format == "jsonl":
-    return _jsonl_documents(input_file.path, stats)
-  return _text_documents(input_file.path, stats)
+  return (document for _, document in
+          iter_language_documents(input_file, stats))
 
 
-def language_sizes(files: Sequence[InputFile]) -> Dict[str, int]:
-  """Bytes of input per language (the n_l of the sampling)."""
+def file_language_bytes(input_file: InputFile,
+                        keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
+  """The first pass of one file: bytes of input per language.
+
+  An uncompressed file of one language is its size on disk (no read); a
+  gzipped file counts its uncompressed bytes, and a file whose documents name
+  their language (`language_field`) counts the bytes of each document's line.
+  """
+  if input_file.languages_known_from_path and not input_file.compressed:
+    return {input_file.language: input_file.size()}
+  if input_file.languages_known_from_path:
+    return {input_file.language: sum(len(raw) for raw in _raw_lines(
+        input_file.path))}
+  sizes: Dict[str, int] = {}
+  stats = ReadStats()
+  for raw in _raw_lines(input_file.path):
+    try:
+      language, _ = _json_text(decode_line(raw, stats).strip(),
+                               input_file.language_field)
+    except ValueError:
+      continue
+    language = language or input_file.language
+    if not language or (keep and language not in keep):
+      continue
+    sizes[language] = sizes.get(language, 0) + len(raw)
+  return sizes
+
+
+def language_sizes(files: Sequence[InputFile],
+                   keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
+  """Bytes of input per language (the n_l of the sampling; see file_language_bytes)."""
   sizes: Dict[str, int] = {}
   for f in files:
-    sizes[f.language] = sizes.get(f.language, 0) + f.size()
+    for language, n in file_language_bytes(f, keep).items():
+      sizes[language] = sizes.get(language, 0) + n
   return sizes
 
 

@@ -19,19 +19,18 @@ tfrecord_writer.write_tfrecord_file("/tmp/x.tfrecord", [b"abc", b"defg"])
 assert tfrecord_writer.crc32c(b"123456789") == 0xE3069283
 ```
 """
-import contextlib
-import os
 import struct
 from typing import Iterable, List, Sequence
 
 import numpy as np
+
+from rembert_tf.common import fileio
 
 _POLY = 0x82F63B78  # CRC32C, reflected.
 _MASK_DELTA = 0xA282EAD8
 _BATCH = 8192
 _LENGTH = struct.Struct("<Q")
 _HEADER_CRC = struct.Struct("<I")
-TEMP_SUFFIX = ".incomplete"
 
 
 def _make_table() -> np.ndarray:
@@ -125,19 +124,9 @@ def split_framed(data: bytes) -> List[bytes]:
   return out
 
 
-@contextlib.contextmanager
 def _atomic_file(path):
-  """Opens `path + .incomplete` for writing; renames it to `path` on success."""
-  path = str(path)
-  tmp = path + TEMP_SUFFIX
-  try:
-    with open(tmp, "wb") as f:
-      yield f
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+  """A file under a temporary name, renamed to `path` when complete (any filesystem)."""
+  return fileio.atomic_write(fileio.as_str(path), "wb")
 
 
 def write_framed_file(path, framed: Iterable[bytes]) -> int:

@@ -7,6 +7,8 @@ import pytest
 import tensorflow as tf
 
 import data_testlib
+import testlib
+from rembert_tf.common import errors
 from rembert_tf.data import pretraining_data
 from rembert_tf.data import pretraining_records
 from rembert_tf.data import text_inputs
@@ -191,7 +193,7 @@ def test_pack_document_keeps_every_token():
   np.testing.assert_array_equal(np.concatenate(sequences), np.concatenate(lines))
 
 
-def test_run_killed_midway_leaves_no_half_written_shard(tmp_path, monkeypatch):
+def _kill_second_shard(monkeypatch):
   calls = {"n": 0}
   original = pretraining_data.tfrecord_writer.write_framed_file
 
@@ -205,10 +207,109 @@ def test_run_killed_midway_leaves_no_half_written_shard(tmp_path, monkeypatch):
     return original(path, framed)
   monkeypatch.setattr(pretraining_data.tfrecord_writer, "write_framed_file",
                       dying_writer)
+
+
+def test_run_killed_midway_leaves_nothing(tmp_path, monkeypatch):
+  _kill_second_shard(monkeypatch)
   out = tmp_path / "out"
   with pytest.raises(KeyboardInterrupt):
     _make(_corpus_spec(), out, languages=["el"])
-  names = sorted(os.listdir(out))
-  # Shard 0 was complete; shard 1 never appears under its final name, no
-  # temporary files remain, and without metadata.json the loader refuses it.
-  assert names == ["pretrain-00000-of-00003.tfrecord"]
+  # The run created the directory and leaves neither it nor temporaries.
+  assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_failed_overwrite_keeps_old_records_and_stale_staging_is_removed(
+    tmp_path, monkeypatch):
+  out = tmp_path / "out"
+  _make(_corpus_spec(), out, languages=["el"], num_output_shards=2)
+  before = {p.name: p.read_bytes() for p in out.iterdir()}
+  stale = out / ".create_pretraining_data.tmp-999-dead"
+  (stale / "spill").mkdir(parents=True)
+  (stale / "spill" / "unit-000000.shard-00000").write_bytes(b"x" * 100)
+  with monkeypatch.context() as patch:
+    _kill_second_shard(patch)
+    with pytest.raises(KeyboardInterrupt):
+      _make(_corpus_spec(), out, languages=["zh"], overwrite=True)
+  # The failed --overwrite run removed the stale staging directory and its
+  # own, and the old records are byte-identical.
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+  meta = _make(_corpus_spec(), out, languages=["zh"], overwrite=True)
+  assert sorted(p.name for p in out.iterdir()) == [
+      "metadata.json"] + [f"pretrain-0000{i}-of-00003.tfrecord" for i in range(3)]
+  assert list(meta["languages"]) == ["zh"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(seq_length=100000), "--seq_length must be in [3, 8192]"),
+    (dict(seq_length=2), "--seq_length must be in [3, 8192]"),
+    (dict(max_predictions_per_seq=SEQ - 1), "--max_predictions_per_seq must be in [1, 30]"),
+    (dict(masking=pretraining_records.Masking(masked_lm_prob=0)), "--masked_lm_prob"),
+    (dict(masking=pretraining_records.Masking(mask_token_rate=0.8,
+                                              random_token_rate=0.3)),
+     "--mask_token_rate + --random_token_rate"),
+    (dict(dupe_factor=0), "--dupe_factor"),
+    (dict(num_workers=0), "--num_workers"),
+])
+def test_flags_out_of_range_name_the_flag(tmp_path, flags, message):
+  with pytest.raises(errors.UsageError) as raised:
+    _make(_corpus_spec(), tmp_path / "out", **flags)
+  assert message in str(raised.value)
+  assert not (tmp_path / "out").exists()
+
+
+def test_released_layout_model_puts_its_own_special_ids(tmp_path):
+  model = testlib.released_layout_sentencepiece()
+  meta = pretraining_data.create_pretraining_data(
+      _corpus_spec(), tmp_path, model, seq_length=SEQ,
+      max_predictions_per_seq=PRED, num_output_shards=1, languages=["el"],
+      verbose=False)
+  special = tokenizer.SpecialTokens.from_model(model)
+  assert meta["special_ids"] == special.as_dict()
+  assert special.cls_id == 312 and special.mask_id == 314
+  data = _read(tmp_path)
+  ids, mask = data["input_word_ids"], data["input_mask"]
+  lengths = mask.sum(1)
+  assert (ids[:, 0] == 312).all()
+  assert (ids[np.arange(len(ids)), lengths - 1] == 313).all()
+  assert (ids == 314).sum() > 0
+  real = data["masked_lm_weights"] > 0
+  assert not np.isin(data["masked_lm_ids"][real], [0, 312, 313, 314]).any()
+
+
+def test_random_replacements_avoid_every_special_id():
+  special = tokenizer.SpecialTokens(pad_id=0, unk_id=1, cls_id=5, sep_id=6,
+                                    mask_id=9, vocab_size=12)
+  draws = pretraining_records.random_non_special_ids(
+      np.random.default_rng(0), 6000, special)
+  assert sorted(set(draws.tolist())) == [2, 3, 4, 7, 8, 10, 11]
+
+
+def test_output_on_another_filesystem(tmp_path):
+  out = "ram://records_test/out"
+  meta = _make(_corpus_spec(), out, languages=["el", "zh"], num_workers=2)
+  local = _make(_corpus_spec(), tmp_path, languages=["el", "zh"])
+  assert meta == local
+  for shard in meta["shards"]:
+    assert tf.io.gfile.GFile(f"{out}/{shard['file']}", "rb").read() == (
+        tmp_path / shard["file"]).read_bytes()
+  assert pretraining_records.read_metadata(out) == meta
+  assert not [n for n in tf.io.gfile.listdir(out) if n.startswith(".")]
+
+
+def test_gzipped_c4_json_lines_with_language_field(tmp_path):
+  import gzip  # pylint: disable=g-import-not-at-top
+  lines = ([json.dumps({"text": f"the cat sees the dog {i}.\nthe dog runs.",
+                        "lang": "en", "url": "u"}) for i in range(30)] +
+           [json.dumps({"text": f"ο σκύλος {i} τρέχει.", "lang": "el"})
+            for i in range(10)] + ["{broken", json.dumps({"text": "no lang"})])
+  path = tmp_path / "c4" / "mixed.json.gz"
+  path.parent.mkdir()
+  path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+  meta = pretraining_data.create_pretraining_data(
+      [str(path)], tmp_path / "out", data_testlib.sentencepiece_model(),
+      seq_length=SEQ, max_predictions_per_seq=PRED, num_output_shards=1,
+      language_field="lang", verbose=False)
+  assert meta["languages"]["en"]["documents"] == 30
+  assert meta["languages"]["el"]["documents"] == 10
+  assert meta["inputs"][0]["skipped_json_lines"] == 2
+  assert meta["languages"]["el"]["passes_per_document"] > 1.0
