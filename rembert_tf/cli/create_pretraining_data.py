@@ -1,10 +1,13 @@
 r"""Makes sharded pre-training TFRecords (BERT layout, MLM only) from raw text.
 
 Reads plain text (one sentence/paragraph per line, blank line between
-documents) or wikiextractor JSON-lines, one or more files per language; mixes
-languages by smoothed sampling; tokenises with a rembert_tf SentencePiece model;
-writes `pretrain-XXXXX-of-YYYYY.tfrecord` + `metadata.json`. Output is
-identical for a seed whatever --num_workers is.
+documents), wikiextractor or C4/mC4 JSON lines (a `text` field; gzipped or
+not), one or more files per language, on any filesystem (`gs://`); mixes
+languages by smoothed sampling; tokenises with a SentencePiece model; writes
+`pretrain-XXXXX-of-YYYYY.tfrecord` + `metadata.json`. Output is identical for
+a seed whatever --num_workers is, and whatever the engine: the local
+multiprocess engine (default) or an Apache Beam runner (`--runner`), whose own
+pipeline options follow a `--`.
 
 Usage:
   python tools/create_pretraining_data.py --input 'corpus/{lang}/*.txt' \
@@ -12,25 +15,34 @@ Usage:
       --seq_length 128 --max_predictions_per_seq 20 --num_workers 2
   # Unmasked layout for dynamic masking in the input pipeline:
   python tools/create_pretraining_data.py ... --unmasked
+  # Apache Beam (pip install 'rembert_tf[beam]'), here on Dataflow:
+  python tools/create_pretraining_data.py --input 'gs://b/mc4/c4-{lang}.tfrecord-*.json.gz' \
+      --sentencepiece_model gs://b/spm/sentencepiece.model --output_dir gs://b/records \
+      --num_output_shards 2048 --runner DataflowRunner -- \
+      --project=my-project --region=us-central1 --temp_location=gs://b/tmp \
+      --setup_file=./setup.py --max_num_workers=64
 """
-import sys
-
-from rembert_tf import cli
-from absl import app
 from absl import flags
 
+from rembert_tf import cli
+from rembert_tf.common import errors
 from rembert_tf.data import pretraining_data
+from rembert_tf.data import pretraining_records
 from rembert_tf.data import text_inputs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
     "input", None, "Input spec(s): a glob with {lang} (corpus/{lang}/*.txt) or "
     "lang=glob; comma-separated or repeated.")
-flags.DEFINE_string("output_dir", None, "Where shards and metadata.json go.")
+flags.DEFINE_string("output_dir", None, "Where shards and metadata.json go "
+                    "(any filesystem: gs://...).")
 flags.DEFINE_string("sentencepiece_model", None,
-                    "Model from tools/train_sentencepiece.py.")
+                    "SentencePiece model (special ids found by piece name).")
 flags.DEFINE_enum("input_format", "auto", list(text_inputs.FORMATS),
-                  "text, jsonl (wikiextractor) or auto (by suffix).")
+                  "text, jsonl (wikiextractor, C4/mC4) or auto (by suffix; "
+                  ".gz is read compressed).")
+flags.DEFINE_string("language_field", None, "JSON lines: the field naming each "
+                    "document's language (else the language of the --input spec).")
 flags.DEFINE_list("languages", None, "Keep only these languages.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence, [CLS]/[SEP] included.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
@@ -45,31 +57,44 @@ flags.DEFINE_bool("unmasked", False, "Write the unmasked layout (dynamic "
                   "masking in the input pipeline: use_dynamic_masking=True).")
 flags.DEFINE_float("alpha", 0.7, "Language sampling exponent (1: natural mix).")
 flags.DEFINE_integer("num_output_shards", 8, "Shard files.")
-flags.DEFINE_integer("num_workers", 1, "Worker processes.")
+flags.DEFINE_integer("num_workers", 1, "Worker processes (local engine) or "
+                     "workers of Beam's local runner.")
+flags.DEFINE_string("runner", None, "Apache Beam runner (DirectRunner, "
+                    "DataflowRunner, FlinkRunner, SparkRunner); unset: the local "
+                    "multiprocess engine. Beam pipeline options follow `--`.")
 flags.DEFINE_integer("seed", 12345, "Random seed.")
-flags.DEFINE_bool("overwrite", False, "Replace records already in output_dir.")
+flags.DEFINE_bool("overwrite", False, "Replace records already in output_dir "
+                  "(the old ones stay until the new ones are complete).")
 flags.mark_flags_as_required(["input", "output_dir", "sentencepiece_model"])
 
 
+def record_options() -> pretraining_data.RecordOptions:
+  """The flags that decide the records, as one RecordOptions."""
+  return pretraining_data.RecordOptions(
+      seq_length=FLAGS.seq_length,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+      masking=pretraining_records.Masking(
+          masked_lm_prob=FLAGS.masked_lm_prob,
+          mask_token_rate=FLAGS.mask_token_rate,
+          random_token_rate=FLAGS.random_token_rate),
+      dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
+      unmasked=FLAGS.unmasked, language_sampling_alpha=FLAGS.alpha,
+      num_output_shards=FLAGS.num_output_shards, seed=FLAGS.seed)
+
+
+@errors.command("rembert-create-pretraining-data")
 def main(argv):
-  del argv
-  try:
-    pretraining_data.create_pretraining_data(
-        FLAGS.input, FLAGS.output_dir, FLAGS.sentencepiece_model,
-        seq_length=FLAGS.seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        masked_lm_prob=FLAGS.masked_lm_prob,
-        mask_token_rate=FLAGS.mask_token_rate,
-        random_token_rate=FLAGS.random_token_rate,
-        dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
-        unmasked=FLAGS.unmasked, language_sampling_alpha=FLAGS.alpha,
-        input_format=FLAGS.input_format, languages=FLAGS.languages,
-        num_output_shards=FLAGS.num_output_shards,
-        num_workers=FLAGS.num_workers, seed=FLAGS.seed,
-        overwrite=FLAGS.overwrite)
-  except (ValueError, FileExistsError) as e:
-    print(f"create_pretraining_data: error: {e}", file=sys.stderr)
-    return 1
+  beam_args = list(argv[1:])
+  if beam_args and not FLAGS.runner:
+    raise errors.UsageError(
+        f"unexpected arguments {beam_args}: Beam pipeline options after `--` "
+        "need --runner (e.g. --runner DataflowRunner).")
+  pretraining_data.create_pretraining_data(
+      FLAGS.input, FLAGS.output_dir, FLAGS.sentencepiece_model,
+      record_options(), input_format=FLAGS.input_format,
+      languages=FLAGS.languages, language_field=FLAGS.language_field,
+      num_workers=FLAGS.num_workers, runner=FLAGS.runner, beam_args=beam_args,
+      overwrite=FLAGS.overwrite)
   return 0
 
 

@@ -61,9 +61,7 @@ print(meta["num_examples"], meta["languages"]["en"]["sequences"])
 """
 import dataclasses
 import itertools
-import math
 import multiprocessing
-import os
 import queue
 import tempfile
 import threading
@@ -236,7 +234,8 @@ def plan_languages(sizes: Dict[str, int], alpha: float, dupe_factor: int,
   if not sizes or all(n == 0 for n in sizes.values()):
     raise text_inputs.InputError(
         f"inputs {list(inputs)}: every input file is empty; there is no text.")
-  return Plan(sizes=dict(sizes),
+  sizes = dict(sorted(sizes.items()))  # Float sums in one order everywhere.
+  return Plan(sizes=sizes,
               probabilities=text_inputs.smoothed_language_probabilities(
                   sizes, alpha),
               passes=passes_per_document(sizes, alpha, dupe_factor))
@@ -608,10 +607,14 @@ def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
                                      language_field)
   fileio.check_output_location(output_dir)
   pretraining_records.refuse_existing_records(output_dir, overwrite)
-  return Prepared(inputs=list(inputs), output_dir=output_dir, files=files,
-                  job=RecordJob(options, model, special),
-                  sentencepiece_sha256=sha,
-                  languages=list(languages) if languages else None)
+  prepared = Prepared(inputs=list(inputs), output_dir=output_dir, files=files,
+                      job=RecordJob(options, model, special),
+                      sentencepiece_sha256=sha,
+                      languages=list(languages) if languages else None)
+  if not prepared.tasks:
+    plan_languages({}, options.language_sampling_alpha, options.dupe_factor,
+                   inputs)  # Raises: every input file is empty.
+  return prepared
 
 
 def _log_plan(log, prepared: Prepared, plan: Plan, engine: str) -> None:
