@@ -9,13 +9,17 @@ Usage:
       --output_dir /tmp/spm --vocab_size 250300
   python tools/train_sentencepiece.py --input en=wiki/en/*.json,sw=wiki/sw/*.json \
       --output_dir /tmp/spm --vocab_size 32000 --alpha 0.5
+  # The sample drawn by Apache Beam (pip install 'rembert_tf[beam]'), where the
+  # text is; Beam pipeline options follow `--`:
+  python tools/train_sentencepiece.py --input 'gs://b/mc4/c4-{lang}.tfrecord-*.json.gz' \
+      --output_dir gs://b/spm --vocab_size 250300 --sample_with_beam \
+      --runner DataflowRunner --sample_path gs://b/spm/sample.txt -- \
+      --project=my-project --region=us-central1 --temp_location=gs://b/tmp
 """
-import sys
-
-from rembert_tf import cli
-from absl import app
 from absl import flags
 
+from rembert_tf import cli
+from rembert_tf.common import errors
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.data import text_inputs
 
@@ -23,13 +27,16 @@ FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
     "input", None, "Input spec(s): a glob with {lang} (corpus/{lang}/*.txt) or "
     "lang=glob; comma-separated or repeated.")
-flags.DEFINE_string("output_dir", None, "Where the model files go.")
+flags.DEFINE_string("output_dir", None, "Where the model files go (any "
+                    "filesystem).")
 flags.DEFINE_integer("vocab_size", 250300, "Exact vocabulary size (250300 for "
                      "RemBERT-scale runs, 2000 for the demo).")
 flags.DEFINE_string("model_prefix", "sentencepiece", "File name prefix.")
 flags.DEFINE_enum("input_format", "auto", list(text_inputs.FORMATS),
-                  "text (blank line between documents), jsonl (wikiextractor) "
-                  "or auto (by suffix: .json/.jsonl are jsonl).")
+                  "text (blank line between documents), jsonl (wikiextractor, "
+                  "C4/mC4) or auto (by suffix: .json/.jsonl[.gz] are jsonl).")
+flags.DEFINE_string("language_field", None, "JSON lines: the field naming each "
+                    "document's language.")
 flags.DEFINE_list("languages", None, "Keep only these languages.")
 flags.DEFINE_float("alpha", 0.7, "Language sampling exponent (mBERT: 0.7).")
 flags.DEFINE_integer("sample_size", 2_000_000, "Lines in the training sample.")
@@ -40,26 +47,58 @@ flags.DEFINE_enum("seed_pieces", "auto", list(sentencepiece_training.SEED_PIECES
                   "sentencepiece: the library's seed extraction (large vocabularies); "
                   "words: whole-word seeds by token frequency (small vocabularies); "
                   "auto: words when vocab_size <= 8000.")
+flags.DEFINE_bool("sample_with_beam", False, "Draw the training sample with an "
+                  "Apache Beam pipeline (--runner; options after `--`).")
+flags.DEFINE_string("runner", "DirectRunner", "Beam runner for "
+                    "--sample_with_beam (DirectRunner, DataflowRunner, ...).")
+flags.DEFINE_string("sample_path", None, "Where the sample is written (needed "
+                    "for remote Beam runners: gs://...; default: a temporary "
+                    "local file).")
+flags.DEFINE_bool("sample_only", False, "Write the sample to --sample_path and "
+                  "stop (train later on one machine with --input "
+                  "xx=SAMPLE_PATH --alpha 1).")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing model.")
-flags.mark_flags_as_required(["input", "output_dir"])
+flags.mark_flags_as_required(["input"])
 
 
+@errors.command("rembert-train-sentencepiece")
 def main(argv):
-  del argv
-  try:
-    sentencepiece_training.train_sentencepiece(
-        FLAGS.input, FLAGS.output_dir, FLAGS.vocab_size,
-        model_prefix=FLAGS.model_prefix, input_format=FLAGS.input_format,
-        languages=FLAGS.languages, language_sampling_alpha=FLAGS.alpha,
-        sample_size=FLAGS.sample_size,
-        character_coverage=FLAGS.character_coverage, seed=FLAGS.seed,
-        num_threads=FLAGS.num_threads, seed_pieces=FLAGS.seed_pieces,
-        overwrite=FLAGS.overwrite)
-  except (ValueError, FileExistsError, RuntimeError) as e:
-    print(f"train_sentencepiece: error: {e}", file=sys.stderr)
-    return 1
+  beam_args = list(argv[1:])
+  if beam_args and not FLAGS.sample_with_beam:
+    raise errors.UsageError(
+        f"unexpected arguments {beam_args}: Beam pipeline options after `--` "
+        "need --sample_with_beam.")
+  if FLAGS.sample_only:
+    _sample_only(beam_args)
+    return 0
+  if not FLAGS.output_dir:
+    raise errors.UsageError("--output_dir is required (where the model goes).")
+  sentencepiece_training.train_sentencepiece(
+      FLAGS.input, FLAGS.output_dir, FLAGS.vocab_size,
+      model_prefix=FLAGS.model_prefix, input_format=FLAGS.input_format,
+      languages=FLAGS.languages, language_field=FLAGS.language_field,
+      language_sampling_alpha=FLAGS.alpha, sample_size=FLAGS.sample_size,
+      character_coverage=FLAGS.character_coverage, seed=FLAGS.seed,
+      num_threads=FLAGS.num_threads, seed_pieces=FLAGS.seed_pieces,
+      sample_with_beam=FLAGS.sample_with_beam, runner=FLAGS.runner,
+      beam_args=beam_args, sample_path=FLAGS.sample_path,
+      overwrite=FLAGS.overwrite)
   return 0
+
+
+def _sample_only(beam_args):
+  if not FLAGS.sample_path:
+    raise errors.UsageError("--sample_only needs --sample_path (where the "
+                            "sample is written).")
+  options = sentencepiece_training.SampleOptions(
+      FLAGS.alpha, FLAGS.sample_size, FLAGS.seed).check()
+  files = text_inputs.resolve_inputs(FLAGS.input, FLAGS.input_format,
+                                     FLAGS.languages, FLAGS.language_field)
+  sentencepiece_training.draw_training_sample(
+      files, FLAGS.sample_path, options,
+      sample_with_beam=FLAGS.sample_with_beam, runner=FLAGS.runner,
+      beam_args=beam_args, inputs=FLAGS.input)
 
 
 def run():

@@ -9,7 +9,11 @@ pieces by token frequency (`write_seed_pieces`: works around SentencePiece
 0.2's type-frequency seeds, which split frequent short words), (4) train a unigram model with high
 character coverage and the fixed special ids of `rembert_tf.data.tokenizer`, (5) write
 `<prefix>.model`, `<prefix>.vocab` and `<prefix>.json` (vocab size, special
-ids, sha256), all under temporary names first.
+ids, sha256), all under temporary names first, on any filesystem (`gs://`).
+
+Steps (1)-(2) can run as an Apache Beam pipeline instead
+(`sample_with_beam=True`, see `beam_sentencepiece_sample`), so a vocabulary for
+terabytes of text needs only the sample on one machine.
 
 Builds on `sentencepiece.SentencePieceTrainer` as Model Garden's
 `official/nlp/data/train_sentencepiece.py` does; that script samples from TFDS
@@ -24,17 +28,19 @@ meta = sentencepiece_training.train_sentencepiece(
 ```
 """
 import collections
+import dataclasses
 import os
-import pathlib
 import re
 import tempfile
 import time
 import unicodedata
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
 import sentencepiece as spm
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tokenizer
 
@@ -55,17 +61,54 @@ SEED_PIECES = ("auto", "words", "sentencepiece")
 AUTO_WORD_SEEDS_MAX_VOCAB = 8000
 
 
-def _line_counts(files, log) -> Dict[str, int]:
-  counts: Dict[str, int] = {}
+class TrainingError(errors.RemBertError, RuntimeError):
+  """SentencePiece cannot build the asked vocabulary from the sample."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleOptions:
+  """How the language-balanced training sample is drawn."""
+  language_sampling_alpha: float = 0.7
+  sample_size: int = 2_000_000
+  seed: int = 0
+
+  def check(self) -> "SampleOptions":
+    if self.sample_size < 1:
+      raise errors.UsageError(
+          f"--sample_size must be >= 1 (lines in the training sample), got "
+          f"{self.sample_size}.")
+    if self.language_sampling_alpha < 0:
+      raise errors.UsageError(
+          f"--alpha must be >= 0, got {self.language_sampling_alpha}.")
+    return self
+
+
+@dataclasses.dataclass
+class LanguageCounts:
+  """The first pass: lines and input bytes per language."""
+  lines: Dict[str, int]
+  sizes: Dict[str, int]
+
+  def probabilities(self, alpha: float) -> Dict[str, float]:
+    """Smoothed shares of the languages that have lines."""
+    sizes = {l: (s if self.lines.get(l) else 0) for l, s in self.sizes.items()}
+    return text_inputs.smoothed_language_probabilities(sizes, alpha)
+
+
+def count_languages(files: Sequence[text_inputs.InputFile],
+                    log: Callable[[str], None]) -> LanguageCounts:
+  """Lines and bytes per language (reads every file once)."""
+  lines: Dict[str, int] = {}
   for f in files:
     stats = text_inputs.ReadStats()
-    for _ in text_inputs.iter_documents(f, stats):
-      pass
-    counts[f.language] = counts.get(f.language, 0) + stats.lines
+    for language, document in text_inputs.iter_language_documents(f, stats):
+      lines[language] = lines.get(language, 0) + len(document)
+    lines.setdefault(f.language, lines.get(f.language, 0))
     if stats.invalid_utf8_replacements:
       log(f"  {f.path}: {stats.invalid_utf8_replacements} invalid UTF-8 "
           "sequences replaced")
-  return counts
+  lines.pop("", None)
+  return LanguageCounts(lines, text_inputs.language_sizes(files))
 
 
 def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
@@ -85,6 +128,244 @@ def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
   return plan
 
 
+def write_sample(files: Sequence[text_inputs.InputFile],
+                 plan: Dict[str, np.ndarray], sample_file: str) -> Dict[str, int]:
+  """Writes each line as often as the plan says; returns lines per language."""
+  positions = {l: 0 for l in plan}
+  written = {l: 0 for l in plan}
+  with fileio.atomic_write(sample_file, "w") as out:
+    for f in files:
+      for language, document in text_inputs.iter_language_documents(f):
+        repeats = plan.get(language)
+        for line in document:
+          if repeats is None:
+            continue
+          k = int(repeats[positions[language]])
+          positions[language] += 1
+          written[language] += k
+          for _ in range(k):
+            out.write(line.replace("\n", " ") + "\n")
+  return written
+
+
+def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
+                options: SampleOptions, log: Callable[[str], None],
+                inputs: Sequence[str]) -> Dict[str, Any]:
+  """Steps 1-2 on this machine: counts, then the balanced sample file."""
+  log(f"train_sentencepiece: counting lines in {len(files)} files")
+  counts = count_languages(files, log)
+  _check_has_text(counts, inputs, log)
+  probabilities = counts.probabilities(options.language_sampling_alpha)
+  sample_size = min(options.sample_size, sum(counts.lines.values()))
+  plan = sample_plan(counts.lines, probabilities, sample_size,
+                     np.random.default_rng(options.seed))
+  written = write_sample(files, plan, sample_file)
+  return sample_summary(counts, probabilities, written, options)
+
+
+def _check_has_text(counts: LanguageCounts, inputs, log) -> None:
+  empty = sorted(l for l, n in counts.lines.items() if n == 0)
+  if empty:
+    log(f"  languages without text (skipped): {', '.join(empty)}")
+  if sum(counts.lines.values()) == 0:
+    raise text_inputs.InputError(
+        f"inputs {list(inputs)} contain no text (every file is empty or "
+        "blank); nothing to train on.")
+
+
+def sample_summary(counts: LanguageCounts, probabilities: Dict[str, float],
+                   written: Dict[str, int], options: SampleOptions
+                   ) -> Dict[str, Any]:
+  """The `sample` entry of the returned metadata."""
+  per_language = {}
+  for lang in sorted(counts.lines):
+    per_language[lang] = {
+        "lines": counts.lines[lang],
+        "input_bytes": counts.sizes.get(lang, 0),
+        "sampling_probability": round(probabilities.get(lang, 0.0), 6),
+        "sample_lines": int(written.get(lang, 0)),
+    }
+  return {"alpha": options.language_sampling_alpha,
+          "lines": int(sum(written.values())), "languages": per_language}
+
+
+def _training_error(error: RuntimeError, vocab_size: int, inputs) -> TrainingError:
+  """SentencePiece's failure as one line with the fix that applies."""
+  message = " ".join(str(error).split())
+  too_high = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it "
+                       r"to a value <= (\d+)", message)
+  too_small = re.search(r"Vocabulary size is smaller than required_chars\. "
+                        r"(\d+) vs (\d+)", message)
+  if too_high:
+    fix = (f"the sample allows at most {too_high.group(2)} pieces: lower "
+           f"--vocab_size to {too_high.group(2)} or less, or add text.")
+  elif too_small:
+    fix = (f"the sample has {too_small.group(2)} characters that need pieces: "
+           f"raise --vocab_size to more than {too_small.group(2)} or lower "
+           "--character_coverage.")
+  else:
+    fix = f"SentencePiece says: {message}"
+  return TrainingError(f"SentencePiece could not train --vocab_size "
+                       f"{vocab_size} on the sample of {list(inputs)}: {fix}")
+
+
+def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
+                character_coverage: float, num_threads: int,
+                max_sentence_length: int, seed_pieces: str, inputs) -> None:
+  """Step 3-4: a unigram model with the fixed special ids (local files)."""
+  seed_options = {}
+  if seed_pieces == "words" or (seed_pieces == "auto" and
+                                vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB):
+    seed_file = model_prefix + ".seed_pieces.tsv"
+    write_seed_pieces(sample_file, seed_file)
+    seed_options["seed_sentencepieces_file"] = seed_file
+  try:
+    spm.SentencePieceTrainer.Train(
+        input=sample_file, model_prefix=model_prefix,
+        model_type="unigram", vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        pad_id=tokenizer.PAD_ID, unk_id=tokenizer.UNK_ID, bos_id=-1,
+        eos_id=-1, pad_piece=tokenizer.PAD_PIECE,
+        unk_piece=tokenizer.UNK_PIECE,
+        control_symbols=[tokenizer.CLS_PIECE, tokenizer.SEP_PIECE,
+                         tokenizer.MASK_PIECE],
+        input_sentence_size=0, shuffle_input_sentence=False,
+        max_sentence_length=max_sentence_length,
+        num_threads=num_threads or os.cpu_count() or 1,
+        hard_vocab_limit=True, minloglevel=2, **seed_options)
+  except RuntimeError as e:
+    raise _training_error(e, vocab_size, inputs) from None
+
+
+def draw_training_sample(files: Sequence[text_inputs.InputFile],
+                         sample_path: str, options: SampleOptions, *,
+                         sample_with_beam: bool = False,
+                         runner: str = "DirectRunner",
+                         beam_args: Sequence[str] = (), inputs=(),
+                         log: Callable[..., None] = print) -> Dict[str, Any]:
+  """Steps 1-2 (locally or with Apache Beam): writes the sample, returns its summary."""
+  if sample_with_beam:
+    from rembert_tf.data import beam_sentencepiece_sample  # pylint: disable=g-import-not-at-top
+    sample = beam_sentencepiece_sample.draw_sample(
+        files, sample_path, options, runner=runner, beam_args=beam_args,
+        inputs=inputs, log=log)
+  else:
+    sample = draw_sample(files, sample_path, options, log, inputs)
+    fileio.write_json(sample_path + ".json", sample)
+  for lang, m in sample["languages"].items():
+    log(f"  {lang}: {m['lines']} lines -> {m['sample_lines']} in the sample "
+        f"(q={m['sampling_probability']:.3f})")
+  return sample
+
+
+def _check_arguments(vocab_size: int, seed_pieces: str,
+                     character_coverage: float) -> None:
+  if seed_pieces not in SEED_PIECES:
+    raise errors.UsageError(f"--seed_pieces must be one of {SEED_PIECES}, got "
+                            f"{seed_pieces!r}.")
+  if vocab_size <= tokenizer.NUM_SPECIAL_IDS:
+    raise errors.UsageError(
+        f"--vocab_size must exceed {tokenizer.NUM_SPECIAL_IDS} (the special "
+        f"pieces), got {vocab_size}.")
+  if not 0 < character_coverage <= 1:
+    raise errors.UsageError(f"--character_coverage must be in (0, 1], got "
+                            f"{character_coverage}.")
+
+
+def _publish(local_prefix: str, output_dir: str, model_prefix: str) -> str:
+  """Copies the trained files to `output_dir` (atomically); the model path."""
+  fileio.check_output_location(output_dir)
+  fileio.makedirs(output_dir)
+  for suffix in (".vocab", ".model"):  # The model last: its presence means done.
+    fileio.copy(local_prefix + suffix,
+                fileio.join(output_dir, model_prefix + suffix), overwrite=True)
+  return fileio.join(output_dir, model_prefix + ".model")
+
+
+def train_sentencepiece(inputs: Sequence[str],
+                        output_dir,
+                        vocab_size: int,
+                        *,
+                        model_prefix: str = "sentencepiece",
+                        input_format: str = "auto",
+                        languages: Optional[Sequence[str]] = None,
+                        language_field: Optional[str] = None,
+                        language_sampling_alpha: float = 0.7,
+                        sample_size: int = 2_000_000,
+                        character_coverage: float = 0.99995,
+                        seed: int = 0,
+                        num_threads: int = 0,
+                        max_sentence_length: int = 8192,
+                        seed_pieces: str = "auto",
+                        sample_with_beam: bool = False,
+                        runner: str = "DirectRunner",
+                        beam_args: Sequence[str] = (),
+                        sample_path: Optional[str] = None,
+                        overwrite: bool = False,
+                        verbose: bool = True) -> Dict[str, Any]:
+  """Trains `<output_dir>/<model_prefix>.model`; returns its metadata dict.
+
+  Args:
+    inputs: input specs (see `text_inputs.resolve_inputs`), any filesystem.
+    output_dir: created if needed (any filesystem).
+    vocab_size: exact vocabulary size (special pieces included).
+    language_sampling_alpha: smoothing exponent of the language mix.
+    sample_size: lines in the training sample (at most the total line count:
+      the mix is rebalanced, low-resource lines are repeated).
+    character_coverage: SentencePiece character coverage (high for many
+      scripts; characters outside it become <unk>).
+    num_threads: trainer threads (0: all cores).
+    seed_pieces: "sentencepiece" (the library's own seed extraction, for
+      large vocabularies), "words" (whole-word seeds counted by token
+      frequency, `write_seed_pieces`; for small vocabularies), or "auto"
+      (words when vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB).
+    sample_with_beam: draw the sample with an Apache Beam pipeline on
+      `runner` (`beam_args`: its options); the sample is written to
+      `sample_path` (needed for remote runners: gs://...) or a local
+      temporary file.
+    overwrite: replace an existing model of that prefix.
+  Raises:
+    errors.RemBertError subclasses: text_inputs.InputError (missing / empty
+    input), errors.OutputExistsError (the model exists and not overwrite),
+    errors.UsageError (a flag out of range), TrainingError (SentencePiece
+    cannot build `vocab_size` pieces; the message says which way to go).
+  """
+  log = print if verbose else (lambda *a, **k: None)
+  start = time.time()
+  output_dir = fileio.as_str(output_dir).rstrip("/")
+  model_path = fileio.join(output_dir, f"{model_prefix}.model")
+  if fileio.exists(model_path) and not overwrite:
+    raise errors.OutputExistsError(
+        f"{model_path} already exists; pass --overwrite (overwrite=True) to "
+        "replace it.")
+  _check_arguments(vocab_size, seed_pieces, character_coverage)
+  options = SampleOptions(language_sampling_alpha, sample_size, seed).check()
+  files = text_inputs.resolve_inputs(inputs, input_format, languages,
+                                     language_field)
+  fileio.check_output_location(output_dir)
+  with tempfile.TemporaryDirectory(prefix="rembert_tf-spm-") as tmp_dir:
+    local_sample = os.path.join(tmp_dir, "sample.txt")
+    sample = draw_training_sample(
+        files, sample_path or local_sample, options,
+        sample_with_beam=sample_with_beam, runner=runner, beam_args=beam_args,
+        inputs=inputs, log=log)
+    if sample_path:
+      fileio.copy(sample_path, local_sample)
+    log(f"train_sentencepiece: training a unigram model, vocab_size "
+        f"{vocab_size}, on {sample['lines']} lines")
+    local_prefix = os.path.join(tmp_dir, model_prefix)
+    train_model(local_sample, local_prefix, vocab_size,
+                character_coverage=character_coverage, num_threads=num_threads,
+                max_sentence_length=max_sentence_length,
+                seed_pieces=seed_pieces, inputs=inputs)
+    model_path = _publish(local_prefix, output_dir, model_prefix)
+  meta = dict(tokenizer.write_tokenizer_metadata(model_path))
+  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
+      f"...) in {time.time() - start:.1f}s")
+  meta["sample"] = sample
+  return meta
+
+
 def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,
                       max_piece_length: int = 16) -> int:
   """Writes whole-word SentencePiece seed pieces (`piece<TAB>count`) by token count.
@@ -99,7 +380,7 @@ def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,
   the trainer. Returns the number of seed pieces written.
   """
   counts = collections.Counter()
-  with open(sample_file, encoding="utf-8") as f:
+  with fileio.open_file(sample_file, "r") as f:
     for line in f:
       for token in line.split():
         runs = _RUNS.findall(token)
@@ -107,7 +388,7 @@ def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,
           counts[_WORD_START + runs[0]] += 1
           counts.update(runs[1:])
   written = 0
-  with open(output_file, "w", encoding="utf-8") as f:
+  with fileio.atomic_write(output_file, "w") as f:
     for piece, count in counts.most_common():
       if len(piece) < 2 or len(piece) > max_piece_length or count < 2:
         continue
@@ -116,143 +397,3 @@ def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,
       if written >= max_pieces:
         break
   return written
-
-
-def train_sentencepiece(inputs: Sequence[str],
-                        output_dir,
-                        vocab_size: int,
-                        *,
-                        model_prefix: str = "sentencepiece",
-                        input_format: str = "auto",
-                        languages: Optional[Sequence[str]] = None,
-                        language_sampling_alpha: float = 0.7,
-                        sample_size: int = 2_000_000,
-                        character_coverage: float = 0.99995,
-                        seed: int = 0,
-                        num_threads: int = 0,
-                        max_sentence_length: int = 8192,
-                        seed_pieces: str = "auto",
-                        overwrite: bool = False,
-                        verbose: bool = True) -> Dict[str, Any]:
-  """Trains `<output_dir>/<model_prefix>.model`; returns its metadata dict.
-
-  Args:
-    inputs: input specs (see `text_inputs.resolve_inputs`).
-    output_dir: created if needed.
-    vocab_size: exact vocabulary size (special pieces included).
-    language_sampling_alpha: smoothing exponent of the language mix.
-    sample_size: lines in the training sample (at most the total line count:
-      the mix is rebalanced, low-resource lines are repeated).
-    character_coverage: SentencePiece character coverage (high for many
-      scripts; characters outside it become <unk>).
-    num_threads: trainer threads (0: all cores).
-    seed_pieces: "sentencepiece" (the library's own seed extraction, for
-      large vocabularies), "words" (whole-word seeds counted by token
-      frequency, `write_seed_pieces`; for small vocabularies), or "auto"
-      (words when vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB).
-    overwrite: replace an existing model of that prefix.
-  Raises:
-    text_inputs.InputError for missing / empty input, FileExistsError when the
-    model exists and not overwrite, RuntimeError when SentencePiece cannot
-    build `vocab_size` pieces from the sample (the message says to lower it).
-  """
-  log = print if verbose else (lambda *a, **k: None)
-  output_dir = pathlib.Path(output_dir)
-  model_path = output_dir / f"{model_prefix}.model"
-  if model_path.exists() and not overwrite:
-    raise FileExistsError(f"{model_path} already exists; pass --overwrite "
-                          "(overwrite=True) to replace it.")
-  if seed_pieces not in SEED_PIECES:
-    raise ValueError(f"seed_pieces must be one of {SEED_PIECES}, got "
-                     f"{seed_pieces!r}.")
-  if vocab_size <= tokenizer.NUM_SPECIAL_IDS:
-    raise ValueError(f"vocab_size must exceed {tokenizer.NUM_SPECIAL_IDS} "
-                     f"(the special pieces), got {vocab_size}.")
-  files = text_inputs.resolve_inputs(inputs, input_format, languages)
-  start = time.time()
-  log(f"train_sentencepiece: counting lines in {len(files)} files")
-  counts = _line_counts(files, log)
-  empty = sorted(l for l, n in counts.items() if n == 0)
-  if empty:
-    log(f"  languages without text (skipped): {', '.join(empty)}")
-  total_lines = sum(counts.values())
-  if total_lines == 0:
-    raise text_inputs.InputError(
-        f"inputs {list(inputs)} contain no text (every file is empty or "
-        "blank); nothing to train on.")
-  sizes = text_inputs.language_sizes(files)
-  sizes = {l: (s if counts.get(l) else 0) for l, s in sizes.items()}
-  probabilities = text_inputs.smoothed_language_probabilities(
-      sizes, language_sampling_alpha)
-  sample_size = min(sample_size, total_lines)
-  rng = np.random.default_rng(seed)
-  plan = sample_plan(counts, probabilities, sample_size, rng)
-  output_dir.mkdir(parents=True, exist_ok=True)
-  tmp_dir = pathlib.Path(tempfile.mkdtemp(prefix=f".{model_prefix}.tmp-",
-                                          dir=output_dir))
-  sample_file = tmp_dir / "sample.txt"
-  per_language = {}
-  try:
-    positions = {l: 0 for l in plan}
-    with open(sample_file, "w", encoding="utf-8") as out:
-      for f in files:
-        repeats = plan.get(f.language)
-        if repeats is None:
-          continue
-        for document in text_inputs.iter_documents(f):
-          for line in document:
-            k = repeats[positions[f.language]]
-            positions[f.language] += 1
-            for _ in range(k):
-              out.write(line.replace("\n", " ") + "\n")
-    for lang in sorted(counts):
-      per_language[lang] = {
-          "lines": counts[lang],
-          "input_bytes": sizes.get(lang, 0),
-          "sampling_probability": round(probabilities.get(lang, 0.0), 6),
-          "sample_lines": int(plan[lang].sum()) if lang in plan else 0,
-      }
-      log(f"  {lang}: {counts[lang]} lines -> {per_language[lang]['sample_lines']}"
-          f" in the sample (q={probabilities.get(lang, 0.0):.3f})")
-    log(f"train_sentencepiece: training a unigram model, vocab_size "
-        f"{vocab_size}, on {sample_size} lines")
-    tmp_prefix = tmp_dir / model_prefix
-    seed_options = {}
-    if seed_pieces == "words" or (seed_pieces == "auto" and
-                                  vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB):
-      seed_file = tmp_dir / "seed_pieces.tsv"
-      write_seed_pieces(sample_file, seed_file)
-      seed_options["seed_sentencepieces_file"] = str(seed_file)
-    try:
-      spm.SentencePieceTrainer.Train(
-          input=str(sample_file), model_prefix=str(tmp_prefix),
-          model_type="unigram", vocab_size=vocab_size,
-          character_coverage=character_coverage,
-          pad_id=tokenizer.PAD_ID, unk_id=tokenizer.UNK_ID, bos_id=-1,
-          eos_id=-1, pad_piece=tokenizer.PAD_PIECE,
-          unk_piece=tokenizer.UNK_PIECE,
-          control_symbols=[tokenizer.CLS_PIECE, tokenizer.SEP_PIECE,
-                           tokenizer.MASK_PIECE],
-          input_sentence_size=0, shuffle_input_sentence=False,
-          max_sentence_length=max_sentence_length,
-          num_threads=num_threads or os.cpu_count() or 1,
-          hard_vocab_limit=True, minloglevel=2, **seed_options)
-    except RuntimeError as e:
-      raise RuntimeError(
-          f"SentencePiece could not train vocab_size {vocab_size} on the "
-          f"sample of {inputs}: {e}. Lower --vocab_size or add text.") from None
-    for suffix in (".vocab", ".model"):
-      os.replace(str(tmp_prefix) + suffix,
-                 output_dir / f"{model_prefix}{suffix}")
-  finally:
-    for p in tmp_dir.iterdir() if tmp_dir.exists() else ():
-      p.unlink()
-    if tmp_dir.exists():
-      tmp_dir.rmdir()
-  meta = tokenizer.write_tokenizer_metadata(model_path)
-  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
-      f"...) in {time.time() - start:.1f}s")
-  meta = dict(meta)
-  meta["sample"] = {"alpha": language_sampling_alpha, "lines": sample_size,
-                    "languages": per_language}
-  return meta

@@ -159,7 +159,13 @@ def resolve_inputs(specs: Sequence[str],
           f"input {spec!r} does not say its language: put {{lang}} in the path "
           "pattern (corpus/{lang}/*.txt) or prefix it with the language "
           "(en=corpus/english/*.txt).")
-    matched = [(lang, p) for lang, p in matched if not fileio.isdir(p)]
+    directories = [p for _, p in matched if fileio.isdir(p)]
+    matched = [(lang, p) for lang, p in matched if p not in directories]
+    if not matched and directories:
+      raise InputError(
+          f"input {spec!r} matches only directories ({directories[0]}"
+          f"{', ...' if len(directories) > 1 else ''}), not files; give the "
+          f"files inside them, e.g. {fileio.join(spec, '*.txt')!r}.")
     if not matched:
       raise InputError(f"input {spec!r} matches no files; check the path "
                        "(globs: *, ?, ** with {lang} for the language folder).")

@@ -73,3 +73,49 @@ def test_seed_pieces_split_like_sentencepiece(tmp_path):
   seeds = dict(line.split("\t") for line in
                (tmp_path / "seeds.tsv").read_text(encoding="utf-8").splitlines())
   assert seeds == {"▁the": "3", "▁village": "2"} and n == 2
+
+
+def _two_language_corpus(root):
+  for lang, word, n in (("en", "alpha beta gamma delta", 900),
+                        ("ru", "альфа бета гамма дельта", 100)):
+    (root / lang).mkdir(parents=True)
+    (root / lang / "a.txt").write_text(
+        "\n".join(f"{word} {i % 13}" for i in range(n)) + "\n")
+  return [str(root / "{lang}" / "*.txt")]
+
+
+def test_beam_drawn_sample_and_model_on_another_filesystem(tmp_path):
+  pytest.importorskip("apache_beam")
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  inputs = _two_language_corpus(tmp_path / "c")
+  out = "ram://spm_test/beam"
+  meta = sentencepiece_training.train_sentencepiece(
+      inputs, out, 36, language_sampling_alpha=0.5, sample_with_beam=True,
+      runner="DirectRunner", verbose=False)
+  sp = tokenizer.load_sentencepiece(f"{out}/sentencepiece.model")
+  assert sp.GetPieceSize() == 36
+  assert fileio.read_json(f"{out}/sentencepiece.json")["sha256"] == meta["sha256"]
+  sample = meta["sample"]["languages"]
+  n_en = (tmp_path / "c" / "en" / "a.txt").stat().st_size
+  n_ru = (tmp_path / "c" / "ru" / "a.txt").stat().st_size
+  expected = n_ru ** 0.5 / (n_ru ** 0.5 + n_en ** 0.5)
+  share = sample["ru"]["sample_lines"] / meta["sample"]["lines"]
+  # Quotas hold in expectation: about 1000 lines, the share within a few %.
+  assert abs(share - expected) < 0.05
+  assert abs(meta["sample"]["lines"] - 1000) < 80
+  assert sample["ru"]["sample_lines"] > sample["ru"]["lines"]  # Repeated.
+  again = sentencepiece_training.train_sentencepiece(
+      inputs, tmp_path / "again", 36, language_sampling_alpha=0.5,
+      sample_with_beam=True, verbose=False)
+  assert again["sample"] == meta["sample"]  # Deterministic for a seed.
+
+
+def test_sample_only_step_writes_the_sample(tmp_path):
+  inputs = _two_language_corpus(tmp_path / "c")
+  files = text_inputs.resolve_inputs(inputs)
+  summary = sentencepiece_training.draw_training_sample(
+      files, str(tmp_path / "s" / "sample.txt"),
+      sentencepiece_training.SampleOptions(sample_size=300), log=lambda *a: None)
+  lines = (tmp_path / "s" / "sample.txt").read_text().splitlines()
+  assert len(lines) == summary["lines"] == 300
+  assert json.loads((tmp_path / "s" / "sample.txt.json").read_text()) == summary

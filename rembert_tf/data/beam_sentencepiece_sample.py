@@ -1,0 +1,161 @@
+"""The SentencePiece training sample drawn by an Apache Beam pipeline.
+
+For terabytes of text the vocabulary's only single-machine step should be
+SentencePiece itself, on a sample of a few million lines. This pipeline draws
+that sample where the text is (Dataflow, Flink, Spark or Beam's local runner):
+
+1. **First pass**: lines and bytes per language (one element per input file).
+2. **Plan**: the language shares q_l ~ p_l**alpha of
+   `sentencepiece_training` (p_l from bytes, languages without lines get 0)
+   and the quota Q_l = round(sample_size * q_l) of each language; a line of
+   language l is taken r_l = Q_l / n_l times in expectation (low-resource
+   lines repeated, high-resource lines subsampled).
+3. **Draw**: each line is written floor(r_l) times plus once more with
+   probability frac(r_l), from a generator seeded by (seed, file), so the
+   sample is deterministic. Quotas hold in expectation (the local sampler's
+   are exact), which is what SentencePiece needs.
+4. **Write**: the sample lines in corpus order to one text file (any
+   filesystem) and their per-language counts beside it (`PATH.json`).
+
+`tools/train_sentencepiece.py --sample_with_beam` runs it, then trains on the
+sample; with `--sample_only` it stops after writing the sample.
+
+Example (Beam's local runner):
+```python
+from rembert_tf.data import beam_sentencepiece_sample, sentencepiece_training
+from rembert_tf.data import text_inputs
+files = text_inputs.resolve_inputs(["/tmp/corpus/{lang}/*.txt"])
+summary = beam_sentencepiece_sample.draw_sample(
+    files, "/tmp/spm_sample.txt", sentencepiece_training.SampleOptions(
+        sample_size=100_000), runner="DirectRunner")
+```
+"""
+from typing import Any, Callable, Dict, Sequence
+
+import numpy as np
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.data import sentencepiece_training
+from rembert_tf.data import text_inputs
+
+try:
+  import apache_beam as beam  # pylint: disable=g-import-not-at-top
+  from apache_beam.options import pipeline_options as beam_options  # pylint: disable=g-import-not-at-top
+except ImportError:  # pragma: no cover - depends on the installation
+  beam = None
+
+_DIRECT = ("DirectRunner", "direct", "PrismRunner", "prism")
+
+
+def _file_counts(task):
+  """(language, (lines, bytes)) pairs of one file."""
+  _, input_file = task
+  lines: Dict[str, int] = {}
+  for language, document in text_inputs.iter_language_documents(input_file):
+    lines[language] = lines.get(language, 0) + len(document)
+  sizes = text_inputs.file_language_bytes(input_file)
+  if input_file.language:
+    lines.setdefault(input_file.language, 0)
+  return [(l, (lines.get(l, 0), sizes.get(l, 0))) for l in
+          sorted(set(lines) | set(sizes)) if l]
+
+
+def _sum_pairs(pairs):
+  lines = size = 0
+  for n, b in pairs:
+    lines += n
+    size += b
+  return lines, size
+
+
+def _rates(unused, per_language, options):
+  """Expected repeats of a line per language (step 2)."""
+  counts = sentencepiece_training.LanguageCounts(
+      lines={l: v[0] for l, v in per_language},
+      sizes={l: v[1] for l, v in per_language})
+  total = sum(counts.lines.values())
+  if total == 0:  # Reported after the run as an InputError.
+    return {"counts": counts, "probabilities": {}, "rates": {}}
+  probabilities = counts.probabilities(options.language_sampling_alpha)
+  sample_size = min(options.sample_size, total)
+  rates = {}
+  for lang, n in counts.lines.items():
+    quota = int(round(sample_size * probabilities.get(lang, 0.0)))
+    rates[lang] = quota / n if n else 0.0
+  return {"counts": counts, "probabilities": probabilities, "rates": rates}
+
+
+def _draw(task, plan, seed):
+  """(unit, line number, language, line) for every copy of a drawn line."""
+  unit_index, input_file = task
+  rng = np.random.default_rng([seed, unit_index])
+  rates = plan["rates"]
+  line_number = 0
+  for language, document in text_inputs.iter_language_documents(input_file):
+    rate = rates.get(language, 0.0)
+    whole = int(np.floor(rate))
+    extras = rng.random(len(document)) < rate - whole
+    for line, extra in zip(document, extras.tolist()):
+      for _ in range(whole + int(extra)):
+        yield unit_index, line_number, language, line
+      line_number += 1
+
+
+def _write(unused, drawn, plan, options, path):
+  drawn = sorted(drawn)
+  written: Dict[str, int] = {}
+  with fileio.atomic_write(path, "w") as out:
+    for _, _, language, line in drawn:
+      written[language] = written.get(language, 0) + 1
+      out.write(line.replace("\n", " ") + "\n")
+  summary = sentencepiece_training.sample_summary(
+      plan["counts"], plan["probabilities"], written, options)
+  fileio.write_json(path + ".json", summary)
+  return summary["lines"]
+
+
+def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
+                options: "sentencepiece_training.SampleOptions", *,
+                runner: str = "DirectRunner", beam_args: Sequence[str] = (),
+                inputs: Sequence[str] = (), num_workers: int = 1,
+                log: Callable[..., None] = print) -> Dict[str, Any]:
+  """Runs the sampling pipeline; returns the per-language summary."""
+  if beam is None:
+    raise errors.UsageError(
+        "--sample_with_beam needs Apache Beam, which is not installed; install "
+        "it with `pip install 'rembert_tf[beam]'`.")
+  if runner not in _DIRECT and not fileio.is_remote(sample_path):
+    raise errors.UsageError(
+        f"--sample_path {sample_path!r} is local, but the {runner} workers "
+        "cannot write to this machine; give a shared location "
+        "(--sample_path gs://bucket/spm/sample.txt).")
+  args = [f"--runner={runner}", *beam_args]
+  if runner in _DIRECT and "direct_num_workers" not in " ".join(beam_args):
+    args.append(f"--direct_num_workers={num_workers}")
+  log(f"train_sentencepiece: drawing the sample of {len(files)} files with "
+      f"Apache Beam {runner} -> {sample_path}")
+  tasks = list(enumerate(files))
+  pipeline = beam.Pipeline(options=beam_options.PipelineOptions(args))
+  every_file = pipeline | "Files" >> beam.Create(tasks)
+  per_language = (every_file
+                  | "CountLines" >> beam.FlatMap(_file_counts)
+                  | "SumPerLanguage" >> beam.CombinePerKey(_sum_pairs))
+  plan = (pipeline
+          | "PlanSeed" >> beam.Create([None])
+          | "Plan" >> beam.Map(_rates, beam.pvalue.AsList(per_language), options))
+  drawn = (every_file
+           | "Spread" >> beam.Reshuffle()
+           | "Draw" >> beam.FlatMap(_draw, beam.pvalue.AsSingleton(plan),
+                                    options.seed))
+  _ = (pipeline
+       | "WriteSeed" >> beam.Create([None])
+       | "Write" >> beam.Map(_write, beam.pvalue.AsList(drawn),
+                             beam.pvalue.AsSingleton(plan), options, sample_path))
+  pipeline.run().wait_until_finish()
+  summary = fileio.read_json(sample_path + ".json")
+  if summary["lines"] == 0:
+    raise text_inputs.InputError(
+        f"inputs {list(inputs)} contain no text (every file is empty or "
+        "blank); nothing to train on.")
+  return summary
