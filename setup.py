@@ -25,5 +25,11 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["rembert_tf", "rembert_tf.*"]),
     python_requires=">=3.10,<3.13",
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": ["pytest>=8.0"]},
+    extras_require={
+        "test": ["pytest>=8.0"],
+        # Record creation and the SentencePiece sample on Apache Beam
+        # (Dataflow, Flink, Spark, Beam's local runner); 2.60+ runs on
+        # Python 3.11 beside TF 2.20's protobuf and numpy.
+        "beam": ["apache-beam>=2.60,<3"],
+    },
 )
