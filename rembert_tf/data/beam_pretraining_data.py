@@ -12,7 +12,8 @@ pipeline, so it runs on Dataflow, Flink, Spark or Beam's local runner:
    (`Reshuffle`) so one large file's chunks spread over all workers.
 3. **Records**: `pretraining_data.chunk_records` tokenises, packs, masks and
    encodes a chunk with the chunk's own generator (seed, file, chunk) and
-   gives every record its shard, exactly as a local worker does.
+   gives every record its shard, exactly as a local worker does; a chunk's
+   records go on as one element per shard.
 4. **Shards**: records are grouped by shard, put back in (file, chunk, record)
    order, shuffled with `shard_permutation`, framed and written; then
    `metadata.json` is built by `build_metadata` from the per-file counts.
@@ -116,9 +117,15 @@ class _ChunkRecords(beam.DoFn if beam else object):
     unit_index, chunk_index, chunk = element
     out = pretraining_data.chunk_records(chunk, unit_index, chunk_index,
                                          plan.passes, self._job)
-    for i, (shard, language, record) in enumerate(
-        zip(out.shards, out.languages, out.records)):
-      yield shard, (unit_index, chunk_index, i, language, record)
+    # One element per (chunk, shard), records in chunk order: far fewer
+    # elements to move than one per record.
+    by_shard = {}
+    for shard, language, record in zip(out.shards, out.languages, out.records):
+      languages, records = by_shard.setdefault(shard, ([], []))
+      languages.append(language)
+      records.append(record)
+    for shard, (languages, records) in sorted(by_shard.items()):
+      yield shard, (unit_index, chunk_index, languages, records)
     yield beam.pvalue.TaggedOutput("counts", (unit_index, out.counts))
 
 
@@ -136,14 +143,18 @@ def _write_shard(element, staging: str, seed: int, num_shards: int
                  ) -> Dict[str, Any]:
   """Puts a shard's records in the local tool's order, shuffles and writes them."""
   shard_index, values = element
-  ordered = sorted(v for v in values if v is not None)
+  batches = sorted((v for v in values if v is not None),
+                   key=lambda v: (v[0], v[1]))  # (unit, chunk): unique keys.
+  records: List[bytes] = []
   per_language: Dict[str, int] = {}
-  for _, _, _, language, _ in ordered:
-    per_language[language] = per_language.get(language, 0) + 1
-  order = pretraining_data.shard_permutation(seed, shard_index, len(ordered))
+  for _, _, languages, batch in batches:
+    records.extend(batch)
+    for language in languages:
+      per_language[language] = per_language.get(language, 0) + 1
+  order = pretraining_data.shard_permutation(seed, shard_index, len(records))
   name = pretraining_records.shard_file_name(shard_index, num_shards)
   tfrecord_writer.write_tfrecord_file(
-      fileio.join(staging, name), (ordered[i][4] for i in order))
+      fileio.join(staging, name), (records[i] for i in order))
   return pretraining_data.shard_metadata(shard_index, num_shards, per_language)
 
 

@@ -1,0 +1,148 @@
+r"""Record creation on Apache Beam's local runner vs the local multiprocess tool.
+
+1. Generates (or reuses) a demo corpus and a SentencePiece model of the tiny
+   config's vocabulary size.
+2. Runs `tools/create_pretraining_data.py` as a command (wall clock, start-up
+   included) on the same corpus and settings, alternating the contenders in
+   every round (this machine's speed swings with load):
+   the local engine with 1 and 2 worker processes, and `--runner
+   DirectRunner` with 1 worker (in-process) and 2 worker processes
+   (`multi_processing`).
+3. Prints tokens/s, tokens/s per worker (per core: one worker is one
+   process), Beam / local per core (target: Beam within 2x), the 1 -> 2
+   worker scaling of each engine, and checks that Beam's shards and
+   metadata.json are byte-identical to the local tool's.
+
+Example:
+```bash
+.venv/bin/python bench/beam_pretraining_data.py                  # 21 MB, 2 rounds
+.venv/bin/python bench/beam_pretraining_data.py --megabytes 5 --rounds 1 --json_out /tmp/b.json
+```
+"""
+import argparse
+import glob
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CONTENDERS = (("local", 1), ("beam", 1), ("local", 2), ("beam", 2))
+
+
+def _args():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--work_dir", default="/tmp/rembert_bench_beam_data")
+  parser.add_argument("--megabytes", type=float, default=21.0)
+  parser.add_argument("--rounds", type=int, default=2)
+  parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--max_predictions_per_seq", type=int, default=20)
+  parser.add_argument("--num_output_shards", type=int, default=8)
+  parser.add_argument("--json_out", default="")
+  return parser.parse_args()
+
+
+def prepare(work: pathlib.Path, megabytes: float):
+  """The corpus (28 files, 7 languages) and a vocab-2000 model, reused when present."""
+  sys.path.insert(0, str(REPO))
+  from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
+  try:
+    from rembert_tf.demo import demo_corpus  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    from rembert_tf.data import demo_corpus  # pylint: disable=g-import-not-at-top
+  corpus = work / "corpus"
+  done = corpus / "done"
+  if not done.exists() or json.loads(done.read_text()).get("megabytes") != megabytes:
+    shutil.rmtree(corpus, ignore_errors=True)
+    demo_corpus.generate_corpus(corpus, target_megabytes=megabytes,
+                                files_per_language=4, seed=0)
+    done.write_text(json.dumps({"megabytes": megabytes}))
+  model = work / "spm" / "sentencepiece.model"
+  if not model.exists():
+    sentencepiece_training.train_sentencepiece(
+        [str(corpus / "{lang}" / "*.txt")], work / "spm", 2000,
+        sample_size=300_000, verbose=False)
+  files = glob.glob(str(corpus / "*" / "*.txt"))
+  size = sum(os.path.getsize(p) for p in files)
+  print(f"corpus: {corpus} ({size / 1e6:.1f} MB, {len(files)} files)", flush=True)
+  return corpus, model
+
+
+def run_tool(work, corpus, model, engine, workers, args):
+  out = work / f"records_{engine}_{workers}"
+  cmd = [sys.executable, "tools/create_pretraining_data.py",
+         f"--input={corpus}/{{lang}}/*.txt", f"--output_dir={out}",
+         f"--sentencepiece_model={model}", f"--seq_length={args.seq_length}",
+         f"--max_predictions_per_seq={args.max_predictions_per_seq}",
+         f"--num_output_shards={args.num_output_shards}",
+         f"--num_workers={workers}", "--overwrite"]
+  if engine == "beam":
+    cmd.append("--runner=DirectRunner")
+  log = work / f"{engine}_{workers}.log"
+  start = time.time()
+  with open(log, "w") as f:
+    proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=str(REPO),
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                          check=False)
+  elapsed = time.time() - start
+  if proc.returncode != 0:
+    raise RuntimeError(f"{engine} x{workers} failed; see {log}")
+  meta = json.loads((out / "metadata.json").read_text())
+  tokens = sum(l["tokens"] for l in meta["languages"].values())
+  return out, elapsed, tokens
+
+
+def _same_bytes(a: pathlib.Path, b: pathlib.Path) -> bool:
+  names = sorted(p.name for p in a.iterdir())
+  return names == sorted(p.name for p in b.iterdir()) and all(
+      (a / n).read_bytes() == (b / n).read_bytes() for n in names)
+
+
+def main():
+  args = _args()
+  work = pathlib.Path(args.work_dir)
+  work.mkdir(parents=True, exist_ok=True)
+  corpus, model = prepare(work, args.megabytes)
+  best = {}
+  outputs = {}
+  tokens = 0
+  for round_index in range(args.rounds):
+    for engine, workers in CONTENDERS:
+      out, elapsed, tokens = run_tool(work, corpus, model, engine, workers, args)
+      outputs[(engine, workers)] = out
+      key = f"{engine}_{workers}"
+      best[key] = min(best.get(key, float("inf")), elapsed)
+      print(f"round {round_index + 1}: {engine:5s} x{workers}: {elapsed:6.1f}s "
+            f"-> {tokens / elapsed:,.0f} tokens/s", flush=True)
+  figures = {"megabytes": args.megabytes, "tokens": tokens,
+             "rounds": args.rounds, "cpu_count": os.cpu_count()}
+  for key, seconds in best.items():
+    workers = int(key.split("_")[1])
+    figures[f"{key}_seconds"] = round(seconds, 2)
+    figures[f"{key}_tokens_per_second"] = round(tokens / seconds)
+    figures[f"{key}_tokens_per_second_per_worker"] = round(tokens / seconds / workers)
+  for workers in (1, 2):
+    figures[f"beam_over_local_per_core_{workers}"] = round(
+        best[f"local_{workers}"] / best[f"beam_{workers}"], 3)
+  for engine in ("local", "beam"):
+    figures[f"{engine}_scaling_1_to_2"] = round(
+        best[f"{engine}_1"] / best[f"{engine}_2"], 3)
+  figures["beam_bytes_identical_to_local"] = all(
+      _same_bytes(outputs[("local", 1)], outputs[(engine, w)])
+      for engine, w in CONTENDERS)
+  print(f"per core, Beam / local: 1 worker {figures['beam_over_local_per_core_1']:.2f}x, "
+        f"2 workers {figures['beam_over_local_per_core_2']:.2f}x (target >= 0.5x)")
+  print(f"scaling 1 -> 2 workers: local {figures['local_scaling_1_to_2']:.2f}x, "
+        f"Beam {figures['beam_scaling_1_to_2']:.2f}x")
+  print(f"Beam output byte-identical to the local tool's: "
+        f"{figures['beam_bytes_identical_to_local']}")
+  print(json.dumps(figures))
+  if args.json_out:
+    pathlib.Path(args.json_out).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+  main()
