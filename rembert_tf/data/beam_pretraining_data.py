@@ -76,6 +76,19 @@ def pipeline_options(runner: str, num_workers: int, beam_args: Sequence[str]):
   return beam_options.PipelineOptions(args)
 
 
+def _runner(name: str):
+  """The runner object: Beam's Python local runner for the direct names.
+
+  Beam's DirectRunner would first try its Go-based local runner, which it
+  downloads at run time; the Python FnApiRunner needs nothing beyond the
+  installed package and honours --direct_num_workers / --direct_running_mode.
+  """
+  if name in DIRECT_RUNNERS:
+    from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
+    return fn_runner.FnApiRunner()
+  return name
+
+
 # ----------------------------------------------------------------------------
 # Transforms (module-level functions: picklable for every runner).
 
@@ -197,7 +210,6 @@ def build_pipeline(pipeline, prepared: "pretraining_data.Prepared",
               Any).with_outputs(
               "read", main="chunks"))
   processed = (read.chunks
-               | "SpreadChunks" >> beam.Reshuffle()
                | "Records" >> beam.ParDo(
                    _ChunkRecords(prepared.job),
                    beam.pvalue.AsSingleton(plan)).with_output_types(
@@ -228,7 +240,8 @@ def run_pipeline(prepared: "pretraining_data.Prepared", staging: str, *,
   require_beam()
   log(f"create_pretraining_data: {len(prepared.files)} input files, Apache "
       f"Beam {runner} ({num_workers} worker(s)) -> {prepared.output_dir}")
-  pipeline = beam.Pipeline(options=pipeline_options(runner, num_workers,
+  pipeline = beam.Pipeline(runner=_runner(runner),
+                           options=pipeline_options(runner, num_workers,
                                                     beam_args))
   build_pipeline(pipeline, prepared, staging)
   result = pipeline.run()

@@ -136,7 +136,12 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
   log(f"train_sentencepiece: drawing the sample of {len(files)} files with "
       f"Apache Beam {runner} -> {sample_path}")
   tasks = list(enumerate(files))
-  pipeline = beam.Pipeline(options=beam_options.PipelineOptions(args))
+  if runner in _DIRECT:  # Beam's Python local runner (nothing downloaded).
+    from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
+    pipeline = beam.Pipeline(runner=fn_runner.FnApiRunner(),
+                             options=beam_options.PipelineOptions(args))
+  else:
+    pipeline = beam.Pipeline(options=beam_options.PipelineOptions(args))
   every_file = pipeline | "Files" >> beam.Create(tasks)
   per_language = (every_file
                   | "CountLines" >> beam.FlatMap(_file_counts)
