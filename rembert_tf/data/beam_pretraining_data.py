@@ -7,9 +7,10 @@ pipeline, so it runs on Dataflow, Flink, Spark or Beam's local runner:
 1. **First pass**: bytes of input per language (`text_inputs.file_language_bytes`,
    one element per input file), summed per language; the smoothed language
    plan (`pretraining_data.plan_languages`) is computed from that sum.
-2. **Read**: each input file becomes chunks of `DOCUMENTS_PER_CHUNK`
-   documents, numbered in file order; the chunks are redistributed
-   (`Reshuffle`) so one large file's chunks spread over all workers.
+2. **Read**: input files are spread over the workers; each becomes chunks of
+   `DOCUMENTS_PER_CHUNK` documents, numbered in file order. With fewer than
+   `SPREAD_CHUNKS_BELOW_FILES` files the chunks are redistributed too
+   (`Reshuffle`), so a few large files still use every worker.
 3. **Records**: `pretraining_data.chunk_records` tokenises, packs, masks and
    encodes a chunk with the chunk's own generator (seed, file, chunk) and
    gives every record its shard, exactly as a local worker does; a chunk's
@@ -53,6 +54,11 @@ except ImportError:  # pragma: no cover - depends on the installation
   beam = None
 
 DIRECT_RUNNERS = ("DirectRunner", "direct", "PrismRunner", "prism")
+# With fewer input files than this, chunks are redistributed after reading
+# (their text goes through a shuffle) so that a few large files still keep
+# every worker busy; with more, whole files are the unit of work (Wikipedia
+# extracts and mC4 come as thousands of files).
+SPREAD_CHUNKS_BELOW_FILES = 1000
 
 
 def require_beam() -> None:
@@ -209,7 +215,10 @@ def build_pipeline(pipeline, prepared: "pretraining_data.Prepared",
           | "Read" >> beam.ParDo(_ReadChunks(keep)).with_output_types(
               Any).with_outputs(
               "read", main="chunks"))
-  processed = (read.chunks
+  chunks = read.chunks
+  if len(prepared.tasks) < SPREAD_CHUNKS_BELOW_FILES:
+    chunks = chunks | "SpreadChunks" >> beam.Reshuffle()
+  processed = (chunks
                | "Records" >> beam.ParDo(
                    _ChunkRecords(prepared.job),
                    beam.pvalue.AsSingleton(plan)).with_output_types(
