@@ -99,7 +99,8 @@ def main(argv):
 
 
 def run():
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, program="rembert-create-pretraining-data",
+                  output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

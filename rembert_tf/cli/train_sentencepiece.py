@@ -102,7 +102,8 @@ def _sample_only(beam_args):
 
 
 def run():
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, program="rembert-train-sentencepiece",
+                  output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ print(meta["num_examples"], meta["languages"]["en"]["sequences"])
 ```
 """
 import dataclasses
+import io
 import itertools
 import multiprocessing
 import queue
@@ -71,6 +72,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
 
 import numpy as np
 
+from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_records
@@ -492,33 +494,32 @@ def _run_unit(task):
 
 
 class _Progress:
-  """Console progress: files, documents, sequences, tokens per second."""
+  """A progress bar over the input files (`console.Progress`, ETA included),
+  with documents, sequences and tokens/s as its note; silent unless verbose."""
 
-  def __init__(self, log, total_units: int):
-    self.log = log
-    self.total_units = total_units
+  def __init__(self, total_units: int, verbose: bool):
     self.documents = self.sequences = self.tokens = 0
-    self.units_done = 0
     self.start = time.time()
-    self._last = 0.0
     self._lock = threading.Lock()
+    self.bar = console.Progress(
+        "create_pretraining_data", total=total_units, unit="files",
+        stream=None if verbose else io.StringIO())
 
   def add(self, documents, sequences, tokens):
     with self._lock:
       self.documents += documents
       self.sequences += sequences
       self.tokens += tokens
-    self.maybe_print()
+      rate = self.tokens / max(time.time() - self.start, 1e-9)
+      note = (f"{self.documents:,} documents, {self.sequences:,} sequences, "
+              f"{rate:,.0f} tokens/s")
+    self.bar.set(None, note=note)
 
-  def maybe_print(self, force=False):
-    now = time.time()
-    if not force and now - self._last < 2.0:
-      return
-    self._last = now
-    elapsed = max(now - self.start, 1e-9)
-    self.log(f"  [{elapsed:7.1f}s] files {self.units_done}/{self.total_units}"
-             f"  documents {self.documents}  sequences {self.sequences}  "
-             f"tokens {self.tokens}  ({self.tokens / elapsed:,.0f} tokens/s)")
+  def file_done(self):
+    self.bar.update(1)
+
+  def close(self):
+    self.bar.close()
 
 
 def _run_tasks(tasks, num_workers: int, progress: _Progress) -> List[UnitResult]:
@@ -526,7 +527,7 @@ def _run_tasks(tasks, num_workers: int, progress: _Progress) -> List[UnitResult]
     results = []
     for task in tasks:
       results.append(process_unit(*task, progress=progress.add))
-      progress.units_done += 1
+      progress.file_done()
     return results
   context = multiprocessing.get_context("spawn")
   progress_queue = context.Queue()
@@ -547,7 +548,7 @@ def _run_tasks(tasks, num_workers: int, progress: _Progress) -> List[UnitResult]
     try:
       for result in pending:
         results.append(result)
-        progress.units_done += 1
+        progress.file_done()
     finally:
       done.set()
       thread.join()
@@ -685,18 +686,18 @@ class _Existing:
 
 
 def run_local(prepared: Prepared, plan: Plan, staging: str, num_workers: int,
-              log) -> Dict[str, Any]:
+              log, verbose: bool = True) -> Dict[str, Any]:
   """The multiprocess engine: records and metadata.json into `staging`."""
   options = prepared.job.options
   with _local_spill_directory(staging) as spill_dir:
     tasks = [(i, f, plan.passes, prepared.job, spill_dir, prepared.languages)
              for i, f in prepared.tasks]
-    progress = _Progress(log, len(tasks))
+    progress = _Progress(len(tasks), verbose)
     results = _run_tasks(tasks, num_workers, progress)
-    progress.maybe_print(force=True)
-    results.sort(key=lambda r: r.unit_index)
     if sum(r.count("sequences") for r in results) == 0:
       check_has_sequences({"num_examples": 0}, prepared.inputs)
+    progress.close()  # Only on success: an error stays the last line.
+    results.sort(key=lambda r: r.unit_index)
     log(f"create_pretraining_data: writing {options.num_output_shards} shards")
     shard_meta = _merge_shards(results, spill_dir, staging, options)
   meta = build_metadata(inputs=prepared.inputs, files=prepared.files, plan=plan,
@@ -765,7 +766,7 @@ def create_pretraining_data(inputs: Sequence[str],
           text_inputs.language_sizes(prepared.files, prepared.languages),
           options.language_sampling_alpha, options.dupe_factor, inputs)
       _log_plan(log, prepared, plan, f"{num_workers} worker(s)")
-      meta = run_local(prepared, plan, staging, num_workers, log)
+      meta = run_local(prepared, plan, staging, num_workers, log, verbose)
     check_has_sequences(meta, inputs)
   _log_summary(log, meta, time.time() - start)
   return meta
