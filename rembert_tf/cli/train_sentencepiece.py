@@ -92,7 +92,8 @@ def _sample_only(beam_args):
     raise errors.UsageError("--sample_only needs --sample_path (where the "
                             "sample is written).")
   options = sentencepiece_training.SampleOptions(
-      FLAGS.alpha, FLAGS.sample_size, FLAGS.seed).check()
+      FLAGS.alpha, FLAGS.sample_size, FLAGS.seed,
+      tuple(FLAGS.languages) if FLAGS.languages else None).check()
   files = text_inputs.resolve_inputs(FLAGS.input, FLAGS.input_format,
                                      FLAGS.languages, FLAGS.language_field)
   sentencepiece_training.draw_training_sample(

@@ -48,13 +48,14 @@ except ImportError:  # pragma: no cover - depends on the installation
 _DIRECT = ("DirectRunner", "direct", "PrismRunner", "prism")
 
 
-def _file_counts(task):
+def _file_counts(task, keep):
   """(language, (lines, bytes)) pairs of one file."""
   _, input_file = task
   lines: Dict[str, int] = {}
-  for language, document in text_inputs.iter_language_documents(input_file):
+  for language, document in text_inputs.iter_language_documents(
+      input_file, keep=keep):
     lines[language] = lines.get(language, 0) + len(document)
-  sizes = text_inputs.file_language_bytes(input_file)
+  sizes = text_inputs.file_language_bytes(input_file, keep)
   if input_file.language:
     lines.setdefault(input_file.language, 0)
   return [(l, (lines.get(l, 0), sizes.get(l, 0))) for l in
@@ -86,13 +87,14 @@ def _rates(unused, per_language, options):
   return {"counts": counts, "probabilities": probabilities, "rates": rates}
 
 
-def _draw(task, plan, seed):
+def _draw(task, plan, seed, keep):
   """(unit, line number, language, line) for every copy of a drawn line."""
   unit_index, input_file = task
   rng = np.random.default_rng([seed, unit_index])
   rates = plan["rates"]
   line_number = 0
-  for language, document in text_inputs.iter_language_documents(input_file):
+  for language, document in text_inputs.iter_language_documents(
+      input_file, keep=keep):
     rate = rates.get(language, 0.0)
     whole = int(np.floor(rate))
     extras = rng.random(len(document)) < rate - whole
@@ -144,7 +146,7 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
     pipeline = beam.Pipeline(options=beam_options.PipelineOptions(args))
   every_file = pipeline | "Files" >> beam.Create(tasks)
   per_language = (every_file
-                  | "CountLines" >> beam.FlatMap(_file_counts)
+                  | "CountLines" >> beam.FlatMap(_file_counts, options.languages)
                   | "SumPerLanguage" >> beam.CombinePerKey(_sum_pairs))
   plan = (pipeline
           | "PlanSeed" >> beam.Create([None])
@@ -152,7 +154,7 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
   drawn = (every_file
            | "Spread" >> beam.Reshuffle()
            | "Draw" >> beam.FlatMap(_draw, beam.pvalue.AsSingleton(plan),
-                                    options.seed))
+                                    options.seed, options.languages))
   _ = (pipeline
        | "WriteSeed" >> beam.Create([None])
        | "Write" >> beam.Map(_write, beam.pvalue.AsList(drawn),

@@ -34,7 +34,7 @@ import re
 import tempfile
 import time
 import unicodedata
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import sentencepiece as spm
@@ -71,6 +71,8 @@ class SampleOptions:
   language_sampling_alpha: float = 0.7
   sample_size: int = 2_000_000
   seed: int = 0
+  # Languages kept from files whose documents name their language.
+  languages: Optional[Tuple[str, ...]] = None
 
   def check(self) -> "SampleOptions":
     if self.sample_size < 1:
@@ -96,19 +98,21 @@ class LanguageCounts:
 
 
 def count_languages(files: Sequence[text_inputs.InputFile],
-                    log: Callable[[str], None]) -> LanguageCounts:
+                    log: Callable[[str], None],
+                    keep: Optional[Sequence[str]] = None) -> LanguageCounts:
   """Lines and bytes per language (reads every file once)."""
   lines: Dict[str, int] = {}
   for f in files:
     stats = text_inputs.ReadStats()
-    for language, document in text_inputs.iter_language_documents(f, stats):
+    for language, document in text_inputs.iter_language_documents(f, stats,
+                                                                   keep):
       lines[language] = lines.get(language, 0) + len(document)
     lines.setdefault(f.language, lines.get(f.language, 0))
     if stats.invalid_utf8_replacements:
       log(f"  {f.path}: {stats.invalid_utf8_replacements} invalid UTF-8 "
           "sequences replaced")
   lines.pop("", None)
-  return LanguageCounts(lines, text_inputs.language_sizes(files))
+  return LanguageCounts(lines, text_inputs.language_sizes(files, keep))
 
 
 def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
@@ -129,13 +133,15 @@ def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
 
 
 def write_sample(files: Sequence[text_inputs.InputFile],
-                 plan: Dict[str, np.ndarray], sample_file: str) -> Dict[str, int]:
+                 plan: Dict[str, np.ndarray], sample_file: str,
+                 keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
   """Writes each line as often as the plan says; returns lines per language."""
   positions = {l: 0 for l in plan}
   written = {l: 0 for l in plan}
   with fileio.atomic_write(sample_file, "w") as out:
     for f in files:
-      for language, document in text_inputs.iter_language_documents(f):
+      for language, document in text_inputs.iter_language_documents(
+          f, keep=keep):
         repeats = plan.get(language)
         for line in document:
           if repeats is None:
@@ -153,13 +159,13 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
                 inputs: Sequence[str]) -> Dict[str, Any]:
   """Steps 1-2 on this machine: counts, then the balanced sample file."""
   log(f"train_sentencepiece: counting lines in {len(files)} files")
-  counts = count_languages(files, log)
+  counts = count_languages(files, log, options.languages)
   _check_has_text(counts, inputs, log)
   probabilities = counts.probabilities(options.language_sampling_alpha)
   sample_size = min(options.sample_size, sum(counts.lines.values()))
   plan = sample_plan(counts.lines, probabilities, sample_size,
                      np.random.default_rng(options.seed))
-  written = write_sample(files, plan, sample_file)
+  written = write_sample(files, plan, sample_file, options.languages)
   return sample_summary(counts, probabilities, written, options)
 
 
@@ -339,7 +345,8 @@ def train_sentencepiece(inputs: Sequence[str],
         f"{model_path} already exists; pass --overwrite (overwrite=True) to "
         "replace it.")
   _check_arguments(vocab_size, seed_pieces, character_coverage)
-  options = SampleOptions(language_sampling_alpha, sample_size, seed).check()
+  options = SampleOptions(language_sampling_alpha, sample_size, seed,
+                          tuple(languages) if languages else None).check()
   files = text_inputs.resolve_inputs(inputs, input_format, languages,
                                      language_field)
   fileio.check_output_location(output_dir)
