@@ -95,6 +95,22 @@ def _runner(name: str):
   return name
 
 
+def run_to_completion(pipeline, runner: str) -> None:
+  """Runs `pipeline` and waits; a failure becomes one line (errors.RemBertError).
+
+  A worker's exception reaches the launcher wrapped in the runner's own error
+  with the worker's traceback; its last line names the exception and the step.
+  """
+  try:
+    pipeline.run().wait_until_finish()
+  except Exception as e:  # pylint: disable=broad-except
+    lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+    raise errors.RemBertError(
+        f"the Apache Beam pipeline on {runner} failed: "
+        f"{lines[-1] if lines else type(e).__name__}; nothing was written to "
+        "the output (see the runner's log for the workers' tracebacks).") from e
+
+
 # ----------------------------------------------------------------------------
 # Transforms (module-level functions: picklable for every runner).
 
@@ -253,8 +269,7 @@ def run_pipeline(prepared: "pretraining_data.Prepared", staging: str, *,
                            options=pipeline_options(runner, num_workers,
                                                     beam_args))
   build_pipeline(pipeline, prepared, staging)
-  result = pipeline.run()
-  result.wait_until_finish()
+  run_to_completion(pipeline, runner)
   meta_path = fileio.join(staging, pretraining_records.METADATA_FILE)
   if not fileio.exists(meta_path):
     raise errors.RemBertError(

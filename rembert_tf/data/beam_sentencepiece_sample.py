@@ -36,6 +36,7 @@ import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.data import beam_pretraining_data
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.data import text_inputs
 
@@ -159,7 +160,7 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
        | "WriteSeed" >> beam.Create([None])
        | "Write" >> beam.Map(_write, beam.pvalue.AsList(drawn),
                              beam.pvalue.AsSingleton(plan), options, sample_path))
-  pipeline.run().wait_until_finish()
+  beam_pretraining_data.run_to_completion(pipeline, runner)
   summary = fileio.read_json(sample_path + ".json")
   if summary["lines"] == 0:
     raise text_inputs.InputError(

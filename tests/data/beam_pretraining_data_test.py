@@ -86,3 +86,21 @@ def test_beam_empty_input_is_one_clear_error(tmp_path):
     _make([str(tmp_path / "c" / "{lang}" / "*.txt")], tmp_path / "out",
           runner="DirectRunner")
   assert not (tmp_path / "out").exists()
+
+
+def test_beam_worker_failure_is_one_error_and_keeps_old_records(tmp_path,
+                                                                monkeypatch):
+  inputs = _tiny_corpus(tmp_path / "corpus")
+  out = tmp_path / "out"
+  _make(inputs, out, num_output_shards=1, languages=["el"])
+  before = _files(out)
+
+  def broken(*unused_args, **unused_kwargs):
+    raise OSError(28, "No space left on device", "shard")
+  monkeypatch.setattr(pretraining_data.tfrecord_writer, "write_tfrecord_file",
+                      broken)
+  with pytest.raises(pretraining_data.errors.RemBertError,
+                     match="No space left on device") as raised:
+    _make(inputs, out, runner="DirectRunner", overwrite=True)
+  assert "\n" not in str(raised.value)
+  assert _files(out) == before  # Old records intact, staging removed.

@@ -68,3 +68,23 @@ def test_smoothed_language_probabilities():
   assert uniform == {"a": 0.5, "b": 0.5}
   with pytest.raises(text_inputs.InputError, match="empty"):
     text_inputs.smoothed_language_probabilities({"a": 0}, 0.7)
+
+
+def test_inputs_on_another_filesystem_gzipped_and_directories(tmp_path):
+  import gzip  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  fileio.write_bytes("ram://inputs_test/c/sw/a.txt", b"moja\nmbili\n\ntatu\n")
+  fileio.write_bytes("ram://inputs_test/c/en/c4-en.json.gz", gzip.compress(
+      (json.dumps({"text": "one\ntwo", "url": "u"}) + "\n").encode()))
+  files = text_inputs.resolve_inputs(["ram://inputs_test/c/{lang}/*"])
+  assert [(f.language, f.format) for f in files] == [("en", "jsonl"),
+                                                     ("sw", "text")]
+  assert list(text_inputs.iter_documents(files[0])) == [["one", "two"]]
+  assert list(text_inputs.iter_documents(files[1])) == [["moja", "mbili"], ["tatu"]]
+  sizes = text_inputs.language_sizes(files)
+  assert sizes["sw"] == 17 and sizes["en"] == len(json.dumps(
+      {"text": "one\ntwo", "url": "u"})) + 1  # Uncompressed bytes.
+  with pytest.raises(text_inputs.InputError, match="is a directory"):
+    text_inputs.resolve_inputs([f"en={tmp_path}"])
+  with pytest.raises(text_inputs.InputError, match="matches only directories"):
+    text_inputs.resolve_inputs(["ram://inputs_test/c/{lang}"])
