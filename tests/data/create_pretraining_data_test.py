@@ -313,3 +313,12 @@ def test_gzipped_c4_json_lines_with_language_field(tmp_path):
   assert meta["languages"]["el"]["documents"] == 10
   assert meta["inputs"][0]["skipped_json_lines"] == 2
   assert meta["languages"]["el"]["passes_per_document"] > 1.0
+
+
+def test_runner_without_apache_beam_is_a_usage_error(tmp_path, monkeypatch):
+  from rembert_tf.data import beam_pretraining_data  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(beam_pretraining_data, "beam", None)
+  with pytest.raises(errors.UsageError, match=r"rembert_tf\[beam\]"):
+    _make(_corpus_spec(), tmp_path / "out", runner="DataflowRunner",
+          languages=["el"])
+  assert not (tmp_path / "out").exists()
