@@ -121,8 +121,12 @@ def run_tool(work, corpus, model, engine, workers, args, tag):
 
 
 def _same_bytes(a: pathlib.Path, b: pathlib.Path) -> bool:
-  names = sorted(p.name for p in a.iterdir())
-  return names == sorted(p.name for p in b.iterdir()) and all(
+  """Shards and metadata.json equal (the commands' logs/ differ by design)."""
+  def names_in(d):
+    return sorted(p.name for p in d.iterdir()
+                  if p.suffix == ".tfrecord" or p.name == "metadata.json")
+  names = names_in(a)
+  return names == names_in(b) and all(
       (a / n).read_bytes() == (b / n).read_bytes() for n in names)
 
 
