@@ -587,10 +587,14 @@ class Prepared:
   sentencepiece_sha256: str
   languages: Optional[List[str]]
 
+  _tasks: Optional[List[Tuple[int, text_inputs.InputFile]]] = None
+
   @property
   def tasks(self) -> List[Tuple[int, text_inputs.InputFile]]:
     """(unit index, file) of every non-empty input file, in sorted order."""
-    return [(i, f) for i, f in enumerate(self.files) if f.size() > 0]
+    if self._tasks is None:  # One size look-up per file (gs:// costs a request).
+      self._tasks = [(i, f) for i, f in enumerate(self.files) if f.size() > 0]
+    return self._tasks
 
 
 def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
