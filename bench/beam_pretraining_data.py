@@ -163,12 +163,16 @@ def main():
   for engine, workers in CONTENDERS:
     key = f"{engine}_{workers}"
     extra_cpu = best_cpu[f"{large}_{key}"] - best_cpu[f"x1_{key}"]
-    figures[f"{key}_steady_tokens_per_cpu_second"] = round(
-        (tokens[large] - tokens["x1"]) / max(extra_cpu, 1e-9))
+    # A corpus too small for the difference to rise above the noise gives
+    # no steady-state figure (use --megabytes 20 or more).
+    figures[f"{key}_steady_tokens_per_cpu_second"] = (
+        round((tokens[large] - tokens["x1"]) / extra_cpu)
+        if extra_cpu > 0.1 * best_cpu[f"{large}_{key}"] else None)
   for workers in (1, 2):
-    figures[f"beam_over_local_per_core_{workers}"] = round(
-        figures[f"beam_{workers}_steady_tokens_per_cpu_second"] /
-        figures[f"local_{workers}_steady_tokens_per_cpu_second"], 3)
+    beam_rate = figures[f"beam_{workers}_steady_tokens_per_cpu_second"]
+    local_rate = figures[f"local_{workers}_steady_tokens_per_cpu_second"]
+    figures[f"beam_over_local_per_core_{workers}"] = (
+        round(beam_rate / local_rate, 3) if beam_rate and local_rate else None)
   for engine in ("local", "beam"):
     figures[f"{engine}_scaling_1_to_2"] = round(
         best[f"{large}_{engine}_1"] / best[f"{large}_{engine}_2"], 3)
@@ -177,11 +181,11 @@ def main():
       for tag in corpora for engine, w in CONTENDERS)
   for engine, workers in CONTENDERS:
     print(f"steady state, {engine:5s} x{workers}: "
-          f"{figures[f'{engine}_{workers}_steady_tokens_per_cpu_second']:,} "
+          f"{figures[f'{engine}_{workers}_steady_tokens_per_cpu_second']} "
           "tokens per CPU-s")
   print(f"per core, Beam / local: 1 worker "
-        f"{figures['beam_over_local_per_core_1']:.2f}x, 2 workers "
-        f"{figures['beam_over_local_per_core_2']:.2f}x (target >= 0.5x)")
+        f"{figures['beam_over_local_per_core_1']}x, 2 workers "
+        f"{figures['beam_over_local_per_core_2']}x (target >= 0.5x)")
   print(f"scaling 1 -> 2 workers (wall, corpus {large}): local "
         f"{figures['local_scaling_1_to_2']:.2f}x, Beam "
         f"{figures['beam_scaling_1_to_2']:.2f}x (load average "
