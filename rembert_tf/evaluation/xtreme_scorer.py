@@ -28,13 +28,13 @@ print(xtreme_scorer.format_markdown(results, compare_paper=True))
 xtreme_scorer.write_json(results, "scores.json")
 ```
 """
+import dataclasses
 import json
 import math
-import os
-import pathlib
-import tempfile
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_metrics
 
 # Languages per task, in the benchmark's order.
@@ -48,15 +48,6 @@ TASK_LANGUAGES = {
     "tydiqa": "en ar bn fi id ko ru sw te".split(),
 }
 TASKS = tuple(TASK_LANGUAGES)
-CLASSIFICATION_TASKS = ("xnli", "pawsx")
-TAGGING_TASKS = ("panx",)
-QA_TASKS = ("xquad", "mlqa", "tydiqa")
-TASK_METRICS = {
-    "xnli": ("accuracy",), "pawsx": ("accuracy",),
-    "panx": ("f1", "precision", "recall"),
-    "xquad": ("exact_match", "f1"), "mlqa": ("exact_match", "f1"),
-    "tydiqa": ("exact_match", "f1"),
-}
 # The paper's averages (base scale; seed results table): (coupled, decoupled).
 PAPER_RESULTS = {
     "xnli": {"accuracy": (70.7, 71.3)},
@@ -68,25 +59,43 @@ PAPER_RESULTS = {
 }
 
 
-class ScoringError(ValueError):
+class ScoringError(errors.InputError):
   """A prediction or label file is missing, malformed or does not match."""
 
 
-def file_extension(task: str) -> str:
-  return "json" if task in QA_TASKS else "tsv"
-
-
-def _check_task(task: str):
-  if task not in TASK_LANGUAGES:
-    raise ScoringError(f"Unknown task {task!r}; XTREME tasks here are "
-                       f"{', '.join(TASKS)}.")
-
-
 def _open_text(path):
-  path = pathlib.Path(path)
-  if not path.is_file():
+  path = fileio.as_str(path)
+  if not fileio.isfile(path):
     raise ScoringError(f"Missing file {path}.")
-  return path.open("r", encoding="utf-8")
+  return fileio.open_file(path, "r")
+
+
+def _read_lines(path) -> List[str]:
+  """The lines of a UTF-8 text file; a binary file is a ScoringError."""
+  with _open_text(path) as f:
+    try:
+      return f.read().splitlines()
+    except UnicodeDecodeError as e:
+      raise ScoringError(f"{path} is not UTF-8 text ({e.reason} at byte "
+                         f"{e.start}); give the text file of predictions or "
+                         "labels.") from None
+
+
+def _read_json(path):
+  with _open_text(path) as f:
+    try:
+      return json.loads(f.read())
+    except UnicodeDecodeError as e:
+      raise ScoringError(f"{path} is not UTF-8 JSON ({e.reason} at byte "
+                         f"{e.start}).") from None
+    except json.JSONDecodeError as e:
+      raise ScoringError(f"{path} is not valid JSON: {e}") from None
+
+
+def _require_lines(path, values, what: str):
+  if not values:
+    raise ScoringError(f"{path} is empty: expected {what}.")
+  return values
 
 
 # --- Readers -----------------------------------------------------------------
@@ -94,51 +103,61 @@ def _open_text(path):
 
 def read_labels(path) -> List[str]:
   """One label per line; the last tab-separated field is the label."""
-  with _open_text(path) as f:
-    return [line.rstrip("\r\n").split("\t")[-1].strip() for line in f]
+  return [line.split("\t")[-1].strip() for line in _read_lines(path)]
 
 
 def read_tags(path) -> List[List[str]]:
   """One tag per line (last tab-separated field), blank line between sentences."""
   sentences, current = [], []
-  with _open_text(path) as f:
-    for line in f:
-      line = line.strip()
-      if line:
-        current.append(line.split("\t")[-1].strip())
-      else:
-        sentences.append(current)
-        current = []
+  for line in _read_lines(path):
+    line = line.strip()
+    if line:
+      current.append(line.split("\t")[-1].strip())
+    else:
+      sentences.append(current)
+      current = []
   if current:
     sentences.append(current)
   return sentences
 
 
+def _field(value, key: str, path, where: str, kind=list):
+  """value[key], checked: a missing or mistyped field names file and field."""
+  if not isinstance(value, dict) or key not in value:
+    raise ScoringError(f"{path}: {where} has no field '{key}'; a label file "
+                       "must be SQuAD v1.1 JSON (data[].paragraphs[].qas[]"
+                       ".answers[].text).")
+  if not isinstance(value[key], kind):
+    raise ScoringError(f"{path}: field '{key}' of {where} must be a "
+                       f"{kind.__name__}.")
+  return value[key]
+
+
 def read_squad_answers(path) -> Dict[str, List[str]]:
   """SQuAD v1.1 JSON -> {question_id: [gold answer texts]}."""
-  with _open_text(path) as f:
-    try:
-      dataset = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ScoringError(f"{path} is not valid JSON: {e}") from None
+  dataset = _read_json(path)
   articles = dataset.get("data") if isinstance(dataset, dict) else dataset
   if not isinstance(articles, list):
     raise ScoringError(f"{path}: a label file must be SQuAD v1.1 JSON with a "
                        "'data' list of articles.")
   answers = {}
-  for article in articles:
-    for paragraph in article["paragraphs"]:
-      for qa in paragraph["qas"]:
-        answers[qa["id"]] = [a["text"] for a in qa["answers"]]
+  for a, article in enumerate(articles):
+    for p, paragraph in enumerate(_field(article, "paragraphs", path,
+                                         f"data[{a}]")):
+      where = f"data[{a}].paragraphs[{p}]"
+      for q, qa in enumerate(_field(paragraph, "qas", path, where)):
+        qa_where = f"{where}.qas[{q}]"
+        qid = _field(qa, "id", path, qa_where, kind=object)
+        texts = [_field(answer, "text", path, f"{qa_where}.answers[{i}]",
+                        kind=str)
+                 for i, answer in enumerate(_field(qa, "answers", path,
+                                                   qa_where))]
+        answers[str(qid)] = texts
   return answers
 
 
 def read_qa_predictions(path) -> Dict[str, str]:
-  with _open_text(path) as f:
-    try:
-      predictions = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ScoringError(f"{path} is not valid JSON: {e}") from None
+  predictions = _read_json(path)
   if not isinstance(predictions, dict) or "data" in predictions:
     raise ScoringError(f"{path}: a prediction file must be a JSON object "
                        "{question_id: answer_text}.")
@@ -150,43 +169,52 @@ def has_gold_answers(answers: Dict[str, List[str]]) -> bool:
   return any(text for texts in answers.values() for text in texts)
 
 
-# --- Scoring -----------------------------------------------------------------
+# --- How each task is scored: one registry entry per metric family ----------
 
 
-def score_file_pair(task: str, prediction_file, label_file, language: str,
-                    allow_missing_answers: bool = False) -> Dict[str, float]:
-  """Scores one language of one task; returns {metric: percent}."""
-  _check_task(task)
-  if task in CLASSIFICATION_TASKS:
-    predictions = read_labels(prediction_file)
-    labels = read_labels(label_file)
-    if len(predictions) != len(labels):
+def _score_labels(task, prediction_file, label_file, language, allow_missing):
+  del allow_missing
+  predictions = _require_lines(prediction_file, read_labels(prediction_file),
+                               "one predicted label per line")
+  labels = _require_lines(label_file, read_labels(label_file),
+                          "one label per line")
+  if len(predictions) != len(labels):
+    raise ScoringError(
+        f"{task}/{language}: {prediction_file} has {len(predictions)} "
+        f"predictions but {label_file} has {len(labels)} labels; they must "
+        "have one line per example, in the same order.")
+  return xtreme_metrics.accuracy(labels, predictions)
+
+
+def _score_tags(task, prediction_file, label_file, language, allow_missing):
+  del allow_missing
+  predictions = _require_lines(prediction_file, read_tags(prediction_file),
+                               "one tag per line, blank line between sentences")
+  labels = _require_lines(label_file, read_tags(label_file),
+                          "token<TAB>tag lines, blank line between sentences")
+  if len(predictions) != len(labels):
+    raise ScoringError(
+        f"{task}/{language}: {prediction_file} has {len(predictions)} "
+        f"sentences but {label_file} has {len(labels)}; both need one tag "
+        "per line and a blank line between sentences.")
+  for i, (p, l) in enumerate(zip(predictions, labels)):
+    if len(p) != len(l):
       raise ScoringError(
-          f"{task}/{language}: {prediction_file} has {len(predictions)} "
-          f"predictions but {label_file} has {len(labels)} labels; they must "
-          "have one line per example, in the same order.")
-    scores = xtreme_metrics.accuracy(labels, predictions)
-  elif task in TAGGING_TASKS:
-    predictions = read_tags(prediction_file)
-    labels = read_tags(label_file)
-    if len(predictions) != len(labels):
-      raise ScoringError(
-          f"{task}/{language}: {prediction_file} has {len(predictions)} "
-          f"sentences but {label_file} has {len(labels)}; both need one tag "
-          "per line and a blank line between sentences.")
-    for i, (p, l) in enumerate(zip(predictions, labels)):
-      if len(p) != len(l):
-        raise ScoringError(
-            f"{task}/{language}: sentence {i} has {len(p)} tags in "
-            f"{prediction_file} but {len(l)} in {label_file}.")
-    scores = xtreme_metrics.entity_f1(labels, predictions)
-  else:
+          f"{task}/{language}: sentence {i} has {len(p)} tags in "
+          f"{prediction_file} but {len(l)} in {label_file}.")
+  return xtreme_metrics.entity_f1(labels, predictions)
+
+
+def _qa_scorer(score_fn):
+  def score(task, prediction_file, label_file, language, allow_missing):
     predictions = read_qa_predictions(prediction_file)
     answers = read_squad_answers(label_file)
+    if not answers:
+      raise ScoringError(f"{label_file} has no questions (data[].paragraphs[]"
+                         ".qas[] is empty everywhere).")
     missing = [q for q in answers if q not in predictions]
     extra = [q for q in predictions if q not in answers]
-    if (missing and not allow_missing_answers) or (
-        extra and not allow_missing_answers):
+    if (missing or extra) and not allow_missing:
       raise ScoringError(
           f"{task}/{language}: {prediction_file} has {len(predictions)} "
           f"answers for the {len(answers)} questions of {label_file} "
@@ -194,17 +222,76 @@ def score_file_pair(task: str, prediction_file, label_file, language: str,
           f"e.g. {extra[:3]}). Pass allow_missing_answers / "
           "--allow_missing_answers to score missing questions as 0 like the "
           "official scorer.")
-    if task == "mlqa":
-      scores = xtreme_metrics.mlqa_scores(answers, predictions, language)
-    else:
-      scores = xtreme_metrics.squad_scores(answers, predictions)
+    return score_fn(answers, predictions, language)
+  return score
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskMetric:
+  """How the benchmark scores one family of tasks.
+
+  `extension`: the file type of predictions and labels; `metrics`: what
+  `score` returns (fractions); `table_metrics`: the ones shown in tables;
+  `headline`: the metrics whose mean is a language's single score (the
+  benchmark's `avg_metric`, and the English-dev selection score).
+  """
+  name: str
+  extension: str
+  metrics: Tuple[str, ...]
+  table_metrics: Tuple[str, ...]
+  headline: Tuple[str, ...]
+  score: Callable[..., Dict[str, float]]
+
+
+ACCURACY = TaskMetric("accuracy", "tsv", ("accuracy",), ("accuracy",),
+                      ("accuracy",), _score_labels)
+ENTITY_F1 = TaskMetric("entity_f1", "tsv", ("f1", "precision", "recall"),
+                       ("f1",), ("f1",), _score_tags)
+SQUAD = TaskMetric("squad", "json", ("exact_match", "f1"),
+                   ("exact_match", "f1"), ("exact_match", "f1"),
+                   _qa_scorer(lambda answers, predictions, language:
+                              xtreme_metrics.squad_scores(answers, predictions)))
+MLQA = TaskMetric("mlqa", "json", ("exact_match", "f1"), ("exact_match", "f1"),
+                  ("exact_match", "f1"), _qa_scorer(xtreme_metrics.mlqa_scores))
+
+TASK_METRIC = {"xnli": ACCURACY, "pawsx": ACCURACY, "panx": ENTITY_F1,
+               "xquad": SQUAD, "mlqa": MLQA, "tydiqa": SQUAD}
+
+
+def task_metric(task: str) -> TaskMetric:
+  if task not in TASK_METRIC:
+    raise ScoringError(f"Unknown task {task!r}; XTREME tasks here are "
+                       f"{', '.join(TASKS)}.")
+  return TASK_METRIC[task]
+
+
+def file_extension(task: str) -> str:
+  return task_metric(task).extension
+
+
+def headline_score(task: str, scores: Dict, language: str) -> Optional[float]:
+  """A language's single score (percent), e.g. English dev for selection."""
+  metric = task_metric(task)
+  if not all(language in scores.get(m, {}) for m in metric.headline):
+    return None
+  return xtreme_metrics.mean(scores[m][language] for m in metric.headline)
+
+
+# --- Scoring -----------------------------------------------------------------
+
+
+def score_file_pair(task: str, prediction_file, label_file, language: str,
+                    allow_missing_answers: bool = False) -> Dict[str, float]:
+  """Scores one language of one task; returns {metric: percent}."""
+  scores = task_metric(task).score(task, prediction_file, label_file, language,
+                                   allow_missing_answers)
   return {metric: 100.0 * value for metric, value in scores.items()}
 
 
-def _languages_in_folder(folder: pathlib.Path, task: str, split: str) -> List[str]:
+def _languages_in_folder(folder: str, task: str, split: str) -> List[str]:
   ext = file_extension(task)
-  found = {p.name[len(split) + 1:-len(ext) - 1]
-           for p in (folder / task).glob(f"{split}-*.{ext}")}
+  found = {fileio.basename(p)[len(split) + 1:-len(ext) - 1]
+           for p in fileio.glob(fileio.join(folder, task, f"{split}-*.{ext}"))}
   ordered = [l for l in TASK_LANGUAGES[task] if l in found]
   return ordered + sorted(found - set(ordered))
 
@@ -217,12 +304,8 @@ def add_averages(task: str, per_language: Dict[str, Dict[str, float]]) -> Dict:
       scores.setdefault(metric, {})[language] = value
   for metric in list(scores):
     scores[f"avg_{metric}"] = xtreme_metrics.mean(scores[metric].values())
-  if task in QA_TASKS:
-    scores["avg_metric"] = (scores["avg_exact_match"] + scores["avg_f1"]) / 2
-  elif "avg_f1" in scores:
-    scores["avg_metric"] = scores["avg_f1"]
-  else:
-    scores["avg_metric"] = scores["avg_accuracy"]
+  scores["avg_metric"] = xtreme_metrics.mean(
+      scores[f"avg_{m}"] for m in task_metric(task).headline)
   return scores
 
 
@@ -230,23 +313,24 @@ def score_task(task: str, prediction_folder, label_folder, split: str = "test",
                languages: Optional[Sequence[str]] = None,
                allow_missing_answers: bool = False) -> Dict:
   """Scores every language of `task` (default: each with a prediction file)."""
-  _check_task(task)
-  prediction_folder = pathlib.Path(prediction_folder)
-  label_folder = pathlib.Path(label_folder)
+  task_metric(task)
+  prediction_folder = fileio.as_str(prediction_folder)
+  label_folder = fileio.as_str(label_folder)
   ext = file_extension(task)
   if languages is None:
     languages = _languages_in_folder(prediction_folder, task, split)
     if not languages:
       raise ScoringError(
-          f"No {task} predictions in {prediction_folder / task}: expected "
-          f"files named {split}-<lang>.{ext} (e.g. "
-          f"{prediction_folder / task / f'{split}-en.{ext}'}).")
+          f"No {task} predictions in {fileio.join(prediction_folder, task)}: "
+          f"expected files named {split}-<lang>.{ext} (e.g. "
+          f"{fileio.join(prediction_folder, task, f'{split}-en.{ext}')}).")
   per_language = {}
   for language in languages:
-    prediction_file = prediction_folder / task / f"{split}-{language}.{ext}"
-    label_file = label_folder / task / f"{split}-{language}.{ext}"
+    prediction_file = fileio.join(prediction_folder, task,
+                                  f"{split}-{language}.{ext}")
+    label_file = fileio.join(label_folder, task, f"{split}-{language}.{ext}")
     for path, kind in ((prediction_file, "prediction"), (label_file, "label")):
-      if not path.is_file():
+      if not fileio.isfile(path):
         raise ScoringError(
             f"Missing {kind} file {path} for {task}/{language} (layout: "
             f"<folder>/{task}/{split}-<lang>.{ext}).")
@@ -262,14 +346,14 @@ def evaluate_folders(prediction_folder, label_folder,
                      languages: Optional[Sequence[str]] = None,
                      allow_missing_answers: bool = False) -> Dict[str, Dict]:
   """Scores each task (default: every task folder present in both folders)."""
-  prediction_folder = pathlib.Path(prediction_folder)
-  label_folder = pathlib.Path(label_folder)
+  prediction_folder = fileio.as_str(prediction_folder)
+  label_folder = fileio.as_str(label_folder)
   for folder, kind in ((prediction_folder, "prediction"), (label_folder, "label")):
-    if not folder.is_dir():
+    if not fileio.isdir(folder):
       raise ScoringError(f"The {kind} folder {folder} does not exist.")
   if tasks is None:
-    tasks = [t for t in TASKS if (prediction_folder / t).is_dir()
-             and (label_folder / t).is_dir()]
+    tasks = [t for t in TASKS if fileio.isdir(fileio.join(prediction_folder, t))
+             and fileio.isdir(fileio.join(label_folder, t))]
     if not tasks:
       raise ScoringError(
           f"No task folder ({', '.join(TASKS)}) is in both {prediction_folder} "
@@ -285,14 +369,11 @@ def evaluate_folders(prediction_folder, label_folder,
 
 
 def write_json(results: Dict, path):
-  """Writes `results` as JSON, atomically (temp file + rename)."""
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-  with os.fdopen(fd, "w", encoding="utf-8") as f:
-    json.dump(results, f, indent=2, ensure_ascii=False)
-    f.write("\n")
-  os.replace(tmp, path)
+  """Writes `results` as JSON, atomically (temporary name, then rename)."""
+  path = fileio.as_str(path)
+  fileio.makedirs(fileio.dirname(path) or ".")
+  fileio.write_text(path, json.dumps(results, indent=2, ensure_ascii=False)
+                    + "\n")
 
 
 def _cell(value, std=None) -> str:
@@ -304,8 +385,7 @@ def _cell(value, std=None) -> str:
 
 
 def _main_metrics(task: str, scores: Dict) -> List[str]:
-  return [m for m in TASK_METRICS[task] if m in scores
-          and m not in ("precision", "recall")]
+  return [m for m in task_metric(task).table_metrics if m in scores]
 
 
 def format_markdown(results: Dict[str, Dict], compare_paper: bool = False,

@@ -40,7 +40,6 @@ meta = finetuning_data.create_finetuning_data(
 import bisect
 import collections
 import json
-import pathlib
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -50,25 +49,27 @@ import tensorflow as tf
 from official.nlp.data import classifier_data_lib
 from official.nlp.data import squad_lib_sp
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.data import example_encoding
 from rembert_tf.data import tokenizer as tokenizer_lib
-from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import tasks
-from rembert_tf.modeling import checkpoints
 
 METADATA_FILE = "metadata.json"
 IGNORED_LABEL_ID = -1
+# [CLS] + at least a few pieces + [SEP] (+ [SEP]); below this no task fits.
+MIN_SEQ_LENGTH = 8
 
 
-class TaskDataError(ValueError):
-  """A task file is missing or malformed."""
+class TaskDataError(errors.InputError):
+  """A task file is missing or malformed, or a data option cannot work."""
 
 
 # --- Reading -------------------------------------------------------------------
 
 
-def _require_file(path: pathlib.Path, spec: tasks.TaskSpec):
-  if not path.is_file():
+def _require_file(path, spec: tasks.TaskSpec):
+  if not fileio.isfile(path):
     raise TaskDataError(
         f"Missing {spec.name} file {path}. Expected the XTREME download layout "
         f"under the data dir: {spec.layout()} (see rembert_tf/finetuning/"
@@ -81,25 +82,27 @@ def discover_languages(spec: tasks.TaskSpec, data_dir, split: str) -> List[str]:
     return []
   pattern = spec.eval_files[split]
   if "{lang}" not in pattern:
-    return ["en"] if spec.path(data_dir, split).is_file() else []
+    return ["en"] if fileio.isfile(spec.path(data_dir, split)) else []
   regex = re.compile(re.escape(pattern).replace(re.escape("{lang}"),
                                                 r"([A-Za-z0-9_]+)") + "$")
-  root = pathlib.Path(data_dir)
-  glob = pattern.replace("{lang}", "*")
   found = set()
-  for path in root.glob(glob):
-    match = regex.match(path.relative_to(root).as_posix())
+  for path in fileio.glob(fileio.join(data_dir, pattern.replace("{lang}", "*"))):
+    match = regex.search(path.replace("\\", "/"))
     if match and len(set(match.groups())) == 1:
       found.add(match.group(1))
   ordered = [l for l in spec.languages if l in found]
   return ordered + sorted(found - set(ordered))
 
 
-def read_sentence_pairs(path: pathlib.Path, spec: tasks.TaskSpec,
+def read_sentence_pairs(path, spec: tasks.TaskSpec,
                         with_labels: bool) -> List[classifier_data_lib.InputExample]:
   """`sentence1<TAB>sentence2[<TAB>label]` rows; labels checked against the task."""
   _require_file(path, spec)
-  rows = classifier_data_lib.DataProcessor._read_tsv(str(path))  # pylint: disable=protected-access
+  try:
+    rows = classifier_data_lib.DataProcessor._read_tsv(fileio.as_str(path))  # pylint: disable=protected-access
+  except UnicodeDecodeError as e:
+    raise TaskDataError(f"{path} is not UTF-8 text ({e.reason} at byte "
+                        f"{e.start}).") from None
   examples = []
   for line_number, row in enumerate(rows, start=1):
     if len(row) < 2:
@@ -115,12 +118,12 @@ def read_sentence_pairs(path: pathlib.Path, spec: tasks.TaskSpec,
             f"{path}:{line_number}: label {label!r} is not a {spec.name} "
             f"label ({', '.join(spec.labels)}).")
     examples.append(classifier_data_lib.InputExample(
-        guid=f"{path.stem}-{line_number - 1}", text_a=row[0], text_b=row[1],
+        guid=f"{fileio.basename(path)}-{line_number - 1}", text_a=row[0], text_b=row[1],
         label=label, example_id=line_number - 1))
   return examples
 
 
-def read_tagged_sentences(path: pathlib.Path, spec: tasks.TaskSpec,
+def read_tagged_sentences(path, spec: tasks.TaskSpec,
                           with_labels: bool
                           ) -> List[Tuple[List[str], Optional[List[str]]]]:
   """`token<TAB>tag` lines (test: token only), blank line between sentences."""
@@ -128,65 +131,86 @@ def read_tagged_sentences(path: pathlib.Path, spec: tasks.TaskSpec,
   sentences = []
   words, tags = [], []
   has_tags = None
-  with path.open("r", encoding="utf-8") as f:
-    for line_number, line in enumerate(f, start=1):
-      line = line.rstrip("\r\n")
-      if not line.strip():
-        if words:
-          sentences.append((words, tags if has_tags else None))
-        words, tags = [], []
-        continue
-      fields = line.split("\t")
-      words.append(fields[0].strip())
-      if with_labels and len(fields) >= 2:
-        has_tags = True
-        tag = fields[-1].strip()
-        if tag not in spec.labels:
-          raise TaskDataError(
-              f"{path}:{line_number}: tag {tag!r} is not a {spec.name} tag "
-              f"({', '.join(spec.labels)}).")
-        tags.append(tag)
-      else:
-        tags.append("O")
+  for line_number, line in enumerate(_text_lines(path), start=1):
+    line = line.rstrip("\r\n")
+    if not line.strip():
+      if words:
+        sentences.append((words, tags if has_tags else None))
+      words, tags = [], []
+      continue
+    fields = line.split("\t")
+    words.append(fields[0].strip())
+    if with_labels and len(fields) >= 2:
+      has_tags = True
+      tag = fields[-1].strip()
+      if tag not in spec.labels:
+        raise TaskDataError(
+            f"{path}:{line_number}: tag {tag!r} is not a {spec.name} tag "
+            f"({', '.join(spec.labels)}).")
+      tags.append(tag)
+    else:
+      tags.append("O")
   if words:
     sentences.append((words, tags if has_tags else None))
   return sentences
 
 
-def read_squad_examples(path: pathlib.Path, spec: tasks.TaskSpec,
+def _text_lines(path) -> List[str]:
+  try:
+    return fileio.read_text(path).splitlines()
+  except UnicodeDecodeError as e:
+    raise TaskDataError(f"{path} is not UTF-8 text ({e.reason} at byte "
+                        f"{e.start}).") from None
+
+
+def _squad_paragraphs(path):
+  """(context, qas) of each paragraph of a SQuAD v1.1 file, fields checked."""
+  try:
+    data = json.loads("\n".join(_text_lines(path)))
+  except json.JSONDecodeError as e:
+    raise TaskDataError(f"{path} is not valid JSON: {e}") from None
+  if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+    raise TaskDataError(f"{path}: expected SQuAD v1.1 JSON with a 'data' list.")
+  for a, article in enumerate(data["data"]):
+    if not isinstance(article, dict) or "paragraphs" not in article:
+      raise TaskDataError(f"{path}: data[{a}] has no field 'paragraphs' "
+                          "(SQuAD v1.1: data[].paragraphs[].qas[]).")
+    for p, paragraph in enumerate(article["paragraphs"]):
+      if "context" not in paragraph or "qas" not in paragraph:
+        raise TaskDataError(f"{path}: data[{a}].paragraphs[{p}] needs the "
+                            "fields 'context' and 'qas' (SQuAD v1.1).")
+      for q, qa in enumerate(paragraph["qas"]):
+        if "id" not in qa or "question" not in qa:
+          raise TaskDataError(f"{path}: data[{a}].paragraphs[{p}].qas[{q}] "
+                              "needs the fields 'id' and 'question'.")
+      yield paragraph["context"], paragraph["qas"]
+
+
+def read_squad_examples(path, spec: tasks.TaskSpec,
                         is_training: bool) -> List[squad_lib_sp.SquadExample]:
   """SQuAD v1.1 JSON -> SquadExample list (start_position is a char offset)."""
   _require_file(path, spec)
-  with path.open("r", encoding="utf-8") as f:
-    try:
-      data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise TaskDataError(f"{path} is not valid JSON: {e}") from None
-  if "data" not in data:
-    raise TaskDataError(f"{path}: expected SQuAD v1.1 JSON with a 'data' list.")
   examples = []
-  for article in data["data"]:
-    for paragraph in article["paragraphs"]:
-      context = paragraph["context"]
-      for qa in paragraph["qas"]:
-        answer_text, start = None, None
-        if is_training:
-          if not qa.get("answers"):
-            raise TaskDataError(f"{path}: training question {qa['id']} has "
-                                "no answer.")
-          answer = qa["answers"][0]
-          answer_text, start = answer["text"], int(answer["answer_start"])
-          if context[start:start + len(answer_text)] != answer_text:
-            found = context.find(answer_text)
-            if found < 0:
-              logging.warning("%s: answer of %s not in its context; skipped.",
-                              path, qa["id"])
-              continue
-            start = found
-        examples.append(squad_lib_sp.SquadExample(
-            qas_id=str(qa["id"]), question_text=qa["question"],
-            paragraph_text=context, orig_answer_text=answer_text,
-            start_position=start))
+  for context, qas in _squad_paragraphs(path):
+    for qa in qas:
+      answer_text, start = None, None
+      if is_training:
+        if not qa.get("answers"):
+          raise TaskDataError(f"{path}: training question {qa['id']} has "
+                              "no answer.")
+        answer = qa["answers"][0]
+        answer_text, start = answer["text"], int(answer["answer_start"])
+        if context[start:start + len(answer_text)] != answer_text:
+          found = context.find(answer_text)
+          if found < 0:
+            logging.warning("%s: answer of %s not in its context; skipped.",
+                            path, qa["id"])
+            continue
+          start = found
+      examples.append(squad_lib_sp.SquadExample(
+          qas_id=str(qa["id"]), question_text=qa["question"],
+          paragraph_text=context, orig_answer_text=answer_text,
+          start_position=start))
   return examples
 
 
@@ -194,14 +218,16 @@ def read_squad_examples(path: pathlib.Path, spec: tasks.TaskSpec,
 
 
 class Encoder:
-  """SentencePiece encoding with the fixed special ids."""
+  """SentencePiece encoding; special ids looked up by piece name in the model."""
 
   def __init__(self, sp_model_path):
     self.sp = tokenizer_lib.load_sentencepiece(sp_model_path)
-    self.cls_id = tokenizer_lib.CLS_ID
-    self.sep_id = tokenizer_lib.SEP_ID
-    self.pad_id = tokenizer_lib.PAD_ID
-    self.unk_id = tokenizer_lib.UNK_ID
+    special = tokenizer_lib.SpecialTokens.from_processor(
+        self.sp, source=fileio.as_str(sp_model_path))
+    self.cls_id = special.cls_id
+    self.sep_id = special.sep_id
+    self.pad_id = special.pad_id
+    self.unk_id = special.unk_id
 
   def encode(self, text: str) -> List[int]:
     return list(self.sp.encode(text))
@@ -247,17 +273,18 @@ class Encoder:
     return ids, starts, ends
 
 
-def _pad(values: List[int], length: int, value: int = 0) -> np.ndarray:
+def _pad(values: List[int], length: int, value: int) -> np.ndarray:
   out = np.full([length], value, dtype=np.int64)
   out[:len(values)] = values
   return out
 
 
-def _encode_record(word_ids, type_ids, seq_length, feature_index, extra):
+def _encode_record(word_ids, type_ids, seq_length, feature_index, extra,
+                   pad_id: int):
   int_features = {
-      "input_word_ids": _pad(word_ids, seq_length),
-      "input_mask": _pad([1] * len(word_ids), seq_length),
-      "input_type_ids": _pad(type_ids, seq_length),
+      "input_word_ids": _pad(word_ids, seq_length, pad_id),
+      "input_mask": _pad([1] * len(word_ids), seq_length, 0),
+      "input_type_ids": _pad(type_ids, seq_length, 0),
       "feature_index": np.array([feature_index], dtype=np.int64),
   }
   int_features.update(extra)
@@ -273,7 +300,8 @@ def classification_records(examples, spec, encoder: Encoder, seq_length: int):
     type_ids = [0] * (len(a) + 2) + [1] * (len(b) + 1)
     label = label_ids[ex.label] if ex.label is not None else 0
     yield _encode_record(word_ids, type_ids, seq_length, index,
-                         {"label_id": np.array([label], np.int64)}), None
+                         {"label_id": np.array([label], np.int64)},
+                         encoder.pad_id), None
 
 
 def tagging_records(sentences, spec, encoder: Encoder, seq_length: int):
@@ -307,7 +335,8 @@ def tagging_records(sentences, spec, encoder: Encoder, seq_length: int):
               "positions": positions}
       yield _encode_record(
           word_ids, [0] * len(word_ids), seq_length, index,
-          {"label_ids": _pad(labels, seq_length, IGNORED_LABEL_ID)}), side
+          {"label_ids": _pad(labels, seq_length, IGNORED_LABEL_ID)},
+          encoder.pad_id), side
       index += 1
       start = end
 
@@ -368,7 +397,8 @@ def span_records(examples, encoder: Encoder, seq_length: int, doc_stride: int,
       yield _encode_record(
           word_ids, type_ids, seq_length, index,
           {"start_position": np.array([start_position], np.int64),
-           "end_position": np.array([end_position], np.int64)}), side
+           "end_position": np.array([end_position], np.int64)},
+          encoder.pad_id), side
       index += 1
   if skipped:
     logging.warning("%d training questions skipped: answer not mappable to "
@@ -378,11 +408,11 @@ def span_records(examples, encoder: Encoder, seq_length: int, doc_stride: int,
 # --- Writing ---------------------------------------------------------------------
 
 
-def _write_split(records: Iterable, directory: pathlib.Path, name: str,
+def _write_split(records: Iterable, directory: str, name: str,
                  write_side: bool) -> int:
   count = 0
   side_rows = []
-  with tf.io.TFRecordWriter(str(directory / f"{name}.tfrecord")) as writer:
+  with tf.io.TFRecordWriter(fileio.join(directory, f"{name}.tfrecord")) as writer:
     for record, side in records:
       writer.write(record)
       if side is not None:
@@ -391,17 +421,70 @@ def _write_split(records: Iterable, directory: pathlib.Path, name: str,
       if count % 10000 == 0:
         logging.info("%s: %d records", name, count)
   if write_side:
-    with (directory / f"{name}.side.jsonl").open("w", encoding="utf-8") as f:
-      for row in side_rows:
-        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    fileio.write_text(fileio.join(directory, f"{name}.side.jsonl"), "".join(
+        json.dumps(row, ensure_ascii=False) + "\n" for row in side_rows))
   return count
 
 
-def _write_examples_side(directory, name, examples):
-  with (directory / f"{name}.examples.jsonl").open("w", encoding="utf-8") as f:
-    for ex in examples:
-      f.write(json.dumps({"qas_id": ex.qas_id, "context": ex.paragraph_text},
-                         ensure_ascii=False) + "\n")
+def write_examples_side(directory, name, examples):
+  fileio.write_text(fileio.join(directory, f"{name}.examples.jsonl"), "".join(
+      json.dumps({"qas_id": ex.qas_id, "context": ex.paragraph_text},
+                 ensure_ascii=False) + "\n" for ex in examples))
+
+
+def _check_options(kind, seq_length, doc_stride, max_query_length):
+  if seq_length is None:
+    seq_length = kind.default_seq_length
+  if seq_length < MIN_SEQ_LENGTH:
+    raise TaskDataError(f"--seq_length {seq_length} is too short: [CLS], "
+                        "[SEP] and the text need at least "
+                        f"{MIN_SEQ_LENGTH} positions; use 128 (384 for QA).")
+  for flag, value in (("--doc_stride", doc_stride),
+                      ("--max_query_length", max_query_length)):
+    if value < 1:
+      raise TaskDataError(f"{flag} {value} must be at least 1.")
+  return seq_length
+
+
+def _split_jobs(spec, data_dir, languages, splits) -> List[Tuple[str, str, str]]:
+  """(split, language, file) of every file to write, checked to exist."""
+  jobs = [("train", "en", spec.path(data_dir, "train"))]
+  for split in splits:
+    if split not in spec.eval_files:
+      continue
+    split_languages = languages
+    if split_languages is None:
+      split_languages = discover_languages(spec, data_dir, split)
+    elif spec.eval_languages(split) == ["en"]:
+      split_languages = [l for l in split_languages if l == "en"]
+    for lang in split_languages:
+      jobs.append((split, lang, spec.path(data_dir, split, lang)))
+  for _, _, path in jobs:
+    _require_file(path, spec)
+  return jobs
+
+
+def _write_one_split(kind, spec, path, split, lang, encoder, seq_length,
+                     options, out_dir) -> Dict:
+  """Records, side files and gold labels of one file; its metadata entry."""
+  name = f"{split}-{lang}"
+  is_training = split == "train"
+  data = kind.read(path, spec, is_training)
+  count = _write_split(
+      kind.records(data, spec, encoder, seq_length, options, is_training),
+      out_dir, name, write_side=kind.writes_side_files and not is_training)
+  if not is_training:
+    if kind.write_examples_side is not None:
+      kind.write_examples_side(out_dir, name, data.examples)
+    if data.has_labels:
+      label_name, content = kind.gold_text(name, data)
+      fileio.write_bytes(fileio.join(out_dir, "labels", spec.name, label_name),
+                         content)
+  info = {"file": f"{name}.tfrecord", "source": fileio.as_str(path),
+          "num_examples": len(data.examples), "num_features": count,
+          "has_labels": bool(is_training or data.has_labels)}
+  info.update({k: v for k, v in data.info.items() if k != "source_file"})
+  return info
 
 
 def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
@@ -415,117 +498,53 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
 
   `languages`: the dev / test languages to write (default: every language
   present in data_dir); a requested language whose file is missing is an error.
+  The output directory appears complete or not at all; with `overwrite` the
+  old one stays until the new one is whole.
   """
+  from rembert_tf.finetuning import task_types  # pylint: disable=g-import-not-at-top
   spec = tasks.get_task(task)
-  if seq_length is None:
-    seq_length = 384 if spec.task_type == tasks.SPAN else 128
+  kind = task_types.get(spec.task_type)
+  seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
   encoder = Encoder(sp_model)
-  data_dir = pathlib.Path(data_dir)
-  train_path = spec.path(data_dir, "train")
-  _require_file(train_path, spec)
+  data_dir = fileio.as_str(data_dir)
+  jobs = _split_jobs(spec, data_dir, languages, splits)
   meta = {"task": task, "task_type": spec.task_type, "seq_length": seq_length,
           "labels": list(spec.labels), "score_split": spec.score_split,
-          "sp_model_sha256": tokenizer_lib.file_sha256(sp_model),
+          "sp_model": fileio.as_str(sp_model),
+          "sp_model_sha256": fileio.sha256(sp_model),
           "doc_stride": doc_stride, "max_query_length": max_query_length,
-          "data_dir": str(data_dir.resolve()), "splits": {}}
-  final_dir = pathlib.Path(output_dir) / task
-  with checkpoints.AtomicDirectory(final_dir, overwrite=overwrite) as tmp:
-    label_dir = tmp / "labels" / task
-    label_dir.mkdir(parents=True)
-    jobs = [("train", "en", train_path)]
-    for split in splits:
-      if split not in spec.eval_files:
-        continue
-      split_languages = languages
-      if split_languages is None:
-        split_languages = discover_languages(spec, data_dir, split)
-      elif spec.eval_languages(split) == ["en"]:
-        split_languages = [l for l in split_languages if l == "en"]
-      for lang in split_languages:
-        jobs.append((split, lang, spec.path(data_dir, split, lang)))
+          "data_dir": data_dir, "splits": {}}
+  options = {"doc_stride": doc_stride, "max_query_length": max_query_length}
+  with fileio.atomic_directory(fileio.join(output_dir, task),
+                               overwrite=overwrite) as tmp:
+    fileio.makedirs(fileio.join(tmp, "labels", task))
     for split, lang, path in jobs:
-      _require_file(path, spec)
-    for split, lang, path in jobs:
-      name = f"{split}-{lang}"
-      is_training = split == "train"
-      info = {"file": f"{name}.tfrecord", "source": str(path)}
-      if spec.task_type == tasks.CLASSIFICATION:
-        examples = read_sentence_pairs(path, spec, with_labels=True)
-        info["num_examples"] = len(examples)
-        has_labels = all(ex.label is not None for ex in examples)
-        if is_training and not has_labels:
-          raise TaskDataError(f"{path}: training rows need a label column.")
-        count = _write_split(
-            classification_records(examples, spec, encoder, seq_length),
-            tmp, name, write_side=False)
-        if has_labels and not is_training:
-          (label_dir / f"{name}.tsv").write_text(
-              "".join(ex.label + "\n" for ex in examples), encoding="utf-8")
-      elif spec.task_type == tasks.TAGGING:
-        sentences = read_tagged_sentences(path, spec, with_labels=True)
-        info["num_examples"] = len(sentences)
-        info["num_words"] = [len(words) for words, _ in sentences]
-        has_labels = all(tags is not None for _, tags in sentences)
-        if is_training and not has_labels:
-          raise TaskDataError(f"{path}: training lines need token<TAB>tag.")
-        count = _write_split(
-            tagging_records(sentences, spec, encoder, seq_length), tmp, name,
-            write_side=not is_training)
-        if has_labels and not is_training:
-          (label_dir / f"{name}.tsv").write_text(
-              "".join("".join(t + "\n" for t in tags) + "\n"
-                      for _, tags in sentences), encoding="utf-8")
-      else:
-        examples = read_squad_examples(path, spec, is_training)
-        info["num_examples"] = len(examples)
-        count = _write_split(
-            span_records(examples, encoder, seq_length, doc_stride,
-                         max_query_length, is_training), tmp, name,
-            write_side=not is_training)
-        if not is_training:
-          _write_examples_side(tmp, name, examples)
-          answers = xtreme_scorer.read_squad_answers(path)
-          has_labels = xtreme_scorer.has_gold_answers(answers)
-          if has_labels:
-            (label_dir / f"{name}.json").write_bytes(path.read_bytes())
-      info["num_features"] = count
-      info["has_labels"] = bool(is_training or has_labels)
+      info = _write_one_split(kind, spec, path, split, lang, encoder,
+                              seq_length, options, tmp)
       meta["splits"].setdefault(split, {})[lang] = info
-      progress(f"[create_finetuning_data] {task} {name}: "
-               f"{info['num_examples']} examples -> {count} records")
-    with (tmp / METADATA_FILE).open("w", encoding="utf-8") as f:
-      json.dump(meta, f, indent=2, ensure_ascii=False)
+      progress(f"[create_finetuning_data] {task} {split}-{lang}: "
+               f"{info['num_examples']} examples -> {info['num_features']} "
+               "records")
+    fileio.write_text(fileio.join(tmp, METADATA_FILE),
+                      json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
   return meta
 
 
 def read_metadata(records_dir) -> Dict:
-  path = pathlib.Path(records_dir) / METADATA_FILE
-  if not path.is_file():
+  path = fileio.join(records_dir, METADATA_FILE)
+  if not fileio.isfile(path):
     raise TaskDataError(
         f"{path} does not exist: {records_dir} is not a fine-tuning records "
         "directory; make one with tools/create_finetuning_data.py --task T "
         "--output_dir O (records land in O/T/).")
-  return json.loads(path.read_text(encoding="utf-8"))
+  try:
+    return json.loads(fileio.read_text(path))
+  except (ValueError, UnicodeDecodeError) as e:
+    raise TaskDataError(f"{path} is not valid JSON ({e}); recreate the "
+                        "records with tools/create_finetuning_data.py.") from None
 
 
 def read_side_file(records_dir, name: str, suffix: str = "side") -> List[Dict]:
-  path = pathlib.Path(records_dir) / f"{name}.{suffix}.jsonl"
-  with path.open("r", encoding="utf-8") as f:
-    return [json.loads(line) for line in f if line.strip()]
-
-
-def feature_spec(task_type: str, seq_length: int) -> Dict:
-  spec = {
-      "input_word_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "input_type_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "feature_index": tf.io.FixedLenFeature([1], tf.int64),
-  }
-  if task_type == tasks.CLASSIFICATION:
-    spec["label_id"] = tf.io.FixedLenFeature([1], tf.int64)
-  elif task_type == tasks.TAGGING:
-    spec["label_ids"] = tf.io.FixedLenFeature([seq_length], tf.int64)
-  else:
-    spec["start_position"] = tf.io.FixedLenFeature([1], tf.int64)
-    spec["end_position"] = tf.io.FixedLenFeature([1], tf.int64)
-  return spec
+  path = fileio.join(records_dir, f"{name}.{suffix}.jsonl")
+  return [json.loads(line) for line in fileio.read_text(path).splitlines()
+          if line.strip()]

@@ -1,30 +1,40 @@
 """Fine-tunes a RemBERT encoder on an XTREME task and evaluates every language.
 
 Builds on Model Garden:
-* heads: `official.nlp.modeling.models.BertClassifier` (pooled output),
-  `BertTokenClassifier` and `BertSpanLabeler`, on the RemBertEncoder (it
-  returns the BertEncoderV2 output dict);
+* training: `official.core.train_lib.run_experiment` (orbit Controller +
+  `base_trainer.Trainer`) on the `xtreme_task.XtremeTask`: `steps_per_loop`
+  steps per host round trip, TensorBoard summaries (`<run>/train`), a
+  checkpoint every `checkpoint_interval` steps and resume from the newest;
 * optimiser: `official.modeling.optimization` (AdamW with weight decay, linear
   warmup, linear decay to 0);
 * strategies: `official.common.distribute_utils.get_distribution_strategy`;
 * QA postprocessing: `official.nlp.data.squad_lib_sp.postprocess_output`.
 
-The gradient computation is jit-compiled (XLA) and every device-side shape is
-static (drop_remainder batches; evaluation sets are padded with dummy records
-to a batch multiple). Zero-shot: train on English, predict every language.
+What differs per task type (head, loss, metrics, record spec, prediction
+writer) comes from `task_types.TASK_TYPES`. Zero-shot: train on English,
+predict every language.
+
+A sweep (learning rates x seeds) can be killed at any point and rerun with the
+same command: a finished run (its `run.json` exists) is skipped, an
+interrupted one resumes from its newest checkpoint, and with `deterministic`
+(op determinism, fixed seeds, checkpointed dropout generators, replayed input
+stream) the final results equal an uninterrupted sweep's.
 
 Output of `run_finetuning(...)` under `output_dir`:
 ```
 runs/lr-<lr>_seed-<s>/predictions/<task>/{dev,test}-<lang>.{tsv,json}
 runs/lr-<lr>_seed-<s>/scores.json      the official scorer's shape
+runs/lr-<lr>_seed-<s>/run.json         the run's result (marks it finished)
+runs/lr-<lr>_seed-<s>/run_config.json  what the run was started with
+runs/lr-<lr>_seed-<s>/train/           TensorBoard summaries
 results.json                           selected rate, mean / std over seeds
 results.md                             markdown table (optionally vs the paper)
 ```
 
-Example:
+Example (the stable entry point; the demo calls it):
 ```python
-from rembert_tf import finetuning
-results = finetuning.run_finetuning(
+from rembert_tf.finetuning import finetuning_runner
+results = finetuning_runner.run_finetuning(
     task="xnli", records_dir="records/xnli", init_checkpoint="pretrain_dir",
     output_dir="ft/xnli", learning_rates=[1e-5, 2e-5], num_seeds=3)
 print(results["markdown"])
@@ -34,24 +44,41 @@ import collections
 import dataclasses
 import json
 import math
-import pathlib
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 import tf_keras
 from official.common import distribute_utils
+from official.core import config_definitions as cfg
+from official.core import train_lib
+from official.core import train_utils
 from official.modeling import hyperparams
 from official.modeling import optimization
-from official.nlp.data import squad_lib_sp
-from official.nlp.modeling import models
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import init_checkpoint as init_checkpoint_lib
-from rembert_tf.finetuning import tasks
+from rembert_tf.finetuning import task_types
+from rembert_tf.finetuning import xtreme_task
 from rembert_tf.modeling import checkpoints
+
+RUN_RESULT_FILE = "run.json"
+RUN_CONFIG_FILE = "run_config.json"
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu",
+              "default")
+# Fields of a run's configuration that change its result.
+_RESULT_FIELDS = ("learning_rate", "seed", "num_train_steps",
+                  "warmup_proportion", "train_batch_size", "weight_decay_rate",
+                  "deterministic")
+
+
+class FinetuningError(errors.RemBertError, ValueError):
+  """A fine-tuning run cannot start; the message names the cause and the fix."""
 
 
 @dataclasses.dataclass
@@ -66,17 +93,22 @@ class FinetuningConfig(hyperparams.Config):
   weight_decay_rate: float = 0.01
   seed: int = 0
   steps_per_loop: int = 100
+  checkpoint_interval: int = 1000
+  jit_compile: bool = True
+  deterministic: bool = False
+  keep_checkpoints: bool = False
   n_best_size: int = 20
   max_answer_length: int = 30
 
 
-def get_strategy(strategy: str = "default", tpu: Optional[str] = None):
-  """'default' (one device), 'mirrored', 'one_device' or 'tpu' (needs `tpu`)."""
-  if strategy in (None, "", "default"):
-    return tf.distribute.get_strategy()
+def make_strategy(name: str = "one_device", tpu: Optional[str] = None):
+  """A tf.distribute strategy by flag name ("default": TF's default strategy)."""
+  if name not in STRATEGIES:
+    raise FinetuningError(f"--strategy {name!r}: expected one of "
+                          f"{', '.join(STRATEGIES)}.")
   return distribute_utils.get_distribution_strategy(
-      distribution_strategy=strategy, tpu_address=tpu,
-      num_gpus=len(tf.config.list_physical_devices("GPU")))
+      distribution_strategy="off" if name == "default" else name,
+      num_gpus=len(tf.config.list_physical_devices("GPU")), tpu_address=tpu)
 
 
 def set_mixed_precision(policy: Optional[str]):
@@ -85,227 +117,178 @@ def set_mixed_precision(policy: Optional[str]):
   elif policy == "mixed_bfloat16":
     tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
   else:
-    raise ValueError(f"--mixed_precision {policy!r}: use float32 or "
-                     "mixed_bfloat16 (TPU).")
+    raise FinetuningError(f"--mixed_precision {policy!r}: use float32 or "
+                          "mixed_bfloat16.")
 
 
-# --- Model -------------------------------------------------------------------------
+# --- One run: configuration ---------------------------------------------------------
 
 
-def build_task_model(task_type: str, encoder, num_labels: int,
-                     dropout_rate: float, initializer_range: float):
-  initializer = tf_keras.initializers.TruncatedNormal(stddev=initializer_range)
-  if task_type == tasks.CLASSIFICATION:
-    return models.BertClassifier(network=encoder, num_classes=num_labels,
-                                 initializer=initializer,
-                                 dropout_rate=dropout_rate)
-  if task_type == tasks.TAGGING:
-    return models.BertTokenClassifier(network=encoder, num_classes=num_labels,
-                                      initializer=initializer,
-                                      dropout_rate=dropout_rate)
-  return models.BertSpanLabeler(network=encoder, initializer=initializer)
+def num_train_steps(meta: Dict, config: FinetuningConfig) -> int:
+  if config.num_train_steps:
+    return config.num_train_steps
+  num_features = meta["splits"]["train"]["en"]["num_features"]
+  return max(1, math.ceil(num_features * config.num_train_epochs /
+                          config.train_batch_size))
 
 
-def _logits(task_type, outputs):
-  if task_type == tasks.TAGGING:
-    return tf.cast(outputs["logits"], tf.float32)
-  if task_type == tasks.SPAN:
-    start, end = outputs
-    return tf.cast(start, tf.float32), tf.cast(end, tf.float32)
-  return tf.cast(outputs, tf.float32)
-
-
-def _loss(task_type, outputs, features, global_batch_size, num_replicas):
-  logits = _logits(task_type, outputs)
-  ce = tf_keras.losses.sparse_categorical_crossentropy
-  if task_type == tasks.CLASSIFICATION:
-    per_example = ce(features["label_id"][:, 0], logits, from_logits=True)
-    return tf.reduce_sum(per_example) / global_batch_size
-  if task_type == tasks.TAGGING:
-    labels = features["label_ids"]
-    weights = tf.cast(labels >= 0, tf.float32)
-    per_token = ce(tf.maximum(labels, 0), logits, from_logits=True)
-    return (tf.reduce_sum(per_token * weights) /
-            tf.maximum(tf.reduce_sum(weights), 1.0) / num_replicas)
-  start_logits, end_logits = logits
-  loss = (ce(features["start_position"][:, 0], start_logits, from_logits=True) +
-          ce(features["end_position"][:, 0], end_logits, from_logits=True)) / 2
-  return tf.reduce_sum(loss) / global_batch_size
-
-
-# --- Data --------------------------------------------------------------------------
-
-
-def _parse_fn(task_type, seq_length):
-  spec = finetuning_data.feature_spec(task_type, seq_length)
-
-  def parse(record):
-    parsed = tf.io.parse_single_example(record, spec)
-    return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
-  return parse
-
-
-def _model_inputs(features):
-  return {k: features[k] for k in ("input_word_ids", "input_mask",
-                                   "input_type_ids")}
-
-
-def train_dataset(path, task_type, seq_length, batch_size, seed):
-  ds = tf.data.TFRecordDataset(str(path))
-  ds = ds.map(_parse_fn(task_type, seq_length),
-              num_parallel_calls=tf.data.AUTOTUNE)
-  ds = ds.cache().shuffle(10000, seed=seed, reshuffle_each_iteration=True)
-  ds = ds.repeat().batch(batch_size, drop_remainder=True)
-  return ds.prefetch(tf.data.AUTOTUNE)
-
-
-def eval_dataset(path, task_type, seq_length, batch_size, num_records):
-  """Records padded with dummies (feature_index -1) to a batch multiple."""
-  ds = tf.data.TFRecordDataset(str(path)).map(_parse_fn(task_type, seq_length))
-  num_padding = (-num_records) % batch_size
-  if num_padding:
-    dummy = {k: tf.zeros(v.shape, tf.int32) for k, v in
-             finetuning_data.feature_spec(task_type, seq_length).items()}
-    dummy["feature_index"] = tf.constant([-1], tf.int32)
-    ds = ds.concatenate(tf.data.Dataset.from_tensors(dummy).repeat(num_padding))
-  return ds.batch(batch_size, drop_remainder=True)
-
-
-# --- Training and prediction ----------------------------------------------------
-
-
-def _build_optimizer(config: FinetuningConfig, num_steps: int):
-  warmup_steps = int(config.warmup_proportion * num_steps)
-  opt_config = optimization.OptimizationConfig({
+def _optimizer_config(config: FinetuningConfig, num_steps: int):
+  return optimization.OptimizationConfig({
       "optimizer": {"type": "adamw", "adamw": {
           "weight_decay_rate": config.weight_decay_rate, "epsilon": 1e-6,
           "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"]}},
       "learning_rate": {"type": "polynomial", "polynomial": {
           "initial_learning_rate": config.learning_rate,
           "decay_steps": num_steps, "end_learning_rate": 0.0, "power": 1.0}},
-      "warmup": {"type": "linear", "linear": {"warmup_steps": warmup_steps}}})
-  factory = optimization.OptimizerFactory(opt_config)
-  return factory.build_optimizer(factory.build_learning_rate())
+      "warmup": {"type": "linear", "linear": {
+          "warmup_steps": int(config.warmup_proportion * num_steps)}}})
 
 
-class TaskRunner:
-  """One model, trained once, then used to predict every split / language."""
+def experiment_config(meta: Dict, records_dir: str, model_config,
+                      config: FinetuningConfig) -> cfg.ExperimentConfig:
+  """The Model Garden experiment of one run (train mode only)."""
+  steps = num_train_steps(meta, config)
+  steps_per_loop = max(1, min(config.steps_per_loop, steps))
+  train_file = meta["splits"]["train"]["en"]["file"]
+  task = xtreme_task.XtremeTaskConfig(
+      model=model_config, task_type=meta["task_type"],
+      num_labels=max(len(meta["labels"]), 1), jit_compile=config.jit_compile,
+      train_data=xtreme_task.XtremeDataConfig(
+          input_path=fileio.join(records_dir, train_file),
+          global_batch_size=config.train_batch_size,
+          seq_length=meta["seq_length"], seed=config.seed, is_training=True))
+  trainer = cfg.TrainerConfig(
+      train_steps=steps, steps_per_loop=steps_per_loop,
+      summary_interval=steps_per_loop,
+      checkpoint_interval=max(1, config.checkpoint_interval), max_to_keep=2,
+      optimizer_config=_optimizer_config(config, steps))
+  return cfg.ExperimentConfig(task=task, trainer=trainer)
 
-  def __init__(self, meta: Dict, records_dir, init_checkpoint, config,
-               strategy, model_config=None, progress=print):
-    self.meta = meta
-    self.records_dir = pathlib.Path(records_dir)
-    self.task_type = meta["task_type"]
-    self.seq_length = meta["seq_length"]
-    self.config = config
-    self.strategy = strategy
-    self.progress = progress
-    tf_keras.utils.set_random_seed(config.seed)
-    with strategy.scope():
-      cfg, encoder, source = init_checkpoint_lib.load_encoder(
-          init_checkpoint, model_config)
-      if self.seq_length > cfg.max_position_embeddings:
-        raise ValueError(
-            f"{self.records_dir}/metadata.json: seq_length {self.seq_length} > "
-            f"the model's max_position_embeddings {cfg.max_position_embeddings}"
-            "; recreate the records with a smaller --seq_length.")
-      self.model = build_task_model(
-          self.task_type, encoder, max(len(meta["labels"]), 1),
-          cfg.hidden_dropout_prob, cfg.initializer_range)
-    self.model_config = cfg
-    progress(f"[finetune] {meta['task']}: encoder from {source}")
 
-  def train(self):
-    config, strategy = self.config, self.strategy
-    train_info = self.meta["splits"]["train"]["en"]
-    num_steps = config.num_train_steps or max(1, math.ceil(
-        train_info["num_features"] * config.num_train_epochs /
-        config.train_batch_size))
-    with strategy.scope():
-      optimizer = _build_optimizer(config, num_steps)
-    dataset = train_dataset(self.records_dir / train_info["file"],
-                            self.task_type, self.seq_length,
-                            config.train_batch_size, config.seed)
-    iterator = iter(strategy.experimental_distribute_dataset(dataset))
-    model, task_type = self.model, self.task_type
-    global_batch = config.train_batch_size
-    num_replicas = strategy.num_replicas_in_sync
+def _run_fingerprint(config: FinetuningConfig, steps: int, records_dir,
+                     init_checkpoint) -> Dict[str, Any]:
+  values = {k: getattr(config, k) for k in _RESULT_FIELDS}
+  values["num_train_steps"] = steps
+  values["records_dir"] = fileio.as_str(records_dir)
+  values["init_checkpoint"] = fileio.as_str(init_checkpoint or "")
+  return values
 
-    @tf.function(jit_compile=True)
-    def compute_gradients(features):
-      with tf.GradientTape() as tape:
-        outputs = model(_model_inputs(features), training=True)
-        loss = _loss(task_type, outputs, features, global_batch, num_replicas)
-      return loss, tape.gradient(loss, model.trainable_variables)
 
-    def replica_step(features):
-      loss, grads = compute_gradients(features)
-      optimizer.apply_gradients(zip(grads, model.trainable_variables))
-      return loss
+def _check_run_config(run_dir: str, fingerprint: Dict[str, Any]) -> None:
+  """Refuses to resume or skip a run directory started with other settings."""
+  path = fileio.join(run_dir, RUN_CONFIG_FILE)
+  if not fileio.exists(path):
+    fileio.write_text(path, json.dumps(fingerprint, indent=1) + "\n")
+    return
+  saved = fileio.read_json(path)
+  diffs = [f"{k} is {saved.get(k)!r} there, {v!r} now"
+           for k, v in fingerprint.items() if saved.get(k) != v]
+  if diffs:
+    raise FinetuningError(
+        f"{path}: this run directory was started with other settings ("
+        + "; ".join(diffs) + "). Use another --output_dir, or remove "
+        f"{run_dir} to start that run again.")
 
-    @tf.function
-    def train_loop(iterator, steps):
-      loss = tf.constant(0.0)
-      for _ in tf.range(steps):
-        per_replica = strategy.run(replica_step, args=(next(iterator),))
-        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, None)
-      return loss
 
-    done, start = 0, time.time()
-    while done < num_steps:
-      steps = min(config.steps_per_loop, num_steps - done)
-      loss = train_loop(iterator, tf.constant(steps))
-      done += steps
-      self.progress(f"[finetune] {self.meta['task']} lr={config.learning_rate:g}"
-                    f" seed={config.seed}: step {done}/{num_steps} loss "
-                    f"{float(loss):.4f} ({time.time() - start:.0f}s)")
-    return num_steps
+# --- One run: training ------------------------------------------------------------
 
-  def _predict_function(self):
-    """The distributed prediction step, built (and traced) once per model."""
-    if getattr(self, "_predict_fn", None) is not None:
-      return self._predict_fn
-    strategy, model, task_type = self.strategy, self.model, self.task_type
-    # XLA on several local (CPU/GPU) replicas shares one compiled cluster
-    # across replicas and trips over per-replica variables; TPU replicas
-    # compile the whole step anyway. Shapes are static either way.
-    jit = (strategy.num_replicas_in_sync == 1 or
-           isinstance(strategy, tf.distribute.TPUStrategy))
 
-    @tf.function(jit_compile=jit)
-    def predict(features):
-      logits = _logits(task_type, model(_model_inputs(features), training=False))
-      if task_type == tasks.SPAN:
-        return dict(start_logits=logits[0], end_logits=logits[1],
-                    feature_index=features["feature_index"][:, 0])
-      return dict(logits=logits, feature_index=features["feature_index"][:, 0])
+class LoopPrinter:
+  """Train action: one console line per loop of `steps_per_loop` steps."""
 
-    @tf.function
-    def distributed_predict(features):
-      return strategy.run(predict, args=(features,))
+  def __init__(self, label: str, global_step, total_steps: int,
+               batch_size: int, print_fn: Callable[[str], None]):
+    self._label = label
+    self._global_step = global_step
+    self._total_steps = total_steps
+    self._batch_size = batch_size
+    self._print = print_fn
+    self._last = None
 
-    self._predict_fn = distributed_predict
-    return distributed_predict
+  def __call__(self, output):
+    step = int(self._global_step.numpy())
+    now = time.time()
+    logs = {k: float(np.asarray(v)) for k, v in output.items()}
+    speed = eta = ""
+    if self._last is not None and step > self._last[1]:
+      seconds_per_step = (now - self._last[0]) / (step - self._last[1])
+      speed = f" | {self._batch_size / seconds_per_step:.1f} ex/s"
+      remaining = max(self._total_steps - step, 0) * seconds_per_step
+      eta = f" | ETA {time.strftime('%H:%M:%S', time.gmtime(remaining))}"
+    self._last = (now, step)
+    line = (f"[finetune] {self._label}: step {step}/{self._total_steps} | loss "
+            f"{logs.get('training_loss', float('nan')):.4f} | accuracy "
+            f"{logs.get('accuracy', float('nan')):.4f} | lr "
+            f"{logs.get('learning_rate', 0.0):.2e}{speed}{eta}")
+    self._print(line)
+    logging.info(line)
 
-  def predict_records(self, name: str, num_records: int) -> Dict[str, np.ndarray]:
-    """Model outputs per record, in record order."""
-    strategy = self.strategy
-    if num_records == 0:
-      keys = (("start_logits", "end_logits") if self.task_type == tasks.SPAN
-              else ("logits",))
-      return {k: np.zeros([0, self.seq_length]) for k in keys} | {
-          "feature_index": np.zeros([0], np.int32)}
+
+def _checkpoint_step(path: str) -> int:
+  return int(path.rsplit("-", 1)[1])
+
+
+def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
+              config: FinetuningConfig, strategy, label: str, progress):
+  """Trains (or resumes) one run in `run_dir`; returns (task, model)."""
+  params = experiment_config(meta, records_dir, model_config, config)
+  tf_keras.utils.set_random_seed(config.seed)
+  task = xtreme_task.XtremeTask(params.task, logging_dir=run_dir,
+                                restore_encoder=restore_encoder)
+  latest = tf.train.latest_checkpoint(run_dir)
+  if latest is not None:
+    task.initial_train_step = _checkpoint_step(latest)
+    progress(f"[finetune] {label}: resuming from {latest} at step "
+             f"{task.initial_train_step}/{params.trainer.train_steps}")
+  with strategy.scope():
+    trainer = train_utils.create_trainer(
+        params, task, train=True, evaluate=False)
+  printer = LoopPrinter(label, trainer.global_step, params.trainer.train_steps,
+                        config.train_batch_size, progress)
+  model, _ = train_lib.run_experiment(
+      distribution_strategy=strategy, task=task, mode="train", params=params,
+      model_dir=run_dir, trainer=trainer, train_actions=[printer])
+  return task, model
+
+
+def remove_training_checkpoints(run_dir: str) -> None:
+  """Drops a finished run's checkpoints (model + optimizer state)."""
+  for path in fileio.glob(fileio.join(run_dir, "ckpt-*")):
+    fileio.remove(path)
+  index = fileio.join(run_dir, "checkpoint")
+  if fileio.exists(index):
+    fileio.remove(index)
+
+
+# --- One run: predictions in the benchmark layout -----------------------------
+
+
+class Predictor:
+  """Model outputs per record, in record order (one traced step per run)."""
+
+  def __init__(self, task: xtreme_task.XtremeTask, model, strategy,
+               eval_batch_size: int):
+    self._task, self._strategy = task, strategy
     replicas = strategy.num_replicas_in_sync
-    batch = max(self.config.eval_batch_size - self.config.eval_batch_size %
-                replicas, replicas)
-    dataset = eval_dataset(self.records_dir / f"{name}.tfrecord",
-                           self.task_type, self.seq_length, batch, num_records)
-    distributed_predict = self._predict_function()
+    self._batch_size = max(eval_batch_size - eval_batch_size % replicas,
+                           replicas)
+
+    @tf.function
+    def step(inputs):
+      return strategy.run(task.predict_step, args=(inputs, model))
+    self._step = step
+
+  def predict(self, records_file: str, num_records: int,
+              seq_length: int) -> Dict[str, np.ndarray]:
+    data = xtreme_task.XtremeDataConfig(
+        input_path=records_file, global_batch_size=self._batch_size,
+        seq_length=seq_length, is_training=False, num_records=num_records)
+    dataset = self._strategy.distribute_datasets_from_function(
+        lambda context: self._task.build_inputs(data, context))
     collected = collections.defaultdict(list)
-    for features in strategy.experimental_distribute_dataset(dataset):
-      outputs = distributed_predict(features)
-      for key, value in outputs.items():
-        for local in strategy.experimental_local_results(value):
+    for inputs in dataset:
+      for key, value in self._step(inputs).items():
+        for local in self._strategy.experimental_local_results(value):
           collected[key].append(local.numpy())
     result = {k: np.concatenate(v) for k, v in collected.items()}
     keep = result["feature_index"] >= 0
@@ -313,111 +296,95 @@ class TaskRunner:
     return {k: v[keep][order] for k, v in result.items()}
 
 
-# --- Writing predictions in the benchmark layout ----------------------------------
-
-
-def write_predictions(runner: TaskRunner, split: str, lang: str, pred_dir) -> pathlib.Path:
-  meta, records_dir = runner.meta, runner.records_dir
+def write_predictions(predictor: Predictor, meta: Dict, records_dir: str,
+                      split: str, lang: str, pred_dir: str,
+                      config: FinetuningConfig) -> str:
+  """Predicts one split of one language; writes it in the benchmark layout."""
   task = meta["task"]
   info = meta["splits"][split][lang]
   name = f"{split}-{lang}"
-  outputs = runner.predict_records(name, info["num_features"])
-  out_dir = pathlib.Path(pred_dir) / task
-  out_dir.mkdir(parents=True, exist_ok=True)
-  ext = xtreme_scorer.file_extension(task)
-  path = out_dir / f"{name}.{ext}"
-  labels = meta["labels"]
-  if meta["task_type"] == tasks.CLASSIFICATION:
-    predicted = np.argmax(outputs["logits"], axis=-1)
-    text = "".join(labels[i] + "\n" for i in predicted)
-  elif meta["task_type"] == tasks.TAGGING:
-    side = finetuning_data.read_side_file(records_dir, name)
-    sentences = [["O"] * n for n in info["num_words"]]
-    predicted = np.argmax(outputs["logits"], axis=-1)
-    for row, record_tags in zip(side, predicted):
-      for offset, position in enumerate(row["positions"]):
-        sentences[row["sentence"]][row["word_start"] + offset] = labels[
-            record_tags[position]]
-    text = "".join("".join(t + "\n" for t in tags) + "\n" for tags in sentences)
-  else:
-    text = json.dumps(_span_answers(runner, records_dir, name, outputs),
-                      ensure_ascii=False, indent=1) + "\n"
-  tmp = path.with_name(f".{path.name}.tmp")
-  tmp.write_text(text, encoding="utf-8")
-  tmp.replace(path)
+  outputs = {}
+  if info["num_features"]:
+    outputs = predictor.predict(fileio.join(records_dir, info["file"]),
+                                info["num_features"], meta["seq_length"])
+  context = task_types.PredictionContext(
+      records_dir=records_dir, name=name, info=info, labels=meta["labels"],
+      n_best_size=config.n_best_size,
+      max_answer_length=config.max_answer_length)
+  text = (task_types.get(meta["task_type"]).prediction_text(context, outputs)
+          if outputs else "")
+  path = fileio.join(pred_dir, task,
+                     f"{name}.{xtreme_scorer.file_extension(task)}")
+  fileio.write_text(path, text)
   return path
 
 
-def _span_answers(runner, records_dir, name, outputs) -> Dict[str, str]:
-  side = finetuning_data.read_side_file(records_dir, name)
-  example_rows = finetuning_data.read_side_file(records_dir, name, "examples")
-  examples = [squad_lib_sp.SquadExample(qas_id=row["qas_id"], question_text="",
-                                        paragraph_text=row["context"])
-              for row in example_rows]
-  features, results = [], []
-  raw_result = collections.namedtuple("RawResult",
-                                      ["unique_id", "start_logits", "end_logits"])
-  for unique_id, row in enumerate(side):
-    doc_offset = row["doc_offset"]
-    features.append(squad_lib_sp.InputFeatures(
-        unique_id=unique_id, example_index=row["example_index"],
-        doc_span_index=None,
-        tok_start_to_orig_index=row["tok_start_to_orig_index"],
-        tok_end_to_orig_index=row["tok_end_to_orig_index"],
-        token_is_max_context={doc_offset + i: v for i, v in
-                              enumerate(row["token_is_max_context"])},
-        # postprocess_output finds the context start after the first [SEP].
-        tokens=["[CLS]"] + [""] * (doc_offset - 2) + ["[SEP]"],
-        input_ids=None, input_mask=None, segment_ids=None, paragraph_len=None))
-    results.append(raw_result(unique_id,
-                              outputs["start_logits"][unique_id].tolist(),
-                              outputs["end_logits"][unique_id].tolist()))
-  predictions, _, _ = squad_lib_sp.postprocess_output(
-      examples, features, results, n_best_size=runner.config.n_best_size,
-      max_answer_length=runner.config.max_answer_length, do_lower_case=False)
-  return dict(predictions)
+def _english_dev_metric(meta: Dict, scores_by_split: Dict) -> Optional[float]:
+  for split in ("dev", meta["score_split"]):
+    if scores_by_split.get(split):
+      score = xtreme_scorer.headline_score(meta["task"],
+                                           scores_by_split[split], "en")
+      if score is not None:
+        return score
+  return None
+
+
+def predict_and_score(predictor, meta, records_dir, run_dir, config, splits
+                      ) -> Dict:
+  """Writes every split's predictions; scores the labelled ones."""
+  pred_dir = fileio.join(run_dir, "predictions")
+  scores_by_split = {}
+  for split in splits:
+    languages = meta["splits"].get(split, {})
+    for lang in languages:
+      write_predictions(predictor, meta, records_dir, split, lang, pred_dir,
+                        config)
+    labelled = [l for l, info in languages.items() if info.get("has_labels")]
+    if labelled:
+      scores_by_split[split] = xtreme_scorer.score_task(
+          meta["task"], pred_dir, fileio.join(records_dir, "labels"),
+          split=split, languages=labelled)
+  xtreme_scorer.write_json(scores_by_split, fileio.join(run_dir, "scores.json"))
+  return scores_by_split
 
 
 # --- One run, and the sweep --------------------------------------------------------
 
 
-def _english_dev_metric(meta: Dict, scores_by_split: Dict) -> Optional[float]:
-  for split in ("dev", meta["score_split"]):
-    scores = scores_by_split.get(split)
-    if scores and "en" in next(iter(v for k, v in scores.items()
-                                    if not k.startswith("avg"))):
-      task = meta["task"]
-      if task in xtreme_scorer.QA_TASKS:
-        return (scores["exact_match"]["en"] + scores["f1"]["en"]) / 2
-      if "f1" in scores:
-        return scores["f1"]["en"]
-      return scores["accuracy"]["en"]
-  return None
+def run_label(meta: Dict, config: FinetuningConfig) -> str:
+  return f"{meta['task']} lr={config.learning_rate:g} seed={config.seed}"
 
 
-def run_once(meta, records_dir, init_checkpoint, run_dir, config, strategy,
-             model_config=None, splits=("dev", "test"), progress=print) -> Dict:
-  """Trains once, writes every split's predictions, scores the labelled ones."""
-  runner = TaskRunner(meta, records_dir, init_checkpoint, config, strategy,
-                      model_config, progress)
-  num_steps = runner.train()
-  pred_dir = pathlib.Path(run_dir) / "predictions"
-  task = meta["task"]
-  scores_by_split = {}
-  for split in splits:
-    languages = meta["splits"].get(split, {})
-    for lang in languages:
-      write_predictions(runner, split, lang, pred_dir)
-    labelled = [l for l, info in languages.items() if info.get("has_labels")]
-    if labelled:
-      scores_by_split[split] = xtreme_scorer.score_task(
-          task, pred_dir, pathlib.Path(records_dir) / "labels", split=split,
-          languages=labelled)
-  xtreme_scorer.write_json(scores_by_split, pathlib.Path(run_dir) / "scores.json")
-  return {"learning_rate": config.learning_rate, "seed": config.seed,
-          "num_train_steps": num_steps, "scores": scores_by_split,
-          "english_dev_metric": _english_dev_metric(meta, scores_by_split),
-          "run_dir": str(run_dir)}
+def run_once(meta, records_dir, run_dir, model_config, restore_encoder,
+             config: FinetuningConfig, strategy, splits=("dev", "test"),
+             init_checkpoint=None, progress=print) -> Dict:
+  """Trains once (or resumes), writes every split's predictions, scores.
+
+  A finished run (its run.json exists, same settings) is returned as it was.
+  """
+  records_dir, run_dir = fileio.as_str(records_dir), fileio.as_str(run_dir)
+  label = run_label(meta, config)
+  steps = num_train_steps(meta, config)
+  fileio.makedirs(run_dir)
+  _check_run_config(run_dir, _run_fingerprint(config, steps, records_dir,
+                                               init_checkpoint))
+  result_file = fileio.join(run_dir, RUN_RESULT_FILE)
+  if fileio.exists(result_file):
+    progress(f"[finetune] {label}: finished earlier, skipped ({result_file})")
+    return fileio.read_json(result_file)
+  task, model = train_run(meta, records_dir, run_dir, model_config,
+                          restore_encoder, config, strategy, label, progress)
+  predictor = Predictor(task, model, strategy, config.eval_batch_size)
+  scores_by_split = predict_and_score(predictor, meta, records_dir, run_dir,
+                                      config, splits)
+  result = {"learning_rate": config.learning_rate, "seed": config.seed,
+            "num_train_steps": steps, "scores": scores_by_split,
+            "english_dev_metric": _english_dev_metric(meta, scores_by_split),
+            "run_dir": run_dir}
+  xtreme_scorer.write_json(result, result_file)
+  if not config.keep_checkpoints:
+    remove_training_checkpoints(run_dir)
+  return result
 
 
 def _mean_and_std(task: str, runs: List[Dict], split: str):
@@ -468,6 +435,141 @@ def summarize_runs(task: str, runs: List[Dict], score_split: str) -> Dict:
           "scores": mean, "std": std}
 
 
+def run_sweep(meta, records_dir, output_dir, model_config, restore_encoder,
+              learning_rates: Sequence[float], num_seeds: int,
+              base_config: FinetuningConfig, strategy, splits,
+              init_checkpoint=None, progress=print) -> List[Dict]:
+  """Every (rate, seed) run in order; finished ones are skipped."""
+  runs = []
+  for learning_rate in learning_rates:
+    for seed_index in range(num_seeds):
+      config = base_config.replace(learning_rate=learning_rate,
+                                   seed=base_config.seed + seed_index)
+      run_dir = fileio.join(output_dir, "runs",
+                            f"lr-{learning_rate:g}_seed-{config.seed}")
+      runs.append(run_once(meta, records_dir, run_dir, model_config,
+                           restore_encoder, config, strategy, splits=splits,
+                           init_checkpoint=init_checkpoint, progress=progress))
+  return runs
+
+
+# --- The whole fine-tuning command -----------------------------------------------
+
+
+def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
+                    init_checkpoint, seq_length, languages, splits,
+                    progress) -> str:
+  """The records directory: given, or written from the XTREME download."""
+  if records_dir is not None:
+    return fileio.as_str(records_dir)
+  if data_dir is None:
+    raise FinetuningError("Give records_dir / --records_dir "
+                          "(tools/create_finetuning_data.py output) or "
+                          "data_dir / --data_dir (XTREME download/).")
+  if sp_model is None:
+    sp_model = checkpoint_sentencepiece(init_checkpoint)
+    if sp_model is None:
+      raise FinetuningError(
+          f"Give --sp_model: the init checkpoint {init_checkpoint} has no "
+          f"{checkpoints.SENTENCEPIECE_FILE}.")
+  records_root = fileio.join(output_dir, "records")
+  existing = fileio.join(records_root, task)
+  if fileio.exists(fileio.join(existing, finetuning_data.METADATA_FILE)):
+    meta = finetuning_data.read_metadata(existing)
+    if meta.get("sp_model_sha256") == fileio.sha256(sp_model):
+      progress(f"[finetune] records of an earlier run reused: {existing}")
+      return existing
+  finetuning_data.create_finetuning_data(
+      task, data_dir, sp_model, records_root, seq_length=seq_length,
+      languages=languages, splits=splits, overwrite=True, progress=progress)
+  return existing
+
+
+def checkpoint_sentencepiece(init_checkpoint) -> Optional[str]:
+  """The SentencePiece model stored with a checkpoint, if any."""
+  if not init_checkpoint:
+    return None
+  for candidate in (fileio.join(init_checkpoint, checkpoints.SENTENCEPIECE_FILE),
+                    fileio.join(init_checkpoint, "assets",
+                                checkpoints.SENTENCEPIECE_FILE)):
+    if fileio.isfile(candidate):
+      return candidate
+  return None
+
+
+def check_tokenizer(meta: Dict, records_dir: str, init_checkpoint,
+                    allow_mismatch: bool, progress) -> None:
+  """Records must come from the checkpoint's SentencePiece model."""
+  checkpoint_model = checkpoint_sentencepiece(init_checkpoint)
+  records_hash = meta.get("sp_model_sha256")
+  if checkpoint_model is None or not records_hash:
+    return
+  checkpoint_hash = fileio.sha256(checkpoint_model)
+  if checkpoint_hash == records_hash:
+    return
+  message = (
+      f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: the records "
+      f"were made with the SentencePiece model {meta.get('sp_model', '?')} "
+      f"(sp_model_sha256 {records_hash}), but the checkpoint was trained with "
+      f"{checkpoint_model} (sha256 {checkpoint_hash}). Recreate the records "
+      f"with --sp_model {checkpoint_model}")
+  if not allow_mismatch:
+    raise FinetuningError(message + ", or pass --allow_sp_model_mismatch to "
+                          "fine-tune anyway.")
+  logging.warning("%s", message)
+  progress(f"[finetune] WARNING: {message} (--allow_sp_model_mismatch given; "
+           "going on).")
+
+
+def load_init_encoder(init_checkpoint, model_config, meta, records_dir):
+  """(model config, restore_encoder(encoder), description) of the init checkpoint."""
+  model_cfg, loaded, source = init_checkpoint_lib.load_encoder(
+      init_checkpoint, model_config)
+  if meta["seq_length"] > model_cfg.max_position_embeddings:
+    raise FinetuningError(
+        f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: "
+        f"seq_length {meta['seq_length']} > the model's "
+        f"max_position_embeddings {model_cfg.max_position_embeddings}; "
+        "recreate the records with a smaller --seq_length.")
+  weights = loaded.get_weights()
+
+  def restore_encoder(encoder):
+    encoder.set_weights(weights)
+  return model_cfg, restore_encoder, source
+
+
+def write_results(task, meta, runs, output_dir, num_seeds, records_dir,
+                  compare_paper, progress) -> Dict:
+  """results.json and results.md: the selected rate, mean / std over seeds."""
+  score_split = meta["score_split"]
+  summary = summarize_runs(task, runs, score_split)
+  selected, mean, std = (summary["selected_learning_rate"], summary["scores"],
+                         summary["std"])
+  results = dict(summary, task=task, score_split=score_split,
+                 num_seeds=num_seeds, runs=runs, records_dir=records_dir)
+  if mean is not None:
+    markdown = (f"## {task}: zero-shot {score_split} scores, learning rate "
+                f"{selected:g}, mean over {num_seeds} seed(s)\n\n" +
+                xtreme_scorer.format_markdown(
+                    {task: mean}, compare_paper=compare_paper,
+                    std={task: std} if num_seeds > 1 else None))
+  else:
+    markdown = (f"## {task}: no labelled {score_split} files; predictions are "
+                f"under {fileio.join(output_dir, 'runs')}\n")
+  results["markdown"] = markdown
+  xtreme_scorer.write_json(results, fileio.join(output_dir, "results.json"))
+  fileio.write_text(fileio.join(output_dir, "results.md"), markdown)
+  progress(markdown)
+  return results
+
+
+def _configure_determinism(deterministic: bool) -> None:
+  if deterministic:
+    tf.config.experimental.enable_op_determinism()
+    # Dropout draws from checkpointed tf.random.Generators (see xtreme_task).
+    tf_keras.backend.experimental.enable_tf_random_generator()
+
+
 def run_finetuning(task: str,
                    output_dir,
                    init_checkpoint: Optional[str] = None,
@@ -486,11 +588,17 @@ def run_finetuning(task: str,
                    seq_length: Optional[int] = None,
                    languages: Optional[Sequence[str]] = None,
                    splits: Sequence[str] = ("dev", "test"),
-                   strategy: str = "default",
+                   strategy: str = "one_device",
                    tpu: Optional[str] = None,
                    mixed_precision: Optional[str] = None,
                    distribution_strategy=None,
                    compare_paper: bool = False,
+                   steps_per_loop: int = 100,
+                   checkpoint_interval: int = 1000,
+                   jit_compile: bool = True,
+                   deterministic: bool = False,
+                   keep_checkpoints: bool = False,
+                   allow_sp_model_mismatch: bool = False,
                    progress=print) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
 
@@ -499,73 +607,48 @@ def run_finetuning(task: str,
   output_dir/records with `sp_model`, default init_checkpoint's
   sentencepiece.model). With several learning rates and/or seeds, the rate
   with the best mean English dev score is selected, and the mean and standard
-  deviation over seeds are reported per language.
+  deviation over seeds are reported per language. Rerunning the same call
+  after a kill skips finished runs and resumes the interrupted one.
 
   Returns a dict: task, selected_learning_rate, english_dev_by_rate,
   score_split, scores (official shape, mean over seeds), std, runs, markdown.
   """
-  output_dir = pathlib.Path(output_dir)
-  output_dir.mkdir(parents=True, exist_ok=True)
-  if records_dir is None:
-    if data_dir is None:
-      raise ValueError("Give records_dir (tools/create_finetuning_data.py "
-                       "output) or data_dir (XTREME download/).")
-    if sp_model is None:
-      if init_checkpoint and (pathlib.Path(init_checkpoint) /
-                              checkpoints.SENTENCEPIECE_FILE).is_file():
-        sp_model = pathlib.Path(init_checkpoint) / checkpoints.SENTENCEPIECE_FILE
-      else:
-        raise ValueError("Give sp_model / --sp_model: the init checkpoint has "
-                         f"no {checkpoints.SENTENCEPIECE_FILE}.")
-    finetuning_data.create_finetuning_data(
-        task, data_dir, sp_model, output_dir / "records", seq_length=seq_length,
-        languages=languages, splits=splits, overwrite=True, progress=progress)
-    records_dir = output_dir / "records" / task
-  records_dir = pathlib.Path(records_dir)
+  output_dir = fileio.as_str(output_dir)
+  fileio.check_output_location(output_dir)
+  fileio.makedirs(output_dir)
+  records_dir = prepare_records(task, output_dir, records_dir, data_dir,
+                                sp_model, init_checkpoint, seq_length,
+                                languages, splits, progress)
   meta = finetuning_data.read_metadata(records_dir)
   if meta["task"] != task:
-    raise ValueError(f"{records_dir}/metadata.json is for task {meta['task']!r},"
-                     f" not {task!r}.")
+    raise FinetuningError(
+        f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: field "
+        f"task is {meta['task']!r}, not {task!r}; give the records of {task}.")
+  check_tokenizer(meta, records_dir, init_checkpoint, allow_sp_model_mismatch,
+                  progress)
+  base_config = FinetuningConfig(
+      num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
+      warmup_proportion=warmup_proportion, train_batch_size=train_batch_size,
+      eval_batch_size=eval_batch_size, seed=seed,
+      steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
+      jit_compile=jit_compile, deterministic=deterministic,
+      keep_checkpoints=keep_checkpoints)
   previous_policy = tf_keras.mixed_precision.global_policy()
+  previous_generator = tf_keras.backend.is_tf_random_generator_enabled()
   set_mixed_precision(mixed_precision)
   try:
-    strategy_obj = distribution_strategy or get_strategy(strategy, tpu)
-    runs = []
-    for learning_rate in learning_rates:
-      for seed_index in range(num_seeds):
-        config = FinetuningConfig(
-            learning_rate=learning_rate, num_train_epochs=num_train_epochs,
-            num_train_steps=num_train_steps,
-            warmup_proportion=warmup_proportion,
-            train_batch_size=train_batch_size, eval_batch_size=eval_batch_size,
-            seed=seed + seed_index)
-        run_dir = (output_dir / "runs" /
-                   f"lr-{learning_rate:g}_seed-{config.seed}")
-        runs.append(run_once(meta, records_dir, init_checkpoint, run_dir,
-                             config, strategy_obj, model_config, splits=splits,
-                             progress=progress))
+    _configure_determinism(deterministic)
+    strategy_obj = distribution_strategy or make_strategy(strategy, tpu)
+    model_cfg, restore_encoder, source = load_init_encoder(
+        init_checkpoint, model_config, meta, records_dir)
+    progress(f"[finetune] {task}: encoder from {source}")
+    runs = run_sweep(meta, records_dir, output_dir, model_cfg, restore_encoder,
+                     learning_rates, num_seeds, base_config, strategy_obj,
+                     splits, init_checkpoint=init_checkpoint,
+                     progress=progress)
   finally:
     tf_keras.mixed_precision.set_global_policy(previous_policy)
-  summary = summarize_runs(task, runs, meta["score_split"])
-  selected, mean, std = (summary["selected_learning_rate"], summary["scores"],
-                         summary["std"])
-  score_split = meta["score_split"]
-  results = dict(summary, task=task, score_split=score_split,
-                 num_seeds=num_seeds, runs=runs, records_dir=str(records_dir))
-  if mean is not None:
-    markdown = (f"## {task}: zero-shot {score_split} scores, learning rate "
-                f"{selected:g}, mean over {num_seeds} seed(s)\n\n" +
-                xtreme_scorer.format_markdown({task: mean},
-                                              compare_paper=compare_paper,
-                                              std={task: std} if num_seeds > 1 else None))
-  else:
-    markdown = (f"## {task}: no labelled {score_split} files; predictions are "
-                f"under {output_dir / 'runs'}\n")
-  results["markdown"] = markdown
-  xtreme_scorer.write_json({k: v for k, v in results.items()},
-                           output_dir / "results.json")
-  tmp = output_dir / ".results.md.tmp"
-  tmp.write_text(markdown, encoding="utf-8")
-  tmp.replace(output_dir / "results.md")
-  progress(markdown)
-  return results
+    if not previous_generator:
+      tf_keras.backend.experimental.disable_tf_random_generator()
+  return write_results(task, meta, runs, output_dir, num_seeds, records_dir,
+                       compare_paper, progress)

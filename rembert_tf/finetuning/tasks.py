@@ -23,11 +23,13 @@ spec.path("download", "dev", "zh")   # download/mlqa/MLQA_V1/dev/dev-context-zh-
 ```
 """
 import dataclasses
-import pathlib
 from typing import Dict, List, Optional, Tuple
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
 
+# Task types (entries of `task_types.TASK_TYPES`).
 CLASSIFICATION = "classification"
 TAGGING = "tagging"
 SPAN = "span"
@@ -50,11 +52,11 @@ class TaskSpec:
   def languages(self) -> List[str]:
     return list(xtreme_scorer.TASK_LANGUAGES.get(self.name, []))
 
-  def path(self, data_dir, split: str, lang: Optional[str] = None) -> pathlib.Path:
+  def path(self, data_dir, split: str, lang: Optional[str] = None) -> str:
     if split == "train":
-      return pathlib.Path(data_dir) / self.train_file
+      return fileio.join(data_dir, self.train_file)
     pattern = self.eval_files[split]
-    return pathlib.Path(data_dir) / pattern.format(lang=lang)
+    return fileio.join(data_dir, pattern.format(lang=lang))
 
   def eval_languages(self, split: str) -> Optional[List[str]]:
     """Languages of a split; None means any (pattern has {lang})."""
@@ -95,6 +97,6 @@ TASK_SPECS = {
 
 def get_task(name: str) -> TaskSpec:
   if name not in TASK_SPECS:
-    raise ValueError(f"Unknown task {name!r}; choose one of "
+    raise errors.UsageError(f"Unknown task {name!r}; choose one of "
                      f"{', '.join(TASK_SPECS)}.")
   return TASK_SPECS[name]

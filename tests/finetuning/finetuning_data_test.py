@@ -10,13 +10,14 @@ import pytest
 import tensorflow as tf
 
 from rembert_tf.finetuning import finetuning_data
+from rembert_tf.finetuning import task_types
 from rembert_tf.finetuning import tasks
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _records(path, task_type, seq_length):
-  spec = finetuning_data.feature_spec(task_type, seq_length)
+  spec = task_types.feature_spec(task_type, seq_length)
   return [{k: v.numpy() for k, v in tf.io.parse_single_example(r, spec).items()}
           for r in tf.data.TFRecordDataset(str(path))]
 

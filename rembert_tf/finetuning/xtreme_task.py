@@ -1,0 +1,289 @@
+"""The XTREME fine-tuning Task, run by Model Garden's `train_lib` / orbit.
+
+Builds on `official.core.base_task.Task` (the interface `train_lib` drives:
+inputs, model, metrics, train step, checkpoint initialisation). Model Garden's
+`official.nlp.tasks` sentence_prediction / tagging / question_answering tasks
+are not used as they stand: they build their encoder from
+`encoders.EncoderConfig` (which has no decoupled RemBERT encoder), read other
+record layouts, and average the tagging loss per replica. What differs per
+task type comes from the one registry `task_types.TASK_TYPES`; the heads are
+Model Garden's (`official.nlp.modeling.models`).
+
+* Inputs: `distribute_datasets_from_function` calls `build_inputs` with an
+  `InputContext` (per-replica batch size; records sharded over input
+  pipelines); on resume the consumed batches are skipped, so a resumed run
+  sees the batches an uninterrupted one would.
+* Loss: mean cross-entropy over the *global* batch's real items (examples;
+  for tagging the labelled first pieces): each replica divides its weighted
+  sum by the all-reduced weight total, so the summed per-replica gradients
+  are the single-device gradient of the whole batch.
+* Forward + backward compile with XLA when `jit_compile` (as pre-training's
+  `task.jit_compile`); shapes are static (drop_remainder batches; evaluation
+  sets padded with dummy records whose feature_index is -1).
+
+Example:
+```python
+from official.core import task_factory
+from rembert_tf.finetuning import xtreme_task
+from rembert_tf.modeling import rembert_config
+config = xtreme_task.XtremeTaskConfig(
+    model=rembert_config.load_model_config("tiny"), task_type="tagging",
+    num_labels=7, train_data=xtreme_task.XtremeDataConfig(
+        input_path="records/panx/train-en.tfrecord", seq_length=128))
+task = task_factory.get_task(config)
+model = task.build_model()
+```
+"""
+import dataclasses
+from typing import Callable, Dict, List, Optional
+
+import tensorflow as tf
+import tf_keras
+from official.core import base_task
+from official.core import config_definitions as cfg
+from official.core import task_factory
+
+from rembert_tf.finetuning import task_types
+from rembert_tf.modeling import rembert_config
+from rembert_tf.modeling import rembert_encoder
+
+
+@dataclasses.dataclass
+class XtremeDataConfig(cfg.DataConfig):
+  """One records file of a task (`<split>-<lang>.tfrecord`)."""
+  input_path: str = ""
+  global_batch_size: int = 32
+  is_training: bool = True
+  seq_length: int = 128
+  shuffle_buffer_size: int = 10000
+  seed: int = 0
+  # Evaluation: the number of real records (the set is padded to a multiple
+  # of the global batch with dummies, feature_index -1).
+  num_records: int = 0
+
+
+@dataclasses.dataclass
+class XtremeTaskConfig(cfg.TaskConfig):
+  """Fine-tuning a RemBERT encoder with a head of `task_type`.
+
+  Attributes:
+    model: The RemBertConfig of the encoder.
+    task_type: A key of `task_types.TASK_TYPES`.
+    num_labels: Classes (classification) or tags (tagging).
+    train_data: The English training records.
+    jit_compile: Compile forward + backward (and prediction) with XLA.
+    init_checkpoint: Where the encoder comes from (anything
+      `init_checkpoint.load_encoder` reads); read only when the run directory
+      holds no checkpoint of its own.
+  """
+  model: rembert_config.RemBertConfig = dataclasses.field(
+      default_factory=rembert_config.RemBertConfig)
+  task_type: str = "classification"
+  num_labels: int = 2
+  train_data: XtremeDataConfig = dataclasses.field(
+      default_factory=XtremeDataConfig)
+  jit_compile: bool = True
+
+
+def _sum_over_replicas(values):
+  ctx = tf.distribute.get_replica_context()
+  if ctx is None or ctx.num_replicas_in_sync == 1:
+    return values
+  return ctx.all_reduce(tf.distribute.ReduceOp.SUM, values)
+
+
+def _parse_fn(task_type: str, seq_length: int):
+  spec = task_types.feature_spec(task_type, seq_length)
+
+  def parse(record):
+    parsed = tf.io.parse_single_example(record, spec)
+    return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
+  return parse
+
+
+def _padding_dataset(task_type: str, seq_length: int, count: int):
+  dummy = {k: tf.zeros(v.shape, tf.int32) for k, v in
+           task_types.feature_spec(task_type, seq_length).items()}
+  dummy["feature_index"] = tf.constant([-1], tf.int32)
+  return tf.data.Dataset.from_tensors(dummy).repeat(count)
+
+
+def init_random_generators(model: tf_keras.Model) -> None:
+  """Creates the dropout layers' random generators now, as model variables.
+
+  With `tf_keras.backend.experimental.enable_tf_random_generator()` each
+  dropout layer draws from a `tf.random.Generator` whose state is a variable;
+  created here (not lazily inside the first compiled step) it is saved in
+  every checkpoint and restored on resume, so a resumed run draws the same
+  dropout masks as an uninterrupted one.
+  """
+  for layer in model.submodules:
+    generator = getattr(layer, "_random_generator", None)
+    if generator is not None and hasattr(generator, "_maybe_init"):
+      generator._maybe_init()  # pylint: disable=protected-access
+
+
+@task_factory.register_task_cls(XtremeTaskConfig)
+class XtremeTask(base_task.Task):
+  """Fine-tunes an encoder plus a task head on one XTREME task."""
+
+  def __init__(self, params: XtremeTaskConfig, logging_dir=None, name=None,
+               restore_encoder: Optional[Callable] = None):
+    super().__init__(params, logging_dir=logging_dir, name=name)
+    self.kind = task_types.get(params.task_type)
+    # Training steps already done (set on resume): batches to skip.
+    self.initial_train_step = 0
+    # restore_encoder(encoder) loads the pre-trained weights (fresh runs).
+    self._restore_encoder = restore_encoder
+    self._forward_backward_fn = tf.function(
+        self._forward_backward, jit_compile=params.jit_compile,
+        reduce_retracing=False)
+    self._predict_fn = None
+
+  # --- Model, data -----------------------------------------------------------
+  def build_model(self) -> tf_keras.Model:
+    model_config = self.task_config.model
+    encoder = rembert_encoder.build_encoder(model_config)
+    initializer = tf_keras.initializers.TruncatedNormal(
+        stddev=model_config.initializer_range)
+    model = self.kind.build_head(encoder, max(self.task_config.num_labels, 1),
+                                 model_config.hidden_dropout_prob, initializer)
+    model.rembert_encoder = encoder
+    if tf_keras.backend.is_tf_random_generator_enabled():
+      init_random_generators(model)
+    return model
+
+  def initialize(self, model: tf_keras.Model):
+    """Loads the pre-trained encoder (only when the run has no checkpoint)."""
+    if self._restore_encoder is not None:
+      self._restore_encoder(model.rembert_encoder)
+
+  def build_inputs(self, params: XtremeDataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None
+                   ) -> tf.data.Dataset:
+    """Per-replica batches of one records file (see the module docstring)."""
+    batch_size = params.global_batch_size
+    num_pipelines, pipeline_id = 1, 0
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+      num_pipelines = input_context.num_input_pipelines
+      pipeline_id = input_context.input_pipeline_id
+    dataset = tf.data.TFRecordDataset(params.input_path)
+    if num_pipelines > 1:
+      dataset = dataset.shard(num_pipelines, pipeline_id)
+    parse = _parse_fn(self.task_config.task_type, params.seq_length)
+    if params.is_training:
+      dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
+                            deterministic=True).cache()
+      dataset = dataset.shuffle(params.shuffle_buffer_size, seed=params.seed,
+                                reshuffle_each_iteration=True).repeat()
+      dataset = dataset.batch(batch_size, drop_remainder=True)
+      if self.initial_train_step > 0:
+        # Each step takes one batch per replica this pipeline feeds.
+        replicas_per_pipeline = 1
+        if input_context is not None:
+          replicas_per_pipeline = (input_context.num_replicas_in_sync //
+                                   max(num_pipelines, 1))
+        dataset = dataset.skip(self.initial_train_step * replicas_per_pipeline)
+      return dataset.prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.map(parse)
+    # Every pipeline pads its share to whole steps of its replicas' batches.
+    replicas_per_pipeline = 1
+    if input_context is not None:
+      replicas_per_pipeline = max(
+          input_context.num_replicas_in_sync // max(num_pipelines, 1), 1)
+    share = len(range(pipeline_id, params.num_records, num_pipelines))
+    padding = (-share) % (batch_size * replicas_per_pipeline)
+    if padding:
+      dataset = dataset.concatenate(_padding_dataset(
+          self.task_config.task_type, params.seq_length, padding))
+    return dataset.batch(batch_size, drop_remainder=True)
+
+  # --- Loss and metrics -------------------------------------------------------
+  def _statistics(self, model_outputs, features):
+    return self.kind.statistics(features, self.kind.logits(model_outputs))
+
+  def build_losses(self, labels, model_outputs, aux_losses=None,
+                   global_weight=None) -> tf.Tensor:
+    """This replica's share of the global-batch mean loss (float32).
+
+    `global_weight`: the all-reduced number of real items in the global
+    batch; without it the share is this replica's own mean.
+    """
+    cross_entropy, _, weights = self._statistics(model_outputs, labels)
+    if global_weight is None:
+      global_weight = tf.reduce_sum(weights)
+    loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
+                                 global_weight)
+    if aux_losses:
+      num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
+      loss += tf.add_n([tf.cast(l, tf.float32) for l in aux_losses]) / num_replicas
+    return loss
+
+  def build_metrics(self, training=None) -> List[tf_keras.metrics.Metric]:
+    # Weighted over every real item of the (global) batch.
+    return [tf_keras.metrics.Mean(name="accuracy")]
+
+  def process_metrics(self, metrics, labels=None, model_outputs=None,
+                      correct=None, weights=None):
+    if correct is None:
+      _, correct, weights = self._statistics(model_outputs, labels)
+    for metric in metrics:
+      metric.update_state(correct, sample_weight=weights)
+
+  # --- Steps -------------------------------------------------------------------
+  def _forward_backward(self, model, inputs, global_weight):
+    """Forward + backward of one replica (compiled with XLA when jit_compile)."""
+    features = {k: inputs[k] for k in task_types.MODEL_INPUT_KEYS}
+    with tf.GradientTape() as tape:
+      outputs = model(features, training=True)
+      cross_entropy, correct, weights = self._statistics(outputs, inputs)
+      loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
+                                   global_weight)
+    grads = tape.gradient(loss, model.trainable_variables)
+    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+             for g in grads]
+    return grads, loss, correct, weights
+
+  def compute_gradients(self, inputs, model):
+    """(grads, global-batch loss, correct, weights) in a replica context.
+
+    `grads` is this replica's share: summed over replicas (as the optimizer
+    does) it is the gradient of the global-batch mean loss.
+    """
+    global_weight = _sum_over_replicas(
+        tf.reduce_sum(self.kind.item_weights(inputs)))
+    grads, loss, correct, weights = self._forward_backward_fn(
+        model, inputs, global_weight)
+    return grads, _sum_over_replicas(loss), correct, weights
+
+  def train_step(self, inputs, model: tf_keras.Model,
+                 optimizer: tf_keras.optimizers.Optimizer, metrics=None):
+    grads, loss, correct, weights = self.compute_gradients(inputs, model)
+    grads_and_vars = [(g, v) for g, v in zip(grads, model.trainable_variables)
+                      if g is not None]
+    # The optimizer sums the replicas' shares (its default all-reduce).
+    optimizer.apply_gradients(grads_and_vars)
+    if metrics:
+      self.process_metrics(metrics, correct=correct, weights=weights)
+    return {self.loss: loss}
+
+  def validation_step(self, inputs, model: tf_keras.Model, metrics=None):
+    outputs = self.inference_step(inputs, model)
+    if metrics:
+      self.process_metrics(metrics, labels=inputs, model_outputs=outputs)
+    return {self.loss: tf.constant(0.0)}
+
+  def inference_step(self, inputs, model: tf_keras.Model):
+    features = {k: inputs[k] for k in task_types.MODEL_INPUT_KEYS}
+    return model(features, training=False)
+
+  def predict_step(self, inputs, model: tf_keras.Model) -> Dict[str, tf.Tensor]:
+    """float32 logits of the type and each record's feature_index."""
+    if self._predict_fn is None:
+      self._predict_fn = tf.function(
+          lambda m, x: self.kind.logits(self.inference_step(x, m)),
+          jit_compile=self.task_config.jit_compile)
+    outputs = dict(self._predict_fn(model, inputs))
+    outputs["feature_index"] = inputs["feature_index"][:, 0]
+    return outputs
