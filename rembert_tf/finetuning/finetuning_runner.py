@@ -634,7 +634,7 @@ def run_finetuning(task: str,
       jit_compile=jit_compile, deterministic=deterministic,
       keep_checkpoints=keep_checkpoints)
   previous_policy = tf_keras.mixed_precision.global_policy()
-  previous_generator = tf_keras.backend.is_tf_random_generator_enabled()
+  previous_generator = tf_keras.backend.experimental.is_tf_random_generator_enabled()
   set_mixed_precision(mixed_precision)
   try:
     _configure_determinism(deterministic)

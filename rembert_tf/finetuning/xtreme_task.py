@@ -149,7 +149,7 @@ class XtremeTask(base_task.Task):
     model = self.kind.build_head(encoder, max(self.task_config.num_labels, 1),
                                  model_config.hidden_dropout_prob, initializer)
     model.rembert_encoder = encoder
-    if tf_keras.backend.is_tf_random_generator_enabled():
+    if tf_keras.backend.experimental.is_tf_random_generator_enabled():
       init_random_generators(model)
     return model
 
