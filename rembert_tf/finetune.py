@@ -3,7 +3,13 @@
 Restores only the encoder (a pre-training --model_dir, a converted checkpoint
 directory, an encoder checkpoint prefix or an exported SavedModel; the output
 embedding is never loaded), adds the task head, trains with AdamW + warmup +
-linear decay, writes predictions in the benchmark layout and a results table.
+linear decay (Model Garden's train_lib / orbit loop), writes predictions in the
+benchmark layout and a results table.
+
+Each run of a sweep checkpoints every --checkpoint_interval steps. Killed, the
+same command again skips the finished runs (the console says which) and
+resumes the interrupted one from its newest checkpoint; with --deterministic
+the final results.json equals an uninterrupted sweep's.
 
 Example:
 ```bash
@@ -20,7 +26,9 @@ python -m rembert_tf.finetune --task panx --data_dir download \
 """
 from absl import app
 from absl import flags
+from absl import logging
 
+from rembert_tf.common import errors
 from rembert_tf.finetuning import tasks
 
 FLAGS = flags.FLAGS
@@ -59,21 +67,47 @@ flags.DEFINE_enum("mixed_precision", None, ["float32", "mixed_bfloat16"],
                   "Compute precision.")
 flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
                   "decoupled averages beside the results.")
+flags.DEFINE_integer("steps_per_loop", 100, "Training steps per host round "
+                     "trip (one console line and summary per loop).")
+flags.DEFINE_integer("checkpoint_interval", 1000, "Checkpoint every N steps "
+                     "(a killed sweep resumes from there).")
+flags.DEFINE_bool("jit_compile", True, "Compile the training and prediction "
+                  "steps with XLA (as pre-training's task.jit_compile).")
+flags.DEFINE_bool("deterministic", False, "Op determinism and fixed seeds: a "
+                  "resumed sweep gives the same results as an uninterrupted one.")
+flags.DEFINE_bool("keep_checkpoints", False, "Keep each finished run's last "
+                  "checkpoint (default: removed once its predictions exist).")
+flags.DEFINE_bool("allow_sp_model_mismatch", False, "Fine-tune even when the "
+                  "records were made with another SentencePiece model than "
+                  "the checkpoint's (a warning instead of an error).")
+flags.DEFINE_bool("verbose", False, "Show Model Garden's and orbit's own logs.")
 
 
+def _learning_rates():
+  if not FLAGS.learning_rates:
+    return [FLAGS.learning_rate]
+  try:
+    return [float(r) for r in FLAGS.learning_rates]
+  except ValueError:
+    raise errors.UsageError(f"--learning_rates {','.join(FLAGS.learning_rates)}"
+                            ": give numbers, e.g. 1e-5,2e-5,3e-5.") from None
+
+
+@errors.command("rembert-finetune")
 def main(argv):
   del argv
   from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
-  rates = ([float(r) for r in FLAGS.learning_rates] if FLAGS.learning_rates
-           else [FLAGS.learning_rate])
   if not FLAGS.records_dir and not FLAGS.data_dir:
-    raise app.UsageError("Give --records_dir or --data_dir.")
+    raise errors.UsageError("Give --records_dir (tools/create_finetuning_data.py"
+                            " output) or --data_dir (the XTREME download/).")
+  if not FLAGS.verbose:
+    logging.set_verbosity(logging.WARNING)
   finetuning_runner.run_finetuning(
       task=FLAGS.task, output_dir=FLAGS.output_dir,
       init_checkpoint=FLAGS.init_checkpoint, records_dir=FLAGS.records_dir,
       data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
-      model_config=FLAGS.model_config, learning_rates=rates,
-      num_seeds=FLAGS.num_seeds, seed=FLAGS.seed,
+      model_config=FLAGS.model_config,
+      learning_rates=_learning_rates(), num_seeds=FLAGS.num_seeds, seed=FLAGS.seed,
       num_train_epochs=FLAGS.num_train_epochs,
       num_train_steps=FLAGS.num_train_steps,
       warmup_proportion=FLAGS.warmup_proportion,
@@ -82,7 +116,12 @@ def main(argv):
       languages=FLAGS.languages, splits=FLAGS.splits, strategy=FLAGS.strategy,
       tpu=FLAGS.tpu,
       mixed_precision=FLAGS.mixed_precision,
-      compare_paper=FLAGS.compare == "paper")
+      compare_paper=FLAGS.compare == "paper",
+      steps_per_loop=FLAGS.steps_per_loop,
+      checkpoint_interval=FLAGS.checkpoint_interval,
+      jit_compile=FLAGS.jit_compile, deterministic=FLAGS.deterministic,
+      keep_checkpoints=FLAGS.keep_checkpoints,
+      allow_sp_model_mismatch=FLAGS.allow_sp_model_mismatch)
 
 
 def run():

@@ -41,6 +41,7 @@ print(results["markdown"])
 ```
 """
 import collections
+import contextlib
 import dataclasses
 import json
 import math
@@ -245,10 +246,14 @@ def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
         params, task, train=True, evaluate=False)
   printer = LoopPrinter(label, trainer.global_step, params.trainer.train_steps,
                         config.train_batch_size, progress)
-  model, _ = train_lib.run_experiment(
+  # OrbitExperimentRunner is what train_lib.run_experiment drives; called
+  # directly, the run skips run_experiment's FLOP count (a graph profile).
+  runner = train_lib.OrbitExperimentRunner(
       distribution_strategy=strategy, task=task, mode="train", params=params,
       model_dir=run_dir, trainer=trainer, train_actions=[printer])
-  return task, model
+  with strategy.scope():
+    runner.controller.train(steps=params.trainer.train_steps)
+  return task, trainer.model
 
 
 def remove_training_checkpoints(run_dir: str) -> None:
@@ -563,11 +568,27 @@ def write_results(task, meta, runs, output_dir, num_seeds, records_dir,
   return results
 
 
-def _configure_determinism(deterministic: bool) -> None:
+@contextlib.contextmanager
+def _process_settings(mixed_precision: Optional[str], deterministic: bool):
+  """Precision policy and determinism for the sweep; restored afterwards."""
+  from tensorflow.python.framework import config as tf_config  # pylint: disable=g-import-not-at-top
+  previous_policy = tf_keras.mixed_precision.global_policy()
+  previous_generator = (
+      tf_keras.backend.experimental.is_tf_random_generator_enabled())
+  previous_determinism = tf_config.is_op_determinism_enabled()
+  set_mixed_precision(mixed_precision)
   if deterministic:
     tf.config.experimental.enable_op_determinism()
     # Dropout draws from checkpointed tf.random.Generators (see xtreme_task).
     tf_keras.backend.experimental.enable_tf_random_generator()
+  try:
+    yield
+  finally:
+    tf_keras.mixed_precision.set_global_policy(previous_policy)
+    if not previous_generator:
+      tf_keras.backend.experimental.disable_tf_random_generator()
+    if not previous_determinism:
+      tf_config.disable_op_determinism()
 
 
 def run_finetuning(task: str,
@@ -633,11 +654,7 @@ def run_finetuning(task: str,
       steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
       jit_compile=jit_compile, deterministic=deterministic,
       keep_checkpoints=keep_checkpoints)
-  previous_policy = tf_keras.mixed_precision.global_policy()
-  previous_generator = tf_keras.backend.experimental.is_tf_random_generator_enabled()
-  set_mixed_precision(mixed_precision)
-  try:
-    _configure_determinism(deterministic)
+  with _process_settings(mixed_precision, deterministic):
     strategy_obj = distribution_strategy or make_strategy(strategy, tpu)
     model_cfg, restore_encoder, source = load_init_encoder(
         init_checkpoint, model_config, meta, records_dir)
@@ -646,9 +663,5 @@ def run_finetuning(task: str,
                      learning_rates, num_seeds, base_config, strategy_obj,
                      splits, init_checkpoint=init_checkpoint,
                      progress=progress)
-  finally:
-    tf_keras.mixed_precision.set_global_policy(previous_policy)
-    if not previous_generator:
-      tf_keras.backend.experimental.disable_tf_random_generator()
   return write_results(task, meta, runs, output_dir, num_seeds, records_dir,
                        compare_paper, progress)

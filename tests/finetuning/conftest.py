@@ -112,3 +112,39 @@ def download_dir(tmp_path_factory):
     _write(d / f"tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.goldp.{name}.dev.json",
            _squad(qa))
   return d
+
+
+@pytest.fixture(scope="session")
+def tiny_cfg():
+  """A one-layer decoupled RemBERT small enough for a few-second fine-tune."""
+  from rembert_tf.modeling import rembert_config
+  return rembert_config.load_model_config(
+      "tiny", {"max_position_embeddings": 64, "vocab_size": 256,
+               "hidden_size": 64, "intermediate_size": 128,
+               "input_embedding_size": 32, "output_embedding_size": 96,
+               "num_hidden_layers": 1})
+
+
+@pytest.fixture(scope="session")
+def checkpoint_dir(tiny_cfg, sp_model, tmp_path_factory):
+  """A rembert_tf checkpoint dir, as a pre-training model_dir leaves it."""
+  import shutil
+  from rembert_tf.modeling import checkpoints
+  from rembert_tf.modeling import rembert_config
+  from rembert_tf.modeling import rembert_encoder
+  d = tmp_path_factory.mktemp("pretrain_dir")
+  encoder = rembert_encoder.build_encoder(tiny_cfg)
+  rembert_config.save_model_config(tiny_cfg, d / checkpoints.MODEL_CONFIG_FILE)
+  checkpoints.write_encoder_checkpoint(encoder, d, step=7)
+  shutil.copy(sp_model, d / checkpoints.SENTENCEPIECE_FILE)
+  return d
+
+
+@pytest.fixture(scope="session")
+def xnli_records(sp_model, download_dir, tmp_path_factory):
+  from rembert_tf.finetuning import finetuning_data
+  d = tmp_path_factory.mktemp("xnli_records")
+  finetuning_data.create_finetuning_data(
+      "xnli", download_dir, sp_model, d, seq_length=24, splits=("dev",),
+      progress=lambda s: None)
+  return d / "xnli"
