@@ -24,10 +24,9 @@ python -m rembert_tf.finetune --task panx --data_dir download \
   --mixed_precision mixed_bfloat16
 ```
 """
-from absl import app
 from absl import flags
-from absl import logging
 
+from rembert_tf import cli
 from rembert_tf.common import errors
 from rembert_tf.finetuning import tasks
 
@@ -80,7 +79,6 @@ flags.DEFINE_bool("keep_checkpoints", False, "Keep each finished run's last "
 flags.DEFINE_bool("allow_sp_model_mismatch", False, "Fine-tune even when the "
                   "records were made with another SentencePiece model than "
                   "the checkpoint's (a warning instead of an error).")
-flags.DEFINE_bool("verbose", False, "Show Model Garden's and orbit's own logs.")
 
 
 def _learning_rates():
@@ -100,8 +98,6 @@ def main(argv):
   if not FLAGS.records_dir and not FLAGS.data_dir:
     raise errors.UsageError("Give --records_dir (tools/create_finetuning_data.py"
                             " output) or --data_dir (the XTREME download/).")
-  if not FLAGS.verbose:
-    logging.set_verbosity(logging.WARNING)
   finetuning_runner.run_finetuning(
       task=FLAGS.task, output_dir=FLAGS.output_dir,
       init_checkpoint=FLAGS.init_checkpoint, records_dir=FLAGS.records_dir,
@@ -127,7 +123,8 @@ def main(argv):
 def run():
   """Console-script entry point."""
   flags.mark_flags_as_required(["task", "output_dir"])
-  app.run(main)
+  cli.run_command(main, __doc__, program="rembert-finetune",
+                  output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

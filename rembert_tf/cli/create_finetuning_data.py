@@ -14,11 +14,11 @@ python tools/create_finetuning_data.py --task mlqa --data_dir download \
   --seq_length 384 --doc_stride 128 --max_query_length 64
 ```
 """
-from rembert_tf import cli
-from absl import app
 from absl import flags
 
-from rembert_tf.data import tokenizer as tokenizer_lib
+from rembert_tf import cli
+from rembert_tf.common import errors
+
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import tasks
 
@@ -37,23 +37,21 @@ flags.DEFINE_list("splits", ["dev", "test"], "Evaluation splits to write.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing OUTPUT_DIR/<task>.")
 
 
+@errors.command("rembert-create-finetuning-data")
 def main(argv):
   del argv
-  try:
-    finetuning_data.create_finetuning_data(
-        task=FLAGS.task, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
-        output_dir=FLAGS.output_dir, seq_length=FLAGS.seq_length,
-        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
-        languages=FLAGS.languages, splits=FLAGS.splits,
-        overwrite=FLAGS.overwrite)
-  except (finetuning_data.TaskDataError, tokenizer_lib.TokenizerError,
-          FileExistsError) as e:
-    raise app.UsageError(str(e)) from None
+  finetuning_data.create_finetuning_data(
+      task=FLAGS.task, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+      output_dir=FLAGS.output_dir, seq_length=FLAGS.seq_length,
+      doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
+      languages=FLAGS.languages, splits=FLAGS.splits,
+      overwrite=FLAGS.overwrite)
 
 
 def run():
   flags.mark_flags_as_required(["task", "data_dir", "sp_model", "output_dir"])
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, program="rembert-create-finetuning-data",
+                  output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

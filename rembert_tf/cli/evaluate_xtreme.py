@@ -11,9 +11,10 @@ python tools/evaluate_xtreme.py --prediction_folder out/predictions \
   --output_file scores.json --compare paper
 ```
 """
-from rembert_tf import cli
-from absl import app
 from absl import flags
+
+from rembert_tf import cli
+from rembert_tf.common import errors
 
 from rembert_tf.evaluation import xtreme_scorer
 
@@ -34,15 +35,16 @@ flags.DEFINE_bool("allow_missing_answers", False, "QA: score unanswered "
                   "questions as 0 (official behaviour) instead of failing.")
 
 
+@errors.command("rembert-evaluate-xtreme")
 def main(argv):
   del argv
-  try:
-    results = xtreme_scorer.evaluate_folders(
-        FLAGS.prediction_folder, FLAGS.label_folder, tasks=FLAGS.tasks,
-        split=FLAGS.split, languages=FLAGS.languages,
-        allow_missing_answers=FLAGS.allow_missing_answers)
-  except xtreme_scorer.ScoringError as e:
-    raise app.UsageError(str(e)) from None
+  for name in ("prediction_folder", "label_folder"):
+    if not FLAGS[name].value:
+      raise errors.UsageError(f"--{name} is required.")
+  results = xtreme_scorer.evaluate_folders(
+      FLAGS.prediction_folder, FLAGS.label_folder, tasks=FLAGS.tasks,
+      split=FLAGS.split, languages=FLAGS.languages,
+      allow_missing_answers=FLAGS.allow_missing_answers)
   print(xtreme_scorer.format_markdown(results,
                                       compare_paper=FLAGS.compare == "paper"))
   if FLAGS.output_file:
@@ -51,7 +53,7 @@ def main(argv):
 
 
 def run():
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, program="rembert-evaluate-xtreme")
 
 
 if __name__ == "__main__":

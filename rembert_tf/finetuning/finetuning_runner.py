@@ -59,14 +59,15 @@ from official.core import train_utils
 from official.modeling import hyperparams
 from official.modeling import optimization
 
+from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import init_checkpoint as init_checkpoint_lib
 from rembert_tf.finetuning import task_types
 from rembert_tf.finetuning import xtreme_task
 from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import rembert_config
 
 RUN_RESULT_FILE = "run.json"
 RUN_CONFIG_FILE = "run_config.json"
@@ -210,17 +211,16 @@ class LoopPrinter:
     step = int(self._global_step.numpy())
     now = time.time()
     logs = {k: float(np.asarray(v)) for k, v in output.items()}
-    speed = eta = ""
+    speed = eta = None
     if self._last is not None and step > self._last[1]:
       seconds_per_step = (now - self._last[0]) / (step - self._last[1])
-      speed = f" | {self._batch_size / seconds_per_step:.1f} ex/s"
-      remaining = max(self._total_steps - step, 0) * seconds_per_step
-      eta = f" | ETA {time.strftime('%H:%M:%S', time.gmtime(remaining))}"
+      speed = self._batch_size / seconds_per_step
+      eta = max(self._total_steps - step, 0) * seconds_per_step
     self._last = (now, step)
-    line = (f"[finetune] {self._label}: step {step}/{self._total_steps} | loss "
-            f"{logs.get('training_loss', float('nan')):.4f} | accuracy "
-            f"{logs.get('accuracy', float('nan')):.4f} | lr "
-            f"{logs.get('learning_rate', 0.0):.2e}{speed}{eta}")
+    line = f"[finetune] {self._label}: " + console.loop_line(
+        step, self._total_steps, loss=logs.get("training_loss"),
+        accuracy=logs.get("accuracy"), examples_per_second=speed,
+        learning_rate=logs.get("learning_rate"), eta_seconds=eta)
     self._print(line)
     logging.info(line)
 
@@ -251,7 +251,7 @@ def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
   runner = train_lib.OrbitExperimentRunner(
       distribution_strategy=strategy, task=task, mode="train", params=params,
       model_dir=run_dir, trainer=trainer, train_actions=[printer])
-  with strategy.scope():
+  with strategy.scope(), console.orbit_logs_to_file():
     runner.controller.train(steps=params.trainer.train_steps)
   return task, trainer.model
 
@@ -494,12 +494,7 @@ def checkpoint_sentencepiece(init_checkpoint) -> Optional[str]:
   """The SentencePiece model stored with a checkpoint, if any."""
   if not init_checkpoint:
     return None
-  for candidate in (fileio.join(init_checkpoint, checkpoints.SENTENCEPIECE_FILE),
-                    fileio.join(init_checkpoint, "assets",
-                                checkpoints.SENTENCEPIECE_FILE)):
-    if fileio.isfile(candidate):
-      return candidate
-  return None
+  return checkpoints.find_sentencepiece(init_checkpoint)
 
 
 def check_tokenizer(meta: Dict, records_dir: str, init_checkpoint,
@@ -526,21 +521,32 @@ def check_tokenizer(meta: Dict, records_dir: str, init_checkpoint,
            "going on).")
 
 
-def load_init_encoder(init_checkpoint, model_config, meta, records_dir):
-  """(model config, restore_encoder(encoder), description) of the init checkpoint."""
-  model_cfg, loaded, source = init_checkpoint_lib.load_encoder(
-      init_checkpoint, model_config)
+def encoder_source(init_checkpoint, model_config, meta, records_dir):
+  """(model config, restore_encoder(encoder) or None, description).
+
+  Reads only the config now; the weights are read into each run's encoder
+  by `modeling.checkpoints.restore_encoder` when the run starts fresh.
+  """
+  if not init_checkpoint:
+    if model_config is None:
+      raise FinetuningError("Give --init_checkpoint, or --model_config to "
+                            "fine-tune from random weights.")
+    model_cfg = (model_config
+                 if isinstance(model_config, rembert_config.RemBertConfig)
+                 else rembert_config.load_model_config(model_config))
+    restore, source = None, "random initialisation (no --init_checkpoint)"
+  else:
+    model_cfg = checkpoints.model_config_of(init_checkpoint, model_config)
+    restore = lambda encoder: checkpoints.restore_encoder(  # pylint: disable=g-long-lambda
+        encoder, init_checkpoint)
+    source = checkpoints.resolve(init_checkpoint).encoder_checkpoint
   if meta["seq_length"] > model_cfg.max_position_embeddings:
     raise FinetuningError(
         f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: "
         f"seq_length {meta['seq_length']} > the model's "
         f"max_position_embeddings {model_cfg.max_position_embeddings}; "
         "recreate the records with a smaller --seq_length.")
-  weights = loaded.get_weights()
-
-  def restore_encoder(encoder):
-    encoder.set_weights(weights)
-  return model_cfg, restore_encoder, source
+  return model_cfg, restore, source
 
 
 def write_results(task, meta, runs, output_dir, num_seeds, records_dir,
@@ -656,7 +662,7 @@ def run_finetuning(task: str,
       keep_checkpoints=keep_checkpoints)
   with _process_settings(mixed_precision, deterministic):
     strategy_obj = distribution_strategy or make_strategy(strategy, tpu)
-    model_cfg, restore_encoder, source = load_init_encoder(
+    model_cfg, restore_encoder, source = encoder_source(
         init_checkpoint, model_config, meta, records_dir)
     progress(f"[finetune] {task}: encoder from {source}")
     runs = run_sweep(meta, records_dir, output_dir, model_cfg, restore_encoder,

@@ -72,9 +72,6 @@ class XtremeTaskConfig(cfg.TaskConfig):
     num_labels: Classes (classification) or tags (tagging).
     train_data: The English training records.
     jit_compile: Compile forward + backward (and prediction) with XLA.
-    init_checkpoint: Where the encoder comes from (anything
-      `init_checkpoint.load_encoder` reads); read only when the run directory
-      holds no checkpoint of its own.
   """
   model: rembert_config.RemBertConfig = dataclasses.field(
       default_factory=rembert_config.RemBertConfig)
@@ -133,7 +130,8 @@ class XtremeTask(base_task.Task):
     self.kind = task_types.get(params.task_type)
     # Training steps already done (set on resume): batches to skip.
     self.initial_train_step = 0
-    # restore_encoder(encoder) loads the pre-trained weights (fresh runs).
+    # restore_encoder(encoder) loads the pre-trained weights; Model Garden
+    # calls `initialize` only when the run directory has no checkpoint.
     self._restore_encoder = restore_encoder
     self._forward_backward_fn = tf.function(
         self._forward_backward, jit_compile=params.jit_compile,
