@@ -1,16 +1,11 @@
 """Scorer tests: every metric against hand-computed numbers."""
 import json
-import pathlib
-import subprocess
-import sys
 
 import pytest
 
+from rembert_tf.common import errors
 from rembert_tf.evaluation import xtreme_metrics as m
 from rembert_tf.evaluation import xtreme_scorer as s
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
 
 def _write(path, text):
   path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,24 +146,61 @@ def test_missing_label_file_is_named(folders):
     s.score_task("xnli", pred, gold)
 
 
-def test_tool_writes_official_shape(folders, tmp_path):
+def test_scores_json_has_the_official_shape(folders, tmp_path):
   pred, gold = folders
   out = tmp_path / "scores.json"
-  proc = subprocess.run(
-      [sys.executable, str(ROOT / "tools/evaluate_xtreme.py"),
-       f"--prediction_folder={pred}", f"--label_folder={gold}",
-       "--tasks=xnli,tydiqa", f"--output_file={out}", "--compare=paper"],
-      capture_output=True, text=True, check=False, cwd=ROOT)
-  assert proc.returncode == 0, proc.stderr
-  assert "paper decoupled" in proc.stdout
+  scores = s.evaluate_folders(pred, gold, tasks=["xnli", "tydiqa"])
+  s.write_json(scores, out)
   scores = json.loads(out.read_text())
-  assert set(scores) == {"xnli", "tydiqa"}
+  assert list(scores) == ["xnli", "tydiqa"]
   assert scores["tydiqa"]["avg_metric"] == pytest.approx(70.0)
   assert set(scores["tydiqa"]) == {"exact_match", "f1", "avg_exact_match",
                                    "avg_f1", "avg_metric"}
-  proc = subprocess.run(
-      [sys.executable, str(ROOT / "tools/evaluate_xtreme.py"),
-       f"--prediction_folder={pred}", f"--label_folder={tmp_path / 'nope'}"],
-      capture_output=True, text=True, check=False, cwd=ROOT)
-  assert proc.returncode != 0
-  assert "nope does not exist" in proc.stderr
+  assert list(scores["xnli"]["accuracy"]) == ["ar", "en"]  # benchmark order
+
+
+def test_headline_score_is_the_selection_metric(folders):
+  pred, gold = folders
+  r = s.evaluate_folders(pred, gold)
+  assert s.headline_score("tydiqa", r["tydiqa"], "en") == pytest.approx(70.0)
+  assert s.headline_score("panx", r["panx"], "en") == pytest.approx(40.0)
+  assert s.headline_score("xnli", r["xnli"], "de") is None
+
+
+def _one_line_error(capsys, *args, **kwargs):
+  """Runs the scorer as the command does; returns (exit code, stderr)."""
+  command = errors.command("rembert-evaluate-xtreme")(
+      lambda argv: s.evaluate_folders(*args, **kwargs))
+  with pytest.raises(SystemExit) as e:
+    command([])
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "Traceback" not in err
+  assert "--prediction_folder" not in err   # no --help dump
+  return e.value.code, err
+
+
+@pytest.mark.parametrize("case", ["no_paragraphs", "empty_labels",
+                                  "empty_predictions", "binary", "no_folder"])
+def test_bad_files_are_one_line_naming_file_and_field(folders, capsys, case):
+  pred, gold = folders
+  tasks, expected = ["xnli"], None
+  if case == "no_paragraphs":
+    _write(gold / "tydiqa/test-en.json", json.dumps({"data": [{"title": "t"}]}))
+    tasks, expected = ["tydiqa"], ["tydiqa/test-en.json", "'paragraphs'"]
+  elif case == "empty_labels":
+    _write(gold / "xnli/test-ar.tsv", "")
+    expected = ["xnli/test-ar.tsv is empty", "one label per line"]
+  elif case == "empty_predictions":
+    _write(pred / "mlqa/test-ar.json", "")
+    tasks, expected = ["mlqa"], ["mlqa/test-ar.json is not valid JSON"]
+  elif case == "binary":
+    (pred / "xnli/test-en.tsv").write_bytes(b"\x80\x81\xfe\x00" * 20)
+    expected = ["xnli/test-en.tsv is not UTF-8 text"]
+  else:
+    pred = pred / "nope"
+    expected = ["nope does not exist"]
+  code, err = _one_line_error(capsys, pred, gold, tasks=tasks)
+  assert code == errors.EXIT_ERROR
+  assert err.startswith("rembert-evaluate-xtreme: error: ")
+  for part in expected:
+    assert part in err

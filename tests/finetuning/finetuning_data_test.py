@@ -1,20 +1,17 @@
 """create_finetuning_data on fixtures in the real XTREME layouts."""
 import json
-import pathlib
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import testlib
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import task_types
 from rembert_tf.finetuning import tasks
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
 
 def _records(path, task_type, seq_length):
   spec = task_types.feature_spec(task_type, seq_length)
@@ -104,13 +101,51 @@ def test_missing_file_names_file_and_layout(sp_model, download_dir, tmp_path):
   assert "pawsx/dev-ko.tsv" in str(e.value)
   assert "train: pawsx/train-en.tsv" in str(e.value)
   assert not (tmp_path / "pawsx").exists()  # nothing half-written
-  proc = subprocess.run(
-      [sys.executable, str(ROOT / "tools/create_finetuning_data.py"),
-       "--task=tydiqa", f"--data_dir={tmp_path / 'empty'}",
-       f"--sp_model={sp_model}", f"--output_dir={tmp_path / 'out'}"],
-      capture_output=True, text=True, check=False)
-  assert proc.returncode != 0
-  assert "tydiqa.goldp.en.train.json" in proc.stderr
+  with pytest.raises(finetuning_data.TaskDataError,
+                     match="tydiqa.goldp.en.train.json"):
+    finetuning_data.create_finetuning_data(
+        "tydiqa", tmp_path / "empty", sp_model, tmp_path / "out",
+        progress=lambda s: None)
+
+
+@pytest.mark.parametrize("flag, value", [("seq_length", 2),
+                                         ("doc_stride", 0)])
+def test_unusable_lengths_are_one_line_errors(sp_model, download_dir, tmp_path,
+                                              flag, value):
+  with pytest.raises(errors.RemBertError) as e:
+    finetuning_data.create_finetuning_data(
+        "mlqa", download_dir, sp_model, tmp_path, progress=lambda s: None,
+        **{flag: value})
+  assert f"--{flag} {value}" in str(e.value)
+  assert "\n" not in str(e.value)
+  assert not (tmp_path / "mlqa").exists()
+
+
+def test_special_ids_come_from_the_sentencepiece_model(download_dir, tmp_path):
+  """A model laid out like the released RemBERT: [CLS]=312, [SEP]=313."""
+  meta = finetuning_data.create_finetuning_data(
+      "xnli", download_dir, testlib.released_layout_sentencepiece(), tmp_path,
+      seq_length=24, splits=("dev",), progress=lambda s: None)
+  assert meta["sp_model_sha256"] == fileio.sha256(
+      testlib.released_layout_sentencepiece())
+  row = _records(tmp_path / "xnli/dev-de.tfrecord", tasks.CLASSIFICATION, 24)[0]
+  n = int(row["input_mask"].sum())
+  assert row["input_word_ids"][0] == testlib.RELEASED_CLS_ID
+  assert row["input_word_ids"][n - 1] == testlib.RELEASED_SEP_ID
+  assert (row["input_word_ids"][n:] == 0).all()          # [PAD]
+
+
+def test_squad_file_without_paragraphs_names_file_and_field(
+    sp_model, download_dir, tmp_path):
+  data = tmp_path / "download"
+  shutil.copytree(download_dir / "squad", data / "squad")
+  (data / "squad/train-v1.1.json").write_text(
+      json.dumps({"data": [{"title": "t"}]}), encoding="utf-8")
+  with pytest.raises(finetuning_data.TaskDataError,
+                     match=r"train-v1.1.json: data\[0\] has no field 'paragraphs'"):
+    finetuning_data.create_finetuning_data(
+        "xquad", data, sp_model, tmp_path / "out", splits=(),
+        progress=lambda s: None)
 
 
 def test_bad_label_names_file_and_line(sp_model, download_dir, tmp_path):

@@ -13,7 +13,7 @@ from rembert_tf.finetuning import finetuning_runner
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SWEEP = dict(learning_rates=[1e-3, 2e-3], num_train_steps=6, steps_per_loop=2,
              checkpoint_interval=2, train_batch_size=4, eval_batch_size=4,
-             deterministic=True, splits=("dev",))
+             deterministic=True, splits=("dev",), jit_compile=False)
 
 
 def _flags(records, checkpoint, out):
@@ -22,7 +22,7 @@ def _flags(records, checkpoint, out):
           "--learning_rates=1e-3,2e-3", "--num_train_steps=6",
           "--steps_per_loop=2", "--checkpoint_interval=2",
           "--train_batch_size=4", "--eval_batch_size=4", "--deterministic",
-          "--splits=dev", "--strategy=one_device"]
+          "--splits=dev", "--strategy=one_device", "--nojit_compile"]
 
 
 def _comparable(results_file, out_dir):
