@@ -1,7 +1,11 @@
 """Scores XTREME prediction folders against label folders, like the official scorer.
 
 Builds on the metric definitions in `xtreme_metrics` (no Model Garden piece
-covers XTREME scoring). Folder layout, for both predictions and labels:
+covers XTREME scoring). How a task is scored (file type, reader, metric, the
+headline score) is one `TaskMetric` entry of `TASK_METRIC`. Every path goes
+through `rembert_tf.common.fileio` (gs:// works); a missing, empty, binary or
+malformed file is a `ScoringError` naming the file and the field.
+Folder layout, for both predictions and labels:
 
 ```
 FOLDER/<task>/<split>-<lang>.tsv    xnli, pawsx: one label per line

@@ -642,7 +642,6 @@ def run_finetuning(task: str,
   """
   output_dir = fileio.as_str(output_dir)
   fileio.check_output_location(output_dir)
-  fileio.makedirs(output_dir)
   records_dir = prepare_records(task, output_dir, records_dir, data_dir,
                                 sp_model, init_checkpoint, seq_length,
                                 languages, splits, progress)
