@@ -248,11 +248,12 @@ def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
                         config.train_batch_size, progress)
   # OrbitExperimentRunner is what train_lib.run_experiment drives; called
   # directly, the run skips run_experiment's FLOP count (a graph profile).
-  runner = train_lib.OrbitExperimentRunner(
-      distribution_strategy=strategy, task=task, mode="train", params=params,
-      model_dir=run_dir, trainer=trainer, train_actions=[printer])
-  with strategy.scope(), console.orbit_logs_to_file():
-    runner.controller.train(steps=params.trainer.train_steps)
+  with console.orbit_logs_to_file():
+    runner = train_lib.OrbitExperimentRunner(
+        distribution_strategy=strategy, task=task, mode="train", params=params,
+        model_dir=run_dir, trainer=trainer, train_actions=[printer])
+    with strategy.scope():
+      runner.controller.train(steps=params.trainer.train_steps)
   return task, trainer.model
 
 
