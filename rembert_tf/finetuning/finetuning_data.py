@@ -341,12 +341,26 @@ def tagging_records(sentences, spec, encoder: Encoder, seq_length: int):
       start = end
 
 
+_DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+
+
+def _doc_spans(num_pieces: int, max_length: int, stride: int) -> List[_DocSpan]:
+  """Windows of at most `max_length` pieces, starting every `stride` pieces."""
+  spans, offset = [], 0
+  while offset < num_pieces:
+    length = min(num_pieces - offset, max_length)
+    spans.append(_DocSpan(offset, length))
+    if offset + length == num_pieces:
+      break
+    offset += min(length, stride)
+  return spans
+
+
 def span_records(examples, encoder: Encoder, seq_length: int, doc_stride: int,
                  max_query_length: int, is_training: bool):
   """Windows over each context; side rows (eval) hold what postprocessing needs."""
   index = 0
   skipped = 0
-  doc_span = collections.namedtuple("DocSpan", ["start", "length"])
   for example_index, ex in enumerate(examples):
     query = encoder.encode(ex.question_text)[:max_query_length]
     doc_ids, tok_starts, tok_ends = (
@@ -366,13 +380,7 @@ def span_records(examples, encoder: Encoder, seq_length: int, doc_stride: int,
       raise TaskDataError(f"seq_length {seq_length} leaves no room for the "
                           f"context after a {len(query)}-piece question; raise "
                           "--seq_length or lower --max_query_length.")
-    spans, offset = [], 0
-    while offset < len(doc_ids):
-      length = min(len(doc_ids) - offset, max_doc)
-      spans.append(doc_span(offset, length))
-      if offset + length == len(doc_ids):
-        break
-      offset += min(length, doc_stride)
+    spans = _doc_spans(len(doc_ids), max_doc, doc_stride)
     doc_offset = len(query) + 2
     for span_index, span in enumerate(spans):
       word_ids = ([encoder.cls_id] + query + [encoder.sep_id] +

@@ -447,12 +447,15 @@ def run_sweep(meta, records_dir, output_dir, model_config, restore_encoder,
               init_checkpoint=None, progress=print) -> List[Dict]:
   """Every (rate, seed) run in order; finished ones are skipped."""
   runs = []
+  total = len(learning_rates) * num_seeds
   for learning_rate in learning_rates:
     for seed_index in range(num_seeds):
       config = base_config.replace(learning_rate=learning_rate,
                                    seed=base_config.seed + seed_index)
       run_dir = fileio.join(output_dir, "runs",
                             f"lr-{learning_rate:g}_seed-{config.seed}")
+      progress(f"[finetune] run {len(runs) + 1}/{total}: "
+               f"{run_label(meta, config)} in {run_dir}")
       runs.append(run_once(meta, records_dir, run_dir, model_config,
                            restore_encoder, config, strategy, splits=splits,
                            init_checkpoint=init_checkpoint, progress=progress))
@@ -481,8 +484,11 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
   records_root = fileio.join(output_dir, "records")
   existing = fileio.join(records_root, task)
   if fileio.exists(fileio.join(existing, finetuning_data.METADATA_FILE)):
+    # A rerun (e.g. after a kill) reuses the records it wrote before.
     meta = finetuning_data.read_metadata(existing)
-    if meta.get("sp_model_sha256") == fileio.sha256(sp_model):
+    if (meta.get("sp_model_sha256") == fileio.sha256(sp_model)
+        and meta.get("data_dir") == fileio.as_str(data_dir)
+        and seq_length in (None, meta.get("seq_length"))):
       progress(f"[finetune] records of an earlier run reused: {existing}")
       return existing
   finetuning_data.create_finetuning_data(
