@@ -142,11 +142,20 @@ def test_bad_inputs_are_one_line_errors(tiny_cfg, xnli_records, checkpoint_dir,
     _run("xnli", xnli_records, tmp_path / "o", tmp_path / "nope")
 
 
-def test_rerun_with_other_settings_is_refused(xnli_records, checkpoint_dir,
-                                              tmp_path):
-  _run("xnli", xnli_records, tmp_path / "o", checkpoint_dir, splits=("dev",),
-       num_train_steps=1)
+def test_random_init_run_then_rerun_with_other_settings_is_refused(
+    xnli_records, checkpoint_dir, tmp_path):
+  """No --init_checkpoint: the encoder of --model_config starts from random
+  weights (the demo's baseline). A rerun with other settings is refused."""
+  args = dict(init_checkpoint=None, records_dir=str(xnli_records),
+              model_config=str(checkpoint_dir / checkpoints.MODEL_CONFIG_FILE),
+              learning_rates=[1e-3], train_batch_size=4, eval_batch_size=4,
+              jit_compile=False, splits=("dev",))
+  lines = []
+  results = finetuning_runner.run_finetuning(
+      "xnli", tmp_path / "o", num_train_steps=1, progress=lines.append, **args)
+  assert any("random initialisation" in l for l in lines)
+  assert set(results["scores"]["accuracy"]) == {"en", "de", "ar"}
   with pytest.raises(finetuning_runner.FinetuningError,
                      match="num_train_steps is 1 there, 2 now"):
-    _run("xnli", xnli_records, tmp_path / "o", checkpoint_dir, splits=("dev",),
-         num_train_steps=2)
+    finetuning_runner.run_finetuning(
+        "xnli", tmp_path / "o", num_train_steps=2, progress=QUIET, **args)
