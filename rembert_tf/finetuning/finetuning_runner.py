@@ -172,6 +172,9 @@ def _run_fingerprint(config: FinetuningConfig, steps: int, records_dir,
   values = {k: getattr(config, k) for k in _RESULT_FIELDS}
   values["num_train_steps"] = steps
   values["records_dir"] = fileio.as_str(records_dir)
+  # The records themselves (sequence length, tokenizer, files): their metadata.
+  values["records_metadata_sha256"] = fileio.sha256(
+      fileio.join(records_dir, finetuning_data.METADATA_FILE))
   values["init_checkpoint"] = fileio.as_str(init_checkpoint or "")
   return values
 
