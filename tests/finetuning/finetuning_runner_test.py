@@ -5,7 +5,6 @@ import shutil
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
