@@ -9,7 +9,8 @@ benchmark layout and a results table.
 Each run of a sweep checkpoints every --checkpoint_interval steps. Killed, the
 same command again skips the finished runs (the console says which) and
 resumes the interrupted one from its newest checkpoint; with --deterministic
-the final results.json equals an uninterrupted sweep's.
+the final results.json equals an uninterrupted sweep's. SIGTERM saves a
+checkpoint at the end of the current loop and exits with code 42.
 
 Example:
 ```bash
@@ -24,6 +25,8 @@ python -m rembert_tf.finetune --task panx --data_dir download \
   --mixed_precision mixed_bfloat16
 ```
 """
+import sys
+
 from absl import flags
 
 from rembert_tf import cli
@@ -98,7 +101,16 @@ def main(argv):
   if not FLAGS.records_dir and not FLAGS.data_dir:
     raise errors.UsageError("Give --records_dir (tools/create_finetuning_data.py"
                             " output) or --data_dir (the XTREME download/).")
-  finetuning_runner.run_finetuning(
+  try:
+    finetuning_runner.run_finetuning(**_finetuning_arguments())
+  except finetuning_runner.FinetuningPreempted as e:
+    print(f"rembert-finetune: {e}", file=sys.stderr, flush=True)
+    sys.exit(errors.EXIT_PREEMPTED)
+
+
+def _finetuning_arguments():
+  """run_finetuning's arguments from the flags."""
+  return dict(
       task=FLAGS.task, output_dir=FLAGS.output_dir,
       init_checkpoint=FLAGS.init_checkpoint, records_dir=FLAGS.records_dir,
       data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,

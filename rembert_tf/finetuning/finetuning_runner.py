@@ -18,7 +18,8 @@ A sweep (learning rates x seeds) can be killed at any point and rerun with the
 same command: a finished run (its `run.json` exists) is skipped, an
 interrupted one resumes from its newest checkpoint, and with `deterministic`
 (op determinism, fixed seeds, checkpointed dropout generators, replayed input
-stream) the final results equal an uninterrupted sweep's.
+stream) the final results equal an uninterrupted sweep's. SIGTERM saves a
+checkpoint at the end of the current loop and raises `FinetuningPreempted`.
 
 Output of `run_finetuning(...)` under `output_dir`:
 ```
@@ -45,6 +46,8 @@ import contextlib
 import dataclasses
 import json
 import math
+import signal
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -81,6 +84,10 @@ _RESULT_FIELDS = ("learning_rate", "seed", "num_train_steps",
 
 class FinetuningError(errors.RemBertError, ValueError):
   """A fine-tuning run cannot start; the message names the cause and the fix."""
+
+
+class FinetuningPreempted(errors.RemBertError):
+  """SIGTERM arrived: a checkpoint was saved and the sweep stopped."""
 
 
 @dataclasses.dataclass
@@ -228,12 +235,47 @@ class LoopPrinter:
     logging.info(line)
 
 
+class SaveOnSigterm:
+  """Train action: once SIGTERM has arrived, saves at the end of the loop and stops.
+
+  (Preemptible TPUs and batch schedulers send SIGTERM before killing a job.)
+  """
+
+  def __init__(self, stop: threading.Event, global_step, manager_fn):
+    self._stop, self._global_step, self._manager_fn = stop, global_step, manager_fn
+
+  def __call__(self, output):
+    del output
+    if not self._stop.is_set():
+      return
+    step = int(self._global_step.numpy())
+    path = self._manager_fn().save(checkpoint_number=step, check_interval=False)
+    raise FinetuningPreempted(
+        f"SIGTERM received: saved {path} at step {step} and stopped; run the "
+        "same command again to resume.")
+
+
+@contextlib.contextmanager
+def sigterm_flag():
+  """An Event set by SIGTERM while the block runs (main thread only)."""
+  stop = threading.Event()
+  if threading.current_thread() is not threading.main_thread():
+    yield stop
+    return
+  previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+  try:
+    yield stop
+  finally:
+    signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+
+
 def _checkpoint_step(path: str) -> int:
   return int(path.rsplit("-", 1)[1])
 
 
 def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
-              config: FinetuningConfig, strategy, label: str, progress):
+              config: FinetuningConfig, strategy, label: str, progress,
+              stop: Optional[threading.Event] = None):
   """Trains (or resumes) one run in `run_dir`; returns (task, model)."""
   params = experiment_config(meta, records_dir, model_config, config)
   tf_keras.utils.set_random_seed(config.seed)
@@ -251,10 +293,16 @@ def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
                         config.train_batch_size, progress)
   # OrbitExperimentRunner is what train_lib.run_experiment drives; called
   # directly, the run skips run_experiment's FLOP count (a graph profile).
+  actions = [printer]
+  runner_box = []
+  if stop is not None:
+    actions.append(SaveOnSigterm(stop, trainer.global_step,
+                                 lambda: runner_box[0].checkpoint_manager))
   with console.orbit_logs_to_file():
     runner = train_lib.OrbitExperimentRunner(
         distribution_strategy=strategy, task=task, mode="train", params=params,
-        model_dir=run_dir, trainer=trainer, train_actions=[printer])
+        model_dir=run_dir, trainer=trainer, train_actions=actions)
+    runner_box.append(runner)
     with strategy.scope():
       runner.controller.train(steps=params.trainer.train_steps)
   return task, trainer.model
@@ -366,7 +414,7 @@ def run_label(meta: Dict, config: FinetuningConfig) -> str:
 
 def run_once(meta, records_dir, run_dir, model_config, restore_encoder,
              config: FinetuningConfig, strategy, splits=("dev", "test"),
-             init_checkpoint=None, progress=print) -> Dict:
+             init_checkpoint=None, progress=print, stop=None) -> Dict:
   """Trains once (or resumes), writes every split's predictions, scores.
 
   A finished run (its run.json exists, same settings) is returned as it was.
@@ -382,7 +430,8 @@ def run_once(meta, records_dir, run_dir, model_config, restore_encoder,
     progress(f"[finetune] {label}: finished earlier, skipped ({result_file})")
     return fileio.read_json(result_file)
   task, model = train_run(meta, records_dir, run_dir, model_config,
-                          restore_encoder, config, strategy, label, progress)
+                          restore_encoder, config, strategy, label, progress,
+                          stop=stop)
   predictor = Predictor(task, model, strategy, config.eval_batch_size)
   scores_by_split = predict_and_score(predictor, meta, records_dir, run_dir,
                                       config, splits)
@@ -447,7 +496,7 @@ def summarize_runs(task: str, runs: List[Dict], score_split: str) -> Dict:
 def run_sweep(meta, records_dir, output_dir, model_config, restore_encoder,
               learning_rates: Sequence[float], num_seeds: int,
               base_config: FinetuningConfig, strategy, splits,
-              init_checkpoint=None, progress=print) -> List[Dict]:
+              init_checkpoint=None, progress=print, stop=None) -> List[Dict]:
   """Every (rate, seed) run in order; finished ones are skipped."""
   runs = []
   total = len(learning_rates) * num_seeds
@@ -461,7 +510,8 @@ def run_sweep(meta, records_dir, output_dir, model_config, restore_encoder,
                f"{run_label(meta, config)} in {run_dir}")
       runs.append(run_once(meta, records_dir, run_dir, model_config,
                            restore_encoder, config, strategy, splits=splits,
-                           init_checkpoint=init_checkpoint, progress=progress))
+                           init_checkpoint=init_checkpoint, progress=progress,
+                           stop=stop))
   return runs
 
 
@@ -669,7 +719,7 @@ def run_finetuning(task: str,
       steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
       jit_compile=jit_compile, deterministic=deterministic,
       keep_checkpoints=keep_checkpoints)
-  with _process_settings(mixed_precision, deterministic):
+  with _process_settings(mixed_precision, deterministic), sigterm_flag() as stop:
     strategy_obj = distribution_strategy or make_strategy(strategy, tpu)
     model_cfg, restore_encoder, source = encoder_source(
         init_checkpoint, model_config, meta, records_dir)
@@ -677,6 +727,6 @@ def run_finetuning(task: str,
     runs = run_sweep(meta, records_dir, output_dir, model_cfg, restore_encoder,
                      learning_rates, num_seeds, base_config, strategy_obj,
                      splits, init_checkpoint=init_checkpoint,
-                     progress=progress)
+                     progress=progress, stop=stop)
   return write_results(task, meta, runs, output_dir, num_seeds, records_dir,
                        compare_paper, progress)

@@ -158,3 +158,27 @@ def test_random_init_run_then_rerun_with_other_settings_is_refused(
                      match="num_train_steps is 1 there, 2 now"):
     finetuning_runner.run_finetuning(
         "xnli", tmp_path / "o", num_train_steps=2, progress=QUIET, **args)
+
+
+def test_sigterm_saves_a_checkpoint_and_stops_then_resumes(
+    xnli_records, checkpoint_dir, tmp_path):
+  import os  # pylint: disable=g-import-not-at-top
+  import signal  # pylint: disable=g-import-not-at-top
+  handler = signal.getsignal(signal.SIGTERM)
+  args = dict(num_train_steps=4, steps_per_loop=2, checkpoint_interval=100,
+              splits=("dev",))
+
+  def progress(line):
+    if "step 2/4" in line:
+      os.kill(os.getpid(), signal.SIGTERM)   # as a preemption would
+
+  with pytest.raises(finetuning_runner.FinetuningPreempted,
+                     match=r"saved .*ckpt-2 at step 2"):
+    _run("xnli", xnli_records, tmp_path / "o", checkpoint_dir,
+         progress=progress, **args)
+  assert signal.getsignal(signal.SIGTERM) == handler
+  assert (tmp_path / "o/runs/lr-0.001_seed-0/ckpt-2.index").exists()
+  lines = []
+  _run("xnli", xnli_records, tmp_path / "o", checkpoint_dir,
+       progress=lines.append, **args)
+  assert any("resuming from" in l and "at step 2/4" in l for l in lines)
