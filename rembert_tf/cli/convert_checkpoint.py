@@ -23,13 +23,11 @@ Usage:
 """
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from rembert_tf import cli  # noqa: E402
+from rembert_tf import cli  # noqa: E402  (quiets TensorFlow's start-up first)
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("from", None, ["tf1", "hf", "rembert_tf"], "Input format.")
@@ -56,7 +54,6 @@ flags.mark_flags_as_required(["from", "to", "input", "output"])
 @errors.command("rembert-convert-checkpoint")
 def main(argv):
   del argv
-  logging.set_verbosity(logging.INFO)
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
   out = converter.convert_checkpoint(
       FLAGS["from"].value, FLAGS.to, FLAGS.input, FLAGS.output,
@@ -69,7 +66,7 @@ def main(argv):
 
 
 def run():
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, program="rembert-convert-checkpoint")
 
 
 if __name__ == "__main__":

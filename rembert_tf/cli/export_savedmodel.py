@@ -14,13 +14,11 @@ Usage:
 """
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from rembert_tf import cli  # noqa: E402
+from rembert_tf import cli  # noqa: E402  (quiets TensorFlow's start-up first)
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "rembert_tf checkpoint directory, "
@@ -45,7 +43,6 @@ flags.mark_flags_as_required(["model_dir", "output_dir"])
 @errors.command("rembert-export-savedmodel")
 def main(argv):
   del argv
-  logging.set_verbosity(logging.INFO)
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
@@ -82,7 +79,7 @@ def main(argv):
 
 
 def run():
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, program="rembert-export-savedmodel")
 
 
 if __name__ == "__main__":

@@ -50,12 +50,12 @@ converter.convert_checkpoint("rembert_tf", "hf", "runs/pretrain", "hf/rembert")
 ```
 """
 import contextlib
-import time
 from typing import Optional
 
 import numpy as np
 from absl import logging
 
+from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import tokenizer
@@ -74,7 +74,9 @@ POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 
 
 def _default_tf1_config(input_path: str) -> Optional[str]:
-  folder = input_path if fileio.isdir(input_path) else fileio.dirname(input_path)
+  is_prefix = fileio.exists(input_path + ".index")
+  folder = (fileio.dirname(input_path) if is_prefix or not fileio.isdir(input_path)
+            else input_path)
   for name in TF1_CONFIG_NAMES:
     if fileio.isfile(fileio.join(folder, name)):
       return fileio.join(folder, name)
@@ -129,11 +131,13 @@ def _open_source(from_format, input_path, config, cfg_hint_output_side):
   resolved = checkpoints.resolve(input_path)
   cfg = checkpoints.model_config_of(resolved, config)
   if cfg_hint_output_side and checkpoints.has_output_side(resolved):
-    model = rembert_pretrainer.build_pretrainer(cfg)
+    with checkpoints.zero_initialized_variables():  # restored right below
+      model = rembert_pretrainer.build_pretrainer(cfg)
     read_from = checkpoints.restore_pretrainer(model, resolved)
     slots = weight_layout.slots_for_pretrainer(model)
   else:
-    model = rembert_encoder.build_encoder(cfg)
+    with checkpoints.zero_initialized_variables():
+      model = rembert_encoder.build_encoder(cfg)
     read_from = checkpoints.restore_encoder(model, resolved)
     slots = weight_layout.slots_for_encoder(model)
   source = tensor_sources.ModelSource(
@@ -192,8 +196,8 @@ def _without_identity_projection(cfg, source, found, to_format):
   if not (same_width and weight_layout.PROJECTION_KERNEL in found
           and to_format == "rembert_tf"):
     return found, False
-  kernel = source.get(weight_layout.PROJECTION_KERNEL)
-  bias = source.get(weight_layout.PROJECTION_BIAS) if (
+  kernel = np.asarray(source.get(weight_layout.PROJECTION_KERNEL))
+  bias = np.asarray(source.get(weight_layout.PROJECTION_BIAS)) if (
       weight_layout.PROJECTION_BIAS in found) else np.zeros([0])
   if not weight_layout.is_identity_projection(kernel, bias):
     raise weight_layout.ConversionError(
@@ -209,37 +213,33 @@ def _without_identity_projection(cfg, source, found, to_format):
                        weight_layout.PROJECTION_BIAS)}, True
 
 
-class _Progress:
-  """One log line every 50 tensors (and the last), with elapsed time."""
-
-  def __init__(self):
-    self.start = time.time()
-
-  def __call__(self, i, total, name):
-    if i == total or i % 50 == 0 or i == 1:
-      logging.info("[%d/%d] %s (%.1fs)", i, total, name, time.time() - self.start)
+def _build_target(cfg, with_output_side, every_tensor_given):
+  """(pretrainer or None, encoder) to assign the converted tensors into."""
+  # Zeros instead of random values when every variable is assigned below:
+  # random initialisation costs about twice the model in scratch memory.
+  scope = (checkpoints.zero_initialized_variables() if every_tensor_given
+           else contextlib.nullcontext())
+  with scope:
+    if with_output_side:
+      model = rembert_pretrainer.build_pretrainer(cfg)
+      return model, model.encoder
+    return None, rembert_encoder.build_encoder(cfg)
 
 
 def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
                       sp_model, overwrite):
-  if with_output_side:
-    model = rembert_pretrainer.build_pretrainer(cfg)
-    encoder = model.encoder
-    slots = weight_layout.slots_for_pretrainer(model)
-  else:
-    model = None
-    encoder = rembert_encoder.build_encoder(cfg)
-    slots = weight_layout.slots_for_encoder(encoder)
+  model, encoder = _build_target(
+      cfg, with_output_side, every_tensor_given=POOLER_NAMES[0] in names)
+  slots = (weight_layout.slots_for_pretrainer(model) if model
+           else weight_layout.slots_for_encoder(encoder))
   by_name = {s.name: s for s in slots}
   uncovered = sorted(set(by_name) - set(names) - set(POOLER_NAMES))
   if uncovered or set(names) - set(by_name):  # The plan and model must agree.
     raise weight_layout.ConversionError(
         "internal: plan and model disagree on " + ", ".join(
             uncovered + sorted(set(names) - set(by_name))))
-  progress = _Progress()
-  for i, name in enumerate(names, 1):
+  for name in console.track(names, "reading tensors", unit="tensors"):
     by_name[name].assign(source.get(name))
-    progress(i, len(names), name)
   source.close()  # a rembert_tf source holds a model: free it before saving
   with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
     checkpoints.write_checkpoint_dir(tmp, cfg, encoder, model, sp_model)
@@ -265,14 +265,16 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
     if hf_name in identity:
       return identity[hf_name]
     name, transpose = canonical_of[hf_name]
-    array = source.get(name)
+    array = np.asarray(source.get(name))
     return array.T if transpose else array
 
   special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
-  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
+      console.progress("writing model.safetensors", total=len(shapes),
+                       unit="tensors") as bar:
     tensor_sources.write_safetensors(
         fileio.join(tmp, tensor_sources.HF_WEIGHTS_FILE), shapes, get,
-        metadata={"format": "pt"}, progress=_Progress())
+        metadata={"format": "pt"}, progress=lambda *_: bar.update(1))
     config_json.write_hf_config(
         cfg, fileio.join(tmp, tensor_sources.HF_CONFIG_FILE), with_output_side,
         special)

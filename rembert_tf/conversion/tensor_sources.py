@@ -1,7 +1,8 @@
 """Lazy, name-by-name readers of canonical tensors, and a streaming safetensors writer.
 
 A source exposes `shapes()` (canonical name -> shape, read from the index
-only, no tensor data), `get(name)` (one numpy array, read on demand),
+only, no tensor data), `get(name)` (one tensor, read on demand: a numpy
+array or a tf.Tensor),
 `display(name)` (the name as the user's file spells it, for error messages)
 and `close()`. Reading one tensor at a time keeps memory at the size of the
 target model plus one tensor, which is what makes the 12 GB released
@@ -64,7 +65,8 @@ class Tf1Source:
 
   def __init__(self, path):
     path = fileio.as_str(path)
-    if fileio.isdir(path):
+    # A prefix first: some filesystems (ram://) call any prefix a directory.
+    if not fileio.exists(path + ".index") and fileio.isdir(path):
       latest = tf.train.latest_checkpoint(path)
       if latest is None:
         raise weight_layout.ConversionError(
@@ -73,12 +75,15 @@ class Tf1Source:
             ".index).")
       path = latest
     try:
-      self._reader = tf.train.load_checkpoint(path)
+      # NewCheckpointReader, not load_checkpoint: the latter takes a prefix
+      # for a directory on filesystems (ram://) that call any prefix one.
+      self._reader = tf.compat.v1.train.NewCheckpointReader(path)
     except (tf.errors.OpError, ValueError) as e:
       raise weight_layout.ConversionError(
           f"{path}: cannot open as a TF1 checkpoint ({_one_line(e)}). Pass "
           "the prefix before .index / .data-*.") from None
     self.path = path
+    self._dtypes = self._reader.get_variable_to_dtype_map()
     self._shapes: Dict[str, Tuple[int, ...]] = {}
     self._file_names: Dict[str, str] = {}
     self.skipped_optimizer: List[str] = []
@@ -107,8 +112,13 @@ class Tf1Source:
   def shapes(self) -> Dict[str, Tuple[int, ...]]:
     return dict(self._shapes)
 
-  def get(self, name) -> np.ndarray:
-    return np.asarray(self._reader.get_tensor(self._file_names.get(name, name)))
+  def get(self, name) -> tf.Tensor:
+    """One tensor as a float32 tf.Tensor (RestoreV2: read once, no numpy copy)."""
+    file_name = self._file_names.get(name, name)
+    dtype = self._dtypes[file_name]
+    (value,) = tf.raw_ops.RestoreV2(prefix=self.path, tensor_names=[file_name],
+                                    shape_and_slices=[""], dtypes=[dtype])
+    return value if dtype == tf.float32 else tf.cast(value, tf.float32)
 
   def display(self, name) -> str:
     return self._file_names.get(name, name)

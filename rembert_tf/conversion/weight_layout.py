@@ -53,6 +53,7 @@ _OPTIMIZER_NAME_PARTS = ("adam_m", "adam_v", "Adam", "Adam_1",
                          "AdamWeightDecayOptimizer",
                          "AdamWeightDecayOptimizer_1", "LAMB", "LAMB_1",
                          "Momentum", "Adafactor")
+_ASSIGN_BLOCK_BYTES = 64 << 20
 _BOOKKEEPING_NAMES = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH",
                       "good_steps", "loss_scale", "current_loss_scale")
 
@@ -88,13 +89,28 @@ class Slot:
   def read(self) -> np.ndarray:
     return np.reshape(self.variable.numpy(), self.shape)
 
-  def assign(self, array: np.ndarray):
-    array = np.asarray(array)
-    if tuple(array.shape) != tuple(self.shape):
-      raise ConversionError(f"{self.name}: shape {tuple(array.shape)}, "
+  def assign(self, value):
+    """Assigns a numpy array or a tf.Tensor of the canonical shape.
+
+    A tensor is assigned as is; a large numpy array in row blocks, because
+    turning a numpy array into a tensor costs twice its size in scratch
+    memory (the released output embedding alone is 1.7 GB).
+    """
+    if tuple(value.shape) != tuple(self.shape):
+      raise ConversionError(f"{self.name}: shape {tuple(value.shape)}, "
                             f"expected {tuple(self.shape)}.")
-    self.variable.assign(np.reshape(array, self.variable.shape).astype(
-        self.variable.dtype.as_numpy_dtype, copy=False))
+    dtype = self.variable.dtype
+    if isinstance(value, tf.Tensor):
+      self.variable.assign(tf.reshape(tf.cast(value, dtype), self.variable.shape))
+      return
+    array = np.reshape(np.asarray(value), self.variable.shape).astype(
+        dtype.as_numpy_dtype, copy=False)
+    if array.ndim == 0 or array.nbytes <= _ASSIGN_BLOCK_BYTES:
+      self.variable.assign(array)
+      return
+    rows = max(1, _ASSIGN_BLOCK_BYTES // max(1, array[0].nbytes))
+    for start in range(0, array.shape[0], rows):
+      self.variable[start:start + rows].assign(array[start:start + rows])
 
 
 def _dense_slots(prefix, layer) -> List[Slot]:

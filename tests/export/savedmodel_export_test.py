@@ -263,7 +263,7 @@ def test_special_ids_of_a_foreign_sentencepiece_model(tmp_path):
       pad_id=-1, control_symbols=["[MASK]", "[PAD]", "[SEP]", "[CLS]"],
       hard_vocab_limit=False, minloglevel=2)
   pre = preprocessor_export.create_preprocessor(tmp_path / "foreign.model", 8)
-  special = pre.tokenize.get_special_tokens_dict()
+  special = pre.tokenize.get_special_tokens_dict.__call__()
   assert int(special["mask_id"]) == 1 and int(special["padding_id"]) == 2
   assert int(special["end_of_segment_id"]) == 3
   assert int(special["start_of_sequence_id"]) == 4
