@@ -337,10 +337,19 @@ def test_released_output_side_matched_by_role_and_shape(released_checkpoint,
   expected = reference_mlm_logits(canonical, cfg, outputs["sequence_output"],
                                   positions)
   np.testing.assert_allclose(outputs["mlm_logits"], expected, atol=1e-4, rtol=0)
-  # Its encoder/ checkpoint holds the same encoder (what fine-tuning reads).
-  _, encoder = checkpoints.load_encoder(out)
-  for a, b in zip(encoder.variables, pretrainer.encoder.variables):
-    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  # Its encoder/ checkpoint holds the same encoder (what fine-tuning reads),
+  # also given as a checkpoint prefix (the config is found two levels up).
+  for source in (out, checkpoints.encoder_checkpoint_path(out)):
+    _, encoder = checkpoints.load_encoder(source)
+    for a, b in zip(encoder.variables, pretrainer.encoder.variables):
+      np.testing.assert_array_equal(a.numpy(), b.numpy())
+  _, again = checkpoints.load_pretrainer(
+      checkpoints.resolve(out).pretrainer_checkpoint)
+  np.testing.assert_array_equal(again.masked_lm.output_embedding.numpy(),
+                                canonical["cls/predictions/output_embedding"])
+  with pytest.raises(checkpoints.CheckpointError,
+                     match="intermediate_size: .* has 64, the given config has 80"):
+    checkpoints.load_encoder(out, config=small_config(intermediate_size=80))
 
 
 def test_released_output_side_only_when_asked(released_checkpoint, tmp_path):
