@@ -1,8 +1,9 @@
 r"""Converts RemBERT checkpoints: released TF1 / Hugging Face safetensors / rembert_tf.
 
   --from tf1         TF1 name-based checkpoint prefix (e.g. rembert/model.ckpt)
-                     + --config JSON (HF-style keys); optimizer slots, global_step
-                     and the (undocumented) output side are skipped.
+                     + --config JSON (HF-style keys); optimizer slots and
+                     global_step are skipped; the output side (MLM transform,
+                     output embedding and bias) with --with_output_side.
   --from hf          directory with config.json + model.safetensors (never
                      pytorch_model.bin: unpickling runs code).
   --from rembert_tf  checkpoint directory or pre-training model_dir.
@@ -10,23 +11,23 @@ r"""Converts RemBERT checkpoints: released TF1 / Hugging Face safetensors / remb
                      [sentencepiece.model]: what train, export and fine-tune take.
   --to hf            config.json + model.safetensors [+ sentencepiece.model].
 
+Paths may be local or on any TensorFlow filesystem (gs://...).
+
 Usage:
   python tools/convert_checkpoint.py --from tf1 --to rembert_tf \
       --input rembert/model.ckpt --config rembert/config.json \
-      --sp_model rembert/sentencepiece.model --output converted/rembert
+      --sp_model rembert/sentencepiece.model --output converted/rembert \
+      [--with_output_side]
   python tools/convert_checkpoint.py --from rembert_tf --to hf \
       --input runs/pretrain --output hf/rembert
 """
 import os
-import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from rembert_tf import cli  # noqa: E402
-from absl import app  # noqa: E402
+from rembert_tf import cli  # noqa: E402  (quiets TensorFlow's start-up first)
+from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("from", None, ["tf1", "hf", "rembert_tf"], "Input format.")
@@ -37,33 +38,35 @@ flags.DEFINE_string("config", None, "tf1: JSON config (default: config.json "
                     "beside the checkpoint); hf: overrides DIR/config.json; "
                     "rembert_tf: preset/YAML when model_config.yaml is missing.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model to put in the output.")
-flags.DEFINE_bool("encoder_only", False, "Drop the output side (MLM head).")
+flags.DEFINE_bool("with_output_side", False, "Also convert the output side "
+                  "(MLM transform, output embedding and bias; tf1: matched by "
+                  "role and shape). Needed to continue pre-training.")
+flags.DEFINE_bool("encoder_only", False, "Drop the output side (MLM head) of "
+                  "an hf or rembert_tf input.")
 flags.DEFINE_bool("allow_missing_pooler", False, "Accept an input without "
                   "the pooler (Hugging Face RemBertForMaskedLM); the pooler "
                   "then starts from a fresh initialisation.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --output (the old "
+                  "one stays until the new one is complete).")
 flags.mark_flags_as_required(["from", "to", "input", "output"])
 
 
+@errors.command("rembert-convert-checkpoint")
 def main(argv):
   del argv
-  logging.set_verbosity(logging.INFO)
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
-  try:
-    out = converter.convert_checkpoint(
-        FLAGS["from"].value, FLAGS.to, FLAGS.input, FLAGS.output,
-        config=FLAGS.config, sp_model=FLAGS.sp_model,
-        encoder_only=FLAGS.encoder_only, overwrite=FLAGS.overwrite,
-        allow_missing_pooler=FLAGS.allow_missing_pooler)
-  except (ValueError, FileExistsError, FileNotFoundError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 1
+  out = converter.convert_checkpoint(
+      FLAGS["from"].value, FLAGS.to, FLAGS.input, FLAGS.output,
+      config=FLAGS.config, sp_model=FLAGS.sp_model,
+      encoder_only=FLAGS.encoder_only,
+      with_output_side=FLAGS.with_output_side, overwrite=FLAGS.overwrite,
+      allow_missing_pooler=FLAGS.allow_missing_pooler)
   print(f"Wrote {out}")
   return 0
 
 
 def run():
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, program="rembert-convert-checkpoint")
 
 
 if __name__ == "__main__":

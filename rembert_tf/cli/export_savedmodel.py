@@ -3,7 +3,8 @@ r"""Exports a checkpoint's encoder (alone) as a TF-Hub-style SavedModel, and its
 The encoder SavedModel holds no output-side variable (#FT parameters only) and
 has the TF-Hub BERT encoder interface (see rembert_tf/export/encoder_export.py).
 With --export_preprocessor, a second SavedModel maps raw strings to the
-encoder's inputs in-graph (SentencePiece + BERT packing).
+encoder's inputs in-graph (SentencePiece + BERT packing). Paths may be local
+or on any TensorFlow filesystem (gs://...).
 
 Usage:
   python tools/export_savedmodel.py --model_dir runs/pretrain \
@@ -12,20 +13,17 @@ Usage:
        --preprocessor_dir export/rembert_preprocessor --seq_length 128] [--overwrite]
 """
 import os
-import pathlib
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from rembert_tf import cli  # noqa: E402
-from absl import app  # noqa: E402
+from rembert_tf import cli  # noqa: E402  (quiets TensorFlow's start-up first)
+from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "rembert_tf checkpoint directory or "
-                    "pre-training model_dir (model_config.yaml + encoder/ckpt-N "
-                    "or Model Garden ckpt-N).")
+flags.DEFINE_string("model_dir", None, "rembert_tf checkpoint directory, "
+                    "pre-training model_dir or checkpoint prefix "
+                    "(model_config.yaml + encoder/ckpt-N or Model Garden ckpt-N).")
 flags.DEFINE_string("config", None, "Model preset name or YAML path; only "
                     "needed when --model_dir has no model_config.yaml.")
 flags.DEFINE_string("output_dir", None, "Encoder SavedModel directory to create.")
@@ -37,45 +35,51 @@ flags.DEFINE_string("preprocessor_dir", None, "Preprocessing SavedModel "
                     "directory (default: OUTPUT_DIR + '_preprocessor').")
 flags.DEFINE_integer("seq_length", 128, "Default packed sequence length of the "
                      "preprocessor (<= max_position_embeddings).")
-flags.DEFINE_bool("overwrite", False, "Replace existing output directories.")
+flags.DEFINE_bool("overwrite", False, "Replace existing output directories "
+                  "(the old ones stay until the new ones are complete).")
 flags.mark_flags_as_required(["model_dir", "output_dir"])
 
 
+@errors.command("rembert-export-savedmodel")
 def main(argv):
   del argv
-  logging.set_verbosity(logging.INFO)
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
 
-  sp_model = FLAGS.sp_model
-  default_sp = pathlib.Path(FLAGS.model_dir) / checkpoints.SENTENCEPIECE_FILE
-  if sp_model is None and default_sp.exists():
-    sp_model = str(default_sp)
-  if FLAGS.export_preprocessor:
+  source = checkpoints.resolve(FLAGS.model_dir)
+  sp_model = FLAGS.sp_model or source.sp_model
+  preprocessor_dir = (FLAGS.preprocessor_dir
+                      or FLAGS.output_dir.rstrip("/") + "_preprocessor")
+  if FLAGS.export_preprocessor:  # every check before the (long) encoder export
     if sp_model is None:
-      raise app.UsageError(
-          f"--export_preprocessor needs --sp_model ({default_sp} does not exist).")
-    cfg = checkpoints.model_config_of(FLAGS.model_dir, FLAGS.config)
+      raise errors.UsageError(
+          "--export_preprocessor needs --sp_model (no sentencepiece.model "
+          f"comes with {FLAGS.model_dir}).")
+    cfg = checkpoints.model_config_of(source, FLAGS.config)
     if FLAGS.seq_length > cfg.max_position_embeddings:
-      raise app.UsageError(
+      raise errors.UsageError(
           f"--seq_length {FLAGS.seq_length} exceeds max_position_embeddings "
-          f"{cfg.max_position_embeddings} of the model.")
-  encoder_export.export_encoder(FLAGS.model_dir, FLAGS.output_dir,
-                                config=FLAGS.config, sp_model=sp_model,
-                                overwrite=FLAGS.overwrite)
+          f"{cfg.max_position_embeddings} of the model; lower it.")
+    fileio.check_output_location(preprocessor_dir)
+    if fileio.exists(preprocessor_dir) and not FLAGS.overwrite:
+      raise errors.OutputExistsError(
+          f"{preprocessor_dir} already exists; choose another "
+          "--preprocessor_dir or pass --overwrite.")
+  encoder_export.export_encoder(source, FLAGS.output_dir, config=FLAGS.config,
+                                sp_model=sp_model, overwrite=FLAGS.overwrite)
   print(f"Encoder SavedModel: {FLAGS.output_dir}")
   if FLAGS.export_preprocessor:
-    preprocessor_dir = (FLAGS.preprocessor_dir
-                        or FLAGS.output_dir.rstrip("/") + "_preprocessor")
     preprocessor_export.export_preprocessor(
         sp_model, preprocessor_dir, seq_length=FLAGS.seq_length,
         overwrite=FLAGS.overwrite)
     print(f"Preprocessing SavedModel: {preprocessor_dir}")
+  return 0
 
 
 def run():
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, program="rembert-export-savedmodel")
 
 
 if __name__ == "__main__":

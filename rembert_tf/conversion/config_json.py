@@ -16,11 +16,12 @@ config_json.write_hf_config(cfg, "out/config.json")
 ```
 """
 import json
-import pathlib
 from typing import Any, Dict, Optional
 
 from absl import logging
 
+from rembert_tf.common import fileio
+from rembert_tf.data import tokenizer
 from rembert_tf.modeling import rembert_config
 
 from rembert_tf.conversion import weight_layout
@@ -103,21 +104,28 @@ def model_config_from_json_dict(values: Dict[str, Any], source: str,
 
 def read_json_config(path, output_embedding_size: Optional[int] = None
                      ) -> rembert_config.RemBertConfig:
-  path = pathlib.Path(path)
-  if not path.exists():
+  path = fileio.as_str(path)
+  if not fileio.isfile(path):
     raise weight_layout.ConversionError(
         f"{path}: config file not found. Pass the JSON config of the "
         "checkpoint with --config (the released RemBERT ships one).")
   try:
-    values = json.loads(path.read_text(encoding="utf-8"))
-  except json.JSONDecodeError as e:
-    raise weight_layout.ConversionError(f"{path}: not valid JSON ({e}).") from None
-  return model_config_from_json_dict(values, str(path), output_embedding_size)
+    values = json.loads(fileio.read_text(path))
+  except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise weight_layout.ConversionError(
+        f"{path}: not valid JSON ({' '.join(str(e).split())[:200]}); pass the "
+        "config.json that came with the checkpoint.") from None
+  return model_config_from_json_dict(values, path, output_embedding_size)
 
 
 def hf_config_dict(cfg: rembert_config.RemBertConfig, with_output_side: bool,
-                   special_ids: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
-  """The `config.json` of a Hugging Face RemBERT for this config."""
+                   special: Optional[tokenizer.SpecialTokens] = None
+                   ) -> Dict[str, Any]:
+  """The `config.json` of a Hugging Face RemBERT for this config.
+
+  With the SentencePiece model's `special` tokens, `pad_token_id`,
+  `bos_token_id` ([CLS]) and `eos_token_id` ([SEP]) are its ids.
+  """
   values = {
       "architectures": ["RemBertForMaskedLM" if with_output_side
                         else "RemBertModel"],
@@ -132,13 +140,13 @@ def hf_config_dict(cfg: rembert_config.RemBertConfig, with_output_side: bool,
     values[key] = getattr(cfg, key)
   values["hidden_act"] = _ACT_TO_HF[cfg.hidden_act]
   values["tie_word_embeddings"] = False
-  for key, value in (special_ids or {}).items():
-    values[key] = int(value)
+  if special is not None:
+    values.update(pad_token_id=special.pad_id, bos_token_id=special.cls_id,
+                  eos_token_id=special.sep_id)
   return values
 
 
 def write_hf_config(cfg, path, with_output_side: bool,
-                    special_ids: Optional[Dict[str, int]] = None):
-  pathlib.Path(path).write_text(
-      json.dumps(hf_config_dict(cfg, with_output_side, special_ids), indent=2,
-                 sort_keys=True) + "\n", encoding="utf-8")
+                    special: Optional[tokenizer.SpecialTokens] = None):
+  fileio.write_json(fileio.as_str(path),
+                    hf_config_dict(cfg, with_output_side, special))

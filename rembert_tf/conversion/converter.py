@@ -4,7 +4,7 @@
 
 | from        | input                                                        |
 | ----------- | ------------------------------------------------------------ |
-| tf1         | TF1 name-based checkpoint prefix (or its directory) + JSON config |
+| tf1         | TF1 name-based checkpoint prefix (or its directory) + JSON config; the output side with `with_output_side` |
 | hf          | directory with config.json + model.safetensors (or shards)   |
 | rembert_tf  | rembert_tf checkpoint directory or pre-training model_dir     |
 
@@ -14,10 +14,19 @@
 | hf          | config.json, model.safetensors, [sentencepiece.model]        |
 
 Every tensor goes through the canonical layout of `weight_layout`, one at a
-time. Names and shapes are checked against the config before any tensor is
-read: all mismatches come as one ConversionError. The output is written under
-a temporary name and renamed when complete (`checkpoints.AtomicDirectory`),
-so a failure leaves nothing under `output_dir`.
+time: the input is never read whole, and a Hugging Face output is streamed
+to disk, so peak memory is the converted model plus one tensor. Names and
+shapes are checked against the config before any tensor is read: all
+mismatches come as one ConversionError. The output directory is written
+under a temporary sibling and swapped in when complete
+(`fileio.atomic_directory`), so a failure leaves nothing under `output_dir`
+and `overwrite` keeps the old output until the new one is whole. Paths may be
+on any TF filesystem (gs://).
+
+The released checkpoint's output side (MLM transform, output embedding,
+output bias) has undocumented names: `with_output_side` matches it by role
+and shape (`weight_layout.match_output_side`) and writes `pretrainer/ckpt-0`
+beside `encoder/ckpt-0`, the directory a pre-training run continues from.
 
 E_in == hidden: Hugging Face RemBERT always has `embedding_hidden_mapping_in`;
 the rembert_tf encoder has no projection then. Writing HF stores an exact
@@ -35,43 +44,66 @@ Example:
 from rembert_tf.conversion import converter
 converter.convert_checkpoint("tf1", "rembert_tf", "rembert/model.ckpt",
                              "converted/rembert", config="rembert/config.json",
-                             sp_model="rembert/sentencepiece.model")
+                             sp_model="rembert/sentencepiece.model",
+                             with_output_side=True)
 converter.convert_checkpoint("rembert_tf", "hf", "runs/pretrain", "hf/rembert")
 ```
 """
-import pathlib
-import time
+import contextlib
 from typing import Optional
 
 import numpy as np
 from absl import logging
 
+from rembert_tf.common import console
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.data import tokenizer
 from rembert_tf.modeling import checkpoints
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
 
 from rembert_tf.conversion import config_json
-from rembert_tf.conversion import special_tokens
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
 
 FROM_FORMATS = ("tf1", "hf", "rembert_tf")
 TO_FORMATS = ("rembert_tf", "hf")
 TF1_CONFIG_NAMES = ("config.json", "bert_config.json", "rembert_config.json")
+POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 
 
-def _default_tf1_config(input_path) -> Optional[pathlib.Path]:
-  path = pathlib.Path(input_path)
-  folder = path if path.is_dir() else path.parent
+def _default_tf1_config(input_path: str) -> Optional[str]:
+  is_prefix = fileio.exists(input_path + ".index")
+  folder = (fileio.dirname(input_path) if is_prefix or not fileio.isdir(input_path)
+            else input_path)
   for name in TF1_CONFIG_NAMES:
-    if (folder / name).exists():
-      return folder / name
+    if fileio.isfile(fileio.join(folder, name)):
+      return fileio.join(folder, name)
   return None
 
 
-def _open_source(from_format, input_path, config, sp_model, encoder_only):
-  """-> (cfg, source, sp_model path or None)."""
-  input_path = pathlib.Path(input_path)
+def _check_arguments(from_format, to_format, output_dir, overwrite,
+                     encoder_only, with_output_side):
+  """Everything that can be refused before a tensor is read."""
+  if from_format not in FROM_FORMATS:
+    raise errors.UsageError(
+        f"--from {from_format!r}: expected one of {', '.join(FROM_FORMATS)}.")
+  if to_format not in TO_FORMATS:
+    raise errors.UsageError(
+        f"--to {to_format!r}: expected one of {', '.join(TO_FORMATS)}.")
+  if encoder_only and with_output_side:
+    raise errors.UsageError(
+        "--encoder_only and --with_output_side contradict each other; pass one.")
+  fileio.check_output_location(output_dir)
+  if fileio.exists(output_dir) and not overwrite:
+    raise errors.OutputExistsError(
+        f"{output_dir} already exists; choose another --output or pass "
+        "--overwrite (the old output stays until the new one is complete).")
+
+
+def _open_source(from_format, input_path, config, cfg_hint_output_side):
+  """-> (cfg, source, the input's own SentencePiece model or None)."""
   if from_format == "tf1":
     config = config or _default_tf1_config(input_path)
     if config is None:
@@ -79,73 +111,65 @@ def _open_source(from_format, input_path, config, sp_model, encoder_only):
           f"{input_path}: --from tf1 needs the checkpoint's JSON config "
           f"(--config); none of {', '.join(TF1_CONFIG_NAMES)} is beside it.")
     cfg = config_json.read_json_config(config)
-    return cfg, tensor_sources.Tf1Source(input_path), sp_model
+    source = tensor_sources.Tf1Source(input_path)
+    if cfg_hint_output_side:
+      source.add_output_side(cfg)
+    elif source.outside_encoder:
+      logging.info("Skipped %d output-side tensor(s) (pass --with_output_side "
+                   "to convert them): %s", len(source.outside_encoder),
+                   ", ".join(sorted(source.outside_encoder)[:10]))
+    return cfg, source, None
   if from_format == "hf":
     tensor_sources.refuse_pickle(input_path)
-    folder = input_path if input_path.is_dir() else input_path.parent
+    folder = (input_path if fileio.isdir(input_path)
+              else fileio.dirname(input_path))
     cfg = config_json.read_json_config(
-        config or folder / tensor_sources.HF_CONFIG_FILE)
+        config or fileio.join(folder, tensor_sources.HF_CONFIG_FILE))
     source = tensor_sources.HfSource(input_path)
-    if sp_model is None and (folder / checkpoints.SENTENCEPIECE_FILE).exists():
-      sp_model = str(folder / checkpoints.SENTENCEPIECE_FILE)
-    return cfg, source, sp_model
-  if from_format == "rembert_tf":
-    resolved = checkpoints.resolve(str(input_path))
-    cfg = checkpoints.model_config_of(resolved, config)
-    if not encoder_only and checkpoints.has_output_side(resolved):
+    own_sp = fileio.join(folder, checkpoints.SENTENCEPIECE_FILE)
+    return cfg, source, own_sp if fileio.isfile(own_sp) else None
+  resolved = checkpoints.resolve(input_path)
+  cfg = checkpoints.model_config_of(resolved, config)
+  if cfg_hint_output_side and checkpoints.has_output_side(resolved):
+    with checkpoints.zero_initialized_variables():  # restored right below
       model = rembert_pretrainer.build_pretrainer(cfg)
-      read_from = checkpoints.restore_pretrainer(model, resolved)
-      slots = weight_layout.slots_for_pretrainer(model)
-    else:
+    read_from = checkpoints.restore_pretrainer(model, resolved)
+    slots = weight_layout.slots_for_pretrainer(model)
+  else:
+    with checkpoints.zero_initialized_variables():
       model = rembert_encoder.build_encoder(cfg)
-      read_from = checkpoints.restore_encoder(model, resolved)
-      slots = weight_layout.slots_for_encoder(model)
-    source = tensor_sources.ModelSource(
-        slots, description=f"rembert_tf checkpoint {read_from}")
-    return cfg, source, sp_model or resolved.sp_model
-  raise weight_layout.ConversionError(
-      f"--from {from_format!r}: expected one of {', '.join(FROM_FORMATS)}.")
+    read_from = checkpoints.restore_encoder(model, resolved)
+    slots = weight_layout.slots_for_encoder(model)
+  source = tensor_sources.ModelSource(
+      slots, description=f"rembert_tf checkpoint {read_from}")
+  return cfg, source, resolved.sp_model
 
 
-POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
-
-
-def _plan(cfg, source, to_format, encoder_only, allow_missing_pooler=False):
+def _plan(cfg, source, to_format, encoder_only, with_output_side,
+          allow_missing_pooler=False):
   """Checks names/shapes; -> (canonical names to convert, with_output_side)."""
   found = source.shapes()
   if encoder_only:
     found = {n: s for n, s in found.items()
              if not n.startswith(weight_layout.OUTPUT_SIDE_PREFIX)}
-  with_output_side = any(n.startswith(weight_layout.OUTPUT_SIDE_PREFIX)
-                         for n in found)
-  if with_output_side and to_format == "hf" and cfg.num_output_layers:
+  has_output_side = any(n.startswith(weight_layout.OUTPUT_SIDE_PREFIX)
+                        for n in found)
+  if with_output_side and not has_output_side:
+    raise weight_layout.ConversionError(
+        f"{source.description} has no output side (no MLM head); drop "
+        "--with_output_side to convert the encoder alone.")
+  if has_output_side and to_format == "hf" and cfg.num_output_layers:
     raise weight_layout.ConversionError(
         f"{source.description}: num_output_layers={cfg.num_output_layers}, but "
         "Hugging Face RemBERT has no extra output-side layers. Pass "
         "--encoder_only to convert the encoder alone.")
+  found, drop_projection = _without_identity_projection(cfg, source, found,
+                                                        to_format)
   same_width = cfg.input_embedding_size == cfg.hidden_size
   has_projection = weight_layout.PROJECTION_KERNEL in found
-  drop_projection = False
-  if same_width and has_projection and to_format == "rembert_tf":
-    kernel = source.get(weight_layout.PROJECTION_KERNEL)
-    bias = source.get(weight_layout.PROJECTION_BIAS) if (
-        weight_layout.PROJECTION_BIAS in found) else np.zeros([0])
-    if not weight_layout.is_identity_projection(kernel, bias):
-      raise weight_layout.ConversionError(
-          f"{source.description}: input_embedding_size == hidden_size "
-          f"({cfg.hidden_size}) and {source.display(weight_layout.PROJECTION_KERNEL)} "
-          "is a learned (non-identity) projection. The rembert_tf encoder has "
-          "no E_in -> hidden projection when the widths are equal, so these "
-          "weights cannot be represented without changing the outputs.")
-    logging.info("Dropping the identity embedding_hidden_mapping_in "
-                 "(E_in == hidden): the rembert_tf encoder has none.")
-    drop_projection = True
-    found = {n: s for n, s in found.items()
-             if n not in (weight_layout.PROJECTION_KERNEL,
-                          weight_layout.PROJECTION_BIAS)}
   expected = weight_layout.expected_canonical_shapes(
       cfg, with_projection=(not same_width) or (has_projection and not drop_projection),
-      output_side=with_output_side)
+      output_side=has_output_side)
   if allow_missing_pooler and not any(n in found for n in POOLER_NAMES):
     logging.warning("%s has no pooler (e.g. a RemBertForMaskedLM export): the "
                     "pooler keeps its fresh initialisation.", source.description)
@@ -163,69 +187,107 @@ def _plan(cfg, source, to_format, encoder_only, allow_missing_pooler=False):
           "from a fresh initialisation."
           if all(n in expected and n not in found for n in POOLER_NAMES)
           else ""))
-  return list(expected), with_output_side
+  return list(expected), has_output_side
 
 
-def _progress(i, total, name, start):
-  if i == total or i % 50 == 0 or i == 1:
-    logging.info("[%d/%d] %s (%.1fs)", i, total, name, time.time() - start)
+def _without_identity_projection(cfg, source, found, to_format):
+  """E_in == hidden: drops an exact-identity projection (the encoder has none)."""
+  same_width = cfg.input_embedding_size == cfg.hidden_size
+  if not (same_width and weight_layout.PROJECTION_KERNEL in found
+          and to_format == "rembert_tf"):
+    return found, False
+  kernel = np.asarray(source.get(weight_layout.PROJECTION_KERNEL))
+  bias = np.asarray(source.get(weight_layout.PROJECTION_BIAS)) if (
+      weight_layout.PROJECTION_BIAS in found) else np.zeros([0])
+  if not weight_layout.is_identity_projection(kernel, bias):
+    raise weight_layout.ConversionError(
+        f"{source.description}: input_embedding_size == hidden_size "
+        f"({cfg.hidden_size}) and {source.display(weight_layout.PROJECTION_KERNEL)} "
+        "is a learned (non-identity) projection. The rembert_tf encoder has "
+        "no E_in -> hidden projection when the widths are equal, so these "
+        "weights cannot be represented without changing the outputs.")
+  logging.info("Dropping the identity embedding_hidden_mapping_in "
+               "(E_in == hidden): the rembert_tf encoder has none.")
+  return {n: s for n, s in found.items()
+          if n not in (weight_layout.PROJECTION_KERNEL,
+                       weight_layout.PROJECTION_BIAS)}, True
+
+
+def _build_target(cfg, with_output_side, every_tensor_given):
+  """(pretrainer or None, encoder) to assign the converted tensors into."""
+  # Zeros instead of random values when every variable is assigned below:
+  # random initialisation costs about twice the model in scratch memory.
+  scope = (checkpoints.zero_initialized_variables() if every_tensor_given
+           else contextlib.nullcontext())
+  with scope:
+    if with_output_side:
+      model = rembert_pretrainer.build_pretrainer(cfg)
+      return model, model.encoder
+    return None, rembert_encoder.build_encoder(cfg)
 
 
 def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
                       sp_model, overwrite):
-  if with_output_side:
-    model = rembert_pretrainer.build_pretrainer(cfg)
-    encoder = model.encoder
-    slots = weight_layout.slots_for_pretrainer(model)
-  else:
-    model = None
-    encoder = rembert_encoder.build_encoder(cfg)
-    slots = weight_layout.slots_for_encoder(encoder)
+  model, encoder = _build_target(
+      cfg, with_output_side, every_tensor_given=POOLER_NAMES[0] in names)
+  slots = (weight_layout.slots_for_pretrainer(model) if model
+           else weight_layout.slots_for_encoder(encoder))
   by_name = {s.name: s for s in slots}
   uncovered = sorted(set(by_name) - set(names) - set(POOLER_NAMES))
   if uncovered or set(names) - set(by_name):  # The plan and model must agree.
     raise weight_layout.ConversionError(
         "internal: plan and model disagree on " + ", ".join(
             uncovered + sorted(set(names) - set(by_name))))
-  start = time.time()
-  for i, name in enumerate(names, 1):
+  for name in console.track(names, "reading tensors", unit="tensors"):
     by_name[name].assign(source.get(name))
-    _progress(i, len(names), name, start)
-  with checkpoints.AtomicDirectory(output_dir, overwrite=overwrite) as tmp:
+  source.close()  # a rembert_tf source holds a model: free it before saving
+  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
     checkpoints.write_checkpoint_dir(tmp, cfg, encoder, model, sp_model)
-  return model or encoder
 
 
 def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
               overwrite):
-  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
-  tensors = {}
-  start = time.time()
-  for i, name in enumerate(names, 1):
+  shapes, canonical_of, source_shapes = {}, {}, source.shapes()
+  for name in names:
     hf, transpose = weight_layout.hf_name(name)
-    array = source.get(name)
-    tensors[hf] = np.ascontiguousarray(array.T if transpose else array)
-    _progress(i, len(names), name, start)
+    shape = source_shapes[name]
+    shapes[hf] = tuple(shape[::-1]) if transpose else tuple(shape)
+    canonical_of[hf] = (name, transpose)
+  identity = {}
   if weight_layout.PROJECTION_KERNEL not in names:
     # E_in == hidden: HF always has the projection; an exact identity.
     for name, array in weight_layout.identity_projection(cfg.hidden_size).items():
       hf, transpose = weight_layout.hf_name(name)
-      tensors[hf] = np.ascontiguousarray(array.T if transpose else array)
-  special_ids = special_tokens.hf_token_ids(sp_model) if sp_model else None
-  with checkpoints.AtomicDirectory(output_dir, overwrite=overwrite) as tmp:
-    save_file(tensors, str(tmp / tensor_sources.HF_WEIGHTS_FILE),
-              metadata={"format": "pt"})
-    config_json.write_hf_config(cfg, tmp / tensor_sources.HF_CONFIG_FILE,
-                                with_output_side, special_ids)
+      identity[hf] = array.T if transpose else array
+      shapes[hf] = identity[hf].shape
+
+  def get(hf_name):
+    if hf_name in identity:
+      return identity[hf_name]
+    name, transpose = canonical_of[hf_name]
+    array = np.asarray(source.get(name))
+    return array.T if transpose else array
+
+  special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
+  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
+      console.progress("writing model.safetensors", total=len(shapes),
+                       unit="tensors") as bar:
+    tensor_sources.write_safetensors(
+        fileio.join(tmp, tensor_sources.HF_WEIGHTS_FILE), shapes, get,
+        metadata={"format": "pt"}, progress=lambda *_: bar.update(1))
+    config_json.write_hf_config(
+        cfg, fileio.join(tmp, tensor_sources.HF_CONFIG_FILE), with_output_side,
+        special)
     if sp_model:
-      checkpoints.copy_sentencepiece(sp_model, str(tmp))
-  return tensors
+      checkpoints.copy_sentencepiece(sp_model, tmp)
 
 
 def convert_checkpoint(from_format: str, to_format: str, input_path,
                        output_dir, *, config=None, sp_model=None,
-                       encoder_only: bool = False, overwrite: bool = False,
-                       allow_missing_pooler: bool = False):
+                       encoder_only: bool = False,
+                       with_output_side: bool = False,
+                       overwrite: bool = False,
+                       allow_missing_pooler: bool = False) -> str:
   """Converts a checkpoint; see the module docstring for formats.
 
   Args:
@@ -237,45 +299,44 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
       checkpoint); hf: overrides DIR/config.json; rembert_tf: a preset name
       or YAML path used when the directory has no model_config.yaml.
     sp_model: SentencePiece model to copy into the output (defaults to the
-      input directory's sentencepiece.model for hf and rembert_tf).
+      input directory's sentencepiece.model for hf and rembert_tf). Its
+      special ids (by piece name) go into a Hugging Face config.json.
     encoder_only: drop the output side even when the input has one.
+    with_output_side: convert the output side too; tf1 inputs convert it only
+      when asked (it is matched by role and shape), other inputs whenever
+      they have one. An input without one is then an error.
+    overwrite: replace an existing output_dir (atomically).
     allow_missing_pooler: accept an input without `pooler.dense` (Hugging
       Face RemBertForMaskedLM has none); the pooler keeps its initialisation.
-    overwrite: replace an existing output_dir (atomically).
 
   Returns:
     The output directory (str).
 
   Raises:
     ConversionError: listing every missing / unexpected / misshapen tensor,
-      or the config problem; nothing is written then.
+      or the config problem; nothing is written then. errors.UsageError,
+      errors.OutputExistsError, tokenizer.TokenizerError (a --sp_model that is
+      not a SentencePiece model with the special pieces): before any work.
   """
-  if to_format not in TO_FORMATS:
-    raise weight_layout.ConversionError(
-        f"--to {to_format!r}: expected one of {', '.join(TO_FORMATS)}.")
-  output_dir = pathlib.Path(output_dir)
-  if output_dir.exists() and not overwrite:
-    raise FileExistsError(f"{output_dir} already exists; choose another "
-                          "--output or pass --overwrite.")
-  if sp_model is not None and not pathlib.Path(sp_model).exists():
-    raise weight_layout.ConversionError(
-        f"{sp_model}: SentencePiece model not found (--sp_model).")
-  cfg, source, sp_model = _open_source(from_format, input_path, config,
-                                       sp_model, encoder_only)
-  if from_format == "tf1" and source.skipped_output_side:
-    logging.info("Skipped %d output-side tensor(s) (undocumented names, not "
-                 "needed for fine-tuning): %s", len(source.skipped_output_side),
-                 ", ".join(sorted(source.skipped_output_side)[:10]))
-  names, with_output_side = _plan(cfg, source, to_format, encoder_only,
-                                  allow_missing_pooler)
-  logging.info("Converting %d tensors from %s to %s (%s)", len(names),
-               source.description, to_format,
-               "encoder + output side" if with_output_side else "encoder only")
-  if to_format == "rembert_tf":
-    _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
-                      sp_model, overwrite)
-  else:
-    _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
-              overwrite)
+  input_path, output_dir = fileio.as_str(input_path), fileio.as_str(output_dir)
+  _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,
+                   with_output_side)
+  if sp_model is not None:
+    checkpoints.check_sentencepiece(sp_model)
+  read_output_side = with_output_side or (from_format != "tf1"
+                                          and not encoder_only)
+  cfg, source, own_sp_model = _open_source(from_format, input_path, config,
+                                           read_output_side)
+  with contextlib.closing(source):
+    if sp_model is None and own_sp_model is not None:
+      checkpoints.check_sentencepiece(own_sp_model)
+      sp_model = own_sp_model
+    names, has_output_side = _plan(cfg, source, to_format, encoder_only,
+                                   with_output_side, allow_missing_pooler)
+    logging.info("Converting %d tensors from %s to %s (%s)", len(names),
+                 source.description, to_format,
+                 "encoder + output side" if has_output_side else "encoder only")
+    write = _write_rembert_tf if to_format == "rembert_tf" else _write_hf
+    write(cfg, source, names, has_output_side, output_dir, sp_model, overwrite)
   logging.info("Wrote %s", output_dir)
-  return str(output_dir)
+  return output_dir

@@ -1,17 +1,26 @@
-"""Lazy, name-by-name readers of canonical tensors from each checkpoint format.
+"""Lazy, name-by-name readers of canonical tensors, and a streaming safetensors writer.
 
 A source exposes `shapes()` (canonical name -> shape, read from the index
-only, no tensor data), `get(name)` (one numpy array, read on demand) and
-`display(name)` (the name as the user's file spells it, for error messages).
-Reading one tensor at a time keeps memory at the size of the target model plus
-one tensor, which is what makes the 12 GB released checkpoint convertible.
+only, no tensor data), `get(name)` (one tensor, read on demand: a numpy
+array or a tf.Tensor),
+`display(name)` (the name as the user's file spells it, for error messages)
+and `close()`. Reading one tensor at a time keeps memory at the size of the
+target model plus one tensor, which is what makes the 12 GB released
+checkpoint convertible.
 
-- `Tf1Source`: a TF1 name-based checkpoint (tf.train.load_checkpoint), the
-  released RemBERT layout; optimizer slots and global_step are skipped, names
-  outside `bert/` (the undocumented output side) are skipped and reported.
+- `Tf1Source`: a TF1 name-based checkpoint (`tf.train.load_checkpoint`, any
+  TF filesystem), the released RemBERT layout. Optimizer slots and
+  global_step are skipped; tensors outside the encoder are the output side,
+  matched by role and shape (`weight_layout.match_output_side`) when asked
+  for, skipped and listed otherwise.
 - `HfSource`: Hugging Face `model.safetensors` (or sharded) read with the
-  safetensors package on numpy; torch Linear weights are transposed.
+  safetensors package on numpy (memory-mapped; a gs:// file is copied to a
+  local temporary first); torch Linear weights are transposed.
 - `ModelSource`: the variables of a built rembert_tf model.
+
+`write_safetensors` writes the safetensors format one tensor at a time (the
+safetensors package's own writer first turns every tensor into bytes, which
+doubles the memory of a 4 GB model).
 
 Example:
 ```python
@@ -20,15 +29,17 @@ shapes = source.shapes()                    # no tensor read yet
 kernel = source.get("bert/pooler/dense/kernel")
 ```
 """
+import contextlib
 import json
-import pathlib
 import re
-from typing import Dict, List, Optional, Tuple
+import struct
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from rembert_tf.common import fileio
 from rembert_tf.conversion import weight_layout
 
 HF_WEIGHTS_FILE = "model.safetensors"
@@ -45,12 +56,17 @@ PICKLE_REFUSAL = (
     "model.safetensors the Hub publishes), then pass that directory.")
 
 
+def _one_line(error: Exception) -> str:
+  return " ".join(str(error).split())[:300]
+
+
 class Tf1Source:
   """Canonical tensors of a released-style TF1 checkpoint (bert/... names)."""
 
   def __init__(self, path):
-    path = str(path)
-    if tf.io.gfile.isdir(path):
+    path = fileio.as_str(path)
+    # A prefix first: some filesystems (ram://) call any prefix a directory.
+    if not fileio.exists(path + ".index") and fileio.isdir(path):
       latest = tf.train.latest_checkpoint(path)
       if latest is None:
         raise weight_layout.ConversionError(
@@ -59,36 +75,56 @@ class Tf1Source:
             ".index).")
       path = latest
     try:
-      self._reader = tf.train.load_checkpoint(path)
-    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+      # NewCheckpointReader, not load_checkpoint: the latter takes a prefix
+      # for a directory on filesystems (ram://) that call any prefix one.
+      self._reader = tf.compat.v1.train.NewCheckpointReader(path)
+    except (tf.errors.OpError, ValueError) as e:
       raise weight_layout.ConversionError(
-          f"{path}: cannot open as a TF1 checkpoint ({e}). Pass the prefix "
-          "before .index / .data-*.") from None
+          f"{path}: cannot open as a TF1 checkpoint ({_one_line(e)}). Pass "
+          "the prefix before .index / .data-*.") from None
     self.path = path
-    all_shapes = self._reader.get_variable_to_shape_map()
-    self._shapes = {}
+    self._dtypes = self._reader.get_variable_to_dtype_map()
+    self._shapes: Dict[str, Tuple[int, ...]] = {}
+    self._file_names: Dict[str, str] = {}
     self.skipped_optimizer: List[str] = []
-    self.skipped_output_side: List[str] = []
-    for name, shape in all_shapes.items():
+    self.outside_encoder: Dict[str, Tuple[int, ...]] = {}
+    for name, shape in self._reader.get_variable_to_shape_map().items():
       if weight_layout.is_optimizer_or_bookkeeping(name):
         self.skipped_optimizer.append(name)
-      elif not name.startswith(weight_layout.ENCODER_PREFIX):
-        self.skipped_output_side.append(name)
-      else:
+      elif (name.startswith(weight_layout.ENCODER_PREFIX)
+            and "output_embedding" not in name):
         self._shapes[name] = tuple(shape)
-    logging.info("%s: %d encoder tensors; skipping %d optimizer/bookkeeping "
-                 "and %d output-side tensors (not used for fine-tuning)",
-                 path, len(self._shapes), len(self.skipped_optimizer),
-                 len(self.skipped_output_side))
+      else:  # the output side (undocumented names)
+        self.outside_encoder[name] = tuple(shape)
+    logging.info("%s: %d encoder tensors, %d output-side tensors; skipping %d "
+                 "optimizer/bookkeeping tensors", path, len(self._shapes),
+                 len(self.outside_encoder), len(self.skipped_optimizer))
+
+  def add_output_side(self, cfg) -> Dict[str, str]:
+    """Adds the output side, matched by role and shape; returns canonical -> file name."""
+    matched = weight_layout.match_output_side(self.description,
+                                              self.outside_encoder, cfg)
+    for canonical, name in matched.items():
+      self._shapes[canonical] = self.outside_encoder[name]
+      self._file_names[canonical] = name
+    return matched
 
   def shapes(self) -> Dict[str, Tuple[int, ...]]:
     return dict(self._shapes)
 
-  def get(self, name) -> np.ndarray:
-    return np.asarray(self._reader.get_tensor(name))
+  def get(self, name) -> tf.Tensor:
+    """One tensor as a float32 tf.Tensor (RestoreV2: read once, no numpy copy)."""
+    file_name = self._file_names.get(name, name)
+    dtype = self._dtypes[file_name]
+    (value,) = tf.raw_ops.RestoreV2(prefix=self.path, tensor_names=[file_name],
+                                    shape_and_slices=[""], dtypes=[dtype])
+    return value if dtype == tf.float32 else tf.cast(value, tf.float32)
 
   def display(self, name) -> str:
-    return name
+    return self._file_names.get(name, name)
+
+  def close(self):
+    pass
 
   @property
   def description(self):
@@ -132,34 +168,85 @@ def canonical_from_hf(key: str) -> Optional[Tuple[str, bool]]:
   return "bert/" + "/".join(parts), transpose
 
 
+def hf_weight_files(path: str) -> List[str]:
+  """The safetensors files of a Hugging Face input (directory, index or file)."""
+  if fileio.isdir(path):
+    index = fileio.join(path, HF_INDEX_FILE)
+    if fileio.exists(index):
+      return [fileio.join(path, f) for f in _index_files(index)]
+    if fileio.exists(fileio.join(path, HF_WEIGHTS_FILE)):
+      return [fileio.join(path, HF_WEIGHTS_FILE)]
+    raise weight_layout.ConversionError(
+        f"{path}: no {HF_WEIGHTS_FILE} (or {HF_INDEX_FILE}). A Hugging Face "
+        f"RemBERT directory holds {HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}.")
+  if not fileio.exists(path):
+    raise weight_layout.ConversionError(
+        f"{path} does not exist; pass the Hugging Face model directory (with "
+        f"{HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}).")
+  if path.endswith(".index.json"):
+    folder = fileio.dirname(path)
+    return [fileio.join(folder, f) for f in _index_files(path)]
+  if path.endswith(".json"):
+    raise weight_layout.ConversionError(
+        f"{path} is a JSON file, not weights; --from hf takes the directory "
+        f"holding {HF_CONFIG_FILE} and {HF_WEIGHTS_FILE} (or the .safetensors "
+        "file itself).")
+  return [path]
+
+
+def _index_files(index_path: str) -> List[str]:
+  """Shard file names of a `model.safetensors.index.json`, validated."""
+  try:
+    index = json.loads(fileio.read_text(index_path))
+  except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise weight_layout.ConversionError(
+        f"{index_path}: not valid JSON ({_one_line(e)}); restore the index "
+        "file that came with the shards.") from None
+  weight_map = index.get("weight_map") if isinstance(index, dict) else None
+  if (not isinstance(weight_map, dict) or not weight_map
+      or not all(isinstance(f, str) for f in weight_map.values())):
+    raise weight_layout.ConversionError(
+        f"{index_path}: field `weight_map` is missing or not a mapping of "
+        "tensor name -> shard file name; restore the index file that came "
+        "with the shards.")
+  return sorted(set(weight_map.values()))
+
+
 class HfSource:
   """Canonical tensors of a Hugging Face RemBERT safetensors checkpoint."""
 
   def __init__(self, path):
-    from safetensors import safe_open  # pylint: disable=g-import-not-at-top
-    path = pathlib.Path(path)
+    path = fileio.as_str(path)
     refuse_pickle(path)
-    if path.is_dir():
-      if (path / HF_INDEX_FILE).exists():
-        index = json.loads((path / HF_INDEX_FILE).read_text(encoding="utf-8"))
-        files = sorted({path / f for f in index["weight_map"].values()})
-      elif (path / HF_WEIGHTS_FILE).exists():
-        files = [path / HF_WEIGHTS_FILE]
-      else:
-        raise weight_layout.ConversionError(
-            f"{path}: no {HF_WEIGHTS_FILE} (or {HF_INDEX_FILE}). A Hugging Face "
-            f"RemBERT directory holds {HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}.")
-    else:
-      files = [path]
     self.path = path
-    self._handles = [safe_open(str(f), framework="np") for f in files]
+    self._stack = contextlib.ExitStack()
     self._where = {}
     self._shapes = {}
     self.unparsed: List[str] = []
     self.prefix = "rembert."
+    try:
+      self._open(hf_weight_files(path))
+    except BaseException:
+      self._stack.close()
+      raise
+
+  def _open(self, files: Sequence[str]):
+    from safetensors import safe_open  # pylint: disable=g-import-not-at-top
     saw_prefixed = saw_bare = False
-    for handle in self._handles:
-      for key in handle.keys():
+    for file in files:
+      if not fileio.exists(file):
+        raise weight_layout.ConversionError(
+            f"{file}: shard listed in {HF_INDEX_FILE} does not exist; restore "
+            "it or the index.")
+      local = self._stack.enter_context(fileio.local_copy(file))
+      try:
+        handle = self._stack.enter_context(safe_open(local, framework="np"))
+        keys = list(handle.keys())
+      except Exception as e:  # SafetensorError and friends: a damaged file.
+        raise weight_layout.ConversionError(
+            f"{file}: not a readable safetensors file ({_one_line(e)}): it is "
+            "truncated, corrupted or another format. Download it again.") from None
+      for key in keys:
         if key.endswith("position_ids"):  # A buffer, not a weight.
           continue
         parsed = canonical_from_hf(key)
@@ -172,7 +259,7 @@ class HfSource:
         shape = tuple(handle.get_slice(key).get_shape())
         if transpose:
           shape = shape[::-1]
-        self._where[name] = (handle, key, transpose)
+        self._where[name] = (handle, key, transpose, file)
         self._shapes[name] = shape
     if saw_bare and not saw_prefixed:
       self.prefix = ""
@@ -183,15 +270,19 @@ class HfSource:
     return shapes
 
   def get(self, name) -> np.ndarray:
-    handle, key, transpose = self._where[name]
+    handle, key, transpose, file = self._where[name]
     try:
       array = handle.get_tensor(key)
     except (TypeError, ValueError) as e:  # e.g. bfloat16: numpy has no such dtype.
       raise weight_layout.ConversionError(
-          f"{self.path}: cannot read {key} with numpy ({e}). Save the "
+          f"{file}: cannot read {key} with numpy ({_one_line(e)}). Save the "
           "checkpoint in float32 (or float16) safetensors and retry.") from None
+    except Exception as e:  # SafetensorError: data past a truncated end.
+      raise weight_layout.ConversionError(
+          f"{file}: cannot read {key} ({_one_line(e)}): the file is truncated "
+          "or corrupted. Download it again.") from None
     if array.dtype != np.float32:
-      logging.warning("%s: %s is %s; converting to float32", self.path, key,
+      logging.warning("%s: %s is %s; converting to float32", file, key,
                       array.dtype)
       array = array.astype(np.float32)
     return np.ascontiguousarray(array.T) if transpose else array
@@ -204,23 +295,26 @@ class HfSource:
     except weight_layout.ConversionError:
       return name
 
+  def close(self):
+    self._stack.close()
+
   @property
   def description(self):
     return f"Hugging Face checkpoint {self.path}"
 
 
-def refuse_pickle(path: pathlib.Path):
+def refuse_pickle(path: str):
   """Raises for pytorch_model.bin (and friends): unpickling executes code."""
-  path = pathlib.Path(path)
-  if path.is_file() and (path.name in PICKLE_FILES
-                         or path.suffix in (".bin", ".pt", ".pth", ".pkl")):
+  name = fileio.basename(path)
+  if fileio.isdir(path):
+    if not (fileio.exists(fileio.join(path, HF_WEIGHTS_FILE))
+            or fileio.exists(fileio.join(path, HF_INDEX_FILE))):
+      for pickled in PICKLE_FILES:
+        if fileio.exists(fileio.join(path, pickled)):
+          raise weight_layout.ConversionError(
+              PICKLE_REFUSAL.format(path=fileio.join(path, pickled)))
+  elif name in PICKLE_FILES or name.endswith((".bin", ".pt", ".pth", ".pkl")):
     raise weight_layout.ConversionError(PICKLE_REFUSAL.format(path=path))
-  if path.is_dir() and not ((path / HF_WEIGHTS_FILE).exists()
-                            or (path / HF_INDEX_FILE).exists()):
-    for name in PICKLE_FILES:
-      if (path / name).exists():
-        raise weight_layout.ConversionError(
-            PICKLE_REFUSAL.format(path=path / name))
 
 
 class ModelSource:
@@ -238,3 +332,47 @@ class ModelSource:
 
   def display(self, name):
     return name
+
+  def close(self):
+    self._slots = {}
+
+
+# === writing ===
+_WRITE_CHUNK = 1 << 26  # 64 MB: bytes() copies, and TF filesystems want bytes.
+
+
+def write_safetensors(path: str, shapes: Dict[str, Tuple[int, ...]],
+                      get: Callable[[str], np.ndarray],
+                      metadata: Optional[Dict[str, str]] = None,
+                      progress: Callable[[int, int, str], None] = None) -> None:
+  """Writes float32 tensors as a safetensors file, fetching one tensor at a time.
+
+  The format: an 8-byte little-endian header size, a JSON header (name ->
+  dtype, shape, [begin, end) byte offsets; padded with spaces to a multiple
+  of 8), then the raw little-endian data in header order.
+  """
+  names = sorted(shapes)
+  header, offset = {}, 0
+  if metadata:
+    header["__metadata__"] = dict(metadata)
+  for name in names:
+    nbytes = 4 * int(np.prod(shapes[name], dtype=np.int64))
+    header[name] = {"dtype": "F32", "shape": [int(d) for d in shapes[name]],
+                    "data_offsets": [offset, offset + nbytes]}
+    offset += nbytes
+  encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
+  encoded += b" " * (-len(encoded) % 8)
+  with fileio.open_file(path, "wb") as out:
+    out.write(struct.pack("<Q", len(encoded)))
+    out.write(encoded)
+    for i, name in enumerate(names, 1):
+      array = np.ascontiguousarray(get(name), dtype="<f4")
+      if tuple(array.shape) != tuple(shapes[name]):
+        raise weight_layout.ConversionError(
+            f"{name}: shape {tuple(array.shape)}, expected {tuple(shapes[name])}.")
+      data = memoryview(array).cast("B")
+      for start in range(0, len(data), _WRITE_CHUNK):
+        out.write(bytes(data[start:start + _WRITE_CHUNK]))
+      del data, array
+      if progress:
+        progress(i, len(names), name)

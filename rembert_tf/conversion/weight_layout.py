@@ -5,7 +5,8 @@ released TF1 RemBERT / BERT variable names (`bert/encoder/layer_3/attention/
 self/query/kernel`, ...), with the TF1 shapes (dense kernels 2-D [in, out]).
 The encoder names are the documented ones of the released checkpoint. The
 output side (pre-training only) uses names chosen by this project, because the
-release does not document its own:
+release does not document its own (`match_output_side` finds the release's
+output-side tensors by role and shape instead of by name):
 
 ```
 cls/predictions/transform/dense/{kernel,bias}      [H, E_out], [E_out]
@@ -40,6 +41,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from rembert_tf.common import errors
+
 ENCODER_PREFIX = "bert/"
 OUTPUT_SIDE_PREFIX = "cls/"
 PROJECTION_KERNEL = "bert/encoder/embedding_hidden_mapping_in/kernel"
@@ -50,11 +53,12 @@ _OPTIMIZER_NAME_PARTS = ("adam_m", "adam_v", "Adam", "Adam_1",
                          "AdamWeightDecayOptimizer",
                          "AdamWeightDecayOptimizer_1", "LAMB", "LAMB_1",
                          "Momentum", "Adafactor")
+_ASSIGN_BLOCK_BYTES = 64 << 20
 _BOOKKEEPING_NAMES = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH",
                       "good_steps", "loss_scale", "current_loss_scale")
 
 
-class ConversionError(ValueError):
+class ConversionError(errors.RemBertError, ValueError):
   """A checkpoint does not match its config or the target layout.
 
   The message lists every offending name at once.
@@ -85,13 +89,28 @@ class Slot:
   def read(self) -> np.ndarray:
     return np.reshape(self.variable.numpy(), self.shape)
 
-  def assign(self, array: np.ndarray):
-    array = np.asarray(array)
-    if tuple(array.shape) != tuple(self.shape):
-      raise ConversionError(f"{self.name}: shape {tuple(array.shape)}, "
+  def assign(self, value):
+    """Assigns a numpy array or a tf.Tensor of the canonical shape.
+
+    A tensor is assigned as is; a large numpy array in row blocks, because
+    turning a numpy array into a tensor costs twice its size in scratch
+    memory (the released output embedding alone is 1.7 GB).
+    """
+    if tuple(value.shape) != tuple(self.shape):
+      raise ConversionError(f"{self.name}: shape {tuple(value.shape)}, "
                             f"expected {tuple(self.shape)}.")
-    self.variable.assign(np.reshape(array, self.variable.shape).astype(
-        self.variable.dtype.as_numpy_dtype, copy=False))
+    dtype = self.variable.dtype
+    if isinstance(value, tf.Tensor):
+      self.variable.assign(tf.reshape(tf.cast(value, dtype), self.variable.shape))
+      return
+    array = np.reshape(np.asarray(value), self.variable.shape).astype(
+        dtype.as_numpy_dtype, copy=False)
+    if array.ndim == 0 or array.nbytes <= _ASSIGN_BLOCK_BYTES:
+      self.variable.assign(array)
+      return
+    rows = max(1, _ASSIGN_BLOCK_BYTES // max(1, array[0].nbytes))
+    for start in range(0, array.shape[0], rows):
+      self.variable[start:start + rows].assign(array[start:start + rows])
 
 
 def _dense_slots(prefix, layer) -> List[Slot]:
@@ -327,3 +346,86 @@ def expected_canonical_shapes(cfg, with_projection: Optional[bool] = None,
     for i in range(cfg.num_output_layers):
       shapes.update(block(f"cls/output_layers/layer_{i}"))
   return shapes
+
+
+# === the output side of a TF1 checkpoint, matched by role and shape ===
+OUTPUT_EMBEDDING = "cls/predictions/output_embedding"
+
+
+def _leaf(name: str) -> str:
+  return name.rsplit("/", 1)[-1].lower()
+
+
+def _in_norm(name: str) -> bool:
+  return "layernorm" in name.lower() or "layer_norm" in name.lower()
+
+
+def output_side_roles(cfg) -> List[Tuple[str, Tuple[int, ...], object]]:
+  """(canonical name, shape, name test) of each output-side tensor of BERT's MLM head.
+
+  The release does not document its output-side names, so a tensor is
+  recognised by its shape and by what its name says about its role (a
+  kernel, a bias, a LayerNorm scale or offset), not by a fixed name.
+  """
+  h, e_out, v = cfg.hidden_size, cfg.output_embedding_size, cfg.vocab_size
+  return [
+      ("cls/predictions/transform/dense/kernel", (h, e_out),
+       lambda n: _leaf(n) in ("kernel", "weight", "w")
+       and "embedding" not in n.lower()),
+      ("cls/predictions/transform/dense/bias", (e_out,),
+       lambda n: _leaf(n) in ("bias", "b") and not _in_norm(n)
+       and "output_bias" not in n.lower()),
+      ("cls/predictions/transform/LayerNorm/gamma", (e_out,),
+       lambda n: _leaf(n) in ("gamma", "scale")
+       or (_in_norm(n) and _leaf(n) == "weight")),
+      ("cls/predictions/transform/LayerNorm/beta", (e_out,),
+       lambda n: _leaf(n) in ("beta", "offset")
+       or (_in_norm(n) and _leaf(n) == "bias")),
+      (OUTPUT_EMBEDDING, (v, e_out), lambda n: True),
+      ("cls/predictions/output_bias", (v,), lambda n: "bias" in _leaf(n)),
+  ]
+
+
+def match_output_side(source: str, shapes: Dict[str, Sequence[int]],
+                      cfg) -> Dict[str, str]:
+  """Canonical output-side name -> the checkpoint's name, by role and shape.
+
+  `shapes` holds the checkpoint's tensors that are neither encoder weights nor
+  optimizer slots. Among several [vocab, E_out] candidates, those whose name
+  contains `output_embedding` win (the released checkpoint's output
+  embedding has such a name).
+
+  Raises:
+    ConversionError: listing every role with no candidate or with several
+      (the candidates named), and the fix.
+  """
+  if cfg.num_output_layers:
+    raise ConversionError(
+        f"{source}: num_output_layers={cfg.num_output_layers}, but the output "
+        "side of a TF1 checkpoint is matched for BERT's MLM head only; convert "
+        "without --with_output_side.")
+  found, problems, claimed = {}, [], {}
+  for canonical, shape, fits in output_side_roles(cfg):
+    candidates = sorted(n for n, s in shapes.items()
+                        if tuple(s) == tuple(shape) and fits(n))
+    if canonical == OUTPUT_EMBEDDING and len(candidates) > 1:
+      named = [n for n in candidates if "output_embedding" in n.lower()]
+      candidates = named or candidates
+    if not candidates:
+      problems.append(f"no tensor of shape {tuple(shape)} for {canonical}")
+    elif len(candidates) > 1:
+      problems.append(f"{canonical} {tuple(shape)} is ambiguous: "
+                      + ", ".join(candidates))
+    else:
+      found[canonical] = candidates[0]
+      claimed.setdefault(candidates[0], []).append(canonical)
+  problems += [f"{name} fits several roles: {', '.join(roles)}"
+               for name, roles in sorted(claimed.items()) if len(roles) > 1]
+  if problems:
+    raise ConversionError(
+        f"{source}: cannot match the output side ("
+        + "; ".join(problems) + "). Tensors outside the encoder: "
+        + ", ".join(f"{n} {tuple(s)}" for n, s in sorted(shapes.items()))
+        + ". Check output_embedding_size and vocab_size in the config, or "
+        "convert the encoder alone (without --with_output_side).")
+  return found

@@ -18,6 +18,14 @@ asset) saved with `save_format="tf"`, which is what makes the result a
 trainable `hub.KerasLayer`. Its `export_model` is not called directly because
 it builds Model Garden's own encoder classes from an `EncoderConfig`.
 
+Peak memory is about one copy of the encoder: the expected outputs of the
+check are computed before saving, the in-memory encoder is released, and
+only then is the SavedModel loaded back and compared (loading it beside the
+in-memory encoder would hold two copies).
+
+The SavedModel directory also holds `model_config.yaml`, so
+`rembert_tf.modeling.checkpoints` reads its encoder without a config.
+
 Example:
 ```python
 from rembert_tf.export import export_encoder
@@ -28,21 +36,25 @@ layer = hub.KerasLayer("export/rembert_encoder", trainable=True)   # fine-tuning
 ```
 """
 import contextlib
-import pathlib
-from typing import Optional
+import gc
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 from absl import logging
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.modeling import checkpoints
 from rembert_tf.modeling import rembert_encoder
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+# (batch, seq) of the inputs the export is checked on.
+CHECK_SHAPES = ((2, 7), (3, 16))
 
 
-class ExportError(ValueError):
+class ExportError(errors.RemBertError, ValueError):
   """The exported SavedModel does not reproduce the in-memory encoder."""
 
 
@@ -99,13 +111,26 @@ def max_abs_difference(expected, actual) -> float:
   return float(max(diffs))
 
 
-def verify_export(export_dir, encoder, cfg, tolerance: float = 1e-5) -> float:
-  """Loads the SavedModel and compares it with `encoder`; raises ExportError."""
-  loaded = tf.saved_model.load(str(export_dir))
+def reference_outputs(encoder, cfg) -> List[Dict]:
+  """(inputs, numpy outputs) of the in-memory encoder on the check inputs."""
+  cases = []
+  for batch_size, seq_length in CHECK_SHAPES:
+    inputs = random_encoder_inputs(
+        cfg, batch_size, min(seq_length, cfg.max_position_embeddings))
+    outputs = encoder(inputs, training=False)
+    cases.append(dict(inputs=inputs, outputs={
+        "sequence_output": outputs["sequence_output"].numpy(),
+        "pooled_output": outputs["pooled_output"].numpy(),
+        "encoder_outputs": [o.numpy() for o in outputs["encoder_outputs"]]}))
+  return cases
+
+
+def verify_export(export_dir, cases: List[Dict], tolerance: float = 1e-5) -> float:
+  """Loads the SavedModel and compares it with `reference_outputs`; raises ExportError."""
+  loaded = tf.saved_model.load(fileio.as_str(export_dir))
   worst = 0.0
-  for batch_size, seq_length in ((2, 7), (3, min(16, cfg.max_position_embeddings))):
-    inputs = random_encoder_inputs(cfg, batch_size, seq_length)
-    expected = encoder(inputs, training=False)
+  for case in cases:
+    inputs, expected = case["inputs"], case["outputs"]
     actual = loaded(inputs, training=False)
     served = dict(loaded.signatures["serving_default"](**inputs))
     served["encoder_outputs"] = tf.unstack(served["encoder_outputs"], axis=0)
@@ -132,41 +157,60 @@ def float32_policy():
     tf_keras.mixed_precision.set_global_policy(previous)
 
 
+def _save(encoder, cfg, directory: str, sp_model: Optional[str]) -> None:
+  """Writes the SavedModel (+ model_config.yaml) of `encoder` into `directory`."""
+  with float32_policy():
+    model = build_export_model(encoder)
+  if sp_model:
+    model.sp_model_file = tf.saved_model.Asset(fileio.as_str(sp_model))
+  model.save(directory, include_optimizer=False, save_format="tf",
+             signatures={"serving_default": serving_signature(model)})
+  checkpoints.write_model_config(
+      cfg, fileio.join(directory, checkpoints.MODEL_CONFIG_FILE))
+
+
 def export_encoder(checkpoint_dir, output_dir, *, config=None,
                    sp_model: Optional[str] = None, overwrite: bool = False,
                    verify: bool = True) -> str:
-  """Exports the encoder of a checkpoint directory as an encoder-only SavedModel.
+  """Exports the encoder of a checkpoint source as an encoder-only SavedModel.
 
   Args:
-    checkpoint_dir: a rembert_tf checkpoint directory (model_config.yaml +
-      encoder/ckpt-N) or a pre-training model_dir (the encoder is read from
-      Model Garden's full ckpt-N when encoder/ is missing).
+    checkpoint_dir: any source of `rembert_tf.modeling.checkpoints` (a
+      converted checkpoint directory, a pre-training model_dir, a checkpoint
+      prefix, another SavedModel).
     output_dir: SavedModel directory to create; written under a temporary
-      name and renamed when complete and verified.
+      sibling and swapped in when complete and verified.
     config: preset name / YAML path, only needed without model_config.yaml.
     sp_model: SentencePiece model attached as the `sp_model_file` asset
-      (default: checkpoint_dir/sentencepiece.model when present).
-    overwrite: replace an existing output_dir.
+      (default: the source's sentencepiece.model when present); a file that
+      is not a SentencePiece model is refused.
+    overwrite: replace an existing output_dir (the old one stays until the
+      new one is complete).
     verify: reload the SavedModel and check it matches the encoder (1e-5).
 
   Returns:
     output_dir as a string.
   """
-  source = checkpoints.resolve(str(checkpoint_dir))
-  with float32_policy():
-    cfg, encoder = checkpoints.load_encoder(source, config)
-    model = build_export_model(encoder)
+  output_dir = fileio.as_str(output_dir).rstrip("/")
+  fileio.check_output_location(output_dir)
+  if fileio.exists(output_dir) and not overwrite:
+    raise errors.OutputExistsError(
+        f"{output_dir} already exists; choose another --output_dir or pass "
+        "--overwrite (the old output stays until the new one is complete).")
+  source = checkpoints.resolve(checkpoint_dir)
   sp_model = sp_model or source.sp_model
   if sp_model:
-    model.sp_model_file = tf.saved_model.Asset(str(sp_model))
-  num_params = encoder.count_params()
+    checkpoints.check_sentencepiece(sp_model)
+  with float32_policy():
+    cfg, encoder = checkpoints.load_encoder(source, config)
   logging.info("Exporting the encoder of %s (%d parameters) to %s",
-               source.encoder_checkpoint, num_params, output_dir)
-  with checkpoints.AtomicDirectory(output_dir, overwrite=overwrite) as tmp:
-    model.save(str(tmp), include_optimizer=False, save_format="tf",
-               signatures={"serving_default": serving_signature(model)})
-    checkpoints.write_model_config(cfg, str(tmp / checkpoints.MODEL_CONFIG_FILE))
+               source.encoder_checkpoint, encoder.count_params(), output_dir)
+  cases = reference_outputs(encoder, cfg) if verify else None
+  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+    _save(encoder, cfg, tmp, sp_model)
+    del encoder  # verify against the reloaded copy alone: one copy in memory
+    gc.collect()
     if verify:
-      worst = verify_export(tmp, encoder, cfg)
+      worst = verify_export(tmp, cases)
       logging.info("Verified: max |SavedModel - encoder| = %.3g", worst)
-  return str(pathlib.Path(output_dir))
+  return output_dir

@@ -14,9 +14,9 @@ SavedModels and no Python tokenizer:
 
 Tokenisation is tensorflow-text's SentencepieceTokenizer on the model's own
 normaliser (no lower-casing, no accent stripping: RemBERT keeps both).
-Special ids come from `rembert_tf.conversion.special_tokens` (the fixed
-rembert_tf ids, or looked up by piece for a foreign model such as the
-released one).
+Special ids come from `tokenizer.SpecialTokens`, looked up by piece name in
+the model itself (`[CLS]`=312, `[SEP]`=313, `[PAD]`=0 in the released
+RemBERT's model; 2, 3, 0 in the models this project trains).
 
 Builds on Model Garden: `official.nlp.modeling.layers.SentencepieceTokenizer`
 and `BertPackInputs`, assembled the way
@@ -35,7 +35,6 @@ a, b = pre.tokenize(tf.constant(["premise"])), pre.tokenize(tf.constant(["hypoth
 pair_inputs = pre.bert_pack_inputs([a, b], seq_length=tf.constant(64))
 ```
 """
-import pathlib
 from typing import Optional
 
 import tensorflow as tf
@@ -44,30 +43,31 @@ from absl import logging
 from official.nlp.modeling import layers
 from official.nlp.tools import export_tfhub_lib
 
-from rembert_tf.modeling import checkpoints
-
-from rembert_tf.conversion import special_tokens
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.data import tokenizer
 
 
 def create_preprocessor(sp_model_path, seq_length: int = 128) -> tf_keras.Model:
   """The preprocessing Keras model with `tokenize` and `bert_pack_inputs` attached."""
-  ids = special_tokens.special_token_ids(sp_model_path)
+  special = tokenizer.SpecialTokens.from_model(sp_model_path)
   tokenize = layers.SentencepieceTokenizer(
-      model_file_path=str(sp_model_path), lower_case=False,
+      model_serialized_proto=fileio.read_bytes(sp_model_path), lower_case=False,
       strip_diacritics=False, tokenize_with_offsets=False)
   sentences = tf_keras.layers.Input(shape=(), dtype=tf.string, name="sentences")
   tokens = tokenize(sentences)
   pack = layers.BertPackInputs(
-      seq_length=seq_length,
-      start_of_sequence_id=ids["start_of_sequence_id"],
-      end_of_segment_id=ids["end_of_segment_id"],
-      padding_id=ids["padding_id"])
+      seq_length=seq_length, start_of_sequence_id=special.cls_id,
+      end_of_segment_id=special.sep_id, padding_id=special.pad_id)
   preprocessor = tf_keras.Model(sentences, pack(tokens))
   preprocessor.tokenize = tf_keras.Model(sentences, tokens)
-  special = {k: int(v) for k, v in ids.items()}
+  special_ids = dict(start_of_sequence_id=special.cls_id,
+                     end_of_segment_id=special.sep_id,
+                     padding_id=special.pad_id, mask_id=special.mask_id,
+                     vocab_size=special.vocab_size)
   preprocessor.tokenize.get_special_tokens_dict = tf.train.Checkpoint()
   preprocessor.tokenize.get_special_tokens_dict.__call__ = tf.function(
-      lambda: {k: tf.constant(v) for k, v in special.items()},
+      lambda: {k: tf.constant(v) for k, v in special_ids.items()},
       input_signature=[])
   preprocessor.bert_pack_inputs = (
       export_tfhub_lib.BertPackInputsSavedModelWrapper(pack))
@@ -77,26 +77,29 @@ def create_preprocessor(sp_model_path, seq_length: int = 128) -> tf_keras.Model:
 def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
                         max_seq_length: Optional[int] = None,
                         overwrite: bool = False) -> str:
-  """Writes the preprocessing SavedModel (temp name, renamed when complete).
+  """Writes the preprocessing SavedModel (temporary sibling, swapped in when complete).
 
   Args:
     sp_model_path: the SentencePiece model the encoder was trained with.
     output_dir: SavedModel directory to create.
     seq_length: default packed length of the root call / bert_pack_inputs.
     max_seq_length: the encoder's max_position_embeddings, to check against.
-    overwrite: replace an existing output_dir.
+    overwrite: replace an existing output_dir (the old one stays until the
+      new one is complete).
   """
-  sp_model_path = pathlib.Path(sp_model_path)
-  if not sp_model_path.is_file():
-    raise FileNotFoundError(
-        f"SentencePiece model {sp_model_path} not found; pass --sp_model (the "
-        "model the checkpoint was trained with, e.g. MODEL_DIR/sentencepiece.model).")
+  output_dir = fileio.as_str(output_dir).rstrip("/")
   if max_seq_length is not None and seq_length > max_seq_length:
-    raise ValueError(f"--seq_length {seq_length} exceeds the encoder's "
-                     f"max_position_embeddings {max_seq_length}; lower it.")
+    raise errors.UsageError(
+        f"--seq_length {seq_length} exceeds the encoder's "
+        f"max_position_embeddings {max_seq_length}; lower it.")
+  fileio.check_output_location(output_dir)
+  if fileio.exists(output_dir) and not overwrite:
+    raise errors.OutputExistsError(
+        f"{output_dir} already exists; choose another --preprocessor_dir or "
+        "pass --overwrite (the old output stays until the new one is complete).")
   preprocessor = create_preprocessor(sp_model_path, seq_length)
-  with checkpoints.AtomicDirectory(output_dir, overwrite=overwrite) as tmp:
-    preprocessor.save(str(tmp), include_optimizer=False, save_format="tf")
+  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+    preprocessor.save(tmp, include_optimizer=False, save_format="tf")
   logging.info("Wrote the preprocessing SavedModel %s (seq_length %d)",
                output_dir, seq_length)
-  return str(output_dir)
+  return output_dir

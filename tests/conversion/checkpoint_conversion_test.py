@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
+from rembert_tf.common import fileio
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
@@ -26,34 +27,12 @@ from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
 
+import conversion_testlib
+from conversion_testlib import randomize, small_config, tf1_json_config, write_tf1_checkpoint
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SMALL = dict(vocab_size=97, hidden_size=32, num_attention_heads=2,
-             intermediate_size=64, input_embedding_size=16,
-             output_embedding_size=48, max_position_embeddings=24)
-
-
-def small_config(**overrides):
-  values = dict(SMALL)
-  values.update(overrides)
-  return rembert_config.load_model_config("tiny", values)
-
-
-def randomize(variables, seed):
-  """Non-trivial values everywhere (biases, LayerNorm too) so mapping errors show."""
-  rng = np.random.default_rng(seed)
-  for v in variables:
-    name = v.name
-    if "gamma" in name:
-      value = 1.0 + 0.2 * rng.standard_normal(v.shape)
-    elif "bias" in name or "beta" in name:
-      value = 0.1 * rng.standard_normal(v.shape)
-    else:
-      value = 0.25 * rng.standard_normal(v.shape)
-    v.assign(value.astype(np.float32))
-
-
 def write_dir(path, cfg, model, encoder):
-  with checkpoints.AtomicDirectory(path) as tmp:
+  with fileio.atomic_directory(str(path)) as tmp:
     checkpoints.write_checkpoint_dir(tmp, cfg, encoder, model)
   return path
 
@@ -269,44 +248,12 @@ def hf_names_from_tf1(tensors):
   return out
 
 
-def write_tf1_checkpoint(path, tensors, extra):
-  """A TF1 name-based checkpoint as the released one is written (graph + Saver)."""
-  graph = tf.Graph()
-  with graph.as_default():
-    for name, value in tensors.items():
-      tf.compat.v1.get_variable(name, initializer=tf.constant(value))
-      for slot in ("adam_m", "adam_v"):
-        tf.compat.v1.get_variable(f"{name}/{slot}",
-                                  initializer=tf.zeros_like(value) + 0.5)
-    for name, value in extra.items():
-      tf.compat.v1.get_variable(name, initializer=tf.constant(value))
-    tf.compat.v1.train.get_or_create_global_step()
-    saver = tf.compat.v1.train.Saver()
-    with tf.compat.v1.Session(graph=graph) as session:
-      session.run(tf.compat.v1.global_variables_initializer())
-      return saver.save(session, str(path))
-
-
-def tf1_json_config(cfg):
-  values = {k: getattr(cfg, k) for k in (
-      "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-      "input_embedding_size", "output_embedding_size", "intermediate_size",
-      "hidden_act", "max_position_embeddings", "type_vocab_size",
-      "layer_norm_eps", "initializer_range")}
-  values.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  return values
-
-
 @pytest.fixture(scope="module")
 def tf1_checkpoint(tmp_path_factory):
   # layer_norm_eps far from the default, so the reference check sees it is used.
   cfg = small_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                      layer_norm_eps=1e-3)
-  rng = np.random.default_rng(5)
-  tensors = {}
-  for name, shape in weight_layout.expected_canonical_shapes(cfg).items():
-    scale, offset = (0.2, 1.0) if name.endswith("gamma") else (0.25, 0.0)
-    tensors[name] = (offset + scale * rng.standard_normal(shape)).astype(np.float32)
+  tensors = conversion_testlib.canonical_tensors(cfg, seed=5)
   # An output side under undocumented names: must be skipped, not needed.
   extra = {"cls/predictions/output_bias": np.zeros([cfg.vocab_size], np.float32),
            "cls/predictions/some_undocumented/kernel": np.ones([3, 4], np.float32)}
@@ -340,6 +287,134 @@ def test_tf1_to_rembert_tf_keeps_every_encoder_tensor(tf1_checkpoint, tmp_path):
       checkpoints.encoder_checkpoint_path(out))
             if n.startswith("encoder/") and "VARIABLE_VALUE" in n]
   assert len(stored) == len(encoder.variables)
+
+
+def reference_mlm_logits(tensors, cfg, sequence_output, positions):
+  """BERT's MLM head in float64 numpy from canonical tensors: dense, GELU,
+  LayerNorm, then logits against the separate output embedding."""
+  t = {k: v.astype(np.float64) for k, v in tensors.items()}
+  x = np.take_along_axis(np.asarray(sequence_output, np.float64),
+                         positions[..., None], axis=1)
+  x = x @ t["cls/predictions/transform/dense/kernel"] + t[
+      "cls/predictions/transform/dense/bias"]
+  x = 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
+  x = ((x - mean) / np.sqrt(var + cfg.layer_norm_eps)
+       * t["cls/predictions/transform/LayerNorm/gamma"]
+       + t["cls/predictions/transform/LayerNorm/beta"])
+  return x @ t["cls/predictions/output_embedding"].T + t["cls/predictions/output_bias"]
+
+
+@pytest.fixture(scope="module")
+def released_checkpoint(tmp_path_factory):
+  cfg = small_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  folder = tmp_path_factory.mktemp("released")
+  canonical, prefix = conversion_testlib.write_released_checkpoint(folder, cfg)
+  return cfg, canonical, prefix
+
+
+def test_released_output_side_matched_by_role_and_shape(released_checkpoint,
+                                                        tmp_path):
+  cfg, canonical, prefix = released_checkpoint
+  names = dict(tf.train.list_variables(prefix))
+  assert "bert/embeddings/output_embedding/adam_v" in names
+  out = tmp_path / "with_output_side"
+  converter.convert_checkpoint("tf1", "rembert_tf", prefix, out,
+                               with_output_side=True)
+  assert sorted(p.name for p in out.iterdir()) == [
+      "encoder", "model_config.yaml", "pretrainer"]
+  loaded_cfg, pretrainer = checkpoints.load_pretrainer(out)
+  assert loaded_cfg.as_dict() == cfg.as_dict()
+  values = slot_values(pretrainer, True)
+  assert sorted(values) == sorted(canonical)
+  for name, value in canonical.items():
+    np.testing.assert_array_equal(values[name], value, err_msg=name)
+  # The converted pretrainer computes the released MLM head from the TF1 weights.
+  inputs = encoder_inputs(cfg, seed=2)
+  positions = np.array([[0, 3], [1, 2], [4, 0]], np.int32)
+  outputs = pretrainer(dict(inputs, masked_lm_positions=positions), training=False)
+  expected = reference_mlm_logits(canonical, cfg, outputs["sequence_output"],
+                                  positions)
+  np.testing.assert_allclose(outputs["mlm_logits"], expected, atol=1e-4, rtol=0)
+  # Its encoder/ checkpoint holds the same encoder (what fine-tuning reads),
+  # also given as a checkpoint prefix (the config is found two levels up).
+  for source in (out, checkpoints.encoder_checkpoint_path(out)):
+    _, encoder = checkpoints.load_encoder(source)
+    for a, b in zip(encoder.variables, pretrainer.encoder.variables):
+      np.testing.assert_array_equal(a.numpy(), b.numpy())
+  _, again = checkpoints.load_pretrainer(
+      checkpoints.resolve(out).pretrainer_checkpoint)
+  np.testing.assert_array_equal(again.masked_lm.output_embedding.numpy(),
+                                canonical["cls/predictions/output_embedding"])
+  with pytest.raises(checkpoints.CheckpointError,
+                     match="intermediate_size: .* has 64, the given config has 80"):
+    checkpoints.load_encoder(out, config=small_config(intermediate_size=80))
+
+
+def test_released_output_side_only_when_asked(released_checkpoint, tmp_path):
+  _, canonical, prefix = released_checkpoint
+  out = tmp_path / "encoder_only"
+  converter.convert_checkpoint("tf1", "rembert_tf", prefix, out)
+  assert not (out / "pretrainer").exists()
+  assert not checkpoints.has_output_side(out)
+  with pytest.raises(checkpoints.CheckpointError, match="--with_output_side"):
+    checkpoints.load_pretrainer(out)
+  _, encoder = checkpoints.load_encoder(out)
+  assert sorted(slot_values(encoder, False)) == sorted(
+      n for n in canonical if n.startswith("bert/"))
+
+
+def test_released_to_hf_with_output_side_and_released_special_ids(
+    released_checkpoint, tmp_path):
+  cfg, canonical, prefix = released_checkpoint
+  import testlib  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "hf"
+  converter.convert_checkpoint("tf1", "hf", prefix, out, with_output_side=True,
+                               sp_model=testlib.released_layout_sentencepiece())
+  tensors = load_file(str(out / "model.safetensors"))
+  np.testing.assert_array_equal(tensors["cls.predictions.decoder.weight"],
+                                canonical["cls/predictions/output_embedding"])
+  np.testing.assert_array_equal(
+      tensors["cls.predictions.dense.weight"],
+      canonical["cls/predictions/transform/dense/kernel"].T)
+  config = json.loads((out / "config.json").read_text())
+  assert (config["pad_token_id"], config["bos_token_id"],
+          config["eos_token_id"]) == (0, 312, 313)
+  assert config["architectures"] == ["RemBertForMaskedLM"]
+  assert (out / "sentencepiece.model").is_file()
+  assert json.loads((out / "sentencepiece.json").read_text())["cls_id"] == 312
+  # And back: the HF directory converts to the same pretrainer.
+  back = tmp_path / "back"
+  converter.convert_checkpoint("hf", "rembert_tf", out, back)
+  _, pretrainer = checkpoints.load_pretrainer(back)
+  values = slot_values(pretrainer, True)
+  for name, value in canonical.items():
+    np.testing.assert_array_equal(values[name], value, err_msg=name)
+
+
+def test_ambiguous_or_missing_output_side_lists_the_candidates(tmp_path):
+  cfg = small_config()
+  _, released = conversion_testlib.released_tf1_tensors(cfg, seed=3)
+  released["cls/predictions/extra_bias"] = np.zeros([cfg.vocab_size], np.float32)
+  prefix = write_tf1_checkpoint(tmp_path / "model.ckpt", released)
+  (tmp_path / "config.json").write_text(json.dumps(tf1_json_config(cfg)))
+  with pytest.raises(weight_layout.ConversionError) as error:
+    converter.convert_checkpoint("tf1", "rembert_tf", prefix, tmp_path / "out",
+                                 with_output_side=True)
+  message = str(error.value)
+  assert "cls/predictions/output_bias (97,) is ambiguous" in message
+  assert "cls/predictions/extra_bias, cls/predictions/output_bias" in message
+  # A config whose E_out matches nothing: the missing roles are named.
+  values = tf1_json_config(cfg)
+  values["output_embedding_size"] = 40
+  (tmp_path / "config.json").write_text(json.dumps(values))
+  with pytest.raises(weight_layout.ConversionError,
+                     match=r"no tensor of shape \(97, 40\) for "
+                     "cls/predictions/output_embedding"):
+    converter.convert_checkpoint("tf1", "rembert_tf", prefix, tmp_path / "out",
+                                 with_output_side=True)
+  assert not (tmp_path / "out").exists()
 
 
 def test_tf1_config_mismatch_is_one_error_listing_every_name(tf1_checkpoint, tmp_path):
@@ -400,7 +475,7 @@ def test_equal_widths_identity_projection(tmp_path):
   encoder = rembert_encoder.build_encoder(cfg)
   randomize(encoder.variables, seed=3)
   src = tmp_path / "src"
-  with checkpoints.AtomicDirectory(src) as tmp:
+  with fileio.atomic_directory(str(src)) as tmp:
     checkpoints.write_checkpoint_dir(tmp, cfg, encoder)
   hf = tmp_path / "hf"
   converter.convert_checkpoint("rembert_tf", "hf", src, hf)

@@ -254,19 +254,19 @@ def test_export_tool_cli(trained_dir, tmp_path):
 
 
 def test_special_ids_of_a_foreign_sentencepiece_model(tmp_path):
-  """A released-style model ([PAD], [CLS], [SEP] at other ids) is looked up by piece."""
-  from rembert_tf.conversion import special_tokens  # pylint: disable=g-import-not-at-top
+  """Another layout ([PAD], [CLS], [SEP] at other ids) is looked up by piece."""
   rng = np.random.default_rng(2)
   sentences = [" ".join(rng.choice(_WORDS, size=6)) for _ in range(200)]
   spm.SentencePieceTrainer.train(
       sentence_iterator=iter(sentences), model_prefix=str(tmp_path / "foreign"),
-      vocab_size=70, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
-      control_symbols=["[MASK]", "[PAD]", "[SEP]", "[CLS]"],
+      vocab_size=70, unk_id=0, unk_piece="[UNK]", bos_id=-1, eos_id=-1,
+      pad_id=-1, control_symbols=["[MASK]", "[PAD]", "[SEP]", "[CLS]"],
       hard_vocab_limit=False, minloglevel=2)
-  ids = special_tokens.special_token_ids(tmp_path / "foreign.model")
-  assert ids["mask_id"] == 1 and ids["padding_id"] == 2
-  assert ids["end_of_segment_id"] == 3 and ids["start_of_sequence_id"] == 4
   pre = preprocessor_export.create_preprocessor(tmp_path / "foreign.model", 8)
+  special = pre.tokenize.get_special_tokens_dict.__call__()
+  assert int(special["mask_id"]) == 1 and int(special["padding_id"]) == 2
+  assert int(special["end_of_segment_id"]) == 3
+  assert int(special["start_of_sequence_id"]) == 4
   packed = pre(tf.constant(["the cat"]))
   row = packed["input_word_ids"][0].numpy().tolist()
   assert row[0] == 4 and 3 in row and row[-1] == 2
