@@ -54,6 +54,7 @@ def run_demo(run_dir, train_steps=600, corpus_megabytes=3.0, num_workers=2,
   """Runs the whole pipeline; returns a dict of the figures it printed."""
   # Imported here so that `--help` answers without loading TensorFlow.
   from rembert_tf import pretraining
+  from rembert_tf.evaluation import mlm_baseline
   from rembert_tf.data import demo_corpus
   from rembert_tf.data import pretraining_data
   from rembert_tf.data import sentencepiece_training
@@ -112,7 +113,7 @@ def run_demo(run_dir, train_steps=600, corpus_megabytes=3.0, num_workers=2,
   model_dir = run_dir / "pretrain"
   metrics = pretraining.run(experiment, str(model_dir), mode="train_and_eval",
                             strategy="one_device")
-  baseline = pretraining.most_frequent_token_baseline(
+  baseline = mlm_baseline.most_frequent_token_baseline(
       experiment.task.validation_data, model_cfg.vocab_size,
       train_data_config=experiment.task.train_data)
   accuracy = float(metrics["eval_masked_lm_accuracy"])

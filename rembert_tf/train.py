@@ -12,8 +12,10 @@ python -m rembert_tf.train \
   --model_dir /tmp/pretrain_tiny --mode train_and_eval --strategy one_device
 ```
 Run the same command again to resume from the newest checkpoint in
---model_dir. Exit codes: 0 done, 1 error, 42 preempted (SIGTERM; checkpoint
-saved, run again to resume), 3 non-finite loss (last good checkpoint kept).
+--model_dir (any TensorFlow filesystem: a local path, gs://...). Exit codes:
+0 done, 1 error (one line on stderr naming the file / field and the fix),
+42 preempted (SIGTERM; checkpoint saved at the step reached, run again to
+resume), 3 non-finite loss (last good checkpoint kept).
 """
 import os
 import sys
@@ -23,6 +25,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 from absl import logging
+
+from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
+
+PROG = "rembert_tf.train"
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
@@ -36,7 +42,8 @@ flags.DEFINE_string(
     "YAML/JSON mapping or file.")
 flags.DEFINE_string("experiment", "rembert_pretraining",
                     "Registered experiment giving the defaults (exp_factory).")
-flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, encoder export.")
+flags.DEFINE_string("model_dir", None,
+                    "Checkpoints, summaries, encoder export (local or gs://).")
 flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
                   "What to run.")
 flags.DEFINE_enum("strategy", "one_device",
@@ -50,37 +57,43 @@ flags.DEFINE_enum("mixed_precision", None, ["float32", "mixed_bfloat16"],
 flags.DEFINE_bool("deterministic", False,
                   "Op determinism and fixed seeds (resumed == uninterrupted).")
 flags.DEFINE_integer("seed", None, "Random seed for weights and dropout.")
+flags.DEFINE_bool("allow_sentencepiece_mismatch", False,
+                  "Resume although the records were made with another "
+                  "SentencePiece model than model_dir's (warns).")
 flags.mark_flag_as_required("config")
 flags.mark_flag_as_required("model_dir")
 
 
+def _exit_now(code: int) -> None:
+  """Exits without TensorFlow's slow interpreter teardown (seconds with a
+  strategy and datasets alive): the checkpoint is already complete."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  logging.flush()
+  os._exit(code)  # pylint: disable=protected-access
+
+
+@errors.command(PROG)
 def main(argv):
   del argv
   from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
-  from rembert_tf.data.pretrain_dataloader import DataMismatchError  # pylint: disable=g-import-not-at-top
   try:
     config = pretraining.load_experiment_config(
         FLAGS.config, FLAGS.params_override, experiment=FLAGS.experiment)
     metrics = pretraining.run(
         config, FLAGS.model_dir, mode=FLAGS.mode, strategy=FLAGS.strategy,
         tpu=FLAGS.tpu, mixed_precision=FLAGS.mixed_precision,
-        deterministic=FLAGS.deterministic, seed=FLAGS.seed)
+        deterministic=FLAGS.deterministic, seed=FLAGS.seed,
+        allow_sentencepiece_mismatch=FLAGS.allow_sentencepiece_mismatch)
   except pretraining.TrainingPreempted as e:
-    print(f"[rembert_tf.train] {e}", file=sys.stderr, flush=True)
-    sys.exit(42)
+    print(f"{PROG}: {e}", file=sys.stderr)
+    _exit_now(errors.EXIT_PREEMPTED)
   except pretraining.NonFiniteLossError as e:
-    print(f"[rembert_tf.train] ERROR: {e}", file=sys.stderr, flush=True)
-    sys.exit(3)
-  except (pretraining.PretrainingError, pretraining.ExperimentConfigError,
-          rembert_config.ConfigError, checkpoints.CheckpointError,
-          DataMismatchError) as e:
-    print(f"[rembert_tf.train] ERROR: {e}", file=sys.stderr, flush=True)
-    sys.exit(1)
+    errors.report(PROG, e)
+    sys.exit(errors.EXIT_NON_FINITE_LOSS)
   summary = " | ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in metrics.items())
-  print(f"[rembert_tf.train] done: {summary}", flush=True)
+  print(f"{PROG}: done: {summary}", flush=True)
   logging.info("final metrics: %s", metrics)
 
 

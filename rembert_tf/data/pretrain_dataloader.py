@@ -37,16 +37,17 @@ dataset = pretrain_dataloader.RemBertPretrainDataLoader(params).load()
 ```
 """
 import dataclasses
-import os
-import pathlib
 from typing import Any, Dict, List, Optional
 
+from absl import logging
 import tensorflow as tf
 from official.core import config_definitions as cfg
 from official.core import input_reader
 from official.nlp.data import data_loader
 from official.nlp.data import data_loader_factory
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_records
 from rembert_tf.data import tokenizer
 
@@ -56,7 +57,7 @@ from rembert_tf.data import tokenizer
 _DEFAULT_MULTI_HOST_FILE_SEED = 2021
 
 
-class DataMismatchError(ValueError):
+class DataMismatchError(errors.RemBertError, ValueError):
   """Records (their metadata.json) do not match the data or model config."""
 
 
@@ -114,7 +115,7 @@ def record_files(params: RemBertPretrainDataConfig) -> List[str]:
         "shards, e.g. /data/records/pretrain-*.tfrecord.")
   files = []
   for pattern in patterns:
-    matched = tf.io.gfile.glob(pattern)
+    matched = fileio.glob(pattern)
     if not matched:
       raise DataMismatchError(
           f"data config field `input_path`: {pattern!r} matches no files; "
@@ -125,7 +126,7 @@ def record_files(params: RemBertPretrainDataConfig) -> List[str]:
 
 def records_metadata(params: RemBertPretrainDataConfig) -> List[Dict[str, Any]]:
   """metadata.json of every directory the shards are in (each with `_path`)."""
-  directories = sorted({os.path.dirname(f) for f in record_files(params)})
+  directories = sorted({fileio.dirname(f) for f in record_files(params)})
   metas = []
   for directory in directories:
     try:
@@ -134,9 +135,25 @@ def records_metadata(params: RemBertPretrainDataConfig) -> List[Dict[str, Any]]:
       raise DataMismatchError(
           f"{e} (Set check_metadata=False only for records made by other "
           "tools.)") from None
-    meta["_path"] = str(pathlib.Path(directory) / pretraining_records.METADATA_FILE)
+    meta["_path"] = fileio.join(directory, pretraining_records.METADATA_FILE)
+    meta["_directory"] = directory
     metas.append(meta)
   return metas
+
+
+def check_listed_shards_exist(meta: Dict[str, Any]) -> None:
+  """Every shard metadata.json lists is on disk: training on part of the
+  records would silently skip data."""
+  missing = [shard["file"] for shard in meta.get("shards", [])
+             if isinstance(shard, dict) and "file" in shard
+             and not fileio.exists(fileio.join(meta["_directory"], shard["file"]))]
+  if missing:
+    raise DataMismatchError(
+        f"{meta['_path']}: field `shards` lists {len(missing)} file(s) missing "
+        f"from {meta['_directory']}: {', '.join(missing[:5])}"
+        f"{' ...' if len(missing) > 5 else ''}. Copy them back or recreate the "
+        "records (tools/create_pretraining_data.py --overwrite); training on "
+        "part of the records would silently skip their data.")
 
 
 def _mismatch(meta, field, records_value, other, other_value, fix):
@@ -150,6 +167,7 @@ def check_records_metadata(params: RemBertPretrainDataConfig
   """Checks metadata.json against the data config; returns the metadata list."""
   metas = records_metadata(params)
   for meta in metas:
+    check_listed_shards_exist(meta)
     if meta["seq_length"] != params.seq_length:
       raise _mismatch(
           meta, "seq_length", meta["seq_length"], "data config seq_length",
@@ -324,6 +342,11 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
     if (params.is_training and params.seed is None and input_context and
         input_context.num_input_pipelines > 1):
       params = params.replace(seed=_DEFAULT_MULTI_HOST_FILE_SEED)
+    if input_context is not None and params.is_training:
+      logging.info("training input: pipeline %d of %d (%d replicas), seed %s",
+                   input_context.input_pipeline_id,
+                   input_context.num_input_pipelines,
+                   input_context.num_replicas_in_sync, params.seed)
     reader = input_reader.InputReader(
         params=params,
         dataset_fn=tf.data.TFRecordDataset,

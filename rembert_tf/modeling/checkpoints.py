@@ -564,3 +564,49 @@ class AtomicDirectory:
 
   def __exit__(self, exc_type, exc, tb):
     return self._context.__exit__(exc_type, exc, tb)
+
+
+class EncoderExportWriter:
+  """Writes `DIR/encoder/ckpt-N` beside a training run's full checkpoints.
+
+  One `tf.train.Checkpoint(encoder=encoder)` and one CheckpointManager serve
+  every save: a new Checkpoint per save would create a new `save_counter`
+  variable each time, and under MultiWorkerMirroredStrategy creating a
+  variable is a collective that every worker must join in the same order.
+  Every worker therefore builds this writer and calls `save` at the same
+  steps; non-chief workers pass a temporary directory they delete afterwards.
+
+  `every_n_saves` limits the export to every Nth call of `save` plus the
+  calls marked `final` (the end of training, a preemption save).
+
+  ```python
+  writer = EncoderExportWriter(pretrainer.encoder, "/tmp/run", max_to_keep=3,
+                               every_n_saves=2)
+  writer.save(step=1000)              # skipped (1st call)
+  writer.save(step=2000)              # /tmp/run/encoder/ckpt-2000
+  writer.save(step=2500, final=True)  # /tmp/run/encoder/ckpt-2500
+  ```
+  """
+
+  def __init__(self, encoder, directory, max_to_keep: int = 3,
+               every_n_saves: int = 1):
+    if every_n_saves < 1:
+      raise CheckpointError(
+          f"encoder export interval {every_n_saves}: must be >= 1 (1 exports "
+          "at every checkpoint).")
+    self.directory = f"{str(directory).rstrip('/')}/{ENCODER_SUBDIR}"
+    self.checkpoint = tf.train.Checkpoint(encoder=encoder)
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, directory=self.directory, max_to_keep=max_to_keep)
+    self.every_n_saves = every_n_saves
+    self._calls = 0
+
+  def save(self, step: int, final: bool = False) -> Optional[str]:
+    """Exports at `step` when due; returns the prefix written, else None."""
+    self._calls += 1
+    if not final and self._calls % self.every_n_saves:
+      return None
+    latest = self.manager.latest_checkpoint
+    if latest is not None and latest.endswith(f"ckpt-{step}"):
+      return latest
+    return self.manager.save(checkpoint_number=step)

@@ -24,6 +24,9 @@ from typing import Any, Mapping, Optional, Union
 import yaml
 from official.modeling import hyperparams
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+
 # Presets live in one place: the repository's `configs/models/` folder.
 CONFIG_ROOT = pathlib.Path(__file__).resolve().parents[2] / "configs"
 MODEL_CONFIG_DIR = CONFIG_ROOT / "models"
@@ -31,7 +34,7 @@ MODEL_CONFIG_DIR = CONFIG_ROOT / "models"
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_approx", "relu", "tanh", "swish")
 
 
-class ConfigError(ValueError):
+class ConfigError(errors.RemBertError, ValueError):
   """A config value is missing, unknown or inconsistent; the message names the field."""
 
 
@@ -149,6 +152,10 @@ def model_config_from_dict(values: Mapping[str, Any],
 
 def resolve_model_config_path(name_or_path: Union[str, os.PathLike]) -> pathlib.Path:
   """A preset name (`tiny`, `rembert`, ...) or a YAML path -> the YAML path."""
+  if fileio.is_remote(name_or_path):  # gs://, ram://: pathlib would mangle it
+    if not fileio.exists(name_or_path):
+      raise ConfigError(f"model config file {name_or_path} does not exist.")
+    return name_or_path
   path = pathlib.Path(name_or_path)
   if path.suffix in (".yaml", ".yml"):
     if not path.exists():
@@ -171,8 +178,7 @@ def load_model_config(name_or_path: Union[str, os.PathLike],
                       ) -> RemBertConfig:
   """Loads a model preset or YAML file, applies overrides and validates."""
   path = resolve_model_config_path(name_or_path)
-  with open(path, encoding="utf-8") as f:
-    values = yaml.safe_load(f) or {}
+  values = fileio.read_yaml(path) or {}
   if isinstance(values, Mapping) and "model" in values and len(values) == 1:
     values = values["model"]  # Also accept `model: {...}` wrapped files.
   values = dict(values)
@@ -182,8 +188,4 @@ def load_model_config(name_or_path: Union[str, os.PathLike],
 
 def save_model_config(cfg: RemBertConfig, path: Union[str, os.PathLike]):
   """Writes the config as YAML (atomically: temp name, then rename)."""
-  path = pathlib.Path(path)
-  tmp = path.with_name(path.name + ".tmp")
-  with open(tmp, "w", encoding="utf-8") as f:
-    yaml.safe_dump(cfg.as_dict(), f, sort_keys=False)
-  os.replace(tmp, path)
+  fileio.write_yaml(path, cfg.as_dict())

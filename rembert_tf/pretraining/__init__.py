@@ -7,9 +7,6 @@ config = pretraining.load_experiment_config(
     ["configs/experiments/pretrain_tiny_demo.yaml"], "trainer.train_steps=100")
 metrics = pretraining.run(config, "/tmp/pretrain", mode="train_and_eval",
                           strategy="one_device")
-baseline = pretraining.most_frequent_token_baseline(
-    config.task.validation_data, config.task.model.vocab_size,
-    train_data_config=config.task.train_data)
 ```
 """
 from rembert_tf.pretraining.experiments import EXPERIMENT_NAME
@@ -18,9 +15,10 @@ from rembert_tf.pretraining.experiments import load_experiment_config
 from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTask
 from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTaskConfig
 from rembert_tf.pretraining.runner import CheckpointMismatchError
+from rembert_tf.pretraining.runner import CorruptRecordsError
 from rembert_tf.pretraining.runner import NonFiniteLossError
 from rembert_tf.pretraining.runner import PretrainingError
+from rembert_tf.pretraining.runner import TokenizerMismatchError
 from rembert_tf.pretraining.runner import TrainingPreempted
 from rembert_tf.pretraining.runner import make_strategy
-from rembert_tf.pretraining.runner import most_frequent_token_baseline
 from rembert_tf.pretraining.runner import run

@@ -30,8 +30,10 @@ config = experiments.load_experiment_config(
 ```
 """
 import copy
+import dataclasses
 import os
 import pathlib
+import re
 from typing import Any, Dict, Sequence, Union
 
 import yaml
@@ -40,6 +42,8 @@ from official.core import exp_factory
 from official.modeling import optimization
 from official.modeling.hyperparams import params_dict
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import masked_lm_task
 
@@ -50,8 +54,40 @@ EXPERIMENT_CONFIG_DIR = rembert_config.CONFIG_ROOT / "experiments"
 WEIGHT_DECAY_EXCLUDE = ["LayerNorm", "layer_norm", "bias"]
 
 
-class ExperimentConfigError(ValueError):
+class ExperimentConfigError(errors.RemBertError, ValueError):
   """An experiment YAML or override is invalid; the message names the field."""
+
+
+class _NumberAwareLoader(yaml.SafeLoader):
+  """YAML 1.1 reads `1e-3` (no dot) as a string; here it is a float, as in
+  YAML 1.2 and JSON, so `initial_learning_rate=1e-3` is a number."""
+
+
+_NumberAwareLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"""),
+    list("-+0123456789"))
+
+
+def load_yaml_text(text: str) -> Any:
+  """yaml.safe_load, with exponent-form numbers (`1e-3`) read as floats."""
+  return yaml.load(text, Loader=_NumberAwareLoader)  # nosec: a SafeLoader
+
+
+@dataclasses.dataclass
+class RemBertTrainerConfig(cfg.TrainerConfig):
+  """Model Garden's TrainerConfig plus what RemBERT's runner adds.
+
+  Attributes:
+    encoder_export_every_n_checkpoints: write `encoder/ckpt-N` beside every
+      Nth full checkpoint (and always beside the last one, and a preemption
+      save); 1 exports at every checkpoint.
+    stop_check_steps: the host checks for a stop request (SIGTERM) every this
+      many steps, also inside a loop of `steps_per_loop` steps; the device
+      loop runs this many steps per call.
+  """
+  encoder_export_every_n_checkpoints: int = 1
+  stop_check_steps: int = 1
 
 
 def adamw_optimization(learning_rate: float = 1e-4, warmup_steps: int = 10000,
@@ -94,7 +130,7 @@ def rembert_pretraining() -> cfg.ExperimentConfig:
           train_data=masked_lm_task.PretrainDataConfig(is_training=True),
           validation_data=masked_lm_task.PretrainDataConfig(
               is_training=False, drop_remainder=True)),
-      trainer=cfg.TrainerConfig(
+      trainer=RemBertTrainerConfig(
           train_steps=1000000,
           steps_per_loop=1000,
           summary_interval=1000,
@@ -124,23 +160,27 @@ def _deep_merge(base: Dict[str, Any], update: Dict[str, Any]) -> Dict[str, Any]:
   return out
 
 
-def resolve_experiment_path(path: Union[str, os.PathLike]) -> pathlib.Path:
+def resolve_experiment_path(path: Union[str, os.PathLike]) -> str:
   """A YAML path, or a bare name of configs/experiments/ (`pretrain_tiny_demo`)."""
+  if fileio.exists(path):
+    return fileio.as_str(path)
   candidate = pathlib.Path(path)
-  if candidate.exists():
-    return candidate
   named = EXPERIMENT_CONFIG_DIR / f"{path}.yaml"
   if candidate.suffix not in (".yaml", ".yml") and named.exists():
-    return named
+    return str(named)
   available = ", ".join(sorted(p.stem for p in EXPERIMENT_CONFIG_DIR.glob("*.yaml")))
   raise ExperimentConfigError(
       f"--config {path}: no such file. Give a YAML path or one of the "
       f"experiments in {EXPERIMENT_CONFIG_DIR}: {available}.")
 
 
-def _read_yaml(path: pathlib.Path) -> Dict[str, Any]:
-  with open(path, encoding="utf-8") as f:
-    values = yaml.safe_load(f) or {}
+def _read_yaml(path) -> Dict[str, Any]:
+  try:
+    values = load_yaml_text(fileio.read_text(path)) or {}
+  except yaml.YAMLError as e:
+    raise ExperimentConfigError(
+        f"{path} is not valid YAML ({' '.join(str(e).split())}); fix the "
+        "file.") from None
   if not isinstance(values, dict):
     raise ExperimentConfigError(f"{path}: an experiment YAML must be a mapping "
                                 "with task / trainer / runtime sections.")
@@ -158,11 +198,13 @@ def _parse_override(params_override: Union[str, Dict[str, Any], None]
     text = params_dict.nested_csv_str_to_json_str(params_override)
   except ValueError:
     pass
-  values = yaml.safe_load(text)
+  try:
+    values = load_yaml_text(text)
+  except yaml.YAMLError:
+    values = None
   if not isinstance(values, dict):
-    path = pathlib.Path(params_override)
-    if path.exists():
-      return _read_yaml(path)
+    if fileio.exists(params_override):
+      return _read_yaml(params_override)
     raise ExperimentConfigError(
         f"--params_override {params_override!r}: expected comma-separated "
         "dotted keys (task.train_data.global_batch_size=64,trainer.train_steps=10), "
@@ -202,15 +244,45 @@ def load_experiment_config(
         f"experiment config {list(map(str, config_files))} + overrides: {e}. "
         "Check the key against the ExperimentConfig fields (task / trainer / "
         "runtime; see README 'Pre-training').") from None
-  config.validate()
+  try:
+    config.validate()
+  except (KeyError, ValueError, AttributeError) as e:
+    raise ExperimentConfigError(
+        f"experiment config {list(map(str, config_files))} + overrides: "
+        f"{' '.join(str(e).split())}. Fix the named fields.") from None
   config.task.model.validate()
+  check_trainer_config(config.trainer)
   return config
+
+
+def check_trainer_config(trainer: cfg.TrainerConfig) -> None:
+  """The loop settings orbit / Model Garden refuse later with a traceback,
+  refused here with the field names and the fix."""
+  def fail(message):
+    raise ExperimentConfigError(f"experiment config: {message}")
+
+  if trainer.steps_per_loop is None or trainer.steps_per_loop <= 0:
+    fail(f"trainer.steps_per_loop is {trainer.steps_per_loop}; it must be a "
+         "positive number of steps (e.g. trainer.steps_per_loop=1000).")
+  if trainer.train_steps is not None and trainer.train_steps <= 0:
+    fail(f"trainer.train_steps is {trainer.train_steps}; it must be > 0.")
+  if trainer.summary_interval and trainer.summary_interval > 0 and (
+      trainer.summary_interval % trainer.steps_per_loop):
+    fail(f"trainer.summary_interval ({trainer.summary_interval}) must be a "
+         f"multiple of trainer.steps_per_loop ({trainer.steps_per_loop}); set "
+         f"trainer.summary_interval={trainer.steps_per_loop} or a multiple.")
+  if trainer.checkpoint_interval is not None and trainer.checkpoint_interval <= 0:
+    fail(f"trainer.checkpoint_interval is {trainer.checkpoint_interval}; it "
+         "must be > 0 (steps between checkpoints).")
+  if trainer.max_to_keep is not None and trainer.max_to_keep <= 0:
+    fail(f"trainer.max_to_keep is {trainer.max_to_keep}; keep at least 1 "
+         "checkpoint (a resume needs one).")
+  for name in ("encoder_export_every_n_checkpoints", "stop_check_steps"):
+    value = getattr(trainer, name, 1)
+    if value is None or value < 1:
+      fail(f"trainer.{name} is {value}; it must be >= 1.")
 
 
 def save_experiment_config(config: cfg.ExperimentConfig, path) -> None:
   """Writes the resolved experiment config as YAML (atomically)."""
-  path = pathlib.Path(path)
-  tmp = path.with_name(path.name + ".tmp")
-  with open(tmp, "w", encoding="utf-8") as f:
-    yaml.safe_dump(config.as_dict(), f, sort_keys=False)
-  os.replace(tmp, path)
+  fileio.write_yaml(path, config.as_dict())

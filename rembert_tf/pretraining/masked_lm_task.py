@@ -39,6 +39,8 @@ from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import task_factory
 
+from rembert_tf.common import fileio
+from rembert_tf.modeling import checkpoints
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import synthetic_data
@@ -71,7 +73,14 @@ class RemBertPretrainTaskConfig(cfg.TaskConfig):
       resumed run sees the same data as an uninterrupted one (the input
       pipeline must then be deterministic: fixed shuffle seed). Skipping
       replays the input pipeline, which costs input time on very long runs;
-      set False there to restart the data stream with a new seed instead.
+      set False there (the TPU setting): the resumed stream is then shuffled
+      with a seed derived from the global step (`resumed_stream_seed`), so it
+      does not start again with the batches already trained on.
+    init_checkpoint: Start a new run (no checkpoint in model_dir yet) from a
+      rembert_tf checkpoint directory: `DIR/pretrainer/ckpt-N` (encoder and
+      output side) or else `DIR/encoder/ckpt-N` (encoder only; the output side
+      starts fresh), or a checkpoint prefix of either. Optimizer and step
+      start fresh. A resume from model_dir ignores it.
   """
   model: rembert_config.RemBertConfig = dataclasses.field(
       default_factory=rembert_config.RemBertConfig)
@@ -82,6 +91,59 @@ class RemBertPretrainTaskConfig(cfg.TaskConfig):
       default_factory=lambda: PretrainDataConfig(is_training=False))
   jit_compile: bool = True
   replay_data_on_resume: bool = True
+
+
+def resumed_stream_seed(base_seed: Optional[int], global_step: int) -> int:
+  """The training stream's shuffle seed after a resume without replay.
+
+  Derived from the configured seed and the step the run resumed at: every
+  host computes the same value (so multi-host file sharding stays
+  consistent), and each resume gets a stream other than the one already seen.
+  """
+  base = 0 if base_seed is None else int(base_seed)
+  return (base * 1_000_003 + int(global_step)) % (2**31 - 1)
+
+
+def _checkpoint_keys(prefix: str) -> set:
+  return {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
+
+
+def _init_checkpoint_source(source: str) -> Tuple[str, str]:
+  """(checkpoint prefix, "model" | "encoder") of an init_checkpoint value."""
+  for subdir, key in ((checkpoints.PRETRAINER_SUBDIR, "model"),
+                      (checkpoints.ENCODER_SUBDIR, "encoder")):
+    directory = fileio.join(source, subdir)
+    prefix = tf.train.latest_checkpoint(directory) if fileio.isdir(
+        directory) else None
+    if prefix:
+      return prefix, key
+  if fileio.exists(source + ".index"):
+    keys = _checkpoint_keys(source)
+    for key in ("model", "encoder"):
+      if key in keys:
+        return source, key
+  raise checkpoints.CheckpointError(
+      f"task.init_checkpoint {source}: no checkpoint to start from. Expected "
+      f"a rembert_tf checkpoint directory holding "
+      f"{checkpoints.PRETRAINER_SUBDIR}/ckpt-N or {checkpoints.ENCODER_SUBDIR}"
+      "/ckpt-N (tools/convert_checkpoint.py --to rembert_tf makes one), or a "
+      "checkpoint prefix with `model` or `encoder` variables.")
+
+
+def restore_init_checkpoint(pretrainer, source: str) -> str:
+  """Restores encoder (+ output side when present) from `source`; returns it."""
+  prefix, key = _init_checkpoint_source(source)
+  target = pretrainer if key == "model" else pretrainer.encoder
+  try:
+    status = tf.train.Checkpoint(**{key: target}).read(prefix)
+    status.assert_existing_objects_matched()
+  except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
+    raise checkpoints.CheckpointError(
+        f"task.init_checkpoint {prefix}: does not match the model of this "
+        f"experiment ({' '.join(str(e).split())[:400]}). Use the model config "
+        "the checkpoint was made with (its model_config.yaml).") from None
+  status.expect_partial()
+  return prefix
 
 
 def _to_dense(grad):
@@ -133,8 +195,18 @@ class RemBertPretrainTask(base_task.Task):
     model_config.validate()
     return rembert_pretrainer.build_pretrainer(model_config)
 
+  def initialize(self, model):
+    """Loads `task.init_checkpoint` (called only when model_dir has none)."""
+    if self.task_config.init_checkpoint:
+      restore_init_checkpoint(model, self.task_config.init_checkpoint)
+
   def build_inputs(self, params, input_context=None) -> tf.data.Dataset:
-    """Per-replica batches; on resume the consumed batches are skipped."""
+    """Per-replica batches; on resume the consumed batches are skipped, or
+    (replay_data_on_resume False) the stream is reshuffled from the step."""
+    if (params.is_training and self.initial_train_step > 0
+        and not self.task_config.replay_data_on_resume):
+      params = params.replace(
+          seed=resumed_stream_seed(params.seed, self.initial_train_step))
     if params.input_path == SYNTHETIC_INPUT_PATH:
       dataset = synthetic_data.synthetic_dataset(
           params, self.task_config.model.vocab_size, input_context)

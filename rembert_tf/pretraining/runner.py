@@ -34,11 +34,9 @@ metrics = pretraining.run(config, "/tmp/run/pretrain", mode="train_and_eval")
 metrics["eval_masked_lm_accuracy"], metrics["global_step"]
 ```
 """
-import json
-import math
 import os
-import shutil
 import signal
+import tempfile
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -48,6 +46,7 @@ import numpy as np
 import orbit
 import tensorflow as tf
 import tf_keras
+from official.common import distribute_utils
 from official.core import base_trainer
 from official.core import config_definitions as cfg
 from official.core import task_factory
@@ -55,6 +54,8 @@ from official.core import train_lib
 from official.core import train_utils
 from official.modeling import performance
 
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.data import pretrain_dataloader
 from rembert_tf.modeling import checkpoints
 from rembert_tf.modeling import rembert_config
@@ -66,22 +67,34 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = {"float32": "float32", "mixed_bfloat16": "bfloat16",
               "bfloat16": "bfloat16"}
 PARAMS_FILE = "params.yaml"
-PREEMPTED_EXIT_CODE = 42  # TF's PreemptionCheckpointHandler uses 42 as well.
+PREEMPTED_EXIT_CODE = errors.EXIT_PREEMPTED  # TF's PreemptionCheckpointHandler's too.
+NON_FINITE_LOSS_EXIT_CODE = errors.EXIT_NON_FINITE_LOSS
+# TF writes a checkpoint's shards under `PREFIX_temp/` and renames them when
+# complete; a failed or killed save leaves that directory behind.
+CHECKPOINT_TEMP_GLOB = "ckpt-*_temp"
 
 
-class PretrainingError(ValueError):
-  """A pre-training run cannot start; the message names the cause and fix."""
+class PretrainingError(errors.RemBertError, ValueError):
+  """A pre-training run cannot start or go on; the message names the cause and fix."""
 
 
 class CheckpointMismatchError(PretrainingError):
   """model_dir holds a checkpoint of a different model."""
 
 
-class NonFiniteLossError(RuntimeError):
+class TokenizerMismatchError(PretrainingError):
+  """The records were made with another SentencePiece model than model_dir's."""
+
+
+class CorruptRecordsError(PretrainingError):
+  """A record shard is corrupted or truncated."""
+
+
+class NonFiniteLossError(errors.RemBertError, RuntimeError):
   """The training loss became NaN or inf; the last good checkpoint is kept."""
 
 
-class TrainingPreempted(RuntimeError):
+class TrainingPreempted(errors.RemBertError, RuntimeError):
   """SIGTERM arrived; a checkpoint was saved and the run stopped."""
 
   def __init__(self, message, step, checkpoint_path):
@@ -103,8 +116,11 @@ def _tpu_hints() -> List[str]:
 def make_strategy(name: str, tpu: Optional[str] = None) -> tf.distribute.Strategy:
   """A tf.distribute strategy by flag name (see STRATEGIES).
 
-  `tpu` is a TPU name or grpc:// address for TPUClusterResolver; without it
-  the local TPU (TPU VM) is used. Fails at once when no TPU is in sight.
+  `multi_worker_mirrored` and `tpu` are built by Model Garden's
+  `distribute_utils.get_distribution_strategy`, which for TPUs also builds the
+  device assignment newer TPU generations need. `tpu` is a TPU name or
+  grpc:// address; without it the TPU attached to this VM is used (a TPU VM
+  needs no --tpu). Fails at once when no TPU is in sight.
   """
   if name == "one_device":
     gpus = tf.config.list_logical_devices("GPU")
@@ -112,44 +128,55 @@ def make_strategy(name: str, tpu: Optional[str] = None) -> tf.distribute.Strateg
   if name == "mirrored":
     return tf.distribute.MirroredStrategy()
   if name == "multi_worker_mirrored":
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    return distribute_utils.get_distribution_strategy("multi_worker_mirrored")
   if name == "tpu":
-    if not tpu and not _tpu_hints():
-      raise PretrainingError(
-          "--strategy tpu: no TPU found on this machine (no /dev/accel*, no "
-          "$TPU_NAME) and no --tpu given. Pass --tpu <name or grpc://host:8470> "
-          "to use a remote TPU, or run on CPU/GPU with --strategy one_device "
-          "or --strategy mirrored.")
-    try:
-      resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-          tpu=tpu or "local")
-      if tpu not in (None, "", "local"):
-        tf.config.experimental_connect_to_cluster(resolver)
-      tf.tpu.experimental.initialize_tpu_system(resolver)
-      return tf.distribute.TPUStrategy(resolver)
-    except (ValueError, RuntimeError, tf.errors.OpError) as e:
-      raise PretrainingError(
-          f"--strategy tpu --tpu {tpu or 'local'}: cannot connect to the TPU "
-          f"({e}). Check the TPU name / address and that this VM can reach "
-          "it.") from None
+    return _make_tpu_strategy(tpu)
   raise PretrainingError(f"--strategy {name!r}: expected one of "
                          f"{', '.join(STRATEGIES)}.")
+
+
+def _make_tpu_strategy(tpu: Optional[str]) -> tf.distribute.Strategy:
+  if not tpu and not _tpu_hints():
+    raise PretrainingError(
+        "--strategy tpu: no TPU found on this machine (no /dev/accel*, no "
+        "$TPU_NAME) and no --tpu given. On a TPU VM install the TPU build of "
+        "TensorFlow (README 'Pre-training on Cloud TPU'); pass --tpu <name or "
+        "grpc://host:8470> for a remote TPU; or run on CPU/GPU with "
+        "--strategy one_device or --strategy mirrored.")
+  address = "" if tpu in (None, "", "local") else tpu
+  try:
+    return distribute_utils.get_distribution_strategy(
+        "tpu", tpu_address=address)
+  except (ValueError, RuntimeError, tf.errors.OpError) as e:
+    raise PretrainingError(
+        f"--strategy tpu --tpu {tpu or '(this VM)'}: cannot connect to the "
+        f"TPU ({errors.one_line(e)}). Check the TPU name / address and that "
+        "this VM can reach it.") from None
+
+
+def _is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
+  """MultiWorkerMirroredStrategy over several processes (TPU: one controller)."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return False
+  resolver = strategy.cluster_resolver
+  if resolver is None:
+    return False
+  spec = resolver.cluster_spec().as_dict()
+  return sum(len(spec.get(job, [])) for job in ("chief", "worker")) > 1
 
 
 # ---------------------------------------------------------------------------
 # Checks before the first step.
 def check_model_dir_writable(model_dir: str) -> None:
   try:
-    tf.io.gfile.makedirs(model_dir)
-    probe = os.path.join(model_dir, f".write_probe-{os.getpid()}")
-    with tf.io.gfile.GFile(probe, "w") as f:
-      f.write("ok")
-    tf.io.gfile.remove(probe)
+    fileio.makedirs(model_dir)
+    probe = fileio.join(model_dir, f".write_probe-{os.getpid()}")
+    fileio.write_text(probe, "ok")
+    fileio.remove(probe)
   except (OSError, tf.errors.OpError) as e:
-    message = getattr(e, "strerror", None) or getattr(e, "message", None) or e
     raise PretrainingError(
-        f"--model_dir {model_dir} is not writable ({message}). Choose a "
-        "directory you can create and write to.") from None
+        f"--model_dir {model_dir} is not writable ({errors.one_line(e)}). "
+        "Choose a directory you can create and write to.") from None
 
 
 def _input_files(input_path) -> List[str]:
@@ -158,18 +185,22 @@ def _input_files(input_path) -> List[str]:
     patterns = [p for p in patterns.split(",") if p]
   files = []
   for pattern in patterns:
-    files.extend(tf.io.gfile.glob(pattern))
+    files.extend(fileio.glob(pattern))
   return files
 
 
-def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
-  """Missing records or records that do not match the model: clear errors."""
+def _data_sections(config: cfg.ExperimentConfig, mode: str):
   sections = []
   if "train" in mode:
     sections.append(("task.train_data", config.task.train_data))
   if "eval" in mode:
     sections.append(("task.validation_data", config.task.validation_data))
-  for field, data in sections:
+  return sections
+
+
+def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
+  """Missing records or records that do not match the model: clear errors."""
+  for field, data in _data_sections(config, mode):
     if data.global_batch_size <= 0:
       raise PretrainingError(f"{field}.global_batch_size must be > 0, got "
                              f"{data.global_batch_size}.")
@@ -183,7 +214,19 @@ def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
       raise PretrainingError(
           f"{field}.input_path {data.input_path!r} matches no file. Make the "
           "records first (tools/create_pretraining_data.py) or fix the path.")
-    pretrain_dataloader.check_records_compatible(data, config.task.model)
+    if data.check_metadata:
+      pretrain_dataloader.check_records_compatible(data, config.task.model)
+
+
+def remove_stale_checkpoint_temporaries(model_dir: str) -> List[str]:
+  """Removes `ckpt-N_temp` left by a save that failed or was killed."""
+  removed = []
+  for directory in (model_dir, fileio.join(model_dir, checkpoints.ENCODER_SUBDIR)):
+    for stale in fileio.glob(fileio.join(directory, CHECKPOINT_TEMP_GLOB)):
+      fileio.rmtree(stale)
+      removed.append(stale)
+  removed += fileio.remove_stale_temporaries(fileio.join(model_dir, PARAMS_FILE))
+  return removed
 
 
 def _escape(name: str) -> str:
@@ -205,27 +248,24 @@ def expected_checkpoint_variables(checkpoint: tf.train.Checkpoint,
   return expected
 
 
-def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
-                                model_config: rembert_config.RemBertConfig):
-  """Refuses a model_dir whose checkpoint is of another model (nothing written)."""
-  latest = tf.train.latest_checkpoint(model_dir)
-  if latest is None:
-    return None
-  problems = []
-  config_path = os.path.join(model_dir, checkpoints.MODEL_CONFIG_FILE)
-  if tf.io.gfile.exists(config_path):
-    saved = rembert_config.load_model_config(config_path)
-    diffs = [f"{k}: {getattr(saved, k)!r} in model_dir, {getattr(model_config, k)!r} now"
-             for k in rembert_config.field_names()
-             if getattr(saved, k) != getattr(model_config, k)]
-    if diffs:
-      problems.append("model config fields differ: " + "; ".join(diffs))
+def _model_config_differences(model_dir, model_config) -> List[str]:
+  config_path = fileio.join(model_dir, checkpoints.MODEL_CONFIG_FILE)
+  if not fileio.exists(config_path):
+    return []
+  saved = rembert_config.load_model_config(config_path)
+  diffs = [f"{k}: {getattr(saved, k)!r} in model_dir, {getattr(model_config, k)!r} now"
+           for k in rembert_config.field_names()
+           if getattr(saved, k) != getattr(model_config, k)]
+  return ["model config fields differ: " + "; ".join(diffs)] if diffs else []
+
+
+def _variable_differences(latest, trainer) -> List[str]:
   expected = expected_checkpoint_variables(trainer.checkpoint, trainer.model)
+  roots = {k.split("/")[0] for k in expected}
   in_checkpoint = {
       name: shape for name, shape in tf.train.list_variables(latest)
       if name.endswith("/.ATTRIBUTES/VARIABLE_VALUE")
-      and ".OPTIMIZER_SLOT" not in name
-      and name.split("/")[0] in {k.split("/")[0] for k in expected}}
+      and ".OPTIMIZER_SLOT" not in name and name.split("/")[0] in roots}
   missing = sorted(set(expected) - set(in_checkpoint))
   unexpected = sorted(set(in_checkpoint) - set(expected))
   reshaped = sorted(k for k in set(expected) & set(in_checkpoint)
@@ -237,6 +277,7 @@ def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
     more = f" (+{len(keys) - 8} more)" if len(keys) > 8 else ""
     return ", ".join(head) + more
 
+  problems = []
   if reshaped:
     problems.append("variables with other shapes: " + listing(
         reshaped, lambda k: f"{short(k)} {in_checkpoint[k]} in checkpoint vs "
@@ -247,13 +288,24 @@ def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
   if unexpected:
     problems.append("checkpoint variables the model lacks: " +
                     listing(unexpected, short))
+  return problems
+
+
+def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
+                                model_config: rembert_config.RemBertConfig):
+  """Refuses a model_dir whose checkpoint is of another model (nothing written)."""
+  latest = tf.train.latest_checkpoint(model_dir)
+  if latest is None:
+    return None
+  problems = (_model_config_differences(model_dir, model_config) +
+              _variable_differences(latest, trainer))
   if problems:
     raise CheckpointMismatchError(
         f"--model_dir {model_dir} holds a checkpoint of a different model "
         f"({latest}); refusing to resume or overwrite it. " +
         " | ".join(problems) +
         ". Use a new --model_dir, or the config this directory was trained "
-        f"with ({os.path.join(model_dir, PARAMS_FILE)}).")
+        f"with ({fileio.join(model_dir, PARAMS_FILE)}).")
   return latest
 
 
@@ -265,40 +317,136 @@ def checkpoint_step(checkpoint_path: str) -> int:
     return 0
 
 
-def sentencepiece_model_of(data_config) -> Optional[str]:
-  """The SentencePiece model the records' metadata.json names, if it exists."""
+def _records_metadata_path(data_config) -> Optional[str]:
   if data_config.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
     return None
   files = _input_files(data_config.input_path)
   if not files:
     return None
-  meta_path = os.path.join(os.path.dirname(files[0]), "metadata.json")
-  if not tf.io.gfile.exists(meta_path):
-    return None
-  with tf.io.gfile.GFile(meta_path) as f:
-    meta = json.load(f)
-  candidates = []
-  for key in ("sentencepiece_model", "spm_model", "tokenizer_model"):
-    if isinstance(meta.get(key), str):
-      candidates.append(meta[key])
+  meta_path = fileio.join(fileio.dirname(files[0]), "metadata.json")
+  return meta_path if fileio.exists(meta_path) else None
+
+
+def _named_sentencepiece_models(meta: Dict[str, Any]) -> List[str]:
+  candidates = [meta[key] for key in ("sentencepiece_model", "spm_model",
+                                      "tokenizer_model")
+                if isinstance(meta.get(key), str)]
   tok = meta.get("tokenizer")
   if isinstance(tok, dict):
     candidates += [tok[k] for k in ("model", "path", "sentencepiece_model")
                    if isinstance(tok.get(k), str)]
   elif isinstance(tok, str):
     candidates.append(tok)
-  for path in candidates:
-    if not os.path.isabs(path):
-      path = os.path.join(os.path.dirname(meta_path), path)
-    if tf.io.gfile.exists(path):
+  return candidates
+
+
+def sentencepiece_model_of(data_config) -> Optional[str]:
+  """The SentencePiece model the records' metadata.json names, if it exists."""
+  meta_path = _records_metadata_path(data_config)
+  if meta_path is None:
+    return None
+  for path in _named_sentencepiece_models(fileio.read_json(meta_path)):
+    if not fileio.is_remote(path) and not os.path.isabs(path):
+      path = fileio.join(fileio.dirname(meta_path), path)
+    if fileio.exists(path):
       return path
+  return None
+
+
+def records_sentencepiece_sha256(data_config):
+  """(sha256, metadata path, named model) of the records' tokenizer, or Nones."""
+  meta_path = _records_metadata_path(data_config)
+  if meta_path is None:
+    return None, None, None
+  meta = fileio.read_json(meta_path)
+  named = sentencepiece_model_of(data_config)
+  tok = meta.get("tokenizer") if isinstance(meta.get("tokenizer"), dict) else {}
+  sha = meta.get("sentencepiece_sha256") or tok.get("sha256")
+  if not sha and named:
+    sha = fileio.sha256(named)
+  return sha, meta_path, named
+
+
+def check_sentencepiece_matches(model_dir: str, data_config,
+                                allow_mismatch: bool = False,
+                                warn: Callable[[str], None] = logging.warning
+                                ) -> bool:
+  """A resume on records of another SentencePiece model is refused.
+
+  Compares the sha256 of `model_dir/sentencepiece.model` (the tokenizer the
+  checkpoint was trained with) with the one the records' metadata.json
+  records. With `allow_mismatch` a mismatch is a warning, and the records'
+  model (when available) replaces model_dir's. Returns True on a mismatch.
+  """
+  ours = fileio.join(model_dir, checkpoints.SENTENCEPIECE_FILE)
+  if not fileio.exists(ours):
+    return False
+  records_sha, meta_path, named = records_sentencepiece_sha256(data_config)
+  if not records_sha:
+    return False
+  our_sha = fileio.sha256(ours)
+  if our_sha == records_sha:
+    return False
+  message = (
+      f"the records were made with another SentencePiece model than this "
+      f"run: {meta_path} records sha256 {records_sha}"
+      f"{f' ({named})' if named else ''}, but {ours} (the model the "
+      f"checkpoint was trained with) has sha256 {our_sha}.")
+  if not allow_mismatch:
+    raise TokenizerMismatchError(
+        message + " Use records made with that model, or a new --model_dir; "
+        "--allow_sentencepiece_mismatch goes on anyway.")
+  warn(message + " Going on (--allow_sentencepiece_mismatch)"
+       + (f"; {ours} is replaced by {named}." if named else "."))
+  if named:
+    fileio.copy(named, ours, overwrite=True)
+  return True
+
+
+def find_corrupt_shard(data_config) -> Optional[str]:
+  """The first shard of `input_path` that does not read to its end, with the
+  reader's message; None if all read (reads every shard: for the error path)."""
+  for path in _input_files(data_config.input_path):
+    try:
+      for _ in tf.data.TFRecordDataset(path):
+        pass
+    except tf.errors.OpError as e:
+      return f"{path} ({errors.one_line(e.message).split(' [Op:')[0]})"
   return None
 
 
 # ---------------------------------------------------------------------------
 # Orbit pieces.
 class PretrainTrainer(base_trainer.Trainer):
-  """Model Garden's Trainer plus wall-clock examples/s in the loop logs."""
+  """Model Garden's Trainer, plus wall-clock examples/s in the loop logs and a
+  stop check between steps.
+
+  orbit runs a loop of `steps_per_loop` steps as one device call; a Python
+  signal handler only runs when that call returns, so with thousands of steps
+  per loop a SIGTERM would wait minutes. Here the loop is dispatched in calls
+  of `stop_check_steps` steps; after each, `between_steps_hooks` run and the
+  loop ends early when `stop_requested()` says so.
+  """
+  stop_check_steps: int = 1
+  stop_requested: Optional[Callable[[], bool]] = None
+  between_steps_hooks: List[Callable[[], None]] = []
+
+  def train(self, num_steps: tf.Tensor):
+    self.train_loop_begin()
+    if self._train_loop_fn is None:
+      self._train_loop_fn = self.create_train_loop_fn()
+    if self._train_iter is None:
+      self._train_iter = tf.nest.map_structure(iter, self.train_dataset)
+    remaining = int(num_steps)
+    while remaining > 0:
+      steps = min(remaining, max(1, self.stop_check_steps))
+      self._train_loop_fn(self._train_iter, tf.constant(steps, tf.int32))
+      remaining -= steps
+      for hook in self.between_steps_hooks:
+        hook()
+      if remaining and self.stop_requested and self.stop_requested():
+        break
+    return self.train_loop_end()
 
   def train_loop_begin(self):
     super().train_loop_begin()
@@ -316,26 +464,51 @@ class PretrainTrainer(base_trainer.Trainer):
 
 
 class ExportingController(orbit.Controller):
-  """orbit.Controller that writes the fine-tuning artefacts after every save
-  and saves-then-stops when a SIGTERM was received."""
+  """orbit.Controller that writes the fine-tuning artefacts after every save,
+  leaves no partial checkpoint when a save fails, and saves-then-stops when a
+  SIGTERM was received."""
 
-  def __init__(self, *args, after_save=None, preemption=None, **kwargs):
+  def __init__(self, *args, after_save=None, preemption=None, model_dir=None,
+               **kwargs):
     self._after_save = after_save
     self._preemption = preemption
+    self._model_dir = model_dir
     self._last_saved_step = 0
     super().__init__(*args, **kwargs)
     self._last_saved_step = int(self.global_step.numpy())  # after restore
+
+  def _save_now(self, final: bool):
+    step = int(self.global_step.numpy())
+    try:
+      saved = super()._maybe_save_checkpoint(check_interval=False)
+      if saved and self._after_save:
+        self._after_save(step, final)
+    except (OSError, tf.errors.OpError) as e:
+      raise self._save_failed(step, e) from None
+    if saved:
+      self._last_saved_step = step
+    return saved
+
+  def _save_failed(self, step, error) -> PretrainingError:
+    removed = []
+    if self._model_dir and fileio.isdir(self._model_dir):
+      removed = remove_stale_checkpoint_temporaries(self._model_dir)
+    latest = self.checkpoint_manager.latest_checkpoint
+    return PretrainingError(
+        f"writing the checkpoint of step {step} to {self._model_dir} failed "
+        f"({errors.one_line(error)}); removed the partial files "
+        f"({', '.join(removed) or 'none'}). The newest complete checkpoint is "
+        f"{latest or '(none yet)'}. Free disk space or fix the permissions, "
+        "then run the same command again: it resumes from there.")
 
   def _maybe_save_checkpoint(self, check_interval: bool = True):
     """Saves at multiples of checkpoint_interval (CheckpointManager's own
     interval counts from the first save, which lands on step 1 or on
     whatever step a run resumed at)."""
     if self._preemption is not None and self._preemption.is_set():
-      super()._maybe_save_checkpoint(check_interval=False)
+      self._save_now(final=True)
       path = self.checkpoint_manager.latest_checkpoint
       step = int(self.global_step.numpy())
-      if self._after_save:
-        self._after_save(step)
       raise TrainingPreempted(
           f"SIGTERM received: saved {path} at step {step} and stopped. Run "
           "the same command again to resume.", step, path)
@@ -345,12 +518,7 @@ class ExportingController(orbit.Controller):
     if check_interval and interval:
       if step // interval <= self._last_saved_step // interval:
         return False
-    saved = super()._maybe_save_checkpoint(check_interval=False)
-    if saved:
-      self._last_saved_step = step
-      if self._after_save:
-        self._after_save(step)
-    return saved
+    return self._save_now(final=not check_interval)
 
 
 class NonFiniteLossGuard:
@@ -362,7 +530,7 @@ class NonFiniteLossGuard:
 
   def __call__(self, output):
     loss = float(np.asarray(output.get("training_loss", 0.0)))
-    if not math.isfinite(loss):
+    if not np.isfinite(loss):
       manager = self._checkpoint_manager_fn()
       last = manager.latest_checkpoint if manager else None
       raise NonFiniteLossError(
@@ -437,7 +605,7 @@ class _SigtermFlag:
 
   def _handle(self, signum, frame):
     del signum, frame
-    logging.warning("SIGTERM received: saving a checkpoint after this loop.")
+    logging.warning("SIGTERM received: saving a checkpoint after this step.")
     self.event.set()
 
   def __exit__(self, *exc):
@@ -446,15 +614,41 @@ class _SigtermFlag:
     return False
 
 
-def _is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
-  """MultiWorkerMirroredStrategy over several processes (TPU: one controller)."""
-  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    return False
-  resolver = strategy.cluster_resolver
-  if resolver is None:
-    return False
-  spec = resolver.cluster_spec().as_dict()
-  return sum(len(spec.get(job, [])) for job in ("chief", "worker")) > 1
+class ArtifactWriter:
+  """After each save: model_config.yaml, encoder/ckpt-N, sentencepiece.model.
+
+  Built on every worker (the encoder export is a collective under
+  MultiWorkerMirroredStrategy); workers other than the chief write into a
+  temporary local directory that `close` deletes.
+  """
+
+  def __init__(self, config, model_dir, encoder, is_chief: bool,
+               sentencepiece_path: Optional[str]):
+    self._config = config
+    self._model_dir = model_dir
+    self._is_chief = is_chief
+    self._spm_path = sentencepiece_path
+    self._export_dir = model_dir if is_chief else tempfile.mkdtemp(
+        prefix="rembert_tf-worker-export-")
+    self.encoder_writer = checkpoints.EncoderExportWriter(
+        encoder, self._export_dir, max_to_keep=config.trainer.max_to_keep,
+        every_n_saves=getattr(config.trainer,
+                              "encoder_export_every_n_checkpoints", 1))
+
+  def __call__(self, step: int, final: bool = False):
+    self.encoder_writer.save(step, final=final)
+    if not self._is_chief:
+      return
+    config_path = fileio.join(self._model_dir, checkpoints.MODEL_CONFIG_FILE)
+    if not fileio.exists(config_path):
+      rembert_config.save_model_config(self._config.task.model, config_path)
+    spm_target = fileio.join(self._model_dir, checkpoints.SENTENCEPIECE_FILE)
+    if self._spm_path and not fileio.exists(spm_target):
+      fileio.copy(self._spm_path, spm_target)
+
+  def close(self):
+    if not self._is_chief:
+      fileio.rmtree(self._export_dir)
 
 
 # ---------------------------------------------------------------------------
@@ -467,23 +661,27 @@ def run(experiment_config: cfg.ExperimentConfig,
         mixed_precision: Optional[str] = None,
         deterministic: bool = False,
         seed: Optional[int] = None,
+        allow_sentencepiece_mismatch: bool = False,
         print_fn: Callable[[str], None] = print) -> Dict[str, Any]:
   """Pre-trains (and/or evaluates) under tf.distribute; resumes from model_dir.
 
   Args:
     experiment_config: From `experiments.load_experiment_config`.
     model_dir: Checkpoints (`ckpt-N`), `encoder/`, `model_config.yaml`,
-      `params.yaml`, TensorBoard summaries (`train/`, `validation/`).
+      `params.yaml`, TensorBoard summaries (`train/`, `validation/`). Any
+      TensorFlow filesystem (a local path, gs://, ram://).
     mode: "train", "eval" (needs a checkpoint in model_dir) or
       "train_and_eval" (evaluates every trainer.validation_interval steps and
       at the end).
     strategy: A name of STRATEGIES or a tf.distribute.Strategy instance.
-    tpu: TPU name / grpc address for strategy "tpu".
+    tpu: TPU name / grpc address for strategy "tpu" (none on a TPU VM).
     mixed_precision: "float32" or "mixed_bfloat16"; None keeps
       runtime.mixed_precision_dtype of the config.
     deterministic: Enables TF op determinism and seeds every RNG, so a resumed
       run ends with the same weights as an uninterrupted one (with dropout 0).
     seed: Random seed (default 0 when deterministic).
+    allow_sentencepiece_mismatch: Resume although the records were made with
+      another SentencePiece model than model_dir's (a warning, not an error).
     print_fn: Where the console progress lines go.
 
   Returns:
@@ -493,9 +691,37 @@ def run(experiment_config: cfg.ExperimentConfig,
     checkpoint (newest full checkpoint), model_dir.
 
   Raises:
-    PretrainingError (bad model_dir / data / strategy), CheckpointMismatchError,
-    DataMismatchError (records vs model), NonFiniteLossError, TrainingPreempted.
+    PretrainingError and the other `errors.RemBertError`s (bad model_dir,
+    data, strategy, tokenizer, config), NonFiniteLossError, TrainingPreempted.
   """
+  config = _resolved_config(experiment_config, mode, mixed_precision)
+  model_dir = fileio.as_str(model_dir).rstrip("/")
+  check_model_dir_writable(model_dir)
+  check_data(config, mode)
+
+  if isinstance(strategy, str) or strategy is None:
+    strategy = make_strategy(strategy or "one_device", tpu)
+  multi_worker = _is_multi_worker(strategy)
+  if deterministic:
+    tf.config.experimental.enable_op_determinism()
+  if deterministic or seed is not None:
+    tf_keras.utils.set_random_seed(0 if seed is None else seed)
+
+  previous_policy = tf_keras.mixed_precision.global_policy()
+  performance.set_mixed_precision_policy(
+      tf.bfloat16 if config.runtime.mixed_precision_dtype == "bfloat16"
+      else tf.float32)
+  try:
+    return _run(config, model_dir, mode, strategy, multi_worker,
+                allow_sentencepiece_mismatch, print_fn)
+  except tf.errors.DataLossError as e:
+    raise _corrupt_records_error(config, mode, e) from None
+  finally:
+    tf_keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def _resolved_config(experiment_config, mode, mixed_precision):
+  """A copy of the config with the command's choices applied, checked."""
   if mode not in MODES:
     raise PretrainingError(f"--mode {mode!r}: expected one of {', '.join(MODES)}.")
   config = experiment_config.replace()  # never mutate the caller's config
@@ -507,35 +733,71 @@ def run(experiment_config: cfg.ExperimentConfig,
   # The task compiles forward+backward itself; Model Garden's GPU-only
   # whole-step jit would wrap the cross-replica all-reduce as well.
   config.runtime.enable_xla = False
+  # Preemption saves are this runner's (SIGTERM flag, or TF's
+  # PreemptionCheckpointHandler checked between steps on several workers).
+  config.trainer.preemption_on_demand_checkpoint = False
   config.task.model.validate()
-  model_dir = str(model_dir)
+  experiments.check_trainer_config(config.trainer)
+  return config
 
-  check_model_dir_writable(model_dir)
-  check_data(config, mode)
 
-  if isinstance(strategy, str) or strategy is None:
-    strategy = make_strategy(strategy or "one_device", tpu)
-  multi_worker = _is_multi_worker(strategy)
-  # Single-host jobs save on SIGTERM with our handler; multi-worker ones with
-  # TF's PreemptionCheckpointHandler (Model Garden's on-demand action).
-  config.trainer.preemption_on_demand_checkpoint = multi_worker
+def _corrupt_records_error(config, mode, error) -> PretrainingError:
+  for field, data in _data_sections(config, mode):
+    if data.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
+      continue
+    culprit = find_corrupt_shard(data)
+    if culprit:
+      return CorruptRecordsError(
+          f"{field}.input_path: record shard {culprit} is corrupted or "
+          "truncated. Recreate the records (tools/create_pretraining_data.py "
+          "--overwrite) or copy the shard again, then run the same command: "
+          "it resumes from the newest checkpoint.")
+  return CorruptRecordsError(
+      f"reading the records failed ({errors.one_line(error)}); a shard is "
+      "corrupted or truncated. Recreate the records.")
 
-  if deterministic:
-    tf.config.experimental.enable_op_determinism()
-  if deterministic or seed is not None:
-    tf_keras.utils.set_random_seed(0 if seed is None else seed)
 
-  previous_policy = tf_keras.mixed_precision.global_policy()
-  performance.set_mixed_precision_policy(
-      tf.bfloat16 if config.runtime.mixed_precision_dtype == "bfloat16"
-      else tf.float32)
+def _run(config, model_dir, mode, strategy, multi_worker,
+         allow_sentencepiece_mismatch, print_fn):
+  is_chief = (not multi_worker) or strategy.extended.should_checkpoint
+  task, latest = _build_task(config, model_dir, mode)
+  with strategy.scope():
+    trainer = train_utils.create_trainer(
+        config, task, train="train" in mode, evaluate="eval" in mode,
+        trainer_cls=PretrainTrainer)
+  check_checkpoint_compatible(model_dir, trainer, config.task.model)
+  if latest is not None and "train" in mode:
+    check_sentencepiece_matches(model_dir, config.task.train_data,
+                                allow_sentencepiece_mismatch, print_fn)
+  if is_chief:  # Nothing was written before this point.
+    remove_stale_checkpoint_temporaries(model_dir)
+    experiments.save_experiment_config(
+        config, fileio.join(model_dir, PARAMS_FILE))
+
+  artifacts = ArtifactWriter(config, model_dir, trainer.model.encoder, is_chief,
+                             sentencepiece_model_of(config.task.train_data))
+  progress = ProgressPrinter(trainer.global_step, config.trainer.train_steps,
+                             print_fn)
+  evaluations = EvalRecorder(trainer.global_step, print_fn)
   try:
-    return _run(config, model_dir, mode, strategy, multi_worker, print_fn)
+    with _SigtermFlag() as sigterm:
+      experiment = _build_experiment_runner(
+          config, task, trainer, strategy, mode, model_dir, artifacts,
+          None if multi_worker else sigterm, progress, evaluations)
+      _install_stop_checks(trainer, config, strategy, multi_worker, sigterm,
+                           experiment.checkpoint_manager)
+      restored = experiment.checkpoint_manager.latest_checkpoint
+      if restored and "train" in mode:
+        print_fn(f"resumed from {restored} at step "
+                 f"{int(trainer.global_step.numpy())}")
+      experiment.run()
+    return _final_metrics(trainer, experiment, model_dir, progress,
+                          evaluations)
   finally:
-    tf_keras.mixed_precision.set_global_policy(previous_policy)
+    artifacts.close()
 
 
-def _run(config, model_dir, mode, strategy, multi_worker, print_fn):
+def _build_task(config, model_dir, mode):
   latest = tf.train.latest_checkpoint(model_dir)
   if mode == "eval" and latest is None:
     raise PretrainingError(
@@ -545,62 +807,53 @@ def _run(config, model_dir, mode, strategy, multi_worker, print_fn):
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   if latest is not None:
     task.initial_train_step = checkpoint_step(latest)
+  return task, latest
 
-  with strategy.scope():
-    trainer = train_utils.create_trainer(
-        config, task, train="train" in mode, evaluate="eval" in mode,
-        trainer_cls=PretrainTrainer)
-  check_checkpoint_compatible(model_dir, trainer, config.task.model)
 
-  # Nothing was written before this point.
-  experiments.save_experiment_config(config, os.path.join(model_dir, PARAMS_FILE))
-  spm_path = sentencepiece_model_of(config.task.train_data)
-  encoder = trainer.model.encoder
-  max_to_keep = config.trainer.max_to_keep
-  write_artifacts = (not multi_worker) or strategy.extended.should_checkpoint
-
-  def after_save(step: int):
-    if not write_artifacts:
-      return
-    config_path = os.path.join(model_dir, checkpoints.MODEL_CONFIG_FILE)
-    if not tf.io.gfile.exists(config_path):
-      rembert_config.save_model_config(config.task.model, config_path)
-    checkpoints.write_encoder_checkpoint(encoder, model_dir, step=step,
-                                         max_to_keep=max_to_keep)
-    spm_target = os.path.join(model_dir, checkpoints.SENTENCEPIECE_FILE)
-    if spm_path and not tf.io.gfile.exists(spm_target):
-      tmp = spm_target + ".tmp"
-      shutil.copyfile(spm_path, tmp)
-      os.replace(tmp, spm_target)
-
-  progress = ProgressPrinter(trainer.global_step, config.trainer.train_steps,
-                             print_fn)
-  evaluations = EvalRecorder(trainer.global_step, print_fn)
+def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
+                             artifacts, preemption, progress, evaluations):
+  """Model Garden's OrbitExperimentRunner with this module's controller."""
   runner_box = {}
   guard = NonFiniteLossGuard(
       trainer.global_step,
       lambda: runner_box["runner"].checkpoint_manager if runner_box else None)
-
-  with _SigtermFlag() as sigterm:
-    controller_cls = lambda **kwargs: ExportingController(  # pylint: disable=g-long-lambda
-        after_save=after_save,
-        preemption=None if multi_worker else sigterm, **kwargs)
-    runner = train_lib.OrbitExperimentRunner(
+  controller_cls = lambda **kwargs: ExportingController(  # pylint: disable=g-long-lambda
+      after_save=artifacts, preemption=preemption, model_dir=model_dir,
+      **kwargs)
+  try:
+    experiment = train_lib.OrbitExperimentRunner(
         distribution_strategy=strategy, task=task, mode=mode, params=config,
         model_dir=model_dir, trainer=trainer,
         train_actions=[guard, progress] if "train" in mode else None,
         eval_actions=[evaluations], controller_cls=controller_cls)
-    runner_box["runner"] = runner
-    restored = runner.checkpoint_manager.latest_checkpoint
-    if restored and "train" in mode:
-      print_fn(f"resumed from {restored} at step "
-               f"{int(trainer.global_step.numpy())}")
-    runner.run()
+  except ValueError as e:  # orbit / Model Garden refusing a trainer setting
+    raise PretrainingError(
+        f"experiment config: {errors.one_line(e)}. Fix the named trainer.* "
+        "field in --config or --params_override.") from None
+  runner_box["runner"] = experiment
+  return experiment
 
+
+def _install_stop_checks(trainer, config, strategy, multi_worker, sigterm,
+                         checkpoint_manager):
+  """Between steps: the SIGTERM flag (one host) or TF's preemption handler."""
+  trainer.stop_check_steps = getattr(config.trainer, "stop_check_steps", 1)
+  trainer.stop_requested = sigterm.is_set
+  trainer.between_steps_hooks = []
+  if multi_worker and strategy.cluster_resolver is not None:
+    # Saves (all workers together) and exits 42 once a preemption notice
+    # reached any worker; called at the same steps on every worker.
+    action = orbit.actions.SaveCheckpointIfPreempted(
+        strategy.cluster_resolver, checkpoint_manager, trainer.global_step)
+    trainer.between_steps_hooks.append(lambda: action(None))
+
+
+def _final_metrics(trainer, experiment, model_dir, progress, evaluations
+                   ) -> Dict[str, Any]:
   metrics: Dict[str, Any] = {
       "global_step": int(trainer.global_step.numpy()),
       "model_dir": model_dir,
-      "checkpoint": runner.checkpoint_manager.latest_checkpoint,
+      "checkpoint": experiment.checkpoint_manager.latest_checkpoint,
   }
   if progress.last_logs:
     metrics.update(
@@ -611,44 +864,4 @@ def _run(config, model_dir, mode, strategy, multi_worker, print_fn):
     metrics.update(
         eval_loss=evaluations.last_logs.get("lm_example_loss"),
         eval_masked_lm_accuracy=evaluations.last_logs.get("masked_lm_accuracy"))
-  # Make sure the fine-tuning artefacts exist for the newest checkpoint.
-  if "train" in mode and metrics["checkpoint"] and not tf.io.gfile.exists(
-      os.path.join(model_dir, checkpoints.MODEL_CONFIG_FILE)):
-    after_save(metrics["global_step"])
   return metrics
-
-
-def most_frequent_token_baseline(eval_data_config,
-                                 vocab_size: int,
-                                 train_data_config=None,
-                                 max_batches: Optional[int] = None
-                                 ) -> Dict[str, Any]:
-  """Accuracy of always predicting the most frequent masked token.
-
-  The token is chosen on `train_data_config`'s predictions when given (the
-  fair baseline), otherwise on the eval predictions themselves. Predictions
-  are weighted by masked_lm_weights, exactly as the MLM accuracy metric is.
-
-  Returns {"accuracy", "token_id", "num_predictions"}.
-  """
-  def counts_of(data_config, limit):
-    task = masked_lm_task.RemBertPretrainTask(
-        masked_lm_task.RemBertPretrainTaskConfig(
-            model=rembert_config.RemBertConfig(vocab_size=vocab_size)))
-    data_config = data_config.replace(is_training=False)
-    counts = np.zeros([vocab_size], np.float64)
-    for i, batch in enumerate(task.build_inputs(data_config)):
-      if limit is not None and i >= limit:
-        break
-      ids = batch["masked_lm_ids"].numpy().reshape(-1)
-      weights = batch["masked_lm_weights"].numpy().reshape(-1)
-      np.add.at(counts, ids, weights)
-    return counts
-
-  eval_counts = counts_of(eval_data_config, max_batches)
-  reference = (counts_of(train_data_config, max_batches)
-               if train_data_config is not None else eval_counts)
-  token = int(np.argmax(reference))
-  total = float(eval_counts.sum())
-  return {"accuracy": float(eval_counts[token] / total) if total else 0.0,
-          "token_id": token, "num_predictions": total}

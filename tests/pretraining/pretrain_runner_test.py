@@ -1,4 +1,4 @@
-"""Tests of `rembert_tf.pretraining.run`: checkpoints, resume, eval, errors (issue 4)."""
+"""Tests of `rembert_tf.pretraining.run`: checkpoints, resume, eval, errors."""
 import glob
 import os
 import time
@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from rembert_tf.data import pretrain_dataloader
+from rembert_tf.evaluation import mlm_baseline
 from rembert_tf.data import pretraining_records
 from rembert_tf.modeling import checkpoints
 from rembert_tf.pretraining import experiments
@@ -226,7 +227,7 @@ def test_tpu_strategy_without_a_tpu_fails_at_once(monkeypatch):
 
 def test_most_frequent_token_baseline_matches_a_direct_count(records):
   config = make_config(records)
-  baseline = runner.most_frequent_token_baseline(
+  baseline = mlm_baseline.most_frequent_token_baseline(
       config.task.validation_data, VOCAB,
       train_data_config=config.task.train_data)
   counts = np.zeros(VOCAB)

@@ -1,0 +1,57 @@
+"""The most-frequent-token baseline of masked-LM accuracy.
+
+What a pre-trained model's held-out MLM accuracy is compared with: always
+predicting the one token that is masked most often. Reads the same batches as
+training (`rembert_tf.data.pretrain_dataloader`), weighted by
+`masked_lm_weights` exactly as the `masked_lm_accuracy` metric is.
+
+Example:
+```python
+from rembert_tf.evaluation import mlm_baseline
+baseline = mlm_baseline.most_frequent_token_baseline(
+    config.task.validation_data, vocab_size=1000,
+    train_data_config=config.task.train_data)
+baseline["accuracy"], baseline["token_id"], baseline["num_predictions"]
+```
+"""
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from rembert_tf.data import pretrain_dataloader
+
+
+def masked_token_counts(data_config, vocab_size: int,
+                        max_batches: Optional[int] = None) -> np.ndarray:
+  """Weighted count of each token id among the masked positions (one pass)."""
+  data_config = data_config.replace(is_training=False)
+  dataset = pretrain_dataloader.RemBertPretrainDataLoader(data_config).load()
+  counts = np.zeros([vocab_size], np.float64)
+  for i, batch in enumerate(dataset):
+    if max_batches is not None and i >= max_batches:
+      break
+    ids = batch["masked_lm_ids"].numpy().reshape(-1)
+    weights = batch["masked_lm_weights"].numpy().reshape(-1)
+    np.add.at(counts, ids, weights)
+  return counts
+
+
+def most_frequent_token_baseline(eval_data_config,
+                                 vocab_size: int,
+                                 train_data_config=None,
+                                 max_batches: Optional[int] = None
+                                 ) -> Dict[str, Any]:
+  """Accuracy of always predicting the most frequent masked token.
+
+  The token is chosen on `train_data_config`'s predictions when given (the
+  fair baseline), otherwise on the eval predictions themselves.
+
+  Returns {"accuracy", "token_id", "num_predictions"}.
+  """
+  eval_counts = masked_token_counts(eval_data_config, vocab_size, max_batches)
+  reference = (masked_token_counts(train_data_config, vocab_size, max_batches)
+               if train_data_config is not None else eval_counts)
+  token = int(np.argmax(reference))
+  total = float(eval_counts.sum())
+  return {"accuracy": float(eval_counts[token] / total) if total else 0.0,
+          "token_id": token, "num_predictions": total}
