@@ -105,7 +105,10 @@ def resumed_stream_seed(base_seed: Optional[int], global_step: int) -> int:
 
 
 def _checkpoint_keys(prefix: str) -> set:
-  return {name.split("/")[0] for name, _ in tf.train.list_variables(prefix)}
+  # The reader opens the prefix itself (tf.train.list_variables would first
+  # ask whether it is a directory, which ram:// answers yes for any prefix).
+  reader = tf.compat.v1.train.NewCheckpointReader(prefix)
+  return {name.split("/")[0] for name in reader.get_variable_to_shape_map()}
 
 
 def _init_checkpoint_source(source: str) -> Tuple[str, str]:

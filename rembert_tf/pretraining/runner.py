@@ -229,6 +229,13 @@ def remove_stale_checkpoint_temporaries(model_dir: str) -> List[str]:
   return removed
 
 
+def checkpoint_reader(prefix: str):
+  """A reader of a checkpoint prefix. `tf.train.list_variables` first asks
+  whether the prefix is a directory, which some filesystems (ram://) answer
+  yes for any prefix; the reader opens the prefix itself."""
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def _escape(name: str) -> str:
   return name.replace(".", "..").replace("/", ".S")
 
@@ -263,7 +270,8 @@ def _variable_differences(latest, trainer) -> List[str]:
   expected = expected_checkpoint_variables(trainer.checkpoint, trainer.model)
   roots = {k.split("/")[0] for k in expected}
   in_checkpoint = {
-      name: shape for name, shape in tf.train.list_variables(latest)
+      name: shape
+      for name, shape in checkpoint_reader(latest).get_variable_to_shape_map().items()
       if name.endswith("/.ATTRIBUTES/VARIABLE_VALUE")
       and ".OPTIMIZER_SLOT" not in name and name.split("/")[0] in roots}
   missing = sorted(set(expected) - set(in_checkpoint))
@@ -311,9 +319,9 @@ def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
 
 def checkpoint_step(checkpoint_path: str) -> int:
   try:
-    return int(tf.train.load_variable(
-        checkpoint_path, "global_step/.ATTRIBUTES/VARIABLE_VALUE"))
-  except (ValueError, tf.errors.NotFoundError):
+    return int(checkpoint_reader(checkpoint_path).get_tensor(
+        "global_step/.ATTRIBUTES/VARIABLE_VALUE"))
+  except (ValueError, tf.errors.NotFoundError, tf.errors.OpError):
     return 0
 
 
