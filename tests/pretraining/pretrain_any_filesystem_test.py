@@ -60,9 +60,8 @@ def test_train_checkpoint_resume_and_encoder_export_on_ram(ram_records):
   full = runner.checkpoint_reader(f"{model_dir}/ckpt-4")
   exported = runner.checkpoint_reader(prefix)
   names = [n for n in full.get_variable_to_shape_map()
-           if n.startswith("model/encoder_network/") and "OPTIMIZER" not in n]
+           if n.startswith("encoder/") and "OPTIMIZER" not in n]
   assert len(names) > 10
   for name in names:
-    np.testing.assert_array_equal(
-        full.get_tensor(name),
-        exported.get_tensor(name.replace("model/encoder_network/", "encoder/", 1)))
+    np.testing.assert_array_equal(full.get_tensor(name),
+                                  exported.get_tensor(name))
