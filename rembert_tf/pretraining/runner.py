@@ -72,6 +72,9 @@ NON_FINITE_LOSS_EXIT_CODE = errors.EXIT_NON_FINITE_LOSS
 # TF writes a checkpoint's shards under `PREFIX_temp/` and renames them when
 # complete; a failed or killed save leaves that directory behind.
 CHECKPOINT_TEMP_GLOB = "ckpt-*_temp"
+# A log line (not the console) with the step reached, at most this often,
+# also inside a long loop of steps_per_loop steps.
+HEARTBEAT_SECONDS = 60
 
 
 class PretrainingError(errors.RemBertError, ValueError):
@@ -450,6 +453,9 @@ class PretrainTrainer(base_trainer.Trainer):
       steps = min(remaining, max(1, self.stop_check_steps))
       self._train_loop_fn(self._train_iter, tf.constant(steps, tf.int32))
       remaining -= steps
+      logging.log_every_n_seconds(
+          logging.INFO, "training: at step %d", HEARTBEAT_SECONDS,
+          int(self.global_step.numpy()))
       for hook in self.between_steps_hooks:
         hook()
       if remaining and self.stop_requested and self.stop_requested():
