@@ -495,7 +495,11 @@ class ExportingController(orbit.Controller):
     step = int(self.global_step.numpy())
     try:
       saved = super()._maybe_save_checkpoint(check_interval=False)
-      if saved and self._after_save:
+      # The final save of a step already saved is skipped by the manager;
+      # the artefacts still get their final export.
+      latest = self.checkpoint_manager.latest_checkpoint
+      exists = bool(latest) and latest.endswith(f"ckpt-{step}")
+      if (saved or (final and exists)) and self._after_save:
         self._after_save(step, final)
     except (OSError, tf.errors.OpError) as e:
       raise self._save_failed(step, e) from None

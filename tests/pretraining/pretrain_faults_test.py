@@ -1,0 +1,297 @@
+"""Pre-training faults and starts: each refused with one line naming the culprit,
+nothing lost; init_checkpoint, a resume without replay, TPU strategy building."""
+import glob
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from official.common import distribute_utils
+from official.core import task_factory
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.data import pretrain_dataloader
+from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import rembert_pretrainer
+from rembert_tf.pretraining import experiments
+from rembert_tf.pretraining import masked_lm_task
+from rembert_tf.pretraining import runner
+
+import pretrain_testlib
+from pretrain_testlib import make_config
+
+QUIET = dict(print_fn=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+  root = tmp_path_factory.mktemp("records")
+  return pretrain_testlib.write_records(root, num_shards=2)
+
+
+def copy_records(records, tmp_path):
+  target = tmp_path / "records"
+  shutil.copytree(records, target)
+  return target
+
+
+def one_line(error):
+  text = errors.one_line(error)
+  assert "\n" not in text and "Traceback" not in text
+  return text
+
+
+# --- Config errors ---------------------------------------------------------
+@pytest.mark.parametrize("override, fields", [
+    ("trainer.steps_per_loop=0", ["trainer.steps_per_loop"]),
+    ("trainer.steps_per_loop=20,trainer.summary_interval=10",
+     ["trainer.summary_interval (10)", "trainer.steps_per_loop (20)"]),
+    ("trainer.max_to_keep=0", ["trainer.max_to_keep"]),
+    ("trainer.encoder_export_every_n_checkpoints=0",
+     ["trainer.encoder_export_every_n_checkpoints"]),
+])
+def test_trainer_config_errors_name_the_fields(override, fields):
+  with pytest.raises(experiments.ExperimentConfigError) as e:
+    experiments.load_experiment_config(["pretrain_tiny_demo"], override)
+  assert isinstance(e.value, errors.RemBertError)
+  for field in fields:
+    assert field in one_line(e.value)
+
+
+def test_exponent_form_override_is_a_number():
+  config = experiments.load_experiment_config(
+      ["pretrain_tiny_demo"],
+      "trainer.optimizer_config.learning_rate.polynomial."
+      "initial_learning_rate=1e-3,trainer.optimizer_config.optimizer.adamw."
+      "epsilon=1E-8")
+  rate = config.trainer.optimizer_config.learning_rate.polynomial
+  assert rate.initial_learning_rate == pytest.approx(1e-3)
+  assert isinstance(rate.initial_learning_rate, float)
+  assert config.trainer.optimizer_config.optimizer.adamw.epsilon == 1e-8
+
+
+def test_train_command_reports_config_error_in_one_line(capsys, tmp_path):
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from rembert_tf import train  # pylint: disable=g-import-not-at-top
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS(["train", "--config", "pretrain_tiny_demo", "--model_dir",
+               str(tmp_path / "m"), "--params_override",
+               "trainer.steps_per_loop=0"])
+  try:
+    with pytest.raises(SystemExit) as e:
+      train.main([])
+  finally:
+    flags.FLAGS.unparse_flags()
+  assert e.value.code == 1
+  err = capsys.readouterr().err.strip()
+  assert err.count("\n") == 0 and "Traceback" not in err
+  assert err.startswith("rembert_tf.train: error: ")
+  assert "trainer.steps_per_loop" in err
+  assert not os.path.exists(tmp_path / "m")
+
+
+# --- Records faults ----------------------------------------------------------
+def test_corrupted_shard_is_named(records, tmp_path):
+  copied = copy_records(records, tmp_path)
+  shard = sorted(glob.glob(str(copied / "train" / "*.tfrecord")))[1]
+  data = open(shard, "rb").read()
+  with open(shard, "wb") as f:  # truncated in the middle of a record
+    f.write(data[:len(data) - 5])
+  with pytest.raises(runner.CorruptRecordsError) as e:
+    runner.run(make_config(copied, train_steps=40, steps_per_loop=20,
+                           checkpoint_interval=20),
+               str(tmp_path / "m"), **QUIET)
+  message = one_line(e.value)
+  assert shard in message and "corrupted or truncated" in message
+  assert len(message) < 600
+
+
+def test_missing_listed_shard_is_refused(records, tmp_path):
+  copied = copy_records(records, tmp_path)
+  missing = sorted(glob.glob(str(copied / "train" / "*.tfrecord")))[0]
+  os.remove(missing)
+  with pytest.raises(pretrain_dataloader.DataMismatchError) as e:
+    runner.run(make_config(copied), str(tmp_path / "m"), **QUIET)
+  message = one_line(e.value)
+  assert os.path.basename(missing) in message and "metadata.json" in message
+  assert not os.path.exists(tmp_path / "m" / "params.yaml")
+
+
+def test_resume_on_records_of_another_sentencepiece_model(records, tmp_path):
+  copied = copy_records(records, tmp_path)
+  spm = copied / "spm.model"
+  spm.write_bytes(b"model A")
+  for split in ("train", "eval"):  # what create_pretraining_data records
+    meta_path = copied / split / "metadata.json"
+    meta = fileio.read_json(str(meta_path))
+    meta.update(sentencepiece_model=str(spm),
+                sentencepiece_sha256=fileio.sha256(str(spm)))
+    fileio.write_json(str(meta_path), meta)
+  model_dir = str(tmp_path / "m")
+  runner.run(make_config(copied, train_steps=2), model_dir, **QUIET)
+  trained_with = os.path.join(model_dir, "sentencepiece.model")
+  sha_a = fileio.sha256(trained_with)
+  # The records are remade with another model of the same vocabulary size.
+  other = copied / "spm_b.model"
+  other.write_bytes(b"model B")
+  sha_b = fileio.sha256(str(other))
+  meta_path = copied / "train" / "metadata.json"
+  meta = fileio.read_json(str(meta_path))
+  meta.update(sentencepiece_model=str(other), sentencepiece_sha256=sha_b)
+  fileio.write_json(str(meta_path), meta)
+  with pytest.raises(runner.TokenizerMismatchError) as e:
+    runner.run(make_config(copied, train_steps=4), model_dir, **QUIET)
+  message = one_line(e.value)
+  for part in (str(meta_path), sha_b, trained_with, sha_a,
+               "--allow_sentencepiece_mismatch"):
+    assert part in message
+  assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-2")
+  lines = []
+  metrics = runner.run(make_config(copied, train_steps=4), model_dir,
+                       allow_sentencepiece_mismatch=True,
+                       print_fn=lines.append)
+  assert metrics["global_step"] == 4
+  assert any(sha_a in l and sha_b in l for l in lines)
+  assert fileio.sha256(trained_with) == sha_b
+
+
+# --- Checkpoint writes ---------------------------------------------------------
+def test_failed_save_leaves_no_temp_and_stale_temps_are_removed(
+    records, tmp_path, monkeypatch):
+  model_dir = tmp_path / "m"
+  model_dir.mkdir()
+  stale = model_dir / "ckpt-7_temp"
+  stale.mkdir()
+  (stale / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x" * 10)
+  real_save = tf.train.CheckpointManager.save
+
+  def disk_full_save(self, checkpoint_number=None, **kwargs):
+    if checkpoint_number == 4:
+      partial = os.path.join(self.directory, "ckpt-4_temp")
+      os.makedirs(partial, exist_ok=True)
+      open(os.path.join(partial, "part-00000"), "wb").write(b"half")
+      raise tf.errors.ResourceExhaustedError(
+          None, None, f"{partial}/part-00000; No space left on device")
+    return real_save(self, checkpoint_number=checkpoint_number, **kwargs)
+
+  monkeypatch.setattr(tf.train.CheckpointManager, "save", disk_full_save)
+  with pytest.raises(runner.PretrainingError) as e:
+    runner.run(make_config(records, train_steps=4), str(model_dir), **QUIET)
+  message = one_line(e.value)
+  assert "No space left on device" in message
+  assert f"{model_dir}/ckpt-2" in message          # newest complete checkpoint
+  assert not glob.glob(str(model_dir / "**" / "*_temp"), recursive=True)
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
+
+
+def test_encoder_export_every_nth_save_and_the_last(records, tmp_path):
+  config = make_config(records, train_steps=7, steps_per_loop=1,
+                       checkpoint_interval=1)
+  config.trainer.encoder_export_every_n_checkpoints = 3
+  config.trainer.max_to_keep = 10
+  model_dir = tmp_path / "m"
+  runner.run(config, str(model_dir), **QUIET)
+  full = sorted(int(p.split("-")[-1].split(".")[0])
+                for p in glob.glob(str(model_dir / "ckpt-*.index")))
+  exported = sorted(int(p.split("-")[-1].split(".")[0])
+                    for p in glob.glob(str(model_dir / "encoder" / "ckpt-*.index")))
+  assert full == [1, 2, 3, 4, 5, 6, 7]
+  assert exported == [3, 6, 7]
+
+
+# --- Starting points ------------------------------------------------------------
+def test_init_checkpoint_restores_encoder_and_output_side(records, tmp_path):
+  config = make_config(records, train_steps=1, steps_per_loop=1,
+                       checkpoint_interval=1)
+  source = tmp_path / "released"
+  saved = rembert_pretrainer.build_pretrainer(config.task.model)
+  manager = tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=saved), str(source / "pretrainer"), 1)
+  manager.save(checkpoint_number=5)
+  # The loss a forward pass of the saved weights gives on the first batch.
+  task = task_factory.get_task(config.task)
+  batch = next(iter(task.build_inputs(config.task.train_data)))
+  outputs = saved({k: batch[k] for k in masked_lm_task.MODEL_INPUT_KEYS})
+  expected = float(task.build_losses(batch, outputs))
+
+  config.task.init_checkpoint = str(source)
+  metrics = runner.run(config, str(tmp_path / "m"), **QUIET)
+  assert metrics["global_step"] == 1           # step and optimizer fresh
+  assert metrics["train_loss"] == pytest.approx(expected, rel=1e-5)
+  # A fresh model has another loss: the restore is what made them equal.
+  fresh = rembert_pretrainer.build_pretrainer(config.task.model)
+  fresh_loss = float(task.build_losses(
+      batch, fresh({k: batch[k] for k in masked_lm_task.MODEL_INPUT_KEYS})))
+  assert abs(fresh_loss - expected) > 1e-3
+
+
+def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
+  config = make_config(records)
+  source = tmp_path / "encoder_only"
+  saved = rembert_pretrainer.build_pretrainer(config.task.model)
+  checkpoints.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
+  task = task_factory.get_task(config.task)
+  model = task.build_model()
+  assert masked_lm_task.restore_init_checkpoint(model, str(source)).endswith(
+      "encoder/ckpt-3")
+  np.testing.assert_array_equal(model.encoder.variables[0].numpy(),
+                                saved.encoder.variables[0].numpy())
+  with pytest.raises(checkpoints.CheckpointError, match="no checkpoint"):
+    masked_lm_task.restore_init_checkpoint(model, str(tmp_path / "nothing"))
+
+
+def first_batch_ids(task, data_config):
+  batch = next(iter(task.build_inputs(data_config)))
+  return batch["input_word_ids"].numpy()
+
+
+def test_resume_without_replay_reshuffles_from_the_step(records):
+  config = make_config(records)
+  data = config.task.train_data
+  task = task_factory.get_task(config.task)
+  fresh = iter(task.build_inputs(data))
+  stream = [next(fresh)["input_word_ids"].numpy() for _ in range(11)]
+  task.initial_train_step = 10
+  replayed = first_batch_ids(task, data)
+  np.testing.assert_array_equal(replayed, stream[10])      # skipped 10 batches
+  config.task.replay_data_on_resume = False
+  task = task_factory.get_task(config.task)
+  task.initial_train_step = 10
+  resumed = first_batch_ids(task, data)
+  assert not np.array_equal(resumed, stream[10])
+  assert not np.array_equal(resumed, stream[0])
+  np.testing.assert_array_equal(first_batch_ids(task, data), resumed)
+  assert masked_lm_task.resumed_stream_seed(3, 10) != masked_lm_task.resumed_stream_seed(3, 20)
+
+
+# --- Strategies ---------------------------------------------------------------
+def test_tpu_strategy_is_built_by_model_garden(monkeypatch):
+  calls = []
+
+  def fake(name, **kwargs):
+    calls.append((name, kwargs))
+    return "a TPUStrategy"
+
+  monkeypatch.setattr(distribute_utils, "get_distribution_strategy", fake)
+  assert runner.make_strategy("tpu", tpu="grpc://10.0.0.2:8470") == "a TPUStrategy"
+  monkeypatch.setenv("TPU_NAME", "local")        # as on a TPU VM
+  assert runner.make_strategy("tpu") == "a TPUStrategy"
+  assert calls == [("tpu", {"tpu_address": "grpc://10.0.0.2:8470"}),
+                   ("tpu", {"tpu_address": ""})]
+
+
+def test_tpu_strategy_errors_are_one_line(monkeypatch):
+  for key in ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS"):
+    monkeypatch.delenv(key, raising=False)
+  with pytest.raises(runner.PretrainingError, match="no TPU found"):
+    runner.make_strategy("tpu")
+
+  def unreachable(name, **kwargs):
+    raise ValueError("Please provide a TPU Name to connect to.")
+
+  monkeypatch.setattr(distribute_utils, "get_distribution_strategy", unreachable)
+  with pytest.raises(runner.PretrainingError) as e:
+    runner.make_strategy("tpu", tpu="my-tpu")
+  assert "--tpu my-tpu: cannot connect" in one_line(e.value)
