@@ -669,6 +669,38 @@ class ArtifactWriter:
       fileio.rmtree(self._export_dir)
 
 
+class ExperimentRunner(train_lib.OrbitExperimentRunner):
+  """Model Garden's experiment runner; on a worker other than the chief, the
+  run starts from the chief's newest checkpoint in model_dir.
+
+  Model Garden gives such a worker a CheckpointManager on an empty temporary
+  directory (every worker must save: saving reads variables, a collective),
+  so on a resume it would initialise while the chief restores, and their
+  collectives (the variables a restore creates) would no longer match.
+  """
+
+  def _maybe_build_checkpoint_manager(self):
+    strategy = self.strategy
+    if (not self.trainer.checkpoint or strategy is None
+        or strategy.extended.should_checkpoint):
+      return super()._maybe_build_checkpoint_manager()
+    latest = tf.train.latest_checkpoint(self.model_dir)
+    checkpoint, trainer = self.trainer.checkpoint, self.trainer
+    self.worker_checkpoint_dir = tempfile.mkdtemp(prefix="rembert_tf-worker-ckpt-")
+
+    def start_like_the_chief():
+      if latest:
+        checkpoint.restore(latest)
+      else:
+        trainer.initialize()
+
+    return tf.train.CheckpointManager(
+        checkpoint, directory=self.worker_checkpoint_dir, max_to_keep=1,
+        step_counter=trainer.global_step,
+        checkpoint_interval=self.params.trainer.checkpoint_interval,
+        init_fn=start_like_the_chief)
+
+
 # ---------------------------------------------------------------------------
 # The entry point.
 def run(experiment_config: cfg.ExperimentConfig,
@@ -797,6 +829,7 @@ def _run(config, model_dir, mode, strategy, multi_worker,
   progress = ProgressPrinter(trainer.global_step, config.trainer.train_steps,
                              print_fn)
   evaluations = EvalRecorder(trainer.global_step, print_fn)
+  experiment = None
   try:
     with _SigtermFlag() as sigterm:
       experiment = _build_experiment_runner(
@@ -804,15 +837,16 @@ def _run(config, model_dir, mode, strategy, multi_worker,
           None if multi_worker else sigterm, progress, evaluations)
       _install_stop_checks(trainer, config, strategy, multi_worker, sigterm,
                            experiment.checkpoint_manager)
-      restored = experiment.checkpoint_manager.latest_checkpoint
-      if restored and "train" in mode:
-        print_fn(f"resumed from {restored} at step "
+      if latest and "train" in mode:
+        print_fn(f"resumed from {latest} at step "
                  f"{int(trainer.global_step.numpy())}")
       experiment.run()
     return _final_metrics(trainer, experiment, model_dir, progress,
                           evaluations)
   finally:
     artifacts.close()
+    if experiment is not None and getattr(experiment, "worker_checkpoint_dir", None):
+      fileio.rmtree(experiment.worker_checkpoint_dir)
 
 
 def _build_task(config, model_dir, mode):
@@ -839,7 +873,7 @@ def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
       after_save=artifacts, preemption=preemption, model_dir=model_dir,
       **kwargs)
   try:
-    experiment = train_lib.OrbitExperimentRunner(
+    experiment = ExperimentRunner(
         distribution_strategy=strategy, task=task, mode=mode, params=config,
         model_dir=model_dir, trainer=trainer,
         train_actions=[guard, progress] if "train" in mode else None,
