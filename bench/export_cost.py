@@ -1,0 +1,159 @@
+r"""Cost of the encoder export written beside each pre-training checkpoint.
+
+After every full checkpoint (`ckpt-N`: model, optimizer slots, step) the
+train command also writes `encoder/ckpt-N` (the encoder alone, what
+fine-tuning and export read), with one reused `tf.train.Checkpoint`
+(`checkpoints.EncoderExportWriter`). This bench times, in interleaved rounds
+on the same model and optimizer state, the wall seconds of one save:
+
+* `full`: the full checkpoint only (what Model Garden writes),
+* `full+encoder`: the full checkpoint and the encoder export,
+
+and prints the export's added seconds, its share, and the amortised cost
+per save with `trainer.encoder_export_every_n_checkpoints` = 5.
+
+Default model: the step bench's reference config (bench/pretrain_step.py:
+4 layers, hidden 256, vocab 32000, E_in 128, E_out 512) with AdamW slots.
+`--model_config rembert` times the released size (about 12 GB per full
+checkpoint on disk: needs the space and minutes per round).
+
+Example:
+```bash
+TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python bench/export_cost.py --rounds 5
+.venv/bin/python bench/export_cost.py --model_config rembert --rounds 1 --json_out /tmp/cost.json
+```
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_args(argv):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--model_config", default="",
+                      help="Model preset / YAML; empty = the reference config.")
+  parser.add_argument("--rounds", type=int, default=5,
+                      help="Interleaved rounds (one save of each kind each).")
+  parser.add_argument("--every_n", type=int, default=5,
+                      help="Export interval for the amortised figure.")
+  parser.add_argument("--directory", default="",
+                      help="Where to write (default: a temporary local dir).")
+  parser.add_argument("--json_out", default="", help="Also write JSON here.")
+  return parser.parse_args(argv)
+
+
+def build_state(model_config: str):
+  """The pretrainer, an AdamW optimizer with its slots, a step counter."""
+  from official.core import task_factory  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
+  if model_config:
+    model = rembert_config.load_model_config(model_config)
+  else:
+    import pretrain_step  # pylint: disable=g-import-not-at-top
+    model = rembert_config.model_config_from_dict(pretrain_step.REFERENCE)
+  config = experiments.load_experiment_config(
+      [], {"task": {"model": model.as_dict(),
+                    "train_data": {"input_path": "synthetic"}}})
+  task = task_factory.get_task(config.task)
+  pretrainer = task.build_model()
+  optimizer = task.create_optimizer(config.trainer.optimizer_config,
+                                    config.runtime)
+  variables = pretrainer.trainable_variables
+  if hasattr(optimizer, "_create_all_weights"):  # legacy Keras optimizers
+    optimizer._create_all_weights(variables)  # pylint: disable=protected-access
+  else:
+    optimizer.build(variables)  # the m / v slots
+  step = tf.Variable(0, dtype=tf.int64, name="global_step")
+  return pretrainer, optimizer, step
+
+
+def directory_bytes(path):
+  return sum(os.path.getsize(os.path.join(d, f))
+             for d, _, files in os.walk(path) for f in files)
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
+  pretrainer, optimizer, step = build_state(args.model_config)
+  root = args.directory or tempfile.mkdtemp(prefix="rembert_export_cost-")
+  rows = {"full": [], "full+encoder": []}
+  managers = {}
+  writers = {}
+  for kind in rows:
+    full = tf.train.Checkpoint(global_step=step, model=pretrainer,
+                               optimizer=optimizer)
+    managers[kind] = tf.train.CheckpointManager(
+        full, os.path.join(root, kind.replace("+", "_")), max_to_keep=1)
+    writers[kind] = checkpoints.EncoderExportWriter(
+        pretrainer.encoder, os.path.join(root, kind.replace("+", "_")),
+        max_to_keep=1)
+  # One untimed save of each kind (first-save setup), then timed rounds.
+  for round_index in range(args.rounds + 1):
+    for kind in rows:
+      step.assign_add(1)
+      start = time.perf_counter()
+      managers[kind].save(checkpoint_number=int(step.numpy()))
+      if kind == "full+encoder":
+        writers[kind].save(int(step.numpy()))
+      seconds = time.perf_counter() - start
+      if round_index:
+        rows[kind].append(seconds)
+  full_dir = os.path.join(root, "full_encoder")
+  sizes = {
+      "full_checkpoint_bytes": directory_bytes(full_dir) - directory_bytes(
+          os.path.join(full_dir, "encoder")),
+      "encoder_export_bytes": directory_bytes(os.path.join(full_dir, "encoder")),
+  }
+  full = statistics.median(rows["full"])
+  both = statistics.median(rows["full+encoder"])
+  result = {
+      "model_config": args.model_config or "reference (bench/pretrain_step.py)",
+      "rounds": args.rounds,
+      "seconds_per_save_full": full,
+      "seconds_per_save_full_plus_encoder": both,
+      "encoder_export_seconds": both - full,
+      "encoder_export_share": (both - full) / both if both else 0.0,
+      f"seconds_per_save_every_{args.every_n}": full + (both - full) / args.every_n,
+      "encoder_parameters": int(pretrainer.encoder.count_params()),
+      "pretrainer_parameters": int(pretrainer.count_params()),
+      **sizes,
+      "raw": rows,
+  }
+  print(f"model: {result['model_config']} | encoder {result['encoder_parameters']:,}"
+        f" of {result['pretrainer_parameters']:,} parameters | full checkpoint "
+        f"{sizes['full_checkpoint_bytes'] / 1e6:.1f} MB, encoder export "
+        f"{sizes['encoder_export_bytes'] / 1e6:.1f} MB")
+  print("| save | wall s per save (median of "
+        f"{args.rounds}) |\n| --- | ---: |")
+  print(f"| full checkpoint | {full:.3f} |")
+  print(f"| full checkpoint + encoder export | {both:.3f} |")
+  print(f"| encoder export alone (difference) | {both - full:.3f} "
+        f"({100 * result['encoder_export_share']:.0f}%) |")
+  print(f"| amortised, export every {args.every_n} saves | "
+        f"{result[f'seconds_per_save_every_{args.every_n}']:.3f} |")
+  if args.json_out:
+    with open(args.json_out, "w", encoding="utf-8") as f:
+      json.dump(result, f, indent=2)
+  if not args.directory:
+    shutil.rmtree(root, ignore_errors=True)
+  return result
+
+
+if __name__ == "__main__":
+  main()
