@@ -87,71 +87,82 @@ def directory_bytes(path):
              for d, _, files in os.walk(path) for f in files)
 
 
-def main(argv=None):
-  args = parse_args(argv)
+def time_saves(pretrainer, optimizer, step, root, rounds):
+  """Wall seconds of each save kind, in interleaved rounds (first untimed)."""
   from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
-  pretrainer, optimizer, step = build_state(args.model_config)
-  root = args.directory or tempfile.mkdtemp(prefix="rembert_export_cost-")
   rows = {"full": [], "full+encoder": []}
-  managers = {}
-  writers = {}
+  managers, writers = {}, {}
   for kind in rows:
+    directory = os.path.join(root, kind.replace("+", "_"))
     full = tf.train.Checkpoint(global_step=step, model=pretrainer,
                                optimizer=optimizer)
-    managers[kind] = tf.train.CheckpointManager(
-        full, os.path.join(root, kind.replace("+", "_")), max_to_keep=1)
+    managers[kind] = tf.train.CheckpointManager(full, directory, max_to_keep=1)
     writers[kind] = checkpoints.EncoderExportWriter(
-        pretrainer.encoder, os.path.join(root, kind.replace("+", "_")),
-        max_to_keep=1)
-  # One untimed save of each kind (first-save setup), then timed rounds.
-  for round_index in range(args.rounds + 1):
+        pretrainer.encoder, directory, max_to_keep=1)
+  for round_index in range(rounds + 1):
     for kind in rows:
       step.assign_add(1)
       start = time.perf_counter()
       managers[kind].save(checkpoint_number=int(step.numpy()))
       if kind == "full+encoder":
         writers[kind].save(int(step.numpy()))
-      seconds = time.perf_counter() - start
       if round_index:
-        rows[kind].append(seconds)
+        rows[kind].append(time.perf_counter() - start)
+  return rows
+
+
+def summarize(args, pretrainer, rows, root):
   full_dir = os.path.join(root, "full_encoder")
-  sizes = {
-      "full_checkpoint_bytes": directory_bytes(full_dir) - directory_bytes(
-          os.path.join(full_dir, "encoder")),
-      "encoder_export_bytes": directory_bytes(os.path.join(full_dir, "encoder")),
-  }
+  encoder_bytes = directory_bytes(os.path.join(full_dir, "encoder"))
   full = statistics.median(rows["full"])
   both = statistics.median(rows["full+encoder"])
-  result = {
+  return {
       "model_config": args.model_config or "reference (bench/pretrain_step.py)",
       "rounds": args.rounds,
       "seconds_per_save_full": full,
       "seconds_per_save_full_plus_encoder": both,
       "encoder_export_seconds": both - full,
       "encoder_export_share": (both - full) / both if both else 0.0,
-      f"seconds_per_save_every_{args.every_n}": full + (both - full) / args.every_n,
+      "every_n": args.every_n,
+      "seconds_per_save_every_n": full + (both - full) / args.every_n,
       "encoder_parameters": int(pretrainer.encoder.count_params()),
       "pretrainer_parameters": int(pretrainer.count_params()),
-      **sizes,
+      "full_checkpoint_bytes": directory_bytes(full_dir) - encoder_bytes,
+      "encoder_export_bytes": encoder_bytes,
       "raw": rows,
   }
-  print(f"model: {result['model_config']} | encoder {result['encoder_parameters']:,}"
-        f" of {result['pretrainer_parameters']:,} parameters | full checkpoint "
-        f"{sizes['full_checkpoint_bytes'] / 1e6:.1f} MB, encoder export "
-        f"{sizes['encoder_export_bytes'] / 1e6:.1f} MB")
-  print("| save | wall s per save (median of "
-        f"{args.rounds}) |\n| --- | ---: |")
-  print(f"| full checkpoint | {full:.3f} |")
-  print(f"| full checkpoint + encoder export | {both:.3f} |")
-  print(f"| encoder export alone (difference) | {both - full:.3f} "
+
+
+def report(result):
+  print(f"model: {result['model_config']} | encoder "
+        f"{result['encoder_parameters']:,} of {result['pretrainer_parameters']:,}"
+        f" parameters | full checkpoint {result['full_checkpoint_bytes'] / 1e6:.1f}"
+        f" MB, encoder export {result['encoder_export_bytes'] / 1e6:.1f} MB")
+  print(f"| save | wall s per save (median of {result['rounds']}) |\n| --- | ---: |")
+  print(f"| full checkpoint | {result['seconds_per_save_full']:.3f} |")
+  print("| full checkpoint + encoder export | "
+        f"{result['seconds_per_save_full_plus_encoder']:.3f} |")
+  print(f"| encoder export alone (difference) | "
+        f"{result['encoder_export_seconds']:.3f} "
         f"({100 * result['encoder_export_share']:.0f}%) |")
-  print(f"| amortised, export every {args.every_n} saves | "
-        f"{result[f'seconds_per_save_every_{args.every_n}']:.3f} |")
+  print(f"| amortised, export every {result['every_n']} saves | "
+        f"{result['seconds_per_save_every_n']:.3f} |")
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  pretrainer, optimizer, step = build_state(args.model_config)
+  root = args.directory or tempfile.mkdtemp(prefix="rembert_export_cost-")
+  try:
+    rows = time_saves(pretrainer, optimizer, step, root, args.rounds)
+    result = summarize(args, pretrainer, rows, root)
+  finally:
+    if not args.directory:
+      shutil.rmtree(root, ignore_errors=True)
+  report(result)
   if args.json_out:
     with open(args.json_out, "w", encoding="utf-8") as f:
       json.dump(result, f, indent=2)
-  if not args.directory:
-    shutil.rmtree(root, ignore_errors=True)
   return result
 
 

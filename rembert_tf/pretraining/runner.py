@@ -1,27 +1,35 @@
 """Runs a pre-training experiment: the library behind `python -m rembert_tf.train`.
 
-Builds on Model Garden's `official.core.train_lib.run_experiment` (orbit
-Controller + `base_trainer.Trainer`), adding what a resumable, preemptible
-RemBERT job needs around it:
+Builds on Model Garden's `official.core.train_lib` (`OrbitExperimentRunner`:
+orbit Controller + `base_trainer.Trainer`) and
+`official.common.distribute_utils` (strategies), adding what a resumable,
+preemptible RemBERT job on TPU pods needs around them:
 
-* checks before the first step: a writable `model_dir`; existing data for the
-  mode; records that match the model (`check_records_compatible`: vocab size,
-  sequence length, predictions per sequence); and a `model_dir` whose
-  checkpoint belongs to this model (refused, naming the mismatching variables
-  and config fields, without writing anything);
+* every path through `rembert_tf.common.fileio`: records and `model_dir` on
+  any TensorFlow filesystem (gs://, a local disk);
+* checks before the first step (one line each, nothing written): a writable
+  `model_dir`; data for the mode; records that match the model and whose
+  listed shards all exist; a `model_dir` checkpoint of this model; a resume
+  on records of the same SentencePiece model (sha256);
 * a checkpoint every `trainer.checkpoint_interval` steps keeping
   `trainer.max_to_keep` (Model Garden's CheckpointManager), automatic resume
-  (step, weights, optimizer slots; the input stream skips the consumed
-  batches), a save on SIGTERM (single-host; multi-worker jobs use TF's
-  `PreemptionCheckpointHandler` through Model Garden's on-demand action);
-* after every save the fine-tuning artefacts next to the full checkpoint, per
-  `rembert_tf.modeling.checkpoints`: `model_config.yaml`, `encoder/ckpt-N`,
-  and `sentencepiece.model` when the records' metadata names one;
+  (step, weights, optimizer slots), a failed save that leaves no
+  `ckpt-N_temp`, and stale ones removed at start;
+* a stop check between steps (`trainer.stop_check_steps`), not only at the
+  end of a loop of `steps_per_loop`: SIGTERM saves at the step reached
+  (single host); several workers consult TF's `PreemptionCheckpointHandler`
+  at the same points;
+* after saves the fine-tuning artefacts next to the full checkpoint, per
+  `rembert_tf.modeling.checkpoints`: `model_config.yaml`, `encoder/ckpt-N`
+  (every `trainer.encoder_export_every_n_checkpoints`-th save and the last),
+  and `sentencepiece.model` when the records' metadata names one; under
+  MultiWorkerMirroredStrategy every worker builds the same objects and
+  non-chief workers write into temporary directories;
 * TensorBoard summaries (`model_dir/train`, `model_dir/validation`: loss,
   masked_lm_accuracy, lm_example_loss, learning_rate, examples_per_second,
-  gradient_norm, steps_per_second), a console line per loop of
-  `trainer.steps_per_loop` steps, and a stop with a clear message on a NaN /
-  inf loss, before that loop's weights can be saved.
+  gradient_norm, steps_per_second), a console line per loop, and a stop with
+  a clear message on a NaN / inf loss, before that loop's weights are saved;
+  a corrupted record shard is named in one line.
 
 Example (what `rembert_tf/demo.py` does in-process):
 ```python
