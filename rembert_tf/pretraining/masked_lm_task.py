@@ -39,7 +39,6 @@ from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import task_factory
 
-from rembert_tf.common import fileio
 from rembert_tf.modeling import checkpoints
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
@@ -104,49 +103,20 @@ def resumed_stream_seed(base_seed: Optional[int], global_step: int) -> int:
   return (base * 1_000_003 + int(global_step)) % (2**31 - 1)
 
 
-def _checkpoint_keys(prefix: str) -> set:
-  # The reader opens the prefix itself (tf.train.list_variables would first
-  # ask whether it is a directory, which ram:// answers yes for any prefix).
-  reader = tf.compat.v1.train.NewCheckpointReader(prefix)
-  return {name.split("/")[0] for name in reader.get_variable_to_shape_map()}
-
-
-def _init_checkpoint_source(source: str) -> Tuple[str, str]:
-  """(checkpoint prefix, "model" | "encoder") of an init_checkpoint value."""
-  for subdir, key in ((checkpoints.PRETRAINER_SUBDIR, "model"),
-                      (checkpoints.ENCODER_SUBDIR, "encoder")):
-    directory = fileio.join(source, subdir)
-    prefix = tf.train.latest_checkpoint(directory) if fileio.isdir(
-        directory) else None
-    if prefix:
-      return prefix, key
-  if fileio.exists(source + ".index"):
-    keys = _checkpoint_keys(source)
-    for key in ("model", "encoder"):
-      if key in keys:
-        return source, key
-  raise checkpoints.CheckpointError(
-      f"task.init_checkpoint {source}: no checkpoint to start from. Expected "
-      f"a rembert_tf checkpoint directory holding "
-      f"{checkpoints.PRETRAINER_SUBDIR}/ckpt-N or {checkpoints.ENCODER_SUBDIR}"
-      "/ckpt-N (tools/convert_checkpoint.py --to rembert_tf makes one), or a "
-      "checkpoint prefix with `model` or `encoder` variables.")
-
-
 def restore_init_checkpoint(pretrainer, source: str) -> str:
-  """Restores encoder (+ output side when present) from `source`; returns it."""
-  prefix, key = _init_checkpoint_source(source)
-  target = pretrainer if key == "model" else pretrainer.encoder
+  """Restores `task.init_checkpoint` into a new run's pretrainer.
+
+  Encoder and output side when the source holds both (a `pretrainer/ckpt-N`,
+  a pre-training `ckpt-N`), else the encoder alone (the output side keeps its
+  fresh initialisation). Optimizer and step are never read. Returns the
+  checkpoint prefix read.
+  """
   try:
-    status = tf.train.Checkpoint(**{key: target}).read(prefix)
-    status.assert_existing_objects_matched()
-  except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
-    raise checkpoints.CheckpointError(
-        f"task.init_checkpoint {prefix}: does not match the model of this "
-        f"experiment ({' '.join(str(e).split())[:400]}). Use the model config "
-        "the checkpoint was made with (its model_config.yaml).") from None
-  status.expect_partial()
-  return prefix
+    if checkpoints.has_output_side(source):
+      return checkpoints.restore_pretrainer(pretrainer, source)
+    return checkpoints.restore_encoder(pretrainer.encoder, source)
+  except checkpoints.CheckpointError as e:
+    raise checkpoints.CheckpointError(f"task.init_checkpoint: {e}") from None
 
 
 def _to_dense(grad):

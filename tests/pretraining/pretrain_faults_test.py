@@ -238,7 +238,7 @@ def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
       "encoder/ckpt-3")
   np.testing.assert_array_equal(model.encoder.variables[0].numpy(),
                                 saved.encoder.variables[0].numpy())
-  with pytest.raises(checkpoints.CheckpointError, match="no checkpoint"):
+  with pytest.raises(checkpoints.CheckpointError, match="task.init_checkpoint"):
     masked_lm_task.restore_init_checkpoint(model, str(tmp_path / "nothing"))
 
 
