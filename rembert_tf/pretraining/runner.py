@@ -898,7 +898,9 @@ def _install_stop_checks(trainer, config, strategy, multi_worker, sigterm,
                          checkpoint_manager):
   """Between steps: the SIGTERM flag (one host) or TF's preemption handler."""
   trainer.stop_check_steps = getattr(config.trainer, "stop_check_steps", 1)
-  trainer.stop_requested = sigterm.is_set
+  # One worker must never leave the loop alone (the others would wait in a
+  # collective): on several workers only the handler below stops the run.
+  trainer.stop_requested = None if multi_worker else sigterm.is_set
   trainer.between_steps_hooks = []
   if multi_worker and strategy.cluster_resolver is not None:
     # Saves (all workers together) and exits 42 once a preemption notice
