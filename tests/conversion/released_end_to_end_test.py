@@ -189,3 +189,54 @@ def test_finetune_each_task_type_from_the_converted_release(converted, tmp_path)
     for lang in languages.split(","):
       value = scores[task][metric][lang]
       assert 0.0 <= value <= 100.0, (task, lang, value)
+
+
+def test_continue_pretraining_from_the_converted_release(converted, tmp_path):
+  """Pre-training starts from the release's encoder AND output side.
+
+  The first step's MLM loss equals the loss a forward pass of the converted
+  weights gives on the same batch; a fresh output side would give another.
+  """
+  from rembert_tf.data import pretraining_records  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import rembert_pretrainer  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import masked_lm_task  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
+  from official.core import task_factory  # pylint: disable=g-import-not-at-top
+
+  cfg, _, out = converted
+  special = tokenizer.SpecialTokens.from_model(out / "sentencepiece.model")
+  rng = np.random.default_rng(5)
+  examples = [list(rng.integers(special.mask_id + 1, cfg.vocab_size,
+                                size=rng.integers(8, 24))) for _ in range(32)]
+  pretraining_records.write_pretraining_records(
+      str(tmp_path / "records"), examples, seq_length=SEQ_LENGTH,
+      max_predictions_per_seq=4, special=special, seed=1)
+  config = experiments.load_experiment_config([], {
+      "task": {
+          "model_preset": str(out / checkpoints.MODEL_CONFIG_FILE),
+          "init_checkpoint": str(out),
+          "train_data": {"input_path": str(tmp_path / "records" / "*.tfrecord"),
+                         "global_batch_size": 8, "seq_length": SEQ_LENGTH,
+                         "max_predictions_per_seq": 4, "seed": 3,
+                         "is_training": True}},
+      "trainer": {"train_steps": 1, "steps_per_loop": 1, "summary_interval": 1,
+                  "checkpoint_interval": 1, "validation_interval": 100,
+                  "optimizer_config": {
+                      "learning_rate": {"constant": {"learning_rate": 1e-4}}}}})
+
+  task = task_factory.get_task(config.task)
+  batch = next(iter(task.build_inputs(config.task.train_data)))
+  inputs = {k: batch[k] for k in masked_lm_task.MODEL_INPUT_KEYS}
+  released = rembert_pretrainer.build_pretrainer(config.task.model)
+  checkpoints.restore_pretrainer(released, str(out))
+  expected = float(task.build_losses(batch, released(inputs)))
+  fresh = rembert_pretrainer.build_pretrainer(config.task.model)
+  checkpoints.restore_encoder(fresh.encoder, str(out))  # encoder only
+  encoder_only_loss = float(task.build_losses(batch, fresh(inputs)))
+
+  metrics = runner.run(config, str(tmp_path / "continued"), mode="train",
+                       strategy="one_device")
+  assert metrics["global_step"] == 1
+  assert metrics["train_loss"] == pytest.approx(expected, rel=1e-5)
+  assert abs(encoder_only_loss - expected) > 1e-3
