@@ -1,6 +1,6 @@
 r"""Pre-training data speed: record creation vs Model Garden, input pipeline vs the tiny step.
 
-1. Generates a demo corpus of >= 20 MB (`rembert_tf.data.demo_corpus`), trains
+1. Generates a demo corpus of >= 20 MB (`rembert_tf.demo.corpus`), trains
    (or reuses) a SentencePiece model of the tiny config's vocabulary size.
 2. Times `tools/create_pretraining_data.py` (subprocess, wall clock, startup
    included) and Model Garden's `official/nlp/data/create_pretraining_data.py`
@@ -61,7 +61,7 @@ def _run(cmd, log_path):
 
 
 def prepare(work: pathlib.Path):
-  from rembert_tf.data import demo_corpus  # pylint: disable=g-import-not-at-top
+  from rembert_tf.demo import corpus as demo_corpus  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
   corpus = work / "corpus"

@@ -1,6 +1,6 @@
 """Fixtures shared by every test area, built once per test session.
 
-- `demo_corpus_dir()`: a 0.3 MB demo corpus (7 languages, monolingual documents).
+- `demo_corpus_dir()`: a 0.3 MB demo corpus (7 languages, monolingual documents only).
 - `sentencepiece_model()`: a 1000-piece model in this project's layout
   (<pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4), trained on that corpus.
 - `released_layout_sentencepiece()`: a model laid out like the released
@@ -31,11 +31,11 @@ def shared_dir() -> pathlib.Path:
 
 @functools.lru_cache(maxsize=None)
 def demo_corpus_dir() -> pathlib.Path:
-  from rembert_tf.data import demo_corpus  # pylint: disable=g-import-not-at-top
+  from rembert_tf.demo import corpus  # pylint: disable=g-import-not-at-top
   root = shared_dir() / "corpus"
   # Monolingual documents only: the data tests check each language's own words.
-  demo_corpus.generate_corpus(root, target_megabytes=0.3, files_per_language=2,
-                              seed=7, parallel_fraction=0.0)
+  corpus.generate_corpus(root, target_megabytes=0.3, files_per_language=2,
+                         seed=7, parallel_fraction=0.0, code_switched_fraction=0.0)
   return root
 
 

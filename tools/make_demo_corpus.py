@@ -1,4 +1,4 @@
-"""Writes the embedded multilingual demo corpus (see rembert_tf/data/demo_corpus.py).
+"""Writes the embedded multilingual demo corpus (see rembert_tf/demo/corpus.py).
 
 Thin wrapper of `rembert_tf.cli.make_demo_corpus` (same flags; see its docstring)."""
 from rembert_tf.cli.make_demo_corpus import run

@@ -1,31 +1,45 @@
-r"""Writes the embedded multilingual demo corpus (see rembert_tf/data/demo_corpus.py).
+r"""Writes the embedded multilingual demo corpus (see rembert_tf/demo/corpus.py).
+
+Seven languages in six scripts from one grammar: English and six synthetic
+languages; the non-English ones mix monolingual, parallel (each sentence then
+its English rendering) and code-switched documents.
 
 Usage:
   python tools/make_demo_corpus.py --output_dir /tmp/corpus --megabytes 2
   # -> /tmp/corpus/{en,es,ru,el,ar,hi,zh}/part-0000N.txt
 """
-from rembert_tf import cli
-from absl import app
 from absl import flags
 
-from rembert_tf.data import demo_corpus
+from rembert_tf import cli
+from rembert_tf.common import errors
+from rembert_tf.demo import corpus
+from rembert_tf.demo import lexicon
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", None, "Corpus root; gets one folder per language.")
-flags.DEFINE_float("megabytes", 2.0, "Approximate total size.")
-flags.DEFINE_list("languages", list(demo_corpus.LANGUAGES), "Languages to write.")
+flags.DEFINE_string("output_dir", None, "Corpus root (any file system); gets "
+                    "one folder per language.")
+flags.DEFINE_float("megabytes", 2.0, "Approximate total size (above 0).")
+flags.DEFINE_list("languages", list(lexicon.LANGUAGES), "Languages to write.")
 flags.DEFINE_integer("files_per_language", 2, "Files per language.")
 flags.DEFINE_integer("seed", 0, "Corpus seed.")
+flags.DEFINE_float("parallel_fraction", corpus.PARALLEL_FRACTION,
+                   "Share of each non-English language's documents that are "
+                   "parallel (each sentence followed by its English rendering).")
+flags.DEFINE_float("code_switched_fraction", corpus.CODE_SWITCHED_FRACTION,
+                   "Share of each non-English language's documents that are "
+                   "code-switched (some content words in English).")
 flags.mark_flag_as_required("output_dir")
 
 
+@errors.command("rembert-make-demo-corpus")
 def main(argv):
   del argv
-  demo_corpus.generate_corpus(
+  corpus.generate_corpus(
       FLAGS.output_dir, languages=FLAGS.languages,
       target_megabytes=FLAGS.megabytes,
       files_per_language=FLAGS.files_per_language, seed=FLAGS.seed,
-      verbose=True)
+      parallel_fraction=FLAGS.parallel_fraction,
+      code_switched_fraction=FLAGS.code_switched_fraction, verbose=True)
 
 
 def run():

@@ -62,12 +62,13 @@ def one_line(error: BaseException) -> str:
 def user_error_types() -> tuple:
   """The exception types a command reports as one line (not a traceback)."""
   types = [RemBertError, OSError]
-  try:  # TensorFlow's own file-system errors (gs:// permission, not found).
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  # TensorFlow's own file-system errors (gs:// permission, not found). Only
+  # when TensorFlow is loaded: a command that never imported it cannot have
+  # raised them, and importing it here would print its start-up lines.
+  tf = sys.modules.get("tensorflow")
+  if tf is not None and hasattr(tf, "errors"):
     types += [tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
               tf.errors.ResourceExhaustedError, tf.errors.DataLossError]
-  except ImportError:
-    pass
   return tuple(types)
 
 

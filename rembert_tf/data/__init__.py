@@ -1,4 +1,4 @@
-"""Pre-training data: SentencePiece vocabulary, TFRecords from raw text, tf.data input.
+"""Pre-training data (the demo corpus generator is rembert_tf.demo.corpus): SentencePiece vocabulary, TFRecords from raw text, tf.data input.
 
 Modules (none of them imports TensorFlow at package import time):
   tokenizer             special ids, `load_sentencepiece`, tokenizer metadata
@@ -14,5 +14,4 @@ Modules (none of them imports TensorFlow at package import time):
   pretraining_records   the record layout, `Masking`, metadata.json, staged output swapped in,
                         `write_pretraining_records` (fixtures from already tokenised examples)
   pretrain_dataloader   `RemBertPretrainDataLoader` (Model Garden InputReader; imports TF)
-  demo_corpus           the embedded multilingual demo corpus generator
 """

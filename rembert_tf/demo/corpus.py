@@ -1,0 +1,227 @@
+"""The demo's pre-training corpus: stories in seven languages, written to files.
+
+A document follows a protagonist through 6-12 sentences in one tense, often in
+one place, coming back to two or three actions with fixed objects, so a masked
+word can often be read off the rest of the story. English documents are
+monolingual. Each other language's documents are of three kinds, mixed like
+the cross-lingual material of real multilingual corpora:
+
+- **parallel** (`parallel_fraction`): each sentence followed by its English
+  rendering, in the same pre-training sequence, so a masked word can be read
+  off its translation (translation language modelling);
+- **code-switched** (`code_switched_fraction`): each content word (noun,
+  verb, adjective, place, time, manner) written in English with probability
+  `switch_probability`, inside the other language's grammar; function words
+  (articles, negation, case markers) stay in the host language, as they do in
+  real code-switching. The English word then appears where the other
+  language's word does, which ties the two forms together;
+- **monolingual**: the rest.
+
+Every language also shares digits, the protagonists' Latin-script names and
+a few loanwords (`lexicon.LOANWORDS`). Sizes differ per language (`en` the
+largest, `hi` the smallest) so that the data tools' language smoothing has
+something to do.
+
+Example:
+```python
+import random
+from rembert_tf.demo import corpus
+rng = random.Random(0)
+corpus.sample_document(rng, "ru")                  # list of sentences
+corpus.sample_parallel_document(rng, "ar")          # ar, en, ar, en, ...
+corpus.sample_code_switched_document(rng, "hi")     # Hindi with English words
+stats = corpus.generate_corpus("/tmp/corpus", target_megabytes=1.0)
+# -> /tmp/corpus/{lang}/part-0000N.txt: one sentence per line, a blank line
+#    between documents (the layout tools/create_pretraining_data.py reads).
+```
+"""
+import random
+import zlib
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.demo import grammar
+from rembert_tf.demo import lexicon as lx
+
+# Relative corpus sizes (unequal on purpose: shows the smoothed sampling).
+DEFAULT_LANGUAGE_SIZES = {"en": 1.0, "es": 0.6, "ru": 0.5, "el": 0.3,
+                          "ar": 0.4, "hi": 0.25, "zh": 0.5}
+PARALLEL_FRACTION = 0.3
+CODE_SWITCHED_FRACTION = 0.3
+SWITCH_PROBABILITY = 0.3
+
+
+def sample_document_frames(rng: random.Random,
+                           num_sentences: Optional[int] = None
+                           ) -> List[grammar.Frame]:
+  """Frames of one story: a protagonist, a tense, often one place, a topic.
+
+  The topic is two or three of the protagonist's verbs, each with a fixed
+  object: most sentences are about the protagonist doing those things.
+  """
+  # Long enough to fill a 64-piece pre-training sequence: short documents
+  # would make sequences mostly padding, with few predictions per step.
+  num_sentences = num_sentences or rng.randint(6, 12)
+  protagonist = grammar.pick_subject(rng)
+  protagonist_adjective = grammar.adjective_for(rng, protagonist, 0.5)
+  tense = rng.choice(lx.TENSES)
+  place = rng.choice(tuple(lx.PLACES)) if rng.random() < 0.5 else None
+  cls = lx.noun_class(protagonist)
+  verbs = [k for k, v in lx.VERBS.items() if cls in v[3]]
+  topic = {}
+  for verb in rng.sample(verbs, rng.randint(2, 3)):
+    object_classes = lx.VERBS[verb][4]
+    obj = None
+    if object_classes is not None:
+      obj = rng.choice([k for k, v in lx.NOUNS.items()
+                        if v[0] in object_classes and k != protagonist])
+    topic[verb] = (obj, grammar.adjective_for(rng, obj, 0.4) if obj else None)
+  frames = []
+  for _ in range(num_sentences):
+    if rng.random() < 0.7:
+      frame = grammar.sample_frame(
+          rng, subject=protagonist, subject_adjective=protagonist_adjective,
+          tense=tense, location=place,
+          topic=topic if rng.random() < 0.8 else None)
+    else:
+      frame = grammar.sample_frame(rng, tense=tense)
+    frames.append(frame)
+  return frames
+
+
+def sample_document(rng: random.Random, lang: str,
+                    num_sentences: Optional[int] = None) -> List[str]:
+  """One monolingual document (list of sentences) in `lang`."""
+  return [grammar.render(f, lang)
+          for f in sample_document_frames(rng, num_sentences)]
+
+
+def sample_parallel_document(rng: random.Random, lang: str,
+                             pivot: str = "en",
+                             num_sentences: Optional[int] = None) -> List[str]:
+  """A bilingual document: each sentence in `lang`, then in `pivot`."""
+  lines = []
+  for frame in sample_document_frames(rng, num_sentences):
+    lines += [grammar.render(frame, lang), grammar.render(frame, pivot)]
+  return lines
+
+
+def content_keys(frame: grammar.Frame) -> List[str]:
+  """The concept keys of a frame's content words (what code-switching swaps)."""
+  keys = ["v:" + frame.verb]
+  for noun in (frame.subject, frame.object):
+    if noun is not None and noun not in lx.NAME_GENDER:
+      keys.append("n:" + noun)
+  for kind, value in (("a", frame.subject_adjective),
+                      ("a", frame.object_adjective), ("p", frame.location),
+                      ("t", frame.time), ("m", frame.manner)):
+    if value is not None:
+      keys.append(f"{kind}:{value}")
+  return keys
+
+
+def sample_code_switched_document(rng: random.Random, lang: str,
+                                  switch_probability: float = SWITCH_PROBABILITY,
+                                  num_sentences: Optional[int] = None
+                                  ) -> List[str]:
+  """A document in `lang` with some content words written in English."""
+  base = lx.lexicon(lang)
+  lines = []
+  for frame in sample_document_frames(rng, num_sentences):
+    switched = [k for k in content_keys(frame) if rng.random() < switch_probability]
+    lines.append(grammar.render(frame, lang, base.switched(switched)))
+  return lines
+
+
+def _check_arguments(languages, target_megabytes, files_per_language,
+                     fractions: Mapping[str, float]) -> None:
+  for lang in languages:
+    if lang not in lx.LANGUAGES:
+      raise errors.UsageError(f"unknown demo language {lang!r} in --languages; "
+                              f"choose from {', '.join(lx.LANGUAGES)}.")
+  if not target_megabytes > 0:
+    raise errors.UsageError(f"--megabytes is {target_megabytes:g}; give a size "
+                            "above 0 (e.g. --megabytes 2).")
+  if files_per_language < 1:
+    raise errors.UsageError(f"--files_per_language is {files_per_language}; "
+                            "give 1 or more.")
+  for name, value in fractions.items():
+    if not 0.0 <= value <= 1.0:
+      raise errors.UsageError(f"{name} is {value:g}; give a value in [0, 1].")
+  if fractions["parallel_fraction"] + fractions["code_switched_fraction"] > 1:
+    raise errors.UsageError("parallel_fraction + code_switched_fraction is "
+                            "above 1; lower one of them.")
+
+
+def _sample_language_documents(rng: random.Random, lang: str, budget: int,
+                               parallel_fraction: float,
+                               code_switched_fraction: float,
+                               switch_probability: float) -> List[List[str]]:
+  """Documents of `lang` until `budget` UTF-8 bytes are reached."""
+  documents, written = [], 0
+  while written < budget:
+    draw = rng.random() if lang != "en" else 1.0
+    if draw < parallel_fraction:
+      doc = sample_parallel_document(rng, lang)
+    elif draw < parallel_fraction + code_switched_fraction:
+      doc = sample_code_switched_document(rng, lang, switch_probability)
+    else:
+      doc = sample_document(rng, lang)
+    documents.append(doc)
+    written += len(("\n".join(doc) + "\n\n").encode("utf-8"))
+  return documents
+
+
+def generate_corpus(output_dir,
+                    languages: Sequence[str] = lx.LANGUAGES,
+                    target_megabytes: float = 2.0,
+                    language_sizes: Optional[Mapping[str, float]] = None,
+                    files_per_language: int = 2,
+                    seed: int = 0,
+                    parallel_fraction: float = PARALLEL_FRACTION,
+                    code_switched_fraction: float = CODE_SWITCHED_FRACTION,
+                    switch_probability: float = SWITCH_PROBABILITY,
+                    verbose: bool = False) -> Dict[str, Dict[str, int]]:
+  """Writes `output_dir/{lang}/part-NNNNN.txt` files; returns per-language stats.
+
+  Args:
+    output_dir: root folder, any file system `fileio` reads (created).
+    languages: subset of `lexicon.LANGUAGES`.
+    target_megabytes: approximate total UTF-8 size over all languages (> 0).
+    language_sizes: relative size per language (DEFAULT_LANGUAGE_SIZES).
+    files_per_language: documents are dealt round-robin over this many files.
+    seed: the corpus is a pure function of the arguments.
+    parallel_fraction, code_switched_fraction, switch_probability: the mix of
+      each non-English language's documents (see the module docstring).
+  Returns:
+    {lang: {"documents", "sentences", "bytes", "files"}}.
+  Raises:
+    errors.UsageError: an unknown language, a size <= 0, a bad fraction.
+  """
+  _check_arguments(languages, target_megabytes, files_per_language,
+                   {"parallel_fraction": parallel_fraction,
+                    "code_switched_fraction": code_switched_fraction,
+                    "switch_probability": switch_probability})
+  sizes = dict(language_sizes or DEFAULT_LANGUAGE_SIZES)
+  total_weight = sum(sizes.get(lang, 1.0) for lang in languages)
+  stats = {}
+  for lang in languages:
+    budget = int(target_megabytes * 1e6 * sizes.get(lang, 1.0) / total_weight)
+    rng = random.Random(zlib.crc32(f"{seed}:{lang}".encode()))
+    documents = _sample_language_documents(
+        rng, lang, budget, parallel_fraction, code_switched_fraction,
+        switch_probability)
+    texts = ["\n".join(doc) + "\n\n" for doc in documents]
+    for i in range(files_per_language):
+      fileio.write_text(fileio.join(output_dir, lang, f"part-{i:05d}.txt"),
+                        "".join(texts[i::files_per_language]))
+    stats[lang] = {"documents": len(documents),
+                   "sentences": sum(len(doc) for doc in documents),
+                   "bytes": sum(len(t.encode("utf-8")) for t in texts),
+                   "files": files_per_language}
+    if verbose:
+      print(f"demo corpus {lang}: {stats[lang]['documents']} documents, "
+            f"{stats[lang]['sentences']} sentences, "
+            f"{stats[lang]['bytes'] / 1e6:.2f} MB", flush=True)
+  return stats

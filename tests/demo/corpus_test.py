@@ -1,0 +1,182 @@
+"""The demo's lexicon, grammar, corpus and NLI pairs: deterministic, six scripts."""
+import collections
+import dataclasses
+import pathlib
+import random
+import re
+import subprocess
+import sys
+import unicodedata
+
+import pytest
+
+import testlib
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.demo import corpus
+from rembert_tf.demo import grammar
+from rembert_tf.demo import lexicon
+from rembert_tf.demo import nli
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SCRIPTS = {"en": "LATIN", "es": "LATIN", "ru": "CYRILLIC", "el": "GREEK",
+           "ar": "ARABIC", "hi": "DEVANAGARI", "zh": "CJK"}
+
+
+def _scripts(text):
+  return {unicodedata.name(ch, "").split()[0] for ch in text if ch.isalpha()}
+
+
+def test_every_language_uses_its_script():
+  frame = grammar.sample_frame(random.Random(0), subject="farmer")
+  for lang, script in SCRIPTS.items():
+    assert _scripts(grammar.render(frame, lang)) == {script}, lang
+  with pytest.raises(ValueError, match="unknown demo language 'xx'"):
+    grammar.render(frame, "xx")
+
+
+def test_loanwords_and_names_are_latin_in_every_language():
+  frame = grammar.Frame(subject="Mira", verb="buy", object="radio",
+                        location="hotel", tense="past")
+  for lang, script in SCRIPTS.items():
+    sentence = grammar.render(frame, lang)
+    assert {"Mira", "radio", "hotel"} <= set(re.findall("[A-Za-z]+", sentence))
+    assert _scripts(sentence) == {script, "LATIN"}, sentence
+
+
+def test_code_switching_writes_content_words_in_english_and_keeps_function_words():
+  frame = grammar.Frame(subject="cat", verb="eat", object="apple",
+                        tense="future", negated=True)
+  keys = corpus.content_keys(frame)
+  assert keys == ["v:eat", "n:cat", "n:apple"]
+  switched = lexicon.lexicon("ru").switched(keys)
+  sentence = grammar.render(frame, "ru", switched)
+  assert sentence.split()[:4] == ["Cat", "не", "будет", "eat"]  # host negation
+  assert "apple" in sentence and _scripts(sentence) == {"LATIN", "CYRILLIC"}
+  # The plain lexicon is untouched by switching.
+  assert _scripts(grammar.render(frame, "ru")) == {"CYRILLIC"}
+  rng = random.Random(2)
+  document = corpus.sample_code_switched_document(rng, "hi", 1.0, num_sentences=3)
+  assert len(document) == 3
+  assert all("LATIN" in _scripts(line) for line in document)
+
+
+def test_corpus_is_deterministic_and_laid_out_per_language(tmp_path):
+  a = corpus.generate_corpus(tmp_path / "a", target_megabytes=0.05, seed=3)
+  b = corpus.generate_corpus(tmp_path / "b", target_megabytes=0.05, seed=3)
+  assert a == b
+  for lang in lexicon.LANGUAGES:
+    for name in ("part-00000.txt", "part-00001.txt"):
+      text_a = (tmp_path / "a" / lang / name).read_text()
+      assert text_a == (tmp_path / "b" / lang / name).read_text()
+      assert all(doc.strip() for doc in text_a.strip("\n").split("\n\n"))
+  assert a["en"]["bytes"] > a["hi"]["bytes"]  # Unequal sizes by default.
+  corpus.generate_corpus(tmp_path / "c", target_megabytes=0.05, seed=4)
+  assert (tmp_path / "c" / "en" / "part-00000.txt").read_text() != (
+      tmp_path / "a" / "en" / "part-00000.txt").read_text()
+
+
+def test_corpus_on_a_remote_file_system():
+  stats = corpus.generate_corpus("ram://demo_corpus_test", languages=("el",),
+                                 target_megabytes=0.01, files_per_language=1)
+  text = fileio.read_text("ram://demo_corpus_test/el/part-00000.txt")
+  assert len(text.encode("utf-8")) == stats["el"]["bytes"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"target_megabytes": -1}, "--megabytes is -1; give a size above 0"),
+    ({"target_megabytes": 0}, "--megabytes is 0"),
+    ({"files_per_language": 0}, "--files_per_language is 0"),
+    ({"languages": ("en", "fr")}, "unknown demo language 'fr'"),
+    ({"parallel_fraction": 0.8, "code_switched_fraction": 0.5}, "above 1"),
+])
+def test_bad_corpus_arguments_are_refused_before_writing(tmp_path, kwargs, message):
+  with pytest.raises(errors.UsageError, match=message):
+    corpus.generate_corpus(tmp_path / "out", **kwargs)
+  assert not (tmp_path / "out").exists()
+
+
+def test_make_demo_corpus_refuses_a_size_below_zero_in_one_line(tmp_path):
+  done = subprocess.run(
+      [sys.executable, str(REPO / "tools" / "make_demo_corpus.py"),
+       f"--output_dir={tmp_path}/corpus", "--megabytes=-1"],
+      capture_output=True, text=True, timeout=300, check=False)
+  assert done.returncode == 1
+  # (TensorFlow's start-up lines, if any, come before the message.)
+  assert "Traceback" not in done.stderr
+  assert done.stderr.strip().splitlines()[-1] == (
+      "rembert-make-demo-corpus: error: --megabytes is -1; give a size above "
+      "0 (e.g. --megabytes 2).")
+  assert not (tmp_path / "corpus").exists()
+
+
+def test_document_mix_follows_the_fractions(tmp_path):
+  corpus.generate_corpus(tmp_path / "p", target_megabytes=0.1, seed=1,
+                         languages=("en", "el"), parallel_fraction=1.0,
+                         code_switched_fraction=0.0, files_per_language=1)
+  greek = (tmp_path / "p" / "el" / "part-00000.txt").read_text()
+  for doc in greek.strip().split("\n\n"):
+    lines = doc.splitlines()
+    assert len(lines) % 2 == 0
+    assert all(_scripts(line) <= {"GREEK", "LATIN"} for line in lines[::2])
+    assert all(_scripts(line) == {"LATIN"} for line in lines[1::2])
+  english = (tmp_path / "p" / "en" / "part-00000.txt").read_text()
+  assert "GREEK" not in _scripts(english)  # English stays monolingual.
+  # The test fixture corpus: no parallel or code-switched documents, so each
+  # language's text is its own script plus names, loanwords and digits.
+  fixture = testlib.demo_corpus_dir()
+  for line in (fixture / "ru" / "part-00000.txt").read_text().splitlines():
+    latin = set(re.findall("[A-Za-z]+", line))
+    assert latin <= set(lexicon.NAMES) | {"pizza", "tomato", "radio", "piano",
+                                          "hotel"}, line
+
+
+def test_grammar_is_learnable_structure():
+  """Frequent, predictable function words: far above a unigram baseline."""
+  text = (testlib.demo_corpus_dir() / "en" / "part-00000.txt").read_text()
+  words = text.split()
+  counts = collections.Counter(words)
+  assert counts.most_common(1)[0][1] / len(words) < 0.2
+  following = collections.defaultdict(collections.Counter)
+  for prev, nxt in zip(words, words[1:]):
+    following[prev][nxt] += 1
+  hits = sum(c.most_common(1)[0][1] for c in following.values())
+  assert hits / (len(words) - 1) > 0.3
+
+
+def test_nli_pairs_follow_the_frames():
+  rng = random.Random(5)
+  for label in nli.NLI_LABELS * 20:
+    premise, hypothesis, got = nli.make_nli_pair(rng, label)
+    assert got == label and premise != hypothesis
+    changed = {f.name for f in dataclasses.fields(premise)
+               if getattr(premise, f.name) != getattr(hypothesis, f.name)}
+    if label == "contradiction":
+      assert changed in ({"negated"}, {"location"})
+      if changed == {"location"}:
+        assert not premise.negated and hypothesis.location is not None
+    if label == "entailment":
+      assert "negated" not in changed
+      if premise.negated:  # Only event modifiers added.
+        assert changed <= {"location", "manner", "time"}
+        assert all(getattr(premise, f) is None for f in changed)
+      else:  # Only modifiers dropped.
+        assert all(getattr(hypothesis, f) is None for f in changed)
+  rows_en = nli.nli_examples(30, seed=2, language="en")
+  rows_zh = nli.nli_examples(30, seed=2, language="zh")
+  assert [r["label"] for r in rows_en] == [r["label"] for r in rows_zh]
+  assert collections.Counter(r["label"] for r in rows_en) == {
+      "entailment": 10, "neutral": 10, "contradiction": 10}
+  assert rows_en[0]["premise"] != rows_zh[0]["premise"]
+
+
+def test_xnli_files_in_the_download_layout():
+  nli.write_xnli_files("ram://demo_nli_test", num_train=9, num_dev=6,
+                       num_test=3, languages=["en", "hi"], seed=4)
+  train = fileio.read_text("ram://demo_nli_test/xnli/train-en.tsv").splitlines()
+  dev_hi = fileio.read_text("ram://demo_nli_test/xnli/dev-hi.tsv").splitlines()
+  test_hi = fileio.read_text("ram://demo_nli_test/xnli/test-hi.tsv").splitlines()
+  assert len(train) == 9 and len(dev_hi) == 6 and len(test_hi) == 3
+  assert all(len(line.split("\t")) == 3 for line in train + dev_hi)
+  assert all(len(line.split("\t")) == 2 for line in test_hi)
+  assert {line.split("\t")[2] for line in dev_hi} <= set(nli.NLI_LABELS)
