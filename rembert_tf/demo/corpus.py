@@ -9,12 +9,14 @@ the cross-lingual material of real multilingual corpora:
 - **parallel** (`parallel_fraction`): each sentence followed by its English
   rendering, in the same pre-training sequence, so a masked word can be read
   off its translation (translation language modelling);
-- **code-switched** (`code_switched_fraction`): each content word (noun,
-  verb, adjective, place, time, manner) written in English with probability
-  `switch_probability`, inside the other language's grammar; function words
-  (articles, negation, case markers) stay in the host language, as they do in
-  real code-switching. The English word then appears where the other
-  language's word does, which ties the two forms together;
+- **code-switched** (`code_switched_fraction`): each sentence follows the
+  grammar of the language or of English, and each of its content words
+  (noun, verb, adjective, place, time, manner) is written in the other
+  language with probability `switch_probability`; function words (articles,
+  negation, case markers, auxiliaries) stay in the sentence's own language,
+  as they do in real code-switching. A word then appears where its
+  translation does, which ties the two forms together, and the function
+  words of both languages appear next to the same content words;
 - **monolingual**: the rest.
 
 Every language also shares digits, the protagonists' Latin-script names and
@@ -29,7 +31,7 @@ from rembert_tf.demo import corpus
 rng = random.Random(0)
 corpus.sample_document(rng, "ru")                  # list of sentences
 corpus.sample_parallel_document(rng, "ar")          # ar, en, ar, en, ...
-corpus.sample_code_switched_document(rng, "hi")     # Hindi with English words
+corpus.sample_code_switched_document(rng, "hi")     # Hindi and English mixed
 stats = corpus.generate_corpus("/tmp/corpus", target_megabytes=1.0)
 # -> /tmp/corpus/{lang}/part-0000N.txt: one sentence per line, a blank line
 #    between documents (the layout tools/create_pretraining_data.py reads).
@@ -47,9 +49,9 @@ from rembert_tf.demo import lexicon as lx
 # Relative corpus sizes (unequal on purpose: shows the smoothed sampling).
 DEFAULT_LANGUAGE_SIZES = {"en": 1.0, "es": 0.6, "ru": 0.5, "el": 0.3,
                           "ar": 0.4, "hi": 0.25, "zh": 0.5}
-PARALLEL_FRACTION = 0.3
-CODE_SWITCHED_FRACTION = 0.3
-SWITCH_PROBABILITY = 0.3
+PARALLEL_FRACTION = 0.5
+CODE_SWITCHED_FRACTION = 0.5
+SWITCH_PROBABILITY = 0.5
 
 
 def sample_document_frames(rng: random.Random,
@@ -125,12 +127,20 @@ def sample_code_switched_document(rng: random.Random, lang: str,
                                   switch_probability: float = SWITCH_PROBABILITY,
                                   num_sentences: Optional[int] = None
                                   ) -> List[str]:
-  """A document in `lang` with some content words written in English."""
-  base = lx.lexicon(lang)
+  """A document mixing `lang` and English within its sentences.
+
+  Each sentence follows the grammar of `lang` or of English (one or the
+  other at random, as bilingual writers alternate) and writes each of its
+  content words in the other language with probability `switch_probability`.
+  """
+  host, english = lx.lexicon(lang), lx.lexicon("en")
   lines = []
   for frame in sample_document_frames(rng, num_sentences):
-    switched = [k for k in content_keys(frame) if rng.random() < switch_probability]
-    lines.append(grammar.render(frame, lang, base.switched(switched)))
+    keys = [k for k in content_keys(frame) if rng.random() < switch_probability]
+    if rng.random() < 0.5:
+      lines.append(grammar.render(frame, lang, host.switched(keys)))
+    else:
+      lines.append(grammar.render(frame, "en", english.borrowing(lang, keys)))
   return lines
 
 

@@ -25,9 +25,11 @@ from rembert_tf.demo import grammar, lexicon
 frame = grammar.sample_frame(random.Random(0), subject="farmer")
 for lang in lexicon.LANGUAGES:
   print(lang, grammar.render(frame, lang))
-# The same clause with its verb and object in English (code-switched):
-switched = lexicon.lexicon("hi").switched({"v:" + frame.verb})
-print(grammar.render(frame, "hi", switched))
+# Code-switched: the Hindi clause with its verb in English, and the
+# English clause with its verb in Hindi.
+verb = {"v:" + frame.verb}
+print(grammar.render(frame, "hi", lexicon.lexicon("hi").switched(verb)))
+print(grammar.render(frame, "en", lexicon.lexicon("en").borrowing("hi", verb)))
 ```
 """
 import dataclasses
@@ -88,41 +90,46 @@ def _check_frame(frame: Frame):
 
 
 def _en(frame: Frame, lex: lx.Lexicon) -> List[str]:
-  del lex  # English words are the concepts' own forms.
+  def word(key, english):  # English inflection, or a borrowed bare stem.
+    return english if lex.is_english(key) else lex.form(key)
   def np(key, adjective, definite, count):
     if key in lx.NAME_GENDER:
       return [key]
-    _, singular, plural, _, _ = lx.NOUNS[key]
-    words = [lx.ADJECTIVES[adjective][0]] if adjective else []
+    _, singular, plural, _, countable = lx.NOUNS[key]
+    words = ([word("a:" + adjective, lx.ADJECTIVES[adjective][0])]
+             if adjective else [])
     if count > 1:
-      return [str(count)] + words + [plural]
-    words = words + [singular]
+      return [str(count)] + words + [word("n:" + key, plural)]
+    words = words + [word("n:" + key, singular)]
     if definite:
       article = "the"
-    elif not lx.NOUNS[key][4]:
+    elif not countable:
       article = "some"
     else:
       article = "an" if words[0][0] in "aeiou" else "a"
     return [article] + words
   base, third, past, _, _, _ = lx.VERBS[frame.verb]
+  verb_key = "v:" + frame.verb
+  base = word(verb_key, base)
   if frame.tense == "past":
-    verb = ["did", "not", base] if frame.negated else [past]
+    verb = ["did", "not", base] if frame.negated else [word(verb_key, past)]
   elif frame.tense == "future":
     verb = ["will", "not", base] if frame.negated else ["will", base]
   else:
-    verb = ["does", "not", base] if frame.negated else [third]
+    verb = ["does", "not", base] if frame.negated else [word(verb_key, third)]
   words = []
   if frame.time:
-    words += lx.TIMES[frame.time][1].split()
+    words += word("t:" + frame.time, lx.TIMES[frame.time][1]).split()
   words += np(frame.subject, frame.subject_adjective, frame.subject_definite, 1)
   words += verb
   if frame.object:
     words += np(frame.object, frame.object_adjective, frame.object_definite,
                 frame.object_count)
   if frame.manner:
-    words.append(lx.MANNERS[frame.manner])
+    words.append(word("m:" + frame.manner, lx.MANNERS[frame.manner]))
   if frame.location:
-    words += ["in", "the", lx.PLACES[frame.location][0]]
+    words += ["in", "the", word("p:" + frame.location,
+                                lx.PLACES[frame.location][0])]
   return words
 
 

@@ -12,7 +12,9 @@ languages is shared here too, and only that:
   uses, unchanged and in Latin script, like "pizza", "radio" or "hotel";
 - code-switching: `Lexicon.switched(keys)` is a language's lexicon in which
   the given concepts take their English form (a bilingual writer's English
-  words inside a sentence of the other language).
+  words inside a sentence of the other language), and
+  `lexicon("en").borrowing(lang, keys)` the English lexicon with those
+  concepts in `lang`'s words (the other way round).
 
 A concept key is `KIND:NAME`, KIND one of `n` (noun), `p` (place), `t` (time
 word), `m` (manner), `a` (adjective), `v` (verb): `n:cat`, `v:eat`.
@@ -24,13 +26,15 @@ ru = lexicon.lexicon("ru")
 ru.form("n:cat", suffix="а")          # the invented stem plus an ending
 ru.form("n:radio", suffix="а")        # 'radio': loanwords take no endings
 ru.switched({"n:cat"}).form("n:cat")  # 'cat' (code-switched)
+lexicon.lexicon("en").borrowing("ru", {"n:cat"}).form("n:cat")  # 'лыдоз'
+
 lexicon.english_form("t:last_night")  # 'last night'
 ```
 """
 import functools
 import random
 import zlib
-from typing import Dict, FrozenSet, Iterable, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, Tuple
 
 LANGUAGES = ("en", "es", "ru", "el", "ar", "hi", "zh")
 LANGUAGE_SCRIPTS = {"en": "Latin", "es": "Latin", "ru": "Cyrillic",
@@ -301,7 +305,11 @@ def _invent_stems(lang: str) -> Dict[str, str]:
 
 
 class Lexicon:
-  """One language's word forms; some concepts may be written in English."""
+  """One language's word forms; some concepts may come from another language.
+
+  `lang` is the language whose grammar uses the lexicon; `stems` the invented
+  stems it draws on; `english` the concepts written in English.
+  """
 
   def __init__(self, lang: str, stems: Dict[str, str],
                english: FrozenSet[str] = LOANWORDS):
@@ -310,21 +318,30 @@ class Lexicon:
     self._english = english
 
   def is_english(self, key: str) -> bool:
-    return self.lang == "en" or key in self._english
+    return key in self._english
 
   def form(self, key: str, prefix: str = "", suffix: str = "") -> str:
     """The word of `key` with the language's affixes.
 
-    A concept written in English (a loanword, or code-switched) takes no
-    affixes: it stays one Latin-script word, as borrowed words often do.
+    A word from another language (a loanword, a code-switched word) takes no
+    affixes: it stays one word in its own script, as borrowed words often do.
     """
     if self.is_english(key):
       return english_form(key)
+    if self.lang == "en":
+      return self._stems[key]
     return prefix + self._stems[key] + suffix
 
   def switched(self, keys: Iterable[str]) -> "Lexicon":
     """This lexicon with `keys` written in English too (code-switching)."""
     return Lexicon(self.lang, self._stems, self._english | frozenset(keys))
+
+  def borrowing(self, donor: str, keys: Iterable[str]) -> "Lexicon":
+    """The English lexicon with `keys` in the words of `donor` (code-switching)."""
+    if self.lang != "en":
+      raise ValueError("borrowing() is for the English lexicon; use switched().")
+    keys = frozenset(keys) - LOANWORDS
+    return Lexicon("en", lexicon(donor)._stems, self._english - keys)
 
 
 @functools.lru_cache(maxsize=None)
@@ -333,4 +350,6 @@ def lexicon(lang: str) -> Lexicon:
   if lang not in LANGUAGES:
     raise ValueError(f"unknown demo language {lang!r}; choose from "
                      f"{', '.join(LANGUAGES)}.")
-  return Lexicon(lang, {} if lang == "en" else _invent_stems(lang))
+  if lang == "en":
+    return Lexicon(lang, {}, frozenset(concept_keys()))
+  return Lexicon(lang, _invent_stems(lang))

@@ -174,10 +174,10 @@ def write_xnli_files(download_dir, num_train: int = 2000, num_dev: int = 300,
 @dataclasses.dataclass(frozen=True)
 class FinetuneRecipe:
   """How the demo fine-tunes on English pairs (the same for both encoders)."""
-  num_train: int = 2000
+  num_train: int = 4000
   num_dev: int = 300
   learning_rate: float = 5e-4
-  num_train_epochs: float = 3.0
+  num_train_epochs: float = 2.0
   train_batch_size: int = 32
   seq_length: int = 64
 

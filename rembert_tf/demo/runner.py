@@ -52,6 +52,8 @@ class DemoSettings:
       fine-tuning (the README reports seeds 0, 1 and 2).
     train_steps: pre-training steps (None: the experiment's).
     corpus_megabytes, heldout_megabytes: sizes of the two corpora.
+    parallel_fraction, code_switched_fraction, switch_probability: the
+      corpus mix (`rembert_tf.demo.corpus`).
     num_workers: processes making the records.
     finetune: run step 6.
     random_init_baseline: in step 6, also fine-tune a random encoder.
@@ -62,6 +64,9 @@ class DemoSettings:
   train_steps: Optional[int] = None
   corpus_megabytes: float = 3.0
   heldout_megabytes: float = 0.3
+  parallel_fraction: float = corpus_lib.PARALLEL_FRACTION
+  code_switched_fraction: float = corpus_lib.CODE_SWITCHED_FRACTION
+  switch_probability: float = corpus_lib.SWITCH_PROBABILITY
   num_workers: int = 2
   finetune: bool = True
   random_init_baseline: bool = True
@@ -100,15 +105,18 @@ def make_corpora(run_dir, settings: DemoSettings) -> Dict[str, str]:
   """Step 1: the training corpus and a held-out corpus (another seed)."""
   paths = {"train": fileio.join(run_dir, "corpus"),
            "heldout": fileio.join(run_dir, "corpus_heldout")}
+  mix = dict(parallel_fraction=settings.parallel_fraction,
+             code_switched_fraction=settings.code_switched_fraction,
+             switch_probability=settings.switch_probability, verbose=True)
   if not fileio.exists(paths["train"]):
     corpus_lib.generate_corpus(paths["train"],
                                target_megabytes=settings.corpus_megabytes,
-                               seed=settings.seed, verbose=True)
+                               seed=settings.seed, **mix)
   if not fileio.exists(paths["heldout"]):
     corpus_lib.generate_corpus(paths["heldout"],
                                target_megabytes=settings.heldout_megabytes,
                                seed=settings.seed + 10_000,
-                               files_per_language=1, verbose=True)
+                               files_per_language=1, **mix)
   return paths
 
 
