@@ -55,10 +55,24 @@ def test_code_switching_writes_content_words_in_english_and_keeps_function_words
   assert "apple" in sentence and _scripts(sentence) == {"LATIN", "CYRILLIC"}
   # The plain lexicon is untouched by switching.
   assert _scripts(grammar.render(frame, "ru")) == {"CYRILLIC"}
-  rng = random.Random(2)
-  document = corpus.sample_code_switched_document(rng, "hi", 1.0, num_sentences=3)
-  assert len(document) == 3
-  assert all("LATIN" in _scripts(line) for line in document)
+  # The other way round: English grammar, Russian content words.
+  borrowed = lexicon.lexicon("en").borrowing("ru", keys)
+  english = grammar.render(frame, "en", borrowed)
+  assert english.split()[:4] == ["The", lexicon.lexicon("ru").form("n:cat"),
+                                 "will", "not"]
+  assert _scripts(english) == {"LATIN", "CYRILLIC"}
+  # Every content word switched: Hindi sentences with English words only
+  # ("bear swim।") and English sentences with Hindi words only.
+  document = corpus.sample_code_switched_document(random.Random(2), "hi", 1.0,
+                                                  num_sentences=6)
+  assert len(document) == 6
+  assert any(line.endswith("।") for line in document)
+  assert any(line.endswith(".") for line in document)
+  for line in document:
+    if line.endswith("।"):  # Hindi grammar: content words in English.
+      assert re.findall("[A-Za-z]+", line), line
+    else:  # English grammar: content words in Devanagari.
+      assert "DEVANAGARI" in _scripts(line), line
 
 
 def test_corpus_is_deterministic_and_laid_out_per_language(tmp_path):
