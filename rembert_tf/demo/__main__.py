@@ -9,22 +9,23 @@ rembert_tf/demo/runner.py). Exits 1 when the held-out MLM accuracy is below
 
 Usage:
   python -m rembert_tf.demo [--run_dir runs/demo] [--seed 0] [--train_steps N]
-      [--corpus_megabytes 3] [--nofinetune] [--norandom_init_baseline]
+      [--corpus_megabytes 3] [--nofinetune] [--norandom_init_baseline] [--verbose]
 """
-import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from absl import flags  # noqa: E402
+# Imported first: it quiets TensorFlow's start-up lines (unless --verbose).
+from rembert_tf import cli  # noqa: F401  pylint: disable=unused-import
+from absl import flags  # noqa: E402  pylint: disable=g-bad-import-order
 
 from rembert_tf.common import errors  # noqa: E402
 from rembert_tf.common import fileio  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("run_dir", None, "Where everything goes (default: "
-                    "runs/demo-<time> in the current directory).")
+flags.DEFINE_string("run_dir",
+                    fileio.join("runs", time.strftime("demo-%Y%m%d-%H%M%S")),
+                    "Where everything goes (any file system); the full log "
+                    "ends up in RUN_DIR/logs/.")
 flags.DEFINE_integer("seed", 0, "Seeds the corpus, vocabulary, records, "
                      "pre-training and fine-tuning.")
 flags.DEFINE_integer("train_steps", None, "Pre-training steps (default: the "
@@ -45,8 +46,7 @@ def main(argv):
   if FLAGS.corpus_megabytes <= 0:
     raise errors.UsageError(f"--corpus_megabytes is {FLAGS.corpus_megabytes:g};"
                             " give a size above 0 (e.g. 3).")
-  run_dir = FLAGS.run_dir or fileio.join(
-      "runs", time.strftime("demo-%Y%m%d-%H%M%S"))
+  run_dir = FLAGS.run_dir
   settings = runner.DemoSettings(
       seed=FLAGS.seed, train_steps=FLAGS.train_steps,
       corpus_megabytes=FLAGS.corpus_megabytes, num_workers=FLAGS.num_workers,
@@ -64,8 +64,8 @@ def main(argv):
 
 def run():
   """Console-script entry point (`rembert-demo`)."""
-  from rembert_tf import cli  # pylint: disable=g-import-not-at-top
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, program="rembert-demo", output_dir_flag="run_dir",
+                  keep_log_exit_codes=(0, errors.EXIT_ERROR))
 
 
 if __name__ == "__main__":
