@@ -163,6 +163,10 @@ def pretrain(run_dir, experiment) -> Dict[str, Any]:
   model_dir = fileio.join(run_dir, "pretrain")
   metrics = pretraining.run(experiment, model_dir, mode="train_and_eval",
                             strategy="one_device")
+  if "eval_masked_lm_accuracy" not in metrics:
+    # A run resumed after its last step trains nothing and evaluates nothing.
+    metrics.update(pretraining.run(experiment, model_dir, mode="eval",
+                                   strategy="one_device"))
   baseline = pretraining.most_frequent_token_baseline(
       experiment.task.validation_data, experiment.task.model.vocab_size,
       train_data_config=experiment.task.train_data)
