@@ -17,9 +17,9 @@ from rembert_tf.demo import runner
 CHANCE = 100.0 / len(nli.NLI_LABELS)
 TRANSFER_MARGIN = 8.0  # points above chance for the non-English mean
 SMALL = runner.DemoSettings(
-    seed=0, train_steps=300, corpus_megabytes=1.0, heldout_megabytes=0.1,
+    seed=0, train_steps=600, corpus_megabytes=1.0, heldout_megabytes=0.1,
     num_workers=1, random_init_baseline=False,
-    recipe=nli.FinetuneRecipe(num_train=1000, num_dev=150))
+    recipe=nli.FinetuneRecipe(num_train=2000, num_dev=150))
 
 
 def test_small_demo_transfers_zero_shot_and_leaves_every_step_in_the_run_dir(
