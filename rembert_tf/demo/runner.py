@@ -160,6 +160,7 @@ def make_records(run_dir, corpora: Dict[str, str], sp_model: str, experiment,
 def pretrain(run_dir, experiment) -> Dict[str, Any]:
   """Step 4: pre-trains; returns held-out MLM accuracy and the baseline's."""
   from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  from rembert_tf.evaluation import mlm_baseline  # pylint: disable=g-import-not-at-top
   model_dir = fileio.join(run_dir, "pretrain")
   metrics = pretraining.run(experiment, model_dir, mode="train_and_eval",
                             strategy="one_device")
@@ -167,7 +168,7 @@ def pretrain(run_dir, experiment) -> Dict[str, Any]:
     # A run resumed after its last step trains nothing and evaluates nothing.
     metrics.update(pretraining.run(experiment, model_dir, mode="eval",
                                    strategy="one_device"))
-  baseline = pretraining.most_frequent_token_baseline(
+  baseline = mlm_baseline.most_frequent_token_baseline(
       experiment.task.validation_data, experiment.task.model.vocab_size,
       train_data_config=experiment.task.train_data)
   return {"model_dir": model_dir, "steps": int(metrics["global_step"]),

@@ -31,7 +31,7 @@ preemptible RemBERT job on TPU pods needs around them:
   a clear message on a NaN / inf loss, before that loop's weights are saved;
   a corrupted record shard is named in one line.
 
-Example (what `rembert_tf/demo.py` does in-process):
+Example (what `rembert_tf/demo/runner.py` does in-process):
 ```python
 from rembert_tf import pretraining
 config = pretraining.load_experiment_config(
