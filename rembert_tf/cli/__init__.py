@@ -35,12 +35,12 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   if program is None:
     app.run(main)
     return
+  output = console.start_command_output(
+      program, keep_log_exit_codes=keep_log_exit_codes)
 
   def main_with_log_file(argv):
-    output_dir = flags.FLAGS[output_dir_flag].value if output_dir_flag else None
-    output = console.start_command_output(
-        program, output_dir, verbose=flags.FLAGS[console.VERBOSE_FLAG].value,
-        keep_log_exit_codes=keep_log_exit_codes)
+    output.flags_parsed(
+        flags.FLAGS[output_dir_flag].value if output_dir_flag else None)
     return console.run_with_command_output(main, argv, output)
 
   app.run(main_with_log_file)

@@ -387,7 +387,19 @@ class CommandOutput:
     self._route_absl_to_file()
     if not self.verbose:
       self._route_fd2_to_file()
+    if flags.FLAGS.is_parsed():
+      self.flags_parsed()
     return self
+
+  def flags_parsed(self, output_dir: Optional[str] = None) -> None:
+    """After flag parsing: the output directory, and which log lines the
+    console still shows (errors; everything with --verbose)."""
+    if output_dir is not None:
+      self.output_dir = output_dir
+    if self.verbose:
+      flags.FLAGS.alsologtostderr = True
+    else:
+      logging.set_stderrthreshold(logging.ERROR)
 
   def _route_absl_to_file(self) -> None:
     """absl (and through it TensorFlow's Python logs, orbit, warnings) -> file."""
@@ -396,11 +408,6 @@ class CommandOutput:
     handler = logging.get_absl_handler().python_handler
     handler.stream = self._log_file
     logging.set_verbosity(logging.INFO)
-    if flags.FLAGS.is_parsed():
-      if self.verbose:
-        flags.FLAGS.alsologtostderr = True
-      else:
-        logging.set_stderrthreshold(logging.ERROR)
     std_logging.captureWarnings(True)
 
   def _route_fd2_to_file(self) -> None:
@@ -455,18 +462,23 @@ class CommandOutput:
 
 
 def start_command_output(program: str, output_dir: Optional[str] = None,
-                         verbose: bool = False,
+                         verbose: Optional[bool] = None,
                          keep_log_exit_codes: Iterable[int] = (0,)
                          ) -> CommandOutput:
   """Sends absl/TF/orbit logs to a log file; the console keeps only stdout,
-  errors and progress. Call once per process, after flags are parsed (a
-  command's `run()` does it; library calls and tests do not).
+  errors and progress. Call once per process (a command's `run()` does it;
+  library calls and tests do not), before absl parses the flags: libraries
+  run start-up callbacks right after parsing (Model Garden counts the GPUs,
+  which logs cuInit on a machine without one). `verbose=None` looks for
+  `--verbose` in `sys.argv`; call `flags_parsed(output_dir)` once parsed.
 
   The log is written under LOG_TMP_DIR while the command runs, and copied to
   `output_dir/logs/PROGRAM-TIME.log` when it ends with an exit code in
   `keep_log_exit_codes` (a refused or failed run writes nothing into
   `output_dir`). Without `output_dir` the log stays in LOG_TMP_DIR.
   """
+  if verbose is None:
+    verbose = verbose_requested()
   output = CommandOutput(program, output_dir, verbose, keep_log_exit_codes)
   return output.start()
 
