@@ -477,10 +477,23 @@ def start_command_output(program: str, output_dir: Optional[str] = None,
   `keep_log_exit_codes` (a refused or failed run writes nothing into
   `output_dir`). Without `output_dir` the log stays in LOG_TMP_DIR.
   """
+  global _current
   if verbose is None:
     verbose = verbose_requested()
   output = CommandOutput(program, output_dir, verbose, keep_log_exit_codes)
+  _current = output
   return output.start()
+
+
+_current: Optional[CommandOutput] = None
+
+
+def set_output_dir(path: str) -> None:
+  """Names the directory whose `logs/` receives this command's log, for a
+  command that chooses it only inside `main` (e.g. a default with the time).
+  Does nothing outside a command (library calls, tests)."""
+  if _current is not None:
+    _current.output_dir = path
 
 
 def run_with_command_output(main: Callable[[Any], Any], argv: Any,

@@ -169,3 +169,13 @@ def test_failed_command_writes_nothing_into_the_output_dir(tmp_path):
   temporary = done.stdout.split("LOG ")[1].split()[0]
   assert "failed call to cuInit" in open(temporary).read()
   os.remove(temporary)
+
+
+def test_set_output_dir_names_where_the_running_command_log_goes(monkeypatch):
+  output = console.CommandOutput("rembert-demo", None, verbose=False)
+  monkeypatch.setattr(console, "_current", output)
+  console.set_output_dir("runs/demo-1")
+  assert output.output_dir == "runs/demo-1"
+  monkeypatch.setattr(console, "_current", None)
+  console.set_output_dir("elsewhere")  # Outside a command: nothing happens.
+  assert output.output_dir == "runs/demo-1"

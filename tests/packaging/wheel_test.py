@@ -108,6 +108,13 @@ def test_wheel_ships_the_package_and_its_configs(installed):
           "rembert-make-demo-corpus"} <= scripts
 
 
+def test_demo_entry_point_resolves(installed):
+  _, _, run = installed
+  done = run("rembert-demo", "--help")
+  assert "Traceback" not in done.stderr, done.stderr
+  assert "--run_dir" in done.stdout + done.stderr
+
+
 def test_param_table_on_a_shipped_preset(installed):
   _, _, run = installed
   done = run("rembert-param-table", "tiny", "--json")
