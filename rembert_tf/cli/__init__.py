@@ -15,6 +15,16 @@ console.quiet_tensorflow_import()
 console.define_verbose_flag()
 
 
+def _list_flags_in_help(main: Callable) -> None:
+  """absl's `--help` lists the flags of the script being run (`sys.argv[0]`);
+  a console script or tools/ wrapper defines none, so the command module's
+  flags and `--verbose` are listed under the script's name."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  command_flags = flags.FLAGS.get_key_flags_for_module(main.__module__)
+  for flag in command_flags + [flags.FLAGS[console.VERBOSE_FLAG]]:
+    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
 def run_command(main: Callable, doc: str, program: Optional[str] = None,
                 output_dir_flag: Optional[str] = None,
                 keep_log_exit_codes: Iterable[int] = (0,)) -> None:
@@ -32,6 +42,7 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   main_module = sys.modules.get("__main__")
   if main_module is not None:
     main_module.__doc__ = doc
+  _list_flags_in_help(main)
   if program is None:
     app.run(main)
     return

@@ -108,11 +108,14 @@ def test_wheel_ships_the_package_and_its_configs(installed):
           "rembert-make-demo-corpus"} <= scripts
 
 
-def test_demo_entry_point_resolves(installed):
+def test_console_scripts_resolve_and_list_their_flags(installed):
   _, _, run = installed
-  done = run("rembert-demo", "--help")
-  assert "Traceback" not in done.stderr, done.stderr
-  assert "--run_dir" in done.stdout + done.stderr
+  demo = run("rembert-demo", "--help")
+  assert "Traceback" not in demo.stderr and "USAGE" in demo.stdout, demo.stderr
+  train = run("rembert-train", "--help")
+  assert "Traceback" not in train.stderr, train.stderr
+  for flag in ("--config", "--model_dir", "--params_override", "--verbose"):
+    assert flag in train.stdout, flag
 
 
 def test_param_table_on_a_shipped_preset(installed):
