@@ -114,7 +114,7 @@ def test_console_scripts_resolve_and_list_their_flags(installed):
   assert "Traceback" not in demo.stderr and "USAGE" in demo.stdout, demo.stderr
   train = run("rembert-train", "--help")
   assert "Traceback" not in train.stderr, train.stderr
-  for flag in ("--config", "--model_dir", "--params_override", "--verbose"):
+  for flag in ("--config", "--model_dir", "--params_override", "--[no]verbose"):
     assert flag in train.stdout, flag
 
 
