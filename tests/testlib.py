@@ -1,5 +1,7 @@
 """Fixtures shared by every test area, built once per test session.
 
+- `tiny_config(**overrides)`: the model config every test builds unless it
+  needs another shape (the `tiny` preset shrunk to ~27k parameters).
 - `demo_corpus_dir()`: a 0.3 MB demo corpus (7 languages, monolingual documents).
 - `sentencepiece_model()`: a 1000-piece model in this project's layout
   (<pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4), trained on that corpus.
@@ -16,10 +18,30 @@ import tempfile
 
 import sentencepiece as spm
 
+# Pieces of the test SentencePiece models (the `tiny` preset's 2000 is the
+# demo corpus's vocabulary; the tests train smaller models, faster).
 TINY_VOCAB_SIZE = 1000
 RELEASED_CLS_ID = 312
 RELEASED_SEP_ID = 313
 RELEASED_MASK_ID = 314
+
+
+# The shared test model: every size small, dropout off (deterministic outputs).
+TINY_MODEL = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2,
+                  num_attention_heads=2, intermediate_size=64,
+                  input_embedding_size=16, output_embedding_size=48,
+                  max_position_embeddings=32, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0)
+
+
+def tiny_config(**overrides):
+  """A validated RemBertConfig: the `tiny` preset with TINY_MODEL, then `overrides`.
+
+  >>> tiny_config(num_output_layers=1).num_output_layers
+  1
+  """
+  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
+  return rembert_config.load_model_config("tiny", {**TINY_MODEL, **overrides})
 
 
 @functools.lru_cache(maxsize=None)
