@@ -4,6 +4,7 @@
 Every command takes `--verbose`; without it TensorFlow's start-up lines and
 every log line go to a log file (see `rembert_tf.common.console`).
 """
+import os
 import sys
 from typing import Callable, Iterable, Optional
 
@@ -25,6 +26,14 @@ def _list_flags_in_help(main: Callable) -> None:
     flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
 
+def _program_name(main: Callable) -> str:
+  """`rembert_tf.demo.__main__` -> `rembert-demo`; `python -m rembert_tf.train`
+  (module `__main__`, script train.py) -> `rembert-train`."""
+  parts = [p for p in main.__module__.split(".") if p != "__main__"]
+  name = parts[-1] if parts else os.path.splitext(os.path.basename(sys.argv[0]))[0]
+  return "rembert-" + name.replace("_", "-")
+
+
 def run_command(main: Callable, doc: str, program: Optional[str] = None,
                 output_dir_flag: Optional[str] = None,
                 keep_log_exit_codes: Iterable[int] = (0,)) -> None:
@@ -34,8 +43,11 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   console script or a tools/ wrapper `__main__` is the wrapper, so the
   command module's docstring is put there.
 
-  With `program` (the console-script name), logs go to a file that ends in
-  `<value of --output_dir_flag>/logs/` (see `console.start_command_output`).
+  Logs go to a file named after `program` (the console-script name; by
+  default derived from the command module) that ends in
+  `<value of --output_dir_flag>/logs/` (see `console.start_command_output`;
+  a command that picks its directory inside `main` calls
+  `console.set_output_dir`).
   """
   from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
@@ -43,11 +55,8 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   if main_module is not None:
     main_module.__doc__ = doc
   _list_flags_in_help(main)
-  if program is None:
-    app.run(main)
-    return
   output = console.start_command_output(
-      program, keep_log_exit_codes=keep_log_exit_codes)
+      program or _program_name(main), keep_log_exit_codes=keep_log_exit_codes)
 
   def main_with_log_file(argv):
     output.flags_parsed(
