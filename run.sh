@@ -17,7 +17,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e ".[test]"
   echo "$want" > "$stamp"
 fi
-export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+# TensorFlow's start-up lines are hidden by the commands themselves (shown
+# with --verbose) and by tests/conftest.py.
 cmd=${1:-}
 shift || true
 case "$cmd" in
