@@ -1,13 +1,13 @@
 """Fixtures shared by every test area, built once per test session.
 
-- `tiny_config(**overrides)`: the model config every test builds unless it
-  needs another shape (the `tiny` preset shrunk to ~27k parameters).
 - `demo_corpus_dir()`: a 0.3 MB demo corpus (7 languages, monolingual documents).
 - `sentencepiece_model()`: a 1000-piece model in this project's layout
   (<pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4), trained on that corpus.
 - `released_layout_sentencepiece()`: a model laid out like the released
   RemBERT's: [PAD]=0 [UNK]=1, 310 other user pieces, then [CLS]=312 [SEP]=313
   [MASK]=314, then the learned pieces.
+- `tiny_config(**overrides)`: the model config every test builds unless it
+  needs another shape (the `tiny` preset shrunk to ~27k parameters).
 Each test copies what it changes into its own tmp_path.
 """
 import atexit
