@@ -27,10 +27,17 @@ def _list_flags_in_help(main: Callable) -> None:
 
 
 def _program_name(main: Callable) -> str:
-  """`rembert_tf.demo.__main__` -> `rembert-demo`; `python -m rembert_tf.train`
-  (module `__main__`, script train.py) -> `rembert-train`."""
+  """`rembert_tf.cli.param_table` -> `rembert-param-table`; under
+  `python -m rembert_tf.demo` (module `__main__`, script demo/__main__.py) ->
+  `rembert-demo`."""
   parts = [p for p in main.__module__.split(".") if p != "__main__"]
-  name = parts[-1] if parts else os.path.splitext(os.path.basename(sys.argv[0]))[0]
+  if parts:
+    name = parts[-1]
+  else:  # python -m PACKAGE (PACKAGE/__main__.py) or python -m MODULE.
+    script = os.path.abspath(sys.argv[0])
+    name = os.path.splitext(os.path.basename(script))[0]
+    if name == "__main__":
+      name = os.path.basename(os.path.dirname(script))
   return "rembert-" + name.replace("_", "-")
 
 

@@ -346,6 +346,23 @@ def orbit_logs_to_file():
     controller._log = original  # pylint: disable=protected-access
 
 
+def remove_old_logs(max_age_days: float = 7.0) -> None:
+  """Removes logs of failed or refused runs older than `max_age_days` from
+  LOG_TMP_DIR (a successful run's log is moved to its output directory)."""
+  cutoff = time.time() - max_age_days * 86400
+  try:
+    names = os.listdir(LOG_TMP_DIR)
+  except OSError:
+    return
+  for name in names:
+    path = os.path.join(LOG_TMP_DIR, name)
+    try:
+      if name.endswith(".log") and os.path.getmtime(path) < cutoff:
+        os.remove(path)
+    except OSError:
+      pass  # Another process removed it, or it is not ours to remove.
+
+
 def _exit_code(code: Any) -> int:
   if code is None:
     return 0
@@ -378,6 +395,7 @@ class CommandOutput:
 
   def start(self) -> "CommandOutput":
     os.makedirs(LOG_TMP_DIR, exist_ok=True)
+    remove_old_logs()
     self.log_path = os.path.join(LOG_TMP_DIR,
                                  f"{self.program}-{self.stamp}-{os.getpid()}.log")
     self._log_file = open(self.log_path, "a", encoding="utf-8",  # pylint: disable=consider-using-with

@@ -179,3 +179,31 @@ def test_set_output_dir_names_where_the_running_command_log_goes(monkeypatch):
   monkeypatch.setattr(console, "_current", None)
   console.set_output_dir("elsewhere")  # Outside a command: nothing happens.
   assert output.output_dir == "runs/demo-1"
+
+
+def test_logs_of_failed_runs_are_removed_after_a_week(tmp_path, monkeypatch):
+  monkeypatch.setattr(console, "LOG_TMP_DIR", str(tmp_path))
+  old, recent, other = (tmp_path / "rembert-x-1.log", tmp_path / "rembert-x-2.log",
+                        tmp_path / "notes.txt")
+  for path in (old, recent, other):
+    path.write_text("log")
+  eight_days_ago = os.path.getmtime(recent) - 8 * 86400
+  os.utime(old, (eight_days_ago, eight_days_ago))
+  os.utime(other, (eight_days_ago, eight_days_ago))
+  console.remove_old_logs()
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "rembert-x-2.log"]
+
+
+def test_program_names_follow_the_command_module(monkeypatch):
+  from rembert_tf import cli  # pylint: disable=g-import-not-at-top
+
+  def command(module):
+    def main(argv):
+      return argv
+    main.__module__ = module
+    return main
+  assert cli._program_name(command("rembert_tf.cli.param_table")) == "rembert-param-table"  # pylint: disable=protected-access
+  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/demo/__main__.py"])
+  assert cli._program_name(command("__main__")) == "rembert-demo"  # pylint: disable=protected-access
+  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/train.py"])
+  assert cli._program_name(command("__main__")) == "rembert-train"  # pylint: disable=protected-access
