@@ -405,8 +405,7 @@ class CommandOutput:
     self._route_absl_to_file()
     if not self.verbose:
       self._route_fd2_to_file()
-    if flags.FLAGS.is_parsed():
-      self.flags_parsed()
+    self.flags_parsed()
     return self
 
   def flags_parsed(self, output_dir: Optional[str] = None) -> None:
@@ -425,6 +424,11 @@ class CommandOutput:
     logging.use_absl_handler()  # On the root logger (app.run does it too).
     handler = logging.get_absl_handler().python_handler
     handler.stream = self._log_file
+    # Before flags are parsed absl writes every record to stderr. A command
+    # parses them right after this (app.run), or never (argparse commands):
+    # either way the defaults hold until then.
+    if not flags.FLAGS.is_parsed():
+      flags.FLAGS.mark_as_parsed()
     logging.set_verbosity(logging.INFO)
     std_logging.captureWarnings(True)
 

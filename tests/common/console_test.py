@@ -118,13 +118,12 @@ def test_orbit_controller_lines_go_to_the_log_only(capsys):
 
 
 # The log file moves file descriptor 2 and sys.stderr: a process of its own.
+# Flags are not parsed, as in a command that parses its arguments itself.
 _COMMAND = textwrap.dedent("""
     import os, sys
     from absl import flags, logging
     from rembert_tf.common import console
-    console.define_verbose_flag()
-    flags.FLAGS(["rembert-x"])
-    out = console.start_command_output("rembert-x", sys.argv[1])
+    out = console.start_command_output("rembert-x", sys.argv[1], verbose=False)
     def main(argv):
       os.write(2, b"E cuda_platform.cc:51] failed call to cuInit\\n")
       logging.info("absl info line")
