@@ -9,13 +9,16 @@ import testlib
 from rembert_tf.data import tokenizer
 
 
-def test_special_ids_are_fixed():
+def test_special_ids_of_the_trained_model_are_the_fixed_layout():
   sp = tokenizer.load_sentencepiece(data_testlib.sentencepiece_model())
   assert sp.GetPieceSize() == data_testlib.TINY_VOCAB_SIZE
   assert [sp.IdToPiece(i) for i in range(5)] == [
       "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
-  assert (tokenizer.PAD_ID, tokenizer.UNK_ID, tokenizer.CLS_ID,
-          tokenizer.SEP_ID, tokenizer.MASK_ID) == (0, 1, 2, 3, 4)
+  special = tokenizer.SpecialTokens.from_processor(sp)
+  assert (special.pad_id, special.unk_id, special.cls_id, special.sep_id,
+          special.mask_id) == (tokenizer.PAD_ID, tokenizer.UNK_ID,
+                               tokenizer.CLS_ID, tokenizer.SEP_ID,
+                               tokenizer.MASK_ID)
   # Control symbols are never produced from text.
   assert tokenizer.MASK_ID not in sp.encode("[MASK] [CLS]")
 
