@@ -18,9 +18,9 @@ import tempfile
 
 import sentencepiece as spm
 
-# Pieces of the test SentencePiece models (the `tiny` preset's 2000 is the
-# demo corpus's vocabulary; the tests train smaller models, faster).
-TINY_VOCAB_SIZE = 1000
+# Pieces of the tests' SentencePiece models: 1000, faster to train than the
+# 2000 of the demo's vocabulary (the `tiny` preset's vocab_size).
+SENTENCEPIECE_VOCAB_SIZE = 1000
 RELEASED_CLS_ID = 312
 RELEASED_SEP_ID = 313
 RELEASED_MASK_ID = 314
@@ -66,8 +66,8 @@ def sentencepiece_model() -> pathlib.Path:
   from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
   out = shared_dir() / "spm"
   sentencepiece_training.train_sentencepiece(
-      [str(demo_corpus_dir() / "{lang}" / "*.txt")], out, TINY_VOCAB_SIZE,
-      verbose=False, num_threads=2)
+      [str(demo_corpus_dir() / "{lang}" / "*.txt")], out,
+      SENTENCEPIECE_VOCAB_SIZE, verbose=False, num_threads=2)
   return out / "sentencepiece.model"
 
 
@@ -80,7 +80,8 @@ def released_layout_sentencepiece() -> pathlib.Path:
   text_files = sorted(str(p) for p in demo_corpus_dir().glob("*/*.txt"))
   spm.SentencePieceTrainer.Train(
       input=",".join(text_files), model_prefix=str(out / "sentencepiece"),
-      vocab_size=TINY_VOCAB_SIZE, model_type="unigram", character_coverage=1.0,
+      vocab_size=SENTENCEPIECE_VOCAB_SIZE, model_type="unigram",
+      character_coverage=1.0,
       pad_id=0, pad_piece="[PAD]", unk_id=1, unk_piece="[UNK]", bos_id=-1,
       eos_id=-1, user_defined_symbols=fillers + ["[CLS]", "[SEP]", "[MASK]"],
       input_sentence_size=20000, shuffle_input_sentence=False,
