@@ -202,15 +202,15 @@ def plot_heatmap(similarity: LayerSimilarity, path) -> None:
   """Writes the CKA matrix as a PNG heatmap (layers numbered from 1)."""
   from rembert_tf.evaluation import plotting  # pylint: disable=g-import-not-at-top
   figure, axes = plotting.new_figure(
-      width=1.6 + 0.45 * similarity.matrix.shape[1],
-      height=1.2 + 0.45 * similarity.matrix.shape[0])
+      width=max(5.0, 2.0 + 0.45 * similarity.matrix.shape[1]),
+      height=max(4.0, 1.5 + 0.45 * similarity.matrix.shape[0]))
   image = axes.imshow(similarity.matrix, vmin=0.0, vmax=1.0, cmap="viridis",
                       origin="lower")
   rows, cols = similarity.matrix.shape
   axes.set_xticks(range(cols), [str(j + 1) for j in range(cols)])
   axes.set_yticks(range(rows), [str(i + 1) for i in range(rows)])
-  axes.set_xlabel(f"layer of {similarity.label_b}")
-  axes.set_ylabel(f"layer of {similarity.label_a}")
+  axes.set_xlabel(f"layer: {similarity.label_b}", fontsize=9)
+  axes.set_ylabel(f"layer: {similarity.label_a}", fontsize=9)
   if rows * cols <= 256:
     for i in range(rows):
       for j in range(cols):
