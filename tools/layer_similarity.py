@@ -1,9 +1,7 @@
-"""Layer similarity (thin wrapper of `rembert_tf.cli.layer_similarity`; same flags).
+"""Linear CKA between every pair of layers of two checkpoints (table + heatmap).
 
-  python tools/layer_similarity.py --checkpoint_a PRE --checkpoint_b FT \
-    --sentences sentences.txt --output_dir cka
-"""
-from rembert_tf.cli import layer_similarity
+Thin wrapper of `rembert_tf.cli.layer_similarity` (same flags; see its docstring)."""
+from rembert_tf.cli.layer_similarity import run
 
 if __name__ == "__main__":
-  layer_similarity.run()
+  run()

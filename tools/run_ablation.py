@@ -1,8 +1,7 @@
-"""The ablation suite (thin wrapper of `rembert_tf.cli.run_ablation`; same flags).
+"""The ablation suite: pre-train, fine-tune, compare layers, tabulate; resumable.
 
-  python tools/run_ablation.py --scale demo --output_dir runs/ablation_demo
-"""
-from rembert_tf.cli import run_ablation
+Thin wrapper of `rembert_tf.cli.run_ablation` (same flags; see its docstring)."""
+from rembert_tf.cli.run_ablation import run
 
 if __name__ == "__main__":
-  run_ablation.run()
+  run()

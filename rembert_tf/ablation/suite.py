@@ -46,6 +46,7 @@ from rembert_tf.ablation import figures
 from rembert_tf.ablation import finetune_sweep
 from rembert_tf.ablation import results_table
 from rembert_tf.ablation import rows as rows_lib
+from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import layer_similarity
@@ -108,7 +109,7 @@ def resolve_defaults(options: SuiteOptions) -> SuiteOptions:
   return dataclasses.replace(options, **values)
 
 
-class Console:
+class SuiteConsole:
   """Suite progress lines: what runs, what is skipped, elapsed time."""
 
   def __init__(self, print_fn: Callable[[str], None] = print):
@@ -197,9 +198,11 @@ def pretrain_row(row, config, model_dir: str, options: SuiteOptions, strategy,
     return done
   say(f"[ablation] pre-training {row.name} ({config.trainer.train_steps} steps)"
       f" -> {model_dir}")
-  metrics = pretraining.run(config, model_dir, mode="train_and_eval",
-                            strategy=strategy, tpu=options.tpu,
-                            mixed_precision=options.mixed_precision, print_fn=say)
+  with console.orbit_logs_to_file():
+    metrics = pretraining.run(config, model_dir, mode="train_and_eval",
+                              strategy=strategy, tpu=options.tpu,
+                              mixed_precision=options.mixed_precision,
+                              print_fn=say)
   counts = parameter_count.count_parameters(config.task.model)
   payload = dict(
       fingerprint=fingerprint, global_step=metrics["global_step"],
@@ -347,7 +350,7 @@ def suite_rows(options: SuiteOptions):
   return rows_lib.select_rows(rows, options.models)
 
 
-def _make_progress(total: int, console: Console):
+def _make_progress(total: int, say: SuiteConsole):
   state = dict(done=0, ran=0, seconds=0.0, last=time.time())
 
   def progress(skipped: bool):
@@ -360,20 +363,20 @@ def _make_progress(total: int, console: Console):
     left = total - state["done"]
     eta = (f"ETA {left * state['seconds'] / state['ran'] / 60:.1f} min"
            if state["ran"] else "ETA -")
-    console(f"[ablation] fine-tuning runs {state['done']}/{total} | {eta}")
+    say(f"[ablation] fine-tuning runs {state['done']}/{total} | {eta}")
   return progress
 
 
 def run_suite(options: SuiteOptions, print_fn: Callable[[str], None] = print
               ) -> Dict[str, Any]:
   """Runs (or resumes) the whole suite; returns the table, markdown, figures."""
-  console = Console(print_fn)
+  say = SuiteConsole(print_fn)
   options = resolve_defaults(options)
   rows = suite_rows(options)
   fileio.makedirs(options.output_dir)
-  console.phase(f"{options.scale} scale: {len(rows)} models, tasks "
+  say.phase(f"{options.scale} scale: {len(rows)} models, tasks "
                 f"{', '.join(options.tasks)}")
-  data = _prepare_data(options, rows, console)
+  data = _prepare_data(options, rows, say)
   override = _row_override(options, data)
   configs = {row.name: rows_lib.load_row_config(row, override) for row in rows}
   if not options.allow_different_schedules:
@@ -384,39 +387,39 @@ def run_suite(options: SuiteOptions, print_fn: Callable[[str], None] = print
   model_dirs = {row.name: fileio.join(options.output_dir, "models", row.name,
                                       "pretrain") for row in rows}
 
-  console.phase("pre-training")
+  say.phase("pre-training")
   pretrained = {row.name: pretrain_row(row, configs[row.name], model_dirs[row.name],
-                                       options, strategy, console) for row in rows}
+                                       options, strategy, say) for row in rows}
 
-  console.phase("fine-tuning")
+  say.phase("fine-tuning")
   finetune_data = FinetuneData(options.output_dir, data)
   total = len(rows) * len(options.tasks) * len(options.learning_rates) * options.num_seeds
-  progress = _make_progress(total, console)
+  progress = _make_progress(total, say)
   sweeps = {row.name: finetune_row(
       row, model_dirs[row.name], fileio.join(options.output_dir, "models", row.name),
-      options, finetune_data, progress, console) for row in rows}
+      options, finetune_data, progress, say) for row in rows}
 
-  console.phase("layer similarity (pre-trained vs fine-tuned)")
+  say.phase("layer similarity (pre-trained vs fine-tuned)")
   sentences = (read_sentences(data["similarity_sentences"],
                               options.similarity_max_sentences)
                if data["similarity_sentences"] else None)
   if not sentences:
-    console("[ablation] no sentences for the layer similarity: pass "
+    say("[ablation] no sentences for the layer similarity: pass "
             "--similarity_sentences FILE (one sentence per line); skipped")
   seq_length = (options.similarity_seq_length or data["seq_length"] or 128)
   row_results = []
   for row in rows:
     diagonal = similarity_row(
         row, model_dirs[row.name], fileio.join(options.output_dir, "models", row.name),
-        sweeps[row.name], sentences, options, seq_length, console)
+        sweeps[row.name], sentences, options, seq_length, say)
     done = pretrained[row.name]
     row_results.append(dict(
         name=row.name, model=done["model"], counts=done["counts"],
         mlm_accuracy=done["eval_masked_lm_accuracy"], sweeps=sweeps[row.name],
         similarity_diagonal=diagonal, paper_column=row.paper_column))
 
-  console.phase("results")
-  outputs = write_outputs(options.output_dir, row_results, model_dirs, console)
-  minutes = (time.time() - console.started) / 60
-  console(f"[ablation] done in {minutes:.1f} min: {options.output_dir}")
+  say.phase("results")
+  outputs = write_outputs(options.output_dir, row_results, model_dirs, say)
+  minutes = (time.time() - say.started) / 60
+  say(f"[ablation] done in {minutes:.1f} min: {options.output_dir}")
   return dict(outputs, rows=row_results, minutes=minutes)

@@ -18,11 +18,11 @@ python tools/layer_similarity.py --checkpoint_a runs/pretrain \
 ```
 """
 import argparse
-import os
 import sys
 from typing import List, Optional
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from rembert_tf.common import console
+from rembert_tf.common import errors
 
 PROG = "layer_similarity"
 
@@ -45,13 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
   add("--pooling", choices=["mean", "tokens"], default="mean",
       help="mean: one vector per sentence; tokens: every real token (same "
       "sentences on both sides only).")
+  add("--verbose", action="store_true", help="Show every log line on the "
+      "console too (absl, TensorFlow, orbit); by default they go to the log "
+      "file only (OUTPUT_DIR/logs/).")
   add("--output_dir", required=True)
   return parser
 
 
+@errors.command(PROG)
 def main(argv: Optional[List[str]] = None) -> int:
   args = build_parser().parse_args(argv)
-  from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   from rembert_tf.evaluation import layer_similarity  # pylint: disable=g-import-not-at-top
 
@@ -63,13 +66,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
   sentences_a = read(args.sentences)
   sentences_b = read(args.sentences_b) if args.sentences_b else None
-  try:
-    result = layer_similarity.analyze_checkpoints(
-        args.checkpoint_a, args.checkpoint_b, sentences_a, sentences_b,
-        sp_model=args.sp_model, seq_length=args.seq_length,
-        pooling=args.pooling, output_dir=args.output_dir)
-  except layer_similarity.LayerSimilarityError as e:
-    raise errors.UsageError(str(e)) from None
+  result = layer_similarity.analyze_checkpoints(
+      args.checkpoint_a, args.checkpoint_b, sentences_a, sentences_b,
+      sp_model=args.sp_model, seq_length=args.seq_length,
+      pooling=args.pooling, output_dir=args.output_dir)
   print(result.markdown())
   print(f"written: {args.output_dir}/{{{layer_similarity.RESULT_MARKDOWN},"
         f"{layer_similarity.RESULT_HEATMAP},{layer_similarity.RESULT_JSON}}}")
@@ -77,9 +77,16 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def run() -> None:
-  """Console-script entry point."""
-  from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
-  sys.exit(errors.run_main(lambda argv: main(argv[1:]), PROG))
+  """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
+  argv = sys.argv[1:]
+  args, _ = build_parser().parse_known_args(argv)
+  # absl's log handler (TensorFlow, orbit) only honours the routing to the log
+  # file once absl's own flags are parsed; this command's flags are argparse.
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.FLAGS([PROG])
+  output = console.start_command_output(PROG, args.output_dir,
+                                        verbose=args.verbose)
+  sys.exit(console.run_with_command_output(main, argv, output))
 
 
 if __name__ == "__main__":

@@ -23,15 +23,13 @@ python tools/run_ablation.py --output_dir gs://BUCKET/ablation \
 ```
 """
 import argparse
-import os
 import sys
 from typing import List, Optional
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from rembert_tf.common import console
+from rembert_tf.common import errors
 
 PROG = "run_ablation"
-# Exit code of a preempted pre-training (SIGTERM): run the command again.
-EXIT_PREEMPTED = 42
 
 
 def _floats(text: str) -> List[float]:
@@ -51,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
       prog=PROG, description=__doc__.split("\n\n")[0],
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   add = parser.add_argument
+  add("--verbose", action="store_true", help="Show every log line on the "
+      "console too (absl, TensorFlow, orbit); by default they go to the log "
+      "file only (OUTPUT_DIR/logs/).")
   add("--output_dir", required=True, help="Everything goes here (local or gs://).")
   add("--scale", choices=["base", "demo"], default="base",
       help="base: the paper's rows on your records / XTREME data; demo: "
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
   return parser
 
 
+@errors.command(PROG)
 def main(argv: Optional[List[str]] = None) -> int:
   """Parses `argv` (without the program name) and runs the suite."""
   args = build_parser().parse_args(argv)
@@ -117,16 +119,23 @@ def main(argv: Optional[List[str]] = None) -> int:
   try:
     ablation.run_suite(options)
   except pretraining.TrainingPreempted as e:
-    print(f"{PROG}: preempted: {e}; run the same command again to resume",
+    print(f"{PROG}: preempted: {e}",
           file=sys.stderr)
-    return EXIT_PREEMPTED
+    return errors.EXIT_PREEMPTED
   return 0
 
 
 def run() -> None:
-  """Console-script entry point."""
-  from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
-  sys.exit(errors.run_main(lambda argv: main(argv[1:]), PROG))
+  """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
+  argv = sys.argv[1:]
+  args, _ = build_parser().parse_known_args(argv)
+  # absl's log handler (TensorFlow, orbit) only honours the routing to the log
+  # file once absl's own flags are parsed; this command's flags are argparse.
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.FLAGS([PROG])
+  output = console.start_command_output(PROG, args.output_dir,
+                                        verbose=args.verbose)
+  sys.exit(console.run_with_command_output(main, argv, output))
 
 
 if __name__ == "__main__":

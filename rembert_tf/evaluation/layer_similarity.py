@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
 
 POOLINGS = ("mean", "tokens")
@@ -40,7 +41,7 @@ RESULT_MARKDOWN = "layer_similarity.md"
 RESULT_HEATMAP = "layer_similarity.png"
 
 
-class LayerSimilarityError(ValueError):
+class LayerSimilarityError(errors.RemBertError, ValueError):
   """Inputs that cannot be compared (different row counts, empty inputs)."""
 
 
@@ -236,10 +237,10 @@ def write_similarity(similarity: LayerSimilarity, output_dir) -> Dict[str, str]:
 
 
 def load_encoder(checkpoint: str):
-  """(config, encoder) of any checkpoint fine-tuning can start from."""
-  from rembert_tf.finetuning import init_checkpoint  # pylint: disable=g-import-not-at-top
-  cfg, encoder, _ = init_checkpoint.load_encoder(str(checkpoint), None)
-  return cfg, encoder
+  """(config, encoder) of any checkpoint source: a pre-training model_dir, a
+  checkpoint directory (a fine-tuning run's), an encoder prefix, a SavedModel."""
+  from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
+  return checkpoints.load_encoder(str(checkpoint))
 
 
 def analyze_checkpoints(checkpoint_a: str,
@@ -267,10 +268,13 @@ def analyze_checkpoints(checkpoint_a: str,
     raise LayerSimilarityError(
         "pooling 'tokens' needs the same sentences on both sides; use "
         "pooling 'mean' for parallel sentences of two languages")
-  sp_model = sp_model or fileio.join(checkpoint_a, "sentencepiece.model")
-  if not fileio.exists(sp_model):
+  if sp_model is None:
+    from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
+    sp_model = checkpoints.find_sentencepiece(str(checkpoint_a))
+  if not sp_model or not fileio.exists(sp_model):
     raise LayerSimilarityError(
-        f"{sp_model}: no SentencePiece model; pass sp_model / --sp_model")
+        f"{sp_model or checkpoint_a}: no SentencePiece model found with the "
+        "checkpoint; pass sp_model / --sp_model")
   inputs_a = encode_sentences(sentences_a, sp_model, seq_length)
   inputs_b = encode_sentences(sentences_b, sp_model, seq_length)
   _, encoder_a = load_encoder(checkpoint_a)
