@@ -16,6 +16,7 @@ INSTALL_REQUIRES = [
     "numpy>=1.26,<3",
     "seqeval~=1.2.2",
     "safetensors~=0.8",
+    "matplotlib>=3.8",   # the ablation suite's and layer similarity's PNG figures
 ]
 
 # The model presets and experiment YAMLs are edited in the top-level configs/
