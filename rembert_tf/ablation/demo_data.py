@@ -13,7 +13,7 @@ paths["train_records"], paths["download_dir"], paths["sp_model"]
 ```
 """
 import os
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional, Sequence
 
 from rembert_tf.ablation import completion
 from rembert_tf.data import demo_corpus
@@ -27,7 +27,7 @@ DEMO_TASK = "xnli"
 def prepare(data_dir: str, vocab_size: int, seq_length: int,
             max_predictions_per_seq: int, corpus_megabytes: float = 3.0,
             num_train_pairs: int = 2000, num_dev_pairs: int = 300,
-            num_workers: int = 2, say: Callable[[str], None] = print
+            languages: Optional[Sequence[str]] = None, num_workers: int = 2, say: Callable[[str], None] = print
             ) -> Dict[str, str]:
   """Writes what is missing under data_dir; returns the paths the suite uses."""
   corpus = os.path.join(data_dir, "corpus")
@@ -60,7 +60,8 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
           num_output_shards=shards, num_workers=num_workers, overwrite=True)
   if completion.read_complete(download) is None:
     demo_xnli.write_demo_xnli(download, num_train=num_train_pairs,
-                              num_dev=num_dev_pairs, num_test=0)
+                              num_dev=num_dev_pairs, num_test=0,
+                              languages=languages)
     completion.mark_complete(download, {})
   return dict(sp_model=sp_model, download_dir=download,
               train_records=os.path.join(records, "train", "*.tfrecord"),

@@ -85,6 +85,7 @@ class SuiteOptions:
   demo_train_pairs: int = 2000
   demo_dev_pairs: int = 300
   num_workers: int = 2                        # demo records: processes
+  demo_languages: Optional[List[str]] = None  # demo task's languages (default all)
 
 
 # The paper's protocol at demo size (CPU minutes): two rates, two seeds.
@@ -139,7 +140,8 @@ def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
         max_predictions_per_seq=probe.task.train_data.max_predictions_per_seq,
         corpus_megabytes=options.corpus_megabytes,
         num_train_pairs=options.demo_train_pairs,
-        num_dev_pairs=options.demo_dev_pairs, num_workers=options.num_workers,
+        num_dev_pairs=options.demo_dev_pairs, languages=options.demo_languages,
+        num_workers=options.num_workers,
         say=say)
     return dict(train_records=data["train_records"],
                 eval_records=data["eval_records"],

@@ -19,9 +19,11 @@ from rembert_tf.evaluation import layer_similarity
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MODELS = ["coupled", "in32_out512"]
-# Tiny everything: vocabulary 400, 4 steps of 8, no XLA compile in pre-training.
+# Tiny everything: vocabulary 400, 4 steps of 8, no XLA compile in pre-training,
+# one checkpoint, two languages.
 OVERRIDE = ("trainer.train_steps=4,trainer.steps_per_loop=2,trainer.summary_interval=2,"
-            "trainer.checkpoint_interval=2,trainer.validation_interval=4,"
+            "trainer.checkpoint_interval=4,trainer.validation_interval=4,"
+            "trainer.validation_steps=2,"
             "trainer.optimizer_config.learning_rate.polynomial.decay_steps=4,"
             "trainer.optimizer_config.warmup.linear.warmup_steps=1,"
             "task.train_data.global_batch_size=8,task.validation_data.global_batch_size=8,"
@@ -39,7 +41,7 @@ def _options(output_dir):
       finetune_flags=["--num_train_steps=2", "--train_batch_size=8",
                       "--eval_batch_size=16"],
       corpus_megabytes=0.15, num_workers=1, demo_train_pairs=40,
-      demo_dev_pairs=12, similarity_max_sentences=12)
+      demo_dev_pairs=12, demo_languages=["en", "es"], similarity_max_sentences=12)
 
 
 def _count_calls(monkeypatch, module, name, fail_on_call=None):
@@ -102,7 +104,7 @@ def test_table_has_one_row_per_model_with_counts_and_scores(killed_then_resumed)
     assert row["pt_params"] > row["ft_params"] > 0
     assert 0.0 <= row["mlm_accuracy"] <= 1.0
     assert 0.0 <= row["tasks"]["xnli"]["score"] <= 100.0
-    assert set(row["languages"]["xnli"]) == {"en", "es", "ru", "el", "ar", "hi", "zh"}
+    assert set(row["languages"]["xnli"]) == {"en", "es"}
     assert len(row["layer_similarity"]) == 2        # one value per layer
   # The decoupled row keeps fewer parameters for fine-tuning (smaller E_in).
   assert rows["in32_out512"]["ft_params"] < rows["coupled"]["ft_params"]
