@@ -12,10 +12,10 @@ paths = demo_data.prepare("/tmp/suite/data", vocab_size=2000, seq_length=64,
 paths["train_records"], paths["download_dir"], paths["sp_model"]
 ```
 """
-import os
 from typing import Callable, Dict, Optional, Sequence
 
 from rembert_tf.ablation import completion
+from rembert_tf.common import fileio
 from rembert_tf.data import demo_corpus
 from rembert_tf.data import pretraining_data
 from rembert_tf.data import sentencepiece_training
@@ -27,15 +27,15 @@ DEMO_TASK = "xnli"
 def prepare(data_dir: str, vocab_size: int, seq_length: int,
             max_predictions_per_seq: int, corpus_megabytes: float = 3.0,
             num_train_pairs: int = 2000, num_dev_pairs: int = 300,
-            languages: Optional[Sequence[str]] = None, num_workers: int = 2, say: Callable[[str], None] = print
-            ) -> Dict[str, str]:
+            languages: Optional[Sequence[str]] = None, num_workers: int = 2,
+            say: Callable[[str], None] = print) -> Dict[str, str]:
   """Writes what is missing under data_dir; returns the paths the suite uses."""
-  corpus = os.path.join(data_dir, "corpus")
-  heldout = os.path.join(data_dir, "corpus_heldout")
-  sp_dir = os.path.join(data_dir, "sentencepiece")
-  sp_model = os.path.join(sp_dir, "sentencepiece.model")
-  records = os.path.join(data_dir, "records")
-  download = os.path.join(data_dir, "download")
+  corpus = fileio.join(data_dir, "corpus")
+  heldout = fileio.join(data_dir, "corpus_heldout")
+  sp_dir = fileio.join(data_dir, "sentencepiece")
+  sp_model = fileio.join(sp_dir, "sentencepiece.model")
+  records = fileio.join(data_dir, "records")
+  download = fileio.join(data_dir, "download")
   if completion.read_complete(corpus) is None:
     say(f"[ablation] demo corpus ({corpus_megabytes:g} MB) -> {corpus}")
     demo_corpus.generate_corpus(corpus, target_megabytes=corpus_megabytes,
@@ -45,14 +45,14 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
     demo_corpus.generate_corpus(heldout, target_megabytes=max(
         0.05, corpus_megabytes / 10), seed=1, files_per_language=1)
     completion.mark_complete(heldout, {})
-  if not os.path.isfile(sp_model):
+  if not fileio.exists(sp_model):
     say(f"[ablation] SentencePiece vocabulary ({vocab_size} pieces)")
     sentencepiece_training.train_sentencepiece(
         [f"{corpus}/{{lang}}/*.txt"], sp_dir, vocab_size=vocab_size,
         sample_size=200_000, overwrite=True, verbose=False)
   for split, source, shards in (("train", corpus, 8), ("eval", heldout, 1)):
-    out = os.path.join(records, split)
-    if not os.path.isfile(os.path.join(out, "metadata.json")):
+    out = fileio.join(records, split)
+    if not fileio.exists(fileio.join(out, "metadata.json")):
       say(f"[ablation] pre-training records ({split}) -> {out}")
       pretraining_data.create_pretraining_data(
           [f"{source}/{{lang}}/*.txt"], out, sp_model, seq_length=seq_length,
@@ -64,6 +64,6 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
                               languages=languages)
     completion.mark_complete(download, {})
   return dict(sp_model=sp_model, download_dir=download,
-              train_records=os.path.join(records, "train", "*.tfrecord"),
-              eval_records=os.path.join(records, "eval", "*.tfrecord"),
-              similarity_sentences=os.path.join(download, DEMO_TASK, "dev-en.tsv"))
+              train_records=fileio.join(records, "train", "*.tfrecord"),
+              eval_records=fileio.join(records, "eval", "*.tfrecord"),
+              similarity_sentences=fileio.join(download, DEMO_TASK, "dev-en.tsv"))
