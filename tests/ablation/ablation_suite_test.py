@@ -169,3 +169,25 @@ def test_rows_that_differ_outside_the_model_are_refused():
     rows_lib.check_same_schedule(configs)
   with pytest.raises(errors.UsageError, match="no such row"):
     rows_lib.select_rows(rows_lib.demo_rows(), ["coupled", "nope"])
+
+
+def test_base_rows_share_one_schedule_and_paper_numbers_sit_beside_their_rows():
+  from rembert_tf.ablation import results_table  # pylint: disable=g-import-not-at-top
+  base = rows_lib.base_rows()
+  assert {"coupled_768", "decoupled_768", "decoupled_in128_reinvested"} <= {
+      r.name for r in base}
+  override = {"task": {"train_data": {"input_path": "x"},
+                       "validation_data": {"input_path": "y"}}}
+  rows_lib.check_same_schedule(
+      {r.name: rows_lib.load_row_config(r, override) for r in base})
+  sweep = dict(scores={"avg_metric": 71.0, "accuracy": {"en": 80.0, "de": 62.0}},
+               std={"avg_metric": 0.5}, selected_learning_rate=2e-5, num_seeds=3)
+  model = dict(input_embedding_size=768, output_embedding_size=768, coupled=True,
+               num_hidden_layers=12, num_output_layers=0)
+  table = results_table.build_table([
+      dict(name="coupled_768", model=model, paper_column="coupled",
+           counts=dict(pt_params=178_000_000, ft_params=177_000_000),
+           mlm_accuracy=0.5, sweeps={"xnli": sweep}, similarity_diagonal=None)])
+  markdown = results_table.to_markdown(table)
+  assert ("| coupled_768 | 768 | 768 (coupled) | 12 | 178M | 177M | 0.5000 | "
+          "71.0 ± 0.5 (paper 70.7) | 71.0 |") in markdown
