@@ -34,15 +34,21 @@ SUMMARY_FILE = "sweep.json"
 def run_finetune_command(args: Sequence[str]) -> None:
   """Runs the fine-tuning command in this process with exactly `args`.
 
-  absl flags are global: they are reset to their defaults first, so nothing
-  from a previous invocation leaks into this one.
+  absl flags are global: they are reset to their defaults before and after,
+  so nothing leaks into this invocation or out of it.
   """
   from absl import flags  # pylint: disable=g-import-not-at-top
   module = importlib.import_module(FINETUNE_MODULE)
   argv = [FINETUNE_MODULE] + list(args)
+  was_parsed = flags.FLAGS.is_parsed()
   flags.FLAGS.unparse_flags()
   flags.FLAGS(argv)
-  module.main(argv)
+  try:
+    module.main(argv)
+  finally:
+    flags.FLAGS.unparse_flags()
+    if was_parsed:
+      flags.FLAGS([FINETUNE_MODULE])
 
 
 def run_directory(sweep_dir, learning_rate: float, seed: int) -> str:
