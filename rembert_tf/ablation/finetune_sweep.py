@@ -136,7 +136,8 @@ def run_sweep(task: str, sweep_dir: str, init_checkpoint: str,
               learning_rates: Sequence[float], num_seeds: int,
               first_seed: int = 0, extra_args: Sequence[str] = (),
               say: Callable[[str], None] = print,
-              on_run_done: Optional[Callable[[str, bool], None]] = None) -> Dict:
+              on_run_done: Optional[Callable[[str, bool], None]] = None,
+              keep_first_seed: bool = False) -> Dict:
   """Every (rate, seed) run of one model on one task, then the summary.
 
   `data_args()` gives the data flags of the next run (`--records_dir ...` or
@@ -154,8 +155,11 @@ def run_sweep(task: str, sweep_dir: str, init_checkpoint: str,
     for seed in seeds:
       run_dir = run_directory(sweep_dir, rate, seed)
       skipped = completion.read_complete(run_dir) is not None
+      # The first seed of each rate keeps its fine-tuned weights (for the
+      # layer similarity of whichever rate is selected).
+      keep = ["--keep_checkpoints"] if keep_first_seed and seed == seeds[0] else []
       records.append(run_one(task, run_dir, init_checkpoint, data_args(), rate,
-                             seed, extra_args, say))
+                             seed, list(extra_args) + keep, say))
       if on_run_done:
         on_run_done(run_dir, skipped)
   summary = dict(summarize(task, records), learning_rates=list(learning_rates),

@@ -30,9 +30,8 @@ def format_count(n: int) -> str:
 
 
 def _language_metric(task: str) -> str:
-  if task in xtreme_scorer.QA_TASKS:
-    return "f1"
-  return "f1" if task in xtreme_scorer.TAGGING_TASKS else "accuracy"
+  """The per-language column: accuracy, entity F1, or F1 for QA."""
+  return xtreme_scorer.task_metric(task).table_metrics[-1]
 
 
 def paper_score(task: str, column: Optional[str]) -> Optional[str]:

@@ -269,7 +269,8 @@ def finetune_row(row, model_dir: str, row_dir: str, options: SuiteOptions,
         task, fileio.join(row_dir, "finetune", task), init_checkpoint=model_dir,
         data_args=lambda task=task: finetune_data.args(task),
         learning_rates=options.learning_rates, num_seeds=options.num_seeds,
-        extra_args=options.finetune_flags, say=say, on_run_done=on_run_done)
+        extra_args=options.finetune_flags, say=say, on_run_done=on_run_done,
+        keep_first_seed=task == options.tasks[0])
     _release_memory()
   return sweeps
 
@@ -306,7 +307,8 @@ def similarity_row(row, model_dir: str, row_dir: str, sweeps: Dict[str, Dict],
   result = layer_similarity.analyze_checkpoints(
       model_dir, finetuned, sentences, sp_model=sp_model, seq_length=seq_length,
       label_a=f"{row.name} pre-trained", label_b=f"{row.name} fine-tuned ({task})",
-      output_dir=out_dir)
+      output_dir=out_dir,
+      model_config=fileio.join(model_dir, "model_config.yaml"))
   completion.mark_complete(out_dir, dict(finetuned=finetuned,
                                          diagonal=result.diagonal))
   say(f"[ablation] layer similarity {row.name}: per-layer CKA "

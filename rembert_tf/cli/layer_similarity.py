@@ -6,9 +6,10 @@ Writes `layer_similarity.md` (the table), `layer_similarity.png` (heatmap) and
 * two models: --checkpoint_a MODEL_1 --checkpoint_b MODEL_2 (same vocabulary);
 * one model, two languages: --checkpoint_a MODEL --sentences en.txt
   --sentences_b de.txt (parallel sentences, line by line).
-A checkpoint is anything fine-tuning starts from: a pre-training model_dir, a
-rembert_tf checkpoint directory (a fine-tuning run's directory is one), or an
-exported SavedModel.
+A checkpoint is anything fine-tuning starts from (a pre-training model_dir, a
+rembert_tf checkpoint directory, an exported SavedModel), or a fine-tuning run
+kept with `--keep_checkpoints` (its model config comes from checkpoint_a, or
+--model_config).
 
 Example:
 ```bash
@@ -40,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
       "sentences in another language); default: --sentences.")
   add("--sp_model", help="SentencePiece model (default: checkpoint_a's "
       "sentencepiece.model).")
+  add("--model_config", help="Model config (name or YAML) for a checkpoint "
+      "that carries none (default: checkpoint_a's).")
   add("--seq_length", type=int, default=128)
   add("--max_sentences", type=int, default=512)
   add("--pooling", choices=["mean", "tokens"], default="mean",
@@ -69,7 +72,8 @@ def main(argv: Optional[List[str]] = None) -> int:
   result = layer_similarity.analyze_checkpoints(
       args.checkpoint_a, args.checkpoint_b, sentences_a, sentences_b,
       sp_model=args.sp_model, seq_length=args.seq_length,
-      pooling=args.pooling, output_dir=args.output_dir)
+      pooling=args.pooling, output_dir=args.output_dir,
+      model_config=args.model_config)
   print(result.markdown())
   print(f"written: {args.output_dir}/{{{layer_similarity.RESULT_MARKDOWN},"
         f"{layer_similarity.RESULT_HEATMAP},{layer_similarity.RESULT_JSON}}}")

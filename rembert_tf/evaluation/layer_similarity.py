@@ -236,11 +236,12 @@ def write_similarity(similarity: LayerSimilarity, output_dir) -> Dict[str, str]:
   return paths
 
 
-def load_encoder(checkpoint: str):
+def load_encoder(checkpoint: str, model_config=None):
   """(config, encoder) of any checkpoint source: a pre-training model_dir, a
-  checkpoint directory (a fine-tuning run's), an encoder prefix, a SavedModel."""
+  checkpoint directory, a fine-tuning run kept with --keep_checkpoints, an
+  encoder prefix, a SavedModel. `model_config` where the source has none."""
   from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
-  return checkpoints.load_encoder(str(checkpoint))
+  return checkpoints.load_encoder(str(checkpoint), model_config)
 
 
 def analyze_checkpoints(checkpoint_a: str,
@@ -252,12 +253,14 @@ def analyze_checkpoints(checkpoint_a: str,
                         pooling: str = "mean",
                         label_a: Optional[str] = None,
                         label_b: Optional[str] = None,
-                        output_dir: Optional[str] = None) -> LayerSimilarity:
+                        output_dir: Optional[str] = None,
+                        model_config=None) -> LayerSimilarity:
   """CKA of every layer pair of two checkpoints (or one, on two input sets).
 
   `checkpoint_b` None compares checkpoint_a with itself (then `sentences_b`,
   e.g. the same sentences in another language, is the interesting part).
-  `sp_model` defaults to checkpoint_a's sentencepiece.model.
+  `sp_model` defaults to checkpoint_a's sentencepiece.model; `model_config`
+  (default: checkpoint_a's) is used for a checkpoint without its own config.
   """
   sentences_b = list(sentences_b) if sentences_b is not None else list(sentences_a)
   if len(sentences_b) != len(sentences_a):
@@ -277,12 +280,12 @@ def analyze_checkpoints(checkpoint_a: str,
         "checkpoint; pass sp_model / --sp_model")
   inputs_a = encode_sentences(sentences_a, sp_model, seq_length)
   inputs_b = encode_sentences(sentences_b, sp_model, seq_length)
-  _, encoder_a = load_encoder(checkpoint_a)
+  config_a, encoder_a = load_encoder(checkpoint_a, model_config)
   layers_a = layer_representations(encoder_a, inputs_a, pooling)
   if checkpoint_b is None or checkpoint_b == checkpoint_a:
     encoder_b = encoder_a
   else:
-    _, encoder_b = load_encoder(checkpoint_b)
+    _, encoder_b = load_encoder(checkpoint_b, model_config or config_a)
   layers_b = layer_representations(encoder_b, inputs_b, pooling)
   similarity = LayerSimilarity(
       matrix=cka_matrix(layers_a, layers_b),
