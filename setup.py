@@ -35,6 +35,8 @@ CLI_COMMANDS = {
     "rembert-evaluate-xtreme": "evaluate_xtreme",
     "rembert-param-table": "param_table",
     "rembert-make-demo-corpus": "make_demo_corpus",
+    "rembert-run-ablation": "run_ablation",
+    "rembert-layer-similarity": "layer_similarity",
 }
 CONSOLE_SCRIPTS = [
     "rembert-train = rembert_tf.train:run",
