@@ -14,10 +14,11 @@ want="$(sha256sum setup.py | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[run.sh] installing rembert_tf and its dependencies into .venv (first run takes a few minutes)"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test]"
+  .venv/bin/python -m pip install --quiet -e ".[test,beam]"
   echo "$want" > "$stamp"
 fi
-export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+# TensorFlow's start-up lines are hidden by the commands themselves (shown
+# with --verbose) and by tests/conftest.py.
 cmd=${1:-}
 shift || true
 case "$cmd" in

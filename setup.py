@@ -16,13 +16,42 @@ INSTALL_REQUIRES = [
     "numpy>=1.26,<3",
     "seqeval~=1.2.2",
     "safetensors~=0.8",
+    "matplotlib>=3.8",   # the ablation suite's and layer similarity's PNG figures
 ]
+
+# The model presets and experiment YAMLs are edited in the top-level configs/
+# and shipped inside the package as rembert_tf/configs/ (package data, read by
+# rembert_tf.modeling.rembert_config.config_root with importlib.resources).
+CONFIGS_PACKAGE = "rembert_tf.configs"
+
+# Each command's logic lives in rembert_tf/cli/NAME.py (tools/NAME.py is the
+# same command for a checkout).
+CLI_COMMANDS = {
+    "rembert-train-sentencepiece": "train_sentencepiece",
+    "rembert-create-pretraining-data": "create_pretraining_data",
+    "rembert-create-finetuning-data": "create_finetuning_data",
+    "rembert-export": "export_savedmodel",
+    "rembert-convert": "convert_checkpoint",
+    "rembert-evaluate-xtreme": "evaluate_xtreme",
+    "rembert-param-table": "param_table",
+    "rembert-make-demo-corpus": "make_demo_corpus",
+    "rembert-run-ablation": "run_ablation",
+    "rembert-layer-similarity": "layer_similarity",
+}
+CONSOLE_SCRIPTS = [
+    "rembert-train = rembert_tf.train:run",
+    "rembert-finetune = rembert_tf.finetune:run",
+    "rembert-demo = rembert_tf.demo:run",
+] + [f"{name} = rembert_tf.cli.{module}:run" for name, module in CLI_COMMANDS.items()]
 
 setuptools.setup(
     name="rembert_tf",
     version="0.1.0",
     description="RemBERT (Rethinking Embedding Coupling) for TensorFlow 2 / Keras on Model Garden",
-    packages=setuptools.find_packages(include=["rembert_tf", "rembert_tf.*"]),
+    packages=(setuptools.find_packages(include=["rembert_tf", "rembert_tf.*"])
+              + [CONFIGS_PACKAGE]),
+    package_dir={CONFIGS_PACKAGE: "configs"},
+    package_data={CONFIGS_PACKAGE: ["models/*.yaml", "experiments/*.yaml"]},
     python_requires=">=3.10,<3.13",
     install_requires=INSTALL_REQUIRES,
     extras_require={
@@ -32,4 +61,5 @@ setuptools.setup(
         # Python 3.11 beside TF 2.20's protobuf and numpy.
         "beam": ["apache-beam>=2.60,<3"],
     },
+    entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

@@ -15,7 +15,7 @@ printed reason when absent. All rows are built and compiled first, then
 timed in interleaved rounds (median step time), so load from other
 processes hits every row alike.
 
-Reference config (the issue's): 4 layers, hidden 256, 4 heads, FFN 1024,
+Reference config: 4 layers, hidden 256, 4 heads, FFN 1024,
 vocab 32000, E_in 128, E_out 512, sequence 128, batch 32, 20 predictions.
 
 Example:

@@ -22,8 +22,10 @@ import sys
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+# rembert_tf.cli first: it quiets TensorFlow's start-up before TF is imported.
+from rembert_tf import cli  # pylint: disable=g-import-not-at-top
+from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
+from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging
 
 from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
@@ -98,8 +100,12 @@ def main(argv):
 
 
 def run():
-  """Console-script entry point."""
-  app.run(main)
+  """Console-script entry point; the log ends in MODEL_DIR/logs/ (also after a
+  preemption or a non-finite loss: the directory holds that run's checkpoints)."""
+  cli.run_command(main, __doc__, "rembert-train", output_dir_flag="model_dir",
+                  keep_log_exit_codes=(errors.EXIT_OK,
+                                       errors.EXIT_NON_FINITE_LOSS,
+                                       errors.EXIT_PREEMPTED))
 
 
 if __name__ == "__main__":

@@ -31,9 +31,3 @@ def two_cpu_strategy():
   process: one strategy per program).
   """
   return tf.distribute.MirroredStrategy(TWO_CPUS)
-
-
-@pytest.fixture
-def tiny_config():
-  from rembert_tf.modeling import rembert_config
-  return rembert_config.load_model_config("tiny")

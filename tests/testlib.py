@@ -6,6 +6,8 @@
 - `released_layout_sentencepiece()`: a model laid out like the released
   RemBERT's: [PAD]=0 [UNK]=1, 310 other user pieces, then [CLS]=312 [SEP]=313
   [MASK]=314, then the learned pieces.
+- `tiny_config(**overrides)`: the model config every test builds unless it
+  needs another shape (the `tiny` preset shrunk to ~27k parameters).
 Each test copies what it changes into its own tmp_path.
 """
 import atexit
@@ -16,10 +18,30 @@ import tempfile
 
 import sentencepiece as spm
 
-TINY_VOCAB_SIZE = 1000
+# Pieces of the tests' SentencePiece models: 1000, faster to train than the
+# 2000 of the demo's vocabulary (the `tiny` preset's vocab_size).
+SENTENCEPIECE_VOCAB_SIZE = 1000
 RELEASED_CLS_ID = 312
 RELEASED_SEP_ID = 313
 RELEASED_MASK_ID = 314
+
+
+# The shared test model: every size small, dropout off (deterministic outputs).
+TINY_MODEL = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2,
+                  num_attention_heads=2, intermediate_size=64,
+                  input_embedding_size=16, output_embedding_size=48,
+                  max_position_embeddings=32, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0)
+
+
+def tiny_config(**overrides):
+  """A validated RemBertConfig: the `tiny` preset with TINY_MODEL, then `overrides`.
+
+  >>> tiny_config(num_output_layers=1).num_output_layers
+  1
+  """
+  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
+  return rembert_config.load_model_config("tiny", {**TINY_MODEL, **overrides})
 
 
 @functools.lru_cache(maxsize=None)
@@ -44,8 +66,8 @@ def sentencepiece_model() -> pathlib.Path:
   from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
   out = shared_dir() / "spm"
   sentencepiece_training.train_sentencepiece(
-      [str(demo_corpus_dir() / "{lang}" / "*.txt")], out, TINY_VOCAB_SIZE,
-      verbose=False, num_threads=2)
+      [str(demo_corpus_dir() / "{lang}" / "*.txt")], out,
+      SENTENCEPIECE_VOCAB_SIZE, verbose=False, num_threads=2)
   return out / "sentencepiece.model"
 
 
@@ -58,7 +80,8 @@ def released_layout_sentencepiece() -> pathlib.Path:
   text_files = sorted(str(p) for p in demo_corpus_dir().glob("*/*.txt"))
   spm.SentencePieceTrainer.Train(
       input=",".join(text_files), model_prefix=str(out / "sentencepiece"),
-      vocab_size=TINY_VOCAB_SIZE, model_type="unigram", character_coverage=1.0,
+      vocab_size=SENTENCEPIECE_VOCAB_SIZE, model_type="unigram",
+      character_coverage=1.0,
       pad_id=0, pad_piece="[PAD]", unk_id=1, unk_piece="[UNK]", bos_id=-1,
       eos_id=-1, user_defined_symbols=fillers + ["[CLS]", "[SEP]", "[MASK]"],
       input_sentence_size=20000, shuffle_input_sentence=False,

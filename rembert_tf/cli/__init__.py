@@ -4,6 +4,7 @@
 Every command takes `--verbose`; without it TensorFlow's start-up lines and
 every log line go to a log file (see `rembert_tf.common.console`).
 """
+import os
 import sys
 from typing import Callable, Iterable, Optional
 
@@ -15,6 +16,31 @@ console.quiet_tensorflow_import()
 console.define_verbose_flag()
 
 
+def _list_flags_in_help(main: Callable) -> None:
+  """absl's `--help` lists the flags of the script being run (`sys.argv[0]`);
+  a console script or tools/ wrapper defines none, so the command module's
+  flags and `--verbose` are listed under the script's name."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  command_flags = flags.FLAGS.get_key_flags_for_module(main.__module__)
+  for flag in command_flags + [flags.FLAGS[console.VERBOSE_FLAG]]:
+    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
+def _program_name(main: Callable) -> str:
+  """`rembert_tf.cli.param_table` -> `rembert-param-table`; under
+  `python -m rembert_tf.demo` (module `__main__`, script demo/__main__.py) ->
+  `rembert-demo`."""
+  parts = [p for p in main.__module__.split(".") if p != "__main__"]
+  if parts:
+    name = parts[-1]
+  else:  # python -m PACKAGE (PACKAGE/__main__.py) or python -m MODULE.
+    script = os.path.abspath(sys.argv[0])
+    name = os.path.splitext(os.path.basename(script))[0]
+    if name == "__main__":
+      name = os.path.basename(os.path.dirname(script))
+  return "rembert-" + name.replace("_", "-")
+
+
 def run_command(main: Callable, doc: str, program: Optional[str] = None,
                 output_dir_flag: Optional[str] = None,
                 keep_log_exit_codes: Iterable[int] = (0,)) -> None:
@@ -24,23 +50,24 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   console script or a tools/ wrapper `__main__` is the wrapper, so the
   command module's docstring is put there.
 
-  With `program` (the console-script name), logs go to a file that ends in
-  `<value of --output_dir_flag>/logs/` (see `console.start_command_output`).
+  Logs go to a file named after `program` (the console-script name; by
+  default derived from the command module) that ends in
+  `<value of --output_dir_flag>/logs/` (see `console.start_command_output`;
+  a command that picks its directory inside `main` calls
+  `console.set_output_dir`).
   """
   from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
   main_module = sys.modules.get("__main__")
   if main_module is not None:
     main_module.__doc__ = doc
-  if program is None:
-    app.run(main)
-    return
+  _list_flags_in_help(main)
+  output = console.start_command_output(
+      program or _program_name(main), keep_log_exit_codes=keep_log_exit_codes)
 
   def main_with_log_file(argv):
-    output_dir = flags.FLAGS[output_dir_flag].value if output_dir_flag else None
-    output = console.start_command_output(
-        program, output_dir, verbose=flags.FLAGS[console.VERBOSE_FLAG].value,
-        keep_log_exit_codes=keep_log_exit_codes)
+    output.flags_parsed(
+        flags.FLAGS[output_dir_flag].value if output_dir_flag else None)
     return console.run_with_command_output(main, argv, output)
 
   app.run(main_with_log_file)

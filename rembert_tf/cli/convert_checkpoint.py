@@ -66,7 +66,8 @@ def main(argv):
 
 
 def run():
-  cli.run_command(main, __doc__, program="rembert-convert-checkpoint")
+  cli.run_command(main, __doc__, program="rembert-convert",
+                  output_dir_flag="output")
 
 
 if __name__ == "__main__":

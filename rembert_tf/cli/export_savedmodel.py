@@ -79,7 +79,8 @@ def main(argv):
 
 
 def run():
-  cli.run_command(main, __doc__, program="rembert-export-savedmodel")
+  cli.run_command(main, __doc__, program="rembert-export",
+                  output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ def main(argv):
 
 
 def run():
-  cli.run_command(main, __doc__)
+  cli.run_command(main, __doc__, "rembert-make-demo-corpus",
+                  output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from rembert_tf import cli  # noqa: E402
 from absl import app  # noqa: E402
@@ -65,7 +64,7 @@ def main(argv):
 
 def run():
   try:
-    cli.run_command(main, __doc__)
+    cli.run_command(main, __doc__, "rembert-param-table")
   except rembert_config.ConfigError as e:
     sys.exit(f"error: {e}")
 

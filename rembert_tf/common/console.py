@@ -346,6 +346,23 @@ def orbit_logs_to_file():
     controller._log = original  # pylint: disable=protected-access
 
 
+def remove_old_logs(max_age_days: float = 7.0) -> None:
+  """Removes logs of failed or refused runs older than `max_age_days` from
+  LOG_TMP_DIR (a successful run's log is moved to its output directory)."""
+  cutoff = time.time() - max_age_days * 86400
+  try:
+    names = os.listdir(LOG_TMP_DIR)
+  except OSError:
+    return
+  for name in names:
+    path = os.path.join(LOG_TMP_DIR, name)
+    try:
+      if name.endswith(".log") and os.path.getmtime(path) < cutoff:
+        os.remove(path)
+    except OSError:
+      pass  # Another process removed it, or it is not ours to remove.
+
+
 def _exit_code(code: Any) -> int:
   if code is None:
     return 0
@@ -378,6 +395,7 @@ class CommandOutput:
 
   def start(self) -> "CommandOutput":
     os.makedirs(LOG_TMP_DIR, exist_ok=True)
+    remove_old_logs()
     self.log_path = os.path.join(LOG_TMP_DIR,
                                  f"{self.program}-{self.stamp}-{os.getpid()}.log")
     self._log_file = open(self.log_path, "a", encoding="utf-8",  # pylint: disable=consider-using-with
@@ -387,7 +405,18 @@ class CommandOutput:
     self._route_absl_to_file()
     if not self.verbose:
       self._route_fd2_to_file()
+    self.flags_parsed()
     return self
+
+  def flags_parsed(self, output_dir: Optional[str] = None) -> None:
+    """After flag parsing: the output directory, and which log lines the
+    console still shows (errors; everything with --verbose)."""
+    if output_dir is not None:
+      self.output_dir = output_dir
+    if self.verbose:
+      flags.FLAGS.alsologtostderr = True
+    else:
+      logging.set_stderrthreshold(logging.ERROR)
 
   def _route_absl_to_file(self) -> None:
     """absl (and through it TensorFlow's Python logs, orbit, warnings) -> file."""
@@ -395,12 +424,12 @@ class CommandOutput:
     logging.use_absl_handler()  # On the root logger (app.run does it too).
     handler = logging.get_absl_handler().python_handler
     handler.stream = self._log_file
+    # Before flags are parsed absl writes every record to stderr. A command
+    # parses them right after this (app.run), or never (argparse commands):
+    # either way the defaults hold until then.
+    if not flags.FLAGS.is_parsed():
+      flags.FLAGS.mark_as_parsed()
     logging.set_verbosity(logging.INFO)
-    if flags.FLAGS.is_parsed():
-      if self.verbose:
-        flags.FLAGS.alsologtostderr = True
-      else:
-        logging.set_stderrthreshold(logging.ERROR)
     std_logging.captureWarnings(True)
 
   def _route_fd2_to_file(self) -> None:
@@ -455,20 +484,38 @@ class CommandOutput:
 
 
 def start_command_output(program: str, output_dir: Optional[str] = None,
-                         verbose: bool = False,
+                         verbose: Optional[bool] = None,
                          keep_log_exit_codes: Iterable[int] = (0,)
                          ) -> CommandOutput:
   """Sends absl/TF/orbit logs to a log file; the console keeps only stdout,
-  errors and progress. Call once per process, after flags are parsed (a
-  command's `run()` does it; library calls and tests do not).
+  errors and progress. Call once per process (a command's `run()` does it;
+  library calls and tests do not), before absl parses the flags: libraries
+  run start-up callbacks right after parsing (Model Garden counts the GPUs,
+  which logs cuInit on a machine without one). `verbose=None` looks for
+  `--verbose` in `sys.argv`; call `flags_parsed(output_dir)` once parsed.
 
   The log is written under LOG_TMP_DIR while the command runs, and copied to
   `output_dir/logs/PROGRAM-TIME.log` when it ends with an exit code in
   `keep_log_exit_codes` (a refused or failed run writes nothing into
   `output_dir`). Without `output_dir` the log stays in LOG_TMP_DIR.
   """
+  global _current
+  if verbose is None:
+    verbose = verbose_requested()
   output = CommandOutput(program, output_dir, verbose, keep_log_exit_codes)
+  _current = output
   return output.start()
+
+
+_current: Optional[CommandOutput] = None
+
+
+def set_output_dir(path: str) -> None:
+  """Names the directory whose `logs/` receives this command's log, for a
+  command that chooses it only inside `main` (e.g. a default with the time).
+  Does nothing outside a command (library calls, tests)."""
+  if _current is not None:
+    _current.output_dir = path
 
 
 def run_with_command_output(main: Callable[[Any], Any], argv: Any,

@@ -15,3 +15,9 @@ Modules, from words to the whole job:
 console script) runs it; see `rembert_tf/demo/__main__.py` for the flags.
 Nothing here imports TensorFlow until a step needs it.
 """
+
+
+def run():
+  """Console-script entry point (`rembert-demo`): see `rembert_tf.demo.__main__`."""
+  from rembert_tf.demo import __main__ as demo_main  # pylint: disable=g-import-not-at-top
+  demo_main.run()

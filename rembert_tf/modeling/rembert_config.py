@@ -17,25 +17,57 @@ cfg = rembert_config.load_model_config("configs/models/rembert.yaml",
 ```
 """
 import dataclasses
+import importlib.resources
 import os
 import pathlib
 from typing import Any, Mapping, Optional, Union
 
-import yaml
 from official.modeling import hyperparams
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 
-# Presets live in one place: the repository's `configs/models/` folder.
-CONFIG_ROOT = pathlib.Path(__file__).resolve().parents[2] / "configs"
-MODEL_CONFIG_DIR = CONFIG_ROOT / "models"
+
+def config_root() -> pathlib.Path:
+  """The folder of the shipped presets: `models/` and `experiments/`.
+
+  The repository's top-level `configs/` is the one place they are edited.
+  A wheel ships it inside the package as `rembert_tf/configs/` (setup.py maps
+  the package `rembert_tf.configs` to `configs/`), read with
+  `importlib.resources`; a checkout (editable install, or `PYTHONPATH`
+  pointing at the repository) reads `configs/` beside the package.
+  """
+  packaged = importlib.resources.files("rembert_tf") / "configs"
+  if packaged.is_dir():
+    return pathlib.Path(os.fspath(packaged))
+  checkout = pathlib.Path(__file__).resolve().parents[2] / "configs"
+  if (checkout / "models").is_dir():
+    return checkout
+  raise ConfigError(
+      f"the shipped configs are missing: neither {packaged} (an installed "
+      f"wheel) nor {checkout} (a checkout) exists. Reinstall rembert_tf.")
+
+
+def experiment_config_dir() -> pathlib.Path:
+  """The shipped pre-training experiment YAMLs (`pretrain_tiny_demo`, ...)."""
+  return config_root() / "experiments"
+
+
+def model_config_dir() -> pathlib.Path:
+  """The shipped model presets (`tiny`, `rembert`, ...)."""
+  return config_root() / "models"
+
 
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_approx", "relu", "tanh", "swish")
 
 
 class ConfigError(errors.RemBertError, ValueError):
   """A config value is missing, unknown or inconsistent; the message names the field."""
+
+
+# Resolved once at import (`config_root()` raises ConfigError, defined above).
+CONFIG_ROOT = config_root()
+MODEL_CONFIG_DIR = CONFIG_ROOT / "models"
 
 
 @dataclasses.dataclass
@@ -150,23 +182,22 @@ def model_config_from_dict(values: Mapping[str, Any],
     raise ConfigError(f"{source}: {e}") from None
 
 
-def resolve_model_config_path(name_or_path: Union[str, os.PathLike]) -> pathlib.Path:
-  """A preset name (`tiny`, `rembert`, ...) or a YAML path -> the YAML path."""
-  if fileio.is_remote(name_or_path):  # gs://, ram://: pathlib would mangle it
-    if not fileio.exists(name_or_path):
-      raise ConfigError(f"model config file {name_or_path} does not exist.")
-    return name_or_path
-  path = pathlib.Path(name_or_path)
-  if path.suffix in (".yaml", ".yml"):
-    if not path.exists():
+def resolve_model_config_path(name_or_path: Union[str, os.PathLike]) -> str:
+  """A preset name (`tiny`, `rembert`, ...) or a YAML path -> the YAML path.
+
+  A path may be on any TensorFlow filesystem (`gs://bucket/model.yaml`).
+  """
+  path = fileio.as_str(name_or_path)
+  if path.endswith((".yaml", ".yml")):
+    if not fileio.exists(path):
       raise ConfigError(f"model config file {path} does not exist.")
     return path
-  preset = MODEL_CONFIG_DIR / f"{name_or_path}.yaml"
-  if not preset.exists():
+  preset = MODEL_CONFIG_DIR / f"{path}.yaml"
+  if not preset.is_file():
     raise ConfigError(
-        f"no model preset named {name_or_path!r}; presets: "
+        f"no model preset named {path!r}; presets: "
         f"{', '.join(available_presets())}, or give a path to a YAML file.")
-  return preset
+  return str(preset)
 
 
 def available_presets():
@@ -181,11 +212,14 @@ def load_model_config(name_or_path: Union[str, os.PathLike],
   values = fileio.read_yaml(path) or {}
   if isinstance(values, Mapping) and "model" in values and len(values) == 1:
     values = values["model"]  # Also accept `model: {...}` wrapped files.
+  if not isinstance(values, Mapping):
+    raise ConfigError(f"{path}: a model config must be a mapping of "
+                      f"field: value, got {type(values).__name__}.")
   values = dict(values)
   values.update(overrides or {})
-  return model_config_from_dict(values, source=str(path))
+  return model_config_from_dict(values, source=path)
 
 
 def save_model_config(cfg: RemBertConfig, path: Union[str, os.PathLike]):
-  """Writes the config as YAML (atomically: temp name, then rename)."""
+  """Writes the config as YAML (atomically: temporary name, then rename)."""
   fileio.write_yaml(path, cfg.as_dict())

@@ -6,8 +6,9 @@ width E_in, LayerNorm over E_in, dropout, a biased E_in -> hidden projection,
 post-LayerNorm `layers.TransformerEncoderBlock`s, a tanh pooler on the first
 token), assembled from the same Model Garden layers. It is written out here
 rather than instantiated from `BertEncoderV2` because BertEncoderV2 fixes every
-LayerNorm epsilon at 1e-12 and the activation default to approximate GELU,
-while RemBERT configs carry `layer_norm_eps` and use the exact GELU.
+LayerNorm epsilon at 1e-12, while RemBERT configs carry `layer_norm_eps`. (Its
+activation is a constructor argument; RemBERT uses the exact GELU, passed the
+same way here.)
 
 The encoder owns no output-side variable: the MLM head and the output
 embedding live in `RemBertPretrainer`, so an encoder checkpoint or SavedModel

@@ -62,6 +62,7 @@ from official.core import train_lib
 from official.core import train_utils
 from official.modeling import performance
 
+from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretrain_dataloader
@@ -567,35 +568,29 @@ class NonFiniteLossGuard:
 
 
 class ProgressPrinter:
-  """Train action: `step 40/300 | loss 5.21 | mlm_acc 0.113 | 812 ex/s | ETA 0:01:02`."""
+  """Train action: one console line per loop (`console.loop_line`), e.g.
+  `step  40/300 | loss 5.2104 | mlm_acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02`."""
 
   def __init__(self, global_step, total_steps: int, print_fn=print):
     self._global_step = global_step
     self._total_steps = total_steps
     self._print = print_fn
-    self._last_time = None
-    self._last_step = None
+    # Paced from the first loop's end: its time includes the compilation.
+    self._eta = console.Eta(total_steps)
     self.last_logs: Dict[str, float] = {}
 
   def __call__(self, output):
     step = int(self._global_step.numpy())
-    now = time.time()
     logs = {k: float(np.asarray(v)) for k, v in output.items()}
     self.last_logs = dict(logs, global_step=step)
-    eta = ""
-    if self._last_time is not None and step > self._last_step:
-      seconds_per_step = (now - self._last_time) / (step - self._last_step)
-      remaining = max(self._total_steps - step, 0) * seconds_per_step
-      eta = f" | ETA {time.strftime('%H:%M:%S', time.gmtime(remaining))}"
-    self._last_time, self._last_step = now, step
-    line = (f"step {step}/{self._total_steps} | loss "
-            f"{logs.get('training_loss', float('nan')):.4f} | mlm_acc "
-            f"{logs.get('masked_lm_accuracy', float('nan')):.4f} | "
-            f"{logs.get('examples_per_second', 0.0):.1f} ex/s | lr "
-            f"{logs.get('learning_rate', 0.0):.2e} | grad_norm "
-            f"{logs.get('gradient_norm', 0.0):.3f}{eta}")
+    line = console.loop_line(
+        step, self._total_steps, loss=logs.get("training_loss"),
+        accuracy=logs.get("masked_lm_accuracy"), accuracy_name="mlm_acc",
+        examples_per_second=logs.get("examples_per_second"),
+        learning_rate=logs.get("learning_rate"),
+        eta_seconds=self._eta.observe(step))
     self._print(line)
-    logging.info(line)
+    logging.info("%s | grad_norm %.3f", line, logs.get("gradient_norm", 0.0))
 
 
 class EvalRecorder:
@@ -610,9 +605,11 @@ class EvalRecorder:
     logs = {k: float(np.asarray(v)) for k, v in output.items()
             if np.asarray(v).size == 1}
     self.last_logs = logs
-    self._print(f"eval at step {int(self._global_step.numpy())} | mlm_loss "
-                f"{logs.get('lm_example_loss', float('nan')):.4f} | mlm_acc "
-                f"{logs.get('masked_lm_accuracy', float('nan')):.4f}")
+    line = (f"eval at step {int(self._global_step.numpy())} | mlm_loss "
+            f"{logs.get('lm_example_loss', float('nan')):.4f} | mlm_acc "
+            f"{logs.get('masked_lm_accuracy', float('nan')):.4f}")
+    self._print(line)
+    logging.info(line)
 
 
 class _SigtermFlag:
@@ -839,7 +836,8 @@ def _run(config, model_dir, mode, strategy, multi_worker,
   evaluations = EvalRecorder(trainer.global_step, print_fn)
   experiment = None
   try:
-    with _SigtermFlag() as sigterm:
+    # orbit's controller lines go to the log only: the console has ours.
+    with _SigtermFlag() as sigterm, console.orbit_logs_to_file():
       experiment = _build_experiment_runner(
           config, task, trainer, strategy, mode, model_dir, artifacts,
           None if multi_worker else sigterm, progress, evaluations)

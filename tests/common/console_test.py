@@ -118,13 +118,12 @@ def test_orbit_controller_lines_go_to_the_log_only(capsys):
 
 
 # The log file moves file descriptor 2 and sys.stderr: a process of its own.
+# Flags are not parsed, as in a command that parses its arguments itself.
 _COMMAND = textwrap.dedent("""
     import os, sys
     from absl import flags, logging
     from rembert_tf.common import console
-    console.define_verbose_flag()
-    flags.FLAGS(["rembert-x"])
-    out = console.start_command_output("rembert-x", sys.argv[1])
+    out = console.start_command_output("rembert-x", sys.argv[1], verbose=False)
     def main(argv):
       os.write(2, b"E cuda_platform.cc:51] failed call to cuInit\\n")
       logging.info("absl info line")
@@ -169,3 +168,41 @@ def test_failed_command_writes_nothing_into_the_output_dir(tmp_path):
   temporary = done.stdout.split("LOG ")[1].split()[0]
   assert "failed call to cuInit" in open(temporary).read()
   os.remove(temporary)
+
+
+def test_set_output_dir_names_where_the_running_command_log_goes(monkeypatch):
+  output = console.CommandOutput("rembert-demo", None, verbose=False)
+  monkeypatch.setattr(console, "_current", output)
+  console.set_output_dir("runs/demo-1")
+  assert output.output_dir == "runs/demo-1"
+  monkeypatch.setattr(console, "_current", None)
+  console.set_output_dir("elsewhere")  # Outside a command: nothing happens.
+  assert output.output_dir == "runs/demo-1"
+
+
+def test_logs_of_failed_runs_are_removed_after_a_week(tmp_path, monkeypatch):
+  monkeypatch.setattr(console, "LOG_TMP_DIR", str(tmp_path))
+  old, recent, other = (tmp_path / "rembert-x-1.log", tmp_path / "rembert-x-2.log",
+                        tmp_path / "notes.txt")
+  for path in (old, recent, other):
+    path.write_text("log")
+  eight_days_ago = os.path.getmtime(recent) - 8 * 86400
+  os.utime(old, (eight_days_ago, eight_days_ago))
+  os.utime(other, (eight_days_ago, eight_days_ago))
+  console.remove_old_logs()
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "rembert-x-2.log"]
+
+
+def test_program_names_follow_the_command_module(monkeypatch):
+  from rembert_tf import cli  # pylint: disable=g-import-not-at-top
+
+  def command(module):
+    def main(argv):
+      return argv
+    main.__module__ = module
+    return main
+  assert cli._program_name(command("rembert_tf.cli.param_table")) == "rembert-param-table"  # pylint: disable=protected-access
+  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/demo/__main__.py"])
+  assert cli._program_name(command("__main__")) == "rembert-demo"  # pylint: disable=protected-access
+  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/train.py"])
+  assert cli._program_name(command("__main__")) == "rembert-train"  # pylint: disable=protected-access

@@ -12,13 +12,10 @@ import json
 
 import numpy as np
 import tensorflow as tf
+import testlib
 
 from rembert_tf.conversion import weight_layout
-from rembert_tf.modeling import rembert_config
 
-SMALL = dict(vocab_size=97, hidden_size=32, num_attention_heads=2,
-             intermediate_size=64, input_embedding_size=16,
-             output_embedding_size=48, max_position_embeddings=24)
 # Canonical output-side name -> the name the released-layout fixture uses.
 RELEASED_OUTPUT_SIDE_NAMES = {
     "cls/predictions/transform/dense/kernel": "cls/predictions/transform/dense/kernel",
@@ -31,9 +28,8 @@ RELEASED_OUTPUT_SIDE_NAMES = {
 
 
 def small_config(**overrides):
-  values = dict(SMALL)
-  values.update(overrides)
-  return rembert_config.load_model_config("tiny", values)
+  """The shared test model (`testlib.tiny_config`) with 24 positions."""
+  return testlib.tiny_config(**{"max_position_embeddings": 24, **overrides})
 
 
 def randomize(variables, seed):

@@ -85,7 +85,7 @@ def test_metadata_fields(static_records):
   out, meta = static_records
   on_disk = json.loads((out / "metadata.json").read_text())
   assert on_disk == meta
-  assert meta["vocab_size"] == data_testlib.TINY_VOCAB_SIZE
+  assert meta["vocab_size"] == data_testlib.SENTENCEPIECE_VOCAB_SIZE
   assert meta["seq_length"] == SEQ and meta["max_predictions_per_seq"] == PRED
   assert meta["special_ids"] == tokenizer.special_ids()
   assert meta["sentencepiece_sha256"] == tokenizer.file_sha256(

@@ -9,13 +9,16 @@ import testlib
 from rembert_tf.data import tokenizer
 
 
-def test_special_ids_are_fixed():
+def test_special_ids_of_the_trained_model_are_the_fixed_layout():
   sp = tokenizer.load_sentencepiece(data_testlib.sentencepiece_model())
-  assert sp.GetPieceSize() == data_testlib.TINY_VOCAB_SIZE
+  assert sp.GetPieceSize() == data_testlib.SENTENCEPIECE_VOCAB_SIZE
   assert [sp.IdToPiece(i) for i in range(5)] == [
       "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
-  assert (tokenizer.PAD_ID, tokenizer.UNK_ID, tokenizer.CLS_ID,
-          tokenizer.SEP_ID, tokenizer.MASK_ID) == (0, 1, 2, 3, 4)
+  special = tokenizer.SpecialTokens.from_processor(sp)
+  assert (special.pad_id, special.unk_id, special.cls_id, special.sep_id,
+          special.mask_id) == (tokenizer.PAD_ID, tokenizer.UNK_ID,
+                               tokenizer.CLS_ID, tokenizer.SEP_ID,
+                               tokenizer.MASK_ID)
   # Control symbols are never produced from text.
   assert tokenizer.MASK_ID not in sp.encode("[MASK] [CLS]")
 
@@ -27,7 +30,7 @@ def test_metadata_json_next_to_model():
   with open(path) as f:
     meta = json.load(f)
   assert meta == tokenizer.read_tokenizer_metadata(model)
-  assert meta["vocab_size"] == data_testlib.TINY_VOCAB_SIZE
+  assert meta["vocab_size"] == data_testlib.SENTENCEPIECE_VOCAB_SIZE
   assert meta["mask_id"] == 4 and meta["pad_id"] == 0
   assert meta["sha256"] == tokenizer.file_sha256(model)
 
@@ -45,7 +48,7 @@ def test_special_tokens_of_this_projects_layout():
   assert (special.pad_id, special.unk_id, special.cls_id, special.sep_id,
           special.mask_id) == (0, 1, 2, 3, 4)
   assert special.unmaskable_ids == (0, 2, 3, 4)
-  assert special.vocab_size == data_testlib.TINY_VOCAB_SIZE
+  assert special.vocab_size == data_testlib.SENTENCEPIECE_VOCAB_SIZE
 
 
 def test_special_tokens_of_the_released_layout_are_found_by_name():
@@ -62,7 +65,8 @@ def test_special_tokens_read_from_a_non_local_filesystem():
   from rembert_tf.common import fileio
   fileio.write_bytes("ram://tokenizer_test/sp.model", data)
   special = tokenizer.SpecialTokens.from_model("ram://tokenizer_test/sp.model")
-  assert special.cls_id == 2 and special.vocab_size == data_testlib.TINY_VOCAB_SIZE
+  assert special.cls_id == 2
+  assert special.vocab_size == data_testlib.SENTENCEPIECE_VOCAB_SIZE
 
 
 def test_model_without_a_special_piece_names_piece_and_file(tmp_path):

@@ -52,13 +52,6 @@ def test_bad_input(tmp_path):
   assert not (tmp_path / "o" / "sentencepiece.model").exists()
 
 
-def test_demo_vocab_size_matches_tiny_config():
-  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
-  assert rembert_config.load_model_config("tiny").vocab_size == 2000
-  assert tokenizer.read_tokenizer_metadata(
-      data_testlib.sentencepiece_model())["vocab_size"] == data_testlib.TINY_VOCAB_SIZE
-
-
 def test_frequent_words_are_single_pieces():
   """Whole-word seeds counted by token frequency (small vocabularies)."""
   sp = tokenizer.load_sentencepiece(data_testlib.sentencepiece_model())

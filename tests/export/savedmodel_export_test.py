@@ -8,6 +8,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_hub as hub
+import testlib
 import tf_keras
 
 from rembert_tf.data import tokenizer
@@ -43,10 +44,7 @@ def sp_model(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained_dir(sp_model, tmp_path_factory):
   """A checkpoint dir like a pre-training model_dir, with random weights."""
-  cfg = rembert_config.load_model_config("tiny", dict(
-      vocab_size=96, hidden_size=32, num_attention_heads=2,
-      intermediate_size=64, input_embedding_size=16, output_embedding_size=48,
-      max_position_embeddings=32))
+  cfg = testlib.tiny_config(vocab_size=96)
   model = rembert_pretrainer.build_pretrainer(cfg)
   rng = np.random.default_rng(1)
   for v in model.variables:

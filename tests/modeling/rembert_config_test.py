@@ -1,4 +1,4 @@
-"""Tests of the typed model config, the presets and parameter counts (issue 2)."""
+"""Tests of the typed model config, the presets, their lookup and parameter counts."""
 import json
 import subprocess
 import sys
@@ -111,3 +111,23 @@ def test_param_table_tool_prints_json_and_markdown(tmp_path):
                      "ft_params": expected.ft_params}
   table = run("tiny")
   assert "| tiny | 64 | 256 | 2+0 | False | 1M | 1M |" in table
+
+
+def test_presets_are_found_through_the_one_resolver():
+  root = rembert_config.config_root()
+  assert (root / "models" / "tiny.yaml").is_file()
+  assert rembert_config.experiment_config_dir() == root / "experiments"
+  assert rembert_config.resolve_model_config_path("tiny") == str(
+      root / "models" / "tiny.yaml")
+  with pytest.raises(rembert_config.ConfigError, match=r"no model preset "
+                     r"named 'tinyy'; presets: .*\btiny\b"):
+    rembert_config.resolve_model_config_path("tinyy")
+
+
+def test_model_config_files_on_any_tensorflow_filesystem():
+  cfg = rembert_config.load_model_config("tiny", {"num_output_layers": 1})
+  rembert_config.save_model_config(cfg, "ram://configs/model_config.yaml")
+  assert rembert_config.load_model_config(
+      "ram://configs/model_config.yaml") == cfg
+  with pytest.raises(rembert_config.ConfigError, match="does not exist"):
+    rembert_config.load_model_config("ram://configs/missing.yaml")

@@ -1,4 +1,4 @@
-"""Tests of the pre-training Task, its step and the experiment configs (issue 4)."""
+"""Tests of the pre-training Task, its step and the experiment configs."""
 import pathlib
 
 import numpy as np

@@ -1,0 +1,14 @@
+"""The ablation suite: the paper's comparison of embedding choices, end to end.
+
+Pre-trains every row (the paper's base-scale experiments, or their demo-size
+versions) on the same records with the same schedule, fine-tunes each with the
+paper's protocol, compares layers with linear CKA, and writes the paper-style
+table and pictures. It orchestrates the whole flow, so nothing imports it.
+
+```python
+from rembert_tf.ablation import SuiteOptions, run_suite
+summary = run_suite(SuiteOptions(output_dir="/tmp/suite", scale="demo"))
+```
+"""
+from rembert_tf.ablation.suite import SuiteOptions
+from rembert_tf.ablation.suite import run_suite

@@ -1,0 +1,37 @@
+"""Completion markers: how the suite knows a step finished and skips it.
+
+A step writes `<dir>/ablation_complete.json` (atomically, via
+`fileio.write_json`) after its outputs are whole, with the figures later steps
+need. A directory without the marker is unfinished: its step runs again
+(pre-training then resumes from its newest checkpoint).
+
+Example:
+```python
+from rembert_tf.ablation import completion
+completion.mark_complete("/tmp/run", {"eval_masked_lm_accuracy": 0.23})
+completion.read_complete("/tmp/run")      # {"eval_masked_lm_accuracy": 0.23}
+completion.read_complete("/tmp/other")    # None: not finished
+```
+"""
+from typing import Any, Dict, Optional
+
+from rembert_tf.common import fileio
+
+MARKER = "ablation_complete.json"
+
+
+def marker_path(directory) -> str:
+  return fileio.join(directory, MARKER)
+
+
+def mark_complete(directory, payload: Dict[str, Any]) -> None:
+  fileio.makedirs(directory)
+  fileio.write_json(marker_path(directory), payload)
+
+
+def read_complete(directory) -> Optional[Dict[str, Any]]:
+  """The payload of a finished step, or None when it has not finished."""
+  path = marker_path(directory)
+  if not fileio.exists(path):
+    return None
+  return fileio.read_json(path)

@@ -1,0 +1,69 @@
+"""Data of the demo-scale suite: the demo corpus, its vocabulary and records,
+and the demo's XNLI-like task in the XTREME `download/` layout.
+
+The one module of the suite that touches the demo's code; every piece is
+written once under `data_dir` and reused when the suite runs again.
+
+Example:
+```python
+from rembert_tf.ablation import demo_data
+paths = demo_data.prepare("/tmp/suite/data", vocab_size=2000, seq_length=64,
+                          max_predictions_per_seq=10)
+paths["train_records"], paths["download_dir"], paths["sp_model"]
+```
+"""
+from typing import Callable, Dict, Optional, Sequence
+
+from rembert_tf.ablation import completion
+from rembert_tf.common import fileio
+from rembert_tf.data import demo_corpus
+from rembert_tf.data import pretraining_data
+from rembert_tf.data import sentencepiece_training
+from rembert_tf.finetuning import demo_xnli
+
+DEMO_TASK = "xnli"
+
+
+def prepare(data_dir: str, vocab_size: int, seq_length: int,
+            max_predictions_per_seq: int, corpus_megabytes: float = 3.0,
+            num_train_pairs: int = 2000, num_dev_pairs: int = 300,
+            languages: Optional[Sequence[str]] = None, num_workers: int = 2,
+            say: Callable[[str], None] = print) -> Dict[str, str]:
+  """Writes what is missing under data_dir; returns the paths the suite uses."""
+  corpus = fileio.join(data_dir, "corpus")
+  heldout = fileio.join(data_dir, "corpus_heldout")
+  sp_dir = fileio.join(data_dir, "sentencepiece")
+  sp_model = fileio.join(sp_dir, "sentencepiece.model")
+  records = fileio.join(data_dir, "records")
+  download = fileio.join(data_dir, "download")
+  if completion.read_complete(corpus) is None:
+    say(f"[ablation] demo corpus ({corpus_megabytes:g} MB) -> {corpus}")
+    demo_corpus.generate_corpus(corpus, target_megabytes=corpus_megabytes,
+                                seed=0)
+    completion.mark_complete(corpus, {})
+  if completion.read_complete(heldout) is None:
+    demo_corpus.generate_corpus(heldout, target_megabytes=max(
+        0.05, corpus_megabytes / 10), seed=1, files_per_language=1)
+    completion.mark_complete(heldout, {})
+  if not fileio.exists(sp_model):
+    say(f"[ablation] SentencePiece vocabulary ({vocab_size} pieces)")
+    sentencepiece_training.train_sentencepiece(
+        [f"{corpus}/{{lang}}/*.txt"], sp_dir, vocab_size=vocab_size,
+        sample_size=200_000, overwrite=True, verbose=False)
+  for split, source, shards in (("train", corpus, 8), ("eval", heldout, 1)):
+    out = fileio.join(records, split)
+    if not fileio.exists(fileio.join(out, "metadata.json")):
+      say(f"[ablation] pre-training records ({split}) -> {out}")
+      pretraining_data.create_pretraining_data(
+          [f"{source}/{{lang}}/*.txt"], out, sp_model, seq_length=seq_length,
+          max_predictions_per_seq=max_predictions_per_seq,
+          num_output_shards=shards, num_workers=num_workers, overwrite=True)
+  if completion.read_complete(download) is None:
+    demo_xnli.write_demo_xnli(download, num_train=num_train_pairs,
+                              num_dev=num_dev_pairs, num_test=0,
+                              languages=languages)
+    completion.mark_complete(download, {})
+  return dict(sp_model=sp_model, download_dir=download,
+              train_records=fileio.join(records, "train", "*.tfrecord"),
+              eval_records=fileio.join(records, "eval", "*.tfrecord"),
+              similarity_sentences=fileio.join(download, DEMO_TASK, "dev-en.tsv"))

@@ -1,0 +1,148 @@
+"""The paper-style results table of the suite, as JSON and markdown.
+
+One row per model: E_in, E_out, layers (encoder + output-side), #PT, #FT,
+held-out MLM accuracy, each task's score (the task's main metric averaged over
+languages: accuracy, F1, or the mean of EM and F1 for QA; mean ± std over
+seeds at the rate chosen on English dev), the average over tasks, and, for
+the rows the paper reports, the paper's numbers in brackets. A second table
+per task gives every language's score, and a third the per-layer linear CKA
+between each pre-trained model and its fine-tuned version.
+
+Example:
+```python
+from rembert_tf.ablation import results_table
+table = results_table.build_table(row_results)    # list of per-row dicts
+print(results_table.to_markdown(table))
+```
+"""
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from rembert_tf.evaluation import xtreme_scorer
+
+MAIN_METRIC = "avg_metric"
+
+
+def format_count(n: int) -> str:
+  """Whole millions as the paper writes them; two decimals below 100M."""
+  return f"{round(n / 1e6)}M" if n >= 1e8 else f"{n / 1e6:.2f}M"
+
+
+def _language_metric(task: str) -> str:
+  """The per-language column: accuracy, entity F1, or F1 for QA."""
+  return xtreme_scorer.task_metric(task).table_metrics[-1]
+
+
+def paper_score(task: str, column: Optional[str]) -> Optional[str]:
+  """The paper's figure for a task, as it reports it ("EM / F1" for QA)."""
+  if column is None or task not in xtreme_scorer.PAPER_RESULTS:
+    return None
+  index = 0 if column == "coupled" else 1
+  metrics = xtreme_scorer.PAPER_RESULTS[task]
+  values = [metrics[m][index] for m in metrics]
+  if all(v is None for v in values):
+    return None
+  return " / ".join("-" if v is None else f"{v:.1f}" for v in values)
+
+
+def build_table(row_results: List[Dict]) -> Dict:
+  """row_results: per row {name, model, counts, mlm_accuracy, sweeps, similarity}."""
+  tasks = []
+  for row in row_results:
+    for task in row["sweeps"]:
+      if task not in tasks:
+        tasks.append(task)
+  rows = []
+  for row in row_results:
+    model = row["model"]
+    entry = dict(
+        name=row["name"], input_embedding_size=model["input_embedding_size"],
+        output_embedding_size=model["output_embedding_size"],
+        coupled=model["coupled"], num_hidden_layers=model["num_hidden_layers"],
+        num_output_layers=model["num_output_layers"],
+        pt_params=row["counts"]["pt_params"], ft_params=row["counts"]["ft_params"],
+        mlm_accuracy=row.get("mlm_accuracy"), paper_column=row.get("paper_column"),
+        tasks={}, languages={}, layer_similarity=row.get("similarity_diagonal"))
+    for task, sweep in row["sweeps"].items():
+      entry["tasks"][task] = dict(
+          score=sweep["scores"][MAIN_METRIC], std=sweep["std"][MAIN_METRIC],
+          learning_rate=sweep["selected_learning_rate"],
+          num_seeds=sweep["num_seeds"], paper=paper_score(task, row.get("paper_column")))
+      metric = _language_metric(task)
+      entry["languages"][task] = dict(sweep["scores"].get(metric, {}))
+    scores = [t["score"] for t in entry["tasks"].values()]
+    entry["average"] = float(np.mean(scores)) if scores and len(scores) == len(tasks) else None
+    rows.append(entry)
+  return dict(tasks=tasks, rows=rows)
+
+
+def _pct(value) -> str:
+  return "-" if value is None else f"{value:.1f}"
+
+
+def _main_table(table: Dict) -> List[str]:
+  tasks = table["tasks"]
+  head = ["model", "E_in", "E_out", "layers", "#PT", "#FT", "MLM acc"] + tasks + ["avg"]
+  lines = ["| " + " | ".join(head) + " |",
+           "| --- |" + " ---: |" * (len(head) - 1)]
+  for row in table["rows"]:
+    layers = str(row["num_hidden_layers"]) + (
+        f"+{row['num_output_layers']}" if row["num_output_layers"] else "")
+    e_out = f"{row['output_embedding_size']}" + (" (coupled)" if row["coupled"] else "")
+    cells = [row["name"], str(row["input_embedding_size"]), e_out, layers,
+             format_count(row["pt_params"]), format_count(row["ft_params"]),
+             "-" if row["mlm_accuracy"] is None else f"{row['mlm_accuracy']:.4f}"]
+    for task in tasks:
+      result = row["tasks"].get(task)
+      if result is None:
+        cells.append("-")
+        continue
+      cell = f"{result['score']:.1f} ± {result['std']:.1f}"
+      if result["paper"]:
+        cell += f" (paper {result['paper']})"
+      cells.append(cell)
+    cells.append(_pct(row["average"]))
+    lines.append("| " + " | ".join(cells) + " |")
+  return lines
+
+
+def _language_table(table: Dict, task: str) -> List[str]:
+  languages = []
+  for row in table["rows"]:
+    for lang in row["languages"].get(task, {}):
+      if lang not in languages:
+        languages.append(lang)
+  lines = [f"**{task}** zero-shot {_language_metric(task)} per language "
+           "(fine-tuned on English; mean over seeds)", "",
+           "| model | " + " | ".join(languages) + " |",
+           "| --- |" + " ---: |" * len(languages)]
+  for row in table["rows"]:
+    values = row["languages"].get(task, {})
+    lines.append(f"| {row['name']} | " +
+                 " | ".join(_pct(values.get(l)) for l in languages) + " |")
+  return lines
+
+
+def _similarity_table(table: Dict) -> List[str]:
+  depth = max((len(r["layer_similarity"] or []) for r in table["rows"]), default=0)
+  if not depth:
+    return []
+  lines = ["Linear CKA between each pre-trained model and its fine-tuned "
+           "version, per layer (1 = unchanged by fine-tuning)", "",
+           "| model | " + " | ".join(f"layer {i + 1}" for i in range(depth)) + " |",
+           "| --- |" + " ---: |" * depth]
+  for row in table["rows"]:
+    values = row["layer_similarity"] or []
+    cells = [f"{v:.3f}" for v in values] + ["-"] * (depth - len(values))
+    lines.append(f"| {row['name']} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def to_markdown(table: Dict) -> str:
+  parts = [_main_table(table)]
+  parts += [_language_table(table, task) for task in table["tasks"]]
+  similarity = _similarity_table(table)
+  if similarity:
+    parts.append(similarity)
+  return "\n\n".join("\n".join(p) for p in parts) + "\n"

@@ -1,0 +1,148 @@
+"""The suite's rows: which models are compared, each with its experiment.
+
+At base scale a row is one experiment YAML `configs/experiments/ablation_*.yaml`
+(the paper's base-scale rows; each names its model preset). At demo scale every
+row uses the shared schedule `configs/experiments/demo_ablation.yaml` with its
+own preset `configs/models/demo_ablation_<row>.yaml` (demo-size versions of the
+paper's rows). Every row is pre-trained on the same records with the same
+schedule: `check_same_schedule` refuses rows whose experiments differ in
+anything but the model.
+
+Example:
+```python
+from rembert_tf.ablation import rows
+for row in rows.demo_rows():
+  print(row.name, row.experiment, row.model_preset)
+config = rows.load_row_config(rows.demo_rows()[0], {"trainer": {"train_steps": 10}})
+```
+"""
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence
+
+import yaml
+from official.modeling.hyperparams import params_dict
+
+from rembert_tf import pretraining
+from rembert_tf.common import errors
+from rembert_tf.pretraining import experiments
+
+SCALES = ("base", "demo")
+DEMO_EXPERIMENT = "demo_ablation"
+# (row name, preset): the paper's comparisons at demo size.
+DEMO_PRESETS = (
+    ("coupled", "demo_ablation_coupled"),
+    ("decoupled", "demo_ablation_decoupled"),
+    ("in32", "demo_ablation_in32"),
+    ("in32_reinvested", "demo_ablation_in32_reinvested"),
+    ("in32_out512", "demo_ablation_in32_out512"),
+    ("in32_extra_output_layers", "demo_ablation_in32_extra_output_layers"),
+)
+# Rows the paper reports numbers for, and the column of PAPER_RESULTS.
+PAPER_ROWS = {"coupled_768": "coupled", "decoupled_768": "decoupled"}
+
+
+@dataclasses.dataclass(frozen=True)
+class AblationRow:
+  name: str                            # directory name and table label
+  experiment: str                      # experiment YAML name or path
+  model_preset: Optional[str] = None   # overrides task.model_preset
+  paper_column: Optional[str] = None   # "coupled" / "decoupled" in the paper
+
+
+def base_rows(experiment_names: Optional[Sequence[str]] = None
+              ) -> List[AblationRow]:
+  """Rows from experiment YAMLs (default: every ablation_* experiment)."""
+  if not experiment_names:
+    experiment_names = sorted(
+        p.stem for p in experiments.EXPERIMENT_CONFIG_DIR.glob("ablation_*.yaml"))
+  result = []
+  for experiment in experiment_names:
+    experiments.resolve_experiment_path(experiment)   # names the choices if absent
+    stem = str(experiment).rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    name = stem[len("ablation_"):] if stem.startswith("ablation_") else stem
+    result.append(AblationRow(name=name, experiment=str(experiment),
+                              paper_column=PAPER_ROWS.get(name)))
+  return result
+
+
+def demo_rows() -> List[AblationRow]:
+  return [AblationRow(name=name, experiment=DEMO_EXPERIMENT, model_preset=preset)
+          for name, preset in DEMO_PRESETS]
+
+
+def select_rows(rows: List[AblationRow], names: Optional[Sequence[str]]
+                ) -> List[AblationRow]:
+  """The rows named in `names` (all when empty), in the suite's order."""
+  if not names:
+    return rows
+  known = {row.name for row in rows}
+  unknown = [n for n in names if n not in known]
+  if unknown:
+    raise errors.UsageError(
+        f"--models {','.join(unknown)}: no such row; the rows of this scale "
+        f"are {', '.join(sorted(known))}.")
+  return [row for row in rows if row.name in names]
+
+
+def parse_override(params_override) -> Dict[str, Any]:
+  """`--params_override` text (dotted `a.b=1,c=2`, YAML or JSON) as a dict."""
+  if not params_override:
+    return {}
+  if isinstance(params_override, dict):
+    return params_override
+  text = params_override
+  try:
+    text = params_dict.nested_csv_str_to_json_str(params_override)
+  except ValueError:
+    pass
+  values = yaml.safe_load(text)
+  if not isinstance(values, dict):
+    raise errors.UsageError(
+        f"--params_override {params_override!r}: expected dotted keys "
+        "(trainer.train_steps=1000,task.train_data.global_batch_size=64) or a "
+        "YAML / JSON mapping.")
+  return values
+
+
+def load_row_config(row: AblationRow, override: Dict[str, Any]):
+  """The row's ExperimentConfig: its YAML, its preset, then the suite override."""
+  merged = dict(override)
+  if row.model_preset:
+    task = dict(merged.get("task", {}))
+    task["model_preset"] = row.model_preset
+    merged["task"] = task
+  return pretraining.load_experiment_config([row.experiment], merged)
+
+
+def _schedule(config) -> Dict[str, Any]:
+  values = config.as_dict()
+  task = dict(values["task"])
+  task.pop("model", None)
+  task.pop("model_preset", None)
+  return {"task": task, "trainer": values["trainer"], "runtime": values["runtime"]}
+
+
+def _first_difference(a, b, prefix=""):
+  if isinstance(a, dict) and isinstance(b, dict):
+    for key in sorted(set(a) | set(b)):
+      found = _first_difference(a.get(key), b.get(key), f"{prefix}{key}.")
+      if found:
+        return found
+    return None
+  return (prefix.rstrip("."), a, b) if a != b else None
+
+
+def check_same_schedule(configs: Dict[str, Any]) -> None:
+  """Raises UsageError naming the first field in which two rows' experiments
+  differ outside the model (data, schedule, optimizer, runtime)."""
+  names = list(configs)
+  reference = _schedule(configs[names[0]])
+  for name in names[1:]:
+    found = _first_difference(reference, _schedule(configs[name]))
+    if found:
+      field, ours, theirs = found
+      raise errors.UsageError(
+          f"rows {names[0]} and {name} differ in {field} ({ours!r} vs "
+          f"{theirs!r}): the suite compares models trained identically. Make "
+          "the experiment YAMLs agree, set the field for all rows with "
+          "--params_override, or pass --allow_different_schedules.")

@@ -1,0 +1,429 @@
+r"""The ablation suite: pre-train every row, fine-tune each with the paper's
+protocol, compare layers, and write the paper-style table and pictures.
+
+Phases, each resumable (a finished step is detected by its completion marker,
+see `completion.py`, and skipped with a console line saying so):
+1. data (demo scale only): demo corpus, vocabulary, records, XNLI-like task;
+2. pre-training of every row on the same records with the same schedule
+   (`pretraining.run`; an interrupted run resumes from its newest checkpoint);
+3. fine-tuning sweeps (`finetune_sweep`: the fine-tuning command per rate and
+   seed; rate chosen on English dev, mean / std over seeds);
+4. layer similarity: linear CKA of each pre-trained encoder against its
+   fine-tuned version (`evaluation.layer_similarity`);
+5. `results.json`, `results.md` and `figures/*.png` (always rewritten).
+
+Layout under `output_dir`:
+```
+suite.json                               the settings of the run
+data/                                    demo scale: corpus, records, download/
+finetune_records.json                    task -> records made by the first run
+models/<row>/pretrain/                   pre-training model_dir
+models/<row>/finetune/<task>/lr-<lr>_seed-<s>/   one fine-tuning run
+models/<row>/finetune/<task>/sweep.json  selected rate, mean / std over seeds
+models/<row>/layer_similarity/           CKA table, heatmap (pre-trained vs fine-tuned)
+results.json, results.md, figures/{mlm_curves,results,layer_similarity}.png
+```
+
+Example (the CI-sized demo suite):
+```python
+from rembert_tf.ablation import suite
+options = suite.SuiteOptions(output_dir="/tmp/suite", scale="demo",
+                             models=["coupled", "decoupled"],
+                             params_override="trainer.train_steps=20")
+summary = suite.run_suite(options)
+print(summary["markdown"])
+```
+"""
+import dataclasses
+import hashlib
+import json
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from rembert_tf import pretraining
+from rembert_tf.ablation import completion
+from rembert_tf.ablation import figures
+from rembert_tf.ablation import finetune_sweep
+from rembert_tf.ablation import results_table
+from rembert_tf.ablation import rows as rows_lib
+from rembert_tf.common import console
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.evaluation import layer_similarity
+from rembert_tf.modeling import parameter_count
+
+ALL_TASKS = ("xnli", "pawsx", "panx", "xquad", "mlqa", "tydiqa")
+QA_TASKS = ("xquad", "mlqa", "tydiqa")
+SENTENCEPIECE_FILE = "sentencepiece.model"
+
+
+@dataclasses.dataclass
+class SuiteOptions:
+  """What to run. Defaults per scale are filled in by `resolve_defaults`."""
+  output_dir: str
+  scale: str = "base"
+  experiments: Optional[List[str]] = None    # base: experiment YAMLs
+  models: Optional[List[str]] = None         # a subset of the rows, by name
+  train_records: Optional[str] = None        # base: pre-training records glob
+  eval_records: Optional[str] = None
+  xtreme_data_dir: Optional[str] = None      # XTREME download/ folder, or
+  xtreme_records_dir: Optional[str] = None   # tools/create_finetuning_data.py output
+  sp_model: Optional[str] = None             # for --data_dir fine-tuning
+  tasks: Optional[List[str]] = None
+  learning_rates: Optional[List[float]] = None
+  num_seeds: Optional[int] = None
+  finetune_flags: Optional[List[str]] = None  # extra flags for every fine-tuning
+  params_override: Any = None                # applied to every row's experiment
+  strategy: str = "one_device"
+  tpu: Optional[str] = None
+  mixed_precision: Optional[str] = None
+  allow_different_schedules: bool = False
+  similarity_sentences: Optional[str] = None  # text or TSV (first column)
+  similarity_max_sentences: int = 256
+  similarity_seq_length: Optional[int] = None
+  corpus_megabytes: float = 3.0               # demo scale
+  demo_train_pairs: int = 2000
+  demo_dev_pairs: int = 300
+  num_workers: int = 2                        # demo records: processes
+  demo_languages: Optional[List[str]] = None  # demo task's languages (default all)
+
+
+# The paper's protocol at demo size (CPU minutes): two rates, two seeds.
+DEMO_DEFAULTS = dict(tasks=["xnli"], learning_rates=[3e-4, 1e-3], num_seeds=2,
+                     finetune_flags=["--num_train_epochs=2"])
+# Base scale: BERT-style fine-tuning rates, three seeds as in the paper.
+BASE_DEFAULTS = dict(tasks=list(ALL_TASKS), learning_rates=[1e-5, 2e-5, 3e-5],
+                     num_seeds=3, finetune_flags=[])
+
+
+def resolve_defaults(options: SuiteOptions) -> SuiteOptions:
+  if options.scale not in rows_lib.SCALES:
+    raise errors.UsageError(f"--scale {options.scale!r}: expected one of "
+                            f"{', '.join(rows_lib.SCALES)}.")
+  defaults = DEMO_DEFAULTS if options.scale == "demo" else BASE_DEFAULTS
+  values = {k: v if getattr(options, k) is None else getattr(options, k)
+            for k, v in defaults.items()}
+  unknown = [t for t in values["tasks"] if t not in ALL_TASKS]
+  if unknown:
+    raise errors.UsageError(f"--tasks {','.join(unknown)}: expected some of "
+                            f"{', '.join(ALL_TASKS)}.")
+  return dataclasses.replace(options, **values)
+
+
+class SuiteConsole:
+  """Suite progress lines: what runs, what is skipped, elapsed time."""
+
+  def __init__(self, print_fn: Callable[[str], None] = print):
+    self.print_fn = print_fn
+    self.started = time.time()
+
+  def __call__(self, message: str) -> None:
+    self.print_fn(message)
+
+  def phase(self, title: str) -> None:
+    minutes = (time.time() - self.started) / 60
+    self.print_fn(f"\n=== [ablation] {title} ({minutes:.1f} min elapsed) ===")
+
+
+# --- Phase 1: data -----------------------------------------------------------
+
+
+def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
+  """Records, XTREME data and similarity sentences of the suite."""
+  if options.scale == "demo":
+    from rembert_tf.ablation import demo_data  # pylint: disable=g-import-not-at-top
+    probe = rows_lib.load_row_config(rows[0], rows_lib.parse_override(options.params_override))
+    data = demo_data.prepare(
+        fileio.join(options.output_dir, "data"),
+        vocab_size=probe.task.model.vocab_size,
+        seq_length=probe.task.train_data.seq_length,
+        max_predictions_per_seq=probe.task.train_data.max_predictions_per_seq,
+        corpus_megabytes=options.corpus_megabytes,
+        num_train_pairs=options.demo_train_pairs,
+        num_dev_pairs=options.demo_dev_pairs, languages=options.demo_languages,
+        num_workers=options.num_workers,
+        say=say)
+    return dict(train_records=data["train_records"],
+                eval_records=data["eval_records"],
+                xtreme_data_dir=data["download_dir"], xtreme_records_dir=None,
+                sp_model=data["sp_model"], seq_length=probe.task.train_data.seq_length,
+                similarity_sentences=(options.similarity_sentences or
+                                      data["similarity_sentences"]))
+  if not options.train_records:
+    raise errors.UsageError(
+        "--train_records: give the pre-training records (a glob of the "
+        "*.tfrecord files tools/create_pretraining_data.py wrote), or use "
+        "--scale demo.")
+  if not (options.xtreme_data_dir or options.xtreme_records_dir):
+    raise errors.UsageError(
+        "give --xtreme_data_dir (the XTREME download/ folder) or "
+        "--xtreme_records_dir (tools/create_finetuning_data.py --output_dir).")
+  sentences = options.similarity_sentences
+  if sentences is None and options.xtreme_data_dir:
+    candidate = fileio.join(options.xtreme_data_dir, "xnli", "dev-en.tsv")
+    sentences = candidate if fileio.exists(candidate) else None
+  return dict(train_records=options.train_records,
+              eval_records=options.eval_records or options.train_records,
+              xtreme_data_dir=options.xtreme_data_dir,
+              xtreme_records_dir=options.xtreme_records_dir,
+              sp_model=options.sp_model, seq_length=None,
+              similarity_sentences=sentences)
+
+
+def _row_override(options: SuiteOptions, data) -> Dict[str, Any]:
+  override = rows_lib.parse_override(options.params_override)
+  task = dict(override.get("task", {}))
+  task["train_data"] = dict(task.get("train_data", {}),
+                            input_path=data["train_records"])
+  task["validation_data"] = dict(task.get("validation_data", {}),
+                                 input_path=data["eval_records"])
+  return dict(override, task=task)
+
+
+# --- Phase 2: pre-training ------------------------------------------------------
+
+
+def _fingerprint(config) -> str:
+  text = json.dumps(config.as_dict(), sort_keys=True, default=str)
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def pretrain_row(row, config, model_dir: str, options: SuiteOptions, strategy,
+                 say) -> Dict[str, Any]:
+  """Pre-trains one row (or returns the stored figures of a finished run)."""
+  fingerprint = _fingerprint(config)
+  done = completion.read_complete(model_dir)
+  if done is not None and done.get("fingerprint") == fingerprint:
+    say(f"[ablation] skip pre-training {row.name}: finished earlier (step "
+        f"{done['global_step']}, held-out MLM accuracy "
+        f"{done['eval_masked_lm_accuracy']:.4f})")
+    return done
+  say(f"[ablation] pre-training {row.name} ({config.trainer.train_steps} steps)"
+      f" -> {model_dir}")
+  with console.orbit_logs_to_file():
+    metrics = pretraining.run(config, model_dir, mode="train_and_eval",
+                              strategy=strategy, tpu=options.tpu,
+                              mixed_precision=options.mixed_precision,
+                              print_fn=say)
+  counts = parameter_count.count_parameters(config.task.model)
+  payload = dict(
+      fingerprint=fingerprint, global_step=metrics["global_step"],
+      eval_masked_lm_accuracy=float(metrics.get("eval_masked_lm_accuracy") or 0.0),
+      eval_loss=float(metrics.get("eval_loss") or 0.0),
+      model=config.task.model.as_dict(),
+      counts=dict(pt_params=counts.pt_params, ft_params=counts.ft_params,
+                  pooler_params=counts.pooler_params))
+  completion.mark_complete(model_dir, payload)
+  _release_memory()
+  return payload
+
+
+def _release_memory() -> None:
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  tf_keras.backend.clear_session()
+
+
+# --- Phase 3: fine-tuning --------------------------------------------------------
+
+
+class FinetuneData:
+  """Data flags of each fine-tuning run; records are built once per task.
+
+  With an XTREME download/ folder the first run of a task writes its records
+  (under its own output directory); every later run of any row reads them
+  (all rows share the vocabulary: they were pre-trained on the same records).
+  """
+
+  def __init__(self, output_dir: str, data: Dict[str, Any]):
+    self.data = data
+    self.index_path = fileio.join(output_dir, "finetune_records.json")
+    self.index = (fileio.read_json(self.index_path)
+                  if fileio.exists(self.index_path) else {})
+
+  def args(self, task: str) -> List[str]:
+    if self.data["xtreme_records_dir"]:
+      return ["--records_dir", fileio.join(self.data["xtreme_records_dir"], task)]
+    if task in self.index:
+      return ["--records_dir", self.index[task]]
+    args = ["--data_dir", self.data["xtreme_data_dir"]]
+    if self.data["sp_model"]:
+      args += ["--sp_model", self.data["sp_model"]]
+    seq_length = self.data["seq_length"] or (384 if task in QA_TASKS else 128)
+    return args + ["--seq_length", str(seq_length)]
+
+  def after_run(self, task: str, run_dir: str) -> None:
+    records = fileio.join(run_dir, "records", task)
+    if task not in self.index and fileio.exists(fileio.join(records, "metadata.json")):
+      self.index[task] = records
+      fileio.write_json(self.index_path, self.index)
+
+
+def finetune_row(row, model_dir: str, row_dir: str, options: SuiteOptions,
+                 finetune_data: FinetuneData, progress, say) -> Dict[str, Dict]:
+  sweeps = {}
+  for task in options.tasks:
+    def on_run_done(run_dir, skipped, task=task):
+      finetune_data.after_run(task, run_dir)
+      progress(skipped)
+    sweeps[task] = finetune_sweep.run_sweep(
+        task, fileio.join(row_dir, "finetune", task), init_checkpoint=model_dir,
+        data_args=lambda task=task: finetune_data.args(task),
+        learning_rates=options.learning_rates, num_seeds=options.num_seeds,
+        extra_args=options.finetune_flags, say=say, on_run_done=on_run_done,
+        keep_first_seed=task == options.tasks[0])
+    _release_memory()
+  return sweeps
+
+
+# --- Phase 4: layer similarity ---------------------------------------------------
+
+
+def read_sentences(path: str, limit: int) -> List[str]:
+  """First `limit` non-empty lines (a TSV's first column)."""
+  sentences = []
+  for line in fileio.read_text(path).splitlines():
+    text = line.split("\t")[0].strip()
+    if text:
+      sentences.append(text)
+    if len(sentences) >= limit:
+      break
+  return sentences
+
+
+def similarity_row(row, model_dir: str, row_dir: str, sweeps: Dict[str, Dict],
+                   sentences: Optional[List[str]], options: SuiteOptions,
+                   seq_length: int, say) -> Optional[List[float]]:
+  """CKA of the pre-trained encoder against the first task's fine-tuned one."""
+  if not sentences or not sweeps:
+    return None
+  task = next(iter(sweeps))
+  finetuned = sweeps[task]["finetuned_checkpoints"][0]
+  out_dir = fileio.join(row_dir, "layer_similarity")
+  done = completion.read_complete(out_dir)
+  if done is not None and done.get("finetuned") == finetuned:
+    say(f"[ablation] skip layer similarity {row.name}: finished earlier")
+    return done["diagonal"]
+  sp_model = options.sp_model or fileio.join(model_dir, SENTENCEPIECE_FILE)
+  result = layer_similarity.analyze_checkpoints(
+      model_dir, finetuned, sentences, sp_model=sp_model, seq_length=seq_length,
+      label_a=f"{row.name} pre-trained", label_b=f"{row.name} fine-tuned ({task})",
+      output_dir=out_dir,
+      model_config=fileio.join(model_dir, "model_config.yaml"))
+  completion.mark_complete(out_dir, dict(finetuned=finetuned,
+                                         diagonal=result.diagonal))
+  say(f"[ablation] layer similarity {row.name}: per-layer CKA "
+      + " ".join(f"{v:.3f}" for v in result.diagonal))
+  _release_memory()
+  return result.diagonal
+
+
+# --- Phase 5: table and figures ------------------------------------------------
+
+
+def write_outputs(output_dir: str, row_results: List[Dict], model_dirs: Dict[str, str],
+                  say) -> Dict[str, Any]:
+  table = results_table.build_table(row_results)
+  markdown = results_table.to_markdown(table)
+  figures_dir = fileio.join(output_dir, "figures")
+  fileio.makedirs(figures_dir)
+  paths = dict(mlm_curves=fileio.join(figures_dir, "mlm_curves.png"),
+               results=fileio.join(figures_dir, "results.png"))
+  figures.plot_mlm_curves(model_dirs, paths["mlm_curves"])
+  if table["tasks"]:
+    figures.plot_results(table, paths["results"])
+  diagonals = {r["name"]: r["similarity_diagonal"] for r in row_results
+               if r.get("similarity_diagonal")}
+  if diagonals:
+    paths["layer_similarity"] = fileio.join(figures_dir, "layer_similarity.png")
+    figures.plot_similarity_curves(diagonals, paths["layer_similarity"])
+  fileio.write_text(fileio.join(output_dir, "results.md"), markdown)
+  fileio.write_json(fileio.join(output_dir, "results.json"),
+                    dict(table, figures=paths))
+  say(markdown)
+  say(f"[ablation] table: {fileio.join(output_dir, 'results.md')}; figures: "
+      + ", ".join(paths.values()))
+  return dict(table=table, markdown=markdown, figures=paths)
+
+
+# --- The suite -------------------------------------------------------------------------
+
+
+def suite_rows(options: SuiteOptions):
+  rows = (rows_lib.demo_rows() if options.scale == "demo"
+          else rows_lib.base_rows(options.experiments))
+  return rows_lib.select_rows(rows, options.models)
+
+
+def _make_progress(total: int, say: SuiteConsole):
+  state = dict(done=0, ran=0, seconds=0.0, last=time.time())
+
+  def progress(skipped: bool):
+    now = time.time()
+    state["done"] += 1
+    if not skipped:
+      state["ran"] += 1
+      state["seconds"] += now - state["last"]
+    state["last"] = now
+    left = total - state["done"]
+    eta = (f"ETA {left * state['seconds'] / state['ran'] / 60:.1f} min"
+           if state["ran"] else "ETA -")
+    say(f"[ablation] fine-tuning runs {state['done']}/{total} | {eta}")
+  return progress
+
+
+def run_suite(options: SuiteOptions, print_fn: Callable[[str], None] = print
+              ) -> Dict[str, Any]:
+  """Runs (or resumes) the whole suite; returns the table, markdown, figures."""
+  say = SuiteConsole(print_fn)
+  options = resolve_defaults(options)
+  rows = suite_rows(options)
+  fileio.makedirs(options.output_dir)
+  say.phase(f"{options.scale} scale: {len(rows)} models, tasks "
+                f"{', '.join(options.tasks)}")
+  data = _prepare_data(options, rows, say)
+  override = _row_override(options, data)
+  configs = {row.name: rows_lib.load_row_config(row, override) for row in rows}
+  if not options.allow_different_schedules:
+    rows_lib.check_same_schedule(configs)
+  fileio.write_json(fileio.join(options.output_dir, "suite.json"),
+                    dict(dataclasses.asdict(options), rows=[r.name for r in rows]))
+  strategy = pretraining.make_strategy(options.strategy, options.tpu)
+  model_dirs = {row.name: fileio.join(options.output_dir, "models", row.name,
+                                      "pretrain") for row in rows}
+
+  say.phase("pre-training")
+  pretrained = {row.name: pretrain_row(row, configs[row.name], model_dirs[row.name],
+                                       options, strategy, say) for row in rows}
+
+  say.phase("fine-tuning")
+  finetune_data = FinetuneData(options.output_dir, data)
+  total = len(rows) * len(options.tasks) * len(options.learning_rates) * options.num_seeds
+  progress = _make_progress(total, say)
+  sweeps = {row.name: finetune_row(
+      row, model_dirs[row.name], fileio.join(options.output_dir, "models", row.name),
+      options, finetune_data, progress, say) for row in rows}
+
+  say.phase("layer similarity (pre-trained vs fine-tuned)")
+  sentences = (read_sentences(data["similarity_sentences"],
+                              options.similarity_max_sentences)
+               if data["similarity_sentences"] else None)
+  if not sentences:
+    say("[ablation] no sentences for the layer similarity: pass "
+            "--similarity_sentences FILE (one sentence per line); skipped")
+  seq_length = (options.similarity_seq_length or data["seq_length"] or 128)
+  row_results = []
+  for row in rows:
+    diagonal = similarity_row(
+        row, model_dirs[row.name], fileio.join(options.output_dir, "models", row.name),
+        sweeps[row.name], sentences, options, seq_length, say)
+    done = pretrained[row.name]
+    row_results.append(dict(
+        name=row.name, model=done["model"], counts=done["counts"],
+        mlm_accuracy=done["eval_masked_lm_accuracy"], sweeps=sweeps[row.name],
+        similarity_diagonal=diagonal, paper_column=row.paper_column))
+
+  say.phase("results")
+  outputs = write_outputs(options.output_dir, row_results, model_dirs, say)
+  minutes = (time.time() - say.started) / 60
+  say(f"[ablation] done in {minutes:.1f} min: {options.output_dir}")
+  return dict(outputs, rows=row_results, minutes=minutes)

@@ -1,0 +1,39 @@
+"""Figures as PNG files on any filesystem: matplotlib without a display.
+
+The Agg backend renders off-screen (CI, TPU VMs); figures are rendered into
+memory and written with `fileio.write_bytes`, so a PNG on gs:// or a local
+disk appears whole or not at all.
+
+Example:
+```python
+from rembert_tf.evaluation import plotting
+figure, axes = plotting.new_figure(width=4, height=3)
+axes.plot([1, 2, 3], [0.1, 0.4, 0.5])
+plotting.save_png(figure, "/tmp/curve.png")
+```
+"""
+import io
+
+from rembert_tf.common import fileio
+
+
+def _pyplot():
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def new_figure(width: float = 6.0, height: float = 4.0, rows: int = 1,
+               cols: int = 1):
+  """(figure, axes) of the given size in inches; axes is an array if > 1."""
+  return _pyplot().subplots(rows, cols, figsize=(width, height), squeeze=True)
+
+
+def save_png(figure, path, dpi: int = 110) -> None:
+  """Renders `figure` to PNG bytes, writes them atomically, closes it."""
+  buffer = io.BytesIO()
+  figure.tight_layout()
+  figure.savefig(buffer, format="png", dpi=dpi)
+  _pyplot().close(figure)
+  fileio.write_bytes(path, buffer.getvalue())
