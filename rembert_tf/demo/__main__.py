@@ -7,7 +7,7 @@ chance and the same fine-tuning from a random encoder (see
 rembert_tf/demo/runner.py). Exits 1 when the held-out MLM accuracy is below
 2x the most-frequent-token baseline.
 
-Usage:
+USAGE:
   python -m rembert_tf.demo [--run_dir runs/demo] [--seed 0] [--train_steps N]
       [--corpus_megabytes 3] [--nofinetune] [--norandom_init_baseline] [--verbose]
 """
