@@ -16,10 +16,10 @@ from typing import Callable, Dict, Optional, Sequence
 
 from rembert_tf.ablation import completion
 from rembert_tf.common import fileio
-from rembert_tf.data import demo_corpus
 from rembert_tf.data import pretraining_data
 from rembert_tf.data import sentencepiece_training
-from rembert_tf.finetuning import demo_xnli
+from rembert_tf.demo import corpus as demo_corpus
+from rembert_tf.demo import nli as demo_nli
 
 DEMO_TASK = "xnli"
 
@@ -59,7 +59,7 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
           max_predictions_per_seq=max_predictions_per_seq,
           num_output_shards=shards, num_workers=num_workers, overwrite=True)
   if completion.read_complete(download) is None:
-    demo_xnli.write_demo_xnli(download, num_train=num_train_pairs,
+    demo_nli.write_xnli_files(download, num_train=num_train_pairs,
                               num_dev=num_dev_pairs, num_test=0,
                               languages=languages)
     completion.mark_complete(download, {})
