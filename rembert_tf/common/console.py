@@ -398,8 +398,10 @@ class CommandOutput:
     remove_old_logs()
     self.log_path = os.path.join(LOG_TMP_DIR,
                                  f"{self.program}-{self.stamp}-{os.getpid()}.log")
-    self._log_file = open(self.log_path, "a", encoding="utf-8",  # pylint: disable=consider-using-with
-                          buffering=1)
+    # A local temporary file (never a user path); copied to OUTPUT_DIR/logs
+    # through fileio when the run keeps its output.
+    self._log_file = io.open(self.log_path, "a", encoding="utf-8",  # pylint: disable=consider-using-with
+                             buffering=1)
     self._log_file.write(f"{self.program} started {time.ctime()}\n"
                          f"command line: {' '.join(sys.argv)}\n")
     self._route_absl_to_file()

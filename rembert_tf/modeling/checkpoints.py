@@ -48,7 +48,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import pathlib
 from typing import Callable, Iterator, Optional, Tuple, Union
 
 import tensorflow as tf
@@ -547,23 +546,6 @@ def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
     write_pretrainer_checkpoint(pretrainer, directory, step=step)
   if sp_model:
     copy_sentencepiece(sp_model, directory)
-
-
-class AtomicDirectory:
-  """`fileio.atomic_directory` yielding a `pathlib.Path`, for older callers.
-
-  New code uses `fileio.atomic_directory` (any filesystem) directly.
-  """
-
-  def __init__(self, final_dir, overwrite: bool = False):
-    self._context = fileio.atomic_directory(fileio.as_str(final_dir),
-                                            overwrite=overwrite)
-
-  def __enter__(self) -> pathlib.Path:
-    return pathlib.Path(self._context.__enter__())
-
-  def __exit__(self, exc_type, exc, tb):
-    return self._context.__exit__(exc_type, exc, tb)
 
 
 class EncoderExportWriter:

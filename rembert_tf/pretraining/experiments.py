@@ -32,7 +32,6 @@ config = experiments.load_experiment_config(
 import copy
 import dataclasses
 import os
-import pathlib
 import re
 from typing import Any, Dict, Sequence, Union
 
@@ -164,9 +163,9 @@ def resolve_experiment_path(path: Union[str, os.PathLike]) -> str:
   """A YAML path, or a bare name of configs/experiments/ (`pretrain_tiny_demo`)."""
   if fileio.exists(path):
     return fileio.as_str(path)
-  candidate = pathlib.Path(path)
   named = EXPERIMENT_CONFIG_DIR / f"{path}.yaml"
-  if candidate.suffix not in (".yaml", ".yml") and named.exists():
+  is_yaml_path = os.path.splitext(fileio.as_str(path))[1] in (".yaml", ".yml")
+  if not is_yaml_path and named.exists():
     return str(named)
   available = ", ".join(sorted(p.stem for p in EXPERIMENT_CONFIG_DIR.glob("*.yaml")))
   raise ExperimentConfigError(

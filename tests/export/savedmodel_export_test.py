@@ -11,6 +11,7 @@ import tensorflow_hub as hub
 import testlib
 import tf_keras
 
+from rembert_tf.common import fileio
 from rembert_tf.data import tokenizer
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
@@ -51,7 +52,7 @@ def trained_dir(sp_model, tmp_path_factory):
     v.assign((0.2 * rng.standard_normal(v.shape)
               + (1.0 if "gamma" in v.name else 0.0)).astype(np.float32))
   path = tmp_path_factory.mktemp("model") / "model_dir"
-  with checkpoints.AtomicDirectory(path) as tmp:
+  with fileio.atomic_directory(path) as tmp:
     checkpoints.write_checkpoint_dir(tmp, cfg, model.encoder, model,
                                         sp_model=sp_model)
   return cfg, model, path
