@@ -36,6 +36,7 @@ from official.nlp.modeling import layers
 
 from rembert_tf.modeling import activations
 from rembert_tf.modeling import rembert_config
+from rembert_tf.modeling import transformer_block
 
 
 @tf_keras.utils.register_keras_serializable(package="rembert_tf")
@@ -188,8 +189,9 @@ class RemBertEncoder(tf_keras.layers.Layer):
 def build_transformer_block(num_attention_heads, inner_dim, hidden_act,
                             output_dropout, attention_dropout, layer_norm_eps,
                             initializer_range, name):
-  """One post-LayerNorm BERT block (Model Garden's TransformerEncoderBlock)."""
-  return layers.TransformerEncoderBlock(
+  """One post-LayerNorm BERT block: Model Garden's TransformerEncoderBlock
+  computed with MatMuls (`RemBertTransformerBlock`; same variables)."""
+  return transformer_block.RemBertTransformerBlock(
       num_attention_heads=num_attention_heads,
       inner_dim=inner_dim,
       inner_activation=activations.get(hidden_act),

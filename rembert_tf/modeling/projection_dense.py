@@ -1,0 +1,117 @@
+"""ProjectionDense: a dense projection whose kernel keeps an EinsumDense shape.
+
+Builds on Keras' `EinsumDense` as Model Garden's `TransformerEncoderBlock` and
+Keras' `MultiHeadAttention` use it for the query/key/value, attention-output
+and FFN projections: the same variables, with the same names (`kernel`,
+`bias`) and shapes (query/key/value kernel [hidden, heads, head_dim] and bias
+[heads, head_dim]; attention-output kernel [heads, head_dim, hidden]; FFN
+kernels [in, out]), so checkpoints, converted weights and SavedModels are
+interchangeable with the Model Garden block.
+
+It differs in how it computes: one 2-D `MatMul` of the inputs flattened to
+[rows, in] by a reshaped view of the kernel [prod(input_dims),
+prod(output_dims)], then `BiasAdd`. Without XLA, EinsumDense runs an `Einsum`
+op plus a broadcast add; its gradient is two more `Einsum`s (with transposes
+for the weight gradient) and a generic broadcast-reduction for the bias,
+which together cost more than the projection itself on CPU. MatMul + BiasAdd
+have dedicated oneDNN kernels for both directions (and grappler fuses them,
+with a following GELU at inference). Reshapes of contiguous tensors are free,
+and XLA compiles both forms to the same dot.
+
+Example:
+```python
+dense = ProjectionDense(output_dims=[4, 8], name="query")  # kernel [H, 4, 8]
+y = dense(tf.ones([2, 16, 32]))   # [2, 16, 32]: heads flattened
+dense.kernel.shape                 # [32, 4, 8]
+dense.flat_kernel().shape          # [32, 32]
+out = ProjectionDense(output_dims=[32], input_dims=[4, 8], name="attention_output")
+out(y).shape                       # [2, 16, 32], kernel [4, 8, 32]
+```
+"""
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+
+@tf_keras.utils.register_keras_serializable(package="rembert_tf")
+class ProjectionDense(tf_keras.layers.Layer):
+  """y = x @ kernel + bias over the flattened trailing axes.
+
+  Args:
+    output_dims: trailing shape of the kernel and the shape of the bias, e.g.
+      [heads, head_dim] for a query projection or [hidden] for a plain dense.
+    input_dims: leading shape of the kernel; its product must be the inputs'
+      last dimension. Default: [inputs' last dimension].
+    kernel_initializer, bias_initializer: as for Keras' EinsumDense.
+
+  Inputs [..., prod(input_dims)] (already flattened), outputs
+  [..., prod(output_dims)] (flattened too: callers reshape into heads only
+  where they need to).
+  """
+
+  def __init__(self,
+               output_dims: Sequence[int],
+               input_dims: Optional[Sequence[int]] = None,
+               kernel_initializer="glorot_uniform",
+               bias_initializer="zeros",
+               **kwargs):
+    super().__init__(**kwargs)
+    self._output_dims = [int(d) for d in output_dims]
+    self._input_dims = (None if input_dims is None
+                        else [int(d) for d in input_dims])
+    self._kernel_initializer = tf_keras.initializers.get(kernel_initializer)
+    self._bias_initializer = tf_keras.initializers.get(bias_initializer)
+    self.kernel = None
+    self.bias = None
+
+  @property
+  def input_size(self) -> int:
+    return int(np.prod(self._input_dims))
+
+  @property
+  def output_size(self) -> int:
+    return int(np.prod(self._output_dims))
+
+  def build(self, input_shape):
+    last = tf.TensorShape(input_shape)[-1]
+    if self._input_dims is None:
+      self._input_dims = [int(last)]
+    if last is not None and int(last) != self.input_size:
+      raise ValueError(f"{self.name}: inputs have last dimension {last}, the "
+                       f"kernel expects {self.input_size} ({self._input_dims}).")
+    self.kernel = self.add_weight(
+        "kernel", shape=self._input_dims + self._output_dims,
+        initializer=self._kernel_initializer, dtype=self.dtype, trainable=True)
+    self.bias = self.add_weight(
+        "bias", shape=self._output_dims, initializer=self._bias_initializer,
+        dtype=self.dtype, trainable=True)
+    super().build(input_shape)
+
+  def flat_kernel(self) -> tf.Tensor:
+    """The kernel as [prod(input_dims), prod(output_dims)] (a free reshape)."""
+    return tf.reshape(self.kernel, [self.input_size, self.output_size])
+
+  def flat_bias(self) -> tf.Tensor:
+    return tf.reshape(self.bias, [self.output_size])
+
+  def call(self, inputs):
+    rows = tf.reshape(inputs, [-1, self.input_size])
+    outputs = tf.nn.bias_add(tf.matmul(rows, self.flat_kernel()),
+                             self.flat_bias())
+    if inputs.shape.rank == 2:
+      return outputs
+    leading = tf.shape(inputs)[:-1]
+    return tf.reshape(outputs, tf.concat([leading, [self.output_size]], 0))
+
+  def get_config(self) -> Dict[str, Any]:
+    config = super().get_config()
+    config.update(
+        output_dims=self._output_dims,
+        input_dims=self._input_dims,
+        kernel_initializer=tf_keras.initializers.serialize(
+            self._kernel_initializer),
+        bias_initializer=tf_keras.initializers.serialize(
+            self._bias_initializer))
+    return config

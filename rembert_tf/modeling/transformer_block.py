@@ -1,0 +1,153 @@
+"""RemBertTransformerBlock: Model Garden's post-LayerNorm encoder block on MatMuls.
+
+Builds on Model Garden's `layers.TransformerEncoderBlock` (it is a subclass:
+same constructor arguments, `get_config`, attributes and arithmetic). Its
+sublayers carry the same attribute names, layer names and variable shapes
+(`_attention_layer` "self_attention" with `_query_dense` ... `_output_dense`,
+`_attention_layer_norm` "self_attention_layer_norm", `_intermediate_dense`
+"intermediate" [hidden, inner_dim], `_output_dense` "output" [inner_dim,
+hidden], `_output_layer_norm` "output_layer_norm"), so a checkpoint, a
+converted TF1 / Hugging Face checkpoint or a SavedModel of either block
+restores into the other, and the outputs agree to float rounding.
+
+It differs in the projections: Model Garden computes them with Keras'
+`EinsumDense` (and `MultiHeadAttention`), whose Einsum + broadcast-add
+forward and Einsum / broadcast-reduction gradients cost more on CPU without
+XLA than MatMul + BiasAdd do; here the activations stay as [batch x seq,
+hidden] rows between the LayerNorms and every projection is one MatMul over
+a reshaped view of the EinsumDense-shaped kernel (`ProjectionDense`,
+`MatMulSelfAttention`, where query, key and value are one fused MatMul).
+
+Only the configuration RemBERT uses is supported (post-LayerNorm, biases,
+query residual, key_dim = hidden / heads, full self-attention); anything else
+raises ValueError and should use Model Garden's block.
+
+Example:
+```python
+block = RemBertTransformerBlock(num_attention_heads=4, inner_dim=64,
+                                inner_activation=activations.gelu_exact,
+                                name="transformer/layer_0")
+y = block([tf.random.normal([2, 16, 32]), tf.ones([2, 16, 16])])  # [2, 16, 32]
+```
+"""
+from typing import Any
+
+import tensorflow as tf
+import tf_keras
+from official.modeling import tf_utils
+from official.nlp.modeling import layers
+
+from rembert_tf.modeling import matmul_self_attention
+from rembert_tf.modeling import projection_dense
+
+# Constructor arguments of TransformerEncoderBlock this block does not
+# implement, with the only value it accepts.
+_FIXED_ARGUMENTS = dict(
+    output_range=None, kernel_regularizer=None, bias_regularizer=None,
+    activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+    use_bias=True, norm_first=False, use_query_residual=True, value_dim=None, output_last_dim=None, diff_q_kv_att_layer_norm=False,
+    return_attention_scores=False, num_kv_heads=None, src_block_size=None,
+    tgt_block_size=None, linformer_dim=None, attention_axes=None,
+    use_rms_norm=False)
+
+
+@tf_keras.utils.register_keras_serializable(package="rembert_tf")
+class RemBertTransformerBlock(layers.TransformerEncoderBlock):
+  """Post-LayerNorm Transformer encoder block (BERT layout).
+
+  Call it on `[inputs, attention_mask]` ([batch, seq, hidden] and [batch, seq,
+  seq] with 1 = attend) or on `inputs` alone; returns [batch, seq, hidden].
+  """
+
+  def __init__(self, num_attention_heads, inner_dim, inner_activation,
+               **kwargs):
+    unsupported = sorted(
+        name for name, value in kwargs.items()
+        if name in _FIXED_ARGUMENTS and value != _FIXED_ARGUMENTS[name])
+    if unsupported:
+      raise ValueError(
+          "RemBertTransformerBlock implements the post-LayerNorm BERT block "
+          f"only; unsupported arguments: {', '.join(unsupported)}. Use Model "
+          "Garden's layers.TransformerEncoderBlock for these.")
+    super().__init__(num_attention_heads=num_attention_heads,
+                     inner_dim=inner_dim, inner_activation=inner_activation,
+                     **kwargs)
+
+  def build(self, input_shape):
+    if isinstance(input_shape, (list, tuple)) and not isinstance(
+        input_shape, tf.TensorShape) and isinstance(
+            input_shape[0], (list, tuple, tf.TensorShape)):
+      input_shape = input_shape[0]
+    hidden = int(tf.TensorShape(input_shape)[-1])
+    if hidden % self._num_heads:
+      raise ValueError(f"{self.name}: hidden size {hidden} is not a multiple "
+                       f"of num_attention_heads {self._num_heads}.")
+    if self._key_dim not in (None, hidden // self._num_heads):
+      raise ValueError(f"{self.name}: key_dim must be hidden / heads "
+                       f"({hidden // self._num_heads}), got {self._key_dim}.")
+    self._key_dim = hidden // self._num_heads
+    self._attention_layer = matmul_self_attention.MatMulSelfAttention(
+        num_heads=self._num_heads, key_dim=self._key_dim,
+        dropout=self._attention_dropout_rate,
+        kernel_initializer=self._attention_initializer,
+        bias_initializer=tf_utils.clone_initializer(self._bias_initializer),
+        name="self_attention")
+    self._attention_dropout = tf_keras.layers.Dropout(
+        rate=self._attention_dropout_rate)
+    # LayerNorms in float32 under mixed precision, as Model Garden's block.
+    self._attention_layer_norm = tf_keras.layers.LayerNormalization(
+        name="self_attention_layer_norm", axis=-1, epsilon=self._norm_epsilon,
+        dtype=tf.float32)
+    self._attention_layer_norm_kv = self._attention_layer_norm
+    self._intermediate_dense = self._dense("intermediate", self._inner_dim)
+    # The activation in float32 under mixed_bfloat16, as Model Garden's block.
+    policy = tf_keras.mixed_precision.global_policy()
+    if policy.name == "mixed_bfloat16":
+      policy = tf.float32
+    self._intermediate_activation_layer = tf_keras.layers.Activation(
+        self._inner_activation, dtype=policy)
+    self._inner_dropout_layer = tf_keras.layers.Dropout(
+        rate=self._inner_dropout)
+    self._output_dense = self._dense("output", hidden)
+    self._output_dropout = tf_keras.layers.Dropout(
+        rate=self._output_dropout_rate)
+    self._output_layer_norm = tf_keras.layers.LayerNormalization(
+        name="output_layer_norm", axis=-1, epsilon=self._norm_epsilon,
+        dtype=tf.float32)
+    tf_keras.layers.Layer.build(self, input_shape)  # not Model Garden's build
+
+  def _dense(self, name, width):
+    return projection_dense.ProjectionDense(
+        output_dims=[width],
+        kernel_initializer=tf_utils.clone_initializer(self._kernel_initializer),
+        bias_initializer=tf_utils.clone_initializer(self._bias_initializer),
+        name=name)
+
+  def call(self, inputs: Any, output_range=None) -> tf.Tensor:
+    if output_range:
+      raise ValueError("RemBertTransformerBlock does not support output_range.")
+    if isinstance(inputs, (list, tuple)):
+      if len(inputs) != 2:
+        raise ValueError("RemBertTransformerBlock takes [inputs, "
+                         f"attention_mask], got {len(inputs)} tensors.")
+      input_tensor, attention_mask = inputs
+    else:
+      input_tensor, attention_mask = inputs, None
+    hidden = input_tensor.shape[-1]
+    rows = tf.reshape(input_tensor, [-1, hidden])             # [B*S, H]
+
+    attention_output = self._attention_layer(
+        input_tensor, attention_mask=attention_mask)
+    attention_output = self._attention_dropout(
+        tf.reshape(attention_output, [-1, hidden]))
+    attention_output = self._attention_layer_norm(rows + attention_output)
+
+    inner_output = self._intermediate_dense(attention_output)
+    inner_output = self._intermediate_activation_layer(inner_output)
+    inner_output = self._inner_dropout_layer(inner_output)
+    layer_output = self._output_dense(inner_output)
+    layer_output = self._output_dropout(layer_output)
+    # Under mixed precision the LayerNorm output is float32; so is the sum.
+    layer_output = tf.cast(layer_output, tf.float32)
+    layer_output = self._output_layer_norm(layer_output + attention_output)
+    return tf.reshape(layer_output, tf.shape(input_tensor))
