@@ -33,6 +33,7 @@ import tensorflow as tf
 import tf_keras
 from official.modeling import tf_utils
 
+from rembert_tf.modeling import fused_kernels
 from rembert_tf.modeling import projection_dense
 
 
@@ -94,28 +95,48 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
     """inputs [batch, seq, hidden]; attention_mask [batch, seq, seq] or None."""
     batch, seq = tf.shape(inputs)[0], tf.shape(inputs)[1]
     heads, head_dim = self._num_heads, self._key_dim
-    width = heads * head_dim
     rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
 
-    projections = (self._query_dense, self._key_dense, self._value_dense)
-    kernel = tf.concat([p.flat_kernel() for p in projections], axis=1)
-    bias = tf.concat([p.flat_bias() for p in projections], axis=0)
-    qkv = tf.nn.bias_add(tf.matmul(rows, kernel), bias)      # [B*S, 3*W]
-    qkv = tf.reshape(qkv, [batch, seq, 3, heads, head_dim])
-    qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])                # [3, B, N, S, D]
-    query, key, value = tf.unstack(qkv, num=3, axis=0)
-
-    query = query * tf.cast(1.0 / math.sqrt(float(head_dim)), query.dtype)
+    query, key, value = self._project_heads(rows, batch, seq)
     scores = tf.matmul(query, key, transpose_b=True)        # [B, N, S, S]
     if attention_mask is not None:
       attention_mask = tf.expand_dims(attention_mask, axis=1)
-    probs = self._softmax(scores, attention_mask)
-    probs = self._dropout_layer(probs, training=training)
+    if training:
+      probs = self._softmax_dropout(scores, attention_mask)
+    else:
+      probs = self._softmax(scores, attention_mask)
     context = tf.matmul(probs, value)                       # [B, N, S, D]
     context = tf.transpose(context, [0, 2, 1, 3])           # [B, S, N, D]
-    context = tf.reshape(context, [-1, width])
-    outputs = self._output_dense(context)
+    outputs = self._output_dense(tf.reshape(context, [-1, heads * head_dim]))
     return tf.reshape(outputs, tf.shape(inputs))
+
+  def _project_heads(self, rows, batch, seq):
+    """Query (already scaled by 1/sqrt(head_dim)), key and value
+    [batch, heads, seq, head_dim] from one MatMul of the [B*S, H] rows."""
+    scale = 1.0 / math.sqrt(float(self._key_dim))
+    # The scale is folded into the query kernel and bias ([H, W] and [W],
+    # cheap) instead of multiplying the [B, N, S, D] queries.
+    kernel = tf.concat([self._query_dense.flat_kernel() * scale,
+                        self._key_dense.flat_kernel(),
+                        self._value_dense.flat_kernel()], axis=1)
+    bias = tf.concat([self._query_dense.flat_bias() * scale,
+                      self._key_dense.flat_bias(),
+                      self._value_dense.flat_bias()], axis=0)
+    qkv = tf.nn.bias_add(tf.matmul(rows, kernel), bias)    # [B*S, 3*W]
+    qkv = tf.reshape(qkv, [batch, seq, 3, self._num_heads, self._key_dim])
+    qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])               # [3, B, N, S, D]
+    return tf.unstack(qkv, num=3, axis=0)
+
+  def _softmax_dropout(self, scores, attention_mask):
+    """Training path: masked softmax and dropout as one fused kernel."""
+    if attention_mask is None:
+      mask_bias = tf.zeros([], tf.float32)
+    else:  # Keras' Softmax adds the same -1e9 at masked positions.
+      mask_bias = (1.0 - tf.cast(attention_mask, tf.float32)) * -1e9
+    noise = (tf.random.uniform(tf.shape(scores), dtype=tf.float32)
+             if self._dropout > 0 else None)
+    return fused_kernels.masked_softmax_dropout(scores, mask_bias, noise,
+                                                self._dropout)
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()

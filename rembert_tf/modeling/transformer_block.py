@@ -37,6 +37,8 @@ import tf_keras
 from official.modeling import tf_utils
 from official.nlp.modeling import layers
 
+from rembert_tf.modeling import activations
+from rembert_tf.modeling import fused_kernels
 from rembert_tf.modeling import matmul_self_attention
 from rembert_tf.modeling import projection_dense
 
@@ -114,6 +116,15 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
     self._output_layer_norm = tf_keras.layers.LayerNormalization(
         name="output_layer_norm", axis=-1, epsilon=self._norm_epsilon,
         dtype=tf.float32)
+    # The training path reads the LayerNorms' variables without calling them:
+    # built here, in their own name scopes (the names Model Garden gives).
+    for norm in (self._attention_layer_norm, self._output_layer_norm):
+      with tf.name_scope(norm.name):
+        norm.build(tf.TensorShape([None, hidden]))
+    activation = tf_keras.activations.get(self._inner_activation)
+    self._fused_activation = {
+        activations.gelu_exact: "exact",
+        activations.gelu_approx: "approximate"}.get(activation)
     tf_keras.layers.Layer.build(self, input_shape)  # not Model Garden's build
 
   def _dense(self, name, width):
@@ -123,7 +134,7 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
         bias_initializer=tf_utils.clone_initializer(self._bias_initializer),
         name=name)
 
-  def call(self, inputs: Any, output_range=None) -> tf.Tensor:
+  def call(self, inputs: Any, output_range=None, training=None) -> tf.Tensor:
     if output_range:
       raise ValueError("RemBertTransformerBlock does not support output_range.")
     if isinstance(inputs, (list, tuple)):
@@ -135,19 +146,46 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
       input_tensor, attention_mask = inputs, None
     hidden = input_tensor.shape[-1]
     rows = tf.reshape(input_tensor, [-1, hidden])             # [B*S, H]
+    attention_output = tf.reshape(
+        self._attention_layer(input_tensor, attention_mask=attention_mask,
+                              training=training), [-1, hidden])
+    if training:
+      layer_output = self._feed_forward_fused(rows, attention_output)
+    else:
+      layer_output = self._feed_forward(rows, attention_output)
+    return tf.reshape(layer_output, tf.shape(input_tensor))
 
-    attention_output = self._attention_layer(
-        input_tensor, attention_mask=attention_mask)
-    attention_output = self._attention_dropout(
-        tf.reshape(attention_output, [-1, hidden]))
+  def _feed_forward(self, rows, attention_output):
+    """Inference: Model Garden's sequence of layers, on [B*S, H] rows."""
     attention_output = self._attention_layer_norm(rows + attention_output)
-
     inner_output = self._intermediate_dense(attention_output)
     inner_output = self._intermediate_activation_layer(inner_output)
-    inner_output = self._inner_dropout_layer(inner_output)
     layer_output = self._output_dense(inner_output)
-    layer_output = self._output_dropout(layer_output)
     # Under mixed precision the LayerNorm output is float32; so is the sum.
     layer_output = tf.cast(layer_output, tf.float32)
-    layer_output = self._output_layer_norm(layer_output + attention_output)
-    return tf.reshape(layer_output, tf.shape(input_tensor))
+    return self._output_layer_norm(layer_output + attention_output)
+
+  def _feed_forward_fused(self, rows, attention_output):
+    """Training: the same with dropout, the residual adds, the LayerNorms and
+    GELU as fused kernels (see fused_kernels)."""
+    attention_output = self._add_norm(
+        attention_output, rows, self._attention_layer_norm,
+        self._attention_dropout_rate)
+    inner_output = self._intermediate_dense(attention_output)
+    if self._fused_activation is None:
+      inner_output = self._intermediate_activation_layer(inner_output)
+    else:
+      inner_output = fused_kernels.gelu(
+          inner_output, approximate=self._fused_activation == "approximate")
+    inner_output = self._inner_dropout_layer(inner_output, training=True)
+    layer_output = self._output_dense(inner_output)
+    return self._add_norm(layer_output, attention_output,
+                          self._output_layer_norm, self._output_dropout_rate)
+
+  def _add_norm(self, x, residual, norm_layer, dropout_rate):
+    """LayerNorm(dropout(x) + residual) with norm_layer's variables."""
+    noise = (tf.random.uniform(tf.shape(x), dtype=tf.float32)
+             if dropout_rate > 0 else None)
+    return fused_kernels.add_layer_norm(
+        x, residual, norm_layer.gamma, norm_layer.beta, norm_layer.epsilon,
+        noise=noise, rate=dropout_rate)

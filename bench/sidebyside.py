@@ -1,0 +1,206 @@
+"""Side-by-side timing with one process per contender, run in alternation.
+
+Used by bench/finetune_step.py and bench/inference.py. Each contender (a
+row: implementation x precision x XLA) is built, compiled and warmed up in a
+worker process of its own, so no framework's thread pools, allocator or
+spinning OpenMP threads slow another's steps. The coordinator then runs
+interleaved rounds: in each round every worker in turn times `steps` steps
+while the others sleep on their stdin, and the starting worker rotates from
+round to round. The reported step time is the median over all rounds, so
+load from other processes on the machine (which swings 2x) hits every row
+alike.
+
+Protocol (stdout lines starting with "@@", anything else goes to the log):
+the worker prints `@@READY {json}` once built and warmed up; then for each
+`RUN n` line on its stdin it prints `@@TIMES [seconds, ...]`; `QUIT` ends it.
+
+Example (worker side, inside a bench script run with `--worker=SPEC`):
+```python
+sidebyside.serve(step_fn, info=dict(parameters=123))   # step_fn() blocks
+```
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The reference config of every bench (model config field names).
+REFERENCE_MODEL = dict(
+    vocab_size=32000, hidden_size=256, num_hidden_layers=4,
+    num_attention_heads=4, intermediate_size=1024, input_embedding_size=128,
+    output_embedding_size=512, hidden_act="gelu", hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0, max_position_embeddings=512,
+    type_vocab_size=2, layer_norm_eps=1e-12)
+PEER_LABELS = dict(hf_tf="HF TF", torch="PyTorch")
+
+
+def peers_python(flag_value: str = "") -> Optional[str]:
+  """The side venv's python (bench/setup_peers.sh), or None when absent."""
+  python = flag_value or os.path.join(REPO, ".venv", "bench-peers", "bin",
+                                      "python")
+  return python if os.path.exists(python) else None
+
+
+def python_has(python: str, module: str) -> bool:
+  """Whether `python` can import `module` (checked in a subprocess)."""
+  return subprocess.run(
+      [python, "-c", f"import importlib.util, sys; sys.exit("
+       f"importlib.util.find_spec({module!r}) is None)"],
+      capture_output=True, check=False).returncode == 0
+
+
+def serve(step: Callable[[], None], info: Optional[Dict] = None,
+          warmup_steps: int = 3):
+  """Worker side: warms up `step`, reports ready, times steps on request."""
+  start = time.perf_counter()
+  for _ in range(warmup_steps):
+    step()
+  info = dict(info or {}, warmup_seconds=time.perf_counter() - start)
+  protocol = sys.stdout
+  sys.stdout = sys.stderr  # keep library prints out of the protocol stream
+  print("@@READY " + json.dumps(info), file=protocol, flush=True)
+  for line in sys.stdin:
+    command = line.split()
+    if not command or command[0] == "QUIT":
+      break
+    times = []
+    for _ in range(int(command[1])):
+      begin = time.perf_counter()
+      step()
+      times.append(time.perf_counter() - begin)
+    print("@@TIMES " + json.dumps(times), file=protocol, flush=True)
+
+
+class Worker:
+  """Coordinator side: one contender's process."""
+
+  def __init__(self, name: str, argv: Sequence[str], log_path: str):
+    self.name = name
+    self.info: Dict = {}
+    self.times: List[float] = []
+    self.error: Optional[str] = None
+    self._log_path = log_path
+    self._log = open(log_path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (REPO, os.environ.get("PYTHONPATH", "")) if p))
+    self._process = subprocess.Popen(  # pylint: disable=consider-using-with
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=self._log, text=True, env=env, cwd=REPO)
+
+  def _read(self, tag: str) -> Optional[str]:
+    for line in self._process.stdout:
+      if line.startswith(tag + " "):
+        return line[len(tag) + 1:]
+      self._log.write(line)
+    self._fail()
+    return None
+
+  def _fail(self):
+    self._process.wait()
+    self._log.flush()
+    with open(self._log_path, encoding="utf-8") as f:
+      tail = [l.strip() for l in f.read().splitlines() if l.strip()][-1:]
+    self.error = (f"exited with {self._process.returncode}: "
+                  f"{tail[0] if tail else 'no output'} (log: {self._log_path})")
+
+  def wait_ready(self) -> bool:
+    payload = self._read("@@READY")
+    if payload is not None:
+      self.info = json.loads(payload)
+    return payload is not None
+
+  def run(self, steps: int):
+    if self.error:
+      return
+    try:
+      self._process.stdin.write(f"RUN {steps}\n")
+      self._process.stdin.flush()
+    except BrokenPipeError:
+      self._fail()
+      return
+    payload = self._read("@@TIMES")
+    if payload is not None:
+      self.times += json.loads(payload)
+
+  def close(self):
+    if self._process.poll() is None:
+      try:
+        self._process.stdin.write("QUIT\n")
+        self._process.stdin.close()
+      except BrokenPipeError:
+        pass
+      self._process.wait()
+    self._log.close()
+
+  @property
+  def median(self) -> Optional[float]:
+    return statistics.median(self.times) if self.times else None
+
+
+def run_side_by_side(specs, make_worker: Callable[..., Worker], rounds: int,
+                     steps: int, progress=print) -> List[Worker]:
+  """Starts the workers one at a time (a build or compilation never overlaps
+  another's), then times interleaved rounds; returns the closed workers."""
+  workers = []
+  for spec in specs:
+    worker = make_worker(spec)
+    workers.append(worker)
+    start = time.perf_counter()
+    if worker.wait_ready():
+      progress(f"  ready: {worker.name} ({time.perf_counter() - start:.0f}s "
+               "to build, compile and warm up)")
+    else:
+      progress(f"  FAILED: {worker.name}: {worker.error}")
+  ready = [w for w in workers if not w.error]
+  for r in range(rounds):
+    for i in range(len(ready)):
+      ready[(r + i) % len(ready)].run(steps)
+    progress(f"  round {r + 1}/{rounds} done")
+  for worker in workers:
+    worker.close()
+  return workers
+
+
+def add_ratios(rows: List[Dict], peers: Sequence[str]) -> None:
+  """Adds `vs_<peer>` (same precision) and `vs_<peer>_float32` to each row:
+  its examples/s over the peer's (> 1 = faster), within the same task."""
+  def speed(task, impl, precision):
+    return next((r["examples_per_second"] for r in rows
+                 if r["task"] == task and r["impl"] == impl
+                 and r["precision"] == precision and r["xla"] == "off"
+                 and r["examples_per_second"]), None)
+  for row in rows:
+    for peer in peers:
+      for key, precision in ((f"vs_{peer}", row["precision"]),
+                             (f"vs_{peer}_float32", "float32")):
+        base = speed(row["task"], peer, precision)
+        row[key] = (row["examples_per_second"] / base
+                    if base and row["examples_per_second"] else None)
+
+
+def markdown_table(rows: List[Dict], peers: Sequence[str]) -> str:
+  """The rows as a Markdown table (ratios > 1: rembert_tf is faster)."""
+  header = ["task", "implementation", "precision", "XLA", "step ms",
+            "examples/s"]
+  for peer in peers:
+    header += [f"vs {PEER_LABELS[peer]}", f"vs {PEER_LABELS[peer]} fp32"]
+  lines = ["| " + " | ".join(header) + " |",
+           "|" + " --- |" * len(header)]
+  for r in rows:
+    if r.get("error") or not r["examples_per_second"]:
+      cells = [r["task"], r["impl"], r["precision"], r["xla"], "failed",
+               str(r.get("error"))] + ["" for _ in peers for _ in range(2)]
+    else:
+      cells = [r["task"], r["impl"], r["precision"], r["xla"],
+               f"{1000 * r['step_seconds']:.1f}",
+               f"{r['examples_per_second']:.1f}"]
+      for peer in peers:
+        for key in (f"vs_{peer}", f"vs_{peer}_float32"):
+          cells.append(f"{r[key]:.2f}x" if r.get(key) else "")
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
