@@ -74,7 +74,7 @@ def synthetic_batch(spec):
   """Padded sentence pairs and labels, the same for every implementation."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   task = TASKS[spec["task"]]
-  batch, seq = task["batch_size"], task["seq_length"]
+  batch, seq = spec["batch_size"], spec["seq_length"]
   rng = np.random.default_rng(0)
   lengths = rng.integers(seq // 2, seq + 1, batch)
   positions = np.arange(seq)[None, :]
@@ -222,7 +222,8 @@ def build_torch(spec):
               if any(x in n for x in ("LayerNorm", "bias"))]
   optimizer = torch.optim.AdamW(
       [dict(params=decay, weight_decay=0.01),
-       dict(params=no_decay, weight_decay=0.0)], lr=2e-5, eps=1e-6)
+       dict(params=no_decay, weight_decay=0.0)], lr=2e-5, eps=1e-6,
+      fused=True)  # the fastest CPU AdamW of PyTorch
   autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)
               ) if spec["precision"] == "mixed_bfloat16" else contextlib.nullcontext
 
@@ -251,10 +252,6 @@ def run_worker(spec):
 
 
 # === Coordinator side ===
-IMPL_LABELS = dict(rembert_tf="rembert_tf", hf_tf="Hugging Face TF",
-                   torch="Hugging Face PyTorch")
-
-
 def row_specs(task, pythons):
   """Every row of one task, in the order they are started and reported."""
   specs = []
@@ -266,48 +263,9 @@ def row_specs(task, pythons):
         specs.append(dict(impl=peer, precision=precision, xla="off"))
   for spec in specs:
     spec.update(task=task, model=sidebyside.REFERENCE_MODEL,
-                dropout=FLAGS.dropout, warmup_steps=FLAGS.warmup_steps)
+                dropout=FLAGS.dropout, warmup_steps=FLAGS.warmup_steps,
+                **{k: TASKS[task][k] for k in ("batch_size", "seq_length")})
   return specs
-
-
-def find_pythons():
-  """Python to run each implementation with; prints why a peer is skipped."""
-  pythons = dict(rembert_tf=sys.executable)
-  peer = sidebyside.peers_python(FLAGS.peer_python)
-  needs = dict(hf_tf=("transformers",), torch=("transformers", "torch"))
-  for name in FLAGS.peers:
-    candidates = [p for p in (sys.executable, peer) if p]
-    found = next((p for p in candidates
-                  if all(sidebyside.python_has(p, m) for m in needs[name])),
-                 None)
-    if found:
-      pythons[name] = found
-    else:
-      print(f"skipping peer {name}: {' and '.join(needs[name])} not found "
-            "here nor in the peers venv; run `bash bench/setup_peers.sh`")
-  return pythons
-
-
-def row_name(spec):
-  return (f"{spec['task']} {spec['impl']} {spec['precision']} "
-          f"xla={spec['xla']}")
-
-
-def summarise(task, workers):
-  """Rows with examples/s and ratios against each peer."""
-  batch = TASKS[task]["batch_size"]
-  rows = []
-  for worker in workers:
-    spec = worker.spec
-    row = dict(task=task, impl=spec["impl"], precision=spec["precision"],
-               xla=spec["xla"], batch_size=batch,
-               seq_length=TASKS[task]["seq_length"], dropout=spec["dropout"],
-               parameters=worker.info.get("parameters"), error=worker.error,
-               step_seconds=worker.median, steps_timed=len(worker.times))
-    row["examples_per_second"] = batch / row["step_seconds"] if worker.times else None
-    rows.append(row)
-  sidebyside.add_ratios(rows, peers=FLAGS.peers)
-  return rows
 
 
 def main(argv):
@@ -315,7 +273,7 @@ def main(argv):
   if FLAGS.worker:
     run_worker(json.loads(FLAGS.worker))
     return
-  pythons = find_pythons()
+  pythons = sidebyside.find_pythons(FLAGS.peers, FLAGS.peer_python)
   os.makedirs(FLAGS.row_log_dir, exist_ok=True)
   print(f"config: {json.dumps(sidebyside.REFERENCE_MODEL)}, dropout "
         f"{FLAGS.dropout}; median of {FLAGS.rounds} interleaved rounds x "
@@ -327,18 +285,13 @@ def main(argv):
     print(f"{task}: batch {TASKS[task]['batch_size']}, sequence "
           f"{TASKS[task]['seq_length']}", flush=True)
 
-    def make_worker(spec):
-      worker = sidebyside.Worker(
-          row_name(spec),
-          [pythons[spec["impl"]], os.path.abspath(__file__),
-           "--worker=" + json.dumps(spec)],
-          os.path.join(FLAGS.row_log_dir, row_name(spec).replace(" ", "_") + ".log"))
-      worker.spec = spec
-      return worker
-
     workers = sidebyside.run_side_by_side(
-        row_specs(task, pythons), make_worker, FLAGS.rounds, FLAGS.steps)
-    rows += summarise(task, workers)
+        row_specs(task, pythons),
+        lambda spec: sidebyside.Worker.for_script(__file__, spec, pythons,
+                                                  FLAGS.row_log_dir),
+        FLAGS.rounds, FLAGS.steps)
+    rows += sidebyside.rows_from_workers(workers)
+  sidebyside.add_ratios(rows, peers=FLAGS.peers)
   print(f"load average at end {os.getloadavg()[0]:.1f}")
   print()
   print(sidebyside.markdown_table(rows, peers=FLAGS.peers))

@@ -37,6 +37,11 @@ REFERENCE_MODEL = dict(
     attention_probs_dropout_prob=0.0, max_position_embeddings=512,
     type_vocab_size=2, layer_norm_eps=1e-12)
 PEER_LABELS = dict(hf_tf="HF TF", torch="PyTorch")
+# Environment of each implementation's worker. PyTorch's OpenMP threads
+# spin-wait between parallel regions by default; on a shared, loaded machine
+# that made its steps 3x slower than with passive waiting, its best setting
+# here. TensorFlow's thread pool needs no such setting.
+IMPL_ENV = dict(torch=dict(OMP_WAIT_POLICY="PASSIVE"))
 
 
 def peers_python(flag_value: str = "") -> Optional[str]:
@@ -52,6 +57,26 @@ def python_has(python: str, module: str) -> bool:
       [python, "-c", f"import importlib.util, sys; sys.exit("
        f"importlib.util.find_spec({module!r}) is None)"],
       capture_output=True, check=False).returncode == 0
+
+
+def find_pythons(peers: Sequence[str], peer_python_flag: str = "") -> Dict:
+  """Python to run each implementation with; prints why a peer is skipped.
+
+  rembert_tf rows run with this interpreter; a peer with the first of this
+  interpreter and the peers venv that can import what it needs.
+  """
+  pythons = dict(rembert_tf=sys.executable)
+  candidates = [p for p in (sys.executable, peers_python(peer_python_flag)) if p]
+  needs = dict(hf_tf=("transformers",), torch=("transformers", "torch"))
+  for name in peers:
+    found = next((p for p in candidates
+                  if all(python_has(p, m) for m in needs[name])), None)
+    if found:
+      pythons[name] = found
+    else:
+      print(f"skipping peer {name}: {' and '.join(needs[name])} not found "
+            "here nor in the peers venv; run `bash bench/setup_peers.sh`")
+  return pythons
 
 
 def serve(step: Callable[[], None], info: Optional[Dict] = None,
@@ -79,18 +104,32 @@ def serve(step: Callable[[], None], info: Optional[Dict] = None,
 class Worker:
   """Coordinator side: one contender's process."""
 
-  def __init__(self, name: str, argv: Sequence[str], log_path: str):
+  def __init__(self, name: str, argv: Sequence[str], log_path: str,
+               spec: Optional[Dict] = None, env: Optional[Dict] = None):
     self.name = name
+    self.spec = spec or {}
     self.info: Dict = {}
     self.times: List[float] = []
     self.error: Optional[str] = None
     self._log_path = log_path
     self._log = open(log_path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    env = dict(os.environ, **(env or {}), PYTHONPATH=os.pathsep.join(
         p for p in (REPO, os.environ.get("PYTHONPATH", "")) if p))
     self._process = subprocess.Popen(  # pylint: disable=consider-using-with
         list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=self._log, text=True, env=env, cwd=REPO)
+
+  @classmethod
+  def for_script(cls, script: str, spec: Dict, pythons: Dict,
+                 log_dir: str) -> "Worker":
+    """A worker running `script --worker=<spec as JSON>` with the python of
+    the spec's implementation; its log in log_dir."""
+    name = (f"{spec['task']} {spec['impl']} {spec['precision']} "
+            f"xla={spec['xla']}")
+    return cls(name, [pythons[spec["impl"]], os.path.abspath(script),
+                      "--worker=" + json.dumps(spec)],
+               os.path.join(log_dir, name.replace(" ", "_") + ".log"), spec,
+               env=dict(IMPL_ENV.get(spec["impl"], {}), **spec.get("env", {})))
 
   def _read(self, tag: str) -> Optional[str]:
     for line in self._process.stdout:
@@ -164,6 +203,22 @@ def run_side_by_side(specs, make_worker: Callable[..., Worker], rounds: int,
   for worker in workers:
     worker.close()
   return workers
+
+
+def rows_from_workers(workers: Sequence[Worker]) -> List[Dict]:
+  """One result row per worker: its spec's identity, median step, examples/s."""
+  rows = []
+  for worker in workers:
+    spec = worker.spec
+    batch = spec.get("batch_size")
+    seconds = worker.median
+    rows.append(dict(
+        task=spec["task"], impl=spec["impl"], precision=spec["precision"],
+        xla=spec["xla"], batch_size=batch, seq_length=spec.get("seq_length"),
+        step_seconds=seconds,
+        examples_per_second=batch / seconds if seconds and batch else None,
+        steps_timed=len(worker.times), error=worker.error, **worker.info))
+  return rows
 
 
 def add_ratios(rows: List[Dict], peers: Sequence[str]) -> None:
