@@ -3,16 +3,22 @@
 Builds on Model Garden's `official.nlp.modeling`: it is the layout of
 `networks.BertEncoderV2` with `embedding_width` (word/position/type embeddings of
 width E_in, LayerNorm over E_in, dropout, a biased E_in -> hidden projection,
-post-LayerNorm `layers.TransformerEncoderBlock`s, a tanh pooler on the first
-token), assembled from the same Model Garden layers. It is written out here
-rather than instantiated from `BertEncoderV2` because BertEncoderV2 fixes every
+post-LayerNorm Transformer blocks, a tanh pooler on the first token),
+assembled from the same Model Garden layers. It is written out here rather
+than instantiated from `BertEncoderV2` because BertEncoderV2 fixes every
 LayerNorm epsilon at 1e-12, while RemBERT configs carry `layer_norm_eps`. (Its
 activation is a constructor argument; RemBERT uses the exact GELU, passed the
 same way here.)
 
+The blocks are `RemBertTransformerBlock`, a subclass of Model Garden's
+`layers.TransformerEncoderBlock` with the same variables (names, shapes,
+checkpoint keys) computed with MatMul + BiasAdd instead of EinsumDense and,
+when training, fused kernels for GELU, LayerNorm, softmax and dropout: it is
+faster on CPU without XLA and the same under XLA (see transformer_block.py).
+
 The encoder owns no output-side variable: the MLM head and the output
 embedding live in `RemBertPretrainer`, so an encoder checkpoint or SavedModel
-is exactly what fine-tuning keeps (#FT).
+is exactly what fine-tuning keeps.
 
 Example:
 ```python

@@ -216,3 +216,44 @@ def test_get_config_round_trip_and_unsupported_arguments(tmp_path):
     transformer_block.RemBertTransformerBlock(**block_kwargs(norm_first=True))
   with pytest.raises(ValueError, match="output_range"):
     ours([x, mask], output_range=1)
+
+
+def test_encoder_checkpoint_with_model_garden_blocks_restores(tmp_path,
+                                                             monkeypatch):
+  """A checkpoint written when the encoder used Model Garden's block restores
+  into the current encoder, object for object, with the same outputs."""
+  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import rembert_encoder  # pylint: disable=g-import-not-at-top
+  cfg = rembert_config.load_model_config("tiny", overrides=dict(
+      vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+      intermediate_size=32, input_embedding_size=8, max_position_embeddings=16,
+      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+
+  def model_garden_block(num_attention_heads, inner_dim, hidden_act,
+                         output_dropout, attention_dropout, layer_norm_eps,
+                         initializer_range, name):
+    return layers.TransformerEncoderBlock(**block_kwargs(
+        num_attention_heads=num_attention_heads, inner_dim=inner_dim,
+        inner_activation=activations.get(hidden_act),
+        output_dropout=output_dropout, attention_dropout=attention_dropout,
+        norm_epsilon=layer_norm_eps), name=name)
+
+  with monkeypatch.context() as patch:
+    patch.setattr(rembert_encoder, "build_transformer_block", model_garden_block)
+    old = rembert_encoder.build_encoder(cfg)
+  assert isinstance(old.transformer_layers[0], layers.TransformerEncoderBlock)
+  assert not isinstance(old.transformer_layers[0],
+                        transformer_block.RemBertTransformerBlock)
+  path = tf.train.Checkpoint(encoder=old).write(str(tmp_path / "ckpt"))
+  new = rembert_encoder.build_encoder(cfg)
+  assert isinstance(new.transformer_layers[0],
+                    transformer_block.RemBertTransformerBlock)
+  tf.train.Checkpoint(encoder=new).read(path).assert_consumed()
+  assert [v.name for v in new.variables] == [v.name for v in old.variables]
+  ids = tf.constant(np.arange(24).reshape(2, 12) % 50, tf.int32)
+  features = dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
+                  input_type_ids=tf.zeros_like(ids))
+  for training in (False, True):
+    np.testing.assert_allclose(
+        new(features, training=training)["sequence_output"].numpy(),
+        old(features, training=training)["sequence_output"].numpy(), atol=1e-5)
