@@ -12,10 +12,10 @@ use, on a fixed synthetic batch after compilation and warm-up:
   rembert_tf: `models.BertSpanLabeler`; peers: `TFRemBertForQuestionAnswering`
   and `RemBertForQuestionAnswering`.
 
-rembert_tf and Hugging Face TF use the same Model Garden AdamW (`adamw`,
-weight decay 0.01 except LayerNorm and biases, epsilon 1e-6, global-norm
-clipping at 1.0, linear warm-up then polynomial decay) inside one
-`tf.function` per step; PyTorch uses `torch.optim.AdamW` with the same
+rembert_tf and Hugging Face TF use the same step function: one `tf.function`
+with Model Garden's AdamW (`adamw`, weight decay 0.01 except LayerNorm and
+biases, epsilon 1e-6, global-norm clipping at 1.0, linear warm-up then
+polynomial decay) on dense gradients (as rembert_tf's pre-training does); PyTorch uses `torch.optim.AdamW` with the same
 exclusions and `clip_grad_norm_(1.0)`. rembert_tf rows run without XLA
 (`--xla off`, the CPU-fast path) and with `jit_compile=True` (`--xla on`, the
 TPU path, shown to compile and run); peers run eagerly as their users run
@@ -119,7 +119,10 @@ def keras_train_step(model, loss_fn, jit_compile):
       loss = tf.cast(loss_fn(batch), tf.float32)
     variables = model.trainable_variables
     grads = tape.gradient(loss, variables)
-    pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+    # Dense embedding gradients, as rembert_tf's pre-training step does: one
+    # fused Adam update instead of the sparse path's dense decays + scatters.
+    pairs = [(tf.convert_to_tensor(g), v) for g, v in zip(grads, variables)
+             if g is not None]
     optimizer.apply_gradients(pairs)
     return loss
 
@@ -158,8 +161,9 @@ def build_rembert(spec):
 
     def loss_fn(b):
       outputs = model(features, training=True)
-      start = tf.cast(outputs["start_logits"], tf.float32)
-      end = tf.cast(outputs["end_logits"], tf.float32)
+      if isinstance(outputs, dict):
+        outputs = outputs["start_logits"], outputs["end_logits"]
+      start, end = (tf.cast(t, tf.float32) for t in outputs)
       return (cross_entropy(b["start_positions"], start)
               + cross_entropy(b["end_positions"], end)) / 2
   step = keras_train_step(model, loss_fn, spec["xla"] == "on")
@@ -180,7 +184,9 @@ def hf_config(spec, transformers):
       classifier_dropout_prob=spec["dropout"],
       max_position_embeddings=m["max_position_embeddings"],
       type_vocab_size=m["type_vocab_size"], layer_norm_eps=m["layer_norm_eps"],
-      num_labels=TASKS["classification"]["num_classes"])
+      # Span QA heads have 2 outputs (start, end), classifiers one per class.
+      num_labels=(TASKS["classification"]["num_classes"]
+                  if spec["task"] == "classification" else 2))
 
 
 def build_hf_tf(spec):

@@ -39,6 +39,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sidebyside  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_config", "",
                     "Model preset / YAML; empty = the reference config.")
@@ -57,12 +60,7 @@ flags.DEFINE_string("peer_python", "",
 flags.DEFINE_string("only", "", "Internal: set when re-run in the peers venv.")
 flags.DEFINE_string("json_out", "", "Also write the rows as JSON here.")
 
-REFERENCE = dict(vocab_size=32000, hidden_size=256, num_hidden_layers=4,
-                 num_attention_heads=4, intermediate_size=1024,
-                 input_embedding_size=128, output_embedding_size=512,
-                 hidden_act="gelu", hidden_dropout_prob=0.0,
-                 attention_probs_dropout_prob=0.0, max_position_embeddings=512)
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REFERENCE = sidebyside.REFERENCE_MODEL
 
 
 def model_flops_per_example(m, seq, preds, full_sequence_head=False):
@@ -206,25 +204,20 @@ def model_values_from_flags():
   return values
 
 
-def peers_python():
-  return FLAGS.peer_python or os.path.join(REPO, ".venv", "bench-peers", "bin",
-                                           "python")
-
-
 def main(argv):
   if FLAGS.peers:
     try:
       import transformers  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
     except ImportError:
-      python = peers_python()
-      if os.path.exists(python) and not FLAGS.only:
+      python = sidebyside.peers_python(FLAGS.peer_python)
+      if python and not FLAGS.only:
         # Re-run this whole bench in the peers' venv: every row in one process,
         # timed in interleaved rounds.
         print(f"re-running under {python} (has transformers)", flush=True)
         os.execv(python, [python, os.path.abspath(__file__), "--only=all"]
                  + sys.argv[1:])
       print("skipping peers: transformers is not installed here and there is "
-            f"no peers venv at {python}; run `bash bench/setup_peers.sh`",
+            "no peers venv; run `bash bench/setup_peers.sh`",
             flush=True)
       FLAGS.peers = []
   model_values = model_values_from_flags()

@@ -28,6 +28,9 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The benches measure the checkout they live in (not an installed rembert_tf).
+if REPO not in sys.path:
+  sys.path.insert(1, REPO)
 
 # The reference config of every bench (model config field names).
 REFERENCE_MODEL = dict(

@@ -18,9 +18,11 @@ are meant for the training path: for inference without gradients the plain
 ops are as good (grappler fuses MatMul + BiasAdd + GELU into one oneDNN call)
 and keep exported SavedModels free of XLA-compiled functions.
 
-Dropout takes `noise`, a uniform [0, 1) tensor drawn by the caller with
-`tf.random.uniform` (TensorFlow's fast Philox kernel; Keras' legacy dropout
-draws it the same way), and keeps the entries where `noise >= rate`.
+Dropout takes `noise` from `dropout_noise(x)`: uniform 16-bit integers
+(TensorFlow's Philox kernel draws 32 bits and each draw serves two entries,
+half the random numbers and memory of float noise); an entry is kept when
+its noise is at least `rate` x 65536, i.e. with probability 1 - rate up to
+2^-16, and scaled by 1 / (1 - rate).
 
 Example:
 ```python
@@ -117,7 +119,7 @@ def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
   Everything in float32 (under mixed precision Model Garden's block adds the
   first residual in bfloat16 before its float32 LayerNorm; adding in float32
   differs from that by bfloat16 rounding only); gamma/beta float32 [width];
-  noise as for `masked_softmax_dropout` (None: no dropout); returns float32.
+  noise from `dropout_noise(x)` (None: no dropout); returns float32.
   """
 
   gamma = tf.convert_to_tensor(gamma)  # variables -> values: the gradient
@@ -133,14 +135,36 @@ def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
   return fused(x, residual, gamma, beta)
 
 
-# === masked softmax + dropout ===
+# === dropout ===
+def dropout_noise(like: tf.Tensor) -> tf.Tensor:
+  """uint16 noise of the shape of `like`, for dropout.
+
+  Stateless Philox under a seed drawn from TensorFlow's stateful generator,
+  so runs are repeatable under `tf.random.set_seed` as with Keras' dropout.
+  """
+  seed = tf.random.uniform([2], minval=-2**31, maxval=2**31 - 1,
+                           dtype=tf.int32)
+  shape = like.shape
+  if shape.is_fully_defined() and shape[-1] % 2 == 0:
+    half = shape.as_list()[:-1] + [shape[-1] // 2]
+    bits = tf.random.stateless_uniform(half, seed, minval=None, maxval=None,
+                                       dtype=tf.uint32)
+    return tf.reshape(tf.bitcast(bits, tf.uint16), shape)
+  bits = tf.random.stateless_uniform(tf.shape(like), seed, minval=None,
+                                     maxval=None, dtype=tf.uint32)
+  return tf.cast(bits, tf.uint16)  # the low 16 bits
+
+
 def _dropout(values, noise, rate):
-  """Inverted dropout: keeps entries with noise >= rate, scaled by 1/(1-rate)."""
+  """Inverted dropout: keeps entries with noise >= rate x 65536."""
   if noise is None:
     return values
+  threshold = tf.constant(min(int(round(rate * 65536)), 65535), tf.uint16)
   scaled = values * (1.0 / (1.0 - rate))
-  return tf.where(noise >= rate, scaled, tf.zeros_like(scaled))
+  return tf.where(noise >= threshold, scaled, tf.zeros_like(scaled))
 
+
+# === masked softmax + dropout ===
 
 @tf.function(jit_compile=True)
 def _softmax_dropout_forward(scores, mask_bias, noise, rate):
@@ -163,8 +187,8 @@ def masked_softmax_dropout(scores: tf.Tensor, mask_bias: tf.Tensor,
   """dropout(softmax(scores + mask_bias)) over the last axis.
 
   scores [batch, heads, query, key]; mask_bias broadcastable to it (0 where
-  attending, -1e9 where masked); noise uniform [0, 1) of the scores' shape, or
-  None for no dropout. Computed in float32, returned in the scores' dtype.
+  attending, -1e9 where masked); noise from `dropout_noise(scores)`,
+  or None for no dropout. Computed in float32, returned in the scores' dtype.
   """
 
   @tf.custom_gradient

@@ -133,7 +133,7 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
       mask_bias = tf.zeros([], tf.float32)
     else:  # Keras' Softmax adds the same -1e9 at masked positions.
       mask_bias = (1.0 - tf.cast(attention_mask, tf.float32)) * -1e9
-    noise = (tf.random.uniform(tf.shape(scores), dtype=tf.float32)
+    noise = (fused_kernels.dropout_noise(scores)
              if self._dropout > 0 else None)
     return fused_kernels.masked_softmax_dropout(scores, mask_bias, noise,
                                                 self._dropout)

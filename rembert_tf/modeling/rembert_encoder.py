@@ -41,6 +41,7 @@ from official.modeling import tf_utils
 from official.nlp.modeling import layers
 
 from rembert_tf.modeling import activations
+from rembert_tf.modeling import fused_kernels
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import transformer_block
 
@@ -152,10 +153,12 @@ class RemBertEncoder(tf_keras.layers.Layer):
     type_ids = inputs["input_type_ids"]
 
     word_embeddings = self._embedding_layer(word_ids)
-    embeddings = (word_embeddings
-                  + self._position_embedding_layer(word_embeddings)
-                  + self._type_embedding_layer(type_ids))
-    embeddings = self._embedding_norm_layer(embeddings)
+    other_embeddings = (self._position_embedding_layer(word_embeddings)
+                        + self._type_embedding_layer(type_ids))
+    if training:
+      embeddings = self._normalize_fused(word_embeddings, other_embeddings)
+    else:
+      embeddings = self._embedding_norm_layer(word_embeddings + other_embeddings)
     embeddings = self._embedding_dropout(embeddings, training=training)
     if self._embedding_projection is not None:
       embeddings = self._embedding_projection(embeddings)
@@ -170,6 +173,19 @@ class RemBertEncoder(tf_keras.layers.Layer):
     pooled_output = self._pooler_layer(x[:, 0, :])
     return dict(sequence_output=x, pooled_output=pooled_output,
                 encoder_outputs=encoder_outputs)
+
+  def _normalize_fused(self, word_embeddings, other_embeddings):
+    """Training: the sum and its LayerNorm as one fused kernel (the same
+    arithmetic as the LayerNorm layer, whose variables it uses)."""
+    norm = self._embedding_norm_layer
+    if not norm.built:  # builds it (variables named as usual); result unused
+      norm(word_embeddings + other_embeddings)
+    width = word_embeddings.shape[-1]
+    normalized = fused_kernels.add_layer_norm(
+        tf.reshape(word_embeddings, [-1, width]),
+        tf.reshape(other_embeddings, [-1, width]),
+        norm.gamma, norm.beta, norm.epsilon)
+    return tf.reshape(normalized, tf.shape(word_embeddings))
 
   # Same accessors as Model Garden's BertEncoderV2, so its heads and tasks work.
   def get_embedding_table(self):

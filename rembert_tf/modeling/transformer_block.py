@@ -184,7 +184,7 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
 
   def _add_norm(self, x, residual, norm_layer, dropout_rate):
     """LayerNorm(dropout(x) + residual) with norm_layer's variables."""
-    noise = (tf.random.uniform(tf.shape(x), dtype=tf.float32)
+    noise = (fused_kernels.dropout_noise(x)
              if dropout_rate > 0 else None)
     return fused_kernels.add_layer_norm(
         x, residual, norm_layer.gamma, norm_layer.beta, norm_layer.epsilon,

@@ -129,19 +129,24 @@ def test_dropout_is_inverted_and_applied_only_in_training(tmp_path):
   second = ours([x, mask], training=True).numpy()
   assert np.abs(first - inference).max() > 1e-2     # dropout active
   assert np.abs(first - second).max() > 1e-2        # fresh masks each call
-  # The fused dropout keeps ~1 - rate of the entries, scaled by 1 / (1 - rate).
-  values = tf.ones([200, 50])
-  noise = tf.random.uniform([200, 50], seed=7)
-  out = fused_kernels.add_layer_norm(
-      values * 0 + tf.range(50, dtype=tf.float32), tf.zeros([200, 50]),
-      tf.ones([50]), tf.zeros([50]), 1e-12, noise=noise, rate=rate)
-  assert out.shape == (200, 50)
-  probs = fused_kernels.masked_softmax_dropout(
-      tf.zeros([2, 1, 100, 100]), tf.zeros([]),
-      tf.random.uniform([2, 1, 100, 100], seed=8), rate).numpy()
-  kept = probs > 0
-  assert 0.45 < kept.mean() < 0.55
-  np.testing.assert_allclose(probs[kept], 0.01 / (1 - rate), rtol=1e-6)
+  # The fused dropout keeps ~1 - rate of the entries, scaled by 1 / (1 - rate),
+  # for even and odd widths (two noise draws per 32 random bits, or one).
+  for width in (100, 99):
+    scores = tf.zeros([2, 1, 100, width])
+    noise = fused_kernels.dropout_noise(scores)
+    assert noise.dtype == tf.uint16 and noise.shape == scores.shape
+    probs = fused_kernels.masked_softmax_dropout(scores, tf.zeros([]), noise,
+                                                 rate).numpy()
+    kept = probs > 0
+    assert 0.47 < kept.mean() < 0.53
+    np.testing.assert_allclose(probs[kept], 1 / width / (1 - rate), rtol=1e-6)
+  # The same seed gives the same noise; otherwise it changes.
+  tf.random.set_seed(5)
+  first = fused_kernels.dropout_noise(scores).numpy()
+  tf.random.set_seed(5)
+  np.testing.assert_array_equal(fused_kernels.dropout_noise(scores).numpy(),
+                                first)
+  assert (fused_kernels.dropout_noise(scores).numpy() != first).mean() > 0.9
 
 
 def test_fused_kernel_gradients_match_autodiff():
