@@ -80,11 +80,8 @@ def export_rembert(spec, directory):
   saved_model = os.path.join(directory, "savedmodel")
   if spec["precision"] == "float32":
     checkpoint_dir = os.path.join(directory, "checkpoint")
-    os.makedirs(checkpoint_dir)
-    rembert_config.save_model_config(
-        cfg, os.path.join(checkpoint_dir, checkpoints.MODEL_CONFIG_FILE))
-    checkpoints.write_encoder_checkpoint(rembert_encoder.build_encoder(cfg),
-                                         checkpoint_dir)
+    checkpoints.write_checkpoint_dir(checkpoint_dir, cfg,
+                                     rembert_encoder.build_encoder(cfg))
     export.export_encoder(checkpoint_dir, saved_model, verify=False)
   else:  # the same export model, built under the global mixed policy
     model = encoder_export.build_export_model(rembert_encoder.build_encoder(cfg))
