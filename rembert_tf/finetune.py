@@ -30,10 +30,12 @@ import sys
 from absl import flags
 
 from rembert_tf import cli
+from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
 from rembert_tf.common import errors
 from rembert_tf.finetuning import tasks
 
 FLAGS = flags.FLAGS
+flags.adopt_module_key_flags(runtime_flags)  # listed under --help
 flags.DEFINE_enum("task", None, list(tasks.TASK_SPECS), "XTREME task.")
 flags.DEFINE_string("records_dir", None, "Records of the task "
                     "(tools/create_finetuning_data.py OUTPUT_DIR/<task>).")
@@ -55,18 +57,11 @@ flags.DEFINE_float("learning_rate", 2e-5, "Learning rate (one run).")
 flags.DEFINE_list("learning_rates", None, "Sweep: rates to try; the best on "
                   "English dev is selected.")
 flags.DEFINE_integer("num_seeds", 1, "Runs per rate (mean / std reported).")
-flags.DEFINE_integer("seed", 0, "First seed.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs.")
 flags.DEFINE_integer("num_train_steps", None, "Overrides --num_train_epochs.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Linear warmup share of steps.")
 flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
 flags.DEFINE_integer("eval_batch_size", 32, "Global prediction batch size.")
-flags.DEFINE_enum("strategy", "one_device",
-                  ["tpu", "mirrored", "multi_worker_mirrored", "one_device",
-                   "default"], "tf.distribute strategy.")
-flags.DEFINE_string("tpu", None, "TPU name or grpc://host:port.")
-flags.DEFINE_enum("mixed_precision", None, ["float32", "mixed_bfloat16"],
-                  "Compute precision.")
 flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
                   "decoupled averages beside the results.")
 flags.DEFINE_integer("steps_per_loop", 100, "Training steps per host round "
@@ -75,8 +70,6 @@ flags.DEFINE_integer("checkpoint_interval", 1000, "Checkpoint every N steps "
                      "(a killed sweep resumes from there).")
 flags.DEFINE_bool("jit_compile", True, "Compile the training and prediction "
                   "steps with XLA (as pre-training's task.jit_compile).")
-flags.DEFINE_bool("deterministic", False, "Op determinism and fixed seeds: a "
-                  "resumed sweep gives the same results as an uninterrupted one.")
 flags.DEFINE_bool("keep_checkpoints", False, "Keep each finished run's last "
                   "checkpoint (default: removed once its predictions exist).")
 flags.DEFINE_bool("allow_sp_model_mismatch", False, "Fine-tune even when the "
@@ -115,7 +108,8 @@ def _finetuning_arguments():
       init_checkpoint=FLAGS.init_checkpoint, records_dir=FLAGS.records_dir,
       data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
       model_config=FLAGS.model_config,
-      learning_rates=_learning_rates(), num_seeds=FLAGS.num_seeds, seed=FLAGS.seed,
+      learning_rates=_learning_rates(), num_seeds=FLAGS.num_seeds,
+      seed=FLAGS.seed if FLAGS.seed is not None else 0,
       num_train_epochs=FLAGS.num_train_epochs,
       num_train_steps=FLAGS.num_train_steps,
       warmup_proportion=FLAGS.warmup_proportion,

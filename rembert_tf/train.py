@@ -25,14 +25,14 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 # rembert_tf.cli first: it quiets TensorFlow's start-up before TF is imported.
 from rembert_tf import cli  # pylint: disable=g-import-not-at-top
 from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
+from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
 from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging
-
-from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
 
 PROG = "rembert_tf.train"
 
 FLAGS = flags.FLAGS
+flags.adopt_module_key_flags(runtime_flags)  # listed under --help
 flags.DEFINE_multi_string(
     "config", None,
     "Experiment YAML (configs/experiments/NAME.yaml or a bare NAME); repeat to "
@@ -48,17 +48,6 @@ flags.DEFINE_string("model_dir", None,
                     "Checkpoints, summaries, encoder export (local or gs://).")
 flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
                   "What to run.")
-flags.DEFINE_enum("strategy", "one_device",
-                  ["tpu", "mirrored", "multi_worker_mirrored", "one_device"],
-                  "tf.distribute strategy.")
-flags.DEFINE_string("tpu", None,
-                    "TPU name or grpc://host:port (TPUClusterResolver); "
-                    "omit on a TPU VM.")
-flags.DEFINE_enum("mixed_precision", None, ["float32", "mixed_bfloat16"],
-                  "Overrides runtime.mixed_precision_dtype of the config.")
-flags.DEFINE_bool("deterministic", False,
-                  "Op determinism and fixed seeds (resumed == uninterrupted).")
-flags.DEFINE_integer("seed", None, "Random seed for weights and dropout.")
 flags.DEFINE_bool("allow_sentencepiece_mismatch", False,
                   "Resume although the records were made with another "
                   "SentencePiece model than model_dir's (warns).")

@@ -1,0 +1,29 @@
+"""The runtime flags `rembert-train` and `rembert-finetune` share, defined once.
+
+absl keeps one flag registry per process, and a flag name can be defined only
+once in it: when the train and fine-tune command modules each defined
+`--strategy`, they could not both be imported into one process (the test
+suite; the ablation suite, which pre-trains and fine-tunes in-process).
+"""
+from absl import flags
+
+STRATEGIES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device",
+              "default")
+
+flags.DEFINE_enum(
+    "strategy", "one_device", list(STRATEGIES),
+    "tf.distribute strategy (`default`, fine-tuning only: TensorFlow's "
+    "default strategy).")
+flags.DEFINE_string(
+    "tpu", None, "TPU name or grpc://host:port (TPUClusterResolver); omit on a "
+    "TPU VM.")
+flags.DEFINE_enum(
+    "mixed_precision", None, ["float32", "mixed_bfloat16"],
+    "Compute precision; overrides the experiment's "
+    "runtime.mixed_precision_dtype.")
+flags.DEFINE_bool(
+    "deterministic", False, "Op determinism and fixed seeds: a resumed run "
+    "gives the same result as an uninterrupted one.")
+flags.DEFINE_integer(
+    "seed", None, "Random seed for weights, dropout and data order "
+    "(fine-tuning: the first seed of the sweep, 0 when not given).")
