@@ -51,8 +51,6 @@ flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
 flags.DEFINE_bool("allow_sentencepiece_mismatch", False,
                   "Resume although the records were made with another "
                   "SentencePiece model than model_dir's (warns).")
-flags.mark_flag_as_required("config")
-flags.mark_flag_as_required("model_dir")
 
 
 def _exit_now(code: int) -> None:
@@ -91,6 +89,10 @@ def main(argv):
 def run():
   """Console-script entry point; the log ends in MODEL_DIR/logs/ (also after a
   preemption or a non-finite loss: the directory holds that run's checkpoints)."""
+  # Required only when run as a command: importing this module must not
+  # constrain the flags of other commands in the same process.
+  flags.mark_flag_as_required("config")
+  flags.mark_flag_as_required("model_dir")
   cli.run_command(main, __doc__, "rembert-train", output_dir_flag="model_dir",
                   keep_log_exit_codes=(errors.EXIT_OK,
                                        errors.EXIT_NON_FINITE_LOSS,

@@ -19,9 +19,6 @@ config = rows.load_row_config(rows.demo_rows()[0], {"trainer": {"train_steps": 1
 import dataclasses
 from typing import Any, Dict, List, Optional, Sequence
 
-import yaml
-from official.modeling.hyperparams import params_dict
-
 from rembert_tf import pretraining
 from rembert_tf.common import errors
 from rembert_tf.pretraining import experiments
@@ -82,26 +79,6 @@ def select_rows(rows: List[AblationRow], names: Optional[Sequence[str]]
         f"--models {','.join(unknown)}: no such row; the rows of this scale "
         f"are {', '.join(sorted(known))}.")
   return [row for row in rows if row.name in names]
-
-
-def parse_override(params_override) -> Dict[str, Any]:
-  """`--params_override` text (dotted `a.b=1,c=2`, YAML or JSON) as a dict."""
-  if not params_override:
-    return {}
-  if isinstance(params_override, dict):
-    return params_override
-  text = params_override
-  try:
-    text = params_dict.nested_csv_str_to_json_str(params_override)
-  except ValueError:
-    pass
-  values = yaml.safe_load(text)
-  if not isinstance(values, dict):
-    raise errors.UsageError(
-        f"--params_override {params_override!r}: expected dotted keys "
-        "(trainer.train_steps=1000,task.train_data.global_batch_size=64) or a "
-        "YAML / JSON mapping.")
-  return values
 
 
 def load_row_config(row: AblationRow, override: Dict[str, Any]):

@@ -38,7 +38,7 @@ import dataclasses
 import hashlib
 import json
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional
 
 from rembert_tf import pretraining
 from rembert_tf.ablation import completion
@@ -132,7 +132,7 @@ def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
   """Records, XTREME data and similarity sentences of the suite."""
   if options.scale == "demo":
     from rembert_tf.ablation import demo_data  # pylint: disable=g-import-not-at-top
-    probe = rows_lib.load_row_config(rows[0], rows_lib.parse_override(options.params_override))
+    probe = rows_lib.load_row_config(rows[0], pretraining.experiments.parse_override(options.params_override))
     data = demo_data.prepare(
         fileio.join(options.output_dir, "data"),
         vocab_size=probe.task.model.vocab_size,
@@ -171,7 +171,7 @@ def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
 
 
 def _row_override(options: SuiteOptions, data) -> Dict[str, Any]:
-  override = rows_lib.parse_override(options.params_override)
+  override = pretraining.experiments.parse_override(options.params_override)
   task = dict(override.get("task", {}))
   task["train_data"] = dict(task.get("train_data", {}),
                             input_path=data["train_records"])

@@ -71,3 +71,22 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
     return console.run_with_command_output(main, argv, output)
 
   app.run(main_with_log_file)
+
+
+def run_argparse_command(main: Callable, build_parser: Callable, prog: str
+                         ) -> None:
+  """`run_command` for a command whose flags are argparse (not absl) flags.
+
+  Such a command runs other commands in-process (their absl flags would
+  collide with its own). Its parser must define `--output_dir` and
+  `--verbose`.
+  """
+  argv = sys.argv[1:]
+  args, _ = build_parser().parse_known_args(argv)
+  # absl's log handler (TensorFlow, orbit) routes to the log file only once
+  # absl's own flags are parsed.
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.FLAGS([prog])
+  output = console.start_command_output(prog, args.output_dir,
+                                        verbose=args.verbose)
+  sys.exit(console.run_with_command_output(main, argv, output))

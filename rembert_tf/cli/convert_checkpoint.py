@@ -48,7 +48,6 @@ flags.DEFINE_bool("allow_missing_pooler", False, "Accept an input without "
                   "then starts from a fresh initialisation.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing --output (the old "
                   "one stays until the new one is complete).")
-flags.mark_flags_as_required(["from", "to", "input", "output"])
 
 
 @errors.command("rembert-convert-checkpoint")
@@ -66,6 +65,9 @@ def main(argv):
 
 
 def run():
+  # Required only when run as a command: importing this module must not
+  # constrain the flags of other commands in the same process.
+  flags.mark_flags_as_required(["from", "to", "input", "output"])
   cli.run_command(main, __doc__, program="rembert-convert",
                   output_dir_flag="output")
 

@@ -65,7 +65,6 @@ flags.DEFINE_string("runner", None, "Apache Beam runner (DirectRunner, "
 flags.DEFINE_integer("seed", 12345, "Random seed.")
 flags.DEFINE_bool("overwrite", False, "Replace records already in output_dir "
                   "(the old ones stay until the new ones are complete).")
-flags.mark_flags_as_required(["input", "output_dir", "sentencepiece_model"])
 
 
 def record_options() -> pretraining_data.RecordOptions:
@@ -99,6 +98,9 @@ def main(argv):
 
 
 def run():
+  # Required only when run as a command: importing this module must not
+  # constrain the flags of other commands in the same process.
+  flags.mark_flags_as_required(["input", "output_dir", "sentencepiece_model"])
   cli.run_command(main, __doc__, program="rembert-create-pretraining-data",
                   output_dir_flag="output_dir")
 

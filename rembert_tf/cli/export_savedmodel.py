@@ -37,7 +37,6 @@ flags.DEFINE_integer("seq_length", 128, "Default packed sequence length of the "
                      "preprocessor (<= max_position_embeddings).")
 flags.DEFINE_bool("overwrite", False, "Replace existing output directories "
                   "(the old ones stay until the new ones are complete).")
-flags.mark_flags_as_required(["model_dir", "output_dir"])
 
 
 @errors.command("rembert-export-savedmodel")
@@ -79,6 +78,9 @@ def main(argv):
 
 
 def run():
+  # Required only when run as a command: importing this module must not
+  # constrain the flags of other commands in the same process.
+  flags.mark_flags_as_required(["model_dir", "output_dir"])
   cli.run_command(main, __doc__, program="rembert-export",
                   output_dir_flag="output_dir")
 

@@ -19,10 +19,9 @@ python tools/layer_similarity.py --checkpoint_a runs/pretrain \
 ```
 """
 import argparse
-import sys
 from typing import List, Optional
 
-from rembert_tf.common import console
+from rembert_tf import cli
 from rembert_tf.common import errors
 
 PROG = "layer_similarity"
@@ -82,15 +81,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
-  argv = sys.argv[1:]
-  args, _ = build_parser().parse_known_args(argv)
-  # absl's log handler (TensorFlow, orbit) only honours the routing to the log
-  # file once absl's own flags are parsed; this command's flags are argparse.
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  flags.FLAGS([PROG])
-  output = console.start_command_output(PROG, args.output_dir,
-                                        verbose=args.verbose)
-  sys.exit(console.run_with_command_output(main, argv, output))
+  cli.run_argparse_command(main, build_parser, PROG)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ flags.DEFINE_float("parallel_fraction", corpus.PARALLEL_FRACTION,
 flags.DEFINE_float("code_switched_fraction", corpus.CODE_SWITCHED_FRACTION,
                    "Share of each non-English language's documents that are "
                    "code-switched (some content words in English).")
-flags.mark_flag_as_required("output_dir")
 
 
 @errors.command("rembert-make-demo-corpus")
@@ -43,6 +42,9 @@ def main(argv):
 
 
 def run():
+  # Required only when run as a command: importing this module must not
+  # constrain the flags of other commands in the same process.
+  flags.mark_flag_as_required("output_dir")
   cli.run_command(main, __doc__, "rembert-make-demo-corpus",
                   output_dir_flag="output_dir")
 

@@ -59,7 +59,6 @@ flags.DEFINE_bool("sample_only", False, "Write the sample to --sample_path and "
                   "xx=SAMPLE_PATH --alpha 1).")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing model.")
-flags.mark_flags_as_required(["input"])
 
 
 @errors.command("rembert-train-sentencepiece")
@@ -103,6 +102,9 @@ def _sample_only(beam_args):
 
 
 def run():
+  # Required only when run as a command: importing this module must not
+  # constrain the flags of other commands in the same process.
+  flags.mark_flags_as_required(["input"])
   cli.run_command(main, __doc__, program="rembert-train-sentencepiece",
                   output_dir_flag="output_dir")
 

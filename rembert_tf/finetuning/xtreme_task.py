@@ -44,6 +44,7 @@ from official.core import config_definitions as cfg
 from official.core import task_factory
 
 from rembert_tf.finetuning import task_types
+from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 
@@ -209,14 +210,8 @@ class XtremeTask(base_task.Task):
     batch; without it the share is this replica's own mean.
     """
     cross_entropy, _, weights = self._statistics(model_outputs, labels)
-    if global_weight is None:
-      global_weight = tf.reduce_sum(weights)
-    loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
-                                 global_weight)
-    if aux_losses:
-      num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
-      loss += tf.add_n([tf.cast(l, tf.float32) for l in aux_losses]) / num_replicas
-    return loss
+    return losses.global_batch_mean(cross_entropy, weights, global_weight,
+                                    aux_losses)
 
   def build_metrics(self, training=None) -> List[tf_keras.metrics.Metric]:
     # Weighted over every real item of the (global) batch.

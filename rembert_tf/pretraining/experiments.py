@@ -186,8 +186,9 @@ def _read_yaml(path) -> Dict[str, Any]:
   return values
 
 
-def _parse_override(params_override: Union[str, Dict[str, Any], None]
-                    ) -> Dict[str, Any]:
+def parse_override(params_override: Union[str, Dict[str, Any], None]
+                   ) -> Dict[str, Any]:
+  """`--params_override` (dotted `a.b=1,c=2`, YAML/JSON text or a YAML file) as a dict."""
   if not params_override:
     return {}
   if isinstance(params_override, dict):
@@ -219,7 +220,7 @@ def load_experiment_config(
   merged: Dict[str, Any] = {}
   for path in config_files:
     merged = _deep_merge(merged, _read_yaml(resolve_experiment_path(path)))
-  merged = _deep_merge(merged, _parse_override(params_override))
+  merged = _deep_merge(merged, parse_override(params_override))
   task_values = merged.get("task", {}) or {}
   preset = task_values.get("model_preset")
   if preset:

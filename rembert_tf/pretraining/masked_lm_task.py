@@ -40,6 +40,7 @@ from official.core import config_definitions as cfg
 from official.core import task_factory
 
 from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import synthetic_data
@@ -268,14 +269,8 @@ class RemBertPretrainTask(base_task.Task):
     """
     cross_entropy, _, weights = mlm_statistics(
         labels, model_outputs["mlm_logits"])
-    if global_weight is None:
-      global_weight = tf.reduce_sum(weights)
-    loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
-                                 global_weight)
-    if aux_losses:
-      num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
-      loss += tf.add_n([tf.cast(l, tf.float32) for l in aux_losses]) / num_replicas
-    return loss
+    return losses.global_batch_mean(cross_entropy, weights, global_weight,
+                                    aux_losses)
 
   # --- Steps ---------------------------------------------------------------
   def _forward_backward(self, model, inputs, global_weight):
