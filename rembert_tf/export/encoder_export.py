@@ -44,6 +44,7 @@ import tensorflow as tf
 import tf_keras
 from absl import logging
 
+from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.modeling import checkpoints
@@ -201,16 +202,22 @@ def export_encoder(checkpoint_dir, output_dir, *, config=None,
   sp_model = sp_model or source.sp_model
   if sp_model:
     checkpoints.check_sentencepiece(sp_model)
-  with float32_policy():
-    cfg, encoder = checkpoints.load_encoder(source, config)
-  logging.info("Exporting the encoder of %s (%d parameters) to %s",
-               source.encoder_checkpoint, encoder.count_params(), output_dir)
-  cases = reference_outputs(encoder, cfg) if verify else None
-  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
-    _save(encoder, cfg, tmp, sp_model)
-    del encoder  # verify against the reloaded copy alone: one copy in memory
-    gc.collect()
-    if verify:
-      worst = verify_export(tmp, cases)
-      logging.info("Verified: max |SavedModel - encoder| = %.3g", worst)
+  # Three stages with no loop of their own: a stage bar with elapsed time.
+  with console.progress("exporting the encoder", total=3 if verify else 2,
+                        unit="stages") as stages:
+    with float32_policy():
+      cfg, encoder = checkpoints.load_encoder(source, config)
+    logging.info("Exporting the encoder of %s (%d parameters) to %s",
+                 source.encoder_checkpoint, encoder.count_params(), output_dir)
+    cases = reference_outputs(encoder, cfg) if verify else None
+    stages.update(1)
+    with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+      _save(encoder, cfg, tmp, sp_model)
+      stages.update(1)
+      del encoder  # verify against the reloaded copy alone: one copy in memory
+      gc.collect()
+      if verify:
+        worst = verify_export(tmp, cases)
+        logging.info("Verified: max |SavedModel - encoder| = %.3g", worst)
+        stages.update(1)
   return output_dir
