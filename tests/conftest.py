@@ -5,6 +5,7 @@ runtime, so this happens here, before any test module builds a tensor. Tests
 that need two replicas take the session-wide `two_cpu_strategy` fixture.
 """
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -31,3 +32,26 @@ def two_cpu_strategy():
   process: one strategy per program).
   """
   return tf.distribute.MirroredStrategy(TWO_CPUS)
+
+
+# --- Session end ---------------------------------------------------------------
+# TensorFlow can deadlock while destroying a distributed (MultiDeviceIterator)
+# input iterator during the final garbage collection: its destructor waits for
+# a prefetch thread that never finishes. pytest runs that collection in its
+# own unconfigure step, after every result and the summary are printed. The
+# session therefore ends here, with pytest's exit status, before it.
+_SESSION_EXIT_STATUS = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+  del session
+  _SESSION_EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config):
+  del config
+  if _SESSION_EXIT_STATUS:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_SESSION_EXIT_STATUS[-1])  # pylint: disable=protected-access
