@@ -2,7 +2,7 @@
 
 Every module of rembert_tf that reads or writes a path a user gave goes through
 this module. `pathlib`, `open` and `shutil` do not understand `gs://bucket/x`
-(`pathlib.Path("gs://b/x")` is the local path `gs:/b/x`), so a path with a
+(pathlib turns `gs://b/x` into the local path `gs:/b/x`), so a path with a
 scheme (`scheme://...`) goes through `tf.io.gfile`, imported only then. Local
 paths use the operating system directly: the record-creation workers stay free
 of TensorFlow (its import costs seconds per process and is not fork-safe), and
@@ -155,7 +155,7 @@ def rename(src: PathLike, dst: PathLike, overwrite: bool = False) -> None:
   elif overwrite:
     os.replace(src, dst)
   else:
-    if os.path.exists(dst):
+    if exists(dst):
       raise FileExistsError(17, "File exists", dst)
     os.rename(src, dst)
 

@@ -474,24 +474,25 @@ def load_encoder(source, config: ModelConfigLike = None
                  ) -> Tuple[rembert_config.RemBertConfig,
                             rembert_encoder.RemBertEncoder]:
   """Builds the encoder of a checkpoint source and restores its weights."""
-  resolved = resolve(source)
-  cfg = model_config_of(resolved, config)
-  with zero_initialized_variables():  # every variable is restored below
-    encoder = rembert_encoder.build_encoder(cfg)
-  restore_encoder(encoder, resolved)
-  return cfg, encoder
+  return _build_and_restore(source, config, rembert_encoder.build_encoder,
+                            restore_encoder)
 
 
 def load_pretrainer(source, config: ModelConfigLike = None
                     ) -> Tuple[rembert_config.RemBertConfig,
                                rembert_pretrainer.RemBertPretrainer]:
   """Builds the pretrainer of a checkpoint source, encoder + output side restored."""
+  return _build_and_restore(source, config, rembert_pretrainer.build_pretrainer,
+                            restore_pretrainer)
+
+
+def _build_and_restore(source, config, build, restore):
   resolved = resolve(source)
   cfg = model_config_of(resolved, config)
   with zero_initialized_variables():  # every variable is restored below
-    pretrainer = rembert_pretrainer.build_pretrainer(cfg)
-  restore_pretrainer(pretrainer, resolved)
-  return cfg, pretrainer
+    model = build(cfg)
+  restore(model, resolved)
+  return cfg, model
 
 
 # === writing ===

@@ -37,10 +37,12 @@ def config_root() -> pathlib.Path:
   `importlib.resources`; a checkout (editable install, or `PYTHONPATH`
   pointing at the repository) reads `configs/` beside the package.
   """
-  packaged = importlib.resources.files("rembert_tf") / "configs"
+  # files() of a regular (non-zipped) package is a pathlib.Path.
+  package_dir = importlib.resources.files("rembert_tf")
+  packaged = package_dir / "configs"
   if packaged.is_dir():
-    return pathlib.Path(os.fspath(packaged))
-  checkout = pathlib.Path(__file__).resolve().parents[2] / "configs"
+    return packaged
+  checkout = package_dir.parent / "configs"
   if (checkout / "models").is_dir():
     return checkout
   raise ConfigError(

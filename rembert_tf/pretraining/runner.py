@@ -118,7 +118,7 @@ class TrainingPreempted(errors.RemBertError, RuntimeError):
 # ---------------------------------------------------------------------------
 # Distribution strategies.
 def _tpu_hints() -> List[str]:
-  hints = [p for p in ("/dev/accel0", "/dev/vfio/0") if os.path.exists(p)]
+  hints = [p for p in ("/dev/accel0", "/dev/vfio/0") if fileio.exists(p)]
   hints += [f"${k}" for k in ("TPU_NAME", "COLAB_TPU_ADDR",
                              "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS")
             if os.environ.get(k)]

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import pretrain_testlib
+
 from rembert_tf.data import pretrain_dataloader
 from rembert_tf.evaluation import mlm_baseline
 from rembert_tf.data import pretraining_records
@@ -14,7 +16,7 @@ from rembert_tf.modeling import checkpoints
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import runner
 
-SEQ, PREDS, VOCAB = 32, 5, 2000
+SEQ, PREDS, VOCAB = pretrain_testlib.SEQ, pretrain_testlib.PREDS, pretrain_testlib.VOCAB
 
 
 @pytest.fixture(scope="module")
@@ -35,30 +37,8 @@ def records(tmp_path_factory):
 
 
 def make_config(records_dir, train_steps=4, **overrides):
-  values = {
-      "task": {
-          "model_preset": "tiny",
-          "model": {"num_hidden_layers": 1, "hidden_dropout_prob": 0.0,
-                    "attention_probs_dropout_prob": 0.0},
-          "train_data": {"input_path": f"{records_dir}/train/*.tfrecord",
-                         "global_batch_size": 8, "seq_length": SEQ,
-                         "max_predictions_per_seq": PREDS, "seed": 3,
-                         "shuffle_buffer_size": 32, "is_training": True},
-          "validation_data": {"input_path": f"{records_dir}/eval/*.tfrecord",
-                              "global_batch_size": 8, "seq_length": SEQ,
-                              "max_predictions_per_seq": PREDS,
-                              "is_training": False},
-      },
-      "trainer": {
-          "train_steps": train_steps, "steps_per_loop": 2,
-          "summary_interval": 2, "checkpoint_interval": 2, "max_to_keep": 3,
-          "validation_steps": 3, "validation_interval": 100,
-          "optimizer_config": {
-              "learning_rate": {"polynomial": {"initial_learning_rate": 1e-3,
-                                               "decay_steps": 100}},
-              "warmup": {"linear": {"warmup_steps": 1}}},
-      },
-  }
+  values = pretrain_testlib.experiment_values(records_dir, train_steps)
+  values["trainer"]["validation_steps"] = 3
   config = experiments.load_experiment_config([], values)
   config.override(overrides, is_strict=True)
   return config
