@@ -365,11 +365,15 @@ def sentencepiece_model_of(data_config) -> Optional[str]:
   meta_path = _records_metadata_path(data_config)
   if meta_path is None:
     return None
-  for path in _named_sentencepiece_models(fileio.read_json(meta_path)):
-    if not fileio.is_remote(path) and not os.path.isabs(path):
-      path = fileio.join(fileio.dirname(meta_path), path)
-    if fileio.exists(path):
-      return path
+  for named in _named_sentencepiece_models(fileio.read_json(meta_path)):
+    # A relative name is relative to where the data tool ran, or else to the
+    # records' folder.
+    paths = [named]
+    if not fileio.is_remote(named) and not os.path.isabs(named):
+      paths.append(fileio.join(fileio.dirname(meta_path), named))
+    for path in paths:
+      if fileio.exists(path):
+        return path
   return None
 
 

@@ -295,3 +295,17 @@ def test_tpu_strategy_errors_are_one_line(monkeypatch):
   with pytest.raises(runner.PretrainingError) as e:
     runner.make_strategy("tpu", tpu="my-tpu")
   assert "--tpu my-tpu: cannot connect" in one_line(e.value)
+
+
+def test_records_name_their_sentencepiece_model_relative_to_the_working_dir(
+    tmp_path, monkeypatch):
+  """The data tools record the model path as given (relative to where they ran)."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "spm").mkdir()
+  (tmp_path / "spm" / "sentencepiece.model").write_bytes(b"model")
+  pretrain_testlib.write_records(
+      tmp_path / "records", splits=(("train", 1),),
+      extra_metadata={"sentencepiece_model": "spm/sentencepiece.model"})
+  config = make_config(tmp_path / "records")
+  assert runner.sentencepiece_model_of(config.task.train_data) == (
+      "spm/sentencepiece.model")
