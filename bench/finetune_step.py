@@ -5,11 +5,12 @@ weight-decay exclusions) of the two fine-tuning heads RemBERT's benchmark tasks
 use, on a fixed synthetic batch after compilation and warm-up:
 
 * `classification`: sentence-pair classification (3 classes), sequence 128,
-  batch 32. rembert_tf: Model Garden's `models.BertClassifier` over
-  `RemBertEncoder`; peers: `TFRemBertForSequenceClassification` and
+  batch 32. rembert_tf: the fine-tuning model `XtremeTask.build_model()`
+  builds for the classification type (Model Garden's `models.BertClassifier`
+  over `RemBertEncoder`); peers: `TFRemBertForSequenceClassification` and
   `RemBertForSequenceClassification`.
 * `span_qa`: extractive QA (start/end logits), sequence 384, batch 16.
-  rembert_tf: `models.BertSpanLabeler`; peers: `TFRemBertForQuestionAnswering`
+  rembert_tf: the span type's model (`models.BertSpanLabeler`); peers: `TFRemBertForQuestionAnswering`
   and `RemBertForQuestionAnswering`.
 
 rembert_tf and Hugging Face TF use the same step function: one `tf.function`
@@ -67,6 +68,8 @@ flags.DEFINE_string("worker", "", "Internal: the row a worker process runs.")
 TASKS = dict(classification=dict(batch_size=32, seq_length=128, num_classes=3),
              span_qa=dict(batch_size=16, seq_length=384))
 NO_DECAY = ["LayerNorm", "layer_norm", "bias"]
+# The fine-tuning task type (rembert_tf.finetuning.task_types) of each task.
+TASK_TYPES = dict(classification="classification", span_qa="span")
 
 
 # === Worker side: one row ===
@@ -130,18 +133,21 @@ def keras_train_step(model, loss_fn, jit_compile):
 
 
 def build_rembert(spec):
-  """Model Garden's BertClassifier / BertSpanLabeler over RemBertEncoder."""
+  """The product's fine-tuning model: `XtremeTask.build_model()` (Model
+  Garden's BertClassifier / BertSpanLabeler over RemBertEncoder, built as
+  fine-tuning builds it for that task type and XLA setting)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
-  from official.nlp.modeling import models  # pylint: disable=g-import-not-at-top
+  from rembert_tf.finetuning import xtreme_task  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import rembert_encoder  # pylint: disable=g-import-not-at-top
   values = dict(spec["model"], hidden_dropout_prob=spec["dropout"],
                 attention_probs_dropout_prob=spec["dropout"])
   cfg = rembert_config.model_config_from_dict(values)
-  initializer = tf_keras.initializers.TruncatedNormal(
-      stddev=cfg.initializer_range)
-  encoder = rembert_encoder.build_encoder(cfg)
+  task = xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+      model=cfg, task_type=TASK_TYPES[spec["task"]],
+      num_labels=TASKS[spec["task"]].get("num_classes", 1),
+      jit_compile=spec["xla"] == "on"))
+  model = task.build_model()
   raw = synthetic_batch(spec)
   batch = {k: tf.constant(v) for k, v in raw.items()}
   features = dict(input_word_ids=batch["input_ids"],
@@ -149,15 +155,11 @@ def build_rembert(spec):
                   input_type_ids=batch["token_type_ids"])
   cross_entropy = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
   if spec["task"] == "classification":
-    model = models.BertClassifier(
-        encoder, num_classes=TASKS["classification"]["num_classes"],
-        initializer=initializer, dropout_rate=spec["dropout"])
 
     def loss_fn(b):
       logits = tf.cast(model(features, training=True), tf.float32)
       return cross_entropy(b["labels"], logits)
   else:
-    model = models.BertSpanLabeler(encoder, initializer=initializer)
 
     def loss_fn(b):
       outputs = model(features, training=True)

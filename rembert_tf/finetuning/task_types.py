@@ -76,6 +76,9 @@ class TaskType:
   label_features: Callable[[int], Dict[str, tf.io.FixedLenFeature]]
   # Model.
   build_head: Callable[..., tf_keras.Model]
+  # Positions of the last Transformer block the head reads (the encoder's
+  # output_range): 1 for a head on the pooled [CLS] position, None for all.
+  encoder_output_range: Optional[int]
   logits: Callable[[Any], Dict[str, tf.Tensor]]
   # The weight of each loss item (0 for ignored ones), from the labels alone.
   item_weights: Callable[[Dict[str, tf.Tensor]], tf.Tensor]
@@ -143,6 +146,8 @@ CLASSIFICATION = TaskType(
     build_head=lambda encoder, num_labels, dropout_rate, initializer:
     models.BertClassifier(network=encoder, num_classes=num_labels,
                           initializer=initializer, dropout_rate=dropout_rate),
+    # The classifier reads pooled_output, computed from position 0 alone.
+    encoder_output_range=1,
     logits=lambda outputs: {"logits": tf.cast(outputs, tf.float32)},
     item_weights=_one_per_example,
     statistics=_classification_statistics,
@@ -205,6 +210,7 @@ TAGGING = TaskType(
     models.BertTokenClassifier(network=encoder, num_classes=num_labels,
                                initializer=initializer,
                                dropout_rate=dropout_rate),
+    encoder_output_range=None,
     logits=lambda outputs: {"logits": tf.cast(outputs["logits"], tf.float32)},
     item_weights=_labelled_tokens,
     statistics=_tagging_statistics,
@@ -291,6 +297,7 @@ SPAN = TaskType(
         "end_position": tf.io.FixedLenFeature([1], tf.int64)},
     build_head=lambda encoder, num_labels, dropout_rate, initializer:
     models.BertSpanLabeler(network=encoder, initializer=initializer),
+    encoder_output_range=None,
     logits=_span_logits,
     item_weights=_one_per_example,
     statistics=_span_statistics,

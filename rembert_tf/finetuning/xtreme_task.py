@@ -141,8 +141,19 @@ class XtremeTask(base_task.Task):
 
   # --- Model, data -----------------------------------------------------------
   def build_model(self) -> tf_keras.Model:
+    """The task type's head over a RemBertEncoder built for this task.
+
+    The encoder's variables are always the same; how it computes follows the
+    task: the last block computes only the positions the head reads (the
+    type's `encoder_output_range`: [CLS] for classification), and without
+    XLA (`jit_compile` false: CPU) the row-wise work runs on the real tokens
+    only (`remove_padding`; shapes then depend on the data, which XLA does
+    not allow).
+    """
     model_config = self.task_config.model
-    encoder = rembert_encoder.build_encoder(model_config)
+    encoder = rembert_encoder.build_encoder(
+        model_config, output_range=self.kind.encoder_output_range,
+        remove_padding=not self.task_config.jit_compile)
     initializer = tf_keras.initializers.TruncatedNormal(
         stddev=model_config.initializer_range)
     model = self.kind.build_head(encoder, max(self.task_config.num_labels, 1),

@@ -91,41 +91,86 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
         rate=self._dropout, dtype=self._dtype_policy)
     super().build(input_shape)
 
-  def call(self, inputs, attention_mask=None, training=None):
-    """inputs [batch, seq, hidden]; attention_mask [batch, seq, seq] or None."""
-    batch, seq = tf.shape(inputs)[0], tf.shape(inputs)[1]
-    heads, head_dim = self._num_heads, self._key_dim
-    rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
+  def call(self, inputs, attention_mask=None, training=None,
+           output_range=None, layout=None):
+    """Self-attention of [batch, seq, hidden] inputs.
 
-    query, key, value = self._project_heads(rows, batch, seq)
-    scores = tf.matmul(query, key, transpose_b=True)        # [B, N, S, S]
+    Args:
+      inputs: [batch, seq, hidden]; with `layout`, the packed [rows, hidden]
+        rows of `padding_removal.TokenLayout` instead.
+      attention_mask: [batch, seq, seq] (1 = attend) or None.
+      training: dropout on the probabilities, fused softmax kernel.
+      output_range: queries at the first `output_range` positions only (keys
+        and values still at every position), as Model Garden's block's
+        `output_range`: the result is [batch, output_range, hidden].
+      layout: the inputs are packed rows (see padding_removal); the result
+        is packed rows too (or [batch, output_range, hidden]).
+    """
+    heads, head_dim = self._num_heads, self._key_dim
+    if layout is None:
+      batch, seq = tf.shape(inputs)[0], tf.shape(inputs)[1]
+      rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
+    else:
+      batch, seq = layout.batch_size, layout.seq_length
+      rows = inputs
+    if output_range:
+      padded = inputs if layout is None else layout.unpack(inputs)
+      query_rows = tf.reshape(padded[:, :output_range, :],
+                              [-1, inputs.shape[-1]])
+      query = self._split_heads(self._project(query_rows, ("query",)),
+                                batch, output_range, 1)[0]
+      key, value = self._split_heads(
+          self._project(rows, ("key", "value"), layout), batch, seq, 2)
+      if attention_mask is not None:
+        attention_mask = attention_mask[:, :output_range, :]
+    else:
+      query, key, value = self._split_heads(
+          self._project(rows, ("query", "key", "value"), layout), batch, seq,
+          3)
+    scores = tf.matmul(query, key, transpose_b=True)        # [B, N, Q, S]
     if attention_mask is not None:
       attention_mask = tf.expand_dims(attention_mask, axis=1)
     if training:
       probs = self._softmax_dropout(scores, attention_mask)
     else:
       probs = self._softmax(scores, attention_mask)
-    context = tf.matmul(probs, value)                       # [B, N, S, D]
-    context = tf.transpose(context, [0, 2, 1, 3])           # [B, S, N, D]
-    outputs = self._output_dense(tf.reshape(context, [-1, heads * head_dim]))
-    return tf.reshape(outputs, tf.shape(inputs))
+    context = tf.matmul(probs, value)                       # [B, N, Q, D]
+    context = tf.transpose(context, [0, 2, 1, 3])           # [B, Q, N, D]
+    context = tf.reshape(context, [-1, heads * head_dim])
+    if output_range:
+      outputs = self._output_dense(context)
+      return tf.reshape(outputs, [batch, output_range, outputs.shape[-1]])
+    if layout is not None:
+      return self._output_dense(layout.pack(context))
+    return tf.reshape(self._output_dense(context), tf.shape(inputs))
 
-  def _project_heads(self, rows, batch, seq):
-    """Query (already scaled by 1/sqrt(head_dim)), key and value
-    [batch, heads, seq, head_dim] from one MatMul of the [B*S, H] rows."""
+  def _project(self, rows, names, layout=None):
+    """One MatMul of the [rows, H] rows by the named projections' kernels
+    side by side -> [B*S, len(names) x W] (unpacked when `layout`)."""
+    # The 1/sqrt(head_dim) scale is folded into the query kernel and bias
+    # ([H, W] and [W], cheap) instead of multiplying the [B, N, S, D] queries.
     scale = 1.0 / math.sqrt(float(self._key_dim))
-    # The scale is folded into the query kernel and bias ([H, W] and [W],
-    # cheap) instead of multiplying the [B, N, S, D] queries.
-    kernel = tf.concat([self._query_dense.flat_kernel() * scale,
-                        self._key_dense.flat_kernel(),
-                        self._value_dense.flat_kernel()], axis=1)
-    bias = tf.concat([self._query_dense.flat_bias() * scale,
-                      self._key_dense.flat_bias(),
-                      self._value_dense.flat_bias()], axis=0)
-    qkv = tf.nn.bias_add(tf.matmul(rows, kernel), bias)    # [B*S, 3*W]
-    qkv = tf.reshape(qkv, [batch, seq, 3, self._num_heads, self._key_dim])
-    qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])               # [3, B, N, S, D]
-    return tf.unstack(qkv, num=3, axis=0)
+    denses = dict(query=self._query_dense, key=self._key_dense,
+                  value=self._value_dense)
+    kernels = [denses[n].flat_kernel() * scale if n == "query"
+               else denses[n].flat_kernel() for n in names]
+    biases = [denses[n].flat_bias() * scale if n == "query"
+              else denses[n].flat_bias() for n in names]
+    kernel = kernels[0] if len(names) == 1 else tf.concat(kernels, axis=1)
+    bias = biases[0] if len(names) == 1 else tf.concat(biases, axis=0)
+    projected = tf.nn.bias_add(tf.matmul(rows, kernel), bias)
+    if layout is not None:
+      projected = tf.reshape(layout.unpack(projected),
+                             [-1, projected.shape[-1]])
+    return projected
+
+  def _split_heads(self, projected, batch, length, parts):
+    """[B*L, parts x W] -> `parts` tensors [batch, heads, length, head_dim]
+    (one transpose of the [B, L, parts, N, D] view)."""
+    projected = tf.reshape(
+        projected, [batch, length, parts, self._num_heads, self._key_dim])
+    projected = tf.transpose(projected, [2, 0, 3, 1, 4])    # [P, B, N, L, D]
+    return tf.unstack(projected, num=parts, axis=0)
 
   def _softmax_dropout(self, scores, attention_mask):
     """Training path: masked softmax and dropout as one fused kernel."""

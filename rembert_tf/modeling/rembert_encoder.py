@@ -33,7 +33,7 @@ outputs["pooled_output"].shape     # [2, 128]
 len(outputs["encoder_outputs"])    # 2, one per Transformer block
 ```
 """
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import tensorflow as tf
 import tf_keras
@@ -42,6 +42,7 @@ from official.nlp.modeling import layers
 
 from rembert_tf.modeling import activations
 from rembert_tf.modeling import fused_kernels
+from rembert_tf.modeling import padding_removal
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import transformer_block
 
@@ -54,6 +55,13 @@ class RemBertEncoder(tf_keras.layers.Layer):
   of shape [batch, seq]. Returns a dict with `sequence_output`
   [batch, seq, hidden], `pooled_output` [batch, hidden] and `encoder_outputs`
   (a list with every Transformer block's output, first to last).
+
+  Two settings change the computation, never the variables (see
+  `build_encoder`): `output_range` (the last block computes the first
+  positions only, as Model Garden's BertEncoder's `output_range`; a
+  classifier needs position 0 alone) and `remove_padding` (CPU without XLA:
+  the row-wise work on the real tokens only; zeros at padded positions of
+  `sequence_output` and `encoder_outputs`; ignored under `jit_compile=True`).
   """
 
   def __init__(self,
@@ -70,8 +78,15 @@ class RemBertEncoder(tf_keras.layers.Layer):
                type_vocab_size: int = 2,
                layer_norm_eps: float = 1e-12,
                initializer_range: float = 0.02,
+               output_range: Optional[int] = None,
+               remove_padding: bool = False,
                **kwargs):
     super().__init__(**kwargs)
+    if output_range is not None and output_range < 1:
+      raise ValueError(f"output_range must be None or >= 1, got "
+                       f"{output_range}.")
+    self._output_range = output_range
+    self._remove_padding = remove_padding
     self._config = dict(
         vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
         num_attention_heads=num_attention_heads, inner_dim=inner_dim,
@@ -79,7 +94,8 @@ class RemBertEncoder(tf_keras.layers.Layer):
         output_dropout=output_dropout, attention_dropout=attention_dropout,
         max_sequence_length=max_sequence_length,
         type_vocab_size=type_vocab_size, layer_norm_eps=layer_norm_eps,
-        initializer_range=initializer_range)
+        initializer_range=initializer_range, output_range=output_range,
+        remove_padding=remove_padding)
     initializer = tf_keras.initializers.TruncatedNormal(stddev=initializer_range)
 
     # === Input embedding (width E_in) ===
@@ -144,35 +160,66 @@ class RemBertEncoder(tf_keras.layers.Layer):
         input_mask=tf_keras.Input(shape=(None,), dtype=tf.int32),
         input_type_ids=tf_keras.Input(shape=(None,), dtype=tf.int32))
 
-  def call(self, inputs: Dict[str, tf.Tensor], training=None):
+  def call(self, inputs: Dict[str, tf.Tensor], training=None,
+           remove_padding: Optional[bool] = None):
+    """The output dict (see the class docstring).
+
+    remove_padding: overrides the constructor's setting for this call.
+    """
     if not isinstance(inputs, dict):
       raise ValueError("RemBertEncoder takes a dict with input_word_ids, "
                        f"input_mask and input_type_ids, got {type(inputs)}.")
     word_ids = inputs["input_word_ids"]
     mask = inputs["input_mask"]
     type_ids = inputs["input_type_ids"]
+    if remove_padding is None:
+      remove_padding = self._remove_padding
+    # Data-dependent shapes: never under XLA (jit_compile=True, TPU).
+    layout = None
+    if remove_padding and not padding_removal.in_xla_context():
+      layout = padding_removal.TokenLayout.from_mask(mask)
 
+    embeddings = self._embed(word_ids, type_ids, layout, training)
+    # [batch, seq, seq] from the mask alone (the embeddings may be packed).
+    attention_mask = self._attention_mask_layer(
+        tf.cast(mask, embeddings.dtype), mask)
+    encoder_outputs = []
+    x = embeddings
+    last = len(self._transformer_layers) - 1
+    for i, layer in enumerate(self._transformer_layers):
+      output_range = self._output_range if i == last else None
+      x = layer([x, attention_mask], output_range=output_range,
+                training=training, layout=layout)
+      encoder_outputs.append(x)
+    if layout is not None:  # zeros at padded positions
+      encoder_outputs = [
+          layout.unpack(x, real_only=True) if x.shape.rank == 2 else x
+          for x in encoder_outputs]
+    x = encoder_outputs[-1]
+    pooled_output = self._pooler_layer(x[:, 0, :])
+    return dict(sequence_output=x, pooled_output=pooled_output,
+                encoder_outputs=encoder_outputs)
+
+  def _embed(self, word_ids, type_ids, layout, training):
+    """Input embeddings (width hidden): [batch, seq, hidden], or the packed
+    [rows, hidden] rows of `layout`."""
     word_embeddings = self._embedding_layer(word_ids)
     other_embeddings = (self._position_embedding_layer(word_embeddings)
                         + self._type_embedding_layer(type_ids))
+    if layout is not None:
+      word_embeddings = layout.pack(word_embeddings)
+      other_embeddings = layout.pack(other_embeddings)
     if training:
       embeddings = self._normalize_fused(word_embeddings, other_embeddings)
     else:
       embeddings = self._embedding_norm_layer(word_embeddings + other_embeddings)
     embeddings = self._embedding_dropout(embeddings, training=training)
     if self._embedding_projection is not None:
-      embeddings = self._embedding_projection(embeddings)
-
-    attention_mask = self._attention_mask_layer(embeddings, mask)
-    encoder_outputs = []
-    x = embeddings
-    for layer in self._transformer_layers:
-      x = layer([x, attention_mask], training=training)
-      encoder_outputs.append(x)
-
-    pooled_output = self._pooler_layer(x[:, 0, :])
-    return dict(sequence_output=x, pooled_output=pooled_output,
-                encoder_outputs=encoder_outputs)
+      if layout is not None:  # the einsum takes [batch, seq, E_in]
+        embeddings = self._embedding_projection(embeddings[tf.newaxis])[0]
+      else:
+        embeddings = self._embedding_projection(embeddings)
+    return embeddings
 
   def _normalize_fused(self, word_embeddings, other_embeddings):
     """Training: the sum and its LayerNorm as one fused kernel (the same
@@ -227,8 +274,19 @@ def build_transformer_block(num_attention_heads, inner_dim, hidden_act,
 
 
 def build_encoder(cfg: rembert_config.RemBertConfig,
-                  name: str = "encoder") -> RemBertEncoder:
-  """Builds (and creates the variables of) the encoder for a model config."""
+                  name: str = "encoder",
+                  output_range: Optional[int] = None,
+                  remove_padding: bool = False) -> RemBertEncoder:
+  """Builds (and creates the variables of) the encoder for a model config.
+
+  output_range: the last block computes the first `output_range` positions
+    only (1: the [CLS] position a classifier pools); `sequence_output` and
+    the last `encoder_outputs` entry are then [batch, output_range, hidden].
+  remove_padding: run the row-wise work on the real tokens only when not
+    under XLA (CPU fine-tuning / serving; see padding_removal.py). Padded
+    positions of `sequence_output` and `encoder_outputs` then hold zeros.
+  Neither changes the variables.
+  """
   encoder = RemBertEncoder(
       vocab_size=cfg.vocab_size,
       hidden_size=cfg.hidden_size,
@@ -243,6 +301,8 @@ def build_encoder(cfg: rembert_config.RemBertConfig,
       type_vocab_size=cfg.type_vocab_size,
       layer_norm_eps=cfg.layer_norm_eps,
       initializer_range=cfg.initializer_range,
+      output_range=output_range,
+      remove_padding=remove_padding,
       name=name)
   encoder(dummy_inputs())
   return encoder

@@ -20,7 +20,11 @@ a reshaped view of the EinsumDense-shaped kernel (`ProjectionDense`,
 
 Only the configuration RemBERT uses is supported (post-LayerNorm, biases,
 query residual, key_dim = hidden / heads, full self-attention); anything else
-raises ValueError and should use Model Garden's block.
+raises ValueError and should use Model Garden's block. `output_range` is
+supported as in Model Garden (constructor or call argument: outputs for the
+first positions only, keys and values over all), and, beyond Model Garden,
+`layout=` runs the block on the packed rows of the real tokens (CPU without
+XLA, see padding_removal.py).
 
 Example:
 ```python
@@ -45,7 +49,7 @@ from rembert_tf.modeling import projection_dense
 # Constructor arguments of TransformerEncoderBlock this block does not
 # implement, with the only value it accepts.
 _FIXED_ARGUMENTS = dict(
-    output_range=None, kernel_regularizer=None, bias_regularizer=None,
+    kernel_regularizer=None, bias_regularizer=None,
     activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
     use_bias=True, norm_first=False, use_query_residual=True, value_dim=None, output_last_dim=None, diff_q_kv_att_layer_norm=False,
     return_attention_scores=False, num_kv_heads=None, src_block_size=None,
@@ -134,9 +138,22 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
         bias_initializer=tf_utils.clone_initializer(self._bias_initializer),
         name=name)
 
-  def call(self, inputs: Any, output_range=None, training=None) -> tf.Tensor:
-    if output_range:
-      raise ValueError("RemBertTransformerBlock does not support output_range.")
+  def call(self, inputs: Any, output_range=None, training=None,
+           layout=None) -> tf.Tensor:
+    """[batch, seq, hidden] -> [batch, seq, hidden].
+
+    Args:
+      inputs: `[inputs, attention_mask]` or `inputs` alone.
+      output_range: compute the outputs of the first `output_range`
+        positions only (their queries, attention outputs and FFN; keys and
+        values still at every position): the result is [batch, output_range,
+        hidden], equal to the first positions of the full result. Default:
+        the constructor's `output_range` (as Model Garden's block).
+      training: dropout, fused kernels.
+      layout: a `padding_removal.TokenLayout`: `inputs` are the packed
+        [rows, hidden] rows of the real tokens and so is the result (or
+        [batch, output_range, hidden] with an output_range).
+    """
     if isinstance(inputs, (list, tuple)):
       if len(inputs) != 2:
         raise ValueError("RemBertTransformerBlock takes [inputs, "
@@ -144,16 +161,31 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
       input_tensor, attention_mask = inputs
     else:
       input_tensor, attention_mask = inputs, None
+    if output_range is None:
+      output_range = self._output_range
     hidden = input_tensor.shape[-1]
-    rows = tf.reshape(input_tensor, [-1, hidden])             # [B*S, H]
-    attention_output = tf.reshape(
-        self._attention_layer(input_tensor, attention_mask=attention_mask,
-                              training=training), [-1, hidden])
+    attention_output = self._attention_layer(
+        input_tensor, attention_mask=attention_mask, training=training,
+        output_range=output_range, layout=layout)
+    if output_range:
+      padded = input_tensor if layout is None else layout.unpack(input_tensor)
+      query_tensor = padded[:, :output_range, :]
+    elif layout is None:
+      query_tensor = input_tensor
+    else:  # packed rows in, packed rows out
+      query_tensor = None
+    if query_tensor is None:
+      rows = input_tensor
+    else:
+      rows = tf.reshape(query_tensor, [-1, hidden])            # [B*Q, H]
+    attention_output = tf.reshape(attention_output, [-1, hidden])
     if training:
       layer_output = self._feed_forward_fused(rows, attention_output)
     else:
       layer_output = self._feed_forward(rows, attention_output)
-    return tf.reshape(layer_output, tf.shape(input_tensor))
+    if query_tensor is None:
+      return layer_output
+    return tf.reshape(layer_output, tf.shape(query_tensor))
 
   def _feed_forward(self, rows, attention_output):
     """Inference: Model Garden's sequence of layers, on [B*S, H] rows."""
