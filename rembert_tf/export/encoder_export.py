@@ -9,7 +9,8 @@ max_position_embeddings) and returns `sequence_output` [batch, seq, hidden],
 `pooled_output` [batch, hidden], `default` (= pooled_output) and
 `encoder_outputs` (a list with one [batch, seq, hidden] per Transformer block;
 `serving_default` returns it stacked as [num_layers, batch, seq, hidden]
-because signatures cannot return lists).
+because signatures cannot return lists, and computes the real tokens only:
+zeros at padded positions of the sequence outputs, see `serving_signature`).
 
 Builds on Model Garden's `official/nlp/tools/export_tfhub_lib.py`: the same
 Keras-model-around-the-encoder construction (dict inputs, a `default` alias
@@ -69,21 +70,37 @@ def build_export_model(encoder: rembert_encoder.RemBertEncoder) -> tf_keras.Mode
   return tf_keras.Model(inputs=inputs, outputs=outputs, name="rembert_encoder")
 
 
+def _find_encoder(model: tf_keras.Model) -> rembert_encoder.RemBertEncoder:
+  return next(layer for layer in model.layers
+              if isinstance(layer, rembert_encoder.RemBertEncoder))
+
+
 def serving_signature(model: tf_keras.Model):
   """`serving_default`: keyword int32 inputs -> a flat dict of tensors.
 
   Signatures cannot return lists, so `encoder_outputs` is stacked there into
   one [num_layers, batch, seq, hidden] tensor (the callable returns the list).
+
+  The signature is for CPU serving: the encoder runs with `remove_padding`
+  (the row-wise work on the real tokens only, see
+  rembert_tf/modeling/padding_removal.py), so `sequence_output` and
+  `encoder_outputs` hold zeros at padded positions (real positions as the
+  callable computes them). The SavedModel's callable (`loaded(inputs)`, what
+  `hub.KerasLayer` and `jit_compile=True` callers use) keeps the padded
+  computation and static shapes.
   """
   spec = tf.TensorSpec([None, None], tf.int32)
+  encoder = _find_encoder(model)
 
   @tf.function(input_signature=[spec, spec, spec])
   def serve(input_word_ids, input_mask, input_type_ids):
-    outputs = model(dict(input_word_ids=input_word_ids, input_mask=input_mask,
-                         input_type_ids=input_type_ids), training=False)
+    outputs = encoder(dict(input_word_ids=input_word_ids,
+                           input_mask=input_mask,
+                           input_type_ids=input_type_ids),
+                      training=False, remove_padding=True)
     return dict(sequence_output=outputs["sequence_output"],
                 pooled_output=outputs["pooled_output"],
-                default=outputs["default"],
+                default=outputs["pooled_output"],
                 encoder_outputs=tf.stack(outputs["encoder_outputs"], axis=0))
 
   return serve.get_concrete_function()
@@ -103,13 +120,25 @@ def random_encoder_inputs(cfg, batch_size: int = 3, seq_length: int = 11,
               input_type_ids=tf.constant(types % cfg.type_vocab_size, tf.int32))
 
 
-def max_abs_difference(expected, actual) -> float:
-  """Largest |difference| over sequence_output, pooled_output, encoder_outputs."""
-  diffs = [np.max(np.abs(np.asarray(expected[k]) - np.asarray(actual[k])))
-           for k in ("sequence_output", "pooled_output")]
-  diffs += [np.max(np.abs(np.asarray(e) - np.asarray(a)))
-            for e, a in zip(expected["encoder_outputs"], actual["encoder_outputs"])]
-  return float(max(diffs))
+def max_abs_difference(expected, actual, input_mask=None) -> float:
+  """Largest |difference| over sequence_output, pooled_output, encoder_outputs.
+
+  input_mask: compare the sequence outputs at real tokens only (the serving
+  signature holds zeros at padded positions).
+  """
+  weights = 1.0
+  if input_mask is not None:
+    weights = np.asarray(input_mask)[..., None].astype(np.float32)
+
+  def worst(e, a, sequence):
+    difference = np.abs(np.asarray(e) - np.asarray(a))
+    return float(np.max(difference * weights if sequence else difference))
+
+  diffs = [worst(expected["sequence_output"], actual["sequence_output"], True),
+           worst(expected["pooled_output"], actual["pooled_output"], False)]
+  diffs += [worst(e, a, True) for e, a in zip(expected["encoder_outputs"],
+                                             actual["encoder_outputs"])]
+  return max(diffs)
 
 
 def reference_outputs(encoder, cfg) -> List[Dict]:
@@ -136,7 +165,7 @@ def verify_export(export_dir, cases: List[Dict], tolerance: float = 1e-5) -> flo
     served = dict(loaded.signatures["serving_default"](**inputs))
     served["encoder_outputs"] = tf.unstack(served["encoder_outputs"], axis=0)
     worst = max(worst, max_abs_difference(expected, actual),
-                max_abs_difference(expected, served))
+                max_abs_difference(expected, served, inputs["input_mask"]))
   if worst > tolerance:
     raise ExportError(f"{export_dir}: the SavedModel differs from the encoder "
                       f"by {worst:.3g} (> {tolerance}).")

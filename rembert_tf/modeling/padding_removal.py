@@ -5,16 +5,21 @@ benchmark batches are 25% padding, real XNLI batches far more). The
 projections, the FFN, LayerNorms, GELU and dropout act on each token's row
 independently, so on CPU without XLA they can run on the [tokens, hidden]
 rows of the real tokens alone: `TokenLayout.from_mask` lists those rows once
-after the embedding lookup, `pack` gathers them, and `unpack` scatters rows
+after the embedding lookup, `pack` gathers them, and `unpack` gathers rows
 back to [batch, seq, width] where a computation needs the padded layout (the
-attention scores and context, and the encoder's outputs). Gathers and
-scatters by index are exact, so the real tokens' values are the padded
-computation's to float rounding.
+attention scores and context, and the encoder's outputs). Gathers by index
+are exact, so the real tokens' values are the padded computation's to float
+rounding. Both directions are gathers, forward and backward (TensorFlow's
+CPU scatter kernels cost several times a gather, and the gradient of a
+gather is a scatter): each op has a hand-written gradient, the other
+direction's gather.
 
-The number of packed rows is rounded up to a multiple of 1/16 of batch x seq
-with padding positions (computed as the padded computation would, and never
-written to the outputs), so the fused kernels of the training path (which
-XLA compiles per shape) see at most 16 shapes instead of one per batch.
+When training, the number of packed rows is rounded up to a multiple of 1/16
+of batch x seq with padding positions (computed as the padded computation
+would, and never written to the outputs), so the fused kernels of the
+training path (which XLA compiles per shape) see at most 16 shapes instead of
+one per batch; inference, which has no such kernel, packs the real tokens
+exactly.
 
 Shapes depend on the data, so this is for CPU execution without XLA only;
 `in_xla_context()` tells the encoder when it is traced under
@@ -25,8 +30,11 @@ Example:
 ```python
 layout = TokenLayout.from_mask(tf.constant([[1, 1, 0], [1, 0, 0]]))
 rows = layout.pack(tf.random.normal([2, 3, 8]))   # [4, 8]: 3 real + 1 filler
+TokenLayout.from_mask(tf.constant([[1, 1, 0], [1, 0, 0]]), bucketed=False)
+                                                  # 3 rows: the real tokens
 padded = layout.unpack(rows)                      # [2, 3, 8]
 outputs = layout.unpack(rows, real_only=True)     # zeros at padded positions
+# Examples without any real token have no row: their outputs are zeros.
 ```
 """
 from typing import NamedTuple
@@ -48,43 +56,76 @@ def in_xla_context() -> bool:
 class TokenLayout(NamedTuple):
   """Where the packed rows live in the flattened [batch x seq] positions.
 
-  indices: int32 [rows, 1], the real tokens' flat positions in order, then
-    filler padding positions; num_real: scalar, the real tokens' count;
-    batch_size, seq_length: scalars of the padded layout.
+  rows: int32 [num_rows], the flat position of each row: the real tokens in
+    order, then filler padding positions.
+  row_of_position: int32 [batch x seq], each position's row, or num_rows
+    and above for a position without a row.
+  is_real: [batch x seq, 1] float32, 1 at real tokens.
+  num_rows, batch_size, seq_length: scalars.
   """
-  indices: tf.Tensor
-  num_real: tf.Tensor
+  rows: tf.Tensor
+  row_of_position: tf.Tensor
+  is_real: tf.Tensor
+  num_rows: tf.Tensor
   batch_size: tf.Tensor
   seq_length: tf.Tensor
 
   @classmethod
-  def from_mask(cls, mask: tf.Tensor) -> "TokenLayout":
-    """The layout of an int [batch, seq] mask (non-zero = real token)."""
+  def from_mask(cls, mask: tf.Tensor, bucketed: bool = True) -> "TokenLayout":
+    """The layout of an int [batch, seq] mask (non-zero = real token).
+
+    bucketed: round the row count up (see the module docstring); without,
+    exactly the real tokens (for computations without XLA kernels).
+    """
     shape = tf.shape(mask)
     total = shape[0] * shape[1]
     is_padding = tf.cast(tf.reshape(mask, [-1]) == 0, tf.int32)
     num_real = total - tf.reduce_sum(is_padding)
-    bucket = tf.maximum((total + _BUCKETS - 1) // _BUCKETS, 1)
-    num_rows = tf.minimum((num_real + bucket - 1) // bucket * bucket, total)
+    num_rows = num_real
+    if bucketed:
+      bucket = tf.maximum((total + _BUCKETS - 1) // _BUCKETS, 1)
+      num_rows = tf.minimum((num_real + bucket - 1) // bucket * bucket, total)
     # Stable: real positions first, in order, then padding positions.
-    order = tf.argsort(is_padding, stable=True)[:num_rows]
-    return cls(tf.expand_dims(order, 1), num_real, shape[0], shape[1])
+    order = tf.argsort(is_padding, stable=True)
+    row_of_position = tf.math.invert_permutation(order)
+    return cls(order[:num_rows], row_of_position,
+               tf.cast(1 - is_padding, tf.float32)[:, tf.newaxis], num_rows,
+               shape[0], shape[1])
 
   def pack(self, values: tf.Tensor) -> tf.Tensor:
     """[batch, seq, width] (or [batch x seq, width]) -> [rows, width]."""
-    width = values.shape[-1]
-    return tf.gather_nd(tf.reshape(values, [-1, width]), self.indices)
+    flat = tf.reshape(values, [-1, values.shape[-1]])
+
+    @tf.custom_gradient
+    def gather_rows(flat):
+      # Positions without a row get a zero gradient.
+      return tf.gather(flat, self.rows), self._spread
+
+    return gather_rows(flat)
 
   def unpack(self, rows: tf.Tensor, real_only: bool = False) -> tf.Tensor:
-    """[rows, width] -> [batch, seq, width]; positions without a row are 0.
+    """[rows, width] -> [batch, seq, width].
 
-    real_only: write the real tokens only (filler rows are dropped), so
-    every padded position holds zeros.
+    By default positions without a row hold arbitrary finite values (as
+    masked keys they carry no weight), and the gradient assumes they get
+    none: it is exact for attention keys and values at masked positions and
+    for outputs that are not used. real_only: zeros at every padded
+    position (filler rows dropped), exact gradients always.
     """
-    width = rows.shape[-1]
-    indices = self.indices
+
+    @tf.custom_gradient
+    def spread_rows(rows):
+      clipped = tf.minimum(self.row_of_position, self.num_rows - 1)
+      return tf.gather(rows, clipped), lambda d: tf.gather(d, self.rows)
+
+    flat = spread_rows(rows)
     if real_only:
-      indices, rows = indices[:self.num_real], rows[:self.num_real]
-    flat = tf.scatter_nd(indices, rows,
-                         tf.stack([self.batch_size * self.seq_length, width]))
-    return tf.reshape(flat, [self.batch_size, self.seq_length, width])
+      flat = flat * tf.cast(self.is_real, flat.dtype)
+    return tf.reshape(flat, [self.batch_size, self.seq_length,
+                             rows.shape[-1]])
+
+  def _spread(self, rows):
+    """Rows to their positions, zeros where no row is (pack's gradient)."""
+    covered = tf.cast(self.row_of_position < self.num_rows, rows.dtype)
+    clipped = tf.minimum(self.row_of_position, self.num_rows - 1)
+    return tf.gather(rows, clipped) * covered[:, tf.newaxis]

@@ -177,7 +177,9 @@ class RemBertEncoder(tf_keras.layers.Layer):
     # Data-dependent shapes: never under XLA (jit_compile=True, TPU).
     layout = None
     if remove_padding and not padding_removal.in_xla_context():
-      layout = padding_removal.TokenLayout.from_mask(mask)
+      # Row counts in buckets for the training path's XLA-compiled kernels.
+      layout = padding_removal.TokenLayout.from_mask(
+          mask, bucketed=training is not None and training is not False)
 
     embeddings = self._embed(word_ids, type_ids, layout, training)
     # [batch, seq, seq] from the mask alone (the embeddings may be packed).
@@ -211,11 +213,14 @@ class RemBertEncoder(tf_keras.layers.Layer):
       other_embeddings = layout.pack(other_embeddings)
     if training:
       embeddings = self._normalize_fused(word_embeddings, other_embeddings)
+    elif layout is not None:  # the layers are built for [batch, seq, width]
+      embeddings = self._embedding_norm_layer(
+          (word_embeddings + other_embeddings)[tf.newaxis])[0]
     else:
       embeddings = self._embedding_norm_layer(word_embeddings + other_embeddings)
     embeddings = self._embedding_dropout(embeddings, training=training)
     if self._embedding_projection is not None:
-      if layout is not None:  # the einsum takes [batch, seq, E_in]
+      if layout is not None:
         embeddings = self._embedding_projection(embeddings[tf.newaxis])[0]
       else:
         embeddings = self._embedding_projection(embeddings)
@@ -226,7 +231,8 @@ class RemBertEncoder(tf_keras.layers.Layer):
     arithmetic as the LayerNorm layer, whose variables it uses)."""
     norm = self._embedding_norm_layer
     if not norm.built:  # builds it (variables named as usual); result unused
-      norm(word_embeddings + other_embeddings)
+      total = word_embeddings + other_embeddings
+      norm(total if total.shape.rank == 3 else total[tf.newaxis])
     width = word_embeddings.shape[-1]
     normalized = fused_kernels.add_layer_norm(
         tf.reshape(word_embeddings, [-1, width]),
