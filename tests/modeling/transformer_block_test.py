@@ -219,8 +219,8 @@ def test_get_config_round_trip_and_unsupported_arguments(tmp_path):
   assert dense_clone.get_config() == dense.get_config()
   with pytest.raises(ValueError, match="norm_first"):
     transformer_block.RemBertTransformerBlock(**block_kwargs(norm_first=True))
-  with pytest.raises(ValueError, match="output_range"):
-    ours([x, mask], output_range=1)
+  with pytest.raises(ValueError, match="use_rms_norm"):
+    transformer_block.RemBertTransformerBlock(**block_kwargs(use_rms_norm=True))
 
 
 def test_encoder_checkpoint_with_model_garden_blocks_restores(tmp_path,

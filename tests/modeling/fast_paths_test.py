@@ -1,0 +1,282 @@
+"""output_range and padding removal compute what the full padded encoder does.
+
+`output_range` (the last block at the first positions only) and
+`remove_padding` (row-wise work on the real tokens, CPU without XLA) change
+how the encoder computes, never its variables: outputs at real tokens and
+gradients of every variable must equal the plain encoder's with the same
+weights, on the inference and training paths, without and with XLA (where
+padding removal steps aside).
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from rembert_tf.finetuning import xtreme_task
+from rembert_tf.modeling import padding_removal
+from rembert_tf.modeling import rembert_config
+from rembert_tf.modeling import rembert_encoder
+from rembert_tf.modeling import transformer_block
+
+import transformer_block_test as block_testlib
+
+LENGTHS = (16, 9, 5, 12)
+SEQ = 16
+
+
+def tiny_config():
+  return rembert_config.load_model_config("tiny").replace(
+      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def encoder_inputs(cfg, lengths=LENGTHS, seq=SEQ, seed=0):
+  rng = np.random.default_rng(seed)
+  lengths = np.asarray(lengths)
+  positions = np.arange(seq)[None, :]
+  mask = (positions < lengths[:, None]).astype(np.int32)
+  ids = rng.integers(5, cfg.vocab_size, mask.shape).astype(np.int32) * mask
+  types = ((positions >= lengths[:, None] // 2) * mask).astype(np.int32)
+  return dict(input_word_ids=tf.constant(ids), input_mask=tf.constant(mask),
+              input_type_ids=tf.constant(types))
+
+
+def twin_encoders(cfg, **settings):
+  """(plain encoder, encoder with `settings`) with the same weights."""
+  plain = rembert_encoder.build_encoder(cfg)
+  rng = np.random.default_rng(3)  # non-zero biases and LayerNorm parameters
+  for v in plain.variables:
+    v.assign(v + rng.normal(scale=0.05, size=v.shape).astype(np.float32))
+  other = rembert_encoder.build_encoder(cfg, **settings)
+  other.set_weights(plain.get_weights())
+  return plain, other
+
+
+def run_encoder(encoder, inputs, training, jit_compile):
+  """Outputs and the gradients of every variable of a loss that reads the
+  pooled output and the last sequence output at position 0."""
+
+  @tf.function(jit_compile=jit_compile)
+  def run():
+    with tf.GradientTape() as tape:
+      outputs = encoder(inputs, training=training)
+      pooled = tf.cast(outputs["pooled_output"], tf.float32)
+      first = tf.cast(outputs["sequence_output"][:, 0], tf.float32)
+      loss = tf.reduce_sum(tf.sin(pooled)) + tf.reduce_sum(first ** 2)
+    return outputs, tape.gradient(loss, encoder.trainable_variables)
+
+  outputs, grads = run()
+  return outputs, [np.asarray(tf.convert_to_tensor(g)) for g in grads]
+
+
+def assert_same_gradients(expected, actual, atol=2e-5):
+  assert len(expected) == len(actual)
+  for e, a in zip(expected, actual):
+    np.testing.assert_allclose(a, e, atol=atol, rtol=1e-4)
+
+
+# === TokenLayout ===
+
+
+def test_layout_packs_real_tokens_in_order_and_unpacks_with_zeros():
+  mask = tf.constant([[1, 1, 0, 0], [1, 1, 1, 0]])
+  values = tf.reshape(tf.range(2 * 4 * 3, dtype=tf.float32), [2, 4, 3])
+  exact = padding_removal.TokenLayout.from_mask(mask, bucketed=False)
+  rows = exact.pack(values)
+  np.testing.assert_array_equal(rows, tf.reshape(values, [8, 3]).numpy()[
+      [0, 1, 4, 5, 6]])
+  unpacked = exact.unpack(rows, real_only=True).numpy()
+  np.testing.assert_array_equal(unpacked, values.numpy() * mask.numpy()[..., None])
+  # Bucketed: 8 positions in buckets of 1 -> exactly the 5 real rows; a
+  # bigger batch rounds up with padding positions after the real ones.
+  assert int(padding_removal.TokenLayout.from_mask(mask).num_rows) == 5
+  big = tf.constant(np.arange(64)[None, :] < np.array([[3], [40]]), tf.int32)
+  layout = padding_removal.TokenLayout.from_mask(big)
+  assert int(layout.num_rows) == 48          # 43 real, buckets of 8
+  np.testing.assert_array_equal(layout.rows[:43],
+                                list(range(3)) + list(range(64, 104)))
+  assert set(layout.rows.numpy()[43:]) <= set(range(3, 64)) | set(range(104, 128))
+
+
+def test_layout_gradients_equal_autodiff_of_gathers():
+  mask = tf.constant([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
+  layout = padding_removal.TokenLayout.from_mask(mask, bucketed=False)
+  x = tf.random.normal([3, 5, 4], seed=1)
+  weights = tf.random.normal([3, 5, 4], seed=2) * tf.cast(mask, tf.float32)[..., None]
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(x)
+    ours = tf.reduce_sum(layout.unpack(tf.sin(layout.pack(x)), real_only=True)
+                         * weights)
+    flat = tf.reshape(x, [-1, 4])
+    reference = tf.reduce_sum(
+        tf.reshape(tf.sin(flat), [3, 5, 4]) * weights)
+  np.testing.assert_allclose(ours, reference, rtol=1e-6)
+  np.testing.assert_allclose(tape.gradient(ours, x), tape.gradient(reference, x),
+                             atol=1e-6)
+
+
+# === output_range in the block ===
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_block_output_range_matches_model_garden(tmp_path, training,
+                                                 jit_compile):
+  reference, ours = block_testlib.twin_blocks(tmp_path)
+  x, mask = block_testlib.inputs()
+
+  def run(block):
+    @tf.function(jit_compile=jit_compile)
+    def step(x):
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        if block is ours:
+          y = block([x, mask], output_range=2, training=training)
+        else:
+          y = block([x, mask], output_range=2)
+        loss = tf.reduce_sum(y * tf.sin(tf.range(y.shape[-1], dtype=tf.float32)))
+      return y, tape.gradient(loss, [x] + block.trainable_variables)
+    return step(x)
+
+  expected_y, expected_grads = run(reference)
+  y, grads = run(ours)
+  assert y.shape == (block_testlib.BATCH, 2, block_testlib.HIDDEN)
+  np.testing.assert_allclose(y, expected_y, atol=1e-5)
+  full = ours([x, mask], training=False)
+  if not training:
+    np.testing.assert_allclose(y, full[:, :2], atol=1e-5)
+  for e, a in zip(expected_grads, grads):
+    np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(e),
+                               atol=1e-5)
+
+
+def test_block_output_range_in_constructor_and_config():
+  block = transformer_block.RemBertTransformerBlock(
+      **block_testlib.block_kwargs(output_range=1))
+  x, mask = block_testlib.inputs()
+  assert block([x, mask]).shape == (block_testlib.BATCH, 1, block_testlib.HIDDEN)
+  assert block.get_config()["output_range"] == 1
+
+
+# === The encoder ===
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_encoder_remove_padding_and_output_range_match_plain(training,
+                                                             jit_compile):
+  cfg = tiny_config()
+  inputs = encoder_inputs(cfg)
+  mask = inputs["input_mask"].numpy()[..., None]
+  plain, packed = twin_encoders(cfg, remove_padding=True)
+  _, ranged = twin_encoders(cfg, output_range=1, remove_padding=True)
+  ranged.set_weights(plain.get_weights())
+  expected, expected_grads = run_encoder(plain, inputs, training, jit_compile)
+  for encoder in (packed, ranged):
+    outputs, grads = run_encoder(encoder, inputs, training, jit_compile)
+    np.testing.assert_allclose(outputs["pooled_output"],
+                               expected["pooled_output"], atol=2e-6)
+    assert_same_gradients(expected_grads, grads)
+  # remove_padding: real tokens as the plain encoder, zeros at padding
+  # (under XLA it steps aside: everything as the plain encoder).
+  outputs, _ = run_encoder(packed, inputs, training, jit_compile)
+  for e, a in zip(expected["encoder_outputs"], outputs["encoder_outputs"]):
+    np.testing.assert_allclose(np.asarray(a) * mask, np.asarray(e) * mask,
+                               atol=2e-6)
+  padded = np.asarray(outputs["sequence_output"]) * (1 - mask)
+  if jit_compile:
+    np.testing.assert_allclose(outputs["sequence_output"],
+                               expected["sequence_output"], atol=2e-6)
+  else:
+    assert np.all(padded == 0)
+  # output_range: the last outputs at position 0 only.
+  outputs, _ = run_encoder(ranged, inputs, training, jit_compile)
+  assert outputs["sequence_output"].shape == (len(LENGTHS), 1, cfg.hidden_size)
+  np.testing.assert_allclose(outputs["sequence_output"],
+                             expected["sequence_output"][:, :1], atol=2e-6)
+
+
+def test_remove_padding_with_dropout_and_call_override():
+  cfg = rembert_config.load_model_config("tiny")   # dropout 0.1
+  inputs = encoder_inputs(cfg, lengths=(7, 16, 3, 1))
+  encoder = rembert_encoder.build_encoder(cfg, remove_padding=True)
+  outputs, grads = run_encoder(encoder, inputs, True, False)
+  assert all(np.all(np.isfinite(g)) for g in grads)
+  mask = inputs["input_mask"].numpy()[..., None]
+  assert np.all(np.asarray(outputs["sequence_output"]) * (1 - mask) == 0)
+  # remove_padding=False at call time: the padded computation.
+  plain = encoder(inputs, training=False, remove_padding=False)
+  packed = encoder(inputs, training=False)
+  assert np.any(np.asarray(plain["sequence_output"]) * (1 - mask) != 0)
+  np.testing.assert_allclose(np.asarray(packed["sequence_output"]) * mask,
+                             np.asarray(plain["sequence_output"]) * mask,
+                             atol=2e-6)
+
+
+def test_settings_keep_variables_and_round_trip_config():
+  cfg = tiny_config()
+  plain, other = twin_encoders(cfg, output_range=1, remove_padding=True)
+  assert ([(v.name, v.shape) for v in other.variables]
+          == [(v.name, v.shape) for v in plain.variables])
+  config = other.get_config()
+  assert config["output_range"] == 1 and config["remove_padding"] is True
+  rebuilt = rembert_encoder.RemBertEncoder.from_config(config)
+  assert rebuilt._output_range == 1
+  with pytest.raises(ValueError, match="output_range"):
+    rembert_encoder.build_encoder(cfg, output_range=0)
+
+
+def test_mixed_bfloat16_remove_padding_runs_in_bfloat16():
+  cfg = tiny_config()
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  try:
+    plain, packed = twin_encoders(cfg, remove_padding=True, output_range=1)
+    inputs = encoder_inputs(cfg)
+    expected, _ = run_encoder(plain, inputs, True, False)
+    outputs, grads = run_encoder(packed, inputs, True, False)
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  assert all(np.all(np.isfinite(g)) for g in grads)
+  np.testing.assert_allclose(np.asarray(outputs["pooled_output"], np.float32),
+                             np.asarray(expected["pooled_output"], np.float32),
+                             atol=0.05)
+
+
+# === The fine-tuning models the task builds ===
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_classification_model_is_built_at_cls_with_equal_logits_and_gradients(
+    jit_compile):
+  cfg = tiny_config()
+  task = xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+      model=cfg, task_type="classification", num_labels=3,
+      jit_compile=jit_compile))
+  model = task.build_model()
+  encoder = model.rembert_encoder
+  assert encoder._output_range == 1
+  assert encoder._remove_padding is (not jit_compile)
+  # The same classifier over a plain full-range encoder, same weights.
+  reference_task = xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+      model=cfg, task_type="span", num_labels=1, jit_compile=jit_compile))
+  assert reference_task.build_model().rembert_encoder._output_range is None
+  plain = rembert_encoder.build_encoder(cfg)
+  plain.set_weights(encoder.get_weights())
+  reference = task.kind.build_head(plain, 3, cfg.hidden_dropout_prob,
+                                   "glorot_uniform")
+  reference.set_weights(model.get_weights())
+  inputs = encoder_inputs(cfg)
+
+  def logits_and_grads(m):
+    @tf.function(jit_compile=jit_compile)
+    def run():
+      with tf.GradientTape() as tape:
+        logits = m(inputs, training=True)
+        loss = tf.reduce_sum(tf.nn.log_softmax(logits)[:, 1])
+      return logits, tape.gradient(loss, m.trainable_variables)
+    logits, grads = run()
+    return logits, [np.asarray(tf.convert_to_tensor(g)) for g in grads]
+
+  expected, expected_grads = logits_and_grads(reference)
+  logits, grads = logits_and_grads(model)
+  np.testing.assert_allclose(logits, expected, atol=2e-6)
+  assert_same_gradients(expected_grads, grads)
