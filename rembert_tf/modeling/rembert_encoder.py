@@ -189,9 +189,13 @@ class RemBertEncoder(tf_keras.layers.Layer):
     x = embeddings
     last = len(self._transformer_layers) - 1
     for i, layer in enumerate(self._transformer_layers):
-      output_range = self._output_range if i == last else None
-      x = layer([x, attention_mask], output_range=output_range,
-                training=training, layout=layout)
+      # Only the arguments in use: any Model Garden block runs here too.
+      options = {}
+      if i == last and self._output_range is not None:
+        options["output_range"] = self._output_range
+      if layout is not None:
+        options["layout"] = layout
+      x = layer([x, attention_mask], training=training, **options)
       encoder_outputs.append(x)
     if layout is not None:  # zeros at padded positions
       encoder_outputs = [
