@@ -98,7 +98,7 @@ class ProjectionDense(tf_keras.layers.Layer):
 
   def call(self, inputs):
     rows = tf.reshape(inputs, [-1, self.input_size])
-    outputs = tf.nn.bias_add(tf.matmul(rows, self.flat_kernel()),
+    outputs = tf.nn.bias_add(matmul(rows, self.flat_kernel()),
                              self.flat_bias())
     if inputs.shape.rank == 2:
       return outputs
@@ -115,3 +115,30 @@ class ProjectionDense(tf_keras.layers.Layer):
         bias_initializer=tf_keras.initializers.serialize(
             self._bias_initializer))
     return config
+
+
+def matmul(rows: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
+  """rows @ kernel, whose kernel gradient is computed in the faster
+  orientation.
+
+  TensorFlow's MatMul gradient computes the kernel gradient [in, out] as
+  rows^T @ grad. On oneDNN that GEMM is markedly slower when in > out (the
+  FFN output projection, [4 x hidden, hidden]: measured 25% slower on this
+  project's CPUs than the same product computed as (grad^T @ rows)^T, whose
+  output has the smaller dimension first; the transpose of the small kernel
+  gradient is cheap). Same products and sums, so the gradient agrees to float
+  rounding; XLA compiles both to one dot.
+  """
+  if kernel.shape[0] is None or kernel.shape[1] is None or (
+      kernel.shape[0] <= kernel.shape[1]):
+    return tf.matmul(rows, kernel)
+
+  @tf.custom_gradient
+  def product(rows, kernel):
+    def grad(dy):
+      return (tf.matmul(dy, kernel, transpose_b=True),
+              tf.transpose(tf.matmul(dy, rows, transpose_a=True)))
+    return tf.matmul(rows, kernel), grad
+
+  return product(rows, kernel)
+
