@@ -13,6 +13,12 @@ use, on a fixed synthetic batch after compilation and warm-up:
   rembert_tf: the span type's model (`models.BertSpanLabeler`); peers: `TFRemBertForQuestionAnswering`
   and `RemBertForQuestionAnswering`.
 
+The rembert_tf model is the one fine-tuning trains (`XtremeTask.build_model`
+for the task type and XLA setting): for classification the last block runs
+at [CLS] only (the encoder's `output_range`), and without XLA the row-wise
+work runs on the real tokens only (`remove_padding`). The synthetic batches
+have lengths uniform in [seq/2, seq] (25% padding) for every contender.
+
 rembert_tf and Hugging Face TF use the same step function: one `tf.function`
 with Model Garden's AdamW (`adamw`, weight decay 0.01 except LayerNorm and
 biases, epsilon 1e-6, global-norm clipping at 1.0, linear warm-up then

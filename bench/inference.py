@@ -4,12 +4,14 @@ rembert_tf: an encoder of the reference config is written as a checkpoint
 directory, exported with `rembert_tf.export.export_encoder` (the TF-Hub BERT
 encoder SavedModel) and loaded back with `tf.saved_model.load`; the timed call
 is the loaded `serving_default` signature (sequence_output, pooled_output,
-default and the stacked per-layer encoder_outputs). `mixed_bfloat16`:
+default and the stacked per-layer encoder_outputs; it computes the real
+tokens only, see rembert_tf/modeling/padding_removal.py). `mixed_bfloat16`:
 `export_encoder` always exports float32, so that row saves the same export
 model (`encoder_export.build_export_model` + `serving_signature`) built under
 the mixed policy. `--xla on` also times the float32 SavedModel's callable
-inside `tf.function(jit_compile=True)`, which shows the export compiles with
-XLA.
+inside `tf.function(jit_compile=True)` (the padded computation with static
+shapes), which shows the export compiles with XLA. The batch's lengths are
+uniform in [seq/2, seq] (25% padding), as in bench/finetune_step.py.
 
 Peers at the same config, inference mode: Hugging Face `TFRemBertModel`
 called inside a `tf.function` with the same input signature (what its

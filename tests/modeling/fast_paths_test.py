@@ -14,6 +14,7 @@ import tf_keras
 
 from rembert_tf.finetuning import xtreme_task
 from rembert_tf.modeling import padding_removal
+from rembert_tf.modeling import projection_dense
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import transformer_block
@@ -280,3 +281,17 @@ def test_classification_model_is_built_at_cls_with_equal_logits_and_gradients(
   logits, grads = logits_and_grads(model)
   np.testing.assert_allclose(logits, expected, atol=2e-6)
   assert_same_gradients(expected_grads, grads)
+
+
+def test_wide_in_projection_gradient_equals_matmul_autodiff():
+  rows = tf.random.normal([6, 12], seed=4)
+  kernel = tf.random.normal([12, 5], seed=5)   # in > out: the custom gradient
+  weights = tf.random.normal([6, 5], seed=6)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch([rows, kernel])
+    ours = tf.reduce_sum(projection_dense.matmul(rows, kernel) * weights)
+    reference = tf.reduce_sum(tf.matmul(rows, kernel) * weights)
+  np.testing.assert_allclose(ours, reference, rtol=1e-6)
+  for ours_grad, reference_grad in zip(tape.gradient(ours, [rows, kernel]),
+                                       tape.gradient(reference, [rows, kernel])):
+    np.testing.assert_allclose(ours_grad, reference_grad, atol=1e-5)
