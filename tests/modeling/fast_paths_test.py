@@ -295,3 +295,14 @@ def test_wide_in_projection_gradient_equals_matmul_autodiff():
   for ours_grad, reference_grad in zip(tape.gradient(ours, [rows, kernel]),
                                        tape.gradient(reference, [rows, kernel])):
     np.testing.assert_allclose(ours_grad, reference_grad, atol=1e-5)
+
+
+def test_remove_padding_on_a_batch_without_real_tokens():
+  """Evaluation pads its last batch with all-zero dummy records."""
+  cfg = tiny_config()
+  encoder = rembert_encoder.build_encoder(cfg, remove_padding=True)
+  inputs = encoder_inputs(cfg, lengths=(0, 0, 0))
+  for training in (False, True):
+    outputs = encoder(inputs, training=training)
+    assert np.all(np.asarray(outputs["sequence_output"]) == 0)
+    assert outputs["pooled_output"].shape == (3, cfg.hidden_size)
