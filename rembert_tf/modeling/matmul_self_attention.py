@@ -98,7 +98,8 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
     Args:
       inputs: [batch, seq, hidden]; with `layout`, the packed [rows, hidden]
         rows of `padding_removal.TokenLayout` instead.
-      attention_mask: [batch, seq, seq] (1 = attend) or None.
+      attention_mask: [batch, seq, seq] (1 = attend), [batch, 1, seq] (the
+        same keys for every query) or None.
       training: dropout on the probabilities, fused softmax kernel.
       output_range: queries at the first `output_range` positions only (keys
         and values still at every position), as Model Garden's block's

@@ -182,9 +182,12 @@ class RemBertEncoder(tf_keras.layers.Layer):
           mask, bucketed=training is not None and training is not False)
 
     embeddings = self._embed(word_ids, type_ids, layout, training)
-    # [batch, seq, seq] from the mask alone (the embeddings may be packed).
+    # [batch, 1, seq]: which keys each example attends to, broadcast over
+    # queries by the attention (not a [batch, seq, seq] copy per query, and
+    # so [batch, 1, 1, seq] mask arithmetic per layer instead of
+    # [batch, 1, seq, seq]); from the mask alone, the embeddings may be packed.
     attention_mask = self._attention_mask_layer(
-        tf.cast(mask, embeddings.dtype), mask)
+        tf.cast(mask, embeddings.dtype)[:, :1], mask)
     encoder_outputs = []
     x = embeddings
     last = len(self._transformer_layers) - 1

@@ -62,7 +62,8 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
   """Post-LayerNorm Transformer encoder block (BERT layout).
 
   Call it on `[inputs, attention_mask]` ([batch, seq, hidden] and [batch, seq,
-  seq] with 1 = attend) or on `inputs` alone; returns [batch, seq, hidden].
+  seq] with 1 = attend, or [batch, 1, seq] for the same keys at every query)
+  or on `inputs` alone; returns [batch, seq, hidden].
   """
 
   def __init__(self, num_attention_heads, inner_dim, inner_activation,
