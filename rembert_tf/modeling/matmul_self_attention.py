@@ -115,7 +115,8 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
       batch, seq = layout.batch_size, layout.seq_length
       rows = inputs
     if output_range:
-      padded = inputs if layout is None else layout.unpack(inputs, real_only=True)
+      padded = (inputs if layout is None
+                else layout.unpack(inputs, real_only=True))
       query_rows = tf.reshape(padded[:, :output_range, :],
                               [-1, inputs.shape[-1]])
       query = self._split_heads(self._project(query_rows, ("query",)),

@@ -169,7 +169,8 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
         input_tensor, attention_mask=attention_mask, training=training,
         output_range=output_range, layout=layout)
     if output_range:
-      padded = input_tensor if layout is None else layout.unpack(input_tensor, real_only=True)
+      padded = (input_tensor if layout is None
+                else layout.unpack(input_tensor, real_only=True))
       query_tensor = padded[:, :output_range, :]
     elif layout is None:
       query_tensor = input_tensor
