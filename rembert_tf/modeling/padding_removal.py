@@ -28,11 +28,11 @@ encoders have no such mode).
 
 Example:
 ```python
-layout = TokenLayout.from_mask(tf.constant([[1, 1, 0], [1, 0, 0]]))
-rows = layout.pack(tf.random.normal([2, 3, 8]))   # [4, 8]: 3 real + 1 filler
-TokenLayout.from_mask(tf.constant([[1, 1, 0], [1, 0, 0]]), bucketed=False)
-                                                  # 3 rows: the real tokens
-padded = layout.unpack(rows)                      # [2, 3, 8]
+mask = tf.constant(np.arange(64) < np.array([[40], [3]]), tf.int32)  # [2, 64]
+layout = TokenLayout.from_mask(mask)             # training: 48 rows in buckets
+layout = TokenLayout.from_mask(mask, bucketed=False)   # 43 rows: real tokens
+rows = layout.pack(tf.random.normal([2, 64, 8]))  # [43, 8]
+padded = layout.unpack(rows)                      # [2, 64, 8] for attention
 outputs = layout.unpack(rows, real_only=True)     # zeros at padded positions
 # Examples without any real token have no row: their outputs are zeros.
 ```
