@@ -180,8 +180,9 @@ class FinetuneRecipe:
   num_train_epochs: float = 2.0
   train_batch_size: int = 32
   seq_length: int = 64
-  # English rows of the word table would move away from their translations.
-  freeze_input_embeddings: bool = True
+  # Measured on the demo (seed 0): frozen input embeddings lowered the
+  # pre-trained encoder's zero-shot mean and raised the random one's.
+  freeze_input_embeddings: bool = False
   # Without XLA: faster on CPU for this model (and no compilation).
   jit_compile: bool = False
 
