@@ -70,6 +70,9 @@ flags.DEFINE_integer("checkpoint_interval", 1000, "Checkpoint every N steps "
                      "(a killed sweep resumes from there).")
 flags.DEFINE_bool("jit_compile", True, "Compile the training and prediction "
                   "steps with XLA (as pre-training's task.jit_compile).")
+flags.DEFINE_bool("freeze_input_embeddings", False, "Keep the encoder's input "
+                  "embeddings (word, position, type, projection) at their "
+                  "pre-trained values (zero-shot transfer from English).")
 flags.DEFINE_bool("keep_checkpoints", False, "Keep each finished run's last "
                   "checkpoint (default: removed once its predictions exist).")
 flags.DEFINE_bool("allow_sp_model_mismatch", False, "Fine-tune even when the "
@@ -123,6 +126,7 @@ def _finetuning_arguments():
       checkpoint_interval=FLAGS.checkpoint_interval,
       jit_compile=FLAGS.jit_compile, deterministic=FLAGS.deterministic,
       keep_checkpoints=FLAGS.keep_checkpoints,
+      freeze_input_embeddings=FLAGS.freeze_input_embeddings,
       allow_sp_model_mismatch=FLAGS.allow_sp_model_mismatch)
 
 

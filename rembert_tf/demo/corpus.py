@@ -11,12 +11,13 @@ the cross-lingual material of real multilingual corpora:
   off its translation (translation language modelling);
 - **code-switched** (`code_switched_fraction`): each sentence follows the
   grammar of the language or of English, and each of its content words
-  (noun, verb, adjective, place, time, manner) is written in the other
-  language with probability `switch_probability`; function words (articles,
-  negation, case markers, auxiliaries) stay in the sentence's own language,
-  as they do in real code-switching. A word then appears where its
-  translation does, which ties the two forms together, and the function
-  words of both languages appear next to the same content words;
+  (noun, verb, adjective, place, time, manner), its negation and its
+  locative preposition (`lexicon.FUNCTION_WORDS`) is written in the other
+  language with probability `switch_probability`; the other function words
+  (articles, case markers, auxiliaries) stay in the sentence's own
+  language. A word then appears where its translation does, which ties the
+  two forms together, and the function words of both languages appear next
+  to the same content words;
 - **monolingual**: the rest.
 
 Every language also shares digits, the protagonists' Latin-script names and
@@ -109,8 +110,8 @@ def sample_parallel_document(rng: random.Random, lang: str,
   return lines
 
 
-def content_keys(frame: grammar.Frame) -> List[str]:
-  """The concept keys of a frame's content words (what code-switching swaps)."""
+def switchable_keys(frame: grammar.Frame) -> List[str]:
+  """The keys code-switching may swap: content words, negation, preposition."""
   keys = ["v:" + frame.verb]
   for noun in (frame.subject, frame.object):
     if noun is not None and noun not in lx.NAME_GENDER:
@@ -120,6 +121,10 @@ def content_keys(frame: grammar.Frame) -> List[str]:
                       ("t", frame.time), ("m", frame.manner)):
     if value is not None:
       keys.append(f"{kind}:{value}")
+  if frame.negated:
+    keys.append("f:not_" + frame.tense)
+  if frame.location is not None:
+    keys.append("f:in")
   return keys
 
 
@@ -131,12 +136,13 @@ def sample_code_switched_document(rng: random.Random, lang: str,
 
   Each sentence follows the grammar of `lang` or of English (one or the
   other at random, as bilingual writers alternate) and writes each of its
-  content words in the other language with probability `switch_probability`.
+  `switchable_keys` in the other language with probability
+  `switch_probability`.
   """
   host, english = lx.lexicon(lang), lx.lexicon("en")
   lines = []
   for frame in sample_document_frames(rng, num_sentences):
-    keys = [k for k in content_keys(frame) if rng.random() < switch_probability]
+    keys = [k for k in switchable_keys(frame) if rng.random() < switch_probability]
     if rng.random() < 0.5:
       lines.append(grammar.render(frame, lang, host.switched(keys)))
     else:

@@ -89,6 +89,10 @@ def _check_frame(frame: Frame):
                      " object.")
 
 
+def _negation(frame: Frame, lex: lx.Lexicon) -> str:
+  return lex.function_word("f:not_" + frame.tense)
+
+
 def _en(frame: Frame, lex: lx.Lexicon) -> List[str]:
   def word(key, english):  # English inflection, or a borrowed bare stem.
     return english if lex.is_english(key) else lex.form(key)
@@ -111,12 +115,13 @@ def _en(frame: Frame, lex: lx.Lexicon) -> List[str]:
   base, third, past, _, _, _ = lx.VERBS[frame.verb]
   verb_key = "v:" + frame.verb
   base = word(verb_key, base)
+  negation = lex.function_word("f:not_" + frame.tense)
   if frame.tense == "past":
-    verb = ["did", "not", base] if frame.negated else [word(verb_key, past)]
+    verb = ["did", negation, base] if frame.negated else [word(verb_key, past)]
   elif frame.tense == "future":
-    verb = ["will", "not", base] if frame.negated else ["will", base]
+    verb = ["will", negation, base] if frame.negated else ["will", base]
   else:
-    verb = ["does", "not", base] if frame.negated else [word(verb_key, third)]
+    verb = ["does", negation, base] if frame.negated else [word(verb_key, third)]
   words = []
   if frame.time:
     words += word("t:" + frame.time, lx.TIMES[frame.time][1]).split()
@@ -128,7 +133,7 @@ def _en(frame: Frame, lex: lx.Lexicon) -> List[str]:
   if frame.manner:
     words.append(word("m:" + frame.manner, lx.MANNERS[frame.manner]))
   if frame.location:
-    words += ["in", "the", word("p:" + frame.location,
+    words += [lex.function_word("f:in"), "the", word("p:" + frame.location,
                                 lx.PLACES[frame.location][0])]
   return words
 
@@ -153,13 +158,13 @@ def _es(frame: Frame, lex: lx.Lexicon) -> List[str]:
       "past": "ó", "present": "a", "future": "ará"}[frame.tense])
   words = [lex.form("t:" + frame.time)] if frame.time else []
   words += np(frame.subject, frame.subject_adjective, frame.subject_definite, 1)
-  words += (["no"] if frame.negated else []) + [verb]
+  words += ([_negation(frame, lex)] if frame.negated else []) + [verb]
   if frame.object:
     words += np(frame.object, frame.object_adjective, frame.object_definite,
                 frame.object_count)
   if frame.location:
     g = lx.gender(frame.location)
-    words += ["en", "lo" if g == "m" else "la",
+    words += [lex.function_word("f:in"), "lo" if g == "m" else "la",
               lex.form("p:" + frame.location, suffix="o" if g == "m" else "a")]
   if frame.manner:
     words.append(lex.form("m:" + frame.manner, suffix="mente"))
@@ -198,14 +203,15 @@ def _ru(frame: Frame, lex: lx.Lexicon) -> List[str]:
   else:
     verb = [lex.form(verb_key, suffix="ет")]
   if frame.negated:
-    verb = ["не"] + verb
+    verb = [_negation(frame, lex)] + verb
   words = [lex.form("t:" + frame.time)] if frame.time else []
   words += np(frame.subject, frame.subject_adjective, "nom", 1) + verb
   if frame.object:
     words += np(frame.object, frame.object_adjective, "acc", frame.object_count)
   if frame.location:
     ending = "е" if lx.gender(frame.location) == "m" else "и"
-    words += ["в", lex.form("p:" + frame.location, suffix=ending)]
+    words += [lex.function_word("f:in"),
+              lex.form("p:" + frame.location, suffix=ending)]
   if frame.manner:
     words.append(lex.form("m:" + frame.manner, suffix="о"))
   return words
@@ -235,7 +241,7 @@ def _el(frame: Frame, lex: lx.Lexicon) -> List[str]:
           "present": [lex.form(verb_key, suffix="ει")],
           "future": ["θα", lex.form(verb_key, suffix="ει")]}[frame.tense]
   if frame.negated:
-    verb = ["δεν"] + verb
+    verb = [_negation(frame, lex)] + verb
   words = [lex.form("t:" + frame.time)] if frame.time else []
   words += np(frame.subject, frame.subject_adjective, "nom",
               frame.subject_definite, 1) + verb
@@ -244,7 +250,7 @@ def _el(frame: Frame, lex: lx.Lexicon) -> List[str]:
                 frame.object_definite, frame.object_count)
   if frame.location:
     g = lx.gender(frame.location)
-    words += ["στο" if g == "m" else "στη",
+    words += [lex.function_word("f:in", "στο" if g == "m" else "στη"),
               lex.form("p:" + frame.location, suffix="ο" if g == "m" else "α")]
   if frame.manner:
     words.append(lex.form("m:" + frame.manner, suffix="ως"))
@@ -267,8 +273,7 @@ def _ar(frame: Frame, lex: lx.Lexicon) -> List[str]:
   person = "ي" if lx.gender(frame.subject) == "m" else "ت"
   present = lex.form(verb_key, prefix=person)
   if frame.negated:
-    verb = {"past": ["لم", present], "present": ["لا", present],
-            "future": ["لن", present]}[frame.tense]
+    verb = [_negation(frame, lex), present]
   else:
     verb = {"past": [lex.form(verb_key, suffix="" if person == "ي" else "ت")],
             "present": [present],
@@ -280,7 +285,8 @@ def _ar(frame: Frame, lex: lx.Lexicon) -> List[str]:
     words += np(frame.object, frame.object_adjective, frame.object_definite,
                 frame.object_count)
   if frame.location:
-    words += ["في", lex.form("p:" + frame.location, prefix="ال")]
+    words += [lex.function_word("f:in"),
+              lex.form("p:" + frame.location, prefix="ال")]
   if frame.manner:
     words.append(lex.form("m:" + frame.manner, suffix="اً"))
   return words
@@ -307,7 +313,7 @@ def _hi(frame: Frame, lex: lx.Lexicon) -> List[str]:
   if frame.tense == "present":
     verb.append("है")
   if frame.negated:
-    verb = ["नहीं"] + verb
+    verb = [_negation(frame, lex)] + verb
     if frame.tense == "present":
       verb = verb[:-1]  # "nahin" drops the auxiliary.
   words = [lex.form("t:" + frame.time)] if frame.time else []
@@ -315,7 +321,8 @@ def _hi(frame: Frame, lex: lx.Lexicon) -> List[str]:
   if frame.tense == "past" and frame.object:
     words.append("ने")
   if frame.location:
-    words += [lex.form("p:" + frame.location, suffix="ा"), "में"]
+    words += [lex.form("p:" + frame.location, suffix="ा"),
+              lex.function_word("f:in")]
   if frame.object:
     words += np(frame.object, frame.object_adjective, frame.object_count)
     if lx.noun_class(frame.object) in lx.ANIMATE:
@@ -344,15 +351,15 @@ def _zh(frame: Frame, lex: lx.Lexicon) -> List[str]:
     return words + [lex.form("n:" + key)]
   stem = lex.form("v:" + frame.verb)
   if frame.negated:
-    verb = {"past": ["没", stem], "present": ["不", stem],
-            "future": ["不", "会", stem]}[frame.tense]
+    verb = ([_negation(frame, lex), "会", stem] if frame.tense == "future"
+            else [_negation(frame, lex), stem])
   else:
     verb = {"past": [stem, "了"], "present": [stem],
             "future": ["会", stem]}[frame.tense]
   words = [lex.form("t:" + frame.time)] if frame.time else []
   words += np(frame.subject, frame.subject_adjective, frame.subject_definite, 1)
   if frame.location:
-    words += ["在", lex.form("p:" + frame.location)]
+    words += [lex.function_word("f:in"), lex.form("p:" + frame.location)]
   if frame.manner:
     words += [lex.form("m:" + frame.manner), "地"]
   words += verb

@@ -11,7 +11,8 @@ languages is shared here too, and only that:
 - loanwords (`LOANWORDS`): a few concepts whose English form every language
   uses, unchanged and in Latin script, like "pizza", "radio" or "hotel";
 - code-switching: `Lexicon.switched(keys)` is a language's lexicon in which
-  the given concepts take their English form (a bilingual writer's English
+  the given concepts (and function words, `FUNCTION_WORDS`: the negation and
+  the locative preposition) take their English form (a bilingual writer's English
   words inside a sentence of the other language), and
   `lexicon("en").borrowing(lang, keys)` the English lexicon with those
   concepts in `lang`'s words (the other way round).
@@ -34,7 +35,7 @@ lexicon.english_form("t:last_night")  # 'last night'
 import functools
 import random
 import zlib
-from typing import Dict, FrozenSet, Iterable, Tuple
+from typing import Dict, FrozenSet, Iterable, Optional, Tuple
 
 LANGUAGES = ("en", "es", "ru", "el", "ar", "hi", "zh")
 LANGUAGE_SCRIPTS = {"en": "Latin", "es": "Latin", "ru": "Cyrillic",
@@ -200,6 +201,25 @@ LOANWORDS: FrozenSet[str] = frozenset(
     {"n:pizza", "n:tomato", "n:radio", "n:piano", "p:hotel"})
 
 
+# Function words that code-switching swaps too (`f:` keys): the negation
+# (by tense: Arabic and Chinese negate each tense with another word) and the
+# locative preposition. Their forms are fixed per language (the grammars use
+# them); English writes "not" and "in". A bilingual writer's "not" inside a
+# Russian clause puts it where "не" stands, which ties the two together: the
+# languages' negations are what an NLI classifier needs most.
+FUNCTION_WORDS = {
+    "f:not_past": {"en": "not", "es": "no", "ru": "не", "el": "δεν",
+                   "ar": "لم", "hi": "नहीं", "zh": "没"},
+    "f:not_present": {"en": "not", "es": "no", "ru": "не", "el": "δεν",
+                      "ar": "لا", "hi": "नहीं", "zh": "不"},
+    "f:not_future": {"en": "not", "es": "no", "ru": "не", "el": "δεν",
+                     "ar": "لن", "hi": "नहीं", "zh": "不"},
+    "f:in": {"en": "in", "es": "en", "ru": "в", "el": "στο", "ar": "في",
+             "hi": "में", "zh": "在"},
+}
+FUNCTION_KEYS: FrozenSet[str] = frozenset(FUNCTION_WORDS)
+
+
 def concepts() -> Dict[str, Tuple[str, ...]]:
   """Concept names by kind (nouns, places, times, manners, adjectives, verbs, names)."""
   return {"nouns": tuple(NOUNS), "places": tuple(PLACES),
@@ -230,6 +250,8 @@ def english_form(key: str) -> str:
     return ADJECTIVES[name][0]
   if kind == "v":
     return VERBS[name][0]
+  if key in FUNCTION_WORDS:
+    return FUNCTION_WORDS[key]["en"]
   raise KeyError(f"unknown concept key {key!r}; see concept_keys().")
 
 
@@ -332,6 +354,18 @@ class Lexicon:
       return self._stems[key]
     return prefix + self._stems[key] + suffix
 
+  def function_word(self, key: str, native: Optional[str] = None) -> str:
+    """The function word `key` (`FUNCTION_KEYS`) as this lexicon writes it.
+
+    `native`: the host language's own form where its grammar inflects it
+    (Greek "στο" / "στη"); default the `FUNCTION_WORDS` form.
+    """
+    if self.is_english(key):
+      return english_form(key)
+    if self.lang == "en":  # borrowed from the donor language
+      return self._stems[key]
+    return native if native is not None else FUNCTION_WORDS[key][self.lang]
+
   def switched(self, keys: Iterable[str]) -> "Lexicon":
     """This lexicon with `keys` written in English too (code-switching)."""
     return Lexicon(self.lang, self._stems, self._english | frozenset(keys))
@@ -351,5 +385,7 @@ def lexicon(lang: str) -> Lexicon:
     raise ValueError(f"unknown demo language {lang!r}; choose from "
                      f"{', '.join(LANGUAGES)}.")
   if lang == "en":
-    return Lexicon(lang, {}, frozenset(concept_keys()))
-  return Lexicon(lang, _invent_stems(lang))
+    return Lexicon(lang, {}, frozenset(concept_keys()) | FUNCTION_KEYS)
+  stems = _invent_stems(lang)
+  stems.update({key: forms[lang] for key, forms in FUNCTION_WORDS.items()})
+  return Lexicon(lang, stems)

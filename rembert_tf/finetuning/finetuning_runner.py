@@ -106,6 +106,7 @@ class FinetuningConfig(hyperparams.Config):
   jit_compile: bool = True
   deterministic: bool = False
   keep_checkpoints: bool = False
+  freeze_input_embeddings: bool = False
   n_best_size: int = 20
   max_answer_length: int = 30
 
@@ -162,6 +163,7 @@ def experiment_config(meta: Dict, records_dir: str, model_config,
   task = xtreme_task.XtremeTaskConfig(
       model=model_config, task_type=meta["task_type"],
       num_labels=max(len(meta["labels"]), 1), jit_compile=config.jit_compile,
+      freeze_input_embeddings=config.freeze_input_embeddings,
       train_data=xtreme_task.XtremeDataConfig(
           input_path=fileio.join(records_dir, train_file),
           global_batch_size=config.train_batch_size,
@@ -685,6 +687,7 @@ def run_finetuning(task: str,
                    jit_compile: bool = True,
                    deterministic: bool = False,
                    keep_checkpoints: bool = False,
+                   freeze_input_embeddings: bool = False,
                    allow_sp_model_mismatch: bool = False,
                    progress=print) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
@@ -718,7 +721,8 @@ def run_finetuning(task: str,
       eval_batch_size=eval_batch_size, seed=seed,
       steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
       jit_compile=jit_compile, deterministic=deterministic,
-      keep_checkpoints=keep_checkpoints)
+      keep_checkpoints=keep_checkpoints,
+      freeze_input_embeddings=freeze_input_embeddings)
   with _process_settings(mixed_precision, deterministic), sigterm_flag() as stop:
     strategy_obj = distribution_strategy or make_strategy(strategy, tpu)
     model_cfg, restore_encoder, source = encoder_source(

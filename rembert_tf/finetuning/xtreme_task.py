@@ -73,6 +73,9 @@ class XtremeTaskConfig(cfg.TaskConfig):
     num_labels: Classes (classification) or tags (tagging).
     train_data: The English training records.
     jit_compile: Compile forward + backward (and prediction) with XLA.
+    freeze_input_embeddings: Keep the encoder's input embeddings (word,
+      position, type, their LayerNorm and projection) at their pre-trained
+      values; for zero-shot transfer from English.
   """
   model: rembert_config.RemBertConfig = dataclasses.field(
       default_factory=rembert_config.RemBertConfig)
@@ -81,6 +84,7 @@ class XtremeTaskConfig(cfg.TaskConfig):
   train_data: XtremeDataConfig = dataclasses.field(
       default_factory=XtremeDataConfig)
   jit_compile: bool = True
+  freeze_input_embeddings: bool = False
 
 
 def _sum_over_replicas(values):
@@ -159,6 +163,9 @@ class XtremeTask(base_task.Task):
     model = self.kind.build_head(encoder, max(self.task_config.num_labels, 1),
                                  model_config.hidden_dropout_prob, initializer)
     model.rembert_encoder = encoder
+    if self.task_config.freeze_input_embeddings:
+      for layer in encoder.input_embedding_layers():
+        layer.trainable = False
     if tf_keras.backend.experimental.is_tf_random_generator_enabled():
       init_random_generators(model)
     return model

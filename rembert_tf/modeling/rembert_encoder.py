@@ -33,7 +33,7 @@ outputs["pooled_output"].shape     # [2, 128]
 len(outputs["encoder_outputs"])    # 2, one per Transformer block
 ```
 """
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 import tf_keras
@@ -159,6 +159,19 @@ class RemBertEncoder(tf_keras.layers.Layer):
         input_word_ids=tf_keras.Input(shape=(None,), dtype=tf.int32),
         input_mask=tf_keras.Input(shape=(None,), dtype=tf.int32),
         input_type_ids=tf_keras.Input(shape=(None,), dtype=tf.int32))
+
+  def input_embedding_layers(self) -> List[tf_keras.layers.Layer]:
+    """The layers up to the first Transformer block (word, position and type
+    embeddings, their LayerNorm, the E_in -> hidden projection).
+
+    Fine-tuning can freeze them (`--freeze_input_embeddings`) to keep the
+    pre-trained alignment of the languages' words: English fine-tuning data
+    moves only English rows of the word table, away from their translations.
+    """
+    return [layer for layer in (
+        self._embedding_layer, self._position_embedding_layer,
+        self._type_embedding_layer, self._embedding_norm_layer,
+        self._embedding_projection) if layer is not None]
 
   def call(self, inputs: Dict[str, tf.Tensor], training=None,
            remove_padding: Optional[bool] = None):

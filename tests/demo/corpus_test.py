@@ -44,23 +44,31 @@ def test_loanwords_and_names_are_latin_in_every_language():
     assert _scripts(sentence) == {script, "LATIN"}, sentence
 
 
-def test_code_switching_writes_content_words_in_english_and_keeps_function_words():
+def test_code_switching_swaps_content_words_negation_and_preposition():
   frame = grammar.Frame(subject="cat", verb="eat", object="apple",
-                        tense="future", negated=True)
-  keys = corpus.content_keys(frame)
-  assert keys == ["v:eat", "n:cat", "n:apple"]
-  switched = lexicon.lexicon("ru").switched(keys)
-  sentence = grammar.render(frame, "ru", switched)
+                        tense="future", negated=True, location="river")
+  keys = corpus.switchable_keys(frame)
+  assert keys == ["v:eat", "n:cat", "n:apple", "p:river", "f:not_future", "f:in"]
+  content = [k for k in keys if not k.startswith("f:")]
+  sentence = grammar.render(frame, "ru", lexicon.lexicon("ru").switched(content))
   assert sentence.split()[:4] == ["Cat", "не", "будет", "eat"]  # host negation
   assert "apple" in sentence and _scripts(sentence) == {"LATIN", "CYRILLIC"}
+  # The negation and the preposition switch too, in the host's word order.
+  sentence = grammar.render(frame, "ru", lexicon.lexicon("ru").switched(keys))
+  assert sentence == "Cat not будет eat apple in river."
   # The plain lexicon is untouched by switching.
   assert _scripts(grammar.render(frame, "ru")) == {"CYRILLIC"}
-  # The other way round: English grammar, Russian content words.
+  # The other way round: English grammar, Russian words (negation included).
   borrowed = lexicon.lexicon("en").borrowing("ru", keys)
-  english = grammar.render(frame, "en", borrowed)
-  assert english.split()[:4] == ["The", lexicon.lexicon("ru").form("n:cat"),
-                                 "will", "not"]
-  assert _scripts(english) == {"LATIN", "CYRILLIC"}
+  english = grammar.render(frame, "en", borrowed).split()
+  assert english[:4] == ["The", lexicon.lexicon("ru").form("n:cat"), "will", "не"]
+  assert english[-3:-1] == ["в", "the"]
+  # Arabic negates each tense with its own word; each is one switchable key.
+  for tense, word in (("past", "لم"), ("present", "لا"), ("future", "لن")):
+    negated = frame.replace(tense=tense)
+    assert word in grammar.render(negated, "ar").split()
+    assert "not" in grammar.render(
+        negated, "ar", lexicon.lexicon("ar").switched(["f:not_" + tense])).split()
   # Every content word switched: Hindi sentences with English words only
   # ("bear swim।") and English sentences with Hindi words only.
   document = corpus.sample_code_switched_document(random.Random(2), "hi", 1.0,

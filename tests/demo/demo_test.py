@@ -23,7 +23,7 @@ CHANCE = 100.0 / len(nli.NLI_LABELS)
 MLM_RATIO = 1.5
 ENGLISH_MARGIN = 15.0  # points above chance (measured: 31)
 SMALL = runner.DemoSettings(
-    seed=0, train_steps=600, corpus_megabytes=1.0, heldout_megabytes=0.1,
+    seed=0, train_steps=600, corpus_megabytes=2.0, heldout_megabytes=0.1,
     num_workers=1, random_init_baseline=False,
     recipe=nli.FinetuneRecipe(num_train=2000, num_dev=150))
 
