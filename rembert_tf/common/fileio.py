@@ -4,9 +4,11 @@ Every module of rembert_tf that reads or writes a path a user gave goes through
 this module. `pathlib`, `open` and `shutil` do not understand `gs://bucket/x`
 (pathlib turns `gs://b/x` into the local path `gs:/b/x`), so a path with a
 scheme (`scheme://...`) goes through `tf.io.gfile`, imported only then. Local
-paths use the operating system directly: the record-creation workers stay free
-of TensorFlow (its import costs seconds per process and is not fork-safe), and
-the behaviour is the same.
+files are read, written, listed and renamed with the operating system directly:
+the record-creation workers, which only do that, stay free of TensorFlow (its
+import costs seconds per process and is not fork-safe). Existence checks and
+tree removal go through `tf.io.gfile` for every path (one implementation of
+their semantics; only parent processes call them).
 
 Writes are atomic: a file is written under a temporary name in its own
 directory (`.NAME.tmp-PID-XXXX`) and renamed over the final name when complete;
@@ -35,7 +37,6 @@ import json
 import os
 import posixpath
 import secrets
-import shutil
 import tempfile
 from typing import Any, Iterator, List, Union
 
@@ -50,6 +51,11 @@ _OLD_TAG = ".old-"
 def _gfile():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.io.gfile
+
+
+def _gfile_errors():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.errors.OpError
 
 
 def as_str(path: PathLike) -> str:
@@ -84,7 +90,7 @@ def basename(path: PathLike) -> str:
 
 def exists(path: PathLike) -> bool:
   path = as_str(path)
-  return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+  return _gfile().exists(path)
 
 
 def isdir(path: PathLike) -> bool:
@@ -93,7 +99,10 @@ def isdir(path: PathLike) -> bool:
 
 
 def isfile(path: PathLike) -> bool:
-  return exists(path) and not isdir(path)
+  path = as_str(path)
+  if is_remote(path):
+    return exists(path) and not isdir(path)
+  return os.path.isfile(path)
 
 
 def makedirs(path: PathLike) -> None:
@@ -139,10 +148,12 @@ def rmtree(path: PathLike) -> None:
     return
   if not isdir(path):
     remove(path)
-  elif is_remote(path):
+    return
+  try:
     _gfile().rmtree(path)
-  else:
-    shutil.rmtree(path, ignore_errors=True)
+  except _gfile_errors():
+    if is_remote(path):  # a local tree is removed best effort
+      raise
 
 
 def rename(src: PathLike, dst: PathLike, overwrite: bool = False) -> None:

@@ -94,16 +94,18 @@ def load_sentencepiece(path) -> spm.SentencePieceProcessor:
       SentencePiece model.
   """
   path = fileio.as_str(path)
-  if not fileio.exists(path):
+  # isdir / isfile, not exists: record-creation workers load the model too,
+  # and these stay on the operating system for local paths (no TensorFlow).
+  if fileio.isdir(path):
+    raise TokenizerError(
+        f"{path} is a directory, not a SentencePiece model; pass the .model "
+        "file inside it (e.g. {}).".format(fileio.join(path, "sentencepiece.model")))
+  if not fileio.isfile(path):
     raise TokenizerError(
         f"SentencePiece model {path} does not exist; train one with "
         "`tools/train_sentencepiece.py --output_dir DIR` (it writes "
         "DIR/sentencepiece.model) or pass the model the checkpoint was "
         "trained with.")
-  if fileio.isdir(path):
-    raise TokenizerError(
-        f"{path} is a directory, not a SentencePiece model; pass the .model "
-        "file inside it (e.g. {}).".format(fileio.join(path, "sentencepiece.model")))
   processor = spm.SentencePieceProcessor()
   try:
     processor.LoadFromSerializedProto(fileio.read_bytes(path))
