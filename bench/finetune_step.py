@@ -268,13 +268,8 @@ def run_worker(spec):
 # === Coordinator side ===
 def row_specs(task, pythons):
   """Every row of one task, in the order they are started and reported."""
-  specs = []
-  for precision in FLAGS.precisions:
-    for xla in FLAGS.xla:
-      specs.append(dict(impl="rembert_tf", precision=precision, xla=xla))
-    for peer in FLAGS.peers:
-      if peer in pythons:
-        specs.append(dict(impl=peer, precision=precision, xla="off"))
+  specs = sidebyside.contender_specs(FLAGS.precisions, FLAGS.xla, FLAGS.peers,
+                                     pythons)
   for spec in specs:
     spec.update(task=task, model=sidebyside.REFERENCE_MODEL,
                 dropout=FLAGS.dropout, warmup_steps=FLAGS.warmup_steps,
@@ -305,15 +300,8 @@ def main(argv):
                                                   FLAGS.row_log_dir),
         FLAGS.rounds, FLAGS.steps)
     rows += sidebyside.rows_from_workers(workers)
-  sidebyside.add_ratios(rows, peers=FLAGS.peers)
-  print(f"load average at end {os.getloadavg()[0]:.1f}")
-  print()
-  print(sidebyside.markdown_table(rows, peers=FLAGS.peers))
-  if FLAGS.json_out:
-    with open(FLAGS.json_out, "w", encoding="utf-8") as f:
-      json.dump(dict(rows=rows, flags=dict(
-          rounds=FLAGS.rounds, steps=FLAGS.steps, dropout=FLAGS.dropout)),
-                f, indent=1)
+  sidebyside.report(rows, FLAGS.peers, FLAGS.json_out, dict(
+      rounds=FLAGS.rounds, steps=FLAGS.steps, dropout=FLAGS.dropout))
 
 
 if __name__ == "__main__":

@@ -173,14 +173,9 @@ def run_worker(spec):
 
 # === Coordinator side ===
 def row_specs(pythons):
-  specs = []
-  for precision in FLAGS.precisions:
-    for xla in FLAGS.xla:
-      if xla == "off" or precision == "float32":
-        specs.append(dict(impl="rembert_tf", precision=precision, xla=xla))
-    for peer in FLAGS.peers:
-      if peer in pythons:
-        specs.append(dict(impl=peer, precision=precision, xla="off"))
+  specs = sidebyside.contender_specs(
+      FLAGS.precisions, FLAGS.xla, FLAGS.peers, pythons,
+      xla_rows=lambda precision: precision == "float32")
   for spec in specs:
     spec.update(task="inference", model=sidebyside.REFERENCE_MODEL,
                 batch_size=FLAGS.batch_size, seq_length=FLAGS.seq_length,
@@ -206,14 +201,8 @@ def main(argv):
       lambda spec: sidebyside.Worker.for_script(__file__, spec, pythons,
                                                 FLAGS.row_log_dir),
       FLAGS.rounds, FLAGS.steps)
-  rows = sidebyside.rows_from_workers(workers)
-  sidebyside.add_ratios(rows, peers=FLAGS.peers)
-  print(f"load average at end {os.getloadavg()[0]:.1f}\n")
-  print(sidebyside.markdown_table(rows, peers=FLAGS.peers))
-  if FLAGS.json_out:
-    with open(FLAGS.json_out, "w", encoding="utf-8") as f:
-      json.dump(dict(rows=rows, flags=dict(rounds=FLAGS.rounds,
-                                           steps=FLAGS.steps)), f, indent=1)
+  sidebyside.report(sidebyside.rows_from_workers(workers), FLAGS.peers,
+                    FLAGS.json_out, dict(rounds=FLAGS.rounds, steps=FLAGS.steps))
 
 
 if __name__ == "__main__":

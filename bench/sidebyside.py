@@ -262,3 +262,32 @@ def markdown_table(rows: List[Dict], peers: Sequence[str]) -> str:
           cells.append(f"{r[key]:.2f}x" if r.get(key) else "")
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines)
+
+
+def report(rows: List[Dict], peers: Sequence[str], json_out: str = "",
+           settings: Optional[Dict] = None) -> None:
+  """Adds the ratios, prints the end load and the table, writes the JSON
+  ({"rows", "flags": settings}) when `json_out` is set."""
+  add_ratios(rows, peers=peers)
+  print(f"load average at end {os.getloadavg()[0]:.1f}\n")
+  print(markdown_table(rows, peers=peers))
+  if json_out:
+    with open(json_out, "w", encoding="utf-8") as f:
+      json.dump(dict(rows=rows, flags=settings or {}), f, indent=1)
+
+
+def contender_specs(precisions: Sequence[str], xla_settings: Sequence[str],
+                    peers: Sequence[str], pythons: Dict,
+                    xla_rows: Callable[[str], bool] = lambda precision: True
+                    ) -> List[Dict]:
+  """The rows to time, per precision: rembert_tf once per XLA setting (with
+  XLA only where `xla_rows(precision)`), then every peer with a Python."""
+  specs = []
+  for precision in precisions:
+    for xla in xla_settings:
+      if xla == "off" or xla_rows(precision):
+        specs.append(dict(impl="rembert_tf", precision=precision, xla=xla))
+    for peer in peers:
+      if peer in pythons:
+        specs.append(dict(impl=peer, precision=precision, xla="off"))
+  return specs
