@@ -79,25 +79,26 @@ def gelu(x: tf.Tensor, approximate: bool = False) -> tf.Tensor:
 
 
 # === residual add + LayerNorm ===
-@tf.function(jit_compile=True)
-def _add_layer_norm_forward(x, residual, gamma, beta, epsilon, noise, rate):
+def _normalized_sum(x, residual, epsilon, noise, rate):
+  """(normalized dropout(x) + residual, 1 / std) in float32; the backward
+  recomputes them instead of keeping them from the forward."""
   total = _dropout(tf.cast(x, tf.float32), noise, rate) + tf.cast(
       residual, tf.float32)
-  mean = tf.reduce_mean(total, axis=-1, keepdims=True)
-  centered = total - mean
+  centered = total - tf.reduce_mean(total, axis=-1, keepdims=True)
   variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
-  return centered * tf.math.rsqrt(variance + epsilon) * gamma + beta
+  inv_std = tf.math.rsqrt(variance + epsilon)
+  return centered * inv_std, inv_std
+
+
+@tf.function(jit_compile=True)
+def _add_layer_norm_forward(x, residual, gamma, beta, epsilon, noise, rate):
+  normalized, _ = _normalized_sum(x, residual, epsilon, noise, rate)
+  return normalized * gamma + beta
 
 
 @tf.function(jit_compile=True)
 def _add_layer_norm_backward(x, residual, gamma, epsilon, noise, rate, dy):
-  total = _dropout(tf.cast(x, tf.float32), noise, rate) + tf.cast(
-      residual, tf.float32)
-  mean = tf.reduce_mean(total, axis=-1, keepdims=True)
-  centered = total - mean
-  variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
-  inv_std = tf.math.rsqrt(variance + epsilon)
-  normalized = centered * inv_std
+  normalized, inv_std = _normalized_sum(x, residual, epsilon, noise, rate)
   dy = tf.cast(dy, tf.float32)
   d_normalized = dy * gamma
   d_total = inv_std * (
