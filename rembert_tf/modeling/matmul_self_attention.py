@@ -114,29 +114,33 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
     else:
       batch, seq = layout.batch_size, layout.seq_length
       rows = inputs
+    # Training scales the scores inside the fused attention kernel; inference
+    # folds the scale into the query projection.
+    scale_query = not training
     if output_range:
       padded = (inputs if layout is None
                 else layout.unpack(inputs, real_only=True))
       query_rows = tf.reshape(padded[:, :output_range, :],
                               [-1, inputs.shape[-1]])
-      query = self._split_heads(self._project(query_rows, ("query",)),
-                                batch, output_range, 1)[0]
+      query = self._split_heads(
+          self._project(query_rows, ("query",), scale_query=scale_query),
+          batch, output_range, 1)[0]
       key, value = self._split_heads(
           self._project(rows, ("key", "value"), layout), batch, seq, 2)
       if attention_mask is not None:
         attention_mask = attention_mask[:, :output_range, :]
     else:
       query, key, value = self._split_heads(
-          self._project(rows, ("query", "key", "value"), layout), batch, seq,
-          3)
-    scores = tf.matmul(query, key, transpose_b=True)        # [B, N, Q, S]
+          self._project(rows, ("query", "key", "value"), layout,
+                        scale_query=scale_query), batch, seq, 3)
     if attention_mask is not None:
       attention_mask = tf.expand_dims(attention_mask, axis=1)
     if training:
-      probs = self._softmax_dropout(scores, attention_mask)
+      context = self._fused_attention(query, key, value, attention_mask)
     else:
+      scores = tf.matmul(query, key, transpose_b=True)      # [B, N, Q, S]
       probs = self._softmax(scores, attention_mask)
-    context = tf.matmul(probs, value)                       # [B, N, Q, D]
+      context = tf.matmul(probs, value)                     # [B, N, Q, D]
     context = tf.transpose(context, [0, 2, 1, 3])           # [B, Q, N, D]
     context = tf.reshape(context, [-1, heads * head_dim])
     if output_range:
@@ -146,17 +150,20 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
       return self._output_dense(layout.pack(context))
     return tf.reshape(self._output_dense(context), tf.shape(inputs))
 
-  def _project(self, rows, names, layout=None):
+  def _project(self, rows, names, layout=None, scale_query=False):
     """One MatMul of the [rows, H] rows by the named projections' kernels
-    side by side -> [B*S, len(names) x W] (unpacked when `layout`)."""
-    # The 1/sqrt(head_dim) scale is folded into the query kernel and bias
-    # ([H, W] and [W], cheap) instead of multiplying the [B, N, S, D] queries.
-    scale = 1.0 / math.sqrt(float(self._key_dim))
+    side by side -> [B*S, len(names) x W] (unpacked when `layout`).
+
+    scale_query: fold the 1/sqrt(head_dim) scale into the query kernel and
+    bias ([H, W] and [W], cheap) instead of multiplying the [B, N, S, D]
+    queries or the scores.
+    """
+    scale = self._scale() if scale_query else 1.0
     denses = dict(query=self._query_dense, key=self._key_dense,
                   value=self._value_dense)
-    kernels = [denses[n].flat_kernel() * scale if n == "query"
+    kernels = [denses[n].flat_kernel() * scale if n == "query" and scale_query
                else denses[n].flat_kernel() for n in names]
-    biases = [denses[n].flat_bias() * scale if n == "query"
+    biases = [denses[n].flat_bias() * scale if n == "query" and scale_query
               else denses[n].flat_bias() for n in names]
     kernel = kernels[0] if len(names) == 1 else tf.concat(kernels, axis=1)
     bias = biases[0] if len(names) == 1 else tf.concat(biases, axis=0)
@@ -174,16 +181,19 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
     projected = tf.transpose(projected, [2, 0, 3, 1, 4])    # [P, B, N, L, D]
     return tf.unstack(projected, num=parts, axis=0)
 
-  def _softmax_dropout(self, scores, attention_mask):
-    """Training path: masked softmax and dropout as one fused kernel."""
+  def _scale(self) -> float:
+    return 1.0 / math.sqrt(float(self._key_dim))
+
+  def _fused_attention(self, query, key, value, attention_mask):
+    """Training path: scores, masked softmax, dropout and context as one
+    fused computation (see fused_kernels.attention)."""
     if attention_mask is None:
-      mask_bias = tf.zeros([], tf.float32)
+      mask_bias = None
     else:  # Keras' Softmax adds the same -1e9 at masked positions.
       mask_bias = (1.0 - tf.cast(attention_mask, tf.float32)) * -1e9
-    noise = (fused_kernels.dropout_noise(scores)
-             if self._dropout > 0 else None)
-    return fused_kernels.masked_softmax_dropout(scores, mask_bias, noise,
-                                                self._dropout)
+    seed = fused_kernels.dropout_seed() if self._dropout > 0 else None
+    return fused_kernels.attention(query, key, value, mask_bias,
+                                   self._scale(), seed, self._dropout)
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
