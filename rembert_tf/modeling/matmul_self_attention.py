@@ -126,13 +126,13 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
           self._project(query_rows, ("query",), scale_query=scale_query),
           batch, output_range, 1)[0]
       key, value = self._split_heads(
-          self._project(rows, ("key", "value"), layout), batch, seq, 2)
+          self._project(rows, ("key", "value")), batch, seq, 2, layout)
       if attention_mask is not None:
         attention_mask = attention_mask[:, :output_range, :]
     else:
       query, key, value = self._split_heads(
-          self._project(rows, ("query", "key", "value"), layout,
-                        scale_query=scale_query), batch, seq, 3)
+          self._project(rows, ("query", "key", "value"),
+                        scale_query=scale_query), batch, seq, 3, layout)
     if attention_mask is not None:
       attention_mask = tf.expand_dims(attention_mask, axis=1)
     if training:
@@ -141,18 +141,19 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
       scores = tf.matmul(query, key, transpose_b=True)      # [B, N, Q, S]
       probs = self._softmax(scores, attention_mask)
       context = tf.matmul(probs, value)                     # [B, N, Q, D]
+    if layout is not None and not output_range:
+      # Heads merged and rows packed by one gather (no transpose).
+      return self._output_dense(layout.pack_heads(context))
     context = tf.transpose(context, [0, 2, 1, 3])           # [B, Q, N, D]
     context = tf.reshape(context, [-1, heads * head_dim])
     if output_range:
       outputs = self._output_dense(context)
       return tf.reshape(outputs, [batch, output_range, outputs.shape[-1]])
-    if layout is not None:
-      return self._output_dense(layout.pack(context))
     return tf.reshape(self._output_dense(context), tf.shape(inputs))
 
-  def _project(self, rows, names, layout=None, scale_query=False):
+  def _project(self, rows, names, scale_query=False):
     """One MatMul of the [rows, H] rows by the named projections' kernels
-    side by side -> [B*S, len(names) x W] (unpacked when `layout`).
+    side by side -> [rows, len(names) x W].
 
     scale_query: fold the 1/sqrt(head_dim) scale into the query kernel and
     bias ([H, W] and [W], cheap) instead of multiplying the [B, N, S, D]
@@ -167,15 +168,14 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
               else denses[n].flat_bias() for n in names]
     kernel = kernels[0] if len(names) == 1 else tf.concat(kernels, axis=1)
     bias = biases[0] if len(names) == 1 else tf.concat(biases, axis=0)
-    projected = tf.nn.bias_add(tf.matmul(rows, kernel), bias)
-    if layout is not None:
-      projected = tf.reshape(layout.unpack(projected),
-                             [-1, projected.shape[-1]])
-    return projected
+    return tf.nn.bias_add(tf.matmul(rows, kernel), bias)
 
-  def _split_heads(self, projected, batch, length, parts):
+  def _split_heads(self, projected, batch, length, parts, layout=None):
     """[B*L, parts x W] -> `parts` tensors [batch, heads, length, head_dim]
-    (one transpose of the [B, L, parts, N, D] view)."""
+    (one transpose of the [B, L, parts, N, D] view); with `layout`, the
+    packed rows unpacked and split by one gather instead."""
+    if layout is not None:
+      return layout.unpack_heads(projected, parts, self._num_heads)
     projected = tf.reshape(
         projected, [batch, length, parts, self._num_heads, self._key_dim])
     projected = tf.transpose(projected, [2, 0, 3, 1, 4])    # [P, B, N, L, D]

@@ -115,6 +115,45 @@ def test_layout_gradients_equal_autodiff_of_gathers():
                              atol=1e-6)
 
 
+@pytest.mark.parametrize("bucketed", [False, True])
+def test_layout_head_gathers_equal_unpack_split_merge_and_pack(bucketed):
+  # 2 examples x 8 positions -> 6 real rows (bucketed: 8, with 2 filler
+  # rows at padding positions); 3 parts x 2 heads x head size 3.
+  mask = tf.constant([[1, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]])
+  layout = padding_removal.TokenLayout.from_mask(mask, bucketed=bucketed)
+  rows = tf.random.normal([int(layout.num_rows), 3 * 2 * 3], seed=1)
+  weights = tf.random.normal([2, 2, 8, 3], seed=2)
+  query_real = tf.reshape(tf.cast(mask, tf.float32), [2, 1, 8, 1])
+
+  def ours(rows):
+    query, key, value = layout.unpack_heads(rows, 3, 2)
+    # Attention-like use: queries only count at real positions, keys and
+    # values are summed over the real positions.
+    mixed = (query * query_real * tf.reduce_sum(key * value * query_real, 2,
+                                                keepdims=True))
+    return layout.pack_heads(tf.sin(mixed) * weights)
+
+  def reference(rows):
+    padded = tf.reshape(layout.unpack(rows), [2, 8, 3, 2, 3])
+    query, key, value = tf.unstack(tf.transpose(padded, [2, 0, 3, 1, 4]))
+    mixed = (query * query_real * tf.reduce_sum(key * value * query_real, 2,
+                                                keepdims=True))
+    merged = tf.transpose(tf.sin(mixed) * weights, [0, 2, 1, 3])
+    return layout.pack(tf.reshape(merged, [2, 8, 6]))
+
+  results = []
+  for fn in (ours, reference):
+    with tf.GradientTape() as tape:
+      tape.watch(rows)
+      out = fn(rows)
+      loss = tf.reduce_sum(out * tf.sin(tf.range(6, dtype=tf.float32)))
+    results.append((out.numpy(), tape.gradient(loss, rows).numpy()))
+  assert results[0][0].shape == (int(layout.num_rows), 6)
+  np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+  np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
+  assert np.abs(results[0][1]).max() > 0.1
+
+
 # === output_range in the block ===
 
 
