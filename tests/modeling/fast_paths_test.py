@@ -90,12 +90,12 @@ def test_layout_packs_real_tokens_in_order_and_unpacks_with_zeros():
   # Bucketed: 8 positions in buckets of 1 -> exactly the 5 real rows; a
   # bigger batch rounds up with padding positions after the real ones.
   assert int(padding_removal.TokenLayout.from_mask(mask).num_rows) == 5
-  big = tf.constant(np.arange(64)[None, :] < np.array([[3], [40]]), tf.int32)
+  big = tf.constant(np.arange(256)[None, :] < np.array([[3], [40]]), tf.int32)
   layout = padding_removal.TokenLayout.from_mask(big)
-  assert int(layout.num_rows) == 48          # 43 real, buckets of 8
+  assert int(layout.num_rows) == 48          # 43 real, buckets of 512 / 64
   np.testing.assert_array_equal(layout.rows[:43],
-                                list(range(3)) + list(range(64, 104)))
-  assert set(layout.rows.numpy()[43:]) <= set(range(3, 64)) | set(range(104, 128))
+                                list(range(3)) + list(range(256, 296)))
+  assert set(layout.rows.numpy()[43:]) <= set(range(3, 256)) | set(range(296, 512))
 
 
 def test_layout_gradients_equal_autodiff_of_gathers():
