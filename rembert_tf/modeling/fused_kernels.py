@@ -82,10 +82,10 @@ def gelu(x: tf.Tensor, approximate: bool = False) -> tf.Tensor:
 
 
 # === residual add + LayerNorm ===
-def _normalized_sum(x, residual, epsilon, seed, rate):
+def _normalized_sum(x, residual, epsilon, keep, rate):
   """(normalized dropout(x) + residual, 1 / std) in float32; the backward
   recomputes them instead of keeping them from the forward."""
-  total = _dropout(tf.cast(x, tf.float32), seed, rate) + tf.cast(
+  total = _apply_keep(tf.cast(x, tf.float32), keep, rate) + tf.cast(
       residual, tf.float32)
   centered = total - tf.reduce_mean(total, axis=-1, keepdims=True)
   variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
@@ -95,13 +95,16 @@ def _normalized_sum(x, residual, epsilon, seed, rate):
 
 @tf.function(jit_compile=True)
 def _add_layer_norm_forward(x, residual, gamma, beta, epsilon, seed, rate):
-  normalized, _ = _normalized_sum(x, residual, epsilon, seed, rate)
-  return normalized * gamma + beta
+  """(output, dropout mask or None). The backward reads the bool mask: XLA
+  would duplicate the hash into each of the backward's loops."""
+  keep = None if seed is None else _keep(tf.shape(x), seed, rate)
+  normalized, _ = _normalized_sum(x, residual, epsilon, keep, rate)
+  return normalized * gamma + beta, keep
 
 
 @tf.function(jit_compile=True)
-def _add_layer_norm_backward(x, residual, gamma, epsilon, seed, rate, dy):
-  normalized, inv_std = _normalized_sum(x, residual, epsilon, seed, rate)
+def _add_layer_norm_backward(x, residual, gamma, epsilon, keep, rate, dy):
+  normalized, inv_std = _normalized_sum(x, residual, epsilon, keep, rate)
   dy = tf.cast(dy, tf.float32)
   d_normalized = dy * gamma
   d_total = inv_std * (
@@ -111,7 +114,7 @@ def _add_layer_norm_backward(x, residual, gamma, epsilon, seed, rate, dy):
                                     keepdims=True))
   d_gamma = tf.reduce_sum(dy * normalized, axis=0)
   d_beta = tf.reduce_sum(dy, axis=0)
-  return (tf.cast(_dropout(d_total, seed, rate), x.dtype),
+  return (tf.cast(_apply_keep(d_total, keep, rate), x.dtype),
           tf.cast(d_total, residual.dtype), d_gamma, d_beta)
 
 
@@ -126,16 +129,20 @@ def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
   differs from that by bfloat16 rounding only); gamma/beta float32 [width];
   seed from `dropout_seed()` (None: no dropout); returns float32.
   """
-
+  if rate == 0:
+    seed = None
   gamma = tf.convert_to_tensor(gamma)  # variables -> values: the gradient
   beta = tf.convert_to_tensor(beta)    # flows back through the read
+
   @tf.custom_gradient
   def fused(x, residual, gamma, beta):
+    outputs, keep = _add_layer_norm_forward(x, residual, gamma, beta, epsilon,
+                                            seed, rate)
+
     def grad(dy):
-      return _add_layer_norm_backward(x, residual, gamma, epsilon, seed,
-                                      rate, dy)
-    return (_add_layer_norm_forward(x, residual, gamma, beta, epsilon, seed,
-                                    rate), grad)
+      return _add_layer_norm_backward(x, residual, gamma, epsilon, keep, rate,
+                                      dy)
+    return outputs, grad
 
   return fused(x, residual, gamma, beta)
 
@@ -200,9 +207,15 @@ def _dropout(values, seed, rate):
   """Inverted dropout of float32 `values` under `seed` (None: identity)."""
   if seed is None or rate == 0:
     return values
+  return _apply_keep(values, _keep(tf.shape(values), seed, rate), rate)
+
+
+def _apply_keep(values, keep, rate):
+  """Inverted dropout with the bool mask `keep` (None: identity)."""
+  if keep is None:
+    return values
   scaled = values * (1.0 / (1.0 - rate))
-  return tf.where(_keep(tf.shape(values), seed, rate), scaled,
-                  tf.zeros_like(scaled))
+  return tf.where(keep, scaled, tf.zeros_like(scaled))
 
 
 # === attention: scores, masked softmax, dropout, context ===
