@@ -218,6 +218,31 @@ def _apply_keep(values, keep, rate):
   return tf.where(keep, scaled, tf.zeros_like(scaled))
 
 
+@tf.function(jit_compile=True)
+def _dropout_forward(x, seed, rate):
+  keep = _keep(tf.shape(x), seed, rate)
+  return tf.cast(_apply_keep(tf.cast(x, tf.float32), keep, rate), x.dtype), keep
+
+
+@tf.function(jit_compile=True)
+def _dropout_backward(dy, keep, rate):
+  return tf.cast(_apply_keep(tf.cast(dy, tf.float32), keep, rate), dy.dtype)
+
+
+def dropout(x: tf.Tensor, seed: Optional[tf.Tensor], rate: float) -> tf.Tensor:
+  """Inverted dropout as one compiled loop each way (the backward reads the
+  forward's bool mask); seed from `dropout_seed()`, None: identity."""
+  if seed is None or rate == 0:
+    return x
+
+  @tf.custom_gradient
+  def fused(x):
+    outputs, keep = _dropout_forward(x, seed, rate)
+    return outputs, lambda dy: _dropout_backward(dy, keep, rate)
+
+  return fused(x)
+
+
 # === attention: scores, masked softmax, dropout, context ===
 @tf.function(jit_compile=True)
 def _dropout_cast(values, seed, rate, dtype):

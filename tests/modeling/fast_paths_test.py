@@ -13,6 +13,7 @@ import tensorflow as tf
 import tf_keras
 
 from rembert_tf.finetuning import xtreme_task
+from rembert_tf.modeling import fused_kernels
 from rembert_tf.modeling import padding_removal
 from rembert_tf.modeling import projection_dense
 from rembert_tf.modeling import rembert_config
@@ -345,3 +346,36 @@ def test_remove_padding_on_a_batch_without_real_tokens():
     outputs = encoder(inputs, training=training)
     assert np.all(np.asarray(outputs["sequence_output"]) == 0)
     assert outputs["pooled_output"].shape == (3, cfg.hidden_size)
+
+
+@pytest.mark.parametrize("remove_padding", [False, True])
+def test_training_path_matches_inference_path_without_dropout(remove_padding):
+  # Without dropout the training path (fused kernels, MatMul embedding
+  # projection, fused attention) computes what the plain layers compute:
+  # outputs and the gradient of every variable (the inference path's
+  # gradients are plain autodiff).
+  cfg = tiny_config()
+  inputs = encoder_inputs(cfg)
+  _, encoder = twin_encoders(cfg, remove_padding=remove_padding)
+  expected, expected_grads = run_encoder(encoder, inputs, False, False)
+  outputs, grads = run_encoder(encoder, inputs, True, False)
+  np.testing.assert_allclose(outputs["sequence_output"],
+                             expected["sequence_output"], atol=2e-5)
+  assert_same_gradients(expected_grads, grads)
+
+
+def test_fused_dropout_uses_the_seed_mask_both_ways():
+  x = tf.random.normal([6, 10], seed=1)
+  weights = tf.random.normal([6, 10], seed=2)
+  seed = fused_kernels.dropout_seed()
+  keep = fused_kernels.dropout_keep_mask([6, 10], seed, 0.4)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(x)
+    ours = fused_kernels.dropout(x, seed, 0.4)
+    reference = tf.where(keep, x / 0.6, 0.0)
+    loss, reference_loss = (tf.reduce_sum(y * weights)
+                            for y in (ours, reference))
+  np.testing.assert_allclose(ours, reference, rtol=1e-6)
+  np.testing.assert_allclose(tape.gradient(loss, x),
+                             tape.gradient(reference_loss, x), rtol=1e-6)
+  assert 0 < np.mean(ours.numpy() == 0) < 1
