@@ -12,11 +12,16 @@ same arithmetic (query scaled by 1/sqrt(head_dim), masked softmax adding
 It differs in the computation, for speed without XLA: the three input
 projections are ONE MatMul by the kernels concatenated to [hidden, 3 x hidden]
 (one larger GEMM and one input gradient instead of three plus a sum); heads
-are split with one transpose of the [batch, seq, 3, heads, head_dim] result;
+are split with one transpose of the [batch, seq, 3, heads, head_dim] result
+(on packed rows, one gather: `TokenLayout.unpack_heads` / `pack_heads`);
 scores and context are BatchMatMuls on [batch, heads, seq, head_dim]; every
 projection is MatMul + BiasAdd on [batch x seq, width] rows (see
-`ProjectionDense`). Self-attention only (query = key = value input), which is
-all an encoder block needs.
+`ProjectionDense`). When training, scores, scale, mask, softmax, dropout and
+context are one custom-gradient computation (`fused_kernels.attention`: the
+scale and mask fused into the score MatMul, the softmax backward as one
+compiled loop); at inference the scale is folded into the query kernel.
+Self-attention only (query = key = value input), which is all an encoder
+block needs.
 
 Example:
 ```python
