@@ -82,29 +82,27 @@ def gelu(x: tf.Tensor, approximate: bool = False) -> tf.Tensor:
 
 
 # === residual add + LayerNorm ===
-def _normalized_sum(x, residual, epsilon, keep, rate):
-  """(normalized dropout(x) + residual, 1 / std) in float32; the backward
-  recomputes them instead of keeping them from the forward."""
+@tf.function(jit_compile=True)
+def _add_layer_norm_forward(x, residual, gamma, beta, epsilon, seed, rate):
+  """(output, dropout mask or None, normalized, 1 / std), in float32.
+
+  The backward reads the normalized sum and 1 / std (recomputing them took
+  two more reductions over the rows) and the bool mask (XLA would duplicate
+  the hash into each of the backward's loops).
+  """
+  keep = None if seed is None else _keep(tf.shape(x), seed, rate)
   total = _apply_keep(tf.cast(x, tf.float32), keep, rate) + tf.cast(
       residual, tf.float32)
   centered = total - tf.reduce_mean(total, axis=-1, keepdims=True)
   variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
   inv_std = tf.math.rsqrt(variance + epsilon)
-  return centered * inv_std, inv_std
+  normalized = centered * inv_std
+  return normalized * gamma + beta, keep, normalized, inv_std
 
 
 @tf.function(jit_compile=True)
-def _add_layer_norm_forward(x, residual, gamma, beta, epsilon, seed, rate):
-  """(output, dropout mask or None). The backward reads the bool mask: XLA
-  would duplicate the hash into each of the backward's loops."""
-  keep = None if seed is None else _keep(tf.shape(x), seed, rate)
-  normalized, _ = _normalized_sum(x, residual, epsilon, keep, rate)
-  return normalized * gamma + beta, keep
-
-
-@tf.function(jit_compile=True)
-def _add_layer_norm_backward(x, residual, gamma, epsilon, keep, rate, dy):
-  normalized, inv_std = _normalized_sum(x, residual, epsilon, keep, rate)
+def _add_layer_norm_backward(normalized, inv_std, gamma, keep, rate, dy,
+                             x_dtype, residual_dtype):
   dy = tf.cast(dy, tf.float32)
   d_normalized = dy * gamma
   d_total = inv_std * (
@@ -114,8 +112,8 @@ def _add_layer_norm_backward(x, residual, gamma, epsilon, keep, rate, dy):
                                     keepdims=True))
   d_gamma = tf.reduce_sum(dy * normalized, axis=0)
   d_beta = tf.reduce_sum(dy, axis=0)
-  return (tf.cast(_apply_keep(d_total, keep, rate), x.dtype),
-          tf.cast(d_total, residual.dtype), d_gamma, d_beta)
+  return (tf.cast(_apply_keep(d_total, keep, rate), x_dtype),
+          tf.cast(d_total, residual_dtype), d_gamma, d_beta)
 
 
 def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
@@ -136,12 +134,12 @@ def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
 
   @tf.custom_gradient
   def fused(x, residual, gamma, beta):
-    outputs, keep = _add_layer_norm_forward(x, residual, gamma, beta, epsilon,
-                                            seed, rate)
+    outputs, keep, normalized, inv_std = _add_layer_norm_forward(
+        x, residual, gamma, beta, epsilon, seed, rate)
 
     def grad(dy):
-      return _add_layer_norm_backward(x, residual, gamma, epsilon, keep, rate,
-                                      dy)
+      return _add_layer_norm_backward(normalized, inv_std, gamma, keep, rate,
+                                      dy, x.dtype, residual.dtype)
     return outputs, grad
 
   return fused(x, residual, gamma, beta)
