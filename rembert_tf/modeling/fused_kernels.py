@@ -22,8 +22,9 @@ and keep exported SavedModels free of XLA-compiled functions.
 
 Dropout takes a `seed` from `dropout_seed()` and draws its mask inside the
 kernels from a counter-based hash of each entry's index (`_random_bits`): no
-noise tensor is written or kept, the backward recomputes the mask, and an
-entry is kept when its 32 random bits are at least `rate` x 2^32, i.e. with
+noise tensor is written (the attention's backward recomputes its mask, the
+LayerNorm and dropout kernels hand a bool mask to theirs), and an entry is
+kept when its 32 random bits are at least `rate` x 2^32, i.e. with
 probability 1 - rate up to 2^-32, and scaled by 1 / (1 - rate).
 
 Example:
