@@ -11,7 +11,8 @@ loop per direction, while the matmuls stay on TensorFlow's oneDNN kernels
 (and so does the softmax's forward, faster than XLA's on CPU).
 The arithmetic is the one of Model Garden's `TransformerEncoderBlock` and
 Keras' `MultiHeadAttention` (exact or tanh GELU, LayerNorm over the last axis
-in float32, softmax adding -1e9 at masked keys, inverted dropout); results
+in float32, scaled scores, softmax adding -1e9 at masked keys, inverted
+dropout on the probabilities, context); results
 agree with them to float rounding.
 
 Under an outer `jit_compile=True` (TPU) the kernels are simply inlined. They
@@ -19,17 +20,20 @@ are meant for the training path: for inference without gradients the plain
 ops are as good (grappler fuses MatMul + BiasAdd + GELU into one oneDNN call)
 and keep exported SavedModels free of XLA-compiled functions.
 
-Dropout takes `noise` from `dropout_noise(x)`: uniform 16-bit integers
-(TensorFlow's Philox kernel draws 32 bits and each draw serves two entries,
-half the random numbers and memory of float noise); an entry is kept when
-its noise is at least `rate` x 65536, i.e. with probability 1 - rate up to
-2^-16, and scaled by 1 / (1 - rate).
+Dropout takes a `seed` from `dropout_seed()` and draws its mask inside the
+kernels from a counter-based hash of each entry's index (`_random_bits`): no
+noise tensor is written (the attention's backward recomputes its mask, the
+LayerNorm and dropout kernels hand a bool mask to theirs), and an entry is
+kept when its 32 random bits are at least `rate` x 2^32, i.e. with
+probability 1 - rate up to 2^-32, and scaled by 1 / (1 - rate).
 
 Example:
 ```python
 y = fused_kernels.gelu(x, approximate=False)
-out = fused_kernels.add_layer_norm(x, residual, gamma, beta, epsilon=1e-12)
-probs = fused_kernels.masked_softmax_dropout(scores, mask_bias, noise, 0.1)
+out = fused_kernels.add_layer_norm(x, residual, gamma, beta, epsilon=1e-12,
+                                   seed=fused_kernels.dropout_seed(), rate=0.1)
+context = fused_kernels.attention(query, key, value, mask_bias, scale=0.125,
+                                  seed=fused_kernels.dropout_seed(), rate=0.1)
 ```
 """
 import math
@@ -79,26 +83,27 @@ def gelu(x: tf.Tensor, approximate: bool = False) -> tf.Tensor:
 
 
 # === residual add + LayerNorm ===
-def _normalized_sum(x, residual, epsilon, noise, rate):
-  """(normalized dropout(x) + residual, 1 / std) in float32; the backward
-  recomputes them instead of keeping them from the forward."""
-  total = _dropout(tf.cast(x, tf.float32), noise, rate) + tf.cast(
+@tf.function(jit_compile=True)
+def _add_layer_norm_forward(x, residual, gamma, beta, epsilon, seed, rate):
+  """(output, dropout mask or None, normalized, 1 / std), in float32.
+
+  The backward reads the normalized sum and 1 / std (recomputing them took
+  two more reductions over the rows) and the bool mask (XLA would duplicate
+  the hash into each of the backward's loops).
+  """
+  keep = None if seed is None else _keep(tf.shape(x), seed, rate)
+  total = _apply_keep(tf.cast(x, tf.float32), keep, rate) + tf.cast(
       residual, tf.float32)
   centered = total - tf.reduce_mean(total, axis=-1, keepdims=True)
   variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
   inv_std = tf.math.rsqrt(variance + epsilon)
-  return centered * inv_std, inv_std
+  normalized = centered * inv_std
+  return normalized * gamma + beta, keep, normalized, inv_std
 
 
 @tf.function(jit_compile=True)
-def _add_layer_norm_forward(x, residual, gamma, beta, epsilon, noise, rate):
-  normalized, _ = _normalized_sum(x, residual, epsilon, noise, rate)
-  return normalized * gamma + beta
-
-
-@tf.function(jit_compile=True)
-def _add_layer_norm_backward(x, residual, gamma, epsilon, noise, rate, dy):
-  normalized, inv_std = _normalized_sum(x, residual, epsilon, noise, rate)
+def _add_layer_norm_backward(normalized, inv_std, gamma, keep, rate, dy,
+                             x_dtype, residual_dtype):
   dy = tf.cast(dy, tf.float32)
   d_normalized = dy * gamma
   d_total = inv_std * (
@@ -108,104 +113,197 @@ def _add_layer_norm_backward(x, residual, gamma, epsilon, noise, rate, dy):
                                     keepdims=True))
   d_gamma = tf.reduce_sum(dy * normalized, axis=0)
   d_beta = tf.reduce_sum(dy, axis=0)
-  return (tf.cast(_dropout(d_total, noise, rate), x.dtype),
-          tf.cast(d_total, residual.dtype), d_gamma, d_beta)
+  return (tf.cast(_apply_keep(d_total, keep, rate), x_dtype),
+          tf.cast(d_total, residual_dtype), d_gamma, d_beta)
 
 
 def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
                    beta: tf.Tensor, epsilon: float,
-                   noise: Optional[tf.Tensor] = None,
+                   seed: Optional[tf.Tensor] = None,
                    rate: float = 0.0) -> tf.Tensor:
   """LayerNorm(dropout(x) + residual) over the last axis of [rows, width].
 
   Everything in float32 (under mixed precision Model Garden's block adds the
   first residual in bfloat16 before its float32 LayerNorm; adding in float32
   differs from that by bfloat16 rounding only); gamma/beta float32 [width];
-  noise from `dropout_noise(x)` (None: no dropout); returns float32.
+  seed from `dropout_seed()` (None: no dropout); returns float32.
   """
-
+  if rate == 0:
+    seed = None
   gamma = tf.convert_to_tensor(gamma)  # variables -> values: the gradient
   beta = tf.convert_to_tensor(beta)    # flows back through the read
+
   @tf.custom_gradient
   def fused(x, residual, gamma, beta):
+    outputs, keep, normalized, inv_std = _add_layer_norm_forward(
+        x, residual, gamma, beta, epsilon, seed, rate)
+
     def grad(dy):
-      return _add_layer_norm_backward(x, residual, gamma, epsilon, noise,
-                                      rate, dy)
-    return (_add_layer_norm_forward(x, residual, gamma, beta, epsilon, noise,
-                                    rate), grad)
+      return _add_layer_norm_backward(normalized, inv_std, gamma, keep, rate,
+                                      dy, x.dtype, residual.dtype)
+    return outputs, grad
 
   return fused(x, residual, gamma, beta)
 
 
 # === dropout ===
-def dropout_noise(like: tf.Tensor) -> tf.Tensor:
-  """uint16 noise of the shape of `like`, for dropout.
+def dropout_seed() -> tf.Tensor:
+  """int32 [2] seed of one dropout call.
 
-  Stateless Philox under a seed drawn from TensorFlow's stateful generator,
-  so runs are repeatable under `tf.random.set_seed` as with Keras' dropout.
+  Drawn from TensorFlow's stateful generator, so runs are repeatable under
+  `tf.random.set_seed` as with Keras' dropout, and every call differs.
   """
-  seed = tf.random.uniform([2], minval=-2**31, maxval=2**31 - 1,
+  return tf.random.uniform([2], minval=-2**31, maxval=2**31 - 1,
                            dtype=tf.int32)
-  shape = like.shape
-  if shape.is_fully_defined() and shape[-1] % 2 == 0:
-    half = shape.as_list()[:-1] + [shape[-1] // 2]
-    bits = tf.random.stateless_uniform(half, seed, minval=None, maxval=None,
-                                       dtype=tf.uint32)
-    return tf.reshape(tf.bitcast(bits, tf.uint16), shape)
-  bits = tf.random.stateless_uniform(tf.shape(like), seed, minval=None,
-                                     maxval=None, dtype=tf.uint32)
-  return tf.cast(bits, tf.uint16)  # the low 16 bits
 
 
-def _dropout(values, noise, rate):
-  """Inverted dropout: keeps entries with noise >= rate x 65536."""
-  if noise is None:
-    return values
-  threshold = tf.constant(min(int(round(rate * 65536)), 65535), tf.uint16)
-  scaled = values * (1.0 / (1.0 - rate))
-  return tf.where(noise >= threshold, scaled, tf.zeros_like(scaled))
+def _mix32(x):
+  """A bijective avalanche mix of uint32 (MurmurHash3's 32-bit finalizer)."""
+  for shift, factor in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(
+        x, tf.constant(shift, tf.uint32)))
+    x = x * tf.constant(factor, tf.uint32)
+  return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(
+      x, tf.constant(16, tf.uint32)))
 
 
-# === masked softmax + dropout ===
+def _random_bits(shape, seed):
+  """uint32 [shape]: every entry's flat index hashed under the seed.
 
-def _softmax_dropout_forward(scores, mask_bias, noise, rate):
-  # The softmax itself is TensorFlow's (oneDNN) kernel: XLA's CPU softmax
-  # took twice its time on [batch, heads, seq, seq] scores. Dropout and the
-  # cast are one compiled loop.
-  logits = tf.cast(scores, tf.float32) + tf.cast(mask_bias, tf.float32)
-  probs = tf.nn.softmax(logits, axis=-1)
-  return probs, _dropout_cast(probs, noise, rate, scores.dtype)
-
-
-@tf.function(jit_compile=True)
-def _dropout_cast(values, noise, rate, dtype):
-  return tf.cast(_dropout(values, noise, rate), dtype)
-
-
-@tf.function(jit_compile=True)
-def _softmax_dropout_backward(probs, noise, rate, dy, out_dtype):
-  d_probs = _dropout(tf.cast(dy, tf.float32), noise, rate)
-  d_logits = probs * (d_probs - tf.reduce_sum(d_probs * probs, axis=-1,
-                                              keepdims=True))
-  return tf.cast(d_logits, out_dtype)
-
-
-def masked_softmax_dropout(scores: tf.Tensor, mask_bias: tf.Tensor,
-                           noise: Optional[tf.Tensor],
-                           rate: float) -> tf.Tensor:
-  """dropout(softmax(scores + mask_bias)) over the last axis.
-
-  scores [batch, heads, query, key]; mask_bias broadcastable to it (0 where
-  attending, -1e9 where masked); noise from `dropout_noise(scores)`,
-  or None for no dropout. Computed in float32, returned in the scores' dtype.
+  A counter-based generator computed where it is used: inside a compiled
+  kernel it costs a few integer instructions per entry and no memory (the
+  backward recomputes it), where TensorFlow's Philox kernel wrote a noise
+  tensor the size of the activations (as slow as the softmax it serves on
+  [batch, heads, seq, seq]) and the backward read it again. The index is
+  first keyed by one seed word, then mixed with the other: distinct entries
+  of a call get distinct values (the mix is a bijection; up to 2^32
+  entries), and calls with different seeds get unrelated masks.
   """
+  seed = tf.bitcast(tf.cast(seed, tf.int32), tf.uint32)
+  shape = tf.cast(shape, tf.int32)
+  width = shape[-1]
+  row = tf.bitcast(tf.range(tf.reduce_prod(shape[:-1])), tf.uint32)
+  column = tf.bitcast(tf.range(width), tf.uint32)
+  counter = (row[:, tf.newaxis] * tf.bitcast(width, tf.uint32)
+             + column[tf.newaxis, :])
+  bits = _mix32(_mix32(tf.bitwise.bitwise_xor(counter, seed[0])) + seed[1])
+  return tf.reshape(bits, shape)
+
+
+def _keep(shape, seed, rate):
+  """bool [shape]: kept entries, each with probability 1 - rate (to 2^-32)."""
+  threshold = min(int(round(rate * 2.0**32)), 2**32 - 1)
+  return _random_bits(shape, seed) >= tf.constant(threshold, tf.uint32)
+
+
+@tf.function(jit_compile=True)
+def dropout_keep_mask(shape, seed, rate):
+  """The entries `seed` keeps (for tests and plain-op references)."""
+  return _keep(shape, seed, rate)
+
+
+def _dropout(values, seed, rate):
+  """Inverted dropout of float32 `values` under `seed` (None: identity)."""
+  if seed is None or rate == 0:
+    return values
+  return _apply_keep(values, _keep(tf.shape(values), seed, rate), rate)
+
+
+def _apply_keep(values, keep, rate):
+  """Inverted dropout with the bool mask `keep` (None: identity)."""
+  if keep is None:
+    return values
+  scaled = values * (1.0 / (1.0 - rate))
+  return tf.where(keep, scaled, tf.zeros_like(scaled))
+
+
+@tf.function(jit_compile=True)
+def _dropout_forward(x, seed, rate):
+  keep = _keep(tf.shape(x), seed, rate)
+  return tf.cast(_apply_keep(tf.cast(x, tf.float32), keep, rate), x.dtype), keep
+
+
+@tf.function(jit_compile=True)
+def _dropout_backward(dy, keep, rate):
+  return tf.cast(_apply_keep(tf.cast(dy, tf.float32), keep, rate), dy.dtype)
+
+
+def dropout(x: tf.Tensor, seed: Optional[tf.Tensor], rate: float) -> tf.Tensor:
+  """Inverted dropout as one compiled loop each way (the backward reads the
+  forward's bool mask); seed from `dropout_seed()`, None: identity."""
+  if seed is None or rate == 0:
+    return x
 
   @tf.custom_gradient
-  def fused(scores):
-    probs, outputs = _softmax_dropout_forward(scores, mask_bias, noise, rate)
+  def fused(x):
+    outputs, keep = _dropout_forward(x, seed, rate)
+    return outputs, lambda dy: _dropout_backward(dy, keep, rate)
 
-    def grad(dy):
-      return _softmax_dropout_backward(probs, noise, rate, dy, scores.dtype)
-    return outputs, grad
+  return fused(x)
 
-  return fused(scores)
+
+# === attention: scores, masked softmax, dropout, context ===
+@tf.function(jit_compile=True)
+def _dropout_cast(values, seed, rate, dtype):
+  return tf.cast(_dropout(values, seed, rate), dtype)
+
+
+@tf.function(jit_compile=True)
+def _attention_scores_backward(probs, d_dropped, d_context, context, seed,
+                               rate, scale):
+  # Softmax backward: d_logits = probs * (d_probs - sum(d_probs * probs)).
+  # The row sum equals sum(d_dropped * dropped) (dropout scales both sides
+  # alike), which is d_context . context over the head dimension: a [.., D]
+  # reduction instead of one over the [.., seq, seq] scores.
+  delta = tf.reduce_sum(tf.cast(d_context, tf.float32)
+                        * tf.cast(context, tf.float32), axis=-1, keepdims=True)
+  d_probs = _dropout(tf.cast(d_dropped, tf.float32), seed, rate)
+  return tf.cast(probs * (d_probs - delta) * scale, d_dropped.dtype)
+
+
+def attention(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor,
+              mask_bias: Optional[tf.Tensor], scale: float,
+              seed: Optional[tf.Tensor] = None,
+              rate: float = 0.0) -> tf.Tensor:
+  """dropout(softmax(query @ key^T x scale + mask_bias)) @ value.
+
+  query [batch, heads, q, d], key and value [batch, heads, s, d]; mask_bias
+  broadcastable to [batch, heads, q, s] (0 where attending, -1e9 where
+  masked; no gradient) or None; seed from `dropout_seed()` (None: no
+  dropout). The softmax is in float32, the rest in the inputs' dtype, as
+  Keras' MultiHeadAttention.
+
+  Forward: the score MatMul, scale and mask add are one oneDNN kernel (TF's
+  graph optimizer fuses BatchMatMul + Mul + Add), then TensorFlow's softmax
+  and one compiled dropout loop. Backward: the scores' gradient is one
+  compiled element-wise loop (dropout mask recomputed from the seed, the
+  softmax row sum from the context), between the four BatchMatMuls.
+  """
+  scale = float(scale)
+  if seed is None:
+    rate = 0.0
+
+  @tf.custom_gradient
+  def fused(query, key, value):
+    scores = tf.matmul(query, key, transpose_b=True) * tf.cast(scale,
+                                                               query.dtype)
+    if mask_bias is not None:
+      scores = scores + tf.cast(mask_bias, scores.dtype)
+    probs = tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1)
+    if rate > 0:
+      dropped = _dropout_cast(probs, seed, rate, query.dtype)
+    else:
+      dropped = tf.cast(probs, query.dtype)
+    context = tf.matmul(dropped, value)
+
+    def grad(d_context):
+      d_dropped = tf.matmul(d_context, value, transpose_b=True)
+      d_value = tf.matmul(dropped, d_context, transpose_a=True)
+      d_scores = _attention_scores_backward(
+          probs, d_dropped, d_context, context, seed if rate > 0 else None,
+          rate, scale)
+      return (tf.matmul(d_scores, key), tf.matmul(d_scores, query,
+                                                  transpose_a=True), d_value)
+    return context, grad
+
+  return fused(query, key, value)

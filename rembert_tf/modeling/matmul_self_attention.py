@@ -12,11 +12,16 @@ same arithmetic (query scaled by 1/sqrt(head_dim), masked softmax adding
 It differs in the computation, for speed without XLA: the three input
 projections are ONE MatMul by the kernels concatenated to [hidden, 3 x hidden]
 (one larger GEMM and one input gradient instead of three plus a sum); heads
-are split with one transpose of the [batch, seq, 3, heads, head_dim] result;
+are split with one transpose of the [batch, seq, 3, heads, head_dim] result
+(on packed rows, one gather: `TokenLayout.unpack_heads` / `pack_heads`);
 scores and context are BatchMatMuls on [batch, heads, seq, head_dim]; every
 projection is MatMul + BiasAdd on [batch x seq, width] rows (see
-`ProjectionDense`). Self-attention only (query = key = value input), which is
-all an encoder block needs.
+`ProjectionDense`). When training, scores, scale, mask, softmax, dropout and
+context are one custom-gradient computation (`fused_kernels.attention`: the
+scale and mask fused into the score MatMul, the softmax backward as one
+compiled loop); at inference the scale is folded into the query kernel.
+Self-attention only (query = key = value input), which is all an encoder
+block needs.
 
 Example:
 ```python
@@ -114,76 +119,86 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
     else:
       batch, seq = layout.batch_size, layout.seq_length
       rows = inputs
+    # Training scales the scores inside the fused attention kernel; inference
+    # folds the scale into the query projection.
+    scale_query = not training
     if output_range:
       padded = (inputs if layout is None
                 else layout.unpack(inputs, real_only=True))
       query_rows = tf.reshape(padded[:, :output_range, :],
                               [-1, inputs.shape[-1]])
-      query = self._split_heads(self._project(query_rows, ("query",)),
-                                batch, output_range, 1)[0]
+      query = self._split_heads(
+          self._project(query_rows, ("query",), scale_query=scale_query),
+          batch, output_range, 1)[0]
       key, value = self._split_heads(
-          self._project(rows, ("key", "value"), layout), batch, seq, 2)
+          self._project(rows, ("key", "value")), batch, seq, 2, layout)
       if attention_mask is not None:
         attention_mask = attention_mask[:, :output_range, :]
     else:
       query, key, value = self._split_heads(
-          self._project(rows, ("query", "key", "value"), layout), batch, seq,
-          3)
-    scores = tf.matmul(query, key, transpose_b=True)        # [B, N, Q, S]
+          self._project(rows, ("query", "key", "value"),
+                        scale_query=scale_query), batch, seq, 3, layout)
     if attention_mask is not None:
       attention_mask = tf.expand_dims(attention_mask, axis=1)
     if training:
-      probs = self._softmax_dropout(scores, attention_mask)
+      context = self._fused_attention(query, key, value, attention_mask)
     else:
+      scores = tf.matmul(query, key, transpose_b=True)      # [B, N, Q, S]
       probs = self._softmax(scores, attention_mask)
-    context = tf.matmul(probs, value)                       # [B, N, Q, D]
+      context = tf.matmul(probs, value)                     # [B, N, Q, D]
+    if layout is not None and not output_range:
+      # Heads merged and rows packed by one gather (no transpose).
+      return self._output_dense(layout.pack_heads(context))
     context = tf.transpose(context, [0, 2, 1, 3])           # [B, Q, N, D]
     context = tf.reshape(context, [-1, heads * head_dim])
     if output_range:
       outputs = self._output_dense(context)
       return tf.reshape(outputs, [batch, output_range, outputs.shape[-1]])
-    if layout is not None:
-      return self._output_dense(layout.pack(context))
     return tf.reshape(self._output_dense(context), tf.shape(inputs))
 
-  def _project(self, rows, names, layout=None):
+  def _project(self, rows, names, scale_query=False):
     """One MatMul of the [rows, H] rows by the named projections' kernels
-    side by side -> [B*S, len(names) x W] (unpacked when `layout`)."""
-    # The 1/sqrt(head_dim) scale is folded into the query kernel and bias
-    # ([H, W] and [W], cheap) instead of multiplying the [B, N, S, D] queries.
-    scale = 1.0 / math.sqrt(float(self._key_dim))
+    side by side -> [rows, len(names) x W].
+
+    scale_query: fold the 1/sqrt(head_dim) scale into the query kernel and
+    bias ([H, W] and [W], cheap) instead of multiplying the [B, N, S, D]
+    queries or the scores.
+    """
+    scale = self._scale() if scale_query else 1.0
     denses = dict(query=self._query_dense, key=self._key_dense,
                   value=self._value_dense)
-    kernels = [denses[n].flat_kernel() * scale if n == "query"
+    kernels = [denses[n].flat_kernel() * scale if n == "query" and scale_query
                else denses[n].flat_kernel() for n in names]
-    biases = [denses[n].flat_bias() * scale if n == "query"
+    biases = [denses[n].flat_bias() * scale if n == "query" and scale_query
               else denses[n].flat_bias() for n in names]
     kernel = kernels[0] if len(names) == 1 else tf.concat(kernels, axis=1)
     bias = biases[0] if len(names) == 1 else tf.concat(biases, axis=0)
-    projected = tf.nn.bias_add(tf.matmul(rows, kernel), bias)
-    if layout is not None:
-      projected = tf.reshape(layout.unpack(projected),
-                             [-1, projected.shape[-1]])
-    return projected
+    return tf.nn.bias_add(tf.matmul(rows, kernel), bias)
 
-  def _split_heads(self, projected, batch, length, parts):
+  def _split_heads(self, projected, batch, length, parts, layout=None):
     """[B*L, parts x W] -> `parts` tensors [batch, heads, length, head_dim]
-    (one transpose of the [B, L, parts, N, D] view)."""
+    (one transpose of the [B, L, parts, N, D] view); with `layout`, the
+    packed rows unpacked and split by one gather instead."""
+    if layout is not None:
+      return layout.unpack_heads(projected, parts, self._num_heads)
     projected = tf.reshape(
         projected, [batch, length, parts, self._num_heads, self._key_dim])
     projected = tf.transpose(projected, [2, 0, 3, 1, 4])    # [P, B, N, L, D]
     return tf.unstack(projected, num=parts, axis=0)
 
-  def _softmax_dropout(self, scores, attention_mask):
-    """Training path: masked softmax and dropout as one fused kernel."""
+  def _scale(self) -> float:
+    return 1.0 / math.sqrt(float(self._key_dim))
+
+  def _fused_attention(self, query, key, value, attention_mask):
+    """Training path: scores, masked softmax, dropout and context as one
+    fused computation (see fused_kernels.attention)."""
     if attention_mask is None:
-      mask_bias = tf.zeros([], tf.float32)
+      mask_bias = None
     else:  # Keras' Softmax adds the same -1e9 at masked positions.
       mask_bias = (1.0 - tf.cast(attention_mask, tf.float32)) * -1e9
-    noise = (fused_kernels.dropout_noise(scores)
-             if self._dropout > 0 else None)
-    return fused_kernels.masked_softmax_dropout(scores, mask_bias, noise,
-                                                self._dropout)
+    seed = fused_kernels.dropout_seed() if self._dropout > 0 else None
+    return fused_kernels.attention(query, key, value, mask_bias,
+                                   self._scale(), seed, self._dropout)
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()

@@ -232,8 +232,9 @@ class RemBertEncoder(tf_keras.layers.Layer):
       word_embeddings = layout.pack(word_embeddings)
       other_embeddings = layout.pack(other_embeddings)
     if training:
-      embeddings = self._normalize_fused(word_embeddings, other_embeddings)
-    elif layout is not None:  # the layers are built for [batch, seq, width]
+      return self._project_fused(self._dropout_fused(
+          self._normalize_fused(word_embeddings, other_embeddings)))
+    if layout is not None:  # the layers are built for [batch, seq, width]
       embeddings = self._embedding_norm_layer(
           (word_embeddings + other_embeddings)[tf.newaxis])[0]
     else:
@@ -259,6 +260,32 @@ class RemBertEncoder(tf_keras.layers.Layer):
         tf.reshape(other_embeddings, [-1, width]),
         norm.gamma, norm.beta, norm.epsilon)
     return tf.reshape(normalized, tf.shape(word_embeddings))
+
+  def _dropout_fused(self, embeddings):
+    """Training: the embedding dropout as one compiled kernel each way."""
+    rate = self._embedding_dropout.rate
+    seed = fused_kernels.dropout_seed() if rate > 0 else None
+    return fused_kernels.dropout(embeddings, seed, rate)
+
+  def _project_fused(self, embeddings):
+    """Training: the E_in -> hidden projection as MatMul + BiasAdd on [rows,
+    E_in] rows with the EinsumDense layer's variables (its Einsum and the
+    Einsum gradients cost more on CPU without XLA)."""
+    projection = self._embedding_projection
+    if projection is None:
+      return embeddings
+    if not projection.built:  # builds it (variables named as usual)
+      projection(embeddings if embeddings.shape.rank == 3
+                 else embeddings[tf.newaxis])
+    dtype = projection.compute_dtype
+    rows = tf.cast(tf.reshape(embeddings, [-1, embeddings.shape[-1]]), dtype)
+    projected = tf.nn.bias_add(
+        tf.matmul(rows, tf.cast(projection.kernel, dtype)),
+        tf.cast(projection.bias, dtype))
+    if embeddings.shape.rank == 2:
+      return projected
+    return tf.reshape(projected, tf.concat(
+        [tf.shape(embeddings)[:-1], [projected.shape[-1]]], axis=0))
 
   # Same accessors as Model Garden's BertEncoderV2, so its heads and tasks work.
   def get_embedding_table(self):

@@ -218,8 +218,7 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
 
   def _add_norm(self, x, residual, norm_layer, dropout_rate):
     """LayerNorm(dropout(x) + residual) with norm_layer's variables."""
-    noise = (fused_kernels.dropout_noise(x)
-             if dropout_rate > 0 else None)
+    seed = fused_kernels.dropout_seed() if dropout_rate > 0 else None
     return fused_kernels.add_layer_norm(
         x, residual, norm_layer.gamma, norm_layer.beta, norm_layer.epsilon,
-        noise=noise, rate=dropout_rate)
+        seed=seed, rate=dropout_rate)

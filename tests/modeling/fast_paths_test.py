@@ -13,6 +13,7 @@ import tensorflow as tf
 import tf_keras
 
 from rembert_tf.finetuning import xtreme_task
+from rembert_tf.modeling import fused_kernels
 from rembert_tf.modeling import padding_removal
 from rembert_tf.modeling import projection_dense
 from rembert_tf.modeling import rembert_config
@@ -90,12 +91,12 @@ def test_layout_packs_real_tokens_in_order_and_unpacks_with_zeros():
   # Bucketed: 8 positions in buckets of 1 -> exactly the 5 real rows; a
   # bigger batch rounds up with padding positions after the real ones.
   assert int(padding_removal.TokenLayout.from_mask(mask).num_rows) == 5
-  big = tf.constant(np.arange(64)[None, :] < np.array([[3], [40]]), tf.int32)
+  big = tf.constant(np.arange(256)[None, :] < np.array([[3], [40]]), tf.int32)
   layout = padding_removal.TokenLayout.from_mask(big)
-  assert int(layout.num_rows) == 48          # 43 real, buckets of 8
+  assert int(layout.num_rows) == 48          # 43 real, buckets of 512 / 64
   np.testing.assert_array_equal(layout.rows[:43],
-                                list(range(3)) + list(range(64, 104)))
-  assert set(layout.rows.numpy()[43:]) <= set(range(3, 64)) | set(range(104, 128))
+                                list(range(3)) + list(range(256, 296)))
+  assert set(layout.rows.numpy()[43:]) <= set(range(3, 256)) | set(range(296, 512))
 
 
 def test_layout_gradients_equal_autodiff_of_gathers():
@@ -113,6 +114,45 @@ def test_layout_gradients_equal_autodiff_of_gathers():
   np.testing.assert_allclose(ours, reference, rtol=1e-6)
   np.testing.assert_allclose(tape.gradient(ours, x), tape.gradient(reference, x),
                              atol=1e-6)
+
+
+@pytest.mark.parametrize("bucketed", [False, True])
+def test_layout_head_gathers_equal_unpack_split_merge_and_pack(bucketed):
+  # 2 examples x 8 positions -> 6 real rows (bucketed: 8, with 2 filler
+  # rows at padding positions); 3 parts x 2 heads x head size 3.
+  mask = tf.constant([[1, 1, 1, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]])
+  layout = padding_removal.TokenLayout.from_mask(mask, bucketed=bucketed)
+  rows = tf.random.normal([int(layout.num_rows), 3 * 2 * 3], seed=1)
+  weights = tf.random.normal([2, 2, 8, 3], seed=2)
+  query_real = tf.reshape(tf.cast(mask, tf.float32), [2, 1, 8, 1])
+
+  def ours(rows):
+    query, key, value = layout.unpack_heads(rows, 3, 2)
+    # Attention-like use: queries only count at real positions, keys and
+    # values are summed over the real positions.
+    mixed = (query * query_real * tf.reduce_sum(key * value * query_real, 2,
+                                                keepdims=True))
+    return layout.pack_heads(tf.sin(mixed) * weights)
+
+  def reference(rows):
+    padded = tf.reshape(layout.unpack(rows), [2, 8, 3, 2, 3])
+    query, key, value = tf.unstack(tf.transpose(padded, [2, 0, 3, 1, 4]))
+    mixed = (query * query_real * tf.reduce_sum(key * value * query_real, 2,
+                                                keepdims=True))
+    merged = tf.transpose(tf.sin(mixed) * weights, [0, 2, 1, 3])
+    return layout.pack(tf.reshape(merged, [2, 8, 6]))
+
+  results = []
+  for fn in (ours, reference):
+    with tf.GradientTape() as tape:
+      tape.watch(rows)
+      out = fn(rows)
+      loss = tf.reduce_sum(out * tf.sin(tf.range(6, dtype=tf.float32)))
+    results.append((out.numpy(), tape.gradient(loss, rows).numpy()))
+  assert results[0][0].shape == (int(layout.num_rows), 6)
+  np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+  np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
+  assert np.abs(results[0][1]).max() > 0.1
 
 
 # === output_range in the block ===
@@ -306,3 +346,36 @@ def test_remove_padding_on_a_batch_without_real_tokens():
     outputs = encoder(inputs, training=training)
     assert np.all(np.asarray(outputs["sequence_output"]) == 0)
     assert outputs["pooled_output"].shape == (3, cfg.hidden_size)
+
+
+@pytest.mark.parametrize("remove_padding", [False, True])
+def test_training_path_matches_inference_path_without_dropout(remove_padding):
+  # Without dropout the training path (fused kernels, MatMul embedding
+  # projection, fused attention) computes what the plain layers compute:
+  # outputs and the gradient of every variable (the inference path's
+  # gradients are plain autodiff).
+  cfg = tiny_config()
+  inputs = encoder_inputs(cfg)
+  _, encoder = twin_encoders(cfg, remove_padding=remove_padding)
+  expected, expected_grads = run_encoder(encoder, inputs, False, False)
+  outputs, grads = run_encoder(encoder, inputs, True, False)
+  np.testing.assert_allclose(outputs["sequence_output"],
+                             expected["sequence_output"], atol=2e-5)
+  assert_same_gradients(expected_grads, grads)
+
+
+def test_fused_dropout_uses_the_seed_mask_both_ways():
+  x = tf.random.normal([6, 10], seed=1)
+  weights = tf.random.normal([6, 10], seed=2)
+  seed = fused_kernels.dropout_seed()
+  keep = fused_kernels.dropout_keep_mask([6, 10], seed, 0.4)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(x)
+    ours = fused_kernels.dropout(x, seed, 0.4)
+    reference = tf.where(keep, x / 0.6, 0.0)
+    loss, reference_loss = (tf.reduce_sum(y * weights)
+                            for y in (ours, reference))
+  np.testing.assert_allclose(ours, reference, rtol=1e-6)
+  np.testing.assert_allclose(tape.gradient(loss, x),
+                             tape.gradient(reference_loss, x), rtol=1e-6)
+  assert 0 < np.mean(ours.numpy() == 0) < 1

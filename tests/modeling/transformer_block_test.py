@@ -129,24 +129,47 @@ def test_dropout_is_inverted_and_applied_only_in_training(tmp_path):
   second = ours([x, mask], training=True).numpy()
   assert np.abs(first - inference).max() > 1e-2     # dropout active
   assert np.abs(first - second).max() > 1e-2        # fresh masks each call
-  # The fused dropout keeps ~1 - rate of the entries, scaled by 1 / (1 - rate),
-  # for even and odd widths (two noise draws per 32 random bits, or one).
+  # The fused dropout keeps ~1 - rate of the entries, scaled by 1 / (1 - rate):
+  # with equal scores and the identity as values, the context is the
+  # dropped-out probabilities.
   for width in (100, 99):
-    scores = tf.zeros([2, 1, 100, width])
-    noise = fused_kernels.dropout_noise(scores)
-    assert noise.dtype == tf.uint16 and noise.shape == scores.shape
-    probs = fused_kernels.masked_softmax_dropout(scores, tf.zeros([]), noise,
-                                                 rate).numpy()
+    query = tf.zeros([2, 1, 100, 4])
+    key = tf.zeros([2, 1, width, 4])
+    value = tf.eye(width, batch_shape=[2, 1])
+    probs = fused_kernels.attention(query, key, value, None, 0.5,
+                                    fused_kernels.dropout_seed(), rate).numpy()
     kept = probs > 0
     assert 0.47 < kept.mean() < 0.53
     np.testing.assert_allclose(probs[kept], 1 / width / (1 - rate), rtol=1e-6)
-  # The same seed gives the same noise; otherwise it changes.
+  # The same seed gives the same mask; otherwise it changes.
+  shape = [2, 1, 100, 99]
   tf.random.set_seed(5)
-  first = fused_kernels.dropout_noise(scores).numpy()
+  first = fused_kernels.dropout_keep_mask(
+      shape, fused_kernels.dropout_seed(), rate).numpy()
   tf.random.set_seed(5)
-  np.testing.assert_array_equal(fused_kernels.dropout_noise(scores).numpy(),
-                                first)
-  assert (fused_kernels.dropout_noise(scores).numpy() != first).mean() > 0.9
+  np.testing.assert_array_equal(fused_kernels.dropout_keep_mask(
+      shape, fused_kernels.dropout_seed(), rate).numpy(), first)
+  again = fused_kernels.dropout_keep_mask(
+      shape, fused_kernels.dropout_seed(), rate).numpy()
+  assert 0.4 < (again != first).mean() < 0.6   # independent: 2 x 0.5 x 0.5
+
+
+def test_dropout_masks_are_uniform_and_uncorrelated():
+  # 0.1 is the fine-tuning rate: kept with probability 0.9 to sampling error
+  # (5 sigma), and no correlation between neighbours, rows or seeds.
+  rate, shape = 0.1, [8, 4, 128, 128]
+  first = fused_kernels.dropout_keep_mask(
+      shape, fused_kernels.dropout_seed(), rate).numpy().astype(np.float64)
+  second = fused_kernels.dropout_keep_mask(
+      shape, fused_kernels.dropout_seed(), rate).numpy().astype(np.float64)
+  n = first.size
+  sigma = np.sqrt(rate * (1 - rate) / n)
+  assert abs(first.mean() - (1 - rate)) < 5 * sigma
+  centered = (first - first.mean()).reshape(-1) / first.std()
+  other = (second - second.mean()).reshape(-1) / second.std()
+  for lag in (1, 2, 127, 128, 129, 128 * 128):
+    assert abs(np.mean(centered[:-lag] * centered[lag:])) < 5 / np.sqrt(n)
+  assert abs(np.mean(centered * other)) < 5 / np.sqrt(n)
 
 
 def test_fused_kernel_gradients_match_autodiff():
@@ -155,9 +178,23 @@ def test_fused_kernel_gradients_match_autodiff():
   r = tf.constant(rng.normal(size=(6, 10)), tf.float32)
   gamma = tf.constant(rng.normal(size=(10,)), tf.float32)
   beta = tf.constant(rng.normal(size=(10,)), tf.float32)
-  bias = tf.constant(np.where(rng.random((6, 1, 10)) < 0.3, -1e9, 0.0),
+  # Attention: [batch 2, heads 3, 6 queries, 10 keys, head size 5].
+  q = tf.constant(rng.normal(size=(2, 3, 6, 5)), tf.float32)
+  k, v = (tf.constant(rng.normal(size=(2, 3, 10, 5)), tf.float32)
+          for _ in range(2))
+  bias = tf.constant(np.where(rng.random((2, 1, 1, 10)) < 0.3, -1e9, 0.0),
                      tf.float32)
-  weights = tf.constant(rng.normal(size=(6, 10)), tf.float32)
+  seed = fused_kernels.dropout_seed()
+
+  def dropout(values, shape):   # the kernels' mask, applied with plain ops
+    keep = fused_kernels.dropout_keep_mask(shape, seed, 0.3)
+    return tf.where(keep, values / 0.7, 0.0)
+
+  def plain_attention(a, rate):
+    probs = tf.nn.softmax(tf.matmul(a[0], a[1], transpose_b=True) * 0.7 + bias)
+    if rate:
+      probs = dropout(probs, [2, 3, 6, 10])
+    return tf.matmul(probs, a[2])
 
   def plain_norm(x, r, gamma, beta):
     total = x + r
@@ -172,9 +209,14 @@ def test_fused_kernel_gradients_match_autodiff():
        lambda a: tf.nn.gelu(a[0], approximate=True), [x]),
       (lambda a: fused_kernels.add_layer_norm(a[0], a[1], a[2], a[3], 1e-12),
        lambda a: plain_norm(*a), [x, r, gamma, beta]),
-      (lambda a: fused_kernels.masked_softmax_dropout(
-          a[0][:, None], bias, None, 0.0)[:, 0],
-       lambda a: tf.nn.softmax(a[0][:, None] + bias)[:, 0], [x]),
+      (lambda a: fused_kernels.add_layer_norm(a[0], a[1], a[2], a[3], 1e-12,
+                                              seed, 0.3),
+       lambda a: plain_norm(dropout(a[0], [6, 10]), *a[1:]),
+       [x, r, gamma, beta]),
+      (lambda a: fused_kernels.attention(*a, bias, 0.7),
+       lambda a: plain_attention(a, None), [q, k, v]),
+      (lambda a: fused_kernels.attention(*a, bias, 0.7, seed, 0.3),
+       lambda a: plain_attention(a, 0.3), [q, k, v]),
   ]
   for fused, plain, args in cases:
     results = []
@@ -182,6 +224,8 @@ def test_fused_kernel_gradients_match_autodiff():
       with tf.GradientTape() as tape:
         tape.watch(args)
         y = fn(args)
+        weights = tf.sin(tf.reshape(tf.range(tf.size(y), dtype=tf.float32),
+                                    tf.shape(y)))
         loss = tf.reduce_sum(y * weights)
       results.append((y.numpy(), [g.numpy() for g in tape.gradient(loss, args)]))
     np.testing.assert_allclose(results[0][0], results[1][0], atol=1e-5)
