@@ -147,12 +147,15 @@ def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
 
 
 # === dropout ===
-def dropout_seed() -> tf.Tensor:
-  """int32 [2] seed of one dropout call.
+def dropout_seed(rate: float = 1.0) -> Optional[tf.Tensor]:
+  """int32 [2] seed of one dropout call at `rate`; None when rate is 0 (no
+  dropout, and nothing drawn).
 
   Drawn from TensorFlow's stateful generator, so runs are repeatable under
   `tf.random.set_seed` as with Keras' dropout, and every call differs.
   """
+  if rate == 0:
+    return None
   return tf.random.uniform([2], minval=-2**31, maxval=2**31 - 1,
                            dtype=tf.int32)
 

@@ -196,7 +196,7 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
       mask_bias = None
     else:  # Keras' Softmax adds the same -1e9 at masked positions.
       mask_bias = (1.0 - tf.cast(attention_mask, tf.float32)) * -1e9
-    seed = fused_kernels.dropout_seed() if self._dropout > 0 else None
+    seed = fused_kernels.dropout_seed(self._dropout)
     return fused_kernels.attention(query, key, value, mask_bias,
                                    self._scale(), seed, self._dropout)
 

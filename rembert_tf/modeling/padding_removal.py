@@ -120,8 +120,8 @@ class TokenLayout(NamedTuple):
 
     @tf.custom_gradient
     def spread_rows(rows):
-      clipped = tf.minimum(self.row_of_position, self.num_rows - 1)
-      return tf.gather(rows, clipped), lambda d: tf.gather(d, self.rows)
+      return (tf.gather(rows, self._nearest_row()),
+              lambda d: tf.gather(d, self.rows))
 
     flat = spread_rows(rows)
     if real_only:
@@ -142,12 +142,12 @@ class TokenLayout(NamedTuple):
     """
     head_dim = rows.shape[-1] // (parts * heads)
     batch, seq, slices = self.batch_size, self.seq_length, parts * heads
-    clipped = tf.minimum(self.row_of_position, self.num_rows - 1)
+    clipped = self._nearest_row()
     # Slice (part p, head n) of position (b, s) is slice row x P*N + p*N + n.
     index = (tf.reshape(clipped, [1, batch, 1, seq]) * slices
              + tf.reshape(tf.range(slices), [parts, 1, heads, 1]))
     # Back: row r (at b, s) gets entry (p, b, n, s) of [P, B, N, S].
-    row_batch, row_seq = self.rows // seq, self.rows % seq
+    row_batch, row_seq = self._row_coordinates()
     back = (tf.reshape(row_batch * heads * seq + row_seq, [-1, 1, 1])
             + tf.reshape(tf.range(parts), [1, parts, 1]) * (batch * heads * seq)
             + tf.reshape(tf.range(heads), [1, 1, heads]) * seq)
@@ -167,7 +167,7 @@ class TokenLayout(NamedTuple):
     get a zero gradient."""
     heads, head_dim = values.shape[1], values.shape[-1]
     batch, seq = self.batch_size, self.seq_length
-    row_batch, row_seq = self.rows // seq, self.rows % seq
+    row_batch, row_seq = self._row_coordinates()
     index = (tf.reshape(row_batch * heads * seq + row_seq, [-1, 1])
              + tf.range(heads)[tf.newaxis, :] * seq)             # [rows, N]
     # Back: slice (b, n, s) from slice row x N + n, or from a zero slice
@@ -188,8 +188,16 @@ class TokenLayout(NamedTuple):
     packed = gather_slices(tf.reshape(values, [-1, head_dim]))
     return tf.reshape(packed, [-1, heads * head_dim])
 
+  def _nearest_row(self) -> tf.Tensor:
+    """[batch x seq] the row of each position, clipped to the last row where
+    a position has none (its gathered value is then arbitrary)."""
+    return tf.minimum(self.row_of_position, self.num_rows - 1)
+
+  def _row_coordinates(self):
+    """(example, position) of each packed row."""
+    return self.rows // self.seq_length, self.rows % self.seq_length
+
   def _spread(self, rows):
     """Rows to their positions, zeros where no row is (pack's gradient)."""
     covered = tf.cast(self.row_of_position < self.num_rows, rows.dtype)
-    clipped = tf.minimum(self.row_of_position, self.num_rows - 1)
-    return tf.gather(rows, clipped) * covered[:, tf.newaxis]
+    return tf.gather(rows, self._nearest_row()) * covered[:, tf.newaxis]

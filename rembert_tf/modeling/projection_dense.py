@@ -97,13 +97,7 @@ class ProjectionDense(tf_keras.layers.Layer):
     return tf.reshape(self.bias, [self.output_size])
 
   def call(self, inputs):
-    rows = tf.reshape(inputs, [-1, self.input_size])
-    outputs = tf.nn.bias_add(matmul(rows, self.flat_kernel()),
-                             self.flat_bias())
-    if inputs.shape.rank == 2:
-      return outputs
-    leading = tf.shape(inputs)[:-1]
-    return tf.reshape(outputs, tf.concat([leading, [self.output_size]], 0))
+    return project_rows(inputs, self.flat_kernel(), self.flat_bias())
 
   def get_config(self) -> Dict[str, Any]:
     config = super().get_config()
@@ -115,6 +109,18 @@ class ProjectionDense(tf_keras.layers.Layer):
         bias_initializer=tf_keras.initializers.serialize(
             self._bias_initializer))
     return config
+
+
+def project_rows(inputs: tf.Tensor, kernel: tf.Tensor,
+                 bias: tf.Tensor) -> tf.Tensor:
+  """inputs [..., in] @ kernel [in, out] + bias [out] as one 2-D MatMul +
+  BiasAdd on the [rows, in] view (free reshapes); returns [..., out]."""
+  rows = tf.reshape(inputs, [-1, kernel.shape[0]])
+  outputs = tf.nn.bias_add(matmul(rows, kernel), bias)
+  if inputs.shape.rank == 2:
+    return outputs
+  leading = tf.shape(inputs)[:-1]
+  return tf.reshape(outputs, tf.concat([leading, [kernel.shape[1]]], 0))
 
 
 def matmul(rows: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:

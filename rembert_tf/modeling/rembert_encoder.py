@@ -43,6 +43,7 @@ from official.nlp.modeling import layers
 from rembert_tf.modeling import activations
 from rembert_tf.modeling import fused_kernels
 from rembert_tf.modeling import padding_removal
+from rembert_tf.modeling import projection_dense
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import transformer_block
 
@@ -264,7 +265,7 @@ class RemBertEncoder(tf_keras.layers.Layer):
   def _dropout_fused(self, embeddings):
     """Training: the embedding dropout as one compiled kernel each way."""
     rate = self._embedding_dropout.rate
-    seed = fused_kernels.dropout_seed() if rate > 0 else None
+    seed = fused_kernels.dropout_seed(rate)
     return fused_kernels.dropout(embeddings, seed, rate)
 
   def _project_fused(self, embeddings):
@@ -278,14 +279,9 @@ class RemBertEncoder(tf_keras.layers.Layer):
       projection(embeddings if embeddings.shape.rank == 3
                  else embeddings[tf.newaxis])
     dtype = projection.compute_dtype
-    rows = tf.cast(tf.reshape(embeddings, [-1, embeddings.shape[-1]]), dtype)
-    projected = tf.nn.bias_add(
-        tf.matmul(rows, tf.cast(projection.kernel, dtype)),
+    return projection_dense.project_rows(
+        tf.cast(embeddings, dtype), tf.cast(projection.kernel, dtype),
         tf.cast(projection.bias, dtype))
-    if embeddings.shape.rank == 2:
-      return projected
-    return tf.reshape(projected, tf.concat(
-        [tf.shape(embeddings)[:-1], [projected.shape[-1]]], axis=0))
 
   # Same accessors as Model Garden's BertEncoderV2, so its heads and tasks work.
   def get_embedding_table(self):

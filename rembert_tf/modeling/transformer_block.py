@@ -218,7 +218,7 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
 
   def _add_norm(self, x, residual, norm_layer, dropout_rate):
     """LayerNorm(dropout(x) + residual) with norm_layer's variables."""
-    seed = fused_kernels.dropout_seed() if dropout_rate > 0 else None
+    seed = fused_kernels.dropout_seed(dropout_rate)
     return fused_kernels.add_layer_norm(
         x, residual, norm_layer.gamma, norm_layer.beta, norm_layer.epsilon,
         seed=seed, rate=dropout_rate)
