@@ -115,7 +115,7 @@ def _en(frame: Frame, lex: lx.Lexicon) -> List[str]:
   base, third, past, _, _, _ = lx.VERBS[frame.verb]
   verb_key = "v:" + frame.verb
   base = word(verb_key, base)
-  negation = lex.function_word("f:not_" + frame.tense)
+  negation = _negation(frame, lex)
   if frame.tense == "past":
     verb = ["did", negation, base] if frame.negated else [word(verb_key, past)]
   elif frame.tense == "future":

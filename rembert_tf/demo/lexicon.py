@@ -360,11 +360,9 @@ class Lexicon:
     `native`: the host language's own form where its grammar inflects it
     (Greek "στο" / "στη"); default the `FUNCTION_WORDS` form.
     """
-    if self.is_english(key):
-      return english_form(key)
-    if self.lang == "en":  # borrowed from the donor language
-      return self._stems[key]
-    return native if native is not None else FUNCTION_WORDS[key][self.lang]
+    if native is not None and self.lang != "en" and not self.is_english(key):
+      return native
+    return self.form(key)  # the stems hold each language's FUNCTION_WORDS
 
   def switched(self, keys: Iterable[str]) -> "Lexicon":
     """This lexicon with `keys` written in English too (code-switching)."""
