@@ -83,15 +83,9 @@ def synthetic_batch(spec):
   """Padded sentence pairs and labels, the same for every implementation."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   task = TASKS[spec["task"]]
-  batch, seq = spec["batch_size"], spec["seq_length"]
-  rng = np.random.default_rng(0)
-  lengths = rng.integers(seq // 2, seq + 1, batch)
-  positions = np.arange(seq)[None, :]
-  mask = (positions < lengths[:, None]).astype(np.int32)
-  ids = rng.integers(5, spec["model"]["vocab_size"], (batch, seq)) * mask
-  types = ((positions >= lengths[:, None] // 2) * mask).astype(np.int32)
-  out = dict(input_ids=ids.astype(np.int32), attention_mask=mask,
-             token_type_ids=types)
+  batch = spec["batch_size"]
+  ids, mask, types, lengths, rng = sidebyside.padded_inputs(spec)
+  out = dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
   if spec["task"] == "classification":
     out["labels"] = rng.integers(0, task["num_classes"], batch).astype(np.int32)
   else:

@@ -59,15 +59,7 @@ flags.DEFINE_string("worker", "", "Internal: the row a worker process runs.")
 # === Worker side: one row ===
 def synthetic_inputs(spec):
   """Padded int32 [batch, seq] ids, mask and segment ids."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  batch, seq = spec["batch_size"], spec["seq_length"]
-  rng = np.random.default_rng(0)
-  lengths = rng.integers(seq // 2, seq + 1, batch)
-  positions = np.arange(seq)[None, :]
-  mask = (positions < lengths[:, None]).astype(np.int32)
-  ids = (rng.integers(5, spec["model"]["vocab_size"], (batch, seq)) * mask)
-  types = ((positions >= lengths[:, None] // 2) * mask).astype(np.int32)
-  return ids.astype(np.int32), mask, types
+  return sidebyside.padded_inputs(spec)[:3]
 
 
 def export_rembert(spec, directory):

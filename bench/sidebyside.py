@@ -264,6 +264,21 @@ def markdown_table(rows: List[Dict], peers: Sequence[str]) -> str:
   return "\n".join(lines)
 
 
+def padded_inputs(spec: Dict):
+  """(ids, mask, types, lengths, rng): int32 [batch, seq] padded sentence
+  pairs, lengths uniform in [seq/2, seq] (25% padding), the same for every
+  contender; `rng` continues the draws (labels)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  batch, seq = spec["batch_size"], spec["seq_length"]
+  rng = np.random.default_rng(0)
+  lengths = rng.integers(seq // 2, seq + 1, batch)
+  positions = np.arange(seq)[None, :]
+  mask = (positions < lengths[:, None]).astype(np.int32)
+  ids = rng.integers(5, spec["model"]["vocab_size"], (batch, seq)) * mask
+  types = ((positions >= lengths[:, None] // 2) * mask).astype(np.int32)
+  return ids.astype(np.int32), mask, types, lengths, rng
+
+
 def report(rows: List[Dict], peers: Sequence[str], json_out: str = "",
            settings: Optional[Dict] = None) -> None:
   """Adds the ratios, prints the end load and the table, writes the JSON
