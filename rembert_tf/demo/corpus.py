@@ -13,7 +13,9 @@ the cross-lingual material of real multilingual corpora:
   grammar of the language or of English, and each of its content words
   (noun, verb, adjective, place, time, manner), its negation and its
   locative preposition (`lexicon.FUNCTION_WORDS`) is written in the other
-  language with probability `switch_probability`; the other function words
+  language with probability `switch_probability`, inflected as that
+  language's own clause writes it (`grammar.word_forms`), so the switched
+  token is the one its monolingual text uses; the other function words
   (articles, case markers, auxiliaries) stay in the sentence's own
   language. A word then appears where its translation does, which ties the
   two forms together, and the function words of both languages appear next
@@ -137,16 +139,19 @@ def sample_code_switched_document(rng: random.Random, lang: str,
   Each sentence follows the grammar of `lang` or of English (one or the
   other at random, as bilingual writers alternate) and writes each of its
   `switchable_keys` in the other language with probability
-  `switch_probability`.
+  `switch_probability`, as the other language inflects it in that clause.
   """
   host, english = lx.lexicon(lang), lx.lexicon("en")
   lines = []
   for frame in sample_document_frames(rng, num_sentences):
     keys = [k for k in switchable_keys(frame) if rng.random() < switch_probability]
     if rng.random() < 0.5:
-      lines.append(grammar.render(frame, lang, host.switched(keys)))
+      lines.append(grammar.render(
+          frame, lang, host.switched(keys, grammar.word_forms(frame, "en"))))
     else:
-      lines.append(grammar.render(frame, "en", english.borrowing(lang, keys)))
+      lines.append(grammar.render(
+          frame, "en", english.borrowing(lang, keys,
+                                         grammar.word_forms(frame, lang))))
   return lines
 
 

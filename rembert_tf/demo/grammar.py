@@ -26,15 +26,17 @@ frame = grammar.sample_frame(random.Random(0), subject="farmer")
 for lang in lexicon.LANGUAGES:
   print(lang, grammar.render(frame, lang))
 # Code-switched: the Hindi clause with its verb in English, and the
-# English clause with its verb in Hindi.
+# English clause with its verb in Hindi, each inflected by its own grammar.
 verb = {"v:" + frame.verb}
-print(grammar.render(frame, "hi", lexicon.lexicon("hi").switched(verb)))
-print(grammar.render(frame, "en", lexicon.lexicon("en").borrowing("hi", verb)))
+print(grammar.render(frame, "hi", lexicon.lexicon("hi").switched(
+    verb, grammar.word_forms(frame, "en"))))
+print(grammar.render(frame, "en", lexicon.lexicon("en").borrowing(
+    "hi", verb, grammar.word_forms(frame, "hi"))))
 ```
 """
 import dataclasses
 import random
-from typing import List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from rembert_tf.demo import lexicon as lx
 
@@ -94,8 +96,7 @@ def _negation(frame: Frame, lex: lx.Lexicon) -> str:
 
 
 def _en(frame: Frame, lex: lx.Lexicon) -> List[str]:
-  def word(key, english):  # English inflection, or a borrowed bare stem.
-    return english if lex.is_english(key) else lex.form(key)
+  word = lex.word  # English inflection, or a borrowed word
   def np(key, adjective, definite, count):
     if key in lx.NAME_GENDER:
       return [key]
@@ -367,6 +368,46 @@ def _zh(frame: Frame, lex: lx.Lexicon) -> List[str]:
     words += np(frame.object, frame.object_adjective, frame.object_definite,
                 frame.object_count)
   return words
+
+
+class _RecordingLexicon(lx.Lexicon):
+  """A lexicon that remembers every word it gave each key."""
+
+  def __init__(self, base: lx.Lexicon):
+    super().__init__(base.lang, base._stems, base._english, base._forms)  # pylint: disable=protected-access
+    self.candidates: Dict[str, List[str]] = {}
+
+  def _keep(self, key: str, word: str) -> str:
+    self.candidates.setdefault(key, []).append(word)
+    return word
+
+  def form(self, key: str, prefix: str = "", suffix: str = "") -> str:
+    return self._keep(key, super().form(key, prefix, suffix))
+
+  def word(self, key: str, english: str) -> str:
+    return self._keep(key, super().word(key, english))
+
+  def function_word(self, key: str, native: Optional[str] = None) -> str:
+    return self._keep(key, super().function_word(key, native))
+
+
+def word_forms(frame: Frame, lang: str) -> Dict[str, str]:
+  """Each concept and function-word key of `frame` -> its word in `lang`.
+
+  The words as `render(frame, lang)` writes them, inflected for this clause
+  ("ate", "dogs"; Spanish noun endings, Arabic verb prefixes): what a
+  code-switching writer inserts into a clause of another language.
+  """
+  lexicon = _RecordingLexicon(lx.lexicon(lang))
+  _check_frame(frame)
+  written = _RENDERERS[lang](frame, lexicon)
+  forms = {}
+  for key, candidates in lexicon.candidates.items():
+    # Renderers may form several words per key (every tense's verb, a base
+    # form before the inflected one); the one in the sentence is the form.
+    used = [c for c in candidates if all(p in written for p in c.split())]
+    forms[key] = (used or candidates)[-1]
+  return forms
 
 
 _RENDERERS = {"en": _en, "es": _es, "ru": _ru, "el": _el, "ar": _ar,

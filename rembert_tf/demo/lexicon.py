@@ -10,12 +10,16 @@ languages is shared here too, and only that:
 - digits and the protagonists' names (Latin script in every language);
 - loanwords (`LOANWORDS`): a few concepts whose English form every language
   uses, unchanged and in Latin script, like "pizza", "radio" or "hotel";
-- code-switching: `Lexicon.switched(keys)` is a language's lexicon in which
-  the given concepts (and function words, `FUNCTION_WORDS`: the negation and
-  the locative preposition) take their English form (a bilingual writer's English
-  words inside a sentence of the other language), and
-  `lexicon("en").borrowing(lang, keys)` the English lexicon with those
-  concepts in `lang`'s words (the other way round).
+- code-switching: `Lexicon.switched(keys, forms)` is a language's lexicon in
+  which the given concepts (and function words, `FUNCTION_WORDS`: the
+  negation and the locative preposition) take their English form (a
+  bilingual writer's English words inside a sentence of the other language),
+  and `lexicon("en").borrowing(lang, keys, forms)` the English lexicon with
+  those concepts in `lang`'s words (the other way round). `forms` gives the
+  switched words as the other language inflects them in the same clause
+  (`grammar.word_forms`): a switched word is written as its own language
+  writes it, never as a bare stem no monolingual sentence contains, so the
+  code-switched token is the very token of the monolingual text.
 
 A concept key is `KIND:NAME`, KIND one of `n` (noun), `p` (place), `t` (time
 word), `m` (manner), `a` (adjective), `v` (verb): `n:cat`, `v:eat`.
@@ -28,6 +32,8 @@ ru.form("n:cat", suffix="а")          # the invented stem plus an ending
 ru.form("n:radio", suffix="а")        # 'radio': loanwords take no endings
 ru.switched({"n:cat"}).form("n:cat")  # 'cat' (code-switched)
 lexicon.lexicon("en").borrowing("ru", {"n:cat"}).form("n:cat")  # 'лыдоз'
+# As the other language's clause inflects it (`grammar.word_forms`):
+lexicon.lexicon("en").borrowing("ru", {"n:cat"}, {"n:cat": "лыдоза"}).form("n:cat")  # 'лыдоза'
 
 lexicon.english_form("t:last_night")  # 'last night'
 ```
@@ -35,7 +41,7 @@ lexicon.english_form("t:last_night")  # 'last night'
 import functools
 import random
 import zlib
-from typing import Dict, FrozenSet, Iterable, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 LANGUAGES = ("en", "es", "ru", "el", "ar", "hi", "zh")
 LANGUAGE_SCRIPTS = {"en": "Latin", "es": "Latin", "ru": "Cyrillic",
@@ -334,10 +340,13 @@ class Lexicon:
   """
 
   def __init__(self, lang: str, stems: Dict[str, str],
-               english: FrozenSet[str] = LOANWORDS):
+               english: FrozenSet[str] = LOANWORDS,
+               forms: Optional[Mapping[str, str]] = None):
     self.lang = lang
     self._stems = stems
     self._english = english
+    # Whole words from another language's rendering of the same clause.
+    self._forms = dict(forms or {})
 
   def is_english(self, key: str) -> bool:
     return key in self._english
@@ -348,11 +357,19 @@ class Lexicon:
     A word from another language (a loanword, a code-switched word) takes no
     affixes: it stays one word in its own script, as borrowed words often do.
     """
+    if key in self._forms:
+      return self._forms[key]
     if self.is_english(key):
       return english_form(key)
     if self.lang == "en":
       return self._stems[key]
     return prefix + self._stems[key] + suffix
+
+  def word(self, key: str, english: str) -> str:
+    """The word of `key` in an English clause; `english` is its English inflection."""
+    if self.is_english(key) and key not in self._forms:
+      return english
+    return self.form(key)
 
   def function_word(self, key: str, native: Optional[str] = None) -> str:
     """The function word `key` (`FUNCTION_KEYS`) as this lexicon writes it.
@@ -360,20 +377,34 @@ class Lexicon:
     `native`: the host language's own form where its grammar inflects it
     (Greek "στο" / "στη"); default the `FUNCTION_WORDS` form.
     """
-    if native is not None and self.lang != "en" and not self.is_english(key):
+    if (native is not None and self.lang != "en" and not self.is_english(key)
+        and key not in self._forms):
       return native
     return self.form(key)  # the stems hold each language's FUNCTION_WORDS
 
-  def switched(self, keys: Iterable[str]) -> "Lexicon":
-    """This lexicon with `keys` written in English too (code-switching)."""
-    return Lexicon(self.lang, self._stems, self._english | frozenset(keys))
+  def switched(self, keys: Iterable[str],
+               forms: Optional[Mapping[str, str]] = None) -> "Lexicon":
+    """This lexicon with `keys` written in English too (code-switching).
 
-  def borrowing(self, donor: str, keys: Iterable[str]) -> "Lexicon":
-    """The English lexicon with `keys` in the words of `donor` (code-switching)."""
+    `forms`: the English words of the same clause by key (inflected); keys
+    without one take the English base form.
+    """
+    keys = frozenset(keys)
+    return Lexicon(self.lang, self._stems, self._english | keys,
+                   {k: v for k, v in (forms or {}).items() if k in keys})
+
+  def borrowing(self, donor: str, keys: Iterable[str],
+                forms: Optional[Mapping[str, str]] = None) -> "Lexicon":
+    """The English lexicon with `keys` in the words of `donor` (code-switching).
+
+    `forms`: `donor`'s words of the same clause by key, inflected as
+    `donor`'s grammar writes them; keys without one take the bare stem.
+    """
     if self.lang != "en":
       raise ValueError("borrowing() is for the English lexicon; use switched().")
     keys = frozenset(keys) - LOANWORDS
-    return Lexicon("en", lexicon(donor)._stems, self._english - keys)
+    return Lexicon("en", lexicon(donor)._stems, self._english - keys,
+                   {k: v for k, v in (forms or {}).items() if k in keys})
 
 
 @functools.lru_cache(maxsize=None)

@@ -83,6 +83,44 @@ def test_code_switching_swaps_content_words_negation_and_preposition():
       assert "DEVANAGARI" in _scripts(line), line
 
 
+def _words(sentence):
+  return [w.strip(".।").lower() for w in sentence.split()]
+
+
+def test_switched_words_keep_their_own_languages_inflection():
+  # A switched word is the word its own language writes in that clause, so
+  # code-switching puts into the other language's sentences the very tokens
+  # of the monolingual text (never a bare stem no sentence contains).
+  frame = grammar.Frame(subject="cat", verb="eat", object="apple", tense="past",
+                        location="river", manner="quickly", negated=True)
+  keys = corpus.switchable_keys(frame)
+  for lang in ("es", "ru", "el", "ar", "hi"):
+    forms = grammar.word_forms(frame, lang)
+    assert set(keys) <= set(forms)
+    native = _words(grammar.render(frame, lang))
+    borrowed = _words(grammar.render(
+        frame, "en", lexicon.lexicon("en").borrowing(lang, keys, forms)))
+    for key in keys:
+      assert forms[key].lower() in native and forms[key].lower() in borrowed
+  # Russian: nouns and the past verb take endings the bare stems lack.
+  ru = lexicon.lexicon("ru")
+  borrowed = _words(grammar.render(frame, "en", lexicon.lexicon("en").borrowing(
+      "ru", keys, grammar.word_forms(frame, "ru"))))
+  assert ru.form("v:eat") not in borrowed and ru.form("n:apple") not in borrowed
+  # The other way round: English words as English inflects them ("ate").
+  positive = frame.replace(negated=False)
+  switched = grammar.render(positive, "ru", ru.switched(
+      ["v:eat", "n:apple"], grammar.word_forms(positive, "en")))
+  assert "ate" in _words(switched) and "apple" in _words(switched)
+  # Documents: no bare Spanish stem of a word Spanish inflects (nouns,
+  # places, adjectives, verbs; time words take no ending) in any sentence.
+  stems = {lexicon.lexicon("es").form(k) for k in lexicon.concept_keys()
+           if k[0] in "npav"}
+  document = corpus.sample_code_switched_document(random.Random(4), "es", 1.0,
+                                                  num_sentences=12)
+  assert not stems & {w for line in document for w in _words(line)}
+
+
 def test_corpus_is_deterministic_and_laid_out_per_language(tmp_path):
   a = corpus.generate_corpus(tmp_path / "a", target_megabytes=0.05, seed=3)
   b = corpus.generate_corpus(tmp_path / "b", target_megabytes=0.05, seed=3)
