@@ -367,9 +367,7 @@ class Lexicon:
 
   def word(self, key: str, english: str) -> str:
     """The word of `key` in an English clause; `english` is its English inflection."""
-    if self.is_english(key) and key not in self._forms:
-      return english
-    return self.form(key)
+    return english if self.is_english(key) else self.form(key)
 
   def function_word(self, key: str, native: Optional[str] = None) -> str:
     """The function word `key` (`FUNCTION_KEYS`) as this lexicon writes it.
@@ -377,8 +375,7 @@ class Lexicon:
     `native`: the host language's own form where its grammar inflects it
     (Greek "στο" / "στη"); default the `FUNCTION_WORDS` form.
     """
-    if (native is not None and self.lang != "en" and not self.is_english(key)
-        and key not in self._forms):
+    if native is not None and self.lang != "en" and not self.is_english(key):
       return native
     return self.form(key)  # the stems hold each language's FUNCTION_WORDS
 

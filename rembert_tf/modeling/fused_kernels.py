@@ -128,8 +128,7 @@ def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
   differs from that by bfloat16 rounding only); gamma/beta float32 [width];
   seed from `dropout_seed()` (None: no dropout); returns float32.
   """
-  if rate == 0:
-    seed = None
+  seed, rate = _dropout_args(seed, rate)
   gamma = tf.convert_to_tensor(gamma)  # variables -> values: the gradient
   beta = tf.convert_to_tensor(beta)    # flows back through the read
 
@@ -205,9 +204,17 @@ def dropout_keep_mask(shape, seed, rate):
   return _keep(shape, seed, rate)
 
 
+def _dropout_args(seed, rate):
+  """(seed, rate), or (None, 0.0) when either says there is no dropout: the
+  one place the public kernels normalize their arguments."""
+  if seed is None or rate == 0:
+    return None, 0.0
+  return seed, rate
+
+
 def _dropout(values, seed, rate):
   """Inverted dropout of float32 `values` under `seed` (None: identity)."""
-  if seed is None or rate == 0:
+  if seed is None:
     return values
   return _apply_keep(values, _keep(tf.shape(values), seed, rate), rate)
 
@@ -234,7 +241,8 @@ def _dropout_backward(dy, keep, rate):
 def dropout(x: tf.Tensor, seed: Optional[tf.Tensor], rate: float) -> tf.Tensor:
   """Inverted dropout as one compiled loop each way (the backward reads the
   forward's bool mask); seed from `dropout_seed()`, None: identity."""
-  if seed is None or rate == 0:
+  seed, rate = _dropout_args(seed, rate)
+  if seed is None:
     return x
 
   @tf.custom_gradient
@@ -283,8 +291,7 @@ def attention(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor,
   softmax row sum from the context), between the four BatchMatMuls.
   """
   scale = float(scale)
-  if seed is None:
-    rate = 0.0
+  seed, rate = _dropout_args(seed, rate)
 
   @tf.custom_gradient
   def fused(query, key, value):
@@ -293,7 +300,7 @@ def attention(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor,
     if mask_bias is not None:
       scores = scores + tf.cast(mask_bias, scores.dtype)
     probs = tf.nn.softmax(tf.cast(scores, tf.float32), axis=-1)
-    if rate > 0:
+    if seed is not None:
       dropped = _dropout_cast(probs, seed, rate, query.dtype)
     else:
       dropped = tf.cast(probs, query.dtype)
@@ -303,8 +310,7 @@ def attention(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor,
       d_dropped = tf.matmul(d_context, value, transpose_b=True)
       d_value = tf.matmul(dropped, d_context, transpose_a=True)
       d_scores = _attention_scores_backward(
-          probs, d_dropped, d_context, context, seed if rate > 0 else None,
-          rate, scale)
+          probs, d_dropped, d_context, context, seed, rate, scale)
       return (tf.matmul(d_scores, key), tf.matmul(d_scores, query,
                                                   transpose_a=True), d_value)
     return context, grad

@@ -164,13 +164,15 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
     bias ([H, W] and [W], cheap) instead of multiplying the [B, N, S, D]
     queries or the scores.
     """
-    scale = self._scale() if scale_query else 1.0
     denses = dict(query=self._query_dense, key=self._key_dense,
                   value=self._value_dense)
-    kernels = [denses[n].flat_kernel() * scale if n == "query" and scale_query
-               else denses[n].flat_kernel() for n in names]
-    biases = [denses[n].flat_bias() * scale if n == "query" and scale_query
-              else denses[n].flat_bias() for n in names]
+    kernels, biases = [], []
+    for name in names:
+      kernel, bias = denses[name].flat_kernel(), denses[name].flat_bias()
+      if name == "query" and scale_query:
+        kernel, bias = kernel * self._scale(), bias * self._scale()
+      kernels.append(kernel)
+      biases.append(bias)
     kernel = kernels[0] if len(names) == 1 else tf.concat(kernels, axis=1)
     bias = biases[0] if len(names) == 1 else tf.concat(biases, axis=0)
     return tf.nn.bias_add(tf.matmul(rows, kernel), bias)

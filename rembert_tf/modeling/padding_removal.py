@@ -147,8 +147,7 @@ class TokenLayout(NamedTuple):
     index = (tf.reshape(clipped, [1, batch, 1, seq]) * slices
              + tf.reshape(tf.range(slices), [parts, 1, heads, 1]))
     # Back: row r (at b, s) gets entry (p, b, n, s) of [P, B, N, S].
-    row_batch, row_seq = self._row_coordinates()
-    back = (tf.reshape(row_batch * heads * seq + row_seq, [-1, 1, 1])
+    back = (tf.reshape(self._head_major_index(heads), [-1, 1, 1])
             + tf.reshape(tf.range(parts), [1, parts, 1]) * (batch * heads * seq)
             + tf.reshape(tf.range(heads), [1, 1, heads]) * seq)
 
@@ -167,8 +166,7 @@ class TokenLayout(NamedTuple):
     get a zero gradient."""
     heads, head_dim = values.shape[1], values.shape[-1]
     batch, seq = self.batch_size, self.seq_length
-    row_batch, row_seq = self._row_coordinates()
-    index = (tf.reshape(row_batch * heads * seq + row_seq, [-1, 1])
+    index = (tf.reshape(self._head_major_index(heads), [-1, 1])
              + tf.range(heads)[tf.newaxis, :] * seq)             # [rows, N]
     # Back: slice (b, n, s) from slice row x N + n, or from a zero slice
     # appended after the num_rows x N slices where no row is.
@@ -193,9 +191,12 @@ class TokenLayout(NamedTuple):
     a position has none (its gathered value is then arbitrary)."""
     return tf.minimum(self.row_of_position, self.num_rows - 1)
 
-  def _row_coordinates(self):
-    """(example, position) of each packed row."""
-    return self.rows // self.seq_length, self.rows % self.seq_length
+  def _head_major_index(self, heads: int) -> tf.Tensor:
+    """[rows] each packed row's index (b, 0, s) in a flat [batch, heads, seq]
+    layout; head n is `seq` x n further."""
+    row_batch = self.rows // self.seq_length
+    row_seq = self.rows % self.seq_length
+    return row_batch * heads * self.seq_length + row_seq
 
   def _spread(self, rows):
     """Rows to their positions, zeros where no row is (pack's gradient)."""
