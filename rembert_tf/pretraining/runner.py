@@ -20,7 +20,7 @@ preemptible RemBERT job on TPU pods needs around them:
   (single host); several workers consult TF's `PreemptionCheckpointHandler`
   at the same points;
 * after saves the fine-tuning artefacts next to the full checkpoint, per
-  `rembert_tf.modeling.checkpoints`: `model_config.yaml`, `encoder/ckpt-N`
+  `rembert_tf.modeling.checkpoint_layout`: `model_config.yaml`, `encoder/ckpt-N`
   (every `trainer.encoder_export_every_n_checkpoints`-th save and the last),
   and `sentencepiece.model` when the records' metadata names one; under
   MultiWorkerMirroredStrategy every worker builds the same objects and
@@ -66,7 +66,8 @@ from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretrain_dataloader
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import masked_lm_task
@@ -233,7 +234,8 @@ def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
 def remove_stale_checkpoint_temporaries(model_dir: str) -> List[str]:
   """Removes `ckpt-N_temp` left by a save that failed or was killed."""
   removed = []
-  for directory in (model_dir, fileio.join(model_dir, checkpoints.ENCODER_SUBDIR)):
+  for directory in (model_dir,
+                    fileio.join(model_dir, checkpoint_layout.ENCODER_SUBDIR)):
     for stale in fileio.glob(fileio.join(directory, CHECKPOINT_TEMP_GLOB)):
       fileio.rmtree(stale)
       removed.append(stale)
@@ -268,7 +270,7 @@ def expected_checkpoint_variables(checkpoint: tf.train.Checkpoint,
 
 
 def _model_config_differences(model_dir, model_config) -> List[str]:
-  config_path = fileio.join(model_dir, checkpoints.MODEL_CONFIG_FILE)
+  config_path = fileio.join(model_dir, checkpoint_layout.MODEL_CONFIG_FILE)
   if not fileio.exists(config_path):
     return []
   saved = rembert_config.load_model_config(config_path)
@@ -402,7 +404,7 @@ def check_sentencepiece_matches(model_dir: str, data_config,
   records. With `allow_mismatch` a mismatch is a warning, and the records'
   model (when available) replaces model_dir's. Returns True on a mismatch.
   """
-  ours = fileio.join(model_dir, checkpoints.SENTENCEPIECE_FILE)
+  ours = fileio.join(model_dir, checkpoint_layout.SENTENCEPIECE_FILE)
   if not fileio.exists(ours):
     return False
   records_sha, meta_path, named = records_sentencepiece_sha256(data_config)
@@ -657,7 +659,7 @@ class ArtifactWriter:
     self._spm_path = sentencepiece_path
     self._export_dir = model_dir if is_chief else tempfile.mkdtemp(
         prefix="rembert_tf-worker-export-")
-    self.encoder_writer = checkpoints.EncoderExportWriter(
+    self.encoder_writer = checkpoint_restore.EncoderExportWriter(
         encoder, self._export_dir, max_to_keep=config.trainer.max_to_keep,
         every_n_saves=getattr(config.trainer,
                               "encoder_export_every_n_checkpoints", 1))
@@ -666,10 +668,12 @@ class ArtifactWriter:
     self.encoder_writer.save(step, final=final)
     if not self._is_chief:
       return
-    config_path = fileio.join(self._model_dir, checkpoints.MODEL_CONFIG_FILE)
+    config_path = fileio.join(self._model_dir,
+                              checkpoint_layout.MODEL_CONFIG_FILE)
     if not fileio.exists(config_path):
       rembert_config.save_model_config(self._config.task.model, config_path)
-    spm_target = fileio.join(self._model_dir, checkpoints.SENTENCEPIECE_FILE)
+    spm_target = fileio.join(self._model_dir,
+                             checkpoint_layout.SENTENCEPIECE_FILE)
     if self._spm_path and not fileio.exists(spm_target):
       fileio.copy(self._spm_path, spm_target)
 
