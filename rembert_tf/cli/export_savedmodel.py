@@ -47,9 +47,10 @@ def main(argv):
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
 
-  source = checkpoints.resolve(FLAGS.model_dir)
+  source = checkpoint_layout.resolve(FLAGS.model_dir)
   sp_model = FLAGS.sp_model or source.sp_model
   preprocessor_dir = (FLAGS.preprocessor_dir
                       or FLAGS.output_dir.rstrip("/") + "_preprocessor")
@@ -58,7 +59,7 @@ def main(argv):
       raise errors.UsageError(
           "--export_preprocessor needs --sp_model (no sentencepiece.model "
           f"comes with {FLAGS.model_dir}).")
-    cfg = checkpoints.model_config_of(source, FLAGS.config)
+    cfg = checkpoint_restore.model_config_of(source, FLAGS.config)
     if FLAGS.seq_length > cfg.max_position_embeddings:
       raise errors.UsageError(
           f"--seq_length {FLAGS.seq_length} exceeds max_position_embeddings "

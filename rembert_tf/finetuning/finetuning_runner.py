@@ -69,7 +69,8 @@ from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import task_types
 from rembert_tf.finetuning import xtreme_task
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_config
 
 RUN_RESULT_FILE = "run.json"
@@ -535,7 +536,7 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
     if sp_model is None:
       raise FinetuningError(
           f"Give --sp_model: the init checkpoint {init_checkpoint} has no "
-          f"{checkpoints.SENTENCEPIECE_FILE}.")
+          f"{checkpoint_layout.SENTENCEPIECE_FILE}.")
   records_root = fileio.join(output_dir, "records")
   existing = fileio.join(records_root, task)
   if fileio.exists(fileio.join(existing, finetuning_data.METADATA_FILE)):
@@ -556,7 +557,7 @@ def checkpoint_sentencepiece(init_checkpoint) -> Optional[str]:
   """The SentencePiece model stored with a checkpoint, if any."""
   if not init_checkpoint:
     return None
-  return checkpoints.find_sentencepiece(init_checkpoint)
+  return checkpoint_layout.find_sentencepiece(init_checkpoint)
 
 
 def check_tokenizer(meta: Dict, records_dir: str, init_checkpoint,
@@ -587,7 +588,7 @@ def encoder_source(init_checkpoint, model_config, meta, records_dir):
   """(model config, restore_encoder(encoder) or None, description).
 
   Reads only the config now; the weights are read into each run's encoder
-  by `modeling.checkpoints.restore_encoder` when the run starts fresh.
+  by `modeling.checkpoint_restore.restore_encoder` when the run starts fresh.
   """
   if not init_checkpoint:
     if model_config is None:
@@ -598,10 +599,11 @@ def encoder_source(init_checkpoint, model_config, meta, records_dir):
                  else rembert_config.load_model_config(model_config))
     restore, source = None, "random initialisation (no --init_checkpoint)"
   else:
-    model_cfg = checkpoints.model_config_of(init_checkpoint, model_config)
-    restore = lambda encoder: checkpoints.restore_encoder(  # pylint: disable=g-long-lambda
+    model_cfg = checkpoint_restore.model_config_of(init_checkpoint,
+                                                   model_config)
+    restore = lambda encoder: checkpoint_restore.restore_encoder(  # pylint: disable=g-long-lambda
         encoder, init_checkpoint)
-    source = checkpoints.resolve(init_checkpoint).encoder_checkpoint
+    source = checkpoint_layout.resolve(init_checkpoint).encoder_checkpoint
   if meta["seq_length"] > model_cfg.max_position_embeddings:
     raise FinetuningError(
         f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: "

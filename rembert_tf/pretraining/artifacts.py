@@ -1,6 +1,6 @@
 """What a pre-training run writes into model_dir beside its checkpoints.
 
-The layout (per `rembert_tf.modeling.checkpoints`), what fine-tuning and the
+The layout (per `rembert_tf.modeling.checkpoint_layout`), what fine-tuning and the
 exporter read:
 
 | path | written |
@@ -32,7 +32,8 @@ from official.core import config_definitions as cfg
 import tf_keras
 
 from rembert_tf.common import fileio
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import experiments
 from rembert_tf.runtime import checkpoint_temporaries
@@ -43,7 +44,7 @@ PARAMS_FILE = "params.yaml"
 def remove_temporaries(model_dir: str) -> List[str]:
   """Removes what a save that failed or was killed left; returns the paths."""
   removed = checkpoint_temporaries.remove(
-      [model_dir, fileio.join(model_dir, checkpoints.ENCODER_SUBDIR)])
+      [model_dir, fileio.join(model_dir, checkpoint_layout.ENCODER_SUBDIR)])
   removed += fileio.remove_stale_temporaries(fileio.join(model_dir, PARAMS_FILE))
   return removed
 
@@ -70,7 +71,7 @@ class ArtifactWriter:
     self._spm_path = sentencepiece_path
     self._export_dir = model_dir if is_chief else tempfile.mkdtemp(
         prefix="rembert_tf-worker-export-")
-    self.encoder_writer = checkpoints.EncoderExportWriter(
+    self.encoder_writer = checkpoint_restore.EncoderExportWriter(
         encoder, self._export_dir, max_to_keep=config.trainer.max_to_keep,
         every_n_saves=getattr(config.trainer,
                               "encoder_export_every_n_checkpoints", 1))
@@ -79,10 +80,10 @@ class ArtifactWriter:
     self.encoder_writer.save(step, final=final)
     if not self._is_chief:
       return
-    config_path = fileio.join(self._model_dir, checkpoints.MODEL_CONFIG_FILE)
+    config_path = fileio.join(self._model_dir, checkpoint_layout.MODEL_CONFIG_FILE)
     if not fileio.exists(config_path):
       rembert_config.save_model_config(self._config.task.model, config_path)
-    spm_target = fileio.join(self._model_dir, checkpoints.SENTENCEPIECE_FILE)
+    spm_target = fileio.join(self._model_dir, checkpoint_layout.SENTENCEPIECE_FILE)
     if self._spm_path and not fileio.exists(spm_target):
       fileio.copy(self._spm_path, spm_target)
 

@@ -31,7 +31,7 @@ from tensorflow.python.checkpoint import graph_view  # pylint: disable=g-direct-
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretrain_dataloader
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import masked_lm_task
@@ -169,7 +169,7 @@ def expected_checkpoint_variables(checkpoint: tf.train.Checkpoint,
 def _model_config_differences(model_dir: str,
                               model_config: rembert_config.RemBertConfig
                               ) -> List[str]:
-  config_path = fileio.join(model_dir, checkpoints.MODEL_CONFIG_FILE)
+  config_path = fileio.join(model_dir, checkpoint_layout.MODEL_CONFIG_FILE)
   if not fileio.exists(config_path):
     return []
   saved = rembert_config.load_model_config(config_path)
@@ -309,7 +309,7 @@ def check_sentencepiece_matches(model_dir: str, data_config,
   records. With `allow_mismatch` a mismatch is a warning, and the records'
   model (when available) replaces model_dir's. Returns True on a mismatch.
   """
-  ours = fileio.join(model_dir, checkpoints.SENTENCEPIECE_FILE)
+  ours = fileio.join(model_dir, checkpoint_layout.SENTENCEPIECE_FILE)
   if not fileio.exists(ours):
     return False
   records_sha, meta_path, named = records_sentencepiece_sha256(data_config)

@@ -11,7 +11,7 @@ from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_runner
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
 
 QUIET = lambda s: None  # noqa: E731
 
@@ -93,15 +93,15 @@ def test_records_of_another_sentencepiece_model_are_refused(
     checkpoint_dir, sp_model, xnli_records, tmp_path):
   other = tmp_path / "other_ckpt"
   shutil.copytree(checkpoint_dir, other)
-  (other / checkpoints.SENTENCEPIECE_FILE).write_bytes(
+  (other / checkpoint_layout.SENTENCEPIECE_FILE).write_bytes(
       sp_model.read_bytes() + b"\n")  # another model, as far as hashes go
   with pytest.raises(finetuning_runner.FinetuningError) as e:
     _run("xnli", xnli_records, tmp_path / "out", other, splits=("dev",))
   message = str(e.value)
   assert isinstance(e.value, errors.RemBertError)
-  assert str(other / checkpoints.SENTENCEPIECE_FILE) in message
+  assert str(other / checkpoint_layout.SENTENCEPIECE_FILE) in message
   assert fileio.sha256(sp_model) in message
-  assert fileio.sha256(other / checkpoints.SENTENCEPIECE_FILE) in message
+  assert fileio.sha256(other / checkpoint_layout.SENTENCEPIECE_FILE) in message
   assert "--allow_sp_model_mismatch" in message
   assert not (tmp_path / "out/runs").exists()
   lines = []
@@ -137,7 +137,7 @@ def test_bad_inputs_are_one_line_errors(tiny_cfg, xnli_records, checkpoint_dir,
                                      model_config=tiny_cfg, progress=QUIET)
   with pytest.raises(finetuning_runner.FinetuningError, match="field task"):
     _run("panx", xnli_records, tmp_path / "o", checkpoint_dir)
-  with pytest.raises(checkpoints.CheckpointError, match="does not exist"):
+  with pytest.raises(checkpoint_layout.CheckpointError, match="does not exist"):
     _run("xnli", xnli_records, tmp_path / "o", tmp_path / "nope")
 
 
@@ -146,7 +146,7 @@ def test_random_init_run_then_rerun_with_other_settings_is_refused(
   """No --init_checkpoint: the encoder of --model_config starts from random
   weights (the demo's baseline). A rerun with other settings is refused."""
   args = dict(init_checkpoint=None, records_dir=str(xnli_records),
-              model_config=str(checkpoint_dir / checkpoints.MODEL_CONFIG_FILE),
+              model_config=str(checkpoint_dir / checkpoint_layout.MODEL_CONFIG_FILE),
               learning_rates=[1e-3], train_batch_size=4, eval_batch_size=4,
               jit_compile=False, splits=("dev",))
   lines = []

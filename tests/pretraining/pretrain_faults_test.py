@@ -13,7 +13,8 @@ from rembert_tf import pretraining
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretrain_dataloader
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import masked_lm_task
@@ -232,14 +233,14 @@ def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoints.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
+  checkpoint_restore.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
   task = task_factory.get_task(config.task)
   model = task.build_model()
   assert masked_lm_task.restore_init_checkpoint(model, str(source)).endswith(
       "encoder/ckpt-3")
   np.testing.assert_array_equal(model.encoder.variables[0].numpy(),
                                 saved.encoder.variables[0].numpy())
-  with pytest.raises(checkpoints.CheckpointError, match="task.init_checkpoint"):
+  with pytest.raises(checkpoint_layout.CheckpointError, match="task.init_checkpoint"):
     masked_lm_task.restore_init_checkpoint(model, str(tmp_path / "nothing"))
 
 

@@ -14,7 +14,8 @@ from rembert_tf import pretraining
 from rembert_tf.data import pretrain_dataloader
 from rembert_tf.evaluation import mlm_baseline
 from rembert_tf.data import pretraining_records
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import runner
 
@@ -69,10 +70,10 @@ def test_train_and_eval_writes_checkpoints_encoder_and_summaries(trained_dir):
               "eval_masked_lm_accuracy", "train_examples_per_second"):
     assert np.isfinite(metrics[key]), key
   assert os.path.exists(os.path.join(model_dir, "ckpt-2.index"))
-  # Encoder-only checkpoint + model config + tokenizer, per checkpoints.py.
-  cfg, encoder = checkpoints.load_encoder(model_dir)
+  # Encoder-only checkpoint + model config + tokenizer, per checkpoint_layout.py.
+  cfg, encoder = checkpoint_restore.load_encoder(model_dir)
   assert cfg.num_hidden_layers == 1
-  assert checkpoints.encoder_checkpoint_path(model_dir).endswith("ckpt-4")
+  assert checkpoint_layout.encoder_checkpoint_path(model_dir).endswith("ckpt-4")
   assert os.path.exists(os.path.join(model_dir, "sentencepiece.model"))
   assert os.path.exists(os.path.join(model_dir, "params.yaml"))
   # Console lines: step/total, loss, MLM accuracy, examples/s, ETA.
