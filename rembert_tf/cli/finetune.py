@@ -34,11 +34,12 @@ console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
 from rembert_tf.common import errors
-from rembert_tf.finetuning import tasks
+from rembert_tf.finetuning import xtreme_datasets
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
-flags.DEFINE_enum("task", None, list(tasks.TASK_SPECS), "XTREME task.")
+flags.DEFINE_enum("task", None, list(xtreme_datasets.XTREME_DATASETS),
+                  "XTREME task.")
 flags.DEFINE_string("records_dir", None, "Records of the task "
                     "(tools/create_finetuning_data.py OUTPUT_DIR/<task>).")
 flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
