@@ -5,7 +5,7 @@ Modules:
 * `task_types`: the registry of task types (data, head, loss, metrics,
   record spec, prediction writer), the one place that differs per type;
 * `finetuning_data`: XTREME `download/` files -> TFRecords;
-* `xtreme_task`: the `base_task.Task` that `train_lib` / orbit run;
+* `finetuning_task`: the `base_task.Task` that `train_lib` / orbit run;
 * `finetuning_runner`: the sweep (rates x seeds), checkpoints and resume,
   predictions in the benchmark layout, results.
 

@@ -2,7 +2,7 @@
 
 Builds on Model Garden:
 * training: `official.core.train_lib.run_experiment` (orbit Controller +
-  `base_trainer.Trainer`) on the `xtreme_task.XtremeTask`: `steps_per_loop`
+  `base_trainer.Trainer`) on the `finetuning_task.FinetuningTask`: `steps_per_loop`
   steps per host round trip, TensorBoard summaries (`<run>/train`), a
   checkpoint every `checkpoint_interval` steps and resume from the newest;
 * optimiser: `official.modeling.optimization` (AdamW with weight decay, linear
@@ -67,8 +67,8 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
+from rembert_tf.finetuning import finetuning_task
 from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import xtreme_task
 from rembert_tf.modeling import checkpoints
 from rembert_tf.modeling import rembert_config
 
@@ -160,11 +160,11 @@ def experiment_config(meta: Dict, records_dir: str, model_config,
   steps = num_train_steps(meta, config)
   steps_per_loop = max(1, min(config.steps_per_loop, steps))
   train_file = meta["splits"]["train"]["en"]["file"]
-  task = xtreme_task.XtremeTaskConfig(
+  task = finetuning_task.FinetuningTaskConfig(
       model=model_config, task_type=meta["task_type"],
       num_labels=max(len(meta["labels"]), 1), jit_compile=config.jit_compile,
       freeze_input_embeddings=config.freeze_input_embeddings,
-      train_data=xtreme_task.XtremeDataConfig(
+      train_data=finetuning_task.FinetuningDataConfig(
           input_path=fileio.join(records_dir, train_file),
           global_batch_size=config.train_batch_size,
           seq_length=meta["seq_length"], seed=config.seed, is_training=True))
@@ -281,7 +281,7 @@ def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
   """Trains (or resumes) one run in `run_dir`; returns (task, model)."""
   params = experiment_config(meta, records_dir, model_config, config)
   tf_keras.utils.set_random_seed(config.seed)
-  task = xtreme_task.XtremeTask(params.task, logging_dir=run_dir,
+  task = finetuning_task.FinetuningTask(params.task, logging_dir=run_dir,
                                 restore_encoder=restore_encoder)
   latest = tf.train.latest_checkpoint(run_dir)
   if latest is not None:
@@ -325,7 +325,7 @@ def remove_training_checkpoints(run_dir: str) -> None:
 class Predictor:
   """Model outputs per record, in record order (one traced step per run)."""
 
-  def __init__(self, task: xtreme_task.XtremeTask, model, strategy,
+  def __init__(self, task: finetuning_task.FinetuningTask, model, strategy,
                eval_batch_size: int):
     self._task, self._strategy = task, strategy
     replicas = strategy.num_replicas_in_sync
@@ -339,7 +339,7 @@ class Predictor:
 
   def predict(self, records_file: str, num_records: int,
               seq_length: int) -> Dict[str, np.ndarray]:
-    data = xtreme_task.XtremeDataConfig(
+    data = finetuning_task.FinetuningDataConfig(
         input_path=records_file, global_batch_size=self._batch_size,
         seq_length=seq_length, is_training=False, num_records=num_records)
     dataset = self._strategy.distribute_datasets_from_function(
@@ -647,7 +647,7 @@ def _process_settings(mixed_precision: Optional[str], deterministic: bool):
   set_mixed_precision(mixed_precision)
   if deterministic:
     tf.config.experimental.enable_op_determinism()
-    # Dropout draws from checkpointed tf.random.Generators (see xtreme_task).
+    # Dropout draws from checkpointed tf.random.Generators (see finetuning_task).
     tf_keras.backend.experimental.enable_tf_random_generator()
   try:
     yield

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 from rembert_tf.finetuning import finetuning_runner
+from rembert_tf.finetuning import finetuning_task
 from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import xtreme_task
 
 SEQ = 8
 BATCH = 4
@@ -15,7 +15,7 @@ BATCH = 4
 def _task(tiny_cfg, task_type, num_labels=3):
   model_cfg = tiny_cfg.replace(hidden_dropout_prob=0.0,
                                attention_probs_dropout_prob=0.0)
-  return xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+  return finetuning_task.FinetuningTask(finetuning_task.FinetuningTaskConfig(
       model=model_cfg, task_type=task_type, num_labels=num_labels,
       jit_compile=False))
 
