@@ -105,6 +105,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   args = build_parser().parse_args(argv)
   from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
   from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
   options = ablation.SuiteOptions(
       output_dir=args.output_dir, scale=args.scale, experiments=args.experiments,
       models=args.models, train_records=args.train_records,
@@ -120,7 +121,7 @@ def main(argv: Optional[List[str]] = None) -> int:
       corpus_megabytes=args.corpus_megabytes)
   try:
     ablation.run_suite(options)
-  except pretraining.TrainingPreempted as e:
+  except (pretraining.TrainingPreempted, preemption.TrainingPreempted) as e:
     print(f"{PROG}: preempted: {e}",
           file=sys.stderr)
     return errors.EXIT_PREEMPTED
