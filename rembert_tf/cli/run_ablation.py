@@ -30,6 +30,10 @@ from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
+from rembert_tf import ablation
+from rembert_tf.runtime import preemption
+from rembert_tf.runtime import process_settings
+from rembert_tf.runtime import strategies
 
 PROG = "run_ablation"
 
@@ -84,11 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
   add("--params_override", default=None,
       help="Applied to every row's experiment (dotted keys or YAML), e.g. "
       "trainer.train_steps=100000.")
-  add("--strategy", default="one_device",
-      choices=["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+  add("--strategy", default=strategies.DEFAULT_STRATEGY,
+      choices=list(strategies.STRATEGIES),
       help="Pre-training distribution strategy.")
   add("--tpu", help="TPU name or grpc:// address for --strategy tpu.")
-  add("--mixed_precision", choices=["float32", "mixed_bfloat16"],
+  add("--mixed_precision",
+      choices=list(process_settings.PRECISION_FLAG_VALUES),
       help="Pre-training precision (default: the experiment's).")
   add("--allow_different_schedules", action="store_true",
       help="Run rows whose experiments differ outside the model.")
@@ -103,8 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
   """Parses `argv` (without the program name) and runs the suite."""
   args = build_parser().parse_args(argv)
-  from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
-  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
   options = ablation.SuiteOptions(
       output_dir=args.output_dir, scale=args.scale, experiments=args.experiments,
       models=args.models, train_records=args.train_records,
@@ -120,7 +123,7 @@ def main(argv: Optional[List[str]] = None) -> int:
       corpus_megabytes=args.corpus_megabytes)
   try:
     ablation.run_suite(options)
-  except pretraining.TrainingPreempted as e:
+  except preemption.TrainingPreempted as e:
     print(f"{PROG}: preempted: {e}",
           file=sys.stderr)
     return errors.EXIT_PREEMPTED
