@@ -23,6 +23,7 @@ python tools/run_ablation.py --output_dir gs://BUCKET/ablation \
 ```
 """
 import argparse
+import contextlib
 import sys
 from typing import List, Optional
 
@@ -103,6 +104,8 @@ def main(argv: Optional[List[str]] = None) -> int:
   args = build_parser().parse_args(argv)
   from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
   from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
   options = ablation.SuiteOptions(
       output_dir=args.output_dir, scale=args.scale, experiments=args.experiments,
       models=args.models, train_records=args.train_records,
@@ -117,7 +120,10 @@ def main(argv: Optional[List[str]] = None) -> int:
       similarity_max_sentences=args.similarity_max_sentences,
       corpus_megabytes=args.corpus_megabytes)
   try:
-    ablation.run_suite(options)
+    # One suite per directory; several workers of one suite: the chief's.
+    with (fileio.writing_output(args.output_dir)
+          if output_lock.is_chief_process() else contextlib.nullcontext()):
+      ablation.run_suite(options)
   except pretraining.TrainingPreempted as e:
     print(f"{PROG}: preempted: {e}",
           file=sys.stderr)

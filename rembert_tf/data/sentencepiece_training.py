@@ -288,6 +288,7 @@ def _publish(local_prefix: str, output_dir: str, model_prefix: str) -> str:
   return fileio.join(output_dir, model_prefix + ".model")
 
 
+@fileio.writes_output("output_dir")
 def train_sentencepiece(inputs: Sequence[str],
                         output_dir,
                         vocab_size: int,

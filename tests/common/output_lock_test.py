@@ -181,3 +181,46 @@ def test_cleanup_keeps_the_temporaries_of_live_writers(tmp_path):
     assert live.exists() and other_host_live.exists()
   assert fileio.remove_stale_temporaries(out) == [str(live)]
 
+
+def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
+  """Each command's entry point takes its output's lock before any work."""
+  from rembert_tf.cli import run_ablation  # pylint: disable=g-import-not-at-top
+  from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import pretraining_data  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import pretraining_records  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
+  from rembert_tf.demo import corpus  # pylint: disable=g-import-not-at-top
+  from rembert_tf.evaluation import layer_similarity  # pylint: disable=g-import-not-at-top
+  from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
+  from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
+  missing = str(tmp_path / "missing")
+  commands = {
+      "converted": lambda out: converter.convert_checkpoint(
+          "hf", "rembert_tf", missing, out),
+      "encoder": lambda out: encoder_export.export_encoder(missing, out),
+      "preprocessor": lambda out: preprocessor_export.export_preprocessor(
+          missing, out),
+      "records": lambda out: pretraining_data.create_pretraining_data(
+          [missing + "/{lang}/*.txt"], out, missing),
+      "fixture_records": lambda out: pretraining_records.write_pretraining_records(
+          out, [[5, 6]], seq_length=8, max_predictions_per_seq=1, vocab_size=10),
+      "spm": lambda out: sentencepiece_training.train_sentencepiece(
+          [missing + "/{lang}/*.txt"], out, 100),
+      "similarity": lambda out: layer_similarity.analyze_checkpoints(
+          missing, None, ["a sentence"], output_dir=out),
+      "corpus": lambda out: corpus.generate_corpus(out),
+      "ablation": lambda out: run_ablation.main(["--output_dir", out]),
+  }
+  outputs = {name: str(tmp_path / name) for name in commands}
+  with testlib.held_by_another_process(*outputs.values()) as (pid, _):
+    for name, command in commands.items():
+      with pytest.raises((output_lock.OutputLockedError, SystemExit)) as refused:
+        command(outputs[name])
+      message = (capsys.readouterr().err if refused.type is SystemExit
+                 else str(refused.value))
+      assert f"{outputs[name]} is being written by another run (pid {pid} " \
+             "on this host" in message, name
+  # Nothing but the holder's temporaries: the refused runs wrote nothing.
+  leftovers = sorted(n.rsplit("-", 1)[0] for n in os.listdir(tmp_path))
+  assert leftovers == sorted(f".{name}.tmp-{pid}@{output_lock.HOST}"
+                             for name in commands)

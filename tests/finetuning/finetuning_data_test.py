@@ -9,6 +9,7 @@ import tensorflow as tf
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import task_types
 from rembert_tf.finetuning import tasks
@@ -164,3 +165,13 @@ def test_bad_label_names_file_and_line(sp_model, download_dir, tmp_path):
                      match=r"panx/dev-ar.tsv:1: tag 'B-CITY'"):
     finetuning_data.create_finetuning_data(
         "panx", data, sp_model, tmp_path / "out", progress=lambda s: None)
+
+
+def test_a_task_another_run_writes_is_refused(sp_model, download_dir, tmp_path):
+  with testlib.held_by_another_process(tmp_path / "xnli") as (pid, _):
+    with pytest.raises(output_lock.OutputLockedError,
+                       match=rf"xnli is being written by another run \(pid {pid} "):
+      finetuning_data.create_finetuning_data(
+          "xnli", download_dir, sp_model, tmp_path, seq_length=24,
+          progress=lambda s: None)
+  assert not (tmp_path / "xnli").exists()
