@@ -147,6 +147,8 @@ def test_train_sentencepiece_tool_and_its_errors(tmp_path):
        "is a directory"),
       ([f"--input={tmp_path}/{{lang}}/*.x", f"--output_dir={tmp_path}/o"],
        "matches no files"),
+      ([tiny_input, f"--output_dir={tmp_path}/o", "--num_threads=0"],
+       "--num_threads must be >= 1"),
       ([tiny_input, f"--output_dir={tmp_path}/held"],
        f"{tmp_path}/held is being written by another run (pid "),
   ]
