@@ -153,13 +153,16 @@ def refuse_existing_records(directory, overwrite: bool) -> None:
   """
   if fileio.isdir(directory):
     remove_stale_staging(directory)
-  found = existing_records(directory) + old_record_copies(directory)
-  if found and not overwrite:
+  found, aside = existing_records(directory), old_record_copies(directory)
+  if (found or aside) and not overwrite:
+    listed = [", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+              ] if found else []
+    listed += [f"records a killed run moved aside into {path}" for path in aside]
     raise errors.OutputExistsError(
         f"output directory {directory} already holds pre-training records "
-        f"({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}); "
-        "choose an empty directory or pass --overwrite (overwrite=True) to "
-        "replace them (the old records stay until the new ones are complete).")
+        f"({'; '.join(listed)}); choose an empty directory or pass --overwrite "
+        "(overwrite=True) to replace them (the old records stay until the new "
+        "ones are complete).")
 
 
 def remove_stale_staging(directory) -> List[str]:
