@@ -313,12 +313,14 @@ class _Held:
   info: Dict
   created: List[str]
   count: int = 1
+  lost: bool = False
 
 
 _HELD: Dict[str, _Held] = {}
 _MUTEX = threading.RLock()
 _REFRESHER: List[threading.Thread] = []
-os.register_at_fork(after_in_child=_HELD.clear)  # A forked worker holds nothing.
+if hasattr(os, "register_at_fork"):  # POSIX: a forked worker holds nothing.
+  os.register_at_fork(after_in_child=_HELD.clear)
 
 
 def _claim(path: str, parent: str, prefix: str) -> Tuple[str, Dict]:
@@ -357,13 +359,17 @@ def _acquire(path: str) -> _Held:
     _remove(lock_file)
     young = [h for h in others if time.time() - h.since < _COLLISION_WINDOW_S]
     if young and attempt + 1 < _MAX_TRIES:
-      time.sleep(random.uniform(*_COLLISION_PAUSE_S))
+      _collision_pause()
       current = {h.lock_file for h in holders(path)}
       if not any(h.lock_file in current for h in others):
         continue  # They withdrew too: a simultaneous start. Try again.
     _remove_created(created)
     raise OutputLockedError(others[0].describe(path))
   raise AssertionError("unreachable")
+
+
+def _collision_pause() -> None:
+  time.sleep(random.uniform(*_COLLISION_PAUSE_S))
 
 
 def _remove_created(created: List[str]) -> None:
@@ -379,7 +385,10 @@ def refresh_held_locks() -> None:
   """Rewrites this process's lock files with the time now (the daemon's job)."""
   with _MUTEX:
     for path, held in list(_HELD.items()):
+      if held.lost:
+        continue
       if _read(held.lock_file) is None:
+        held.lost = True
         print(f"warning: the lock file {held.lock_file} of {path} was removed "
               "by another process; another run may write there now.",
               file=sys.stderr, flush=True)

@@ -105,22 +105,22 @@ def test_hold_nests_and_leaves_nothing_behind(tmp_path):
 
 def test_runs_starting_together_retry_and_never_both_hold(tmp_path, monkeypatch):
   out = tmp_path / "o"
-  monkeypatch.setattr(output_lock, "_COLLISION_PAUSE_S", (0, 0))
   rival = _write_lock_file(out, output_lock.HOST, os.getppid(), time.time())
   pauses = []
 
-  def rival_withdraws(seconds):
-    pauses.append(seconds)
+  def rival_withdraws():
+    pauses.append("withdrawn")
     os.remove(rival)
-  monkeypatch.setattr(output_lock.time, "sleep", rival_withdraws)
+  monkeypatch.setattr(output_lock, "_collision_pause", rival_withdraws)
   with output_lock.hold(out):
-    assert len(pauses) == 1 and len(_lock_files(out)) == 1
+    assert pauses == ["withdrawn"] and len(_lock_files(out)) == 1
   rival = _write_lock_file(out, output_lock.HOST, os.getppid(), time.time())
-  monkeypatch.setattr(output_lock.time, "sleep", pauses.append)  # It stays.
+  monkeypatch.setattr(output_lock, "_collision_pause",
+                      lambda: pauses.append("stays"))
   with pytest.raises(output_lock.OutputLockedError):
     with output_lock.hold(out):
       pass
-  assert len(pauses) == 2 and _lock_files(out) == [os.path.basename(rival)]
+  assert pauses[1:] == ["stays"] and _lock_files(out) == [os.path.basename(rival)]
 
 
 def test_holders_refresh_their_lock_files(tmp_path, capsys):
