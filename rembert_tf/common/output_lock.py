@@ -57,8 +57,8 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from rembert_tf.common import errors
 
-STALE_AFTER_S = 600.0
-REFRESH_S = 60.0
+STALE_AFTER_S = 300.0
+REFRESH_S = 30.0
 # A competing lock file younger than this may be a run that started at the
 # same moment and withdraws too: look again after a random pause.
 _COLLISION_WINDOW_S = 10.0
