@@ -23,6 +23,7 @@ python tools/run_ablation.py --output_dir gs://BUCKET/ablation \
 ```
 """
 import argparse
+import contextlib
 import sys
 from typing import List, Optional
 
@@ -31,6 +32,8 @@ console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf import ablation
+from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
 from rembert_tf.runtime import strategies
@@ -122,7 +125,10 @@ def main(argv: Optional[List[str]] = None) -> int:
       similarity_max_sentences=args.similarity_max_sentences,
       corpus_megabytes=args.corpus_megabytes)
   try:
-    ablation.run_suite(options)
+    # One suite per directory; several workers of one suite: the chief's.
+    with (fileio.writing_output(args.output_dir)
+          if output_lock.is_chief_process() else contextlib.nullcontext()):
+      ablation.run_suite(options)
   except preemption.TrainingPreempted as e:
     print(f"{PROG}: preempted: {e}",
           file=sys.stderr)

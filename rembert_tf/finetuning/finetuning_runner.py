@@ -38,9 +38,11 @@ results = finetuning_runner.run_finetuning(
 print(results["markdown"])
 ```
 """
+import contextlib
 from typing import Dict, List, Optional, Sequence
 
 from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import run_inputs
@@ -110,35 +112,42 @@ def run_finetuning(
   score_split, scores (official shape, mean over seeds), std, runs, markdown.
   """
   output_dir = fileio.as_str(output_dir)
-  fileio.check_output_location(output_dir)
-  records_dir = run_inputs.prepare_records(
-      task, output_dir, records_dir, data_dir, sp_model, init_checkpoint,
-      seq_length, languages, splits, progress)
-  meta = run_inputs.read_task_metadata(task, records_dir)
-  run_inputs.check_tokenizer(meta, records_dir, init_checkpoint,
-                             allow_sp_model_mismatch, progress)
-  base_config = finetuning_experiment.FinetuningConfig(
-      num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
-      warmup_proportion=warmup_proportion, train_batch_size=train_batch_size,
-      eval_batch_size=eval_batch_size, seed=seed,
-      steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
-      jit_compile=jit_compile, deterministic=deterministic,
-      keep_checkpoints=keep_checkpoints,
-      freeze_input_embeddings=freeze_input_embeddings)
-  with process_settings.training_settings(
-      mixed_precision, deterministic=deterministic,
-      checkpointed_dropout_generators=True), \
-      preemption.sigterm_stop_flag() as stop:
-    strategy_obj = (distribution_strategy or
-                    strategies.make_strategy(strategy, tpu))
-    model_cfg, restore_encoder, source = run_inputs.encoder_source(
-        init_checkpoint, model_config, meta, records_dir)
-    progress(f"[finetune] {task}: encoder from {source}")
-    context = sweep.SweepContext(
-        meta, records_dir, model_cfg, restore_encoder, strategy_obj,
-        splits=splits, init_checkpoint=init_checkpoint, progress=progress,
-        stop=stop)
-    runs = sweep.run_sweep(context, output_dir, learning_rates, num_seeds,
-                           base_config)
-  return write_results(task, meta, runs, output_dir, num_seeds, records_dir,
-                       compare_paper, progress)
+  with _one_writer(output_dir):
+    records_dir = run_inputs.prepare_records(
+        task, output_dir, records_dir, data_dir, sp_model, init_checkpoint,
+        seq_length, languages, splits, progress)
+    meta = run_inputs.read_task_metadata(task, records_dir)
+    run_inputs.check_tokenizer(meta, records_dir, init_checkpoint,
+                               allow_sp_model_mismatch, progress)
+    base_config = finetuning_experiment.FinetuningConfig(
+        num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
+        warmup_proportion=warmup_proportion, train_batch_size=train_batch_size,
+        eval_batch_size=eval_batch_size, seed=seed,
+        steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
+        jit_compile=jit_compile, deterministic=deterministic,
+        keep_checkpoints=keep_checkpoints,
+        freeze_input_embeddings=freeze_input_embeddings)
+    with process_settings.training_settings(
+        mixed_precision, deterministic=deterministic,
+        checkpointed_dropout_generators=True), \
+        preemption.sigterm_stop_flag() as stop:
+      strategy_obj = (distribution_strategy or
+                      strategies.make_strategy(strategy, tpu))
+      model_cfg, restore_encoder, source = run_inputs.encoder_source(
+          init_checkpoint, model_config, meta, records_dir)
+      progress(f"[finetune] {task}: encoder from {source}")
+      context = sweep.SweepContext(
+          meta, records_dir, model_cfg, restore_encoder, strategy_obj,
+          splits=splits, init_checkpoint=init_checkpoint, progress=progress,
+          stop=stop)
+      runs = sweep.run_sweep(context, output_dir, learning_rates, num_seeds,
+                             base_config)
+    return write_results(task, meta, runs, output_dir, num_seeds, records_dir,
+                         compare_paper, progress)
+
+
+def _one_writer(output_dir: str):
+  """The lock of output_dir (one sweep writes it); on several workers only
+  the chief takes it, the others write temporaries of their own."""
+  return (fileio.writing_output(output_dir) if output_lock.is_chief_process()
+          else contextlib.nullcontext())

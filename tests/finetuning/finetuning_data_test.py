@@ -10,6 +10,7 @@ import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.finetuning import example_records
+from rembert_tf.common import output_lock
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import task_types
 from rembert_tf.finetuning import xtreme_datasets
@@ -172,3 +173,13 @@ def test_every_xtreme_dataset_names_a_registered_task_type():
     assert task_types.get(dataset.task_type).name == dataset.task_type
   with pytest.raises(errors.UsageError, match="choose one of xnli, pawsx"):
     xtreme_datasets.get("nope")
+
+
+def test_a_task_another_run_writes_is_refused(sp_model, download_dir, tmp_path):
+  with testlib.held_by_another_process(tmp_path / "xnli") as (pid, _):
+    with pytest.raises(output_lock.OutputLockedError,
+                       match=rf"xnli is being written by another run \(pid {pid} "):
+      finetuning_data.create_finetuning_data(
+          "xnli", download_dir, sp_model, tmp_path, seq_length=24,
+          progress=lambda s: None)
+  assert not (tmp_path / "xnli").exists()
