@@ -150,6 +150,8 @@ def command_file(argv: List[str]) -> Optional[pathlib.Path]:
   if not argv:
     return None
   program = argv[0]
+  if program.endswith(":"):   # a command's output (`rembert-x: error: ...`)
+    return None
   if program.startswith("rembert-"):
     module = console_scripts().get(program)
     assert module, f"`{program}` is not a command of this project (setup.py)"
