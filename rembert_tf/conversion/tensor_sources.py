@@ -41,6 +41,7 @@ from absl import logging
 
 from rembert_tf.common import fileio
 from rembert_tf.conversion import weight_layout
+from rembert_tf.modeling import checkpoint_layout
 
 HF_WEIGHTS_FILE = "model.safetensors"
 HF_INDEX_FILE = "model.safetensors.index.json"
@@ -67,13 +68,16 @@ class Tf1Source:
     path = fileio.as_str(path)
     # A prefix first: some filesystems (ram://) call any prefix a directory.
     if not fileio.exists(path + ".index") and fileio.isdir(path):
-      latest = tf.train.latest_checkpoint(path)
+      latest = checkpoint_layout.latest_checkpoint(path)
       if latest is None:
         raise weight_layout.ConversionError(
             f"{path}: no TF1 checkpoint (no `checkpoint` file). Pass the "
             "checkpoint prefix, e.g. DIR/model.ckpt (the part before "
             ".index).")
+      checkpoint_layout.announce_fallback(latest)
       path = latest
+    elif fileio.exists(path + ".index"):
+      checkpoint_layout.check_intact(path)
     try:
       # NewCheckpointReader, not load_checkpoint: the latter takes a prefix
       # for a directory on filesystems (ram://) that call any prefix one.

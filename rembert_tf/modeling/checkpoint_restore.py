@@ -150,7 +150,7 @@ def _object_graph(prefix: str):
     # a directory on filesystems (ram://) that call any prefix one.
     reader = tf.compat.v1.train.NewCheckpointReader(prefix)
     graph_bytes = reader.get_tensor(_OBJECT_GRAPH_KEY)
-  except (tf.errors.OpError, ValueError) as e:
+  except (tf.errors.OpError, ValueError, IndexError) as e:
     raise CheckpointError(
         f"{prefix}: not a readable TF2 object-based checkpoint "
         f"({' '.join(str(e).split())[:200]}).") from None
@@ -216,6 +216,7 @@ def _read_subtree(model, prefix: str, is_wanted: Callable[[set], bool],
   found = _find_node(graph, is_wanted)
   if found is None:
     raise CheckpointError(f"{prefix}: no {what} in the checkpoint's object graph.")
+  checkpoint_layout.announce_fallback(prefix)
   node_id, path = found
   keys = _checkpoint_keys(graph, node_id, model)
   shapes = reader.get_variable_to_shape_map()

@@ -226,8 +226,8 @@ def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
                                 model_config: rembert_config.RemBertConfig
                                 ) -> Optional[str]:
   """Refuses a model_dir whose checkpoint is of another model (nothing
-  written); returns the newest checkpoint (None without one)."""
-  latest = tf.train.latest_checkpoint(model_dir)
+  written); returns the newest intact checkpoint (None without one)."""
+  latest = checkpoint_layout.latest_checkpoint(model_dir)
   if latest is None:
     return None
   problems = (_model_config_differences(model_dir, model_config) +

@@ -54,6 +54,7 @@ from official.core import train_utils
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import loop_actions
@@ -168,7 +169,7 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
          strategy: tf.distribute.Strategy, allow_sentencepiece_mismatch: bool,
          print_fn: Callable[[str], None]) -> Dict[str, Any]:
   """The named steps of a run under `strategy`, after the first checks."""
-  task, latest = _build_task(config, model_dir, mode)
+  task, latest = _build_task(config, model_dir, mode, print_fn)
   trainer = _build_trainer(config, task, strategy, mode)
   _check_resume(config, model_dir, mode, trainer, latest,
                 allow_sentencepiece_mismatch, print_fn)
@@ -176,6 +177,8 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
   if is_chief:  # Nothing was written before this point.
     artifacts.remove_temporaries(model_dir)
     artifacts.save_params(config, model_dir)
+    if latest:  # After a fallback: the checkpoint the manager restores.
+      checkpoint_layout.name_as_latest(model_dir, latest)
   writer = artifacts.ArtifactWriter(
       config, model_dir, trainer.model.encoder, is_chief,
       preflight_checks.sentencepiece_model_of(config.task.train_data))
@@ -205,11 +208,12 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
       experiment.remove_worker_checkpoints()
 
 
-def _build_task(config: cfg.ExperimentConfig, model_dir: str, mode: str
+def _build_task(config: cfg.ExperimentConfig, model_dir: str, mode: str,
+                print_fn: Callable[[str], None]
                 ) -> Tuple[base_task.Task, Optional[str]]:
-  """The task, starting its data at the step of model_dir's newest checkpoint
-  (returned too; None without one)."""
-  latest = tf.train.latest_checkpoint(model_dir)
+  """The task, starting its data at the step of model_dir's newest intact
+  checkpoint (returned too; None without one)."""
+  latest = checkpoint_layout.latest_checkpoint(model_dir, report=print_fn)
   if mode == "eval" and latest is None:
     raise pretraining_errors.PretrainingError(
         f"--mode eval: --model_dir {model_dir} holds no checkpoint to evaluate "
