@@ -51,6 +51,10 @@ def main(argv):
   from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
 
+  from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
+
+  if FLAGS.export_preprocessor:  # the flags first, before any file is read
+    preprocessor_export.check_seq_length(FLAGS.seq_length)
   source = checkpoint_layout.resolve(FLAGS.model_dir)
   sp_model = FLAGS.sp_model or source.sp_model
   preprocessor_dir = (FLAGS.preprocessor_dir
@@ -61,11 +65,10 @@ def main(argv):
         raise errors.UsageError(
             "--export_preprocessor needs --sp_model (no sentencepiece.model "
             f"comes with {FLAGS.model_dir}).")
+      tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
       cfg = checkpoint_restore.model_config_of(source, FLAGS.config)
-      if FLAGS.seq_length > cfg.max_position_embeddings:
-        raise errors.UsageError(
-            f"--seq_length {FLAGS.seq_length} exceeds max_position_embeddings "
-            f"{cfg.max_position_embeddings} of the model; lower it.")
+      preprocessor_export.check_seq_length(FLAGS.seq_length,
+                                           cfg.max_position_embeddings)
       # Both outputs are this run's from the start (one writer each).
       outputs.enter_context(fileio.writing_output(preprocessor_dir))
       if fileio.exists(preprocessor_dir) and not FLAGS.overwrite:

@@ -32,6 +32,7 @@ assert fileio.exists("ram://demo/export/README")
 ```
 """
 import contextlib
+import errno
 import functools
 import glob as glob_lib
 import hashlib
@@ -413,8 +414,10 @@ def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
     makedirs(tmp)
     try:
       yield tmp
-    except BaseException:
+    except BaseException as e:
       rmtree(tmp)
+      if is_disk_full(e):
+        raise disk_full_error(path, e) from None
       raise
     old = temporary_path(path, _OLD_TAG)
     swap_in(path, aside=[(path, old)] if exists(path) else [],
@@ -564,10 +567,49 @@ def _say(line: str) -> None:
   print(line, file=sys.stderr, flush=True)
 
 
+def is_disk_full(error: BaseException) -> bool:
+  """A full disk or an exhausted quota: errno ENOSPC / EDQUOT, or
+  TensorFlow's file-system error saying so."""
+  if isinstance(error, OSError):
+    return error.errno in (errno.ENOSPC, errno.EDQUOT)
+  text = str(error)
+  return any(s in text for s in ("No space left on device",
+                                 "Disk quota exceeded"))
+
+
+def disk_full_error(output: PathLike, error: BaseException
+                    ) -> errors.InputError:
+  """The one line for a write that ran out of space: the output, not the
+  temporary file the error names, and the fix."""
+  reason = ("disk quota exceeded" if "quota" in str(error).lower() or
+            getattr(error, "errno", None) == errno.EDQUOT
+            else "no space left on the device")
+  return errors.InputError(
+      f"{as_str(output)}: writing it failed: {reason}. Nothing was written "
+      "(its temporary files are removed; an existing output is kept). Free "
+      f"space where {as_str(output)} goes, or choose an output on another "
+      "disk, then run again.")
+
+
+def _refuse_broken_link(path: str, output: str) -> None:
+  """A symbolic link that leads nowhere (a loop, a missing target) cannot be
+  written through nor replaced by a rename."""
+  if not is_remote(path) and os.path.islink(path) and not os.path.exists(path):
+    where = path if path == output else f"{output}: {path}"
+    raise errors.InputError(
+        f"{where} is a symbolic link that leads nowhere (a loop or a missing "
+        f"target: {os.readlink(path)}); remove it or choose another output "
+        "path.")
+
+
 def check_output_location(path: PathLike) -> None:
-  """Raises `errors.InputError` when a parent of `path` is an existing file."""
-  parent = dirname(as_str(path).rstrip("/"))
+  """Raises `errors.InputError` when a parent of `path` is an existing file,
+  or `path` or a parent is a symbolic link that leads nowhere."""
+  path = as_str(path).rstrip("/")
+  _refuse_broken_link(path, path)
+  parent = dirname(path)
   while parent and parent not in ("/", ".") and not parent.endswith("://"):
+    _refuse_broken_link(parent, path)
     if exists(parent):
       if not isdir(parent):
         raise errors.InputError(

@@ -74,6 +74,25 @@ def create_preprocessor(sp_model_path, seq_length: int = 128) -> tf_keras.Model:
   return preprocessor
 
 
+# [CLS], at least one piece of text, [SEP].
+MIN_SEQ_LENGTH = 3
+
+
+def check_seq_length(seq_length: int,
+                     max_seq_length: Optional[int] = None) -> None:
+  """Refuses a packed length that leaves no room for text, or exceeds the
+  encoder's positions."""
+  if isinstance(seq_length, bool) or not isinstance(seq_length, int) or (
+      seq_length < MIN_SEQ_LENGTH):
+    raise errors.UsageError(
+        f"--seq_length {seq_length}: the preprocessor packs [CLS] text [SEP] "
+        f"into it; give at least {MIN_SEQ_LENGTH} (e.g. 128).")
+  if max_seq_length is not None and seq_length > max_seq_length:
+    raise errors.UsageError(
+        f"--seq_length {seq_length} exceeds the encoder's "
+        f"max_position_embeddings {max_seq_length}; lower it.")
+
+
 @fileio.writes_output("output_dir")
 def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
                         max_seq_length: Optional[int] = None,
@@ -89,10 +108,7 @@ def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
       new one is complete).
   """
   output_dir = fileio.as_str(output_dir).rstrip("/")
-  if max_seq_length is not None and seq_length > max_seq_length:
-    raise errors.UsageError(
-        f"--seq_length {seq_length} exceeds the encoder's "
-        f"max_position_embeddings {max_seq_length}; lower it.")
+  check_seq_length(seq_length, max_seq_length)
   fileio.check_output_location(output_dir)
   if fileio.exists(output_dir) and not overwrite:
     raise errors.OutputExistsError(

@@ -1,4 +1,5 @@
 """fileio on a local directory and on TensorFlow's ram:// filesystem (a stand-in for gs://)."""
+import errno
 import os
 import stat
 
@@ -102,3 +103,41 @@ def test_local_outputs_get_the_users_umask(tmp_path):
     os.umask(old)
   assert stat.S_IMODE(os.stat(tmp_path / "out").st_mode) == 0o755
   assert stat.S_IMODE(os.stat(tmp_path / "out" / "f").st_mode) == 0o644
+
+
+@pytest.mark.parametrize("error", [
+    OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+    OSError(errno.EDQUOT, os.strerror(errno.EDQUOT)),
+    RuntimeError("/x/.out.tmp-1@h-2/part-0.tempstate3; No space left on device"),
+], ids=["enospc", "quota", "tensorflow"])
+def test_a_full_disk_is_one_line_naming_the_output(root, error):
+  out = fileio.join(root, "out")
+  fileio.write_text(fileio.join(out, "x"), "old")
+  with pytest.raises(errors.InputError) as e:
+    with fileio.atomic_directory(out, overwrite=True) as tmp:
+      fileio.write_text(fileio.join(tmp, "x"), "half")
+      raise error
+  message = errors.one_line(e.value)
+  assert message.startswith(f"{out}: writing it failed: ")
+  assert ("quota" in message) == (error.args[0] == errno.EDQUOT)
+  assert ".tmp-" not in message and f"Free space where {out} goes" in message
+  assert fileio.listdir(root) == ["out"]
+  assert fileio.read_text(fileio.join(out, "x")) == "old"
+
+
+def test_an_output_link_that_leads_nowhere_is_refused(tmp_path):
+  (tmp_path / "loop").symlink_to("loop")
+  (tmp_path / "dangling").symlink_to("missing")
+  (tmp_path / "target").mkdir()
+  (tmp_path / "good").symlink_to("target")
+  for out, link in (("loop", "loop"), ("dangling", "dangling"),
+                    ("loop/a/b", "loop")):
+    with pytest.raises(errors.InputError) as e:
+      with fileio.atomic_directory(str(tmp_path / out)):
+        pass
+    assert f"{tmp_path / link} is a symbolic link that leads nowhere" in (
+        errors.one_line(e.value))
+  with fileio.atomic_directory(str(tmp_path / "good" / "out")) as tmp:
+    fileio.write_text(fileio.join(tmp, "x"), "1")
+  assert sorted(os.listdir(tmp_path)) == ["dangling", "good", "loop", "target"]
+  assert os.listdir(tmp_path / "target") == ["out"]
