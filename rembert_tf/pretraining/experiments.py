@@ -33,7 +33,8 @@ import copy
 import dataclasses
 import os
 import re
-from typing import Any, Dict, Sequence, Union
+import typing
+from typing import Any, Dict, Optional, Sequence, Union
 
 import yaml
 from official.core import config_definitions as cfg
@@ -250,9 +251,70 @@ def load_experiment_config(
     raise ExperimentConfigError(
         f"experiment config {list(map(str, config_files))} + overrides: "
         f"{' '.join(str(e).split())}. Fix the named fields.") from None
+  check_field_types(config)
   config.task.model.validate()
   check_trainer_config(config.trainer)
   return config
+
+
+# The field types checked. Text fields are not: some documented ones take a
+# list as well (input_path: globs, comma-separated or a list).
+_EXPECTED = {bool: "true or false", int: "an integer", float: "a number"}
+
+
+def _type_matches(value: Any, annotation: Any) -> Optional[bool]:
+  """Whether `value` fits a field annotation; None when the annotation is
+  not one this check knows (it is then left to the code that reads it)."""
+  if value is None:
+    return True  # Model Garden's "not set"
+  if annotation in _EXPECTED:
+    if annotation is bool or isinstance(value, bool):
+      return annotation is bool and isinstance(value, bool)
+    return isinstance(value, (int, float) if annotation is float
+                      else annotation)
+  origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+  if origin is typing.Union:
+    fits = [_type_matches(value, a) for a in args if a is not type(None)]
+    return None if None in fits or not fits else any(fits)
+  if origin in (list, tuple):
+    if not isinstance(value, (list, tuple)):
+      return False
+    return not args or all(_type_matches(v, args[0]) is not False
+                           for v in value)
+  return None
+
+
+def _expected(annotation: Any) -> str:
+  args = [a for a in typing.get_args(annotation) if a is not type(None)]
+  if typing.get_origin(annotation) in (list, tuple):
+    return "a list" + (f" of {_expected(args[0])}s".replace("an ", "").replace(
+        "a ", "") if args and args[0] in _EXPECTED else "")
+  if args:
+    return " or ".join(_expected(a) for a in args)
+  return _EXPECTED.get(annotation, str(annotation))
+
+
+def check_field_types(config: Any, path: str = "") -> None:
+  """Every field of the config holds a value of its declared type.
+
+  Model Garden's `override` stores what it is given (`train_steps=abc` stays
+  the string 'abc'), which fails far from the field: a TypeError in a
+  comparison, or a TensorFlow error tens of lines long once the learning
+  rate is a string. Checked here, the message names the field.
+  """
+  try:
+    hints = typing.get_type_hints(type(config))
+  except (NameError, TypeError):
+    return
+  for field in dataclasses.fields(config):
+    value, name = getattr(config, field.name), f"{path}{field.name}"
+    if dataclasses.is_dataclass(value):
+      check_field_types(value, name + ".")
+    elif _type_matches(value, hints.get(field.name)) is False:
+      raise ExperimentConfigError(
+          f"experiment config: {name} is {value!r}; it must be "
+          f"{_expected(hints[field.name])}. Fix it in --config or "
+          "--params_override.")
 
 
 def check_trainer_config(trainer: cfg.TrainerConfig) -> None:

@@ -22,6 +22,7 @@ from rembert_tf.pretraining import preflight_checks
 from rembert_tf.pretraining import runner
 
 import pretrain_testlib
+import testlib
 from pretrain_testlib import make_config
 
 QUIET = dict(print_fn=lambda _: None)
@@ -62,6 +63,28 @@ def test_trainer_config_errors_name_the_fields(override, fields):
     assert field in one_line(e.value)
 
 
+@pytest.mark.parametrize("override, message", [
+    ("trainer.train_steps=abc", "trainer.train_steps is 'abc'; it must be an "
+     "integer."),
+    ("task.train_data.global_batch_size=eight",
+     "task.train_data.global_batch_size is 'eight'; it must be an integer."),
+    ("trainer.optimizer_config.learning_rate.polynomial."
+     "initial_learning_rate=fast", "trainer.optimizer_config.learning_rate."
+     "polynomial.initial_learning_rate is 'fast'; it must be a number."),
+    ("trainer.train_steps=1.5", "trainer.train_steps is 1.5; it must be an "
+     "integer."),
+    ("task.jit_compile=maybe", "task.jit_compile is 'maybe'; it must be true "
+     "or false."),
+    ("trainer.optimizer_config.optimizer.adamw.exclude_from_weight_decay=bias",
+     "exclude_from_weight_decay is 'bias'; it must be a list"),
+])
+def test_a_value_of_the_wrong_type_names_the_field(override, message):
+  with pytest.raises(experiments.ExperimentConfigError) as e:
+    experiments.load_experiment_config(["pretrain_tiny_demo"], override)
+  assert message in one_line(e.value)
+  assert "--params_override" in one_line(e.value)
+
+
 def test_exponent_form_override_is_a_number():
   config = experiments.load_experiment_config(
       ["pretrain_tiny_demo"],
@@ -74,13 +97,18 @@ def test_exponent_form_override_is_a_number():
   assert config.trainer.optimizer_config.optimizer.adamw.epsilon == 1e-8
 
 
-def test_train_command_reports_config_error_in_one_line(capsys, tmp_path):
+@pytest.mark.parametrize("override, field", [
+    ("trainer.steps_per_loop=0", "trainer.steps_per_loop"),
+    ("trainer.optimizer_config.learning_rate.polynomial."
+     "initial_learning_rate=fast", "initial_learning_rate is 'fast'"),
+])
+def test_train_command_reports_config_error_in_one_line(override, field,
+                                                        capsys, tmp_path):
   from absl import flags  # pylint: disable=g-import-not-at-top
   from rembert_tf.cli import train  # pylint: disable=g-import-not-at-top
   flags.FLAGS.unparse_flags()
   flags.FLAGS(["train", "--config", "pretrain_tiny_demo", "--model_dir",
-               str(tmp_path / "m"), "--params_override",
-               "trainer.steps_per_loop=0"])
+               str(tmp_path / "m"), "--params_override", override])
   try:
     with pytest.raises(SystemExit) as e:
       train.main([])
@@ -90,7 +118,7 @@ def test_train_command_reports_config_error_in_one_line(capsys, tmp_path):
   err = capsys.readouterr().err.strip()
   assert err.count("\n") == 0 and "Traceback" not in err
   assert err.startswith("rembert_tf.train: error: ")
-  assert "trainer.steps_per_loop" in err
+  assert field in err
   assert not os.path.exists(tmp_path / "m")
 
 
@@ -201,6 +229,59 @@ def test_encoder_export_every_nth_save_and_the_last(records, tmp_path):
                     for p in glob.glob(str(model_dir / "encoder" / "ckpt-*.index")))
   assert full == [1, 2, 3, 4, 5, 6, 7]
   assert exported == [3, 6, 7]
+
+
+# --- Checkpoints that are not intact ---------------------------------------------
+@pytest.fixture(scope="module")
+def trained_dir(records, tmp_path_factory):
+  """model_dir after 4 steps: ckpt-2 and ckpt-4."""
+  model_dir = tmp_path_factory.mktemp("trained") / "m"
+  runner.run(make_config(records), str(model_dir), **QUIET)
+  return model_dir
+
+
+@pytest.mark.parametrize("fault", sorted(testlib.CHECKPOINT_FAULTS))
+def test_resume_falls_back_to_the_newest_intact_checkpoint(
+    fault, records, trained_dir, tmp_path):
+  model_dir = tmp_path / "m"
+  shutil.copytree(trained_dir, model_dir)
+  part = testlib.CHECKPOINT_FAULTS[fault](str(model_dir),
+                                          str(model_dir / "ckpt-4"))
+  lines = []
+  metrics = runner.run(make_config(records), str(model_dir),
+                       print_fn=lines.append)
+  fallback = [l for l in lines if "is not intact" in l]
+  assert fallback == [f"{model_dir}: ckpt-4 is not intact ("
+                      f"{fallback[0].split(' (', 1)[1].split('); ')[0]}); "
+                      "using ckpt-2, the newest intact checkpoint."], lines
+  assert part in fallback[0]
+  assert f"resumed from {model_dir}/ckpt-2 at step 2" in lines
+  assert metrics["global_step"] == 4
+  assert checkpoint_layout.latest_checkpoint(str(model_dir)) == (
+      f"{model_dir}/ckpt-4")
+
+
+def test_init_checkpoint_falls_back_to_the_newest_intact_checkpoint(
+    records, tmp_path, capsys):
+  config = make_config(records)
+  source = tmp_path / "encoder_only"
+  saved = rembert_pretrainer.build_pretrainer(config.task.model)
+  writer = checkpoint_restore.EncoderExportWriter(saved.encoder, str(source))
+  writer.save(step=3)
+  expected = saved.encoder.variables[0].numpy()
+  saved.encoder.variables[0].assign(expected + 1.0)
+  writer.save(step=4)
+  testlib.CHECKPOINT_FAULTS["truncated_data"](
+      str(source / "encoder"), str(source / "encoder" / "ckpt-4"))
+  model = task_factory.get_task(config.task).build_model()
+  capsys.readouterr()
+  assert masked_lm_task.restore_init_checkpoint(model, str(source)).endswith(
+      "encoder/ckpt-3")
+  np.testing.assert_array_equal(model.encoder.variables[0].numpy(), expected)
+  err = capsys.readouterr().err.splitlines()
+  assert len(err) == 1 and err[0].startswith(
+      f"{source}/encoder: ckpt-4 is not intact (ckpt-4.data-00000-of-00001 "
+      "has "), err
 
 
 # --- Starting points ------------------------------------------------------------
