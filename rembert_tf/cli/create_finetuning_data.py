@@ -38,6 +38,9 @@ flags.DEFINE_list("languages", None, "dev/test languages (default: every "
                   "language present in data_dir).")
 flags.DEFINE_list("splits", ["dev", "test"], "Evaluation splits to write.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing OUTPUT_DIR/<task>.")
+flags.DEFINE_bool("allow_unlabelled_dev", False, "Accept dev files without "
+                  "labels or examples (they get no dev score; a fine-tuning "
+                  "sweep cannot select its learning rate on them).")
 
 
 @errors.command("rembert-create-finetuning-data")
@@ -48,7 +51,8 @@ def main(argv):
       output_dir=FLAGS.output_dir, seq_length=FLAGS.seq_length,
       doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
       languages=FLAGS.languages, splits=FLAGS.splits,
-      overwrite=FLAGS.overwrite)
+      overwrite=FLAGS.overwrite,
+      allow_unlabelled_dev=FLAGS.allow_unlabelled_dev)
 
 
 def run():

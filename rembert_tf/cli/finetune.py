@@ -83,6 +83,9 @@ flags.DEFINE_bool("keep_checkpoints", False, "Keep each finished run's last "
 flags.DEFINE_bool("allow_sp_model_mismatch", False, "Fine-tune even when the "
                   "records were made with another SentencePiece model than "
                   "the checkpoint's (a warning instead of an error).")
+flags.DEFINE_bool("allow_unlabelled_dev", False, "Go on when dev files have "
+                  "no labels or no examples (no dev score; a sweep of "
+                  "several rates then takes the smallest).")
 
 
 def _learning_rates():
@@ -131,7 +134,8 @@ def _finetuning_arguments():
       jit_compile=FLAGS.jit_compile, deterministic=FLAGS.deterministic,
       keep_checkpoints=FLAGS.keep_checkpoints,
       freeze_input_embeddings=FLAGS.freeze_input_embeddings,
-      allow_sp_model_mismatch=FLAGS.allow_sp_model_mismatch)
+      allow_sp_model_mismatch=FLAGS.allow_sp_model_mismatch,
+      allow_unlabelled_dev=FLAGS.allow_unlabelled_dev)
 
 
 def run():

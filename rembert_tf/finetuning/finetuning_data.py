@@ -96,15 +96,32 @@ def _split_jobs(dataset: xtreme_datasets.XtremeDataset, data_dir, languages,
   return jobs
 
 
+def _check_dev_labels(path, data, allow_unlabelled_dev: bool) -> None:
+  """A dev file gives the dev scores the learning rate is selected on."""
+  if allow_unlabelled_dev or (data.examples and data.has_labels):
+    return
+  state = "has no labels" if data.examples else "holds no example"
+  raise TaskDataError(
+      f"{path}: the dev file {state}, so it would get no dev score (and a "
+      "sweep could not select its learning rate on it). Give a labelled dev "
+      "file, leave dev out (--splits test), or pass --allow_unlabelled_dev.")
+
+
 def _write_one_split(kind, dataset, path, split, lang, tokenizer, seq_length,
-                     options, out_dir) -> Dict:
+                     options, out_dir, allow_unlabelled_dev=False) -> Dict:
   """Records, side files and gold labels of one file; its metadata entry."""
   name = f"{split}-{lang}"
   is_training = split == "train"
   data = kind.read(path, dataset, is_training)
+  if split == "dev":
+    _check_dev_labels(path, data, allow_unlabelled_dev)
   count = _write_split(
       kind.records(data, dataset, tokenizer, seq_length, options, is_training),
       out_dir, name, write_side=kind.writes_side_files and not is_training)
+  if is_training and not count:
+    raise TaskDataError(
+        f"{path}: no training record could be made from its "
+        f"{len(data.examples)} example(s); fix the training file.")
   if not is_training:
     if kind.write_examples_side is not None:
       kind.write_examples_side(out_dir, name, data.examples)
@@ -125,11 +142,13 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
                            languages: Optional[Sequence[str]] = None,
                            splits: Sequence[str] = ("dev", "test"),
                            overwrite: bool = False,
+                           allow_unlabelled_dev: bool = False,
                            progress=print) -> Dict:
   """Writes the records of one task; returns its metadata dict.
 
   `languages`: the dev / test languages to write (default: every language
-  present in data_dir); a requested language whose file is missing is an error.
+  present in data_dir); a requested language whose file is missing is an error,
+  so is a dev file without labels or examples unless `allow_unlabelled_dev`.
   The output directory appears complete or not at all; with `overwrite` the
   old one stays until the new one is whole.
   """
@@ -152,7 +171,7 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
     fileio.makedirs(fileio.join(tmp, "labels", task))
     for split, lang, path in jobs:
       info = _write_one_split(kind, dataset, path, split, lang, tokenizer,
-                              seq_length, options, tmp)
+                              seq_length, options, tmp, allow_unlabelled_dev)
       meta["splits"].setdefault(split, {})[lang] = info
       progress(f"[create_finetuning_data] {task} {split}-{lang}: "
                f"{info['num_examples']} examples -> {info['num_features']} "

@@ -99,7 +99,8 @@ def run_finetuning(
     steps_per_loop: int = 100, checkpoint_interval: int = 1000,
     jit_compile: bool = True, deterministic: bool = False,
     keep_checkpoints: bool = False, freeze_input_embeddings: bool = False,
-    allow_sp_model_mismatch: bool = False, progress=print) -> Dict:
+    allow_sp_model_mismatch: bool = False, allow_unlabelled_dev: bool = False,
+    progress=print) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
 
   Either `records_dir` (tools/create_finetuning_data.py's O/<task>) or
@@ -107,26 +108,31 @@ def run_finetuning(
   with `sp_model`, default init_checkpoint's sentencepiece.model). The rate
   is selected on English dev, mean and std over seeds reported (`sweep`); the
   same call after a kill skips finished runs and resumes the interrupted one.
+  Records whose dev files carry no labels (or none at all) are refused unless
+  `allow_unlabelled_dev`: the rate could not be selected on them.
 
   Returns a dict: task, selected_learning_rate, english_dev_by_rate,
   score_split, scores (official shape, mean over seeds), std, runs, markdown.
   """
   output_dir = fileio.as_str(output_dir)
+  base_config = finetuning_experiment.FinetuningConfig(
+      num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
+      warmup_proportion=warmup_proportion, train_batch_size=train_batch_size,
+      eval_batch_size=eval_batch_size, seed=seed,
+      steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
+      jit_compile=jit_compile, deterministic=deterministic,
+      keep_checkpoints=keep_checkpoints,
+      freeze_input_embeddings=freeze_input_embeddings)
+  finetuning_experiment.check_settings(base_config, learning_rates, num_seeds)
   with _one_writer(output_dir):
     records_dir = run_inputs.prepare_records(
         task, output_dir, records_dir, data_dir, sp_model, init_checkpoint,
-        seq_length, languages, splits, progress)
+        seq_length, languages, splits, progress, allow_unlabelled_dev)
     meta = run_inputs.read_task_metadata(task, records_dir)
+    run_inputs.check_labels(meta, records_dir, splits, len(learning_rates),
+                            allow_unlabelled_dev)
     run_inputs.check_tokenizer(meta, records_dir, init_checkpoint,
                                allow_sp_model_mismatch, progress)
-    base_config = finetuning_experiment.FinetuningConfig(
-        num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
-        warmup_proportion=warmup_proportion, train_batch_size=train_batch_size,
-        eval_batch_size=eval_batch_size, seed=seed,
-        steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
-        jit_compile=jit_compile, deterministic=deterministic,
-        keep_checkpoints=keep_checkpoints,
-        freeze_input_embeddings=freeze_input_embeddings)
     with process_settings.training_settings(
         mixed_precision, deterministic=deterministic,
         checkpointed_dropout_generators=True), \

@@ -53,7 +53,7 @@ def _reusable_records(existing: str, sp_model, data_dir, seq_length) -> bool:
 
 def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
                     init_checkpoint, seq_length, languages, splits,
-                    progress) -> str:
+                    progress, allow_unlabelled_dev: bool = False) -> str:
   """The records directory: given, or written from the XTREME download."""
   if records_dir is not None:
     return fileio.as_str(records_dir)
@@ -75,7 +75,8 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
     return existing
   finetuning_data.create_finetuning_data(
       task, data_dir, sp_model, records_root, seq_length=seq_length,
-      languages=languages, splits=splits, overwrite=True, progress=progress)
+      languages=languages, splits=splits, overwrite=True,
+      allow_unlabelled_dev=allow_unlabelled_dev, progress=progress)
   return existing
 
 
@@ -86,7 +87,34 @@ def read_task_metadata(task: str, records_dir: str) -> Dict:
     raise FinetuningError(
         f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: field "
         f"task is {meta['task']!r}, not {task!r}; give the records of {task}.")
+  train = meta["splits"].get("train", {}).get("en", {})
+  if not train.get("num_features"):
+    raise FinetuningError(
+        f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: the "
+        f"English training split ({train.get('source', 'train-en')}) has no "
+        "record, so there is nothing to train on; fix the training file "
+        "and recreate the records.")
   return meta
+
+
+def check_labels(meta: Dict, records_dir: str, splits, num_learning_rates: int,
+                 allow_unlabelled_dev: bool) -> None:
+  """Dev files without labels (or without examples) would give no dev score:
+  refused unless `allow_unlabelled_dev`; a sweep of several rates then has
+  nothing to select on and takes the smallest."""
+  if allow_unlabelled_dev or "dev" not in splits:
+    return
+  metadata = fileio.join(records_dir, finetuning_data.METADATA_FILE)
+  for lang, info in sorted(meta["splits"].get("dev", {}).items()):
+    if not info.get("has_labels") or not info.get("num_examples"):
+      state = "no labels" if info.get("num_examples") else "no examples"
+      raise FinetuningError(
+          f"{metadata}: dev-{lang} has {state} (from {info.get('source')}), "
+          "so it gets no dev score"
+          + (" and the learning rate cannot be selected on it"
+             if lang == "en" and num_learning_rates > 1 else "") +
+          ". Recreate the records from a labelled dev file, leave dev out "
+          "(--splits test), or pass --allow_unlabelled_dev.")
 
 
 def check_tokenizer(meta: Dict, records_dir: str, init_checkpoint,

@@ -59,10 +59,16 @@ def read_sentence_pairs(path, dataset: xtreme_datasets.XtremeDataset,
   except UnicodeDecodeError as e:
     raise _not_utf8(path, e) from None
   examples = []
+  labelled = with_labels and any(len(row) >= 3 for row in rows)
   for line_number, row in enumerate(rows, start=1):
     if len(row) < 2:
       raise TaskDataError(f"{path}:{line_number}: expected sentence1<TAB>"
                           f"sentence2[<TAB>label], got {len(row)} field(s).")
+    if labelled and len(row) < 3:
+      raise TaskDataError(
+          f"{path}:{line_number}: no label column, though other rows have "
+          "one; every row of a labelled file needs sentence1<TAB>sentence2"
+          "<TAB>label.")
     label = None
     if with_labels and len(row) >= 3:
       label = row[2].strip()
@@ -86,7 +92,9 @@ def read_tagged_sentences(path, dataset: xtreme_datasets.XtremeDataset,
   sentences = []
   words, tags = [], []
   has_tags = None
-  for line_number, line in enumerate(_text_lines(path), start=1):
+  lines = _text_lines(path)
+  tagged = with_labels and any(len(l.split("\t")) >= 2 for l in lines)
+  for line_number, line in enumerate(lines, start=1):
     line = line.rstrip("\r\n")
     if not line.strip():
       if words:
@@ -95,6 +103,10 @@ def read_tagged_sentences(path, dataset: xtreme_datasets.XtremeDataset,
       continue
     fields = line.split("\t")
     words.append(fields[0].strip())
+    if tagged and len(fields) < 2:
+      raise TaskDataError(
+          f"{path}:{line_number}: no tag column, though other lines have one; "
+          "every line of a tagged file needs token<TAB>tag.")
     if with_labels and len(fields) >= 2:
       has_tags = True
       tag = fields[-1].strip()
@@ -146,7 +158,13 @@ def _training_answer(path, context: str, qa) -> Optional[Tuple[str, int]]:
   if not qa.get("answers"):
     raise TaskDataError(f"{path}: training question {qa['id']} has no answer.")
   answer = qa["answers"][0]
-  text, start = answer["text"], int(answer["answer_start"])
+  text, start = answer.get("text"), answer.get("answer_start")
+  if not isinstance(text, str) or isinstance(start, bool) or not isinstance(
+      start, int):
+    raise TaskDataError(
+        f"{path}: question {qa['id']}: answers[0] needs 'text' (a string) and "
+        "'answer_start' (the character offset of the answer in the context, "
+        f"an integer); it has text {text!r} and answer_start {start!r}.")
   if context[start:start + len(text)] != text:
     start = context.find(text)
     if start < 0:
@@ -160,9 +178,10 @@ def read_squad_examples(path, dataset: xtreme_datasets.XtremeDataset,
                         is_training: bool) -> List[squad_lib_sp.SquadExample]:
   """SQuAD v1.1 JSON -> SquadExample list (start_position is a char offset)."""
   require_file(path, dataset)
-  examples = []
+  examples, questions = [], 0
   for context, qas in _squad_paragraphs(path):
     for qa in qas:
+      questions += 1
       answer_text, start = None, None
       if is_training:
         answer = _training_answer(path, context, qa)
@@ -173,4 +192,9 @@ def read_squad_examples(path, dataset: xtreme_datasets.XtremeDataset,
           qas_id=str(qa["id"]), question_text=qa["question"],
           paragraph_text=context, orig_answer_text=answer_text,
           start_position=start))
+  if is_training and questions and not examples:
+    raise TaskDataError(
+        f"{path}: none of its {questions} training questions has its answer "
+        "in its context (answers[0].text must occur in the context, at "
+        "answers[0].answer_start); fix the file.")
   return examples
