@@ -65,7 +65,7 @@ from official.modeling import performance
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_config
@@ -228,7 +228,8 @@ def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
           f"{field}.input_path {data.input_path!r} matches no file. Make the "
           "records first (tools/create_pretraining_data.py) or fix the path.")
     if data.check_metadata:
-      pretrain_dataloader.check_records_compatible(data, config.task.model)
+      pretraining_input_pipeline.check_records_compatible(data,
+                                                          config.task.model)
 
 
 def remove_stale_checkpoint_temporaries(model_dir: str) -> List[str]:
