@@ -26,7 +26,7 @@ import numpy as np
 from rembert_tf.ablation import completion
 from rembert_tf.common import fileio
 
-FINETUNE_MODULE = "rembert_tf.finetune"
+FINETUNE_MODULE = "rembert_tf.cli.finetune"
 RESULTS_FILE = "results.json"        # written by the fine-tuning command
 SUMMARY_FILE = "sweep.json"
 

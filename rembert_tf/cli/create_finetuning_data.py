@@ -16,7 +16,9 @@ python tools/create_finetuning_data.py --task mlqa --data_dir download \
 """
 from absl import flags
 
-from rembert_tf import cli
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 
 from rembert_tf.finetuning import finetuning_data
@@ -50,7 +52,7 @@ def main(argv):
 
 def run():
   flags.mark_flags_as_required(["task", "data_dir", "sp_model", "output_dir"])
-  cli.run_command(main, __doc__, program="rembert-create-finetuning-data",
+  harness.run_command(main, __doc__, program="rembert-create-finetuning-data",
                   output_dir_flag="output_dir")
 
 

@@ -149,7 +149,7 @@ def write_download(root: pathlib.Path):
 _DRIVER = """
 import json, sys
 from absl import flags
-from rembert_tf import finetune
+from rembert_tf.cli import finetune
 for argv in json.loads(sys.argv[1]):
   flags.FLAGS.unparse_flags()
   flags.FLAGS(["rembert-finetune"] + argv)

@@ -75,7 +75,7 @@ def test_exponent_form_override_is_a_number():
 
 def test_train_command_reports_config_error_in_one_line(capsys, tmp_path):
   from absl import flags  # pylint: disable=g-import-not-at-top
-  from rembert_tf import train  # pylint: disable=g-import-not-at-top
+  from rembert_tf.cli import train  # pylint: disable=g-import-not-at-top
   flags.FLAGS.unparse_flags()
   flags.FLAGS(["train", "--config", "pretrain_tiny_demo", "--model_dir",
                str(tmp_path / "m"), "--params_override",
