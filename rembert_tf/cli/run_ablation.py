@@ -46,6 +46,16 @@ def _names(text: str) -> List[str]:
   return [v.strip() for v in text.split(",") if v.strip()]
 
 
+def _pretraining_strategies() -> List[str]:
+  """The runtime's `--strategy` names but `default` (no tf.distribute scope).
+
+  Imported when the parser is built, not with this module: the runtime loads
+  TensorFlow (seconds), and importing a command module stays cheap.
+  """
+  from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
+  return [name for name in strategies.STRATEGIES if name != "default"]
+
+
 def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
       prog=PROG, description=__doc__.split("\n\n")[0],
@@ -84,8 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
   add("--params_override", default=None,
       help="Applied to every row's experiment (dotted keys or YAML), e.g. "
       "trainer.train_steps=100000.")
-  add("--strategy", default="one_device",
-      choices=["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+  add("--strategy", default="one_device", choices=_pretraining_strategies(),
       help="Pre-training distribution strategy.")
   add("--tpu", help="TPU name or grpc:// address for --strategy tpu.")
   add("--mixed_precision", choices=["float32", "mixed_bfloat16"],

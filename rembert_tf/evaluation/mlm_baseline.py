@@ -2,7 +2,7 @@
 
 What a pre-trained model's held-out MLM accuracy is compared with: always
 predicting the one token that is masked most often. Reads the same batches as
-training (`rembert_tf.data.pretrain_dataloader`), weighted by
+training (`rembert_tf.data.pretraining_input_pipeline`), weighted by
 `masked_lm_weights` exactly as the `masked_lm_accuracy` metric is.
 
 Example:
