@@ -51,6 +51,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import layer_similarity
 from rembert_tf.modeling import parameter_count
+from rembert_tf.runtime import strategies
 
 ALL_TASKS = ("xnli", "pawsx", "panx", "xquad", "mlqa", "tydiqa")
 QA_TASKS = ("xquad", "mlqa", "tydiqa")
@@ -387,7 +388,7 @@ def run_suite(options: SuiteOptions, print_fn: Callable[[str], None] = print
     rows_lib.check_same_schedule(configs)
   fileio.write_json(fileio.join(options.output_dir, "suite.json"),
                     dict(dataclasses.asdict(options), rows=[r.name for r in rows]))
-  strategy = pretraining.make_strategy(options.strategy, options.tpu)
+  strategy = strategies.make_strategy(options.strategy, options.tpu)
   model_dirs = {row.name: fileio.join(options.output_dir, "models", row.name,
                                       "pretrain") for row in rows}
 

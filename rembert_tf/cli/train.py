@@ -24,11 +24,13 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from absl import flags  # noqa: E402
+from absl import logging  # noqa: E402
+
+from rembert_tf import pretraining  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
-from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
-from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
-from absl import flags  # pylint: disable=g-import-not-at-top
-from absl import logging
+from rembert_tf.cli import runtime_flags  # noqa: E402  (--strategy, --tpu, ...)
+from rembert_tf.common import errors  # noqa: E402
 
 PROG = "rembert_tf.train"
 
@@ -66,7 +68,6 @@ def _exit_now(code: int) -> None:
 @errors.command(PROG)
 def main(argv):
   del argv
-  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
   try:
     config = pretraining.load_experiment_config(
         FLAGS.config, FLAGS.params_override, experiment=FLAGS.experiment)
@@ -94,10 +95,11 @@ def run():
   # constrain the flags of other commands in the same process.
   flags.mark_flag_as_required("config")
   flags.mark_flag_as_required("model_dir")
-  harness.run_command(main, __doc__, "rembert-train", output_dir_flag="model_dir",
-                  keep_log_exit_codes=(errors.EXIT_OK,
-                                       errors.EXIT_NON_FINITE_LOSS,
-                                       errors.EXIT_PREEMPTED))
+  harness.run_command(main, __doc__, "rembert-train",
+                      output_dir_flag="model_dir",
+                      keep_log_exit_codes=(errors.EXIT_OK,
+                                           errors.EXIT_NON_FINITE_LOSS,
+                                           errors.EXIT_PREEMPTED))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 checkpoint temporaries."""
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -82,6 +83,15 @@ def test_tpu_strategy_errors_are_one_line(monkeypatch):
     strategies.make_strategy("tpu", tpu="my-tpu")
   assert "--tpu my-tpu: cannot connect" in errors.one_line(e.value)
   assert isinstance(e.value, errors.RemBertError)
+
+
+def test_tpu_strategy_without_a_tpu_fails_at_once(monkeypatch):
+  for key in ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS"):
+    monkeypatch.delenv(key, raising=False)
+  start = time.time()
+  with pytest.raises(strategies.StrategyError, match="no TPU found"):
+    strategies.make_strategy("tpu")
+  assert time.time() - start < 2
 
 
 # --- Process settings -----------------------------------------------------------
