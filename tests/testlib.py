@@ -8,12 +8,18 @@
   [MASK]=314, then the learned pieces.
 - `tiny_config(**overrides)`: the model config every test builds unless it
   needs another shape (the `tiny` preset shrunk to ~27k parameters).
+- `held_by_another_process(*paths)`: a live process on this host holds the
+  output locks of `paths` (and writes a temporary beside each) for the block.
 Each test copies what it changes into its own tmp_path.
 """
 import atexit
+import contextlib
 import functools
+import os
 import pathlib
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import sentencepiece as spm
@@ -87,3 +93,38 @@ def released_layout_sentencepiece() -> pathlib.Path:
       input_sentence_size=20000, shuffle_input_sentence=False,
       num_threads=2, minloglevel=2)
   return out / "sentencepiece.model"
+
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+# Holds the output locks of argv's paths until stdin closes; prints its pid and
+# one temporary it writes beside each output (TensorFlow is not imported).
+_LOCK_HOLDER = r"""
+import contextlib, os, sys
+from rembert_tf.common import fileio, output_lock
+with contextlib.ExitStack() as stack:
+  temporaries = []
+  for path in sys.argv[1:]:
+    stack.enter_context(output_lock.hold(path))
+    temporaries.append(fileio.temporary_path(path))
+    os.makedirs(temporaries[-1])
+  print(os.getpid(), *temporaries, flush=True)
+  sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def held_by_another_process(*paths):
+  """Yields (pid, [temporary beside each path]) of a process holding their locks."""
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [str(REPO), os.environ.get("PYTHONPATH", "")]))
+  holder = subprocess.Popen(
+      [sys.executable, "-c", _LOCK_HOLDER, *map(str, paths)],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+  try:
+    pid, *temporaries = holder.stdout.readline().split()
+    assert int(pid) == holder.pid, "the lock holder did not start"
+    yield holder.pid, temporaries
+  finally:
+    holder.stdin.close()
+    holder.wait(timeout=60)

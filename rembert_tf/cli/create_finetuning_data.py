@@ -3,7 +3,7 @@
 English training records plus every language's dev and test records, with
 static shapes, side files to write predictions back in the benchmark layout,
 and the gold labels in the scorer's layout (see
-rembert_tf/finetuning/finetuning_data.py for the record format).
+rembert_tf/finetuning/example_records.py for the record format).
 
 Example:
 ```bash
@@ -22,10 +22,11 @@ from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 
 from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import tasks
+from rembert_tf.finetuning import xtreme_datasets
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("task", None, list(tasks.TASK_SPECS), "XTREME task.")
+flags.DEFINE_enum("task", None, list(xtreme_datasets.XTREME_DATASETS),
+                  "XTREME task.")
 flags.DEFINE_string("data_dir", None, "The XTREME download/ folder.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")
 flags.DEFINE_string("output_dir", None, "Records go to OUTPUT_DIR/<task>/.")

@@ -12,6 +12,7 @@ Usage:
       [--config tiny] [--export_preprocessor --sp_model runs/pretrain/sentencepiece.model \
        --preprocessor_dir export/rembert_preprocessor --seq_length 128] [--overwrite]
 """
+import contextlib
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -54,29 +55,31 @@ def main(argv):
   sp_model = FLAGS.sp_model or source.sp_model
   preprocessor_dir = (FLAGS.preprocessor_dir
                       or FLAGS.output_dir.rstrip("/") + "_preprocessor")
-  if FLAGS.export_preprocessor:  # every check before the (long) encoder export
-    if sp_model is None:
-      raise errors.UsageError(
-          "--export_preprocessor needs --sp_model (no sentencepiece.model "
-          f"comes with {FLAGS.model_dir}).")
-    cfg = checkpoint_restore.model_config_of(source, FLAGS.config)
-    if FLAGS.seq_length > cfg.max_position_embeddings:
-      raise errors.UsageError(
-          f"--seq_length {FLAGS.seq_length} exceeds max_position_embeddings "
-          f"{cfg.max_position_embeddings} of the model; lower it.")
-    fileio.check_output_location(preprocessor_dir)
-    if fileio.exists(preprocessor_dir) and not FLAGS.overwrite:
-      raise errors.OutputExistsError(
-          f"{preprocessor_dir} already exists; choose another "
-          "--preprocessor_dir or pass --overwrite.")
-  encoder_export.export_encoder(source, FLAGS.output_dir, config=FLAGS.config,
-                                sp_model=sp_model, overwrite=FLAGS.overwrite)
-  print(f"Encoder SavedModel: {FLAGS.output_dir}")
-  if FLAGS.export_preprocessor:
-    preprocessor_export.export_preprocessor(
-        sp_model, preprocessor_dir, seq_length=FLAGS.seq_length,
-        overwrite=FLAGS.overwrite)
-    print(f"Preprocessing SavedModel: {preprocessor_dir}")
+  with contextlib.ExitStack() as outputs:
+    if FLAGS.export_preprocessor:  # every check before the (long) encoder export
+      if sp_model is None:
+        raise errors.UsageError(
+            "--export_preprocessor needs --sp_model (no sentencepiece.model "
+            f"comes with {FLAGS.model_dir}).")
+      cfg = checkpoint_restore.model_config_of(source, FLAGS.config)
+      if FLAGS.seq_length > cfg.max_position_embeddings:
+        raise errors.UsageError(
+            f"--seq_length {FLAGS.seq_length} exceeds max_position_embeddings "
+            f"{cfg.max_position_embeddings} of the model; lower it.")
+      # Both outputs are this run's from the start (one writer each).
+      outputs.enter_context(fileio.writing_output(preprocessor_dir))
+      if fileio.exists(preprocessor_dir) and not FLAGS.overwrite:
+        raise errors.OutputExistsError(
+            f"{preprocessor_dir} already exists; choose another "
+            "--preprocessor_dir or pass --overwrite.")
+    encoder_export.export_encoder(source, FLAGS.output_dir, config=FLAGS.config,
+                                  sp_model=sp_model, overwrite=FLAGS.overwrite)
+    print(f"Encoder SavedModel: {FLAGS.output_dir}")
+    if FLAGS.export_preprocessor:
+      preprocessor_export.export_preprocessor(
+          sp_model, preprocessor_dir, seq_length=FLAGS.seq_length,
+          overwrite=FLAGS.overwrite)
+      print(f"Preprocessing SavedModel: {preprocessor_dir}")
   return 0
 
 

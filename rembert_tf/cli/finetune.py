@@ -34,11 +34,14 @@ console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
 from rembert_tf.common import errors
-from rembert_tf.finetuning import tasks
+from rembert_tf.finetuning import finetuning_runner
+from rembert_tf.finetuning import xtreme_datasets
+from rembert_tf.runtime import preemption
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
-flags.DEFINE_enum("task", None, list(tasks.TASK_SPECS), "XTREME task.")
+flags.DEFINE_enum("task", None, list(xtreme_datasets.XTREME_DATASETS),
+                  "XTREME task.")
 flags.DEFINE_string("records_dir", None, "Records of the task "
                     "(tools/create_finetuning_data.py OUTPUT_DIR/<task>).")
 flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
@@ -95,15 +98,14 @@ def _learning_rates():
 @errors.command("rembert-finetune")
 def main(argv):
   del argv
-  from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
   if not FLAGS.records_dir and not FLAGS.data_dir:
     raise errors.UsageError("Give --records_dir (tools/create_finetuning_data.py"
                             " output) or --data_dir (the XTREME download/).")
   try:
     finetuning_runner.run_finetuning(**_finetuning_arguments())
-  except finetuning_runner.FinetuningPreempted as e:
+  except preemption.TrainingPreempted as e:
     print(f"rembert-finetune: {e}", file=sys.stderr, flush=True)
-    sys.exit(errors.EXIT_PREEMPTED)
+    sys.exit(e.exit_code)
 
 
 def _finetuning_arguments():

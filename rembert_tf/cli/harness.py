@@ -95,9 +95,9 @@ def run_argparse_command(main: Callable, build_parser: Callable, prog: str
                          ) -> None:
   """`run_command` for a command whose flags are argparse (not absl) flags.
 
-  Such a command runs other commands in-process (their absl flags would
-  collide with its own). Its parser must define `--output_dir` and
-  `--verbose`.
+  The ablation suite's flags carry lists of flags for the runs it makes
+  (`--finetune_flags=--strategy=tpu,...`), which absl would read as its own.
+  Its parser must define `--output_dir` and `--verbose`.
   """
   argv = sys.argv[1:]
   args, _ = build_parser().parse_known_args(argv)

@@ -45,7 +45,10 @@ flags.DEFINE_float("alpha", 0.7, "Language sampling exponent (mBERT: 0.7).")
 flags.DEFINE_integer("sample_size", 2_000_000, "Lines in the training sample.")
 flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character "
                    "coverage (high: many scripts).")
-flags.DEFINE_integer("num_threads", 0, "Trainer threads (0: all cores).")
+flags.DEFINE_integer(
+    "num_threads", sentencepiece_training.DEFAULT_NUM_THREADS,
+    "Trainer threads. The model depends on the thread count, not on the "
+    "machine: the same input and flags give a byte-identical model.")
 flags.DEFINE_enum("seed_pieces", "auto", list(sentencepiece_training.SEED_PIECES),
                   "sentencepiece: the library's seed extraction (large vocabularies); "
                   "words: whole-word seeds by token frequency (small vocabularies); "

@@ -288,6 +288,7 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
           sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
 
 
+@fileio.writes_output("output_dir")
 def convert_checkpoint(from_format: str, to_format: str, input_path,
                        output_dir, *, config=None, sp_model=None,
                        encoder_only: bool = False,

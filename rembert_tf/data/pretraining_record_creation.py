@@ -71,6 +71,7 @@ class staged_output:  # pylint: disable=invalid-name
     return False
 
 
+@fileio.writes_output("output_dir")
 def create_pretraining_data(inputs: Sequence[str],
                             output_dir,
                             sentencepiece_model,

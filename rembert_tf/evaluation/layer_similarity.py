@@ -244,6 +244,7 @@ def load_encoder(checkpoint: str, model_config=None):
   return checkpoint_restore.load_encoder(str(checkpoint), model_config)
 
 
+@fileio.writes_output("output_dir")
 def analyze_checkpoints(checkpoint_a: str,
                         checkpoint_b: Optional[str],
                         sentences_a: Sequence[str],

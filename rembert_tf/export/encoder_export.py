@@ -201,6 +201,7 @@ def _save(encoder, cfg, directory: str, sp_model: Optional[str]) -> None:
       cfg, fileio.join(directory, checkpoint_layout.MODEL_CONFIG_FILE))
 
 
+@fileio.writes_output("output_dir")
 def export_encoder(checkpoint_dir, output_dir, *, config=None,
                    sp_model: Optional[str] = None, overwrite: bool = False,
                    verify: bool = True) -> str:

@@ -45,7 +45,8 @@ def remove_temporaries(model_dir: str) -> List[str]:
   """Removes what a save that failed or was killed left; returns the paths."""
   removed = checkpoint_temporaries.remove(
       [model_dir, fileio.join(model_dir, checkpoint_layout.ENCODER_SUBDIR)])
-  removed += fileio.remove_stale_temporaries(fileio.join(model_dir, PARAMS_FILE))
+  removed += fileio.remove_stale_temporaries(
+      fileio.join(model_dir, PARAMS_FILE), lock_of=model_dir)
   return removed
 
 

@@ -42,6 +42,7 @@ metrics = pretraining.run(config, "/tmp/run/pretrain", mode="train_and_eval")
 metrics["eval_masked_lm_accuracy"], metrics["global_step"]
 ```
 """
+import contextlib
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
@@ -116,13 +117,20 @@ def run(experiment_config: cfg.ExperimentConfig,
   if isinstance(strategy, str) or strategy is None:
     strategy = strategies.make_strategy(
         strategy or strategies.DEFAULT_STRATEGY, tpu)
-  with process_settings.training_settings(
+  with _one_writer(model_dir, strategy), process_settings.training_settings(
       _precision(config), deterministic=deterministic, seed=seed):
     try:
       return _run(config, model_dir, mode, strategy,
                   allow_sentencepiece_mismatch, print_fn)
     except tf.errors.DataLossError as e:
       raise preflight_checks.corrupt_records_error(config, mode, e) from None
+
+
+def _one_writer(model_dir: str, strategy: tf.distribute.Strategy):
+  """The lock of model_dir (one run writes it); under MultiWorkerMirrored
+  only the chief takes it, the other workers write temporaries of their own."""
+  return (fileio.writing_output(model_dir) if strategies.is_chief(strategy)
+          else contextlib.nullcontext())
 
 
 def _resolved_config(experiment_config: cfg.ExperimentConfig, mode: str,
