@@ -109,9 +109,6 @@ def run_finetuning(
   with `sp_model`, default init_checkpoint's sentencepiece.model). The rate
   is selected on English dev, mean and std over seeds reported (`sweep`); the
   same call after a kill skips finished runs and resumes the interrupted one.
-  Records whose dev files carry no labels (or none at all) are refused unless
-  `allow_unlabelled_dev`: the rate could not be selected on them.
-
   Returns a dict: task, selected_learning_rate, english_dev_by_rate,
   score_split, scores (official shape, mean over seeds), std, runs, markdown.
   """
@@ -119,27 +116,24 @@ def run_finetuning(
   base_config = finetuning_experiment.FinetuningConfig(
       num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
       warmup_proportion=warmup_proportion, train_batch_size=train_batch_size,
-      eval_batch_size=eval_batch_size, seed=seed,
-      steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
-      jit_compile=jit_compile, deterministic=deterministic,
-      keep_checkpoints=keep_checkpoints,
+      eval_batch_size=eval_batch_size, seed=seed, steps_per_loop=steps_per_loop,
+      checkpoint_interval=checkpoint_interval, jit_compile=jit_compile,
+      deterministic=deterministic, keep_checkpoints=keep_checkpoints,
       freeze_input_embeddings=freeze_input_embeddings)
   finetuning_experiment.check_settings(base_config, learning_rates, num_seeds)
-  with _one_writer(output_dir):
+  with _one_writer(output_dir):  # Nothing was written before this point.
     records_dir = run_inputs.prepare_records(
         task, output_dir, records_dir, data_dir, sp_model, init_checkpoint,
         seq_length, languages, splits, progress, allow_unlabelled_dev)
-    meta = run_inputs.read_task_metadata(task, records_dir)
-    run_inputs.check_labels(meta, records_dir, splits, len(learning_rates),
-                            allow_unlabelled_dev)
-    run_inputs.check_tokenizer(meta, records_dir, init_checkpoint,
-                               allow_sp_model_mismatch, progress)
+    meta = run_inputs.checked_metadata(
+        task, records_dir, init_checkpoint, splits, len(learning_rates),
+        allow_unlabelled_dev, allow_sp_model_mismatch, progress)
     with process_settings.training_settings(
         mixed_precision, deterministic=deterministic,
         checkpointed_dropout_generators=True), \
         preemption.sigterm_stop_flag() as stop:
-      strategy_obj = (distribution_strategy or
-                      strategies.make_strategy(strategy, tpu))
+      strategy_obj = distribution_strategy or strategies.make_strategy(
+          strategy, tpu)
       model_cfg, restore_encoder, source = run_inputs.encoder_source(
           init_checkpoint, model_config, meta, records_dir)
       progress(f"[finetune] {task}: encoder from {source}")

@@ -15,7 +15,10 @@ records_dir = run_inputs.prepare_records(
     "xnli", "ft/xnli", records_dir=None, data_dir="download", sp_model=None,
     init_checkpoint="pretrain_dir", seq_length=128, languages=None,
     splits=("dev",), progress=print)
-meta = run_inputs.read_task_metadata("xnli", records_dir)
+meta = run_inputs.checked_metadata(
+    "xnli", records_dir, "pretrain_dir", splits=("dev",),
+    num_learning_rates=1, allow_unlabelled_dev=False,
+    allow_sp_model_mismatch=False, progress=print)
 model_config, restore_encoder, source = run_inputs.encoder_source(
     "pretrain_dir", None, meta, records_dir)
 ```
@@ -94,6 +97,20 @@ def read_task_metadata(task: str, records_dir: str) -> Dict:
         f"English training split ({train.get('source', 'train-en')}) has no "
         "record, so there is nothing to train on; fix the training file "
         "and recreate the records.")
+  return meta
+
+
+def checked_metadata(task: str, records_dir: str, init_checkpoint, splits,
+                     num_learning_rates: int, allow_unlabelled_dev: bool,
+                     allow_sp_model_mismatch: bool, progress) -> Dict:
+  """The records' metadata.json once the records pass every check: the
+  task's, with training records, labelled dev files (unless
+  `allow_unlabelled_dev`), made with the checkpoint's SentencePiece model."""
+  meta = read_task_metadata(task, records_dir)
+  check_labels(meta, records_dir, splits, num_learning_rates,
+               allow_unlabelled_dev)
+  check_tokenizer(meta, records_dir, init_checkpoint, allow_sp_model_mismatch,
+                  progress)
   return meta
 
 
