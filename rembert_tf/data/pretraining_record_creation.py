@@ -49,6 +49,7 @@ class staged_output:  # pylint: disable=invalid-name
 
   On any failure the staging directory (and the output directory, when this
   run created it and it is empty) is removed; the old records are untouched.
+  A full disk is reported naming the output directory.
   """
 
   def __init__(self, output_dir: str):
@@ -69,6 +70,8 @@ class staged_output:  # pylint: disable=invalid-name
     if self.created and fileio.isdir(self.output_dir) and not fileio.listdir(
         self.output_dir):
       fileio.rmtree(self.output_dir)
+    if fileio.is_disk_full(exc):  # Name the output, not a staging file.
+      raise fileio.disk_full_error(self.output_dir, exc) from None
     return False
 
 

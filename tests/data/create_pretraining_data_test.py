@@ -1,4 +1,5 @@
 """Record creation: round trip, determinism across workers, bad input, atomicity."""
+import errno
 import json
 import os
 
@@ -238,6 +239,30 @@ def test_failed_overwrite_keeps_old_records_and_stale_staging_is_removed(
   assert sorted(p.name for p in out.iterdir()) == [
       "metadata.json"] + [f"pretrain-0000{i}-of-00003.tfrecord" for i in range(3)]
   assert list(meta["languages"]) == ["zh"]
+
+
+def test_a_full_disk_is_one_line_naming_the_output_and_keeps_old_records(
+    tmp_path, monkeypatch):
+  out = tmp_path / "out"
+  _make(_corpus_spec(), out, languages=["el"], num_output_shards=2)
+  before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+  def disk_full(path, framed):
+    del framed
+    with open(path, "wb") as f:
+      f.write(b"half a shard")
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+  monkeypatch.setattr(tfrecord_writer, "write_framed_file", disk_full)
+  for target, overwrite in ((out, True), (tmp_path / "new", False)):
+    with pytest.raises(errors.InputError) as raised:
+      _make(_corpus_spec(), target, languages=["zh"], overwrite=overwrite)
+    assert errors.one_line(raised.value) == (
+        f"{target}: writing it failed: no space left on the device. Nothing "
+        "was written (its temporary files are removed; an existing output is "
+        f"kept). Free space where {target} goes, or choose an output on "
+        "another disk, then run again.")
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+  assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
 @pytest.mark.parametrize("flags, message", [
