@@ -35,6 +35,7 @@ a, b = pre.tokenize(tf.constant(["premise"])), pre.tokenize(tf.constant(["hypoth
 pair_inputs = pre.bert_pack_inputs([a, b], seq_length=tf.constant(64))
 ```
 """
+import numbers
 from typing import Optional
 
 import tensorflow as tf
@@ -83,8 +84,8 @@ def check_seq_length(seq_length: int,
                      max_seq_length: Optional[int] = None) -> None:
   """Refuses a packed length that leaves no room for text, or exceeds the
   encoder's positions."""
-  if isinstance(seq_length, bool) or not isinstance(seq_length, int) or (
-      seq_length < MIN_SEQ_LENGTH):
+  if isinstance(seq_length, bool) or not isinstance(
+      seq_length, numbers.Integral) or seq_length < MIN_SEQ_LENGTH:
     raise errors.UsageError(
         f"--seq_length {seq_length}: the preprocessor packs [CLS] text [SEP] "
         f"into it; give at least {MIN_SEQ_LENGTH} (e.g. 128).")

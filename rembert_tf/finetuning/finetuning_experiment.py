@@ -17,6 +17,7 @@ experiment.trainer.train_steps    # 3 epochs of the English training records
 """
 import dataclasses
 import math
+import numbers
 from typing import Dict, Optional, Sequence
 
 from official.core import config_definitions as cfg
@@ -65,8 +66,8 @@ def check_settings(config: FinetuningConfig, learning_rates: Sequence[float],
     raise errors.UsageError(f"{flag} {value}: {rule}.")
 
   for rate in learning_rates:
-    if not (isinstance(rate, (int, float)) and math.isfinite(rate)
-            and rate > 0):
+    if isinstance(rate, bool) or not (isinstance(rate, numbers.Real)
+                                      and math.isfinite(rate) and rate > 0):
       fail("--learning_rate(s)", rate,
            "a learning rate must be a positive number (e.g. 2e-5)")
   if num_seeds < 1:

@@ -103,7 +103,8 @@ def test_beam_worker_failure_is_one_error_and_keeps_old_records(tmp_path,
   monkeypatch.setattr(tfrecord_writer, "write_tfrecord_file",
                       broken)
   with pytest.raises(errors.RemBertError,
-                     match="No space left on device") as raised:
+                     match=f"{out}: writing it failed: no space left on the "
+                     "device") as raised:
     _make(inputs, out, runner="DirectRunner", overwrite=True)
   assert "\n" not in str(raised.value)
   assert _files(out) == before  # Old records intact, staging removed.
