@@ -99,12 +99,15 @@ def run_finetuning(
     steps_per_loop: int = 100, checkpoint_interval: int = 1000,
     jit_compile: bool = True, deterministic: bool = False,
     keep_checkpoints: bool = False, freeze_input_embeddings: bool = False,
-    allow_sp_model_mismatch: bool = False, progress=print) -> Dict:
+    allow_sp_model_mismatch: bool = False, progress=print,
+    data_source: str = "download", tfds_data_dir=None) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
 
-  Either `records_dir` (tools/create_finetuning_data.py's O/<task>) or
-  `data_dir` (XTREME download/; records are written to output_dir/records
-  with `sp_model`, default init_checkpoint's sentencepiece.model). The rate
+  Either `records_dir` (tools/create_finetuning_data.py's O/<task>),
+  `data_dir` (XTREME download/) or `data_source="tfds"` with `tfds_data_dir`
+  (prepared TFDS datasets); from data, records are written to
+  output_dir/records with `sp_model`, default init_checkpoint's
+  sentencepiece.model. The rate
   is selected on English dev, mean and std over seeds reported (`sweep`); the
   same call after a kill skips finished runs and resumes the interrupted one.
 
@@ -115,7 +118,8 @@ def run_finetuning(
   with _one_writer(output_dir):
     records_dir = run_inputs.prepare_records(
         task, output_dir, records_dir, data_dir, sp_model, init_checkpoint,
-        seq_length, languages, splits, progress)
+        seq_length, languages, splits, progress, data_source=data_source,
+        tfds_data_dir=tfds_data_dir)
     meta = run_inputs.read_task_metadata(task, records_dir)
     run_inputs.check_tokenizer(meta, records_dir, init_checkpoint,
                                allow_sp_model_mismatch, progress)
