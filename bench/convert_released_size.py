@@ -38,8 +38,9 @@ import time
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
+
+import bench_command  # pylint: disable=g-import-not-at-top
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELEASED = dict(vocab_size=250300, hidden_size=1152, num_hidden_layers=32,
@@ -234,4 +235,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

@@ -28,8 +28,9 @@ from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
-from rembert_tf.data import pretraining_data
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import pretraining_instances
+from rembert_tf.data import pretraining_record_creation
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
 
 FLAGS = flags.FLAGS
@@ -69,12 +70,12 @@ flags.DEFINE_bool("overwrite", False, "Replace records already in output_dir "
                   "(the old ones stay until the new ones are complete).")
 
 
-def record_options() -> pretraining_data.RecordOptions:
+def record_options() -> pretraining_instances.RecordOptions:
   """The flags that decide the records, as one RecordOptions."""
-  return pretraining_data.RecordOptions(
+  return pretraining_instances.RecordOptions(
       seq_length=FLAGS.seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      masking=pretraining_records.Masking(
+      masking=pretraining_record_format.Masking(
           masked_lm_prob=FLAGS.masked_lm_prob,
           mask_token_rate=FLAGS.mask_token_rate,
           random_token_rate=FLAGS.random_token_rate),
@@ -90,7 +91,7 @@ def main(argv):
     raise errors.UsageError(
         f"unexpected arguments {beam_args}: Beam pipeline options after `--` "
         "need --runner (e.g. --runner DataflowRunner).")
-  pretraining_data.create_pretraining_data(
+  pretraining_record_creation.create_pretraining_data(
       FLAGS.input, FLAGS.output_dir, FLAGS.sentencepiece_model,
       record_options(), input_format=FLAGS.input_format,
       languages=FLAGS.languages, language_field=FLAGS.language_field,

@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Optional
 from absl import app
 from absl import flags
 
+from rembert_tf.common import command_output
 from rembert_tf.common import console
 
 
@@ -70,22 +71,22 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
 
   Logs go to a file named after `program` (the console-script name; by
   default derived from the command module) that ends in
-  `<value of --output_dir_flag>/logs/` (see `console.start_command_output`;
-  a command that picks its directory inside `main` calls
-  `console.set_output_dir`).
+  `<value of --output_dir_flag>/logs/` (see
+  `command_output.start_command_output`; a command that picks its directory
+  inside `main` calls `command_output.set_output_dir`).
   """
   main_module = sys.modules.get("__main__")
   if main_module is not None:
     main_module.__doc__ = doc
   console.define_verbose_flag()
   _list_flags_in_help(main)
-  output = console.start_command_output(
+  output = command_output.start_command_output(
       program or program_name(main), keep_log_exit_codes=keep_log_exit_codes)
 
   def main_with_log_file(argv):
     output.flags_parsed(
         flags.FLAGS[output_dir_flag].value if output_dir_flag else None)
-    return console.run_with_command_output(main, argv, output)
+    return command_output.run_with_command_output(main, argv, output)
 
   app.run(main_with_log_file)
 
@@ -103,6 +104,6 @@ def run_argparse_command(main: Callable, build_parser: Callable, prog: str
   # absl's log handler (TensorFlow, orbit) routes to the log file only once
   # absl's own flags are parsed.
   flags.FLAGS([prog])
-  output = console.start_command_output(prog, args.output_dir,
-                                        verbose=args.verbose)
-  sys.exit(console.run_with_command_output(main, argv, output))
+  output = command_output.start_command_output(prog, args.output_dir,
+                                               verbose=args.verbose)
+  sys.exit(command_output.run_with_command_output(main, argv, output))

@@ -22,6 +22,7 @@ from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
+from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.data import text_inputs
 
@@ -95,7 +96,7 @@ def _sample_only(beam_args):
   if not FLAGS.sample_path:
     raise errors.UsageError("--sample_only needs --sample_path (where the "
                             "sample is written).")
-  options = sentencepiece_training.SampleOptions(
+  options = sentencepiece_sample.SampleOptions(
       FLAGS.alpha, FLAGS.sample_size, FLAGS.seed,
       tuple(FLAGS.languages) if FLAGS.languages else None).check()
   files = text_inputs.resolve_inputs(FLAGS.input, FLAGS.input_format,

@@ -3,7 +3,7 @@
 | check | refuses |
 | --- | --- |
 | `check_model_dir_writable` | a model_dir that cannot be created or written |
-| `check_data` | a mode without records, a glob matching nothing, records made for another model or with listed shards missing (`pretrain_dataloader.check_records_compatible`) |
+| `check_data` | a mode without records, a glob matching nothing, records made for another model or with listed shards missing (`pretraining_input_pipeline.check_records_compatible`) |
 | `check_checkpoint_compatible` | a model_dir checkpoint of another model (config fields, variable names and shapes) |
 | `check_sentencepiece_matches` | a resume on records of another SentencePiece model (sha256) |
 
@@ -30,7 +30,7 @@ from tensorflow.python.checkpoint import graph_view  # pylint: disable=g-direct-
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import artifacts
@@ -96,7 +96,8 @@ def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
           f"{field}.input_path {data.input_path!r} matches no file. Make the "
           "records first (tools/create_pretraining_data.py) or fix the path.")
     if data.check_metadata:
-      pretrain_dataloader.check_records_compatible(data, config.task.model)
+      pretraining_input_pipeline.check_records_compatible(data,
+                                                          config.task.model)
 
 
 def find_corrupt_shard(data_config) -> Optional[str]:

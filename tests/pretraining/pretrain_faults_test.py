@@ -12,7 +12,7 @@ from official.core import task_factory
 from rembert_tf import pretraining
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
@@ -114,7 +114,7 @@ def test_missing_listed_shard_is_refused(records, tmp_path):
   copied = copy_records(records, tmp_path)
   missing = sorted(glob.glob(str(copied / "train" / "*.tfrecord")))[0]
   os.remove(missing)
-  with pytest.raises(pretrain_dataloader.DataMismatchError) as e:
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError) as e:
     runner.run(make_config(copied), str(tmp_path / "m"), **QUIET)
   message = one_line(e.value)
   assert os.path.basename(missing) in message and "metadata.json" in message

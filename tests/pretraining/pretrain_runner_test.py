@@ -11,9 +11,9 @@ from tensorflow.python.framework import config as tf_config  # pylint: disable=g
 import pretrain_testlib
 
 from rembert_tf import pretraining
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.evaluation import mlm_baseline
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.pretraining import experiments
@@ -32,7 +32,7 @@ def records(tmp_path_factory):
   spm = root / "spm.model"
   spm.write_bytes(b"not a real model; only copied")
   for split, seed in (("train", 1), ("eval", 2)):
-    pretraining_records.write_pretraining_records(
+    pretraining_record_format.write_pretraining_records(
         str(root / split), examples, seq_length=SEQ,
         max_predictions_per_seq=PREDS, vocab_size=VOCAB, seed=seed,
         extra_metadata={"sentencepiece_model": str(spm)})
@@ -160,12 +160,12 @@ def test_records_mismatching_the_config_fail_before_the_first_step(records,
   config = make_config(records)
   config.task.train_data.seq_length = 64
   config.task.model.max_position_embeddings = 128
-  with pytest.raises(pretrain_dataloader.DataMismatchError, match="seq_length"):
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError, match="seq_length"):
     runner.run(config, str(tmp_path / "m"), print_fn=lambda _: None)
   assert not glob.glob(str(tmp_path / "m" / "ckpt-*"))
   config = make_config(records)
   config.task.model.vocab_size = 3000
-  with pytest.raises(pretrain_dataloader.DataMismatchError, match="vocab"):
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError, match="vocab"):
     runner.run(config, str(tmp_path / "m2"), print_fn=lambda _: None)
 
 
@@ -224,7 +224,7 @@ def test_most_frequent_token_baseline_matches_a_direct_count(records):
       config.task.validation_data, VOCAB,
       train_data_config=config.task.train_data)
   counts = np.zeros(VOCAB)
-  dataset = pretrain_dataloader.RemBertPretrainDataLoader(
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
       config.task.validation_data).load()
   for batch in dataset:
     np.add.at(counts, batch["masked_lm_ids"].numpy().ravel(),

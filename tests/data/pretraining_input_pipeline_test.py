@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 from official.nlp.data import data_loader_factory
 
-from rembert_tf.data import pretrain_dataloader
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import pretraining_input_pipeline
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import tokenizer
 from rembert_tf.modeling import rembert_config
 
@@ -36,24 +36,24 @@ def _feature_dicts(n):
 @pytest.fixture(scope="module")
 def static_dir(tmp_path_factory):
   out = tmp_path_factory.mktemp("static")
-  pretraining_records.write_pretraining_records(
+  pretraining_record_format.write_pretraining_records(
       out, _feature_dicts(64), seq_length=SEQ, max_predictions_per_seq=PRED,
       vocab_size=VOCAB, num_shards=4)
   return out
 
 
 def test_fixture_writer_masks_token_lists(tmp_path):
-  meta = pretraining_records.write_pretraining_records(
+  meta = pretraining_record_format.write_pretraining_records(
       tmp_path, _sequences(10), seq_length=SEQ, max_predictions_per_seq=PRED,
       vocab_size=VOCAB, num_shards=2)
   assert meta["num_examples"] == 10 and meta["layout"] == "static"
-  dataset = pretrain_dataloader.RemBertPretrainDataLoader(
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
       _params(tmp_path, is_training=False, global_batch_size=10)).load()
   batch = next(iter(dataset))
   weights = batch["masked_lm_weights"].numpy()
   assert (weights.sum(1) >= 1).all()
   with pytest.raises(FileExistsError):
-    pretraining_records.write_pretraining_records(
+    pretraining_record_format.write_pretraining_records(
         tmp_path, _sequences(2), seq_length=SEQ, max_predictions_per_seq=PRED,
         vocab_size=VOCAB)
 
@@ -61,7 +61,7 @@ def test_fixture_writer_masks_token_lists(tmp_path):
 @pytest.fixture(scope="module")
 def unmasked_dir(tmp_path_factory):
   out = tmp_path_factory.mktemp("unmasked")
-  pretraining_records.write_pretraining_records(
+  pretraining_record_format.write_pretraining_records(
       out, _sequences(64), seq_length=SEQ, max_predictions_per_seq=PRED,
       vocab_size=VOCAB, num_shards=2, layout="unmasked")
   return out
@@ -71,7 +71,7 @@ def _params(directory, **kwargs):
   values = dict(input_path=str(directory / "*.tfrecord"), global_batch_size=8,
                 seq_length=SEQ, max_predictions_per_seq=PRED, is_training=True)
   values.update(kwargs)
-  return pretrain_dataloader.RemBertPretrainDataConfig(**values)
+  return pretraining_input_pipeline.RemBertPretrainDataConfig(**values)
 
 
 EXPECTED = {"input_word_ids": (tf.int32, SEQ), "input_mask": (tf.int32, SEQ),
@@ -106,7 +106,7 @@ def test_static_shapes_and_values(static_dir):
 
 def test_eval_reads_each_example_once_and_drops_remainder(static_dir):
   params = _params(static_dir, is_training=False, global_batch_size=10)
-  dataset = pretrain_dataloader.RemBertPretrainDataLoader(params).load()
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load()
   _check_spec(dataset, 10)
   firsts = np.concatenate([b["input_word_ids"][:, 1].numpy() for b in dataset])
   assert len(firsts) == 60  # 64 examples, remainder of 4 dropped.
@@ -120,7 +120,7 @@ def test_input_context_shards_files(static_dir):
                                          input_pipeline_id=pipeline_id,
                                          num_replicas_in_sync=2)
     params = _params(static_dir, is_training=False, global_batch_size=8)
-    dataset = pretrain_dataloader.RemBertPretrainDataLoader(params).load(context)
+    dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load(context)
     _check_spec(dataset, 4)  # Per-replica batch.
     seen.append({int(x) for b in dataset for x in b["input_word_ids"][:, 1]})
   assert seen[0] and seen[1] and not seen[0] & seen[1]
@@ -132,7 +132,7 @@ def test_input_context_shards_files(static_dir):
     context = tf.distribute.InputContext(num_input_pipelines=2,
                                          input_pipeline_id=pipeline_id,
                                          num_replicas_in_sync=2)
-    dataset = pretrain_dataloader.RemBertPretrainDataLoader(_params(
+    dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(_params(
         static_dir, shuffle_buffer_size=1, cycle_length=1)).load(context)
     # One epoch of this host's 2 files (16 examples each) = 8 batches of 4.
     train_seen.append({int(x) for b in dataset.take(8)
@@ -142,7 +142,7 @@ def test_input_context_shards_files(static_dir):
 
 
 def test_distributed_dataset_on_two_devices(static_dir, two_cpu_strategy):
-  loader = pretrain_dataloader.RemBertPretrainDataLoader(_params(static_dir))
+  loader = pretraining_input_pipeline.RemBertPretrainDataLoader(_params(static_dir))
   dataset = two_cpu_strategy.distribute_datasets_from_function(loader.load)
   batch = next(iter(dataset))
   local = two_cpu_strategy.experimental_local_results(batch["input_word_ids"])
@@ -152,7 +152,7 @@ def test_distributed_dataset_on_two_devices(static_dir, two_cpu_strategy):
 def test_dynamic_masking(unmasked_dir):
   params = _params(unmasked_dir, use_dynamic_masking=True, global_batch_size=16,
                    masked_lm_prob=0.2)
-  dataset = pretrain_dataloader.RemBertPretrainDataLoader(params).load()
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load()
   _check_spec(dataset, 16)
   original = {}
   for b in tf.data.TFRecordDataset(sorted(
@@ -182,16 +182,16 @@ def test_dynamic_masking(unmasked_dir):
 
 def test_mismatched_records_are_refused(static_dir, unmasked_dir):
   tiny = rembert_config.load_model_config("tiny")
-  assert pretrain_dataloader.check_records_compatible(
+  assert pretraining_input_pipeline.check_records_compatible(
       _params(static_dir), tiny.replace(vocab_size=VOCAB))["vocab_size"] == VOCAB
-  with pytest.raises(pretrain_dataloader.DataMismatchError,
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match=r"metadata.json: field `vocab_size` is 2000 but "
                      r"model config vocab_size is 3000"):
-    pretrain_dataloader.check_records_compatible(
+    pretraining_input_pipeline.check_records_compatible(
         _params(static_dir), tiny.replace(vocab_size=3000))
-  with pytest.raises(pretrain_dataloader.DataMismatchError,
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match="max_position_embeddings"):
-    pretrain_dataloader.check_records_compatible(
+    pretraining_input_pipeline.check_records_compatible(
         _params(static_dir), tiny.replace(vocab_size=VOCAB,
                                           max_position_embeddings=16))
   cases = [(dict(seq_length=32), "`seq_length` is 24"),
@@ -199,23 +199,23 @@ def test_mismatched_records_are_refused(static_dir, unmasked_dir):
            (dict(use_dynamic_masking=True), "--unmasked"),
            (dict(vocab_size=100), "`vocab_size` is 2000")]
   for overrides, message in cases:
-    with pytest.raises(pretrain_dataloader.DataMismatchError, match=message):
-      pretrain_dataloader.RemBertPretrainDataLoader(
+    with pytest.raises(pretraining_input_pipeline.DataMismatchError, match=message):
+      pretraining_input_pipeline.RemBertPretrainDataLoader(
           _params(static_dir, **overrides)).load()
-  with pytest.raises(pretrain_dataloader.DataMismatchError,
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match="use_dynamic_masking=True"):
-    pretrain_dataloader.RemBertPretrainDataLoader(_params(unmasked_dir)).load()
+    pretraining_input_pipeline.RemBertPretrainDataLoader(_params(unmasked_dir)).load()
 
 
 def test_missing_records_or_metadata(tmp_path, static_dir):
-  with pytest.raises(pretrain_dataloader.DataMismatchError,
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match="matches no files"):
-    pretrain_dataloader.RemBertPretrainDataLoader(_params(tmp_path)).load()
+    pretraining_input_pipeline.RemBertPretrainDataLoader(_params(tmp_path)).load()
   (tmp_path / "x.tfrecord").write_bytes(
       (static_dir / "pretrain-00000-of-00004.tfrecord").read_bytes())
-  with pytest.raises(pretrain_dataloader.DataMismatchError,
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match="metadata.json does not exist"):
-    pretrain_dataloader.RemBertPretrainDataLoader(_params(tmp_path)).load()
-  dataset = pretrain_dataloader.RemBertPretrainDataLoader(
+    pretraining_input_pipeline.RemBertPretrainDataLoader(_params(tmp_path)).load()
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
       _params(tmp_path, check_metadata=False)).load()
   _check_spec(dataset, 8)

@@ -1,4 +1,4 @@
-"""The pre-training record layout, its `metadata.json`, masking, and a fixture writer.
+"""The pre-training record format: layout, masking, `metadata.json`, staged writing.
 
 Records (tf.train.Example, all int64 unless noted), `seq_length` S and
 `max_predictions_per_seq` P:
@@ -25,16 +25,21 @@ by a random non-special token (`random_token_rate`, 0.1) or kept.
  "vocab_size": V, "special_ids": {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id"} (the model's),
  "masking": {"masked_lm_prob", "mask_token_rate", "random_token_rate", ...},
  "num_examples": N, "shards": [{"file", "num_examples", "num_examples_per_language"}, ...],
- ...}            # create_pretraining_data adds languages, inputs, tokenizer checksum, ...
+ ...}  # create_pretraining_data adds languages, inputs, tokenizer checksum...
 ```
 
 Builds on BERT's record layout as Model Garden's `official/nlp/data/
 create_pretraining_data.py` writes it (v2 feature names), without NSP.
 
+Records are written into a staging directory inside the output directory and
+swapped in when complete (`new_staging_directory`, `swap_in_records`).
+`write_pretraining_records` writes fixtures from already tokenised examples;
+records from raw text are `pretraining_record_creation`'s.
+
 Example (test fixtures from already tokenised text):
 ```python
-from rembert_tf.data import pretraining_records
-meta = pretraining_records.write_pretraining_records(
+from rembert_tf.data import pretraining_record_format
+meta = pretraining_record_format.write_pretraining_records(
     "/tmp/records", [[10, 11, 12, 13], [20, 21, 22]] * 32,
     seq_length=16, max_predictions_per_seq=4, vocab_size=2000, num_shards=2)
 # /tmp/records/pretrain-00000-of-00002.tfrecord, ..., /tmp/records/metadata.json
@@ -215,7 +220,8 @@ def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
     raise RecordsError(
         f"{path} does not exist: pre-training records need their "
         f"{METADATA_FILE}. Make records with tools/create_pretraining_data.py "
-        "(or pretraining_records.write_pretraining_records for fixtures).")
+        "(or pretraining_record_format.write_pretraining_records for "
+        "fixtures).")
   try:
     meta = json.loads(fileio.read_text(path))
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -442,7 +448,29 @@ def write_pretraining_records(
   meta = base_metadata(layout=layout, seq_length=seq_length,
                        max_predictions_per_seq=max_predictions_per_seq,
                        special=special, masking=masking)
-  rng = np.random.default_rng(seed)
+  records = _encode_examples(examples, seq_length, max_predictions_per_seq,
+                             special, layout, masking,
+                             np.random.default_rng(seed))
+  staging = new_staging_directory(output_dir)
+  try:
+    shard_meta = _write_shards(staging, records, num_shards)
+    meta["num_examples"] = sum(s["num_examples"] for s in shard_meta)
+    meta["shards"] = shard_meta
+    meta["seed"] = seed
+    meta.update(extra_metadata or {})
+    fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
+  except BaseException:
+    fileio.rmtree(staging)
+    raise
+  swap_in_records(staging, output_dir)  # Its journal owns `staging` now.
+  return meta
+
+
+def _encode_examples(examples, seq_length: int, max_predictions_per_seq: int,
+                     special: tokenizer.SpecialTokens, layout: str,
+                     masking: Masking, rng: np.random.Generator
+                     ) -> List[bytes]:
+  """Feature dicts padded as given, then token lists masked here, in order."""
   records = []
   token_lists = []
   for example in examples:
@@ -456,21 +484,16 @@ def write_pretraining_records(
       token_lists, seq_length=seq_length,
       max_predictions_per_seq=max_predictions_per_seq, special=special,
       rng=rng, layout=layout, masking=masking))
-  shards = [records[i::num_shards] for i in range(num_shards)]
-  staging = new_staging_directory(output_dir)
-  try:
-    shard_meta = []
-    for index, shard_records in enumerate(shards):
-      name = shard_file_name(index, num_shards)
-      count = write_tfrecord_file(fileio.join(staging, name), shard_records)
-      shard_meta.append({"file": name, "num_examples": count})
-    meta["num_examples"] = sum(s["num_examples"] for s in shard_meta)
-    meta["shards"] = shard_meta
-    meta["seed"] = seed
-    meta.update(extra_metadata or {})
-    fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
-  except BaseException:
-    fileio.rmtree(staging)
-    raise
-  swap_in_records(staging, output_dir)  # Its journal owns `staging` now.
-  return meta
+  return records
+
+
+def _write_shards(staging: str, records: Sequence[bytes],
+                  num_shards: int) -> List[Dict[str, Any]]:
+  """Deals `records` round-robin over `num_shards` files; their metadata."""
+  shard_meta = []
+  for index in range(num_shards):
+    name = shard_file_name(index, num_shards)
+    count = write_tfrecord_file(fileio.join(staging, name),
+                                records[index::num_shards])
+    shard_meta.append({"file": name, "num_examples": count})
+  return shard_meta

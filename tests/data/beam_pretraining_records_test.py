@@ -9,8 +9,11 @@ import os
 import pytest
 
 import data_testlib
-from rembert_tf.data import pretraining_data
-from rembert_tf.data import pretraining_records
+from rembert_tf.common import errors
+from rembert_tf.data import pretraining_record_creation
+from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import text_inputs
+from rembert_tf.data import tfrecord_writer
 
 beam = pytest.importorskip("apache_beam")
 
@@ -33,7 +36,7 @@ def _make(inputs, out, **kwargs):
   args = dict(seq_length=SEQ, max_predictions_per_seq=PRED,
               num_output_shards=3, verbose=False)
   args.update(kwargs)
-  return pretraining_data.create_pretraining_data(
+  return pretraining_record_creation.create_pretraining_data(
       inputs, out, data_testlib.sentencepiece_model(), **args)
 
 
@@ -70,7 +73,7 @@ def test_beam_unmasked_gzipped_json_language_field_on_ram(tmp_path):
                     beam_args=["--direct_running_mode=multi_threading"],
                     **options)
   assert beam_meta == local
-  assert local["layout"] == pretraining_records.LAYOUT_UNMASKED
+  assert local["layout"] == pretraining_record_format.LAYOUT_UNMASKED
   assert local["languages"]["el"]["documents"] == 60
   assert local["inputs"][0]["skipped_json_lines"] == 2
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
@@ -82,7 +85,7 @@ def test_beam_unmasked_gzipped_json_language_field_on_ram(tmp_path):
 def test_beam_empty_input_is_one_clear_error(tmp_path):
   (tmp_path / "c" / "en").mkdir(parents=True)
   (tmp_path / "c" / "en" / "a.txt").write_text("\n\n \n")
-  with pytest.raises(pretraining_data.text_inputs.InputError, match="no text"):
+  with pytest.raises(text_inputs.TextInputError, match="no text"):
     _make([str(tmp_path / "c" / "{lang}" / "*.txt")], tmp_path / "out",
           runner="DirectRunner")
   assert not (tmp_path / "out").exists()
@@ -97,9 +100,9 @@ def test_beam_worker_failure_is_one_error_and_keeps_old_records(tmp_path,
 
   def broken(*unused_args, **unused_kwargs):
     raise OSError(28, "No space left on device", "shard")
-  monkeypatch.setattr(pretraining_data.tfrecord_writer, "write_tfrecord_file",
+  monkeypatch.setattr(tfrecord_writer, "write_tfrecord_file",
                       broken)
-  with pytest.raises(pretraining_data.errors.RemBertError,
+  with pytest.raises(errors.RemBertError,
                      match="No space left on device") as raised:
     _make(inputs, out, runner="DirectRunner", overwrite=True)
   assert "\n" not in str(raised.value)

@@ -4,15 +4,16 @@
 command line) runs the same steps as the local multiprocess engine as a Beam
 pipeline, so it runs on Dataflow, Flink, Spark or Beam's local runner:
 
-1. **First pass**: bytes of input per language (`text_inputs.file_language_bytes`,
-   one element per input file), summed per language; the smoothed language
-   plan (`pretraining_data.plan_languages`) is computed from that sum.
+1. **First pass**: bytes of input per language
+   (`text_inputs.file_language_bytes`, one element per input file), summed
+   per language; the smoothed language plan
+   (`pretraining_instances.plan_languages`) is computed from that sum.
 2. **Read**: input files are spread over the workers; each becomes chunks of
    `DOCUMENTS_PER_CHUNK` documents, numbered in file order. With fewer than
    `SPREAD_CHUNKS_BELOW_FILES` files the chunks are redistributed too
    (`Reshuffle`), so a few large files still use every worker.
-3. **Records**: `pretraining_data.chunk_records` tokenises, packs, masks and
-   encodes a chunk with the chunk's own generator (seed, file, chunk) and
+3. **Records**: `pretraining_instances.chunk_records` tokenises, packs, masks
+   and encodes a chunk with the chunk's own generator (seed, file, chunk) and
    gives every record its shard, exactly as a local worker does; a chunk's
    records go on as one element per shard.
 4. **Shards**: records are grouped by shard, put back in (file, chunk, record)
@@ -21,18 +22,21 @@ pipeline, so it runs on Dataflow, Flink, Spark or Beam's local runner:
 
 Hence, for a seed, every shard and metadata.json are byte-identical to the
 local tool's, whatever the runner or the worker count. Everything is written
-into the caller's staging directory (`pretraining_data.staged_output`), which
-is swapped in only after the pipeline has succeeded. A shard is assembled in
+into the caller's staging directory
+(`pretraining_record_creation.staged_output`), which is swapped in only after
+the pipeline has succeeded. A shard is assembled in
 one worker's memory: choose `--num_output_shards` so a shard stays well below
 a worker's memory (e.g. 200-500 MB per shard).
 
 Apache Beam is an optional dependency (`pip install 'rembert_tf[beam]'`); this
-module is imported only when a runner is asked for.
+module is imported only when a runner is asked for. The runner helpers (the
+Python local runner for the direct names, one-line failures) are
+`beam_runner`'s.
 
 Example (Beam's local runner, two worker processes):
 ```python
-from rembert_tf.data import pretraining_data
-meta = pretraining_data.create_pretraining_data(
+from rembert_tf.data import pretraining_record_creation
+meta = pretraining_record_creation.create_pretraining_data(
     ["/tmp/corpus/{lang}/*.txt"], "/tmp/records_beam",
     "/tmp/spm/sentencepiece.model", seq_length=128, num_output_shards=4,
     runner="DirectRunner", num_workers=2)
@@ -42,18 +46,17 @@ from typing import Any, Callable, Dict, Iterable, List, Sequence, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.data import pretraining_data
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import beam_runner
+from rembert_tf.data import pretraining_instances
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tfrecord_writer
 
 try:
   import apache_beam as beam  # pylint: disable=g-import-not-at-top
-  from apache_beam.options import pipeline_options as beam_options  # pylint: disable=g-import-not-at-top
 except ImportError:  # pragma: no cover - depends on the installation
   beam = None
 
-DIRECT_RUNNERS = ("DirectRunner", "direct", "PrismRunner", "prism")
 # With fewer input files than this, chunks are redistributed after reading
 # (their text goes through a shuffle) so that a few large files still keep
 # every worker busy; with more, whole files are the unit of work (Wikipedia
@@ -69,48 +72,6 @@ def require_beam() -> None:
         "local multiprocess engine.")
 
 
-def pipeline_options(runner: str, num_workers: int, beam_args: Sequence[str]):
-  """Beam options: the runner, the local runner's workers, the user's options."""
-  args = [f"--runner={runner}", *beam_args]
-  given = " ".join(beam_args)
-  if runner in DIRECT_RUNNERS and "direct_num_workers" not in given:
-    args.append(f"--direct_num_workers={num_workers}")
-    if num_workers > 1 and "direct_running_mode" not in given:
-      args.append("--direct_running_mode=multi_processing")
-  elif num_workers > 1 and "num_workers" not in given:
-    args.append(f"--num_workers={num_workers}")
-  return beam_options.PipelineOptions(args)
-
-
-def _runner(name: str):
-  """The runner object: Beam's Python local runner for the direct names.
-
-  Beam's DirectRunner would first try its Go-based local runner, which it
-  downloads at run time; the Python FnApiRunner needs nothing beyond the
-  installed package and honours --direct_num_workers / --direct_running_mode.
-  """
-  if name in DIRECT_RUNNERS:
-    from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
-    return fn_runner.FnApiRunner()
-  return name
-
-
-def run_to_completion(pipeline, runner: str) -> None:
-  """Runs `pipeline` and waits; a failure becomes one line (errors.RemBertError).
-
-  A worker's exception reaches the launcher wrapped in the runner's own error
-  with the worker's traceback; its last line names the exception and the step.
-  """
-  try:
-    pipeline.run().wait_until_finish()
-  except Exception as e:  # pylint: disable=broad-except
-    lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-    raise errors.RemBertError(
-        f"the Apache Beam pipeline on {runner} failed: "
-        f"{lines[-1] if lines else type(e).__name__}; nothing was written to "
-        "the output (see the runner's log for the workers' tracebacks).") from e
-
-
 # ----------------------------------------------------------------------------
 # Transforms (module-level functions: picklable for every runner).
 
@@ -120,7 +81,8 @@ def _language_bytes(task, keep):
 
 
 def _plan(unused, sizes, alpha, dupe_factor, inputs):
-  return pretraining_data.plan_languages(dict(sizes), alpha, dupe_factor, inputs)
+  return pretraining_instances.plan_languages(dict(sizes), alpha, dupe_factor,
+                                              inputs)
 
 
 class _ReadChunks(beam.DoFn if beam else object):
@@ -132,7 +94,7 @@ class _ReadChunks(beam.DoFn if beam else object):
   def process(self, task):
     unit_index, input_file = task
     stats = text_inputs.ReadStats()
-    for chunk_index, chunk in pretraining_data.iter_chunks(
+    for chunk_index, chunk in pretraining_instances.iter_chunks(
         input_file, stats, self._keep):
       yield unit_index, chunk_index, chunk
     yield beam.pvalue.TaggedOutput(
@@ -142,16 +104,17 @@ class _ReadChunks(beam.DoFn if beam else object):
 class _ChunkRecords(beam.DoFn if beam else object):
   """(unit, chunk_index, documents) -> (shard, sort key + language + record)."""
 
-  def __init__(self, job: pretraining_data.RecordJob):
+  def __init__(self, job: pretraining_instances.RecordJob):
     self._job = job
 
   def setup(self):
-    pretraining_data.sentencepiece_processor(self._job.sentencepiece_model)
+    pretraining_instances.sentencepiece_processor(
+        self._job.sentencepiece_model)
 
   def process(self, element, plan):
     unit_index, chunk_index, chunk = element
-    out = pretraining_data.chunk_records(chunk, unit_index, chunk_index,
-                                         plan.passes, self._job)
+    out = pretraining_instances.chunk_records(chunk, unit_index, chunk_index,
+                                              plan.passes, self._job)
     # One element per (chunk, shard), records in chunk order: far fewer
     # elements to move than one per record.
     by_shard = {}
@@ -186,31 +149,34 @@ def _write_shard(element, staging: str, seed: int, num_shards: int
     records.extend(batch)
     for language in languages:
       per_language[language] = per_language.get(language, 0) + 1
-  order = pretraining_data.shard_permutation(seed, shard_index, len(records))
-  name = pretraining_records.shard_file_name(shard_index, num_shards)
+  order = pretraining_instances.shard_permutation(seed, shard_index,
+                                                  len(records))
+  name = pretraining_record_format.shard_file_name(shard_index, num_shards)
   tfrecord_writer.write_tfrecord_file(
       fileio.join(staging, name), (records[i] for i in order))
-  return pretraining_data.shard_metadata(shard_index, num_shards, per_language)
+  return pretraining_instances.shard_metadata(shard_index, num_shards,
+                                              per_language)
 
 
 def _write_metadata(unused, plan, read, counts, shards, prepared, staging):
   results = {}
   for unit_index, path, stats in read:
-    results[unit_index] = pretraining_data.UnitResult(unit_index, path, stats)
+    results[unit_index] = pretraining_instances.UnitResult(unit_index, path,
+                                                           stats)
   for unit_index, unit_counts in counts:
     for language, values in unit_counts.items():
       results[unit_index].add_counts(language, values)
-  meta = pretraining_data.build_metadata(
+  meta = pretraining_instances.build_metadata(
       inputs=prepared.inputs, files=prepared.files, plan=plan,
       results=[results[k] for k in sorted(results)],
       shard_meta=sorted(shards, key=lambda s: s["file"]), job=prepared.job,
       sentencepiece_sha256=prepared.sentencepiece_sha256)
-  fileio.write_json(fileio.join(staging, pretraining_records.METADATA_FILE),
-                    meta)
+  fileio.write_json(
+      fileio.join(staging, pretraining_record_format.METADATA_FILE), meta)
   return meta["num_examples"]
 
 
-def build_pipeline(pipeline, prepared: "pretraining_data.Prepared",
+def build_pipeline(pipeline, prepared: "pretraining_instances.Prepared",
                    staging: str) -> None:
   """Adds the record-creation transforms to `pipeline` (see module doc)."""
   options = prepared.job.options
@@ -257,7 +223,7 @@ def build_pipeline(pipeline, prepared: "pretraining_data.Prepared",
            beam.pvalue.AsList(shards), prepared, staging))
 
 
-def run_pipeline(prepared: "pretraining_data.Prepared", staging: str, *,
+def run_pipeline(prepared: "pretraining_instances.Prepared", staging: str, *,
                  runner: str, num_workers: int = 1,
                  beam_args: Sequence[str] = (),
                  log: Callable[[str], None] = print) -> Dict[str, Any]:
@@ -265,12 +231,12 @@ def run_pipeline(prepared: "pretraining_data.Prepared", staging: str, *,
   require_beam()
   log(f"create_pretraining_data: {len(prepared.files)} input files, Apache "
       f"Beam {runner} ({num_workers} worker(s)) -> {prepared.output_dir}")
-  pipeline = beam.Pipeline(runner=_runner(runner),
-                           options=pipeline_options(runner, num_workers,
-                                                    beam_args))
+  pipeline = beam.Pipeline(
+      runner=beam_runner.runner(runner),
+      options=beam_runner.pipeline_options(runner, num_workers, beam_args))
   build_pipeline(pipeline, prepared, staging)
-  run_to_completion(pipeline, runner)
-  meta_path = fileio.join(staging, pretraining_records.METADATA_FILE)
+  beam_runner.run_to_completion(pipeline, runner)
+  meta_path = fileio.join(staging, pretraining_record_format.METADATA_FILE)
   if not fileio.exists(meta_path):
     raise errors.RemBertError(
         f"the Beam pipeline ({runner}) finished without writing {meta_path}; "

@@ -23,17 +23,18 @@ batch = global_batch_size / num_replicas_in_sync under a distribution strategy.
 
 Example:
 ```python
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import rembert_config
-params = pretrain_dataloader.RemBertPretrainDataConfig(
+params = pretraining_input_pipeline.RemBertPretrainDataConfig(
     input_path="/tmp/records/pretrain-*.tfrecord", global_batch_size=32,
     seq_length=128, max_predictions_per_seq=20, is_training=True)
-pretrain_dataloader.check_records_compatible(
+pretraining_input_pipeline.check_records_compatible(
     params, rembert_config.load_model_config("tiny"))
-dataset = pretrain_dataloader.RemBertPretrainDataLoader(params).load()
+dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load()
 # Or through Model Garden: data_loader_factory.get_data_loader(params).load()
 # Under a strategy: strategy.distribute_datasets_from_function(
-#     lambda ctx: pretrain_dataloader.RemBertPretrainDataLoader(params).load(ctx))
+#     lambda ctx: pretraining_input_pipeline.RemBertPretrainDataLoader(
+#         params).load(ctx))
 ```
 """
 import dataclasses
@@ -48,7 +49,7 @@ from official.nlp.data import data_loader_factory
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import tokenizer
 
 # Files are shuffled with this seed when several input pipelines read
@@ -130,12 +131,12 @@ def records_metadata(params: RemBertPretrainDataConfig) -> List[Dict[str, Any]]:
   metas = []
   for directory in directories:
     try:
-      meta = pretraining_records.read_metadata(directory)
-    except pretraining_records.RecordsError as e:
+      meta = pretraining_record_format.read_metadata(directory)
+    except pretraining_record_format.RecordsError as e:
       raise DataMismatchError(
           f"{e} (Set check_metadata=False only for records made by other "
           "tools.)") from None
-    meta["_path"] = fileio.join(directory, pretraining_records.METADATA_FILE)
+    meta["_path"] = fileio.join(directory, pretraining_record_format.METADATA_FILE)
     meta["_directory"] = directory
     metas.append(meta)
   return metas
@@ -175,17 +176,17 @@ def check_records_metadata(params: RemBertPretrainDataConfig
           f"set the data config's seq_length to {meta['seq_length']} or "
           f"recreate the records with --seq_length={params.seq_length}.")
     layout = meta["layout"]
-    if params.use_dynamic_masking and layout != pretraining_records.LAYOUT_UNMASKED:
+    if params.use_dynamic_masking and layout != pretraining_record_format.LAYOUT_UNMASKED:
       raise _mismatch(
           meta, "layout", layout, "the data config (use_dynamic_masking=True) "
-          "needs", pretraining_records.LAYOUT_UNMASKED,
+          "needs", pretraining_record_format.LAYOUT_UNMASKED,
           "recreate the records with --unmasked, or set use_dynamic_masking="
           "False to use their static masks.")
     if not params.use_dynamic_masking:
-      if layout != pretraining_records.LAYOUT_STATIC:
+      if layout != pretraining_record_format.LAYOUT_STATIC:
         raise _mismatch(
             meta, "layout", layout, "the data config (use_dynamic_masking="
-            "False) needs", pretraining_records.LAYOUT_STATIC,
+            "False) needs", pretraining_record_format.LAYOUT_STATIC,
             "set use_dynamic_masking=True for unmasked records, or recreate "
             "them without --unmasked.")
       if meta["max_predictions_per_seq"] != params.max_predictions_per_seq:
