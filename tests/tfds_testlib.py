@@ -2,13 +2,21 @@
 
 `mocked_tfds(data_dir, examples)` writes, for each (builder, config) of
 `examples`, the metadata a prepared dataset has in `data_dir`
-(`<name>/<config>/<version>/dataset_info.json` with its splits and example
-counts), then runs the block under `tfds.testing.mock_data` (policy
-USE_FILES: builders read that metadata, so unknown configs, unprepared
-datasets and missing splits behave as with real data). Reading a split
-yields the given examples, serialized and decoded by the builder's own
-features (what a prepared dataset's reader does). GCS lookups are patched to
-fail loudly.
+(`<name>/<config>/<version>/dataset_info.json`: its splits, their shards'
+example counts, their bytes), then runs the block under
+`tfds.testing.mock_data` (policy USE_FILES: builders read that metadata, so
+unknown configs, unprepared datasets and missing splits behave as with real
+data). Reading a split (or `split[kshard]`) yields the given examples,
+serialized and decoded by the builder's own features. Inside the block
+TFDS's Cloud Storage lookups are switched back on and fail loudly if
+reached: the code under test must switch them off itself.
+
+`prepare_tfds(data_dir, examples)` writes really prepared datasets (metadata
+and TFRecord shards), read by TFDS without any mock: for worker processes,
+which a mock in the test's process does not reach.
+
+`run_command_cases` runs a command's `main(argv)` for several argvs in one
+process under `mocked_tfds`.
 
 Example:
 ```python
@@ -24,6 +32,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -38,11 +47,28 @@ TESTS = pathlib.Path(__file__).resolve().parent
 REPO = TESTS.parent
 
 
-def write_metadata(data_dir, name: str, config: Optional[str],
-                   splits: Dict[str, int]) -> str:
-  """dataset_info.json (and features) of a prepared dataset; its path."""
+def _builder(data_dir, name: str, config: Optional[str]):
   kwargs = {"config": config} if config is not None else {}
-  builder = tfds.builder(name, data_dir=str(data_dir), **kwargs)
+  return tfds.builder(name, data_dir=str(data_dir), **kwargs)
+
+
+def _shard_lengths(count: int, shards: int) -> List[int]:
+  return [len(range(k, count, shards)) for k in range(shards)]
+
+
+def _shard_examples(rows: List[dict], shards: int, shard: int) -> List[dict]:
+  """Shard `shard` of `rows`: contiguous, as `_shard_lengths` counts them."""
+  lengths = _shard_lengths(len(rows), shards)
+  start = sum(lengths[:shard])
+  return rows[start:start + lengths[shard]]
+
+
+def write_metadata(data_dir, name: str, config: Optional[str],
+                   splits: Dict[str, Tuple[int, int, int]]) -> str:
+  """dataset_info.json (and features) of a prepared dataset; its path.
+
+  `splits`: split -> (examples, shards, bytes)."""
+  builder = _builder(data_dir, name, config)
   path = str(builder.data_path)
   os.makedirs(path, exist_ok=True)
   template = lambda split: tfds.core.ShardedFileTemplate(  # noqa: E731
@@ -50,11 +76,43 @@ def write_metadata(data_dir, name: str, config: Optional[str],
       filetype_suffix="tfrecord",
       template=tfds.core.naming.DEFAULT_FILENAME_TEMPLATE)
   builder.info.set_splits(tfds.core.SplitDict([
-      tfds.core.SplitInfo(name=split, shard_lengths=[count], num_bytes=0,
+      tfds.core.SplitInfo(name=split,
+                          shard_lengths=_shard_lengths(count, shards),
+                          num_bytes=num_bytes,
                           filename_template=template(split))
-      for split, count in splits.items()]))
+      for split, (count, shards, num_bytes) in splits.items()]))
   builder.info.write_to_directory(builder.data_path)
   return path
+
+
+def _split_table(data_dir, examples, shards):
+  """{(builder, config): {split: (examples, shards, bytes)}}."""
+  splits = collections.defaultdict(dict)
+  for key, rows in examples.items():
+    name, config, split = key
+    features = _builder(data_dir, name, config).info.features
+    num_bytes = sum(len(features.serialize_example(e)) for e in rows)
+    splits[(name, config)][split] = (len(rows), shards.get(key, 1), num_bytes)
+  return splits
+
+
+def prepare_tfds(data_dir, examples: Dict[SplitKey, List[dict]],
+                 shards: Optional[Dict[SplitKey, int]] = None) -> None:
+  """Really prepared datasets in data_dir: metadata and TFRecord shards of
+  `examples` (as `tfds build` leaves them; read without any mock)."""
+  shards = shards or {}
+  for (name, config), counts in _split_table(data_dir, examples,
+                                             shards).items():
+    write_metadata(data_dir, name, config, counts)
+    builder = _builder(data_dir, name, config)
+    for split, (_, num_shards, _) in counts.items():
+      paths = builder.info.splits[split].filename_template.sharded_filepaths(
+          num_shards)
+      for shard, path in enumerate(paths):
+        with tf.io.TFRecordWriter(os.fspath(path)) as writer:
+          for example in _shard_examples(examples[(name, config, split)],
+                                         num_shards, shard):
+            writer.write(builder.info.features.serialize_example(example))
 
 
 def _no_gcs(*args, **kwargs):
@@ -62,21 +120,29 @@ def _no_gcs(*args, **kwargs):
 
 
 @contextlib.contextmanager
-def mocked_tfds(data_dir, examples: Dict[SplitKey, List[dict]]):
-  """Prepared-looking datasets in data_dir whose splits read `examples`."""
-  splits = collections.defaultdict(dict)
-  for (name, config, split), rows in examples.items():
-    splits[(name, config)][split] = len(rows)
-  for (name, config), counts in splits.items():
+def mocked_tfds(data_dir, examples: Dict[SplitKey, List[dict]],
+                shards: Optional[Dict[SplitKey, int]] = None):
+  """Prepared-looking datasets in data_dir whose splits read `examples`
+  (in `shards[key]` shards, default 1; `split[kshard]` reads shard k)."""
+  shards = shards or {}
+  for (name, config), counts in _split_table(data_dir, examples,
+                                             shards).items():
     write_metadata(data_dir, name, config, counts)
 
   def as_dataset(self, split, decoders=None, read_config=None,
                  shuffle_files=False):
     del decoders, read_config, shuffle_files
     config = self.builder_config.name if self.builder_config else None
+    split = str(split)
+    shard = re.match(r"^(.*)\[(\d+)shard\]$", split)
+    if shard:
+      key = (self.name, config, shard.group(1))
+      rows = _shard_examples(examples[key], shards.get(key, 1),
+                             int(shard.group(2)))
+    else:
+      rows = examples[(self.name, config, split)]
     features = self.info.features
-    serialized = [features.serialize_example(e)
-                  for e in examples[(self.name, config, str(split))]]
+    serialized = [features.serialize_example(e) for e in rows]
     return tf.data.Dataset.from_tensor_slices(
         tf.constant(serialized, tf.string)).map(features.deserialize_example)
 
@@ -99,7 +165,10 @@ import tfds_testlib
 module = importlib.import_module(spec["module"])
 fixtures, function = spec["examples"].split(":")
 examples = getattr(importlib.import_module(fixtures), function)()
-with tfds_testlib.mocked_tfds(spec["tfds_data_dir"], examples):
+shards = None
+if isinstance(examples, tuple):  # (examples, shards)
+  examples, shards = examples
+with tfds_testlib.mocked_tfds(spec["tfds_data_dir"], examples, shards):
   for argv in spec["cases"]:
     flags.FLAGS.unparse_flags()
     err = io.StringIO()
@@ -119,8 +188,8 @@ def run_command_cases(module: str, examples: str, tfds_data_dir,
                       paths: Sequence[pathlib.Path] = ()) -> List[dict]:
   """Runs `module.main(argv)` per case in one process under `mocked_tfds`.
 
-  `examples` names the function giving the examples ("module:function",
-  importable from tests/ or `paths`). Each command needs its own process:
+  `examples` names the function giving the examples, or (examples, shards)
+  ("module:function", importable from tests/ or `paths`). Each command needs its own process:
   commands define absl flags of the same names.
   """
   spec = {"module": module, "examples": examples,

@@ -15,7 +15,9 @@ do by itself:
   names are `class_names`).
 
 Files are read in their prepared order (`shuffle_files=False`), so two reads
-of a split give the same examples in the same order.
+of a split give the same examples in the same order. `tensorflow_datasets`
+is imported on first use: importing this module costs nothing (the record
+workers of file inputs never load it).
 
 Example:
 ```python
@@ -30,11 +32,9 @@ for example in tfds_reader.iter_examples(builder, split):
 import dataclasses
 import difflib
 import re
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
-import tensorflow_datasets as tfds
-from tensorflow_datasets.core.utils import gcs_utils
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -61,16 +61,22 @@ class SplitRef:
     return f"{self.dataset}:{self.split}"
 
 
-def _without_gcs() -> None:
-  """TFDS looks a dataset's info up on its public bucket when the dataset is
-  not prepared locally; rembert_tf reads prepared data only."""
+def _tfds():
+  """tensorflow_datasets, imported on first use (it takes a second or more),
+  with its Cloud Storage lookups off: TFDS looks a dataset's info up on its
+  public bucket when the dataset is not prepared locally; rembert_tf reads
+  prepared data only."""
+  import tensorflow_datasets  # pylint: disable=g-import-not-at-top
+  from tensorflow_datasets.core.utils import gcs_utils  # pylint: disable=g-import-not-at-top
   gcs_utils._is_gcs_disabled = True  # pylint: disable=protected-access
+  return tensorflow_datasets
 
 
 def _builder_class(name: str):
   if not _NAME.match(name):
     raise TfdsError(f"{name!r} is not a TFDS dataset name (lower-case letters, "
                     "digits and underscores, e.g. wiki40b).")
+  tfds = _tfds()
   try:
     return tfds.builder_cls(name)
   except tfds.core.registered.DatasetNotFoundError:
@@ -81,6 +87,11 @@ def _builder_class(name: str):
         f"TFDS has no dataset {name!r}{hint} in tensorflow-datasets "
         f"{tfds.__version__}; check the name in the TFDS catalog "
         "(tfds.list_builders()).") from None
+
+
+def builder_configs(name: str) -> List[str]:
+  """The config names of a TFDS builder (TfdsError if there is none such)."""
+  return [c.name for c in (_builder_class(name).BUILDER_CONFIGS or [])]
 
 
 def _check_config(cls, ref: SplitRef) -> None:
@@ -110,14 +121,13 @@ def _not_prepared(builder, ref: SplitRef, data_dir: str) -> TfdsError:
       f"it with `tfds build {ref.name}{config} --data_dir {data_dir}`.")
 
 
-def open_builder(ref: SplitRef, data_dir) -> "tfds.core.DatasetBuilder":
+def open_builder(ref: SplitRef, data_dir):
   """The builder of `ref.dataset` prepared in data_dir (TfdsError if not)."""
-  _without_gcs()
   data_dir = fileio.as_str(data_dir)
   cls = _builder_class(ref.name)
   _check_config(cls, ref)
   kwargs = {"config": ref.config} if ref.config is not None else {}
-  builder = tfds.builder(ref.name, data_dir=data_dir, try_gcs=False, **kwargs)
+  builder = _tfds().builder(ref.name, data_dir=data_dir, try_gcs=False, **kwargs)
   if not builder.is_prepared():
     raise _not_prepared(builder, ref, data_dir)
   return builder
@@ -131,7 +141,7 @@ def is_prepared(ref: SplitRef, data_dir) -> bool:
     return False
 
 
-def open_split(ref: SplitRef, data_dir, fix: str = "") -> "tfds.core.DatasetBuilder":
+def open_split(ref: SplitRef, data_dir, fix: str = ""):
   """`open_builder`, and the split must exist; `fix` ends the error line."""
   builder = open_builder(ref, data_dir)
   splits = list(builder.info.splits)
@@ -145,7 +155,7 @@ def open_split(ref: SplitRef, data_dir, fix: str = "") -> "tfds.core.DatasetBuil
 
 def require_features(builder, ref: SplitRef, names, fix: str = "") -> None:
   """Each of `names` must be a top-level feature of the builder."""
-  present = list(builder.info.features.keys())
+  present = sorted(builder.info.features.keys())
   for name in names:
     if name not in present:
       raise TfdsError(
@@ -163,8 +173,9 @@ def class_names(builder, name: str) -> Optional[List[str]]:
 
 def is_translation(builder, name: str) -> bool:
   """Whether the feature `name` holds one text per language (a dict)."""
+  features = _tfds().features
   return isinstance(builder.info.features[name], (
-      tfds.features.Translation, tfds.features.TranslationVariableLanguages))
+      features.Translation, features.TranslationVariableLanguages))
 
 
 def _to_python(value: Any) -> Any:
@@ -182,9 +193,33 @@ def _to_python(value: Any) -> Any:
   return value
 
 
+def _as_numpy(builder, split: str, decoders=None):
+  tfds = _tfds()
+  dataset = builder.as_dataset(split=split, shuffle_files=False,
+                               decoders=decoders,
+                               read_config=tfds.ReadConfig(try_autocache=False))
+  return tfds.as_numpy(dataset)
+
+
 def iter_examples(builder, ref: SplitRef) -> Iterator[Dict[str, Any]]:
   """The examples of ref's split, in file order, as Python values."""
-  dataset = builder.as_dataset(split=ref.split, shuffle_files=False,
-                               read_config=tfds.ReadConfig(try_autocache=False))
-  for example in tfds.as_numpy(dataset):
+  for example in _as_numpy(builder, ref.split):
     yield _to_python(example)
+
+
+def iter_text_bytes(builder, split: str, name: str) -> Iterator[bytes]:
+  """The undecoded UTF-8 bytes of the text feature `name` of each example of
+  `split` (a split name or a slice such as `train[3shard]`), in file order;
+  the other features are not decoded."""
+  decoders = _tfds().decode.PartialDecoding({name: True})
+  for example in _as_numpy(builder, split, decoders):
+    yield example[name]
+
+
+def shard_sizes(builder, split: str) -> List[Tuple[int, int]]:
+  """(examples, bytes) of each shard of a split; the split's bytes are spread
+  over its shards by example count (TFDS records bytes per split only)."""
+  info = builder.info.splits[split]
+  lengths = list(info.shard_lengths)
+  total = max(sum(lengths), 1)
+  return [(n, info.num_bytes * n // total) for n in lengths]
