@@ -32,32 +32,46 @@ from rembert_tf.finetuning import xtreme_tfds
 DATA_SOURCES = ("download", "tfds")
 
 
-class DownloadSource:
-  """A task's files in XTREME's `download/` folder."""
-  name = "download"
+class _Source:
+  """What both sources share: the (split, language) pairs to write."""
+  name = ""
 
   def __init__(self, dataset: xtreme_datasets.XtremeDataset, data_dir):
     self.dataset = dataset
     self.data_dir = fileio.as_str(data_dir)
 
-  def _eval_languages(self, split: str, languages) -> List[str]:
-    layout = self.dataset.download
-    if languages is None:
-      return self.dataset.discover_languages(self.data_dir, split)
-    if layout.eval_languages(split) == ["en"]:
-      return [l for l in languages if l == "en"]
-    return list(languages)
-
   def jobs(self, languages: Optional[Sequence[str]],
            splits: Sequence[str]) -> List[Tuple[str, str]]:
-    """(split, language) of every file to write, checked to exist."""
-    layout = self.dataset.download
+    """(split, language) of every split to write, each checked to be there."""
     jobs = [("train", "en")] + [
-        (split, lang) for split in splits if split in layout.eval_files
+        (split, lang) for split in splits if split in self._eval_splits()
         for lang in self._eval_languages(split, languages)]
     for split, lang in jobs:
-      xtreme_readers.require_file(self.describe(split, lang), self.dataset)
+      self._check(split, lang)
     return jobs
+
+  def _eval_languages(self, split: str, languages) -> List[str]:
+    if languages is None:
+      return self._present_languages(split)
+    only = self._only_languages(split)  # XQuAD's dev (SQuAD): English
+    return [l for l in languages if only is None or l in only]
+
+
+class DownloadSource(_Source):
+  """A task's files in XTREME's `download/` folder."""
+  name = "download"
+
+  def _eval_splits(self):
+    return self.dataset.download.eval_files
+
+  def _present_languages(self, split: str) -> List[str]:
+    return self.dataset.discover_languages(self.data_dir, split)
+
+  def _only_languages(self, split: str) -> Optional[List[str]]:
+    return self.dataset.download.eval_languages(split)
+
+  def _check(self, split: str, lang: str) -> None:
+    xtreme_readers.require_file(self.describe(split, lang), self.dataset)
 
   def describe(self, split: str, lang: str) -> str:
     return self.dataset.download.path(self.data_dir, split, lang)
@@ -67,30 +81,21 @@ class DownloadSource:
                      split == "train")
 
 
-class TfdsSource:
+class TfdsSource(_Source):
   """A task's splits prepared with TensorFlow Datasets under tfds_data_dir."""
   name = "tfds"
 
-  def __init__(self, dataset: xtreme_datasets.XtremeDataset, tfds_data_dir):
-    self.dataset = dataset
-    self.data_dir = fileio.as_str(tfds_data_dir)
+  def _eval_splits(self):
+    return self.dataset.tfds.eval_splits
 
-  def _eval_languages(self, split: str, languages) -> List[str]:
-    if languages is None:
-      return xtreme_tfds.split_languages(self.dataset, split, self.data_dir)
-    only = self.dataset.tfds.eval_languages(split)  # XQuAD's dev: SQuAD, en
-    return [l for l in languages if only is None or l in only]
+  def _present_languages(self, split: str) -> List[str]:
+    return xtreme_tfds.split_languages(self.dataset, split, self.data_dir)
 
-  def jobs(self, languages: Optional[Sequence[str]],
-           splits: Sequence[str]) -> List[Tuple[str, str]]:
-    """(split, language) of every TFDS split to write, checked to be prepared."""
-    layout = self.dataset.tfds
-    jobs = [("train", "en")] + [
-        (split, lang) for split in splits if split in layout.eval_splits
-        for lang in self._eval_languages(split, languages)]
-    for split, lang in jobs:
-      xtreme_tfds.check_split(self.dataset, split, lang, self.data_dir)
-    return jobs
+  def _only_languages(self, split: str) -> Optional[List[str]]:
+    return self.dataset.tfds.eval_languages(split)
+
+  def _check(self, split: str, lang: str) -> None:
+    xtreme_tfds.check_split(self.dataset, split, lang, self.data_dir)
 
   def describe(self, split: str, lang: str) -> str:
     return xtreme_tfds.describe_source(self.dataset, split, lang)

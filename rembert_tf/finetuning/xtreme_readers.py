@@ -53,6 +53,16 @@ def _not_utf8(path, error: UnicodeDecodeError) -> TaskDataError:
                        f"{error.start}).")
 
 
+def _check_label(label: str, where: str, what: str,
+                 dataset: xtreme_datasets.XtremeDataset) -> str:
+  """`label` must be one of the task's labels (`what`: label or tag)."""
+  if label not in dataset.labels:
+    raise TaskDataError(
+        f"{where}: {what} {label!r} is not a {dataset.name} {what} "
+        f"({', '.join(dataset.labels)}).")
+  return label
+
+
 def _pair_label(label: Optional[str], where: str,
                 dataset: xtreme_datasets.XtremeDataset) -> Optional[str]:
   """A sentence pair's label, checked against the task's labels."""
@@ -61,11 +71,7 @@ def _pair_label(label: Optional[str], where: str,
   label = label.strip()
   if dataset.name == "xnli" and label == "contradictory":
     label = "contradiction"
-  if label not in dataset.labels:
-    raise TaskDataError(
-        f"{where}: label {label!r} is not a {dataset.name} label "
-        f"({', '.join(dataset.labels)}).")
-  return label
+  return _check_label(label, where, "label", dataset)
 
 
 def sentence_pair_examples(rows, dataset: xtreme_datasets.XtremeDataset,
@@ -100,12 +106,7 @@ def read_sentence_pairs(path, dataset: xtreme_datasets.XtremeDataset,
 def check_tags(tags: List[str], where: str,
                dataset: xtreme_datasets.XtremeDataset) -> List[str]:
   """Each tag must be one of the task's labels."""
-  for tag in tags:
-    if tag not in dataset.labels:
-      raise TaskDataError(
-          f"{where}: tag {tag!r} is not a {dataset.name} tag "
-          f"({', '.join(dataset.labels)}).")
-  return tags
+  return [_check_label(tag, where, "tag", dataset) for tag in tags]
 
 
 def read_tagged_sentences(path, dataset: xtreme_datasets.XtremeDataset,
