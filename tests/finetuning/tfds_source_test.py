@@ -160,10 +160,13 @@ def test_retrieval_sides_from_tfds(tmp_path):
   assert tatoeba["gold"] == {("0", "0"), ("1", "1")}
 
 
-def test_every_task_names_its_tfds_builders_configs_and_features():
+def test_every_task_names_its_tfds_builders_configs_and_features(
+    tmp_path, monkeypatch):
   """The table's TFDS names against the builders' code: each config exists,
   each field is a feature, each renamed label a class of the builder."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  from tensorflow_datasets.core.utils import gcs_utils  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(gcs_utils, "_is_gcs_disabled", True)  # code only
   for dataset in xtreme_datasets.XTREME_DATASETS.values():
     layout = dataset.tfds
     splits = (["train"] if layout.train else []) + list(layout.eval_splits)
@@ -176,7 +179,7 @@ def test_every_task_names_its_tfds_builders_configs_and_features():
                                     .BUILDER_CONFIGS or [])]
         assert ref.config in (configs or [None]), (dataset.name, split, lang)
     ref = layout.split(splits[-1], "de")
-    features = tfds.builder(ref.builder, **(
+    features = tfds.builder(ref.builder, data_dir=str(tmp_path), **(
         {"config": ref.config} if ref.config else {})).info.features
     assert set(layout.fields.values()) <= set(features.keys()), dataset.name
     for feature in layout.fields.values():
