@@ -19,7 +19,7 @@ to disk, so peak memory is the converted model plus one tensor. Names and
 shapes are checked against the config before any tensor is read: all
 mismatches come as one ConversionError. The output directory is written
 under a temporary sibling and swapped in when complete
-(`fileio.atomic_directory`), so a failure leaves nothing under `output_dir`
+(`outputs.atomic_directory`), so a failure leaves nothing under `output_dir`
 and `overwrite` keeps the old output until the new one is whole. Paths may be
 on any TF filesystem (gs://).
 
@@ -58,6 +58,7 @@ from absl import logging
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
@@ -243,7 +244,7 @@ def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
   for name in console.track(names, "reading tensors", unit="tensors"):
     by_name[name].assign(source.get(name))
   source.close()  # a rembert_tf source holds a model: free it before saving
-  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
     if sp_model:
       tokenizer.copy_sentencepiece(
@@ -274,7 +275,7 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
     return array.T if transpose else array
 
   special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
-  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
+  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
       console.progress("writing model.safetensors", total=len(shapes),
                        unit="tensors") as bar:
     tensor_sources.write_safetensors(
@@ -288,7 +289,7 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
           sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
 
 
-@fileio.writes_output("output_dir")
+@outputs.writes_output("output_dir")
 def convert_checkpoint(from_format: str, to_format: str, input_path,
                        output_dir, *, config=None, sp_model=None,
                        encoder_only: bool = False,

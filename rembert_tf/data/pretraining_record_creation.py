@@ -44,6 +44,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import local_pretraining_records
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
@@ -78,7 +79,7 @@ class staged_output:  # pylint: disable=invalid-name
     return False
 
 
-@fileio.writes_output("output_dir")
+@outputs.writes_output("output_dir")
 def create_pretraining_data(inputs: Sequence[str],
                             output_dir,
                             sentencepiece_model,

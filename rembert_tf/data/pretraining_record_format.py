@@ -54,6 +54,7 @@ import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import example_encoding
 from rembert_tf.data import tfrecord_writer
 from rembert_tf.data import tokenizer
@@ -172,7 +173,7 @@ def refuse_existing_records(directory, overwrite: bool) -> None:
 
 def remove_stale_staging(directory) -> List[str]:
   """Removes staging directories a killed or failed run left in `directory`."""
-  return fileio.remove_stale_temporaries(
+  return outputs.remove_stale_temporaries(
       fileio.join(directory, _STAGING_NAME), lock_of=directory)
 
 
@@ -182,7 +183,7 @@ def swap_in_records(staging: str, directory) -> None:
   Other files of `directory` are kept. metadata.json leaves first and comes
   back last, so a reader never sees metadata next to a partial set of shards;
   the old files wait in an `.old-` folder until the new ones are in place,
-  and the swap is journaled (`fileio.swap_in`): a run killed half-way is
+  and the swap is journaled (`outputs.swap_in`): a run killed half-way is
   finished or rolled back by the next run on `directory`.
   """
   directory = fileio.as_str(directory).rstrip("/")
@@ -190,7 +191,7 @@ def swap_in_records(staging: str, directory) -> None:
   old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
   new_files = sorted((n for n in fileio.listdir(staging) if is_record_file(n)),
                      key=lambda n: n == METADATA_FILE)
-  fileio.swap_in(
+  outputs.swap_in(
       directory,
       aside=[(fileio.join(directory, n), fileio.join(old_dir, n))
              for n in old_files],
@@ -405,7 +406,7 @@ def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
   }
 
 
-@fileio.writes_output("output_dir")
+@outputs.writes_output("output_dir")
 def write_pretraining_records(
     output_dir: Union[str, os.PathLike],
     examples: Sequence[Union[Sequence[int], Mapping[str, Sequence]]],

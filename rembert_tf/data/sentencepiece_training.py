@@ -40,6 +40,7 @@ import sentencepiece as spm
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tfds_text_inputs
@@ -250,7 +251,7 @@ def _publish(local_prefix: str, output_dir: str, model_prefix: str) -> str:
   return fileio.join(output_dir, model_prefix + ".model")
 
 
-@fileio.writes_output("output_dir")
+@outputs.writes_output("output_dir")
 def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
                         model_prefix: str = "sentencepiece",
                         input_format: str = "auto",

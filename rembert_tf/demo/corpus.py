@@ -46,6 +46,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.demo import frame_sampling
 from rembert_tf.demo import grammar
 from rembert_tf.demo import lexicon as lx
@@ -196,7 +197,7 @@ def _sample_language_documents(rng: random.Random, lang: str, budget: int,
   return documents
 
 
-@fileio.writes_output("output_dir")
+@outputs.writes_output("output_dir")
 def generate_corpus(output_dir,
                     languages: Sequence[str] = lx.LANGUAGES,
                     target_megabytes: float = 2.0,

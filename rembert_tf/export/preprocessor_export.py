@@ -45,6 +45,7 @@ from official.nlp.tools import export_tfhub_lib
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 
 
@@ -74,7 +75,7 @@ def create_preprocessor(sp_model_path, seq_length: int = 128) -> tf_keras.Model:
   return preprocessor
 
 
-@fileio.writes_output("output_dir")
+@outputs.writes_output("output_dir")
 def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
                         max_seq_length: Optional[int] = None,
                         overwrite: bool = False) -> str:
@@ -99,7 +100,7 @@ def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
         f"{output_dir} already exists; choose another --preprocessor_dir or "
         "pass --overwrite (the old output stays until the new one is complete).")
   preprocessor = create_preprocessor(sp_model_path, seq_length)
-  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
     preprocessor.save(tmp, include_optimizer=False, save_format="tf")
   logging.info("Wrote the preprocessing SavedModel %s (seq_length %d)",
                output_dir, seq_length)

@@ -36,6 +36,7 @@ from absl import logging
 import tensorflow as tf
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.finetuning import example_records
 from rembert_tf.finetuning import task_sources
 from rembert_tf.finetuning import task_types
@@ -137,7 +138,7 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
           "data_source": source.name, "data_dir": source.data_dir,
           "splits": {}}
   options = {"doc_stride": doc_stride, "max_query_length": max_query_length}
-  with fileio.atomic_directory(fileio.join(output_dir, task),
+  with outputs.atomic_directory(fileio.join(output_dir, task),
                                overwrite=overwrite) as tmp:
     fileio.makedirs(fileio.join(tmp, "labels", task))
     for split, lang in jobs:

@@ -42,6 +42,7 @@ import contextlib
 from typing import Dict, List, Optional, Sequence
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.common import output_lock
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_experiment
@@ -149,5 +150,5 @@ def run_finetuning(
 def _one_writer(output_dir: str):
   """The lock of output_dir (one sweep writes it); on several workers only
   the chief takes it, the others write temporaries of their own."""
-  return (fileio.writing_output(output_dir) if output_lock.is_chief_process()
+  return (outputs.writing_output(output_dir) if output_lock.is_chief_process()
           else contextlib.nullcontext())

@@ -49,6 +49,7 @@ import tensorflow as tf
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.modeling import rembert_config
 
 MODEL_CONFIG_FILE = "model_config.yaml"
@@ -223,7 +224,7 @@ def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
                          step: int = 0) -> None:
   """Writes model_config.yaml, encoder/ckpt-N and [pretrainer/ckpt-N].
 
-  `directory` should be the temporary directory of `fileio.atomic_directory`;
+  `directory` should be the temporary directory of `outputs.atomic_directory`;
   a caller with a tokenizer copies it in as `SENTENCEPIECE_FILE` before the
   directory is swapped in.
   """

@@ -32,6 +32,7 @@ from official.core import config_definitions as cfg
 import tf_keras
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_config
@@ -45,7 +46,7 @@ def remove_temporaries(model_dir: str) -> List[str]:
   """Removes what a save that failed or was killed left; returns the paths."""
   removed = checkpoint_temporaries.remove(
       [model_dir, fileio.join(model_dir, checkpoint_layout.ENCODER_SUBDIR)])
-  removed += fileio.remove_stale_temporaries(
+  removed += outputs.remove_stale_temporaries(
       fileio.join(model_dir, PARAMS_FILE), lock_of=model_dir)
   return removed
 

@@ -54,6 +54,7 @@ from official.core import train_utils
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import loop_actions
@@ -129,7 +130,7 @@ def run(experiment_config: cfg.ExperimentConfig,
 def _one_writer(model_dir: str, strategy: tf.distribute.Strategy):
   """The lock of model_dir (one run writes it); under MultiWorkerMirrored
   only the chief takes it, the other workers write temporaries of their own."""
-  return (fileio.writing_output(model_dir) if strategies.is_chief(strategy)
+  return (outputs.writing_output(model_dir) if strategies.is_chief(strategy)
           else contextlib.nullcontext())
 
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.common import output_lock
 from rembert_tf.data import pretraining_record_format
 
@@ -68,7 +69,7 @@ def _tree(path):
 
 
 def _write_directory(out, files, overwrite, faults=None):
-  with fileio.atomic_directory(out, overwrite=overwrite) as tmp:
+  with outputs.atomic_directory(out, overwrite=overwrite) as tmp:
     for name, text in files.items():
       fileio.write_bytes(fileio.join(tmp, name), text)
     if faults:

@@ -6,6 +6,7 @@ import pytest
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 
 
 @pytest.fixture(params=["local", "ram"])
@@ -40,17 +41,17 @@ def test_atomic_write_keeps_old_content_on_failure(root):
 
 def test_atomic_directory_swaps_in_only_when_complete(root):
   out = fileio.join(root, "out")
-  with fileio.atomic_directory(out) as tmp:
+  with outputs.atomic_directory(out) as tmp:
     fileio.write_text(fileio.join(tmp, "x"), "1")
   with pytest.raises(errors.OutputExistsError, match="--overwrite"):
-    with fileio.atomic_directory(out):
+    with outputs.atomic_directory(out):
       pass
   with pytest.raises(RuntimeError):
-    with fileio.atomic_directory(out, overwrite=True) as tmp:
+    with outputs.atomic_directory(out, overwrite=True) as tmp:
       fileio.write_text(fileio.join(tmp, "x"), "2")
       raise RuntimeError("killed")
   assert fileio.read_text(fileio.join(out, "x")) == "1"
-  with fileio.atomic_directory(out, overwrite=True) as tmp:
+  with outputs.atomic_directory(out, overwrite=True) as tmp:
     fileio.write_text(fileio.join(tmp, "y"), "2")
   assert fileio.listdir(out) == ["y"]
   assert fileio.listdir(root) == ["out"]
@@ -61,7 +62,7 @@ def test_stale_temporaries_of_a_killed_run_are_removed(root):
   stale = fileio.join(root, ".out.tmp-999-dead")
   fileio.write_text(fileio.join(stale, "half"), "x")
   fileio.write_text(fileio.join(root, ".other.tmp-1-a"), "not ours")
-  with fileio.atomic_directory(out) as tmp:
+  with outputs.atomic_directory(out) as tmp:
     fileio.write_text(fileio.join(tmp, "x"), "1")
   assert fileio.listdir(root) == [".other.tmp-1-a", "out"]
 
@@ -82,7 +83,7 @@ def test_copy_sha256_and_local_copy(root, tmp_path):
 def test_output_under_a_file_is_one_clear_error(root):
   fileio.write_text(fileio.join(root, "file"), "x")
   with pytest.raises(errors.InputError, match="is a file, not a directory"):
-    with fileio.atomic_directory(fileio.join(root, "file", "sub", "out")):
+    with outputs.atomic_directory(fileio.join(root, "file", "sub", "out")):
       pass
 
 
@@ -96,7 +97,7 @@ def test_join_and_dirname_keep_the_scheme():
 def test_local_outputs_get_the_users_umask(tmp_path):
   old = os.umask(0o022)
   try:
-    with fileio.atomic_directory(str(tmp_path / "out")) as tmp:
+    with outputs.atomic_directory(str(tmp_path / "out")) as tmp:
       fileio.write_text(fileio.join(tmp, "f"), "x")
   finally:
     os.umask(old)

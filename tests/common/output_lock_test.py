@@ -9,6 +9,7 @@ import pytest
 
 import testlib
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.common import output_lock
 
 
@@ -138,13 +139,13 @@ def test_holders_refresh_their_lock_files(tmp_path, capsys):
 
 
 def test_a_training_directory_is_written_by_one_process(tmp_path):
-  """The trainers' API: `fileio.writing_output(model_dir)` on the chief."""
+  """The trainers' API: `outputs.writing_output(model_dir)` on the chief."""
   model_dir = tmp_path / "pretrain"
   with testlib.held_by_another_process(model_dir) as (pid, _):
     with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
-      with fileio.writing_output(model_dir):
+      with outputs.writing_output(model_dir):
         pass
-  with fileio.writing_output(model_dir):
+  with outputs.writing_output(model_dir):
     fileio.write_text(fileio.join(model_dir, "params.yaml"), "x: 1\n")
   assert _lock_files(model_dir) == [] and os.listdir(model_dir) == ["params.yaml"]
 
@@ -175,11 +176,11 @@ def test_cleanup_keeps_the_temporaries_of_live_writers(tmp_path):
   with testlib.held_by_another_process(tmp_path / "elsewhere") as (pid, _):
     live = tmp_path / f".out.tmp-{pid}@{output_lock.HOST}-0000"
     live.mkdir()
-    removed = fileio.remove_stale_temporaries(out)
+    removed = outputs.remove_stale_temporaries(out)
     assert sorted(os.path.basename(p) for p in removed) == sorted(
         p.name for p in (dead, old_format, other_host))
     assert live.exists() and other_host_live.exists()
-  assert fileio.remove_stale_temporaries(out) == [str(live)]
+  assert outputs.remove_stale_temporaries(out) == [str(live)]
 
 
 def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):

@@ -19,6 +19,7 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
@@ -33,7 +34,7 @@ from conversion_testlib import randomize, small_config, tf1_json_config, write_t
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 def write_dir(path, cfg, model, encoder):
-  with fileio.atomic_directory(str(path)) as tmp:
+  with outputs.atomic_directory(str(path)) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
   return path
 
@@ -476,7 +477,7 @@ def test_equal_widths_identity_projection(tmp_path):
   encoder = rembert_encoder.build_encoder(cfg)
   randomize(encoder.variables, seed=3)
   src = tmp_path / "src"
-  with fileio.atomic_directory(str(src)) as tmp:
+  with outputs.atomic_directory(str(src)) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder)
   hf = tmp_path / "hf"
   converter.convert_checkpoint("rembert_tf", "hf", src, hf)

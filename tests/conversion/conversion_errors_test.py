@@ -22,6 +22,7 @@ import testlib
 import conversion_testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import weight_layout
 from rembert_tf.export import encoder_export
@@ -39,7 +40,7 @@ def rembert_dir(tmp_path_factory):
   model = rembert_pretrainer.build_pretrainer(cfg)
   conversion_testlib.randomize(model.variables, seed=4)
   path = tmp_path_factory.mktemp("errors") / "rembert_tf"
-  with fileio.atomic_directory(str(path)) as tmp:
+  with outputs.atomic_directory(str(path)) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, model.encoder, model)
   return path
 
