@@ -9,10 +9,10 @@ avoids it by reading everything in one call, which needs a second copy of
 the whole model in memory. `read_tensors` takes the middle road: it asks for
 consecutive runs of tensors whose sizes add up to at most a byte budget
 (`BATCH_BYTES`, 256 MB; a tensor above the budget comes alone), so the
-checkpoint is opened once per run (the released model: about a dozen), and never
-more than the budget (or the one larger tensor) is in memory beside what the
-caller keeps. Tensors come back in the order asked for, as they are stored
-(any dtype, scalars included).
+checkpoint is opened once per run (the released model: about a dozen), and
+never more than the budget (or the one larger tensor) is in memory beside
+what the caller keeps. Tensors come back in the order asked for, as they
+are stored (any dtype, scalars included).
 
 Builds on TensorFlow's checkpoint reader (`NewCheckpointReader`, for the
 index: names, shapes, dtypes) and its `RestoreV2` op (the data); every
@@ -32,9 +32,9 @@ import numpy as np
 import tensorflow as tf
 
 # The most bytes one RestoreV2 call reads (unless one tensor is larger). 256
-# MB: at most the largest tensors of the released model (the 256 MB input
-# embedding, the 1.7 GB output embedding), so batching never raises the peak
-# memory of reading it; 0 reads one tensor per call.
+# MB: no more than the largest tensors of the released model (the 256 MB
+# input embedding, the 1.7 GB output embedding), which reading one tensor at
+# a time holds whole anyway; 0 reads one tensor per call.
 BATCH_BYTES = 256 << 20
 
 
