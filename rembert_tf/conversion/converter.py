@@ -241,8 +241,12 @@ def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
     raise weight_layout.ConversionError(
         "internal: plan and model disagree on " + ", ".join(
             uncovered + sorted(set(names) - set(by_name))))
-  for name in console.track(names, "reading tensors", unit="tensors"):
-    by_name[name].assign(source.get(name))
+  with console.progress("reading tensors", total=len(names),
+                        unit="tensors") as bar:
+    for name, value in source.read(names):
+      by_name[name].assign(value)
+      del value  # nothing holds it while the next batch is read
+      bar.update(1)
   source.close()  # a rembert_tf source holds a model: free it before saving
   with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
@@ -267,19 +271,27 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
       identity[hf] = array.T if transpose else array
       shapes[hf] = identity[hf].shape
 
-  def get(hf_name):
-    if hf_name in identity:
-      return identity[hf_name]
-    name, transpose = canonical_of[hf_name]
-    array = np.asarray(source.get(name))
-    return array.T if transpose else array
+  def tensors():
+    """(HF name, array) in the writer's order, read from the source in batches."""
+    order = sorted(shapes)
+    stream = source.read([canonical_of[hf][0] for hf in order
+                          if hf not in identity])
+    for hf_name in order:
+      if hf_name in identity:
+        yield hf_name, identity[hf_name]
+        continue
+      _, value = next(stream)
+      array = np.asarray(value)
+      del value
+      yield hf_name, array.T if canonical_of[hf_name][1] else array
+      del array  # nothing holds it while the next batch is read
 
   special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
   with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
       console.progress("writing model.safetensors", total=len(shapes),
                        unit="tensors") as bar:
     tensor_sources.write_safetensors(
-        fileio.join(tmp, tensor_sources.HF_WEIGHTS_FILE), shapes, get,
+        fileio.join(tmp, tensor_sources.HF_WEIGHTS_FILE), shapes, tensors(),
         metadata={"format": "pt"}, progress=lambda *_: bar.update(1))
     config_json.write_hf_config(
         cfg, fileio.join(tmp, tensor_sources.HF_CONFIG_FILE), with_output_side,
