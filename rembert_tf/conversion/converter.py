@@ -161,10 +161,12 @@ def _plan(cfg, source, to_format, encoder_only, with_output_side,
     raise weight_layout.ConversionError(
         f"{source.description} has no output side (no MLM head); drop "
         "--with_output_side to convert the encoder alone.")
-  if has_output_side and to_format == "hf" and cfg.num_output_layers:
+  if has_output_side and to_format != "rembert_tf" and cfg.num_output_layers:
+    target = {"hf": "Hugging Face RemBERT",
+              "keras_hub": "keras-hub's RemBertMaskedLM"}[to_format]
     raise weight_layout.ConversionError(
         f"{source.description}: num_output_layers={cfg.num_output_layers}, but "
-        "Hugging Face RemBERT has no extra output-side layers. Pass "
+        f"{target} has no extra output-side layers. Pass "
         "--encoder_only to convert the encoder alone.")
   found, drop_projection = _without_identity_projection(cfg, source, found,
                                                         to_format)

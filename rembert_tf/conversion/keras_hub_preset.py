@@ -61,16 +61,7 @@ _CONFIG_FILE, _TASK_FILE, _METADATA_FILE = ("config.json", "task.json",
 
 def backbone_config(cfg) -> Dict:
   """RemBertBackbone's constructor arguments for a RemBertConfig."""
-  return dict(vocabulary_size=cfg.vocab_size,
-              num_layers=cfg.num_hidden_layers,
-              num_heads=cfg.num_attention_heads, hidden_dim=cfg.hidden_size,
-              intermediate_dim=cfg.intermediate_size,
-              embedding_dim=cfg.input_embedding_size,
-              hidden_act=cfg.hidden_act, dropout=cfg.hidden_dropout_prob,
-              max_sequence_length=cfg.max_position_embeddings,
-              num_segments=cfg.type_vocab_size,
-              layer_norm_epsilon=cfg.layer_norm_eps,
-              initializer_range=cfg.initializer_range)
+  return rembert_backbone.backbone_kwargs(cfg.as_dict())
 
 
 def _skeleton_config(cfg) -> Dict:
@@ -281,12 +272,8 @@ def _targets(cfg, with_output_side, pairs) -> Dict[int, Tuple[str, Tuple]]:
           for index, (name, _) in enumerate(pairs)}
 
 
-def _check_config(cfg, source, with_output_side, sp_model) -> None:
-  if with_output_side and cfg.num_output_layers:
-    raise weight_layout.ConversionError(
-        f"{source.description}: num_output_layers={cfg.num_output_layers}, but "
-        "RemBertMaskedLM has no extra output-side layers. Pass --encoder_only "
-        "to convert the encoder alone.")
+def _warn_about(cfg, sp_model) -> None:
+  """What the preset cannot keep (the converter refused what it cannot hold)."""
   if cfg.attention_probs_dropout_prob != cfg.hidden_dropout_prob:
     logging.warning("keras-hub's Transformer block has one dropout rate: the "
                     "preset uses hidden_dropout_prob=%s for attention too "
@@ -306,7 +293,7 @@ def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
   under a temporary sibling and swapped in when complete
   (`fileio.atomic_directory`).
   """
-  _check_config(cfg, source, with_output_side, sp_model)
+  _warn_about(cfg, sp_model)
   sp_bytes = fileio.read_bytes(sp_model) if sp_model else None
   model, tokenizer, pairs = _build_skeleton(cfg, with_output_side, sp_bytes)
   targets = _targets(cfg, with_output_side, pairs)

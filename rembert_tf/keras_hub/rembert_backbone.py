@@ -26,6 +26,8 @@ outputs["sequence_output"].shape   # (2, 12, 32)
 outputs["pooled_output"].shape     # (2, 32)
 ```
 """
+from typing import Any, Dict, Mapping
+
 import keras
 import keras_hub
 
@@ -49,6 +51,27 @@ def activation(name: str):
     raise ValueError(f"hidden_act {name!r} is not supported; expected one of "
                      f"{', '.join(ACTIVATIONS)}.")
   return ACTIVATIONS[name]
+
+
+def backbone_kwargs(model_config: Mapping[str, Any]) -> Dict[str, Any]:
+  """RemBertBackbone's arguments from RemBERT config fields (the project's
+  model YAML, the released / Hugging Face `config.json` keys); the output
+  side's fields (`output_embedding_size`, ...) are not the backbone's.
+  E.g. `RemBertBackbone(**backbone_kwargs(yaml.safe_load(open(
+  "configs/models/rembert.yaml"))))`: the released size, fresh weights.
+  """
+  c = model_config
+  return dict(vocabulary_size=c["vocab_size"],
+              num_layers=c["num_hidden_layers"],
+              num_heads=c["num_attention_heads"], hidden_dim=c["hidden_size"],
+              intermediate_dim=c["intermediate_size"],
+              embedding_dim=c["input_embedding_size"],
+              hidden_act=c.get("hidden_act", "gelu"),
+              dropout=c.get("hidden_dropout_prob", 0.0),
+              max_sequence_length=c.get("max_position_embeddings", 512),
+              num_segments=c.get("type_vocab_size", 2),
+              layer_norm_epsilon=c.get("layer_norm_eps", 1e-12),
+              initializer_range=c.get("initializer_range", 0.02))
 
 
 def kernel_initializer(stddev: float):

@@ -117,6 +117,10 @@ class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
     self.doc_stride = doc_stride
     self.max_query_length = max_query_length
 
+  def build(self, input_shape=None):
+    # Nothing to build: the encoders read the tokenizer's vocabulary.
+    self.built = True
+
   def encode(self, questions: Sequence[str], contexts: Sequence[str],
              answer_starts: Optional[Sequence[int]] = None,
              answer_texts: Optional[Sequence[str]] = None,

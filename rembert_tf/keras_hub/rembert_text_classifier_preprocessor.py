@@ -12,7 +12,8 @@ from rembert_tf.keras_hub import RemBertTextClassifierPreprocessor
 preprocessor = RemBertTextClassifierPreprocessor.from_preset("presets/rembert",
                                                              sequence_length=128)
 preprocessor(["The cat sleeps."])                              # one segment
-preprocessor((["The cat sleeps."], ["A cat is sleeping."]))    # pairs
+preprocessor(x=(["The cat sleeps."], ["A cat is sleeping."]))  # pairs (x=: a
+                                        # positional 2-tuple reads as (x, y))
 ```
 """
 import keras

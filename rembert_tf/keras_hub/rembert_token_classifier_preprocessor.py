@@ -88,6 +88,10 @@ class RemBertTokenClassifierPreprocessor(keras_hub.models.Preprocessor):
     self.tokenizer = tokenizer
     self.sequence_length = sequence_length
 
+  def build(self, input_shape=None):
+    # Nothing to build: the encoders read the tokenizer's vocabulary.
+    self.built = True
+
   def encode(self, sentences: Sequence[Sequence[str]],
              tags: Optional[Sequence[Sequence[int]]] = None,
              split_long: bool = True) -> TaggedFeatures:
