@@ -78,6 +78,15 @@ def kernel_initializer(stddev: float):
   return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
+def head_dense(backbone, units: int, name: str, activation=None):
+  """A task head's dense layer: the backbone's initialiser range and dtype
+  policy (what every RemBERT task puts on the backbone's outputs)."""
+  return keras.layers.Dense(
+      units, activation=activation,
+      kernel_initializer=kernel_initializer(backbone.initializer_range),
+      dtype=backbone.dtype_policy, name=name)
+
+
 @keras.saving.register_keras_serializable(package="rembert_tf")
 class RemBertBackbone(keras_hub.models.Backbone):
   """RemBERT encoder: factorised input embedding, post-LN blocks, tanh pooler.

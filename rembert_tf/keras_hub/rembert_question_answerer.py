@@ -49,10 +49,7 @@ class RemBertQuestionAnswerer(keras_hub.models.Task):
     # === Layers ===
     self.backbone = backbone
     self.preprocessor = preprocessor
-    self.span_dense = keras.layers.Dense(
-        2, kernel_initializer=rembert_backbone.kernel_initializer(
-            backbone.initializer_range),
-        dtype=backbone.dtype_policy, name="span_logits")
+    self.span_dense = rembert_backbone.head_dense(backbone, 2, "span_logits")
     # === Functional model ===
     inputs = backbone.input
     logits = self.span_dense(backbone(inputs)["sequence_output"])

@@ -46,11 +46,8 @@ class RemBertTextClassifier(keras_hub.models.TextClassifier):
     self.preprocessor = preprocessor
     self.output_dropout = keras.layers.Dropout(
         dropout, dtype=backbone.dtype_policy, name="classifier_dropout")
-    self.output_dense = keras.layers.Dense(
-        num_classes,
-        kernel_initializer=rembert_backbone.kernel_initializer(
-            backbone.initializer_range),
-        activation=activation, dtype=backbone.dtype_policy, name="logits")
+    self.output_dense = rembert_backbone.head_dense(
+        backbone, num_classes, "logits", activation=activation)
     # === Functional model ===
     inputs = backbone.input
     pooled = backbone(inputs)["pooled_output"]

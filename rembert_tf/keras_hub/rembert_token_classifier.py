@@ -52,11 +52,8 @@ class RemBertTokenClassifier(keras_hub.models.Task):
     self.preprocessor = preprocessor
     self.output_dropout = keras.layers.Dropout(
         dropout, dtype=backbone.dtype_policy, name="classifier_dropout")
-    self.output_dense = keras.layers.Dense(
-        num_classes,
-        kernel_initializer=rembert_backbone.kernel_initializer(
-            backbone.initializer_range),
-        dtype=backbone.dtype_policy, name="logits")
+    self.output_dense = rembert_backbone.head_dense(backbone, num_classes,
+                                                    "logits")
     # === Functional model ===
     inputs = backbone.input
     sequence_output = backbone(inputs)["sequence_output"]

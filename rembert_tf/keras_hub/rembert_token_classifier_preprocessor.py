@@ -162,8 +162,8 @@ class RemBertTokenClassifierPreprocessor(keras_hub.models.Preprocessor):
   def _call_in_graph(self, x, y):
     """Inside `tf.data` (fit on raw words): the same encoding as a
     `tf.numpy_function` on the ragged batch."""
-    words = tf.RaggedTensor.from_row_splits(x.flat_values, x.row_splits) if (
-        isinstance(x, tf.RaggedTensor)) else tf.RaggedTensor.from_tensor(x)
+    words = x if isinstance(x, tf.RaggedTensor) else (
+        tf.RaggedTensor.from_tensor(x))
     has_tags = y is not None
     tags = words.with_flat_values(tf.zeros_like(words.flat_values, tf.int32))
     if has_tags:

@@ -9,6 +9,7 @@ and keras-hub only: no tf-keras, none of the project's TensorFlow modules.
 import json
 import os
 import pathlib
+import sys
 
 import keras
 import numpy as np
@@ -47,6 +48,14 @@ def _max_error(actual, expected):
   return float(np.max(np.abs(keras.ops.convert_to_numpy(actual) - expected)))
 
 
+def test_imports_keras_3_only():
+  """rembert_tf.keras_hub (imported above) brings neither tf-keras nor Model
+  Garden nor the project's tf-keras modeling code."""
+  loaded = [m for m in sys.modules if m == "tf_keras" or m.startswith(
+      ("tf_keras.", "official.", "rembert_tf.modeling"))]
+  assert not loaded, loaded
+
+
 @pytest.mark.parametrize("name", ["tiny", "released", "same_width"])
 def test_backbone_equals_tensorflow_encoder(name):
   reference = np.load(ROOT / f"reference_{name}.npz")
@@ -57,6 +66,19 @@ def test_backbone_equals_tensorflow_encoder(name):
   _report("parity", name, errors)
   assert max(errors.values()) <= 1e-5, errors
   assert backbone.embeddings_projection is None or name != "same_width"
+
+
+def test_missing_pooler_starts_fresh():
+  """An input without the pooler (--allow_missing_pooler): the rest as
+  converted, the pooler freshly initialised."""
+  reference = np.load(ROOT / "reference_same_width.npz")
+  backbone = rk.RemBertBackbone.from_preset(_preset("no_pooler"))
+  outputs = backbone(_backbone_inputs(reference))
+  assert _max_error(outputs["sequence_output"],
+                    reference["sequence_output"]) <= 1e-5
+  kernel = keras.ops.convert_to_numpy(backbone.pooled_dense.kernel)
+  assert 0.01 < np.std(kernel) < 0.03   # truncated normal, stddev 0.02
+  assert not np.any(keras.ops.convert_to_numpy(backbone.pooled_dense.bias))
 
 
 @pytest.mark.parametrize("name", ["tiny", "released"])

@@ -12,6 +12,7 @@ the XTREME predictions those processes write with the project's scorer.
 | tiny             | rembert_tf checkpoint with the output side      | TF encoder and MLM logits           |
 | released         | TF1 checkpoint in the released layout           | TF encoder and MLM logits           |
 | same_width       | Hugging Face safetensors, E_in == hidden        | TF encoder                          |
+| no_pooler        | the same without the pooler (an MLM export)     | TF encoder's sequence output        |
 | xtreme           | the fine-tuning tests' one-layer checkpoint     | PAN-X and XQuAD records, the scorer |
 | tokenizers       | released and project SentencePiece layouts     | the preprocessing SavedModel (model)|
 
@@ -21,6 +22,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -157,6 +159,18 @@ def _preprocessing_reference(sp_model, saved_model_dir=None):
           **{f"pair_{k}": v.numpy().tolist() for k, v in pairs.items()}}
 
 
+def _without_pooler(hf_dir, out_dir):
+  """A Hugging Face directory without the pooler (as RemBertForMaskedLM
+  saves it)."""
+  from safetensors import numpy as safetensors_numpy  # pylint: disable=g-import-not-at-top
+  out_dir.mkdir()
+  tensors = safetensors_numpy.load_file(hf_dir / "model.safetensors")
+  safetensors_numpy.save_file(
+      {k: v for k, v in tensors.items() if ".pooler." not in k},
+      out_dir / "model.safetensors", metadata={"format": "pt"})
+  shutil.copy(hf_dir / "config.json", out_dir / "config.json")
+
+
 # --- XTREME inputs, records and gold labels ---------------------------------------
 
 
@@ -238,6 +252,10 @@ def _convert(sources, presets, logs):
                input_path=str(sources["same_width"]),
                output_dir=str(presets / "same_width"),
                sp_model=str(testlib.sentencepiece_model())),
+          dict(from_format="hf", to_format="keras_hub",
+               input_path=str(sources["no_pooler"]),
+               output_dir=str(presets / "no_pooler"),
+               allow_missing_pooler=True),
           dict(from_format="rembert_tf", to_format="keras_hub",
                input_path=str(sources["xtreme"]),
                output_dir=str(presets / "xtreme"))]
@@ -293,6 +311,7 @@ def keras_fixtures(tmp_path_factory, checkpoint_dir, download_dir, sp_model):
   converter.convert_checkpoint("rembert_tf", "hf",
                                sources / "same_width_rembert_tf",
                                sources / "same_width", encoder_only=True)
+  _without_pooler(sources / "same_width", sources / "no_pooler")
   prefix, references["released"], encoder_parameters = _released_source(
       sources / "released", tiny)
   for name, reference in references.items():
@@ -306,7 +325,7 @@ def keras_fixtures(tmp_path_factory, checkpoint_dir, download_dir, sp_model):
       ensure_ascii=False))
   label_folders = _xtreme(download_dir, sp_model, root)
   _convert({"tiny": sources / "tiny", "same_width": sources / "same_width",
-            "released": prefix, "xtreme": checkpoint_dir}, root / "presets",
+            "no_pooler": sources / "no_pooler", "released": prefix, "xtreme": checkpoint_dir}, root / "presets",
            root)
   return dict(root=root, label_folders=label_folders,
               encoder_parameters=encoder_parameters,
