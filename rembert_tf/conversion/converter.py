@@ -12,6 +12,7 @@
 | ----------- | ------------------------------------------------------------ |
 | rembert_tf  | model_config.yaml, encoder/ckpt-0, [pretrainer/ckpt-0], [sentencepiece.model] |
 | hf          | config.json, model.safetensors, [sentencepiece.model]        |
+| keras_hub   | a keras-hub preset (`keras_hub_preset`): config.json, model.weights.h5, tokenizer, [task.json + task.weights.h5] |
 
 Every tensor goes through the canonical layout of `weight_layout`, one at a
 time: the input is never read whole, and a Hugging Face output is streamed
@@ -70,7 +71,9 @@ from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
 
 FROM_FORMATS = ("tf1", "hf", "rembert_tf")
-TO_FORMATS = ("rembert_tf", "hf")
+TO_FORMATS = ("rembert_tf", "hf", "keras_hub")
+# Keras 3 / keras-hub modules: the `keras` extra, needed by --to keras_hub only.
+KERAS_MODULES = ("keras", "keras_hub", "h5py")
 TF1_CONFIG_NAMES = ("config.json", "bert_config.json", "rembert_config.json")
 POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 
@@ -161,10 +164,12 @@ def _plan(cfg, source, to_format, encoder_only, with_output_side,
     raise weight_layout.ConversionError(
         f"{source.description} has no output side (no MLM head); drop "
         "--with_output_side to convert the encoder alone.")
-  if has_output_side and to_format == "hf" and cfg.num_output_layers:
+  if has_output_side and to_format != "rembert_tf" and cfg.num_output_layers:
+    target = {"hf": "Hugging Face RemBERT",
+              "keras_hub": "keras-hub's RemBertMaskedLM"}[to_format]
     raise weight_layout.ConversionError(
         f"{source.description}: num_output_layers={cfg.num_output_layers}, but "
-        "Hugging Face RemBERT has no extra output-side layers. Pass "
+        f"{target} has no extra output-side layers. Pass "
         "--encoder_only to convert the encoder alone.")
   found, drop_projection = _without_identity_projection(cfg, source, found,
                                                         to_format)
@@ -197,7 +202,7 @@ def _without_identity_projection(cfg, source, found, to_format):
   """E_in == hidden: drops an exact-identity projection (the encoder has none)."""
   same_width = cfg.input_embedding_size == cfg.hidden_size
   if not (same_width and weight_layout.PROJECTION_KERNEL in found
-          and to_format == "rembert_tf"):
+          and to_format in ("rembert_tf", "keras_hub")):
     return found, False
   kernel = np.asarray(source.get(weight_layout.PROJECTION_KERNEL))
   bias = np.asarray(source.get(weight_layout.PROJECTION_BIAS)) if (
@@ -301,6 +306,20 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
           sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
 
 
+def _write_keras_hub(*args):
+  """The keras-hub preset writer, imported only here: Keras 3 is an extra."""
+  try:
+    from rembert_tf.conversion import keras_hub_preset  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    if e.name not in KERAS_MODULES:
+      raise
+    raise errors.UsageError(
+        f"--to keras_hub needs Keras 3 and keras-hub ({e.name} is not "
+        "installed); install the extra: pip install 'rembert_tf[keras]'."
+    ) from None
+  keras_hub_preset.write_preset(*args)
+
+
 @outputs.writes_output("output_dir")
 def convert_checkpoint(from_format: str, to_format: str, input_path,
                        output_dir, *, config=None, sp_model=None,
@@ -312,7 +331,7 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
 
   Args:
     from_format: "tf1", "hf" or "rembert_tf".
-    to_format: "rembert_tf" or "hf".
+    to_format: "rembert_tf", "hf" or "keras_hub".
     input_path: checkpoint prefix / directory (see module docstring).
     output_dir: the directory to create (must not exist unless overwrite).
     config: tf1: the JSON config (default: config.json beside the
@@ -356,7 +375,8 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
     logging.info("Converting %d tensors from %s to %s (%s)", len(names),
                  source.description, to_format,
                  "encoder + output side" if has_output_side else "encoder only")
-    write = _write_rembert_tf if to_format == "rembert_tf" else _write_hf
+    write = {"rembert_tf": _write_rembert_tf, "hf": _write_hf,
+             "keras_hub": _write_keras_hub}[to_format]
     write(cfg, source, names, has_output_side, output_dir, sp_model, overwrite)
   logging.info("Wrote %s", output_dir)
   return output_dir
