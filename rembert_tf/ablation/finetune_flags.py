@@ -84,6 +84,8 @@ SET_BY_THE_SUITE = {
     "seed": "choose the seeds per rate with --num_seeds",
     "records_dir": "give --xtreme_records_dir or --xtreme_data_dir",
     "data_dir": "give --xtreme_records_dir or --xtreme_data_dir",
+    "data_source": "give --xtreme_records_dir or --xtreme_data_dir",
+    "tfds_data_dir": "give --xtreme_records_dir or --xtreme_data_dir",
     "sp_model": "give --sp_model",
 }
 FLAG_NAMES = tuple(_FLAGS) + tuple(SET_BY_THE_SUITE)

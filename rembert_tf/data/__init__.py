@@ -4,6 +4,8 @@ Modules, in the order the data flows (none of them imports TensorFlow at package
 import time):
   text_inputs               plain-text / JSON-lines (wikiextractor, C4/mC4, gzipped) readers,
                             `{lang}` path patterns, a language field, smoothed language sampling
+  tfds_text_inputs          `tfds:NAME/CONFIG[:SPLIT]` inputs: corpora prepared with TensorFlow
+                            Datasets (wiki40b, wikipedia, mC4), one unit per shard
   tokenizer                 special ids, `load_sentencepiece`, tokenizer metadata
   sentencepiece_sample      the language-balanced SentencePiece training sample, drawn locally
   beam_sentencepiece_sample the same sample drawn by Apache Beam (imports apache_beam)

@@ -57,6 +57,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
+from rembert_tf.data import tfds_text_inputs
 from rembert_tf.data import tokenizer
 
 # Documents whose records are masked and encoded together (one RNG each).
@@ -398,15 +399,17 @@ def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
             options: RecordOptions, *, input_format: str = "auto",
             languages: Optional[Sequence[str]] = None,
             language_field: Optional[str] = None,
+            tfds: Optional[tfds_text_inputs.TfdsTextOptions] = None,
             overwrite: bool = False) -> Prepared:
-  """Checks flags, model, inputs and the output before any work starts."""
+  """Checks flags, model, inputs and the output before any work starts
+  (inputs: file specs and `tfds:` specs, `tfds_text_inputs`)."""
   options.check()
   output_dir = fileio.as_str(output_dir).rstrip("/")
   model = fileio.as_str(sentencepiece_model)
   special = tokenizer.SpecialTokens.from_model(model)
   sha = tokenizer.read_tokenizer_metadata(model)["sha256"]
-  files = text_inputs.resolve_inputs(inputs, input_format, languages,
-                                     language_field)
+  files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
+                                          language_field, tfds)
   fileio.check_output_location(output_dir)
   pretraining_record_format.refuse_existing_records(output_dir, overwrite)
   prepared = Prepared(inputs=list(inputs), output_dir=output_dir, files=files,

@@ -22,6 +22,7 @@ Example:
 ```python
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_creation
+from rembert_tf.data import tfds_text_inputs
 meta = pretraining_record_creation.create_pretraining_data(
     inputs=["/tmp/corpus/{lang}/*.txt"], output_dir="/tmp/records",
     sentencepiece_model="/tmp/spm/sentencepiece.model",
@@ -30,6 +31,11 @@ meta = pretraining_record_creation.create_pretraining_data(
                                                 num_output_shards=4),
     num_workers=2)
 print(meta["num_examples"], meta["languages"]["en"]["sequences"])
+# Text from TFDS datasets prepared on Cloud Storage:
+meta = pretraining_record_creation.create_pretraining_data(
+    inputs=["tfds:wiki40b/{lang}"], output_dir="gs://b/records",
+    sentencepiece_model="gs://b/spm/sentencepiece.model",
+    tfds=tfds_text_inputs.TfdsTextOptions(data_dir="gs://b/tensorflow_datasets"))
 ```
 """
 import dataclasses
@@ -42,6 +48,7 @@ from rembert_tf.common import outputs
 from rembert_tf.data import local_pretraining_records
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import tfds_text_inputs
 
 
 class staged_output:  # pylint: disable=invalid-name
@@ -85,6 +92,8 @@ def create_pretraining_data(inputs: Sequence[str],
                             input_format: str = "auto",
                             languages: Optional[Sequence[str]] = None,
                             language_field: Optional[str] = None,
+                            tfds: Optional[
+                                tfds_text_inputs.TfdsTextOptions] = None,
                             num_workers: int = 1,
                             runner: Optional[str] = None,
                             beam_args: Sequence[str] = (),
@@ -103,7 +112,8 @@ def create_pretraining_data(inputs: Sequence[str],
     options: the record settings (`pretraining_instances.RecordOptions`);
       keyword arguments named like its fields (`seq_length=128`,
       `masking=Masking(...)`) override it.
-    input_format, languages, language_field: see `text_inputs.resolve_inputs`.
+    input_format, languages, language_field: see `text_inputs.resolve_inputs`;
+      `tfds:` inputs are read from `tfds.data_dir` (`tfds_text_inputs`).
     num_workers: processes (local) or Beam workers; the output does not depend
       on it.
     runner: None for the local multiprocess engine, or an Apache Beam runner
@@ -126,7 +136,7 @@ def create_pretraining_data(inputs: Sequence[str],
   prepared = pretraining_instances.prepare(
       inputs, output_dir, sentencepiece_model, options,
       input_format=input_format, languages=languages,
-      language_field=language_field, overwrite=overwrite)
+      language_field=language_field, tfds=tfds, overwrite=overwrite)
   with staged_output(prepared.output_dir) as staging:
     meta = _create_records(prepared, staging, runner, num_workers, beam_args,
                            log, verbose)

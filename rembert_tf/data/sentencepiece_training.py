@@ -43,6 +43,7 @@ from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import text_inputs
+from rembert_tf.data import tfds_text_inputs
 from rembert_tf.data import tokenizer
 
 _WORD_START = "\u2581"  # SentencePiece's whitespace / word-start marker.
@@ -271,6 +272,7 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
                         input_format: str = "auto",
                         languages: Optional[Sequence[str]] = None,
                         language_field: Optional[str] = None,
+                        tfds: Optional[tfds_text_inputs.TfdsTextOptions] = None,
                         language_sampling_alpha: float = 0.7,
                         sample_size: int = 2_000_000,
                         character_coverage: float = 0.99995, seed: int = 0,
@@ -286,23 +288,22 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
   """Trains `<output_dir>/<model_prefix>.model`; returns its metadata dict.
 
   Args:
-    inputs: input specs (see `text_inputs.resolve_inputs`), any filesystem.
+    inputs: input specs (files: `text_inputs`; `tfds:` inputs from
+      `tfds.data_dir`: `tfds_text_inputs`), any filesystem.
     output_dir: created if needed (any filesystem).
     vocab_size: exact vocabulary size (special pieces included).
     language_sampling_alpha: smoothing exponent of the language mix.
     sample_size: lines in the training sample (at most the total line count:
       the mix is rebalanced, low-resource lines are repeated).
-    character_coverage: SentencePiece character coverage (high for many
-      scripts; characters outside it become <unk>).
+    character_coverage: SentencePiece's (high for many scripts; <unk> else).
     num_threads: trainer threads. The model depends on it (not on the
       machine): the same inputs and arguments give a byte-identical model.
     seed_pieces: "sentencepiece" (the library's own seed extraction, for
       large vocabularies), "words" (whole-word seeds counted by token
       frequency, `write_seed_pieces`; for small vocabularies), or "auto"
       (words when vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB).
-    sample_with_beam: draw the sample with Apache Beam on `runner`
-      (`beam_args`: its options) into `sample_path` (needed for remote
-      runners: gs://...) or a local temporary file.
+    sample_with_beam: draw the sample with Apache Beam on `runner` (options:
+      `beam_args`) into `sample_path` (remote runners: gs://) or a temp file.
     overwrite: replace an existing model of that prefix.
   Raises:
     errors.RemBertError subclasses: text_inputs.TextInputError (missing /
@@ -317,8 +318,8 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
   options = sentencepiece_sample.SampleOptions(
       language_sampling_alpha, sample_size, seed,
       tuple(languages) if languages else None).check()
-  files = text_inputs.resolve_inputs(inputs, input_format, languages,
-                                     language_field)
+  files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
+                                          language_field, tfds)
   sample, model_path = _sample_and_train(
       files, options, output_dir, model_prefix, vocab_size, inputs, log,
       dict(sample_path=sample_path, sample_with_beam=sample_with_beam,

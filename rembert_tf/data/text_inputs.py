@@ -17,7 +17,11 @@ Input specs (`--input`, repeatable / comma-separated):
   `NAME` when present (files holding many languages), else the spec's.
 
 Paths may be on any filesystem TensorFlow reads (`gs://...`), through
-`rembert_tf.common.fileio`.
+`rembert_tf.common.fileio`. Text from prepared TensorFlow Datasets
+(`tfds:wiki40b/{lang}`) is `tfds_text_inputs`'s: its units (one per shard of
+a split) read their documents themselves (`language_documents`,
+`language_bytes`), and every function here that takes an input file takes
+them too.
 
 Invalid UTF-8 is replaced by U+FFFD and counted (never a crash); JSON lines
 that do not parse are skipped and counted.
@@ -103,7 +107,8 @@ def _format_of(path: str, input_format: str) -> str:
   return "jsonl" if path.endswith((".json", ".jsonl")) else "text"
 
 
-def _split_specs(specs) -> List[str]:
+def split_specs(specs) -> List[str]:
+  """Input specs, comma-separated or repeated, as one list."""
   if isinstance(specs, str):
     specs = [specs]
   out = []
@@ -128,7 +133,7 @@ def resolve_inputs(specs: Sequence[str],
   Raises:
     TextInputError naming the spec when it matches no file or has no language.
   """
-  specs = _split_specs(specs)
+  specs = split_specs(specs)
   if not specs:
     raise TextInputError("no input given; pass --input "
                          "'corpus/{lang}/*.txt' or --input en=path/*.txt.")
@@ -316,6 +321,8 @@ def iter_language_documents(input_file: InputFile,
                             ) -> Iterator[Tuple[str, List[str]]]:
   """(language, document) pairs of one file; `keep` filters field languages."""
   stats = stats if stats is not None else ReadStats()
+  if not isinstance(input_file, InputFile):  # another source's unit (TFDS)
+    return input_file.language_documents(stats, keep)
   if input_file.format == "jsonl":
     return _jsonl_documents(input_file, stats, keep)
   return ((input_file.language, d)
@@ -337,6 +344,8 @@ def file_language_bytes(input_file: InputFile,
   gzipped file counts its uncompressed bytes, and a file whose documents name
   their language (`language_field`) counts the bytes of each document's line.
   """
+  if not isinstance(input_file, InputFile):  # another source's unit (TFDS)
+    return input_file.language_bytes(keep)
   if input_file.languages_known_from_path and not input_file.compressed:
     return {input_file.language: input_file.size()}
   if input_file.languages_known_from_path:

@@ -45,11 +45,11 @@ REQUIRED_MLM_RATIO = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class DemoSettings:
-  """What a demo run does; the defaults are the README's demo.
+  """What a demo run does; the defaults are `bash run.sh demo`'s (docs/demo.md).
 
   Attributes:
     seed: seeds the corpus, the vocabulary, the records, pre-training and
-      fine-tuning (the README reports seeds 0, 1 and 2).
+      fine-tuning.
     train_steps: pre-training steps (None: the experiment's).
     corpus_megabytes, heldout_megabytes: sizes of the two corpora.
     parallel_fraction, code_switched_fraction, switch_probability: the

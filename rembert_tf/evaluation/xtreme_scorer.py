@@ -45,6 +45,8 @@ from rembert_tf.evaluation import xtreme_metrics
 TASK_LANGUAGES = {
     "xnli": "ar bg de el en es fr hi ru sw th tr ur vi zh".split(),
     "pawsx": "de en es fr ja ko zh".split(),
+    "udpos": ("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr "
+              "nl pt ru ta te th tl tr ur vi yo zh").split(),
     "panx": ("ar he vi id jv ms tl eu ml ta te af nl en de el bn hi mr ur fa "
              "fr it pt es bg ru ja ka ko th sw yo my zh kk tr et fi hu").split(),
     "xquad": "en es de el ru tr ar vi th zh hi".split(),
@@ -258,7 +260,10 @@ SQUAD = TaskMetric("squad", "json", ("exact_match", "f1"),
 MLQA = TaskMetric("mlqa", "json", ("exact_match", "f1"), ("exact_match", "f1"),
                   ("exact_match", "f1"), _qa_scorer(xtreme_metrics.mlqa_scores))
 
-TASK_METRIC = {"xnli": ACCURACY, "pawsx": ACCURACY, "panx": ENTITY_F1,
+# seqeval's F1: PAN-X entities; UD-POS tags, passed to seqeval as they are
+# (as the official scorer does).
+TASK_METRIC = {"xnli": ACCURACY, "pawsx": ACCURACY, "udpos": ENTITY_F1,
+               "panx": ENTITY_F1,
                "xquad": SQUAD, "mlqa": MLQA, "tydiqa": SQUAD}
 
 

@@ -92,8 +92,7 @@ def run_finetuning(
     seed: int = 0, num_train_epochs: float = 3.0,
     num_train_steps: Optional[int] = None, warmup_proportion: float = 0.1,
     train_batch_size: int = 32, eval_batch_size: int = 32,
-    seq_length: Optional[int] = None,
-    languages: Optional[Sequence[str]] = None,
+    seq_length: Optional[int] = None, languages: Optional[Sequence[str]] = None,
     splits: Sequence[str] = ("dev", "test"), strategy: str = "one_device",
     tpu: Optional[str] = None, mixed_precision: Optional[str] = None,
     distribution_strategy=None, compare_paper: bool = False,
@@ -101,14 +100,14 @@ def run_finetuning(
     jit_compile: bool = True, deterministic: bool = False,
     keep_checkpoints: bool = False, freeze_input_embeddings: bool = False,
     allow_sp_model_mismatch: bool = False, allow_unlabelled_dev: bool = False,
-    progress=print) -> Dict:
+    progress=print, data_source: str = "download", tfds_data_dir=None) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
 
-  Either `records_dir` (tools/create_finetuning_data.py's O/<task>) or
-  `data_dir` (XTREME download/; records are written to output_dir/records
-  with `sp_model`, default init_checkpoint's sentencepiece.model). The rate
-  is selected on English dev, mean and std over seeds reported (`sweep`); the
-  same call after a kill skips finished runs and resumes the interrupted one.
+  Records: `records_dir` (tools/create_finetuning_data.py's O/<task>), or
+  written to output_dir/records from `data_dir` (XTREME download/) or TFDS
+  (`data_source="tfds"`, `tfds_data_dir`) with `sp_model` (default: the
+  checkpoint's). The rate is selected on English dev, mean / std over seeds
+  reported (`sweep`); a rerun after a kill resumes where it stopped.
   Returns a dict: task, selected_learning_rate, english_dev_by_rate,
   score_split, scores (official shape, mean over seeds), std, runs, markdown.
   """
@@ -124,7 +123,8 @@ def run_finetuning(
   with _one_writer(output_dir):  # Nothing was written before this point.
     records_dir = run_inputs.prepare_records(
         task, output_dir, records_dir, data_dir, sp_model, init_checkpoint,
-        seq_length, languages, splits, progress, allow_unlabelled_dev)
+        seq_length, languages, splits, progress, data_source, tfds_data_dir,
+        allow_unlabelled_dev)
     meta = run_inputs.checked_metadata(
         task, records_dir, init_checkpoint, splits, len(learning_rates),
         allow_unlabelled_dev, allow_sp_model_mismatch, progress)

@@ -1,9 +1,10 @@
 """What fine-tuning starts from: the task's records and the encoder.
 
 * Records: a given records directory, or records written from XTREME's
-  `download/` folder under `<output_dir>/records/` with the checkpoint's
-  SentencePiece model (a rerun reuses them); their `metadata.json` must name
-  the task, and come from the checkpoint's SentencePiece model (by sha256).
+  `download/` folder or from TFDS (`data_source`) under
+  `<output_dir>/records/` with the checkpoint's SentencePiece model (a rerun
+  reuses them); their `metadata.json` must name the task, and come from the
+  checkpoint's SentencePiece model (by sha256).
 * Encoder: anything `modeling.checkpoint_layout` resolves (only its config is read
   now; the weights are read into each run's encoder when the run starts
   fresh), or random weights of `--model_config`.
@@ -44,26 +45,33 @@ def checkpoint_sentencepiece(init_checkpoint) -> Optional[str]:
   return checkpoint_layout.find_sentencepiece(init_checkpoint)
 
 
-def _reusable_records(existing: str, sp_model, data_dir, seq_length) -> bool:
-  """Records an earlier run wrote from the same download and model."""
+def _reusable_records(existing: str, sp_model, data_source: str, data_dir,
+                      seq_length) -> bool:
+  """Records an earlier run wrote from the same data and model."""
   if not fileio.exists(fileio.join(existing, finetuning_data.METADATA_FILE)):
     return False
   meta = finetuning_data.read_metadata(existing)
   return (meta.get("sp_model_sha256") == fileio.sha256(sp_model)
+          and meta.get("data_source", "download") == data_source
           and meta.get("data_dir") == fileio.as_str(data_dir)
           and seq_length in (None, meta.get("seq_length")))
 
 
 def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
                     init_checkpoint, seq_length, languages, splits,
-                    progress, allow_unlabelled_dev: bool = False) -> str:
-  """The records directory: given, or written from the XTREME download."""
+                    progress, data_source: str = "download",
+                    tfds_data_dir=None,
+                    allow_unlabelled_dev: bool = False) -> str:
+  """The records directory: given, or written from the XTREME download or
+  from TFDS (`data_source` "tfds" with `tfds_data_dir`)."""
   if records_dir is not None:
     return fileio.as_str(records_dir)
-  if data_dir is None:
+  root = tfds_data_dir if data_source == "tfds" else data_dir
+  if root is None:
     raise FinetuningError("Give records_dir / --records_dir "
-                          "(tools/create_finetuning_data.py output) or "
-                          "data_dir / --data_dir (XTREME download/).")
+                          "(tools/create_finetuning_data.py output), "
+                          "data_dir / --data_dir (XTREME download/), or "
+                          "--data_source tfds with --tfds_data_dir.")
   if sp_model is None:
     sp_model = checkpoint_sentencepiece(init_checkpoint)
     if sp_model is None:
@@ -72,14 +80,15 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
           f"{checkpoint_layout.SENTENCEPIECE_FILE}.")
   records_root = fileio.join(output_dir, "records")
   existing = fileio.join(records_root, task)
-  if _reusable_records(existing, sp_model, data_dir, seq_length):
+  if _reusable_records(existing, sp_model, data_source, root, seq_length):
     # A rerun (e.g. after a kill) reuses the records it wrote before.
     progress(f"[finetune] records of an earlier run reused: {existing}")
     return existing
   finetuning_data.create_finetuning_data(
       task, data_dir, sp_model, records_root, seq_length=seq_length,
-      languages=languages, splits=splits, overwrite=True,
-      allow_unlabelled_dev=allow_unlabelled_dev, progress=progress)
+      languages=languages, splits=splits, overwrite=True, progress=progress,
+      data_source=data_source, tfds_data_dir=tfds_data_dir,
+      allow_unlabelled_dev=allow_unlabelled_dev)
   return existing
 
 

@@ -7,8 +7,9 @@ output-side layers), which only a pretrainer checkpoint has
 (`pretrainer/ckpt-N` or a model_dir's `ckpt-N`); the optimizer and step are
 never read. Reading is by object structure: the encoder (or pretrainer) node
 is found in the checkpoint's object graph, wherever the writer put it, and
-only that subtree is read, one variable at a time. What a source is and where
-its files are: `rembert_tf.modeling.checkpoint_layout`.
+only that subtree is read, a bounded batch of variables at a time
+(`checkpoint_reading`). What a source is and where its files are:
+`rembert_tf.modeling.checkpoint_layout`.
 
 Builds on `tf.train.Checkpoint` (object-based reading; one Checkpoint and
 CheckpointManager per `EncoderExportWriter`) and the checkpoint reader's
@@ -33,6 +34,7 @@ from absl import logging
 
 from rembert_tf.common import fileio
 from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_reading
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
@@ -205,11 +207,12 @@ def _checkpoint_keys(graph, node_id: int, model) -> dict:
 
 def _read_subtree(model, prefix: str, is_wanted: Callable[[set], bool],
                   what: str) -> None:
-  """Reads the `what` node of checkpoint `prefix` into `model`, one variable at a time.
+  """Reads the `what` node of checkpoint `prefix` into `model`, in batches.
 
-  Each variable is read with RestoreV2 straight into a tensor and assigned
-  in place, so memory stays at the model plus one tensor
-  (`tf.train.Checkpoint.read` keeps a second copy of the model resident).
+  The variables are read with RestoreV2 straight into tensors, a few per
+  call (`checkpoint_reading.read_tensors`), and assigned in place, so memory
+  stays at the model plus one batch (`tf.train.Checkpoint.read` keeps a
+  second copy of the model resident).
   Everything outside the node (optimizer slots, other models) is never read.
   """
   reader, graph = _object_graph(prefix)
@@ -235,11 +238,11 @@ def _read_subtree(model, prefix: str, is_wanted: Callable[[set], bool],
         f"{prefix}: the {what} at {where} does not match the model config ("
         + "; ".join(problems) + "). Use the model config the checkpoint was "
         "written with.")
-  for variable, key in keys.values():
-    (value,) = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[key],
-                                    shape_and_slices=[""], dtypes=[dtypes[key]])
-    variable.assign(tf.cast(value, variable.dtype))
-    del value
+  variable_of = {key: variable for variable, key in keys.values()}
+  for key, value in checkpoint_reading.read_tensors(
+      prefix, sorted(variable_of), dtypes, shapes):
+    variable_of[key].assign(tf.cast(value, variable_of[key].dtype))
+    del value  # nothing holds it while the next batch is read
   logging.info("Read the %s from %s (at %s)", what, prefix, where)
 
 

@@ -244,7 +244,7 @@ def load_experiment_config(
     raise ExperimentConfigError(
         f"experiment config {list(map(str, config_files))} + overrides: {e}. "
         "Check the key against the ExperimentConfig fields (task / trainer / "
-        "runtime; see README 'Pre-training').") from None
+        "runtime; see docs/pretraining.md).") from None
   try:
     config.validate()
   except (KeyError, ValueError, AttributeError) as e:
