@@ -15,10 +15,15 @@ a resumable, preemptible RemBERT job on TPU pods needs around them:
   `trainer.max_to_keep` (Model Garden's CheckpointManager), automatic resume
   (step, weights, optimizer slots), a failed save that leaves no
   `ckpt-N_temp`, and stale ones removed at start (`training_loop`);
-* a stop check between steps (`trainer.stop_check_steps`), not only at the
-  end of a loop of `steps_per_loop`: SIGTERM saves at the step reached
-  (single host); several workers consult TF's `PreemptionCheckpointHandler`
-  at the same points;
+* a stop check between device calls of about `trainer.stop_check_seconds`
+  of steps (`runtime.stop_checks`), not only at the end of a loop of
+  `steps_per_loop`, and no host read of the step per call: SIGTERM saves at
+  the step reached and exits 42 (single host); several workers consult TF's
+  `PreemptionCheckpointHandler` after the same calls and stop together;
+* asynchronous checkpoints (`trainer.enable_async_checkpointing`): a save
+  in flight is never reported; the final and the preemption save wait;
+* restarts of a multi-worker job: a finished job says so and writes
+  nothing; a lost worker is named (`runtime.cluster_failures`);
 * after saves the fine-tuning artefacts next to the full checkpoint
   (`artifacts`): `model_config.yaml`, `encoder/ckpt-N` (every
   `trainer.encoder_export_every_n_checkpoints`-th save and the last), and
