@@ -62,7 +62,9 @@ def program_name(main: Callable) -> str:
 
 def run_command(main: Callable, doc: str, program: Optional[str] = None,
                 output_dir_flag: Optional[str] = None,
-                keep_log_exit_codes: Iterable[int] = (0,)) -> None:
+                keep_log_exit_codes: Iterable[int] = (0,),
+                keep_log_when: Optional[Callable[[int, str], bool]] = None,
+                exit_without_teardown: bool = False) -> None:
   """Parses absl flags and runs `main`; `--help` shows the command's docstring.
 
   absl prints the `__main__` module's docstring as the usage text; under a
@@ -74,6 +76,9 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   `<value of --output_dir_flag>/logs/` (see
   `command_output.start_command_output`; a command that picks its directory
   inside `main` calls `command_output.set_output_dir`).
+  `keep_log_when(exit_code, output_dir)` keeps the log of further exit codes.
+  With `exit_without_teardown` the process ends as soon as the log is
+  finished (`command_output.run_and_exit_now`).
   """
   main_module = sys.modules.get("__main__")
   if main_module is not None:
@@ -81,11 +86,14 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   console.define_verbose_flag()
   _list_flags_in_help(main)
   output = command_output.start_command_output(
-      program or program_name(main), keep_log_exit_codes=keep_log_exit_codes)
+      program or program_name(main), keep_log_exit_codes=keep_log_exit_codes,
+      keep_log_when=keep_log_when)
 
   def main_with_log_file(argv):
     output.flags_parsed(
         flags.FLAGS[output_dir_flag].value if output_dir_flag else None)
+    if exit_without_teardown:
+      command_output.run_and_exit_now(main, argv, output)
     return command_output.run_with_command_output(main, argv, output)
 
   app.run(main_with_log_file)

@@ -30,7 +30,9 @@ import io
 import os
 import sys
 import tempfile
+import threading
 import time
+import traceback
 from typing import Any, Callable, Iterable, Optional
 
 from absl import flags
@@ -76,11 +78,14 @@ class CommandOutput:
   """The console and log file of one command run (see `start_command_output`)."""
 
   def __init__(self, program: str, output_dir: Optional[str], verbose: bool,
-               keep_log_exit_codes: Iterable[int] = (0,)):
+               keep_log_exit_codes: Iterable[int] = (0,),
+               keep_log_when: Optional[Callable[[int, str], bool]] = None):
     self.program = program
     self.output_dir = output_dir
     self.verbose = verbose
     self.keep_log_exit_codes = tuple(keep_log_exit_codes)
+    self.keep_log_when = keep_log_when
+    self.label = ""  # tells apart the logs of a job's processes, e.g. worker1
     self.stamp = time.strftime("%Y%m%d-%H%M%S")
     self.log_path: Optional[str] = None  # Where the log is being written.
     self.final_log_path: Optional[str] = None  # Where it ends up.
@@ -90,7 +95,16 @@ class CommandOutput:
 
   @property
   def log_name(self) -> str:
-    return f"{self.program}-{self.stamp}.log"
+    label = f"-{self.label}" if self.label else ""
+    return f"{self.program}-{self.stamp}{label}.log"
+
+  def keeps_log(self, exit_code: int) -> bool:
+    """Whether the log of a run that ended with `exit_code` goes to
+    OUTPUT_DIR/logs/."""
+    if not self.output_dir:
+      return False
+    return exit_code in self.keep_log_exit_codes or bool(
+        self.keep_log_when and self.keep_log_when(exit_code, self.output_dir))
 
   def start(self) -> "CommandOutput":
     os.makedirs(LOG_TMP_DIR, exist_ok=True)
@@ -106,6 +120,7 @@ class CommandOutput:
     self._route_absl_to_file()
     if not self.verbose:
       self._route_fd2_to_file()
+    threading.excepthook = _log_thread_exception
     self.flags_parsed()
     return self
 
@@ -164,7 +179,7 @@ class CommandOutput:
     self._log_file.write(f"{self.program} ended {time.ctime()} "
                          f"(exit code {exit_code})\n")
     self._log_file.flush()
-    if not self.output_dir or exit_code not in self.keep_log_exit_codes:
+    if not self.keeps_log(exit_code):
       return None
     from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
     try:
@@ -184,10 +199,22 @@ class CommandOutput:
     return target
 
 
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+  """A background thread's traceback goes to the log (a warning), not the
+  console: the command reports what failed in its own one line (e.g.
+  TensorFlow's cluster watcher threads fail once a peer worker is gone)."""
+  if args.exc_type is SystemExit:
+    return
+  logging.warning("thread %s ended with an error",
+                  args.thread.name if args.thread else "?",
+                  exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
+
+
 def start_command_output(program: str, output_dir: Optional[str] = None,
                          verbose: Optional[bool] = None,
-                         keep_log_exit_codes: Iterable[int] = (0,)
-                         ) -> CommandOutput:
+                         keep_log_exit_codes: Iterable[int] = (0,),
+                         keep_log_when: Optional[Callable[[int, str], bool]]
+                         = None) -> CommandOutput:
   """Sends absl/TF/orbit logs to a log file; the console keeps only stdout,
   errors and progress. Call once per process (a command's `run()` does it;
   library calls and tests do not), before absl parses the flags: libraries
@@ -197,13 +224,15 @@ def start_command_output(program: str, output_dir: Optional[str] = None,
 
   The log is written under LOG_TMP_DIR while the command runs, and copied to
   `output_dir/logs/PROGRAM-TIME.log` when it ends with an exit code in
-  `keep_log_exit_codes` (a refused or failed run writes nothing into
-  `output_dir`). Without `output_dir` the log stays in LOG_TMP_DIR.
+  `keep_log_exit_codes`, or when `keep_log_when(exit_code, output_dir)` says
+  so (by default a refused or failed run writes nothing into `output_dir`).
+  Without `output_dir` the log stays in LOG_TMP_DIR.
   """
   global _current
   if verbose is None:
     verbose = console.verbose_requested()
-  output = CommandOutput(program, output_dir, verbose, keep_log_exit_codes)
+  output = CommandOutput(program, output_dir, verbose, keep_log_exit_codes,
+                         keep_log_when)
   _current = output
   return output.start()
 
@@ -217,6 +246,14 @@ def set_output_dir(path: str) -> None:
   Does nothing outside a command (library calls, tests)."""
   if _current is not None:
     _current.output_dir = path
+
+
+def set_log_label(label: str) -> None:
+  """Adds `-LABEL` to this command's log name (e.g. `worker1`: the processes
+  of one job, started in the same second, keep one log each). Does nothing
+  outside a command."""
+  if _current is not None:
+    _current.label = label
 
 
 def run_with_command_output(main: Callable[[Any], Any], argv: Any,
@@ -233,3 +270,33 @@ def run_with_command_output(main: Callable[[Any], Any], argv: Any,
   finally:
     output.finish(code)
 
+
+
+def run_and_exit_now(main: Callable[[Any], Any], argv: Any,
+                     output: CommandOutput) -> None:
+  """Calls `main(argv)`, finishes `output` with its exit code, and ends the
+  process at once (`os._exit`), on every path: done, an error, SystemExit.
+
+  A command whose work is complete when `main` returns (a training run whose
+  last checkpoint is written) skips the interpreter's teardown: with a
+  tf.distribute strategy and datasets alive it takes seconds, and objects
+  finalised during it (TensorFlow's checkpoint objects) log into a log file
+  already closed ("--- Logging error --- ... I/O operation on closed file").
+  An unexpected exception keeps its traceback, on the console and in the log.
+  """
+  try:
+    code = _exit_code(main(argv))
+  except SystemExit as e:
+    code = _exit_code(e.code)
+  except BaseException:  # pylint: disable=broad-except
+    logging.exception("%s failed", output.program)
+    traceback.print_exc()
+    code = 1
+  output.finish(code)
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except (OSError, ValueError):
+      pass
+  logging.flush()
+  os._exit(code)  # pylint: disable=protected-access

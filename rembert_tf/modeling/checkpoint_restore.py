@@ -351,7 +351,9 @@ class EncoderExportWriter:
   steps; non-chief workers pass a temporary directory they delete afterwards.
 
   `every_n_saves` limits the export to every Nth call of `save` plus the
-  calls marked `final` (the end of training, a preemption save).
+  calls marked `final` (the end of training, a preemption save). `options`
+  are the `tf.train.CheckpointOptions` of every save (e.g. asynchronous
+  writes; `sync` waits for them).
 
   ```python
   writer = EncoderExportWriter(pretrainer.encoder, "/tmp/run", max_to_keep=3,
@@ -363,7 +365,8 @@ class EncoderExportWriter:
   """
 
   def __init__(self, encoder, directory, max_to_keep: int = 3,
-               every_n_saves: int = 1):
+               every_n_saves: int = 1,
+               options: Optional[tf.train.CheckpointOptions] = None):
     if every_n_saves < 1:
       raise CheckpointError(
           f"encoder export interval {every_n_saves}: must be >= 1 (1 exports "
@@ -374,6 +377,7 @@ class EncoderExportWriter:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, directory=self.directory, max_to_keep=max_to_keep)
     self.every_n_saves = every_n_saves
+    self.options = options
     self._calls = 0
 
   def save(self, step: int, final: bool = False) -> Optional[str]:
@@ -384,4 +388,8 @@ class EncoderExportWriter:
     latest = self.manager.latest_checkpoint
     if latest is not None and latest.endswith(f"ckpt-{step}"):
       return latest
-    return self.manager.save(checkpoint_number=step)
+    return self.manager.save(checkpoint_number=step, options=self.options)
+
+  def sync(self) -> None:
+    """Waits until every save started so far is written."""
+    self.manager.sync()

@@ -46,6 +46,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import masked_lm_task
+from rembert_tf.runtime import stop_checks
 
 EXPERIMENT_NAME = "rembert_pretraining"
 EXPERIMENT_CONFIG_DIR = rembert_config.CONFIG_ROOT / "experiments"
@@ -82,12 +83,21 @@ class RemBertTrainerConfig(cfg.TrainerConfig):
     encoder_export_every_n_checkpoints: write `encoder/ckpt-N` beside every
       Nth full checkpoint (and always beside the last one, and a preemption
       save); 1 exports at every checkpoint.
-    stop_check_steps: the host checks for a stop request (SIGTERM) every this
-      many steps, also inside a loop of `steps_per_loop` steps; the device
-      loop runs this many steps per call.
+    stop_check_seconds: the host checks for a stop request (SIGTERM, a
+      multi-worker preemption notice) about this often, also inside a loop of
+      `steps_per_loop` steps: the device loop runs as many steps per call as
+      take about this long (`runtime.stop_checks`).
+    stop_check_steps: a fixed number of steps per device call instead
+      (0: sized by `stop_check_seconds`).
+    enable_async_checkpointing: full checkpoints and encoder exports are
+      written by a background thread from a host copy of the variables
+      (orbit's `enable_async_checkpointing`); training goes on while they
+      are written. One host only (TPU, one or several local devices).
   """
   encoder_export_every_n_checkpoints: int = 1
-  stop_check_steps: int = 1
+  stop_check_seconds: float = stop_checks.DEFAULT_SECONDS
+  stop_check_steps: int = 0
+  enable_async_checkpointing: bool = False
 
 
 def adamw_optimization(learning_rate: float = 1e-4, warmup_steps: int = 10000,
@@ -339,10 +349,16 @@ def check_trainer_config(trainer: cfg.TrainerConfig) -> None:
   if trainer.max_to_keep is not None and trainer.max_to_keep <= 0:
     fail(f"trainer.max_to_keep is {trainer.max_to_keep}; keep at least 1 "
          "checkpoint (a resume needs one).")
-  for name in ("encoder_export_every_n_checkpoints", "stop_check_steps"):
-    value = getattr(trainer, name, 1)
-    if value is None or value < 1:
-      fail(f"trainer.{name} is {value}; it must be >= 1.")
+  value = getattr(trainer, "encoder_export_every_n_checkpoints", 1)
+  if value is None or value < 1:
+    fail(f"trainer.encoder_export_every_n_checkpoints is {value}; it must be "
+         ">= 1.")
+  if getattr(trainer, "stop_check_steps", 0) < 0:
+    fail(f"trainer.stop_check_steps is {trainer.stop_check_steps}; it must be "
+         ">= 0 (0: calls sized by trainer.stop_check_seconds).")
+  if getattr(trainer, "stop_check_seconds", 1.0) <= 0:
+    fail(f"trainer.stop_check_seconds is {trainer.stop_check_seconds}; it "
+         "must be > 0 (e.g. trainer.stop_check_seconds=1).")
 
 
 def save_experiment_config(config: cfg.ExperimentConfig, path) -> None:

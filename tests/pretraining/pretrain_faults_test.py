@@ -3,6 +3,7 @@ nothing lost; init_checkpoint, a resume without replay."""
 import glob
 import os
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -54,6 +55,8 @@ def one_line(error):
     ("trainer.max_to_keep=0", ["trainer.max_to_keep"]),
     ("trainer.encoder_export_every_n_checkpoints=0",
      ["trainer.encoder_export_every_n_checkpoints"]),
+    ("trainer.stop_check_steps=-1", ["trainer.stop_check_steps"]),
+    ("trainer.stop_check_seconds=0", ["trainer.stop_check_seconds"]),
 ])
 def test_trainer_config_errors_name_the_fields(override, fields):
   with pytest.raises(experiments.ExperimentConfigError) as e:
@@ -214,6 +217,55 @@ def test_failed_save_leaves_no_temp_and_stale_temps_are_removed(
   assert f"{model_dir}/ckpt-2" in message          # newest complete checkpoint
   assert not glob.glob(str(model_dir / "**" / "*_temp"), recursive=True)
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
+
+
+def test_async_checkpoints_never_show_a_save_in_flight(records, tmp_path,
+                                                       monkeypatch):
+  """Training goes on while ckpt-2 is written in the background; until the
+  write is complete no reader sees it; it holds step 2's values; the final
+  save waits for every write."""
+  from tensorflow.python.ops import gen_io_ops  # pylint: disable=g-import-not-at-top
+  merge = gen_io_ops.merge_v2_checkpoints
+  reached, release = threading.Event(), threading.Event()
+
+  def held_merge(prefixes, destination, *args, **kwargs):
+    if destination.numpy().decode().endswith("ckpt-2"):  # ckpt-2, encoder/ckpt-2
+      reached.set()
+      release.wait(timeout=120)
+    return merge(prefixes, destination, *args, **kwargs)
+
+  monkeypatch.setattr(gen_io_ops, "merge_v2_checkpoints", held_merge)
+  config = make_config(records, train_steps=6)
+  config.trainer.enable_async_checkpointing = True
+  model_dir = str(tmp_path / "m")
+  seen = {}
+
+  def at_step_4(line):
+    if line.startswith("step 4/"):  # trained on while ckpt-2 is in flight
+      seen.update(reached=reached.wait(timeout=120),
+                  latest=tf.train.latest_checkpoint(model_dir),
+                  encoder=tf.train.latest_checkpoint(f"{model_dir}/encoder"),
+                  files=os.listdir(model_dir))
+      release.set()
+
+  metrics = runner.run(config, model_dir, print_fn=at_step_4)
+  assert seen["reached"] and seen["latest"] is None and seen["encoder"] is None
+  assert "ckpt-2.index" not in seen["files"] and "ckpt-2_temp" in seen["files"]
+  assert metrics["checkpoint"] == f"{model_dir}/ckpt-6"
+  assert tf.train.latest_checkpoint(model_dir) == f"{model_dir}/ckpt-6"
+  assert tf.train.latest_checkpoint(f"{model_dir}/encoder").endswith("ckpt-6")
+  assert tf.train.load_variable(f"{model_dir}/ckpt-2",
+                                "global_step/.ATTRIBUTES/VARIABLE_VALUE") == 2
+  assert not glob.glob(f"{model_dir}/**/*_temp", recursive=True)
+
+
+def test_async_checkpointing_is_refused_on_several_workers():
+  config = make_config("unused")
+  config.trainer.enable_async_checkpointing = True
+  preflight_checks.check_async_checkpointing(config, multi_worker=False)
+  with pytest.raises(pretraining.PretrainingError,
+                     match="enable_async_checkpointing=false"):
+    preflight_checks.check_async_checkpointing(config, multi_worker=True)
 
 
 def test_encoder_export_every_nth_save_and_the_last(records, tmp_path):

@@ -110,6 +110,28 @@ def test_resume_continues_step_weights_and_optimizer(records, trained_dir,
   assert any(".OPTIMIZER_SLOT/optimizer/m/" in n for n in names)
 
 
+def test_a_restart_after_the_end_writes_nothing(records, trained_dir, tmp_path):
+  model_dir, metrics, _ = trained_dir
+  before = listing(model_dir)
+  lines = []
+  again = runner.run(make_config(records), model_dir, mode="train_and_eval",
+                     print_fn=lines.append)
+  assert lines == [f"the job is complete: {model_dir}/ckpt-4 is at step 4 "
+                   "(trainer.train_steps=4); nothing to do. Raise "
+                   "trainer.train_steps to train further."]
+  assert again["global_step"] == 4 and again["checkpoint"] == metrics["checkpoint"]
+  assert listing(model_dir) == before
+  # Killed before the final encoder export: the rerun writes just that.
+  import shutil
+  unexported = str(tmp_path / "unexported")
+  shutil.copytree(model_dir, unexported)
+  shutil.rmtree(os.path.join(unexported, "encoder"))
+  runner.run(make_config(records), unexported, print_fn=lines.append)
+  assert "the job is complete" not in lines[-1]
+  assert tf.train.latest_checkpoint(unexported).endswith("ckpt-4")
+  assert checkpoint_layout.encoder_checkpoint_path(unexported).endswith("ckpt-4")
+
+
 def test_default_strategy_with_the_precision_flag_and_settings_restored(
     records, tmp_path):
   """`--strategy default` (no tf.distribute scope) trains; --mixed_precision
