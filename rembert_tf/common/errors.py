@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 from absl import logging
 
-# Exit codes shared by the commands (documented in the README).
+# Exit codes shared by the commands (documented in docs/errors.md).
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_NON_FINITE_LOSS = 3
