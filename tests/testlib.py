@@ -87,3 +87,40 @@ def released_layout_sentencepiece() -> pathlib.Path:
       input_sentence_size=20000, shuffle_input_sentence=False,
       num_threads=2, minloglevel=2)
   return out / "sentencepiece.model"
+
+
+# Runs main(argv) of one absl command module for each case, in one process
+# (absl's flag registry is per process); prints one JSON line per case.
+_COMMAND_DRIVER = r"""
+import contextlib, importlib, io, json, sys
+from absl import flags
+module = importlib.import_module(sys.argv[1])
+for argv in json.loads(sys.argv[2]):
+  flags.FLAGS.unparse_flags()
+  out, err, code = io.StringIO(), io.StringIO(), 0
+  with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+    try:
+      code = module.main(flags.FLAGS(["prog"] + argv))
+    except SystemExit as e:
+      code = e.code
+  print("@@" + json.dumps({"code": code, "stdout": out.getvalue(),
+                           "stderr": err.getvalue()}), flush=True)
+"""
+
+
+def run_command_cases(module: str, cases, timeout: int = 900):
+  """[{"code", "stdout", "stderr"}] of `module.main` on each argv in `cases`."""
+  import json  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(
+      [str(repo), os.environ.get("PYTHONPATH", "")]))
+  done = subprocess.run(
+      [sys.executable, "-c", _COMMAND_DRIVER, module, json.dumps(list(cases))],
+      capture_output=True, text=True, cwd=str(repo), env=env, timeout=timeout,
+      check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  return [json.loads(line[2:]) for line in done.stdout.splitlines()
+          if line.startswith("@@")]
