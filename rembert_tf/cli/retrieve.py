@@ -52,8 +52,9 @@ flags.DEFINE_integer("layer", None, "Encoder block whose hidden states are "
                      "depth // 2 + 2, at most the depth).")
 flags.DEFINE_integer("seq_length", None, "Pieces per sentence with [CLS] and "
                      "[SEP] (default: 128, at most max_position_embeddings).")
-flags.DEFINE_integer("batch_size", 128, "Global batch of sentences at "
-                     "--seq_length (shorter buckets take proportionally more).")
+flags.DEFINE_integer("batch_size", None, "Global batch of sentences at "
+                     "--seq_length, shorter buckets proportionally more "
+                     "(default: 32 per replica).")
 flags.DEFINE_string("label_folder", None, "Gold labels in the scorer's layout "
                     "(<task>/test-<lang>.tsv) to score the predictions with.")
 flags.DEFINE_bool("jit_compile", False, "Compile the embedding step with XLA "

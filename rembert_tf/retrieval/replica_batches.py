@@ -2,13 +2,16 @@
 
 Inference for retrieval (embedding sentences, searching neighbours) maps a
 function over many rows. Here the rows are cut into global batches of one
-fixed size (the last one padded with zero rows), each global batch is split
-evenly over the strategy's replicas (`experimental_distribute_values_from_function`),
-the function runs on every replica (`strategy.run` inside one `tf.function`,
+fixed size; the rows left over go in one smaller batch, padded with zero rows
+up to the replica count times a power of two (so a few rows never cost a
+whole batch, and the shapes stay few). Each global batch is split evenly over
+the strategy's replicas (`experimental_distribute_values_from_function`), the
+function runs on every replica (`strategy.run` inside one `tf.function`,
 compiled by XLA on a TPU, or with `jit_compile=True`), and the outputs come
 back to the host in row order with the padding dropped. Shapes are static
-per call, so a TPU compiles once per distinct input shape. The host converts
-a step's outputs while the device runs the next step.
+per batch, so a TPU compiles once per distinct batch shape (the full one and
+at most log2(batch) smaller ones). The host converts a step's outputs while
+the device runs the next step.
 
 Builds on tf.distribute alone (the strategy comes from the caller, e.g. the
 command's `--strategy`); works with OneDeviceStrategy, MirroredStrategy and
@@ -51,8 +54,8 @@ class BatchMapper:
 
   def __init__(self, strategy, per_replica_fn: Callable,
                global_batch_size: int, jit_compile: bool = False):
+    replica_batch_size(global_batch_size, strategy)   # checks the size
     self._strategy = strategy
-    self._per_replica = replica_batch_size(global_batch_size, strategy)
     self.global_batch_size = global_batch_size
     replica_fn = (tf.function(per_replica_fn, jit_compile=True)
                   if jit_compile else per_replica_fn)
@@ -62,8 +65,8 @@ class BatchMapper:
       return strategy.run(replica_fn, args=(inputs,))
     self._step = step
 
-  def _distribute(self, batch: Arrays):
-    per_replica = self._per_replica
+  def _distribute(self, batch: Arrays, size: int):
+    per_replica = size // self._strategy.num_replicas_in_sync
 
     def value_fn(context):
       start = context.replica_id_in_sync_group * per_replica
@@ -76,24 +79,37 @@ class BatchMapper:
                                self._strategy.experimental_local_results(v)])
             for k, v in outputs.items()}
 
+  def batch_sizes(self, rows: int):
+    """The global batch sizes that cover `rows` rows: full ones, then the tail."""
+    size, replicas = self.global_batch_size, self._strategy.num_replicas_in_sync
+    sizes = [size] * (rows // size)
+    rest = rows - sum(sizes)
+    if rest:
+      tail = replicas
+      while tail < rest:
+        tail *= 2
+      sizes.append(min(tail, size))
+    return sizes
+
   def __call__(self, arrays: Arrays,
                on_batch: Optional[Callable[[int], None]] = None) -> Arrays:
     """Outputs for every row of `arrays` (all with the same first dimension)."""
     rows = len(next(iter(arrays.values())))
-    size = self.global_batch_size
-    padded = -(-rows // size) * size
-    arrays = {k: np.concatenate([v, np.zeros((padded - rows,) + v.shape[1:],
-                                             v.dtype)])
-              for k, v in arrays.items()}
-    collected, pending = [], None
-    for start in range(0, padded, size):
-      outputs = self._step(self._distribute(
-          {k: v[start:start + size] for k, v in arrays.items()}))
+    collected, pending, start = [], None, 0
+    for size in self.batch_sizes(rows):
+      batch = {k: v[start:start + size] for k, v in arrays.items()}
+      missing = size - len(next(iter(batch.values())))
+      if missing:   # the tail: zero rows up to its static size
+        batch = {k: np.concatenate([v, np.zeros((missing,) + v.shape[1:],
+                                                v.dtype)])
+                 for k, v in batch.items()}
+      outputs = self._step(self._distribute(batch, size))
       if pending is not None:   # converted while the device runs `outputs`
         collected.append(self._to_host(pending))
       pending = outputs
       if on_batch:
-        on_batch(min(size, rows - start))
+        on_batch(size - missing)
+      start += size
     if pending is not None:
       collected.append(self._to_host(pending))
     if not collected:

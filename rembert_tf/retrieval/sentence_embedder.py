@@ -15,8 +15,9 @@ about half a full forward pass.
 
 Sentences are sorted by length into buckets of static shape (16, 32, 64, ...
 pieces, up to `seq_length`), each bucket run in fixed-size batches of about
-the same number of tokens under the strategy (`replica_batches`): a TPU
-compiles once per bucket. Without XLA (CPU, GPU) the encoder computes the
+the same number of tokens under the strategy (`replica_batches`; by default
+32 sentences per replica at `seq_length`, proportionally more in shorter
+buckets): a TPU compiles once per bucket and batch shape. Without XLA (CPU, GPU) the encoder computes the
 real tokens only (`remove_padding`).
 
 Example:
@@ -43,7 +44,9 @@ from rembert_tf.modeling import rembert_encoder
 from rembert_tf.retrieval import replica_batches
 
 DEFAULT_SEQ_LENGTH = 128
-DEFAULT_BATCH_SIZE = 128
+# Sentences per replica and step at full length (the fine-tuning prediction
+# batch): on a CPU, larger batches ran slower per sentence.
+BATCH_SIZE_PER_REPLICA = 32
 MIN_BUCKET = 16
 
 
@@ -90,7 +93,7 @@ class SentenceEmbedder:
 
   def __init__(self, encoder, sp_model, strategy,
                seq_length: int = DEFAULT_SEQ_LENGTH,
-               batch_size: int = DEFAULT_BATCH_SIZE,
+               batch_size: Optional[int] = None,
                jit_compile: bool = False, layer: Optional[int] = None,
                num_layers: Optional[int] = None, source: str = ""):
     # What the embeddings are: block `layer` of a `num_layers`-block encoder.
@@ -100,6 +103,7 @@ class SentenceEmbedder:
     self._special = tokenizer.SpecialTokens.from_model(sp_model)
     self._processor = tokenizer.load_sentencepiece(sp_model)
     replicas = strategy.num_replicas_in_sync
+    batch_size = batch_size or BATCH_SIZE_PER_REPLICA * replicas
     self._mappers = {}
     for length in bucket_lengths(seq_length):
       # About batch_size x seq_length tokens per step in every bucket.
@@ -112,7 +116,7 @@ class SentenceEmbedder:
   def from_checkpoint(cls, source, strategy, layer: Optional[int] = None,
                       model_config=None, sp_model=None,
                       seq_length: Optional[int] = None,
-                      batch_size: int = DEFAULT_BATCH_SIZE,
+                      batch_size: Optional[int] = None,
                       jit_compile: bool = False) -> "SentenceEmbedder":
     """From any checkpoint source (`rembert_tf.modeling.checkpoints`)."""
     sp_model = sp_model or checkpoints.find_sentencepiece(source)

@@ -46,5 +46,11 @@ def test_batches_split_evenly_over_replicas(two_cpu_strategy):
       two_cpu_strategy, lambda x: {"twice": 2 * x["v"]},
       {"v": np.arange(11, dtype=np.float32)}, global_batch_size=4)
   np.testing.assert_array_equal(out["twice"], 2 * np.arange(11))
+  mapper = replica_batches.BatchMapper(two_cpu_strategy, lambda x: x, 8)
+  # Full batches, then the rest padded to the replicas x a power of two.
+  assert mapper.batch_sizes(19) == [8, 8, 4]
+  assert mapper.batch_sizes(1) == [2]
+  assert mapper.batch_sizes(13) == [8, 8]
+  assert mapper.batch_sizes(0) == []
   with pytest.raises(ValueError, match="multiple of the 2 replicas"):
     replica_batches.BatchMapper(two_cpu_strategy, lambda x: x, 3)
