@@ -40,8 +40,8 @@ CLI_COMMANDS = {
     "rembert-retrieve": "retrieve",
 }
 CONSOLE_SCRIPTS = [
-    "rembert-train = rembert_tf.train:run",
-    "rembert-finetune = rembert_tf.finetune:run",
+    "rembert-train = rembert_tf.cli.train:run",
+    "rembert-finetune = rembert_tf.cli.finetune:run",
     "rembert-demo = rembert_tf.demo:run",
 ] + [f"{name} = rembert_tf.cli.{module}:run" for name, module in CLI_COMMANDS.items()]
 

@@ -5,7 +5,7 @@ weight-decay exclusions) of the two fine-tuning heads RemBERT's benchmark tasks
 use, on a fixed synthetic batch after compilation and warm-up:
 
 * `classification`: sentence-pair classification (3 classes), sequence 128,
-  batch 32. rembert_tf: the fine-tuning model `XtremeTask.build_model()`
+  batch 32. rembert_tf: the fine-tuning model `FinetuningTask.build_model()`
   builds for the classification type (Model Garden's `models.BertClassifier`
   over `RemBertEncoder`); peers: `TFRemBertForSequenceClassification` and
   `RemBertForSequenceClassification`.
@@ -13,7 +13,7 @@ use, on a fixed synthetic batch after compilation and warm-up:
   rembert_tf: the span type's model (`models.BertSpanLabeler`); peers: `TFRemBertForQuestionAnswering`
   and `RemBertForQuestionAnswering`.
 
-The rembert_tf model is the one fine-tuning trains (`XtremeTask.build_model`
+The rembert_tf model is the one fine-tuning trains (`FinetuningTask.build_model`
 for the task type and XLA setting): for classification the last block runs
 at [CLS] only (the encoder's `output_range`), and without XLA the row-wise
 work runs on the real tokens only (`remove_padding`). The synthetic batches
@@ -133,17 +133,17 @@ def keras_train_step(model, loss_fn, jit_compile):
 
 
 def build_rembert(spec):
-  """The product's fine-tuning model: `XtremeTask.build_model()` (Model
+  """The product's fine-tuning model: `FinetuningTask.build_model()` (Model
   Garden's BertClassifier / BertSpanLabeler over RemBertEncoder, built as
   fine-tuning builds it for that task type and XLA setting)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
-  from rembert_tf.finetuning import xtreme_task  # pylint: disable=g-import-not-at-top
+  from rembert_tf.finetuning import finetuning_task  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
   values = dict(spec["model"], hidden_dropout_prob=spec["dropout"],
                 attention_probs_dropout_prob=spec["dropout"])
   cfg = rembert_config.model_config_from_dict(values)
-  task = xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+  task = finetuning_task.FinetuningTask(finetuning_task.FinetuningTaskConfig(
       model=cfg, task_type=TASK_TYPES[spec["task"]],
       num_labels=TASKS[spec["task"]].get("num_classes", 1),
       jit_compile=spec["xla"] == "on"))

@@ -14,9 +14,9 @@ encoder written as a checkpoint directory:
   length; mean pooling and normalisation on the device; the vectors back on
   the host), under a OneDeviceStrategy, without XLA (the command's default)
   and with it;
-* `finetune_predict`: the fine-tuning prediction step (`finetuning_runner.
-  Predictor`'s step: `strategy.run(XtremeTask.predict_step)` in a
-  tf.function) of the classification model `XtremeTask.build_model()` builds
+* `finetune_predict`: the fine-tuning prediction step (`finetuning.
+  predictions.Predictor`'s step: `strategy.run(FinetuningTask.predict_step)`
+  in a tf.function) of the classification model `FinetuningTask.build_model()` builds
   (its last block computes [CLS] only), batches of the fine-tuning default
   eval batch size (32), the logits back on the host, with XLA (fine-tuning's
   default, `--jit_compile`) and without;
@@ -90,7 +90,8 @@ def model_config(spec):
 def write_checkpoint(spec, directory):
   """A random-init encoder as a checkpoint directory, with a small vocabulary."""
   import sentencepiece as spm  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_encoder  # pylint: disable=g-import-not-at-top
   cfg = model_config(spec)
   corpus = os.path.join(directory, "corpus.txt")
@@ -102,9 +103,11 @@ def write_checkpoint(spec, directory):
       pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
       control_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2)
   checkpoint_dir = os.path.join(directory, "checkpoint")
-  checkpoints.write_checkpoint_dir(
-      checkpoint_dir, cfg, rembert_encoder.build_encoder(cfg),
-      sp_model=os.path.join(directory, "sp.model"))
+  checkpoint_layout.write_checkpoint_dir(
+      checkpoint_dir, cfg, rembert_encoder.build_encoder(cfg))
+  tokenizer.copy_sentencepiece(
+      os.path.join(directory, "sp.model"),
+      os.path.join(checkpoint_dir, checkpoint_layout.SENTENCEPIECE_FILE))
   return checkpoint_dir
 
 
@@ -149,17 +152,17 @@ def build_finetune_predict(spec, directory):
   """The fine-tuning prediction step on the classification or tagging model."""
   del directory
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from rembert_tf.finetuning import xtreme_task  # pylint: disable=g-import-not-at-top
+  from rembert_tf.finetuning import finetuning_task  # pylint: disable=g-import-not-at-top
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   with strategy.scope():
-    task = xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+    task = finetuning_task.FinetuningTask(finetuning_task.FinetuningTaskConfig(
         model=model_config(spec), task_type=TASK_TYPES[spec["impl"]],
         num_labels=3,
         jit_compile=spec["xla"] == "on"))
     model = task.build_model()
 
   @tf.function
-  def step(inputs):   # as finetuning_runner.Predictor's step
+  def step(inputs):   # as finetuning.predictions.Predictor's step
     return strategy.run(task.predict_step, args=(inputs, model))
   batches = [{k: tf.constant(v) for k, v in b.items()}
              for b in padded_batches(spec)]

@@ -8,12 +8,19 @@
   [MASK]=314, then the learned pieces.
 - `tiny_config(**overrides)`: the model config every test builds unless it
   needs another shape (the `tiny` preset shrunk to ~27k parameters).
+- `held_by_another_process(*paths)`: a live process on this host holds the
+  output locks of `paths` (and writes a temporary beside each) for the block.
 Each test copies what it changes into its own tmp_path.
 """
 import atexit
+import contextlib
 import functools
+import json
+import os
 import pathlib
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import sentencepiece as spm
@@ -89,6 +96,41 @@ def released_layout_sentencepiece() -> pathlib.Path:
   return out / "sentencepiece.model"
 
 
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+# Holds the output locks of argv's paths until stdin closes; prints its pid and
+# one temporary it writes beside each output (TensorFlow is not imported).
+_LOCK_HOLDER = r"""
+import contextlib, os, sys
+from rembert_tf.common import fileio, output_lock
+with contextlib.ExitStack() as stack:
+  temporaries = []
+  for path in sys.argv[1:]:
+    stack.enter_context(output_lock.hold(path))
+    temporaries.append(fileio.temporary_path(path))
+    os.makedirs(temporaries[-1])
+  print(os.getpid(), *temporaries, flush=True)
+  sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def held_by_another_process(*paths):
+  """Yields (pid, [temporary beside each path]) of a process holding their locks."""
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [str(REPO), os.environ.get("PYTHONPATH", "")]))
+  holder = subprocess.Popen(
+      [sys.executable, "-c", _LOCK_HOLDER, *map(str, paths)],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+  try:
+    pid, *temporaries = holder.stdout.readline().split()
+    assert int(pid) == holder.pid, "the lock holder did not start"
+    yield holder.pid, temporaries
+  finally:
+    holder.stdin.close()
+    holder.wait(timeout=60)
+
+
 # Runs main(argv) of one absl command module for each case, in one process
 # (absl's flag registry is per process); prints one JSON line per case.
 _COMMAND_DRIVER = r"""
@@ -110,16 +152,11 @@ for argv in json.loads(sys.argv[2]):
 
 def run_command_cases(module: str, cases, timeout: int = 900):
   """[{"code", "stdout", "stderr"}] of `module.main` on each argv in `cases`."""
-  import json  # pylint: disable=g-import-not-at-top
-  import os  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  repo = pathlib.Path(__file__).resolve().parents[1]
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(
-      [str(repo), os.environ.get("PYTHONPATH", "")]))
+      [str(REPO), os.environ.get("PYTHONPATH", "")]))
   done = subprocess.run(
       [sys.executable, "-c", _COMMAND_DRIVER, module, json.dumps(list(cases))],
-      capture_output=True, text=True, cwd=str(repo), env=env, timeout=timeout,
+      capture_output=True, text=True, cwd=str(REPO), env=env, timeout=timeout,
       check=False)
   assert done.returncode == 0, done.stderr[-3000:]
   return [json.loads(line[2:]) for line in done.stdout.splitlines()

@@ -1,11 +1,13 @@
-"""The paper's fine-tuning protocol, run through the fine-tuning command.
+"""The paper's fine-tuning protocol for the suite, on the fine-tuning library.
 
-Each (learning rate, seed) is one invocation of `python -m rembert_tf.finetune`
-(in-process, by its command-line flags) into its own directory, so a sweep
-killed midway redoes only the run that was interrupted. The rate is then
-chosen on the English dev score (mean over seeds), and the selected rate's
-scores are reported as mean and sample standard deviation over seeds; the
-summary has the shape of the command's own `results.json`.
+Each (learning rate, seed) is one call of `finetuning_runner.run_finetuning`
+(what `rembert-finetune` runs) into its own directory, finished by a
+completion marker, so a sweep killed midway redoes only the run that was
+interrupted. The rate is then selected and the selected rate's seeds
+summarized by the fine-tuning sweep's one rule (`finetuning.sweep`: best mean
+English dev score, ties to the smaller rate; mean and sample standard
+deviation over seeds); the summary has the shape of the command's own
+`results.json`, plus the run directories.
 
 Example:
 ```python
@@ -13,57 +15,45 @@ from rembert_tf.ablation import finetune_sweep
 summary = finetune_sweep.run_sweep(
     "xnli", "/tmp/suite/models/coupled/finetune/xnli",
     init_checkpoint="/tmp/suite/models/coupled/pretrain",
-    data_args=lambda: ["--data_dir", "download", "--seq_length", "64"],
+    data=lambda: {"data_dir": "download", "seq_length": 64},
     learning_rates=[1e-4, 3e-4], num_seeds=2)
 summary["selected_learning_rate"], summary["scores"]["avg_metric"]
 ```
 """
-import importlib
-from typing import Callable, Dict, List, Optional, Sequence
-
-import numpy as np
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from rembert_tf.ablation import completion
+from rembert_tf.ablation import finetune_flags as finetune_flags_lib
 from rembert_tf.common import fileio
+from rembert_tf.finetuning import finetuning_runner
+from rembert_tf.finetuning import sweep
 
-FINETUNE_MODULE = "rembert_tf.finetune"
-RESULTS_FILE = "results.json"        # written by the fine-tuning command
 SUMMARY_FILE = "sweep.json"
-
-
-def run_finetune_command(args: Sequence[str]) -> None:
-  """Runs the fine-tuning command in this process with exactly `args`.
-
-  absl flags are global: they are reset to their defaults before and after,
-  so nothing leaks into this invocation or out of it.
-  """
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  module = importlib.import_module(FINETUNE_MODULE)
-  argv = [FINETUNE_MODULE] + list(args)
-  was_parsed = flags.FLAGS.is_parsed()
-  flags.FLAGS.unparse_flags()
-  flags.FLAGS(argv)
-  try:
-    module.main(argv)
-  finally:
-    flags.FLAGS.unparse_flags()
-    if was_parsed:
-      flags.FLAGS([FINETUNE_MODULE])
 
 
 def run_directory(sweep_dir, learning_rate: float, seed: int) -> str:
   return fileio.join(sweep_dir, f"lr-{learning_rate:g}_seed-{seed}")
 
 
+def run_settings(task: str, run_dir: str, init_checkpoint: str,
+                 learning_rate: float, seed: int,
+                 finetune_flags: Sequence[str]) -> List[str]:
+  """A run's settings as rembert-finetune flags (the data aside): stored in
+  its completion marker as `args`, and compared to skip a finished run."""
+  return ["--task", task, "--init_checkpoint", str(init_checkpoint),
+          "--output_dir", str(run_dir), "--learning_rate",
+          f"{learning_rate:g}", "--seed", str(seed), "--num_seeds", "1",
+          *finetune_flags]
+
+
 def run_one(task: str, run_dir: str, init_checkpoint: str,
-            data_args: Sequence[str], learning_rate: float, seed: int,
-            extra_args: Sequence[str] = (),
+            data: Dict[str, Any], learning_rate: float, seed: int,
+            finetune_flags: Sequence[str] = (),
             say: Callable[[str], None] = print) -> Dict:
   """One fine-tuning run (or its stored result when it already finished with
-  the same settings; the data flags may differ: the records are the same)."""
-  args = ["--task", task, "--init_checkpoint", str(init_checkpoint),
-          "--output_dir", str(run_dir), "--learning_rate", f"{learning_rate:g}",
-          "--seed", str(seed), "--num_seeds", "1", *extra_args]
+  the same settings; the data may differ: the records are the same)."""
+  args = run_settings(task, run_dir, init_checkpoint, learning_rate, seed,
+                      finetune_flags)
   done = completion.read_complete(run_dir)
   if done is not None and done.get("args") == args:
     say(f"[ablation] skip fine-tuning {run_dir}: finished earlier "
@@ -71,10 +61,14 @@ def run_one(task: str, run_dir: str, init_checkpoint: str,
     return done
   say(f"[ablation] fine-tuning {task}, learning rate {learning_rate:g}, seed "
       f"{seed} -> {run_dir}")
-  run_finetune_command(args + list(data_args))
-  results = fileio.read_json(fileio.join(run_dir, RESULTS_FILE))
-  # The command's own run directory (`runs/lr-<lr>_seed-<s>/`) holds the
-  # fine-tuned encoder as a checkpoint directory.
+  arguments = dict(finetune_flags_lib.keyword_arguments(finetune_flags),
+                   task=task, output_dir=str(run_dir),
+                   init_checkpoint=str(init_checkpoint),
+                   learning_rates=[learning_rate], seed=seed, num_seeds=1)
+  results = finetuning_runner.run_finetuning(**dict(arguments, **data),
+                                             progress=say)
+  # The run's own directory (`runs/lr-<lr>_seed-<s>/`) holds the fine-tuned
+  # encoder as a checkpoint directory.
   finetuned = (results.get("runs") or [{}])[0].get("run_dir", str(run_dir))
   record = dict(task=task, learning_rate=learning_rate, seed=seed, args=args,
                 run_dir=str(run_dir), finetuned_checkpoint=finetuned,
@@ -94,55 +88,36 @@ def _english_dev(results: Dict, learning_rate: float) -> Optional[float]:
   return by_rate.get(f"{learning_rate:g}", next(iter(by_rate.values()), None))
 
 
-def _mean_and_std(values: List[float]):
-  mean = float(np.mean(values))
-  std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-  return mean, std
-
-
-def _leafwise(runs: List[Dict]):
-  """Mean / std over runs of every number in their official-shape scores."""
-  mean, std = {}, {}
-  for key, value in runs[0].items():
-    if isinstance(value, dict):
-      mean[key], std[key] = _leafwise([r[key] for r in runs])
-    else:
-      mean[key], std[key] = _mean_and_std([float(r[key]) for r in runs])
-  return mean, std
-
-
 def summarize(task: str, records: List[Dict]) -> Dict:
-  """Selects the rate with the best mean English dev score; mean/std of its seeds."""
-  by_rate: Dict[float, List[Dict]] = {}
-  for record in records:
-    by_rate.setdefault(record["learning_rate"], []).append(record)
-  english_dev = {}
-  for rate, runs in by_rate.items():
-    values = [r["english_dev"] for r in runs if r["english_dev"] is not None]
-    english_dev[rate] = float(np.mean(values)) if values else None
-  selected = max(by_rate, key=lambda r: (english_dev[r] is not None,
-                                         english_dev[r] or 0.0, -r))
-  runs = by_rate[selected]
-  scores, std = _leafwise([r["scores"] for r in runs])
+  """The selected rate (`sweep.summarize_runs`) and the mean / std of its seeds."""
+  score_split = records[0]["score_split"]
+  summary = sweep.summarize_runs(
+      [dict(learning_rate=r["learning_rate"], english_dev_metric=r["english_dev"],
+            scores={score_split: r["scores"]}) for r in records], score_split)
+  selected = summary["selected_learning_rate"]
+  runs = [r for r in records if r["learning_rate"] == selected]
   return dict(task=task, selected_learning_rate=selected,
-              english_dev_by_rate={f"{k:g}": v for k, v in english_dev.items()},
-              score_split=runs[0]["score_split"], num_seeds=len(runs),
-              scores=scores, std=std, run_dirs=[r["run_dir"] for r in runs],
+              english_dev_by_rate=summary["english_dev_by_rate"],
+              score_split=score_split, num_seeds=len(runs),
+              scores=summary["scores"], std=summary["std"],
+              run_dirs=[r["run_dir"] for r in runs],
               finetuned_checkpoints=[r["finetuned_checkpoint"] for r in runs])
 
 
 def run_sweep(task: str, sweep_dir: str, init_checkpoint: str,
-              data_args: Callable[[], Sequence[str]],
+              data: Callable[[], Dict[str, Any]],
               learning_rates: Sequence[float], num_seeds: int,
-              first_seed: int = 0, extra_args: Sequence[str] = (),
+              first_seed: int = 0, finetune_flags: Sequence[str] = (),
               say: Callable[[str], None] = print,
               on_run_done: Optional[Callable[[str, bool], None]] = None,
               keep_first_seed: bool = False) -> Dict:
   """Every (rate, seed) run of one model on one task, then the summary.
 
-  `data_args()` gives the data flags of the next run (`--records_dir ...` or
-  `--data_dir ...`); `on_run_done(run_dir, skipped)` is called after each run.
-  A sweep that finished with the same rates and seeds is not redone.
+  `data()` gives the data arguments of the next run (`records_dir`, or
+  `data_dir` with `sp_model` and `seq_length`); `finetune_flags` are
+  rembert-finetune flags for every run (`finetune_flags.keyword_arguments`);
+  `on_run_done(run_dir, skipped)` is called after each run. A sweep that
+  finished with the same rates and seeds is not redone.
   """
   seeds = list(range(first_seed, first_seed + num_seeds))
   done = completion.read_complete(sweep_dir)
@@ -158,8 +133,8 @@ def run_sweep(task: str, sweep_dir: str, init_checkpoint: str,
       # The first seed of each rate keeps its fine-tuned weights (for the
       # layer similarity of whichever rate is selected).
       keep = ["--keep_checkpoints"] if keep_first_seed and seed == seeds[0] else []
-      records.append(run_one(task, run_dir, init_checkpoint, data_args(), rate,
-                             seed, list(extra_args) + keep, say))
+      records.append(run_one(task, run_dir, init_checkpoint, data(), rate,
+                             seed, list(finetune_flags) + keep, say))
       if on_run_done:
         on_run_done(run_dir, skipped)
   summary = dict(summarize(task, records), learning_rates=list(learning_rates),

@@ -6,7 +6,7 @@ see `completion.py`, and skipped with a console line saying so):
 1. data (demo scale only): demo corpus, vocabulary, records, XNLI-like task;
 2. pre-training of every row on the same records with the same schedule
    (`pretraining.run`; an interrupted run resumes from its newest checkpoint);
-3. fine-tuning sweeps (`finetune_sweep`: the fine-tuning command per rate and
+3. fine-tuning sweeps (`finetune_sweep`: the fine-tuning library per rate and
    seed; rate chosen on English dev, mean / std over seeds);
 4. layer similarity: linear CKA of each pre-trained encoder against its
    fine-tuned version (`evaluation.layer_similarity`);
@@ -43,6 +43,7 @@ from typing import Any, Callable, Dict, List, Optional
 from rembert_tf import pretraining
 from rembert_tf.ablation import completion
 from rembert_tf.ablation import figures
+from rembert_tf.ablation import finetune_flags
 from rembert_tf.ablation import finetune_sweep
 from rembert_tf.ablation import results_table
 from rembert_tf.ablation import rows as rows_lib
@@ -50,10 +51,13 @@ from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import layer_similarity
+from rembert_tf.finetuning import task_types
+from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.modeling import parameter_count
+from rembert_tf.runtime import strategies
 
+# The paper's six XTREME tasks (entries of finetuning.xtreme_datasets).
 ALL_TASKS = ("xnli", "pawsx", "panx", "xquad", "mlqa", "tydiqa")
-QA_TASKS = ("xquad", "mlqa", "tydiqa")
 SENTENCEPIECE_FILE = "sentencepiece.model"
 
 
@@ -72,7 +76,7 @@ class SuiteOptions:
   tasks: Optional[List[str]] = None
   learning_rates: Optional[List[float]] = None
   num_seeds: Optional[int] = None
-  finetune_flags: Optional[List[str]] = None  # extra flags for every fine-tuning
+  finetune_flags: Optional[List[str]] = None  # rembert-finetune flags for every run
   params_override: Any = None                # applied to every row's experiment
   strategy: str = "one_device"
   tpu: Optional[str] = None
@@ -107,6 +111,8 @@ def resolve_defaults(options: SuiteOptions) -> SuiteOptions:
   if unknown:
     raise errors.UsageError(f"--tasks {','.join(unknown)}: expected some of "
                             f"{', '.join(ALL_TASKS)}.")
+  # Unusable fine-tuning flags are refused now, not after pre-training.
+  finetune_flags.keyword_arguments(values["finetune_flags"])
   return dataclasses.replace(options, **values)
 
 
@@ -227,7 +233,7 @@ def _release_memory() -> None:
 
 
 class FinetuneData:
-  """Data flags of each fine-tuning run; records are built once per task.
+  """Data arguments of each fine-tuning run; records are built once per task.
 
   With an XTREME download/ folder the first run of a task writes its records
   (under its own output directory); every later run of any row reads them
@@ -240,16 +246,18 @@ class FinetuneData:
     self.index = (fileio.read_json(self.index_path)
                   if fileio.exists(self.index_path) else {})
 
-  def args(self, task: str) -> List[str]:
+  def arguments(self, task: str) -> Dict[str, Any]:
+    """`run_finetuning`'s data arguments for the next run of `task`."""
     if self.data["xtreme_records_dir"]:
-      return ["--records_dir", fileio.join(self.data["xtreme_records_dir"], task)]
+      return {"records_dir": fileio.join(self.data["xtreme_records_dir"], task)}
     if task in self.index:
-      return ["--records_dir", self.index[task]]
-    args = ["--data_dir", self.data["xtreme_data_dir"]]
+      return {"records_dir": self.index[task]}
+    arguments = {"data_dir": self.data["xtreme_data_dir"]}
     if self.data["sp_model"]:
-      args += ["--sp_model", self.data["sp_model"]]
-    seq_length = self.data["seq_length"] or (384 if task in QA_TASKS else 128)
-    return args + ["--seq_length", str(seq_length)]
+      arguments["sp_model"] = self.data["sp_model"]
+    seq_length = self.data["seq_length"] or task_types.get(
+        xtreme_datasets.get(task).task_type).default_seq_length
+    return dict(arguments, seq_length=seq_length)
 
   def after_run(self, task: str, run_dir: str) -> None:
     records = fileio.join(run_dir, "records", task)
@@ -267,9 +275,9 @@ def finetune_row(row, model_dir: str, row_dir: str, options: SuiteOptions,
       progress(skipped)
     sweeps[task] = finetune_sweep.run_sweep(
         task, fileio.join(row_dir, "finetune", task), init_checkpoint=model_dir,
-        data_args=lambda task=task: finetune_data.args(task),
+        data=lambda task=task: finetune_data.arguments(task),
         learning_rates=options.learning_rates, num_seeds=options.num_seeds,
-        extra_args=options.finetune_flags, say=say, on_run_done=on_run_done,
+        finetune_flags=options.finetune_flags, say=say, on_run_done=on_run_done,
         keep_first_seed=task == options.tasks[0])
     _release_memory()
   return sweeps
@@ -387,7 +395,7 @@ def run_suite(options: SuiteOptions, print_fn: Callable[[str], None] = print
     rows_lib.check_same_schedule(configs)
   fileio.write_json(fileio.join(options.output_dir, "suite.json"),
                     dict(dataclasses.asdict(options), rows=[r.name for r in rows]))
-  strategy = pretraining.make_strategy(options.strategy, options.tpu)
+  strategy = strategies.make_strategy(options.strategy, options.tpu)
   model_dirs = {row.name: fileio.join(options.output_dir, "models", row.name,
                                       "pretrain") for row in rows}
 

@@ -25,7 +25,9 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from rembert_tf import cli  # noqa: E402  (quiets TensorFlow's start-up first)
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 
@@ -68,7 +70,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["from", "to", "input", "output"])
-  cli.run_command(main, __doc__, program="rembert-convert",
+  harness.run_command(main, __doc__, program="rembert-convert",
                   output_dir_flag="output")
 
 

@@ -3,7 +3,7 @@
 English training records plus every language's dev and test records, with
 static shapes, side files to write predictions back in the benchmark layout,
 and the gold labels in the scorer's layout (see
-rembert_tf/finetuning/finetuning_data.py for the record format).
+rembert_tf/finetuning/example_records.py for the record format).
 
 Example:
 ```bash
@@ -16,14 +16,17 @@ python tools/create_finetuning_data.py --task mlqa --data_dir download \
 """
 from absl import flags
 
-from rembert_tf import cli
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 
 from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import tasks
+from rembert_tf.finetuning import xtreme_datasets
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("task", None, list(tasks.TASK_SPECS), "XTREME task.")
+flags.DEFINE_enum("task", None, list(xtreme_datasets.XTREME_DATASETS),
+                  "XTREME task.")
 flags.DEFINE_string("data_dir", None, "The XTREME download/ folder.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")
 flags.DEFINE_string("output_dir", None, "Records go to OUTPUT_DIR/<task>/.")
@@ -50,7 +53,7 @@ def main(argv):
 
 def run():
   flags.mark_flags_as_required(["task", "data_dir", "sp_model", "output_dir"])
-  cli.run_command(main, __doc__, program="rembert-create-finetuning-data",
+  harness.run_command(main, __doc__, program="rembert-create-finetuning-data",
                   output_dir_flag="output_dir")
 
 

@@ -24,7 +24,9 @@ Usage:
 """
 from absl import flags
 
-from rembert_tf import cli
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.data import pretraining_data
 from rembert_tf.data import pretraining_records
@@ -101,7 +103,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["input", "output_dir", "sentencepiece_model"])
-  cli.run_command(main, __doc__, program="rembert-create-pretraining-data",
+  harness.run_command(main, __doc__, program="rembert-create-pretraining-data",
                   output_dir_flag="output_dir")
 
 

@@ -19,7 +19,9 @@ python tools/evaluate_xtreme.py --prediction_folder out/predictions \
 """
 from absl import flags
 
-from rembert_tf import cli
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 
 from rembert_tf.evaluation import xtreme_benchmark
@@ -62,7 +64,7 @@ def main(argv):
 
 
 def run():
-  cli.run_command(main, __doc__, program="rembert-evaluate-xtreme")
+  harness.run_command(main, __doc__, program="rembert-evaluate-xtreme")
 
 
 if __name__ == "__main__":

@@ -12,11 +12,14 @@ Usage:
       [--config tiny] [--export_preprocessor --sp_model runs/pretrain/sentencepiece.model \
        --preprocessor_dir export/rembert_preprocessor --seq_length 128] [--overwrite]
 """
+import contextlib
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from rembert_tf import cli  # noqa: E402  (quiets TensorFlow's start-up first)
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 
@@ -45,35 +48,38 @@ def main(argv):
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
 
-  source = checkpoints.resolve(FLAGS.model_dir)
+  source = checkpoint_layout.resolve(FLAGS.model_dir)
   sp_model = FLAGS.sp_model or source.sp_model
   preprocessor_dir = (FLAGS.preprocessor_dir
                       or FLAGS.output_dir.rstrip("/") + "_preprocessor")
-  if FLAGS.export_preprocessor:  # every check before the (long) encoder export
-    if sp_model is None:
-      raise errors.UsageError(
-          "--export_preprocessor needs --sp_model (no sentencepiece.model "
-          f"comes with {FLAGS.model_dir}).")
-    cfg = checkpoints.model_config_of(source, FLAGS.config)
-    if FLAGS.seq_length > cfg.max_position_embeddings:
-      raise errors.UsageError(
-          f"--seq_length {FLAGS.seq_length} exceeds max_position_embeddings "
-          f"{cfg.max_position_embeddings} of the model; lower it.")
-    fileio.check_output_location(preprocessor_dir)
-    if fileio.exists(preprocessor_dir) and not FLAGS.overwrite:
-      raise errors.OutputExistsError(
-          f"{preprocessor_dir} already exists; choose another "
-          "--preprocessor_dir or pass --overwrite.")
-  encoder_export.export_encoder(source, FLAGS.output_dir, config=FLAGS.config,
-                                sp_model=sp_model, overwrite=FLAGS.overwrite)
-  print(f"Encoder SavedModel: {FLAGS.output_dir}")
-  if FLAGS.export_preprocessor:
-    preprocessor_export.export_preprocessor(
-        sp_model, preprocessor_dir, seq_length=FLAGS.seq_length,
-        overwrite=FLAGS.overwrite)
-    print(f"Preprocessing SavedModel: {preprocessor_dir}")
+  with contextlib.ExitStack() as outputs:
+    if FLAGS.export_preprocessor:  # every check before the (long) encoder export
+      if sp_model is None:
+        raise errors.UsageError(
+            "--export_preprocessor needs --sp_model (no sentencepiece.model "
+            f"comes with {FLAGS.model_dir}).")
+      cfg = checkpoint_restore.model_config_of(source, FLAGS.config)
+      if FLAGS.seq_length > cfg.max_position_embeddings:
+        raise errors.UsageError(
+            f"--seq_length {FLAGS.seq_length} exceeds max_position_embeddings "
+            f"{cfg.max_position_embeddings} of the model; lower it.")
+      # Both outputs are this run's from the start (one writer each).
+      outputs.enter_context(fileio.writing_output(preprocessor_dir))
+      if fileio.exists(preprocessor_dir) and not FLAGS.overwrite:
+        raise errors.OutputExistsError(
+            f"{preprocessor_dir} already exists; choose another "
+            "--preprocessor_dir or pass --overwrite.")
+    encoder_export.export_encoder(source, FLAGS.output_dir, config=FLAGS.config,
+                                  sp_model=sp_model, overwrite=FLAGS.overwrite)
+    print(f"Encoder SavedModel: {FLAGS.output_dir}")
+    if FLAGS.export_preprocessor:
+      preprocessor_export.export_preprocessor(
+          sp_model, preprocessor_dir, seq_length=FLAGS.seq_length,
+          overwrite=FLAGS.overwrite)
+      print(f"Preprocessing SavedModel: {preprocessor_dir}")
   return 0
 
 
@@ -81,7 +87,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["model_dir", "output_dir"])
-  cli.run_command(main, __doc__, program="rembert-export",
+  harness.run_command(main, __doc__, program="rembert-export",
                   output_dir_flag="output_dir")
 
 

@@ -21,7 +21,9 @@ python tools/layer_similarity.py --checkpoint_a runs/pretrain \
 import argparse
 from typing import List, Optional
 
-from rembert_tf import cli
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 
 PROG = "layer_similarity"
@@ -81,7 +83,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
-  cli.run_argparse_command(main, build_parser, PROG)
+  harness.run_argparse_command(main, build_parser, PROG)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ Usage:
 """
 from absl import flags
 
-from rembert_tf import cli
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.demo import corpus
 from rembert_tf.demo import lexicon
@@ -45,7 +47,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flag_as_required("output_dir")
-  cli.run_command(main, __doc__, "rembert-make-demo-corpus",
+  harness.run_command(main, __doc__, "rembert-make-demo-corpus",
                   output_dir_flag="output_dir")
 
 

@@ -13,7 +13,9 @@ import os
 import sys
 
 
-from rembert_tf import cli  # noqa: E402
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
@@ -64,7 +66,7 @@ def main(argv):
 
 def run():
   try:
-    cli.run_command(main, __doc__, "rembert-param-table")
+    harness.run_command(main, __doc__, "rembert-param-table")
   except rembert_config.ConfigError as e:
     sys.exit(f"error: {e}")
 

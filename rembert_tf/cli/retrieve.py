@@ -28,9 +28,12 @@ python tools/evaluate_xtreme.py --prediction_folder runs/retrieve/predictions \
 """
 from absl import flags
 
-from rembert_tf import cli
-from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
-from rembert_tf.common import errors
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
+from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, ...)
+from rembert_tf.common import errors  # noqa: E402
+from rembert_tf.common import fileio  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
@@ -99,19 +102,12 @@ def _plan(data_dir, tasks, languages):
 
 
 def make_strategy(name: str, tpu=None):
-  """The tf.distribute strategy of --strategy (one host).
-
-  Model Garden's distribute_utils, called here until the project's runtime
-  module (one strategy factory for every command) takes this over.
-  """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from official.common import distribute_utils  # pylint: disable=g-import-not-at-top
+  """The runtime's strategy of --strategy, on one host."""
+  from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
   if name == "multi_worker_mirrored":
     raise errors.UsageError("--strategy multi_worker_mirrored: retrieval runs "
                             "on one host; use tpu, mirrored or one_device.")
-  return distribute_utils.get_distribution_strategy(
-      distribution_strategy="off" if name == "default" else name,
-      num_gpus=len(tf.config.list_physical_devices("GPU")), tpu_address=tpu)
+  return strategies.make_strategy(name, tpu)
 
 
 @errors.command(PROG)
@@ -121,34 +117,36 @@ def main(argv):
   for name in ("checkpoint", "data_dir", "output_dir"):
     if not FLAGS[name].value:
       raise errors.UsageError(f"--{name} is required.")
-  import tf_keras  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import download_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import retrieval_runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import process_settings  # pylint: disable=g-import-not-at-top
   plan = _plan(FLAGS.data_dir, FLAGS.tasks, FLAGS.languages)
-  retrieval_runner.check_outputs(FLAGS.output_dir, plan, FLAGS.overwrite)
-  tf_keras.mixed_precision.set_global_policy(FLAGS.mixed_precision or "float32")
-  strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)
-  embedder = sentence_embedder.SentenceEmbedder.from_checkpoint(
-      FLAGS.checkpoint, strategy, layer=FLAGS.layer,
-      model_config=FLAGS.model_config, sp_model=FLAGS.sp_model,
-      seq_length=FLAGS.seq_length, batch_size=FLAGS.batch_size,
-      jit_compile=FLAGS.jit_compile)
-  print(f"{PROG}: layer {embedder.layer} of {embedder.num_layers}, "
-        f"{strategy.num_replicas_in_sync} replica(s); "
-        + "; ".join(f"{t}: {','.join(l)}" for t, l in plan.items()),
-        flush=True)
-  results = retrieval_runner.run_retrieval(
-      plan, download_layout.DownloadSource(FLAGS.data_dir), embedder, strategy,
-      FLAGS.output_dir, label_folder=FLAGS.label_folder,
-      overwrite=FLAGS.overwrite, progress=lambda line: print(line, flush=True))
+  with fileio.writing_output(FLAGS.output_dir), \
+       process_settings.training_settings(FLAGS.mixed_precision):
+    retrieval_runner.check_outputs(FLAGS.output_dir, plan, FLAGS.overwrite)
+    strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)
+    embedder = sentence_embedder.SentenceEmbedder.from_checkpoint(
+        FLAGS.checkpoint, strategy, layer=FLAGS.layer,
+        model_config=FLAGS.model_config, sp_model=FLAGS.sp_model,
+        seq_length=FLAGS.seq_length, batch_size=FLAGS.batch_size,
+        jit_compile=FLAGS.jit_compile)
+    print(f"{PROG}: layer {embedder.layer} of {embedder.num_layers}, "
+          f"{strategy.num_replicas_in_sync} replica(s); "
+          + "; ".join(f"{t}: {','.join(l)}" for t, l in plan.items()),
+          flush=True)
+    results = retrieval_runner.run_retrieval(
+        plan, download_layout.DownloadSource(FLAGS.data_dir), embedder,
+        strategy, FLAGS.output_dir, label_folder=FLAGS.label_folder,
+        overwrite=FLAGS.overwrite,
+        progress=lambda line: print(line, flush=True))
   print(retrieval_runner.markdown(results))
   print(f"Wrote {FLAGS.output_dir}/predictions and "
         f"{FLAGS.output_dir}/{retrieval_runner.RESULTS_JSON}")
 
 
 def run():
-  cli.run_command(main, __doc__, program=PROG, output_dir_flag="output_dir")
+  harness.run_command(main, __doc__, program=PROG, output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

@@ -23,11 +23,20 @@ python tools/run_ablation.py --output_dir gs://BUCKET/ablation \
 ```
 """
 import argparse
+import contextlib
 import sys
 from typing import List, Optional
 
-from rembert_tf import cli
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
+from rembert_tf import ablation
+from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
+from rembert_tf.runtime import preemption
+from rembert_tf.runtime import process_settings
+from rembert_tf.runtime import strategies
 
 PROG = "run_ablation"
 
@@ -82,11 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
   add("--params_override", default=None,
       help="Applied to every row's experiment (dotted keys or YAML), e.g. "
       "trainer.train_steps=100000.")
-  add("--strategy", default="one_device",
-      choices=["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+  add("--strategy", default=strategies.DEFAULT_STRATEGY,
+      choices=list(strategies.STRATEGIES),
       help="Pre-training distribution strategy.")
   add("--tpu", help="TPU name or grpc:// address for --strategy tpu.")
-  add("--mixed_precision", choices=["float32", "mixed_bfloat16"],
+  add("--mixed_precision",
+      choices=list(process_settings.PRECISION_FLAG_VALUES),
       help="Pre-training precision (default: the experiment's).")
   add("--allow_different_schedules", action="store_true",
       help="Run rows whose experiments differ outside the model.")
@@ -101,8 +111,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
   """Parses `argv` (without the program name) and runs the suite."""
   args = build_parser().parse_args(argv)
-  from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
-  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
   options = ablation.SuiteOptions(
       output_dir=args.output_dir, scale=args.scale, experiments=args.experiments,
       models=args.models, train_records=args.train_records,
@@ -117,8 +125,11 @@ def main(argv: Optional[List[str]] = None) -> int:
       similarity_max_sentences=args.similarity_max_sentences,
       corpus_megabytes=args.corpus_megabytes)
   try:
-    ablation.run_suite(options)
-  except pretraining.TrainingPreempted as e:
+    # One suite per directory; several workers of one suite: the chief's.
+    with (fileio.writing_output(args.output_dir)
+          if output_lock.is_chief_process() else contextlib.nullcontext()):
+      ablation.run_suite(options)
+  except preemption.TrainingPreempted as e:
     print(f"{PROG}: preempted: {e}",
           file=sys.stderr)
     return errors.EXIT_PREEMPTED
@@ -127,7 +138,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
-  cli.run_argparse_command(main, build_parser, PROG)
+  harness.run_argparse_command(main, build_parser, PROG)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The runtime flags `rembert-train` and `rembert-finetune` share, defined once.
+"""The runtime flags `rembert-train` and `rembert-finetune` share, defined once
+(their values and meaning come from `rembert_tf.runtime`).
 
 absl keeps one flag registry per process, and a flag name can be defined only
 once in it: when the train and fine-tune command modules each defined
@@ -7,18 +8,18 @@ suite; the ablation suite, which pre-trains and fine-tunes in-process).
 """
 from absl import flags
 
-STRATEGIES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device",
-              "default")
+from rembert_tf.runtime import process_settings
+from rembert_tf.runtime import strategies
 
 flags.DEFINE_enum(
-    "strategy", "one_device", list(STRATEGIES),
-    "tf.distribute strategy (`default`, fine-tuning only: TensorFlow's "
-    "default strategy).")
+    "strategy", strategies.DEFAULT_STRATEGY, list(strategies.STRATEGIES),
+    "tf.distribute strategy (`default`: TensorFlow's default strategy, no "
+    "tf.distribute scope).")
 flags.DEFINE_string(
     "tpu", None, "TPU name or grpc://host:port (TPUClusterResolver); omit on a "
     "TPU VM.")
 flags.DEFINE_enum(
-    "mixed_precision", None, ["float32", "mixed_bfloat16"],
+    "mixed_precision", None, list(process_settings.PRECISION_FLAG_VALUES),
     "Compute precision; overrides the experiment's "
     "runtime.mixed_precision_dtype.")
 flags.DEFINE_bool(

@@ -18,7 +18,9 @@ Usage:
 """
 from absl import flags
 
-from rembert_tf import cli
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.data import text_inputs
@@ -42,7 +44,10 @@ flags.DEFINE_float("alpha", 0.7, "Language sampling exponent (mBERT: 0.7).")
 flags.DEFINE_integer("sample_size", 2_000_000, "Lines in the training sample.")
 flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character "
                    "coverage (high: many scripts).")
-flags.DEFINE_integer("num_threads", 0, "Trainer threads (0: all cores).")
+flags.DEFINE_integer(
+    "num_threads", sentencepiece_training.DEFAULT_NUM_THREADS,
+    "Trainer threads. The model depends on the thread count, not on the "
+    "machine: the same input and flags give a byte-identical model.")
 flags.DEFINE_enum("seed_pieces", "auto", list(sentencepiece_training.SEED_PIECES),
                   "sentencepiece: the library's seed extraction (large vocabularies); "
                   "words: whole-word seeds by token frequency (small vocabularies); "
@@ -105,7 +110,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["input"])
-  cli.run_command(main, __doc__, program="rembert-train-sentencepiece",
+  harness.run_command(main, __doc__, program="rembert-train-sentencepiece",
                   output_dir_flag="output_dir")
 
 

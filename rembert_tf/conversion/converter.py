@@ -59,7 +59,8 @@ from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import tokenizer
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
 
@@ -126,19 +127,20 @@ def _open_source(from_format, input_path, config, cfg_hint_output_side):
     cfg = config_json.read_json_config(
         config or fileio.join(folder, tensor_sources.HF_CONFIG_FILE))
     source = tensor_sources.HfSource(input_path)
-    own_sp = fileio.join(folder, checkpoints.SENTENCEPIECE_FILE)
+    own_sp = fileio.join(folder, checkpoint_layout.SENTENCEPIECE_FILE)
     return cfg, source, own_sp if fileio.isfile(own_sp) else None
-  resolved = checkpoints.resolve(input_path)
-  cfg = checkpoints.model_config_of(resolved, config)
-  if cfg_hint_output_side and checkpoints.has_output_side(resolved):
-    with checkpoints.zero_initialized_variables():  # restored right below
+  resolved = checkpoint_layout.resolve(input_path)
+  cfg = checkpoint_restore.model_config_of(resolved, config)
+  if cfg_hint_output_side and checkpoint_restore.has_output_side(resolved):
+    # Zeros: every variable is restored right below.
+    with checkpoint_restore.zero_initialized_variables():
       model = rembert_pretrainer.build_pretrainer(cfg)
-    read_from = checkpoints.restore_pretrainer(model, resolved)
+    read_from = checkpoint_restore.restore_pretrainer(model, resolved)
     slots = weight_layout.slots_for_pretrainer(model)
   else:
-    with checkpoints.zero_initialized_variables():
+    with checkpoint_restore.zero_initialized_variables():
       model = rembert_encoder.build_encoder(cfg)
-    read_from = checkpoints.restore_encoder(model, resolved)
+    read_from = checkpoint_restore.restore_encoder(model, resolved)
     slots = weight_layout.slots_for_encoder(model)
   source = tensor_sources.ModelSource(
       slots, description=f"rembert_tf checkpoint {read_from}")
@@ -217,8 +219,8 @@ def _build_target(cfg, with_output_side, every_tensor_given):
   """(pretrainer or None, encoder) to assign the converted tensors into."""
   # Zeros instead of random values when every variable is assigned below:
   # random initialisation costs about twice the model in scratch memory.
-  scope = (checkpoints.zero_initialized_variables() if every_tensor_given
-           else contextlib.nullcontext())
+  scope = (checkpoint_restore.zero_initialized_variables()
+           if every_tensor_given else contextlib.nullcontext())
   with scope:
     if with_output_side:
       model = rembert_pretrainer.build_pretrainer(cfg)
@@ -242,7 +244,10 @@ def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
     by_name[name].assign(source.get(name))
   source.close()  # a rembert_tf source holds a model: free it before saving
   with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
-    checkpoints.write_checkpoint_dir(tmp, cfg, encoder, model, sp_model)
+    checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
+    if sp_model:
+      tokenizer.copy_sentencepiece(
+          sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
 
 
 def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
@@ -279,9 +284,11 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
         cfg, fileio.join(tmp, tensor_sources.HF_CONFIG_FILE), with_output_side,
         special)
     if sp_model:
-      checkpoints.copy_sentencepiece(sp_model, tmp)
+      tokenizer.copy_sentencepiece(
+          sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
 
 
+@fileio.writes_output("output_dir")
 def convert_checkpoint(from_format: str, to_format: str, input_path,
                        output_dir, *, config=None, sp_model=None,
                        encoder_only: bool = False,
@@ -322,14 +329,14 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,
                    with_output_side)
   if sp_model is not None:
-    checkpoints.check_sentencepiece(sp_model)
+    tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
   read_output_side = with_output_side or (from_format != "tf1"
                                           and not encoder_only)
   cfg, source, own_sp_model = _open_source(from_format, input_path, config,
                                            read_output_side)
   with contextlib.closing(source):
     if sp_model is None and own_sp_model is not None:
-      checkpoints.check_sentencepiece(own_sp_model)
+      tokenizer.SpecialTokens.from_model(own_sp_model)
       sp_model = own_sp_model
     names, has_output_side = _plan(cfg, source, to_format, encoder_only,
                                    with_output_side, allow_missing_pooler)

@@ -712,6 +712,7 @@ def run_local(prepared: Prepared, plan: Plan, staging: str, num_workers: int,
   return meta
 
 
+@fileio.writes_output("output_dir")
 def create_pretraining_data(inputs: Sequence[str],
                             output_dir,
                             sentencepiece_model,

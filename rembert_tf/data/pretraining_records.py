@@ -127,21 +127,6 @@ def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
   return [name for name in fileio.listdir(directory) if is_record_file(name)]
 
 
-def refuse_existing_records(directory, overwrite: bool) -> None:
-  """Raises errors.OutputExistsError if `directory` holds records and not `overwrite`.
-
-  Never deletes anything: writers stage the new records and swap them in
-  (`staged_records`), so the old ones stay until the new ones are complete.
-  """
-  found = existing_records(directory)
-  if found and not overwrite:
-    raise errors.OutputExistsError(
-        f"output directory {directory} already holds pre-training records "
-        f"({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}); "
-        "choose an empty directory or pass --overwrite (overwrite=True) to "
-        "replace them (the old records stay until the new ones are complete).")
-
-
 # Staging directories are `.create_pretraining_data.tmp-*` (fileio's naming of
 # temporaries for the name `create_pretraining_data`), old records wait in
 # `.create_pretraining_data.old-*` during a swap.
@@ -149,9 +134,41 @@ _STAGING_NAME = "create_pretraining_data"
 STAGING_PREFIX = "." + _STAGING_NAME
 
 
+def old_record_copies(directory) -> List[str]:
+  """Folders in `directory` holding old records a swap has moved aside."""
+  if not fileio.isdir(directory):
+    return []
+  prefix = f"{STAGING_PREFIX}.old-"
+  return [fileio.join(directory, n) for n in fileio.listdir(directory)
+          if n.startswith(prefix)]
+
+
+def refuse_existing_records(directory, overwrite: bool) -> None:
+  """Raises errors.OutputExistsError if `directory` holds records and not `overwrite`.
+
+  Records moved aside by a run killed during its swap count as present.
+  Deletes no record: writers stage the new records and swap them in
+  (`swap_in_records`), so the old ones stay until the new ones are complete.
+  The staging folders of killed runs go first (callers hold the lock).
+  """
+  if fileio.isdir(directory):
+    remove_stale_staging(directory)
+  found, aside = existing_records(directory), old_record_copies(directory)
+  if (found or aside) and not overwrite:
+    listed = [", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+              ] if found else []
+    listed += [f"records a killed run moved aside into {path}" for path in aside]
+    raise errors.OutputExistsError(
+        f"output directory {directory} already holds pre-training records "
+        f"({'; '.join(listed)}); choose an empty directory or pass --overwrite "
+        "(overwrite=True) to replace them (the old records stay until the new "
+        "ones are complete).")
+
+
 def remove_stale_staging(directory) -> List[str]:
   """Removes staging directories a killed or failed run left in `directory`."""
-  return fileio.remove_stale_temporaries(fileio.join(directory, _STAGING_NAME))
+  return fileio.remove_stale_temporaries(
+      fileio.join(directory, _STAGING_NAME), lock_of=directory)
 
 
 def swap_in_records(staging: str, directory) -> None:
@@ -159,21 +176,22 @@ def swap_in_records(staging: str, directory) -> None:
 
   Other files of `directory` are kept. metadata.json leaves first and comes
   back last, so a reader never sees metadata next to a partial set of shards;
-  the old files wait in an `.old-` sibling until the new ones are in place.
+  the old files wait in an `.old-` folder until the new ones are in place,
+  and the swap is journaled (`fileio.swap_in`): a run killed half-way is
+  finished or rolled back by the next run on `directory`.
   """
-  directory = fileio.as_str(directory)
-  old_files = existing_records(directory)
-  new_files = [n for n in fileio.listdir(staging) if is_record_file(n)]
-  old_dir = fileio.join(directory, f"{STAGING_PREFIX}.old-{os.getpid()}")
-  if old_files:
-    fileio.makedirs(old_dir)
-    for name in sorted(old_files, key=lambda n: n != METADATA_FILE):
-      fileio.rename(fileio.join(directory, name), fileio.join(old_dir, name))
-  for name in sorted(new_files, key=lambda n: n == METADATA_FILE):
-    fileio.rename(fileio.join(staging, name), fileio.join(directory, name),
-                  overwrite=True)
-  fileio.rmtree(old_dir)
-  fileio.rmtree(staging)
+  directory = fileio.as_str(directory).rstrip("/")
+  old_dir = fileio.temporary_path(fileio.join(directory, _STAGING_NAME), ".old-")
+  old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
+  new_files = sorted((n for n in fileio.listdir(staging) if is_record_file(n)),
+                     key=lambda n: n == METADATA_FILE)
+  fileio.swap_in(
+      directory,
+      aside=[(fileio.join(directory, n), fileio.join(old_dir, n))
+             for n in old_files],
+      into=[(fileio.join(staging, n), fileio.join(directory, n))
+            for n in new_files],
+      new=[staging], old=[old_dir] + old_record_copies(directory))
 
 
 def new_staging_directory(directory) -> str:
@@ -181,8 +199,7 @@ def new_staging_directory(directory) -> str:
   fileio.check_output_location(directory)
   fileio.makedirs(directory)
   remove_stale_staging(directory)
-  staging = fileio.join(
-      directory, f"{STAGING_PREFIX}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
+  staging = fileio.temporary_path(fileio.join(directory, _STAGING_NAME))
   fileio.makedirs(staging)
   return staging
 
@@ -382,6 +399,7 @@ def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
   }
 
 
+@fileio.writes_output("output_dir")
 def write_pretraining_records(
     output_dir: Union[str, os.PathLike],
     examples: Sequence[Union[Sequence[int], Mapping[str, Sequence]]],
@@ -451,7 +469,8 @@ def write_pretraining_records(
     meta["seed"] = seed
     meta.update(extra_metadata or {})
     fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
-    swap_in_records(staging, output_dir)
-  finally:
+  except BaseException:
     fileio.rmtree(staging)
+    raise
+  swap_in_records(staging, output_dir)  # Its journal owns `staging` now.
   return meta

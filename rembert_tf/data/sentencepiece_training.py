@@ -58,6 +58,8 @@ def _combining_marks_class() -> str:
 _MARKS = _combining_marks_class()
 _RUNS = re.compile(rf"(?:[^\W\d_]|[{_MARKS}])+|\d+|[^\w\s{_MARKS}]+|_+")
 SEED_PIECES = ("auto", "words", "sentencepiece")
+# SentencePiece's own default; fixed, so a model does not depend on the machine.
+DEFAULT_NUM_THREADS = 16
 AUTO_WORD_SEEDS_MAX_VOCAB = 8000
 
 
@@ -217,14 +219,24 @@ def _training_error(error: RuntimeError, vocab_size: int, inputs) -> TrainingErr
 
 def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
                 character_coverage: float, num_threads: int,
-                max_sentence_length: int, seed_pieces: str, inputs) -> None:
-  """Step 3-4: a unigram model with the fixed special ids (local files)."""
+                max_sentence_length: int, seed_pieces: str, inputs,
+                seed: int = 0) -> None:
+  """Step 3-4: a unigram model with the fixed special ids (local files).
+
+  Deterministic: the trainer reads the whole sample in order (no sampling,
+  no shuffling), its random generator is seeded, and the thread count is
+  given (the EM sums depend on how the sample is split over threads). The
+  local paths SentencePiece records in the model are cut to file names
+  (`model_without_local_paths`), so the bytes do not depend on the
+  temporary directory either.
+  """
   seed_options = {}
   if seed_pieces == "words" or (seed_pieces == "auto" and
                                 vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB):
     seed_file = model_prefix + ".seed_pieces.tsv"
     write_seed_pieces(sample_file, seed_file)
     seed_options["seed_sentencepieces_file"] = seed_file
+  spm.set_random_generator_seed(seed)
   try:
     spm.SentencePieceTrainer.Train(
         input=sample_file, model_prefix=model_prefix,
@@ -237,10 +249,81 @@ def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
                          tokenizer.MASK_PIECE],
         input_sentence_size=0, shuffle_input_sentence=False,
         max_sentence_length=max_sentence_length,
-        num_threads=num_threads or os.cpu_count() or 1,
-        hard_vocab_limit=True, minloglevel=2, **seed_options)
+        num_threads=num_threads, hard_vocab_limit=True, minloglevel=2,
+        **seed_options)
   except RuntimeError as e:
     raise _training_error(e, vocab_size, inputs) from None
+  with open(model_prefix + ".model", "rb") as f:
+    model = model_without_local_paths(f.read())
+  with open(model_prefix + ".model", "wb") as f:
+    f.write(model)
+
+
+# TrainerSpec fields that hold local paths: input, model_prefix,
+# seed_sentencepieces_file (sentencepiece_model.proto); ModelProto field 2 is
+# the TrainerSpec.
+_TRAINER_SPEC_FIELD = 2
+_PATH_FIELDS = (1, 2, 54)
+
+
+def model_without_local_paths(model: bytes) -> bytes:
+  """The serialized model with its trainer's file paths cut to file names.
+
+  Edits the protobuf wire format directly: the package's generated
+  `sentencepiece_model_pb2` needs a newer protobuf runtime than TensorFlow's.
+  """
+  fields = []
+  for number, wire_type, raw, payload in _wire_fields(model):
+    if number == _TRAINER_SPEC_FIELD and wire_type == 2:
+      spec = [_length_delimited(n, os.path.basename(p.decode()).encode())
+              if n in _PATH_FIELDS and w == 2 else r
+              for n, w, r, p in _wire_fields(payload)]
+      raw = _length_delimited(number, b"".join(spec))
+    fields.append(raw)
+  return b"".join(fields)
+
+
+def _varint(data: bytes, pos: int) -> Tuple[int, int]:
+  value = shift = 0
+  while True:
+    byte = data[pos]
+    pos += 1
+    value |= (byte & 0x7F) << shift
+    shift += 7
+    if not byte & 0x80:
+      return value, pos
+
+
+def _encode_varint(value: int) -> bytes:
+  out = bytearray()
+  while value > 0x7F:
+    out.append(value & 0x7F | 0x80)
+    value >>= 7
+  return bytes(out + bytes([value]))
+
+
+def _wire_fields(data: bytes):
+  """(field number, wire type, the field's bytes, its payload) of a message."""
+  pos = 0
+  while pos < len(data):
+    start = pos
+    key, pos = _varint(data, pos)
+    payload = None
+    if key & 7 == 0:
+      _, pos = _varint(data, pos)
+    elif key & 7 in (1, 5):
+      pos += 8 if key & 7 == 1 else 4
+    elif key & 7 == 2:
+      length, pos = _varint(data, pos)
+      payload, pos = data[pos:pos + length], pos + length
+    else:
+      raise TrainingError(f"SentencePiece wrote a model with wire type "
+                          f"{key & 7}, which this reader does not know.")
+    yield key >> 3, key & 7, data[start:pos], payload
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+  return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
 
 
 def draw_training_sample(files: Sequence[text_inputs.InputFile],
@@ -265,7 +348,12 @@ def draw_training_sample(files: Sequence[text_inputs.InputFile],
 
 
 def _check_arguments(vocab_size: int, seed_pieces: str,
-                     character_coverage: float) -> None:
+                     character_coverage: float, num_threads: int) -> None:
+  if num_threads < 1:
+    raise errors.UsageError(
+        f"--num_threads must be >= 1, got {num_threads} (the model depends on "
+        f"the thread count; the default {DEFAULT_NUM_THREADS} gives the same "
+        "model on any machine).")
   if seed_pieces not in SEED_PIECES:
     raise errors.UsageError(f"--seed_pieces must be one of {SEED_PIECES}, got "
                             f"{seed_pieces!r}.")
@@ -288,6 +376,7 @@ def _publish(local_prefix: str, output_dir: str, model_prefix: str) -> str:
   return fileio.join(output_dir, model_prefix + ".model")
 
 
+@fileio.writes_output("output_dir")
 def train_sentencepiece(inputs: Sequence[str],
                         output_dir,
                         vocab_size: int,
@@ -300,7 +389,7 @@ def train_sentencepiece(inputs: Sequence[str],
                         sample_size: int = 2_000_000,
                         character_coverage: float = 0.99995,
                         seed: int = 0,
-                        num_threads: int = 0,
+                        num_threads: int = DEFAULT_NUM_THREADS,
                         max_sentence_length: int = 8192,
                         seed_pieces: str = "auto",
                         sample_with_beam: bool = False,
@@ -320,7 +409,8 @@ def train_sentencepiece(inputs: Sequence[str],
       the mix is rebalanced, low-resource lines are repeated).
     character_coverage: SentencePiece character coverage (high for many
       scripts; characters outside it become <unk>).
-    num_threads: trainer threads (0: all cores).
+    num_threads: trainer threads. The model depends on it (not on the
+      machine): the same inputs and arguments give a byte-identical model.
     seed_pieces: "sentencepiece" (the library's own seed extraction, for
       large vocabularies), "words" (whole-word seeds counted by token
       frequency, `write_seed_pieces`; for small vocabularies), or "auto"
@@ -344,7 +434,7 @@ def train_sentencepiece(inputs: Sequence[str],
     raise errors.OutputExistsError(
         f"{model_path} already exists; pass --overwrite (overwrite=True) to "
         "replace it.")
-  _check_arguments(vocab_size, seed_pieces, character_coverage)
+  _check_arguments(vocab_size, seed_pieces, character_coverage, num_threads)
   options = SampleOptions(language_sampling_alpha, sample_size, seed,
                           tuple(languages) if languages else None).check()
   files = text_inputs.resolve_inputs(inputs, input_format, languages,
@@ -364,7 +454,7 @@ def train_sentencepiece(inputs: Sequence[str],
     train_model(local_sample, local_prefix, vocab_size,
                 character_coverage=character_coverage, num_threads=num_threads,
                 max_sentence_length=max_sentence_length,
-                seed_pieces=seed_pieces, inputs=inputs)
+                seed_pieces=seed_pieces, inputs=inputs, seed=seed)
     model_path = _publish(local_prefix, output_dir, model_prefix)
   meta = dict(tokenizer.write_tokenizer_metadata(model_path))
   log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"

@@ -204,6 +204,14 @@ def write_tokenizer_metadata(model_path) -> Dict[str, Any]:
   return meta
 
 
+def copy_sentencepiece(model_path, target) -> str:
+  """Copies a SentencePiece model to `target`, its `<prefix>.json` beside it."""
+  target = fileio.as_str(target)
+  fileio.copy(model_path, target, overwrite=True)
+  write_tokenizer_metadata(target)
+  return target
+
+
 def read_tokenizer_metadata(model_path) -> Dict[str, Any]:
   """Reads `<prefix>.json`; falls back to computing it from the model file.
 

@@ -14,8 +14,9 @@ USAGE:
 import sys
 import time
 
-# Imported first: it quiets TensorFlow's start-up lines (unless --verbose).
-from rembert_tf import cli  # noqa: F401  pylint: disable=unused-import
+from rembert_tf.common import console  # noqa: E402
+console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import harness  # noqa: E402
 from absl import flags  # noqa: E402  pylint: disable=g-bad-import-order
 
 from rembert_tf.common import errors  # noqa: E402
@@ -64,7 +65,7 @@ def main(argv):
 
 def run():
   """Console-script entry point (`rembert-demo`)."""
-  cli.run_command(main, __doc__, program="rembert-demo", output_dir_flag="run_dir",
+  harness.run_command(main, __doc__, program="rembert-demo", output_dir_flag="run_dir",
                   keep_log_exit_codes=(0, errors.EXIT_ERROR))
 
 

@@ -194,6 +194,7 @@ def _sample_language_documents(rng: random.Random, lang: str, budget: int,
   return documents
 
 
+@fileio.writes_output("output_dir")
 def generate_corpus(output_dir,
                     languages: Sequence[str] = lx.LANGUAGES,
                     target_megabytes: float = 2.0,

@@ -215,7 +215,7 @@ def zero_shot_accuracy(pretrain_dir, work_dir,
     {"pretrained": {lang: accuracy}, "random_init": {lang: accuracy}}.
   """
   from rembert_tf import finetuning  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
   download = write_xnli_files(
       fileio.join(work_dir, "download"), num_train=recipe.num_train,
       num_dev=recipe.num_dev, languages=languages, seed=seed)
@@ -235,7 +235,8 @@ def zero_shot_accuracy(pretrain_dir, work_dir,
   if random_init_baseline:
     random_init = finetuning.run_finetuning(
         output_dir=fileio.join(work_dir, "random_init"), init_checkpoint=None,
-        model_config=fileio.join(pretrain_dir, checkpoints.MODEL_CONFIG_FILE),
+        model_config=fileio.join(pretrain_dir,
+                                 checkpoint_layout.MODEL_CONFIG_FILE),
         records_dir=pretrained["records_dir"], **common)
     table["random_init"] = _accuracy_by_language(random_init)
   return table

@@ -240,10 +240,11 @@ def load_encoder(checkpoint: str, model_config=None):
   """(config, encoder) of any checkpoint source: a pre-training model_dir, a
   checkpoint directory, a fine-tuning run kept with --keep_checkpoints, an
   encoder prefix, a SavedModel. `model_config` where the source has none."""
-  from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
-  return checkpoints.load_encoder(str(checkpoint), model_config)
+  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
+  return checkpoint_restore.load_encoder(str(checkpoint), model_config)
 
 
+@fileio.writes_output("output_dir")
 def analyze_checkpoints(checkpoint_a: str,
                         checkpoint_b: Optional[str],
                         sentences_a: Sequence[str],
@@ -272,8 +273,8 @@ def analyze_checkpoints(checkpoint_a: str,
         "pooling 'tokens' needs the same sentences on both sides; use "
         "pooling 'mean' for parallel sentences of two languages")
   if sp_model is None:
-    from rembert_tf.modeling import checkpoints  # pylint: disable=g-import-not-at-top
-    sp_model = checkpoints.find_sentencepiece(str(checkpoint_a))
+    from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+    sp_model = checkpoint_layout.find_sentencepiece(str(checkpoint_a))
   if not sp_model or not fileio.exists(sp_model):
     raise LayerSimilarityError(
         f"{sp_model or checkpoint_a}: no SentencePiece model found with the "

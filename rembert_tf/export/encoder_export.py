@@ -25,7 +25,7 @@ only then is the SavedModel loaded back and compared (loading it beside the
 in-memory encoder would hold two copies).
 
 The SavedModel directory also holds `model_config.yaml`, so
-`rembert_tf.modeling.checkpoints` reads its encoder without a config.
+`rembert_tf.modeling.checkpoint_restore` reads its encoder without a config.
 
 Example:
 ```python
@@ -48,7 +48,9 @@ from absl import logging
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.modeling import checkpoints
+from rembert_tf.data import tokenizer
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_encoder
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -195,17 +197,18 @@ def _save(encoder, cfg, directory: str, sp_model: Optional[str]) -> None:
     model.sp_model_file = tf.saved_model.Asset(fileio.as_str(sp_model))
   model.save(directory, include_optimizer=False, save_format="tf",
              signatures={"serving_default": serving_signature(model)})
-  checkpoints.write_model_config(
-      cfg, fileio.join(directory, checkpoints.MODEL_CONFIG_FILE))
+  checkpoint_layout.write_model_config(
+      cfg, fileio.join(directory, checkpoint_layout.MODEL_CONFIG_FILE))
 
 
+@fileio.writes_output("output_dir")
 def export_encoder(checkpoint_dir, output_dir, *, config=None,
                    sp_model: Optional[str] = None, overwrite: bool = False,
                    verify: bool = True) -> str:
   """Exports the encoder of a checkpoint source as an encoder-only SavedModel.
 
   Args:
-    checkpoint_dir: any source of `rembert_tf.modeling.checkpoints` (a
+    checkpoint_dir: any source of `rembert_tf.modeling.checkpoint_layout` (a
       converted checkpoint directory, a pre-training model_dir, a checkpoint
       prefix, another SavedModel).
     output_dir: SavedModel directory to create; written under a temporary
@@ -227,15 +230,15 @@ def export_encoder(checkpoint_dir, output_dir, *, config=None,
     raise errors.OutputExistsError(
         f"{output_dir} already exists; choose another --output_dir or pass "
         "--overwrite (the old output stays until the new one is complete).")
-  source = checkpoints.resolve(checkpoint_dir)
+  source = checkpoint_layout.resolve(checkpoint_dir)
   sp_model = sp_model or source.sp_model
   if sp_model:
-    checkpoints.check_sentencepiece(sp_model)
+    tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
   # Three stages with no loop of their own: a stage bar with elapsed time.
   with console.progress("exporting the encoder", total=3 if verify else 2,
                         unit="stages") as stages:
     with float32_policy():
-      cfg, encoder = checkpoints.load_encoder(source, config)
+      cfg, encoder = checkpoint_restore.load_encoder(source, config)
     logging.info("Exporting the encoder of %s (%d parameters) to %s",
                  source.encoder_checkpoint, encoder.count_params(), output_dir)
     cases = reference_outputs(encoder, cfg) if verify else None

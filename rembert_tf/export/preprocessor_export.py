@@ -74,6 +74,7 @@ def create_preprocessor(sp_model_path, seq_length: int = 128) -> tf_keras.Model:
   return preprocessor
 
 
+@fileio.writes_output("output_dir")
 def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
                         max_seq_length: Optional[int] = None,
                         overwrite: bool = False) -> str:

@@ -1,22 +1,33 @@
-"""XTREME fine-tuning: data creation, task types, the Model Garden task, the sweep.
+"""XTREME fine-tuning: records, task types, the Model Garden task, the sweep.
 
-Modules:
-* `tasks`: where each XTREME task's files live and which task type it is;
-* `task_types`: the registry of task types (data, head, loss, metrics,
-  record spec, prediction writer), the one place that differs per type;
-* `finetuning_data`: XTREME `download/` files -> TFRecords;
-* `xtreme_task`: the `base_task.Task` that `train_lib` / orbit run;
-* `finetuning_runner`: the sweep (rates x seeds), checkpoints and resume,
-  predictions in the benchmark layout, results.
+Data (XTREME `download/` -> TFRecords):
+* `xtreme_datasets`: one entry per XTREME task: where its files lie in the
+  download folder, its labels, task type and scored split;
+* `xtreme_readers`: the TSV / JSON readers of those files;
+* `example_records`: examples -> records (and the side rows that map
+  predictions back), with the SentencePiece tokenizer;
+* `task_types`: the registry of task types (reader, records, head, loss,
+  metrics, record spec, prediction writer), the one place that differs per type;
+* `finetuning_data`: `create_finetuning_data`, the records of one task.
+
+Training and evaluation:
+* `finetuning_task`: the Model Garden `base_task.Task` that orbit runs;
+* `finetuning_experiment`: one run's hyper-parameters and experiment config;
+* `training_loop`: one run on the orbit loop (resume, SIGTERM);
+* `predictions`: predictions in the benchmark layout, and their scores;
+* `sweep`: learning rates x seeds, skip / resume, selection on English dev,
+  mean / std over seeds (also the ablation suite's protocol);
+* `run_inputs`: the records and the encoder a run starts from;
+* `finetuning_runner`: `run_finetuning`, the whole command as named steps.
 
 Entry points:
-* `rembert_tf.finetuning.finetuning_data.create_finetuning_data(...)`
-* `rembert_tf.finetuning.run_finetuning(task, output_dir, init_checkpoint=...,
-  records_dir=... | data_dir=..., ...) -> results dict` (lazy import of
-  `finetuning_runner`; the demo calls it).
+```python
+from rembert_tf import finetuning
+from rembert_tf.finetuning import finetuning_data
+finetuning_data.create_finetuning_data("xnli", "download", "sp.model", "records")
+results = finetuning.run_finetuning("xnli", "ft/xnli", records_dir="records/xnli",
+                                    init_checkpoint="pretrain_dir")
+```
 """
-
-
-def run_finetuning(*args, **kwargs):
-  from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
-  return finetuning_runner.run_finetuning(*args, **kwargs)
+from rembert_tf.finetuning.finetuning_experiment import FinetuningError
+from rembert_tf.finetuning.finetuning_runner import run_finetuning

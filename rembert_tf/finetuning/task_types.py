@@ -14,7 +14,8 @@ QA) is everything fine-tuning does differently per type, in one `TaskType`:
   `rembert_tf.evaluation.xtreme_scorer.task_metric(task)`.
 
 Nothing else in rembert_tf branches on the task type: a new type is a new
-entry here (and `tasks.TASK_SPECS` names which XTREME task uses it).
+entry here (and `xtreme_datasets.XTREME_DATASETS` names which XTREME task
+uses it).
 
 Example:
 ```python
@@ -37,9 +38,11 @@ from official.nlp.modeling import models
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.finetuning import example_records
+from rembert_tf.finetuning import xtreme_datasets
+from rembert_tf.finetuning import xtreme_readers
 
-IGNORED_LABEL_ID = finetuning_data.IGNORED_LABEL_ID
+IGNORED_LABEL_ID = example_records.IGNORED_LABEL_ID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,11 +104,12 @@ def _cross_entropy_and_correct(labels, logits):
 # --- Sentence-pair classification (xnli, pawsx) ------------------------------
 
 
-def _read_pairs(path, spec, is_training) -> SplitData:
-  examples = finetuning_data.read_sentence_pairs(path, spec, with_labels=True)
+def _read_pairs(path, dataset, is_training) -> SplitData:
+  examples = xtreme_readers.read_sentence_pairs(path, dataset,
+                                                with_labels=True)
   has_labels = bool(examples) and all(ex.label is not None for ex in examples)
   if is_training and not has_labels:
-    raise finetuning_data.TaskDataError(
+    raise xtreme_datasets.TaskDataError(
         f"{path}: training rows need a label column (sentence1<TAB>sentence2"
         "<TAB>label).")
   return SplitData(examples, has_labels, {})
@@ -134,9 +138,9 @@ def _classification_text(context, outputs):
 CLASSIFICATION = TaskType(
     name="classification",
     read=_read_pairs,
-    records=lambda data, spec, encoder, seq_length, options, is_training:
-    finetuning_data.classification_records(data.examples, spec, encoder,
-                                           seq_length),
+    records=lambda data, dataset, tokenizer, seq_length, options, is_training:
+    example_records.classification_records(data.examples, dataset,
+                                           tokenizer, seq_length),
     gold_text=_pairs_gold,
     writes_side_files=False,
     write_examples_side=None,
@@ -157,12 +161,12 @@ CLASSIFICATION = TaskType(
 # --- Per-word tagging (panx) ---------------------------------------------------
 
 
-def _read_tagged(path, spec, is_training) -> SplitData:
-  sentences = finetuning_data.read_tagged_sentences(path, spec,
-                                                    with_labels=True)
+def _read_tagged(path, dataset, is_training) -> SplitData:
+  sentences = xtreme_readers.read_tagged_sentences(path, dataset,
+                                                   with_labels=True)
   has_labels = bool(sentences) and all(t is not None for _, t in sentences)
   if is_training and not has_labels:
-    raise finetuning_data.TaskDataError(
+    raise xtreme_datasets.TaskDataError(
         f"{path}: training lines need token<TAB>tag.")
   return SplitData(sentences, has_labels,
                    {"num_words": [len(words) for words, _ in sentences]})
@@ -185,7 +189,7 @@ def _tagging_statistics(features, logits):
 
 
 def _tagging_text(context, outputs):
-  side = finetuning_data.read_side_file(context.records_dir, context.name)
+  side = example_records.read_side_file(context.records_dir, context.name)
   sentences = [["O"] * n for n in context.info["num_words"]]
   predicted = np.argmax(outputs["logits"], axis=-1)
   for row, record_tags in zip(side, predicted):
@@ -198,8 +202,9 @@ def _tagging_text(context, outputs):
 TAGGING = TaskType(
     name="tagging",
     read=_read_tagged,
-    records=lambda data, spec, encoder, seq_length, options, is_training:
-    finetuning_data.tagging_records(data.examples, spec, encoder, seq_length),
+    records=lambda data, dataset, tokenizer, seq_length, options, is_training:
+    example_records.tagging_records(data.examples, dataset, tokenizer,
+                                    seq_length),
     gold_text=_tagged_gold,
     writes_side_files=True,
     write_examples_side=None,
@@ -220,8 +225,8 @@ TAGGING = TaskType(
 # --- Extractive span QA (xquad, mlqa, tydiqa) ------------------------------------
 
 
-def _read_squad(path, spec, is_training) -> SplitData:
-  examples = finetuning_data.read_squad_examples(path, spec, is_training)
+def _read_squad(path, dataset, is_training) -> SplitData:
+  examples = xtreme_readers.read_squad_examples(path, dataset, is_training)
   has_labels = is_training or xtreme_scorer.has_gold_answers(
       xtreme_scorer.read_squad_answers(path))
   return SplitData(examples, has_labels, {"source_file": fileio.as_str(path)})
@@ -251,8 +256,8 @@ def _span_logits(outputs):
 
 def _span_text(context, outputs):
   """n-best spans -> answer text with Model Garden's squad_lib_sp postprocessing."""
-  side = finetuning_data.read_side_file(context.records_dir, context.name)
-  example_rows = finetuning_data.read_side_file(context.records_dir,
+  side = example_records.read_side_file(context.records_dir, context.name)
+  example_rows = example_records.read_side_file(context.records_dir,
                                                 context.name, "examples")
   examples = [squad_lib_sp.SquadExample(qas_id=row["qas_id"], question_text="",
                                         paragraph_text=row["context"])
@@ -284,13 +289,13 @@ def _span_text(context, outputs):
 SPAN = TaskType(
     name="span",
     read=_read_squad,
-    records=lambda data, spec, encoder, seq_length, options, is_training:
-    finetuning_data.span_records(data.examples, encoder, seq_length,
+    records=lambda data, dataset, tokenizer, seq_length, options, is_training:
+    example_records.span_records(data.examples, tokenizer, seq_length,
                                  options["doc_stride"],
                                  options["max_query_length"], is_training),
     gold_text=_squad_gold,
     writes_side_files=True,
-    write_examples_side=finetuning_data.write_examples_side,
+    write_examples_side=example_records.write_examples_side,
     default_seq_length=384,
     label_features=lambda seq_length: {
         "start_position": tf.io.FixedLenFeature([1], tf.int64),

@@ -1,5 +1,16 @@
 """RemBERT pre-training on Model Garden: the Task, experiment configs and the runner.
 
+| module | what it holds |
+| --- | --- |
+| `masked_lm_task` | the Model Garden Task (inputs, MLM loss, train step) |
+| `experiments` | the registered experiment and the YAML / override loader |
+| `runner` | `run`: one experiment, as named steps |
+| `preflight_checks` | the checks before the first step (model_dir, records, checkpoint, SentencePiece) |
+| `training_loop` | trainer, controller and experiment runner (Model Garden / orbit) |
+| `loop_actions` | the NaN guard, the progress line and the eval recorder |
+| `artifacts` | what a run writes into model_dir beside its checkpoints |
+| `pretraining_errors` | what stops a run, one line each |
+
 Public entry points (see `runner.run` for the metrics it returns):
 ```python
 from rembert_tf import pretraining
@@ -14,11 +25,10 @@ from rembert_tf.pretraining.experiments import ExperimentConfigError
 from rembert_tf.pretraining.experiments import load_experiment_config
 from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTask
 from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTaskConfig
-from rembert_tf.pretraining.runner import CheckpointMismatchError
-from rembert_tf.pretraining.runner import CorruptRecordsError
-from rembert_tf.pretraining.runner import NonFiniteLossError
-from rembert_tf.pretraining.runner import PretrainingError
-from rembert_tf.pretraining.runner import TokenizerMismatchError
-from rembert_tf.pretraining.runner import TrainingPreempted
-from rembert_tf.pretraining.runner import make_strategy
+from rembert_tf.pretraining.pretraining_errors import CheckpointMismatchError
+from rembert_tf.pretraining.pretraining_errors import CorruptRecordsError
+from rembert_tf.pretraining.pretraining_errors import NonFiniteLossError
+from rembert_tf.pretraining.pretraining_errors import PretrainingError
+from rembert_tf.pretraining.pretraining_errors import TokenizerMismatchError
+from rembert_tf.pretraining.pretraining_errors import TrainingPreempted
 from rembert_tf.pretraining.runner import run

@@ -39,7 +39,8 @@ from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import task_factory
 
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
@@ -113,11 +114,12 @@ def restore_init_checkpoint(pretrainer, source: str) -> str:
   checkpoint prefix read.
   """
   try:
-    if checkpoints.has_output_side(source):
-      return checkpoints.restore_pretrainer(pretrainer, source)
-    return checkpoints.restore_encoder(pretrainer.encoder, source)
-  except checkpoints.CheckpointError as e:
-    raise checkpoints.CheckpointError(f"task.init_checkpoint: {e}") from None
+    if checkpoint_restore.has_output_side(source):
+      return checkpoint_restore.restore_pretrainer(pretrainer, source)
+    return checkpoint_restore.restore_encoder(pretrainer.encoder, source)
+  except checkpoint_layout.CheckpointError as e:
+    raise checkpoint_layout.CheckpointError(
+        f"task.init_checkpoint: {e}") from None
 
 
 def _to_dense(grad):

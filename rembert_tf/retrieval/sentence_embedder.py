@@ -39,7 +39,8 @@ import tensorflow as tf
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.data import tokenizer
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.retrieval import replica_batches
 
@@ -79,12 +80,12 @@ def bucket_lengths(seq_length: int) -> List[int]:
 def load_layer_encoder(source, layer: Optional[int], strategy,
                        model_config=None):
   """(model config, encoder of the first `layer` blocks, layer) of a source."""
-  cfg = checkpoints.model_config_of(source, model_config)
+  cfg = checkpoint_restore.model_config_of(source, model_config)
   layer = resolve_layer(layer, cfg.num_hidden_layers, str(source))
-  with strategy.scope(), checkpoints.zero_initialized_variables():
+  with strategy.scope(), checkpoint_restore.zero_initialized_variables():
     encoder = rembert_encoder.build_encoder(
         cfg.replace(num_hidden_layers=layer), remove_padding=True)
-  checkpoints.restore_encoder(encoder, source)
+  checkpoint_restore.restore_encoder(encoder, source)
   return cfg, encoder, layer
 
 
@@ -118,8 +119,8 @@ class SentenceEmbedder:
                       seq_length: Optional[int] = None,
                       batch_size: Optional[int] = None,
                       jit_compile: bool = False) -> "SentenceEmbedder":
-    """From any checkpoint source (`rembert_tf.modeling.checkpoints`)."""
-    sp_model = sp_model or checkpoints.find_sentencepiece(source)
+    """From any checkpoint source (`checkpoint_layout.resolve`)."""
+    sp_model = sp_model or checkpoint_layout.find_sentencepiece(source)
     if not sp_model:
       raise errors.UsageError(
           f"{source}: no sentencepiece.model with the checkpoint; pass the "

@@ -12,10 +12,12 @@ import pytest
 
 from rembert_tf import ablation
 from rembert_tf import pretraining
+from rembert_tf.ablation import finetune_flags
 from rembert_tf.ablation import finetune_sweep
 from rembert_tf.ablation import rows as rows_lib
 from rembert_tf.common import errors
 from rembert_tf.evaluation import layer_similarity
+from rembert_tf.finetuning import finetuning_runner
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MODELS = ["coupled", "in32_out512"]
@@ -49,7 +51,7 @@ def _count_calls(monkeypatch, module, name, fail_on_call=None):
   original = getattr(module, name)
 
   def spy(*args, **kwargs):
-    calls.append(args)
+    calls.append((args, kwargs))
     if fail_on_call is not None and len(calls) == fail_on_call:
       raise SimulatedKill()
     return original(*args, **kwargs)
@@ -63,18 +65,18 @@ def killed_then_resumed(tmp_path_factory):
   output_dir = tmp_path_factory.mktemp("suite")
   with pytest.MonkeyPatch.context() as patch:
     first_pretrain = _count_calls(patch, pretraining, "run")
-    first_finetune = _count_calls(patch, finetune_sweep, "run_finetune_command",
+    first_finetune = _count_calls(patch, finetuning_runner, "run_finetuning",
                                   fail_on_call=2)
     with pytest.raises(SimulatedKill):
       ablation.run_suite(_options(output_dir), print_fn=lambda m: None)
   lines = []
   with pytest.MonkeyPatch.context() as patch:
     second_pretrain = _count_calls(patch, pretraining, "run")
-    second_finetune = _count_calls(patch, finetune_sweep, "run_finetune_command")
+    second_finetune = _count_calls(patch, finetuning_runner, "run_finetuning")
     summary = ablation.run_suite(_options(output_dir), print_fn=lines.append)
   return dict(output_dir=output_dir, summary=summary, console="\n".join(lines),
               first=(len(first_pretrain), len(first_finetune)),
-              second=(len(second_pretrain), [c[0] for c in second_finetune]))
+              second=(len(second_pretrain), [c[1] for c in second_finetune]))
 
 
 def test_killed_suite_resumes_without_redoing_finished_work(killed_then_resumed):
@@ -83,7 +85,7 @@ def test_killed_suite_resumes_without_redoing_finished_work(killed_then_resumed)
   pretrain_calls, finetune_calls = result["second"]
   assert pretrain_calls == 0               # nothing pre-trained again
   assert len(finetune_calls) == 1          # only the interrupted run
-  assert "/in32_out512/" in " ".join(finetune_calls[0])
+  assert "/in32_out512/" in finetune_calls[0]["output_dir"]
   console = result["console"]
   for row in MODELS:
     assert f"skip pre-training {row}: finished earlier" in console
@@ -156,6 +158,34 @@ def test_rate_is_selected_on_english_dev_and_seeds_averaged():
   assert summary["std"]["avg_metric"] == pytest.approx(np.std([70, 72], ddof=1))
   assert summary["scores"]["accuracy"]["en"] == pytest.approx(81.0)
   assert summary["num_seeds"] == 2
+
+
+def test_finetune_flags_become_library_arguments():
+  assert finetune_flags.keyword_arguments(
+      ["--num_train_epochs=2", "--nojit_compile", "--strategy", "tpu",
+       "--splits=dev", "--compare=paper", "--keep_checkpoints",
+       "--deterministic=false", "--train_batch_size=8"]) == dict(
+           num_train_epochs=2.0, jit_compile=False, strategy="tpu",
+           splits=["dev"], compare_paper=True, keep_checkpoints=True,
+           deterministic=False, train_batch_size=8)
+  for flags, message in ((["--seed=3"], "--seed: the suite sets it"),
+                         (["--learning_rates=1e-5"], "--learning_rates"),
+                         (["--nope=1"], "--nope: not a flag of rembert-finetune"),
+                         (["--num_train_steps=x"], "expected an integer"),
+                         (["--tpu"], "give a value")):
+    with pytest.raises(errors.UsageError, match=message):
+      finetune_flags.keyword_arguments(flags)
+  with pytest.raises(errors.UsageError, match="--nope"):
+    ablation.suite.resolve_defaults(ablation.SuiteOptions(
+        output_dir="unused", scale="demo", finetune_flags=["--nope=1"]))
+
+
+def test_finetune_flags_know_every_flag_of_the_finetune_command():
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from rembert_tf.cli import finetune  # pylint: disable=g-import-not-at-top
+  command_flags = {flag.name for flag in
+                   flags.FLAGS.get_key_flags_for_module(finetune)}
+  assert command_flags == set(finetune_flags.FLAG_NAMES)
 
 
 def test_rows_that_differ_outside_the_model_are_refused():

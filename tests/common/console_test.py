@@ -110,10 +110,10 @@ def test_quiet_tensorflow_import_respects_verbose_and_the_environment(monkeypatc
 
 def test_orbit_controller_lines_go_to_the_log_only(capsys):
   from orbit import controller  # pylint: disable=g-import-not-at-top
-  original = controller._log  # pylint: disable=protected-access
+  original = controller._log
   with console.orbit_logs_to_file():
-    controller._log("train | step: 2 | output: {...}")  # pylint: disable=protected-access
-  assert controller._log is original  # pylint: disable=protected-access
+    controller._log("train | step: 2 | output: {...}")
+  assert controller._log is original
   assert "train | step" not in capsys.readouterr().out
 
 
@@ -194,15 +194,15 @@ def test_logs_of_failed_runs_are_removed_after_a_week(tmp_path, monkeypatch):
 
 
 def test_program_names_follow_the_command_module(monkeypatch):
-  from rembert_tf import cli  # pylint: disable=g-import-not-at-top
+  from rembert_tf.cli import harness  # pylint: disable=g-import-not-at-top
 
   def command(module):
     def main(argv):
       return argv
     main.__module__ = module
     return main
-  assert cli._program_name(command("rembert_tf.cli.param_table")) == "rembert-param-table"  # pylint: disable=protected-access
+  assert harness.program_name(command("rembert_tf.cli.param_table")) == "rembert-param-table"
   monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/demo/__main__.py"])
-  assert cli._program_name(command("__main__")) == "rembert-demo"  # pylint: disable=protected-access
+  assert harness.program_name(command("__main__")) == "rembert-demo"
   monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/train.py"])
-  assert cli._program_name(command("__main__")) == "rembert-train"  # pylint: disable=protected-access
+  assert harness.program_name(command("__main__")) == "rembert-train"

@@ -22,7 +22,8 @@ from rembert_tf.common import fileio
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
@@ -33,7 +34,7 @@ from conversion_testlib import randomize, small_config, tf1_json_config, write_t
 REPO = pathlib.Path(__file__).resolve().parents[2]
 def write_dir(path, cfg, model, encoder):
   with fileio.atomic_directory(str(path)) as tmp:
-    checkpoints.write_checkpoint_dir(tmp, cfg, encoder, model)
+    checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
   return path
 
 
@@ -185,7 +186,7 @@ def test_rembert_tf_hf_rembert_tf_round_trip_is_bit_identical(
   back = tmp_path / "back"
   converter.convert_checkpoint("hf", "rembert_tf", hf_dir, back)
   assert (back / "pretrainer").is_dir() and (back / "encoder").is_dir()
-  loaded_cfg, loaded_pretrainer = checkpoints.load_pretrainer(back)
+  loaded_cfg, loaded_pretrainer = checkpoint_restore.load_pretrainer(back)
   assert loaded_cfg.as_dict() == cfg.as_dict()
   before = slot_values(model, True)
   after = slot_values(loaded_pretrainer, True)
@@ -194,7 +195,7 @@ def test_rembert_tf_hf_rembert_tf_round_trip_is_bit_identical(
     np.testing.assert_array_equal(before[name], after[name], err_msg=name)
     assert before[name].dtype == after[name].dtype == np.float32
   # The encoder-only checkpoint of the result matches too (what fine-tuning reads).
-  _, encoder = checkpoints.load_encoder(back)
+  _, encoder = checkpoint_restore.load_encoder(back)
   for a, b in zip(model.encoder.variables, encoder.variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -211,7 +212,7 @@ def test_encoder_matches_numpy_reference_of_released_architecture(
   back = tmp_path / "from_hf"
   converter.convert_checkpoint("hf", "rembert_tf", hf_dir, back, encoder_only=True)
   assert not (back / "pretrainer").exists()
-  _, encoder = checkpoints.load_encoder(back)
+  _, encoder = checkpoint_restore.load_encoder(back)
   assert_outputs_close(expected, encoder(inputs, training=False))
 
 
@@ -272,7 +273,7 @@ def test_tf1_to_rembert_tf_keeps_every_encoder_tensor(tf1_checkpoint, tmp_path):
   converter.convert_checkpoint("tf1", "rembert_tf", prefix, out,
                                config=config_path)
   assert sorted(p.name for p in out.iterdir()) == ["encoder", "model_config.yaml"]
-  loaded_cfg, encoder = checkpoints.load_encoder(out)
+  loaded_cfg, encoder = checkpoint_restore.load_encoder(out)
   assert loaded_cfg.as_dict() == cfg.as_dict()
   values = slot_values(encoder, False)
   assert sorted(values) == sorted(tensors)
@@ -284,7 +285,7 @@ def test_tf1_to_rembert_tf_keeps_every_encoder_tensor(tf1_checkpoint, tmp_path):
                        encoder(inputs, training=False))
   # The encoder checkpoint holds the encoder alone.
   stored = [n for n, _ in tf.train.list_variables(
-      checkpoints.encoder_checkpoint_path(out))
+      checkpoint_layout.encoder_checkpoint_path(out))
             if n.startswith("encoder/") and "VARIABLE_VALUE" in n]
   assert len(stored) == len(encoder.variables)
 
@@ -324,7 +325,7 @@ def test_released_output_side_matched_by_role_and_shape(released_checkpoint,
                                with_output_side=True)
   assert sorted(p.name for p in out.iterdir()) == [
       "encoder", "model_config.yaml", "pretrainer"]
-  loaded_cfg, pretrainer = checkpoints.load_pretrainer(out)
+  loaded_cfg, pretrainer = checkpoint_restore.load_pretrainer(out)
   assert loaded_cfg.as_dict() == cfg.as_dict()
   values = slot_values(pretrainer, True)
   assert sorted(values) == sorted(canonical)
@@ -339,17 +340,17 @@ def test_released_output_side_matched_by_role_and_shape(released_checkpoint,
   np.testing.assert_allclose(outputs["mlm_logits"], expected, atol=1e-4, rtol=0)
   # Its encoder/ checkpoint holds the same encoder (what fine-tuning reads),
   # also given as a checkpoint prefix (the config is found two levels up).
-  for source in (out, checkpoints.encoder_checkpoint_path(out)):
-    _, encoder = checkpoints.load_encoder(source)
+  for source in (out, checkpoint_layout.encoder_checkpoint_path(out)):
+    _, encoder = checkpoint_restore.load_encoder(source)
     for a, b in zip(encoder.variables, pretrainer.encoder.variables):
       np.testing.assert_array_equal(a.numpy(), b.numpy())
-  _, again = checkpoints.load_pretrainer(
-      checkpoints.resolve(out).pretrainer_checkpoint)
+  _, again = checkpoint_restore.load_pretrainer(
+      checkpoint_layout.resolve(out).pretrainer_checkpoint)
   np.testing.assert_array_equal(again.masked_lm.output_embedding.numpy(),
                                 canonical["cls/predictions/output_embedding"])
-  with pytest.raises(checkpoints.CheckpointError,
+  with pytest.raises(checkpoint_layout.CheckpointError,
                      match="intermediate_size: .* has 64, the given config has 80"):
-    checkpoints.load_encoder(out, config=small_config(intermediate_size=80))
+    checkpoint_restore.load_encoder(out, config=small_config(intermediate_size=80))
 
 
 def test_released_output_side_only_when_asked(released_checkpoint, tmp_path):
@@ -357,10 +358,10 @@ def test_released_output_side_only_when_asked(released_checkpoint, tmp_path):
   out = tmp_path / "encoder_only"
   converter.convert_checkpoint("tf1", "rembert_tf", prefix, out)
   assert not (out / "pretrainer").exists()
-  assert not checkpoints.has_output_side(out)
-  with pytest.raises(checkpoints.CheckpointError, match="--with_output_side"):
-    checkpoints.load_pretrainer(out)
-  _, encoder = checkpoints.load_encoder(out)
+  assert not checkpoint_restore.has_output_side(out)
+  with pytest.raises(checkpoint_layout.CheckpointError, match="--with_output_side"):
+    checkpoint_restore.load_pretrainer(out)
+  _, encoder = checkpoint_restore.load_encoder(out)
   assert sorted(slot_values(encoder, False)) == sorted(
       n for n in canonical if n.startswith("bert/"))
 
@@ -387,7 +388,7 @@ def test_released_to_hf_with_output_side_and_released_special_ids(
   # And back: the HF directory converts to the same pretrainer.
   back = tmp_path / "back"
   converter.convert_checkpoint("hf", "rembert_tf", out, back)
-  _, pretrainer = checkpoints.load_pretrainer(back)
+  _, pretrainer = checkpoint_restore.load_pretrainer(back)
   values = slot_values(pretrainer, True)
   for name, value in canonical.items():
     np.testing.assert_array_equal(values[name], value, err_msg=name)
@@ -476,7 +477,7 @@ def test_equal_widths_identity_projection(tmp_path):
   randomize(encoder.variables, seed=3)
   src = tmp_path / "src"
   with fileio.atomic_directory(str(src)) as tmp:
-    checkpoints.write_checkpoint_dir(tmp, cfg, encoder)
+    checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder)
   hf = tmp_path / "hf"
   converter.convert_checkpoint("rembert_tf", "hf", src, hf)
   weights = load_file(str(hf / "model.safetensors"))
@@ -487,7 +488,7 @@ def test_equal_widths_identity_projection(tmp_path):
                        encoder(inputs, training=False))
   back = tmp_path / "back"
   converter.convert_checkpoint("hf", "rembert_tf", hf, back)
-  _, restored = checkpoints.load_encoder(back)
+  _, restored = checkpoint_restore.load_encoder(back)
   for a, b in zip(encoder.variables, restored.variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
   # A learned (non-identity) projection cannot be represented: refused.
@@ -543,12 +544,12 @@ def test_pretraining_model_dir_to_clean_checkpoint_dir(source_dir, tmp_path):
       str(model_dir), max_to_keep=1).save(checkpoint_number=3)
   out = tmp_path / "clean"
   converter.convert_checkpoint("rembert_tf", "rembert_tf", model_dir, out)
-  loaded_cfg, loaded_pretrainer = checkpoints.load_pretrainer(out)
+  loaded_cfg, loaded_pretrainer = checkpoint_restore.load_pretrainer(out)
   before, after = slot_values(model, True), slot_values(loaded_pretrainer, True)
   assert sorted(before) == sorted(after)
   for name in before:
     np.testing.assert_array_equal(before[name], after[name], err_msg=name)
-  _, encoder = checkpoints.load_encoder(out)  # fine-tuning's entry
+  _, encoder = checkpoint_restore.load_encoder(out)  # fine-tuning's entry
   for a, b in zip(model.encoder.variables, encoder.variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -567,7 +568,7 @@ def test_hf_masked_lm_without_pooler(source_dir, hf_dir, tmp_path):
     converter.convert_checkpoint("hf", "rembert_tf", folder, tmp_path / "a")
   converter.convert_checkpoint("hf", "rembert_tf", folder, tmp_path / "b",
                                allow_missing_pooler=True)
-  _, encoder = checkpoints.load_encoder(tmp_path / "b")
+  _, encoder = checkpoint_restore.load_encoder(tmp_path / "b")
   before, after = slot_values(model.encoder, False), slot_values(encoder, False)
   for name in before:
     if not name.startswith("bert/pooler/"):

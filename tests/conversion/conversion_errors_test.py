@@ -26,7 +26,8 @@ from rembert_tf.conversion import converter
 from rembert_tf.conversion import weight_layout
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ def rembert_dir(tmp_path_factory):
   conversion_testlib.randomize(model.variables, seed=4)
   path = tmp_path_factory.mktemp("errors") / "rembert_tf"
   with fileio.atomic_directory(str(path)) as tmp:
-    checkpoints.write_checkpoint_dir(tmp, cfg, model.encoder, model)
+    checkpoint_layout.write_checkpoint_dir(tmp, cfg, model.encoder, model)
   return path
 
 
@@ -211,12 +212,12 @@ def test_ram_filesystem_input_and_output(tmp_path):
                                "ram://conversion_test/hf")
   converter.convert_checkpoint("hf", "rembert_tf", "ram://conversion_test/hf",
                                "ram://conversion_test/back")
-  _, pretrainer = checkpoints.load_pretrainer("ram://conversion_test/back")
+  _, pretrainer = checkpoint_restore.load_pretrainer("ram://conversion_test/back")
   values = {s.name: s.read()
             for s in weight_layout.slots_for_pretrainer(pretrainer)}
   for name, value in canonical.items():
     np.testing.assert_array_equal(values[name], value, err_msg=name)
-  assert checkpoints.find_sentencepiece("ram://conversion_test/back").endswith(
+  assert checkpoint_layout.find_sentencepiece("ram://conversion_test/back").endswith(
       "sentencepiece.model")
   encoder_export.export_encoder("ram://conversion_test/back",
                                 "ram://conversion_test/export")

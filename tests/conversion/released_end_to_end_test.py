@@ -29,7 +29,8 @@ from rembert_tf.data import tokenizer
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SEQ_LENGTH = 32
@@ -61,12 +62,12 @@ def converted(tmp_path_factory):
 
 def test_text_to_embeddings_with_the_released_vocabulary(converted, tmp_path):
   cfg, canonical, out = converted
-  assert checkpoints.has_output_side(out)
-  _, pretrainer = checkpoints.load_pretrainer(out)
+  assert checkpoint_restore.has_output_side(out)
+  _, pretrainer = checkpoint_restore.load_pretrainer(out)
   np.testing.assert_array_equal(
       pretrainer.masked_lm.output_embedding.numpy(),
       canonical["cls/predictions/output_embedding"])
-  sp_model = checkpoints.find_sentencepiece(out)
+  sp_model = checkpoint_layout.find_sentencepiece(out)
   encoder_export.export_encoder(out, tmp_path / "encoder")
   preprocessor_export.export_preprocessor(
       sp_model, tmp_path / "preprocessor", seq_length=SEQ_LENGTH,
@@ -90,7 +91,7 @@ def test_text_to_embeddings_with_the_released_vocabulary(converted, tmp_path):
   assert (text_ids != 1).mean() > 0.8  # mostly known pieces, not [UNK]
   outputs = encoder(inputs)
   assert outputs["pooled_output"].shape == (len(TEXTS), cfg.hidden_size)
-  _, converted_encoder = checkpoints.load_encoder(out)
+  _, converted_encoder = checkpoint_restore.load_encoder(out)
   expected = converted_encoder(inputs, training=False)
   np.testing.assert_allclose(outputs["sequence_output"],
                              expected["sequence_output"], atol=1e-5, rtol=0)
@@ -148,7 +149,7 @@ def write_download(root: pathlib.Path):
 _DRIVER = """
 import json, sys
 from absl import flags
-from rembert_tf import finetune
+from rembert_tf.cli import finetune
 for argv in json.loads(sys.argv[1]):
   flags.FLAGS.unparse_flags()
   flags.FLAGS(["rembert-finetune"] + argv)
@@ -214,7 +215,7 @@ def test_continue_pretraining_from_the_converted_release(converted, tmp_path):
       max_predictions_per_seq=4, special=special, seed=1)
   config = experiments.load_experiment_config([], {
       "task": {
-          "model_preset": str(out / checkpoints.MODEL_CONFIG_FILE),
+          "model_preset": str(out / checkpoint_layout.MODEL_CONFIG_FILE),
           "init_checkpoint": str(out),
           "train_data": {"input_path": str(tmp_path / "records" / "*.tfrecord"),
                          "global_batch_size": 8, "seq_length": SEQ_LENGTH,
@@ -229,10 +230,10 @@ def test_continue_pretraining_from_the_converted_release(converted, tmp_path):
   batch = next(iter(task.build_inputs(config.task.train_data)))
   inputs = {k: batch[k] for k in masked_lm_task.MODEL_INPUT_KEYS}
   released = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoints.restore_pretrainer(released, str(out))
+  checkpoint_restore.restore_pretrainer(released, str(out))
   expected = float(task.build_losses(batch, released(inputs)))
   fresh = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoints.restore_encoder(fresh.encoder, str(out))  # encoder only
+  checkpoint_restore.restore_encoder(fresh.encoder, str(out))  # encoder only
   encoder_only_loss = float(task.build_losses(batch, fresh(inputs)))
 
   metrics = runner.run(config, str(tmp_path / "continued"), mode="train",

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import data_testlib
+import testlib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -108,8 +109,11 @@ def test_create_pretraining_data_bad_input_is_one_line_and_keeps_records(tmp_pat
       (base + [f"--output_dir={tmp_path}/a_file/records"], "is a file"),
       (base + [f"--output_dir={tmp_path}/o", "--masked_lm_prob=1.5"],
        "--masked_lm_prob"),
+      (base + [f"--output_dir={tmp_path}/held"],
+       f"{tmp_path}/held is being written by another run (pid "),
   ]
-  results = _run_cases("rembert_tf.cli.create_pretraining_data", cases)
+  with testlib.held_by_another_process(tmp_path / "held"):
+    results = _run_cases("rembert_tf.cli.create_pretraining_data", cases)
   assert results[0]["code"] == 0, results[0]
   before = {p.name: p.read_bytes() for p in records.iterdir()}
   _assert_one_line_errors("rembert-create-pretraining-data", cases[1:],
@@ -143,8 +147,13 @@ def test_train_sentencepiece_tool_and_its_errors(tmp_path):
        "is a directory"),
       ([f"--input={tmp_path}/{{lang}}/*.x", f"--output_dir={tmp_path}/o"],
        "matches no files"),
+      ([tiny_input, f"--output_dir={tmp_path}/o", "--num_threads=0"],
+       "--num_threads must be >= 1"),
+      ([tiny_input, f"--output_dir={tmp_path}/held"],
+       f"{tmp_path}/held is being written by another run (pid "),
   ]
-  results = _run_cases("rembert_tf.cli.train_sentencepiece", cases)
+  with testlib.held_by_another_process(tmp_path / "held"):
+    results = _run_cases("rembert_tf.cli.train_sentencepiece", cases)
   _assert_one_line_errors("rembert-train-sentencepiece", cases, results)
   assert "Lower" not in results[3]["stderr"] and "lower --vocab" not in results[3]["stderr"]
   assert not (tmp_path / "o" / "sentencepiece.model").exists()

@@ -1,4 +1,5 @@
 """SentencePiece training: language-balanced sample, ids, metadata, bad input."""
+import hashlib
 import json
 
 import pytest
@@ -100,7 +101,24 @@ def test_beam_drawn_sample_and_model_on_another_filesystem(tmp_path):
   again = sentencepiece_training.train_sentencepiece(
       inputs, tmp_path / "again", 36, language_sampling_alpha=0.5,
       sample_with_beam=True, verbose=False)
-  assert again["sample"] == meta["sample"]  # Deterministic for a seed.
+  assert again["sample"] == meta["sample"]  # Deterministic for a seed,
+  assert again["sha256"] == meta["sha256"]  # and so is the model.
+
+
+@pytest.mark.parametrize("seed_pieces", ["words", "sentencepiece"])
+def test_same_input_and_flags_give_a_byte_identical_model(seed_pieces, tmp_path):
+  inputs = _two_language_corpus(tmp_path / "c")
+  models = []
+  for run in ("first", "second"):
+    meta = sentencepiece_training.train_sentencepiece(
+        inputs, tmp_path / run, 36, seed_pieces=seed_pieces, verbose=False)
+    models.append((tmp_path / run / "sentencepiece.model").read_bytes())
+    assert meta["sha256"] == hashlib.sha256(models[-1]).hexdigest()
+  assert models[0] == models[1]
+  # The trainer's paths are file names, not this run's temporary folder.
+  assert b"rembert_tf-spm-" not in models[0] and b"sample.txt" in models[0]
+  assert tokenizer.load_sentencepiece(tmp_path / "first" / "sentencepiece.model"
+                                      ).GetPieceSize() == 36
 
 
 def test_sample_only_step_writes_the_sample(tmp_path):

@@ -15,7 +15,7 @@ from rembert_tf.common import fileio
 from rembert_tf.data import tokenizer
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
 
@@ -53,8 +53,9 @@ def trained_dir(sp_model, tmp_path_factory):
               + (1.0 if "gamma" in v.name else 0.0)).astype(np.float32))
   path = tmp_path_factory.mktemp("model") / "model_dir"
   with fileio.atomic_directory(path) as tmp:
-    checkpoints.write_checkpoint_dir(tmp, cfg, model.encoder, model,
-                                        sp_model=sp_model)
+    checkpoint_layout.write_checkpoint_dir(tmp, cfg, model.encoder, model)
+    tokenizer.copy_sentencepiece(
+        sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
   return cfg, model, path
 
 
@@ -149,7 +150,7 @@ def test_export_from_full_model_garden_checkpoint(trained_dir, tmp_path):
   cfg, model, path = trained_dir
   model_dir = tmp_path / "mg_model_dir"
   model_dir.mkdir()
-  rembert_config.save_model_config(cfg, model_dir / checkpoints.MODEL_CONFIG_FILE)
+  rembert_config.save_model_config(cfg, model_dir / checkpoint_layout.MODEL_CONFIG_FILE)
   tf.train.CheckpointManager(
       tf.train.Checkpoint(model=model, global_step=tf.Variable(7, dtype=tf.int64)),
       str(model_dir), max_to_keep=1).save(checkpoint_number=7)
@@ -166,7 +167,7 @@ def test_failed_export_leaves_nothing(tmp_path, trained_dir):
   empty = tmp_path / "empty"
   empty.mkdir()
   rembert_config.save_model_config(trained_dir[0], empty / "model_config.yaml")
-  with pytest.raises(checkpoints.CheckpointError, match=r"no\s+checkpoint found"):
+  with pytest.raises(checkpoint_layout.CheckpointError, match=r"no\s+checkpoint found"):
     encoder_export.export_encoder(empty, tmp_path / "out")
   assert not (tmp_path / "out").exists()
   assert not list(tmp_path.glob(".out*"))

@@ -9,9 +9,11 @@ import tensorflow as tf
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.finetuning import example_records
+from rembert_tf.common import output_lock
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import tasks
+from rembert_tf.finetuning import xtreme_datasets
 
 def _records(path, task_type, seq_length):
   spec = task_types.feature_spec(task_type, seq_length)
@@ -25,7 +27,7 @@ def test_classification_records(sp_model, download_dir, tmp_path):
       progress=lambda s: None)
   assert set(meta["splits"]["dev"]) == {"en", "de", "ar"}
   assert meta["splits"]["test"]["ar"]["has_labels"] is False
-  rows = _records(tmp_path / "xnli/dev-ar.tfrecord", tasks.CLASSIFICATION, 24)
+  rows = _records(tmp_path / "xnli/dev-ar.tfrecord", task_types.CLASSIFICATION.name, 24)
   assert len(rows) == 3
   assert [int(r["label_id"][0]) for r in rows] == [1, 0, 2]  # ent, contra, neutral
   first = rows[0]
@@ -45,14 +47,14 @@ def test_panx_first_piece_labels_and_split(sp_model, download_dir, tmp_path):
   info = meta["splits"]["dev"]["en"]
   # 6-word sentences do not fit in 6 pieces: split into several records.
   assert info["num_features"] > info["num_examples"] == 6
-  side = finetuning_data.read_side_file(tmp_path / "panx", "dev-en")
+  side = example_records.read_side_file(tmp_path / "panx", "dev-en")
   covered = {}
   for row in side:
     for k in range(len(row["positions"])):
       covered.setdefault(row["sentence"], []).append(row["word_start"] + k)
   assert all(covered[s] == list(range(n)) for s, n in
              enumerate(info["num_words"]))
-  rows = _records(tmp_path / "panx/dev-en.tfrecord", tasks.TAGGING, 8)
+  rows = _records(tmp_path / "panx/dev-en.tfrecord", task_types.TAGGING.name, 8)
   for row, side_row in zip(rows, side):
     labelled = np.where(row["label_ids"] >= 0)[0].tolist()
     assert labelled == side_row["positions"]   # only first pieces labelled
@@ -69,8 +71,8 @@ def test_qa_windows_answers_and_cls_target(sp_model, download_dir, tmp_path):
   meta = finetuning_data.create_finetuning_data(
       "mlqa", download_dir, sp_model, tmp_path, seq_length=24, doc_stride=4,
       max_query_length=8, progress=lambda s: None)
-  sp = finetuning_data.Encoder(sp_model).sp
-  train = _records(tmp_path / "mlqa/train-en.tfrecord", tasks.SPAN, 24)
+  sp = example_records.SentencePieceTokenizer(sp_model).sp
+  train = _records(tmp_path / "mlqa/train-en.tfrecord", task_types.SPAN.name, 24)
   assert meta["splits"]["train"]["en"]["num_features"] == len(train) > 8
   starts = [int(r["start_position"][0]) for r in train]
   assert 0 in starts  # windows without the answer kept with the [CLS] target
@@ -82,8 +84,8 @@ def test_qa_windows_answers_and_cls_target(sp_model, download_dir, tmp_path):
   assert answers == {"Paris", "Rome", "the red mat"}
   # Chinese and Arabic eval windows: character offsets map back to the answer.
   for lang, answer in (("zh", "北京"), ("ar", "باريس")):
-    side = finetuning_data.read_side_file(tmp_path / "mlqa", f"dev-{lang}")
-    context = finetuning_data.read_side_file(
+    side = example_records.read_side_file(tmp_path / "mlqa", f"dev-{lang}")
+    context = example_records.read_side_file(
         tmp_path / "mlqa", f"dev-{lang}", "examples")[0]["context"]
     spans = [(a, b) for row in side for a, b in
              zip(row["tok_start_to_orig_index"], row["tok_end_to_orig_index"])]
@@ -128,7 +130,7 @@ def test_special_ids_come_from_the_sentencepiece_model(download_dir, tmp_path):
       seq_length=24, splits=("dev",), progress=lambda s: None)
   assert meta["sp_model_sha256"] == fileio.sha256(
       testlib.released_layout_sentencepiece())
-  row = _records(tmp_path / "xnli/dev-de.tfrecord", tasks.CLASSIFICATION, 24)[0]
+  row = _records(tmp_path / "xnli/dev-de.tfrecord", task_types.CLASSIFICATION.name, 24)[0]
   n = int(row["input_mask"].sum())
   assert row["input_word_ids"][0] == testlib.RELEASED_CLS_ID
   assert row["input_word_ids"][n - 1] == testlib.RELEASED_SEP_ID
@@ -164,3 +166,20 @@ def test_bad_label_names_file_and_line(sp_model, download_dir, tmp_path):
                      match=r"panx/dev-ar.tsv:1: tag 'B-CITY'"):
     finetuning_data.create_finetuning_data(
         "panx", data, sp_model, tmp_path / "out", progress=lambda s: None)
+
+
+def test_every_xtreme_dataset_names_a_registered_task_type():
+  for dataset in xtreme_datasets.XTREME_DATASETS.values():
+    assert task_types.get(dataset.task_type).name == dataset.task_type
+  with pytest.raises(errors.UsageError, match="choose one of xnli, pawsx"):
+    xtreme_datasets.get("nope")
+
+
+def test_a_task_another_run_writes_is_refused(sp_model, download_dir, tmp_path):
+  with testlib.held_by_another_process(tmp_path / "xnli") as (pid, _):
+    with pytest.raises(output_lock.OutputLockedError,
+                       match=rf"xnli is being written by another run \(pid {pid} "):
+      finetuning_data.create_finetuning_data(
+          "xnli", download_dir, sp_model, tmp_path, seq_length=24,
+          progress=lambda s: None)
+  assert not (tmp_path / "xnli").exists()

@@ -3,15 +3,16 @@ import json
 import pathlib
 import shutil
 
-import numpy as np
 import pytest
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
+from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import finetuning_runner
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.runtime import preemption
 
 QUIET = lambda s: None  # noqa: E731
 
@@ -50,27 +51,6 @@ def test_panx_tags_per_word_with_xla(checkpoint_dir, sp_model, download_dir,
   assert list((run_dir / "train").iterdir()), "TensorBoard summaries"
 
 
-def test_sweep_selects_rate_on_english_dev_and_reports_std():
-  def run(rate, en_dev, ar, en):
-    return {"learning_rate": rate, "english_dev_metric": en_dev,
-            "scores": {"dev": xtreme_scorer.add_averages(
-                "xnli", {"ar": {"accuracy": ar}, "en": {"accuracy": en}})}}
-  runs = [run(1e-5, 60.0, 40.0, 60.0), run(1e-5, 70.0, 50.0, 70.0),
-          run(3e-5, 80.0, 30.0, 80.0), run(3e-5, 60.0, 34.0, 60.0),
-          run(5e-5, 50.0, 90.0, 50.0), run(5e-5, 50.0, 90.0, 50.0)]
-  summary = finetuning_runner.summarize_runs("xnli", runs, "dev")
-  assert summary["english_dev_by_rate"] == {"1e-05": 65.0, "3e-05": 70.0,
-                                            "5e-05": 50.0}
-  assert summary["selected_learning_rate"] == 3e-5
-  assert summary["scores"]["accuracy"] == {"ar": 32.0, "en": 70.0}
-  assert summary["scores"]["avg_accuracy"] == pytest.approx(51.0)
-  assert summary["std"]["accuracy"]["ar"] == pytest.approx(np.std([30, 34], ddof=1))
-  assert summary["std"]["avg_accuracy"] == pytest.approx(np.std([55, 47], ddof=1))
-  table = xtreme_scorer.format_markdown({"xnli": summary["scores"]},
-                                        std={"xnli": summary["std"]})
-  assert "32.00 ± 2.83" in table
-
-
 def test_tydiqa_from_download_dir_span_predictions(checkpoint_dir,
                                                    download_dir, tmp_path):
   """Records written from --data_dir with the checkpoint's tokenizer; the
@@ -93,15 +73,15 @@ def test_records_of_another_sentencepiece_model_are_refused(
     checkpoint_dir, sp_model, xnli_records, tmp_path):
   other = tmp_path / "other_ckpt"
   shutil.copytree(checkpoint_dir, other)
-  (other / checkpoints.SENTENCEPIECE_FILE).write_bytes(
+  (other / checkpoint_layout.SENTENCEPIECE_FILE).write_bytes(
       sp_model.read_bytes() + b"\n")  # another model, as far as hashes go
-  with pytest.raises(finetuning_runner.FinetuningError) as e:
+  with pytest.raises(finetuning_experiment.FinetuningError) as e:
     _run("xnli", xnli_records, tmp_path / "out", other, splits=("dev",))
   message = str(e.value)
   assert isinstance(e.value, errors.RemBertError)
-  assert str(other / checkpoints.SENTENCEPIECE_FILE) in message
+  assert str(other / checkpoint_layout.SENTENCEPIECE_FILE) in message
   assert fileio.sha256(sp_model) in message
-  assert fileio.sha256(other / checkpoints.SENTENCEPIECE_FILE) in message
+  assert fileio.sha256(other / checkpoint_layout.SENTENCEPIECE_FILE) in message
   assert "--allow_sp_model_mismatch" in message
   assert not (tmp_path / "out/runs").exists()
   lines = []
@@ -135,9 +115,9 @@ def test_bad_inputs_are_one_line_errors(tiny_cfg, xnli_records, checkpoint_dir,
     finetuning_runner.run_finetuning("xnli", tmp_path / "o",
                                      records_dir=tmp_path / "empty",
                                      model_config=tiny_cfg, progress=QUIET)
-  with pytest.raises(finetuning_runner.FinetuningError, match="field task"):
+  with pytest.raises(finetuning_experiment.FinetuningError, match="field task"):
     _run("panx", xnli_records, tmp_path / "o", checkpoint_dir)
-  with pytest.raises(checkpoints.CheckpointError, match="does not exist"):
+  with pytest.raises(checkpoint_layout.CheckpointError, match="does not exist"):
     _run("xnli", xnli_records, tmp_path / "o", tmp_path / "nope")
 
 
@@ -146,7 +126,7 @@ def test_random_init_run_then_rerun_with_other_settings_is_refused(
   """No --init_checkpoint: the encoder of --model_config starts from random
   weights (the demo's baseline). A rerun with other settings is refused."""
   args = dict(init_checkpoint=None, records_dir=str(xnli_records),
-              model_config=str(checkpoint_dir / checkpoints.MODEL_CONFIG_FILE),
+              model_config=str(checkpoint_dir / checkpoint_layout.MODEL_CONFIG_FILE),
               learning_rates=[1e-3], train_batch_size=4, eval_batch_size=4,
               jit_compile=False, splits=("dev",))
   lines = []
@@ -154,7 +134,7 @@ def test_random_init_run_then_rerun_with_other_settings_is_refused(
       "xnli", tmp_path / "o", num_train_steps=1, progress=lines.append, **args)
   assert any("random initialisation" in l for l in lines)
   assert set(results["scores"]["accuracy"]) == {"en", "de", "ar"}
-  with pytest.raises(finetuning_runner.FinetuningError,
+  with pytest.raises(finetuning_experiment.FinetuningError,
                      match="num_train_steps is 1 there, 2 now"):
     finetuning_runner.run_finetuning(
         "xnli", tmp_path / "o", num_train_steps=2, progress=QUIET, **args)
@@ -172,13 +152,33 @@ def test_sigterm_saves_a_checkpoint_and_stops_then_resumes(
     if "step 2/4" in line:
       os.kill(os.getpid(), signal.SIGTERM)   # as a preemption would
 
-  with pytest.raises(finetuning_runner.FinetuningPreempted,
+  with pytest.raises(preemption.TrainingPreempted,
                      match=r"saved .*ckpt-2 at step 2"):
     _run("xnli", xnli_records, tmp_path / "o", checkpoint_dir,
          progress=progress, **args)
   assert signal.getsignal(signal.SIGTERM) == handler
-  assert (tmp_path / "o/runs/lr-0.001_seed-0/ckpt-2.index").exists()
+  run_dir = tmp_path / "o/runs/lr-0.001_seed-0"
+  assert (run_dir / "ckpt-2.index").exists()
+  # What a save killed half-way leaves: removed when the run starts again.
+  (run_dir / "ckpt-3_temp").mkdir()
+  (run_dir / "ckpt-3_temp/part-00000-of-00001.data-00000-of-00001").write_bytes(
+      b"partial")
   lines = []
   _run("xnli", xnli_records, tmp_path / "o", checkpoint_dir,
        progress=lines.append, **args)
   assert any("resuming from" in l and "at step 2/4" in l for l in lines)
+  assert not (run_dir / "ckpt-3_temp").exists()
+  assert (run_dir / "run.json").exists() and not list(run_dir.glob("ckpt-*"))
+
+
+def test_an_output_dir_another_sweep_writes_is_refused(xnli_records,
+                                                       checkpoint_dir, tmp_path):
+  """One writer per output_dir: a second sweep exits before writing anything."""
+  import testlib  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "o"
+  with testlib.held_by_another_process(out) as (pid, _):
+    with pytest.raises(output_lock.OutputLockedError,
+                       match=rf"o is being written by another run \(pid {pid} "):
+      _run("xnli", xnli_records, out, checkpoint_dir)
+  assert not out.exists()

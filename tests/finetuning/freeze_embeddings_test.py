@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from rembert_tf.finetuning import xtreme_task
+from rembert_tf.finetuning import finetuning_task
 
 EMBEDDING_NAMES = ("word_embeddings", "position_embedding", "type_embeddings",
                    "embeddings/layer_norm", "embedding_projection")
@@ -13,7 +13,7 @@ def _is_embedding(variable):
 
 
 def _model(tiny_cfg, freeze):
-  task = xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+  task = finetuning_task.FinetuningTask(finetuning_task.FinetuningTaskConfig(
       model=tiny_cfg, task_type="classification", num_labels=3,
       jit_compile=False, freeze_input_embeddings=freeze))
   model = task.build_model()

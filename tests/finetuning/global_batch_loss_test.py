@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rembert_tf.finetuning import finetuning_runner
+from rembert_tf.finetuning import finetuning_data
+from rembert_tf.finetuning import finetuning_task
+from rembert_tf.finetuning import predictions
 from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import xtreme_task
 
 SEQ = 8
 BATCH = 4
@@ -15,7 +16,7 @@ BATCH = 4
 def _task(tiny_cfg, task_type, num_labels=3):
   model_cfg = tiny_cfg.replace(hidden_dropout_prob=0.0,
                                attention_probs_dropout_prob=0.0)
-  return xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+  return finetuning_task.FinetuningTask(finetuning_task.FinetuningTaskConfig(
       model=model_cfg, task_type=task_type, num_labels=num_labels,
       jit_compile=False))
 
@@ -80,14 +81,14 @@ def test_two_replica_gradient_equals_single_device(tiny_cfg, two_cpu_strategy,
 def test_padded_prediction_keeps_every_record_in_order(
     tiny_cfg, two_cpu_strategy, xnli_records):
   """3 dev records (ar), global batch 4 on 2 replicas: 1 dummy pads the step."""
-  meta = finetuning_runner.finetuning_data.read_metadata(xnli_records)
+  meta = finetuning_data.read_metadata(xnli_records)
   info = meta["splits"]["dev"]["ar"]
   assert info["num_features"] % 4 != 0
   task = _task(tiny_cfg, "classification")
   with two_cpu_strategy.scope():
     model = task.build_model()
-  predictor = finetuning_runner.Predictor(task, model, two_cpu_strategy,
-                                          eval_batch_size=4)
+  predictor = predictions.Predictor(task, model, two_cpu_strategy,
+                                    eval_batch_size=4)
   outputs = predictor.predict(str(xnli_records / info["file"]),
                               info["num_features"], meta["seq_length"])
   np.testing.assert_array_equal(outputs["feature_index"],

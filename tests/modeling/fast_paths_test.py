@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from rembert_tf.finetuning import xtreme_task
+from rembert_tf.finetuning import finetuning_task
 from rembert_tf.modeling import fused_kernels
 from rembert_tf.modeling import padding_removal
 from rembert_tf.modeling import projection_dense
@@ -289,7 +289,7 @@ def test_mixed_bfloat16_remove_padding_runs_in_bfloat16():
 def test_classification_model_is_built_at_cls_with_equal_logits_and_gradients(
     jit_compile):
   cfg = tiny_config()
-  task = xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+  task = finetuning_task.FinetuningTask(finetuning_task.FinetuningTaskConfig(
       model=cfg, task_type="classification", num_labels=3,
       jit_compile=jit_compile))
   model = task.build_model()
@@ -297,7 +297,7 @@ def test_classification_model_is_built_at_cls_with_equal_logits_and_gradients(
   assert encoder._output_range == 1
   assert encoder._remove_padding is (not jit_compile)
   # The same classifier over a plain full-range encoder, same weights.
-  reference_task = xtreme_task.XtremeTask(xtreme_task.XtremeTaskConfig(
+  reference_task = finetuning_task.FinetuningTask(finetuning_task.FinetuningTaskConfig(
       model=cfg, task_type="span", num_labels=1, jit_compile=jit_compile))
   assert reference_task.build_model().rembert_encoder._output_range is None
   plain = rembert_encoder.build_encoder(cfg)

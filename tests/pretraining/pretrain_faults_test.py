@@ -1,5 +1,5 @@
 """Pre-training faults and starts: each refused with one line naming the culprit,
-nothing lost; init_checkpoint, a resume without replay, TPU strategy building."""
+nothing lost; init_checkpoint, a resume without replay."""
 import glob
 import os
 import shutil
@@ -7,16 +7,18 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from official.common import distribute_utils
 from official.core import task_factory
 
+from rembert_tf import pretraining
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretrain_dataloader
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import masked_lm_task
+from rembert_tf.pretraining import preflight_checks
 from rembert_tf.pretraining import runner
 
 import pretrain_testlib
@@ -74,7 +76,7 @@ def test_exponent_form_override_is_a_number():
 
 def test_train_command_reports_config_error_in_one_line(capsys, tmp_path):
   from absl import flags  # pylint: disable=g-import-not-at-top
-  from rembert_tf import train  # pylint: disable=g-import-not-at-top
+  from rembert_tf.cli import train  # pylint: disable=g-import-not-at-top
   flags.FLAGS.unparse_flags()
   flags.FLAGS(["train", "--config", "pretrain_tiny_demo", "--model_dir",
                str(tmp_path / "m"), "--params_override",
@@ -99,7 +101,7 @@ def test_corrupted_shard_is_named(records, tmp_path):
   data = open(shard, "rb").read()
   with open(shard, "wb") as f:  # truncated in the middle of a record
     f.write(data[:len(data) - 5])
-  with pytest.raises(runner.CorruptRecordsError) as e:
+  with pytest.raises(pretraining.CorruptRecordsError) as e:
     runner.run(make_config(copied, train_steps=40, steps_per_loop=20,
                            checkpoint_interval=20),
                str(tmp_path / "m"), **QUIET)
@@ -141,7 +143,7 @@ def test_resume_on_records_of_another_sentencepiece_model(records, tmp_path):
   meta = fileio.read_json(str(meta_path))
   meta.update(sentencepiece_model=str(other), sentencepiece_sha256=sha_b)
   fileio.write_json(str(meta_path), meta)
-  with pytest.raises(runner.TokenizerMismatchError) as e:
+  with pytest.raises(pretraining.TokenizerMismatchError) as e:
     runner.run(make_config(copied, train_steps=4), model_dir, **QUIET)
   message = one_line(e.value)
   for part in (str(meta_path), sha_b, trained_with, sha_a,
@@ -177,7 +179,7 @@ def test_failed_save_leaves_no_temp_and_stale_temps_are_removed(
     return real_save(self, checkpoint_number=checkpoint_number, **kwargs)
 
   monkeypatch.setattr(tf.train.CheckpointManager, "save", disk_full_save)
-  with pytest.raises(runner.PretrainingError) as e:
+  with pytest.raises(pretraining.PretrainingError) as e:
     runner.run(make_config(records, train_steps=4), str(model_dir), **QUIET)
   message = one_line(e.value)
   assert "No space left on device" in message
@@ -231,14 +233,14 @@ def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoints.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
+  checkpoint_restore.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
   task = task_factory.get_task(config.task)
   model = task.build_model()
   assert masked_lm_task.restore_init_checkpoint(model, str(source)).endswith(
       "encoder/ckpt-3")
   np.testing.assert_array_equal(model.encoder.variables[0].numpy(),
                                 saved.encoder.variables[0].numpy())
-  with pytest.raises(checkpoints.CheckpointError, match="task.init_checkpoint"):
+  with pytest.raises(checkpoint_layout.CheckpointError, match="task.init_checkpoint"):
     masked_lm_task.restore_init_checkpoint(model, str(tmp_path / "nothing"))
 
 
@@ -266,37 +268,7 @@ def test_resume_without_replay_reshuffles_from_the_step(records):
   assert masked_lm_task.resumed_stream_seed(3, 10) != masked_lm_task.resumed_stream_seed(3, 20)
 
 
-# --- Strategies ---------------------------------------------------------------
-def test_tpu_strategy_is_built_by_model_garden(monkeypatch):
-  calls = []
-
-  def fake(name, **kwargs):
-    calls.append((name, kwargs))
-    return "a TPUStrategy"
-
-  monkeypatch.setattr(distribute_utils, "get_distribution_strategy", fake)
-  assert runner.make_strategy("tpu", tpu="grpc://10.0.0.2:8470") == "a TPUStrategy"
-  monkeypatch.setenv("TPU_NAME", "local")        # as on a TPU VM
-  assert runner.make_strategy("tpu") == "a TPUStrategy"
-  assert calls == [("tpu", {"tpu_address": "grpc://10.0.0.2:8470"}),
-                   ("tpu", {"tpu_address": ""})]
-
-
-def test_tpu_strategy_errors_are_one_line(monkeypatch):
-  for key in ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS"):
-    monkeypatch.delenv(key, raising=False)
-  with pytest.raises(runner.PretrainingError, match="no TPU found"):
-    runner.make_strategy("tpu")
-
-  def unreachable(name, **kwargs):
-    raise ValueError("Please provide a TPU Name to connect to.")
-
-  monkeypatch.setattr(distribute_utils, "get_distribution_strategy", unreachable)
-  with pytest.raises(runner.PretrainingError) as e:
-    runner.make_strategy("tpu", tpu="my-tpu")
-  assert "--tpu my-tpu: cannot connect" in one_line(e.value)
-
-
+# --- Records metadata ----------------------------------------------------------
 def test_records_name_their_sentencepiece_model_relative_to_the_working_dir(
     tmp_path, monkeypatch):
   """The data tools record the model path as given (relative to where they ran)."""
@@ -307,5 +279,5 @@ def test_records_name_their_sentencepiece_model_relative_to_the_working_dir(
       tmp_path / "records", splits=(("train", 1),),
       extra_metadata={"sentencepiece_model": "spm/sentencepiece.model"})
   config = make_config(tmp_path / "records")
-  assert runner.sentencepiece_model_of(config.task.train_data) == (
+  assert preflight_checks.sentencepiece_model_of(config.task.train_data) == (
       "spm/sentencepiece.model")

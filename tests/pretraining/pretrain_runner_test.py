@@ -1,18 +1,21 @@
 """Tests of `rembert_tf.pretraining.run`: checkpoints, resume, eval, errors."""
 import glob
 import os
-import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
+from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import
 
 import pretrain_testlib
 
+from rembert_tf import pretraining
 from rembert_tf.data import pretrain_dataloader
 from rembert_tf.evaluation import mlm_baseline
 from rembert_tf.data import pretraining_records
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import runner
 
@@ -67,10 +70,10 @@ def test_train_and_eval_writes_checkpoints_encoder_and_summaries(trained_dir):
               "eval_masked_lm_accuracy", "train_examples_per_second"):
     assert np.isfinite(metrics[key]), key
   assert os.path.exists(os.path.join(model_dir, "ckpt-2.index"))
-  # Encoder-only checkpoint + model config + tokenizer, per checkpoints.py.
-  cfg, encoder = checkpoints.load_encoder(model_dir)
+  # Encoder-only checkpoint + model config + tokenizer, per checkpoint_layout.py.
+  cfg, encoder = checkpoint_restore.load_encoder(model_dir)
   assert cfg.num_hidden_layers == 1
-  assert checkpoints.encoder_checkpoint_path(model_dir).endswith("ckpt-4")
+  assert checkpoint_layout.encoder_checkpoint_path(model_dir).endswith("ckpt-4")
   assert os.path.exists(os.path.join(model_dir, "sentencepiece.model"))
   assert os.path.exists(os.path.join(model_dir, "params.yaml"))
   # Console lines: step/total, loss, MLM accuracy, examples/s, ETA.
@@ -107,6 +110,25 @@ def test_resume_continues_step_weights_and_optimizer(records, trained_dir,
   assert any(".OPTIMIZER_SLOT/optimizer/m/" in n for n in names)
 
 
+def test_default_strategy_with_the_precision_flag_and_settings_restored(
+    records, tmp_path):
+  """`--strategy default` (no tf.distribute scope) trains; --mixed_precision
+  overrides the experiment's precision for the run only."""
+  model_dir = str(tmp_path / "default")
+  metrics = runner.run(make_config(records, train_steps=2), model_dir,
+                       strategy="default", mixed_precision="mixed_bfloat16",
+                       deterministic=True, seed=3, print_fn=lambda _: None)
+  assert metrics["global_step"] == 2
+  assert metrics["checkpoint"] == os.path.join(model_dir, "ckpt-2")
+  assert np.isfinite(metrics["train_loss"])
+  assert os.path.exists(os.path.join(model_dir, "encoder", "ckpt-2.index"))
+  params = experiments.load_yaml_text(
+      open(os.path.join(model_dir, "params.yaml")).read())
+  assert params["runtime"]["mixed_precision_dtype"] == "bfloat16"
+  assert tf_keras.mixed_precision.global_policy().name == "float32"
+  assert not tf_config.is_op_determinism_enabled()
+
+
 def test_eval_mode_reports_mlm_loss_and_accuracy(records, trained_dir):
   model_dir, _, _ = trained_dir
   before = listing(model_dir)
@@ -124,7 +146,7 @@ def test_refuses_model_dir_of_a_different_model(records, trained_dir):
   config = make_config(records, train_steps=8)
   config.task.model.num_hidden_layers = 2
   config.task.model.output_embedding_size = 128
-  with pytest.raises(runner.CheckpointMismatchError) as e:
+  with pytest.raises(pretraining.CheckpointMismatchError) as e:
     runner.run(config, model_dir, print_fn=lambda _: None)
   message = str(e.value)
   assert "num_hidden_layers" in message and "output_embedding_size" in message
@@ -150,12 +172,12 @@ def test_records_mismatching_the_config_fail_before_the_first_step(records,
 def test_missing_data_is_a_clear_error(records, tmp_path):
   config = make_config(records)
   config.task.train_data.input_path = str(tmp_path / "nowhere" / "*.tfrecord")
-  with pytest.raises(runner.PretrainingError,
+  with pytest.raises(pretraining.PretrainingError,
                      match="task.train_data.input_path.*matches no file"):
     runner.run(config, str(tmp_path / "m"), print_fn=lambda _: None)
   config = make_config(records)
   config.task.validation_data.input_path = ""
-  with pytest.raises(runner.PretrainingError,
+  with pytest.raises(pretraining.PretrainingError,
                      match="task.validation_data.input_path is empty"):
     runner.run(config, str(tmp_path / "m"), mode="train_and_eval",
                print_fn=lambda _: None)
@@ -164,13 +186,13 @@ def test_missing_data_is_a_clear_error(records, tmp_path):
 def test_unwritable_model_dir_is_a_clear_error(records, tmp_path):
   blocker = tmp_path / "a_file"
   blocker.write_text("x")
-  with pytest.raises(runner.PretrainingError, match="not writable"):
+  with pytest.raises(pretraining.PretrainingError, match="not writable"):
     runner.run(make_config(records), str(blocker / "model"),
                print_fn=lambda _: None)
 
 
 def test_eval_without_checkpoint_is_a_clear_error(records, tmp_path):
-  with pytest.raises(runner.PretrainingError, match="no checkpoint"):
+  with pytest.raises(pretraining.PretrainingError, match="no checkpoint"):
     runner.run(make_config(records), str(tmp_path / "empty"), mode="eval",
                print_fn=lambda _: None)
 
@@ -185,7 +207,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(records, tmp_path):
                             "constant": {"learning_rate": 1e30}},
           "warmup": {"type": None}}}}, is_strict=True)
   model_dir = str(tmp_path / "nan")
-  with pytest.raises(runner.NonFiniteLossError) as e:
+  with pytest.raises(pretraining.NonFiniteLossError) as e:
     runner.run(config, model_dir, print_fn=lambda _: None)
   message = str(e.value)
   assert "training loss is nan" in message or "training loss is inf" in message
@@ -194,15 +216,6 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(records, tmp_path):
   failed_step = int(message.split(" at step ")[1].split(";")[0])
   assert int(last.rsplit("-", 1)[1]) == failed_step - 1
   assert not os.path.exists(os.path.join(model_dir, f"ckpt-{failed_step}.index"))
-
-
-def test_tpu_strategy_without_a_tpu_fails_at_once(monkeypatch):
-  for key in ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS"):
-    monkeypatch.delenv(key, raising=False)
-  start = time.time()
-  with pytest.raises(runner.PretrainingError, match="no TPU found"):
-    runner.make_strategy("tpu")
-  assert time.time() - start < 2
 
 
 def test_most_frequent_token_baseline_matches_a_direct_count(records):
@@ -220,3 +233,15 @@ def test_most_frequent_token_baseline_matches_a_direct_count(records):
   assert baseline["accuracy"] == pytest.approx(
       counts[baseline["token_id"]] / counts.sum())
   assert 0.02 < baseline["accuracy"] < 0.9
+
+
+def test_a_model_dir_another_run_writes_is_refused(records, tmp_path):
+  """One writer per model_dir: a second run exits before writing anything."""
+  import testlib  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
+  model_dir = tmp_path / "model"
+  with testlib.held_by_another_process(model_dir) as (pid, _):
+    with pytest.raises(output_lock.OutputLockedError,
+                       match=rf"model is being written by another run \(pid {pid} "):
+      runner.run(make_config(records), str(model_dir), print_fn=lambda _: None)
+  assert not model_dir.exists() or os.listdir(model_dir) == []

@@ -66,7 +66,7 @@ def test_mining_equals_the_direct_computation(sizes, one_device,
     mined = bucc.mine(x, y, strategy)
     assert [(s, t) for s, t, _ in mined] == [(s, t) for s, t, _ in expected]
     assert [m for _, _, m in mined] == pytest.approx(
-        [m for _, _, m in expected], abs=1e-5)
+        [m for _, _, m in expected], rel=1e-5, abs=1e-5)
 
 
 def test_threshold_is_halfway_after_the_best_f1_prefix():

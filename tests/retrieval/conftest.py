@@ -23,13 +23,15 @@ def tiny_cfg():
 def checkpoint_dir(tiny_cfg, sp_model, tmp_path_factory):
   """A checkpoint directory as conversion writes it (config, encoder, vocab)."""
   import tf_keras
-  from rembert_tf.modeling import checkpoints
+  from rembert_tf.data import tokenizer
+  from rembert_tf.modeling import checkpoint_layout
   from rembert_tf.modeling import rembert_encoder
   tf_keras.utils.set_random_seed(3)
   directory = tmp_path_factory.mktemp("ckpt") / "model"
-  checkpoints.write_checkpoint_dir(directory, tiny_cfg,
-                                   rembert_encoder.build_encoder(tiny_cfg),
-                                   sp_model=str(sp_model))
+  checkpoint_layout.write_checkpoint_dir(
+      directory, tiny_cfg, rembert_encoder.build_encoder(tiny_cfg))
+  tokenizer.copy_sentencepiece(
+      sp_model, directory / checkpoint_layout.SENTENCEPIECE_FILE)
   return directory
 
 

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from rembert_tf.common import errors
-from rembert_tf.modeling import checkpoints
+from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.retrieval import sentence_embedder as se
 
 SENTENCES = ["The farmer reads a long letter in the village.", "Hola.",
@@ -33,7 +33,7 @@ def test_default_layer_follows_xtreme():
 
 def _reference(checkpoint_dir, sp_model, sentences, layer, seq_length):
   """Mean over real tokens of the full encoder's block `layer`, normalised."""
-  _, encoder = checkpoints.load_encoder(checkpoint_dir)
+  _, encoder = checkpoint_restore.load_encoder(checkpoint_dir)
   embedder_ids = se.SentenceEmbedder(
       encoder, sp_model, tf.distribute.OneDeviceStrategy("/cpu:0"),
       seq_length=seq_length).tokenize(sentences)

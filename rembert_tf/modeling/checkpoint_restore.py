@@ -1,13 +1,4 @@
-"""The one checkpoint API: where a model's weights are, and reading them into a model.
-
-A *checkpoint source* is any path a user gives a command that needs weights:
-
-| source                          | what it holds                                         |
-| ------------------------------- | ----------------------------------------------------- |
-| checkpoint directory            | `model_config.yaml`, `encoder/ckpt-N`, optionally `pretrainer/ckpt-N` and `sentencepiece.model` (written by conversion) |
-| pre-training `model_dir`        | the same files plus Model Garden's full `ckpt-N` (`model` = the pretrainer, `optimizer`, `global_step`, `encoder`) |
-| checkpoint prefix               | e.g. `DIR/encoder/ckpt-3` or `DIR/ckpt-3` (config from `DIR/model_config.yaml` or given) |
-| exported SavedModel directory   | `saved_model.pb`, `variables/`, `model_config.yaml`, `assets/sentencepiece.model` |
+"""Reading a checkpoint source's weights into a model (and the encoder export writer).
 
 `load_encoder(source)` builds the encoder and restores it (what fine-tuning,
 export and conversion need); `restore_pretrainer(pretrainer, source)` restores
@@ -16,55 +7,36 @@ output-side layers), which only a pretrainer checkpoint has
 (`pretrainer/ckpt-N` or a model_dir's `ckpt-N`); the optimizer and step are
 never read. Reading is by object structure: the encoder (or pretrainer) node
 is found in the checkpoint's object graph, wherever the writer put it, and
-only that subtree is read, one variable at a time.
+only that subtree is read, one variable at a time. What a source is and where
+its files are: `rembert_tf.modeling.checkpoint_layout`.
 
-Layout of a checkpoint directory:
-```
-DIR/model_config.yaml        the RemBertConfig (see configs/models/)
-DIR/encoder/ckpt-N.*         tf.train.Checkpoint(encoder=encoder): what fine-tuning keeps
-DIR/pretrainer/ckpt-N.*      tf.train.Checkpoint(model=pretrainer): encoder + output side
-DIR/sentencepiece.model      the tokenizer (optional), with sentencepiece.json beside it
-```
-The encoder-only checkpoint uses the key `encoder`, the key Model Garden's
-`BertPretrainerV2.checkpoint_items` and its fine-tuning tasks'
-`init_checkpoint` use; the pretrainer one uses `model`, as Model Garden's
-trainer does, so a pre-training experiment can start from `pretrainer/`.
-
-Every path goes through `rembert_tf.common.fileio` and `tf.train`: gs://
-sources work. Builds on `tf.train.Checkpoint` (object-based reading with
-`expect_partial`) and `tf.train.CheckpointManager` (writing).
+Builds on `tf.train.Checkpoint` (object-based reading; one Checkpoint and
+CheckpointManager per `EncoderExportWriter`) and the checkpoint reader's
+`TrackableObjectGraph`; a SavedModel without model_config.yaml gives its
+encoder config through tf_keras' `keras_metadata.pb`.
 
 Example:
 ```python
-from rembert_tf.modeling import checkpoints, rembert_pretrainer
-cfg, encoder = checkpoints.load_encoder("converted/rembert")   # or a SavedModel
+from rembert_tf.modeling import checkpoint_restore, rembert_pretrainer
+cfg, encoder = checkpoint_restore.load_encoder("converted/rembert")   # or a SavedModel
 pretrainer = rembert_pretrainer.build_pretrainer(cfg)
-checkpoints.restore_pretrainer(pretrainer, "converted/rembert")  # + output side
-checkpoints.find_sentencepiece("converted/rembert")  # ".../sentencepiece.model"
+checkpoint_restore.restore_pretrainer(pretrainer, "converted/rembert")  # + output side
 ```
 """
 import collections
 import contextlib
-import dataclasses
 import json
-import os
-from typing import Callable, Iterator, Optional, Tuple, Union
+from typing import Callable, Iterator, Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
 
-from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.data import tokenizer
+from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
-
-MODEL_CONFIG_FILE = "model_config.yaml"
-ENCODER_SUBDIR = "encoder"
-PRETRAINER_SUBDIR = "pretrainer"
-SENTENCEPIECE_FILE = "sentencepiece.model"
-SAVED_MODEL_FILE = "saved_model.pb"
+from rembert_tf.modeling.checkpoint_layout import CheckpointError
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 # A node is the encoder / the pretrainer when it has these children.
@@ -72,167 +44,27 @@ _ENCODER_CHILDREN = frozenset({"_embedding_layer", "_transformer_layers",
                                "_pooler_layer"})
 _PRETRAINER_CHILDREN = frozenset({"encoder_network", "masked_lm"})
 
-ModelConfigLike = Union[None, str, os.PathLike, rembert_config.RemBertConfig]
 
-
-class CheckpointError(errors.RemBertError, ValueError):
-  """A checkpoint source is missing a part or does not match the model."""
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointSource:
-  """A user's checkpoint path, resolved to the files that hold each part.
-
-  Attributes:
-    path: the path as given.
-    kind: "directory" (checkpoint directory or model_dir), "prefix" or
-      "saved_model".
-    encoder_checkpoint: object-based checkpoint prefix holding the encoder.
-    pretrainer_checkpoint: prefix holding the whole pretrainer (encoder +
-      output side), or None (encoder-only sources).
-    model_config: path of the model_config.yaml, or None.
-    sp_model: path of the SentencePiece model, or None.
-  """
-  path: str
-  kind: str
-  encoder_checkpoint: str
-  pretrainer_checkpoint: Optional[str]
-  model_config: Optional[str]
-  sp_model: Optional[str]
-
-
-def latest_checkpoint(directory) -> Optional[str]:
-  """Newest checkpoint prefix in `directory` (via its `checkpoint` file)."""
-  directory = fileio.as_str(directory)
-  if not fileio.isdir(directory):
-    return None
-  return tf.train.latest_checkpoint(directory)
-
-
-def encoder_checkpoint_path(directory) -> str:
-  """The newest encoder-only checkpoint prefix of a checkpoint directory."""
-  path = latest_checkpoint(fileio.join(directory, ENCODER_SUBDIR))
-  if path is None:
-    raise CheckpointError(
-        f"{directory}: no encoder checkpoint under {ENCODER_SUBDIR}/ (expected "
-        f"{ENCODER_SUBDIR}/checkpoint and {ENCODER_SUBDIR}/ckpt-N.index).")
-  return path
-
-
-def _existing(*paths) -> Optional[str]:
-  for path in paths:
-    if fileio.isfile(path):
-      return path
-  return None
-
-
-def resolve(source) -> CheckpointSource:
-  """Finds which files of `source` hold the encoder, the output side, the config.
-
-  Raises:
-    CheckpointError: naming the path when it holds no checkpoint.
-  """
-  if isinstance(source, CheckpointSource):
-    return source
-  path = fileio.as_str(source).rstrip("/") or "/"
-  if fileio.exists(path + ".index"):
-    # DIR/encoder/ckpt-N or DIR/ckpt-N: the config lives in DIR. Checked
-    # first: some filesystems (ram://) call any prefix a directory.
-    parent = fileio.dirname(path)
-    folders = [parent, fileio.dirname(parent)]
-    return CheckpointSource(
-        path=path, kind="prefix", encoder_checkpoint=path,
-        pretrainer_checkpoint=(
-            path if fileio.basename(parent) != ENCODER_SUBDIR else None),
-        model_config=_existing(*[fileio.join(f, MODEL_CONFIG_FILE)
-                                 for f in folders]),
-        sp_model=_existing(*[fileio.join(f, SENTENCEPIECE_FILE)
-                             for f in folders]))
-  if fileio.isdir(path) and fileio.exists(fileio.join(path, SAVED_MODEL_FILE)):
-    return CheckpointSource(
-        path=path, kind="saved_model",
-        encoder_checkpoint=fileio.join(path, "variables", "variables"),
-        pretrainer_checkpoint=None,
-        model_config=_existing(fileio.join(path, MODEL_CONFIG_FILE),
-                               fileio.join(path, "assets", MODEL_CONFIG_FILE)),
-        sp_model=_existing(fileio.join(path, "assets", SENTENCEPIECE_FILE)))
-  if fileio.isdir(path):
-    pretrainer = (latest_checkpoint(fileio.join(path, PRETRAINER_SUBDIR))
-                  or latest_checkpoint(path))
-    encoder = latest_checkpoint(fileio.join(path, ENCODER_SUBDIR)) or pretrainer
-    if encoder is None:
-      raise CheckpointError(
-          f"{path} is neither a rembert_tf checkpoint directory (no "
-          f"{ENCODER_SUBDIR}/ckpt-N, {PRETRAINER_SUBDIR}/ckpt-N or pre-training "
-          f"ckpt-N) nor an exported SavedModel (no {SAVED_MODEL_FILE}): no "
-          "checkpoint found. Point it at a pre-training model_dir, a converted "
-          "checkpoint directory or an exported SavedModel.")
-    return CheckpointSource(
-        path=path, kind="directory", encoder_checkpoint=encoder,
-        pretrainer_checkpoint=pretrainer,
-        model_config=_existing(fileio.join(path, MODEL_CONFIG_FILE)),
-        sp_model=_existing(fileio.join(path, SENTENCEPIECE_FILE)))
-  raise CheckpointError(
-      f"checkpoint {path} does not exist (neither a directory nor a "
-      "checkpoint prefix with a .index file).")
-
-
-def has_output_side(source) -> bool:
-  """True when the source holds a whole pretrainer (encoder + output side)."""
-  resolved = resolve(source)
-  return bool(resolved.pretrainer_checkpoint) and _object_path(
-      resolved.pretrainer_checkpoint, _PRETRAINER_CHILDREN.issubset) is not None
-
-
-def find_sentencepiece(source) -> Optional[str]:
-  """The SentencePiece model that came with a checkpoint source, or None."""
-  return resolve(source).sp_model
-
-
-# === the model config ===
-def read_model_config(path) -> rembert_config.RemBertConfig:
-  """A model_config.yaml on any filesystem."""
-  path = fileio.as_str(path)
-  values = fileio.read_yaml(path) or {}
-  if isinstance(values, dict) and set(values) == {"model"}:
-    values = values["model"]
-  return rembert_config.model_config_from_dict(values, source=path)
-
-
-def write_model_config(cfg: rembert_config.RemBertConfig, path) -> None:
-  fileio.write_yaml(fileio.as_str(path), cfg.as_dict())
-
-
-def load_model_config_from_dir(directory) -> rembert_config.RemBertConfig:
-  """The model_config.yaml of a checkpoint directory (or SavedModel)."""
-  path = fileio.join(directory, MODEL_CONFIG_FILE)
-  if not fileio.exists(path):
-    raise CheckpointError(
-        f"{directory}: no {MODEL_CONFIG_FILE}. A rembert_tf checkpoint "
-        "directory holds model_config.yaml and encoder/ckpt-*; make one with "
-        "`python -m rembert_tf.train` or `tools/convert_checkpoint.py --to "
-        "rembert_tf`, or pass the model config explicitly.")
-  return read_model_config(path)
-
-
-def _as_config(config: ModelConfigLike) -> rembert_config.RemBertConfig:
+# === the model config of a source ===
+def _as_config(config: checkpoint_layout.ModelConfigLike
+               ) -> rembert_config.RemBertConfig:
   if isinstance(config, rembert_config.RemBertConfig):
     return config
   name = fileio.as_str(config)
   if fileio.is_remote(name):
-    return read_model_config(name)
+    return checkpoint_layout.read_model_config(name)
   return rembert_config.load_model_config(name)
 
 
-def model_config_of(source, config: ModelConfigLike = None
+def model_config_of(source, config: checkpoint_layout.ModelConfigLike = None
                     ) -> rembert_config.RemBertConfig:
   """The model config of a source; `config` (preset / YAML / object) if given.
 
   When the source has its own config and `config` is given too, they must
   agree: the error lists every differing field.
   """
-  resolved = resolve(source)
-  stored = (read_model_config(resolved.model_config)
+  resolved = checkpoint_layout.resolve(source)
+  stored = (checkpoint_layout.read_model_config(resolved.model_config)
             if resolved.model_config else None)
   if config is not None:
     given = _as_config(config)
@@ -246,9 +78,9 @@ def model_config_of(source, config: ModelConfigLike = None
     if from_keras is not None:
       return from_keras
   raise CheckpointError(
-      f"{resolved.path}: no {MODEL_CONFIG_FILE} beside the checkpoint; pass "
-      "the model config (--model_config / --config: a configs/models/ name or "
-      "a YAML file).")
+      f"{resolved.path}: no {checkpoint_layout.MODEL_CONFIG_FILE} beside the "
+      "checkpoint; pass the model config (--model_config / --config: a "
+      "configs/models/ name or a YAML file).")
 
 
 def _check_same_config(stored, given, stored_path, config):
@@ -415,7 +247,7 @@ def restore_encoder(encoder: rembert_encoder.RemBertEncoder, source) -> str:
 
   Output-side variables and optimizer slots in the source are never read.
   """
-  resolved = resolve(source)
+  resolved = checkpoint_layout.resolve(source)
   prefix = resolved.encoder_checkpoint
   _read_subtree(encoder, prefix, _ENCODER_CHILDREN.issubset,
                 "encoder (a RemBertEncoder node: children "
@@ -433,16 +265,17 @@ def restore_pretrainer(pretrainer: rembert_pretrainer.RemBertPretrainer,
     CheckpointError: when the source has no output side (an encoder-only
       checkpoint or SavedModel), naming what to convert instead.
   """
-  resolved = resolve(source)
+  resolved = checkpoint_layout.resolve(source)
   prefix = resolved.pretrainer_checkpoint
   path = (_object_path(prefix, _PRETRAINER_CHILDREN.issubset)
           if prefix else None)
   if path is None:
     raise CheckpointError(
-        f"{resolved.path}: no output side (no {PRETRAINER_SUBDIR}/ckpt-N and "
-        "no pre-training ckpt-N holding the MLM head); only the encoder can be "
-        "read from it. Convert the released checkpoint with "
-        "`--with_output_side`, or start from a pre-training model_dir.")
+        f"{resolved.path}: no output side (no "
+        f"{checkpoint_layout.PRETRAINER_SUBDIR}/ckpt-N and no pre-training "
+        "ckpt-N holding the MLM head); only the encoder can be read from it. "
+        "Convert the released checkpoint with `--with_output_side`, or start "
+        "from a pre-training model_dir.")
   _read_subtree(pretrainer, prefix, _PRETRAINER_CHILDREN.issubset,
                 "pretrainer (encoder + output side)")
   return prefix
@@ -470,7 +303,7 @@ def zero_initialized_variables() -> Iterator[None]:
     yield
 
 
-def load_encoder(source, config: ModelConfigLike = None
+def load_encoder(source, config: checkpoint_layout.ModelConfigLike = None
                  ) -> Tuple[rembert_config.RemBertConfig,
                             rembert_encoder.RemBertEncoder]:
   """Builds the encoder of a checkpoint source and restores its weights."""
@@ -478,7 +311,8 @@ def load_encoder(source, config: ModelConfigLike = None
                             restore_encoder)
 
 
-def load_pretrainer(source, config: ModelConfigLike = None
+def load_pretrainer(source,
+                    config: checkpoint_layout.ModelConfigLike = None
                     ) -> Tuple[rembert_config.RemBertConfig,
                                rembert_pretrainer.RemBertPretrainer]:
   """Builds the pretrainer of a checkpoint source, encoder + output side restored."""
@@ -487,7 +321,7 @@ def load_pretrainer(source, config: ModelConfigLike = None
 
 
 def _build_and_restore(source, config, build, restore):
-  resolved = resolve(source)
+  resolved = checkpoint_layout.resolve(source)
   cfg = model_config_of(resolved, config)
   with zero_initialized_variables():  # every variable is restored below
     model = build(cfg)
@@ -495,58 +329,11 @@ def _build_and_restore(source, config, build, restore):
   return cfg, model
 
 
-# === writing ===
-def write_encoder_checkpoint(encoder, directory, step: int = 0,
-                             max_to_keep: int = 3) -> str:
-  """Saves `encoder` as DIR/encoder/ckpt-<step> with a CheckpointManager.
-
-  TF writes the checkpoint's files under temporary names and renames them
-  when complete, and updates the `checkpoint` index file last, so a kill
-  midway never leaves a half-written checkpoint as the newest one.
-  """
-  manager = tf.train.CheckpointManager(
-      tf.train.Checkpoint(encoder=encoder),
-      directory=fileio.join(directory, ENCODER_SUBDIR),
-      max_to_keep=max_to_keep)
-  return manager.save(checkpoint_number=step)
-
-
-def write_pretrainer_checkpoint(pretrainer, directory, step: int = 0,
-                                max_to_keep: int = 1) -> str:
-  """Saves encoder + output side as DIR/pretrainer/ckpt-<step> (key `model`)."""
-  manager = tf.train.CheckpointManager(
-      tf.train.Checkpoint(model=pretrainer),
-      directory=fileio.join(directory, PRETRAINER_SUBDIR),
-      max_to_keep=max_to_keep)
-  return manager.save(checkpoint_number=step)
-
-
-def check_sentencepiece(sp_model) -> tokenizer.SpecialTokens:
-  """Refuses a file that is not a SentencePiece model with the special pieces."""
-  return tokenizer.SpecialTokens.from_model(sp_model)
-
-
-def copy_sentencepiece(sp_model, directory) -> str:
-  """Copies a SentencePiece model in as DIR/sentencepiece.model (+ its .json)."""
-  target = fileio.join(directory, SENTENCEPIECE_FILE)
-  fileio.copy(sp_model, target, overwrite=True)
-  tokenizer.write_tokenizer_metadata(target)
-  return target
-
-
-def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
-                         sp_model: Optional[str] = None, step: int = 0) -> None:
-  """Writes model_config.yaml, encoder/ckpt-N, [pretrainer/ckpt-N], [sentencepiece.model].
-
-  `directory` should be the temporary directory of `fileio.atomic_directory`.
-  """
-  fileio.makedirs(directory)
-  write_model_config(cfg, fileio.join(directory, MODEL_CONFIG_FILE))
-  write_encoder_checkpoint(encoder, directory, step=step)
-  if pretrainer is not None:
-    write_pretrainer_checkpoint(pretrainer, directory, step=step)
-  if sp_model:
-    copy_sentencepiece(sp_model, directory)
+def has_output_side(source) -> bool:
+  """True when the source holds a whole pretrainer (encoder + output side)."""
+  resolved = checkpoint_layout.resolve(source)
+  return bool(resolved.pretrainer_checkpoint) and _object_path(
+      resolved.pretrainer_checkpoint, _PRETRAINER_CHILDREN.issubset) is not None
 
 
 class EncoderExportWriter:
@@ -577,7 +364,8 @@ class EncoderExportWriter:
       raise CheckpointError(
           f"encoder export interval {every_n_saves}: must be >= 1 (1 exports "
           "at every checkpoint).")
-    self.directory = f"{str(directory).rstrip('/')}/{ENCODER_SUBDIR}"
+    self.directory = (f"{str(directory).rstrip('/')}/"
+                      f"{checkpoint_layout.ENCODER_SUBDIR}")
     self.checkpoint = tf.train.Checkpoint(encoder=encoder)
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, directory=self.directory, max_to_keep=max_to_keep)

@@ -1,4 +1,4 @@
-"""The XTREME fine-tuning Task, run by Model Garden's `train_lib` / orbit.
+"""Fine-tuning's Model Garden Task (every task type), run by `train_lib`/orbit.
 
 Builds on `official.core.base_task.Task` (the interface `train_lib` drives:
 inputs, model, metrics, train step, checkpoint initialisation). Model Garden's
@@ -24,11 +24,11 @@ Model Garden's (`official.nlp.modeling.models`).
 Example:
 ```python
 from official.core import task_factory
-from rembert_tf.finetuning import xtreme_task
+from rembert_tf.finetuning import finetuning_task
 from rembert_tf.modeling import rembert_config
-config = xtreme_task.XtremeTaskConfig(
+config = finetuning_task.FinetuningTaskConfig(
     model=rembert_config.load_model_config("tiny"), task_type="tagging",
-    num_labels=7, train_data=xtreme_task.XtremeDataConfig(
+    num_labels=7, train_data=finetuning_task.FinetuningDataConfig(
         input_path="records/panx/train-en.tfrecord", seq_length=128))
 task = task_factory.get_task(config)
 model = task.build_model()
@@ -50,7 +50,7 @@ from rembert_tf.modeling import rembert_encoder
 
 
 @dataclasses.dataclass
-class XtremeDataConfig(cfg.DataConfig):
+class FinetuningDataConfig(cfg.DataConfig):
   """One records file of a task (`<split>-<lang>.tfrecord`)."""
   input_path: str = ""
   global_batch_size: int = 32
@@ -64,7 +64,7 @@ class XtremeDataConfig(cfg.DataConfig):
 
 
 @dataclasses.dataclass
-class XtremeTaskConfig(cfg.TaskConfig):
+class FinetuningTaskConfig(cfg.TaskConfig):
   """Fine-tuning a RemBERT encoder with a head of `task_type`.
 
   Attributes:
@@ -81,8 +81,8 @@ class XtremeTaskConfig(cfg.TaskConfig):
       default_factory=rembert_config.RemBertConfig)
   task_type: str = "classification"
   num_labels: int = 2
-  train_data: XtremeDataConfig = dataclasses.field(
-      default_factory=XtremeDataConfig)
+  train_data: FinetuningDataConfig = dataclasses.field(
+      default_factory=FinetuningDataConfig)
   jit_compile: bool = True
   freeze_input_embeddings: bool = False
 
@@ -125,11 +125,11 @@ def init_random_generators(model: tf_keras.Model) -> None:
       generator._maybe_init()  # pylint: disable=protected-access
 
 
-@task_factory.register_task_cls(XtremeTaskConfig)
-class XtremeTask(base_task.Task):
+@task_factory.register_task_cls(FinetuningTaskConfig)
+class FinetuningTask(base_task.Task):
   """Fine-tunes an encoder plus a task head on one XTREME task."""
 
-  def __init__(self, params: XtremeTaskConfig, logging_dir=None, name=None,
+  def __init__(self, params: FinetuningTaskConfig, logging_dir=None, name=None,
                restore_encoder: Optional[Callable] = None):
     super().__init__(params, logging_dir=logging_dir, name=name)
     self.kind = task_types.get(params.task_type)
@@ -175,7 +175,7 @@ class XtremeTask(base_task.Task):
     if self._restore_encoder is not None:
       self._restore_encoder(model.rembert_encoder)
 
-  def build_inputs(self, params: XtremeDataConfig,
+  def build_inputs(self, params: FinetuningDataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None
                    ) -> tf.data.Dataset:
     """Per-replica batches of one records file (see the module docstring)."""

@@ -1,0 +1,143 @@
+"""What fine-tuning starts from: the task's records and the encoder.
+
+* Records: a given records directory, or records written from XTREME's
+  `download/` folder under `<output_dir>/records/` with the checkpoint's
+  SentencePiece model (a rerun reuses them); their `metadata.json` must name
+  the task, and come from the checkpoint's SentencePiece model (by sha256).
+* Encoder: anything `modeling.checkpoint_layout` resolves (only its config is read
+  now; the weights are read into each run's encoder when the run starts
+  fresh), or random weights of `--model_config`.
+
+Example:
+```python
+from rembert_tf.finetuning import run_inputs
+records_dir = run_inputs.prepare_records(
+    "xnli", "ft/xnli", records_dir=None, data_dir="download", sp_model=None,
+    init_checkpoint="pretrain_dir", seq_length=128, languages=None,
+    splits=("dev",), progress=print)
+meta = run_inputs.read_task_metadata("xnli", records_dir)
+model_config, restore_encoder, source = run_inputs.encoder_source(
+    "pretrain_dir", None, meta, records_dir)
+```
+"""
+from typing import Callable, Dict, Optional, Tuple
+
+from absl import logging
+
+from rembert_tf.common import fileio
+from rembert_tf.finetuning import finetuning_data
+from rembert_tf.finetuning import finetuning_experiment
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.modeling import rembert_config
+
+FinetuningError = finetuning_experiment.FinetuningError
+
+
+def checkpoint_sentencepiece(init_checkpoint) -> Optional[str]:
+  """The SentencePiece model stored with a checkpoint, if any."""
+  if not init_checkpoint:
+    return None
+  return checkpoint_layout.find_sentencepiece(init_checkpoint)
+
+
+def _reusable_records(existing: str, sp_model, data_dir, seq_length) -> bool:
+  """Records an earlier run wrote from the same download and model."""
+  if not fileio.exists(fileio.join(existing, finetuning_data.METADATA_FILE)):
+    return False
+  meta = finetuning_data.read_metadata(existing)
+  return (meta.get("sp_model_sha256") == fileio.sha256(sp_model)
+          and meta.get("data_dir") == fileio.as_str(data_dir)
+          and seq_length in (None, meta.get("seq_length")))
+
+
+def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
+                    init_checkpoint, seq_length, languages, splits,
+                    progress) -> str:
+  """The records directory: given, or written from the XTREME download."""
+  if records_dir is not None:
+    return fileio.as_str(records_dir)
+  if data_dir is None:
+    raise FinetuningError("Give records_dir / --records_dir "
+                          "(tools/create_finetuning_data.py output) or "
+                          "data_dir / --data_dir (XTREME download/).")
+  if sp_model is None:
+    sp_model = checkpoint_sentencepiece(init_checkpoint)
+    if sp_model is None:
+      raise FinetuningError(
+          f"Give --sp_model: the init checkpoint {init_checkpoint} has no "
+          f"{checkpoint_layout.SENTENCEPIECE_FILE}.")
+  records_root = fileio.join(output_dir, "records")
+  existing = fileio.join(records_root, task)
+  if _reusable_records(existing, sp_model, data_dir, seq_length):
+    # A rerun (e.g. after a kill) reuses the records it wrote before.
+    progress(f"[finetune] records of an earlier run reused: {existing}")
+    return existing
+  finetuning_data.create_finetuning_data(
+      task, data_dir, sp_model, records_root, seq_length=seq_length,
+      languages=languages, splits=splits, overwrite=True, progress=progress)
+  return existing
+
+
+def read_task_metadata(task: str, records_dir: str) -> Dict:
+  """The records' metadata.json, which must be the task's."""
+  meta = finetuning_data.read_metadata(records_dir)
+  if meta["task"] != task:
+    raise FinetuningError(
+        f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: field "
+        f"task is {meta['task']!r}, not {task!r}; give the records of {task}.")
+  return meta
+
+
+def check_tokenizer(meta: Dict, records_dir: str, init_checkpoint,
+                    allow_mismatch: bool, progress) -> None:
+  """Records must come from the checkpoint's SentencePiece model."""
+  checkpoint_model = checkpoint_sentencepiece(init_checkpoint)
+  records_hash = meta.get("sp_model_sha256")
+  if checkpoint_model is None or not records_hash:
+    return
+  checkpoint_hash = fileio.sha256(checkpoint_model)
+  if checkpoint_hash == records_hash:
+    return
+  message = (
+      f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: the records "
+      f"were made with the SentencePiece model {meta.get('sp_model', '?')} "
+      f"(sp_model_sha256 {records_hash}), but the checkpoint was trained with "
+      f"{checkpoint_model} (sha256 {checkpoint_hash}). Recreate the records "
+      f"with --sp_model {checkpoint_model}")
+  if not allow_mismatch:
+    raise FinetuningError(message + ", or pass --allow_sp_model_mismatch to "
+                          "fine-tune anyway.")
+  logging.warning("%s", message)
+  progress(f"[finetune] WARNING: {message} (--allow_sp_model_mismatch given; "
+           "going on).")
+
+
+def encoder_source(init_checkpoint, model_config, meta, records_dir
+                   ) -> Tuple[rembert_config.RemBertConfig,
+                              Optional[Callable], str]:
+  """(model config, restore_encoder(encoder) or None, description).
+
+  Reads only the config now; the weights are read into each run's encoder
+  by `modeling.checkpoint_restore.restore_encoder` when the run starts fresh.
+  """
+  if not init_checkpoint:
+    if model_config is None:
+      raise FinetuningError("Give --init_checkpoint, or --model_config to "
+                            "fine-tune from random weights.")
+    model_cfg = (model_config
+                 if isinstance(model_config, rembert_config.RemBertConfig)
+                 else rembert_config.load_model_config(model_config))
+    restore, source = None, "random initialisation (no --init_checkpoint)"
+  else:
+    model_cfg = checkpoint_restore.model_config_of(init_checkpoint, model_config)
+    restore = lambda encoder: checkpoint_restore.restore_encoder(  # pylint: disable=g-long-lambda
+        encoder, init_checkpoint)
+    source = checkpoint_layout.resolve(init_checkpoint).encoder_checkpoint
+  if meta["seq_length"] > model_cfg.max_position_embeddings:
+    raise FinetuningError(
+        f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: "
+        f"seq_length {meta['seq_length']} > the model's "
+        f"max_position_embeddings {model_cfg.max_position_embeddings}; "
+        "recreate the records with a smaller --seq_length.")
+  return model_cfg, restore, source

@@ -1,0 +1,176 @@
+"""Readers of XTREME's task files, one per file format; errors name file and line.
+
+* `read_sentence_pairs`: `sentence1<TAB>sentence2[<TAB>label]` rows (XNLI,
+  PAWS-X), on the TSV reader of Model Garden's
+  `official.nlp.data.classifier_data_lib` (whose XNLI / PAWS-X processors
+  merge languages and fix the language lists, so the per-language reading and
+  the label checks with line numbers are added here);
+* `read_tagged_sentences`: `token<TAB>tag` lines, a blank line between
+  sentences (PAN-X; test files carry tokens only);
+* `read_squad_examples`: SQuAD v1.1 JSON (XQuAD, MLQA, TyDiQA-GoldP) into
+  `official.nlp.data.squad_lib_sp.SquadExample`s.
+
+Which reader a task uses is its task type's (`task_types`); where its files
+lie is its `xtreme_datasets` entry.
+
+Example:
+```python
+from rembert_tf.finetuning import xtreme_datasets, xtreme_readers
+xnli = xtreme_datasets.get("xnli")
+examples = xtreme_readers.read_sentence_pairs(
+    xnli.download.path("download", "dev", "de"), xnli, with_labels=True)
+examples[0].text_a, examples[0].label
+```
+"""
+import json
+from typing import List, Optional, Tuple
+
+from absl import logging
+from official.nlp.data import classifier_data_lib
+from official.nlp.data import squad_lib_sp
+
+from rembert_tf.common import fileio
+from rembert_tf.finetuning import xtreme_datasets
+
+TaskDataError = xtreme_datasets.TaskDataError
+
+
+def require_file(path, dataset: xtreme_datasets.XtremeDataset) -> None:
+  """A missing task file: one line naming it and the layout expected."""
+  if not fileio.isfile(path):
+    raise TaskDataError(
+        f"Missing {dataset.name} file {path}. Expected the XTREME download "
+        f"layout under the data dir: {dataset.download.describe()} (see "
+        "rembert_tf/finetuning/xtreme_datasets.py).")
+
+
+def _not_utf8(path, error: UnicodeDecodeError) -> TaskDataError:
+  return TaskDataError(f"{path} is not UTF-8 text ({error.reason} at byte "
+                       f"{error.start}).")
+
+
+def read_sentence_pairs(path, dataset: xtreme_datasets.XtremeDataset,
+                        with_labels: bool
+                        ) -> List[classifier_data_lib.InputExample]:
+  """`sentence1<TAB>sentence2[<TAB>label]` rows; labels checked against the task."""
+  require_file(path, dataset)
+  try:
+    rows = classifier_data_lib.DataProcessor._read_tsv(fileio.as_str(path))  # pylint: disable=protected-access
+  except UnicodeDecodeError as e:
+    raise _not_utf8(path, e) from None
+  examples = []
+  for line_number, row in enumerate(rows, start=1):
+    if len(row) < 2:
+      raise TaskDataError(f"{path}:{line_number}: expected sentence1<TAB>"
+                          f"sentence2[<TAB>label], got {len(row)} field(s).")
+    label = None
+    if with_labels and len(row) >= 3:
+      label = row[2].strip()
+      if dataset.name == "xnli" and label == "contradictory":
+        label = "contradiction"
+      if label not in dataset.labels:
+        raise TaskDataError(
+            f"{path}:{line_number}: label {label!r} is not a {dataset.name} "
+            f"label ({', '.join(dataset.labels)}).")
+    examples.append(classifier_data_lib.InputExample(
+        guid=f"{fileio.basename(path)}-{line_number - 1}", text_a=row[0],
+        text_b=row[1], label=label, example_id=line_number - 1))
+  return examples
+
+
+def read_tagged_sentences(path, dataset: xtreme_datasets.XtremeDataset,
+                          with_labels: bool
+                          ) -> List[Tuple[List[str], Optional[List[str]]]]:
+  """`token<TAB>tag` lines (test: token only), blank line between sentences."""
+  require_file(path, dataset)
+  sentences = []
+  words, tags = [], []
+  has_tags = None
+  for line_number, line in enumerate(_text_lines(path), start=1):
+    line = line.rstrip("\r\n")
+    if not line.strip():
+      if words:
+        sentences.append((words, tags if has_tags else None))
+      words, tags = [], []
+      continue
+    fields = line.split("\t")
+    words.append(fields[0].strip())
+    if with_labels and len(fields) >= 2:
+      has_tags = True
+      tag = fields[-1].strip()
+      if tag not in dataset.labels:
+        raise TaskDataError(
+            f"{path}:{line_number}: tag {tag!r} is not a {dataset.name} tag "
+            f"({', '.join(dataset.labels)}).")
+      tags.append(tag)
+    else:
+      tags.append("O")
+  if words:
+    sentences.append((words, tags if has_tags else None))
+  return sentences
+
+
+def _text_lines(path) -> List[str]:
+  try:
+    return fileio.read_text(path).splitlines()
+  except UnicodeDecodeError as e:
+    raise _not_utf8(path, e) from None
+
+
+def _squad_paragraphs(path):
+  """(context, qas) of each paragraph of a SQuAD v1.1 file, fields checked."""
+  try:
+    data = json.loads("\n".join(_text_lines(path)))
+  except json.JSONDecodeError as e:
+    raise TaskDataError(f"{path} is not valid JSON: {e}") from None
+  if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+    raise TaskDataError(f"{path}: expected SQuAD v1.1 JSON with a 'data' list.")
+  for a, article in enumerate(data["data"]):
+    if not isinstance(article, dict) or "paragraphs" not in article:
+      raise TaskDataError(f"{path}: data[{a}] has no field 'paragraphs' "
+                          "(SQuAD v1.1: data[].paragraphs[].qas[]).")
+    for p, paragraph in enumerate(article["paragraphs"]):
+      if "context" not in paragraph or "qas" not in paragraph:
+        raise TaskDataError(f"{path}: data[{a}].paragraphs[{p}] needs the "
+                            "fields 'context' and 'qas' (SQuAD v1.1).")
+      for q, qa in enumerate(paragraph["qas"]):
+        if "id" not in qa or "question" not in qa:
+          raise TaskDataError(f"{path}: data[{a}].paragraphs[{p}].qas[{q}] "
+                              "needs the fields 'id' and 'question'.")
+      yield paragraph["context"], paragraph["qas"]
+
+
+def _training_answer(path, context: str, qa) -> Optional[Tuple[str, int]]:
+  """(text, character start) of a training question's first answer; None
+  when the text is nowhere in its context."""
+  if not qa.get("answers"):
+    raise TaskDataError(f"{path}: training question {qa['id']} has no answer.")
+  answer = qa["answers"][0]
+  text, start = answer["text"], int(answer["answer_start"])
+  if context[start:start + len(text)] != text:
+    start = context.find(text)
+    if start < 0:
+      logging.warning("%s: answer of %s not in its context; skipped.", path,
+                      qa["id"])
+      return None
+  return text, start
+
+
+def read_squad_examples(path, dataset: xtreme_datasets.XtremeDataset,
+                        is_training: bool) -> List[squad_lib_sp.SquadExample]:
+  """SQuAD v1.1 JSON -> SquadExample list (start_position is a char offset)."""
+  require_file(path, dataset)
+  examples = []
+  for context, qas in _squad_paragraphs(path):
+    for qa in qas:
+      answer_text, start = None, None
+      if is_training:
+        answer = _training_answer(path, context, qa)
+        if answer is None:
+          continue
+        answer_text, start = answer
+      examples.append(squad_lib_sp.SquadExample(
+          qas_id=str(qa["id"]), question_text=qa["question"],
+          paragraph_text=context, orig_answer_text=answer_text,
+          start_position=start))
+  return examples

@@ -1,0 +1,334 @@
+"""Checks before the first pre-training step: one line each, nothing written.
+
+| check | refuses |
+| --- | --- |
+| `check_model_dir_writable` | a model_dir that cannot be created or written |
+| `check_data` | a mode without records, a glob matching nothing, records made for another model or with listed shards missing (`pretrain_dataloader.check_records_compatible`) |
+| `check_checkpoint_compatible` | a model_dir checkpoint of another model (config fields, variable names and shapes) |
+| `check_sentencepiece_matches` | a resume on records of another SentencePiece model (sha256) |
+
+and, when reading the records fails mid-run, `corrupt_records_error` names
+the shard.
+
+Example:
+```python
+from rembert_tf.pretraining import preflight_checks
+preflight_checks.check_model_dir_writable("/tmp/pretrain")
+preflight_checks.check_data(config, "train_and_eval")
+preflight_checks.sentencepiece_model_of(config.task.train_data)  # or None
+```
+"""
+import os
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from absl import logging
+import tensorflow as tf
+import tf_keras
+from official.core import base_trainer
+from official.core import config_definitions as cfg
+from tensorflow.python.checkpoint import graph_view  # pylint: disable=g-direct-tensorflow-import
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.data import pretrain_dataloader
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import rembert_config
+from rembert_tf.pretraining import artifacts
+from rembert_tf.pretraining import masked_lm_task
+from rembert_tf.pretraining import pretraining_errors
+
+_VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+# How many names of a kind a checkpoint mismatch lists before "(+N more)".
+_LISTED_VARIABLES = 8
+
+
+# ---------------------------------------------------------------------------
+# model_dir and records.
+def check_model_dir_writable(model_dir: str) -> None:
+  try:
+    fileio.makedirs(model_dir)
+    probe = fileio.join(model_dir, f".write_probe-{os.getpid()}")
+    fileio.write_text(probe, "ok")
+    fileio.remove(probe)
+  except (OSError, tf.errors.OpError) as e:
+    raise pretraining_errors.PretrainingError(
+        f"--model_dir {model_dir} is not writable ({errors.one_line(e)}). "
+        "Choose a directory you can create and write to.") from None
+
+
+def input_files(input_path) -> List[str]:
+  """The files a data config's `input_path` (globs, comma-separated) names."""
+  patterns = input_path
+  if isinstance(patterns, str):
+    patterns = [p for p in patterns.split(",") if p]
+  files = []
+  for pattern in patterns:
+    files.extend(fileio.glob(pattern))
+  return files
+
+
+def data_sections(config: cfg.ExperimentConfig, mode: str
+                  ) -> List[Tuple[str, Any]]:
+  """(field name, data config) of the data `mode` reads."""
+  sections = []
+  if "train" in mode:
+    sections.append(("task.train_data", config.task.train_data))
+  if "eval" in mode:
+    sections.append(("task.validation_data", config.task.validation_data))
+  return sections
+
+
+def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
+  """Missing records or records that do not match the model: clear errors."""
+  for field, data in data_sections(config, mode):
+    if data.global_batch_size <= 0:
+      raise pretraining_errors.PretrainingError(
+          f"{field}.global_batch_size must be > 0, got "
+          f"{data.global_batch_size}.")
+    if data.input_path == masked_lm_task.SYNTHETIC_INPUT_PATH:
+      continue
+    if not data.input_path:
+      raise pretraining_errors.PretrainingError(
+          f"{field}.input_path is empty: set it to the records' glob (e.g. "
+          f"--params_override {field}.input_path=/data/records/*.tfrecord).")
+    if not input_files(data.input_path):
+      raise pretraining_errors.PretrainingError(
+          f"{field}.input_path {data.input_path!r} matches no file. Make the "
+          "records first (tools/create_pretraining_data.py) or fix the path.")
+    if data.check_metadata:
+      pretrain_dataloader.check_records_compatible(data, config.task.model)
+
+
+def find_corrupt_shard(data_config) -> Optional[str]:
+  """The first shard of `input_path` that does not read to its end, with the
+  reader's message; None if all read (reads every shard: for the error path)."""
+  for path in input_files(data_config.input_path):
+    try:
+      for _ in tf.data.TFRecordDataset(path):
+        pass
+    except tf.errors.OpError as e:
+      return f"{path} ({errors.one_line(e.message).split(' [Op:')[0]})"
+  return None
+
+
+def corrupt_records_error(config: cfg.ExperimentConfig, mode: str,
+                          error: Exception
+                          ) -> pretraining_errors.CorruptRecordsError:
+  """The error for a `DataLossError` mid-run, naming the shard at fault."""
+  for field, data in data_sections(config, mode):
+    if data.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
+      continue
+    culprit = find_corrupt_shard(data)
+    if culprit:
+      return pretraining_errors.CorruptRecordsError(
+          f"{field}.input_path: record shard {culprit} is corrupted or "
+          "truncated. Recreate the records (tools/create_pretraining_data.py "
+          "--overwrite) or copy the shard again, then run the same command: "
+          "it resumes from the newest checkpoint.")
+  return pretraining_errors.CorruptRecordsError(
+      f"reading the records failed ({errors.one_line(error)}); a shard is "
+      "corrupted or truncated. Recreate the records.")
+
+
+# ---------------------------------------------------------------------------
+# The checkpoint in model_dir.
+def checkpoint_reader(prefix: str):
+  """A reader of a checkpoint prefix. `tf.train.list_variables` first asks
+  whether the prefix is a directory, which some filesystems (ram://) answer
+  yes for any prefix; the reader opens the prefix itself."""
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
+def checkpoint_step(checkpoint_path: str) -> int:
+  """The global step a full checkpoint was saved at (0 when unreadable)."""
+  try:
+    return int(checkpoint_reader(checkpoint_path).get_tensor(
+        "global_step" + _VARIABLE_SUFFIX))
+  except (ValueError, tf.errors.NotFoundError, tf.errors.OpError):
+    return 0
+
+
+def _escape(name: str) -> str:
+  return name.replace(".", "..").replace("/", ".S")
+
+
+def expected_checkpoint_variables(checkpoint: tf.train.Checkpoint,
+                                  model: tf_keras.Model) -> Dict[str, List[int]]:
+  """Checkpoint keys -> shapes of the model's variables in `checkpoint`."""
+  _, paths = graph_view.ObjectGraphView(checkpoint).breadth_first_traversal()
+  expected = {}
+  for variable in model.variables:
+    refs = paths.get(variable)
+    if refs is None:
+      continue
+    key = "/".join(_escape(r.name) for r in refs)
+    expected[key + _VARIABLE_SUFFIX] = list(variable.shape)
+  return expected
+
+
+def _model_config_differences(model_dir: str,
+                              model_config: rembert_config.RemBertConfig
+                              ) -> List[str]:
+  config_path = fileio.join(model_dir, checkpoint_layout.MODEL_CONFIG_FILE)
+  if not fileio.exists(config_path):
+    return []
+  saved = rembert_config.load_model_config(config_path)
+  diffs = [f"{k}: {getattr(saved, k)!r} in model_dir, {getattr(model_config, k)!r} now"
+           for k in rembert_config.field_names()
+           if getattr(saved, k) != getattr(model_config, k)]
+  return ["model config fields differ: " + "; ".join(diffs)] if diffs else []
+
+
+def _listing(keys: List[str], describe: Callable[[str], str]) -> str:
+  head = [describe(k) for k in keys[:_LISTED_VARIABLES]]
+  more = len(keys) - _LISTED_VARIABLES
+  return ", ".join(head) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _short(key: str) -> str:
+  return key.replace(_VARIABLE_SUFFIX, "")
+
+
+def _model_variables_in_checkpoint(latest: str, roots) -> Dict[str, List[int]]:
+  """Variable keys -> shapes in the checkpoint, under the model's roots
+  (optimizer slots left out)."""
+  return {
+      name: shape
+      for name, shape in checkpoint_reader(latest).get_variable_to_shape_map().items()
+      if name.endswith(_VARIABLE_SUFFIX)
+      and ".OPTIMIZER_SLOT" not in name and name.split("/")[0] in roots}
+
+
+def _variable_differences(latest: str, trainer: base_trainer.Trainer
+                          ) -> List[str]:
+  expected = expected_checkpoint_variables(trainer.checkpoint, trainer.model)
+  in_checkpoint = _model_variables_in_checkpoint(
+      latest, {k.split("/")[0] for k in expected})
+  missing = sorted(set(expected) - set(in_checkpoint))
+  unexpected = sorted(set(in_checkpoint) - set(expected))
+  reshaped = sorted(k for k in set(expected) & set(in_checkpoint)
+                    if list(expected[k]) != list(in_checkpoint[k]))
+  problems = []
+  if reshaped:
+    problems.append("variables with other shapes: " + _listing(
+        reshaped, lambda k: f"{_short(k)} {in_checkpoint[k]} in checkpoint vs "
+        f"{expected[k]} in the model"))
+  if missing:
+    problems.append("model variables missing from the checkpoint: " +
+                    _listing(missing, _short))
+  if unexpected:
+    problems.append("checkpoint variables the model lacks: " +
+                    _listing(unexpected, _short))
+  return problems
+
+
+def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
+                                model_config: rembert_config.RemBertConfig
+                                ) -> Optional[str]:
+  """Refuses a model_dir whose checkpoint is of another model (nothing
+  written); returns the newest checkpoint (None without one)."""
+  latest = tf.train.latest_checkpoint(model_dir)
+  if latest is None:
+    return None
+  problems = (_model_config_differences(model_dir, model_config) +
+              _variable_differences(latest, trainer))
+  if problems:
+    raise pretraining_errors.CheckpointMismatchError(
+        f"--model_dir {model_dir} holds a checkpoint of a different model "
+        f"({latest}); refusing to resume or overwrite it. " +
+        " | ".join(problems) +
+        ". Use a new --model_dir, or the config this directory was trained "
+        f"with ({fileio.join(model_dir, artifacts.PARAMS_FILE)}).")
+  return latest
+
+
+# ---------------------------------------------------------------------------
+# The records' SentencePiece model.
+def _records_metadata_path(data_config) -> Optional[str]:
+  if data_config.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
+    return None
+  files = input_files(data_config.input_path)
+  if not files:
+    return None
+  meta_path = fileio.join(fileio.dirname(files[0]), "metadata.json")
+  return meta_path if fileio.exists(meta_path) else None
+
+
+def _named_sentencepiece_models(meta: Dict[str, Any]) -> List[str]:
+  candidates = [meta[key] for key in ("sentencepiece_model", "spm_model",
+                                      "tokenizer_model")
+                if isinstance(meta.get(key), str)]
+  tok = meta.get("tokenizer")
+  if isinstance(tok, dict):
+    candidates += [tok[k] for k in ("model", "path", "sentencepiece_model")
+                   if isinstance(tok.get(k), str)]
+  elif isinstance(tok, str):
+    candidates.append(tok)
+  return candidates
+
+
+def sentencepiece_model_of(data_config) -> Optional[str]:
+  """The SentencePiece model the records' metadata.json names, if it exists."""
+  meta_path = _records_metadata_path(data_config)
+  if meta_path is None:
+    return None
+  for named in _named_sentencepiece_models(fileio.read_json(meta_path)):
+    # A relative name is relative to where the data tool ran, or else to the
+    # records' folder.
+    paths = [named]
+    if not fileio.is_remote(named) and not os.path.isabs(named):
+      paths.append(fileio.join(fileio.dirname(meta_path), named))
+    for path in paths:
+      if fileio.exists(path):
+        return path
+  return None
+
+
+def records_sentencepiece_sha256(data_config):
+  """(sha256, metadata path, named model) of the records' tokenizer, or Nones."""
+  meta_path = _records_metadata_path(data_config)
+  if meta_path is None:
+    return None, None, None
+  meta = fileio.read_json(meta_path)
+  named = sentencepiece_model_of(data_config)
+  tok = meta.get("tokenizer") if isinstance(meta.get("tokenizer"), dict) else {}
+  sha = meta.get("sentencepiece_sha256") or tok.get("sha256")
+  if not sha and named:
+    sha = fileio.sha256(named)
+  return sha, meta_path, named
+
+
+def check_sentencepiece_matches(model_dir: str, data_config,
+                                allow_mismatch: bool = False,
+                                warn: Callable[[str], None] = logging.warning
+                                ) -> bool:
+  """A resume on records of another SentencePiece model is refused.
+
+  Compares the sha256 of `model_dir/sentencepiece.model` (the tokenizer the
+  checkpoint was trained with) with the one the records' metadata.json
+  records. With `allow_mismatch` a mismatch is a warning, and the records'
+  model (when available) replaces model_dir's. Returns True on a mismatch.
+  """
+  ours = fileio.join(model_dir, checkpoint_layout.SENTENCEPIECE_FILE)
+  if not fileio.exists(ours):
+    return False
+  records_sha, meta_path, named = records_sentencepiece_sha256(data_config)
+  if not records_sha:
+    return False
+  our_sha = fileio.sha256(ours)
+  if our_sha == records_sha:
+    return False
+  message = (
+      f"the records were made with another SentencePiece model than this "
+      f"run: {meta_path} records sha256 {records_sha}"
+      f"{f' ({named})' if named else ''}, but {ours} (the model the "
+      f"checkpoint was trained with) has sha256 {our_sha}.")
+  if not allow_mismatch:
+    raise pretraining_errors.TokenizerMismatchError(
+        message + " Use records made with that model, or a new --model_dir; "
+        "--allow_sentencepiece_mismatch goes on anyway.")
+  warn(message + " Going on (--allow_sentencepiece_mismatch)"
+       + (f"; {ours} is replaced by {named}." if named else "."))
+  if named:
+    fileio.copy(named, ours, overwrite=True)
+  return True

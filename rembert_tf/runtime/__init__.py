@@ -1,0 +1,21 @@
+"""The training runtime every trainer shares, defined once.
+
+Pre-training (`rembert_tf.pretraining`), fine-tuning (`rembert_tf.finetuning`),
+the ablation suite and retrieval take these from here and nowhere else:
+
+| module | what it holds |
+| --- | --- |
+| `strategies` | the `--strategy` names and the one factory (Model Garden's `distribute_utils`) |
+| `process_settings` | precision policy, op determinism and seeds for a block of work |
+| `preemption` | the SIGTERM stop flag, the multi-worker preemption hook, `TrainingPreempted` (exit code 42) |
+| `checkpoint_temporaries` | removing the `ckpt-N_temp` directories a killed save leaves |
+
+Example:
+```python
+from rembert_tf.runtime import preemption, process_settings, strategies
+strategy = strategies.make_strategy("one_device")
+with process_settings.training_settings("float32", deterministic=True, seed=0), \
+     preemption.sigterm_stop_flag() as stop:
+  ...  # train under `strategy`, save and raise TrainingPreempted once stop.is_set()
+```
+"""

@@ -1,0 +1,94 @@
+"""Stopping a run on SIGTERM with its work saved: the flag, the hook, the error.
+
+Preemptible TPUs and batch schedulers send SIGTERM before they kill a job.
+One host: a handler sets a flag that the trainer reads between steps (or at
+the end of a loop), saves a checkpoint and raises `TrainingPreempted`; the
+command exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of
+TensorFlow's `PreemptionCheckpointHandler`). Several workers: one worker
+must never leave the loop alone (the others would wait in a collective), so
+orbit's `SaveCheckpointIfPreempted` (TensorFlow's preemption watcher over the
+cluster) is called at the same steps on every worker and saves on all of
+them together.
+
+Example:
+```python
+from rembert_tf.runtime import preemption
+with preemption.sigterm_stop_flag() as stop:
+  for step in range(1, 1001):
+    ...  # one training step
+    if stop.is_set():
+      path = manager.save(checkpoint_number=step)
+      raise preemption.TrainingPreempted.after_save(path, step)
+```
+"""
+import contextlib
+import signal
+import threading
+from typing import Callable, Iterator, Optional
+
+from absl import logging
+import orbit
+import tensorflow as tf
+
+from rembert_tf.common import errors
+from rembert_tf.runtime import strategies
+
+EXIT_CODE = errors.EXIT_PREEMPTED
+
+
+class TrainingPreempted(errors.RemBertError, RuntimeError):
+  """SIGTERM arrived; a checkpoint was saved and the run stopped."""
+
+  exit_code = EXIT_CODE
+
+  def __init__(self, message: str, step: Optional[int] = None,
+               checkpoint_path: Optional[str] = None):
+    super().__init__(message)
+    self.step = step
+    self.checkpoint_path = checkpoint_path
+
+  @classmethod
+  def after_save(cls, checkpoint_path: Optional[str],
+                 step: int) -> "TrainingPreempted":
+    return cls(f"SIGTERM received: saved {checkpoint_path} at step {step} and "
+               "stopped; run the same command again to resume.",
+               step, checkpoint_path)
+
+
+@contextlib.contextmanager
+def sigterm_stop_flag() -> Iterator[threading.Event]:
+  """An Event that SIGTERM sets while the block runs.
+
+  The handler is installed from the main thread only (Python's rule); in
+  another thread the Event is never set. The previous handler comes back
+  when the block ends.
+  """
+  stop = threading.Event()
+  if threading.current_thread() is not threading.main_thread():
+    yield stop
+    return
+
+  def handle(signum, frame):
+    del signum, frame
+    logging.warning("SIGTERM received: saving a checkpoint and stopping.")
+    stop.set()
+
+  previous = signal.signal(signal.SIGTERM, handle)
+  try:
+    yield stop
+  finally:
+    signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+
+
+def multi_worker_preemption_hook(
+    strategy: tf.distribute.Strategy,
+    checkpoint_manager: tf.train.CheckpointManager,
+    global_step: tf.Variable) -> Optional[Callable[[], None]]:
+  """Under multi-worker MWMS: a call that saves on every worker and exits 42
+  once any worker got a preemption notice (call it at the same steps on
+  every worker); None on one host."""
+  if not strategies.is_multi_worker(strategy):
+    return None
+  action = orbit.actions.SaveCheckpointIfPreempted(
+      strategy.cluster_resolver, checkpoint_manager, global_step)
+  return lambda: action(None)

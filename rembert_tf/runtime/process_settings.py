@@ -1,0 +1,100 @@
+"""Precision, op determinism and seeds for a block of training work.
+
+Both trainers set the same three things the same way and put them back when
+the block ends (the demo and the ablation suite pre-train and fine-tune in
+one process). Builds on Keras' global mixed-precision policy (what Model
+Garden's `official.modeling.performance` sets) and TensorFlow's op
+determinism.
+
+| precision name | Keras policy |
+| --- | --- |
+| `float32` | `float32` |
+| `mixed_bfloat16` (flag), `bfloat16` (Model Garden's `runtime.mixed_precision_dtype`) | `mixed_bfloat16` |
+
+Example:
+```python
+from rembert_tf.runtime import process_settings
+with process_settings.training_settings("mixed_bfloat16", deterministic=True,
+                                        seed=3):
+  ...  # layers built here compute in bfloat16; ops are deterministic
+```
+"""
+import contextlib
+from typing import Iterator, Optional
+
+import tensorflow as tf
+import tf_keras
+from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import
+
+from rembert_tf.common import errors
+
+# What the command line says -> the Keras policy.
+PRECISION_FLAG_VALUES = ("float32", "mixed_bfloat16")
+_POLICIES = {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16",
+             "bfloat16": "mixed_bfloat16"}
+# The Keras policy -> Model Garden's `runtime.mixed_precision_dtype`.
+_MODEL_GARDEN_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
+
+
+class PrecisionError(errors.RemBertError, ValueError):
+  """An unknown precision name."""
+
+
+def keras_policy(precision: Optional[str]) -> str:
+  """`float32` or `mixed_bfloat16` for a flag or config value (None: float32)."""
+  if precision in (None, ""):
+    return "float32"
+  if precision not in _POLICIES:
+    raise PrecisionError(f"--mixed_precision {precision!r}: expected float32 "
+                         "or mixed_bfloat16.")
+  return _POLICIES[precision]
+
+
+def model_garden_dtype(precision: Optional[str]) -> str:
+  """The `runtime.mixed_precision_dtype` of a flag or config value."""
+  return _MODEL_GARDEN_DTYPES[keras_policy(precision)]
+
+
+@contextlib.contextmanager
+def training_settings(precision: Optional[str] = "float32",
+                      deterministic: bool = False,
+                      seed: Optional[int] = None,
+                      checkpointed_dropout_generators: bool = False
+                      ) -> Iterator[None]:
+  """Sets the policy, determinism and seeds; restores the first two after.
+
+  Args:
+    precision: a name of the table above (None: float32).
+    deterministic: TensorFlow op determinism, and the seeds set (to `seed`,
+      0 when not given), so a resumed run ends where an uninterrupted one does.
+    seed: seeds Python, NumPy and TensorFlow (also without `deterministic`).
+    checkpointed_dropout_generators: with `deterministic`, Keras layers draw
+      from `tf.random.Generator`s, whose state is checkpointed (fine-tuning's
+      dropout resumes exactly; pre-training's fused kernels hash their own
+      masks and do not need it).
+  """
+  policy = keras_policy(precision)
+  previous_policy = tf_keras.mixed_precision.global_policy()
+  previous_determinism = tf_config.is_op_determinism_enabled()
+  previous_generators = (
+      tf_keras.backend.experimental.is_tf_random_generator_enabled())
+  tf_keras.mixed_precision.set_global_policy(policy)
+  if deterministic:
+    tf.config.experimental.enable_op_determinism()
+    if checkpointed_dropout_generators:
+      tf_keras.backend.experimental.enable_tf_random_generator()
+  if deterministic or seed is not None:
+    set_seed(0 if seed is None else seed)
+  try:
+    yield
+  finally:
+    tf_keras.mixed_precision.set_global_policy(previous_policy)
+    if not previous_determinism:
+      tf_config.disable_op_determinism()
+    if not previous_generators:
+      tf_keras.backend.experimental.disable_tf_random_generator()
+
+
+def set_seed(seed: int) -> None:
+  """Seeds Python's, NumPy's and TensorFlow's random generators."""
+  tf_keras.utils.set_random_seed(seed)

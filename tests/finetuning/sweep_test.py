@@ -1,0 +1,51 @@
+"""The sweep's one selection rule (English dev, ties to the smaller rate) and
+its mean / std over seeds."""
+import numpy as np
+import pytest
+
+from rembert_tf.evaluation import xtreme_scorer
+from rembert_tf.finetuning import sweep
+
+
+def _run(rate, en_dev, ar, en):
+  return {"learning_rate": rate, "english_dev_metric": en_dev,
+          "scores": {"dev": xtreme_scorer.add_averages(
+              "xnli", {"ar": {"accuracy": ar}, "en": {"accuracy": en}})}}
+
+
+def test_sweep_selects_rate_on_english_dev_and_reports_std():
+  runs = [_run(1e-5, 60.0, 40.0, 60.0), _run(1e-5, 70.0, 50.0, 70.0),
+          _run(3e-5, 80.0, 30.0, 80.0), _run(3e-5, 60.0, 34.0, 60.0),
+          _run(5e-5, 50.0, 90.0, 50.0), _run(5e-5, 50.0, 90.0, 50.0)]
+  summary = sweep.summarize_runs(runs, "dev")
+  assert summary["english_dev_by_rate"] == {"1e-05": 65.0, "3e-05": 70.0,
+                                            "5e-05": 50.0}
+  assert summary["selected_learning_rate"] == 3e-5
+  assert summary["scores"]["accuracy"] == {"ar": 32.0, "en": 70.0}
+  assert summary["scores"]["avg_accuracy"] == pytest.approx(51.0)
+  assert summary["std"]["accuracy"]["ar"] == pytest.approx(np.std([30, 34], ddof=1))
+  assert summary["std"]["avg_accuracy"] == pytest.approx(np.std([55, 47], ddof=1))
+  table = xtreme_scorer.format_markdown({"xnli": summary["scores"]},
+                                        std={"xnli": summary["std"]})
+  assert "32.00 ± 2.83" in table
+
+
+def test_equal_english_dev_selects_the_smaller_rate_in_any_order():
+  english_dev = {1e-5: 65.0, 3e-5: 70.0, 5e-5: 70.0}
+  for rates in ([1e-5, 3e-5, 5e-5], [5e-5, 3e-5, 1e-5], [5e-5, 1e-5, 3e-5]):
+    runs = [_run(rate, english_dev[rate], 40.0, english_dev[rate])
+            for rate in rates]
+    assert sweep.summarize_runs(runs, "dev")["selected_learning_rate"] == 3e-5
+
+
+def test_rates_without_an_english_dev_score_rank_last():
+  assert sweep.select_learning_rate({1e-5: None, 3e-5: 0.0}) == 3e-5
+  assert sweep.select_learning_rate({3e-5: None, 1e-5: None}) == 1e-5
+
+
+def test_runs_without_scores_have_no_mean():
+  runs = [{"learning_rate": 1e-5, "english_dev_metric": None, "scores": {}}]
+  summary = sweep.summarize_runs(runs, "test")
+  assert summary["selected_learning_rate"] == 1e-5
+  assert summary["scores"] is None and summary["std"] is None
+  assert summary["english_dev_by_rate"] == {"1e-05": None}

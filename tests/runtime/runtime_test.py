@@ -1,0 +1,178 @@
+"""The shared training runtime: strategies, process settings, preemption,
+checkpoint temporaries."""
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+from official.common import distribute_utils
+from tensorflow.python.framework import config as tf_config
+
+from rembert_tf.common import errors
+from rembert_tf.runtime import checkpoint_temporaries
+from rembert_tf.runtime import preemption
+from rembert_tf.runtime import process_settings
+from rembert_tf.runtime import strategies
+
+
+# --- Strategies ---------------------------------------------------------------
+def test_one_device_and_default_strategies():
+  one = strategies.make_strategy("one_device")
+  assert isinstance(one, tf.distribute.OneDeviceStrategy)
+  assert one.num_replicas_in_sync == 1
+  assert "CPU:0" in one.extended.worker_devices[0]
+  assert strategies.make_strategy("default") is tf.distribute.get_strategy()
+  assert not strategies.is_multi_worker(one)
+  assert strategies.is_chief(one)
+
+
+def test_every_name_reaches_model_garden_under_its_name(monkeypatch):
+  seen = []
+
+  def fake(distribution_strategy="mirrored", num_gpus=0, **kwargs):
+    seen.append((distribution_strategy, num_gpus, kwargs))
+    return distribution_strategy
+
+  monkeypatch.setattr(distribute_utils, "get_distribution_strategy", fake)
+  monkeypatch.setenv("TPU_NAME", "local")
+  for name in strategies.STRATEGIES:
+    strategies.make_strategy(name)
+  # No GPU here: Model Garden mirrors over the CPU.
+  assert seen == [("one_device", 0, {}), ("mirrored", 0, {}),
+                  ("multi_worker_mirrored", 0, {}),
+                  ("tpu", 0, {"tpu_address": ""}), ("off", 0, {})]
+
+
+def test_unknown_strategy_is_one_line():
+  with pytest.raises(strategies.StrategyError) as e:
+    strategies.make_strategy("gpus")
+  assert errors.one_line(e.value) == (
+      "--strategy 'gpus': expected one of one_device, mirrored, "
+      "multi_worker_mirrored, tpu, default.")
+
+
+def test_tpu_strategy_is_built_by_model_garden(monkeypatch):
+  calls = []
+
+  def fake(name, **kwargs):
+    calls.append((name, kwargs))
+    return "a TPUStrategy"
+
+  monkeypatch.setattr(distribute_utils, "get_distribution_strategy", fake)
+  assert strategies.make_strategy("tpu", tpu="grpc://10.0.0.2:8470") == "a TPUStrategy"
+  monkeypatch.setenv("TPU_NAME", "local")        # as on a TPU VM
+  assert strategies.make_strategy("tpu") == "a TPUStrategy"
+  assert calls == [("tpu", {"tpu_address": "grpc://10.0.0.2:8470"}),
+                   ("tpu", {"tpu_address": ""})]
+
+
+def test_tpu_strategy_errors_are_one_line(monkeypatch):
+  for key in ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS"):
+    monkeypatch.delenv(key, raising=False)
+  with pytest.raises(strategies.StrategyError, match="no TPU found"):
+    strategies.make_strategy("tpu")
+
+  def unreachable(name, **kwargs):
+    raise ValueError("Please provide a TPU Name to connect to.")
+
+  monkeypatch.setattr(distribute_utils, "get_distribution_strategy", unreachable)
+  with pytest.raises(strategies.StrategyError) as e:
+    strategies.make_strategy("tpu", tpu="my-tpu")
+  assert "--tpu my-tpu: cannot connect" in errors.one_line(e.value)
+  assert isinstance(e.value, errors.RemBertError)
+
+
+def test_tpu_strategy_without_a_tpu_fails_at_once(monkeypatch):
+  for key in ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS"):
+    monkeypatch.delenv(key, raising=False)
+  start = time.time()
+  with pytest.raises(strategies.StrategyError, match="no TPU found"):
+    strategies.make_strategy("tpu")
+  assert time.time() - start < 2
+
+
+# --- Process settings -----------------------------------------------------------
+def test_policies_of_flag_and_config_names():
+  assert process_settings.keras_policy(None) == "float32"
+  assert process_settings.keras_policy("bfloat16") == "mixed_bfloat16"
+  assert process_settings.keras_policy("mixed_bfloat16") == "mixed_bfloat16"
+  assert process_settings.model_garden_dtype("mixed_bfloat16") == "bfloat16"
+  assert process_settings.model_garden_dtype("float32") == "float32"
+  with pytest.raises(process_settings.PrecisionError,
+                     match="--mixed_precision 'float16': expected float32 or "
+                     "mixed_bfloat16"):
+    process_settings.keras_policy("float16")
+
+
+def test_training_settings_set_and_restore_everything():
+  assert tf_keras.mixed_precision.global_policy().name == "float32"
+  assert not tf_config.is_op_determinism_enabled()
+  with process_settings.training_settings(
+      "mixed_bfloat16", deterministic=True, seed=5,
+      checkpointed_dropout_generators=True):
+    assert tf_keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+    assert tf_config.is_op_determinism_enabled()
+    assert tf_keras.backend.experimental.is_tf_random_generator_enabled()
+    first = (np.random.rand(), tf.random.uniform([3]).numpy())
+  with process_settings.training_settings("float32", seed=5):
+    second = (np.random.rand(), tf.random.uniform([3]).numpy())
+  assert first[0] == second[0]
+  np.testing.assert_array_equal(first[1], second[1])
+  assert tf_keras.mixed_precision.global_policy().name == "float32"
+  assert not tf_config.is_op_determinism_enabled()
+  assert not tf_keras.backend.experimental.is_tf_random_generator_enabled()
+
+
+def test_training_settings_restore_after_an_error():
+  with pytest.raises(RuntimeError):
+    with process_settings.training_settings("mixed_bfloat16", deterministic=True):
+      raise RuntimeError("boom")
+  assert tf_keras.mixed_precision.global_policy().name == "float32"
+  assert not tf_config.is_op_determinism_enabled()
+
+
+# --- Preemption -------------------------------------------------------------------
+def test_sigterm_sets_the_flag_and_the_handler_comes_back():
+  before = signal.getsignal(signal.SIGTERM)
+  with preemption.sigterm_stop_flag() as stop:
+    assert not stop.is_set()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert stop.wait(timeout=5)
+  assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_preempted_error_names_the_checkpoint_and_exits_42():
+  error = preemption.TrainingPreempted.after_save("/m/ckpt-7", 7)
+  assert str(error) == ("SIGTERM received: saved /m/ckpt-7 at step 7 and "
+                        "stopped; run the same command again to resume.")
+  assert (error.step, error.checkpoint_path) == (7, "/m/ckpt-7")
+  assert error.exit_code == errors.EXIT_PREEMPTED == 42
+  assert isinstance(error, errors.RemBertError)
+
+
+def test_no_multi_worker_hook_on_one_host():
+  step = tf.Variable(0, dtype=tf.int64)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step),
+                                       "ram://runtime_test/hook", 1)
+  assert preemption.multi_worker_preemption_hook(
+      strategies.make_strategy("one_device"), manager, step) is None
+
+
+# --- Checkpoint temporaries -----------------------------------------------------
+@pytest.mark.parametrize("root", ["local", "ram"])
+def test_checkpoint_temporaries_are_removed(root, tmp_path):
+  base = str(tmp_path) if root == "local" else "ram://runtime_test/temps"
+  encoder = f"{base}/encoder"
+  for path in (f"{base}/ckpt-4_temp/part-0", f"{encoder}/ckpt-4_temp/part-0",
+               f"{base}/ckpt-2.index", f"{encoder}/ckpt-2.index"):
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+      f.write("x")
+  removed = checkpoint_temporaries.remove([base, encoder])
+  assert sorted(removed) == sorted([f"{base}/ckpt-4_temp", f"{encoder}/ckpt-4_temp"])
+  assert tf.io.gfile.exists(f"{base}/ckpt-2.index")
+  assert tf.io.gfile.exists(f"{encoder}/ckpt-2.index")
+  assert not tf.io.gfile.glob(f"{base}/ckpt-*_temp")
