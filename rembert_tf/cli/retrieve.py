@@ -36,7 +36,8 @@ from rembert_tf.common import errors  # noqa: E402
 from rembert_tf.common import fileio  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.adopt_module_key_flags(runtime_flags)  # listed under --help
+for _runtime_flag in ("strategy", "tpu", "mixed_precision"):   # under --help
+  flags.declare_key_flag(_runtime_flag)
 flags.DEFINE_string("checkpoint", None, "Encoder: pre-training model_dir, "
                     "converted checkpoint dir, encoder ckpt prefix, exported "
                     "SavedModel dir, or fine-tuning run (with --model_config).")

@@ -13,8 +13,9 @@ built with `num_hidden_layers = layer` and the first `layer` blocks are read
 from the checkpoint (the later ones are never loaded), so a middle layer costs
 about half a full forward pass.
 
-Sentences are sorted by length into buckets of static shape (16, 32, 64, ...
-pieces, up to `seq_length`), each bucket run in fixed-size batches of about
+Sentences are sorted by length into buckets of static shape (16, 24, 32,
+48, 64, 96, ... pieces: two per octave, so at most a third of a batch is
+padding; up to `seq_length`), each bucket run in fixed-size batches of about
 the same number of tokens under the strategy (`replica_batches`; by default
 32 sentences per replica at `seq_length`, proportionally more in shorter
 buckets): a TPU compiles once per bucket and batch shape. Without XLA (CPU, GPU) the encoder computes the
@@ -69,11 +70,11 @@ def resolve_layer(layer: Optional[int], num_layers: int, where: str) -> int:
 
 
 def bucket_lengths(seq_length: int) -> List[int]:
-  """16, 32, 64, ... below seq_length, then seq_length."""
-  lengths, length = [], MIN_BUCKET
-  while length < seq_length:
-    lengths.append(length)
-    length *= 2
+  """16, 24, 32, 48, 64, 96, ... below seq_length, then seq_length."""
+  lengths, power = [], MIN_BUCKET
+  while power < seq_length:
+    lengths += [l for l in (power, power * 3 // 2) if l < seq_length]
+    power *= 2
   return lengths + [seq_length]
 
 

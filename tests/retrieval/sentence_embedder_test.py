@@ -27,7 +27,8 @@ def test_default_layer_follows_xtreme():
                      match=r"--layer 13: the encoder of m has 12 layers; "
                      r"choose 1..12"):
     se.resolve_layer(13, 12, "m")
-  assert se.bucket_lengths(100) == [16, 32, 64, 100]
+  assert se.bucket_lengths(100) == [16, 24, 32, 48, 64, 96, 100]
+  assert se.bucket_lengths(128) == [16, 24, 32, 48, 64, 96, 128]
   assert se.bucket_lengths(16) == [16]
 
 
@@ -49,7 +50,7 @@ def _reference(checkpoint_dir, sp_model, sentences, layer, seq_length):
 
 
 @pytest.mark.parametrize("layer,replicas,jit,seq_length", [
-    (3, 1, False, 64),    # three length buckets (16, 32, 64)
+    (3, 1, False, 64),    # length buckets 16, 24, 32, 48, 64
     (1, 1, True, 32),     # XLA, as on a TPU
     (3, 2, False, 32)])   # two replicas
 def test_embeddings_are_the_layers_mean_over_real_tokens(
