@@ -115,10 +115,13 @@ def check_outputs(output_dir, tasks: Sequence[str], overwrite: bool) -> None:
 
 
 def _write_task_files(output_dir, kind: str, task: str, texts: Dict[str, str]):
+  """OUTPUT_DIR/<kind>/<task>/ swapped in whole; with no texts, an earlier
+  run's folder is removed (its labels are not this run's)."""
+  folder = _task_dir(output_dir, kind, task)
   if not texts:
+    fileio.rmtree(folder)
     return
-  with fileio.atomic_directory(_task_dir(output_dir, kind, task),
-                               overwrite=True) as tmp:
+  with fileio.atomic_directory(folder, overwrite=True) as tmp:
     for lang, text in texts.items():
       fileio.write_text(fileio.join(tmp, f"{SPLIT}-{lang}.tsv"), text)
 

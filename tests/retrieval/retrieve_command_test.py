@@ -40,6 +40,10 @@ def runs(checkpoint_dir, demo_sets, tmp_path_factory):
   no_sample = tmp / "no_sample"
   shutil.copytree(demo_sets / "download", no_sample)
   (no_sample / "bucc2018/zh-en.dev.gold").unlink()
+  no_test_gold = tmp / "no_test_gold"
+  shutil.copytree(demo_sets / "download", no_test_gold)
+  for lang in ("es", "zh"):
+    (no_test_gold / f"bucc2018/{lang}-en.test.gold").unlink()
   common = [f"--data_dir={demo_sets / 'download'}",
             f"--label_folder={demo_sets / 'labels'}", "--layer=2"]
   cases = {
@@ -52,6 +56,12 @@ def runs(checkpoint_dir, demo_sets, tmp_path_factory):
                    f"--data_dir={identity / 'download'}",
                    f"--label_folder={identity / 'labels'}",
                    f"--output_dir={tmp / 'c'}"],
+      "bucc_with_gold": [f"--checkpoint={checkpoint_dir}", "--tasks=bucc2018",
+                         f"--data_dir={demo_sets / 'download'}",
+                         f"--output_dir={tmp / 'h'}"],
+      "bucc_overwritten": [f"--checkpoint={checkpoint_dir}", "--tasks=bucc2018",
+                           f"--data_dir={no_test_gold}", "--overwrite",
+                           f"--output_dir={tmp / 'h'}"],
       "no_sample_set": [f"--checkpoint={checkpoint_dir}",
                         f"--data_dir={no_sample}", f"--output_dir={tmp / 'd'}"],
       "missing_language": [f"--checkpoint={checkpoint_dir}",
@@ -115,6 +125,19 @@ def test_identical_sentences_are_retrieved_perfectly(runs):
   assert scores["bucc2018"]["f1"] == {"de": 100.0}
   # Default layer for 4 blocks: 4 // 2 + 2 = 4.
   assert "layer 4 of 4" in results["identity"]["stdout"]
+
+
+def test_overwrite_replaces_predictions_and_drops_stale_labels(runs):
+  tmp, results = runs
+  assert results["bucc_with_gold"]["code"] in (0, None)
+  assert results["bucc_overwritten"]["code"] in (0, None)
+  # The second run had no test gold: the first run's labels are gone, and
+  # its results have no scores to report.
+  assert not (tmp / "h/labels/bucc2018").exists()
+  written = json.loads((tmp / "h/results.json").read_text())
+  assert written["scores"] == {}
+  assert "no gold labels to score them" in results["bucc_overwritten"]["stdout"]
+  assert (tmp / "h/predictions/bucc2018/test-es.tsv").exists()
 
 
 @pytest.mark.parametrize("case,expected,output", [
