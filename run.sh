@@ -14,7 +14,7 @@ want="$(sha256sum setup.py | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[run.sh] installing rembert_tf and its dependencies into .venv (first run takes a few minutes)"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test,beam]"
+  .venv/bin/python -m pip install --quiet -e ".[test,beam,keras]"
   echo "$want" > "$stamp"
 fi
 # TensorFlow's start-up lines are hidden by the commands themselves (shown

@@ -61,6 +61,11 @@ setuptools.setup(
         # (Dataflow, Flink, Spark, Beam's local runner); 2.60+ runs on
         # Python 3.11 beside TF 2.20's protobuf and numpy.
         "beam": ["apache-beam>=2.60,<3"],
+        # rembert_tf.keras_hub and `rembert-convert --to keras_hub`: Keras 3
+        # (installed beside tf-keras) with keras-hub, and JAX for the JAX
+        # backend (CPU wheels; a GPU needs jax[cuda12] instead).
+        "keras": ["keras-hub>=0.32,<0.33", "keras>=3.15,<4",
+                  "jax[cpu]>=0.10,<0.11"],
     },
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

@@ -60,10 +60,7 @@ def prepare(work: pathlib.Path, megabytes: float):
   """The corpus (28 files, 7 languages) and a vocab-2000 model, reused when present."""
   sys.path.insert(0, str(REPO))
   from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
-  try:
-    from rembert_tf.demo import demo_corpus  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    from rembert_tf.data import demo_corpus  # pylint: disable=g-import-not-at-top
+  from rembert_tf.demo import corpus as demo_corpus  # pylint: disable=g-import-not-at-top
   corpus = work / "corpus"
   done = corpus / "done"
   if not done.exists() or json.loads(done.read_text()).get("megabytes") != megabytes:

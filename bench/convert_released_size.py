@@ -14,6 +14,7 @@ runs, each in its own process:
 | convert_encoder     | `tools/convert_checkpoint.py --from tf1 --to rembert_tf`        |
 | convert_output_side | the same with `--with_output_side` (+ `pretrainer/ckpt-0`)      |
 | convert_hf          | `--from tf1 --to hf --with_output_side` (streamed safetensors)  |
+| convert_keras_hub   | `--from tf1 --to keras_hub --with_output_side` (keras-hub preset, streamed) |
 | export              | `tools/export_savedmodel.py` on the encoder-only directory      |
 
 and prints the wall time and peak resident memory (the process's maximum
@@ -38,8 +39,9 @@ import time
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
+
+import bench_command  # pylint: disable=g-import-not-at-top
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELEASED = dict(vocab_size=250300, hidden_size=1152, num_hidden_layers=32,
@@ -50,7 +52,8 @@ RELEASED = dict(vocab_size=250300, hidden_size=1152, num_hidden_layers=32,
                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 # The output embedding's name: it contains `output_embedding`, like the release's.
 OUTPUT_EMBEDDING_NAME = "cls/predictions/output_embedding"
-STEPS = ("convert_encoder", "convert_output_side", "convert_hf", "export")
+STEPS = ("convert_encoder", "convert_output_side", "convert_hf",
+         "convert_keras_hub", "export")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "/work/tmp/bench_released", "Where the files go.")
@@ -159,7 +162,8 @@ def main(argv):
   encoder_params, output_params = parameter_counts(cfg)
   need = 4 * (3 * (encoder_params + output_params)       # input + Adam slots
               + encoder_params + 2 * encoder_params + output_params  # two dirs
-              + encoder_params + output_params + encoder_params)  # hf, export
+              + encoder_params + output_params + encoder_params  # hf, export
+              + encoder_params + output_params)                  # keras-hub
   shutil.rmtree(work, ignore_errors=True)
   os.makedirs(work)
   free = shutil.disk_usage(work).free
@@ -200,6 +204,10 @@ def main(argv):
                        convert + ["--to=hf", "--with_output_side",
                                   f"--output={work}/hf"],
                        f"{work}/hf", encoder_params + output_params),
+        "convert_keras_hub": ("tf1 -> keras_hub, with output side",
+                              convert + ["--to=keras_hub", "--with_output_side",
+                                         f"--output={work}/keras_hub"],
+                              f"{work}/keras_hub", encoder_params + output_params),
         "export": ("export encoder SavedModel",
                    [python, tool("export_savedmodel.py"),
                     f"--model_dir={work}/encoder_dir",
@@ -211,7 +219,7 @@ def main(argv):
       seconds, rss = run_step(step, argv)
       rows.append(dict(step=label, seconds=seconds, peak_rss=rss,
                        weights=4 * params, disk=disk_bytes(out)))
-      if step in ("convert_output_side", "convert_hf"):
+      if step in ("convert_output_side", "convert_hf", "convert_keras_hub"):
         shutil.rmtree(out, ignore_errors=True)  # keep the disk footprint low
   finally:
     if not FLAGS.keep:
@@ -234,4 +242,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

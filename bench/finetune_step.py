@@ -48,10 +48,10 @@ import json
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_command  # pylint: disable=g-import-not-at-top,wrong-import-position
 import sidebyside  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -299,4 +299,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

@@ -33,13 +33,13 @@ import time
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_command  # pylint: disable=g-import-not-at-top,wrong-import-position
 import sidebyside  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -293,4 +293,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

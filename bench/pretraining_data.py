@@ -30,8 +30,9 @@ import time
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
+
+import bench_command  # pylint: disable=g-import-not-at-top
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -117,13 +118,13 @@ def bench_model_garden(work, corpus, model):
 
 def bench_pipeline(records, use_dynamic_masking):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from rembert_tf.data import pretrain_dataloader  # pylint: disable=g-import-not-at-top
-  params = pretrain_dataloader.RemBertPretrainDataConfig(
+  from rembert_tf.data import pretraining_input_pipeline  # pylint: disable=g-import-not-at-top
+  params = pretraining_input_pipeline.RemBertPretrainDataConfig(
       input_path=str(records / "*.tfrecord"),
       global_batch_size=FLAGS.batch_size, seq_length=FLAGS.seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq, is_training=True,
       use_dynamic_masking=use_dynamic_masking)
-  dataset = pretrain_dataloader.RemBertPretrainDataLoader(params).load()
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load()
   iterator = iter(dataset)
   for _ in range(50):
     batch = next(iterator)
@@ -203,9 +204,9 @@ def main(argv):
   static_eps = bench_pipeline(records, use_dynamic_masking=False)
   print(f"input pipeline (static masks, batch {FLAGS.batch_size}, seq "
         f"{FLAGS.seq_length}): {static_eps:,.0f} examples/s", flush=True)
-  from rembert_tf.data import pretraining_data  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
   unmasked = work / "records_unmasked"
-  pretraining_data.create_pretraining_data(
+  pretraining_record_creation.create_pretraining_data(
       [f"{corpus}/{{lang}}/*.txt"], unmasked, model, seq_length=FLAGS.seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq, unmasked=True,
       languages=["el", "hi"], num_output_shards=4, overwrite=True,
@@ -229,4 +230,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

@@ -306,3 +306,7 @@ def contender_specs(precisions: Sequence[str], xla_settings: Sequence[str],
       if peer in pythons:
         specs.append(dict(impl=peer, precision=precision, xla="off"))
   return specs
+
+
+if __name__ == "__main__":
+  print(__doc__)

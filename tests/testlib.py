@@ -10,11 +10,19 @@
   needs another shape (the `tiny` preset shrunk to ~27k parameters).
 - `held_by_another_process(*paths)`: a live process on this host holds the
   output locks of `paths` (and writes a temporary beside each) for the block.
+- `run_command_cases(module, argvs)`: `main(argv)` of one command module for
+  each argv, all in one process (absl flags are global: one command per
+  process); `assert_one_line_error(prog, result, *parts)` checks what a user
+  sees of a refused run.
+- `CHECKPOINT_FAULTS`: what a kill or a copy cut short leaves of the newest
+  checkpoint of a directory (a truncated data file, a deleted index, a
+  `checkpoint` file naming a step whose files are missing).
 Each test copies what it changes into its own tmp_path.
 """
 import atexit
 import contextlib
 import functools
+import glob
 import json
 import os
 import pathlib
@@ -131,33 +139,79 @@ def held_by_another_process(*paths):
     holder.wait(timeout=60)
 
 
-# Runs main(argv) of one absl command module for each case, in one process
-# (absl's flag registry is per process); prints one JSON line per case.
+# Runs main(argv) of one command module for each argv; one JSON line per case
+# with the exit code, stdout and stderr (absl's log lines included).
 _COMMAND_DRIVER = r"""
-import contextlib, importlib, io, json, sys
+import contextlib, importlib, io, json, logging, sys
 from absl import flags
 module = importlib.import_module(sys.argv[1])
 for argv in json.loads(sys.argv[2]):
   flags.FLAGS.unparse_flags()
-  out, err, code = io.StringIO(), io.StringIO(), 0
+  out, err = io.StringIO(), io.StringIO()
+  code = 0
   with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
     try:
       code = module.main(flags.FLAGS(["prog"] + argv))
     except SystemExit as e:
       code = e.code
-  print("@@" + json.dumps({"code": code, "stdout": out.getvalue(),
-                           "stderr": err.getvalue()}), flush=True)
+  print(json.dumps({"code": code or 0, "stdout": out.getvalue(),
+                    "stderr": err.getvalue()}), flush=True)
 """
 
 
-def run_command_cases(module: str, cases, timeout: int = 900):
-  """[{"code", "stdout", "stderr"}] of `module.main` on each argv in `cases`."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(
-      [str(REPO), os.environ.get("PYTHONPATH", "")]))
+def run_command_cases(module: str, argvs, timeout: int = 600):
+  """[{code, stdout, stderr}] of `module.main(argv)` for each argv."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1",
+             PYTHONPATH=os.pathsep.join([str(REPO),
+                                         os.environ.get("PYTHONPATH", "")]))
   done = subprocess.run(
-      [sys.executable, "-c", _COMMAND_DRIVER, module, json.dumps(list(cases))],
-      capture_output=True, text=True, cwd=str(REPO), env=env, timeout=timeout,
-      check=False)
+      [sys.executable, "-c", _COMMAND_DRIVER, module, json.dumps(argvs)],
+      capture_output=True, text=True, cwd=str(REPO), env=env,
+      timeout=timeout, check=False)
   assert done.returncode == 0, done.stderr[-3000:]
-  return [json.loads(line[2:]) for line in done.stdout.splitlines()
-          if line.startswith("@@")]
+  results = [json.loads(line) for line in done.stdout.splitlines()
+             if line.startswith("{")]
+  assert len(results) == len(argvs), done.stderr[-3000:]
+  return results
+
+
+def assert_one_line_error(prog: str, result, *parts: str) -> str:
+  """Exit code 1 and one line `PROG: error: ...` holding every part."""
+  lines = [l for l in result["stderr"].splitlines()
+           if l.startswith(f"{prog}: error: ")]
+  assert result["code"] == 1, result
+  assert "Traceback" not in result["stderr"], result["stderr"]
+  assert len(lines) == 1, result["stderr"]
+  for part in parts:
+    assert part in lines[0], (part, lines[0])
+  return lines[0]
+
+
+def _truncate_data(directory, prefix):
+  del directory
+  data = prefix + ".data-00000-of-00001"
+  with open(data, "r+b") as f:
+    f.truncate(os.path.getsize(data) // 2)
+  return "bytes"
+
+
+def _delete_index(directory, prefix):
+  del directory
+  os.remove(prefix + ".index")
+  return ".index is missing"
+
+
+def _remove_named_step(directory, prefix):
+  """The `checkpoint` file still names `prefix`, whose files are gone."""
+  del directory
+  for path in glob.glob(prefix + ".*"):
+    os.remove(path)
+  return "none of its files exists"
+
+
+# name -> breaks the newest checkpoint `prefix` of `directory` (so that the
+# one before it is the newest intact one); returns a part of the line that
+# reports it.
+CHECKPOINT_FAULTS = {"truncated_data": _truncate_data,
+                     "deleted_index": _delete_index,
+                     "missing_step": _remove_named_step}

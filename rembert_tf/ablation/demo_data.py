@@ -16,7 +16,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 from rembert_tf.ablation import completion
 from rembert_tf.common import fileio
-from rembert_tf.data import pretraining_data
+from rembert_tf.data import pretraining_record_creation
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.demo import corpus as demo_corpus
 from rembert_tf.demo import nli as demo_nli
@@ -54,7 +54,7 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
     out = fileio.join(records, split)
     if not fileio.exists(fileio.join(out, "metadata.json")):
       say(f"[ablation] pre-training records ({split}) -> {out}")
-      pretraining_data.create_pretraining_data(
+      pretraining_record_creation.create_pretraining_data(
           [f"{source}/{{lang}}/*.txt"], out, sp_model, seq_length=seq_length,
           max_predictions_per_seq=max_predictions_per_seq,
           num_output_shards=shards, num_workers=num_workers, overwrite=True)

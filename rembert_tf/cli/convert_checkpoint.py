@@ -10,6 +10,10 @@ r"""Converts RemBERT checkpoints: released TF1 / Hugging Face safetensors / remb
   --to rembert_tf    model_config.yaml, encoder/ckpt-0, [pretrainer/ckpt-0],
                      [sentencepiece.model]: what train, export and fine-tune take.
   --to hf            config.json + model.safetensors [+ sentencepiece.model].
+  --to keras_hub     a keras-hub preset directory (RemBertBackbone, tokenizer;
+                     with the output side RemBertMaskedLM): load it with
+                     rembert_tf.keras_hub.RemBertBackbone.from_preset(DIR).
+                     Needs the `keras` extra.
 
 Paths may be local or on any TensorFlow filesystem (gs://...).
 
@@ -20,6 +24,9 @@ Usage:
       [--with_output_side]
   python tools/convert_checkpoint.py --from rembert_tf --to hf \
       --input runs/pretrain --output hf/rembert
+  python tools/convert_checkpoint.py --from tf1 --to keras_hub \
+      --input rembert/model.ckpt --sp_model rembert/sentencepiece.model \
+      --output presets/rembert --with_output_side
 """
 import os
 
@@ -33,7 +40,8 @@ from absl import flags  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("from", None, ["tf1", "hf", "rembert_tf"], "Input format.")
-flags.DEFINE_enum("to", None, ["rembert_tf", "hf"], "Output format.")
+flags.DEFINE_enum("to", None, ["rembert_tf", "hf", "keras_hub"],
+                 "Output format.")
 flags.DEFINE_string("input", None, "Input checkpoint (prefix or directory).")
 flags.DEFINE_string("output", None, "Output directory to create.")
 flags.DEFINE_string("config", None, "tf1: JSON config (default: config.json "

@@ -1,6 +1,9 @@
-"""Writes XTREME fine-tuning TFRecords from the benchmark's `download/` layout.
+"""Writes XTREME fine-tuning TFRecords from the benchmark's `download/` layout or TFDS.
 
-English training records plus every language's dev and test records, with
+The examples come from the folder XTREME's download script leaves
+(`--data_dir`) or, with `--data_source tfds`, from the TensorFlow Datasets
+prepared in `--tfds_data_dir` (local or gs://; never downloaded). English
+training records plus every language's dev and test records, with
 static shapes, side files to write predictions back in the benchmark layout,
 and the gold labels in the scorer's layout (see
 rembert_tf/finetuning/example_records.py for the record format).
@@ -12,6 +15,9 @@ python tools/create_finetuning_data.py --task xnli --data_dir download \
 python tools/create_finetuning_data.py --task mlqa --data_dir download \
   --sp_model model_dir/sentencepiece.model --output_dir records \
   --seq_length 384 --doc_stride 128 --max_query_length 64
+python tools/create_finetuning_data.py --task udpos --data_source tfds \
+  --tfds_data_dir gs://bucket/tensorflow_datasets \
+  --sp_model model_dir/sentencepiece.model --output_dir records
 ```
 """
 from absl import flags
@@ -22,12 +28,19 @@ from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 
 from rembert_tf.finetuning import finetuning_data
+from rembert_tf.finetuning import task_sources
 from rembert_tf.finetuning import xtreme_datasets
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("task", None, list(xtreme_datasets.XTREME_DATASETS),
+flags.DEFINE_enum("task", None, list(xtreme_datasets.FINETUNING_TASKS),
                   "XTREME task.")
+flags.DEFINE_enum("data_source", "download", list(task_sources.DATA_SOURCES),
+                  "Where the examples come from: XTREME's download/ folder "
+                  "(--data_dir) or prepared TFDS datasets (--tfds_data_dir).")
 flags.DEFINE_string("data_dir", None, "The XTREME download/ folder.")
+flags.DEFINE_string("tfds_data_dir", None, "With --data_source tfds: the "
+                    "folder the TFDS datasets are prepared in (local or "
+                    "gs://); nothing is downloaded.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")
 flags.DEFINE_string("output_dir", None, "Records go to OUTPUT_DIR/<task>/.")
 flags.DEFINE_integer("seq_length", None, "Sequence length (default 128; 384 "
@@ -35,9 +48,12 @@ flags.DEFINE_integer("seq_length", None, "Sequence length (default 128; 384 "
 flags.DEFINE_integer("doc_stride", 128, "QA: stride between context windows.")
 flags.DEFINE_integer("max_query_length", 64, "QA: question pieces kept.")
 flags.DEFINE_list("languages", None, "dev/test languages (default: every "
-                  "language present in data_dir).")
+                  "language present in the data).")
 flags.DEFINE_list("splits", ["dev", "test"], "Evaluation splits to write.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing OUTPUT_DIR/<task>.")
+flags.DEFINE_bool("allow_unlabelled_dev", False, "Accept dev files without "
+                  "labels or examples (they get no dev score; a fine-tuning "
+                  "sweep cannot select its learning rate on them).")
 
 
 @errors.command("rembert-create-finetuning-data")
@@ -45,14 +61,16 @@ def main(argv):
   del argv
   finetuning_data.create_finetuning_data(
       task=FLAGS.task, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+      data_source=FLAGS.data_source, tfds_data_dir=FLAGS.tfds_data_dir,
       output_dir=FLAGS.output_dir, seq_length=FLAGS.seq_length,
       doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
       languages=FLAGS.languages, splits=FLAGS.splits,
-      overwrite=FLAGS.overwrite)
+      overwrite=FLAGS.overwrite,
+      allow_unlabelled_dev=FLAGS.allow_unlabelled_dev)
 
 
 def run():
-  flags.mark_flags_as_required(["task", "data_dir", "sp_model", "output_dir"])
+  flags.mark_flags_as_required(["task", "sp_model", "output_dir"])
   harness.run_command(main, __doc__, program="rembert-create-finetuning-data",
                   output_dir_flag="output_dir")
 

@@ -2,7 +2,8 @@ r"""Makes sharded pre-training TFRecords (BERT layout, MLM only) from raw text.
 
 Reads plain text (one sentence/paragraph per line, blank line between
 documents), wikiextractor or C4/mC4 JSON lines (a `text` field; gzipped or
-not), one or more files per language, on any filesystem (`gs://`); mixes
+not), one or more files per language, on any filesystem (`gs://`), or
+corpora prepared with TensorFlow Datasets (`tfds:wiki40b/{lang}`); mixes
 languages by smoothed sampling; tokenises with a SentencePiece model; writes
 `pretrain-XXXXX-of-YYYYY.tfrecord` + `metadata.json`. Output is identical for
 a seed whatever --num_workers is, and whatever the engine: the local
@@ -13,6 +14,10 @@ Usage:
   python tools/create_pretraining_data.py --input 'corpus/{lang}/*.txt' \
       --sentencepiece_model /tmp/spm/sentencepiece.model --output_dir /tmp/records \
       --seq_length 128 --max_predictions_per_seq 20 --num_workers 2
+  # Wiki-40B prepared with TFDS on Cloud Storage, two languages:
+  python tools/create_pretraining_data.py --input 'tfds:wiki40b/{lang}' \
+      --tfds_data_dir gs://b/tensorflow_datasets --languages en,sw \
+      --sentencepiece_model /tmp/spm/sentencepiece.model --output_dir /tmp/records
   # Unmasked layout for dynamic masking in the input pipeline:
   python tools/create_pretraining_data.py ... --unmasked
   # Apache Beam (pip install 'rembert_tf[beam]'), here on Dataflow:
@@ -28,14 +33,21 @@ from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
-from rembert_tf.data import pretraining_data
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import pretraining_instances
+from rembert_tf.data import pretraining_record_creation
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
+from rembert_tf.data import tfds_text_inputs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
     "input", None, "Input spec(s): a glob with {lang} (corpus/{lang}/*.txt) or "
-    "lang=glob; comma-separated or repeated.")
+    "lang=glob, or a prepared TFDS dataset (tfds:wiki40b/{lang}, "
+    "tfds:NAME/CONFIG[:SPLIT], lang=tfds:...); comma-separated or repeated.")
+flags.DEFINE_string("tfds_data_dir", None, "Where the tfds: inputs are "
+                    "prepared (local or gs://); nothing is downloaded.")
+flags.DEFINE_string("tfds_text_feature", None, "The feature holding the text "
+                    "of a tfds: input (default: text).")
 flags.DEFINE_string("output_dir", None, "Where shards and metadata.json go "
                     "(any filesystem: gs://...).")
 flags.DEFINE_string("sentencepiece_model", None,
@@ -69,12 +81,12 @@ flags.DEFINE_bool("overwrite", False, "Replace records already in output_dir "
                   "(the old ones stay until the new ones are complete).")
 
 
-def record_options() -> pretraining_data.RecordOptions:
+def record_options() -> pretraining_instances.RecordOptions:
   """The flags that decide the records, as one RecordOptions."""
-  return pretraining_data.RecordOptions(
+  return pretraining_instances.RecordOptions(
       seq_length=FLAGS.seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      masking=pretraining_records.Masking(
+      masking=pretraining_record_format.Masking(
           masked_lm_prob=FLAGS.masked_lm_prob,
           mask_token_rate=FLAGS.mask_token_rate,
           random_token_rate=FLAGS.random_token_rate),
@@ -90,10 +102,12 @@ def main(argv):
     raise errors.UsageError(
         f"unexpected arguments {beam_args}: Beam pipeline options after `--` "
         "need --runner (e.g. --runner DataflowRunner).")
-  pretraining_data.create_pretraining_data(
+  pretraining_record_creation.create_pretraining_data(
       FLAGS.input, FLAGS.output_dir, FLAGS.sentencepiece_model,
       record_options(), input_format=FLAGS.input_format,
       languages=FLAGS.languages, language_field=FLAGS.language_field,
+      tfds=tfds_text_inputs.TfdsTextOptions(FLAGS.tfds_data_dir,
+                                            FLAGS.tfds_text_feature),
       num_workers=FLAGS.num_workers, runner=FLAGS.runner, beam_args=beam_args,
       overwrite=FLAGS.overwrite)
   return 0

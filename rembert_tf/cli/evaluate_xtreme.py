@@ -23,6 +23,7 @@ from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
+from rembert_tf.common import fileio
 
 from rembert_tf.evaluation import xtreme_benchmark
 from rembert_tf.evaluation import xtreme_scorer
@@ -50,6 +51,12 @@ def main(argv):
   for name in ("prediction_folder", "label_folder"):
     if not FLAGS[name].value:
       raise errors.UsageError(f"--{name} is required.")
+  if FLAGS.output_file:  # before the scoring: where the scores go
+    fileio.check_output_location(FLAGS.output_file)
+    if fileio.isdir(FLAGS.output_file):
+      raise errors.UsageError(
+          f"--output_file {FLAGS.output_file} is a directory; give the path "
+          "of the JSON file to write (e.g. DIR/scores.json).")
   results = xtreme_scorer.evaluate_folders(
       FLAGS.prediction_folder, FLAGS.label_folder, tasks=FLAGS.tasks,
       split=FLAGS.split, languages=FLAGS.languages,

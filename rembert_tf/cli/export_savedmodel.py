@@ -23,6 +23,14 @@ from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 
+from rembert_tf.common import fileio  # noqa: E402
+from rembert_tf.common import outputs  # noqa: E402
+from rembert_tf.data import tokenizer  # noqa: E402
+from rembert_tf.export import encoder_export  # noqa: E402
+from rembert_tf.export import preprocessor_export  # noqa: E402
+from rembert_tf.modeling import checkpoint_layout  # noqa: E402
+from rembert_tf.modeling import checkpoint_restore  # noqa: E402
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "rembert_tf checkpoint directory, "
                     "pre-training model_dir or checkpoint prefix "
@@ -45,29 +53,24 @@ flags.DEFINE_bool("overwrite", False, "Replace existing output directories "
 @errors.command("rembert-export-savedmodel")
 def main(argv):
   del argv
-  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
-  from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
-  from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
-
+  if FLAGS.export_preprocessor:  # the flags first, before any file is read
+    preprocessor_export.check_seq_length(FLAGS.seq_length)
   source = checkpoint_layout.resolve(FLAGS.model_dir)
   sp_model = FLAGS.sp_model or source.sp_model
   preprocessor_dir = (FLAGS.preprocessor_dir
                       or FLAGS.output_dir.rstrip("/") + "_preprocessor")
-  with contextlib.ExitStack() as outputs:
+  with contextlib.ExitStack() as held:
     if FLAGS.export_preprocessor:  # every check before the (long) encoder export
       if sp_model is None:
         raise errors.UsageError(
             "--export_preprocessor needs --sp_model (no sentencepiece.model "
             f"comes with {FLAGS.model_dir}).")
+      tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
       cfg = checkpoint_restore.model_config_of(source, FLAGS.config)
-      if FLAGS.seq_length > cfg.max_position_embeddings:
-        raise errors.UsageError(
-            f"--seq_length {FLAGS.seq_length} exceeds max_position_embeddings "
-            f"{cfg.max_position_embeddings} of the model; lower it.")
+      preprocessor_export.check_seq_length(FLAGS.seq_length,
+                                           cfg.max_position_embeddings)
       # Both outputs are this run's from the start (one writer each).
-      outputs.enter_context(fileio.writing_output(preprocessor_dir))
+      held.enter_context(outputs.writing_output(preprocessor_dir))
       if fileio.exists(preprocessor_dir) and not FLAGS.overwrite:
         raise errors.OutputExistsError(
             f"{preprocessor_dir} already exists; choose another "

@@ -23,6 +23,10 @@ python -m rembert_tf.finetune --task panx --data_dir download \
   --init_checkpoint export/saved_model --model_config rembert \
   --sp_model sentencepiece.model --output_dir ft/panx --strategy tpu --tpu NAME \
   --mixed_precision mixed_bfloat16
+# or from TFDS datasets prepared on Cloud Storage
+python -m rembert_tf.finetune --task udpos --data_source tfds \
+  --tfds_data_dir gs://bucket/tensorflow_datasets \
+  --init_checkpoint pretrain_dir --output_dir ft/udpos
 ```
 """
 import sys
@@ -35,22 +39,31 @@ from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
 from rembert_tf.common import errors
 from rembert_tf.finetuning import finetuning_runner
+from rembert_tf.finetuning import task_sources
 from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.runtime import preemption
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
-flags.DEFINE_enum("task", None, list(xtreme_datasets.XTREME_DATASETS),
+flags.DEFINE_enum("task", None, list(xtreme_datasets.FINETUNING_TASKS),
                   "XTREME task.")
 flags.DEFINE_string("records_dir", None, "Records of the task "
                     "(tools/create_finetuning_data.py OUTPUT_DIR/<task>).")
 flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
                     "(records are written under --output_dir/records).")
-flags.DEFINE_string("sp_model", None, "SentencePiece model for --data_dir "
-                    "(default: <init_checkpoint>/sentencepiece.model).")
-flags.DEFINE_list("languages", None, "With --data_dir: dev/test languages "
-                  "(default: all present).")
-flags.DEFINE_integer("seq_length", None, "With --data_dir: sequence length.")
+flags.DEFINE_enum("data_source", "download", list(task_sources.DATA_SOURCES),
+                  "Without --records_dir: the examples come from --data_dir "
+                  "(download) or from TFDS datasets prepared in "
+                  "--tfds_data_dir (tfds).")
+flags.DEFINE_string("tfds_data_dir", None, "With --data_source tfds: the "
+                    "folder the TFDS datasets are prepared in (local or "
+                    "gs://); nothing is downloaded.")
+flags.DEFINE_string("sp_model", None, "SentencePiece model for --data_dir or "
+                    "TFDS (default: <init_checkpoint>/sentencepiece.model).")
+flags.DEFINE_list("languages", None, "With --data_dir or TFDS: dev/test "
+                  "languages (default: all present).")
+flags.DEFINE_integer("seq_length", None, "With --data_dir or TFDS: sequence "
+                     "length.")
 flags.DEFINE_list("splits", ["dev", "test"], "Splits to predict (and score "
                   "when labelled).")
 flags.DEFINE_string("init_checkpoint", None, "Pre-training model_dir, converted "
@@ -83,6 +96,9 @@ flags.DEFINE_bool("keep_checkpoints", False, "Keep each finished run's last "
 flags.DEFINE_bool("allow_sp_model_mismatch", False, "Fine-tune even when the "
                   "records were made with another SentencePiece model than "
                   "the checkpoint's (a warning instead of an error).")
+flags.DEFINE_bool("allow_unlabelled_dev", False, "Go on when dev files have "
+                  "no labels or no examples (no dev score; a sweep of "
+                  "several rates then takes the smallest).")
 
 
 def _learning_rates():
@@ -98,9 +114,11 @@ def _learning_rates():
 @errors.command("rembert-finetune")
 def main(argv):
   del argv
-  if not FLAGS.records_dir and not FLAGS.data_dir:
+  if (not FLAGS.records_dir and not FLAGS.data_dir and
+      FLAGS.data_source != "tfds"):
     raise errors.UsageError("Give --records_dir (tools/create_finetuning_data.py"
-                            " output) or --data_dir (the XTREME download/).")
+                            " output), --data_dir (the XTREME download/), or "
+                            "--data_source tfds with --tfds_data_dir.")
   try:
     finetuning_runner.run_finetuning(**_finetuning_arguments())
   except preemption.TrainingPreempted as e:
@@ -114,6 +132,7 @@ def _finetuning_arguments():
       task=FLAGS.task, output_dir=FLAGS.output_dir,
       init_checkpoint=FLAGS.init_checkpoint, records_dir=FLAGS.records_dir,
       data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+      data_source=FLAGS.data_source, tfds_data_dir=FLAGS.tfds_data_dir,
       model_config=FLAGS.model_config,
       learning_rates=_learning_rates(), num_seeds=FLAGS.num_seeds,
       seed=FLAGS.seed if FLAGS.seed is not None else 0,
@@ -131,7 +150,8 @@ def _finetuning_arguments():
       jit_compile=FLAGS.jit_compile, deterministic=FLAGS.deterministic,
       keep_checkpoints=FLAGS.keep_checkpoints,
       freeze_input_embeddings=FLAGS.freeze_input_embeddings,
-      allow_sp_model_mismatch=FLAGS.allow_sp_model_mismatch)
+      allow_sp_model_mismatch=FLAGS.allow_sp_model_mismatch,
+      allow_unlabelled_dev=FLAGS.allow_unlabelled_dev)
 
 
 def run():

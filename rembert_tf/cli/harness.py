@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Optional
 from absl import app
 from absl import flags
 
+from rembert_tf.common import command_output
 from rembert_tf.common import console
 
 
@@ -61,7 +62,9 @@ def program_name(main: Callable) -> str:
 
 def run_command(main: Callable, doc: str, program: Optional[str] = None,
                 output_dir_flag: Optional[str] = None,
-                keep_log_exit_codes: Iterable[int] = (0,)) -> None:
+                keep_log_exit_codes: Iterable[int] = (0,),
+                keep_log_when: Optional[Callable[[int, str], bool]] = None,
+                exit_without_teardown: bool = False) -> None:
   """Parses absl flags and runs `main`; `--help` shows the command's docstring.
 
   absl prints the `__main__` module's docstring as the usage text; under a
@@ -70,22 +73,28 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
 
   Logs go to a file named after `program` (the console-script name; by
   default derived from the command module) that ends in
-  `<value of --output_dir_flag>/logs/` (see `console.start_command_output`;
-  a command that picks its directory inside `main` calls
-  `console.set_output_dir`).
+  `<value of --output_dir_flag>/logs/` (see
+  `command_output.start_command_output`; a command that picks its directory
+  inside `main` calls `command_output.set_output_dir`).
+  `keep_log_when(exit_code, output_dir)` keeps the log of further exit codes.
+  With `exit_without_teardown` the process ends as soon as the log is
+  finished (`command_output.run_and_exit_now`).
   """
   main_module = sys.modules.get("__main__")
   if main_module is not None:
     main_module.__doc__ = doc
   console.define_verbose_flag()
   _list_flags_in_help(main)
-  output = console.start_command_output(
-      program or program_name(main), keep_log_exit_codes=keep_log_exit_codes)
+  output = command_output.start_command_output(
+      program or program_name(main), keep_log_exit_codes=keep_log_exit_codes,
+      keep_log_when=keep_log_when)
 
   def main_with_log_file(argv):
     output.flags_parsed(
         flags.FLAGS[output_dir_flag].value if output_dir_flag else None)
-    return console.run_with_command_output(main, argv, output)
+    if exit_without_teardown:
+      command_output.run_and_exit_now(main, argv, output)
+    return command_output.run_with_command_output(main, argv, output)
 
   app.run(main_with_log_file)
 
@@ -103,6 +112,6 @@ def run_argparse_command(main: Callable, build_parser: Callable, prog: str
   # absl's log handler (TensorFlow, orbit) routes to the log file only once
   # absl's own flags are parsed.
   flags.FLAGS([prog])
-  output = console.start_command_output(prog, args.output_dir,
-                                        verbose=args.verbose)
-  sys.exit(console.run_with_command_output(main, argv, output))
+  output = command_output.start_command_output(prog, args.output_dir,
+                                               verbose=args.verbose)
+  sys.exit(command_output.run_with_command_output(main, argv, output))

@@ -34,6 +34,7 @@ from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, ...)
 from rembert_tf.common import errors  # noqa: E402
 from rembert_tf.common import fileio  # noqa: E402
+from rembert_tf.common import outputs  # noqa: E402
 
 FLAGS = flags.FLAGS
 for _runtime_flag in ("strategy", "tpu", "mixed_precision"):   # under --help
@@ -123,7 +124,7 @@ def main(argv):
   from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import process_settings  # pylint: disable=g-import-not-at-top
   plan = _plan(FLAGS.data_dir, FLAGS.tasks, FLAGS.languages)
-  with fileio.writing_output(FLAGS.output_dir), \
+  with outputs.writing_output(FLAGS.output_dir), \
        process_settings.training_settings(FLAGS.mixed_precision):
     retrieval_runner.check_outputs(FLAGS.output_dir, plan, FLAGS.overwrite)
     strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)

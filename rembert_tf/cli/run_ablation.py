@@ -33,6 +33,7 @@ from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf import ablation
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.common import output_lock
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
@@ -126,7 +127,7 @@ def main(argv: Optional[List[str]] = None) -> int:
       corpus_megabytes=args.corpus_megabytes)
   try:
     # One suite per directory; several workers of one suite: the chief's.
-    with (fileio.writing_output(args.output_dir)
+    with (outputs.writing_output(args.output_dir)
           if output_lock.is_chief_process() else contextlib.nullcontext()):
       ablation.run_suite(options)
   except preemption.TrainingPreempted as e:

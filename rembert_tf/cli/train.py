@@ -12,10 +12,13 @@ python -m rembert_tf.train \
   --model_dir /tmp/pretrain_tiny --mode train_and_eval --strategy one_device
 ```
 Run the same command again to resume from the newest checkpoint in
---model_dir (any TensorFlow filesystem: a local path, gs://...). Exit codes:
-0 done, 1 error (one line on stderr naming the file / field and the fix),
-42 preempted (SIGTERM; checkpoint saved at the step reached, run again to
-resume), 3 non-finite loss (last good checkpoint kept).
+--model_dir (any TensorFlow filesystem: a local path, gs://...); run again
+after the end, it says the job is complete and writes nothing. Exit codes:
+0 done, 1 error (one line on stderr naming the file / field and the fix; a
+lost worker of a multi-worker job is named), 42 preempted (SIGTERM;
+checkpoint saved at the step reached, run again to resume), 3 non-finite
+loss (last good checkpoint kept). The full log ends in MODEL_DIR/logs/ on
+every exit once the run got past its checks (one file per worker process).
 """
 import os
 import sys
@@ -30,7 +33,9 @@ from absl import logging  # noqa: E402
 from rembert_tf import pretraining  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: E402  (--strategy, --tpu, ...)
+from rembert_tf.common import command_output  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
+from rembert_tf.runtime import strategies  # noqa: E402
 
 PROG = "rembert_tf.train"
 
@@ -56,18 +61,10 @@ flags.DEFINE_bool("allow_sentencepiece_mismatch", False,
                   "SentencePiece model than model_dir's (warns).")
 
 
-def _exit_now(code: int) -> None:
-  """Exits without TensorFlow's slow interpreter teardown (seconds with a
-  strategy and datasets alive): the checkpoint is already complete."""
-  sys.stdout.flush()
-  sys.stderr.flush()
-  logging.flush()
-  os._exit(code)  # pylint: disable=protected-access
-
-
 @errors.command(PROG)
 def main(argv):
   del argv
+  command_output.set_log_label(strategies.process_label())
   try:
     config = pretraining.load_experiment_config(
         FLAGS.config, FLAGS.params_override, experiment=FLAGS.experiment)
@@ -75,22 +72,37 @@ def main(argv):
         config, FLAGS.model_dir, mode=FLAGS.mode, strategy=FLAGS.strategy,
         tpu=FLAGS.tpu, mixed_precision=FLAGS.mixed_precision,
         deterministic=FLAGS.deterministic, seed=FLAGS.seed,
-        allow_sentencepiece_mismatch=FLAGS.allow_sentencepiece_mismatch)
+        allow_sentencepiece_mismatch=FLAGS.allow_sentencepiece_mismatch,
+        print_fn=_say)
   except pretraining.TrainingPreempted as e:
-    print(f"{PROG}: {e}", file=sys.stderr)
-    _exit_now(errors.EXIT_PREEMPTED)
+    print(f"{PROG}: {e}", file=sys.stderr, flush=True)
+    logging.info("%s: %s", PROG, e)
+    sys.exit(errors.EXIT_PREEMPTED)
   except pretraining.NonFiniteLossError as e:
     errors.report(PROG, e)
     sys.exit(errors.EXIT_NON_FINITE_LOSS)
   summary = " | ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in metrics.items())
-  print(f"{PROG}: done: {summary}", flush=True)
-  logging.info("final metrics: %s", metrics)
+  _say(f"{PROG}: done: {summary}")
+
+
+def _say(line: str) -> None:
+  """A console line, also in the log (which holds everything the run said)."""
+  print(line, flush=True)
+  logging.info(line)
+
+
+def _log_kept(exit_code: int, model_dir: str) -> bool:
+  """Errors keep the log once the run got past its checks (model_dir holds
+  the run); a refused start writes nothing into model_dir."""
+  return exit_code == errors.EXIT_ERROR and pretraining.holds_a_run(model_dir)
 
 
 def run():
-  """Console-script entry point; the log ends in MODEL_DIR/logs/ (also after a
-  preemption or a non-finite loss: the directory holds that run's checkpoints)."""
+  """Console-script entry point; the log ends in MODEL_DIR/logs/ (done,
+  preempted, non-finite loss, and an error once model_dir holds the run).
+  The process ends without the interpreter's teardown once the log is
+  written: every checkpoint is complete by then."""
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flag_as_required("config")
@@ -99,7 +111,8 @@ def run():
                       output_dir_flag="model_dir",
                       keep_log_exit_codes=(errors.EXIT_OK,
                                            errors.EXIT_NON_FINITE_LOSS,
-                                           errors.EXIT_PREEMPTED))
+                                           errors.EXIT_PREEMPTED),
+                      keep_log_when=_log_kept, exit_without_teardown=True)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ Usage:
       --output_dir /tmp/spm --vocab_size 250300
   python tools/train_sentencepiece.py --input en=wiki/en/*.json,sw=wiki/sw/*.json \
       --output_dir /tmp/spm --vocab_size 32000 --alpha 0.5
+  python tools/train_sentencepiece.py --input 'tfds:wikipedia/20230601.{lang}' \
+      --tfds_data_dir gs://b/tensorflow_datasets --languages en,sw,yo \
+      --output_dir /tmp/spm --vocab_size 32000
   # The sample drawn by Apache Beam (pip install 'rembert_tf[beam]'), where the
   # text is; Beam pipeline options follow `--`:
   python tools/train_sentencepiece.py --input 'gs://b/mc4/c4-{lang}.tfrecord-*.json.gz' \
@@ -22,13 +25,20 @@ from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
+from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.data import text_inputs
+from rembert_tf.data import tfds_text_inputs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
     "input", None, "Input spec(s): a glob with {lang} (corpus/{lang}/*.txt) or "
-    "lang=glob; comma-separated or repeated.")
+    "lang=glob, or a prepared TFDS dataset (tfds:wiki40b/{lang}, "
+    "tfds:NAME/CONFIG[:SPLIT], lang=tfds:...); comma-separated or repeated.")
+flags.DEFINE_string("tfds_data_dir", None, "Where the tfds: inputs are "
+                    "prepared (local or gs://); nothing is downloaded.")
+flags.DEFINE_string("tfds_text_feature", None, "The feature holding the text "
+                    "of a tfds: input (default: text).")
 flags.DEFINE_string("output_dir", None, "Where the model files go (any "
                     "filesystem).")
 flags.DEFINE_integer("vocab_size", 250300, "Exact vocabulary size (250300 for "
@@ -82,7 +92,7 @@ def main(argv):
       FLAGS.input, FLAGS.output_dir, FLAGS.vocab_size,
       model_prefix=FLAGS.model_prefix, input_format=FLAGS.input_format,
       languages=FLAGS.languages, language_field=FLAGS.language_field,
-      language_sampling_alpha=FLAGS.alpha, sample_size=FLAGS.sample_size,
+      tfds=_tfds_options(), language_sampling_alpha=FLAGS.alpha, sample_size=FLAGS.sample_size,
       character_coverage=FLAGS.character_coverage, seed=FLAGS.seed,
       num_threads=FLAGS.num_threads, seed_pieces=FLAGS.seed_pieces,
       sample_with_beam=FLAGS.sample_with_beam, runner=FLAGS.runner,
@@ -91,15 +101,21 @@ def main(argv):
   return 0
 
 
+def _tfds_options() -> tfds_text_inputs.TfdsTextOptions:
+  return tfds_text_inputs.TfdsTextOptions(FLAGS.tfds_data_dir,
+                                          FLAGS.tfds_text_feature)
+
+
 def _sample_only(beam_args):
   if not FLAGS.sample_path:
     raise errors.UsageError("--sample_only needs --sample_path (where the "
                             "sample is written).")
-  options = sentencepiece_training.SampleOptions(
+  options = sentencepiece_sample.SampleOptions(
       FLAGS.alpha, FLAGS.sample_size, FLAGS.seed,
       tuple(FLAGS.languages) if FLAGS.languages else None).check()
-  files = text_inputs.resolve_inputs(FLAGS.input, FLAGS.input_format,
-                                     FLAGS.languages, FLAGS.language_field)
+  files = tfds_text_inputs.resolve_inputs(
+      FLAGS.input, FLAGS.input_format, FLAGS.languages, FLAGS.language_field,
+      _tfds_options())
   sentencepiece_training.draw_training_sample(
       files, FLAGS.sample_path, options,
       sample_with_beam=FLAGS.sample_with_beam, runner=FLAGS.runner,

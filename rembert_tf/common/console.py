@@ -1,4 +1,4 @@
-r"""Console output for people: one line per loop, a progress bar, full logs in a file.
+r"""Console output for people: one line per loop, a progress bar, a quiet start-up.
 
 Every command of rembert_tf prints what a person wants to read and nothing
 else:
@@ -10,9 +10,10 @@ else:
   terminal (CI, `nohup`, a pipe) the bar becomes one plain line every
   `interval` seconds;
 * everything else (absl, TensorFlow's C++ and Python logs, orbit's controller
-  log, Python warnings) goes to a log file (`start_command_output`), copied
-  into `OUTPUT_DIR/logs/` when the command ends; `--verbose` shows it all on
-  the console as well.
+  log, Python warnings) stays off the console: TensorFlow's start-up lines
+  (`quiet_tensorflow_import`), orbit's prints (`orbit_logs_to_file`); the log
+  file that receives them is `rembert_tf.common.command_output`'s.
+  `--verbose` (`define_verbose_flag`) shows it all on the console as well.
 
 TensorFlow reads `TF_CPP_MIN_LOG_LEVEL` when it is imported, before flags are
 parsed, so `quiet_tensorflow_import()` runs at the import of the command
@@ -36,11 +37,9 @@ for line in console.track(["a", "b"], "reading", unit="files"):
 ```
 """
 import contextlib
-import io
 import math
 import os
 import sys
-import tempfile
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, TextIO
@@ -49,11 +48,6 @@ from absl import flags
 from absl import logging
 
 VERBOSE_FLAG = "verbose"
-LOG_SUBDIR = "logs"
-# Where a command's log is written while it runs (it is copied into
-# OUTPUT_DIR/logs/ at the end: outputs are written atomically, so nothing may
-# appear in OUTPUT_DIR before the command's own output does).
-LOG_TMP_DIR = os.path.join(tempfile.gettempdir(), "rembert_tf-logs")
 
 
 # ---------------------------------------------------------------------------
@@ -296,7 +290,7 @@ def track(items: Iterable[Any], description: str, total: Optional[int] = None,
 
 
 # ---------------------------------------------------------------------------
-# Quiet start-up and the log file.
+# Quiet start-up: what stays off the console.
 def verbose_requested(argv: Optional[Iterable[str]] = None) -> bool:
   """True when the command line asks for `--verbose` (before flags are parsed)."""
   argv = sys.argv if argv is None else argv
@@ -344,193 +338,3 @@ def orbit_logs_to_file():
     yield
   finally:
     controller._log = original  # pylint: disable=protected-access
-
-
-def remove_old_logs(max_age_days: float = 7.0) -> None:
-  """Removes logs of failed or refused runs older than `max_age_days` from
-  LOG_TMP_DIR (a successful run's log is moved to its output directory)."""
-  cutoff = time.time() - max_age_days * 86400
-  try:
-    names = os.listdir(LOG_TMP_DIR)
-  except OSError:
-    return
-  for name in names:
-    path = os.path.join(LOG_TMP_DIR, name)
-    try:
-      if name.endswith(".log") and os.path.getmtime(path) < cutoff:
-        os.remove(path)
-    except OSError:
-      pass  # Another process removed it, or it is not ours to remove.
-
-
-def _exit_code(code: Any) -> int:
-  if code is None:
-    return 0
-  if isinstance(code, bool):
-    return int(code)
-  if isinstance(code, int):
-    return code
-  return 1  # sys.exit("message")
-
-
-class CommandOutput:
-  """The console and log file of one command run (see `start_command_output`)."""
-
-  def __init__(self, program: str, output_dir: Optional[str], verbose: bool,
-               keep_log_exit_codes: Iterable[int] = (0,)):
-    self.program = program
-    self.output_dir = output_dir
-    self.verbose = verbose
-    self.keep_log_exit_codes = tuple(keep_log_exit_codes)
-    self.stamp = time.strftime("%Y%m%d-%H%M%S")
-    self.log_path: Optional[str] = None  # Where the log is being written.
-    self.final_log_path: Optional[str] = None  # Where it ends up.
-    self._log_file = None
-    self._terminal_stderr = None
-    self._finished = False
-
-  @property
-  def log_name(self) -> str:
-    return f"{self.program}-{self.stamp}.log"
-
-  def start(self) -> "CommandOutput":
-    os.makedirs(LOG_TMP_DIR, exist_ok=True)
-    remove_old_logs()
-    self.log_path = os.path.join(LOG_TMP_DIR,
-                                 f"{self.program}-{self.stamp}-{os.getpid()}.log")
-    # A local temporary file (never a user path); copied to OUTPUT_DIR/logs
-    # through fileio when the run keeps its output.
-    self._log_file = io.open(self.log_path, "a", encoding="utf-8",  # pylint: disable=consider-using-with
-                             buffering=1)
-    self._log_file.write(f"{self.program} started {time.ctime()}\n"
-                         f"command line: {' '.join(sys.argv)}\n")
-    self._route_absl_to_file()
-    if not self.verbose:
-      self._route_fd2_to_file()
-    self.flags_parsed()
-    return self
-
-  def flags_parsed(self, output_dir: Optional[str] = None) -> None:
-    """After flag parsing: the output directory, and which log lines the
-    console still shows (errors; everything with --verbose)."""
-    if output_dir is not None:
-      self.output_dir = output_dir
-    if self.verbose:
-      flags.FLAGS.alsologtostderr = True
-    else:
-      logging.set_stderrthreshold(logging.ERROR)
-
-  def _route_absl_to_file(self) -> None:
-    """absl (and through it TensorFlow's Python logs, orbit, warnings) -> file."""
-    import logging as std_logging  # pylint: disable=g-import-not-at-top
-    logging.use_absl_handler()  # On the root logger (app.run does it too).
-    handler = logging.get_absl_handler().python_handler
-    handler.stream = self._log_file
-    # Before flags are parsed absl writes every record to stderr. A command
-    # parses them right after this (app.run), or never (argparse commands):
-    # either way the defaults hold until then.
-    if not flags.FLAGS.is_parsed():
-      flags.FLAGS.mark_as_parsed()
-    logging.set_verbosity(logging.INFO)
-    std_logging.captureWarnings(True)
-
-  def _route_fd2_to_file(self) -> None:
-    """TensorFlow's C++ runtime writes straight to file descriptor 2 (cuInit,
-    XLA, oneDNN): point that descriptor at the log file, and Python's
-    `sys.stderr` (errors, tracebacks, progress bars) at the terminal."""
-    try:
-      sys.stderr.flush()
-      terminal_fd = os.dup(2)
-    except (OSError, ValueError):
-      return
-    log_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
-    self._terminal_stderr = io.TextIOWrapper(
-        io.FileIO(terminal_fd, "w", closefd=True),
-        encoding=getattr(sys.stderr, "encoding", None) or "utf-8",
-        errors="backslashreplace", line_buffering=True)
-    sys.stderr = self._terminal_stderr
-
-  def finish(self, exit_code: int) -> Optional[str]:
-    """Copies the log to OUTPUT_DIR/logs/ when the run kept its output.
-
-    Returns the final log path (None when the log stays in LOG_TMP_DIR).
-    """
-    if self._finished:
-      return self.final_log_path
-    self._finished = True
-    if self._log_file is None:
-      return None
-    self._log_file.write(f"{self.program} ended {time.ctime()} "
-                         f"(exit code {exit_code})\n")
-    self._log_file.flush()
-    if not self.output_dir or exit_code not in self.keep_log_exit_codes:
-      return None
-    from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
-    try:
-      if not fileio.isdir(self.output_dir):
-        return None
-      target_dir = fileio.join(self.output_dir, LOG_SUBDIR)
-      fileio.makedirs(target_dir)
-      target = fileio.join(target_dir, self.log_name)
-      fileio.copy(self.log_path, target, overwrite=True)
-      os.remove(self.log_path)
-    except OSError as e:
-      print(f"{self.program}: the log stays at {self.log_path} (copying it to "
-            f"{self.output_dir} failed: {e})", file=sys.stderr, flush=True)
-      return None
-    self.final_log_path = target
-    print(f"{self.program}: full log: {target}", file=sys.stderr, flush=True)
-    return target
-
-
-def start_command_output(program: str, output_dir: Optional[str] = None,
-                         verbose: Optional[bool] = None,
-                         keep_log_exit_codes: Iterable[int] = (0,)
-                         ) -> CommandOutput:
-  """Sends absl/TF/orbit logs to a log file; the console keeps only stdout,
-  errors and progress. Call once per process (a command's `run()` does it;
-  library calls and tests do not), before absl parses the flags: libraries
-  run start-up callbacks right after parsing (Model Garden counts the GPUs,
-  which logs cuInit on a machine without one). `verbose=None` looks for
-  `--verbose` in `sys.argv`; call `flags_parsed(output_dir)` once parsed.
-
-  The log is written under LOG_TMP_DIR while the command runs, and copied to
-  `output_dir/logs/PROGRAM-TIME.log` when it ends with an exit code in
-  `keep_log_exit_codes` (a refused or failed run writes nothing into
-  `output_dir`). Without `output_dir` the log stays in LOG_TMP_DIR.
-  """
-  global _current
-  if verbose is None:
-    verbose = verbose_requested()
-  output = CommandOutput(program, output_dir, verbose, keep_log_exit_codes)
-  _current = output
-  return output.start()
-
-
-_current: Optional[CommandOutput] = None
-
-
-def set_output_dir(path: str) -> None:
-  """Names the directory whose `logs/` receives this command's log, for a
-  command that chooses it only inside `main` (e.g. a default with the time).
-  Does nothing outside a command (library calls, tests)."""
-  if _current is not None:
-    _current.output_dir = path
-
-
-def run_with_command_output(main: Callable[[Any], Any], argv: Any,
-                            output: CommandOutput) -> Any:
-  """Calls `main(argv)` and finishes `output` with its exit code."""
-  code = 1
-  try:
-    result = main(argv)
-    code = _exit_code(result)
-    return result
-  except SystemExit as e:
-    code = _exit_code(e.code)
-    raise
-  finally:
-    output.finish(code)
-

@@ -27,6 +27,8 @@ import functools
 import sys
 from typing import Callable, Sequence
 
+from absl import logging
+
 # Exit codes shared by the commands (documented in the README).
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -73,7 +75,10 @@ def user_error_types() -> tuple:
 
 
 def report(prog: str, error: BaseException) -> None:
-  print(f"{prog}: error: {one_line(error)}", file=sys.stderr, flush=True)
+  """The one console line of an error; the command's log file gets it too."""
+  line = f"{prog}: error: {one_line(error)}"
+  print(line, file=sys.stderr, flush=True)
+  logging.info(line)
 
 
 def command(prog: str) -> Callable:

@@ -10,28 +10,20 @@ import costs seconds per process and is not fork-safe). Existence checks and
 tree removal go through `tf.io.gfile` for every path (one implementation of
 their semantics; only parent processes call them).
 
-Writes are atomic: a file is written under a temporary name in its own
-directory (`.NAME.tmp-PID@HOST-XXXX`, naming its writer) and renamed over the
-final name when complete; a directory is built under a temporary sibling and
-swapped in when complete (`atomic_directory`). An output is written by one
-run at a time (`writing_output`: the lock of `output_lock`). The swap is
-journaled (`swap_in`): a run killed at any point of it, even half-way through
-a directory that Cloud Storage renames object by object, leaves the old or
-the new output whole, and the next writer finishes or undoes it before
-anything else. Temporaries of writers that are gone are removed by
-`remove_stale_temporaries`; those of a live process are kept.
+Writes of files are atomic: a file is written under a temporary name in its
+own directory (`.NAME.tmp-PID@HOST-XXXX`, naming its writer) and renamed over
+the final name when complete. Whole outputs (directories) are built aside and
+swapped in by `rembert_tf.common.outputs`, one writer at a time.
 
 Example:
 ```python
 from rembert_tf.common import fileio
 fileio.write_json("ram://demo/run/params.json", {"steps": 10})
 assert fileio.read_json("ram://demo/run/params.json") == {"steps": 10}
-with fileio.atomic_directory("ram://demo/export", overwrite=True) as tmp:
-  fileio.write_text(fileio.join(tmp, "README"), "complete\\n")
-assert fileio.exists("ram://demo/export/README")
 ```
 """
 import contextlib
+import errno
 import functools
 import glob as glob_lib
 import hashlib
@@ -52,10 +44,7 @@ from rembert_tf.common import output_lock
 
 PathLike = Union[str, os.PathLike]
 
-_TMP_TAG = ".tmp-"
-_OLD_TAG = ".old-"
-_SWAP_TAG = ".swap-"
-_JOURNAL_SUFFIX, _MARKER_SUFFIX = ".json", ".into"
+TEMPORARY_TAG = ".tmp-"
 
 
 def _gfile():
@@ -187,7 +176,7 @@ def _rename_one(src: str, dst: str, overwrite: bool) -> None:
     os.rename(src, dst)
 
 
-def _files_under(root: str) -> List[str]:
+def files_under(root: str) -> List[str]:
   """Paths of the files under directory `root`, relative to it."""
   walk = _gfile().walk if is_remote(root) else os.walk
   found = []
@@ -203,12 +192,12 @@ def _rename_tree(src: str, dst: str) -> None:
   # them, would only rename the directory marker and lose the files).
   if exists(dst):
     raise FileExistsError(17, "File exists", dst)
-  _merge_tree(src, dst)
+  merge_tree(src, dst)
 
 
-def _merge_tree(src: str, dst: str) -> None:
+def merge_tree(src: str, dst: str) -> None:
   """Moves every file of `src` to the same place under `dst`, then drops `src`."""
-  for relative in _files_under(src):
+  for relative in files_under(src):
     target = join(dst, relative)
     makedirs(dirname(target))
     _rename_one(join(src, relative), target, True)
@@ -257,14 +246,14 @@ def read_yaml(path: PathLike) -> Any:
   return yaml.safe_load(read_text(path))
 
 
-def temporary_path(path: PathLike, tag: str = _TMP_TAG) -> str:
+def temporary_path(path: PathLike, tag: str = TEMPORARY_TAG) -> str:
   """`.NAME.tmp-PID@HOST-XXXX` beside `path`: a name that says who writes it."""
   path = as_str(path).rstrip("/")
   name = f".{basename(path)}{tag}{output_lock.owner_tag()}-{secrets.token_hex(4)}"
-  return join(_beside(path), name)
+  return join(temporaries_dir(path), name)
 
 
-def _beside(path: str) -> str:
+def temporaries_dir(path: str) -> str:
   """Where the temporaries of `path` go: its directory (a bucket: itself)."""
   parent = dirname(path)
   return path if parent.endswith("://") else parent
@@ -321,253 +310,49 @@ def sha256(path: PathLike) -> str:
   return digest.hexdigest()
 
 
-# --- Outputs: one writer, swapped in by a journaled move ---------------------
+def is_disk_full(error: BaseException) -> bool:
+  """A full disk or an exhausted quota: errno ENOSPC / EDQUOT, or
+  TensorFlow's file-system error saying so."""
+  if isinstance(error, OSError):
+    return error.errno in (errno.ENOSPC, errno.EDQUOT)
+  text = str(error)
+  return any(s in text for s in ("No space left on device",
+                                 "Disk quota exceeded"))
 
 
-def _siblings(path: str, tag: str) -> List[str]:
-  """The `.NAME{tag}*` entries beside `path`."""
-  parent, prefix = _beside(path), f".{basename(path)}{tag}"
-  if not isdir(parent or "."):
-    return []
-  return [join(parent, n) for n in listdir(parent or ".") if n.startswith(prefix)]
+def disk_full_error(output: PathLike, error: BaseException
+                    ) -> errors.InputError:
+  """The one line for a write that ran out of space: the output, not the
+  temporary file the error names, and the fix."""
+  reason = ("disk quota exceeded" if "quota" in str(error).lower() or
+            getattr(error, "errno", None) == errno.EDQUOT
+            else "no space left on the device")
+  return errors.InputError(
+      f"{as_str(output)}: writing it failed: {reason}. Nothing was written "
+      "(its temporary files are removed; an existing output is kept). Free "
+      f"space where {as_str(output)} goes, or choose an output on another "
+      "disk, then run again.")
 
 
-def remove_stale_temporaries(path: PathLike,
-                             lock_of: Optional[PathLike] = None) -> List[str]:
-  """Removes the `.NAME.tmp-*` siblings of `path` whose writer is gone.
-
-  A temporary's name carries its writer (`PID@HOST`): it is kept while that
-  process runs on this host or, from another host, while that writer holds
-  a live lock on output `lock_of` (default `path`). Copies of an old output
-  (`.NAME.old-*`) are never removed here: see `recover_interrupted_swap`.
-  Returns what it removed.
-  """
-  path = as_str(path).rstrip("/")
-  prefix = f".{basename(path)}{_TMP_TAG}"
-  removed = []
-  for stale in _siblings(path, _TMP_TAG):
-    writer = basename(stale)[len(prefix):].rsplit("-", 1)[0]
-    if not output_lock.owner_is_running(writer, lock_of or path):
-      rmtree(stale)
-      removed.append(stale)
-  return removed
-
-
-@contextlib.contextmanager
-def writing_output(path: PathLike) -> Iterator[str]:
-  """Holds the lock of output `path` and first finishes an interrupted swap.
-
-  Every command that writes `path` runs in this block: a second run is
-  refused with `output_lock.OutputLockedError` naming the first, and a swap
-  that a killed run left half-way is completed or rolled back
-  (`recover_interrupted_swap`) before anything looks at `path`. Nests.
-  Raises errors.InputError when a parent of `path` is a file.
-  """
-  path = as_str(path).rstrip("/")
-  check_output_location(path)
-  with output_lock.hold(path) as taken:
-    if taken:
-      recover_interrupted_swap(path)
-    yield path
-
-
-def writes_output(argument: str) -> Callable:
-  """Runs the decorated function in `writing_output(<its argument>)`.
-
-  `argument` names the parameter that holds the output path; a call where
-  it is None writes no output and takes no lock.
-  """
-  def decorate(function: Callable) -> Callable:
-    signature = inspect.signature(function)
-
-    @functools.wraps(function)
-    def wrapped(*args, **kwargs):
-      path = signature.bind(*args, **kwargs).arguments.get(argument)
-      if path is None:
-        return function(*args, **kwargs)
-      with writing_output(path):
-        return function(*args, **kwargs)
-    return wrapped
-  return decorate
-
-
-@contextlib.contextmanager
-def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
-  """Yields a temporary directory that becomes `path` when the block completes.
-
-  Holds the output's lock (`writing_output`). The old `path` (with
-  `overwrite`) is moved aside only after the new content is complete, and
-  removed once the new one is in place (`swap_in`). On an exception the
-  temporary directory is removed and `path` is untouched. Raises
-  `errors.OutputExistsError` when `path` exists and `overwrite` is false,
-  and `errors.InputError` when a parent of `path` is a file.
-  """
-  path = as_str(path).rstrip("/")
-  with writing_output(path):
-    remove_stale_temporaries(path)
-    if exists(path) and not overwrite:
-      raise errors.OutputExistsError(
-          f"{path} already exists; choose another output or pass --overwrite "
-          "to replace it (the old output stays until the new one is complete).")
-    tmp = temporary_path(path)
-    makedirs(tmp)
-    try:
-      yield tmp
-    except BaseException:
-      rmtree(tmp)
-      raise
-    old = temporary_path(path, _OLD_TAG)
-    swap_in(path, aside=[(path, old)] if exists(path) else [],
-            into=[(tmp, path)], new=[tmp],
-            old=[old] + _siblings(path, _OLD_TAG))
-
-
-def swap_in(path: PathLike, *, aside: Sequence[Tuple[str, str]],
-            into: Sequence[Tuple[str, str]], new: Sequence[str] = (),
-            old: Sequence[str] = ()) -> None:
-  """Replaces output `path` by moves that a kill at any point cannot lose.
-
-  `aside` moves (src, dst) take the old output out of the way, `into` moves
-  bring the complete new one in; `new` (temporaries of the new output) and
-  `old` (copies of the old one) are removed at the end. First a journal
-  `.NAME.swap-*` beside `path` lists every move; once the old output is
-  wholly aside a marker `.NAME.swap-*.into` is written. A swap cut short is
-  finished by the next writer of `path` (`recover_interrupted_swap`): moved
-  back without the marker, completed with it. All paths lie under the
-  directory of `path`.
-  """
-  path = as_str(path).rstrip("/")
-  journal = temporary_path(path, _SWAP_TAG) + _JOURNAL_SUFFIX
-  parent = dirname(journal)
-  relative = lambda p: _relative(p, parent)
-  record = {"output": basename(path),
-            "aside": [[relative(s), relative(d)] for s, d in aside],
-            "into": [[relative(s), relative(d)] for s, d in into],
-            "new": [relative(p) for p in new], "old": [relative(p) for p in old]}
-  try:
-    with open_file(journal, "w") as f:  # Whole, or unreadable: nothing moved.
-      f.write(json.dumps(record, indent=1) + "\n")
-  except Exception:
-    for temporary in new:
-      rmtree(temporary)
-    raise
-  try:
-    for src, dst in aside:
-      _move(src, dst)
-    with open_file(_marker_of(journal), "w") as f:
-      f.write("the old output is aside\n")  # (ram:// drops empty files)
-    _complete_swap(journal)
-  except Exception:
-    with contextlib.suppress(Exception):  # Best effort; else the next run.
-      _complete_swap(journal)
-    raise
-
-
-def _marker_of(journal: str) -> str:
-  return journal[:-len(_JOURNAL_SUFFIX)] + _MARKER_SUFFIX
-
-
-def _relative(path: str, parent: str) -> str:
-  if not parent:
-    return path
-  if not path.startswith(parent.rstrip("/") + "/"):
-    raise ValueError(f"internal: {path} is not under {parent}")
-  return path[len(parent.rstrip("/")) + 1:]
-
-
-def _move(src: str, dst: str) -> None:
-  """Moves `src` to `dst`, or finishes such a move that was cut short."""
-  if not exists(src):
-    return
-  if isdir(src) and exists(dst):  # A tree moved object by object, half-way.
-    _merge_tree(src, dst)
-    return
-  if dirname(dst):
-    makedirs(dirname(dst))
-  rename(src, dst, overwrite=True)
-
-
-def _complete_swap(journal: str) -> Optional[str]:
-  """Finishes the swap of `journal`; returns "new" or "old" (what is in place).
-
-  With the marker every `into` move is (re)done; without it every `aside`
-  move is undone. Then the journal's temporaries go, and the old copies too
-  when the new output is in place (after a roll-back, only emptied ones).
-  """
-  parent, marker = dirname(journal), _marker_of(journal)
-  try:
-    record = json.loads(read_text(journal))
-  except (ValueError, OSError):
-    record = None  # Cut short while written: nothing was moved.
-  full = lambda p: join(parent, p) if parent else p
-  outcome = None
-  if record is not None and exists(marker):
-    for src, dst in record["into"]:
-      _move(full(src), full(dst))
-    for leftover in record["new"] + record["old"]:
-      rmtree(full(leftover))
-    outcome = "new"
-  elif record is not None:
-    for src, dst in reversed(record["aside"]):
-      _move(full(dst), full(src))
-    for leftover in record["new"]:
-      rmtree(full(leftover))
-    for copy_path in map(full, record["old"]):
-      if isdir(copy_path) and not _files_under(copy_path):
-        rmtree(copy_path)
-    outcome = "old"
-  if exists(marker):
-    remove(marker)
-  remove(journal)
-  return outcome
-
-
-def recover_interrupted_swap(path: PathLike) -> None:
-  """Puts `path` back in one piece after a writer was killed while swapping.
-
-  Runs under the output's lock (`writing_output`), so no live writer's swap
-  is touched. Each journal `.NAME.swap-*` is finished (`_complete_swap`). An
-  old copy with no journal (`.NAME.old-*`) while `path` is missing is moved
-  back when it is the only one; several are refused (errors.InputError
-  naming them). Each repair prints one line on stderr.
-  """
-  path = as_str(path).rstrip("/")
-  for journal in _siblings(path, _SWAP_TAG):
-    if not journal.endswith(_JOURNAL_SUFFIX):
-      continue  # A marker: its journal is finished below.
-    try:
-      outcome = _complete_swap(journal)
-    except Exception as e:  # pylint: disable=broad-except
-      raise errors.InputError(
-          f"{path}: a run killed while replacing it left {journal}, which "
-          f"lists where every file of the old and the new output is; "
-          f"finishing it failed ({errors.one_line(e)}). Fix that and run "
-          "again, or move the files back by hand.") from None
-    if outcome:
-      state = ("the new output is in place" if outcome == "new"
-               else "the state before it is back")
-      _say(f"{path}: finished the replacement a killed run had begun "
-           f"({state}).")
-  copies = _siblings(path, _OLD_TAG)
-  if not copies or exists(path):
-    return
-  if len(copies) > 1:
+def _refuse_broken_link(path: str, output: str) -> None:
+  """A symbolic link that leads nowhere (a loop, a missing target) cannot be
+  written through nor replaced by a rename."""
+  if not is_remote(path) and os.path.islink(path) and not os.path.exists(path):
+    where = path if path == output else f"{output}: {path}"
     raise errors.InputError(
-        f"{path} is missing and {len(copies)} copies moved aside by killed "
-        f"runs are beside it ({', '.join(copies)}); move the one to keep to "
-        f"{path}, remove the others, and run again.")
-  rename(copies[0], path)
-  _say(f"{path}: restored from {copies[0]}, where a killed run had moved it.")
-
-
-def _say(line: str) -> None:
-  print(line, file=sys.stderr, flush=True)
+        f"{where} is a symbolic link that leads nowhere (a loop or a missing "
+        f"target: {os.readlink(path)}); remove it or choose another output "
+        "path.")
 
 
 def check_output_location(path: PathLike) -> None:
-  """Raises `errors.InputError` when a parent of `path` is an existing file."""
-  parent = dirname(as_str(path).rstrip("/"))
+  """Raises `errors.InputError` when a parent of `path` is an existing file,
+  or `path` or a parent is a symbolic link that leads nowhere."""
+  path = as_str(path).rstrip("/")
+  _refuse_broken_link(path, path)
+  parent = dirname(path)
   while parent and parent not in ("/", ".") and not parent.endswith("://"):
+    _refuse_broken_link(parent, path)
     if exists(parent):
       if not isdir(parent):
         raise errors.InputError(

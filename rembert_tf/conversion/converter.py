@@ -12,6 +12,7 @@
 | ----------- | ------------------------------------------------------------ |
 | rembert_tf  | model_config.yaml, encoder/ckpt-0, [pretrainer/ckpt-0], [sentencepiece.model] |
 | hf          | config.json, model.safetensors, [sentencepiece.model]        |
+| keras_hub   | a keras-hub preset (`keras_hub_preset`): config.json, model.weights.h5, tokenizer, [task.json + task.weights.h5] |
 
 Every tensor goes through the canonical layout of `weight_layout`, one at a
 time: the input is never read whole, and a Hugging Face output is streamed
@@ -19,7 +20,7 @@ to disk, so peak memory is the converted model plus one tensor. Names and
 shapes are checked against the config before any tensor is read: all
 mismatches come as one ConversionError. The output directory is written
 under a temporary sibling and swapped in when complete
-(`fileio.atomic_directory`), so a failure leaves nothing under `output_dir`
+(`outputs.atomic_directory`), so a failure leaves nothing under `output_dir`
 and `overwrite` keeps the old output until the new one is whole. Paths may be
 on any TF filesystem (gs://).
 
@@ -58,6 +59,7 @@ from absl import logging
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
@@ -69,7 +71,9 @@ from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
 
 FROM_FORMATS = ("tf1", "hf", "rembert_tf")
-TO_FORMATS = ("rembert_tf", "hf")
+TO_FORMATS = ("rembert_tf", "hf", "keras_hub")
+# Keras 3 / keras-hub modules: the `keras` extra, needed by --to keras_hub only.
+KERAS_MODULES = ("keras", "keras_hub", "h5py")
 TF1_CONFIG_NAMES = ("config.json", "bert_config.json", "rembert_config.json")
 POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 
@@ -160,10 +164,12 @@ def _plan(cfg, source, to_format, encoder_only, with_output_side,
     raise weight_layout.ConversionError(
         f"{source.description} has no output side (no MLM head); drop "
         "--with_output_side to convert the encoder alone.")
-  if has_output_side and to_format == "hf" and cfg.num_output_layers:
+  if has_output_side and to_format != "rembert_tf" and cfg.num_output_layers:
+    target = {"hf": "Hugging Face RemBERT",
+              "keras_hub": "keras-hub's RemBertMaskedLM"}[to_format]
     raise weight_layout.ConversionError(
         f"{source.description}: num_output_layers={cfg.num_output_layers}, but "
-        "Hugging Face RemBERT has no extra output-side layers. Pass "
+        f"{target} has no extra output-side layers. Pass "
         "--encoder_only to convert the encoder alone.")
   found, drop_projection = _without_identity_projection(cfg, source, found,
                                                         to_format)
@@ -196,7 +202,7 @@ def _without_identity_projection(cfg, source, found, to_format):
   """E_in == hidden: drops an exact-identity projection (the encoder has none)."""
   same_width = cfg.input_embedding_size == cfg.hidden_size
   if not (same_width and weight_layout.PROJECTION_KERNEL in found
-          and to_format == "rembert_tf"):
+          and to_format in ("rembert_tf", "keras_hub")):
     return found, False
   kernel = np.asarray(source.get(weight_layout.PROJECTION_KERNEL))
   bias = np.asarray(source.get(weight_layout.PROJECTION_BIAS)) if (
@@ -240,10 +246,14 @@ def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
     raise weight_layout.ConversionError(
         "internal: plan and model disagree on " + ", ".join(
             uncovered + sorted(set(names) - set(by_name))))
-  for name in console.track(names, "reading tensors", unit="tensors"):
-    by_name[name].assign(source.get(name))
+  with console.progress("reading tensors", total=len(names),
+                        unit="tensors") as bar:
+    for name, value in source.read(names):
+      by_name[name].assign(value)
+      del value  # nothing holds it while the next batch is read
+      bar.update(1)
   source.close()  # a rembert_tf source holds a model: free it before saving
-  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
     if sp_model:
       tokenizer.copy_sentencepiece(
@@ -266,19 +276,27 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
       identity[hf] = array.T if transpose else array
       shapes[hf] = identity[hf].shape
 
-  def get(hf_name):
-    if hf_name in identity:
-      return identity[hf_name]
-    name, transpose = canonical_of[hf_name]
-    array = np.asarray(source.get(name))
-    return array.T if transpose else array
+  def tensors():
+    """(HF name, array) in the writer's order, read from the source in batches."""
+    order = sorted(shapes)
+    stream = source.read([canonical_of[hf][0] for hf in order
+                          if hf not in identity])
+    for hf_name in order:
+      if hf_name in identity:
+        yield hf_name, identity[hf_name]
+        continue
+      _, value = next(stream)
+      array = np.asarray(value)
+      del value
+      yield hf_name, array.T if canonical_of[hf_name][1] else array
+      del array  # nothing holds it while the next batch is read
 
   special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
-  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
+  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
       console.progress("writing model.safetensors", total=len(shapes),
                        unit="tensors") as bar:
     tensor_sources.write_safetensors(
-        fileio.join(tmp, tensor_sources.HF_WEIGHTS_FILE), shapes, get,
+        fileio.join(tmp, tensor_sources.HF_WEIGHTS_FILE), shapes, tensors(),
         metadata={"format": "pt"}, progress=lambda *_: bar.update(1))
     config_json.write_hf_config(
         cfg, fileio.join(tmp, tensor_sources.HF_CONFIG_FILE), with_output_side,
@@ -288,7 +306,21 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
           sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
 
 
-@fileio.writes_output("output_dir")
+def _write_keras_hub(*args):
+  """The keras-hub preset writer, imported only here: Keras 3 is an extra."""
+  try:
+    from rembert_tf.conversion import keras_hub_preset  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    if e.name not in KERAS_MODULES:
+      raise
+    raise errors.UsageError(
+        f"--to keras_hub needs Keras 3 and keras-hub ({e.name} is not "
+        "installed); install the extra: pip install 'rembert_tf[keras]'."
+    ) from None
+  keras_hub_preset.write_preset(*args)
+
+
+@outputs.writes_output("output_dir")
 def convert_checkpoint(from_format: str, to_format: str, input_path,
                        output_dir, *, config=None, sp_model=None,
                        encoder_only: bool = False,
@@ -299,7 +331,7 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
 
   Args:
     from_format: "tf1", "hf" or "rembert_tf".
-    to_format: "rembert_tf" or "hf".
+    to_format: "rembert_tf", "hf" or "keras_hub".
     input_path: checkpoint prefix / directory (see module docstring).
     output_dir: the directory to create (must not exist unless overwrite).
     config: tf1: the JSON config (default: config.json beside the
@@ -343,7 +375,8 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
     logging.info("Converting %d tensors from %s to %s (%s)", len(names),
                  source.description, to_format,
                  "encoder + output side" if has_output_side else "encoder only")
-    write = _write_rembert_tf if to_format == "rembert_tf" else _write_hf
+    write = {"rembert_tf": _write_rembert_tf, "hf": _write_hf,
+             "keras_hub": _write_keras_hub}[to_format]
     write(cfg, source, names, has_output_side, output_dir, sp_model, overwrite)
   logging.info("Wrote %s", output_dir)
   return output_dir

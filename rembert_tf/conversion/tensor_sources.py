@@ -2,14 +2,15 @@
 
 A source exposes `shapes()` (canonical name -> shape, read from the index
 only, no tensor data), `get(name)` (one tensor, read on demand: a numpy
-array or a tf.Tensor),
+array or a tf.Tensor), `read(names)` ((name, tensor) pairs in that order),
 `display(name)` (the name as the user's file spells it, for error messages)
-and `close()`. Reading one tensor at a time keeps memory at the size of the
-target model plus one tensor, which is what makes the 12 GB released
-checkpoint convertible.
+and `close()`. Reading a bounded number of bytes at a time keeps memory at
+the size of the target model plus one batch (or one larger tensor), which
+is what makes the 12 GB released checkpoint convertible.
 
-- `Tf1Source`: a TF1 name-based checkpoint (`tf.train.load_checkpoint`, any
-  TF filesystem), the released RemBERT layout. Optimizer slots and
+- `Tf1Source`: a TF1 name-based checkpoint (any TF filesystem), the released
+  RemBERT layout, read in batches of several tensors per RestoreV2
+  (`modeling.checkpoint_reading`). Optimizer slots and
   global_step are skipped; tensors outside the encoder are the output side,
   matched by role and shape (`weight_layout.match_output_side`) when asked
   for, skipped and listed otherwise.
@@ -33,7 +34,7 @@ import contextlib
 import json
 import re
 import struct
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -41,6 +42,8 @@ from absl import logging
 
 from rembert_tf.common import fileio
 from rembert_tf.conversion import weight_layout
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_reading
 
 HF_WEIGHTS_FILE = "model.safetensors"
 HF_INDEX_FILE = "model.safetensors.index.json"
@@ -67,28 +70,28 @@ class Tf1Source:
     path = fileio.as_str(path)
     # A prefix first: some filesystems (ram://) call any prefix a directory.
     if not fileio.exists(path + ".index") and fileio.isdir(path):
-      latest = tf.train.latest_checkpoint(path)
+      latest = checkpoint_layout.latest_checkpoint(path)
       if latest is None:
         raise weight_layout.ConversionError(
             f"{path}: no TF1 checkpoint (no `checkpoint` file). Pass the "
             "checkpoint prefix, e.g. DIR/model.ckpt (the part before "
             ".index).")
+      checkpoint_layout.announce_fallback(latest)
       path = latest
+    elif fileio.exists(path + ".index"):
+      checkpoint_layout.check_intact(path)
     try:
-      # NewCheckpointReader, not load_checkpoint: the latter takes a prefix
-      # for a directory on filesystems (ram://) that call any prefix one.
-      self._reader = tf.compat.v1.train.NewCheckpointReader(path)
+      self._reader = checkpoint_reading.CheckpointReader(path)
     except (tf.errors.OpError, ValueError) as e:
       raise weight_layout.ConversionError(
           f"{path}: cannot open as a TF1 checkpoint ({_one_line(e)}). Pass "
           "the prefix before .index / .data-*.") from None
     self.path = path
-    self._dtypes = self._reader.get_variable_to_dtype_map()
     self._shapes: Dict[str, Tuple[int, ...]] = {}
     self._file_names: Dict[str, str] = {}
     self.skipped_optimizer: List[str] = []
     self.outside_encoder: Dict[str, Tuple[int, ...]] = {}
-    for name, shape in self._reader.get_variable_to_shape_map().items():
+    for name, shape in self._reader.shapes.items():
       if weight_layout.is_optimizer_or_bookkeeping(name):
         self.skipped_optimizer.append(name)
       elif (name.startswith(weight_layout.ENCODER_PREFIX)
@@ -114,11 +117,19 @@ class Tf1Source:
 
   def get(self, name) -> tf.Tensor:
     """One tensor as a float32 tf.Tensor (RestoreV2: read once, no numpy copy)."""
-    file_name = self._file_names.get(name, name)
-    dtype = self._dtypes[file_name]
-    (value,) = tf.raw_ops.RestoreV2(prefix=self.path, tensor_names=[file_name],
-                                    shape_and_slices=[""], dtypes=[dtype])
-    return value if dtype == tf.float32 else tf.cast(value, tf.float32)
+    ((_, value),) = self.read([name])
+    return value
+
+  def read(self, names: Iterable[str]) -> Iterator[Tuple[str, tf.Tensor]]:
+    """(name, float32 tf.Tensor) for each name, in order; several tensors
+    per RestoreV2, at most `checkpoint_reading.BATCH_BYTES` at a time."""
+    names = list(names)
+    stream = self._reader.read([self._file_names.get(n, n) for n in names])
+    for name in names:
+      _, value = next(stream)
+      yield name, value if value.dtype == tf.float32 else tf.cast(value,
+                                                                  tf.float32)
+      del value  # nothing holds it while the next batch is read
 
   def display(self, name) -> str:
     return self._file_names.get(name, name)
@@ -212,7 +223,15 @@ def _index_files(index_path: str) -> List[str]:
   return sorted(set(weight_map.values()))
 
 
-class HfSource:
+class _ReadOneByOne:
+  """`read(names)` for sources whose `get` costs no round trip (memory-mapped
+  files, a model in memory)."""
+
+  def read(self, names: Iterable[str]) -> Iterator[Tuple[str, object]]:
+    return ((name, self.get(name)) for name in names)
+
+
+class HfSource(_ReadOneByOne):
   """Canonical tensors of a Hugging Face RemBERT safetensors checkpoint."""
 
   def __init__(self, path):
@@ -317,7 +336,7 @@ def refuse_pickle(path: str):
     raise weight_layout.ConversionError(PICKLE_REFUSAL.format(path=path))
 
 
-class ModelSource:
+class ModelSource(_ReadOneByOne):
   """Canonical tensors held by a built rembert_tf model (list of Slots)."""
 
   def __init__(self, slots, description="rembert_tf model"):
@@ -342,10 +361,13 @@ _WRITE_CHUNK = 1 << 26  # 64 MB: bytes() copies, and TF filesystems want bytes.
 
 
 def write_safetensors(path: str, shapes: Dict[str, Tuple[int, ...]],
-                      get: Callable[[str], np.ndarray],
+                      tensors: Iterable[Tuple[str, np.ndarray]],
                       metadata: Optional[Dict[str, str]] = None,
                       progress: Callable[[int, int, str], None] = None) -> None:
-  """Writes float32 tensors as a safetensors file, fetching one tensor at a time.
+  """Writes float32 tensors as a safetensors file, taking one tensor at a time.
+
+  `tensors` yields (name, array) for every name of `shapes` in sorted order
+  (the file's order), each consumed before the next is taken.
 
   The format: an 8-byte little-endian header size, a JSON header (name ->
   dtype, shape, [begin, end) byte offsets; padded with spaces to a multiple
@@ -365,8 +387,13 @@ def write_safetensors(path: str, shapes: Dict[str, Tuple[int, ...]],
   with fileio.open_file(path, "wb") as out:
     out.write(struct.pack("<Q", len(encoded)))
     out.write(encoded)
+    stream = iter(tensors)
     for i, name in enumerate(names, 1):
-      array = np.ascontiguousarray(get(name), dtype="<f4")
+      given, array = next(stream)
+      if given != name:
+        raise weight_layout.ConversionError(
+            f"internal: tensor {given} given where {name} is written.")
+      array = np.ascontiguousarray(array, dtype="<f4")
       if tuple(array.shape) != tuple(shapes[name]):
         raise weight_layout.ConversionError(
             f"{name}: shape {tuple(array.shape)}, expected {tuple(shapes[name])}.")

@@ -6,7 +6,7 @@ that sample where the text is (Dataflow, Flink, Spark or Beam's local runner):
 
 1. **First pass**: lines and bytes per language (one element per input file).
 2. **Plan**: the language shares q_l ~ p_l**alpha of
-   `sentencepiece_training` (p_l from bytes, languages without lines get 0)
+   `sentencepiece_sample` (p_l from bytes, languages without lines get 0)
    and the quota Q_l = round(sample_size * q_l) of each language; a line of
    language l is taken r_l = Q_l / n_l times in expectation (low-resource
    lines repeated, high-resource lines subsampled).
@@ -22,11 +22,11 @@ sample; with `--sample_only` it stops after writing the sample.
 
 Example (Beam's local runner):
 ```python
-from rembert_tf.data import beam_sentencepiece_sample, sentencepiece_training
+from rembert_tf.data import beam_sentencepiece_sample, sentencepiece_sample
 from rembert_tf.data import text_inputs
 files = text_inputs.resolve_inputs(["/tmp/corpus/{lang}/*.txt"])
 summary = beam_sentencepiece_sample.draw_sample(
-    files, "/tmp/spm_sample.txt", sentencepiece_training.SampleOptions(
+    files, "/tmp/spm_sample.txt", sentencepiece_sample.SampleOptions(
         sample_size=100_000), runner="DirectRunner")
 ```
 """
@@ -36,8 +36,8 @@ import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.data import beam_pretraining_data
-from rembert_tf.data import sentencepiece_training
+from rembert_tf.data import beam_runner
+from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import text_inputs
 
 try:
@@ -45,8 +45,6 @@ try:
   from apache_beam.options import pipeline_options as beam_options  # pylint: disable=g-import-not-at-top
 except ImportError:  # pragma: no cover - depends on the installation
   beam = None
-
-_DIRECT = ("DirectRunner", "direct", "PrismRunner", "prism")
 
 
 def _file_counts(task, keep):
@@ -73,11 +71,11 @@ def _sum_pairs(pairs):
 
 def _rates(unused, per_language, options):
   """Expected repeats of a line per language (step 2)."""
-  counts = sentencepiece_training.LanguageCounts(
+  counts = sentencepiece_sample.LanguageCounts(
       lines={l: v[0] for l, v in per_language},
       sizes={l: v[1] for l, v in per_language})
   total = sum(counts.lines.values())
-  if total == 0:  # Reported after the run as an InputError.
+  if total == 0:  # Reported after the run as a TextInputError.
     return {"counts": counts, "probabilities": {}, "rates": {}}
   probabilities = counts.probabilities(options.language_sampling_alpha)
   sample_size = min(options.sample_size, total)
@@ -112,14 +110,14 @@ def _write(unused, drawn, plan, options, path):
     for _, _, language, line in drawn:
       written[language] = written.get(language, 0) + 1
       out.write(line.replace("\n", " ") + "\n")
-  summary = sentencepiece_training.sample_summary(
+  summary = sentencepiece_sample.sample_summary(
       plan["counts"], plan["probabilities"], written, options)
   fileio.write_json(path + ".json", summary)
   return summary["lines"]
 
 
 def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
-                options: "sentencepiece_training.SampleOptions", *,
+                options: "sentencepiece_sample.SampleOptions", *,
                 runner: str = "DirectRunner", beam_args: Sequence[str] = (),
                 inputs: Sequence[str] = (), num_workers: int = 1,
                 log: Callable[..., None] = print) -> Dict[str, Any]:
@@ -128,30 +126,43 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
     raise errors.UsageError(
         "--sample_with_beam needs Apache Beam, which is not installed; install "
         "it with `pip install 'rembert_tf[beam]'`.")
-  if runner not in _DIRECT and not fileio.is_remote(sample_path):
+  direct = runner in beam_runner.DIRECT_RUNNERS
+  if not direct and not fileio.is_remote(sample_path):
     raise errors.UsageError(
         f"--sample_path {sample_path!r} is local, but the {runner} workers "
         "cannot write to this machine; give a shared location "
         "(--sample_path gs://bucket/spm/sample.txt).")
   args = [f"--runner={runner}", *beam_args]
-  if runner in _DIRECT and "direct_num_workers" not in " ".join(beam_args):
+  if direct and "direct_num_workers" not in " ".join(beam_args):
     args.append(f"--direct_num_workers={num_workers}")
   log(f"train_sentencepiece: drawing the sample of {len(files)} files with "
       f"Apache Beam {runner} -> {sample_path}")
-  tasks = list(enumerate(files))
-  if runner in _DIRECT:  # Beam's Python local runner (nothing downloaded).
-    from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
-    pipeline = beam.Pipeline(runner=fn_runner.FnApiRunner(),
+  if direct:  # Beam's Python local runner (nothing downloaded).
+    pipeline = beam.Pipeline(runner=beam_runner.runner(runner),
                              options=beam_options.PipelineOptions(args))
   else:
     pipeline = beam.Pipeline(options=beam_options.PipelineOptions(args))
+  _build_pipeline(pipeline, list(enumerate(files)), options, sample_path)
+  beam_runner.run_to_completion(pipeline, runner)
+  summary = fileio.read_json(sample_path + ".json")
+  if summary["lines"] == 0:
+    raise text_inputs.TextInputError(
+        f"inputs {list(inputs)} contain no text (every file is empty or "
+        "blank); nothing to train on.")
+  return summary
+
+
+def _build_pipeline(pipeline, tasks, options, sample_path: str) -> None:
+  """Adds steps 1-4 (see the module doc) to `pipeline`."""
   every_file = pipeline | "Files" >> beam.Create(tasks)
   per_language = (every_file
-                  | "CountLines" >> beam.FlatMap(_file_counts, options.languages)
+                  | "CountLines" >> beam.FlatMap(_file_counts,
+                                                 options.languages)
                   | "SumPerLanguage" >> beam.CombinePerKey(_sum_pairs))
   plan = (pipeline
           | "PlanSeed" >> beam.Create([None])
-          | "Plan" >> beam.Map(_rates, beam.pvalue.AsList(per_language), options))
+          | "Plan" >> beam.Map(_rates, beam.pvalue.AsList(per_language),
+                               options))
   drawn = (every_file
            | "Spread" >> beam.Reshuffle()
            | "Draw" >> beam.FlatMap(_draw, beam.pvalue.AsSingleton(plan),
@@ -159,11 +170,5 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
   _ = (pipeline
        | "WriteSeed" >> beam.Create([None])
        | "Write" >> beam.Map(_write, beam.pvalue.AsList(drawn),
-                             beam.pvalue.AsSingleton(plan), options, sample_path))
-  beam_pretraining_data.run_to_completion(pipeline, runner)
-  summary = fileio.read_json(sample_path + ".json")
-  if summary["lines"] == 0:
-    raise text_inputs.InputError(
-        f"inputs {list(inputs)} contain no text (every file is empty or "
-        "blank); nothing to train on.")
-  return summary
+                             beam.pvalue.AsSingleton(plan), options,
+                             sample_path))

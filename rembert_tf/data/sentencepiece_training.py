@@ -11,9 +11,10 @@ character coverage and the fixed special ids of `rembert_tf.data.tokenizer`, (5)
 `<prefix>.model`, `<prefix>.vocab` and `<prefix>.json` (vocab size, special
 ids, sha256), all under temporary names first, on any filesystem (`gs://`).
 
-Steps (1)-(2) can run as an Apache Beam pipeline instead
-(`sample_with_beam=True`, see `beam_sentencepiece_sample`), so a vocabulary for
-terabytes of text needs only the sample on one machine.
+Steps (1)-(2) draw the sample, on this machine (`sentencepiece_sample`) or as
+an Apache Beam pipeline (`sample_with_beam=True`, `beam_sentencepiece_sample`),
+so a vocabulary for terabytes of text needs only the sample on one machine;
+`draw_training_sample` picks one.
 
 Builds on `sentencepiece.SentencePieceTrainer` as Model Garden's
 `official/nlp/data/train_sentencepiece.py` does; that script samples from TFDS
@@ -28,7 +29,6 @@ meta = sentencepiece_training.train_sentencepiece(
 ```
 """
 import collections
-import dataclasses
 import os
 import re
 import tempfile
@@ -36,12 +36,14 @@ import time
 import unicodedata
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-import numpy as np
 import sentencepiece as spm
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
+from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import text_inputs
+from rembert_tf.data import tfds_text_inputs
 from rembert_tf.data import tokenizer
 
 _WORD_START = "\u2581"  # SentencePiece's whitespace / word-start marker.
@@ -67,139 +69,23 @@ class TrainingError(errors.RemBertError, RuntimeError):
   """SentencePiece cannot build the asked vocabulary from the sample."""
 
 
-@dataclasses.dataclass(frozen=True)
-class SampleOptions:
-  """How the language-balanced training sample is drawn."""
-  language_sampling_alpha: float = 0.7
-  sample_size: int = 2_000_000
-  seed: int = 0
-  # Languages kept from files whose documents name their language.
-  languages: Optional[Tuple[str, ...]] = None
-
-  def check(self) -> "SampleOptions":
-    if self.sample_size < 1:
-      raise errors.UsageError(
-          f"--sample_size must be >= 1 (lines in the training sample), got "
-          f"{self.sample_size}.")
-    if self.language_sampling_alpha < 0:
-      raise errors.UsageError(
-          f"--alpha must be >= 0, got {self.language_sampling_alpha}.")
-    return self
+def _longest_line_bytes(sample_file: str) -> int:
+  with open(sample_file, "rb") as f:
+    return max((len(line.rstrip(b"\n")) for line in f), default=0)
 
 
-@dataclasses.dataclass
-class LanguageCounts:
-  """The first pass: lines and input bytes per language."""
-  lines: Dict[str, int]
-  sizes: Dict[str, int]
-
-  def probabilities(self, alpha: float) -> Dict[str, float]:
-    """Smoothed shares of the languages that have lines."""
-    sizes = {l: (s if self.lines.get(l) else 0) for l, s in self.sizes.items()}
-    return text_inputs.smoothed_language_probabilities(sizes, alpha)
-
-
-def count_languages(files: Sequence[text_inputs.InputFile],
-                    log: Callable[[str], None],
-                    keep: Optional[Sequence[str]] = None) -> LanguageCounts:
-  """Lines and bytes per language (reads every file once)."""
-  lines: Dict[str, int] = {}
-  for f in files:
-    stats = text_inputs.ReadStats()
-    for language, document in text_inputs.iter_language_documents(f, stats,
-                                                                   keep):
-      lines[language] = lines.get(language, 0) + len(document)
-    lines.setdefault(f.language, lines.get(f.language, 0))
-    if stats.invalid_utf8_replacements:
-      log(f"  {f.path}: {stats.invalid_utf8_replacements} invalid UTF-8 "
-          "sequences replaced")
-  lines.pop("", None)
-  return LanguageCounts(lines, text_inputs.language_sizes(files, keep))
-
-
-def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
-                sample_size: int, rng: np.random.Generator
-                ) -> Dict[str, np.ndarray]:
-  """Per language: how many times each of its lines goes into the sample."""
-  plan = {}
-  for lang, n in line_counts.items():
-    quota = int(round(sample_size * probabilities.get(lang, 0.0)))
-    if n == 0 or quota == 0:
-      continue
-    repeats = np.full(n, quota // n, dtype=np.int64)
-    remainder = quota - int(repeats.sum())
-    if remainder:
-      repeats[rng.choice(n, size=remainder, replace=False)] += 1
-    plan[lang] = repeats
-  return plan
-
-
-def write_sample(files: Sequence[text_inputs.InputFile],
-                 plan: Dict[str, np.ndarray], sample_file: str,
-                 keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
-  """Writes each line as often as the plan says; returns lines per language."""
-  positions = {l: 0 for l in plan}
-  written = {l: 0 for l in plan}
-  with fileio.atomic_write(sample_file, "w") as out:
-    for f in files:
-      for language, document in text_inputs.iter_language_documents(
-          f, keep=keep):
-        repeats = plan.get(language)
-        for line in document:
-          if repeats is None:
-            continue
-          k = int(repeats[positions[language]])
-          positions[language] += 1
-          written[language] += k
-          for _ in range(k):
-            out.write(line.replace("\n", " ") + "\n")
-  return written
-
-
-def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
-                options: SampleOptions, log: Callable[[str], None],
-                inputs: Sequence[str]) -> Dict[str, Any]:
-  """Steps 1-2 on this machine: counts, then the balanced sample file."""
-  log(f"train_sentencepiece: counting lines in {len(files)} files")
-  counts = count_languages(files, log, options.languages)
-  _check_has_text(counts, inputs, log)
-  probabilities = counts.probabilities(options.language_sampling_alpha)
-  sample_size = min(options.sample_size, sum(counts.lines.values()))
-  plan = sample_plan(counts.lines, probabilities, sample_size,
-                     np.random.default_rng(options.seed))
-  written = write_sample(files, plan, sample_file, options.languages)
-  return sample_summary(counts, probabilities, written, options)
-
-
-def _check_has_text(counts: LanguageCounts, inputs, log) -> None:
-  empty = sorted(l for l, n in counts.lines.items() if n == 0)
-  if empty:
-    log(f"  languages without text (skipped): {', '.join(empty)}")
-  if sum(counts.lines.values()) == 0:
-    raise text_inputs.InputError(
-        f"inputs {list(inputs)} contain no text (every file is empty or "
-        "blank); nothing to train on.")
-
-
-def sample_summary(counts: LanguageCounts, probabilities: Dict[str, float],
-                   written: Dict[str, int], options: SampleOptions
-                   ) -> Dict[str, Any]:
-  """The `sample` entry of the returned metadata."""
-  per_language = {}
-  for lang in sorted(counts.lines):
-    per_language[lang] = {
-        "lines": counts.lines[lang],
-        "input_bytes": counts.sizes.get(lang, 0),
-        "sampling_probability": round(probabilities.get(lang, 0.0), 6),
-        "sample_lines": int(written.get(lang, 0)),
-    }
-  return {"alpha": options.language_sampling_alpha,
-          "lines": int(sum(written.values())), "languages": per_language}
-
-
-def _training_error(error: RuntimeError, vocab_size: int, inputs) -> TrainingError:
+def _training_error(error: RuntimeError, vocab_size: int, inputs,
+                    sample_file: str, max_sentence_length: int
+                    ) -> TrainingError:
   """SentencePiece's failure as one line with the fix that applies."""
   message = " ".join(str(error).split())
+  if "!sentences_.empty()" in message:  # It skips every longer line.
+    return TrainingError(
+        f"SentencePiece could not train on the sample of {list(inputs)}: "
+        f"every line is longer than {max_sentence_length} bytes (the longest "
+        f"has {_longest_line_bytes(sample_file)}), and SentencePiece skips "
+        "such lines. Split the text into lines: one sentence or paragraph "
+        "per line.")
   too_high = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it "
                        r"to a value <= (\d+)", message)
   too_small = re.search(r"Vocabulary size is smaller than required_chars\. "
@@ -252,7 +138,8 @@ def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
         num_threads=num_threads, hard_vocab_limit=True, minloglevel=2,
         **seed_options)
   except RuntimeError as e:
-    raise _training_error(e, vocab_size, inputs) from None
+    raise _training_error(e, vocab_size, inputs, sample_file,
+                          max_sentence_length) from None
   with open(model_prefix + ".model", "rb") as f:
     model = model_without_local_paths(f.read())
   with open(model_prefix + ".model", "wb") as f:
@@ -327,19 +214,22 @@ def _length_delimited(number: int, payload: bytes) -> bytes:
 
 
 def draw_training_sample(files: Sequence[text_inputs.InputFile],
-                         sample_path: str, options: SampleOptions, *,
+                         sample_path: str,
+                         options: sentencepiece_sample.SampleOptions, *,
                          sample_with_beam: bool = False,
                          runner: str = "DirectRunner",
                          beam_args: Sequence[str] = (), inputs=(),
                          log: Callable[..., None] = print) -> Dict[str, Any]:
   """Steps 1-2 (locally or with Apache Beam): writes the sample, returns its summary."""
   if sample_with_beam:
+    # Imported only when asked for: loading Apache Beam takes seconds.
     from rembert_tf.data import beam_sentencepiece_sample  # pylint: disable=g-import-not-at-top
     sample = beam_sentencepiece_sample.draw_sample(
         files, sample_path, options, runner=runner, beam_args=beam_args,
         inputs=inputs, log=log)
   else:
-    sample = draw_sample(files, sample_path, options, log, inputs)
+    sample = sentencepiece_sample.draw_sample(files, sample_path, options,
+                                              log, inputs)
     fileio.write_json(sample_path + ".json", sample)
   for lang, m in sample["languages"].items():
     log(f"  {lang}: {m['lines']} lines -> {m['sample_lines']} in the sample "
@@ -376,19 +266,16 @@ def _publish(local_prefix: str, output_dir: str, model_prefix: str) -> str:
   return fileio.join(output_dir, model_prefix + ".model")
 
 
-@fileio.writes_output("output_dir")
-def train_sentencepiece(inputs: Sequence[str],
-                        output_dir,
-                        vocab_size: int,
-                        *,
+@outputs.writes_output("output_dir")
+def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
                         model_prefix: str = "sentencepiece",
                         input_format: str = "auto",
                         languages: Optional[Sequence[str]] = None,
                         language_field: Optional[str] = None,
+                        tfds: Optional[tfds_text_inputs.TfdsTextOptions] = None,
                         language_sampling_alpha: float = 0.7,
                         sample_size: int = 2_000_000,
-                        character_coverage: float = 0.99995,
-                        seed: int = 0,
+                        character_coverage: float = 0.99995, seed: int = 0,
                         num_threads: int = DEFAULT_NUM_THREADS,
                         max_sentence_length: int = 8192,
                         seed_pieces: str = "auto",
@@ -401,66 +288,91 @@ def train_sentencepiece(inputs: Sequence[str],
   """Trains `<output_dir>/<model_prefix>.model`; returns its metadata dict.
 
   Args:
-    inputs: input specs (see `text_inputs.resolve_inputs`), any filesystem.
+    inputs: input specs (files: `text_inputs`; `tfds:` inputs from
+      `tfds.data_dir`: `tfds_text_inputs`), any filesystem.
     output_dir: created if needed (any filesystem).
     vocab_size: exact vocabulary size (special pieces included).
     language_sampling_alpha: smoothing exponent of the language mix.
     sample_size: lines in the training sample (at most the total line count:
       the mix is rebalanced, low-resource lines are repeated).
-    character_coverage: SentencePiece character coverage (high for many
-      scripts; characters outside it become <unk>).
+    character_coverage: SentencePiece's (high for many scripts; <unk> else).
     num_threads: trainer threads. The model depends on it (not on the
       machine): the same inputs and arguments give a byte-identical model.
     seed_pieces: "sentencepiece" (the library's own seed extraction, for
       large vocabularies), "words" (whole-word seeds counted by token
       frequency, `write_seed_pieces`; for small vocabularies), or "auto"
       (words when vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB).
-    sample_with_beam: draw the sample with an Apache Beam pipeline on
-      `runner` (`beam_args`: its options); the sample is written to
-      `sample_path` (needed for remote runners: gs://...) or a local
-      temporary file.
+    sample_with_beam: draw the sample with Apache Beam on `runner` (options:
+      `beam_args`) into `sample_path` (remote runners: gs://) or a temp file.
     overwrite: replace an existing model of that prefix.
   Raises:
-    errors.RemBertError subclasses: text_inputs.InputError (missing / empty
-    input), errors.OutputExistsError (the model exists and not overwrite),
+    errors.RemBertError subclasses: text_inputs.TextInputError (missing /
+    empty input), errors.OutputExistsError (the model exists, no overwrite),
     errors.UsageError (a flag out of range), TrainingError (SentencePiece
     cannot build `vocab_size` pieces; the message says which way to go).
   """
   log = print if verbose else (lambda *a, **k: None)
   start = time.time()
+  output_dir = _refuse_existing_model(output_dir, model_prefix, overwrite)
+  _check_arguments(vocab_size, seed_pieces, character_coverage, num_threads)
+  options = sentencepiece_sample.SampleOptions(
+      language_sampling_alpha, sample_size, seed,
+      tuple(languages) if languages else None).check()
+  files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
+                                          language_field, tfds)
+  sample, model_path = _sample_and_train(
+      files, options, output_dir, model_prefix, vocab_size, inputs, log,
+      dict(sample_path=sample_path, sample_with_beam=sample_with_beam,
+           runner=runner, beam_args=beam_args),
+      dict(character_coverage=character_coverage, num_threads=num_threads,
+           max_sentence_length=max_sentence_length, seed_pieces=seed_pieces))
+  return _write_metadata(model_path, sample, start, log)
+
+
+def _refuse_existing_model(output_dir, model_prefix: str,
+                           overwrite: bool) -> str:
+  """`output_dir` as a string; OutputExistsError if the model is there."""
   output_dir = fileio.as_str(output_dir).rstrip("/")
   model_path = fileio.join(output_dir, f"{model_prefix}.model")
   if fileio.exists(model_path) and not overwrite:
     raise errors.OutputExistsError(
         f"{model_path} already exists; pass --overwrite (overwrite=True) to "
         "replace it.")
-  _check_arguments(vocab_size, seed_pieces, character_coverage, num_threads)
-  options = SampleOptions(language_sampling_alpha, sample_size, seed,
-                          tuple(languages) if languages else None).check()
-  files = text_inputs.resolve_inputs(inputs, input_format, languages,
-                                     language_field)
+  return output_dir
+
+
+def _write_metadata(model_path: str, sample: Dict[str, Any], start: float,
+                    log) -> Dict[str, Any]:
+  """Step 5's `<prefix>.json`; returns it with the sample summary added."""
+  meta = dict(tokenizer.write_tokenizer_metadata(model_path), sample=sample)
+  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
+      f"...) in {time.time() - start:.1f}s")
+  return meta
+
+
+def _sample_and_train(files, options, output_dir: str, model_prefix: str,
+                      vocab_size: int, inputs, log, sampling: Dict[str, Any],
+                      trainer: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
+  """Steps 1-5 in a local temporary directory: (sample summary, model path).
+
+  `sampling`: `sample_path` and the engine arguments of
+  `draw_training_sample`; `trainer`: the keyword arguments of `train_model`
+  (its seed is the sample's).
+  """
   fileio.check_output_location(output_dir)
+  sample_path = sampling.pop("sample_path")
   with tempfile.TemporaryDirectory(prefix="rembert_tf-spm-") as tmp_dir:
     local_sample = os.path.join(tmp_dir, "sample.txt")
-    sample = draw_training_sample(
-        files, sample_path or local_sample, options,
-        sample_with_beam=sample_with_beam, runner=runner, beam_args=beam_args,
-        inputs=inputs, log=log)
+    sample = draw_training_sample(files, sample_path or local_sample, options,
+                                  inputs=inputs, log=log, **sampling)
     if sample_path:
       fileio.copy(sample_path, local_sample)
     log(f"train_sentencepiece: training a unigram model, vocab_size "
         f"{vocab_size}, on {sample['lines']} lines")
     local_prefix = os.path.join(tmp_dir, model_prefix)
-    train_model(local_sample, local_prefix, vocab_size,
-                character_coverage=character_coverage, num_threads=num_threads,
-                max_sentence_length=max_sentence_length,
-                seed_pieces=seed_pieces, inputs=inputs, seed=seed)
-    model_path = _publish(local_prefix, output_dir, model_prefix)
-  meta = dict(tokenizer.write_tokenizer_metadata(model_path))
-  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
-      f"...) in {time.time() - start:.1f}s")
-  meta["sample"] = sample
-  return meta
+    train_model(local_sample, local_prefix, vocab_size, inputs=inputs,
+                seed=options.seed, **trainer)
+    return sample, _publish(local_prefix, output_dir, model_prefix)
 
 
 def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,

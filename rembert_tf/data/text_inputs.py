@@ -17,7 +17,11 @@ Input specs (`--input`, repeatable / comma-separated):
   `NAME` when present (files holding many languages), else the spec's.
 
 Paths may be on any filesystem TensorFlow reads (`gs://...`), through
-`rembert_tf.common.fileio`.
+`rembert_tf.common.fileio`. Text from prepared TensorFlow Datasets
+(`tfds:wiki40b/{lang}`) is `tfds_text_inputs`'s: its units (one per shard of
+a split) read their documents themselves (`language_documents`,
+`language_bytes`), and every function here that takes an input file takes
+them too.
 
 Invalid UTF-8 is replaced by U+FFFD and counted (never a crash); JSON lines
 that do not parse are skipped and counted.
@@ -54,7 +58,7 @@ _REPLACEMENT = "\ufffd"
 _ENCODED_REPLACEMENT = _REPLACEMENT.encode("utf-8")
 
 
-class InputError(errors.InputError):
+class TextInputError(errors.InputError):
   """Input text is missing, empty or malformed beyond repair."""
 
 
@@ -94,8 +98,8 @@ class ReadStats:
 
 def _format_of(path: str, input_format: str) -> str:
   if input_format not in FORMATS:
-    raise InputError(f"input format must be one of {FORMATS}, got "
-                     f"{input_format!r}.")
+    raise TextInputError(f"input format must be one of {FORMATS}, got "
+                         f"{input_format!r}.")
   if input_format != "auto":
     return input_format
   if path.endswith(".gz"):
@@ -103,7 +107,8 @@ def _format_of(path: str, input_format: str) -> str:
   return "jsonl" if path.endswith((".json", ".jsonl")) else "text"
 
 
-def _split_specs(specs) -> List[str]:
+def split_specs(specs) -> List[str]:
+  """Input specs, comma-separated or repeated, as one list."""
   if isinstance(specs, str):
     specs = [specs]
   out = []
@@ -126,64 +131,76 @@ def resolve_inputs(specs: Sequence[str],
     languages: keep only these languages (None: all found).
     language_field: JSON field naming each document's language.
   Raises:
-    InputError naming the spec when it matches no file or has no language.
+    TextInputError naming the spec when it matches no file or has no language.
   """
-  specs = _split_specs(specs)
+  specs = split_specs(specs)
   if not specs:
-    raise InputError("no input given; pass --input 'corpus/{lang}/*.txt' or "
-                     "--input en=path/*.txt.")
+    raise TextInputError("no input given; pass --input "
+                         "'corpus/{lang}/*.txt' or --input en=path/*.txt.")
   found = {}
   for spec in specs:
-    explicit = _EXPLICIT_LANG.match(spec)
-    if explicit and _LANG_PLACEHOLDER not in spec:
-      language, pattern = explicit.groups()
-      _refuse_directory(spec, pattern)
-      matched = [(language, p) for p in fileio.glob(pattern)]
-    elif _LANG_PLACEHOLDER in spec:
-      prefix, _, suffix = spec.partition(_LANG_PLACEHOLDER)
-      if _LANG_PLACEHOLDER in suffix:
-        raise InputError(f"input {spec!r}: use {{lang}} once.")
-      paths = fileio.glob(prefix + "*" + suffix)
-      regex = re.compile(
-          "^" + _glob_to_regex(prefix) + r"([^/\\]+)" + _glob_to_regex(suffix) + "$")
-      matched = []
-      for path in paths:
-        m = regex.match(path)
-        if m:
-          matched.append((m.group(1), path))
-    elif language_field:
-      _refuse_directory(spec, spec)
-      matched = [("", p) for p in fileio.glob(spec)]
-    else:
-      raise InputError(
-          f"input {spec!r} does not say its language: put {{lang}} in the path "
-          "pattern (corpus/{lang}/*.txt) or prefix it with the language "
-          "(en=corpus/english/*.txt).")
-    directories = [p for _, p in matched if fileio.isdir(p)]
-    matched = [(lang, p) for lang, p in matched if p not in directories]
-    if not matched and directories:
-      raise InputError(
-          f"input {spec!r} matches only directories ({directories[0]}"
-          f"{', ...' if len(directories) > 1 else ''}), not files; give the "
-          f"files inside them, e.g. {fileio.join(spec, '*.txt')!r}.")
-    if not matched:
-      raise InputError(f"input {spec!r} matches no files; check the path "
-                       "(globs: *, ?, ** with {lang} for the language folder).")
-    for language, path in matched:
+    for language, path in _matching_files(spec, language_field):
       if languages and language not in languages and not language_field:
         continue
       key = path if fileio.is_remote(path) else os.path.abspath(path)
       found[key] = InputFile(language, path, _format_of(path, input_format),
                              language_field)
   if not found:
-    raise InputError(f"inputs {specs} hold no files of the languages "
-                     f"{list(languages or [])}.")
+    raise TextInputError(f"inputs {specs} hold no files of the languages "
+                         f"{list(languages or [])}.")
   return sorted(found.values(), key=lambda f: (f.language, f.path))
+
+
+def _matching_files(spec: str, language_field: Optional[str]
+                    ) -> List[Tuple[str, str]]:
+  """(language, path) of every file of one spec ("" where documents say it)."""
+  explicit = _EXPLICIT_LANG.match(spec)
+  if explicit and _LANG_PLACEHOLDER not in spec:
+    language, pattern = explicit.groups()
+    _refuse_directory(spec, pattern)
+    matched = [(language, p) for p in fileio.glob(pattern)]
+  elif _LANG_PLACEHOLDER in spec:
+    matched = _files_by_language_folder(spec)
+  elif language_field:
+    _refuse_directory(spec, spec)
+    matched = [("", p) for p in fileio.glob(spec)]
+  else:
+    raise TextInputError(
+        f"input {spec!r} does not say its language: put {{lang}} in the path "
+        "pattern (corpus/{lang}/*.txt) or prefix it with the language "
+        "(en=corpus/english/*.txt).")
+  directories = [p for _, p in matched if fileio.isdir(p)]
+  matched = [(lang, p) for lang, p in matched if p not in directories]
+  if not matched and directories:
+    raise TextInputError(
+        f"input {spec!r} matches only directories ({directories[0]}"
+        f"{', ...' if len(directories) > 1 else ''}), not files; give the "
+        f"files inside them, e.g. {fileio.join(spec, '*.txt')!r}.")
+  if not matched:
+    raise TextInputError(f"input {spec!r} matches no files; check the path "
+                         "(globs: *, ?, ** with {lang} for the language "
+                         "folder).")
+  return matched
+
+
+def _files_by_language_folder(spec: str) -> List[Tuple[str, str]]:
+  """(language, path) of a `{lang}` pattern: the language is what {lang} matched."""
+  prefix, _, suffix = spec.partition(_LANG_PLACEHOLDER)
+  if _LANG_PLACEHOLDER in suffix:
+    raise TextInputError(f"input {spec!r}: use {{lang}} once.")
+  regex = re.compile(
+      "^" + _glob_to_regex(prefix) + r"([^/\\]+)" + _glob_to_regex(suffix) + "$")
+  matched = []
+  for path in fileio.glob(prefix + "*" + suffix):
+    m = regex.match(path)
+    if m:
+      matched.append((m.group(1), path))
+  return matched
 
 
 def _refuse_directory(spec: str, pattern: str) -> None:
   if not any(c in pattern for c in "*?[") and fileio.isdir(pattern):
-    raise InputError(
+    raise TextInputError(
         f"input {spec!r} is a directory; give the files inside it, e.g. "
         f"{fileio.join(pattern, '*.txt')!r} (or {{lang}} for the language part).")
 
@@ -304,6 +321,8 @@ def iter_language_documents(input_file: InputFile,
                             ) -> Iterator[Tuple[str, List[str]]]:
   """(language, document) pairs of one file; `keep` filters field languages."""
   stats = stats if stats is not None else ReadStats()
+  if not isinstance(input_file, InputFile):  # another source's unit (TFDS)
+    return input_file.language_documents(stats, keep)
   if input_file.format == "jsonl":
     return _jsonl_documents(input_file, stats, keep)
   return ((input_file.language, d)
@@ -325,6 +344,8 @@ def file_language_bytes(input_file: InputFile,
   gzipped file counts its uncompressed bytes, and a file whose documents name
   their language (`language_field`) counts the bytes of each document's line.
   """
+  if not isinstance(input_file, InputFile):  # another source's unit (TFDS)
+    return input_file.language_bytes(keep)
   if input_file.languages_known_from_path and not input_file.compressed:
     return {input_file.language: input_file.size()}
   if input_file.languages_known_from_path:
@@ -359,10 +380,10 @@ def smoothed_language_probabilities(sizes: Mapping[str, float],
                                     alpha: float) -> Dict[str, float]:
   """q_l = p_l**alpha / sum(p**alpha), p_l = n_l / sum(n); zero sizes get 0."""
   if alpha < 0:
-    raise InputError(f"language sampling alpha must be >= 0, got {alpha}.")
+    raise TextInputError(f"language sampling alpha must be >= 0, got {alpha}.")
   total = float(sum(v for v in sizes.values() if v > 0))
   if total <= 0:
-    raise InputError("all languages are empty: there is no text to sample.")
+    raise TextInputError("all languages are empty: there is no text to sample.")
   weights = {l: (n / total) ** alpha if n > 0 else 0.0 for l, n in sizes.items()}
   norm = sum(weights.values())
   return {l: w / norm for l, w in weights.items()}

@@ -46,6 +46,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
+from rembert_tf.demo import frame_sampling
 from rembert_tf.demo import grammar
 from rembert_tf.demo import lexicon as lx
 
@@ -68,8 +70,8 @@ def sample_document_frames(rng: random.Random,
   # Long enough to fill a 64-piece pre-training sequence: short documents
   # would make sequences mostly padding, with few predictions per step.
   num_sentences = num_sentences or rng.randint(6, 12)
-  protagonist = grammar.pick_subject(rng)
-  protagonist_adjective = grammar.adjective_for(rng, protagonist, 0.5)
+  protagonist = frame_sampling.pick_subject(rng)
+  protagonist_adjective = frame_sampling.adjective_for(rng, protagonist, 0.5)
   tense = rng.choice(lx.TENSES)
   place = rng.choice(tuple(lx.PLACES)) if rng.random() < 0.5 else None
   cls = lx.noun_class(protagonist)
@@ -81,16 +83,17 @@ def sample_document_frames(rng: random.Random,
     if object_classes is not None:
       obj = rng.choice([k for k, v in lx.NOUNS.items()
                         if v[0] in object_classes and k != protagonist])
-    topic[verb] = (obj, grammar.adjective_for(rng, obj, 0.4) if obj else None)
+    topic[verb] = (obj, frame_sampling.adjective_for(rng, obj, 0.4)
+                   if obj else None)
   frames = []
   for _ in range(num_sentences):
     if rng.random() < 0.7:
-      frame = grammar.sample_frame(
+      frame = frame_sampling.sample_frame(
           rng, subject=protagonist, subject_adjective=protagonist_adjective,
           tense=tense, location=place,
           topic=topic if rng.random() < 0.8 else None)
     else:
-      frame = grammar.sample_frame(rng, tense=tense)
+      frame = frame_sampling.sample_frame(rng, tense=tense)
     frames.append(frame)
   return frames
 
@@ -194,7 +197,7 @@ def _sample_language_documents(rng: random.Random, lang: str, budget: int,
   return documents
 
 
-@fileio.writes_output("output_dir")
+@outputs.writes_output("output_dir")
 def generate_corpus(output_dir,
                     languages: Sequence[str] = lx.LANGUAGES,
                     target_megabytes: float = 2.0,

@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.demo import frame_sampling
 from rembert_tf.demo import grammar
 from rembert_tf.demo import lexicon as lx
 
@@ -65,7 +66,8 @@ def _add_modifier(rng: random.Random, frame: grammar.Frame,
   for field in ("subject", "object"):
     key = getattr(frame, field)
     if key and key not in lx.NAME_GENDER and getattr(frame, field + "_adjective") is None:
-      options.append((field + "_adjective", grammar.adjective_for(rng, key, 1.0)))
+      options.append((field + "_adjective",
+                      frame_sampling.adjective_for(rng, key, 1.0)))
   options = [(f, v) for f, v in options if f in fields]
   if not options:
     return None
@@ -104,13 +106,14 @@ def make_nli_pair(rng: random.Random, label: Optional[str] = None
   if label not in NLI_LABELS:
     raise errors.UsageError(f"label must be one of {NLI_LABELS}, got {label!r}.")
   while True:
-    premise = grammar.sample_frame(rng, negation_prob=0.3)
+    premise = frame_sampling.sample_frame(rng, negation_prob=0.3)
     if label == "entailment":
       hypothesis = (_add_modifier(rng, premise, _EVENT_MODIFIERS)
                     if premise.negated else _drop_modifiers(rng, premise))
     elif label == "neutral":
       if rng.random() < 0.25:
-        other = grammar.sample_frame(rng, tense=premise.tense, negation_prob=0.3)
+        other = frame_sampling.sample_frame(rng, tense=premise.tense,
+                                            negation_prob=0.3)
         hypothesis = other if other.subject != premise.subject else None
       else:
         hypothesis = (_drop_modifiers(rng, premise, _EVENT_MODIFIERS)

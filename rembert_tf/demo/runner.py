@@ -9,7 +9,7 @@ step is one function of this module:
 2. `train_vocabulary`: the SentencePiece model (`data.sentencepiece_training`);
 3. `make_records`: unmasked training records (masked anew at every step in
    the input pipeline) and statically masked held-out records
-   (`data.pretraining_data`);
+   (`data.pretraining_record_creation`);
 4. `pretrain`: the `pretrain_tiny_demo` experiment (`pretraining.run`) and the
    most-frequent-token baseline it must beat;
 5. `export`: the encoder-only and text-preprocessing SavedModels (`export`);
@@ -45,11 +45,11 @@ REQUIRED_MLM_RATIO = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class DemoSettings:
-  """What a demo run does; the defaults are the README's demo.
+  """What a demo run does; the defaults are `bash run.sh demo`'s (docs/demo.md).
 
   Attributes:
     seed: seeds the corpus, the vocabulary, the records, pre-training and
-      fine-tuning (the README reports seeds 0, 1 and 2).
+      fine-tuning.
     train_steps: pre-training steps (None: the experiment's).
     corpus_megabytes, heldout_megabytes: sizes of the two corpora.
     parallel_fraction, code_switched_fraction, switch_probability: the
@@ -141,14 +141,14 @@ def make_records(run_dir, corpora: Dict[str, str], sp_model: str, experiment,
   fresh mask every time a sequence comes back); held-out records are masked
   once, so every evaluation scores the same predictions.
   """
-  from rembert_tf.data import pretraining_data  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
   data = experiment.task.train_data
   for split, source, shards, unmasked in (
       ("train", corpora["train"], 8, data.use_dynamic_masking),
       ("eval", corpora["heldout"], 1, False)):
     out = fileio.join(run_dir, "records", split)
     if not fileio.exists(fileio.join(out, "metadata.json")):
-      pretraining_data.create_pretraining_data(
+      pretraining_record_creation.create_pretraining_data(
           [fileio.join(source, "{lang}", "*.txt")], out, sp_model,
           seq_length=data.seq_length,
           max_predictions_per_seq=data.max_predictions_per_seq,

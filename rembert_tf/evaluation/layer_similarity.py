@@ -34,6 +34,7 @@ import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 
 POOLINGS = ("mean", "tokens")
 RESULT_JSON = "layer_similarity.json"
@@ -244,7 +245,7 @@ def load_encoder(checkpoint: str, model_config=None):
   return checkpoint_restore.load_encoder(str(checkpoint), model_config)
 
 
-@fileio.writes_output("output_dir")
+@outputs.writes_output("output_dir")
 def analyze_checkpoints(checkpoint_a: str,
                         checkpoint_b: Optional[str],
                         sentences_a: Sequence[str],

@@ -2,7 +2,7 @@
 
 What a pre-trained model's held-out MLM accuracy is compared with: always
 predicting the one token that is masked most often. Reads the same batches as
-training (`rembert_tf.data.pretrain_dataloader`), weighted by
+training (`rembert_tf.data.pretraining_input_pipeline`), weighted by
 `masked_lm_weights` exactly as the `masked_lm_accuracy` metric is.
 
 Example:
@@ -18,14 +18,15 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 
 
 def masked_token_counts(data_config, vocab_size: int,
                         max_batches: Optional[int] = None) -> np.ndarray:
   """Weighted count of each token id among the masked positions (one pass)."""
   data_config = data_config.replace(is_training=False)
-  dataset = pretrain_dataloader.RemBertPretrainDataLoader(data_config).load()
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
+      data_config).load()
   counts = np.zeros([vocab_size], np.float64)
   for i, batch in enumerate(dataset):
     if max_batches is not None and i >= max_batches:

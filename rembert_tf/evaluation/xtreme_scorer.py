@@ -290,6 +290,8 @@ SQUAD = TaskMetric("squad", "json", ("exact_match", "f1"),
 MLQA = TaskMetric("mlqa", "json", ("exact_match", "f1"), ("exact_match", "f1"),
                   ("exact_match", "f1"), _qa_scorer(xtreme_metrics.mlqa_scores))
 
+# seqeval's F1: PAN-X entities; UD-POS tags, passed to seqeval as they are
+# (as the official scorer does).
 TASK_METRIC = {"xnli": ACCURACY, "pawsx": ACCURACY, "udpos": ENTITY_F1,
                "panx": ENTITY_F1, "xquad": SQUAD, "mlqa": MLQA,
                "tydiqa": SQUAD, "bucc2018": PAIR_F1, "tatoeba": ACCURACY}

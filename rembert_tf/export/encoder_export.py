@@ -48,6 +48,7 @@ from absl import logging
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
@@ -201,7 +202,7 @@ def _save(encoder, cfg, directory: str, sp_model: Optional[str]) -> None:
       cfg, fileio.join(directory, checkpoint_layout.MODEL_CONFIG_FILE))
 
 
-@fileio.writes_output("output_dir")
+@outputs.writes_output("output_dir")
 def export_encoder(checkpoint_dir, output_dir, *, config=None,
                    sp_model: Optional[str] = None, overwrite: bool = False,
                    verify: bool = True) -> str:
@@ -243,7 +244,7 @@ def export_encoder(checkpoint_dir, output_dir, *, config=None,
                  source.encoder_checkpoint, encoder.count_params(), output_dir)
     cases = reference_outputs(encoder, cfg) if verify else None
     stages.update(1)
-    with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+    with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
       _save(encoder, cfg, tmp, sp_model)
       stages.update(1)
       del encoder  # verify against the reloaded copy alone: one copy in memory

@@ -35,6 +35,7 @@ a, b = pre.tokenize(tf.constant(["premise"])), pre.tokenize(tf.constant(["hypoth
 pair_inputs = pre.bert_pack_inputs([a, b], seq_length=tf.constant(64))
 ```
 """
+import numbers
 from typing import Optional
 
 import tensorflow as tf
@@ -45,6 +46,7 @@ from official.nlp.tools import export_tfhub_lib
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 
 
@@ -74,7 +76,26 @@ def create_preprocessor(sp_model_path, seq_length: int = 128) -> tf_keras.Model:
   return preprocessor
 
 
-@fileio.writes_output("output_dir")
+# [CLS], at least one piece of text, [SEP].
+MIN_SEQ_LENGTH = 3
+
+
+def check_seq_length(seq_length: int,
+                     max_seq_length: Optional[int] = None) -> None:
+  """Refuses a packed length that leaves no room for text, or exceeds the
+  encoder's positions."""
+  if isinstance(seq_length, bool) or not isinstance(
+      seq_length, numbers.Integral) or seq_length < MIN_SEQ_LENGTH:
+    raise errors.UsageError(
+        f"--seq_length {seq_length}: the preprocessor packs [CLS] text [SEP] "
+        f"into it; give at least {MIN_SEQ_LENGTH} (e.g. 128).")
+  if max_seq_length is not None and seq_length > max_seq_length:
+    raise errors.UsageError(
+        f"--seq_length {seq_length} exceeds the encoder's "
+        f"max_position_embeddings {max_seq_length}; lower it.")
+
+
+@outputs.writes_output("output_dir")
 def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
                         max_seq_length: Optional[int] = None,
                         overwrite: bool = False) -> str:
@@ -89,17 +110,14 @@ def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
       new one is complete).
   """
   output_dir = fileio.as_str(output_dir).rstrip("/")
-  if max_seq_length is not None and seq_length > max_seq_length:
-    raise errors.UsageError(
-        f"--seq_length {seq_length} exceeds the encoder's "
-        f"max_position_embeddings {max_seq_length}; lower it.")
+  check_seq_length(seq_length, max_seq_length)
   fileio.check_output_location(output_dir)
   if fileio.exists(output_dir) and not overwrite:
     raise errors.OutputExistsError(
         f"{output_dir} already exists; choose another --preprocessor_dir or "
         "pass --overwrite (the old output stays until the new one is complete).")
   preprocessor = create_preprocessor(sp_model_path, seq_length)
-  with fileio.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
     preprocessor.save(tmp, include_optimizer=False, save_format="tf")
   logging.info("Wrote the preprocessing SavedModel %s (seq_length %d)",
                output_dir, seq_length)

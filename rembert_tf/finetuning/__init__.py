@@ -1,9 +1,12 @@
 """XTREME fine-tuning: records, task types, the Model Garden task, the sweep.
 
-Data (XTREME `download/` -> TFRecords):
+Data (XTREME `download/` or TFDS -> TFRecords):
 * `xtreme_datasets`: one entry per XTREME task: where its files lie in the
-  download folder, its labels, task type and scored split;
+  download folder, which TFDS splits and features hold it, its labels, task
+  type and scored split;
 * `xtreme_readers`: the TSV / JSON readers of those files;
+* `xtreme_tfds`: a task's splits read from prepared TFDS datasets;
+* `task_sources`: the download and TFDS sources of record creation;
 * `example_records`: examples -> records (and the side rows that map
   predictions back), with the SentencePiece tokenizer;
 * `task_types`: the registry of task types (reader, records, head, loss,

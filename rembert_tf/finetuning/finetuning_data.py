@@ -1,17 +1,18 @@
-"""Turns the XTREME `download/` layout into fine-tuning TFRecords.
+"""Turns an XTREME task (its `download/` files, or TFDS) into fine-tuning TFRecords.
 
-The steps, each in its own module: where a task's files lie
-(`xtreme_datasets`), reading them (`xtreme_readers`, through the task type),
-examples -> records with their side rows (`example_records`), and what
-differs per task type (`task_types`: reader, record builder, gold labels).
-This module picks the files, writes them and the metadata.
+The steps, each in its own module: where a task's data lies
+(`xtreme_datasets`), which splits to read and how (`task_sources`: the
+download readers `xtreme_readers`, or TFDS through `xtreme_tfds`, both
+through the task type), examples -> records with their side rows
+(`example_records`), and what differs per task type (`task_types`: reader,
+record builder, gold labels). This module writes the records and metadata.
 
 Output, for `--output_dir O` and task T (written atomically):
 ```
 O/T/metadata.json                   task, task_type, seq_length, labels, splits
 O/T/train-en.tfrecord               English training records
 O/T/<split>-<lang>.tfrecord         dev / test records of each language
-O/T/<split>-<lang>.side.jsonl       raw ids to write predictions back (panx, QA)
+O/T/<split>-<lang>.side.jsonl       raw ids to write predictions back (tagging, QA)
 O/T/labels/T/<split>-<lang>.tsv|json   gold labels in the benchmark layout
 ```
 The record features are described in `example_records`.
@@ -22,19 +23,24 @@ from rembert_tf.finetuning import finetuning_data
 meta = finetuning_data.create_finetuning_data(
     task="xnli", data_dir="download", sp_model="spm/sentencepiece.model",
     output_dir="records", seq_length=128)
+meta = finetuning_data.create_finetuning_data(
+    task="udpos", data_dir=None, sp_model="spm/sentencepiece.model",
+    output_dir="records", data_source="tfds",
+    tfds_data_dir="gs://bucket/tensorflow_datasets")
 ```
 """
 import json
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.finetuning import example_records
+from rembert_tf.finetuning import task_sources
 from rembert_tf.finetuning import task_types
 from rembert_tf.finetuning import xtreme_datasets
-from rembert_tf.finetuning import xtreme_readers
 
 METADATA_FILE = "metadata.json"
 # [CLS] + at least a few pieces + [SEP] (+ [SEP]); below this no task fits.
@@ -76,35 +82,33 @@ def _check_options(kind, seq_length, doc_stride, max_query_length) -> int:
   return seq_length
 
 
-def _split_jobs(dataset: xtreme_datasets.XtremeDataset, data_dir, languages,
-                splits) -> List[Tuple[str, str, str]]:
-  """(split, language, file) of every file to write, checked to exist."""
-  layout = dataset.download
-  jobs = [("train", "en", layout.path(data_dir, "train"))]
-  for split in splits:
-    if split not in layout.eval_files:
-      continue
-    split_languages = languages
-    if split_languages is None:
-      split_languages = dataset.discover_languages(data_dir, split)
-    elif layout.eval_languages(split) == ["en"]:
-      split_languages = [l for l in split_languages if l == "en"]
-    for lang in split_languages:
-      jobs.append((split, lang, layout.path(data_dir, split, lang)))
-  for _, _, path in jobs:
-    xtreme_readers.require_file(path, dataset)
-  return jobs
+def _check_dev_labels(where: str, data, allow_unlabelled_dev: bool) -> None:
+  """A dev file gives the dev scores the learning rate is selected on."""
+  if allow_unlabelled_dev or (data.examples and data.has_labels):
+    return
+  state = "has no labels" if data.examples else "holds no example"
+  raise TaskDataError(
+      f"{where}: the dev file {state}, so it would get no dev score (and a "
+      "sweep could not select its learning rate on it). Give a labelled dev "
+      "file, leave dev out (--splits test), or pass --allow_unlabelled_dev.")
 
 
-def _write_one_split(kind, dataset, path, split, lang, tokenizer, seq_length,
-                     options, out_dir) -> Dict:
-  """Records, side files and gold labels of one file; its metadata entry."""
+def _write_one_split(kind, dataset, source, split, lang, tokenizer,
+                     seq_length, options, out_dir,
+                     allow_unlabelled_dev: bool = False) -> Dict:
+  """Records, side files and gold labels of one split; its metadata entry."""
   name = f"{split}-{lang}"
   is_training = split == "train"
-  data = kind.read(path, dataset, is_training)
+  data = source.read(kind, split, lang)
+  if split == "dev":
+    _check_dev_labels(source.describe(split, lang), data, allow_unlabelled_dev)
   count = _write_split(
       kind.records(data, dataset, tokenizer, seq_length, options, is_training),
       out_dir, name, write_side=kind.writes_side_files and not is_training)
+  if is_training and not count:
+    raise TaskDataError(
+        f"{source.describe(split, lang)}: no training record could be made "
+        f"from its {len(data.examples)} example(s); fix the training data.")
   if not is_training:
     if kind.write_examples_side is not None:
       kind.write_examples_side(out_dir, name, data.examples)
@@ -112,10 +116,10 @@ def _write_one_split(kind, dataset, path, split, lang, tokenizer, seq_length,
       label_name, content = kind.gold_text(name, data)
       fileio.write_bytes(
           fileio.join(out_dir, "labels", dataset.name, label_name), content)
-  info = {"file": f"{name}.tfrecord", "source": fileio.as_str(path),
+  info = {"file": f"{name}.tfrecord", "source": source.describe(split, lang),
           "num_examples": len(data.examples), "num_features": count,
           "has_labels": bool(is_training or data.has_labels)}
-  info.update({k: v for k, v in data.info.items() if k != "source_file"})
+  info.update(data.info)
   return info
 
 
@@ -125,34 +129,41 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
                            languages: Optional[Sequence[str]] = None,
                            splits: Sequence[str] = ("dev", "test"),
                            overwrite: bool = False,
-                           progress=print) -> Dict:
+                           progress=print, data_source: str = "download",
+                           tfds_data_dir=None,
+                           allow_unlabelled_dev: bool = False) -> Dict:
   """Writes the records of one task; returns its metadata dict.
 
-  `languages`: the dev / test languages to write (default: every language
-  present in data_dir); a requested language whose file is missing is an error.
-  The output directory appears complete or not at all; with `overwrite` the
-  old one stays until the new one is whole.
+  The examples come from `data_dir` (XTREME's download/ folder) or, with
+  `data_source="tfds"`, from the TFDS datasets prepared in `tfds_data_dir`
+  (`task_sources`). `languages`: the dev / test languages to write (default:
+  every language present); a requested language that is missing is an
+  error, so is a dev split without labels or examples unless
+  `allow_unlabelled_dev`. The output directory appears complete or not at
+  all; with `overwrite` the old one stays until the new one is whole.
   """
-  dataset = xtreme_datasets.get(task)
+  dataset = xtreme_datasets.get_finetuning_task(task)
   kind = task_types.get(dataset.task_type)
   seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
+  source = task_sources.make_source(dataset, data_source, data_dir,
+                                    tfds_data_dir)
   tokenizer = example_records.SentencePieceTokenizer(sp_model)
-  data_dir = fileio.as_str(data_dir)
-  jobs = _split_jobs(dataset, data_dir, languages, splits)
+  jobs = source.jobs(languages, splits)
   meta = {"task": task, "task_type": dataset.task_type,
           "seq_length": seq_length, "labels": list(dataset.labels),
           "score_split": dataset.score_split,
           "sp_model": fileio.as_str(sp_model),
           "sp_model_sha256": fileio.sha256(sp_model),
           "doc_stride": doc_stride, "max_query_length": max_query_length,
-          "data_dir": data_dir, "splits": {}}
+          "data_source": source.name, "data_dir": source.data_dir,
+          "splits": {}}
   options = {"doc_stride": doc_stride, "max_query_length": max_query_length}
-  with fileio.atomic_directory(fileio.join(output_dir, task),
+  with outputs.atomic_directory(fileio.join(output_dir, task),
                                overwrite=overwrite) as tmp:
     fileio.makedirs(fileio.join(tmp, "labels", task))
-    for split, lang, path in jobs:
-      info = _write_one_split(kind, dataset, path, split, lang, tokenizer,
-                              seq_length, options, tmp)
+    for split, lang in jobs:
+      info = _write_one_split(kind, dataset, source, split, lang, tokenizer,
+                              seq_length, options, tmp, allow_unlabelled_dev)
       meta["splits"].setdefault(split, {})[lang] = info
       progress(f"[create_finetuning_data] {task} {split}-{lang}: "
                f"{info['num_examples']} examples -> {info['num_features']} "

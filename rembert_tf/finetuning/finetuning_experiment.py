@@ -17,7 +17,8 @@ experiment.trainer.train_steps    # 3 epochs of the English training records
 """
 import dataclasses
 import math
-from typing import Dict, Optional
+import numbers
+from typing import Dict, Optional, Sequence
 
 from official.core import config_definitions as cfg
 from official.modeling import hyperparams
@@ -51,6 +52,38 @@ class FinetuningConfig(hyperparams.Config):
   freeze_input_embeddings: bool = False
   n_best_size: int = 20
   max_answer_length: int = 30
+
+
+def check_settings(config: FinetuningConfig, learning_rates: Sequence[float],
+                   num_seeds: int) -> None:
+  """The settings of a sweep, refused before any work with the flag to fix.
+
+  Model Garden would take them and fail mid-run (a batch of 0: a TensorFlow
+  error) or run to the end on a meaningless setting (a negative rate; 0
+  steps, read as "use the epochs").
+  """
+  def fail(flag, value, rule):
+    raise errors.UsageError(f"{flag} {value}: {rule}.")
+
+  for rate in learning_rates:
+    if isinstance(rate, bool) or not (isinstance(rate, numbers.Real)
+                                      and math.isfinite(rate) and rate > 0):
+      fail("--learning_rate(s)", rate,
+           "a learning rate must be a positive number (e.g. 2e-5)")
+  if num_seeds < 1:
+    fail("--num_seeds", num_seeds, "give at least 1 run per rate")
+  if config.num_train_steps is not None and config.num_train_steps < 1:
+    fail("--num_train_steps", config.num_train_steps, "train at least 1 step, "
+         "or leave it out to train --num_train_epochs epochs")
+  if config.num_train_steps is None and not config.num_train_epochs > 0:
+    fail("--num_train_epochs", config.num_train_epochs, "must be > 0")
+  if not 0 <= config.warmup_proportion <= 1:
+    fail("--warmup_proportion", config.warmup_proportion,
+         "must lie in [0, 1] (a share of the training steps)")
+  for flag in ("train_batch_size", "eval_batch_size", "steps_per_loop",
+               "checkpoint_interval"):
+    if getattr(config, flag) < 1:
+      fail(f"--{flag}", getattr(config, flag), "must be at least 1")
 
 
 def num_train_steps(meta: Dict, config: FinetuningConfig) -> int:

@@ -42,6 +42,7 @@ import contextlib
 from typing import Dict, List, Optional, Sequence
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.common import output_lock
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_experiment
@@ -91,48 +92,48 @@ def run_finetuning(
     seed: int = 0, num_train_epochs: float = 3.0,
     num_train_steps: Optional[int] = None, warmup_proportion: float = 0.1,
     train_batch_size: int = 32, eval_batch_size: int = 32,
-    seq_length: Optional[int] = None,
-    languages: Optional[Sequence[str]] = None,
+    seq_length: Optional[int] = None, languages: Optional[Sequence[str]] = None,
     splits: Sequence[str] = ("dev", "test"), strategy: str = "one_device",
     tpu: Optional[str] = None, mixed_precision: Optional[str] = None,
     distribution_strategy=None, compare_paper: bool = False,
     steps_per_loop: int = 100, checkpoint_interval: int = 1000,
     jit_compile: bool = True, deterministic: bool = False,
     keep_checkpoints: bool = False, freeze_input_embeddings: bool = False,
-    allow_sp_model_mismatch: bool = False, progress=print) -> Dict:
+    allow_sp_model_mismatch: bool = False, allow_unlabelled_dev: bool = False,
+    progress=print, data_source: str = "download", tfds_data_dir=None) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
 
-  Either `records_dir` (tools/create_finetuning_data.py's O/<task>) or
-  `data_dir` (XTREME download/; records are written to output_dir/records
-  with `sp_model`, default init_checkpoint's sentencepiece.model). The rate
-  is selected on English dev, mean and std over seeds reported (`sweep`); the
-  same call after a kill skips finished runs and resumes the interrupted one.
-
+  Records: `records_dir` (tools/create_finetuning_data.py's O/<task>), or
+  written to output_dir/records from `data_dir` (XTREME download/) or TFDS
+  (`data_source="tfds"`, `tfds_data_dir`) with `sp_model` (default: the
+  checkpoint's). The rate is selected on English dev, mean / std over seeds
+  reported (`sweep`); a rerun after a kill resumes where it stopped.
   Returns a dict: task, selected_learning_rate, english_dev_by_rate,
   score_split, scores (official shape, mean over seeds), std, runs, markdown.
   """
   output_dir = fileio.as_str(output_dir)
-  with _one_writer(output_dir):
+  base_config = finetuning_experiment.FinetuningConfig(
+      num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
+      warmup_proportion=warmup_proportion, train_batch_size=train_batch_size,
+      eval_batch_size=eval_batch_size, seed=seed, steps_per_loop=steps_per_loop,
+      checkpoint_interval=checkpoint_interval, jit_compile=jit_compile,
+      deterministic=deterministic, keep_checkpoints=keep_checkpoints,
+      freeze_input_embeddings=freeze_input_embeddings)
+  finetuning_experiment.check_settings(base_config, learning_rates, num_seeds)
+  with _one_writer(output_dir):  # Nothing was written before this point.
     records_dir = run_inputs.prepare_records(
         task, output_dir, records_dir, data_dir, sp_model, init_checkpoint,
-        seq_length, languages, splits, progress)
-    meta = run_inputs.read_task_metadata(task, records_dir)
-    run_inputs.check_tokenizer(meta, records_dir, init_checkpoint,
-                               allow_sp_model_mismatch, progress)
-    base_config = finetuning_experiment.FinetuningConfig(
-        num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
-        warmup_proportion=warmup_proportion, train_batch_size=train_batch_size,
-        eval_batch_size=eval_batch_size, seed=seed,
-        steps_per_loop=steps_per_loop, checkpoint_interval=checkpoint_interval,
-        jit_compile=jit_compile, deterministic=deterministic,
-        keep_checkpoints=keep_checkpoints,
-        freeze_input_embeddings=freeze_input_embeddings)
+        seq_length, languages, splits, progress, data_source, tfds_data_dir,
+        allow_unlabelled_dev)
+    meta = run_inputs.checked_metadata(
+        task, records_dir, init_checkpoint, splits, len(learning_rates),
+        allow_unlabelled_dev, allow_sp_model_mismatch, progress)
     with process_settings.training_settings(
         mixed_precision, deterministic=deterministic,
         checkpointed_dropout_generators=True), \
         preemption.sigterm_stop_flag() as stop:
-      strategy_obj = (distribution_strategy or
-                      strategies.make_strategy(strategy, tpu))
+      strategy_obj = distribution_strategy or strategies.make_strategy(
+          strategy, tpu)
       model_cfg, restore_encoder, source = run_inputs.encoder_source(
           init_checkpoint, model_config, meta, records_dir)
       progress(f"[finetune] {task}: encoder from {source}")
@@ -149,5 +150,5 @@ def run_finetuning(
 def _one_writer(output_dir: str):
   """The lock of output_dir (one sweep writes it); on several workers only
   the chief takes it, the others write temporaries of their own."""
-  return (fileio.writing_output(output_dir) if output_lock.is_chief_process()
+  return (outputs.writing_output(output_dir) if output_lock.is_chief_process()
           else contextlib.nullcontext())

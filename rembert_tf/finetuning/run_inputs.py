@@ -1,9 +1,10 @@
 """What fine-tuning starts from: the task's records and the encoder.
 
 * Records: a given records directory, or records written from XTREME's
-  `download/` folder under `<output_dir>/records/` with the checkpoint's
-  SentencePiece model (a rerun reuses them); their `metadata.json` must name
-  the task, and come from the checkpoint's SentencePiece model (by sha256).
+  `download/` folder or from TFDS (`data_source`) under
+  `<output_dir>/records/` with the checkpoint's SentencePiece model (a rerun
+  reuses them); their `metadata.json` must name the task, and come from the
+  checkpoint's SentencePiece model (by sha256).
 * Encoder: anything `modeling.checkpoint_layout` resolves (only its config is read
   now; the weights are read into each run's encoder when the run starts
   fresh), or random weights of `--model_config`.
@@ -15,7 +16,10 @@ records_dir = run_inputs.prepare_records(
     "xnli", "ft/xnli", records_dir=None, data_dir="download", sp_model=None,
     init_checkpoint="pretrain_dir", seq_length=128, languages=None,
     splits=("dev",), progress=print)
-meta = run_inputs.read_task_metadata("xnli", records_dir)
+meta = run_inputs.checked_metadata(
+    "xnli", records_dir, "pretrain_dir", splits=("dev",),
+    num_learning_rates=1, allow_unlabelled_dev=False,
+    allow_sp_model_mismatch=False, progress=print)
 model_config, restore_encoder, source = run_inputs.encoder_source(
     "pretrain_dir", None, meta, records_dir)
 ```
@@ -41,26 +45,33 @@ def checkpoint_sentencepiece(init_checkpoint) -> Optional[str]:
   return checkpoint_layout.find_sentencepiece(init_checkpoint)
 
 
-def _reusable_records(existing: str, sp_model, data_dir, seq_length) -> bool:
-  """Records an earlier run wrote from the same download and model."""
+def _reusable_records(existing: str, sp_model, data_source: str, data_dir,
+                      seq_length) -> bool:
+  """Records an earlier run wrote from the same data and model."""
   if not fileio.exists(fileio.join(existing, finetuning_data.METADATA_FILE)):
     return False
   meta = finetuning_data.read_metadata(existing)
   return (meta.get("sp_model_sha256") == fileio.sha256(sp_model)
+          and meta.get("data_source", "download") == data_source
           and meta.get("data_dir") == fileio.as_str(data_dir)
           and seq_length in (None, meta.get("seq_length")))
 
 
 def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
                     init_checkpoint, seq_length, languages, splits,
-                    progress) -> str:
-  """The records directory: given, or written from the XTREME download."""
+                    progress, data_source: str = "download",
+                    tfds_data_dir=None,
+                    allow_unlabelled_dev: bool = False) -> str:
+  """The records directory: given, or written from the XTREME download or
+  from TFDS (`data_source` "tfds" with `tfds_data_dir`)."""
   if records_dir is not None:
     return fileio.as_str(records_dir)
-  if data_dir is None:
+  root = tfds_data_dir if data_source == "tfds" else data_dir
+  if root is None:
     raise FinetuningError("Give records_dir / --records_dir "
-                          "(tools/create_finetuning_data.py output) or "
-                          "data_dir / --data_dir (XTREME download/).")
+                          "(tools/create_finetuning_data.py output), "
+                          "data_dir / --data_dir (XTREME download/), or "
+                          "--data_source tfds with --tfds_data_dir.")
   if sp_model is None:
     sp_model = checkpoint_sentencepiece(init_checkpoint)
     if sp_model is None:
@@ -69,13 +80,15 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
           f"{checkpoint_layout.SENTENCEPIECE_FILE}.")
   records_root = fileio.join(output_dir, "records")
   existing = fileio.join(records_root, task)
-  if _reusable_records(existing, sp_model, data_dir, seq_length):
+  if _reusable_records(existing, sp_model, data_source, root, seq_length):
     # A rerun (e.g. after a kill) reuses the records it wrote before.
     progress(f"[finetune] records of an earlier run reused: {existing}")
     return existing
   finetuning_data.create_finetuning_data(
       task, data_dir, sp_model, records_root, seq_length=seq_length,
-      languages=languages, splits=splits, overwrite=True, progress=progress)
+      languages=languages, splits=splits, overwrite=True, progress=progress,
+      data_source=data_source, tfds_data_dir=tfds_data_dir,
+      allow_unlabelled_dev=allow_unlabelled_dev)
   return existing
 
 
@@ -86,7 +99,48 @@ def read_task_metadata(task: str, records_dir: str) -> Dict:
     raise FinetuningError(
         f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: field "
         f"task is {meta['task']!r}, not {task!r}; give the records of {task}.")
+  train = meta["splits"].get("train", {}).get("en", {})
+  if not train.get("num_features"):
+    raise FinetuningError(
+        f"{fileio.join(records_dir, finetuning_data.METADATA_FILE)}: the "
+        f"English training split ({train.get('source', 'train-en')}) has no "
+        "record, so there is nothing to train on; fix the training file "
+        "and recreate the records.")
   return meta
+
+
+def checked_metadata(task: str, records_dir: str, init_checkpoint, splits,
+                     num_learning_rates: int, allow_unlabelled_dev: bool,
+                     allow_sp_model_mismatch: bool, progress) -> Dict:
+  """The records' metadata.json once the records pass every check: the
+  task's, with training records, labelled dev files (unless
+  `allow_unlabelled_dev`), made with the checkpoint's SentencePiece model."""
+  meta = read_task_metadata(task, records_dir)
+  check_labels(meta, records_dir, splits, num_learning_rates,
+               allow_unlabelled_dev)
+  check_tokenizer(meta, records_dir, init_checkpoint, allow_sp_model_mismatch,
+                  progress)
+  return meta
+
+
+def check_labels(meta: Dict, records_dir: str, splits, num_learning_rates: int,
+                 allow_unlabelled_dev: bool) -> None:
+  """Dev files without labels (or without examples) would give no dev score:
+  refused unless `allow_unlabelled_dev`; a sweep of several rates then has
+  nothing to select on and takes the smallest."""
+  if allow_unlabelled_dev or "dev" not in splits:
+    return
+  metadata = fileio.join(records_dir, finetuning_data.METADATA_FILE)
+  for lang, info in sorted(meta["splits"].get("dev", {}).items()):
+    if not info.get("has_labels") or not info.get("num_examples"):
+      state = "no labels" if info.get("num_examples") else "no examples"
+      raise FinetuningError(
+          f"{metadata}: dev-{lang} has {state} (from {info.get('source')}), "
+          "so it gets no dev score"
+          + (" and the learning rate cannot be selected on it"
+             if lang == "en" and num_learning_rates > 1 else "") +
+          ". Recreate the records from a labelled dev file, leave dev out "
+          "(--splits test), or pass --allow_unlabelled_dev.")
 
 
 def check_tokenizer(meta: Dict, records_dir: str, init_checkpoint,

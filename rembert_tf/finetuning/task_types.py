@@ -3,8 +3,9 @@
 A task type (sentence-pair classification, per-word tagging, extractive span
 QA) is everything fine-tuning does differently per type, in one `TaskType`:
 
-* data: how a task file is read, how examples become records (with side rows
-  to write predictions back), where the gold labels go;
+* data: how a task file is read, how rows from another source (TFDS,
+  `xtreme_tfds`) become the same examples, how examples become records (with
+  side rows to write predictions back), where the gold labels go;
 * the record spec (label features beside the shared model inputs);
 * the head, on Model Garden's `official.nlp.modeling.models`
   (`BertClassifier`, `BertTokenClassifier`, `BertSpanLabeler`);
@@ -47,10 +48,12 @@ IGNORED_LABEL_ID = example_records.IGNORED_LABEL_ID
 
 @dataclasses.dataclass(frozen=True)
 class SplitData:
-  """One task file read for record creation."""
+  """One task split read for record creation."""
   examples: List[Any]
   has_labels: bool
   info: Dict[str, Any]           # extra metadata of the split (num_words, ...)
+  # QA: the split as SQuAD v1.1 JSON, the scorer's gold file.
+  squad_json: Optional[bytes] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +71,9 @@ class PredictionContext:
 class TaskType:
   """Everything that differs between fine-tuning task types."""
   name: str
-  # Data.
+  # Data: a task file, or rows (`xtreme_tfds`) with the origin they name.
   read: Callable[[str, Any, bool], SplitData]
+  from_rows: Callable[[List[Dict], Any, bool, str], SplitData]
   records: Callable[..., Iterable[Tuple[bytes, Optional[Dict]]]]
   gold_text: Callable[[str, SplitData], Optional[Tuple[str, bytes]]]
   writes_side_files: bool
@@ -104,15 +108,24 @@ def _cross_entropy_and_correct(labels, logits):
 # --- Sentence-pair classification (xnli, pawsx) ------------------------------
 
 
-def _read_pairs(path, dataset, is_training) -> SplitData:
-  examples = xtreme_readers.read_sentence_pairs(path, dataset,
-                                                with_labels=True)
+def _pairs_split(examples, is_training, origin) -> SplitData:
   has_labels = bool(examples) and all(ex.label is not None for ex in examples)
   if is_training and not has_labels:
     raise xtreme_datasets.TaskDataError(
-        f"{path}: training rows need a label column (sentence1<TAB>sentence2"
+        f"{origin}: training rows need a label column (sentence1<TAB>sentence2"
         "<TAB>label).")
   return SplitData(examples, has_labels, {})
+
+
+def _read_pairs(path, dataset, is_training) -> SplitData:
+  return _pairs_split(xtreme_readers.read_sentence_pairs(
+      path, dataset, with_labels=True), is_training, path)
+
+
+def _pairs_from_rows(rows, dataset, is_training, origin) -> SplitData:
+  return _pairs_split(xtreme_readers.sentence_pair_examples(
+      [(r["where"], r["text_a"].strip(), r["text_b"].strip(), r.get("label"))
+       for r in rows], dataset, origin), is_training, origin)
 
 
 def _pairs_gold(name, data: SplitData):
@@ -138,6 +151,7 @@ def _classification_text(context, outputs):
 CLASSIFICATION = TaskType(
     name="classification",
     read=_read_pairs,
+    from_rows=_pairs_from_rows,
     records=lambda data, dataset, tokenizer, seq_length, options, is_training:
     example_records.classification_records(data.examples, dataset,
                                            tokenizer, seq_length),
@@ -161,15 +175,28 @@ CLASSIFICATION = TaskType(
 # --- Per-word tagging (panx) ---------------------------------------------------
 
 
-def _read_tagged(path, dataset, is_training) -> SplitData:
-  sentences = xtreme_readers.read_tagged_sentences(path, dataset,
-                                                   with_labels=True)
+def _tagged_split(sentences, is_training, origin) -> SplitData:
   has_labels = bool(sentences) and all(t is not None for _, t in sentences)
   if is_training and not has_labels:
     raise xtreme_datasets.TaskDataError(
-        f"{path}: training lines need token<TAB>tag.")
+        f"{origin}: training lines need token<TAB>tag.")
   return SplitData(sentences, has_labels,
                    {"num_words": [len(words) for words, _ in sentences]})
+
+
+def _read_tagged(path, dataset, is_training) -> SplitData:
+  return _tagged_split(xtreme_readers.read_tagged_sentences(
+      path, dataset, with_labels=True), is_training, path)
+
+
+def _tagged_from_rows(rows, dataset, is_training, origin) -> SplitData:
+  """Rows of words and tags; sentences without words are left out (a file
+  cannot hold one)."""
+  sentences = [([w.strip() for w in r["words"]],
+                xtreme_readers.check_tags(list(r["tags"]), r["where"], dataset)
+                if r.get("tags") is not None else None)
+               for r in rows if r["words"]]
+  return _tagged_split(sentences, is_training, origin)
 
 
 def _tagged_gold(name, data: SplitData):
@@ -202,6 +229,7 @@ def _tagging_text(context, outputs):
 TAGGING = TaskType(
     name="tagging",
     read=_read_tagged,
+    from_rows=_tagged_from_rows,
     records=lambda data, dataset, tokenizer, seq_length, options, is_training:
     example_records.tagging_records(data.examples, dataset, tokenizer,
                                     seq_length),
@@ -229,11 +257,32 @@ def _read_squad(path, dataset, is_training) -> SplitData:
   examples = xtreme_readers.read_squad_examples(path, dataset, is_training)
   has_labels = is_training or xtreme_scorer.has_gold_answers(
       xtreme_scorer.read_squad_answers(path))
-  return SplitData(examples, has_labels, {"source_file": fileio.as_str(path)})
+  return SplitData(examples, has_labels, {},
+                   squad_json=fileio.read_bytes(path))
+
+
+def _squad_json(rows) -> Dict:
+  """Rows of one question each -> SQuAD v1.1 JSON (a paragraph per row)."""
+  return {"version": "1.1", "data": [{"title": "", "paragraphs": [{
+      "context": r["context"],
+      "qas": [{"id": str(r["id"]), "question": r["question"], "answers": [
+          {"text": text, "answer_start": int(start)} for text, start in
+          zip(r["answers"]["text"], r["answers"]["answer_start"])]}]}]}
+                                    for r in rows]}
+
+
+def _squad_from_rows(rows, dataset, is_training, origin) -> SplitData:
+  del dataset
+  data = _squad_json(rows)
+  examples = xtreme_readers.squad_examples(data, origin, is_training)
+  has_labels = is_training or xtreme_scorer.has_gold_answers(
+      {str(r["id"]): r["answers"]["text"] for r in rows})
+  return SplitData(examples, has_labels, {}, squad_json=json.dumps(
+      data, ensure_ascii=False).encode("utf-8"))
 
 
 def _squad_gold(name, data: SplitData):
-  return f"{name}.json", fileio.read_bytes(data.info["source_file"])
+  return f"{name}.json", data.squad_json
 
 
 def _span_statistics(features, logits):
@@ -289,6 +338,7 @@ def _span_text(context, outputs):
 SPAN = TaskType(
     name="span",
     read=_read_squad,
+    from_rows=_squad_from_rows,
     records=lambda data, dataset, tokenizer, seq_length, options, is_training:
     example_records.span_records(data.examples, tokenizer, seq_length,
                                  options["doc_stride"],

@@ -31,6 +31,7 @@ from rembert_tf.common import console
 from rembert_tf.common import fileio
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import finetuning_task
+from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
 
@@ -88,9 +89,11 @@ def _checkpoint_step(path: str) -> int:
 
 def _resume_step(task: finetuning_task.FinetuningTask, run_dir: str,
                  total_steps: int, label: str, progress) -> None:
-  """Starts the task's input stream after the newest checkpoint's step."""
-  latest = tf.train.latest_checkpoint(run_dir)
+  """Starts the task's input stream after the newest intact checkpoint's
+  step (named in run_dir's `checkpoint` file, which the manager restores)."""
+  latest = checkpoint_layout.latest_checkpoint(run_dir, report=progress)
   if latest is not None:
+    checkpoint_layout.name_as_latest(run_dir, latest)
     task.initial_train_step = _checkpoint_step(latest)
     progress(f"[finetune] {label}: resuming from {latest} at step "
              f"{task.initial_train_step}/{total_steps}")

@@ -1,10 +1,13 @@
-"""The XTREME datasets fine-tuning reads: one table entry per task.
+"""The XTREME datasets: one table entry per task, for both of their sources.
 
 An entry says everything about a task's data that is not behaviour: where
-its files lie in XTREME's `download/` folder (`DownloadLayout`), its labels,
-its task type (a key of `task_types.TASK_TYPES`, the behaviour per type) and
-the split whose scores a run reports. A new task, or a new source of an
-existing one, is one entry (or one field of an entry) here.
+its files lie in XTREME's `download/` folder (`DownloadLayout`), which
+TensorFlow Datasets builder, config and split hold each of its splits and
+which features hold its fields (`TfdsLayout`), its labels, its task type (a
+key of `task_types.TASK_TYPES`, the behaviour per type; `retrieval` for the
+two tasks that are not fine-tuned) and the split whose scores a run reports.
+A new task, or a new source of an existing one, is one entry (or one field of
+an entry) here.
 
 The layout is the one XTREME's download script leaves under `download/`:
 
@@ -12,6 +15,7 @@ The layout is the one XTREME's download script leaves under `download/`:
 | ------ | ---------------------------------------------------------- | ---------------------------------------------------- | ----------------------------------------------- |
 | xnli   | xnli/train-en.tsv                                          | xnli/dev-<lang>.tsv                                  | xnli/test-<lang>.tsv                            |
 | pawsx  | pawsx/train-en.tsv                                         | pawsx/dev-<lang>.tsv                                 | pawsx/test-<lang>.tsv                           |
+| udpos  | udpos/train-en.tsv                                         | udpos/dev-<lang>.tsv                                 | udpos/test-<lang>.tsv                           |
 | panx   | panx/train-en.tsv                                          | panx/dev-<lang>.tsv                                  | panx/test-<lang>.tsv                            |
 | xquad  | squad/train-v1.1.json                                      | squad/dev-v1.1.json (en only)                        | xquad/xquad.<lang>.json                         |
 | mlqa   | squad/train-v1.1.json                                      | mlqa/MLQA_V1/dev/dev-context-<l>-question-<l>.json   | mlqa/MLQA_V1/test/test-context-<l>-question-<l>.json |
@@ -21,12 +25,36 @@ XQuAD has no dev set and XTREME's "test" for TyDiQA-GoldP is TyDi QA's public
 dev set, so those two are scored on their `test` split when its files carry
 answers (XTREME's download strips them; the original files have them).
 
+The TFDS builders (`name/config:split`, `<l>` the language):
+
+| task     | train (English)                | dev                         | test                          |
+| -------- | ------------------------------ | --------------------------- | ----------------------------- |
+| xnli     | multi_nli:train                | xnli:validation             | xnli:test                     |
+| pawsx    | paws_x_wiki/en:train           | paws_x_wiki/<l>:validation  | paws_x_wiki/<l>:test          |
+| udpos    | xtreme_pos/xtreme_pos_en:train | xtreme_pos/xtreme_pos_<l>:dev | xtreme_pos/xtreme_pos_<l>:test |
+| panx     | wikiann/en:train               | wikiann/<l>:validation      | wikiann/<l>:test              |
+| xquad    | squad/v1.1:train               | squad/v1.1:validation (en)  | xquad/<l>:test                |
+| mlqa     | squad/v1.1:train               | mlqa/<l>:validation         | mlqa/<l>:test                 |
+| tydiqa   | tydi_qa/goldp:train (english-) | -                           | tydi_qa/goldp:validation-<l>  |
+| bucc2018 | -                              | bucc/bucc_<l>:validation    | bucc/bucc_<l>:test            |
+| tatoeba  | -                              | -                           | tatoeba/tatoeba_<l>:train     |
+
+XNLI's and PAWS-X's evaluation sets are TFDS's `xnli` and `paws_x_wiki`;
+`xtreme_xnli` and `xtreme_pawsx` hold XTREME's machine-translated training
+sets (translate-train), which zero-shot transfer does not use. TyDi QA's
+training split holds every language; XTREME trains on its English questions
+(ids `english-...`). TFDS's `xtreme_pos` names Tamil's config `xtreme_pos_tl`
+and Tagalog's `xtreme_pos_ta` (its language table swaps the two codes); the
+entry maps them back.
+
 Example:
 ```python
 from rembert_tf.finetuning import xtreme_datasets
 dataset = xtreme_datasets.get("mlqa")
 dataset.download.path("download", "dev", "zh")
 # download/mlqa/MLQA_V1/dev/dev-context-zh-question-zh.json
+dataset.tfds.split("dev", "zh")
+# TfdsSplit(builder='mlqa', config='zh', split='validation', ...)
 ```
 """
 import dataclasses
@@ -85,11 +113,76 @@ class DownloadLayout:
 
 
 @dataclasses.dataclass(frozen=True)
+class TfdsSplit:
+  """One split of a TFDS dataset; `{lang}` in config or split is the language
+  (as the builder names it)."""
+  builder: str
+  config: Optional[str]
+  split: str
+  # The languages the split holds when it does not name one (SQuAD: "en");
+  # None: any (by {lang}, or each example holds every language, as xnli's).
+  languages: Optional[Tuple[str, ...]] = None
+  # Keep only the examples whose `id` starts with this.
+  id_prefix: Optional[str] = None
+
+  def for_language(self, lang: str) -> "TfdsSplit":
+    fill = lambda v: None if v is None else v.replace(_LANG, lang)  # noqa: E731
+    return dataclasses.replace(self, config=fill(self.config),
+                               split=fill(self.split))
+
+  def describe(self) -> str:
+    dataset = self.builder if self.config is None else (
+        f"{self.builder}/{self.config}")
+    return f"{dataset}:{self.split}"
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsLayout:
+  """Where a task's splits lie in TensorFlow Datasets, and its fields there."""
+  train: Optional[TfdsSplit]
+  eval_splits: Dict[str, TfdsSplit]
+  # The task type's field -> the builder's feature holding it.
+  fields: Dict[str, str]
+  # The builder's class name -> the task's label, where the two differ.
+  label_names: Dict[str, str] = dataclasses.field(default_factory=dict)
+  # The task's language code -> the builder's, where the two differ.
+  builder_languages: Dict[str, str] = dataclasses.field(default_factory=dict)
+  # UD-POS: each word as XTREME's preprocessing writes it (its spaces and
+  # zero-width non-joiners removed).
+  join_word_parts: bool = False
+
+  def split(self, split: str, lang: str) -> TfdsSplit:
+    """The TFDS split holding `split` of language `lang`."""
+    ref = self.train if split == "train" else self.eval_splits[split]
+    return ref.for_language(self.builder_languages.get(lang, lang))
+
+  def eval_languages(self, split: str) -> Optional[List[str]]:
+    """The only languages of a split; None means any."""
+    ref = self.eval_splits[split]
+    return None if ref.languages is None else list(ref.languages)
+
+  def holds(self, split: str, lang: str) -> bool:
+    """Whether the layout can hold `split` of `lang` at all."""
+    ref = self.train if split == "train" else self.eval_splits.get(split)
+    return ref is not None and (ref.languages is None or
+                                lang in ref.languages)
+
+  def describe(self) -> str:
+    rows = [f"train: {self.train.describe()}"] if self.train else []
+    rows += [f"{split}: {ref.describe()}"
+             for split, ref in self.eval_splits.items()]
+    return "; ".join(rows)
+
+
+@dataclasses.dataclass(frozen=True)
 class XtremeDataset:
   """One XTREME task's data: its files, labels, task type and scored split."""
   name: str
-  task_type: str                 # a key of task_types.TASK_TYPES
-  download: DownloadLayout
+  task_type: str                 # a key of task_types.TASK_TYPES, or RETRIEVAL
+  # None for the retrieval tasks, whose download files the retrieval
+  # command reads itself.
+  download: Optional[DownloadLayout]
+  tfds: TfdsLayout
   labels: Tuple[str, ...] = ()
   # The split whose labelled files give the scores of a run.
   score_split: str = "dev"
@@ -113,27 +206,94 @@ def _tsv_per_language(task: str) -> DownloadLayout:
                          "test": f"{task}/test-{{lang}}.tsv"})
 
 
+def _tfds_per_config(builder: str, config: str, dev: str = "validation",
+                     test: str = "test", **fields) -> TfdsLayout:
+  """A builder with one config per language and train/dev/test splits."""
+  per_language = lambda split: TfdsSplit(builder, config, split)  # noqa: E731
+  return TfdsLayout(
+      train=TfdsSplit(builder, config.replace(_LANG, "en"), "train"),
+      eval_splits={"dev": per_language(dev), "test": per_language(test)},
+      **fields)
+
+
+RETRIEVAL = "retrieval"
+UDPOS_LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN",
+                "NUM", "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM",
+                "VERB", "X")
 _SQUAD_TRAIN = "squad/train-v1.1.json"
+_PAIR_FIELDS = {"text_a": "premise", "text_b": "hypothesis", "label": "label"}
+_SQUAD_FIELDS = {"id": "id", "question": "question", "context": "context",
+                 "answers": "answers"}
+_TFDS_SQUAD_TRAIN = TfdsSplit("squad", "v1.1", "train", languages=("en",))
 
 XTREME_DATASETS = {d.name: d for d in (
-    XtremeDataset("xnli", "classification", _tsv_per_language("xnli"),
-                  labels=("contradiction", "entailment", "neutral")),
-    XtremeDataset("pawsx", "classification", _tsv_per_language("pawsx"),
-                  labels=("0", "1")),
-    XtremeDataset("panx", "tagging", _tsv_per_language("panx"),
-                  labels=PANX_LABELS),
-    XtremeDataset("xquad", "span", DownloadLayout(
-        _SQUAD_TRAIN, {"dev": "squad/dev-v1.1.json",
-                       "test": "xquad/xquad.{lang}.json"}),
-                  score_split="test"),
-    XtremeDataset("mlqa", "span", DownloadLayout(_SQUAD_TRAIN, {
-        "dev": "mlqa/MLQA_V1/dev/dev-context-{lang}-question-{lang}.json",
-        "test": "mlqa/MLQA_V1/test/test-context-{lang}-question-{lang}.json"})),
-    XtremeDataset("tydiqa", "span", DownloadLayout(
-        "tydiqa/tydiqa-goldp-v1.1-train/tydiqa.goldp.en.train.json",
-        {"test": "tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json"}),
-                  score_split="test"),
+    XtremeDataset(
+        "xnli", "classification", _tsv_per_language("xnli"),
+        TfdsLayout(TfdsSplit("multi_nli", None, "train", languages=("en",)),
+                   {"dev": TfdsSplit("xnli", None, "validation"),
+                    "test": TfdsSplit("xnli", None, "test")},
+                   fields=_PAIR_FIELDS),
+        labels=("contradiction", "entailment", "neutral")),
+    XtremeDataset(
+        "pawsx", "classification", _tsv_per_language("pawsx"),
+        _tfds_per_config("paws_x_wiki", _LANG, fields={
+            "text_a": "sentence1", "text_b": "sentence2", "label": "label"},
+                         label_names={"different_meaning": "0",
+                                      "paraphrase": "1"}),
+        labels=("0", "1")),
+    XtremeDataset(
+        "udpos", "tagging", _tsv_per_language("udpos"),
+        _tfds_per_config("xtreme_pos", f"xtreme_pos_{_LANG}", dev="dev",
+                         fields={"words": "tokens", "tags": "upos"},
+                         builder_languages={"ta": "tl", "tl": "ta"},
+                         join_word_parts=True),
+        labels=UDPOS_LABELS),
+    XtremeDataset(
+        "panx", "tagging", _tsv_per_language("panx"),
+        _tfds_per_config("wikiann", _LANG,
+                         fields={"words": "tokens", "tags": "tags"}),
+        labels=PANX_LABELS),
+    XtremeDataset(
+        "xquad", "span", DownloadLayout(
+            _SQUAD_TRAIN, {"dev": "squad/dev-v1.1.json",
+                           "test": "xquad/xquad.{lang}.json"}),
+        TfdsLayout(_TFDS_SQUAD_TRAIN, {
+            "dev": TfdsSplit("squad", "v1.1", "validation", languages=("en",)),
+            "test": TfdsSplit("xquad", _LANG, "test")}, fields=_SQUAD_FIELDS),
+        score_split="test"),
+    XtremeDataset(
+        "mlqa", "span", DownloadLayout(_SQUAD_TRAIN, {
+            "dev": "mlqa/MLQA_V1/dev/dev-context-{lang}-question-{lang}.json",
+            "test": "mlqa/MLQA_V1/test/test-context-{lang}-question-{lang}.json"}),
+        TfdsLayout(_TFDS_SQUAD_TRAIN, {
+            "dev": TfdsSplit("mlqa", _LANG, "validation"),
+            "test": TfdsSplit("mlqa", _LANG, "test")}, fields=_SQUAD_FIELDS)),
+    XtremeDataset(
+        "tydiqa", "span", DownloadLayout(
+            "tydiqa/tydiqa-goldp-v1.1-train/tydiqa.goldp.en.train.json",
+            {"test": "tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json"}),
+        TfdsLayout(
+            TfdsSplit("tydi_qa", "goldp", "train", languages=("en",),
+                      id_prefix="english-"),
+            {"test": TfdsSplit("tydi_qa", "goldp", f"validation-{_LANG}")},
+            fields=_SQUAD_FIELDS),
+        score_split="test"),
+    # Retrieval: the source side is the other language, the target English.
+    XtremeDataset(
+        "bucc2018", RETRIEVAL, None, TfdsLayout(None, {
+            "dev": TfdsSplit("bucc", f"bucc_{_LANG}", "validation"),
+            "test": TfdsSplit("bucc", f"bucc_{_LANG}", "test")}, fields={
+                "source_id": "source_id", "source": "source_sentence",
+                "target_id": "target_id", "target": "target_sentence"}),
+        score_split="test"),
+    XtremeDataset(
+        "tatoeba", RETRIEVAL, None, TfdsLayout(None, {
+            "test": TfdsSplit("tatoeba", f"tatoeba_{_LANG}", "train")},
+            fields={"source": "source_sentence", "target": "target_sentence"}),
+        score_split="test"),
 )}
+FINETUNING_TASKS = tuple(name for name, d in XTREME_DATASETS.items()
+                         if d.task_type != RETRIEVAL)
 
 
 def get(name: str) -> XtremeDataset:
@@ -141,3 +301,13 @@ def get(name: str) -> XtremeDataset:
     raise errors.UsageError(f"Unknown task {name!r}; choose one of "
                             f"{', '.join(XTREME_DATASETS)}.")
   return XTREME_DATASETS[name]
+
+
+def get_finetuning_task(name: str) -> XtremeDataset:
+  """A task that is fine-tuned (not a retrieval task)."""
+  dataset = get(name)
+  if dataset.task_type == RETRIEVAL:
+    raise errors.UsageError(
+        f"{name} is a retrieval task, evaluated without fine-tuning "
+        f"(rembert-retrieve); fine-tune one of {', '.join(FINETUNING_TASKS)}.")
+  return dataset

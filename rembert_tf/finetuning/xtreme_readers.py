@@ -6,9 +6,13 @@
   merge languages and fix the language lists, so the per-language reading and
   the label checks with line numbers are added here);
 * `read_tagged_sentences`: `token<TAB>tag` lines, a blank line between
-  sentences (PAN-X; test files carry tokens only);
+  sentences (UD-POS, PAN-X; test files carry tokens only);
 * `read_squad_examples`: SQuAD v1.1 JSON (XQuAD, MLQA, TyDiQA-GoldP) into
   `official.nlp.data.squad_lib_sp.SquadExample`s.
+
+The examples themselves are made by `sentence_pair_examples`, `check_tags`
+and `squad_examples`, which the TFDS source (`xtreme_tfds` rows, through
+the task types) calls too: the same examples from either source.
 
 Which reader a task uses is its task type's (`task_types`); where its files
 lie is its `xtreme_datasets` entry.
@@ -49,33 +53,70 @@ def _not_utf8(path, error: UnicodeDecodeError) -> TaskDataError:
                        f"{error.start}).")
 
 
+def _check_label(label: str, where: str, what: str,
+                 dataset: xtreme_datasets.XtremeDataset) -> str:
+  """`label` must be one of the task's labels (`what`: label or tag)."""
+  if label not in dataset.labels:
+    raise TaskDataError(
+        f"{where}: {what} {label!r} is not a {dataset.name} {what} "
+        f"({', '.join(dataset.labels)}).")
+  return label
+
+
+def _pair_label(label: Optional[str], where: str,
+                dataset: xtreme_datasets.XtremeDataset) -> Optional[str]:
+  """A sentence pair's label, checked against the task's labels."""
+  if label is None:
+    return None
+  label = label.strip()
+  if dataset.name == "xnli" and label == "contradictory":
+    label = "contradiction"
+  return _check_label(label, where, "label", dataset)
+
+
+def sentence_pair_examples(rows, dataset: xtreme_datasets.XtremeDataset,
+                           origin: str
+                           ) -> List[classifier_data_lib.InputExample]:
+  """(where, sentence1, sentence2, label or None) rows -> InputExamples.
+
+  Rows are all labelled or all not: a row without its label among labelled
+  ones is refused (it is not unlabelled data, it is a broken row).
+  """
+  if any(label is not None for *_, label in rows):
+    for where, *_, label in rows:
+      if label is None:
+        raise TaskDataError(
+            f"{where}: no label column, though other rows have one; every "
+            "row of a labelled file needs sentence1<TAB>sentence2<TAB>label.")
+  return [classifier_data_lib.InputExample(
+      guid=f"{origin}-{index}", text_a=text_a, text_b=text_b,
+      label=_pair_label(label, where, dataset), example_id=index)
+          for index, (where, text_a, text_b, label) in enumerate(rows)]
+
+
 def read_sentence_pairs(path, dataset: xtreme_datasets.XtremeDataset,
                         with_labels: bool
                         ) -> List[classifier_data_lib.InputExample]:
   """`sentence1<TAB>sentence2[<TAB>label]` rows; labels checked against the task."""
   require_file(path, dataset)
   try:
-    rows = classifier_data_lib.DataProcessor._read_tsv(fileio.as_str(path))  # pylint: disable=protected-access
+    lines = classifier_data_lib.DataProcessor._read_tsv(fileio.as_str(path))  # pylint: disable=protected-access
   except UnicodeDecodeError as e:
     raise _not_utf8(path, e) from None
-  examples = []
-  for line_number, row in enumerate(rows, start=1):
+  rows = []
+  for line_number, row in enumerate(lines, start=1):
     if len(row) < 2:
       raise TaskDataError(f"{path}:{line_number}: expected sentence1<TAB>"
                           f"sentence2[<TAB>label], got {len(row)} field(s).")
-    label = None
-    if with_labels and len(row) >= 3:
-      label = row[2].strip()
-      if dataset.name == "xnli" and label == "contradictory":
-        label = "contradiction"
-      if label not in dataset.labels:
-        raise TaskDataError(
-            f"{path}:{line_number}: label {label!r} is not a {dataset.name} "
-            f"label ({', '.join(dataset.labels)}).")
-    examples.append(classifier_data_lib.InputExample(
-        guid=f"{fileio.basename(path)}-{line_number - 1}", text_a=row[0],
-        text_b=row[1], label=label, example_id=line_number - 1))
-  return examples
+    label = row[2] if with_labels and len(row) >= 3 else None
+    rows.append((f"{path}:{line_number}", row[0], row[1], label))
+  return sentence_pair_examples(rows, dataset, fileio.basename(path))
+
+
+def check_tags(tags: List[str], where: str,
+               dataset: xtreme_datasets.XtremeDataset) -> List[str]:
+  """Each tag must be one of the task's labels."""
+  return [_check_label(tag, where, "tag", dataset) for tag in tags]
 
 
 def read_tagged_sentences(path, dataset: xtreme_datasets.XtremeDataset,
@@ -86,7 +127,9 @@ def read_tagged_sentences(path, dataset: xtreme_datasets.XtremeDataset,
   sentences = []
   words, tags = [], []
   has_tags = None
-  for line_number, line in enumerate(_text_lines(path), start=1):
+  lines = _text_lines(path)
+  tagged = with_labels and any(len(l.split("\t")) >= 2 for l in lines)
+  for line_number, line in enumerate(lines, start=1):
     line = line.rstrip("\r\n")
     if not line.strip():
       if words:
@@ -95,14 +138,14 @@ def read_tagged_sentences(path, dataset: xtreme_datasets.XtremeDataset,
       continue
     fields = line.split("\t")
     words.append(fields[0].strip())
+    if tagged and len(fields) < 2:
+      raise TaskDataError(
+          f"{path}:{line_number}: no tag column, though other lines have one; "
+          "every line of a tagged file needs token<TAB>tag.")
     if with_labels and len(fields) >= 2:
       has_tags = True
-      tag = fields[-1].strip()
-      if tag not in dataset.labels:
-        raise TaskDataError(
-            f"{path}:{line_number}: tag {tag!r} is not a {dataset.name} tag "
-            f"({', '.join(dataset.labels)}).")
-      tags.append(tag)
+      tags.extend(check_tags([fields[-1].strip()], f"{path}:{line_number}",
+                             dataset))
     else:
       tags.append("O")
   if words:
@@ -117,12 +160,16 @@ def _text_lines(path) -> List[str]:
     raise _not_utf8(path, e) from None
 
 
-def _squad_paragraphs(path):
-  """(context, qas) of each paragraph of a SQuAD v1.1 file, fields checked."""
+def read_squad_json(path):
+  """The parsed SQuAD v1.1 JSON of a file."""
   try:
-    data = json.loads("\n".join(_text_lines(path)))
+    return json.loads("\n".join(_text_lines(path)))
   except json.JSONDecodeError as e:
     raise TaskDataError(f"{path} is not valid JSON: {e}") from None
+
+
+def _squad_paragraphs(data, path):
+  """(context, qas) of each paragraph of SQuAD v1.1 JSON, fields checked."""
   if not isinstance(data, dict) or not isinstance(data.get("data"), list):
     raise TaskDataError(f"{path}: expected SQuAD v1.1 JSON with a 'data' list.")
   for a, article in enumerate(data["data"]):
@@ -146,7 +193,13 @@ def _training_answer(path, context: str, qa) -> Optional[Tuple[str, int]]:
   if not qa.get("answers"):
     raise TaskDataError(f"{path}: training question {qa['id']} has no answer.")
   answer = qa["answers"][0]
-  text, start = answer["text"], int(answer["answer_start"])
+  text, start = answer.get("text"), answer.get("answer_start")
+  if not isinstance(text, str) or isinstance(start, bool) or not isinstance(
+      start, int):
+    raise TaskDataError(
+        f"{path}: question {qa['id']}: answers[0] needs 'text' (a string) and "
+        "'answer_start' (the character offset of the answer in the context, "
+        f"an integer); it has text {text!r} and answer_start {start!r}.")
   if context[start:start + len(text)] != text:
     start = context.find(text)
     if start < 0:
@@ -158,11 +211,19 @@ def _training_answer(path, context: str, qa) -> Optional[Tuple[str, int]]:
 
 def read_squad_examples(path, dataset: xtreme_datasets.XtremeDataset,
                         is_training: bool) -> List[squad_lib_sp.SquadExample]:
-  """SQuAD v1.1 JSON -> SquadExample list (start_position is a char offset)."""
+  """A SQuAD v1.1 file -> SquadExample list (start_position is a char offset)."""
   require_file(path, dataset)
-  examples = []
-  for context, qas in _squad_paragraphs(path):
+  return squad_examples(read_squad_json(path), path, is_training)
+
+
+def squad_examples(data, path, is_training: bool
+                   ) -> List[squad_lib_sp.SquadExample]:
+  """SQuAD v1.1 JSON read from `path` -> SquadExample list; a training set
+  where no answer is found in its context is refused."""
+  examples, questions = [], 0
+  for context, qas in _squad_paragraphs(data, path):
     for qa in qas:
+      questions += 1
       answer_text, start = None, None
       if is_training:
         answer = _training_answer(path, context, qa)
@@ -173,4 +234,9 @@ def read_squad_examples(path, dataset: xtreme_datasets.XtremeDataset,
           qas_id=str(qa["id"]), question_text=qa["question"],
           paragraph_text=context, orig_answer_text=answer_text,
           start_position=start))
+  if is_training and questions and not examples:
+    raise TaskDataError(
+        f"{path}: none of its {questions} training questions has its answer "
+        "in its context (answers[0].text must occur in the context, at "
+        "answers[0].answer_start); fix the file.")
   return examples

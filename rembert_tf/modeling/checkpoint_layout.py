@@ -29,8 +29,11 @@ have one (`rembert_tf.data.tokenizer.copy_sentencepiece`): the model core
 does not read tokenizers.
 
 Every path goes through `rembert_tf.common.fileio` and `tf.train`: gs://
-sources work. Builds on `tf.train.CheckpointManager` (writing) and
-`tf.train.latest_checkpoint` (finding the newest prefix).
+sources work. Builds on `tf.train.CheckpointManager` (writing) and its
+`checkpoint` state file (finding the newest prefix). A checkpoint is used
+only when intact (`checkpoint_integrity`: every file there, none cut short):
+a directory falls back to its newest intact checkpoint with one line saying
+so, a prefix named by the user is refused naming what is wrong.
 
 Example:
 ```python
@@ -43,12 +46,17 @@ checkpoint_layout.find_sentencepiece("converted/rembert")  # the same
 """
 import dataclasses
 import os
-from typing import Optional, Union
+import sys
+import time
+from typing import Callable, Optional, Union
 
+from absl import logging
 import tensorflow as tf
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
+from rembert_tf.modeling import checkpoint_integrity
 from rembert_tf.modeling import rembert_config
 
 MODEL_CONFIG_FILE = "model_config.yaml"
@@ -86,12 +94,93 @@ class CheckpointSource:
   sp_model: Optional[str]
 
 
-def latest_checkpoint(directory) -> Optional[str]:
-  """Newest checkpoint prefix in `directory` (via its `checkpoint` file)."""
-  directory = fileio.as_str(directory)
+# Fallback lines not yet shown, by the prefix used instead: shown when that
+# checkpoint is read (`announce_fallback`), so a command that resolves a
+# directory several times, or only needs one of its parts, says it once.
+_PENDING_FALLBACKS = {}
+_SHOWN_FALLBACKS = set()
+
+
+def _say(line: str) -> None:
+  print(line, file=sys.stderr, flush=True)
+
+
+def latest_checkpoint(directory, report: Optional[Callable[[str], None]] = None
+                      ) -> Optional[str]:
+  """The newest INTACT checkpoint prefix in `directory`, or None.
+
+  Starts at the checkpoint the directory's `checkpoint` file names; one
+  whose files are missing or cut short (`checkpoint_integrity.problem`) is
+  passed over for the next older one, with one line saying so: given to
+  `report` now, or else printed on stderr when the checkpoint used is read
+  (`announce_fallback`).
+
+  Raises:
+    CheckpointError: the `checkpoint` file names checkpoints but none is
+      intact (the message lists what is wrong with each).
+  """
+  directory = fileio.as_str(directory).rstrip("/")
   if not fileio.isdir(directory):
     return None
-  return tf.train.latest_checkpoint(directory)
+  intact, skipped = checkpoint_integrity.newest_intact(directory)
+  if intact is None and skipped:
+    raise CheckpointError(
+        f"{directory}: no intact checkpoint (" + "; ".join(
+            f"{fileio.basename(p)}: {why}" for p, why in skipped) +
+        "). Copy the checkpoint files again from where they were written, or "
+        "point to another checkpoint.")
+  if skipped:
+    line = (f"{directory}: " + "; ".join(
+        f"{fileio.basename(p)} is not intact ({why})" for p, why in skipped) +
+            f"; using {fileio.basename(intact)}, the newest intact checkpoint.")
+    if report is not None:
+      _show(line, report)
+    elif line not in _SHOWN_FALLBACKS:
+      _PENDING_FALLBACKS[intact] = line
+  return intact
+
+
+def announce_fallback(prefix: str, report: Callable[[str], None] = _say
+                      ) -> None:
+  """Shows, once, the line of a fallback to `prefix` (if there was one)."""
+  line = _PENDING_FALLBACKS.pop(prefix, None)
+  if line is not None:
+    _show(line, report)
+
+
+def _show(line: str, report: Callable[[str], None]) -> None:
+  _SHOWN_FALLBACKS.add(line)
+  logging.warning("%s", line)
+  report(line)
+
+
+def name_as_latest(directory, prefix: str) -> None:
+  """Makes the `checkpoint` file of `directory` name `prefix` as its newest.
+
+  After `latest_checkpoint` passed over broken checkpoints, so that
+  `tf.train.CheckpointManager` (which trusts the file) restores `prefix` and
+  keeps counting from it; the broken ones are dropped from the list (their
+  files stay until a save of the same step replaces them).
+  """
+  directory = fileio.as_str(directory).rstrip("/")
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None or state.model_checkpoint_path == prefix:
+    return
+  step = checkpoint_integrity.step_of(prefix)
+  kept = [(p, t) for p, t in zip(
+      state.all_model_checkpoint_paths,
+      list(state.all_model_checkpoint_timestamps) or
+      [None] * len(state.all_model_checkpoint_paths))
+          if (checkpoint_integrity.step_of(p) or 0) < (step or 0)
+          and checkpoint_integrity.problem(p) is None]
+  paths = [p for p, _ in kept] + [prefix]
+  timestamps = ([t for _, t in kept] + [time.time()]
+                if all(t is not None for _, t in kept) else None)
+  # What CheckpointManager itself writes the file with.
+  tf.__internal__.train.update_checkpoint_state(
+      directory, prefix, all_model_checkpoint_paths=paths,
+      save_relative_paths=True, all_model_checkpoint_timestamps=timestamps,
+      last_preserved_timestamp=state.last_preserved_timestamp or None)
 
 
 def encoder_checkpoint_path(directory) -> str:
@@ -123,6 +212,7 @@ def resolve(source) -> CheckpointSource:
   if fileio.exists(path + ".index"):
     # DIR/encoder/ckpt-N or DIR/ckpt-N: the config lives in DIR. Checked
     # first: some filesystems (ram://) call any prefix a directory.
+    check_intact(path)
     parent = fileio.dirname(path)
     folders = [parent, fileio.dirname(parent)]
     return CheckpointSource(
@@ -134,6 +224,7 @@ def resolve(source) -> CheckpointSource:
         sp_model=_existing(*[fileio.join(f, SENTENCEPIECE_FILE)
                              for f in folders]))
   if fileio.isdir(path) and fileio.exists(fileio.join(path, SAVED_MODEL_FILE)):
+    check_intact(fileio.join(path, "variables", "variables"))
     return CheckpointSource(
         path=path, kind="saved_model",
         encoder_checkpoint=fileio.join(path, "variables", "variables"),
@@ -160,6 +251,21 @@ def resolve(source) -> CheckpointSource:
   raise CheckpointError(
       f"checkpoint {path} does not exist (neither a directory nor a "
       "checkpoint prefix with a .index file).")
+
+
+def check_intact(prefix: str) -> None:
+  """Refuses a checkpoint prefix the user named that is not intact
+  (CheckpointError naming what is wrong and the newest intact one beside it)."""
+  why = checkpoint_integrity.problem(prefix)
+  if why is None:
+    return
+  folder = fileio.dirname(prefix)
+  intact, _ = checkpoint_integrity.newest_intact(folder)
+  instead = (f"pass {intact} (the newest intact checkpoint there) or "
+             if intact and intact != prefix else "")
+  raise CheckpointError(
+      f"{prefix}: the checkpoint is not intact ({why}); {instead}copy it "
+      "again from where it was written.")
 
 
 def find_sentencepiece(source) -> Optional[str]:
@@ -223,7 +329,7 @@ def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
                          step: int = 0) -> None:
   """Writes model_config.yaml, encoder/ckpt-N and [pretrainer/ckpt-N].
 
-  `directory` should be the temporary directory of `fileio.atomic_directory`;
+  `directory` should be the temporary directory of `outputs.atomic_directory`;
   a caller with a tokenizer copies it in as `SENTENCEPIECE_FILE` before the
   directory is swapped in.
   """

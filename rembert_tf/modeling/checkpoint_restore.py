@@ -7,8 +7,9 @@ output-side layers), which only a pretrainer checkpoint has
 (`pretrainer/ckpt-N` or a model_dir's `ckpt-N`); the optimizer and step are
 never read. Reading is by object structure: the encoder (or pretrainer) node
 is found in the checkpoint's object graph, wherever the writer put it, and
-only that subtree is read, one variable at a time. What a source is and where
-its files are: `rembert_tf.modeling.checkpoint_layout`.
+only that subtree is read, a bounded batch of variables at a time
+(`checkpoint_reading`). What a source is and where its files are:
+`rembert_tf.modeling.checkpoint_layout`.
 
 Builds on `tf.train.Checkpoint` (object-based reading; one Checkpoint and
 CheckpointManager per `EncoderExportWriter`) and the checkpoint reader's
@@ -33,6 +34,7 @@ from absl import logging
 
 from rembert_tf.common import fileio
 from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_reading
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
@@ -150,7 +152,7 @@ def _object_graph(prefix: str):
     # a directory on filesystems (ram://) that call any prefix one.
     reader = tf.compat.v1.train.NewCheckpointReader(prefix)
     graph_bytes = reader.get_tensor(_OBJECT_GRAPH_KEY)
-  except (tf.errors.OpError, ValueError) as e:
+  except (tf.errors.OpError, ValueError, IndexError) as e:
     raise CheckpointError(
         f"{prefix}: not a readable TF2 object-based checkpoint "
         f"({' '.join(str(e).split())[:200]}).") from None
@@ -205,17 +207,19 @@ def _checkpoint_keys(graph, node_id: int, model) -> dict:
 
 def _read_subtree(model, prefix: str, is_wanted: Callable[[set], bool],
                   what: str) -> None:
-  """Reads the `what` node of checkpoint `prefix` into `model`, one variable at a time.
+  """Reads the `what` node of checkpoint `prefix` into `model`, in batches.
 
-  Each variable is read with RestoreV2 straight into a tensor and assigned
-  in place, so memory stays at the model plus one tensor
-  (`tf.train.Checkpoint.read` keeps a second copy of the model resident).
+  The variables are read with RestoreV2 straight into tensors, a few per
+  call (`checkpoint_reading.read_tensors`), and assigned in place, so memory
+  stays at the model plus one batch (`tf.train.Checkpoint.read` keeps a
+  second copy of the model resident).
   Everything outside the node (optimizer slots, other models) is never read.
   """
   reader, graph = _object_graph(prefix)
   found = _find_node(graph, is_wanted)
   if found is None:
     raise CheckpointError(f"{prefix}: no {what} in the checkpoint's object graph.")
+  checkpoint_layout.announce_fallback(prefix)
   node_id, path = found
   keys = _checkpoint_keys(graph, node_id, model)
   shapes = reader.get_variable_to_shape_map()
@@ -234,11 +238,11 @@ def _read_subtree(model, prefix: str, is_wanted: Callable[[set], bool],
         f"{prefix}: the {what} at {where} does not match the model config ("
         + "; ".join(problems) + "). Use the model config the checkpoint was "
         "written with.")
-  for variable, key in keys.values():
-    (value,) = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[key],
-                                    shape_and_slices=[""], dtypes=[dtypes[key]])
-    variable.assign(tf.cast(value, variable.dtype))
-    del value
+  variable_of = {key: variable for variable, key in keys.values()}
+  for key, value in checkpoint_reading.read_tensors(
+      prefix, sorted(variable_of), dtypes, shapes):
+    variable_of[key].assign(tf.cast(value, variable_of[key].dtype))
+    del value  # nothing holds it while the next batch is read
   logging.info("Read the %s from %s (at %s)", what, prefix, where)
 
 
@@ -347,7 +351,9 @@ class EncoderExportWriter:
   steps; non-chief workers pass a temporary directory they delete afterwards.
 
   `every_n_saves` limits the export to every Nth call of `save` plus the
-  calls marked `final` (the end of training, a preemption save).
+  calls marked `final` (the end of training, a preemption save). `options`
+  are the `tf.train.CheckpointOptions` of every save (e.g. asynchronous
+  writes; `sync` waits for them).
 
   ```python
   writer = EncoderExportWriter(pretrainer.encoder, "/tmp/run", max_to_keep=3,
@@ -359,7 +365,8 @@ class EncoderExportWriter:
   """
 
   def __init__(self, encoder, directory, max_to_keep: int = 3,
-               every_n_saves: int = 1):
+               every_n_saves: int = 1,
+               options: Optional[tf.train.CheckpointOptions] = None):
     if every_n_saves < 1:
       raise CheckpointError(
           f"encoder export interval {every_n_saves}: must be >= 1 (1 exports "
@@ -370,6 +377,7 @@ class EncoderExportWriter:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, directory=self.directory, max_to_keep=max_to_keep)
     self.every_n_saves = every_n_saves
+    self.options = options
     self._calls = 0
 
   def save(self, step: int, final: bool = False) -> Optional[str]:
@@ -380,4 +388,8 @@ class EncoderExportWriter:
     latest = self.manager.latest_checkpoint
     if latest is not None and latest.endswith(f"ckpt-{step}"):
       return latest
-    return self.manager.save(checkpoint_number=step)
+    return self.manager.save(checkpoint_number=step, options=self.options)
+
+  def sync(self) -> None:
+    """Waits until every save started so far is written."""
+    self.manager.sync()

@@ -97,69 +97,81 @@ class RemBertEncoder(tf_keras.layers.Layer):
         type_vocab_size=type_vocab_size, layer_norm_eps=layer_norm_eps,
         initializer_range=initializer_range, output_range=output_range,
         remove_padding=remove_padding)
+    # Attribute names and their order are the checkpoint's object graph and
+    # the order of `variables`: checkpoints and the converters rely on both.
     initializer = tf_keras.initializers.TruncatedNormal(stddev=initializer_range)
+    self._create_input_embedding(initializer)
+    self._create_transformer_blocks()
+    self._create_pooler(initializer)
+    self.inputs = dict(
+        input_word_ids=tf_keras.Input(shape=(None,), dtype=tf.int32),
+        input_mask=tf_keras.Input(shape=(None,), dtype=tf.int32),
+        input_type_ids=tf_keras.Input(shape=(None,), dtype=tf.int32))
 
-    # === Input embedding (width E_in) ===
+  def _create_input_embedding(self, initializer) -> None:
+    """Word, position and type embeddings (width E_in), their LayerNorm and
+    dropout, and the E_in -> hidden projection."""
+    c = self._config
     self._embedding_layer = layers.OnDeviceEmbedding(
-        vocab_size=vocab_size,
-        embedding_width=input_embedding_size,
+        vocab_size=c["vocab_size"],
+        embedding_width=c["input_embedding_size"],
         initializer=tf_utils.clone_initializer(initializer),
         name="word_embeddings")
     self._position_embedding_layer = layers.PositionEmbedding(
-        max_length=max_sequence_length,
+        max_length=c["max_sequence_length"],
         initializer=tf_utils.clone_initializer(initializer),
         name="position_embedding")
     # One-hot lookup for the 2-row type table: a matmul is faster than a
     # gather on TPU for tiny tables (Model Garden does the same).
     self._type_embedding_layer = layers.OnDeviceEmbedding(
-        vocab_size=type_vocab_size,
-        embedding_width=input_embedding_size,
+        vocab_size=c["type_vocab_size"],
+        embedding_width=c["input_embedding_size"],
         initializer=tf_utils.clone_initializer(initializer),
         use_one_hot=True,
         name="type_embeddings")
     # LayerNorm in float32 even under mixed_bfloat16, as in BertEncoderV2.
     self._embedding_norm_layer = tf_keras.layers.LayerNormalization(
-        axis=-1, epsilon=layer_norm_eps, dtype=tf.float32,
+        axis=-1, epsilon=c["layer_norm_eps"], dtype=tf.float32,
         name="embeddings/layer_norm")
     self._embedding_dropout = tf_keras.layers.Dropout(
-        rate=output_dropout, name="embedding_dropout")
+        rate=c["output_dropout"], name="embedding_dropout")
     # The E_in -> hidden projection exists only when the widths differ.
     # Explicit [batch, seq, E_in] axes, not "...x,xy->...y": TF's gradient of
     # an ellipsis einsum materialises a [batch, seq, E_in, hidden] tensor and
     # made this projection cost as much as four Transformer blocks per step.
     self._embedding_projection = None
-    if input_embedding_size != hidden_size:
+    if c["input_embedding_size"] != c["hidden_size"]:
       self._embedding_projection = tf_keras.layers.EinsumDense(
           "abc,cd->abd",
-          output_shape=(None, hidden_size),
+          output_shape=(None, c["hidden_size"]),
           bias_axes="d",
           kernel_initializer=tf_utils.clone_initializer(initializer),
           name="embedding_projection")
 
-    # === Transformer blocks (post-LayerNorm, BERT layout) ===
+  def _create_transformer_blocks(self) -> None:
+    """The attention mask and the Transformer blocks (post-LayerNorm, BERT)."""
+    c = self._config
     self._attention_mask_layer = layers.SelfAttentionMask(
         name="self_attention_mask")
     self._transformer_layers = [
         build_transformer_block(
-            num_attention_heads=num_attention_heads, inner_dim=inner_dim,
-            hidden_act=hidden_act, output_dropout=output_dropout,
-            attention_dropout=attention_dropout, layer_norm_eps=layer_norm_eps,
-            initializer_range=initializer_range,
+            num_attention_heads=c["num_attention_heads"],
+            inner_dim=c["inner_dim"], hidden_act=c["hidden_act"],
+            output_dropout=c["output_dropout"],
+            attention_dropout=c["attention_dropout"],
+            layer_norm_eps=c["layer_norm_eps"],
+            initializer_range=c["initializer_range"],
             name=f"transformer/layer_{i}")
-        for i in range(num_layers)
+        for i in range(c["num_layers"])
     ]
 
-    # === Pooler ===
+  def _create_pooler(self, initializer) -> None:
+    """The tanh pooler on the first token."""
     self._pooler_layer = tf_keras.layers.Dense(
-        units=hidden_size,
+        units=self._config["hidden_size"],
         activation="tanh",
         kernel_initializer=tf_utils.clone_initializer(initializer),
         name="pooler_transform")
-
-    self.inputs = dict(
-        input_word_ids=tf_keras.Input(shape=(None,), dtype=tf.int32),
-        input_mask=tf_keras.Input(shape=(None,), dtype=tf.int32),
-        input_type_ids=tf_keras.Input(shape=(None,), dtype=tf.int32))
 
   def input_embedding_layers(self) -> List[tf_keras.layers.Layer]:
     """The layers up to the first Transformer block (word, position and type

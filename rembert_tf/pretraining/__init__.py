@@ -20,6 +20,7 @@ metrics = pretraining.run(config, "/tmp/pretrain", mode="train_and_eval",
                           strategy="one_device")
 ```
 """
+from rembert_tf.pretraining.artifacts import holds_a_run
 from rembert_tf.pretraining.experiments import EXPERIMENT_NAME
 from rembert_tf.pretraining.experiments import ExperimentConfigError
 from rembert_tf.pretraining.experiments import load_experiment_config
@@ -27,6 +28,7 @@ from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTask
 from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTaskConfig
 from rembert_tf.pretraining.pretraining_errors import CheckpointMismatchError
 from rembert_tf.pretraining.pretraining_errors import CorruptRecordsError
+from rembert_tf.pretraining.pretraining_errors import LostPeerError
 from rembert_tf.pretraining.pretraining_errors import NonFiniteLossError
 from rembert_tf.pretraining.pretraining_errors import PretrainingError
 from rembert_tf.pretraining.pretraining_errors import TokenizerMismatchError

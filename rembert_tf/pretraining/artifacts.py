@@ -22,6 +22,7 @@ writer = artifacts.ArtifactWriter(config, "/tmp/pretrain", trainer.model.encoder
                                   is_chief=True, sentencepiece_path=None)
 writer(step=100)              # after ckpt-100: model_config.yaml, encoder/ckpt-100
 writer(step=300, final=True)  # the last save: always exported
+writer.wait()                 # every export complete
 writer.close()
 ```
 """
@@ -29,13 +30,16 @@ import tempfile
 from typing import List, Optional
 
 from official.core import config_definitions as cfg
+import tensorflow as tf
 import tf_keras
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import experiments
+from rembert_tf.runtime import async_checkpoints
 from rembert_tf.runtime import checkpoint_temporaries
 
 PARAMS_FILE = "params.yaml"
@@ -45,9 +49,17 @@ def remove_temporaries(model_dir: str) -> List[str]:
   """Removes what a save that failed or was killed left; returns the paths."""
   removed = checkpoint_temporaries.remove(
       [model_dir, fileio.join(model_dir, checkpoint_layout.ENCODER_SUBDIR)])
-  removed += fileio.remove_stale_temporaries(
+  removed += outputs.remove_stale_temporaries(
       fileio.join(model_dir, PARAMS_FILE), lock_of=model_dir)
   return removed
+
+
+def holds_a_run(model_dir: str) -> bool:
+  """Whether a run got past its checks in model_dir (it wrote params.yaml)."""
+  try:
+    return fileio.exists(fileio.join(model_dir, PARAMS_FILE))
+  except (OSError, tf.errors.OpError):
+    return False
 
 
 def save_params(config: cfg.ExperimentConfig, model_dir: str) -> None:
@@ -60,25 +72,36 @@ class ArtifactWriter:
 
   Built on every worker (the encoder export is a collective under
   MultiWorkerMirroredStrategy); workers other than the chief write into a
-  temporary local directory that `close` deletes.
+  temporary local directory that `close` deletes. Whether a step is
+  exported is decided from what every worker sees alike (model_dir's export
+  when the run started, the calls so far), never from a worker's own
+  directory, so all of them join the same exports.
+
+  With `async_writes` the encoder export is written in the background like
+  the full checkpoint (`runtime.async_checkpoints`); `wait` returns once it
+  is complete.
   """
 
   def __init__(self, config: cfg.ExperimentConfig, model_dir: str,
                encoder: tf_keras.Model, is_chief: bool,
-               sentencepiece_path: Optional[str]):
+               sentencepiece_path: Optional[str], async_writes: bool = False):
     self._config = config
     self._model_dir = model_dir
     self._is_chief = is_chief
     self._spm_path = sentencepiece_path
     self._export_dir = model_dir if is_chief else tempfile.mkdtemp(
         prefix="rembert_tf-worker-export-")
+    self._exported_steps = {exported_step(model_dir)}
     self.encoder_writer = checkpoint_restore.EncoderExportWriter(
         encoder, self._export_dir, max_to_keep=config.trainer.max_to_keep,
         every_n_saves=getattr(config.trainer,
-                              "encoder_export_every_n_checkpoints", 1))
+                              "encoder_export_every_n_checkpoints", 1),
+        options=async_checkpoints.options(async_writes))
 
   def __call__(self, step: int, final: bool = False):
-    self.encoder_writer.save(step, final=final)
+    if step not in self._exported_steps:
+      if self.encoder_writer.save(step, final=final) is not None:
+        self._exported_steps.add(step)
     if not self._is_chief:
       return
     config_path = fileio.join(self._model_dir, checkpoint_layout.MODEL_CONFIG_FILE)
@@ -88,6 +111,17 @@ class ArtifactWriter:
     if self._spm_path and not fileio.exists(spm_target):
       fileio.copy(self._spm_path, spm_target)
 
+  def wait(self):
+    """Returns once every export started so far is written (raises a failed one's error)."""
+    async_checkpoints.wait_for_writes(self.encoder_writer.checkpoint)
+
   def close(self):
     if not self._is_chief:
       fileio.rmtree(self._export_dir)
+
+
+def exported_step(model_dir: str) -> Optional[int]:
+  """The step of model_dir's newest complete encoder export (None: none)."""
+  latest = tf.train.latest_checkpoint(
+      fileio.join(model_dir, checkpoint_layout.ENCODER_SUBDIR))
+  return int(latest.rsplit("-", 1)[1]) if latest else None

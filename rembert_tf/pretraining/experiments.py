@@ -33,7 +33,8 @@ import copy
 import dataclasses
 import os
 import re
-from typing import Any, Dict, Sequence, Union
+import typing
+from typing import Any, Dict, Optional, Sequence, Union
 
 import yaml
 from official.core import config_definitions as cfg
@@ -45,6 +46,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import masked_lm_task
+from rembert_tf.runtime import stop_checks
 
 EXPERIMENT_NAME = "rembert_pretraining"
 EXPERIMENT_CONFIG_DIR = rembert_config.CONFIG_ROOT / "experiments"
@@ -81,12 +83,21 @@ class RemBertTrainerConfig(cfg.TrainerConfig):
     encoder_export_every_n_checkpoints: write `encoder/ckpt-N` beside every
       Nth full checkpoint (and always beside the last one, and a preemption
       save); 1 exports at every checkpoint.
-    stop_check_steps: the host checks for a stop request (SIGTERM) every this
-      many steps, also inside a loop of `steps_per_loop` steps; the device
-      loop runs this many steps per call.
+    stop_check_seconds: the host checks for a stop request (SIGTERM, a
+      multi-worker preemption notice) about this often, also inside a loop of
+      `steps_per_loop` steps: the device loop runs as many steps per call as
+      take about this long (`runtime.stop_checks`).
+    stop_check_steps: a fixed number of steps per device call instead
+      (0: sized by `stop_check_seconds`).
+    enable_async_checkpointing: full checkpoints and encoder exports are
+      written by a background thread from a host copy of the variables
+      (orbit's `enable_async_checkpointing`); training goes on while they
+      are written. One host only (TPU, one or several local devices).
   """
   encoder_export_every_n_checkpoints: int = 1
-  stop_check_steps: int = 1
+  stop_check_seconds: float = stop_checks.DEFAULT_SECONDS
+  stop_check_steps: int = 0
+  enable_async_checkpointing: bool = False
 
 
 def adamw_optimization(learning_rate: float = 1e-4, warmup_steps: int = 10000,
@@ -243,16 +254,77 @@ def load_experiment_config(
     raise ExperimentConfigError(
         f"experiment config {list(map(str, config_files))} + overrides: {e}. "
         "Check the key against the ExperimentConfig fields (task / trainer / "
-        "runtime; see README 'Pre-training').") from None
+        "runtime; see docs/pretraining.md).") from None
   try:
     config.validate()
   except (KeyError, ValueError, AttributeError) as e:
     raise ExperimentConfigError(
         f"experiment config {list(map(str, config_files))} + overrides: "
         f"{' '.join(str(e).split())}. Fix the named fields.") from None
+  check_field_types(config)
   config.task.model.validate()
   check_trainer_config(config.trainer)
   return config
+
+
+# The field types checked. Text fields are not: some documented ones take a
+# list as well (input_path: globs, comma-separated or a list).
+_EXPECTED = {bool: "true or false", int: "an integer", float: "a number"}
+
+
+def _type_matches(value: Any, annotation: Any) -> Optional[bool]:
+  """Whether `value` fits a field annotation; None when the annotation is
+  not one this check knows (it is then left to the code that reads it)."""
+  if value is None:
+    return True  # Model Garden's "not set"
+  if annotation in _EXPECTED:
+    if annotation is bool or isinstance(value, bool):
+      return annotation is bool and isinstance(value, bool)
+    return isinstance(value, (int, float) if annotation is float
+                      else annotation)
+  origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+  if origin is typing.Union:
+    fits = [_type_matches(value, a) for a in args if a is not type(None)]
+    return None if None in fits or not fits else any(fits)
+  if origin in (list, tuple):
+    if not isinstance(value, (list, tuple)):
+      return False
+    return not args or all(_type_matches(v, args[0]) is not False
+                           for v in value)
+  return None
+
+
+def _expected(annotation: Any) -> str:
+  args = [a for a in typing.get_args(annotation) if a is not type(None)]
+  if typing.get_origin(annotation) in (list, tuple):
+    return "a list" + (f" of {_expected(args[0])}s".replace("an ", "").replace(
+        "a ", "") if args and args[0] in _EXPECTED else "")
+  if args:
+    return " or ".join(_expected(a) for a in args)
+  return _EXPECTED.get(annotation, str(annotation))
+
+
+def check_field_types(config: Any, path: str = "") -> None:
+  """Every field of the config holds a value of its declared type.
+
+  Model Garden's `override` stores what it is given (`train_steps=abc` stays
+  the string 'abc'), which fails far from the field: a TypeError in a
+  comparison, or a TensorFlow error tens of lines long once the learning
+  rate is a string. Checked here, the message names the field.
+  """
+  try:
+    hints = typing.get_type_hints(type(config))
+  except (NameError, TypeError):
+    return
+  for field in dataclasses.fields(config):
+    value, name = getattr(config, field.name), f"{path}{field.name}"
+    if dataclasses.is_dataclass(value):
+      check_field_types(value, name + ".")
+    elif _type_matches(value, hints.get(field.name)) is False:
+      raise ExperimentConfigError(
+          f"experiment config: {name} is {value!r}; it must be "
+          f"{_expected(hints[field.name])}. Fix it in --config or "
+          "--params_override.")
 
 
 def check_trainer_config(trainer: cfg.TrainerConfig) -> None:
@@ -277,10 +349,16 @@ def check_trainer_config(trainer: cfg.TrainerConfig) -> None:
   if trainer.max_to_keep is not None and trainer.max_to_keep <= 0:
     fail(f"trainer.max_to_keep is {trainer.max_to_keep}; keep at least 1 "
          "checkpoint (a resume needs one).")
-  for name in ("encoder_export_every_n_checkpoints", "stop_check_steps"):
-    value = getattr(trainer, name, 1)
-    if value is None or value < 1:
-      fail(f"trainer.{name} is {value}; it must be >= 1.")
+  value = getattr(trainer, "encoder_export_every_n_checkpoints", 1)
+  if value is None or value < 1:
+    fail(f"trainer.encoder_export_every_n_checkpoints is {value}; it must be "
+         ">= 1.")
+  if getattr(trainer, "stop_check_steps", 0) < 0:
+    fail(f"trainer.stop_check_steps is {trainer.stop_check_steps}; it must be "
+         ">= 0 (0: calls sized by trainer.stop_check_seconds).")
+  if getattr(trainer, "stop_check_seconds", 1.0) <= 0:
+    fail(f"trainer.stop_check_seconds is {trainer.stop_check_seconds}; it "
+         "must be > 0 (e.g. trainer.stop_check_seconds=1).")
 
 
 def save_experiment_config(config: cfg.ExperimentConfig, path) -> None:

@@ -33,16 +33,16 @@ class NonFiniteLossGuard:
   """Train action: stops on a NaN/inf loss before the loop's weights are saved."""
 
   def __init__(self, global_step: tf.Variable,
-               checkpoint_manager_fn: Callable[
-                   [], Optional[tf.train.CheckpointManager]]):
+               newest_checkpoint_fn: Callable[[], Optional[str]]):
+    """`newest_checkpoint_fn` returns the newest complete checkpoint, after
+    the writes in flight."""
     self._global_step = global_step
-    self._checkpoint_manager_fn = checkpoint_manager_fn
+    self._newest_checkpoint_fn = newest_checkpoint_fn
 
   def __call__(self, output: Mapping[str, object]):
     loss = float(np.asarray(output.get("training_loss", 0.0)))
     if not np.isfinite(loss):
-      manager = self._checkpoint_manager_fn()
-      last = manager.latest_checkpoint if manager else None
+      last = self._newest_checkpoint_fn()
       raise pretraining_errors.NonFiniteLossError(
           f"training loss is {loss} at step {int(self._global_step.numpy())}; "
           f"stopped without saving these weights. The last good checkpoint is "

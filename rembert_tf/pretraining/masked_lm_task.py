@@ -46,9 +46,9 @@ from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import synthetic_data
 
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 
-PretrainDataConfig = pretrain_dataloader.RemBertPretrainDataConfig
+PretrainDataConfig = pretraining_input_pipeline.RemBertPretrainDataConfig
 
 # Feature names the model consumes; the rest are labels.
 MODEL_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids",
@@ -187,8 +187,8 @@ class RemBertPretrainTask(base_task.Task):
       dataset = synthetic_data.synthetic_dataset(
           params, self.task_config.model.vocab_size, input_context)
     else:
-      dataset = pretrain_dataloader.RemBertPretrainDataLoader(params).load(
-          input_context)
+      dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
+          params).load(input_context)
     if (params.is_training and self.initial_train_step > 0
         and self.task_config.replay_data_on_resume):
       # Each step takes one per-replica batch per replica; a host's pipeline

@@ -3,9 +3,11 @@
 | check | refuses |
 | --- | --- |
 | `check_model_dir_writable` | a model_dir that cannot be created or written |
-| `check_data` | a mode without records, a glob matching nothing, records made for another model or with listed shards missing (`pretrain_dataloader.check_records_compatible`) |
+| `check_data` | a mode without records, a glob matching nothing, records made for another model or with listed shards missing (`pretraining_input_pipeline.check_records_compatible`) |
 | `check_checkpoint_compatible` | a model_dir checkpoint of another model (config fields, variable names and shapes) |
 | `check_sentencepiece_matches` | a resume on records of another SentencePiece model (sha256) |
+| `check_async_checkpointing` | asynchronous checkpoints under multi-worker MWMS |
+| `finished_checkpoint` | (refuses nothing) says a training run is complete in model_dir: nothing to do |
 
 and, when reading the records fails mid-run, `corrupt_records_error` names
 the shard.
@@ -30,7 +32,7 @@ from tensorflow.python.checkpoint import graph_view  # pylint: disable=g-direct-
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import artifacts
@@ -96,7 +98,8 @@ def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
           f"{field}.input_path {data.input_path!r} matches no file. Make the "
           "records first (tools/create_pretraining_data.py) or fix the path.")
     if data.check_metadata:
-      pretrain_dataloader.check_records_compatible(data, config.task.model)
+      pretraining_input_pipeline.check_records_compatible(data,
+                                                          config.task.model)
 
 
 def find_corrupt_shard(data_config) -> Optional[str]:
@@ -226,8 +229,8 @@ def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
                                 model_config: rembert_config.RemBertConfig
                                 ) -> Optional[str]:
   """Refuses a model_dir whose checkpoint is of another model (nothing
-  written); returns the newest checkpoint (None without one)."""
-  latest = tf.train.latest_checkpoint(model_dir)
+  written); returns the newest intact checkpoint (None without one)."""
+  latest = checkpoint_layout.latest_checkpoint(model_dir)
   if latest is None:
     return None
   problems = (_model_config_differences(model_dir, model_config) +
@@ -239,6 +242,43 @@ def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
         " | ".join(problems) +
         ". Use a new --model_dir, or the config this directory was trained "
         f"with ({fileio.join(model_dir, artifacts.PARAMS_FILE)}).")
+  return latest
+
+
+def check_async_checkpointing(config: cfg.ExperimentConfig,
+                              multi_worker: bool) -> None:
+  """Asynchronous checkpoints are written from one host; a multi-worker job
+  has every worker join each save."""
+  if config.trainer.enable_async_checkpointing and multi_worker:
+    raise pretraining_errors.PretrainingError(
+        "trainer.enable_async_checkpointing=true writes checkpoints from one "
+        "host; under --strategy multi_worker_mirrored every worker joins each "
+        "save. Set trainer.enable_async_checkpointing=false for this job.")
+
+
+def finished_checkpoint(config: cfg.ExperimentConfig, model_dir: str,
+                        mode: str) -> Optional[str]:
+  """model_dir's final checkpoint when a training run of this config is
+  complete there (its newest checkpoint is at trainer.train_steps or later,
+  with its encoder export, and of this model); else None.
+
+  Read from model_dir alone, so every worker of a job decides alike before
+  any of them connects to the others.
+  """
+  if "train" not in mode or not fileio.isdir(model_dir):
+    return None
+  try:  # An index naming only broken checkpoints is reported by the run.
+    latest = checkpoint_layout.latest_checkpoint(model_dir, report=lambda _: None)
+  except checkpoint_layout.CheckpointError:
+    return None
+  if latest is None or checkpoint_step(latest) < config.trainer.train_steps:
+    return None
+  step = checkpoint_step(latest)
+  if (artifacts.exported_step(model_dir) != step
+      or not fileio.exists(fileio.join(model_dir,
+                                       checkpoint_layout.MODEL_CONFIG_FILE))
+      or _model_config_differences(model_dir, config.task.model)):
+    return None  # the run goes on: it exports, or names the mismatch
   return latest
 
 

@@ -3,7 +3,9 @@
 `PretrainingError` and its subclasses are refused starts (nothing written) or
 failed writes; `NonFiniteLossError` stops training before a NaN / inf loop's
 weights are saved (exit code 3); `TrainingPreempted` is the runtime's one
-preempted error (exit code 42), exported here because pre-training raises it.
+preempted error (exit code 42) and `LostPeerError` its report of a lost
+worker of a multi-worker job (exit code 1), exported here because
+pre-training raises them.
 
 Example:
 ```python
@@ -15,6 +17,7 @@ except pretraining.TokenizerMismatchError as e:
 ```
 """
 from rembert_tf.common import errors
+from rembert_tf.runtime.cluster_failures import LostPeerError  # noqa: F401  (exported)
 from rembert_tf.runtime.preemption import TrainingPreempted  # noqa: F401  (exported)
 
 

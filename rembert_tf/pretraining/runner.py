@@ -15,10 +15,15 @@ a resumable, preemptible RemBERT job on TPU pods needs around them:
   `trainer.max_to_keep` (Model Garden's CheckpointManager), automatic resume
   (step, weights, optimizer slots), a failed save that leaves no
   `ckpt-N_temp`, and stale ones removed at start (`training_loop`);
-* a stop check between steps (`trainer.stop_check_steps`), not only at the
-  end of a loop of `steps_per_loop`: SIGTERM saves at the step reached
-  (single host); several workers consult TF's `PreemptionCheckpointHandler`
-  at the same points;
+* a stop check between device calls of about `trainer.stop_check_seconds`
+  of steps (`runtime.stop_checks`), not only at the end of a loop of
+  `steps_per_loop`, and no host read of the step per call: SIGTERM saves at
+  the step reached and exits 42 (single host); several workers consult TF's
+  `PreemptionCheckpointHandler` after the same calls and stop together;
+* asynchronous checkpoints (`trainer.enable_async_checkpointing`): a save
+  in flight is never reported; the final and the preemption save wait;
+* restarts of a multi-worker job: a finished job says so and writes
+  nothing; a lost worker is named (`runtime.cluster_failures`);
 * after saves the fine-tuning artefacts next to the full checkpoint
   (`artifacts`): `model_config.yaml`, `encoder/ckpt-N` (every
   `trainer.encoder_export_every_n_checkpoints`-th save and the last), and
@@ -54,14 +59,18 @@ from official.core import train_utils
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
+from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import loop_actions
 from rembert_tf.pretraining import preflight_checks
 from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.pretraining import training_loop
+from rembert_tf.runtime import cluster_failures
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
+from rembert_tf.runtime import stop_checks
 from rembert_tf.runtime import strategies
 
 MODES = ("train", "eval", "train_and_eval")
@@ -112,6 +121,9 @@ def run(experiment_config: cfg.ExperimentConfig,
   """
   config = _resolved_config(experiment_config, mode, mixed_precision)
   model_dir = fileio.as_str(model_dir).rstrip("/")
+  finished = preflight_checks.finished_checkpoint(config, model_dir, mode)
+  if finished:  # a restart after the end: nothing to build, nothing written
+    return _finished_run_metrics(config, model_dir, finished, print_fn)
   preflight_checks.check_model_dir_writable(model_dir)
   preflight_checks.check_data(config, mode)
   if isinstance(strategy, str) or strategy is None:
@@ -129,7 +141,7 @@ def run(experiment_config: cfg.ExperimentConfig,
 def _one_writer(model_dir: str, strategy: tf.distribute.Strategy):
   """The lock of model_dir (one run writes it); under MultiWorkerMirrored
   only the chief takes it, the other workers write temporaries of their own."""
-  return (fileio.writing_output(model_dir) if strategies.is_chief(strategy)
+  return (outputs.writing_output(model_dir) if strategies.is_chief(strategy)
           else contextlib.nullcontext())
 
 
@@ -168,17 +180,22 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
          strategy: tf.distribute.Strategy, allow_sentencepiece_mismatch: bool,
          print_fn: Callable[[str], None]) -> Dict[str, Any]:
   """The named steps of a run under `strategy`, after the first checks."""
-  task, latest = _build_task(config, model_dir, mode)
+  task, latest = _build_task(config, model_dir, mode, print_fn)
   trainer = _build_trainer(config, task, strategy, mode)
   _check_resume(config, model_dir, mode, trainer, latest,
                 allow_sentencepiece_mismatch, print_fn)
+  preflight_checks.check_async_checkpointing(
+      config, strategies.is_multi_worker(strategy))
   is_chief = strategies.is_chief(strategy)
   if is_chief:  # Nothing was written before this point.
     artifacts.remove_temporaries(model_dir)
     artifacts.save_params(config, model_dir)
+    if latest:  # After a fallback: the checkpoint the manager restores.
+      checkpoint_layout.name_as_latest(model_dir, latest)
   writer = artifacts.ArtifactWriter(
       config, model_dir, trainer.model.encoder, is_chief,
-      preflight_checks.sentencepiece_model_of(config.task.train_data))
+      preflight_checks.sentencepiece_model_of(config.task.train_data),
+      async_writes=config.trainer.enable_async_checkpointing)
   progress = loop_actions.ProgressPrinter(
       trainer.global_step, config.trainer.train_steps, print_fn)
   evaluations = loop_actions.EvalRecorder(trainer.global_step, print_fn)
@@ -192,24 +209,52 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
           _controller_class(writer, stop_flag, strategy, model_dir),
           progress, evaluations)
       _install_stop_checks(trainer, config, strategy, stop_flag,
-                           experiment.checkpoint_manager)
+                           experiment.controller)
       if latest and "train" in mode:
         print_fn(f"resumed from {latest} at step "
                  f"{int(trainer.global_step.numpy())}")
-      experiment.run()
+      _run_experiment(experiment, strategy)
     return _final_metrics(trainer, experiment, model_dir, progress,
                           evaluations)
   finally:
+    if experiment is not None:
+      experiment.finish_writes()
     writer.close()
     if experiment is not None:
       experiment.remove_worker_checkpoints()
 
 
-def _build_task(config: cfg.ExperimentConfig, model_dir: str, mode: str
+def _run_experiment(experiment: training_loop.ExperimentRunner,
+                    strategy: tf.distribute.Strategy) -> None:
+  """Runs the experiment; a failed collective of a multi-worker job is
+  reported as the lost peer it is."""
+  try:
+    experiment.run()
+  except tf.errors.OpError as e:
+    if not cluster_failures.is_lost_peer(e, strategy):
+      raise
+    raise cluster_failures.LostPeerError.from_error(
+        e, strategy.cluster_resolver,
+        experiment.newest_complete_checkpoint()) from None
+
+
+def _finished_run_metrics(config: cfg.ExperimentConfig, model_dir: str,
+                          checkpoint: str, print_fn: Callable[[str], None]
+                          ) -> Dict[str, Any]:
+  step = preflight_checks.checkpoint_step(checkpoint)
+  print_fn(f"the job is complete: {checkpoint} is at step {step} "
+           f"(trainer.train_steps={config.trainer.train_steps}); nothing to "
+           "do. Raise trainer.train_steps to train further.")
+  return {"global_step": step, "model_dir": model_dir,
+          "checkpoint": checkpoint}
+
+
+def _build_task(config: cfg.ExperimentConfig, model_dir: str, mode: str,
+                print_fn: Callable[[str], None]
                 ) -> Tuple[base_task.Task, Optional[str]]:
-  """The task, starting its data at the step of model_dir's newest checkpoint
-  (returned too; None without one)."""
-  latest = tf.train.latest_checkpoint(model_dir)
+  """The task, starting its data at the step of model_dir's newest intact
+  checkpoint (returned too; None without one)."""
+  latest = checkpoint_layout.latest_checkpoint(model_dir, report=print_fn)
   if mode == "eval" and latest is None:
     raise pretraining_errors.PretrainingError(
         f"--mode eval: --model_dir {model_dir} holds no checkpoint to evaluate "
@@ -253,7 +298,8 @@ def _controller_class(writer: artifacts.ArtifactWriter, stop_flag,
   # collective): on several workers TF's preemption handler saves and stops.
   stop_flag = None if strategies.is_multi_worker(strategy) else stop_flag
   return lambda **kwargs: training_loop.ExportingController(
-      after_save=writer, stop_flag=stop_flag, model_dir=model_dir, **kwargs)
+      artifact_writer=writer, stop_flag=stop_flag, model_dir=model_dir,
+      **kwargs)
 
 
 def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
@@ -263,13 +309,15 @@ def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
   runner_box = {}
   guard = loop_actions.NonFiniteLossGuard(
       trainer.global_step,
-      lambda: runner_box["runner"].checkpoint_manager if runner_box else None)
+      lambda: (runner_box["runner"].newest_complete_checkpoint(wait=True)
+               if runner_box else None))
   try:
     experiment = training_loop.ExperimentRunner(
         distribution_strategy=strategy, task=task, mode=mode, params=config,
         model_dir=model_dir, trainer=trainer,
         train_actions=[guard, progress] if "train" in mode else None,
-        eval_actions=[evaluations], controller_cls=controller_cls)
+        eval_actions=[evaluations], controller_cls=controller_cls,
+        enable_async_checkpointing=config.trainer.enable_async_checkpointing)
   except ValueError as e:  # orbit / Model Garden refusing a trainer setting
     raise pretraining_errors.PretrainingError(
         f"experiment config: {errors.one_line(e)}. Fix the named trainer.* "
@@ -281,12 +329,16 @@ def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
 def _install_stop_checks(trainer: training_loop.PretrainTrainer,
                          config: cfg.ExperimentConfig,
                          strategy: tf.distribute.Strategy, stop_flag,
-                         checkpoint_manager: tf.train.CheckpointManager):
-  """Between steps: the SIGTERM flag (one host) or TF's preemption handler
-  (several workers, called at the same steps on every one)."""
-  trainer.stop_check_steps = getattr(config.trainer, "stop_check_steps", 1)
+                         controller: training_loop.ExportingController):
+  """Between device calls of about trainer.stop_check_seconds: the SIGTERM
+  flag (one host) or TF's preemption handler (several workers, called after
+  the same calls on every one)."""
+  trainer.stop_checks = stop_checks.StopCheckSchedule(
+      seconds=config.trainer.stop_check_seconds,
+      fixed_steps=config.trainer.stop_check_steps,
+      agree=stop_checks.agree_across_workers(strategy))
   hook = preemption.multi_worker_preemption_hook(
-      strategy, checkpoint_manager, trainer.global_step)
+      strategy, controller.save_final, trainer.global_step)
   trainer.stop_requested = None if hook else stop_flag.is_set
   trainer.between_steps_hooks = [hook] if hook else []
 
@@ -296,7 +348,8 @@ def _final_metrics(trainer, experiment, model_dir, progress, evaluations
   metrics: Dict[str, Any] = {
       "global_step": int(trainer.global_step.numpy()),
       "model_dir": model_dir,
-      "checkpoint": experiment.checkpoint_manager.latest_checkpoint,
+      "checkpoint": (experiment.controller.final_checkpoint
+                     or experiment.newest_complete_checkpoint()),
   }
   if progress.last_logs:
     metrics.update(

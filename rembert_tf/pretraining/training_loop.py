@@ -3,8 +3,8 @@ experiment runner, with what a preemptible run on TPU pods adds.
 
 | class | builds on | adds |
 | --- | --- | --- |
-| `PretrainTrainer` | `official.core.base_trainer.Trainer` | a stop check every `stop_check_steps` steps inside a loop; wall-clock examples/s |
-| `ExportingController` | `orbit.Controller` | artefacts after every save; no partial checkpoint after a failed save; save-then-stop on SIGTERM |
+| `PretrainTrainer` | `official.core.base_trainer.Trainer` | a stop check between device calls of about a second of steps inside a loop; no per-call host read of the step; wall-clock examples/s |
+| `ExportingController` | `orbit.Controller` | artefacts after every save; no partial checkpoint after a failed save; waits for asynchronous writes before a checkpoint is reported; save-then-stop on SIGTERM |
 | `ExperimentRunner` | `official.core.train_lib.OrbitExperimentRunner` | workers other than the chief start from the chief's newest checkpoint |
 
 `rembert_tf.pretraining.runner.run` puts them together.
@@ -19,7 +19,7 @@ experiment = training_loop.ExperimentRunner(
     distribution_strategy=strategy, task=task, mode="train", params=config,
     model_dir=model_dir, trainer=trainer,
     controller_cls=lambda **kw: training_loop.ExportingController(
-        after_save=writer, stop_flag=stop_flag, model_dir=model_dir, **kw))
+        artifact_writer=writer, stop_flag=stop_flag, model_dir=model_dir, **kw))
 experiment.run()
 ```
 """
@@ -39,7 +39,10 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import pretraining_errors
+from rembert_tf.runtime import async_checkpoints
+from rembert_tf.runtime import cluster_failures
 from rembert_tf.runtime import preemption
+from rembert_tf.runtime import stop_checks as stop_checks_lib
 
 # A log line (not the console) with the step reached, at most this often,
 # also inside a long loop of steps_per_loop steps.
@@ -48,17 +51,24 @@ HEARTBEAT_SECONDS = 60
 
 class PretrainTrainer(base_trainer.Trainer):
   """Model Garden's Trainer, plus wall-clock examples/s in the loop logs and a
-  stop check between steps.
+  stop check between device calls.
 
   orbit runs a loop of `steps_per_loop` steps as one device call; a Python
   signal handler only runs when that call returns, so with thousands of steps
   per loop a SIGTERM would wait minutes. Here the loop is dispatched in calls
-  of `stop_check_steps` steps; after each, `between_steps_hooks` run and the
-  loop ends early when `stop_requested()` says so.
+  sized by `stop_checks` (`runtime.stop_checks.StopCheckSchedule`: about a
+  second of steps each, or a fixed count); after each, `between_steps_hooks`
+  run and the loop ends early when `stop_requested()` says so. The host
+  counts the steps itself: the step counter is read from the device once per
+  loop (for its log line), never per call.
   """
-  stop_check_steps: int = 1
-  stop_requested: Optional[Callable[[], bool]] = None
-  between_steps_hooks: List[Callable[[], None]] = []
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.stop_checks = stop_checks_lib.StopCheckSchedule()
+    self.stop_requested: Optional[Callable[[], bool]] = None
+    self.between_steps_hooks: List[Callable[[], None]] = []
+    self._last_heartbeat = -float("inf")
 
   def train(self, num_steps: tf.Tensor):
     self.train_loop_begin()
@@ -68,72 +78,133 @@ class PretrainTrainer(base_trainer.Trainer):
       self._train_iter = tf.nest.map_structure(iter, self.train_dataset)
     remaining = int(num_steps)
     while remaining > 0:
-      steps = min(remaining, max(1, self.stop_check_steps))
+      steps = self.stop_checks.next_call(remaining)
+      started = time.monotonic()
       self._train_loop_fn(self._train_iter, tf.constant(steps, tf.int32))
+      self.stop_checks.observe(steps, time.monotonic() - started)
       remaining -= steps
-      logging.log_every_n_seconds(
-          logging.INFO, "training: at step %d", HEARTBEAT_SECONDS,
-          int(self.global_step.numpy()))
+      self._steps_in_loop += steps
+      self._log_heartbeat()
       for hook in self.between_steps_hooks:
         hook()
       if remaining and self.stop_requested and self.stop_requested():
         break
     return self.train_loop_end()
 
+  def _log_heartbeat(self):
+    """A log line with the step reached, at most every HEARTBEAT_SECONDS."""
+    now = time.monotonic()
+    if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
+      self._last_heartbeat = now
+      logging.info("training: at step %d",
+                   self._loop_start_step + self._steps_in_loop)
+
   def train_loop_begin(self):
     super().train_loop_begin()
     self._loop_start_time = time.time()
     self._loop_start_step = int(self.global_step.numpy())
+    self._steps_in_loop = 0
 
   def train_loop_end(self):
     logs = super().train_loop_end()
     logs = {k: float(np.asarray(v)) for k, v in logs.items()}
     elapsed = max(time.time() - self._loop_start_time, 1e-9)
-    steps = int(self.global_step.numpy()) - self._loop_start_step
     logs["examples_per_second"] = (
-        steps * self.config.task.train_data.global_batch_size / elapsed)
+        self._steps_in_loop * self.config.task.train_data.global_batch_size
+        / elapsed)
     return logs
 
 
 class ExportingController(orbit.Controller):
   """orbit.Controller that writes the fine-tuning artefacts after every save,
-  leaves no partial checkpoint when a save fails, and saves-then-stops when a
-  SIGTERM was received."""
+  leaves no partial checkpoint when a save fails, waits for asynchronous
+  writes before it reports a checkpoint, and saves-then-stops when a SIGTERM
+  was received.
+
+  Whether a step is saved is decided from the step alone (the same on every
+  worker), never from a worker's own checkpoint directory: under
+  MultiWorkerMirroredStrategy every worker must join the same saves.
+  """
 
   def __init__(self, *args,
-               after_save: Optional[Callable[[int, bool], None]] = None,
+               artifact_writer: Optional[artifacts.ArtifactWriter] = None,
                stop_flag: Optional[threading.Event] = None,
                model_dir: Optional[str] = None, **kwargs):
-    self._after_save = after_save
+    self._artifact_writer = artifact_writer
     # Set by SIGTERM (one host); None on several workers, where TF's
-    # preemption handler saves and stops between steps instead.
+    # preemption handler calls `save_final` and stops between calls instead.
     self._stop_flag = stop_flag
     self._model_dir = model_dir
     self._last_saved_step = 0
+    self._unconfirmed_step = None  # an asynchronous save not yet waited for
+    self.final_checkpoint: Optional[str] = None  # set by `save_final`
     super().__init__(*args, **kwargs)
     self._last_saved_step = int(self.global_step.numpy())  # after restore
 
-  def _save_now(self, final: bool):
-    step = int(self.global_step.numpy())
+  def _save_step(self, step: int) -> bool:
+    """Saves the checkpoint of `step` unless it exists (restored or saved)."""
+    if step == self._last_saved_step:
+      return False
     try:
       saved = super()._maybe_save_checkpoint(check_interval=False)
-      # The final save of a step already saved is skipped by the manager;
-      # the artefacts still get their final export.
-      latest = self.checkpoint_manager.latest_checkpoint
-      exists = bool(latest) and latest.endswith(f"ckpt-{step}")
-      if (saved or (final and exists)) and self._after_save:
-        self._after_save(step, final)
     except (OSError, tf.errors.OpError) as e:
-      raise self._save_failed(step, e) from None
+      raise self._save_failed(self._unconfirmed_step or step, e) from None
     if saved:
       self._last_saved_step = step
+      if self._enable_async_checkpoint_saving:
+        self._unconfirmed_step = step
     return saved
 
-  def _save_failed(self, step, error) -> pretraining_errors.PretrainingError:
+  def _export(self, step: int, final: bool) -> None:
+    if self._artifact_writer is None:
+      return
+    try:
+      self._artifact_writer(step, final)
+    except (OSError, tf.errors.OpError) as e:
+      raise self._save_failed(step, e) from None
+
+  def wait_for_saves(self) -> None:
+    """Returns once every checkpoint and export started so far is complete."""
+    try:
+      if self.checkpoint_manager is not None:
+        async_checkpoints.wait_for_writes(self.checkpoint_manager.checkpoint)
+      if self._artifact_writer is not None:
+        self._artifact_writer.wait()
+    except (OSError, tf.errors.OpError) as e:
+      raise self._save_failed(self._unconfirmed_step, e) from None
+    self._unconfirmed_step = None
+
+  def save_final(self) -> Optional[str]:
+    """Saves the checkpoint of the step reached (unless it exists), exports
+    it, and waits until both are written; returns the checkpoint."""
+    step = int(self.global_step.numpy())
+    self._save_step(step)
+    if step != self._last_saved_step:
+      return None
+    self._export(step, final=True)
+    self.wait_for_saves()
+    # The chief's path, also on a worker that saved into a directory of its
+    # own (whose chief may still be renaming its files).
+    written = self.checkpoint_manager.latest_checkpoint or f"ckpt-{step}"
+    self.final_checkpoint = (fileio.join(self._model_dir,
+                                         fileio.basename(written))
+                             if self._model_dir else written)
+    return self.final_checkpoint
+
+  def newest_complete_checkpoint(self) -> Optional[str]:
+    """model_dir's newest complete checkpoint, what a restart resumes from
+    (a save in flight is not in model_dir's index yet)."""
+    if self._model_dir:
+      return tf.train.latest_checkpoint(self._model_dir)
+    return self.checkpoint_manager.latest_checkpoint
+
+  def _save_failed(self, step, error) -> Exception:
+    if cluster_failures.is_lost_peer(error, self.strategy):
+      return error  # the runner names the lost peer
     removed = []
     if self._model_dir and fileio.isdir(self._model_dir):
       removed = artifacts.remove_temporaries(self._model_dir)
-    latest = self.checkpoint_manager.latest_checkpoint
+    latest = self.newest_complete_checkpoint()
     return pretraining_errors.PretrainingError(
         f"writing the checkpoint of step {step} to {self._model_dir} failed "
         f"({errors.one_line(error)}); removed the partial files "
@@ -144,19 +215,23 @@ class ExportingController(orbit.Controller):
   def _maybe_save_checkpoint(self, check_interval: bool = True):
     """Saves at multiples of checkpoint_interval (CheckpointManager's own
     interval counts from the first save, which lands on step 1 or on
-    whatever step a run resumed at)."""
+    whatever step a run resumed at); `check_interval=False` is orbit's save
+    at the end of training: the final save."""
     if self._stop_flag is not None and self._stop_flag.is_set():
-      self._save_now(final=True)
-      raise preemption.TrainingPreempted.after_save(
-          self.checkpoint_manager.latest_checkpoint,
-          int(self.global_step.numpy()))
+      latest = self.save_final()
+      raise preemption.TrainingPreempted.after_save(latest,
+                                                    self._last_saved_step)
+    if not check_interval:
+      return self.save_final() is not None
     step = int(self.global_step.numpy())
     interval = (self.checkpoint_manager.checkpoint_interval
                 if self.checkpoint_manager else None)
-    if check_interval and interval:
-      if step // interval <= self._last_saved_step // interval:
-        return False
-    return self._save_now(final=not check_interval)
+    if not interval or step // interval <= self._last_saved_step // interval:
+      return False
+    saved = self._save_step(step)
+    if saved:
+      self._export(step, final=False)
+    return saved
 
 
 class ExperimentRunner(train_lib.OrbitExperimentRunner):
@@ -190,6 +265,22 @@ class ExperimentRunner(train_lib.OrbitExperimentRunner):
         step_counter=trainer.global_step,
         checkpoint_interval=self.params.trainer.checkpoint_interval,
         init_fn=start_like_the_chief)
+
+  def newest_complete_checkpoint(self, wait: bool = False) -> Optional[str]:
+    """model_dir's newest complete checkpoint (what a restart resumes from);
+    with `wait`, after the writes in flight are complete."""
+    if wait:
+      self.finish_writes()
+    return tf.train.latest_checkpoint(self.model_dir)
+
+  def finish_writes(self) -> None:
+    """Waits for asynchronous checkpoint writes still in flight; on the way
+    out of a failed run a failed write is logged, not raised over the
+    error that ended the run."""
+    try:
+      self.controller.wait_for_saves()
+    except (errors.RemBertError, OSError, tf.errors.OpError) as e:
+      logging.warning("a checkpoint write in flight failed: %s", e)
 
   def remove_worker_checkpoints(self) -> None:
     """Deletes the temporary checkpoint directory of a non-chief worker."""

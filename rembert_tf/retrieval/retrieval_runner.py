@@ -39,6 +39,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.retrieval import bitext
 from rembert_tf.retrieval import bucc
@@ -121,7 +122,7 @@ def _write_task_files(output_dir, kind: str, task: str, texts: Dict[str, str]):
   if not texts:
     fileio.rmtree(folder)
     return
-  with fileio.atomic_directory(folder, overwrite=True) as tmp:
+  with outputs.atomic_directory(folder, overwrite=True) as tmp:
     for lang, text in texts.items():
       fileio.write_text(fileio.join(tmp, f"{SPLIT}-{lang}.tsv"), text)
 

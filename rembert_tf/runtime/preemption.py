@@ -6,9 +6,9 @@ the end of a loop), saves a checkpoint and raises `TrainingPreempted`; the
 command exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of
 TensorFlow's `PreemptionCheckpointHandler`). Several workers: one worker
 must never leave the loop alone (the others would wait in a collective), so
-orbit's `SaveCheckpointIfPreempted` (TensorFlow's preemption watcher over the
-cluster) is called at the same steps on every worker and saves on all of
-them together.
+TensorFlow's `PreemptionCheckpointHandler` (a preemption watcher over the
+cluster) is called at the same steps on every worker; it has all of them
+save at the same step and raise `TrainingPreempted` together.
 
 Example:
 ```python
@@ -22,12 +22,13 @@ with preemption.sigterm_stop_flag() as stop:
 ```
 """
 import contextlib
+import os
 import signal
+import tempfile
 import threading
 from typing import Callable, Iterator, Optional
 
 from absl import logging
-import orbit
 import tensorflow as tf
 
 from rembert_tf.common import errors
@@ -48,9 +49,9 @@ class TrainingPreempted(errors.RemBertError, RuntimeError):
     self.checkpoint_path = checkpoint_path
 
   @classmethod
-  def after_save(cls, checkpoint_path: Optional[str],
-                 step: int) -> "TrainingPreempted":
-    return cls(f"SIGTERM received: saved {checkpoint_path} at step {step} and "
+  def after_save(cls, checkpoint_path: Optional[str], step: int,
+                 cause: str = "SIGTERM received") -> "TrainingPreempted":
+    return cls(f"{cause}: saved {checkpoint_path} at step {step} and "
                "stopped; run the same command again to resume.",
                step, checkpoint_path)
 
@@ -82,13 +83,37 @@ def sigterm_stop_flag() -> Iterator[threading.Event]:
 
 def multi_worker_preemption_hook(
     strategy: tf.distribute.Strategy,
-    checkpoint_manager: tf.train.CheckpointManager,
+    save: Callable[[], Optional[str]],
     global_step: tf.Variable) -> Optional[Callable[[], None]]:
-  """Under multi-worker MWMS: a call that saves on every worker and exits 42
-  once any worker got a preemption notice (call it at the same steps on
-  every worker); None on one host."""
+  """Under multi-worker MWMS: a call (make it between the same steps on every
+  worker) that, once any worker got SIGTERM, runs `save` on every worker at
+  the same step (it returns the checkpoint written) and raises
+  `TrainingPreempted` on all of them; None on one host.
+
+  Builds on TensorFlow's `PreemptionCheckpointHandler`, which agrees on the
+  step through the cluster's coordination service. It is given an empty
+  CheckpointManager of its own: the run restored its checkpoint already, and
+  `save` is the trainer's save (checkpoint, encoder export, waiting for both).
+  """
   if not strategies.is_multi_worker(strategy):
     return None
-  action = orbit.actions.SaveCheckpointIfPreempted(
-      strategy.cluster_resolver, checkpoint_manager, global_step)
-  return lambda: action(None)
+  saved = {}
+
+  def save_on_every_worker():
+    saved["path"] = save()
+
+  def stop():
+    raise TrainingPreempted.after_save(saved.get("path"),
+                                       int(global_step.numpy()),
+                                       cause="a worker received SIGTERM")
+
+  handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+      strategy.cluster_resolver,
+      tf.train.CheckpointManager(
+          tf.train.Checkpoint(), max_to_keep=1,
+          # Never written (the saves are `save`'s) nor holding a checkpoint.
+          directory=os.path.join(tempfile.gettempdir(),
+                                 f"rembert_tf-preemption-{os.getpid()}")),
+      termination_config=tf.distribute.experimental.TerminationConfig(
+          exit_fn=stop, save_fn=save_on_every_worker))
+  return handler.save_checkpoint_if_preempted

@@ -20,13 +20,18 @@ from rembert_tf.runtime import strategies
 strategy = strategies.make_strategy("one_device")
 strategy.num_replicas_in_sync                      # 1
 strategies.is_multi_worker(strategy)               # False
+strategies.process_label()  # 'worker1' under a TF_CONFIG naming worker 1 of 2
 ```
 """
+import json
 import os
 from typing import List, Optional
 
 import tensorflow as tf
 from official.common import distribute_utils
+from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.distribute import multi_worker_util  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.eager import context as tf_context  # pylint: disable=g-direct-tensorflow-import
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -36,6 +41,13 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu",
 DEFAULT_STRATEGY = "one_device"
 # Model Garden's name for TensorFlow's default strategy.
 _MODEL_GARDEN_NAMES = {"default": "off"}
+
+
+# A worker that sends no heartbeat for this long is declared lost by the
+# cluster's coordination service, which then fails every worker's pending
+# collective: no worker waits longer for a dead peer. Heartbeats come from a
+# thread of TensorFlow's runtime, so long steps or saves do not delay them.
+WORKER_HEARTBEAT_TIMEOUT_SECONDS = 10
 
 
 class StrategyError(errors.RemBertError, ValueError):
@@ -54,9 +66,30 @@ def make_strategy(name: str = DEFAULT_STRATEGY,
                         f"{', '.join(STRATEGIES)}.")
   if name == "tpu":
     return _make_tpu_strategy(tpu)
+  if name == "multi_worker_mirrored":
+    _configure_worker_heartbeats(WORKER_HEARTBEAT_TIMEOUT_SECONDS)
   return distribute_utils.get_distribution_strategy(
       distribution_strategy=_MODEL_GARDEN_NAMES.get(name, name),
       num_gpus=len(tf.config.list_physical_devices("GPU")))
+
+
+def _configure_worker_heartbeats(timeout_seconds: int) -> None:
+  """Sets up the coordination service MultiWorkerMirroredStrategy starts
+  (the same service, leader and jobs) with an explicit heartbeat timeout;
+  the strategy keeps a service configured before it is built."""
+  resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+  spec = resolver.cluster_spec()
+  jobs = [job for job in ("chief", "worker") if job in spec.jobs]
+  if (resolver.task_type not in jobs
+      or sum(spec.num_tasks(job) for job in jobs) < 2
+      or tf_context.context().coordination_service is not None):
+    return
+  tf_context.context().configure_coordination_service(
+      service_type="standalone",
+      service_leader=multi_worker_util.coordination_leader(spec),
+      coordinated_jobs=[coordination_config_pb2.CoordinatedJob(
+          name=job, num_tasks=spec.num_tasks(job)) for job in jobs],
+      heartbeat_timeout_in_ms=timeout_seconds * 1000)
 
 
 def _tpu_hints() -> List[str]:
@@ -102,3 +135,19 @@ def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
   """The process that writes a run's files (every process but MWMS workers)."""
   return (not is_multi_worker(strategy)) or strategy.extended.should_checkpoint
+
+
+def process_label() -> str:
+  """`worker1` for the process TF_CONFIG names in a cluster of several
+  (read from the environment, before any strategy connects); '' otherwise."""
+  try:
+    tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+  except ValueError:
+    return ""
+  task = tf_config.get("task") or {}
+  cluster = tf_config.get("cluster") or {}
+  size = sum(len(tasks) for job, tasks in cluster.items()
+             if job in ("chief", "worker"))
+  if size < 2 or "type" not in task:
+    return ""
+  return f"{task['type']}{task.get('index', 0)}"

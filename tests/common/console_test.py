@@ -1,9 +1,7 @@
-"""Console output: loop lines, progress bars with ETA, quiet start-up, the log file."""
+"""Console output: loop lines, progress bars with ETA, quiet start-up, program names."""
 import io
 import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -115,82 +113,6 @@ def test_orbit_controller_lines_go_to_the_log_only(capsys):
     controller._log("train | step: 2 | output: {...}")
   assert controller._log is original
   assert "train | step" not in capsys.readouterr().out
-
-
-# The log file moves file descriptor 2 and sys.stderr: a process of its own.
-# Flags are not parsed, as in a command that parses its arguments itself.
-_COMMAND = textwrap.dedent("""
-    import os, sys
-    from absl import flags, logging
-    from rembert_tf.common import console
-    out = console.start_command_output("rembert-x", sys.argv[1], verbose=False)
-    def main(argv):
-      os.write(2, b"E cuda_platform.cc:51] failed call to cuInit\\n")
-      logging.info("absl info line")
-      logging.error("absl error line")
-      print("result on stdout")
-      print("message on stderr", file=sys.stderr)
-      return int(sys.argv[2])
-    try:
-      console.run_with_command_output(main, [], out)
-    finally:
-      print("LOG", out.log_path, out.final_log_path)
-""")
-
-
-def _run_command(output_dir, exit_code):
-  return subprocess.run([sys.executable, "-c", _COMMAND, str(output_dir),
-                         str(exit_code)], capture_output=True, text=True,
-                        check=False, timeout=60,
-                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-
-
-def test_command_log_file_holds_the_noise_and_lands_in_the_output_dir(tmp_path):
-  done = _run_command(tmp_path, 0)
-  assert done.returncode == 0, done.stderr
-  assert "result on stdout" in done.stdout
-  assert "message on stderr" in done.stderr
-  assert "absl error line" in done.stderr  # Errors still reach the console.
-  assert "cuInit" not in done.stderr and "absl info line" not in done.stderr
-  assert "full log: " in done.stderr
-  (log,) = (tmp_path / "logs").glob("rembert-x-*.log")
-  text = log.read_text()
-  assert "failed call to cuInit" in text and "absl info line" in text
-  assert "exit code 0" in text
-  temporary = done.stdout.split("LOG ")[1].split()[0]
-  assert not os.path.exists(temporary)
-
-
-def test_failed_command_writes_nothing_into_the_output_dir(tmp_path):
-  done = _run_command(tmp_path / "out", 1)
-  assert "message on stderr" in done.stderr
-  assert not (tmp_path / "out").exists()
-  temporary = done.stdout.split("LOG ")[1].split()[0]
-  assert "failed call to cuInit" in open(temporary).read()
-  os.remove(temporary)
-
-
-def test_set_output_dir_names_where_the_running_command_log_goes(monkeypatch):
-  output = console.CommandOutput("rembert-demo", None, verbose=False)
-  monkeypatch.setattr(console, "_current", output)
-  console.set_output_dir("runs/demo-1")
-  assert output.output_dir == "runs/demo-1"
-  monkeypatch.setattr(console, "_current", None)
-  console.set_output_dir("elsewhere")  # Outside a command: nothing happens.
-  assert output.output_dir == "runs/demo-1"
-
-
-def test_logs_of_failed_runs_are_removed_after_a_week(tmp_path, monkeypatch):
-  monkeypatch.setattr(console, "LOG_TMP_DIR", str(tmp_path))
-  old, recent, other = (tmp_path / "rembert-x-1.log", tmp_path / "rembert-x-2.log",
-                        tmp_path / "notes.txt")
-  for path in (old, recent, other):
-    path.write_text("log")
-  eight_days_ago = os.path.getmtime(recent) - 8 * 86400
-  os.utime(old, (eight_days_ago, eight_days_ago))
-  os.utime(other, (eight_days_ago, eight_days_ago))
-  console.remove_old_logs()
-  assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "rembert-x-2.log"]
 
 
 def test_program_names_follow_the_command_module(monkeypatch):

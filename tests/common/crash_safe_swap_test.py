@@ -17,8 +17,9 @@ import tensorflow as tf
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.common import output_lock
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import pretraining_record_format
 
 OLD = {"a.txt": b"old a", "sub/b.txt": b"old b"}
 NEW = {"a.txt": b"new a", "sub/b.txt": b"new b", "sub/c.txt": b"new c"}
@@ -68,7 +69,7 @@ def _tree(path):
 
 
 def _write_directory(out, files, overwrite, faults=None):
-  with fileio.atomic_directory(out, overwrite=overwrite) as tmp:
+  with outputs.atomic_directory(out, overwrite=overwrite) as tmp:
     for name, text in files.items():
       fileio.write_bytes(fileio.join(tmp, name), text)
     if faults:
@@ -136,18 +137,18 @@ def test_records_swap_killed_at_every_step(filesystem, tmp_path, monkeypatch):
 
   def write(out, seed, overwrite, faults=None):
     if faults:
-      original = pretraining_records.swap_in_records
+      original = pretraining_record_format.swap_in_records
 
       def armed(*args):
         faults.armed = True
         original(*args)
-      monkeypatch.setattr(pretraining_records, "swap_in_records", armed)
+      monkeypatch.setattr(pretraining_record_format, "swap_in_records", armed)
     try:
-      pretraining_records.write_pretraining_records(
+      pretraining_record_format.write_pretraining_records(
           out, examples, seed=seed, overwrite=overwrite, **shape)
     finally:
       if faults:
-        monkeypatch.setattr(pretraining_records, "swap_in_records", original)
+        monkeypatch.setattr(pretraining_record_format, "swap_in_records", original)
 
   for step in range(1, 100):
     for rerun_overwrites in (False, True):
@@ -221,16 +222,16 @@ def test_a_journal_cut_short_means_nothing_was_moved(tmp_path):
 def test_old_records_moved_aside_count_as_present(tmp_path):
   out = tmp_path / "records"
   shape = dict(seq_length=16, max_predictions_per_seq=3, vocab_size=100)
-  pretraining_records.write_pretraining_records(out, [[10, 11]] * 4, **shape)
+  pretraining_record_format.write_pretraining_records(out, [[10, 11]] * 4, **shape)
   aside = out / ".create_pretraining_data.old-4242"  # An older run, killed.
   aside.mkdir()
-  for name in pretraining_records.existing_records(out):
+  for name in pretraining_record_format.existing_records(out):
     os.rename(out / name, aside / name)
   with pytest.raises(errors.OutputExistsError,
                      match=r"already holds pre-training records \(.*old-4242\)"):
-    pretraining_records.write_pretraining_records(out, [[20, 21]] * 4, **shape)
+    pretraining_record_format.write_pretraining_records(out, [[20, 21]] * 4, **shape)
   assert len(os.listdir(aside)) == 2
-  pretraining_records.write_pretraining_records(out, [[20, 21]] * 4,
+  pretraining_record_format.write_pretraining_records(out, [[20, 21]] * 4,
                                                 overwrite=True, **shape)
   assert sorted(os.listdir(out)) == ["metadata.json", "pretrain-00000-of-00001.tfrecord"]
 
@@ -240,7 +241,7 @@ def test_old_records_moved_aside_count_as_present(tmp_path):
 _KILLED_RECORDS_RUN = r"""
 import os, sys
 from rembert_tf.common import fileio
-from rembert_tf.data import pretraining_data
+from rembert_tf.data import pretraining_record_creation
 corpus, model, out = sys.argv[1:]
 original, into_old = fileio._rename_one, []
 def rename_one(src, dst, overwrite):
@@ -250,7 +251,7 @@ def rename_one(src, dst, overwrite):
     if len(into_old) == 3:
       os._exit(9)
 fileio._rename_one = rename_one
-pretraining_data.create_pretraining_data(
+pretraining_record_creation.create_pretraining_data(
     [corpus + "/{lang}/*.txt"], out, model, languages=["el", "ar"], seq_length=32,
     max_predictions_per_seq=5, num_output_shards=3, seed=2, overwrite=True,
     verbose=False)
@@ -259,12 +260,12 @@ pretraining_data.create_pretraining_data(
 
 def test_records_of_a_run_killed_in_its_swap_survive_the_next_runs(tmp_path,
                                                                    monkeypatch):
-  from rembert_tf.data import pretraining_data  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
   corpus, model = testlib.demo_corpus_dir(), testlib.sentencepiece_model()
   out = tmp_path / "records"
 
   def run(seed, overwrite):
-    return pretraining_data.create_pretraining_data(
+    return pretraining_record_creation.create_pretraining_data(
         [f"{corpus}/{{lang}}/*.txt"], out, model, languages=["el", "ar"],
         seq_length=32, max_predictions_per_seq=5, num_output_shards=3,
         seed=seed, overwrite=overwrite, verbose=False)
@@ -282,8 +283,8 @@ def test_records_of_a_run_killed_in_its_swap_survive_the_next_runs(tmp_path,
   assert {p.name: p.read_bytes() for p in out.iterdir()} == old
   with monkeypatch.context() as patch:  # Killed again, in its own swap.
     faults = StepFaults(patch, at=3)
-    original = pretraining_records.swap_in_records
-    patch.setattr(pretraining_records, "swap_in_records",
+    original = pretraining_record_format.swap_in_records
+    patch.setattr(pretraining_record_format, "swap_in_records",
                   lambda *a: (setattr(faults, "armed", True), original(*a)))
     with pytest.raises(Killed):
       run(3, True)

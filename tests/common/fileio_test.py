@@ -1,4 +1,5 @@
 """fileio on a local directory and on TensorFlow's ram:// filesystem (a stand-in for gs://)."""
+import errno
 import os
 import stat
 
@@ -6,6 +7,7 @@ import pytest
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 
 
 @pytest.fixture(params=["local", "ram"])
@@ -40,17 +42,17 @@ def test_atomic_write_keeps_old_content_on_failure(root):
 
 def test_atomic_directory_swaps_in_only_when_complete(root):
   out = fileio.join(root, "out")
-  with fileio.atomic_directory(out) as tmp:
+  with outputs.atomic_directory(out) as tmp:
     fileio.write_text(fileio.join(tmp, "x"), "1")
   with pytest.raises(errors.OutputExistsError, match="--overwrite"):
-    with fileio.atomic_directory(out):
+    with outputs.atomic_directory(out):
       pass
   with pytest.raises(RuntimeError):
-    with fileio.atomic_directory(out, overwrite=True) as tmp:
+    with outputs.atomic_directory(out, overwrite=True) as tmp:
       fileio.write_text(fileio.join(tmp, "x"), "2")
       raise RuntimeError("killed")
   assert fileio.read_text(fileio.join(out, "x")) == "1"
-  with fileio.atomic_directory(out, overwrite=True) as tmp:
+  with outputs.atomic_directory(out, overwrite=True) as tmp:
     fileio.write_text(fileio.join(tmp, "y"), "2")
   assert fileio.listdir(out) == ["y"]
   assert fileio.listdir(root) == ["out"]
@@ -61,7 +63,7 @@ def test_stale_temporaries_of_a_killed_run_are_removed(root):
   stale = fileio.join(root, ".out.tmp-999-dead")
   fileio.write_text(fileio.join(stale, "half"), "x")
   fileio.write_text(fileio.join(root, ".other.tmp-1-a"), "not ours")
-  with fileio.atomic_directory(out) as tmp:
+  with outputs.atomic_directory(out) as tmp:
     fileio.write_text(fileio.join(tmp, "x"), "1")
   assert fileio.listdir(root) == [".other.tmp-1-a", "out"]
 
@@ -82,7 +84,7 @@ def test_copy_sha256_and_local_copy(root, tmp_path):
 def test_output_under_a_file_is_one_clear_error(root):
   fileio.write_text(fileio.join(root, "file"), "x")
   with pytest.raises(errors.InputError, match="is a file, not a directory"):
-    with fileio.atomic_directory(fileio.join(root, "file", "sub", "out")):
+    with outputs.atomic_directory(fileio.join(root, "file", "sub", "out")):
       pass
 
 
@@ -96,9 +98,47 @@ def test_join_and_dirname_keep_the_scheme():
 def test_local_outputs_get_the_users_umask(tmp_path):
   old = os.umask(0o022)
   try:
-    with fileio.atomic_directory(str(tmp_path / "out")) as tmp:
+    with outputs.atomic_directory(str(tmp_path / "out")) as tmp:
       fileio.write_text(fileio.join(tmp, "f"), "x")
   finally:
     os.umask(old)
   assert stat.S_IMODE(os.stat(tmp_path / "out").st_mode) == 0o755
   assert stat.S_IMODE(os.stat(tmp_path / "out" / "f").st_mode) == 0o644
+
+
+@pytest.mark.parametrize("error", [
+    OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+    OSError(errno.EDQUOT, os.strerror(errno.EDQUOT)),
+    RuntimeError("/x/.out.tmp-1@h-2/part-0.tempstate3; No space left on device"),
+], ids=["enospc", "quota", "tensorflow"])
+def test_a_full_disk_is_one_line_naming_the_output(root, error):
+  out = fileio.join(root, "out")
+  fileio.write_text(fileio.join(out, "x"), "old")
+  with pytest.raises(errors.InputError) as e:
+    with outputs.atomic_directory(out, overwrite=True) as tmp:
+      fileio.write_text(fileio.join(tmp, "x"), "half")
+      raise error
+  message = errors.one_line(e.value)
+  assert message.startswith(f"{out}: writing it failed: ")
+  assert ("quota" in message) == (error.args[0] == errno.EDQUOT)
+  assert ".tmp-" not in message and f"Free space where {out} goes" in message
+  assert fileio.listdir(root) == ["out"]
+  assert fileio.read_text(fileio.join(out, "x")) == "old"
+
+
+def test_an_output_link_that_leads_nowhere_is_refused(tmp_path):
+  (tmp_path / "loop").symlink_to("loop")
+  (tmp_path / "dangling").symlink_to("missing")
+  (tmp_path / "target").mkdir()
+  (tmp_path / "good").symlink_to("target")
+  for out, link in (("loop", "loop"), ("dangling", "dangling"),
+                    ("loop/a/b", "loop")):
+    with pytest.raises(errors.InputError) as e:
+      with outputs.atomic_directory(str(tmp_path / out)):
+        pass
+    assert f"{tmp_path / link} is a symbolic link that leads nowhere" in (
+        errors.one_line(e.value))
+  with outputs.atomic_directory(str(tmp_path / "good" / "out")) as tmp:
+    fileio.write_text(fileio.join(tmp, "x"), "1")
+  assert sorted(os.listdir(tmp_path)) == ["dangling", "good", "loop", "target"]
+  assert os.listdir(tmp_path / "target") == ["out"]

@@ -9,6 +9,7 @@ import pytest
 
 import testlib
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.common import output_lock
 
 
@@ -138,13 +139,13 @@ def test_holders_refresh_their_lock_files(tmp_path, capsys):
 
 
 def test_a_training_directory_is_written_by_one_process(tmp_path):
-  """The trainers' API: `fileio.writing_output(model_dir)` on the chief."""
+  """The trainers' API: `outputs.writing_output(model_dir)` on the chief."""
   model_dir = tmp_path / "pretrain"
   with testlib.held_by_another_process(model_dir) as (pid, _):
     with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
-      with fileio.writing_output(model_dir):
+      with outputs.writing_output(model_dir):
         pass
-  with fileio.writing_output(model_dir):
+  with outputs.writing_output(model_dir):
     fileio.write_text(fileio.join(model_dir, "params.yaml"), "x: 1\n")
   assert _lock_files(model_dir) == [] and os.listdir(model_dir) == ["params.yaml"]
 
@@ -175,19 +176,19 @@ def test_cleanup_keeps_the_temporaries_of_live_writers(tmp_path):
   with testlib.held_by_another_process(tmp_path / "elsewhere") as (pid, _):
     live = tmp_path / f".out.tmp-{pid}@{output_lock.HOST}-0000"
     live.mkdir()
-    removed = fileio.remove_stale_temporaries(out)
+    removed = outputs.remove_stale_temporaries(out)
     assert sorted(os.path.basename(p) for p in removed) == sorted(
         p.name for p in (dead, old_format, other_host))
     assert live.exists() and other_host_live.exists()
-  assert fileio.remove_stale_temporaries(out) == [str(live)]
+  assert outputs.remove_stale_temporaries(out) == [str(live)]
 
 
 def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
   """Each command's entry point takes its output's lock before any work."""
   from rembert_tf.cli import run_ablation  # pylint: disable=g-import-not-at-top
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
-  from rembert_tf.data import pretraining_data  # pylint: disable=g-import-not-at-top
-  from rembert_tf.data import pretraining_records  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import pretraining_record_format  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
   from rembert_tf.demo import corpus  # pylint: disable=g-import-not-at-top
   from rembert_tf.evaluation import layer_similarity  # pylint: disable=g-import-not-at-top
@@ -200,9 +201,9 @@ def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
       "encoder": lambda out: encoder_export.export_encoder(missing, out),
       "preprocessor": lambda out: preprocessor_export.export_preprocessor(
           missing, out),
-      "records": lambda out: pretraining_data.create_pretraining_data(
+      "records": lambda out: pretraining_record_creation.create_pretraining_data(
           [missing + "/{lang}/*.txt"], out, missing),
-      "fixture_records": lambda out: pretraining_records.write_pretraining_records(
+      "fixture_records": lambda out: pretraining_record_format.write_pretraining_records(
           out, [[5, 6]], seq_length=8, max_predictions_per_seq=1, vocab_size=10),
       "spm": lambda out: sentencepiece_training.train_sentencepiece(
           [missing + "/{lang}/*.txt"], out, 100),

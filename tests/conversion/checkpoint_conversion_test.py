@@ -19,11 +19,13 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.modeling import checkpoint_reading
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
@@ -33,7 +35,7 @@ from conversion_testlib import randomize, small_config, tf1_json_config, write_t
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 def write_dir(path, cfg, model, encoder):
-  with fileio.atomic_directory(str(path)) as tmp:
+  with outputs.atomic_directory(str(path)) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
   return path
 
@@ -394,6 +396,55 @@ def test_released_to_hf_with_output_side_and_released_special_ids(
     np.testing.assert_array_equal(values[name], value, err_msg=name)
 
 
+def test_released_checkpoint_read_in_bounded_batches_on_ram(
+    released_checkpoint, tmp_path, monkeypatch):
+  """Tf1Source reads several tensors per RestoreV2 within the byte budget;
+  on ram:// (as on gs://) both conversions write what one batch writes."""
+  cfg, canonical, prefix = released_checkpoint
+  remote = f"ram://conversion_batches/{tmp_path.name}"
+  tf.io.gfile.makedirs(remote)
+  folder = pathlib.Path(prefix).parent
+  for path in folder.iterdir():
+    tf.io.gfile.copy(str(path), f"{remote}/{path.name}", overwrite=True)
+  remote_prefix = f"{remote}/{pathlib.Path(prefix).name}"
+  calls, restore = [], tf.raw_ops.RestoreV2
+  monkeypatch.setattr(tf.raw_ops, "RestoreV2",
+                      lambda **kw: calls.append(kw["tensor_names"]) or restore(**kw))
+
+  def convert(to_format, budget):
+    monkeypatch.setattr(checkpoint_reading, "BATCH_BYTES", budget)
+    out = f"{remote}/{to_format}_{budget}"
+    converter.convert_checkpoint("tf1", to_format, remote_prefix, out,
+                                 with_output_side=True)
+    return out
+
+  source = tensor_sources.Tf1Source(remote_prefix)
+  source.add_output_side(cfg)
+  names = sorted(source.shapes())
+  monkeypatch.setattr(checkpoint_reading, "BATCH_BYTES", 2048)
+  read = list(source.read(names))
+  assert 1 < len(calls) < len(names)
+  assert [n for n, _ in read] == names
+  for name, value in read:
+    assert value.dtype == tf.float32
+    np.testing.assert_array_equal(value, canonical[name], err_msg=name)
+  for to_format in ("rembert_tf", "hf"):
+    calls.clear()
+    small = convert(to_format, 2048)
+    assert 1 < len(calls) < len(names)
+    calls.clear()
+    whole = convert(to_format, 1 << 28)
+    assert len(calls) == 1
+    if to_format == "hf":
+      read_bytes = lambda d: tf.io.gfile.GFile(f"{d}/model.safetensors", "rb").read()
+      assert read_bytes(small) == read_bytes(whole)
+    else:
+      _, pretrainer = checkpoint_restore.load_pretrainer(small)
+      values = slot_values(pretrainer, True)
+      for name, value in canonical.items():
+        np.testing.assert_array_equal(values[name], value, err_msg=name)
+
+
 def test_ambiguous_or_missing_output_side_lists_the_candidates(tmp_path):
   cfg = small_config()
   _, released = conversion_testlib.released_tf1_tensors(cfg, seed=3)
@@ -476,7 +527,7 @@ def test_equal_widths_identity_projection(tmp_path):
   encoder = rembert_encoder.build_encoder(cfg)
   randomize(encoder.variables, seed=3)
   src = tmp_path / "src"
-  with fileio.atomic_directory(str(src)) as tmp:
+  with outputs.atomic_directory(str(src)) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder)
   hf = tmp_path / "hf"
   converter.convert_checkpoint("rembert_tf", "hf", src, hf)

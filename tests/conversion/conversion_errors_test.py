@@ -8,9 +8,11 @@ the next run, outputs get the user's umask, and gs://-style paths (ram://)
 work for input and output. Two subprocess runs check the commands' one-line
 output itself.
 """
+import errno
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -22,7 +24,9 @@ import testlib
 import conversion_testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.conversion import converter
+from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
@@ -39,7 +43,7 @@ def rembert_dir(tmp_path_factory):
   model = rembert_pretrainer.build_pretrainer(cfg)
   conversion_testlib.randomize(model.variables, seed=4)
   path = tmp_path_factory.mktemp("errors") / "rembert_tf"
-  with fileio.atomic_directory(str(path)) as tmp:
+  with outputs.atomic_directory(str(path)) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, model.encoder, model)
   return path
 
@@ -116,11 +120,41 @@ def missing_input(hf_dir, tmp_path):
   return ("rembert_tf", tmp_path / "nothing", {}), str(tmp_path / "nothing")
 
 
+def truncated_checkpoint_prefix(hf_dir, tmp_path):
+  folder = tmp_path / "rembert_tf"
+  converter.convert_checkpoint("hf", "rembert_tf", hf_dir, folder)
+  prefix = str(folder / "encoder" / "ckpt-0")
+  testlib.CHECKPOINT_FAULTS["truncated_data"](str(folder / "encoder"), prefix)
+  return (("rembert_tf", prefix, {"encoder_only": True}),
+          f"{prefix}: the checkpoint is not intact (ckpt-0.data-00000-of-00001 "
+          "has ")
+
+
+def no_intact_checkpoint(hf_dir, tmp_path):
+  folder = tmp_path / "rembert_tf"
+  converter.convert_checkpoint("hf", "rembert_tf", hf_dir, folder)
+  for part in ("encoder", "pretrainer"):
+    testlib.CHECKPOINT_FAULTS["deleted_index"](
+        str(folder / part), str(folder / part / "ckpt-0"))
+  return ("rembert_tf", folder, {}), "no intact checkpoint (ckpt-0: "
+
+
+def truncated_tf1_checkpoint(hf_dir, tmp_path):
+  del hf_dir
+  folder = tmp_path / "released"
+  folder.mkdir()
+  _, prefix = conversion_testlib.write_released_checkpoint(
+      folder, conversion_testlib.small_config())
+  testlib.CHECKPOINT_FAULTS["truncated_data"](str(folder), prefix)
+  return ("tf1", prefix, {}), f"{prefix}: the checkpoint is not intact"
+
+
 BAD_INPUTS = [truncated_safetensors, garbage_safetensors, config_json_as_input,
               malformed_index, index_without_weight_map,
               not_a_sentencepiece_model, sentencepiece_model_as_directory,
               output_side_on_encoder_only_input, contradicting_flags,
-              missing_input]
+              missing_input, truncated_checkpoint_prefix, no_intact_checkpoint,
+              truncated_tf1_checkpoint]
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS, ids=lambda c: c.__name__)
@@ -136,7 +170,7 @@ def test_bad_conversion_input_is_one_error_and_keeps_the_old_output(
   message = errors.one_line(error.value)
   assert culprit in message, message
   assert "Traceback" not in message
-  assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+  assert sorted(p.name for p in tmp_path.rglob(".*")) == []
   assert [p.name for p in out.iterdir()] == ["old.txt"]
   assert (out / "old.txt").read_text() == "the previous output\n"
 
@@ -249,3 +283,143 @@ def test_commands_print_one_line_and_exit_1(hf_dir, rembert_dir, tmp_path):
   assert "Traceback" not in done.stderr
   lines = [l for l in done.stderr.splitlines() if l.startswith("rembert-")]
   assert len(lines) == 1 and "nothing" in lines[0], done.stderr
+
+
+# --- Checkpoints that are not intact: the newest intact one, with one line ---
+@pytest.fixture(scope="module")
+def two_steps_dir(tmp_path_factory):
+  """A checkpoint directory with steps 0 and 1 of encoder/ and pretrainer/
+  (other weights at each step); -> (directory, step-0 pretrainer)."""
+  cfg = conversion_testlib.small_config()
+  model = rembert_pretrainer.build_pretrainer(cfg)
+  conversion_testlib.randomize(model.variables, seed=5)
+  step0 = {v.name: v.numpy() for v in model.variables}
+  path = tmp_path_factory.mktemp("history") / "rembert_tf"
+  checkpoint_layout.write_checkpoint_dir(str(path), cfg, model.encoder, model)
+  conversion_testlib.randomize(model.variables, seed=6)
+  checkpoint_layout.write_encoder_checkpoint(model.encoder, str(path), step=1)
+  checkpoint_layout.write_pretrainer_checkpoint(model, str(path), step=1,
+                                                max_to_keep=2)
+  return path, step0
+
+
+def broken_copy(two_steps_dir, tmp_path, fault):
+  """A copy whose newest encoder/ and pretrainer/ checkpoints have `fault`."""
+  folder = tmp_path / "broken"
+  shutil.copytree(two_steps_dir[0], folder)
+  for part in ("encoder", "pretrainer"):
+    part_line = testlib.CHECKPOINT_FAULTS[fault](
+        str(folder / part), str(folder / part / "ckpt-1"))
+  return folder, part_line
+
+
+@pytest.mark.parametrize("fault", sorted(testlib.CHECKPOINT_FAULTS))
+def test_convert_reads_the_newest_intact_checkpoint(fault, two_steps_dir,
+                                                    tmp_path, capsys):
+  folder, part = broken_copy(two_steps_dir, tmp_path, fault)
+  capsys.readouterr()
+  converter.convert_checkpoint("rembert_tf", "rembert_tf", folder,
+                               tmp_path / "out")
+  fallback = [l for l in capsys.readouterr().err.splitlines()
+              if "is not intact" in l]
+  assert len(fallback) == 1, fallback  # the pretrainer's: what was read
+  assert fallback[0].startswith(f"{folder}/pretrainer: ckpt-1 is not intact (")
+  assert fallback[0].endswith("; using ckpt-0, the newest intact checkpoint.")
+  assert part in fallback[0]
+  _, converted = checkpoint_restore.load_pretrainer(tmp_path / "out")
+  for variable in converted.variables:
+    np.testing.assert_array_equal(variable.numpy(),
+                                  two_steps_dir[1][variable.name],
+                                  err_msg=variable.name)
+
+
+def test_export_reads_the_newest_intact_checkpoint(two_steps_dir, tmp_path,
+                                                   capsys):
+  folder, _ = broken_copy(two_steps_dir, tmp_path, "truncated_data")
+  capsys.readouterr()
+  encoder_export.export_encoder(folder, tmp_path / "export", verify=False)
+  fallback = [l for l in capsys.readouterr().err.splitlines()
+              if "is not intact" in l]
+  assert len(fallback) == 1, fallback  # the encoder's: what was read
+  assert fallback[0].startswith(
+      f"{folder}/encoder: ckpt-1 is not intact (ckpt-1.data-00000-of-00001 "
+      "has ")
+  assert fallback[0].endswith("; using ckpt-0, the newest intact checkpoint.")
+  loaded = tf.saved_model.load(str(tmp_path / "export"))
+  by_name = {v.name: v.numpy() for v in loaded.variables}
+  some = next(n for n in two_steps_dir[1] if "word_embeddings" in n)
+  exported = next(v for n, v in by_name.items() if "word_embeddings" in n)
+  np.testing.assert_array_equal(exported, two_steps_dir[1][some])
+
+
+# --- The disk fills up, the output is a link to nowhere ------------------------
+def _disk_full(*args, **kwargs):
+  del args, kwargs
+  raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _tf_disk_full(*args, **kwargs):
+  del args, kwargs
+  raise tf.errors.ResourceExhaustedError(
+      None, None, "/out/.x.tmp-1@h-ab/encoder/ckpt-0_temp/part-00000-of-00001"
+      ".data-00000-of-00001.tempstate1; No space left on device")
+
+
+@pytest.mark.parametrize("target, module, function, fault", [
+    ("hf", tensor_sources, "write_safetensors", _disk_full),
+    ("rembert_tf", checkpoint_layout, "write_checkpoint_dir", _tf_disk_full),
+])
+def test_a_full_disk_is_one_line_naming_the_output(
+    target, module, function, fault, rembert_dir, tmp_path, monkeypatch):
+  out = tmp_path / "out"
+  monkeypatch.setattr(module, function, fault)
+  with pytest.raises(errors.InputError) as e:
+    converter.convert_checkpoint("rembert_tf", target, rembert_dir, out)
+  assert errors.one_line(e.value) == (
+      f"{out}: writing it failed: no space left on the device. Nothing was "
+      "written (its temporary files are removed; an existing output is "
+      f"kept). Free space where {out} goes, or choose an output on another "
+      "disk, then run again.")
+  assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_link_to_nowhere_is_refused_before_any_work(rembert_dir,
+                                                             tmp_path):
+  (tmp_path / "loop").symlink_to("loop")
+  (tmp_path / "dangling").symlink_to("nowhere")
+  for out in ("loop", "dangling", "loop/inside"):
+    with pytest.raises(errors.InputError) as e:
+      converter.convert_checkpoint("rembert_tf", "hf", rembert_dir,
+                                   tmp_path / out)
+    assert "is a symbolic link that leads nowhere (a loop or a missing " \
+        "target: " in errors.one_line(e.value)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "loop"]
+
+
+# --- The export command: every flag checked before any work --------------------
+def test_export_command_checks_its_flags_before_writing(two_steps_dir,
+                                                        tmp_path):
+  folder, _ = broken_copy(two_steps_dir, tmp_path, "truncated_data")
+  out = str(tmp_path / "export")
+  base = [f"--model_dir={folder}", f"--output_dir={out}",
+          f"--sp_model={testlib.sentencepiece_model()}"]
+  cases = [
+      (base + ["--export_preprocessor", "--seq_length=-5"],
+       ["--seq_length -5: the preprocessor packs [CLS] text [SEP] into it; "
+        "give at least 3"]),
+      (base + ["--export_preprocessor", "--seq_length=0"], ["--seq_length 0"]),
+      (base + ["--export_preprocessor", "--seq_length=999"],
+       ["--seq_length 999 exceeds the encoder's max_position_embeddings 24"]),
+      (base + ["--export_preprocessor", "--seq_length=16",
+               f"--preprocessor_dir={folder}/model_config.yaml/p"],
+       [f"{folder}/model_config.yaml is a file, not a directory"]),
+      ([f"--model_dir={folder}/encoder/ckpt-1", f"--output_dir={out}"],
+       [f"{folder}/encoder/ckpt-1: the checkpoint is not intact",
+        f"pass {folder}/encoder/ckpt-0"]),
+  ]
+  results = testlib.run_command_cases("rembert_tf.cli.export_savedmodel",
+                                      [argv for argv, _ in cases])
+  for (argv, parts), result in zip(cases, results):
+    testlib.assert_one_line_error("rembert-export-savedmodel", result, *parts)
+  assert not os.path.exists(out)
+  assert not [p for p in tmp_path.iterdir() if p.name != "broken"]

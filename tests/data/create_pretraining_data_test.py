@@ -1,4 +1,5 @@
 """Record creation: round trip, determinism across workers, bad input, atomicity."""
+import errno
 import json
 import os
 
@@ -9,9 +10,11 @@ import tensorflow as tf
 import data_testlib
 import testlib
 from rembert_tf.common import errors
-from rembert_tf.data import pretraining_data
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import pretraining_instances
+from rembert_tf.data import pretraining_record_creation
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
+from rembert_tf.data import tfrecord_writer
 from rembert_tf.data import tokenizer
 
 SEQ = 32
@@ -22,7 +25,7 @@ def _make(inputs, out, **kwargs):
   args = dict(seq_length=SEQ, max_predictions_per_seq=PRED,
               num_output_shards=3, verbose=False)
   args.update(kwargs)
-  return pretraining_data.create_pretraining_data(
+  return pretraining_record_creation.create_pretraining_data(
       inputs, out, data_testlib.sentencepiece_model(), **args)
 
 
@@ -30,10 +33,10 @@ def _corpus_spec():
   return [str(data_testlib.corpus_dir() / "{lang}" / "*.txt")]
 
 
-def _read(directory, layout=pretraining_records.LAYOUT_STATIC):
+def _read(directory, layout=pretraining_record_format.LAYOUT_STATIC):
   features = {name: tf.io.FixedLenFeature([SEQ], tf.int64) for name in
               ("input_word_ids", "input_mask", "input_type_ids")}
-  if layout == pretraining_records.LAYOUT_STATIC:
+  if layout == pretraining_record_format.LAYOUT_STATIC:
     features.update(
         masked_lm_positions=tf.io.FixedLenFeature([PRED], tf.int64),
         masked_lm_ids=tf.io.FixedLenFeature([PRED], tf.int64),
@@ -116,8 +119,8 @@ def test_output_identical_whatever_the_worker_count(static_records, tmp_path):
 def test_unmasked_layout_round_trip(tmp_path):
   meta = _make([str(data_testlib.corpus_dir() / "{lang}" / "*.txt")], tmp_path,
                unmasked=True, languages=["el"])
-  assert meta["layout"] == pretraining_records.LAYOUT_UNMASKED
-  data = _read(tmp_path, pretraining_records.LAYOUT_UNMASKED)
+  assert meta["layout"] == pretraining_record_format.LAYOUT_UNMASKED
+  data = _read(tmp_path, pretraining_record_format.LAYOUT_UNMASKED)
   assert tokenizer.MASK_ID not in data["input_word_ids"]
   assert len(data["input_word_ids"]) == meta["num_examples"]
 
@@ -138,14 +141,14 @@ def test_refuses_output_with_records_unless_overwrite(static_records, tmp_path):
 
 
 def test_missing_and_empty_input(tmp_path):
-  with pytest.raises(text_inputs.InputError, match="matches no files"):
+  with pytest.raises(text_inputs.TextInputError, match="matches no files"):
     _make([str(tmp_path / "none" / "{lang}" / "*.txt")], tmp_path / "o1")
   (tmp_path / "c" / "en").mkdir(parents=True)
   (tmp_path / "c" / "en" / "a.txt").write_text("")
-  with pytest.raises(text_inputs.InputError, match="empty"):
+  with pytest.raises(text_inputs.TextInputError, match="empty"):
     _make([str(tmp_path / "c" / "{lang}" / "*.txt")], tmp_path / "o2")
   (tmp_path / "c" / "en" / "a.txt").write_text("\n\n  \n\n")
-  with pytest.raises(text_inputs.InputError, match="no text"):
+  with pytest.raises(text_inputs.TextInputError, match="no text"):
     _make([str(tmp_path / "c" / "{lang}" / "*.txt")], tmp_path / "o3")
   assert not (tmp_path / "o3" / "metadata.json").exists()
 
@@ -178,7 +181,7 @@ def test_long_document_is_split_not_dropped(tmp_path):
   (corpus / "a.txt").write_text("\n".join([line] * 20) + "\n")
   meta = _make([str(tmp_path / "c" / "{lang}" / "*.txt")], tmp_path / "out",
                unmasked=True, short_seq_prob=0.0)
-  data = _read(tmp_path / "out", pretraining_records.LAYOUT_UNMASKED)
+  data = _read(tmp_path / "out", pretraining_record_format.LAYOUT_UNMASKED)
   content_tokens = int((data["input_mask"].sum(1) - 2).sum())
   assert meta["languages"]["en"]["documents"] == 1
   assert content_tokens == meta["languages"]["en"]["tokens"]
@@ -188,14 +191,14 @@ def test_long_document_is_split_not_dropped(tmp_path):
 def test_pack_document_keeps_every_token():
   rng = np.random.default_rng(0)
   lines = [np.arange(n) + 100 for n in (5, 70, 3, 29, 1, 200)]
-  sequences = pretraining_data.pack_document(lines, 30, 0.3, rng)
+  sequences = pretraining_instances.pack_document(lines, 30, 0.3, rng)
   assert all(1 <= len(s) <= 30 for s in sequences)
   np.testing.assert_array_equal(np.concatenate(sequences), np.concatenate(lines))
 
 
 def _kill_second_shard(monkeypatch):
   calls = {"n": 0}
-  original = pretraining_data.tfrecord_writer.write_framed_file
+  original = tfrecord_writer.write_framed_file
 
   def dying_writer(path, framed):
     calls["n"] += 1
@@ -205,8 +208,7 @@ def _kill_second_shard(monkeypatch):
         raise KeyboardInterrupt("killed")
       return original(path, partial())
     return original(path, framed)
-  monkeypatch.setattr(pretraining_data.tfrecord_writer, "write_framed_file",
-                      dying_writer)
+  monkeypatch.setattr(tfrecord_writer, "write_framed_file", dying_writer)
 
 
 def test_run_killed_midway_leaves_nothing(tmp_path, monkeypatch):
@@ -239,13 +241,37 @@ def test_failed_overwrite_keeps_old_records_and_stale_staging_is_removed(
   assert list(meta["languages"]) == ["zh"]
 
 
+def test_a_full_disk_is_one_line_naming_the_output_and_keeps_old_records(
+    tmp_path, monkeypatch):
+  out = tmp_path / "out"
+  _make(_corpus_spec(), out, languages=["el"], num_output_shards=2)
+  before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+  def disk_full(path, framed):
+    del framed
+    with open(path, "wb") as f:
+      f.write(b"half a shard")
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+  monkeypatch.setattr(tfrecord_writer, "write_framed_file", disk_full)
+  for target, overwrite in ((out, True), (tmp_path / "new", False)):
+    with pytest.raises(errors.InputError) as raised:
+      _make(_corpus_spec(), target, languages=["zh"], overwrite=overwrite)
+    assert errors.one_line(raised.value) == (
+        f"{target}: writing it failed: no space left on the device. Nothing "
+        "was written (its temporary files are removed; an existing output is "
+        f"kept). Free space where {target} goes, or choose an output on "
+        "another disk, then run again.")
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+  assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
 @pytest.mark.parametrize("flags, message", [
     (dict(seq_length=100000), "--seq_length must be in [3, 8192]"),
     (dict(seq_length=2), "--seq_length must be in [3, 8192]"),
     (dict(max_predictions_per_seq=SEQ - 1), "--max_predictions_per_seq must be in [1, 30]"),
-    (dict(masking=pretraining_records.Masking(masked_lm_prob=0)), "--masked_lm_prob"),
-    (dict(masking=pretraining_records.Masking(mask_token_rate=0.8,
-                                              random_token_rate=0.3)),
+    (dict(masking=pretraining_record_format.Masking(masked_lm_prob=0)), "--masked_lm_prob"),
+    (dict(masking=pretraining_record_format.Masking(mask_token_rate=0.8,
+                                                    random_token_rate=0.3)),
      "--mask_token_rate + --random_token_rate"),
     (dict(dupe_factor=0), "--dupe_factor"),
     (dict(num_workers=0), "--num_workers"),
@@ -259,7 +285,7 @@ def test_flags_out_of_range_name_the_flag(tmp_path, flags, message):
 
 def test_released_layout_model_puts_its_own_special_ids(tmp_path):
   model = testlib.released_layout_sentencepiece()
-  meta = pretraining_data.create_pretraining_data(
+  meta = pretraining_record_creation.create_pretraining_data(
       _corpus_spec(), tmp_path, model, seq_length=SEQ,
       max_predictions_per_seq=PRED, num_output_shards=1, languages=["el"],
       verbose=False)
@@ -279,7 +305,7 @@ def test_released_layout_model_puts_its_own_special_ids(tmp_path):
 def test_random_replacements_avoid_every_special_id():
   special = tokenizer.SpecialTokens(pad_id=0, unk_id=1, cls_id=5, sep_id=6,
                                     mask_id=9, vocab_size=12)
-  draws = pretraining_records.random_non_special_ids(
+  draws = pretraining_record_format.random_non_special_ids(
       np.random.default_rng(0), 6000, special)
   assert sorted(set(draws.tolist())) == [2, 3, 4, 7, 8, 10, 11]
 
@@ -292,7 +318,7 @@ def test_output_on_another_filesystem(tmp_path):
   for shard in meta["shards"]:
     assert tf.io.gfile.GFile(f"{out}/{shard['file']}", "rb").read() == (
         tmp_path / shard["file"]).read_bytes()
-  assert pretraining_records.read_metadata(out) == meta
+  assert pretraining_record_format.read_metadata(out) == meta
   assert not [n for n in tf.io.gfile.listdir(out) if n.startswith(".")]
 
 
@@ -305,7 +331,7 @@ def test_gzipped_c4_json_lines_with_language_field(tmp_path):
   path = tmp_path / "c4" / "mixed.json.gz"
   path.parent.mkdir()
   path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
-  meta = pretraining_data.create_pretraining_data(
+  meta = pretraining_record_creation.create_pretraining_data(
       [str(path)], tmp_path / "out", data_testlib.sentencepiece_model(),
       seq_length=SEQ, max_predictions_per_seq=PRED, num_output_shards=1,
       language_field="lang", verbose=False)
@@ -316,8 +342,8 @@ def test_gzipped_c4_json_lines_with_language_field(tmp_path):
 
 
 def test_runner_without_apache_beam_is_a_usage_error(tmp_path, monkeypatch):
-  from rembert_tf.data import beam_pretraining_data  # pylint: disable=g-import-not-at-top
-  monkeypatch.setattr(beam_pretraining_data, "beam", None)
+  from rembert_tf.data import beam_pretraining_records  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(beam_pretraining_records, "beam", None)
   with pytest.raises(errors.UsageError, match=r"rembert_tf\[beam\]"):
     _make(_corpus_spec(), tmp_path / "out", runner="DataflowRunner",
           languages=["el"])

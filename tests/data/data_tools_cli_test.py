@@ -134,7 +134,14 @@ def test_train_sentencepiece_tool_and_its_errors(tmp_path):
   tiny.mkdir(parents=True)
   (tiny / "a.txt").write_text("hello world\nhello there\n")
   tiny_input = f"--input={tmp_path}/tiny/{{lang}}/*.txt"
+  one_line = tmp_path / "one_line" / "en"
+  one_line.mkdir(parents=True)
+  (one_line / "a.txt").write_text(" ".join(["word"] * 5000) + "\n")
   cases = [
+      ([f"--input={tmp_path}/one_line/{{lang}}/*.txt",
+        f"--output_dir={tmp_path}/o", "--vocab_size=50"],
+       "every line is longer than 8192 bytes (the longest has 24999), and "
+       "SentencePiece skips such lines. Split the text into lines"),
       ([f"--input=el={corpus}/el/*.txt", f"--output_dir={tmp_path}/spm",
         "--vocab_size=150"], "already exists"),
       ([tiny_input, f"--output_dir={tmp_path}/o", "--sample_size=0"],
@@ -155,5 +162,5 @@ def test_train_sentencepiece_tool_and_its_errors(tmp_path):
   with testlib.held_by_another_process(tmp_path / "held"):
     results = _run_cases("rembert_tf.cli.train_sentencepiece", cases)
   _assert_one_line_errors("rembert-train-sentencepiece", cases, results)
-  assert "Lower" not in results[3]["stderr"] and "lower --vocab" not in results[3]["stderr"]
+  assert "Lower" not in results[4]["stderr"] and "lower --vocab" not in results[4]["stderr"]
   assert not (tmp_path / "o" / "sentencepiece.model").exists()

@@ -26,11 +26,11 @@ def test_language_from_path_pattern_and_explicit(tmp_path):
 
 
 def test_missing_input_is_a_clear_error(tmp_path):
-  with pytest.raises(text_inputs.InputError, match="matches no files"):
+  with pytest.raises(text_inputs.TextInputError, match="matches no files"):
     text_inputs.resolve_inputs([f"{tmp_path}/none/{{lang}}/*.txt"])
-  with pytest.raises(text_inputs.InputError, match="does not say its language"):
+  with pytest.raises(text_inputs.TextInputError, match="does not say its language"):
     text_inputs.resolve_inputs([f"{tmp_path}/*.txt"])
-  with pytest.raises(text_inputs.InputError, match="no input"):
+  with pytest.raises(text_inputs.TextInputError, match="no input"):
     text_inputs.resolve_inputs([])
 
 
@@ -66,7 +66,7 @@ def test_smoothed_language_probabilities():
   assert 0.1 < q["b"] < 0.5  # Upweighted from its natural 0.1.
   uniform = text_inputs.smoothed_language_probabilities({"a": 9, "b": 1}, 0.0)
   assert uniform == {"a": 0.5, "b": 0.5}
-  with pytest.raises(text_inputs.InputError, match="empty"):
+  with pytest.raises(text_inputs.TextInputError, match="empty"):
     text_inputs.smoothed_language_probabilities({"a": 0}, 0.7)
 
 
@@ -84,7 +84,7 @@ def test_inputs_on_another_filesystem_gzipped_and_directories(tmp_path):
   sizes = text_inputs.language_sizes(files)
   assert sizes["sw"] == 17 and sizes["en"] == len(json.dumps(
       {"text": "one\ntwo", "url": "u"})) + 1  # Uncompressed bytes.
-  with pytest.raises(text_inputs.InputError, match="is a directory"):
+  with pytest.raises(text_inputs.TextInputError, match="is a directory"):
     text_inputs.resolve_inputs([f"en={tmp_path}"])
-  with pytest.raises(text_inputs.InputError, match="matches only directories"):
+  with pytest.raises(text_inputs.TextInputError, match="matches only directories"):
     text_inputs.resolve_inputs(["ram://inputs_test/c/{lang}"])

@@ -5,6 +5,7 @@ import json
 import pytest
 
 import data_testlib
+from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tokenizer
@@ -42,12 +43,12 @@ def test_trained_model_and_smoothed_sample(tmp_path):
 
 
 def test_bad_input(tmp_path):
-  with pytest.raises(text_inputs.InputError, match="matches no files"):
+  with pytest.raises(text_inputs.TextInputError, match="matches no files"):
     sentencepiece_training.train_sentencepiece(
         [str(tmp_path / "{lang}" / "*.txt")], tmp_path / "o", 100, verbose=False)
   (tmp_path / "en").mkdir()
   (tmp_path / "en" / "a.txt").write_text("\n\n")
-  with pytest.raises(text_inputs.InputError, match="no text"):
+  with pytest.raises(text_inputs.TextInputError, match="no text"):
     sentencepiece_training.train_sentencepiece(
         [str(tmp_path / "{lang}" / "*.txt")], tmp_path / "o", 100, verbose=False)
   assert not (tmp_path / "o" / "sentencepiece.model").exists()
@@ -126,7 +127,7 @@ def test_sample_only_step_writes_the_sample(tmp_path):
   files = text_inputs.resolve_inputs(inputs)
   summary = sentencepiece_training.draw_training_sample(
       files, str(tmp_path / "s" / "sample.txt"),
-      sentencepiece_training.SampleOptions(sample_size=300), log=lambda *a: None)
+      sentencepiece_sample.SampleOptions(sample_size=300), log=lambda *a: None)
   lines = (tmp_path / "s" / "sample.txt").read_text().splitlines()
   assert len(lines) == summary["lines"] == 300
   assert json.loads((tmp_path / "s" / "sample.txt.json").read_text()) == summary

@@ -14,6 +14,7 @@ import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.demo import corpus
+from rembert_tf.demo import frame_sampling
 from rembert_tf.demo import grammar
 from rembert_tf.demo import lexicon
 from rembert_tf.demo import nli
@@ -28,7 +29,7 @@ def _scripts(text):
 
 
 def test_every_language_uses_its_script():
-  frame = grammar.sample_frame(random.Random(0), subject="farmer")
+  frame = frame_sampling.sample_frame(random.Random(0), subject="farmer")
   for lang, script in SCRIPTS.items():
     assert _scripts(grammar.render(frame, lang)) == {script}, lang
   with pytest.raises(ValueError, match="unknown demo language 'xx'"):

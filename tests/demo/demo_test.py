@@ -1,4 +1,4 @@
-"""The README's main job end to end, at a smaller size.
+"""The demo (`bash run.sh demo`) end to end, at a smaller size.
 
 One run checks that every step leaves its output in the run directory, that
 pre-training learns (held-out MLM accuracy against the most-frequent-token
@@ -10,8 +10,7 @@ MLM accuracy 0.218 against a baseline of 0.099 (2.2x; 2.0x at 300 steps in
 earlier code), English dev accuracy 66.0% (seed 0; the other languages
 36.7-45.3%, mean 40.4%), 94 s of wall time. Zero-shot transfer itself is not
 asserted: three runs of this configuration gave non-English means of 40.4,
-40.1 and 34.1 (chance 33.3), so no margin above chance is reliable (README,
-the demo section).
+40.1 and 34.1 (chance 33.3), so no margin above chance is reliable (docs/demo.md).
 """
 import json
 

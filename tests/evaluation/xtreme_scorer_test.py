@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+import testlib
+
 from rembert_tf.common import errors
 from rembert_tf.evaluation import xtreme_metrics as m
 from rembert_tf.evaluation import xtreme_scorer as s
@@ -204,3 +206,31 @@ def test_bad_files_are_one_line_naming_file_and_field(folders, capsys, case):
   assert err.startswith("rembert-evaluate-xtreme: error: ")
   for part in expected:
     assert part in err
+
+
+def test_output_file_where_no_file_can_go_is_refused_before_scoring(folders,
+                                                                    tmp_path):
+  pred, gold = folders
+  (tmp_path / "a_file").write_text("x")
+  (tmp_path / "loop").symlink_to("loop")
+  base = [f"--prediction_folder={pred}", f"--label_folder={gold}",
+          "--tasks=xnli"]
+  cases = [
+      (f"{tmp_path}/a_file/scores.json",
+       f"{tmp_path}/a_file is a file, not a directory"),
+      (str(tmp_path / "pred"),
+       f"--output_file {tmp_path}/pred is a directory; give the path of the "
+       "JSON file"),
+      (f"{tmp_path}/loop/scores.json", f"{tmp_path}/loop is a symbolic link "
+       "that leads nowhere"),
+  ]
+  results = testlib.run_command_cases(
+      "rembert_tf.cli.evaluate_xtreme",
+      [base + [f"--output_file={out}"] for out, _ in cases] +
+      [base + [f"--output_file={tmp_path}/new/scores.json"]])
+  for (_, part), result in zip(cases, results):
+    testlib.assert_one_line_error("rembert-evaluate-xtreme", result, part)
+    assert "| xnli |" not in result["stdout"]  # refused before scoring
+  assert results[-1]["code"] == 0, results[-1]
+  assert json.loads((tmp_path / "new/scores.json").read_text())["xnli"]
+  assert (tmp_path / "a_file").read_text() == "x"

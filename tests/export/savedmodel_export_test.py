@@ -12,6 +12,7 @@ import testlib
 import tf_keras
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
@@ -52,7 +53,7 @@ def trained_dir(sp_model, tmp_path_factory):
     v.assign((0.2 * rng.standard_normal(v.shape)
               + (1.0 if "gamma" in v.name else 0.0)).astype(np.float32))
   path = tmp_path_factory.mktemp("model") / "model_dir"
-  with fileio.atomic_directory(path) as tmp:
+  with outputs.atomic_directory(path) as tmp:
     checkpoint_layout.write_checkpoint_dir(tmp, cfg, model.encoder, model)
     tokenizer.copy_sentencepiece(
         sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))

@@ -33,6 +33,29 @@ def _squad(paragraphs):
   return json.dumps({"version": "1.1", "data": data}, ensure_ascii=False)
 
 
+UDPOS = {"en": [[("The", "DET"), ("cat", "NOUN"), ("sleeps", "VERB"),
+                 ("on", "ADP"), ("the", "DET"), ("red", "ADJ"), ("mat", "NOUN"),
+                 (".", "PUNCT")],
+                [("Ann", "PROPN"), ("lives", "VERB"), ("in", "ADP"),
+                 ("Rome", "PROPN"), (".", "PUNCT")]] * 3,
+          "de": [[("Anna", "PROPN"), ("wohnt", "VERB"), ("in", "ADP"),
+                  ("Rom", "PROPN"), (".", "PUNCT")]],
+          "ar": [[("باريس", "PROPN"), ("عاصمة", "NOUN"), ("فرنسا", "PROPN")]]}
+
+
+def _write_udpos(d: pathlib.Path):
+  """udpos/ as XTREME's preprocessing writes it: `word<TAB>tag` lines (test:
+  the word only), a blank line between sentences and none after the last."""
+  for lang, sentences in UDPOS.items():
+    tagged = "\n\n".join("\n".join(f"{w}\t{t}" for w, t in s)
+                         for s in sentences) + "\n"
+    words = "\n\n".join("\n".join(w for w, _ in s) for s in sentences) + "\n"
+    if lang == "en":
+      _write(d / "udpos/train-en.tsv", tagged)
+    _write(d / f"udpos/dev-{lang}.tsv", tagged)
+    _write(d / f"udpos/test-{lang}.tsv", words)
+
+
 @pytest.fixture(scope="session")
 def sp_model(tmp_path_factory):
   import sentencepiece as spm
@@ -50,7 +73,8 @@ def sp_model(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def download_dir(tmp_path_factory):
-  """XTREME download/ layout: xnli, pawsx, panx, squad, xquad, mlqa, tydiqa."""
+  """XTREME download/ layout: xnli, pawsx, udpos, panx, squad, xquad, mlqa,
+  tydiqa."""
   d = tmp_path_factory.mktemp("download")
   pairs = {"en": [("The cat sleeps.", "A cat is sleeping.", "entailment"),
                   ("The dog runs.", "The dog sleeps.", "contradiction"),
@@ -90,6 +114,7 @@ def download_dir(tmp_path_factory):
     _write(d / f"panx/dev-{lang}.tsv", text)
     _write(d / f"panx/test-{lang}.tsv", "".join(
         "".join(f"{w}\n" for w, _ in s) + "\n" for s in sentences))
+  _write_udpos(d)
   en_qa = [("The Eiffel Tower is in Paris. Paris is the capital of France.",
             [("s1", "Where is the Eiffel Tower?", "Paris"),
              ("s2", "What is the capital of France?", "Paris")]),

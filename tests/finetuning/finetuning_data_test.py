@@ -169,10 +169,16 @@ def test_bad_label_names_file_and_line(sp_model, download_dir, tmp_path):
 
 
 def test_every_xtreme_dataset_names_a_registered_task_type():
-  for dataset in xtreme_datasets.XTREME_DATASETS.values():
+  for name in xtreme_datasets.FINETUNING_TASKS:
+    dataset = xtreme_datasets.get(name)
     assert task_types.get(dataset.task_type).name == dataset.task_type
+  retrieval = set(xtreme_datasets.XTREME_DATASETS) - set(
+      xtreme_datasets.FINETUNING_TASKS)
+  assert retrieval == {"bucc2018", "tatoeba"}
   with pytest.raises(errors.UsageError, match="choose one of xnli, pawsx"):
     xtreme_datasets.get("nope")
+  with pytest.raises(errors.UsageError, match="tatoeba is a retrieval task"):
+    xtreme_datasets.get_finetuning_task("tatoeba")
 
 
 def test_a_task_another_run_writes_is_refused(sp_model, download_dir, tmp_path):

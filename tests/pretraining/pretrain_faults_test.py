@@ -3,6 +3,7 @@ nothing lost; init_checkpoint, a resume without replay."""
 import glob
 import os
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from official.core import task_factory
 from rembert_tf import pretraining
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
@@ -22,6 +23,7 @@ from rembert_tf.pretraining import preflight_checks
 from rembert_tf.pretraining import runner
 
 import pretrain_testlib
+import testlib
 from pretrain_testlib import make_config
 
 QUIET = dict(print_fn=lambda _: None)
@@ -53,6 +55,8 @@ def one_line(error):
     ("trainer.max_to_keep=0", ["trainer.max_to_keep"]),
     ("trainer.encoder_export_every_n_checkpoints=0",
      ["trainer.encoder_export_every_n_checkpoints"]),
+    ("trainer.stop_check_steps=-1", ["trainer.stop_check_steps"]),
+    ("trainer.stop_check_seconds=0", ["trainer.stop_check_seconds"]),
 ])
 def test_trainer_config_errors_name_the_fields(override, fields):
   with pytest.raises(experiments.ExperimentConfigError) as e:
@@ -60,6 +64,28 @@ def test_trainer_config_errors_name_the_fields(override, fields):
   assert isinstance(e.value, errors.RemBertError)
   for field in fields:
     assert field in one_line(e.value)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("trainer.train_steps=abc", "trainer.train_steps is 'abc'; it must be an "
+     "integer."),
+    ("task.train_data.global_batch_size=eight",
+     "task.train_data.global_batch_size is 'eight'; it must be an integer."),
+    ("trainer.optimizer_config.learning_rate.polynomial."
+     "initial_learning_rate=fast", "trainer.optimizer_config.learning_rate."
+     "polynomial.initial_learning_rate is 'fast'; it must be a number."),
+    ("trainer.train_steps=1.5", "trainer.train_steps is 1.5; it must be an "
+     "integer."),
+    ("task.jit_compile=maybe", "task.jit_compile is 'maybe'; it must be true "
+     "or false."),
+    ("trainer.optimizer_config.optimizer.adamw.exclude_from_weight_decay=bias",
+     "exclude_from_weight_decay is 'bias'; it must be a list"),
+])
+def test_a_value_of_the_wrong_type_names_the_field(override, message):
+  with pytest.raises(experiments.ExperimentConfigError) as e:
+    experiments.load_experiment_config(["pretrain_tiny_demo"], override)
+  assert message in one_line(e.value)
+  assert "--params_override" in one_line(e.value)
 
 
 def test_exponent_form_override_is_a_number():
@@ -74,13 +100,18 @@ def test_exponent_form_override_is_a_number():
   assert config.trainer.optimizer_config.optimizer.adamw.epsilon == 1e-8
 
 
-def test_train_command_reports_config_error_in_one_line(capsys, tmp_path):
+@pytest.mark.parametrize("override, field", [
+    ("trainer.steps_per_loop=0", "trainer.steps_per_loop"),
+    ("trainer.optimizer_config.learning_rate.polynomial."
+     "initial_learning_rate=fast", "initial_learning_rate is 'fast'"),
+])
+def test_train_command_reports_config_error_in_one_line(override, field,
+                                                        capsys, tmp_path):
   from absl import flags  # pylint: disable=g-import-not-at-top
   from rembert_tf.cli import train  # pylint: disable=g-import-not-at-top
   flags.FLAGS.unparse_flags()
   flags.FLAGS(["train", "--config", "pretrain_tiny_demo", "--model_dir",
-               str(tmp_path / "m"), "--params_override",
-               "trainer.steps_per_loop=0"])
+               str(tmp_path / "m"), "--params_override", override])
   try:
     with pytest.raises(SystemExit) as e:
       train.main([])
@@ -90,7 +121,7 @@ def test_train_command_reports_config_error_in_one_line(capsys, tmp_path):
   err = capsys.readouterr().err.strip()
   assert err.count("\n") == 0 and "Traceback" not in err
   assert err.startswith("rembert_tf.train: error: ")
-  assert "trainer.steps_per_loop" in err
+  assert field in err
   assert not os.path.exists(tmp_path / "m")
 
 
@@ -114,7 +145,7 @@ def test_missing_listed_shard_is_refused(records, tmp_path):
   copied = copy_records(records, tmp_path)
   missing = sorted(glob.glob(str(copied / "train" / "*.tfrecord")))[0]
   os.remove(missing)
-  with pytest.raises(pretrain_dataloader.DataMismatchError) as e:
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError) as e:
     runner.run(make_config(copied), str(tmp_path / "m"), **QUIET)
   message = one_line(e.value)
   assert os.path.basename(missing) in message and "metadata.json" in message
@@ -188,6 +219,55 @@ def test_failed_save_leaves_no_temp_and_stale_temps_are_removed(
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
 
 
+def test_async_checkpoints_never_show_a_save_in_flight(records, tmp_path,
+                                                       monkeypatch):
+  """Training goes on while ckpt-2 is written in the background; until the
+  write is complete no reader sees it; it holds step 2's values; the final
+  save waits for every write."""
+  from tensorflow.python.ops import gen_io_ops  # pylint: disable=g-import-not-at-top
+  merge = gen_io_ops.merge_v2_checkpoints
+  reached, release = threading.Event(), threading.Event()
+
+  def held_merge(prefixes, destination, *args, **kwargs):
+    if destination.numpy().decode().endswith("ckpt-2"):  # ckpt-2, encoder/ckpt-2
+      reached.set()
+      release.wait(timeout=120)
+    return merge(prefixes, destination, *args, **kwargs)
+
+  monkeypatch.setattr(gen_io_ops, "merge_v2_checkpoints", held_merge)
+  config = make_config(records, train_steps=6)
+  config.trainer.enable_async_checkpointing = True
+  model_dir = str(tmp_path / "m")
+  seen = {}
+
+  def at_step_4(line):
+    if line.startswith("step 4/"):  # trained on while ckpt-2 is in flight
+      seen.update(reached=reached.wait(timeout=120),
+                  latest=tf.train.latest_checkpoint(model_dir),
+                  encoder=tf.train.latest_checkpoint(f"{model_dir}/encoder"),
+                  files=os.listdir(model_dir))
+      release.set()
+
+  metrics = runner.run(config, model_dir, print_fn=at_step_4)
+  assert seen["reached"] and seen["latest"] is None and seen["encoder"] is None
+  assert "ckpt-2.index" not in seen["files"] and "ckpt-2_temp" in seen["files"]
+  assert metrics["checkpoint"] == f"{model_dir}/ckpt-6"
+  assert tf.train.latest_checkpoint(model_dir) == f"{model_dir}/ckpt-6"
+  assert tf.train.latest_checkpoint(f"{model_dir}/encoder").endswith("ckpt-6")
+  assert tf.train.load_variable(f"{model_dir}/ckpt-2",
+                                "global_step/.ATTRIBUTES/VARIABLE_VALUE") == 2
+  assert not glob.glob(f"{model_dir}/**/*_temp", recursive=True)
+
+
+def test_async_checkpointing_is_refused_on_several_workers():
+  config = make_config("unused")
+  config.trainer.enable_async_checkpointing = True
+  preflight_checks.check_async_checkpointing(config, multi_worker=False)
+  with pytest.raises(pretraining.PretrainingError,
+                     match="enable_async_checkpointing=false"):
+    preflight_checks.check_async_checkpointing(config, multi_worker=True)
+
+
 def test_encoder_export_every_nth_save_and_the_last(records, tmp_path):
   config = make_config(records, train_steps=7, steps_per_loop=1,
                        checkpoint_interval=1)
@@ -201,6 +281,59 @@ def test_encoder_export_every_nth_save_and_the_last(records, tmp_path):
                     for p in glob.glob(str(model_dir / "encoder" / "ckpt-*.index")))
   assert full == [1, 2, 3, 4, 5, 6, 7]
   assert exported == [3, 6, 7]
+
+
+# --- Checkpoints that are not intact ---------------------------------------------
+@pytest.fixture(scope="module")
+def trained_dir(records, tmp_path_factory):
+  """model_dir after 4 steps: ckpt-2 and ckpt-4."""
+  model_dir = tmp_path_factory.mktemp("trained") / "m"
+  runner.run(make_config(records), str(model_dir), **QUIET)
+  return model_dir
+
+
+@pytest.mark.parametrize("fault", sorted(testlib.CHECKPOINT_FAULTS))
+def test_resume_falls_back_to_the_newest_intact_checkpoint(
+    fault, records, trained_dir, tmp_path):
+  model_dir = tmp_path / "m"
+  shutil.copytree(trained_dir, model_dir)
+  part = testlib.CHECKPOINT_FAULTS[fault](str(model_dir),
+                                          str(model_dir / "ckpt-4"))
+  lines = []
+  metrics = runner.run(make_config(records), str(model_dir),
+                       print_fn=lines.append)
+  fallback = [l for l in lines if "is not intact" in l]
+  assert fallback == [f"{model_dir}: ckpt-4 is not intact ("
+                      f"{fallback[0].split(' (', 1)[1].split('); ')[0]}); "
+                      "using ckpt-2, the newest intact checkpoint."], lines
+  assert part in fallback[0]
+  assert f"resumed from {model_dir}/ckpt-2 at step 2" in lines
+  assert metrics["global_step"] == 4
+  assert checkpoint_layout.latest_checkpoint(str(model_dir)) == (
+      f"{model_dir}/ckpt-4")
+
+
+def test_init_checkpoint_falls_back_to_the_newest_intact_checkpoint(
+    records, tmp_path, capsys):
+  config = make_config(records)
+  source = tmp_path / "encoder_only"
+  saved = rembert_pretrainer.build_pretrainer(config.task.model)
+  writer = checkpoint_restore.EncoderExportWriter(saved.encoder, str(source))
+  writer.save(step=3)
+  expected = saved.encoder.variables[0].numpy()
+  saved.encoder.variables[0].assign(expected + 1.0)
+  writer.save(step=4)
+  testlib.CHECKPOINT_FAULTS["truncated_data"](
+      str(source / "encoder"), str(source / "encoder" / "ckpt-4"))
+  model = task_factory.get_task(config.task).build_model()
+  capsys.readouterr()
+  assert masked_lm_task.restore_init_checkpoint(model, str(source)).endswith(
+      "encoder/ckpt-3")
+  np.testing.assert_array_equal(model.encoder.variables[0].numpy(), expected)
+  err = capsys.readouterr().err.splitlines()
+  assert len(err) == 1 and err[0].startswith(
+      f"{source}/encoder: ckpt-4 is not intact (ckpt-4.data-00000-of-00001 "
+      "has "), err
 
 
 # --- Starting points ------------------------------------------------------------

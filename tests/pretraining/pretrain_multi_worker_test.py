@@ -1,25 +1,45 @@
-"""Pre-training with MultiWorkerMirroredStrategy over two local worker processes.
+"""A two-worker pre-training job (MultiWorkerMirroredStrategy, TF_CONFIG on
+127.0.0.1) through every restart a scheduler puts it through.
 
-The two workers (TF_CONFIG on 127.0.0.1) train, checkpoint and export the
-encoder together (every collective joined by both), are killed, resume from
-the chief's checkpoint and finish. The chief writes into model_dir; the other
-worker writes its copies into temporary directories.
+One job, one model_dir, one run after the other, each started with the same
+command as a scheduler would:
+
+1. both workers killed in the middle of a checkpoint save (its shards lie in
+   `ckpt-N_temp/`);
+2. restarted: the half-written save is removed and the run resumes from the
+   newest complete checkpoint; one worker gets SIGTERM: both save at the
+   same step and exit 42;
+3. restarted: resumes from that save; one worker is SIGKILLed: the other
+   exits 1 within the heartbeat timeout, with one line naming the lost peer;
+4. restarted: resumes and finishes (exit 0 on both);
+5. restarted after the end: both say the job is complete, exit 0 and write
+   nothing.
+
+No console shows a traceback or a "--- Logging error ---"; every run leaves
+each worker's log in model_dir/logs. The chief writes into model_dir; the
+other worker writes its copies into temporary directories.
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 
-import numpy as np
 import pytest
 import tensorflow as tf
 from official.core import task_factory
 
 import pretrain_testlib
 
-DEADLINE_SECONDS = 240
+from rembert_tf.runtime import strategies
+
+DEADLINE_SECONDS = 300
+STALLED_SAVE = os.path.join(os.path.dirname(__file__),
+                            "train_with_stalled_save.py")
+POLL_SECONDS = 0.2
 
 
 def free_ports(count):
@@ -32,25 +52,74 @@ def free_ports(count):
   return ports
 
 
-def start_workers(config_path, model_dir, log_dir, attempt):
-  ports = free_ports(2)
-  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-  procs = []
-  for index in range(2):
-    env = pretrain_testlib.subprocess_env(TF_CONFIG=json.dumps(
-        {"cluster": cluster, "task": {"type": "worker", "index": index}}))
-    log = open(os.path.join(log_dir, f"worker{index}-{attempt}.log"), "w")
-    procs.append(subprocess.Popen(
-        pretrain_testlib.train_command(config_path, model_dir, "--strategy",
-                                       "multi_worker_mirrored"),
-        cwd=pretrain_testlib.REPO, env=env, stdout=subprocess.PIPE,
-        stderr=log, text=True))
-  return procs
+class Job:
+  """The two worker processes of one run; their consoles go to files."""
+
+  def __init__(self, name, root, train_args, launcher=()):
+    self.name, self.root = name, root
+    ports = free_ports(2)
+    self.cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    self.procs = []
+    for index in range(2):
+      env = pretrain_testlib.subprocess_env(TF_CONFIG=json.dumps(
+          {"cluster": self.cluster, "task": {"type": "worker",
+                                             "index": index}}))
+      command = ([sys.executable, *launcher, *train_args] if launcher else
+                 [sys.executable, "-m", "rembert_tf.train", *train_args])
+      self.procs.append(subprocess.Popen(
+          command, cwd=pretrain_testlib.REPO, env=env,
+          stdout=open(self._path(index, "out"), "w"),
+          stderr=open(self._path(index, "err"), "w")))
+
+  def _path(self, index, kind):
+    return os.path.join(self.root, f"{self.name}-worker{index}.{kind}")
+
+  def console(self, index):
+    with open(self._path(index, "out")) as out, open(self._path(index, "err")) as err:
+      return out.read() + err.read()
+
+  def step(self, index=0):
+    steps = re.findall(r"^step +(\d+)/", self.console(index), re.M)
+    return int(steps[-1]) if steps else 0
+
+  def wait_until(self, condition, what):
+    deadline = time.time() + DEADLINE_SECONDS
+    while not condition():
+      if time.time() > deadline or any(p.poll() is not None for p in self.procs):
+        self.kill()
+        raise AssertionError(f"{self.name}: {what} never happened\n" +
+                             self.console(0)[-2000:] + self.console(1)[-2000:])
+      time.sleep(POLL_SECONDS)
+
+  def wait(self, timeout=DEADLINE_SECONDS):
+    try:
+      return [p.wait(timeout=timeout) for p in self.procs]
+    finally:
+      self.kill()
+
+  def kill(self):
+    for p in self.procs:
+      if p.poll() is None:
+        p.kill()
+        p.wait()
+
+  def assert_clean_consoles(self):
+    for index in range(2):
+      console = self.console(index)
+      assert "Logging error" not in console, console[-3000:]
+      assert "Traceback" not in console, console[-3000:]
 
 
-def read_log(log_dir, index, attempt):
-  with open(os.path.join(log_dir, f"worker{index}-{attempt}.log")) as f:
-    return f.read()
+def model_dir_files(model_dir):
+  """Every file but the logs: (path, mtime, size)."""
+  paths = [os.path.join(d, f) for d, _, names in os.walk(model_dir)
+           for f in names]
+  return sorted((p, os.path.getmtime(p), os.path.getsize(p)) for p in paths
+                if "/logs/" not in p)
+
+
+def checkpoint_step(path):
+  return int(path.rsplit("-", 1)[1])
 
 
 @pytest.fixture(scope="module")
@@ -60,51 +129,91 @@ def records(tmp_path_factory):
                                         splits=(("train", 1),))
 
 
-def test_two_workers_train_checkpoint_export_are_killed_and_resume(
-    records, tmp_path):
+def test_a_two_worker_job_survives_every_restart(records, tmp_path):
+  # Loops of 2 steps: each is cut into device calls whose size the workers
+  # agree on (runtime.stop_checks).
   config = pretrain_testlib.write_experiment_yaml(
-      tmp_path / "exp.yaml", records, train_steps=6, steps_per_loop=1,
+      tmp_path / "exp.yaml", records, train_steps=1000, steps_per_loop=2,
       checkpoint_interval=2)
   model_dir = str(tmp_path / "model")
-  first = start_workers(config, model_dir, str(tmp_path), 1)
-  try:
-    # Kill both once the chief reports step 4 (checkpoints at 2 and 4 exist
-    # or are being written).
-    deadline = time.time() + DEADLINE_SECONDS
-    for line in first[0].stdout:
-      if line.startswith("step 4/") or time.time() > deadline:
-        break
-    assert tf.train.latest_checkpoint(model_dir) is not None, read_log(
-        str(tmp_path), 0, 1)[-3000:]
-    for proc in first:
-      proc.send_signal(signal.SIGKILL)
-      proc.wait(timeout=30)
-  finally:
-    for proc in first:
-      if proc.poll() is None:
-        proc.kill()
-  killed_at = int(tf.train.latest_checkpoint(model_dir).rsplit("-", 1)[1])
-  assert killed_at in (2, 4)
-  assert os.path.exists(os.path.join(model_dir, "encoder", "ckpt-2.index"))
+  args = ["--config", config, "--model_dir", model_dir, "--strategy",
+          "multi_worker_mirrored"]
+  root = str(tmp_path)
 
-  second = start_workers(config, model_dir, str(tmp_path), 2)
-  try:
-    outputs = [proc.communicate(timeout=DEADLINE_SECONDS)[0] for proc in second]
-  finally:
-    for proc in second:
-      if proc.poll() is None:
-        proc.kill()
-  for index, proc in enumerate(second):
-    assert proc.returncode == 0, read_log(str(tmp_path), index, 2)[-3000:]
-    assert f"resumed from {model_dir}/ckpt-{killed_at}" in outputs[index]
-  assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-6")
-  assert tf.train.latest_checkpoint(
-      os.path.join(model_dir, "encoder")).endswith("ckpt-6")
-  # Only the chief wrote into model_dir; each worker read its own file shard.
-  assert not [n for n in os.listdir(model_dir) if "worker" in n]
+  # 1. Killed while ckpt-6 is being written.
+  marker = str(tmp_path / "stalled")
+  job = Job("stalled", root, ["6", marker, *args], launcher=[STALLED_SAVE])
+  job.wait_until(lambda: os.path.exists(marker), "the save of ckpt-6")
+  job.kill()
+  assert os.path.isdir(os.path.join(model_dir, "ckpt-6_temp"))
+  assert checkpoint_step(tf.train.latest_checkpoint(model_dir)) == 4
+
+  # 2. Restarted: the partial save is removed, the run resumes from ckpt-4;
+  # SIGTERM to worker 1 stops both at the same step.
+  job = Job("sigterm", root, args)
+  job.wait_until(lambda: job.step() >= 6, "step 6")
+  assert not os.path.exists(os.path.join(model_dir, "ckpt-6_temp"))
+  job.procs[1].send_signal(signal.SIGTERM)
+  assert job.wait() == [42, 42], job.console(0)[-3000:] + job.console(1)[-3000:]
+  job.assert_clean_consoles()
+  saved = tf.train.latest_checkpoint(model_dir)
+  saved_step = checkpoint_step(saved)
   for index in range(2):
-    log = read_log(str(tmp_path), index, 2)
-    assert f"training input: pipeline {index} of 2 (2 replicas)" in log, log[-2000:]
+    console = job.console(index)
+    assert f"resumed from {model_dir}/ckpt-4 at step 4" in console
+    assert f"saved {saved} at step {saved_step} and stopped" in console
+  assert saved_step >= 6
+  assert os.path.exists(f"{model_dir}/encoder/ckpt-{saved_step}.index")
+
+  # 3. Restarted; worker 1 is SIGKILLed: worker 0 names it and stops.
+  job = Job("sigkill", root, args)
+  job.wait_until(lambda: job.step() >= saved_step + 1, "a step after the resume")
+  job.procs[1].send_signal(signal.SIGKILL)
+  killed_at = time.time()
+  assert job.procs[0].wait(timeout=DEADLINE_SECONDS) == 1
+  assert (time.time() - killed_at
+          < strategies.WORKER_HEARTBEAT_TIMEOUT_SECONDS + 20)
+  job.wait()
+  job.assert_clean_consoles()
+  assert f"resumed from {saved} at step {saved_step}" in job.console(0)
+  error_lines = [l for l in job.console(0).splitlines() if "error:" in l]
+  peer = job.cluster["worker"][1]
+  assert len(error_lines) == 1 and (
+      f"lost contact with worker 1 ({peer})" in error_lines[0]), error_lines
+  assert "disk" not in error_lines[0] and "permission" not in error_lines[0]
+
+  # 4. Restarted: resumes from the newest complete checkpoint and finishes.
+  newest = tf.train.latest_checkpoint(model_dir)
+  final_step = checkpoint_step(newest) + 3
+  args += ["--params_override", f"trainer.train_steps={final_step}"]
+  job = Job("finish", root, args)
+  assert job.wait() == [0, 0], job.console(0)[-3000:] + job.console(1)[-3000:]
+  job.assert_clean_consoles()
+  for index in range(2):
+    assert f"resumed from {newest}" in job.console(index)
+  final = tf.train.latest_checkpoint(model_dir)
+  assert checkpoint_step(final) == final_step
+  assert tf.train.latest_checkpoint(f"{model_dir}/encoder").endswith(
+      f"ckpt-{final_step}")
+  assert not [n for n in os.listdir(model_dir) if "worker" in n or "_temp" in n]
+  log = open(f"{model_dir}/logs/" + next(
+      n for n in sorted(os.listdir(f"{model_dir}/logs"))[::-1]
+      if n.endswith("-worker1.log"))).read()
+  assert "training input: pipeline 1 of 2 (2 replicas)" in log
+
+  # 5. Restarted after the end: complete, nothing written.
+  before = model_dir_files(model_dir)
+  job = Job("after_the_end", root, args)
+  assert job.wait() == [0, 0], job.console(0)[-3000:] + job.console(1)[-3000:]
+  job.assert_clean_consoles()
+  for index in range(2):
+    assert f"the job is complete: {final} is at step {final_step}" in (
+        job.console(index))
+  assert model_dir_files(model_dir) == before
+  # Every run that ended (all but the SIGKILLed processes) left its log.
+  logs = os.listdir(f"{model_dir}/logs")
+  assert [len([n for n in logs if n.endswith(f"-worker{index}.log")])
+          for index in range(2)] == [4, 3], logs
 
 
 def test_two_input_pipelines_read_disjoint_files_after_a_resume(records):

@@ -1,13 +1,19 @@
-"""`python -m rembert_tf.train` killed with SIGKILL / SIGTERM, then resumed.
+"""`python -m rembert_tf.train` killed with SIGKILL / SIGTERM, then resumed;
+every way a run ends leaves its full log in MODEL_DIR/logs.
 
 One test, several train processes side by side (op determinism is
 process-wide, and a signal needs a process): an uninterrupted deterministic
-run; a run SIGKILLed mid-way and resumed (same final weights); and a run with
+run; a run SIGKILLed mid-way and resumed (same final weights); a run with
 `steps_per_loop=1000` stopped by SIGTERM after its first steps: it saves at
 the step reached and exits 42 within seconds, not at the end of the loop, and
-its rerun resumes from that step.
+its rerun resumes from that step; a run whose loss becomes NaN (exit 3) and
+one whose records turn out corrupted mid-run (exit 1). Each ended run's log
+(done 0, preempted 42, error 1, non-finite loss 3) is in its model_dir/logs,
+complete to its last line, and no console shows "--- Logging error ---".
 """
+import glob
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -18,7 +24,7 @@ import tensorflow as tf
 
 import pretrain_testlib
 
-DEADLINE_SECONDS = 150
+DEADLINE_SECONDS = 300
 SIGTERM_EXIT_SECONDS = 10
 
 
@@ -53,6 +59,21 @@ def progress_step_at_least(step):
   return predicate
 
 
+def kept_log(model_dir, exit_code):
+  """The one log of a run in model_dir/logs, complete to its exit line."""
+  logs = glob.glob(os.path.join(model_dir, "logs", "rembert-train-*.log"))
+  assert len(logs) == 1, logs
+  text = open(logs[0]).read()
+  assert text.startswith("rembert-train started"), text[:200]
+  assert text.rstrip().endswith(f"(exit code {exit_code})"), text[-500:]
+  return text
+
+
+def assert_clean_console(text):
+  assert "Logging error" not in text, text[-3000:]
+  assert "I/O operation on closed file" not in text, text[-3000:]
+
+
 def model_weights(checkpoint):
   return {name: tf.train.load_variable(checkpoint, name)
           for name, _ in tf.train.list_variables(checkpoint)
@@ -75,8 +96,17 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
   long_config = pretrain_testlib.write_experiment_yaml(
       tmp_path / "long.yaml", records, train_steps=3000, steps_per_loop=1000,
       checkpoint_interval=1000)
-  whole_dir, killed_dir, term_dir = (str(tmp_path / n)
-                                     for n in ("whole", "killed", "term"))
+  whole_dir, killed_dir, term_dir, nan_dir, corrupt_dir = (
+      str(tmp_path / n) for n in ("whole", "killed", "term", "nan", "corrupt"))
+  corrupt_records = tmp_path / "corrupt_records"
+  shutil.copytree(records, corrupt_records)
+  shard = glob.glob(str(corrupt_records / "train" / "*.tfrecord"))[0]
+  data = open(shard, "rb").read()
+  with open(shard, "wb") as f:  # the last record cut in the middle
+    f.write(data[:len(data) - 5])
+  corrupt_config = pretrain_testlib.write_experiment_yaml(
+      tmp_path / "corrupt.yaml", corrupt_records, train_steps=40,
+      steps_per_loop=1, checkpoint_interval=2)
   whole = start(config, whole_dir, tmp_path / "whole.log")
   killed = start(config, killed_dir, tmp_path / "killed.log")
   term = start(long_config, term_dir, None, stderr=subprocess.PIPE)
@@ -106,6 +136,11 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
                                        f"ckpt-{saved_step}.index"))
     assert not [n for n in os.listdir(term_dir) if n.endswith("_temp")]
 
+    assert f"saved {term_ckpt} at step {saved_step}" in kept_log(term_dir, 42)
+    assert_clean_console(term_log)
+
+    # Once the timed SIGTERM is done: the reruns, a NaN loss, records
+    # corrupted mid-run.
     lost_at = tf.train.latest_checkpoint(killed_dir)
     assert lost_at is not None and int(lost_at.rsplit("-", 1)[1]) in (4, 6)
     resumed = start(config, killed_dir, tmp_path / "resumed.log")
@@ -113,7 +148,24 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
                        "--params_override",
                        f"trainer.train_steps={saved_step + 2},"
                        "trainer.steps_per_loop=1,trainer.summary_interval=1")
-    procs += [resumed, term_rerun]
+    nan = start(config, nan_dir, tmp_path / "nan.log", "--params_override",
+                "trainer.optimizer_config.learning_rate.polynomial."
+                "initial_learning_rate=1e30")
+    corrupt = start(corrupt_config, corrupt_dir, tmp_path / "corrupt.log")
+    procs += [resumed, term_rerun, nan, corrupt]
+    nan.communicate(timeout=DEADLINE_SECONDS)
+    assert nan.returncode == 3
+    nan_console = (tmp_path / "nan.log").read_text()
+    assert "training loss is" in kept_log(nan_dir, 3)
+    corrupt.communicate(timeout=DEADLINE_SECONDS)
+    assert corrupt.returncode == 1
+    corrupt_console = (tmp_path / "corrupt.log").read_text()
+    assert "corrupted or truncated" in corrupt_console
+    assert "corrupted or truncated" in kept_log(corrupt_dir, 1)
+    for console in (nan_console, corrupt_console):
+      assert_clean_console(console)
+      assert "Traceback" not in console
+
     out, _ = resumed.communicate(timeout=DEADLINE_SECONDS)
     assert resumed.returncode == 0, (tmp_path / "resumed.log").read_text()[-2000:]
     assert "resumed from" in out
@@ -127,6 +179,9 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
       if proc.poll() is None:
         proc.kill()
 
+  kept_log(whole_dir, 0)
+  for name in ("whole", "killed", "resumed", "term_rerun"):
+    assert_clean_console((tmp_path / f"{name}.log").read_text())
   whole_ckpt = tf.train.latest_checkpoint(whole_dir)
   resumed_ckpt = tf.train.latest_checkpoint(killed_dir)
   assert whole_ckpt.endswith(f"ckpt-{steps}")

@@ -11,9 +11,9 @@ from tensorflow.python.framework import config as tf_config  # pylint: disable=g
 import pretrain_testlib
 
 from rembert_tf import pretraining
-from rembert_tf.data import pretrain_dataloader
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.evaluation import mlm_baseline
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.pretraining import experiments
@@ -32,7 +32,7 @@ def records(tmp_path_factory):
   spm = root / "spm.model"
   spm.write_bytes(b"not a real model; only copied")
   for split, seed in (("train", 1), ("eval", 2)):
-    pretraining_records.write_pretraining_records(
+    pretraining_record_format.write_pretraining_records(
         str(root / split), examples, seq_length=SEQ,
         max_predictions_per_seq=PREDS, vocab_size=VOCAB, seed=seed,
         extra_metadata={"sentencepiece_model": str(spm)})
@@ -110,6 +110,28 @@ def test_resume_continues_step_weights_and_optimizer(records, trained_dir,
   assert any(".OPTIMIZER_SLOT/optimizer/m/" in n for n in names)
 
 
+def test_a_restart_after_the_end_writes_nothing(records, trained_dir, tmp_path):
+  model_dir, metrics, _ = trained_dir
+  before = listing(model_dir)
+  lines = []
+  again = runner.run(make_config(records), model_dir, mode="train_and_eval",
+                     print_fn=lines.append)
+  assert lines == [f"the job is complete: {model_dir}/ckpt-4 is at step 4 "
+                   "(trainer.train_steps=4); nothing to do. Raise "
+                   "trainer.train_steps to train further."]
+  assert again["global_step"] == 4 and again["checkpoint"] == metrics["checkpoint"]
+  assert listing(model_dir) == before
+  # Killed before the final encoder export: the rerun writes just that.
+  import shutil
+  unexported = str(tmp_path / "unexported")
+  shutil.copytree(model_dir, unexported)
+  shutil.rmtree(os.path.join(unexported, "encoder"))
+  runner.run(make_config(records), unexported, print_fn=lines.append)
+  assert "the job is complete" not in lines[-1]
+  assert tf.train.latest_checkpoint(unexported).endswith("ckpt-4")
+  assert checkpoint_layout.encoder_checkpoint_path(unexported).endswith("ckpt-4")
+
+
 def test_default_strategy_with_the_precision_flag_and_settings_restored(
     records, tmp_path):
   """`--strategy default` (no tf.distribute scope) trains; --mixed_precision
@@ -160,12 +182,12 @@ def test_records_mismatching_the_config_fail_before_the_first_step(records,
   config = make_config(records)
   config.task.train_data.seq_length = 64
   config.task.model.max_position_embeddings = 128
-  with pytest.raises(pretrain_dataloader.DataMismatchError, match="seq_length"):
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError, match="seq_length"):
     runner.run(config, str(tmp_path / "m"), print_fn=lambda _: None)
   assert not glob.glob(str(tmp_path / "m" / "ckpt-*"))
   config = make_config(records)
   config.task.model.vocab_size = 3000
-  with pytest.raises(pretrain_dataloader.DataMismatchError, match="vocab"):
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError, match="vocab"):
     runner.run(config, str(tmp_path / "m2"), print_fn=lambda _: None)
 
 
@@ -224,7 +246,7 @@ def test_most_frequent_token_baseline_matches_a_direct_count(records):
       config.task.validation_data, VOCAB,
       train_data_config=config.task.train_data)
   counts = np.zeros(VOCAB)
-  dataset = pretrain_dataloader.RemBertPretrainDataLoader(
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
       config.task.validation_data).load()
   for batch in dataset:
     np.add.at(counts, batch["masked_lm_ids"].numpy().ravel(),

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import yaml
 
-from rembert_tf.data import pretraining_records
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.pretraining import experiments
 
 SEQ, PREDS, VOCAB = 32, 5, 2000
@@ -20,7 +20,7 @@ def write_records(root, num_shards=1, num_examples=96, extra_metadata=None,
   examples = [list(5 + (rng.zipf(1.6, size=rng.integers(10, 28)) % 200))
               for _ in range(num_examples)]
   for split, seed in splits:
-    pretraining_records.write_pretraining_records(
+    pretraining_record_format.write_pretraining_records(
         str(pathlib.Path(root) / split), examples, seq_length=SEQ,
         max_predictions_per_seq=PREDS, vocab_size=VOCAB, seed=seed,
         num_shards=num_shards, extra_metadata=extra_metadata)

@@ -1,5 +1,6 @@
 """The shared training runtime: strategies, process settings, preemption,
-checkpoint temporaries."""
+stop checks, lost peers, asynchronous checkpoints, checkpoint temporaries."""
+import json
 import os
 import signal
 import time
@@ -12,9 +13,12 @@ from official.common import distribute_utils
 from tensorflow.python.framework import config as tf_config
 
 from rembert_tf.common import errors
+from rembert_tf.runtime import async_checkpoints
 from rembert_tf.runtime import checkpoint_temporaries
+from rembert_tf.runtime import cluster_failures
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
+from rembert_tf.runtime import stop_checks
 from rembert_tf.runtime import strategies
 
 
@@ -155,10 +159,122 @@ def test_preempted_error_names_the_checkpoint_and_exits_42():
 
 def test_no_multi_worker_hook_on_one_host():
   step = tf.Variable(0, dtype=tf.int64)
-  manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step),
-                                       "ram://runtime_test/hook", 1)
+  one_device = strategies.make_strategy("one_device")
   assert preemption.multi_worker_preemption_hook(
-      strategies.make_strategy("one_device"), manager, step) is None
+      one_device, lambda: "ram://runtime_test/ckpt-1", step) is None
+  assert stop_checks.agree_across_workers(one_device) is None
+  assert strategies.process_label() == ""
+
+
+def test_preempted_error_of_a_worker_names_the_cause():
+  error = preemption.TrainingPreempted.after_save(
+      "/m/ckpt-9", 9, cause="a worker received SIGTERM")
+  assert str(error).startswith("a worker received SIGTERM: saved /m/ckpt-9 at "
+                               "step 9 and stopped")
+
+
+# --- Stop checks ------------------------------------------------------------------
+def test_stop_checks_fit_a_call_to_the_seconds_and_grow_gradually():
+  schedule = stop_checks.StopCheckSchedule(seconds=1.0)
+  assert schedule.next_call(remaining=1000) == 1     # compiles
+  schedule.observe(steps=1, seconds=30.0)
+  assert schedule.next_call(remaining=999) == 1
+  schedule.observe(steps=1, seconds=0.015625)        # 64 steps per second
+  calls = []
+  for _ in range(4):
+    calls.append(schedule.next_call(remaining=10_000))
+    schedule.observe(calls[-1], calls[-1] * 0.015625)
+  assert calls == [8, 64, 64, 64]                    # at most 8x, then ~1 s
+  schedule.observe(steps=64, seconds=4.0)            # the machine got slower
+  assert schedule.next_call(remaining=10_000) == 16
+  assert schedule.next_call(remaining=5) == 5        # never past the loop
+
+
+def test_stop_checks_of_a_fixed_count_and_an_agreement():
+  fixed = stop_checks.StopCheckSchedule(seconds=1.0, fixed_steps=10)
+  fixed.observe(steps=10, seconds=100.0)
+  assert [fixed.next_call(25), fixed.next_call(3)] == [10, 3]
+  proposals = []
+  agreed = stop_checks.StopCheckSchedule(
+      seconds=1.0, agree=lambda n: proposals.append(n) or 7)
+  agreed.observe(steps=1, seconds=0.001)
+  assert agreed.next_call(remaining=100) == 7 and proposals == [8]
+  assert agreed.next_call(remaining=1) == 1 and proposals == [8]
+  with pytest.raises(ValueError):
+    stop_checks.StopCheckSchedule(seconds=0)
+
+
+# --- Lost peers -------------------------------------------------------------------
+def two_worker_resolver(task_id):
+  return tf.distribute.cluster_resolver.SimpleClusterResolver(
+      tf.train.ClusterSpec({"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]}),
+      task_type="worker", task_id=task_id)
+
+
+def test_a_lost_peer_is_named_in_one_line():
+  aborted = tf.errors.UnavailableError(
+      None, None,
+      "{{function_node __wrapped__CollectiveReduceV2_Nordering_token_1_device_"
+      "/job:worker/replica:0/task:0/device:CPU:0}} Collective ops is aborted "
+      "by: Error reported from /job:worker/task:1: The following tasks are "
+      "unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1")
+  assert cluster_failures.is_peer_failure(aborted)
+  assert not cluster_failures.is_lost_peer(
+      aborted, strategies.make_strategy("one_device"))
+  message = str(cluster_failures.LostPeerError.from_error(
+      aborted, two_worker_resolver(0), "gs://b/run/ckpt-8"))
+  assert message.startswith(
+      "lost contact with worker 1 (10.0.0.2:2222): this worker stopped "
+      "(Error reported from /job:worker/task:1: The following tasks are "
+      "unhealthy")
+  assert "function_node" not in message and "\n" not in message
+  assert "gs://b/run/ckpt-8" in message and "Restart every worker" in message
+  # The error names no peer: the others of the cluster are named.
+  reset = tf.errors.UnavailableError(None, None, "Collective ops is aborted "
+                                     "by: recvmsg:Connection reset by peer")
+  assert cluster_failures.describe_peers(reset, two_worker_resolver(1)) == (
+      "worker 0 (10.0.0.1:2222)")
+
+
+def test_storage_errors_are_no_lost_peer():
+  for error in (tf.errors.UnavailableError(None, None, "gs://b/x: HTTP 503"),
+                tf.errors.ResourceExhaustedError(
+                    None, None, "/job:worker/replica:0/task:0 disk full"),
+                OSError(28, "No space left on device")):
+    assert not cluster_failures.is_peer_failure(error)
+
+
+def test_process_label_of_a_worker(monkeypatch):
+  monkeypatch.setenv("TF_CONFIG", json.dumps(
+      {"cluster": {"worker": ["a:1", "b:1"]},
+       "task": {"type": "worker", "index": 1}}))
+  assert strategies.process_label() == "worker1"
+  monkeypatch.setenv("TF_CONFIG", json.dumps(
+      {"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}))
+  assert strategies.process_label() == ""
+
+
+# --- Asynchronous checkpoints -------------------------------------------------------
+def test_async_writes_are_waited_for_and_a_failure_is_raised(tmp_path,
+                                                            monkeypatch):
+  step = tf.Variable(3, dtype=tf.int64)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step),
+                                       str(tmp_path), max_to_keep=2)
+  path = manager.save(checkpoint_number=3,
+                      options=async_checkpoints.options(True))
+  async_checkpoints.wait_for_writes(manager.checkpoint)
+  assert tf.train.latest_checkpoint(str(tmp_path)) == path
+  assert tf.train.load_variable(path, "step/.ATTRIBUTES/VARIABLE_VALUE") == 3
+
+  from tensorflow.python.ops import gen_io_ops  # pylint: disable=g-import-not-at-top
+  def full_disk(*args, **kwargs):
+    raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+  monkeypatch.setattr(gen_io_ops, "merge_v2_checkpoints", full_disk)
+  step.assign(4)
+  manager.save(checkpoint_number=4, options=async_checkpoints.options(True))
+  with pytest.raises(tf.errors.ResourceExhaustedError, match="No space"):
+    async_checkpoints.wait_for_writes(manager.checkpoint)
+  assert tf.train.latest_checkpoint(str(tmp_path)) == path  # never ckpt-4
 
 
 # --- Checkpoint temporaries -----------------------------------------------------

@@ -1,0 +1,287 @@
+"""Outputs: written by one run at a time, built aside and swapped in whole.
+
+A command's output (a directory of records, a checkpoint directory, an
+export) is written by one run at a time (`writing_output`: the lock of
+`output_lock`), built under a temporary sibling and swapped in when complete
+(`atomic_directory`). The swap is journaled (`swap_in`): a run killed at any
+point of it, even half-way through a directory that Cloud Storage renames
+object by object, leaves the old or the new output whole, and the next writer
+finishes or undoes it before anything else (`recover_interrupted_swap`).
+Temporaries of writers that are gone are removed by
+`remove_stale_temporaries`; those of a live process are kept. Every file
+operation goes through `rembert_tf.common.fileio`.
+
+Example:
+```python
+from rembert_tf.common import fileio
+from rembert_tf.common import outputs
+with outputs.writing_output("ram://demo/export"):
+  with outputs.atomic_directory("ram://demo/export", overwrite=True) as tmp:
+    fileio.write_text(fileio.join(tmp, "README"), "complete\\n")
+assert fileio.exists("ram://demo/export/README")
+```
+"""
+import contextlib
+import functools
+import inspect
+import json
+import sys
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
+
+PathLike = fileio.PathLike
+
+_OLD_TAG = ".old-"
+_SWAP_TAG = ".swap-"
+_JOURNAL_SUFFIX, _MARKER_SUFFIX = ".json", ".into"
+
+
+def _siblings(path: str, tag: str) -> List[str]:
+  """The `.NAME{tag}*` entries beside `path`."""
+  parent = fileio.temporaries_dir(path)
+  prefix = f".{fileio.basename(path)}{tag}"
+  if not fileio.isdir(parent or "."):
+    return []
+  return [fileio.join(parent, n) for n in fileio.listdir(parent or ".")
+          if n.startswith(prefix)]
+
+
+def remove_stale_temporaries(path: PathLike,
+                             lock_of: Optional[PathLike] = None) -> List[str]:
+  """Removes the `.NAME.tmp-*` siblings of `path` whose writer is gone.
+
+  A temporary's name carries its writer (`PID@HOST`): it is kept while that
+  process runs on this host or, from another host, while that writer holds
+  a live lock on output `lock_of` (default `path`). Copies of an old output
+  (`.NAME.old-*`) are never removed here: see `recover_interrupted_swap`.
+  Returns what it removed.
+  """
+  path = fileio.as_str(path).rstrip("/")
+  prefix = f".{fileio.basename(path)}{fileio.TEMPORARY_TAG}"
+  removed = []
+  for stale in _siblings(path, fileio.TEMPORARY_TAG):
+    writer = fileio.basename(stale)[len(prefix):].rsplit("-", 1)[0]
+    if not output_lock.owner_is_running(writer, lock_of or path):
+      fileio.rmtree(stale)
+      removed.append(stale)
+  return removed
+
+
+@contextlib.contextmanager
+def writing_output(path: PathLike) -> Iterator[str]:
+  """Holds the lock of output `path` and first finishes an interrupted swap.
+
+  Every command that writes `path` runs in this block: a second run is
+  refused with `output_lock.OutputLockedError` naming the first, and a swap
+  that a killed run left half-way is completed or rolled back
+  (`recover_interrupted_swap`) before anything looks at `path`. Nests.
+  Raises errors.InputError when a parent of `path` is a file.
+  """
+  path = fileio.as_str(path).rstrip("/")
+  fileio.check_output_location(path)
+  with output_lock.hold(path) as taken:
+    if taken:
+      recover_interrupted_swap(path)
+    yield path
+
+
+def writes_output(argument: str) -> Callable:
+  """Runs the decorated function in `writing_output(<its argument>)`.
+
+  `argument` names the parameter that holds the output path; a call where
+  it is None writes no output and takes no lock.
+  """
+  def decorate(function: Callable) -> Callable:
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def wrapped(*args, **kwargs):
+      path = signature.bind(*args, **kwargs).arguments.get(argument)
+      if path is None:
+        return function(*args, **kwargs)
+      with writing_output(path):
+        return function(*args, **kwargs)
+    return wrapped
+  return decorate
+
+
+@contextlib.contextmanager
+def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
+  """Yields a temporary directory that becomes `path` when the block completes.
+
+  Holds the output's lock (`writing_output`). The old `path` (with
+  `overwrite`) is moved aside only after the new content is complete, and
+  removed once the new one is in place (`swap_in`). On an exception the
+  temporary directory is removed and `path` is untouched. Raises
+  `errors.OutputExistsError` when `path` exists and `overwrite` is false,
+  and `errors.InputError` when a parent of `path` is a file.
+  """
+  path = fileio.as_str(path).rstrip("/")
+  with writing_output(path):
+    remove_stale_temporaries(path)
+    if fileio.exists(path) and not overwrite:
+      raise errors.OutputExistsError(
+          f"{path} already exists; choose another output or pass --overwrite "
+          "to replace it (the old output stays until the new one is complete).")
+    tmp = fileio.temporary_path(path)
+    fileio.makedirs(tmp)
+    try:
+      yield tmp
+    except BaseException as e:
+      fileio.rmtree(tmp)
+      if fileio.is_disk_full(e):
+        raise fileio.disk_full_error(path, e) from None
+      raise
+    old = fileio.temporary_path(path, _OLD_TAG)
+    swap_in(path, aside=[(path, old)] if fileio.exists(path) else [],
+            into=[(tmp, path)], new=[tmp],
+            old=[old] + _siblings(path, _OLD_TAG))
+
+
+def swap_in(path: PathLike, *, aside: Sequence[Tuple[str, str]],
+            into: Sequence[Tuple[str, str]], new: Sequence[str] = (),
+            old: Sequence[str] = ()) -> None:
+  """Replaces output `path` by moves that a kill at any point cannot lose.
+
+  `aside` moves (src, dst) take the old output out of the way, `into` moves
+  bring the complete new one in; `new` (temporaries of the new output) and
+  `old` (copies of the old one) are removed at the end. First a journal
+  `.NAME.swap-*` beside `path` lists every move; once the old output is
+  wholly aside a marker `.NAME.swap-*.into` is written. A swap cut short is
+  finished by the next writer of `path` (`recover_interrupted_swap`): moved
+  back without the marker, completed with it. All paths lie under the
+  directory of `path`.
+  """
+  path = fileio.as_str(path).rstrip("/")
+  journal = fileio.temporary_path(path, _SWAP_TAG) + _JOURNAL_SUFFIX
+  parent = fileio.dirname(journal)
+  relative = lambda p: _relative(p, parent)
+  record = {"output": fileio.basename(path),
+            "aside": [[relative(s), relative(d)] for s, d in aside],
+            "into": [[relative(s), relative(d)] for s, d in into],
+            "new": [relative(p) for p in new], "old": [relative(p) for p in old]}
+  try:
+    # Whole, or unreadable: nothing moved.
+    with fileio.open_file(journal, "w") as f:
+      f.write(json.dumps(record, indent=1) + "\n")
+  except Exception:
+    for temporary in new:
+      fileio.rmtree(temporary)
+    raise
+  try:
+    for src, dst in aside:
+      _move(src, dst)
+    with fileio.open_file(_marker_of(journal), "w") as f:
+      f.write("the old output is aside\n")  # (ram:// drops empty files)
+    _complete_swap(journal)
+  except Exception:
+    with contextlib.suppress(Exception):  # Best effort; else the next run.
+      _complete_swap(journal)
+    raise
+
+
+def _marker_of(journal: str) -> str:
+  return journal[:-len(_JOURNAL_SUFFIX)] + _MARKER_SUFFIX
+
+
+def _relative(path: str, parent: str) -> str:
+  if not parent:
+    return path
+  if not path.startswith(parent.rstrip("/") + "/"):
+    raise ValueError(f"internal: {path} is not under {parent}")
+  return path[len(parent.rstrip("/")) + 1:]
+
+
+def _move(src: str, dst: str) -> None:
+  """Moves `src` to `dst`, or finishes such a move that was cut short."""
+  if not fileio.exists(src):
+    return
+  # A tree moved object by object, half-way.
+  if fileio.isdir(src) and fileio.exists(dst):
+    fileio.merge_tree(src, dst)
+    return
+  if fileio.dirname(dst):
+    fileio.makedirs(fileio.dirname(dst))
+  fileio.rename(src, dst, overwrite=True)
+
+
+def _complete_swap(journal: str) -> Optional[str]:
+  """Finishes the swap of `journal`; returns "new" or "old" (what is in place).
+
+  With the marker every `into` move is (re)done; without it every `aside`
+  move is undone. Then the journal's temporaries go, and the old copies too
+  when the new output is in place (after a roll-back, only emptied ones).
+  """
+  parent, marker = fileio.dirname(journal), _marker_of(journal)
+  try:
+    record = json.loads(fileio.read_text(journal))
+  except (ValueError, OSError):
+    record = None  # Cut short while written: nothing was moved.
+  full = lambda p: fileio.join(parent, p) if parent else p
+  outcome = None
+  if record is not None and fileio.exists(marker):
+    for src, dst in record["into"]:
+      _move(full(src), full(dst))
+    for leftover in record["new"] + record["old"]:
+      fileio.rmtree(full(leftover))
+    outcome = "new"
+  elif record is not None:
+    for src, dst in reversed(record["aside"]):
+      _move(full(dst), full(src))
+    for leftover in record["new"]:
+      fileio.rmtree(full(leftover))
+    for copy_path in map(full, record["old"]):
+      if fileio.isdir(copy_path) and not fileio.files_under(copy_path):
+        fileio.rmtree(copy_path)
+    outcome = "old"
+  if fileio.exists(marker):
+    fileio.remove(marker)
+  fileio.remove(journal)
+  return outcome
+
+
+def recover_interrupted_swap(path: PathLike) -> None:
+  """Puts `path` back in one piece after a writer was killed while swapping.
+
+  Runs under the output's lock (`writing_output`), so no live writer's swap
+  is touched. Each journal `.NAME.swap-*` is finished (`_complete_swap`). An
+  old copy with no journal (`.NAME.old-*`) while `path` is missing is moved
+  back when it is the only one; several are refused (errors.InputError
+  naming them). Each repair prints one line on stderr.
+  """
+  path = fileio.as_str(path).rstrip("/")
+  for journal in _siblings(path, _SWAP_TAG):
+    if not journal.endswith(_JOURNAL_SUFFIX):
+      continue  # A marker: its journal is finished below.
+    try:
+      outcome = _complete_swap(journal)
+    except Exception as e:  # pylint: disable=broad-except
+      raise errors.InputError(
+          f"{path}: a run killed while replacing it left {journal}, which "
+          f"lists where every file of the old and the new output is; "
+          f"finishing it failed ({errors.one_line(e)}). Fix that and run "
+          "again, or move the files back by hand.") from None
+    if outcome:
+      state = ("the new output is in place" if outcome == "new"
+               else "the state before it is back")
+      _say(f"{path}: finished the replacement a killed run had begun "
+           f"({state}).")
+  copies = _siblings(path, _OLD_TAG)
+  if not copies or fileio.exists(path):
+    return
+  if len(copies) > 1:
+    raise errors.InputError(
+        f"{path} is missing and {len(copies)} copies moved aside by killed "
+        f"runs are beside it ({', '.join(copies)}); move the one to keep to "
+        f"{path}, remove the others, and run again.")
+  fileio.rename(copies[0], path)
+  _say(f"{path}: restored from {copies[0]}, where a killed run had moved it.")
+
+
+def _say(line: str) -> None:
+  print(line, file=sys.stderr, flush=True)
+
+

@@ -1,0 +1,331 @@
+"""Writes a keras-hub preset directory from canonical tensors, one tensor at a time.
+
+The output of `rembert-convert --to keras_hub` (`converter.convert_checkpoint`):
+
+```
+PRESET/config.json            RemBertBackbone's serialized config
+PRESET/model.weights.h5       the backbone's weights
+PRESET/metadata.json          keras / keras-hub versions, parameter count, tasks
+PRESET/tokenizer.json         RemBertTokenizer (with a SentencePiece model)
+PRESET/assets/tokenizer/vocabulary.spm
+PRESET/task.json              with the output side: RemBertMaskedLM and its
+PRESET/task.weights.h5          decoupled head (transform, E_out table, bias),
+PRESET/preprocessor.json        and RemBertMaskedLMPreprocessor
+```
+which `rembert_tf.keras_hub.RemBertBackbone.from_preset(PRESET)` and the
+tasks' `from_preset` load on any Keras 3 backend.
+
+Builds on keras-hub's own preset writer and Keras' weights format, without
+building the model at full size (the released model is 4 GB; building it
+costs twice that in initialisation scratch): a *skeleton* of the same
+architecture with every width shrunk to 1-2 is saved with keras-hub's
+`save_to_preset`, each weight filled with a marker value naming its
+canonical tensor. The preset is that skeleton's, with its JSON configs given
+the real sizes and each marked dataset of its `.weights.h5` files replaced by
+the real tensor, read from the source and written one at a time (HDF5
+through h5py, as Keras itself writes it). Peak memory is one tensor.
+
+Example:
+```python
+from rembert_tf.conversion import converter
+converter.convert_checkpoint("tf1", "keras_hub", "rembert/model.ckpt",
+                             "presets/rembert", sp_model="rembert/sentencepiece.model",
+                             with_output_side=True)
+```
+"""
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import h5py
+import numpy as np
+from absl import logging
+
+from rembert_tf.common import console
+from rembert_tf.common import fileio
+from rembert_tf.common import outputs
+from rembert_tf.conversion import weight_layout
+from rembert_tf.keras_hub import rembert_backbone
+from rembert_tf.keras_hub import rembert_masked_lm
+from rembert_tf.keras_hub import rembert_masked_lm_preprocessor
+from rembert_tf.keras_hub import rembert_tokenizer
+
+# Skeleton weight k holds MARKER + k everywhere (exact in float32 up to 2^24).
+MARKER = 1_000_000.0
+_WEIGHT_FILES = ("model.weights.h5", "task.weights.h5")
+_CONFIG_FILE, _TASK_FILE, _METADATA_FILE = ("config.json", "task.json",
+                                            "metadata.json")
+
+
+def backbone_config(cfg) -> Dict:
+  """RemBertBackbone's constructor arguments for a RemBertConfig."""
+  return rembert_backbone.backbone_kwargs(cfg.as_dict())
+
+
+def _skeleton_config(cfg) -> Dict:
+  """The same architecture (layers, heads, projection or not), tiny widths."""
+  heads = cfg.num_attention_heads
+  projected = cfg.input_embedding_size != cfg.hidden_size
+  values = backbone_config(cfg)
+  values.update(vocabulary_size=1, intermediate_dim=1, max_sequence_length=1,
+                num_segments=1, hidden_dim=2 * heads if projected else heads,
+                embedding_dim=1 if projected else heads)
+  return values
+
+
+def _block_variables(prefix: str, block) -> List[Tuple[str, object]]:
+  """(canonical name, Keras variable) of keras-hub's TransformerEncoder."""
+  attention = block._self_attention_layer  # pylint: disable=protected-access
+  pairs = []
+  for part, dense in (("query", attention.query_dense),
+                      ("key", attention.key_dense),
+                      ("value", attention.value_dense)):
+    pairs += [(f"{prefix}/attention/self/{part}/kernel", dense.kernel),
+              (f"{prefix}/attention/self/{part}/bias", dense.bias)]
+  layers = (
+      ("attention/output/dense", attention.output_dense),
+      ("attention/output/LayerNorm", block._self_attention_layer_norm),  # pylint: disable=protected-access
+      ("intermediate/dense", block._feedforward_intermediate_dense),  # pylint: disable=protected-access
+      ("output/dense", block._feedforward_output_dense),  # pylint: disable=protected-access
+      ("output/LayerNorm", block._feedforward_layer_norm))  # pylint: disable=protected-access
+  for name, layer in layers:
+    pairs += _layer_variables(f"{prefix}/{name}", layer)
+  return pairs
+
+
+def _layer_variables(prefix: str, layer) -> List[Tuple[str, object]]:
+  if hasattr(layer, "gamma"):
+    return [(prefix + "/gamma", layer.gamma), (prefix + "/beta", layer.beta)]
+  return [(prefix + "/kernel", layer.kernel), (prefix + "/bias", layer.bias)]
+
+
+def canonical_variables(backbone, head=None) -> List[Tuple[str, object]]:
+  """(canonical name, Keras variable) of a RemBertBackbone [+ its MLM head],
+  in the canonical names of `weight_layout`."""
+  pairs = [
+      ("bert/embeddings/word_embeddings", backbone.token_embedding.embeddings),
+      ("bert/embeddings/position_embeddings",
+       backbone.position_embedding.position_embeddings),
+      ("bert/embeddings/token_type_embeddings",
+       backbone.segment_embedding.embeddings)]
+  pairs += _layer_variables("bert/embeddings/LayerNorm",
+                            backbone.embeddings_layer_norm)
+  if backbone.embeddings_projection is not None:
+    pairs += _layer_variables("bert/encoder/embedding_hidden_mapping_in",
+                              backbone.embeddings_projection)
+  for i, block in enumerate(backbone.transformer_layers):
+    pairs += _block_variables(f"bert/encoder/layer_{i}", block)
+  pairs += _layer_variables("bert/pooler/dense", backbone.pooled_dense)
+  if head is not None:
+    pairs += _layer_variables("cls/predictions/transform/dense",
+                              head.transform_dense)
+    pairs += _layer_variables("cls/predictions/transform/LayerNorm",
+                              head.transform_layer_norm)
+    pairs += [("cls/predictions/output_embedding", head.output_embedding),
+              ("cls/predictions/output_bias", head.output_bias)]
+  return pairs
+
+
+def keras_shape(name: str, canonical_shape, cfg) -> Tuple[int, ...]:
+  """The Keras variable's shape of a canonical tensor: attention kernels are
+  per head ([H, heads, H / heads], output [heads, H / heads, H])."""
+  heads = cfg.num_attention_heads
+  head_dim = cfg.hidden_size // heads
+  if "/attention/self/" in name:
+    if name.endswith("/kernel"):
+      return (canonical_shape[0], heads, head_dim)
+    return (heads, head_dim)
+  if name.endswith("/attention/output/dense/kernel"):
+    return (heads, head_dim, canonical_shape[1])
+  return tuple(canonical_shape)
+
+
+def _fresh_value(name: str, shape, cfg) -> np.ndarray:
+  """A tensor the source lacks (the pooler of an MLM-only export)."""
+  if name.endswith(("/bias", "/beta")):
+    return np.zeros(shape, np.float32)
+  if name.endswith("/gamma"):
+    return np.ones(shape, np.float32)
+  std = cfg.initializer_range
+  values = np.random.default_rng(0).normal(0.0, std, shape)
+  return np.clip(values, -2 * std, 2 * std).astype(np.float32)
+
+
+def _build_skeleton(cfg, with_output_side, sp_bytes):
+  """(model to save, its canonical variables): the skeleton, marked."""
+  tokenizer = (rembert_tokenizer.RemBertTokenizer(proto=sp_bytes)
+               if sp_bytes else None)
+  backbone = rembert_backbone.RemBertBackbone(**_skeleton_config(cfg))
+  model, head = backbone, None
+  if with_output_side:
+    preprocessor = None
+    if tokenizer is not None:
+      preprocessor = rembert_masked_lm_preprocessor.RemBertMaskedLMPreprocessor(
+          tokenizer, sequence_length=min(512, cfg.max_position_embeddings))
+    model = rembert_masked_lm.RemBertMaskedLM(
+        backbone, output_embedding_dim=1, preprocessor=preprocessor)
+    head = model.masked_lm_head
+  pairs = canonical_variables(backbone, head)
+  for index, (_, variable) in enumerate(pairs):
+    variable.assign(np.full(variable.shape, MARKER + index, np.float32))
+  return model, tokenizer, pairs
+
+
+def _save_skeleton(model, tokenizer, folder: str) -> None:
+  model.save_to_preset(folder)
+  if tokenizer is not None and not os.path.exists(
+      os.path.join(folder, "tokenizer.json")):
+    tokenizer.save_to_preset(folder)
+
+
+def _patch_configs(folder: str, cfg, with_output_side: bool,
+                   parameter_count: int) -> None:
+  """The skeleton's JSON files with the real sizes."""
+  real = backbone_config(cfg)
+  path = os.path.join(folder, _CONFIG_FILE)
+  config = _read_json(path)
+  config["config"].update(real)
+  _write_json(path, config)
+  path = os.path.join(folder, _METADATA_FILE)
+  metadata = _read_json(path)
+  metadata["parameter_count"] = parameter_count
+  _write_json(path, metadata)
+  if with_output_side:
+    path = os.path.join(folder, _TASK_FILE)
+    task = _read_json(path)
+    task["config"]["backbone"]["config"].update(real)
+    task["config"]["output_embedding_dim"] = cfg.output_embedding_size
+    _write_json(path, task)
+
+
+def _read_json(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _write_json(path, value):
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=4)
+
+
+def _fill_weights(skeleton_file: str, output_file: str, targets: Dict[int, Tuple],
+                  read, bar) -> None:
+  """Copies the skeleton's HDF5 file; a marked dataset becomes the real tensor.
+
+  targets: marker index -> (canonical name, Keras shape); read(name) gives
+  the canonical tensor.
+  """
+  def copy(source_group, target_group):
+    target_group.attrs.update(source_group.attrs)
+    for key, item in source_group.items():
+      if isinstance(item, h5py.Group):
+        copy(item, target_group.create_group(key))
+        continue
+      index = _marker_index(item)
+      if index is None:  # not a canonical weight (e.g. optimizer bookkeeping)
+        source_group.copy(item, target_group, name=key)
+        continue
+      name, shape = targets.pop(index)
+      value = np.asarray(read(name), dtype=np.float32).reshape(shape)
+      dataset = target_group.create_dataset(key, data=value)
+      dataset.attrs.update(item.attrs)
+      del value
+      bar.update(1)
+
+  with h5py.File(skeleton_file, "r") as source, \
+      h5py.File(output_file, "w") as target:
+    copy(source, target)
+
+
+def _marker_index(dataset) -> Optional[int]:
+  if dataset.dtype.kind != "f" or dataset.size == 0:
+    return None
+  values = np.asarray(dataset[()]).reshape([-1])
+  index = values[0] - MARKER
+  if index < 0 or index != int(index) or np.any(values != values[0]):
+    return None
+  return int(index)
+
+
+@contextlib.contextmanager
+def _local_folder(folder: str) -> Iterator[str]:
+  """`folder` itself when local; else a local temporary copied there at the end
+  (h5py and keras-hub write local files only)."""
+  if not fileio.is_remote(folder):
+    yield folder
+    return
+  with tempfile.TemporaryDirectory(prefix="rembert_tf-preset-") as local:
+    yield local
+    for parent, _, files in os.walk(local):
+      for name in files:
+        relative = os.path.relpath(os.path.join(parent, name), local)
+        fileio.copy(os.path.join(parent, name), fileio.join(folder, relative))
+
+
+def _targets(cfg, with_output_side, pairs) -> Dict[int, Tuple[str, Tuple]]:
+  """Marker index -> (canonical name, Keras shape at the real size)."""
+  expected = weight_layout.expected_canonical_shapes(
+      cfg, output_side=with_output_side)
+  return {index: (name, keras_shape(name, expected[name], cfg))
+          for index, (name, _) in enumerate(pairs)}
+
+
+def _warn_about(cfg, sp_model) -> None:
+  """What the preset cannot keep (the converter refused what it cannot hold)."""
+  if cfg.attention_probs_dropout_prob != cfg.hidden_dropout_prob:
+    logging.warning("keras-hub's Transformer block has one dropout rate: the "
+                    "preset uses hidden_dropout_prob=%s for attention too "
+                    "(attention_probs_dropout_prob=%s).",
+                    cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob)
+  if sp_model is None:
+    logging.warning("No SentencePiece model (--sp_model): the preset holds no "
+                    "tokenizer; the tasks' from_preset then needs one passed.")
+
+
+def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
+                 overwrite) -> None:
+  """Writes the preset of `names` (canonical tensors of `source`) to output_dir.
+
+  A tensor of the architecture missing from `names` (the pooler of an
+  MLM-only export) keeps a fresh initialisation. The directory is written
+  under a temporary sibling and swapped in when complete
+  (`outputs.atomic_directory`).
+  """
+  _warn_about(cfg, sp_model)
+  sp_bytes = fileio.read_bytes(sp_model) if sp_model else None
+  model, tokenizer, pairs = _build_skeleton(cfg, with_output_side, sp_bytes)
+  targets = _targets(cfg, with_output_side, pairs)
+  shapes = {name: shape for name, shape in targets.values()}
+  given = set(names)
+  for name in sorted(set(shapes) - given):
+    logging.warning("%s is not in %s: it keeps a fresh initialisation.", name,
+                    source.description)
+  read = lambda name: (source.get(name) if name in given
+                       else _fresh_value(name, shapes[name], cfg))
+  parameter_count = sum(int(np.prod(shape)) for name, shape in shapes.items()
+                        if name.startswith(weight_layout.ENCODER_PREFIX))
+  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
+      _local_folder(tmp) as folder, \
+      tempfile.TemporaryDirectory(prefix="rembert_tf-skeleton-") as skeleton, \
+      console.progress("writing the keras-hub preset", total=len(targets),
+                       unit="tensors") as bar:
+    _save_skeleton(model, tokenizer, skeleton)
+    for name in sorted(os.listdir(skeleton)):
+      if name in _WEIGHT_FILES:
+        continue
+      if os.path.isdir(os.path.join(skeleton, name)):
+        shutil.copytree(os.path.join(skeleton, name), os.path.join(folder, name))
+      else:
+        shutil.copy(os.path.join(skeleton, name), os.path.join(folder, name))
+    _patch_configs(folder, cfg, with_output_side, parameter_count)
+    for name in _WEIGHT_FILES:
+      if os.path.exists(os.path.join(skeleton, name)):
+        _fill_weights(os.path.join(skeleton, name), os.path.join(folder, name),
+                      targets, read, bar)
+    if targets:
+      raise weight_layout.ConversionError(
+          "internal: the skeleton's weight files lack " + ", ".join(
+              sorted(name for name, _ in targets.values())))

@@ -1,0 +1,288 @@
+"""The local record engine: one worker process per input file.
+
+Runs the steps of `pretraining_instances` on this machine. Worker processes
+(`spawn`) import neither TensorFlow nor protobuf: they encode Examples with
+`example_encoding` and frame them as TFRecords (numpy CRC32C,
+`tfrecord_writer`) into per-unit local temporary files ("spills", one per
+output shard); the parent shuffles and concatenates them into
+`pretrain-XXXXX-of-YYYYY.tfrecord` shards and `metadata.json` in the staging
+directory it is given. The output may be on any filesystem (`gs://`): the
+spills are then in a local temporary directory.
+
+Builds on `multiprocessing` (a `spawn` pool, progress through a queue) and
+`console.Progress` (one bar over the input files, with an ETA).
+
+Example (what `pretraining_record_creation.create_pretraining_data` does
+without a Beam runner; `staging` is then its staging directory):
+```python
+from rembert_tf.data import local_pretraining_records, pretraining_instances
+prepared = pretraining_instances.prepare(
+    ["/tmp/corpus/{lang}/*.txt"], "/tmp/records",
+    "/tmp/spm/sentencepiece.model", pretraining_instances.RecordOptions())
+meta = local_pretraining_records.create_records(
+    prepared, "/tmp/staging", num_workers=2, log=print)
+```
+"""
+import io
+import multiprocessing
+import queue
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from rembert_tf.common import console
+from rembert_tf.common import fileio
+from rembert_tf.data import pretraining_instances
+from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import text_inputs
+from rembert_tf.data import tfrecord_writer
+
+
+class _ShardSpill:
+  """Per-unit local temporary files, one per output shard, of framed records.
+
+  Records are framed (CRCs computed) here, in the worker, so the parent only
+  shuffles and concatenates.
+  """
+
+  def __init__(self, spill_dir: str, unit_index: int, num_shards: int):
+    self._paths = [spill_path(spill_dir, unit_index, k)
+                   for k in range(num_shards)]
+    self._pending: List[bytes] = []
+    self._pending_shards: List[int] = []
+    self._pending_bytes = 0
+    self._files = [None] * num_shards
+
+  def add(self, shard: int, record: bytes):
+    self._pending.append(record)
+    self._pending_shards.append(shard)
+    self._pending_bytes += len(record)
+    if self._pending_bytes > (8 << 20):
+      self._flush()
+
+  def _flush(self):
+    framed = tfrecord_writer.frame_each(self._pending)
+    by_shard: Dict[int, List[bytes]] = {}
+    for shard, data in zip(self._pending_shards, framed):
+      by_shard.setdefault(shard, []).append(data)
+    for shard, chunks in sorted(by_shard.items()):
+      if self._files[shard] is None:
+        self._files[shard] = fileio.open_file(self._paths[shard], "wb")
+      self._files[shard].write(b"".join(chunks))
+    self._pending, self._pending_shards, self._pending_bytes = [], [], 0
+
+  def close(self):
+    if self._pending:
+      self._flush()
+    for f in self._files:
+      if f is not None:
+        f.close()
+
+
+def spill_path(spill_dir: str, unit_index: int, shard: int) -> str:
+  return fileio.join(spill_dir, f"unit-{unit_index:06d}.shard-{shard:05d}")
+
+
+def read_spill(path: str) -> List[bytes]:
+  if not fileio.exists(path):
+    return []
+  return tfrecord_writer.split_framed(fileio.read_bytes(path))
+
+
+def process_unit(unit_index: int, input_file: text_inputs.InputFile,
+                 passes: Mapping[str, float],
+                 job: pretraining_instances.RecordJob, spill_dir: str,
+                 keep: Optional[Sequence[str]] = None,
+                 progress: Optional[Callable[[int, int, int], None]] = None
+                 ) -> pretraining_instances.UnitResult:
+  """All chunks of one input file, spilled per shard (runs in a worker)."""
+  result = pretraining_instances.UnitResult(unit_index, input_file.path)
+  spill = _ShardSpill(spill_dir, unit_index, job.options.num_output_shards)
+  pending = [0, 0, 0]
+  last_report = time.time()
+  try:
+    for chunk_index, chunk in pretraining_instances.iter_chunks(
+        input_file, result.read, keep):
+      out = pretraining_instances.chunk_records(chunk, unit_index, chunk_index,
+                                                passes, job)
+      for shard, language, record in zip(out.shards, out.languages, out.records):
+        spill.add(shard, record)
+        per_language = result.shard_languages.setdefault(shard, {})
+        per_language[language] = per_language.get(language, 0) + 1
+      for language, counts in out.counts.items():
+        result.add_counts(language, counts)
+        pending[0] += counts[0]
+        pending[2] += counts[2]
+      pending[1] += len(out.records)
+      if progress is not None and time.time() - last_report > 0.5:
+        progress(*pending)
+        pending = [0, 0, 0]
+        last_report = time.time()
+  finally:
+    spill.close()
+  if progress is not None and any(pending):
+    progress(*pending)
+  return result
+
+
+_WORKER_QUEUE = None
+
+
+def _init_worker(progress_queue):
+  global _WORKER_QUEUE
+  _WORKER_QUEUE = progress_queue
+
+
+def _worker_progress(documents, sequences, tokens):
+  _WORKER_QUEUE.put((documents, sequences, tokens))
+
+
+def _run_unit(task):
+  return process_unit(*task, progress=_worker_progress)
+
+
+class _Progress:
+  """A progress bar over the input files (`console.Progress`, ETA included),
+  with documents, sequences and tokens/s as its note; silent unless verbose."""
+
+  def __init__(self, total_units: int, verbose: bool):
+    self.documents = self.sequences = self.tokens = 0
+    self.start = time.time()
+    self._lock = threading.Lock()
+    self.bar = console.Progress(
+        "create_pretraining_data", total=total_units, unit="files",
+        stream=None if verbose else io.StringIO())
+
+  def add(self, documents, sequences, tokens):
+    with self._lock:
+      self.documents += documents
+      self.sequences += sequences
+      self.tokens += tokens
+      rate = self.tokens / max(time.time() - self.start, 1e-9)
+      note = (f"{self.documents:,} documents, {self.sequences:,} sequences, "
+              f"{rate:,.0f} tokens/s")
+    self.bar.set(None, note=note)
+
+  def file_done(self):
+    self.bar.update(1)
+
+  def close(self):
+    self.bar.close()
+
+
+def _run_tasks(tasks, num_workers: int, progress: _Progress
+               ) -> List[pretraining_instances.UnitResult]:
+  if num_workers == 1 or len(tasks) <= 1:
+    results = []
+    for task in tasks:
+      results.append(process_unit(*task, progress=progress.add))
+      progress.file_done()
+    return results
+  context = multiprocessing.get_context("spawn")
+  progress_queue = context.Queue()
+  results = []
+  with context.Pool(num_workers, initializer=_init_worker,
+                    initargs=(progress_queue,)) as pool:
+    pending = pool.imap_unordered(_run_unit, tasks)
+    done = threading.Event()
+
+    def drain():
+      while not done.is_set() or not progress_queue.empty():
+        try:
+          progress.add(*progress_queue.get(timeout=0.2))
+        except queue.Empty:
+          continue
+    thread = threading.Thread(target=drain, daemon=True)
+    thread.start()
+    try:
+      for result in pending:
+        results.append(result)
+        progress.file_done()
+    finally:
+      done.set()
+      thread.join()
+  return results
+
+
+def _merge_shards(results: List[pretraining_instances.UnitResult],
+                  spill_dir: str, staging: str,
+                  options: pretraining_instances.RecordOptions
+                  ) -> List[Dict[str, Any]]:
+  shard_meta = []
+  num_shards = options.num_output_shards
+  for k in range(num_shards):
+    records = []
+    per_language: Dict[str, int] = {}
+    for r in results:
+      records.extend(read_spill(spill_path(spill_dir, r.unit_index, k)))
+      for language, n in r.shard_languages.get(k, {}).items():
+        per_language[language] = per_language.get(language, 0) + n
+    order = pretraining_instances.shard_permutation(options.seed, k,
+                                                    len(records))
+    name = pretraining_record_format.shard_file_name(k, num_shards)
+    tfrecord_writer.write_framed_file(fileio.join(staging, name),
+                                      (records[i] for i in order))
+    shard_meta.append(
+        pretraining_instances.shard_metadata(k, num_shards, per_language))
+  return shard_meta
+
+
+def _local_spill_directory(staging: str):
+  """Workers' temporary files: in the staging directory when it is local."""
+  if fileio.is_remote(staging):
+    return tempfile.TemporaryDirectory(prefix="rembert_tf-spill-")
+  path = fileio.join(staging, "spill")
+  fileio.makedirs(path)
+  return _Existing(path)
+
+
+class _Existing:
+  def __init__(self, path):
+    self.path = path
+
+  def __enter__(self):
+    return self.path
+
+  def __exit__(self, *unused):
+    fileio.rmtree(self.path)
+    return False
+
+
+def create_records(prepared: pretraining_instances.Prepared, staging: str,
+                   num_workers: int, log, verbose: bool = True
+                   ) -> Dict[str, Any]:
+  """Plans the language mix (first pass) and writes the records into `staging`."""
+  options = prepared.job.options
+  plan = pretraining_instances.plan_languages(
+      text_inputs.language_sizes(prepared.files, prepared.languages),
+      options.language_sampling_alpha, options.dupe_factor, prepared.inputs)
+  pretraining_instances.log_plan(log, prepared, plan,
+                                 f"{num_workers} worker(s)")
+  return run_local(prepared, plan, staging, num_workers, log, verbose)
+
+
+def run_local(prepared: pretraining_instances.Prepared,
+              plan: pretraining_instances.Plan, staging: str, num_workers: int,
+              log, verbose: bool = True) -> Dict[str, Any]:
+  """The multiprocess engine: records and metadata.json into `staging`."""
+  options = prepared.job.options
+  with _local_spill_directory(staging) as spill_dir:
+    tasks = [(i, f, plan.passes, prepared.job, spill_dir, prepared.languages)
+             for i, f in prepared.tasks]
+    progress = _Progress(len(tasks), verbose)
+    results = _run_tasks(tasks, num_workers, progress)
+    if sum(r.count("sequences") for r in results) == 0:
+      pretraining_instances.check_has_sequences({"num_examples": 0},
+                                                prepared.inputs)
+    progress.close()  # Only on success: an error stays the last line.
+    results.sort(key=lambda r: r.unit_index)
+    log(f"create_pretraining_data: writing {options.num_output_shards} shards")
+    shard_meta = _merge_shards(results, spill_dir, staging, options)
+  meta = pretraining_instances.build_metadata(
+      inputs=prepared.inputs, files=prepared.files, plan=plan,
+      results=results, shard_meta=shard_meta, job=prepared.job,
+      sentencepiece_sha256=prepared.sentencepiece_sha256)
+  fileio.write_json(
+      fileio.join(staging, pretraining_record_format.METADATA_FILE), meta)
+  return meta

@@ -1,0 +1,355 @@
+"""The pre-training input pipeline: record shards -> static-shape batches.
+
+Builds on Model Garden's `official.core.input_reader.InputReader` (file
+matching, per-host file sharding with `tf.distribute.InputContext`, file and
+record shuffling, repeat, prefetch) and follows `official.nlp.data.
+pretrain_dataloader.BertPretrainDataLoader`, with three changes: records are
+batched *before* parsing (one vectorised `tf.io.parse_example` per batch, not
+one parse per record), the batch always has a static shape
+(`drop_remainder=True` by default), and optional dynamic masking runs in the
+pipeline with tensorflow-text's `mask_language_model` / `RandomItemSelector` /
+`MaskValuesChooser` for records written in the unmasked layout. The loader is
+registered with `official.nlp.data.data_loader_factory`.
+
+Every load first reads the `metadata.json` beside the shards and refuses
+records whose sequence length, predictions per sequence, layout or vocabulary
+do not match (`DataMismatchError`); `check_records_compatible(params,
+model_cfg)` also compares them with a model config.
+
+Output of `load()`: a `tf.data.Dataset` of dicts with int32 `input_word_ids`,
+`input_mask`, `input_type_ids` [batch, seq_length], int32 `masked_lm_positions`,
+`masked_lm_ids` and float32 `masked_lm_weights` [batch, max_predictions_per_seq];
+batch = global_batch_size / num_replicas_in_sync under a distribution strategy.
+
+Example:
+```python
+from rembert_tf.data import pretraining_input_pipeline
+from rembert_tf.modeling import rembert_config
+params = pretraining_input_pipeline.RemBertPretrainDataConfig(
+    input_path="/tmp/records/pretrain-*.tfrecord", global_batch_size=32,
+    seq_length=128, max_predictions_per_seq=20, is_training=True)
+pretraining_input_pipeline.check_records_compatible(
+    params, rembert_config.load_model_config("tiny"))
+dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load()
+# Or through Model Garden: data_loader_factory.get_data_loader(params).load()
+# Under a strategy: strategy.distribute_datasets_from_function(
+#     lambda ctx: pretraining_input_pipeline.RemBertPretrainDataLoader(
+#         params).load(ctx))
+```
+"""
+import dataclasses
+from typing import Any, Dict, List, Optional
+
+from absl import logging
+import tensorflow as tf
+from official.core import config_definitions as cfg
+from official.core import input_reader
+from official.nlp.data import data_loader
+from official.nlp.data import data_loader_factory
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import tokenizer
+
+# Files are shuffled with this seed when several input pipelines read
+# disjoint file shards and no seed is configured: every host must shuffle the
+# file list the same way before taking its shard.
+_DEFAULT_MULTI_HOST_FILE_SEED = 2021
+
+
+class DataMismatchError(errors.RemBertError, ValueError):
+  """Records (their metadata.json) do not match the data or model config."""
+
+
+@dataclasses.dataclass
+class RemBertPretrainDataConfig(cfg.DataConfig):
+  """Data config of RemBERT pre-training (Model Garden DataConfig).
+
+  Attributes:
+    input_path: glob(s) of record shards, comma-separated or a list.
+    global_batch_size: examples per step over all replicas.
+    is_training: shuffle and repeat forever when True.
+    seq_length: S of the records (must equal metadata.json's seq_length).
+    max_predictions_per_seq: P of the batches (static layout: must equal the
+      records'; dynamic masking: any P).
+    use_dynamic_masking: mask in the pipeline (records in the "unmasked"
+      layout, see tools/create_pretraining_data.py --unmasked).
+    masked_lm_prob, mask_token_rate, random_token_rate: dynamic masking rates.
+    vocab_size: 0 reads it from metadata.json; else it must match it.
+    check_metadata: read and check metadata.json (turn off only for records
+      made by other tools; then every field must be set here).
+  """
+  input_path: str = ""
+  global_batch_size: int = 512
+  is_training: bool = True
+  seq_length: int = 512
+  max_predictions_per_seq: int = 76
+  use_dynamic_masking: bool = False
+  masked_lm_prob: float = 0.15
+  mask_token_rate: float = 0.8
+  random_token_rate: float = 0.1
+  vocab_size: int = 0
+  check_metadata: bool = True
+  drop_remainder: bool = True
+  shuffle_buffer_size: int = 10000
+  file_type: str = "tfrecord"
+
+
+def _input_patterns(input_path) -> List[str]:
+  if isinstance(input_path, str):
+    patterns = [input_path]
+  else:
+    patterns = list(input_path)
+  out = []
+  for pattern in patterns:
+    out.extend(p.strip() for p in pattern.split(",") if p.strip())
+  return out
+
+
+def record_files(params: RemBertPretrainDataConfig) -> List[str]:
+  """The shard files `input_path` matches; DataMismatchError if none."""
+  patterns = _input_patterns(params.input_path)
+  if not patterns:
+    raise DataMismatchError(
+        "data config field `input_path` is empty; set it to the record "
+        "shards, e.g. /data/records/pretrain-*.tfrecord.")
+  files = []
+  for pattern in patterns:
+    matched = fileio.glob(pattern)
+    if not matched:
+      raise DataMismatchError(
+          f"data config field `input_path`: {pattern!r} matches no files; "
+          "make records with tools/create_pretraining_data.py or fix the glob.")
+    files.extend(sorted(matched))
+  return files
+
+
+def records_metadata(params: RemBertPretrainDataConfig) -> List[Dict[str, Any]]:
+  """metadata.json of every directory the shards are in (each with `_path`)."""
+  directories = sorted({fileio.dirname(f) for f in record_files(params)})
+  metas = []
+  for directory in directories:
+    try:
+      meta = pretraining_record_format.read_metadata(directory)
+    except pretraining_record_format.RecordsError as e:
+      raise DataMismatchError(
+          f"{e} (Set check_metadata=False only for records made by other "
+          "tools.)") from None
+    meta["_path"] = fileio.join(directory, pretraining_record_format.METADATA_FILE)
+    meta["_directory"] = directory
+    metas.append(meta)
+  return metas
+
+
+def check_listed_shards_exist(meta: Dict[str, Any]) -> None:
+  """Every shard metadata.json lists is on disk: training on part of the
+  records would silently skip data."""
+  missing = [shard["file"] for shard in meta.get("shards", [])
+             if isinstance(shard, dict) and "file" in shard
+             and not fileio.exists(fileio.join(meta["_directory"], shard["file"]))]
+  if missing:
+    raise DataMismatchError(
+        f"{meta['_path']}: field `shards` lists {len(missing)} file(s) missing "
+        f"from {meta['_directory']}: {', '.join(missing[:5])}"
+        f"{' ...' if len(missing) > 5 else ''}. Copy them back or recreate the "
+        "records (tools/create_pretraining_data.py --overwrite); training on "
+        "part of the records would silently skip their data.")
+
+
+def _mismatch(meta, field, records_value, other, other_value, fix):
+  return DataMismatchError(
+      f"{meta['_path']}: field `{field}` is {records_value!r} but {other} is "
+      f"{other_value!r}. Fix: {fix}")
+
+
+def check_records_metadata(params: RemBertPretrainDataConfig
+                           ) -> List[Dict[str, Any]]:
+  """Checks metadata.json against the data config; returns the metadata list."""
+  metas = records_metadata(params)
+  for meta in metas:
+    check_listed_shards_exist(meta)
+    if meta["seq_length"] != params.seq_length:
+      raise _mismatch(
+          meta, "seq_length", meta["seq_length"], "data config seq_length",
+          params.seq_length,
+          f"set the data config's seq_length to {meta['seq_length']} or "
+          f"recreate the records with --seq_length={params.seq_length}.")
+    layout = meta["layout"]
+    if params.use_dynamic_masking and layout != pretraining_record_format.LAYOUT_UNMASKED:
+      raise _mismatch(
+          meta, "layout", layout, "the data config (use_dynamic_masking=True) "
+          "needs", pretraining_record_format.LAYOUT_UNMASKED,
+          "recreate the records with --unmasked, or set use_dynamic_masking="
+          "False to use their static masks.")
+    if not params.use_dynamic_masking:
+      if layout != pretraining_record_format.LAYOUT_STATIC:
+        raise _mismatch(
+            meta, "layout", layout, "the data config (use_dynamic_masking="
+            "False) needs", pretraining_record_format.LAYOUT_STATIC,
+            "set use_dynamic_masking=True for unmasked records, or recreate "
+            "them without --unmasked.")
+      if meta["max_predictions_per_seq"] != params.max_predictions_per_seq:
+        raise _mismatch(
+            meta, "max_predictions_per_seq", meta["max_predictions_per_seq"],
+            "data config max_predictions_per_seq",
+            params.max_predictions_per_seq,
+            "set the data config's max_predictions_per_seq to "
+            f"{meta['max_predictions_per_seq']} or recreate the records with "
+            f"--max_predictions_per_seq={params.max_predictions_per_seq}.")
+    if params.vocab_size and meta["vocab_size"] != params.vocab_size:
+      raise _mismatch(
+          meta, "vocab_size", meta["vocab_size"], "data config vocab_size",
+          params.vocab_size,
+          "use the SentencePiece model the records were made with, or "
+          "recreate the records with a model of this vocabulary size.")
+  vocab_sizes = {m["vocab_size"] for m in metas}
+  if len(vocab_sizes) > 1:
+    raise DataMismatchError(
+        "the record directories in `input_path` disagree on field "
+        f"`vocab_size` ({', '.join(m['_path'] for m in metas)}: "
+        f"{sorted(vocab_sizes)}); read records of one tokenizer only.")
+  return metas
+
+
+def check_records_compatible(params: RemBertPretrainDataConfig,
+                             model_cfg) -> Dict[str, Any]:
+  """Refuses records that do not fit a model config; returns their metadata.
+
+  Raises:
+    DataMismatchError naming metadata.json, the field, both values and the fix.
+  """
+  metas = check_records_metadata(params)
+  for meta in metas:
+    if meta["vocab_size"] != model_cfg.vocab_size:
+      raise _mismatch(
+          meta, "vocab_size", meta["vocab_size"], "model config vocab_size",
+          model_cfg.vocab_size,
+          "make the records with a SentencePiece model of vocab_size "
+          f"{model_cfg.vocab_size}, or set the model config's vocab_size to "
+          f"{meta['vocab_size']}.")
+    if meta["seq_length"] > model_cfg.max_position_embeddings:
+      raise _mismatch(
+          meta, "seq_length", meta["seq_length"],
+          "model config max_position_embeddings",
+          model_cfg.max_position_embeddings,
+          "recreate the records with --seq_length <= "
+          f"{model_cfg.max_position_embeddings}.")
+  return metas[0]
+
+
+@data_loader_factory.register_data_loader_cls(RemBertPretrainDataConfig)
+class RemBertPretrainDataLoader(data_loader.DataLoader):
+  """Loads RemBERT pre-training batches (static or dynamic masking)."""
+
+  def __init__(self, params: RemBertPretrainDataConfig):
+    self._params = params
+    self._seq_length = params.seq_length
+    self._max_predictions_per_seq = params.max_predictions_per_seq
+    self._vocab_size = params.vocab_size
+    # The records' metadata.json names the special ids of the SentencePiece
+    # model they were made with; records without it use this project's layout.
+    self._special_ids = tokenizer.special_ids()
+    if params.use_dynamic_masking:
+      if params.mask_token_rate + params.random_token_rate > 1.0:
+        raise DataMismatchError(
+            "data config fields `mask_token_rate` + `random_token_rate` must "
+            f"be <= 1, got {params.mask_token_rate} + "
+            f"{params.random_token_rate}.")
+
+  def _features(self):
+    s, p = self._seq_length, self._max_predictions_per_seq
+    features = {
+        "input_word_ids": tf.io.FixedLenFeature([s], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([s], tf.int64),
+        "input_type_ids": tf.io.FixedLenFeature([s], tf.int64),
+    }
+    if not self._params.use_dynamic_masking:
+      features.update({
+          "masked_lm_positions": tf.io.FixedLenFeature([p], tf.int64),
+          "masked_lm_ids": tf.io.FixedLenFeature([p], tf.int64),
+          "masked_lm_weights": tf.io.FixedLenFeature([p], tf.float32),
+      })
+    return features
+
+  def _parse_batch(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
+    parsed = tf.io.parse_example(serialized, self._features())
+    batch = {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+             for name, t in parsed.items()}
+    if self._params.use_dynamic_masking:
+      batch.update(self._dynamic_mask(batch["input_word_ids"],
+                                      batch["input_mask"]))
+    return batch
+
+  def _dynamic_mask(self, word_ids: tf.Tensor, input_mask: tf.Tensor):
+    import tensorflow_text as text  # pylint: disable=g-import-not-at-top
+    params = self._params
+    batch_size = tf.shape(word_ids)[0]
+    static_batch = word_ids.shape[0]
+    lengths = tf.reduce_sum(input_mask, axis=1)
+    ragged = tf.RaggedTensor.from_tensor(word_ids, lengths=lengths)
+    selector = text.RandomItemSelector(
+        max_selections_per_batch=self._max_predictions_per_seq,
+        selection_rate=params.masked_lm_prob,
+        unselectable_ids=[self._special_ids[k] for k in
+                          ("pad_id", "cls_id", "sep_id", "mask_id")])
+    chooser = text.MaskValuesChooser(
+        self._vocab_size, self._special_ids["mask_id"],
+        mask_token_rate=params.mask_token_rate,
+        random_token_rate=params.random_token_rate)
+    masked_ids, positions, labels = text.mask_language_model(
+        ragged, item_selector=selector, mask_values_chooser=chooser)
+    p = self._max_predictions_per_seq
+    out = {
+        "input_word_ids": masked_ids.to_tensor(
+            default_value=self._special_ids["pad_id"], shape=[batch_size, self._seq_length]),
+        "masked_lm_positions": tf.cast(
+            positions.to_tensor(default_value=0, shape=[batch_size, p]),
+            tf.int32),
+        "masked_lm_ids": tf.cast(
+            labels.to_tensor(default_value=0, shape=[batch_size, p]), tf.int32),
+        "masked_lm_weights": tf.ones_like(positions, dtype=tf.float32).to_tensor(
+            default_value=0.0, shape=[batch_size, p]),
+    }
+    for name, t in out.items():
+      t.set_shape([static_batch, self._seq_length if name == "input_word_ids"
+                   else p])
+    return out
+
+  def _batch_and_parse(self, dataset: tf.data.Dataset,
+                       input_context: Optional[tf.distribute.InputContext]):
+    batch_size = self._params.global_batch_size
+    if input_context:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    dataset = dataset.batch(batch_size,
+                            drop_remainder=self._params.drop_remainder)
+    return dataset.map(self._parse_batch,
+                       num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=self._params.deterministic)
+
+  def load(self, input_context: Optional[tf.distribute.InputContext] = None
+           ) -> tf.data.Dataset:
+    """Returns the batched dataset (one input pipeline's share)."""
+    params = self._params
+    if params.check_metadata:
+      metas = check_records_metadata(params)
+      if not self._vocab_size:
+        self._vocab_size = metas[0]["vocab_size"]
+      self._special_ids = metas[0].get("special_ids", self._special_ids)
+    if params.use_dynamic_masking and not self._vocab_size:
+      raise DataMismatchError(
+          "data config field `vocab_size` is 0 and check_metadata is False: "
+          "dynamic masking needs the vocabulary size; set vocab_size.")
+    if (params.is_training and params.seed is None and input_context and
+        input_context.num_input_pipelines > 1):
+      params = params.replace(seed=_DEFAULT_MULTI_HOST_FILE_SEED)
+    if input_context is not None and params.is_training:
+      logging.info("training input: pipeline %d of %d (%d replicas), seed %s",
+                   input_context.input_pipeline_id,
+                   input_context.num_input_pipelines,
+                   input_context.num_replicas_in_sync, params.seed)
+    reader = input_reader.InputReader(
+        params=params,
+        dataset_fn=tf.data.TFRecordDataset,
+        transform_and_batch_fn=self._batch_and_parse)
+    return reader.read(input_context)

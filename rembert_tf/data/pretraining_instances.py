@@ -1,0 +1,441 @@
+"""Raw text -> pre-training instances: the steps both record engines share.
+
+What decides the records, in the order they happen (the engines that run
+these steps: `local_pretraining_records` (processes on this machine) and
+`beam_pretraining_records` (Apache Beam); the entry point that picks one:
+`pretraining_record_creation.create_pretraining_data`):
+
+1. Inputs are resolved to (language, file) pairs (`text_inputs`); each input
+   file is one unit of work, numbered in sorted order (`prepare`).
+2. Languages are mixed by smoothed sampling (`plan_languages`): with p_l the
+   byte share of language l and q_l ~ p_l**alpha, every document of l is
+   processed r_l = dupe_factor * (q_l / p_l) / min_k(q_k / p_k) times on
+   average (the largest language exactly `dupe_factor` times, smaller ones
+   more: nothing is dropped, low-resource languages are upsampled). The
+   fractional part of r_l is a per-document coin flip.
+3. A document's lines are tokenised once with SentencePiece; each pass packs
+   consecutive lines into `[CLS] tokens [SEP]` sequences of up to
+   seq_length - 2 tokens (`pack_document`; with probability `short_seq_prob`
+   a shorter random target length, as BERT does); a line longer than a
+   sequence is split, never dropped. Static masking (BERT 80/10/10, see
+   `pretraining_record_format`) or the unmasked layout (`unmasked=True`) for
+   dynamic masking in the input pipeline.
+4. Every sequence goes to a random output shard; each shard is shuffled
+   (`shard_permutation`) and described in metadata.json (`build_metadata`).
+
+Determinism: documents of a file are processed in fixed chunks of
+DOCUMENTS_PER_CHUNK; all randomness of a chunk (passes, packing, masking,
+shard choice) comes from `numpy.random.default_rng([seed, unit_index,
+chunk_index])` (`chunk_records`), and shards are assembled in unit order and
+shuffled with `[seed, shard_index]`; so the records are byte-identical for a
+seed whatever the engine or the number of workers. Masking and Example
+encoding run vectorised over a chunk.
+
+Compared with Model Garden's `official/nlp/data/create_pretraining_data.py`
+(which this follows for masking and packing): no next-sentence pairs (RemBERT
+is MLM-only), language-smoothed mixing, multi-process work split with
+worker-count-independent output, and vectorised masking / encoding.
+
+Example:
+```python
+import numpy as np
+from rembert_tf.data import pretraining_instances
+rng = np.random.default_rng(0)
+lines = [np.arange(5) + 100, np.arange(70) + 200]
+sequences = pretraining_instances.pack_document(lines, 30, 0.1, rng)
+# every token in exactly one sequence of at most 30 tokens
+```
+"""
+import dataclasses
+import itertools
+from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple)
+
+import numpy as np
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import text_inputs
+from rembert_tf.data import tfds_text_inputs
+from rembert_tf.data import tokenizer
+
+# Documents whose records are masked and encoded together (one RNG each).
+DOCUMENTS_PER_CHUNK = 256
+MAX_SEQ_LENGTH = 8192
+# Seeds the shard shuffles apart from the chunks' generators.
+_SHARD_SHUFFLE_STREAM = 1_000_003
+
+Masking = pretraining_record_format.Masking
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordOptions:
+  """Every setting that decides the records (besides the inputs and the model)."""
+  seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  masking: Masking = Masking()
+  dupe_factor: int = 1
+  short_seq_prob: float = 0.1
+  unmasked: bool = False
+  language_sampling_alpha: float = 0.7
+  num_output_shards: int = 8
+  seed: int = 12345
+
+  @property
+  def layout(self) -> str:
+    return (pretraining_record_format.LAYOUT_UNMASKED if self.unmasked
+            else pretraining_record_format.LAYOUT_STATIC)
+
+  def check(self) -> "RecordOptions":
+    """Raises errors.UsageError naming the flag that is out of range."""
+    if not 3 <= self.seq_length <= MAX_SEQ_LENGTH:
+      raise errors.UsageError(
+          f"--seq_length must be in [3, {MAX_SEQ_LENGTH}] ([CLS] + at least one "
+          f"token + [SEP]), got {self.seq_length}.")
+    if not 1 <= self.max_predictions_per_seq <= self.seq_length - 2:
+      raise errors.UsageError(
+          f"--max_predictions_per_seq must be in [1, {self.seq_length - 2}] "
+          f"(--seq_length {self.seq_length} minus [CLS] and [SEP]), got "
+          f"{self.max_predictions_per_seq}.")
+    self.masking.check()
+    if self.dupe_factor < 1:
+      raise errors.UsageError(
+          f"--dupe_factor must be >= 1, got {self.dupe_factor}.")
+    if not 0 <= self.short_seq_prob <= 1:
+      raise errors.UsageError(
+          f"--short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
+    if self.language_sampling_alpha < 0:
+      raise errors.UsageError(
+          f"--alpha must be >= 0, got {self.language_sampling_alpha}.")
+    if not 1 <= self.num_output_shards <= 100_000:
+      raise errors.UsageError(
+          f"--num_output_shards must be in [1, 100000], got "
+          f"{self.num_output_shards}.")
+    return self
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordJob:
+  """What every worker needs: the options, the model and its special ids."""
+  options: RecordOptions
+  sentencepiece_model: str
+  special: tokenizer.SpecialTokens
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """The first pass's outcome: input bytes and sampling per language."""
+  sizes: Dict[str, int]
+  probabilities: Dict[str, float]
+  passes: Dict[str, float]
+
+
+# Per-language counters: documents, lines, tokens, sequences.
+_COUNTS = ("documents", "lines", "tokens", "sequences")
+
+
+@dataclasses.dataclass
+class UnitResult:
+  """Counts of one unit (input file)."""
+  unit_index: int
+  path: str
+  read: text_inputs.ReadStats = dataclasses.field(
+      default_factory=text_inputs.ReadStats)
+  languages: Dict[str, List[int]] = dataclasses.field(default_factory=dict)
+  shard_languages: Dict[int, Dict[str, int]] = dataclasses.field(
+      default_factory=dict)
+
+  def add_counts(self, language: str, counts: Sequence[int]) -> None:
+    mine = self.languages.setdefault(language, [0] * len(_COUNTS))
+    for i, n in enumerate(counts):
+      mine[i] += n
+
+  def count(self, name: str, language: Optional[str] = None) -> int:
+    i = _COUNTS.index(name)
+    return sum(c[i] for l, c in self.languages.items()
+               if language is None or l == language)
+
+
+@dataclasses.dataclass
+class ChunkRecords:
+  """The records of one chunk, their shards and languages, and its counts."""
+  records: List[bytes]
+  shards: List[int]
+  languages: List[str]
+  counts: Dict[str, List[int]]  # language -> documents, lines, tokens, sequences
+
+
+def pack_document(lines_ids: Sequence[Sequence[int]], max_num_tokens: int,
+                  short_seq_prob: float, rng: np.random.Generator
+                  ) -> List[np.ndarray]:
+  """Greedy packing of a document's tokenised lines into sequences.
+
+  Consecutive lines are appended while they fit the target length
+  (max_num_tokens, or with probability short_seq_prob a random length in
+  [2, max_num_tokens]); a line longer than the target is split into pieces.
+  Every token of the document ends up in exactly one sequence.
+  """
+  def new_target():
+    if short_seq_prob > 0 and rng.random() < short_seq_prob:
+      return int(rng.integers(2, max_num_tokens + 1))
+    return max_num_tokens
+  sequences = []
+  current: List[Sequence[int]] = []
+  current_len = 0
+  target = new_target()
+  for ids in lines_ids:
+    if not len(ids):
+      continue
+    if current_len and current_len + len(ids) > target:
+      sequences.append(np.concatenate(current))
+      current, current_len = [], 0
+      target = new_target()
+    start = 0
+    while len(ids) - start > target - current_len:
+      take = target - current_len
+      current.append(ids[start:start + take])
+      sequences.append(np.concatenate(current))
+      current, current_len = [], 0
+      start += take
+      target = new_target()
+    if start < len(ids):
+      current.append(ids[start:])
+      current_len += len(ids) - start
+  if current_len:
+    sequences.append(np.concatenate(current))
+  return sequences
+
+
+# ----------------------------------------------------------------------------
+# The steps both engines share (local processes and Beam).
+
+def plan_languages(sizes: Dict[str, int], alpha: float, dupe_factor: int,
+                   inputs: Sequence[str]) -> Plan:
+  """Smoothed sampling from the first pass's bytes per language."""
+  if not sizes or all(n == 0 for n in sizes.values()):
+    raise text_inputs.TextInputError(
+        f"inputs {list(inputs)}: every input file is empty; there is no text.")
+  sizes = dict(sorted(sizes.items()))  # Float sums in one order everywhere.
+  return Plan(sizes=sizes,
+              probabilities=text_inputs.smoothed_language_probabilities(
+                  sizes, alpha),
+              passes=passes_per_document(sizes, alpha, dupe_factor))
+
+
+def passes_per_document(sizes: Dict[str, int], alpha: float,
+                        dupe_factor: int) -> Dict[str, float]:
+  """r_l: how often each document of language l is used (see module doc)."""
+  q = text_inputs.smoothed_language_probabilities(sizes, alpha)
+  total = float(sum(sizes.values()))
+  ratio = {l: q[l] / (n / total) for l, n in sizes.items() if n > 0}
+  base = min(ratio.values())
+  return {l: dupe_factor * r / base for l, r in ratio.items()}
+
+
+def iter_chunks(input_file: text_inputs.InputFile,
+                stats: text_inputs.ReadStats,
+                keep: Optional[Sequence[str]] = None
+                ) -> Iterator[Tuple[int, List[Tuple[str, List[str]]]]]:
+  """(chunk_index, [(language, lines), ...]) of DOCUMENTS_PER_CHUNK documents."""
+  documents = text_inputs.iter_language_documents(input_file, stats, keep)
+  for chunk_index in itertools.count():
+    chunk = list(itertools.islice(documents, DOCUMENTS_PER_CHUNK))
+    if not chunk:
+      return
+    yield chunk_index, chunk
+
+
+_PROCESSOR_CACHE: Dict[str, Any] = {}
+
+
+def sentencepiece_processor(path: str):
+  """The model loaded once per process (workers reuse it for every chunk)."""
+  if path not in _PROCESSOR_CACHE:
+    _PROCESSOR_CACHE[path] = tokenizer.load_sentencepiece(path)
+  return _PROCESSOR_CACHE[path]
+
+
+def chunk_records(chunk: Sequence[Tuple[str, List[str]]], unit_index: int,
+                  chunk_index: int, passes: Mapping[str, float],
+                  job: RecordJob) -> ChunkRecords:
+  """Tokenises, packs, masks and encodes one chunk; assigns each record a shard.
+
+  All randomness of a chunk (a fixed run of documents of one file) comes from
+  its own generator, seeded by (seed, unit, chunk): the result does not depend
+  on which process or Beam worker runs it.
+  """
+  options = job.options
+  sp = sentencepiece_processor(job.sentencepiece_model)
+  flat = [line for _, lines in chunk for line in lines]
+  flat_ids = sp.encode(flat, num_threads=1)
+  rng = np.random.default_rng([options.seed, unit_index, chunk_index])
+  contents, languages = [], []
+  counts: Dict[str, List[int]] = {}
+  start = 0
+  for language, lines in chunk:
+    lines_ids = flat_ids[start:start + len(lines)]
+    start += len(lines)
+    passes_l = passes.get(language, 0.0)
+    whole = int(np.floor(passes_l))
+    num_passes = whole + int(rng.random() < passes_l - whole)
+    mine = counts.setdefault(language, [0, 0, 0, 0])
+    mine[0] += 1
+    mine[1] += len(lines)
+    mine[2] += sum(len(ids) for ids in lines_ids)
+    for _ in range(num_passes):
+      packed = pack_document(lines_ids, options.seq_length - 2,
+                             options.short_seq_prob, rng)
+      contents.extend(packed)
+      languages.extend([language] * len(packed))
+      mine[3] += len(packed)
+  records = pretraining_record_format.encode_sequences(
+      contents, seq_length=options.seq_length,
+      max_predictions_per_seq=options.max_predictions_per_seq,
+      special=job.special, rng=rng, layout=options.layout,
+      masking=options.masking)
+  shards = rng.integers(options.num_output_shards, size=len(records)).tolist()
+  return ChunkRecords(records, shards, languages, counts)
+
+
+def shard_permutation(seed: int, shard_index: int, num_records: int
+                      ) -> np.ndarray:
+  """The order of a shard's records (given in unit, chunk, record order)."""
+  return np.random.default_rng([seed, _SHARD_SHUFFLE_STREAM, shard_index]
+                               ).permutation(num_records)
+
+
+def shard_metadata(shard_index: int, num_shards: int,
+                   languages: Mapping[str, int]) -> Dict[str, Any]:
+  return {"file": pretraining_record_format.shard_file_name(shard_index,
+                                                           num_shards),
+          "num_examples": int(sum(languages.values())),
+          "num_examples_per_language": dict(sorted(
+              (l, int(n)) for l, n in languages.items() if n))}
+
+
+def build_metadata(*, inputs: Sequence[str],
+                   files: Sequence[text_inputs.InputFile],
+                   plan: Plan, results: Sequence[UnitResult],
+                   shard_meta: Sequence[Dict[str, Any]], job: RecordJob,
+                   sentencepiece_sha256: str) -> Dict[str, Any]:
+  """metadata.json of a record directory (the same for both engines)."""
+  options = job.options
+  meta = pretraining_record_format.base_metadata(
+      layout=options.layout, seq_length=options.seq_length,
+      max_predictions_per_seq=options.max_predictions_per_seq,
+      special=job.special, masking=options.masking)
+  meta["masking"].update(dupe_factor=options.dupe_factor,
+                         short_seq_prob=options.short_seq_prob)
+  meta["num_examples"] = int(sum(s["num_examples"] for s in shard_meta))
+  meta["shards"] = list(shard_meta)
+  by_path = {r.path: r for r in results}
+  total_bytes = sum(plan.sizes.values())
+  languages_meta = {}
+  for lang in sorted(plan.sizes):
+    path_files = [f for f in files if f.language == lang and
+                  f.languages_known_from_path]
+    path_results = [by_path[f.path] for f in path_files if f.path in by_path]
+    languages_meta[lang] = {
+        "input_files": len(path_files),
+        "input_bytes": plan.sizes[lang],
+        **{name: sum(r.count(name, lang) for r in results) for name in _COUNTS},
+        "natural_probability": round(plan.sizes[lang] / total_bytes, 6),
+        "sampling_probability": round(plan.probabilities[lang], 6),
+        "passes_per_document": round(plan.passes.get(lang, 0.0), 6),
+        "invalid_utf8_replacements": sum(
+            r.read.invalid_utf8_replacements for r in path_results),
+        "skipped_json_lines": sum(r.read.skipped_json_lines
+                                  for r in path_results),
+    }
+  meta["languages"] = languages_meta
+  meta["languages_without_text"] = sorted(
+      l for l, m in languages_meta.items() if m["documents"] == 0)
+  meta["inputs"] = []
+  for f in files:
+    r = by_path.get(f.path)
+    entry = {"path": f.path, "language": f.language or None, "format": f.format,
+             "documents": r.count("documents") if r else 0,
+             "sequences": r.count("sequences") if r else 0}
+    if f.language_field:
+      entry["language_field"] = f.language_field
+    if r and not f.languages_known_from_path:
+      entry["invalid_utf8_replacements"] = r.read.invalid_utf8_replacements
+      entry["skipped_json_lines"] = r.read.skipped_json_lines
+    meta["inputs"].append(entry)
+  meta["tokenizer"] = {"sentencepiece_model": job.sentencepiece_model,
+                       "sha256": sentencepiece_sha256,
+                       "vocab_size": job.special.vocab_size}
+  meta["sentencepiece_sha256"] = sentencepiece_sha256
+  meta["language_sampling_alpha"] = options.language_sampling_alpha
+  meta["seed"] = options.seed
+  return meta
+
+
+# ----------------------------------------------------------------------------
+# Before any work: the inputs, the model and the output checked.
+
+@dataclasses.dataclass
+class Prepared:
+  """Everything decided before the work starts (flags, model, inputs)."""
+  inputs: List[str]
+  output_dir: str
+  files: List[text_inputs.InputFile]
+  job: RecordJob
+  sentencepiece_sha256: str
+  languages: Optional[List[str]]
+
+  _tasks: Optional[List[Tuple[int, text_inputs.InputFile]]] = None
+
+  @property
+  def tasks(self) -> List[Tuple[int, text_inputs.InputFile]]:
+    """(unit index, file) of every non-empty input file, in sorted order."""
+    if self._tasks is None:  # One size look-up per file (gs:// costs a request).
+      self._tasks = [(i, f) for i, f in enumerate(self.files) if f.size() > 0]
+    return self._tasks
+
+
+def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
+            options: RecordOptions, *, input_format: str = "auto",
+            languages: Optional[Sequence[str]] = None,
+            language_field: Optional[str] = None,
+            tfds: Optional[tfds_text_inputs.TfdsTextOptions] = None,
+            overwrite: bool = False) -> Prepared:
+  """Checks flags, model, inputs and the output before any work starts
+  (inputs: file specs and `tfds:` specs, `tfds_text_inputs`)."""
+  options.check()
+  output_dir = fileio.as_str(output_dir).rstrip("/")
+  model = fileio.as_str(sentencepiece_model)
+  special = tokenizer.SpecialTokens.from_model(model)
+  sha = tokenizer.read_tokenizer_metadata(model)["sha256"]
+  files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
+                                          language_field, tfds)
+  fileio.check_output_location(output_dir)
+  pretraining_record_format.refuse_existing_records(output_dir, overwrite)
+  prepared = Prepared(inputs=list(inputs), output_dir=output_dir, files=files,
+                      job=RecordJob(options, model, special),
+                      sentencepiece_sha256=sha,
+                      languages=list(languages) if languages else None)
+  if not prepared.tasks:
+    plan_languages({}, options.language_sampling_alpha, options.dupe_factor,
+                   inputs)  # Raises: every input file is empty.
+  return prepared
+
+
+def log_plan(log, prepared: Prepared, plan: Plan, engine: str) -> None:
+  log(f"create_pretraining_data: {len(prepared.files)} input files, "
+      f"{len(plan.sizes)} languages, {engine} -> {prepared.output_dir}")
+  for lang in sorted(plan.sizes):
+    if plan.sizes[lang]:
+      log(f"  {lang}: {plan.sizes[lang]:,} bytes, sampling "
+          f"q={plan.probabilities[lang]:.3f}, passes per document "
+          f"{plan.passes[lang]:.2f}")
+    else:
+      log(f"  {lang}: no text (skipped)")
+
+
+def check_has_sequences(meta: Dict[str, Any], inputs: Sequence[str]) -> None:
+  if meta["num_examples"] == 0:
+    raise text_inputs.TextInputError(
+        f"inputs {list(inputs)} contain no text (only blank lines or "
+        "unparsable JSON); no records written.")

@@ -1,0 +1,500 @@
+"""The pre-training record format: layout, masking, `metadata.json`, staged writing.
+
+Records (tf.train.Example, all int64 unless noted), `seq_length` S and
+`max_predictions_per_seq` P:
+
+| feature               | shape | static layout | unmasked layout |
+| --------------------- | ----- | ------------- | --------------- |
+| input_word_ids        | [S]   | yes (masked)  | yes (original)  |
+| input_mask            | [S]   | yes           | yes             |
+| input_type_ids        | [S]   | yes           | yes             |
+| masked_lm_positions   | [P]   | yes           | no              |
+| masked_lm_ids         | [P]   | yes           | no              |
+| masked_lm_weights     | [P] float | yes       | no              |
+
+A sequence is `[CLS] tokens... [SEP] <pad>...`; type ids are 0 (RemBERT
+pre-trains with MLM only, no next-sentence pairs). Static masking follows BERT:
+`masked_lm_prob` of the maskable tokens (not [CLS]/[SEP]/<pad>), at most P and
+at least 1, are predicted; each is replaced by [MASK] (`mask_token_rate`, 0.8),
+by a random non-special token (`random_token_rate`, 0.1) or kept.
+
+`metadata.json` beside the shards (the input pipeline checks it):
+```
+{"format": "rembert_tf.pretraining_records", "format_version": 1,
+ "layout": "static" | "unmasked", "seq_length": S, "max_predictions_per_seq": P,
+ "vocab_size": V, "special_ids": {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id"} (the model's),
+ "masking": {"masked_lm_prob", "mask_token_rate", "random_token_rate", ...},
+ "num_examples": N, "shards": [{"file", "num_examples", "num_examples_per_language"}, ...],
+ ...}  # create_pretraining_data adds languages, inputs, tokenizer checksum...
+```
+
+Builds on BERT's record layout as Model Garden's `official/nlp/data/
+create_pretraining_data.py` writes it (v2 feature names), without NSP.
+
+Records are written into a staging directory inside the output directory and
+swapped in when complete (`new_staging_directory`, `swap_in_records`).
+`write_pretraining_records` writes fixtures from already tokenised examples;
+records from raw text are `pretraining_record_creation`'s.
+
+Example (test fixtures from already tokenised text):
+```python
+from rembert_tf.data import pretraining_record_format
+meta = pretraining_record_format.write_pretraining_records(
+    "/tmp/records", [[10, 11, 12, 13], [20, 21, 22]] * 32,
+    seq_length=16, max_predictions_per_seq=4, vocab_size=2000, num_shards=2)
+# /tmp/records/pretrain-00000-of-00002.tfrecord, ..., /tmp/records/metadata.json
+```
+"""
+import dataclasses
+import json
+import os
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.common import outputs
+from rembert_tf.data import example_encoding
+from rembert_tf.data import tfrecord_writer
+from rembert_tf.data import tokenizer
+
+METADATA_FILE = "metadata.json"
+FORMAT_NAME = "rembert_tf.pretraining_records"
+FORMAT_VERSION = 1
+LAYOUT_STATIC = "static"
+LAYOUT_UNMASKED = "unmasked"
+LAYOUTS = (LAYOUT_STATIC, LAYOUT_UNMASKED)
+RECORD_SUFFIX = ".tfrecord"
+
+
+class RecordsError(errors.RemBertError, ValueError):
+  """Pre-training records or their metadata are missing or inconsistent."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Masking:
+  """How static masking chooses and replaces tokens (BERT's 80/10/10 by default).
+
+  `masked_lm_prob` of a sequence's maskable tokens (at least 1, at most
+  `max_predictions_per_seq`) are predicted; each is replaced by [MASK] with
+  `mask_token_rate`, by a random non-special token with `random_token_rate`,
+  and kept otherwise.
+
+  Example:
+  ```python
+  masking = Masking(masked_lm_prob=0.2)
+  masking.check()          # errors.UsageError naming the flag when out of range
+  masking.as_metadata()    # {"masked_lm_prob": 0.2, "mask_token_rate": 0.8, ...}
+  ```
+  """
+  masked_lm_prob: float = 0.15
+  mask_token_rate: float = 0.8
+  random_token_rate: float = 0.1
+
+  def check(self) -> "Masking":
+    """Raises errors.UsageError naming the flag that is out of range."""
+    if not 0 < self.masked_lm_prob <= 1:
+      raise errors.UsageError(
+          f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}.")
+    for name in ("mask_token_rate", "random_token_rate"):
+      if not 0 <= getattr(self, name) <= 1:
+        raise errors.UsageError(
+            f"--{name} must be in [0, 1], got {getattr(self, name)}.")
+    if self.mask_token_rate + self.random_token_rate > 1:
+      raise errors.UsageError(
+          "--mask_token_rate + --random_token_rate must be at most 1, got "
+          f"{self.mask_token_rate} + {self.random_token_rate}.")
+    return self
+
+  def as_metadata(self) -> Dict[str, float]:
+    return dataclasses.asdict(self)
+
+
+def project_special_tokens(vocab_size: int) -> tokenizer.SpecialTokens:
+  """The special ids of the layout this project trains, for a vocabulary size."""
+  return tokenizer.SpecialTokens(vocab_size=int(vocab_size),
+                                 **tokenizer.special_ids())
+
+
+def shard_file_name(index: int, num_shards: int, prefix: str = "pretrain") -> str:
+  return f"{prefix}-{index:05d}-of-{num_shards:05d}{RECORD_SUFFIX}"
+
+
+def is_record_file(name: str) -> bool:
+  """A shard or the metadata of a record directory (what a new run replaces)."""
+  return name.endswith(RECORD_SUFFIX) or name == METADATA_FILE
+
+
+def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
+  """Names of the record shards and metadata already in `directory`."""
+  if not fileio.isdir(directory):
+    return []
+  return [name for name in fileio.listdir(directory) if is_record_file(name)]
+
+
+# Staging directories are `.create_pretraining_data.tmp-*` (fileio's naming of
+# temporaries for the name `create_pretraining_data`), old records wait in
+# `.create_pretraining_data.old-*` during a swap.
+_STAGING_NAME = "create_pretraining_data"
+STAGING_PREFIX = "." + _STAGING_NAME
+
+
+def old_record_copies(directory) -> List[str]:
+  """Folders in `directory` holding old records a swap has moved aside."""
+  if not fileio.isdir(directory):
+    return []
+  prefix = f"{STAGING_PREFIX}.old-"
+  return [fileio.join(directory, n) for n in fileio.listdir(directory)
+          if n.startswith(prefix)]
+
+
+def refuse_existing_records(directory, overwrite: bool) -> None:
+  """Raises errors.OutputExistsError if `directory` holds records and not `overwrite`.
+
+  Records moved aside by a run killed during its swap count as present.
+  Deletes no record: writers stage the new records and swap them in
+  (`swap_in_records`), so the old ones stay until the new ones are complete.
+  The staging folders of killed runs go first (callers hold the lock).
+  """
+  if fileio.isdir(directory):
+    remove_stale_staging(directory)
+  found, aside = existing_records(directory), old_record_copies(directory)
+  if (found or aside) and not overwrite:
+    listed = [", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+              ] if found else []
+    listed += [f"records a killed run moved aside into {path}" for path in aside]
+    raise errors.OutputExistsError(
+        f"output directory {directory} already holds pre-training records "
+        f"({'; '.join(listed)}); choose an empty directory or pass --overwrite "
+        "(overwrite=True) to replace them (the old records stay until the new "
+        "ones are complete).")
+
+
+def remove_stale_staging(directory) -> List[str]:
+  """Removes staging directories a killed or failed run left in `directory`."""
+  return outputs.remove_stale_temporaries(
+      fileio.join(directory, _STAGING_NAME), lock_of=directory)
+
+
+def swap_in_records(staging: str, directory) -> None:
+  """Replaces the records of `directory` by the complete ones in `staging`.
+
+  Other files of `directory` are kept. metadata.json leaves first and comes
+  back last, so a reader never sees metadata next to a partial set of shards;
+  the old files wait in an `.old-` folder until the new ones are in place,
+  and the swap is journaled (`outputs.swap_in`): a run killed half-way is
+  finished or rolled back by the next run on `directory`.
+  """
+  directory = fileio.as_str(directory).rstrip("/")
+  old_dir = fileio.temporary_path(fileio.join(directory, _STAGING_NAME), ".old-")
+  old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
+  new_files = sorted((n for n in fileio.listdir(staging) if is_record_file(n)),
+                     key=lambda n: n == METADATA_FILE)
+  outputs.swap_in(
+      directory,
+      aside=[(fileio.join(directory, n), fileio.join(old_dir, n))
+             for n in old_files],
+      into=[(fileio.join(staging, n), fileio.join(directory, n))
+            for n in new_files],
+      new=[staging], old=[old_dir] + old_record_copies(directory))
+
+
+def new_staging_directory(directory) -> str:
+  """A fresh staging directory inside `directory` (stale ones removed first)."""
+  fileio.check_output_location(directory)
+  fileio.makedirs(directory)
+  remove_stale_staging(directory)
+  staging = fileio.temporary_path(fileio.join(directory, _STAGING_NAME))
+  fileio.makedirs(staging)
+  return staging
+
+
+def write_json_atomic(path, value) -> None:
+  fileio.write_json(path, value)
+
+
+def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
+  """Reads DIR/metadata.json; RecordsError if missing or not rembert_tf's format."""
+  path = fileio.join(directory, METADATA_FILE)
+  if not fileio.exists(path) or fileio.isdir(path):
+    raise RecordsError(
+        f"{path} does not exist: pre-training records need their "
+        f"{METADATA_FILE}. Make records with tools/create_pretraining_data.py "
+        "(or pretraining_record_format.write_pretraining_records for "
+        "fixtures).")
+  try:
+    meta = json.loads(fileio.read_text(path))
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise RecordsError(f"{path} is not valid JSON ({e}); recreate the records "
+                       "with tools/create_pretraining_data.py.") from None
+  if meta.get("format") != FORMAT_NAME:
+    raise RecordsError(f"{path}: field `format` is {meta.get('format')!r}, "
+                       f"expected {FORMAT_NAME!r}.")
+  for field in ("layout", "seq_length", "max_predictions_per_seq", "vocab_size"):
+    if field not in meta:
+      raise RecordsError(f"{path}: missing field `{field}`; recreate the "
+                         "records with tools/create_pretraining_data.py.")
+  return meta
+
+
+_STATIC_ENCODER = example_encoding.FixedShapeEncoder(
+    ["input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions",
+     "masked_lm_ids"], ["masked_lm_weights"])
+_UNMASKED_ENCODER = example_encoding.FixedShapeEncoder(
+    ["input_word_ids", "input_mask", "input_type_ids"])
+
+
+def random_non_special_ids(rng: np.random.Generator, size,
+                           special: tokenizer.SpecialTokens) -> np.ndarray:
+  """Uniform ids of the vocabulary that are not special pieces.
+
+  Draws from the `vocab_size - #special` ordinary ids and steps each draw
+  over the special ids below it (ascending), so any layout works: the
+  project's 0-4 as well as the released RemBERT's [CLS]=312.
+  """
+  excluded = sorted({i for i in special.as_dict().values() if i >= 0})
+  draws = rng.integers(0, special.vocab_size - len(excluded), size=size)
+  for special_id in excluded:
+    draws = draws + (draws >= special_id)
+  return draws
+
+
+def mask_batch(ids: np.ndarray, content_lengths: np.ndarray,
+               rng: np.random.Generator, *, special: tokenizer.SpecialTokens,
+               max_predictions_per_seq: int, masking: Masking = Masking()):
+  """BERT masking of a batch of `[CLS] content [SEP] <pad>...` rows (numpy).
+
+  Per row, k = min(P, max(1, round(n * masked_lm_prob))) of the n content
+  positions (never [CLS], [SEP] or padding) are chosen uniformly; each is
+  replaced by [MASK] (mask_token_rate), a random non-special token
+  (random_token_rate) or kept.
+
+  Returns:
+    (masked_ids [b, S], positions [b, P], labels [b, P], weights [b, P]);
+    positions ascending, padded with 0 (weight 0).
+  """
+  n, seq_length = ids.shape
+  p = max_predictions_per_seq
+  k = np.minimum(np.minimum(p, content_lengths),
+                 np.maximum(1, np.rint(content_lengths * masking.masked_lm_prob)
+                            ).astype(np.int64))
+  columns = np.arange(seq_length)[None, :]
+  candidate = (columns >= 1) & (columns <= content_lengths[:, None])
+  keys = np.where(candidate, rng.random((n, seq_length)), 2.0)
+  width = min(p, seq_length)
+  smallest = np.argpartition(keys, width - 1, axis=1)[:, :width]
+  order = np.argsort(np.take_along_axis(keys, smallest, axis=1), axis=1)
+  chosen = np.take_along_axis(smallest, order, axis=1)
+  valid = np.arange(width)[None, :] < k[:, None]
+  positions = np.sort(np.where(valid, chosen, seq_length), axis=1)
+  positions = np.where(valid, positions, 0)
+  if width < p:
+    pad = np.zeros((n, p - width), dtype=positions.dtype)
+    positions = np.concatenate([positions, pad], axis=1)
+    valid = np.concatenate([valid, pad.astype(bool)], axis=1)
+  labels = np.where(valid, np.take_along_axis(ids, positions, axis=1), 0)
+  draws = rng.random((n, p))
+  use_mask = valid & (draws < masking.mask_token_rate)
+  use_random = valid & ~use_mask & (
+      draws < masking.mask_token_rate + masking.random_token_rate)
+  random_ids = random_non_special_ids(rng, (n, p), special)
+  masked = ids.copy()
+  rows = np.broadcast_to(np.arange(n)[:, None], (n, p))
+  masked[rows[use_mask], positions[use_mask]] = special.mask_id
+  masked[rows[use_random], positions[use_random]] = random_ids[use_random]
+  return masked, positions, labels, valid.astype(np.float32)
+
+
+def encode_sequences(contents: Sequence[Sequence[int]],
+                     *,
+                     seq_length: int,
+                     max_predictions_per_seq: int,
+                     special: tokenizer.SpecialTokens,
+                     rng: Optional[np.random.Generator],
+                     layout: str = LAYOUT_STATIC,
+                     masking: Masking = Masking()) -> List[bytes]:
+  """Content token-id lists -> `[CLS] ... [SEP]` padded, masked record bytes."""
+  n = len(contents)
+  if n == 0:
+    return []
+  contents = [np.asarray(c, dtype=np.int64) for c in contents]
+  lengths = np.array([len(c) for c in contents], dtype=np.int64)
+  if lengths.max() > seq_length - 2:
+    raise RecordsError(f"a sequence of {lengths.max()} tokens does not fit "
+                       f"seq_length {seq_length} with [CLS] and [SEP].")
+  if lengths.min() < 1:
+    raise RecordsError("a sequence has no content tokens.")
+  ids = np.full((n, seq_length), special.pad_id, dtype=np.int64)
+  flat = np.concatenate(contents)
+  rows = np.repeat(np.arange(n), lengths)
+  starts = np.cumsum(lengths) - lengths
+  cols = np.arange(len(flat)) - np.repeat(starts, lengths) + 1
+  ids[rows, cols] = flat
+  ids[:, 0] = special.cls_id
+  ids[np.arange(n), lengths + 1] = special.sep_id
+  input_mask = (np.arange(seq_length)[None, :] < (lengths + 2)[:, None]).astype(
+      np.int64)
+  type_ids = np.zeros((n, seq_length), dtype=np.int64)
+  if layout == LAYOUT_UNMASKED:
+    return _UNMASKED_ENCODER.encode(dict(
+        input_word_ids=ids, input_mask=input_mask, input_type_ids=type_ids))
+  masked, positions, labels, weights = mask_batch(
+      ids, lengths, rng, special=special,
+      max_predictions_per_seq=max_predictions_per_seq, masking=masking)
+  return _STATIC_ENCODER.encode(
+      dict(input_word_ids=masked, input_mask=input_mask,
+           input_type_ids=type_ids, masked_lm_positions=positions,
+           masked_lm_ids=labels),
+      dict(masked_lm_weights=weights))
+
+
+def _encode_feature_dict(example: Mapping[str, Sequence], seq_length: int,
+                         max_predictions_per_seq: int, layout: str,
+                         pad_id: int) -> bytes:
+  """Pads an already-built feature dict to the static lengths and encodes it."""
+  def padded(name, length, dtype, fill=0):
+    values = np.asarray(example[name], dtype=dtype)
+    if len(values) > length:
+      raise RecordsError(f"feature `{name}` has {len(values)} values, more "
+                         f"than its length {length}.")
+    out = np.full(length, fill, dtype=dtype)
+    out[:len(values)] = values
+    return out
+  word_ids = padded("input_word_ids", seq_length, np.int64, pad_id)
+  if "input_mask" in example:
+    input_mask = padded("input_mask", seq_length, np.int64)
+  else:
+    input_mask = (word_ids != pad_id).astype(np.int64)
+  type_ids = (padded("input_type_ids", seq_length, np.int64)
+              if "input_type_ids" in example else np.zeros(seq_length, np.int64))
+  if layout == LAYOUT_UNMASKED:
+    return example_encoding.pretraining_example(word_ids, input_mask, type_ids)
+  positions = padded("masked_lm_positions", max_predictions_per_seq, np.int64)
+  lm_ids = padded("masked_lm_ids", max_predictions_per_seq, np.int64)
+  if "masked_lm_weights" in example:
+    weights = padded("masked_lm_weights", max_predictions_per_seq, np.float32)
+  else:
+    weights = np.zeros(max_predictions_per_seq, np.float32)
+    weights[:len(example["masked_lm_positions"])] = 1.0
+  return example_encoding.pretraining_example(
+      word_ids, input_mask, type_ids, positions, lm_ids, weights)
+
+
+def write_tfrecord_file(path, records: Iterable[bytes]) -> int:
+  """Writes records to `path` via a temporary name; returns the count."""
+  return tfrecord_writer.write_tfrecord_file(path, records)
+
+
+def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
+                  special: tokenizer.SpecialTokens,
+                  masking: Masking = Masking()) -> Dict[str, Any]:
+  """The shape, tokenizer and masking fields every metadata.json has."""
+  if layout not in LAYOUTS:
+    raise RecordsError(f"layout must be one of {LAYOUTS}, got {layout!r}.")
+  return {
+      "format": FORMAT_NAME,
+      "format_version": FORMAT_VERSION,
+      "layout": layout,
+      "seq_length": int(seq_length),
+      "max_predictions_per_seq": int(max_predictions_per_seq),
+      "vocab_size": int(special.vocab_size),
+      "special_ids": special.as_dict(),
+      "masking": dict(masking.as_metadata(),
+                      max_predictions_per_seq=int(max_predictions_per_seq),
+                      static=layout == LAYOUT_STATIC),
+  }
+
+
+@outputs.writes_output("output_dir")
+def write_pretraining_records(
+    output_dir: Union[str, os.PathLike],
+    examples: Sequence[Union[Sequence[int], Mapping[str, Sequence]]],
+    *,
+    seq_length: int,
+    max_predictions_per_seq: int,
+    vocab_size: Optional[int] = None,
+    special: Optional[tokenizer.SpecialTokens] = None,
+    layout: str = LAYOUT_STATIC,
+    num_shards: int = 1,
+    seed: int = 0,
+    masking: Masking = Masking(),
+    overwrite: bool = False,
+    extra_metadata: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+  """Writes already tokenised examples as pre-training shards + metadata.json.
+
+  Args:
+    output_dir: any filesystem; refused if it holds records unless overwrite
+      (the old records stay until the new ones are complete).
+    examples: each either a list of content token ids (no [CLS]/[SEP]; masked
+      here with BERT's 80/10/10 unless layout is "unmasked"), or a dict of
+      feature lists (`input_word_ids`, optional `input_mask`, `input_type_ids`,
+      and for the static layout `masked_lm_positions`, `masked_lm_ids`,
+      optional `masked_lm_weights`), padded here.
+    seq_length, max_predictions_per_seq: the record shape.
+    vocab_size: with the project's special-id layout; or pass `special`
+      (e.g. `SpecialTokens.from_model(path)`) for any other layout.
+    layout: "static" (masked in the records) or "unmasked" (dynamic masking).
+    num_shards: examples are dealt round-robin over this many shard files.
+    seed: seeds the masking.
+  Returns:
+    The metadata dict written to output_dir/metadata.json.
+  """
+  if special is None:
+    if vocab_size is None:
+      raise errors.UsageError("write_pretraining_records needs vocab_size or "
+                              "special (the tokenizer's SpecialTokens).")
+    special = project_special_tokens(vocab_size)
+  refuse_existing_records(output_dir, overwrite)
+  meta = base_metadata(layout=layout, seq_length=seq_length,
+                       max_predictions_per_seq=max_predictions_per_seq,
+                       special=special, masking=masking)
+  records = _encode_examples(examples, seq_length, max_predictions_per_seq,
+                             special, layout, masking,
+                             np.random.default_rng(seed))
+  staging = new_staging_directory(output_dir)
+  try:
+    shard_meta = _write_shards(staging, records, num_shards)
+    meta["num_examples"] = sum(s["num_examples"] for s in shard_meta)
+    meta["shards"] = shard_meta
+    meta["seed"] = seed
+    meta.update(extra_metadata or {})
+    fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
+  except BaseException:
+    fileio.rmtree(staging)
+    raise
+  swap_in_records(staging, output_dir)  # Its journal owns `staging` now.
+  return meta
+
+
+def _encode_examples(examples, seq_length: int, max_predictions_per_seq: int,
+                     special: tokenizer.SpecialTokens, layout: str,
+                     masking: Masking, rng: np.random.Generator
+                     ) -> List[bytes]:
+  """Feature dicts padded as given, then token lists masked here, in order."""
+  records = []
+  token_lists = []
+  for example in examples:
+    if isinstance(example, Mapping):
+      records.append(_encode_feature_dict(example, seq_length,
+                                          max_predictions_per_seq, layout,
+                                          special.pad_id))
+    else:
+      token_lists.append(example)
+  records.extend(encode_sequences(
+      token_lists, seq_length=seq_length,
+      max_predictions_per_seq=max_predictions_per_seq, special=special,
+      rng=rng, layout=layout, masking=masking))
+  return records
+
+
+def _write_shards(staging: str, records: Sequence[bytes],
+                  num_shards: int) -> List[Dict[str, Any]]:
+  """Deals `records` round-robin over `num_shards` files; their metadata."""
+  shard_meta = []
+  for index in range(num_shards):
+    name = shard_file_name(index, num_shards)
+    count = write_tfrecord_file(fileio.join(staging, name),
+                                records[index::num_shards])
+    shard_meta.append({"file": name, "num_examples": count})
+  return shard_meta

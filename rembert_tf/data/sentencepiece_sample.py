@@ -1,0 +1,163 @@
+"""The language-balanced training sample of the SentencePiece model, drawn locally.
+
+Steps (1)-(2) of `sentencepiece_training`: (1) count the lines of every
+language, (2) give each language a share q_l of the training sample by
+exponentially smoothed sampling (q_l ~ p_l**alpha, mBERT's alpha=0.7; p_l from
+input bytes, see `text_inputs`), drawing lines without replacement when a
+language has more than its share and repeating lines when it has fewer. The
+sample is written as one text file (any filesystem), under a temporary name
+first.
+
+`beam_sentencepiece_sample` draws the same kind of sample with Apache Beam,
+with the `SampleOptions`, the language shares and the summary of this module;
+`sentencepiece_training.draw_training_sample` picks one of the two.
+
+Example:
+```python
+from rembert_tf.data import sentencepiece_sample, text_inputs
+files = text_inputs.resolve_inputs(["/tmp/corpus/{lang}/*.txt"])
+summary = sentencepiece_sample.draw_sample(
+    files, "/tmp/spm_sample.txt",
+    sentencepiece_sample.SampleOptions(sample_size=100_000), log=print,
+    inputs=["/tmp/corpus/{lang}/*.txt"])
+summary["languages"]["en"]["sample_lines"]
+```
+"""
+import dataclasses
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.data import text_inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleOptions:
+  """How the language-balanced training sample is drawn."""
+  language_sampling_alpha: float = 0.7
+  sample_size: int = 2_000_000
+  seed: int = 0
+  # Languages kept from files whose documents name their language.
+  languages: Optional[Tuple[str, ...]] = None
+
+  def check(self) -> "SampleOptions":
+    if self.sample_size < 1:
+      raise errors.UsageError(
+          f"--sample_size must be >= 1 (lines in the training sample), got "
+          f"{self.sample_size}.")
+    if self.language_sampling_alpha < 0:
+      raise errors.UsageError(
+          f"--alpha must be >= 0, got {self.language_sampling_alpha}.")
+    return self
+
+
+@dataclasses.dataclass
+class LanguageCounts:
+  """The first pass: lines and input bytes per language."""
+  lines: Dict[str, int]
+  sizes: Dict[str, int]
+
+  def probabilities(self, alpha: float) -> Dict[str, float]:
+    """Smoothed shares of the languages that have lines."""
+    sizes = {l: (s if self.lines.get(l) else 0) for l, s in self.sizes.items()}
+    return text_inputs.smoothed_language_probabilities(sizes, alpha)
+
+
+def count_languages(files: Sequence[text_inputs.InputFile],
+                    log: Callable[[str], None],
+                    keep: Optional[Sequence[str]] = None) -> LanguageCounts:
+  """Lines and bytes per language (reads every file once)."""
+  lines: Dict[str, int] = {}
+  for f in files:
+    stats = text_inputs.ReadStats()
+    for language, document in text_inputs.iter_language_documents(f, stats,
+                                                                   keep):
+      lines[language] = lines.get(language, 0) + len(document)
+    lines.setdefault(f.language, lines.get(f.language, 0))
+    if stats.invalid_utf8_replacements:
+      log(f"  {f.path}: {stats.invalid_utf8_replacements} invalid UTF-8 "
+          "sequences replaced")
+  lines.pop("", None)
+  return LanguageCounts(lines, text_inputs.language_sizes(files, keep))
+
+
+def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
+                sample_size: int, rng: np.random.Generator
+                ) -> Dict[str, np.ndarray]:
+  """Per language: how many times each of its lines goes into the sample."""
+  plan = {}
+  for lang, n in line_counts.items():
+    quota = int(round(sample_size * probabilities.get(lang, 0.0)))
+    if n == 0 or quota == 0:
+      continue
+    repeats = np.full(n, quota // n, dtype=np.int64)
+    remainder = quota - int(repeats.sum())
+    if remainder:
+      repeats[rng.choice(n, size=remainder, replace=False)] += 1
+    plan[lang] = repeats
+  return plan
+
+
+def write_sample(files: Sequence[text_inputs.InputFile],
+                 plan: Dict[str, np.ndarray], sample_file: str,
+                 keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
+  """Writes each line as often as the plan says; returns lines per language."""
+  positions = {l: 0 for l in plan}
+  written = {l: 0 for l in plan}
+  with fileio.atomic_write(sample_file, "w") as out:
+    for f in files:
+      for language, document in text_inputs.iter_language_documents(
+          f, keep=keep):
+        repeats = plan.get(language)
+        for line in document:
+          if repeats is None:
+            continue
+          k = int(repeats[positions[language]])
+          positions[language] += 1
+          written[language] += k
+          for _ in range(k):
+            out.write(line.replace("\n", " ") + "\n")
+  return written
+
+
+def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
+                options: SampleOptions, log: Callable[[str], None],
+                inputs: Sequence[str]) -> Dict[str, Any]:
+  """Steps 1-2 on this machine: counts, then the balanced sample file."""
+  log(f"train_sentencepiece: counting lines in {len(files)} files")
+  counts = count_languages(files, log, options.languages)
+  _check_has_text(counts, inputs, log)
+  probabilities = counts.probabilities(options.language_sampling_alpha)
+  sample_size = min(options.sample_size, sum(counts.lines.values()))
+  plan = sample_plan(counts.lines, probabilities, sample_size,
+                     np.random.default_rng(options.seed))
+  written = write_sample(files, plan, sample_file, options.languages)
+  return sample_summary(counts, probabilities, written, options)
+
+
+def _check_has_text(counts: LanguageCounts, inputs, log) -> None:
+  empty = sorted(l for l, n in counts.lines.items() if n == 0)
+  if empty:
+    log(f"  languages without text (skipped): {', '.join(empty)}")
+  if sum(counts.lines.values()) == 0:
+    raise text_inputs.TextInputError(
+        f"inputs {list(inputs)} contain no text (every file is empty or "
+        "blank); nothing to train on.")
+
+
+def sample_summary(counts: LanguageCounts, probabilities: Dict[str, float],
+                   written: Dict[str, int], options: SampleOptions
+                   ) -> Dict[str, Any]:
+  """The `sample` entry of the returned metadata."""
+  per_language = {}
+  for lang in sorted(counts.lines):
+    per_language[lang] = {
+        "lines": counts.lines[lang],
+        "input_bytes": counts.sizes.get(lang, 0),
+        "sampling_probability": round(probabilities.get(lang, 0.0), 6),
+        "sample_lines": int(written.get(lang, 0)),
+    }
+  return {"alpha": options.language_sampling_alpha,
+          "lines": int(sum(written.values())), "languages": per_language}

@@ -1,0 +1,313 @@
+"""Pre-training text from prepared TensorFlow Datasets: `--input 'tfds:NAME/CONFIG[:SPLIT]'`.
+
+Input specs (beside the file specs of `text_inputs`, in the same `--input`):
+* `tfds:wiki40b/{lang}`, `tfds:wikipedia/20230601.{lang}`: `{lang}` in the
+  config; the languages are the builder's configs that match, prepared in
+  the TFDS data dir (with `languages`: those, each of which must be);
+* `tfds:c4/multilingual:{lang}`: `{lang}` in the split (the config's
+  languages, or the split names, that match);
+* `en=tfds:wikipedia/20230601.en`: an explicit language;
+* the split defaults to `train`; a builder without configs is `tfds:NAME`.
+
+The data is read from the given data dir only (`common.tfds_reader`: never
+downloaded, no Cloud Storage lookups); a builder, config, split or text
+feature that does not exist, or a dataset that is not prepared, is a one-line
+`TfdsError` naming it and the fix.
+
+Each shard of a split is one unit of work (`TfdsShard`), read as
+`tfds.beam.ReadFromTFDS` reads it (`split[kshard]`, in file order), so the
+local engine's workers and Beam's read the same documents in the same order
+and write the same records. A unit's size for the language sampling is the
+split's prepared bytes spread over its shards by example count (its example
+count where TFDS recorded no bytes); the sampling itself is unchanged.
+
+An example is one document: the lines of its text feature (`text_feature`,
+default the builder's, `text` for every corpus known here), stripped, empty
+ones dropped, as a JSON-lines document. Known corpora's markup is undone
+(`CORPORA`): wiki40b's `_START_ARTICLE_` / `_START_SECTION_` /
+`_START_PARAGRAPH_` lines are dropped and its `_NEWLINE_` breaks lines.
+
+Example:
+```python
+from rembert_tf.data import tfds_text_inputs
+units = tfds_text_inputs.resolve_inputs(
+    ["tfds:wiki40b/{lang}"], languages=["en", "de"],
+    tfds=tfds_text_inputs.TfdsTextOptions(data_dir="gs://b/tensorflow_datasets"))
+units[0].language, units[0].path       # 'de', 'tfds:wiki40b/de:train[0shard]'
+```
+"""
+import dataclasses
+import re
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from rembert_tf.common import fileio
+from rembert_tf.common import tfds_reader
+from rembert_tf.data import text_inputs
+
+PREFIX = "tfds:"
+DEFAULT_SPLIT = "train"
+_LANG = "{lang}"
+_SPEC = re.compile(r"^tfds:(?P<name>[^/:]+)(?:/(?P<config>[^:]+))?"
+                   r"(?::(?P<split>.+))?$")
+_EXPLICIT = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*)=(tfds:.+)$")
+TfdsError = tfds_reader.TfdsError
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsTextOptions:
+  """Where TFDS inputs are prepared, and the feature holding their text."""
+  data_dir: Optional[str] = None
+  text_feature: Optional[str] = None   # None: the corpus's (CORPORA), "text"
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusFormat:
+  """How a corpus writes its text: its feature, markup lines, line breaks."""
+  text_feature: str = "text"
+  dropped_lines: Tuple[str, ...] = ()
+  line_break: Optional[str] = None
+
+
+CORPORA = {
+    "wiki40b": CorpusFormat(dropped_lines=("_START_ARTICLE_",
+                                           "_START_SECTION_",
+                                           "_START_PARAGRAPH_"),
+                            line_break="_NEWLINE_"),
+}
+
+
+def is_tfds_spec(spec: str) -> bool:
+  return spec.startswith(PREFIX) or bool(_EXPLICIT.match(spec))
+
+
+def document_lines(text: str, corpus: CorpusFormat) -> List[str]:
+  """One example's text -> its non-empty stripped lines (markup undone)."""
+  if corpus.line_break:
+    text = text.replace(corpus.line_break, "\n")
+  return [l.strip() for l in text.split("\n")
+          if l.strip() and l.strip() not in corpus.dropped_lines]
+
+
+_BUILDERS: Dict[Tuple[str, Optional[str], str], object] = {}
+
+
+def _builder(name: str, config: Optional[str], data_dir: str):
+  """One builder per dataset per process (workers read many shards)."""
+  key = (name, config, data_dir)
+  if key not in _BUILDERS:
+    _BUILDERS[key] = tfds_reader.open_builder(
+        tfds_reader.SplitRef(name, config, DEFAULT_SPLIT), data_dir)
+  return _BUILDERS[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsShard:
+  """One shard of a prepared TFDS split: a unit of work of one language."""
+  language: str
+  path: str                      # tfds:NAME/CONFIG:SPLIT[Kshard]
+  name: str
+  config: Optional[str]
+  split: str
+  shard: int
+  data_dir: str
+  text_feature: str
+  num_bytes: int
+  format: str = "tfds"
+  language_field: Optional[str] = None
+  languages_known_from_path: bool = True
+  compressed: bool = False
+
+  def size(self) -> int:
+    return self.num_bytes
+
+  def language_bytes(self, keep: Optional[Sequence[str]] = None
+                     ) -> Dict[str, int]:
+    return {self.language: self.num_bytes}
+
+  def language_documents(self, stats: text_inputs.ReadStats,
+                         keep: Optional[Sequence[str]] = None
+                         ) -> Iterator[Tuple[str, List[str]]]:
+    """(language, lines) of each example of the shard, in file order."""
+    if keep and self.language not in keep:
+      return
+    corpus = CORPORA.get(self.name, CorpusFormat())
+    builder = _builder(self.name, self.config, self.data_dir)
+    for raw in tfds_reader.iter_text_bytes(
+        builder, f"{self.split}[{self.shard}shard]", self.text_feature):
+      lines = document_lines(text_inputs.decode_line(raw, stats), corpus)
+      if lines:
+        stats.lines += len(lines)
+        stats.documents += 1
+        yield self.language, lines
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+  """One parsed `tfds:` input spec."""
+  text: str
+  name: str
+  config: Optional[str]
+  split: str
+  language: Optional[str]        # explicit (LANG=tfds:...), else from {lang}
+
+  def ref(self, lang: str) -> tfds_reader.SplitRef:
+    fill = lambda v: None if v is None else v.replace(_LANG, lang)  # noqa: E731
+    return tfds_reader.SplitRef(self.name, fill(self.config), fill(self.split))
+
+
+def _parse(spec: str) -> _Spec:
+  language = None
+  explicit = _EXPLICIT.match(spec)
+  if explicit:
+    language, spec = explicit.groups()
+  match = _SPEC.match(spec)
+  if not match or _LANG in match.group("name"):
+    raise TfdsError(f"input {spec!r}: a TFDS input is tfds:NAME/CONFIG[:SPLIT] "
+                    "(e.g. tfds:wiki40b/{lang}, tfds:c4/multilingual:{lang}).")
+  parsed = _Spec(spec, match.group("name"), match.group("config"),
+                 match.group("split") or DEFAULT_SPLIT, language)
+  count = spec.count(_LANG)
+  if count > 1 or (count and language):
+    raise TfdsError(f"input {spec!r}: use {{lang}} once, or an explicit "
+                    "language (en=tfds:...) without {lang}.")
+  if not count and not language:
+    raise TfdsError(
+        f"input {spec!r} does not say its language: put {{lang}} in its "
+        "config or split (tfds:wiki40b/{lang}) or prefix it with the language "
+        "(en=tfds:wikipedia/20230601.en).")
+  return parsed
+
+
+def _pattern_regex(pattern: str) -> re.Pattern:
+  prefix, _, suffix = pattern.partition(_LANG)
+  return re.compile("^" + re.escape(prefix) + r"(.+?)" + re.escape(suffix) +
+                    "$")
+
+
+Candidates = Tuple[Dict[str, str], Dict[str, str]]  # (present, known) by lang
+
+
+def _config_candidates(spec: _Spec, data_dir: str) -> Candidates:
+  """{lang: config} of a `{lang}` config: the builder's configs that match,
+  and those of them with a folder in data_dir (a prepared one has one)."""
+  configs = tfds_reader.builder_configs(spec.name)
+  if not configs:
+    raise TfdsError(f"input {spec.text!r}: TFDS dataset {spec.name!r} has no "
+                    "configs to put {lang} in; put it in the split or give "
+                    f"the language (en=tfds:{spec.name}).")
+  regex = _pattern_regex(spec.config)
+  known = {m.group(1): c for c in configs for m in [regex.match(c)] if m}
+  if not known:
+    raise TfdsError(f"input {spec.text!r}: no config of {spec.name} matches "
+                    f"{spec.config!r} (its configs include "
+                    f"{', '.join(configs[:6])}).")
+  folder = fileio.join(data_dir, spec.name)
+  present = ({p.rstrip("/") for p in fileio.listdir(folder)}
+             if fileio.isdir(folder) else set())
+  return {l: c for l, c in known.items() if c in present}, known
+
+
+def _split_candidates(spec: _Spec, data_dir: str) -> Candidates:
+  """{lang: split} of a `{lang}` split: the config's languages (mC4's) or
+  the split names that match, and those the prepared dataset has."""
+  builder = tfds_reader.open_builder(
+      tfds_reader.SplitRef(spec.name, spec.config, DEFAULT_SPLIT), data_dir)
+  splits = set(builder.info.splits)
+  config_languages = getattr(builder.builder_config, "languages", None)
+  if config_languages:
+    known = {l: spec.split.replace(_LANG, l) for l in config_languages}
+  else:
+    regex = _pattern_regex(spec.split)
+    known = {m.group(1): s for s in sorted(splits)
+             for m in [regex.match(s)] if m}
+  return {l: s for l, s in known.items() if s in splits}, known
+
+
+def _languages_of(spec: _Spec, languages: Optional[Sequence[str]],
+                  data_dir: str) -> List[str]:
+  """The languages a `{lang}` spec reads (checked when asked for)."""
+  in_config = spec.config is not None and _LANG in spec.config
+  present, known = (_config_candidates if in_config else _split_candidates)(
+      spec, data_dir)
+  if languages:
+    missing = [l for l in languages if l not in known]
+    if missing and len(missing) == len(languages):
+      where = "config" if in_config else "split"
+      raise TfdsError(f"input {spec.text!r}: TFDS dataset {spec.name} has no "
+                      f"{where} for language(s) {', '.join(missing)}.")
+    return [l for l in languages if l in known]
+  if not present:
+    example = spec.ref(next(iter(known)))
+    raise TfdsError(
+        f"input {spec.text!r}: no {spec.name} dataset matching it is prepared "
+        f"in {data_dir}; prepare one, e.g. `tfds build {spec.name}"
+        f"{' --config ' + example.config if example.config else ''} "
+        f"--data_dir {data_dir}`.")
+  return sorted(present)
+
+
+def _shards(spec: _Spec, lang: str, options: TfdsTextOptions
+            ) -> List[TfdsShard]:
+  """The units of one language of a spec, checked to be prepared."""
+  ref = spec.ref(lang)
+  builder = tfds_reader.open_split(ref, options.data_dir)
+  feature = options.text_feature or CORPORA.get(
+      spec.name, CorpusFormat()).text_feature
+  tfds_reader.require_features(
+      builder, ref, [feature], fix="name the text feature with "
+      "--tfds_text_feature")
+  units = []
+  for shard, (examples, num_bytes) in enumerate(
+      tfds_reader.shard_sizes(builder, ref.split)):
+    if examples:
+      units.append(TfdsShard(
+          language=lang, path=f"{PREFIX}{ref}[{shard}shard]", name=ref.name,
+          config=ref.config, split=ref.split, shard=shard,
+          data_dir=options.data_dir, text_feature=feature,
+          num_bytes=num_bytes or examples))
+  return units
+
+
+def resolve_tfds_inputs(specs: Sequence[str],
+                        languages: Optional[Sequence[str]],
+                        options: TfdsTextOptions) -> List[TfdsShard]:
+  """`tfds:` specs -> their shards, every one checked to be prepared."""
+  if not options.data_dir:
+    raise TfdsError(f"input {specs[0]!r} needs --tfds_data_dir: the folder the "
+                    "TFDS datasets are prepared in (e.g. "
+                    "gs://bucket/tensorflow_datasets).")
+  options = dataclasses.replace(options,
+                                data_dir=fileio.as_str(options.data_dir))
+  units = []
+  for text in specs:
+    spec = _parse(text)
+    if spec.language is not None:
+      if languages and spec.language not in languages:
+        continue
+      units += _shards(spec, spec.language, options)
+      continue
+    for lang in _languages_of(spec, languages, options.data_dir):
+      units += _shards(spec, lang, options)
+  return units
+
+
+def resolve_inputs(specs: Sequence[str], input_format: str = "auto",
+                   languages: Optional[Sequence[str]] = None,
+                   language_field: Optional[str] = None,
+                   tfds: Optional[TfdsTextOptions] = None) -> list:
+  """Every input spec -> sorted units: `tfds:` specs here, file specs through
+  `text_inputs.resolve_inputs` (the same arguments)."""
+  specs = text_inputs.split_specs(specs)
+  tfds_specs = [s for s in specs if is_tfds_spec(s)]
+  file_specs = [s for s in specs if not is_tfds_spec(s)]
+  units = []
+  if file_specs or not tfds_specs:
+    units += text_inputs.resolve_inputs(file_specs, input_format, languages,
+                                        language_field)
+  if tfds_specs:
+    units += resolve_tfds_inputs(tfds_specs, languages,
+                                 tfds or TfdsTextOptions())
+  if not units:
+    raise text_inputs.TextInputError(
+        f"inputs {specs} hold no data of the languages {list(languages or [])}.")
+  return sorted(units, key=lambda u: (u.language, u.path))

@@ -1,0 +1,94 @@
+"""Random clause meanings (`grammar.Frame`) for the demo corpus and the NLI pairs.
+
+`sample_frame` draws a frame that respects selectional restrictions (people
+read letters, animals chase animals, swimming happens at the river ...), from
+the concepts of `rembert_tf.demo.lexicon`; `rembert_tf.demo.grammar` renders
+it in each language. All randomness comes from the `random.Random` passed in,
+so a seed gives the same frames.
+
+Example:
+```python
+import random
+from rembert_tf.demo import frame_sampling, grammar
+rng = random.Random(0)
+frame = frame_sampling.sample_frame(rng, subject="farmer", negation_prob=0.0)
+grammar.render(frame, "en")
+frame_sampling.adjective_for(rng, "dog", p=1.0)   # an adjective that fits dogs
+```
+"""
+import random
+from typing import Mapping, Optional, Tuple
+
+from rembert_tf.demo import grammar
+from rembert_tf.demo import lexicon as lx
+
+
+def pick_subject(rng: random.Random, classes=lx.ANIMATE) -> str:
+  """A subject of one of `classes`: a name 30% of the time, else a noun."""
+  if rng.random() < 0.3 and "human" in classes:
+    return rng.choice(lx.NAMES)
+  return rng.choice([k for k, v in lx.NOUNS.items() if v[0] in classes])
+
+
+def adjective_for(rng: random.Random, key: str, p: float) -> Optional[str]:
+  """With probability `p`, an adjective that fits noun `key` (never for names)."""
+  if key in lx.NAME_GENDER or rng.random() >= p:
+    return None
+  cls = lx.NOUNS[key][0]
+  return rng.choice([a for a, (_, classes) in lx.ADJECTIVES.items()
+                     if cls in classes])
+
+
+def sample_frame(rng: random.Random,
+                 subject: Optional[str] = None,
+                 subject_adjective: Optional[str] = None,
+                 tense: Optional[str] = None,
+                 location: Optional[str] = None,
+                 negation_prob: float = 0.15,
+                 topic: Optional[Mapping[str, Tuple[str, Optional[str]]]] = None
+                 ) -> grammar.Frame:
+  """A random frame respecting the selectional restrictions.
+
+  Args:
+    rng: a `random.Random` (the only source of randomness: deterministic).
+    subject, subject_adjective, tense, location: fix these instead of sampling.
+    negation_prob: probability the clause is negated.
+    topic: optional {verb: (object, object_adjective)} of a story; when the
+      subject can do one of its verbs, that verb and its object are used
+      (a story keeps coming back to the same actions and things).
+  """
+  if subject is None:
+    subject = pick_subject(rng)
+    subject_adjective = adjective_for(rng, subject, 0.35)
+  cls = lx.noun_class(subject)
+  verbs = [k for k, v in lx.VERBS.items() if cls in v[3]]
+  topical = [v for v in (topic or {}) if v in verbs]
+  verb = rng.choice(topical) if topical else rng.choice(verbs)
+  _, _, _, _, object_classes, places = lx.VERBS[verb]
+  obj = obj_adj = None
+  count, obj_definite = 1, rng.random() < 0.5
+  if object_classes is not None and topical and topic[verb][0] != subject:
+    obj, obj_adj = topic[verb]
+    obj_definite = rng.random() < 0.8
+  elif object_classes is not None:
+    obj = rng.choice([k for k, v in lx.NOUNS.items() if v[0] in object_classes
+                      and k != subject])
+    obj_adj = adjective_for(rng, obj, 0.35)
+  if obj is not None:
+    if lx.NOUNS[obj][4] and rng.random() < 0.25:
+      count = rng.randint(2, 9)
+  tense = tense or rng.choice(lx.TENSES)
+  time = None
+  if rng.random() < 0.45:
+    time = rng.choice([k for k, (t, _) in lx.TIMES.items() if t == tense])
+  if location is None and rng.random() < 0.55:
+    location = (rng.choice(places) if places and rng.random() < 0.75
+                else rng.choice(tuple(lx.PLACES)))
+  manner = rng.choice(tuple(lx.MANNERS)) if rng.random() < 0.25 else None
+  return grammar.Frame(
+      subject=subject, verb=verb, object=obj,
+      subject_adjective=subject_adjective, object_adjective=obj_adj,
+      object_count=count, subject_definite=rng.random() < 0.7,
+      object_definite=obj_definite, tense=tense, time=time,
+      location=location, manner=manner,
+      negated=rng.random() < negation_prob)

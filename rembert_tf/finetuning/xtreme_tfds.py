@@ -1,0 +1,199 @@
+"""XTREME tasks read from prepared TensorFlow Datasets instead of `download/`.
+
+Which builder, config and split hold a task's split, and which features hold
+its fields, is the task's `xtreme_datasets` entry (`TfdsLayout`); reading a
+prepared split is `common.tfds_reader` (the given data dir only, no download,
+no Cloud Storage lookups, one-line errors). This module turns a split's
+examples into *rows*: dicts keyed by the task type's fields, in the task's
+own terms:
+
+| task type      | row fields                                                  |
+| -------------- | ----------------------------------------------------------- |
+| classification | text_a, text_b, label (the task's label)                    |
+| tagging        | words, tags (the task's tags)                               |
+| span           | id, question, context, answers {text: [...], answer_start: [...]} |
+| retrieval      | source, target (+ source_id, target_id: BUCC)               |
+
+A class label becomes its name in the builder (`label_names` renames it to
+the task's label where the two differ); a multilingual text feature (xnli's
+`Translation`) becomes its text in the split's language. The task types turn
+rows into the examples the download readers make (`task_types.TaskType.
+from_rows`), so the records of the same examples are the same from both
+sources.
+
+`retrieval_sides` gives the retrieval command both sides of a BUCC or
+Tatoeba split and their gold alignment.
+
+Example:
+```python
+from rembert_tf.finetuning import xtreme_datasets, xtreme_tfds
+panx = xtreme_datasets.get("panx")
+xtreme_tfds.split_languages(panx, "dev", "gs://bucket/tensorflow_datasets")
+rows, origin = xtreme_tfds.read_rows(panx, "dev", "de",
+                                     "gs://bucket/tensorflow_datasets")
+rows[0]["words"], rows[0]["tags"]        # ['Anna', ...], ['B-PER', ...]
+```
+"""
+from typing import Any, Dict, List, Optional, Tuple
+
+from rembert_tf.common import tfds_reader
+from rembert_tf.finetuning import xtreme_datasets
+
+TaskDataError = xtreme_datasets.TaskDataError
+
+
+def split_ref(dataset: xtreme_datasets.XtremeDataset, split: str,
+              lang: str) -> tfds_reader.SplitRef:
+  ref = dataset.tfds.split(split, lang)
+  return tfds_reader.SplitRef(ref.builder, ref.config, ref.split)
+
+
+def _fix(dataset: xtreme_datasets.XtremeDataset, split: str) -> str:
+  if split == "train":
+    return (f"{dataset.name} trains on it; prepare it in the TFDS data dir "
+            f"(layout: {dataset.tfds.describe()})")
+  return (f"leave the language out (--languages) or the split (--splits); "
+          f"{dataset.name}'s TFDS layout: {dataset.tfds.describe()}")
+
+
+def check_split(dataset: xtreme_datasets.XtremeDataset, split: str, lang: str,
+                data_dir):
+  """The builder of `split` in `lang`; a one-line error unless prepared."""
+  if not dataset.tfds.holds(split, lang):
+    raise TaskDataError(
+        f"{dataset.name} has no {split} split for language {lang!r} in "
+        f"TFDS ({dataset.tfds.describe()}); leave it out (--languages).")
+  return tfds_reader.open_split(split_ref(dataset, split, lang), data_dir,
+                                fix=_fix(dataset, split))
+
+
+def split_languages(dataset: xtreme_datasets.XtremeDataset, split: str,
+                    data_dir) -> List[str]:
+  """The task's languages whose `split` is prepared in data_dir, in order."""
+  if split != "train" and split not in dataset.tfds.eval_splits:
+    return []
+  return [lang for lang in dataset.languages
+          if dataset.tfds.holds(split, lang) and
+          tfds_reader.is_prepared(split_ref(dataset, split, lang), data_dir)]
+
+
+def _in_language(value: Dict[str, Any], lang: str, where: str) -> str:
+  """A translation feature's text in `lang`."""
+  if "language" in value and "translation" in value:  # variable languages
+    value = dict(zip(value["language"], value["translation"]))
+  if lang not in value:
+    raise TaskDataError(f"{where}: no text in language {lang!r} (it has "
+                        f"{', '.join(sorted(value))}).")
+  return value[lang]
+
+
+def _join_word_parts(word: str) -> str:
+  return "".join(word.replace("\u200c", "").split(" "))
+
+
+class _RowMapper:
+  """Builder examples -> the task's rows (fields renamed, labels named)."""
+
+  def __init__(self, dataset: xtreme_datasets.XtremeDataset, builder,
+               ref: tfds_reader.SplitRef, lang: str):
+    layout = dataset.tfds
+    tfds_reader.require_features(
+        builder, ref, layout.fields.values(),
+        fix=f"the {dataset.name} entry of rembert_tf/finetuning/"
+            "xtreme_datasets.py names the features of this builder version")
+    self._fields = layout.fields
+    self._names = {feature: tfds_reader.class_names(builder, feature)
+                   for feature in layout.fields.values()}
+    self._translated = {feature for feature in layout.fields.values()
+                        if tfds_reader.is_translation(builder, feature)}
+    self._label_names = layout.label_names
+    self._join_words = layout.join_word_parts
+    self._lang = lang
+    self._origin = str(ref)
+
+  def _label(self, feature: str, value: Any) -> Any:
+    names = self._names[feature]
+    if names is None:
+      return value
+    rename = lambda i: self._label_names.get(names[i], names[i])  # noqa: E731
+    return [rename(i) for i in value] if isinstance(value, list) else rename(value)
+
+  def row(self, index: int, example: Dict[str, Any]) -> Dict[str, Any]:
+    where = f"{self._origin} example {index}"
+    row = {"where": where}
+    for field, feature in self._fields.items():
+      value = example[feature]
+      if feature in self._translated:
+        value = _in_language(value, self._lang, where)
+      row[field] = self._label(feature, value)
+    if self._join_words and "words" in row:
+      row["words"] = [_join_word_parts(w) for w in row["words"]]
+    return row
+
+
+def read_rows(dataset: xtreme_datasets.XtremeDataset, split: str, lang: str,
+              data_dir) -> Tuple[List[Dict[str, Any]], str]:
+  """(rows of `split` in `lang`, the TFDS split they came from)."""
+  builder = check_split(dataset, split, lang, data_dir)
+  ref = split_ref(dataset, split, lang)
+  mapper = _RowMapper(dataset, builder, ref, lang)
+  id_prefix = dataset.tfds.split(split, lang).id_prefix
+  rows = []
+  for index, example in enumerate(tfds_reader.iter_examples(builder, ref)):
+    if id_prefix and not str(example.get("id", "")).startswith(id_prefix):
+      continue
+    rows.append(mapper.row(index, example))
+  return rows, str(ref)
+
+
+def _unique(ids: List[str], sentences: List[str]
+            ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+  seen: Dict[str, str] = {}
+  for id_, sentence in zip(ids, sentences):
+    seen.setdefault(id_, sentence)
+  return tuple(seen), tuple(seen.values())
+
+
+def retrieval_sides(task: str, split: str, lang: str, data_dir
+                    ) -> Dict[str, Any]:
+  """Both sides of a retrieval split and their gold alignment.
+
+  Returns a dict with the fields of the retrieval command's `Bitext` less
+  task, split and language: source_ids, source_sentences (the other
+  language), target_ids, target_sentences (English), gold (a frozenset of
+  (source id, target id) pairs) and origin (the TFDS split).
+
+  TFDS's `bucc` holds BUCC's aligned pairs only (not the corpora they were
+  mined from), so its sides are the pairs' sentences; its ids are BUCC's.
+  TFDS's `tatoeba` holds the aligned pairs in order; ids are the 0-based
+  positions, each sentence aligned with the other side's at its position.
+  """
+  dataset = xtreme_datasets.get(task)
+  if dataset.task_type != xtreme_datasets.RETRIEVAL:
+    raise TaskDataError(f"{task} is not a retrieval task; choose one of "
+                        f"{', '.join(_retrieval_tasks())}.")
+  rows, origin = read_rows(dataset, split, lang, data_dir)
+  if not rows:
+    raise TaskDataError(f"{origin} in {data_dir} has no examples.")
+  sources = [r["source"] for r in rows]
+  targets = [r["target"] for r in rows]
+  positions = [str(i) for i in range(len(rows))]
+  source_ids = [r.get("source_id", p) for r, p in zip(rows, positions)]
+  target_ids = [r.get("target_id", p) for r, p in zip(rows, positions)]
+  source_ids_u, source_sentences = _unique(source_ids, sources)
+  target_ids_u, target_sentences = _unique(target_ids, targets)
+  return dict(source_ids=source_ids_u, source_sentences=source_sentences,
+              target_ids=target_ids_u, target_sentences=target_sentences,
+              gold=frozenset(zip(source_ids, target_ids)), origin=origin)
+
+
+def _retrieval_tasks() -> List[str]:
+  return [n for n, d in xtreme_datasets.XTREME_DATASETS.items()
+          if d.task_type == xtreme_datasets.RETRIEVAL]
+
+
+def describe_source(dataset: xtreme_datasets.XtremeDataset, split: str,
+                    lang: str, data_dir: Optional[str] = None) -> str:
+  """`tfds:name/config:split` of a task's split (metadata's `source`)."""
+  ref = split_ref(dataset, split, lang)
+  return f"tfds:{ref}" + (f" in {data_dir}" if data_dir else "")

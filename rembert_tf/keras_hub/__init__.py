@@ -1,0 +1,54 @@
+"""RemBERT for Keras 3 and keras-hub: backbone, tokenizer, preprocessors, tasks.
+
+Runs on every Keras 3 backend (TensorFlow, JAX, PyTorch); imports Keras 3 and
+keras-hub only (no tf-keras, none of the project's TensorFlow modeling code).
+Presets come from this project's checkpoints, Hugging Face or the released
+TF1 checkpoint through `rembert-convert --to keras_hub` (see
+docs/keras_hub.md).
+
+| class                                  | what it is                                     |
+| -------------------------------------- | ---------------------------------------------- |
+| `RemBertBackbone`                      | the encoder (no output embedding)              |
+| `RemBertTokenizer`                     | SentencePiece, special pieces found by name    |
+| `RemBertTextClassifierPreprocessor`    | strings / pairs -> packed inputs               |
+| `RemBertTextClassifier`                | pooled output -> class logits                  |
+| `RemBertMaskedLMPreprocessor`          | strings -> masked inputs and targets           |
+| `RemBertMaskedLMHead`                  | the decoupled output side as a layer           |
+| `RemBertMaskedLM`                      | backbone + decoupled output side               |
+| `RemBertTokenClassifierPreprocessor`   | words + tags -> first-piece labels             |
+| `RemBertTokenClassifier`               | per-word tagging                               |
+| `RemBertQuestionAnswererPreprocessor`  | (question, context) -> windows                 |
+| `RemBertQuestionAnswerer`              | extractive span QA                             |
+
+Example:
+```python
+import os
+os.environ["KERAS_BACKEND"] = "jax"
+from rembert_tf.keras_hub import RemBertTextClassifier
+classifier = RemBertTextClassifier.from_preset("presets/rembert", num_classes=3)
+```
+"""
+from rembert_tf.keras_hub.rembert_backbone import RemBertBackbone
+from rembert_tf.keras_hub.rembert_masked_lm import RemBertMaskedLM
+from rembert_tf.keras_hub.rembert_masked_lm_head import RemBertMaskedLMHead
+from rembert_tf.keras_hub.rembert_masked_lm_preprocessor import (
+    RemBertMaskedLMPreprocessor)
+from rembert_tf.keras_hub.rembert_question_answerer import (
+    RemBertQuestionAnswerer)
+from rembert_tf.keras_hub.rembert_question_answerer_preprocessor import (
+    RemBertQuestionAnswererPreprocessor)
+from rembert_tf.keras_hub.rembert_text_classifier import RemBertTextClassifier
+from rembert_tf.keras_hub.rembert_text_classifier_preprocessor import (
+    RemBertTextClassifierPreprocessor)
+from rembert_tf.keras_hub.rembert_token_classifier import RemBertTokenClassifier
+from rembert_tf.keras_hub.rembert_token_classifier_preprocessor import (
+    RemBertTokenClassifierPreprocessor)
+from rembert_tf.keras_hub.rembert_tokenizer import RemBertTokenizer
+
+__all__ = [
+    "RemBertBackbone", "RemBertMaskedLM", "RemBertMaskedLMHead",
+    "RemBertMaskedLMPreprocessor", "RemBertQuestionAnswerer",
+    "RemBertQuestionAnswererPreprocessor", "RemBertTextClassifier",
+    "RemBertTextClassifierPreprocessor", "RemBertTokenClassifier",
+    "RemBertTokenClassifierPreprocessor", "RemBertTokenizer",
+]

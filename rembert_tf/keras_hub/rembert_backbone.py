@@ -1,0 +1,225 @@
+"""RemBertBackbone: the RemBERT encoder as a keras-hub `Backbone` (Keras 3).
+
+Builds on keras-hub: `keras_hub.models.Backbone` (a functional `keras.Model`
+with `from_preset` / `save_to_preset`), `keras_hub.layers.PositionEmbedding`
+and `keras_hub.layers.TransformerEncoder` (the post-LayerNorm BERT block), laid
+out as keras-hub's ALBERT backbone lays out its factorised embedding. RemBERT
+adds what ALBERT lacks: its own LayerNorm epsilon, the exact GELU, one block
+per layer (no sharing), and the E_in -> hidden projection only when the widths
+differ (this project's TensorFlow encoder has none when they are equal).
+
+The backbone owns no output embedding: the decoupled output side (transform,
+E_out table, bias) belongs to `RemBertMaskedLM`, so a fine-tuning preset holds
+exactly what fine-tuning keeps.
+
+Example:
+```python
+import numpy as np
+from rembert_tf.keras_hub import RemBertBackbone
+backbone = RemBertBackbone(vocabulary_size=1000, num_layers=2, num_heads=2,
+                           hidden_dim=32, intermediate_dim=64, embedding_dim=16,
+                           max_sequence_length=64)
+outputs = backbone({"token_ids": np.ones([2, 12], "int32"),
+                    "segment_ids": np.zeros([2, 12], "int32"),
+                    "padding_mask": np.ones([2, 12], "int32")})
+outputs["sequence_output"].shape   # (2, 12, 32)
+outputs["pooled_output"].shape     # (2, 32)
+```
+"""
+from typing import Any, Dict, Mapping
+
+import keras
+import keras_hub
+
+
+@keras.saving.register_keras_serializable(package="rembert_tf")
+def gelu_approx(x):
+  """GELU with the tanh approximation (original BERT; `hidden_act: gelu_approx`)."""
+  return keras.activations.gelu(x, approximate=True)
+
+
+# RemBERT config names (`hidden_act`) -> Keras activations. "gelu" is the
+# exact (erf) GELU of the released model: Keras' gelu defaults to it.
+ACTIVATIONS = {"gelu": keras.activations.gelu, "gelu_approx": gelu_approx,
+               "relu": keras.activations.relu, "tanh": keras.activations.tanh,
+               "swish": keras.activations.silu}
+
+
+def activation(name: str):
+  """The Keras activation of a RemBERT `hidden_act` name."""
+  if name not in ACTIVATIONS:
+    raise ValueError(f"hidden_act {name!r} is not supported; expected one of "
+                     f"{', '.join(ACTIVATIONS)}.")
+  return ACTIVATIONS[name]
+
+
+def backbone_kwargs(model_config: Mapping[str, Any]) -> Dict[str, Any]:
+  """RemBertBackbone's arguments from RemBERT config fields (the project's
+  model YAML, the released / Hugging Face `config.json` keys); the output
+  side's fields (`output_embedding_size`, ...) are not the backbone's.
+  E.g. `RemBertBackbone(**backbone_kwargs(yaml.safe_load(open(
+  "configs/models/rembert.yaml"))))`: the released size, fresh weights.
+  """
+  c = model_config
+  return dict(vocabulary_size=c["vocab_size"],
+              num_layers=c["num_hidden_layers"],
+              num_heads=c["num_attention_heads"], hidden_dim=c["hidden_size"],
+              intermediate_dim=c["intermediate_size"],
+              embedding_dim=c["input_embedding_size"],
+              hidden_act=c.get("hidden_act", "gelu"),
+              dropout=c.get("hidden_dropout_prob", 0.0),
+              max_sequence_length=c.get("max_position_embeddings", 512),
+              num_segments=c.get("type_vocab_size", 2),
+              layer_norm_epsilon=c.get("layer_norm_eps", 1e-12),
+              initializer_range=c.get("initializer_range", 0.02))
+
+
+def kernel_initializer(stddev: float):
+  return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def head_dense(backbone, units: int, name: str, activation=None):
+  """A task head's dense layer: the backbone's initialiser range and dtype
+  policy (what every RemBERT task puts on the backbone's outputs)."""
+  return keras.layers.Dense(
+      units, activation=activation,
+      kernel_initializer=kernel_initializer(backbone.initializer_range),
+      dtype=backbone.dtype_policy, name=name)
+
+
+@keras.saving.register_keras_serializable(package="rembert_tf")
+class RemBertBackbone(keras_hub.models.Backbone):
+  """RemBERT encoder: factorised input embedding, post-LN blocks, tanh pooler.
+
+  Inputs (int32, [batch, seq]): `token_ids`, `segment_ids`, `padding_mask`
+  (1 at real tokens). Outputs: `sequence_output` [batch, seq, hidden_dim] and
+  `pooled_output` [batch, hidden_dim] (dense + tanh on the first position).
+
+  Args:
+    vocabulary_size: SentencePiece vocabulary size.
+    num_layers: Transformer blocks.
+    num_heads: attention heads; must divide `hidden_dim`.
+    hidden_dim: Transformer width.
+    intermediate_dim: feed-forward inner width.
+    embedding_dim: E_in, the width of the word, position and segment tables;
+      projected to `hidden_dim` (dense with bias) when it differs.
+    hidden_act: "gelu" (exact, the released model), "gelu_approx", "relu",
+      "tanh" or "swish".
+    dropout: dropout on the embeddings, attention probabilities and block
+      outputs (keras-hub's block has one rate for both).
+    max_sequence_length: positions the position table covers.
+    num_segments: segment (token type) ids.
+    layer_norm_epsilon: epsilon of every LayerNorm (1e-12 in the release).
+    initializer_range: stddev of the truncated-normal initialiser.
+    dtype: a Keras dtype policy (e.g. "mixed_bfloat16"); LayerNorm and softmax
+      stay in float32 under mixed precision.
+  """
+
+  def __init__(self,
+               vocabulary_size,
+               num_layers,
+               num_heads,
+               hidden_dim,
+               intermediate_dim,
+               embedding_dim,
+               hidden_act="gelu",
+               dropout=0.0,
+               max_sequence_length=512,
+               num_segments=2,
+               layer_norm_epsilon=1e-12,
+               initializer_range=0.02,
+               dtype=None,
+               **kwargs):
+    if hidden_dim % num_heads:
+      raise ValueError(f"hidden_dim ({hidden_dim}) is not divisible by "
+                       f"num_heads ({num_heads}).")
+    # === Layers ===
+    init = lambda: kernel_initializer(initializer_range)
+    self._build_embeddings(vocabulary_size, embedding_dim, hidden_dim,
+                           max_sequence_length, num_segments,
+                           layer_norm_epsilon, dropout, init, dtype)
+    self.transformer_layers = [
+        keras_hub.layers.TransformerEncoder(
+            num_heads=num_heads, intermediate_dim=intermediate_dim,
+            activation=activation(hidden_act), dropout=dropout,
+            layer_norm_epsilon=layer_norm_epsilon, kernel_initializer=init(),
+            dtype=dtype, name=f"transformer_layer_{i}")
+        for i in range(num_layers)]
+    self.pooled_dense = keras.layers.Dense(
+        hidden_dim, kernel_initializer=init(), activation="tanh", dtype=dtype,
+        name="pooled_dense")
+
+    # === Functional model ===
+    inputs, outputs = self._connect_layers()
+    super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+    # === Config ===
+    self.vocabulary_size = vocabulary_size
+    self.num_layers = num_layers
+    self.num_heads = num_heads
+    self.hidden_dim = hidden_dim
+    self.intermediate_dim = intermediate_dim
+    self.embedding_dim = embedding_dim
+    self.hidden_act = hidden_act
+    self.dropout = dropout
+    self.max_sequence_length = max_sequence_length
+    self.num_segments = num_segments
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.initializer_range = initializer_range
+
+  def _build_embeddings(self, vocabulary_size, embedding_dim, hidden_dim,
+                        max_sequence_length, num_segments, layer_norm_epsilon,
+                        dropout, init, dtype):
+    """Word, position and segment tables of width E_in, their LayerNorm and
+    dropout, and the E_in -> hidden projection when the widths differ."""
+    self.token_embedding = keras.layers.Embedding(
+        vocabulary_size, embedding_dim, embeddings_initializer=init(),
+        dtype=dtype, name="token_embedding")
+    self.position_embedding = keras_hub.layers.PositionEmbedding(
+        sequence_length=max_sequence_length, initializer=init(), dtype=dtype,
+        name="position_embedding")
+    self.segment_embedding = keras.layers.Embedding(
+        num_segments, embedding_dim, embeddings_initializer=init(),
+        dtype=dtype, name="segment_embedding")
+    self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
+    self.embeddings_layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm")
+    self.embeddings_dropout = keras.layers.Dropout(
+        dropout, dtype=dtype, name="embeddings_dropout")
+    self.embeddings_projection = None
+    if embedding_dim != hidden_dim:
+      self.embeddings_projection = keras.layers.Dense(
+          hidden_dim, kernel_initializer=init(), dtype=dtype,
+          name="embeddings_projection")
+
+  def _connect_layers(self):
+    """The functional graph: inputs -> embeddings -> blocks -> pooled [CLS]."""
+    token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+    segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+    padding_mask = keras.Input(shape=(None,), dtype="int32",
+                               name="padding_mask")
+    tokens = self.token_embedding(token_ids)
+    x = self.embeddings_add((tokens, self.position_embedding(tokens),
+                             self.segment_embedding(segment_ids)))
+    x = self.embeddings_dropout(self.embeddings_layer_norm(x))
+    if self.embeddings_projection is not None:
+      x = self.embeddings_projection(x)
+    for layer in self.transformer_layers:
+      x = layer(x, padding_mask=padding_mask)
+    pooled = self.pooled_dense(x[:, 0, :])
+    inputs = {"token_ids": token_ids, "segment_ids": segment_ids,
+              "padding_mask": padding_mask}
+    return inputs, {"sequence_output": x, "pooled_output": pooled}
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        vocabulary_size=self.vocabulary_size, num_layers=self.num_layers,
+        num_heads=self.num_heads, hidden_dim=self.hidden_dim,
+        intermediate_dim=self.intermediate_dim,
+        embedding_dim=self.embedding_dim, hidden_act=self.hidden_act,
+        dropout=self.dropout, max_sequence_length=self.max_sequence_length,
+        num_segments=self.num_segments,
+        layer_norm_epsilon=self.layer_norm_epsilon,
+        initializer_range=self.initializer_range)
+    return config

@@ -1,0 +1,96 @@
+"""RemBertTokenClassifier: per-word tagging (NER, POS) on RemBERT, as a keras-hub Task.
+
+Builds on `keras_hub.models.Task` (preset loading, `fit` with preprocessing,
+`save_to_preset`) with the head of Model Garden's `BertTokenClassifier`,
+which the project's PAN-X fine-tuning uses: dropout on `sequence_output`,
+then a dense layer to `num_classes` logits at every position. Training
+follows the project's tagging: only each word's first piece has a label
+(`RemBertTokenClassifierPreprocessor` gives it weight 1, every other position
+0), and `predict_tags` reads each word's tag at its first piece.
+
+Example:
+```python
+from rembert_tf.keras_hub import RemBertTokenClassifier
+tags = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
+tagger = RemBertTokenClassifier.from_preset("presets/rembert",
+                                            num_classes=len(tags))
+features = tagger.preprocessor.encode(train_sentences, train_tag_ids)
+tagger.fit(features.inputs, features.labels.clip(0),
+           sample_weight=(features.labels >= 0).astype("float32"), epochs=3)
+tagger.predict_tags([["Ann", "Lee", "lives", "in", "Rome"]])   # [[1, 2, 0, 0, 5]]
+```
+"""
+from typing import List, Sequence
+
+import keras
+import keras_hub
+import numpy as np
+
+from rembert_tf.keras_hub import rembert_backbone
+from rembert_tf.keras_hub import rembert_token_classifier_preprocessor
+
+
+@keras.saving.register_keras_serializable(package="rembert_tf")
+class RemBertTokenClassifier(keras_hub.models.Task):
+  """Sequence output -> dropout -> dense logits [batch, seq, num_classes].
+
+  Args:
+    backbone: a `RemBertBackbone`.
+    num_classes: number of tags.
+    preprocessor: a `RemBertTokenClassifierPreprocessor` or None.
+    dropout: dropout rate before the dense layer.
+  """
+
+  backbone_cls = rembert_backbone.RemBertBackbone
+  preprocessor_cls = (
+      rembert_token_classifier_preprocessor.RemBertTokenClassifierPreprocessor)
+
+  def __init__(self, backbone, num_classes, preprocessor=None, dropout=0.1,
+               **kwargs):
+    # === Layers ===
+    self.backbone = backbone
+    self.preprocessor = preprocessor
+    self.output_dropout = keras.layers.Dropout(
+        dropout, dtype=backbone.dtype_policy, name="classifier_dropout")
+    self.output_dense = rembert_backbone.head_dense(backbone, num_classes,
+                                                    "logits")
+    # === Functional model ===
+    inputs = backbone.input
+    sequence_output = backbone(inputs)["sequence_output"]
+    outputs = self.output_dense(self.output_dropout(sequence_output))
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    # === Config ===
+    self.num_classes = num_classes
+    self.dropout = dropout
+
+  def compile(self, optimizer="auto", loss="auto", *,
+              weighted_metrics="auto", **kwargs):
+    """Defaults: Adam 5e-5, cross-entropy on logits weighted by the first-piece
+    weights, weighted accuracy over labelled pieces."""
+    if optimizer == "auto":
+      optimizer = keras.optimizers.Adam(5e-5)
+    if loss == "auto":
+      loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if weighted_metrics == "auto":
+      weighted_metrics = [keras.metrics.SparseCategoricalAccuracy()]
+    super().compile(optimizer=optimizer, loss=loss,
+                    weighted_metrics=weighted_metrics, **kwargs)
+
+  def predict_tags(self, sentences: Sequence[Sequence[str]],
+                   batch_size: int = 32) -> List[List[int]]:
+    """The tag id of every word of every sentence (long sentences are read in
+    several rows; each word's tag is the argmax at its first piece)."""
+    features = self.preprocessor.encode(sentences, split_long=True)
+    logits = np.asarray(self.predict(features.inputs, batch_size=batch_size,
+                                     verbose=0))
+    tags = [[0] * len(words) for words in sentences]
+    for row, located in enumerate(features.rows):
+      for offset, position in enumerate(located.positions):
+        tags[located.sentence][located.word_start + offset] = int(
+            np.argmax(logits[row, position]))
+    return tags
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_classes=self.num_classes, dropout=self.dropout)
+    return config

@@ -1,0 +1,121 @@
+"""RemBertTokenizer: SentencePiece with RemBERT's special pieces found by name.
+
+Builds on `keras_hub.tokenizers.SentencePieceTokenizer` (in-graph
+tensorflow-text tokenisation inside `tf.data`, the `sentencepiece` package in
+eager calls; the model's own normaliser: no lower-casing, no accent
+stripping) and keras-hub's special-token registry (`cls_token_id`, ...), as
+keras-hub's ALBERT tokenizer does. RemBERT vocabularies come in two layouts,
+so each special piece is looked up by name, with the same accepted names as
+the project's `SpecialTokens`:
+
+| role              | piece(s), first present wins | released model | models this project trains |
+| ----------------- | ---------------------------- | -------------: | -------------------------: |
+| start (`[CLS]`)   | `[CLS]`                      | 312            | 2                          |
+| end (`[SEP]`)     | `[SEP]`                      | 313            | 3                          |
+| padding           | `<pad>`, `[PAD]`             | 0              | 0                          |
+| mask              | `[MASK]`                     | 314            | 4                          |
+| unknown           | `<unk>`, `[UNK]`             | 1              | 1                          |
+
+The unknown piece is not a special token here (a masked-LM preprocessor may
+mask it, as the project's pre-training data does).
+
+Example:
+```python
+from rembert_tf.keras_hub import RemBertTokenizer
+tokenizer = RemBertTokenizer(proto="sentencepiece.model")
+tokenizer(["Hello world", "Привет мир"])          # ragged piece ids
+tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
+ids, starts, ends = tokenizer.tokenize_with_char_offsets("Hello world")
+```
+"""
+from typing import List, Tuple
+
+import keras
+import keras_hub
+
+from rembert_tf.keras_hub import rembert_backbone
+
+# Role -> accepted piece names, first present wins.
+SPECIAL_PIECES = {
+    "cls_token": ("[CLS]",),
+    "sep_token": ("[SEP]",),
+    "pad_token": ("<pad>", "[PAD]"),
+    "mask_token": ("[MASK]",),
+}
+UNKNOWN_PIECES = ("<unk>", "[UNK]")
+
+
+@keras.saving.register_keras_serializable(package="rembert_tf")
+class RemBertTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
+  """RemBERT's SentencePiece tokenizer (see the module docstring).
+
+  Args:
+    proto: path to a SentencePiece `.model` file or its serialized bytes.
+    **kwargs: as for `keras_hub.tokenizers.SentencePieceTokenizer`.
+  """
+
+  backbone_cls = rembert_backbone.RemBertBackbone
+
+  def __init__(self, proto=None, **kwargs):
+    for role, pieces in SPECIAL_PIECES.items():
+      self._add_special_token(pieces[0], role)
+    # keras-hub packers and masked-LM preprocessors read start / end tokens.
+    self._add_special_token("[CLS]", "start_token")
+    self._add_special_token("[SEP]", "end_token")
+    super().__init__(proto=proto, **kwargs)
+
+  def _update_special_token_ids(self):
+    """Picks each role's piece among its accepted names, then the ids."""
+    vocabulary = set(self.get_vocabulary())
+    for role, pieces in SPECIAL_PIECES.items():
+      present = [p for p in pieces if p in vocabulary]
+      if not present:
+        raise ValueError(
+            f"the SentencePiece model has no {' or '.join(pieces)} piece; "
+            "RemBERT needs [CLS], [SEP], [MASK] and a padding piece (<pad> or "
+            "[PAD]). Use the model the checkpoint was trained with.")
+      setattr(self, role, present[0])
+    unknown = [p for p in UNKNOWN_PIECES if p in vocabulary]
+    self.unk_token_id = (self.token_to_id(unknown[0]) if unknown
+                         else self._sentence_piece_spm.unk_id())
+    super()._update_special_token_ids()
+
+  def piece_ids(self, texts: List[str]) -> List[List[int]]:
+    """The piece ids of each text, in Python (no tensors): the same ids as
+    calling the tokenizer, for the Python-side encoders of the tagging and
+    question-answering preprocessors."""
+    self._check_vocabulary()
+    return [list(ids) for ids in self._sentence_piece_spm.encode(
+        list(texts), out_type=int)]
+
+  def tokenize_with_char_offsets(self, text: str
+                                 ) -> Tuple[List[int], List[int], List[int]]:
+    """Piece ids of `text` with each piece's first and last character index.
+
+    SentencePiece reports byte offsets; these are turned into character
+    indices of `text`, and a piece's leading space ("▁") is not part of its
+    span, so `text[start:end + 1]` is the piece's own text. Question
+    answering maps predicted pieces back to the context with them.
+    """
+    self._check_vocabulary()
+    processor = self._sentence_piece_spm
+    try:  # sentencepiece 0.2.1+ names the proto output `return_type`
+      proto = processor.encode(text, return_type="proto")
+    except (TypeError, ValueError):
+      proto = processor.encode(text, out_type="immutable_proto")
+    char_of_byte = []
+    for index, char in enumerate(text):
+      char_of_byte.extend([index] * len(char.encode("utf-8")))
+    char_of_byte.append(len(text))
+    ids, starts, ends = [], [], []
+    for piece in proto.pieces:
+      first = char_of_byte[piece.begin]
+      last = char_of_byte[piece.end - 1] if piece.end > piece.begin else first
+      first = min(first, len(text) - 1)
+      last = min(max(last, first), len(text) - 1)
+      while first < last and text[first].isspace():
+        first += 1
+      ids.append(piece.id)
+      starts.append(first)
+      ends.append(last)
+    return ids, starts, ends

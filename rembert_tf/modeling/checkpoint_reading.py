@@ -1,0 +1,109 @@
+"""Reading many tensors of a checkpoint in few RestoreV2 calls, in bounded memory.
+
+Every `RestoreV2` call opens the checkpoint anew: its `.index` (footer,
+index block, header) and data files, on gs:// network round trips each,
+before it reads the tensors asked for (those over 16M elements on 8 threads
+at once). Reading a model one variable at a time pays that opening once per
+variable (the released RemBERT: 527 tensors); `tf.train.Checkpoint.restore`
+avoids it by reading everything in one call, which needs a second copy of
+the whole model in memory. `read_tensors` takes the middle road: it asks for
+consecutive runs of tensors whose sizes add up to at most a byte budget
+(`BATCH_BYTES`, 256 MB; a tensor above the budget comes alone), so the
+checkpoint is opened once per run (the released model: about a dozen), and
+never more than the budget (or the one larger tensor) is in memory beside
+what the caller keeps. Tensors come back in the order asked for, as they
+are stored (any dtype, scalars included).
+
+Builds on TensorFlow's checkpoint reader (`NewCheckpointReader`, for the
+index: names, shapes, dtypes) and its `RestoreV2` op (the data); every
+TensorFlow filesystem works (gs://, ram://, local).
+
+Example:
+```python
+reader = checkpoint_reading.CheckpointReader("gs://bucket/rembert/model.ckpt")
+for name, value in reader.read(["bert/pooler/dense/kernel",
+                                "bert/pooler/dense/bias"]):
+  print(name, value.shape)          # tf.Tensors, in the order asked for
+```
+"""
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+# The most bytes one RestoreV2 call reads (unless one tensor is larger). 256
+# MB: no more than the largest tensors of the released model (the 256 MB
+# input embedding, the 1.7 GB output embedding), which reading one tensor at
+# a time holds whole anyway; 0 reads one tensor per call.
+BATCH_BYTES = 256 << 20
+
+
+def tensor_bytes(shape: Sequence[int], dtype: tf.DType) -> int:
+  """Bytes of a stored tensor (strings count as 0: their size is unknown
+  before reading, and checkpoints hold only small ones)."""
+  if dtype == tf.string:
+    return 0
+  return int(np.prod(shape, dtype=np.int64)) * tf.as_dtype(dtype).size
+
+
+def plan_batches(keys: Sequence[str], sizes: Dict[str, int],
+                 max_bytes: int) -> List[List[str]]:
+  """`keys` cut into consecutive runs of at most `max_bytes` (a key larger
+  than that alone)."""
+  batches, batch, used = [], [], 0
+  for key in keys:
+    size = sizes[key]
+    if batch and used + size > max_bytes:
+      batches.append(batch)
+      batch, used = [], 0
+    batch.append(key)
+    used += size
+  if batch:
+    batches.append(batch)
+  return batches
+
+
+def read_tensors(prefix: str, keys: Sequence[str],
+                 dtypes: Dict[str, tf.DType], shapes: Dict[str, Sequence[int]],
+                 max_batch_bytes: Optional[int] = None
+                 ) -> Iterator[Tuple[str, tf.Tensor]]:
+  """(key, tensor) for each of `keys`, in order, read in batches.
+
+  dtypes, shapes: of every key, as the checkpoint reader's
+  `get_variable_to_dtype_map()` / `get_variable_to_shape_map()` give them.
+  max_batch_bytes: the budget of one RestoreV2 call (default `BATCH_BYTES`).
+  A batch is dropped once its last tensor is handed out: the caller's
+  copies are all that outlive it.
+  """
+  budget = BATCH_BYTES if max_batch_bytes is None else max_batch_bytes
+  sizes = {key: tensor_bytes(shapes[key], dtypes[key]) for key in keys}
+  for batch in plan_batches(list(keys), sizes, budget):
+    values = list(tf.raw_ops.RestoreV2(
+        prefix=prefix, tensor_names=batch, shape_and_slices=[""] * len(batch),
+        dtypes=[dtypes[key] for key in batch]))
+    values.reverse()  # popped from the end, first key first
+    for key in batch:
+      yield key, values.pop()
+
+
+class CheckpointReader:
+  """The index of a name-based checkpoint, and batched reads of its tensors.
+
+  Opening reads the index only (names, shapes, dtypes), never tensor data.
+  Raises what `tf.compat.v1.train.NewCheckpointReader` raises for a path that
+  is not a checkpoint (tf.errors.OpError, ValueError).
+  """
+
+  def __init__(self, prefix: str):
+    # NewCheckpointReader, not load_checkpoint: the latter takes a prefix for
+    # a directory on filesystems (ram://) that call any prefix one.
+    reader = tf.compat.v1.train.NewCheckpointReader(prefix)
+    self.prefix = prefix
+    self.shapes: Dict[str, List[int]] = reader.get_variable_to_shape_map()
+    self.dtypes: Dict[str, tf.DType] = reader.get_variable_to_dtype_map()
+
+  def read(self, keys: Iterable[str], max_batch_bytes: Optional[int] = None
+           ) -> Iterator[Tuple[str, tf.Tensor]]:
+    """(key, tensor) for each key, in order, in batches (see read_tensors)."""
+    return read_tensors(self.prefix, list(keys), self.dtypes, self.shapes,
+                        max_batch_bytes)

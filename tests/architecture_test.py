@@ -1,0 +1,250 @@
+"""The house rules of rembert_tf/, read from its source (no module is imported).
+
+* no import circle between the modules of rembert_tf/, imports inside
+  functions included: a circle hidden in a function is still a circle (the
+  modules cannot be understood, tested or moved apart);
+* the tf.distribute strategy table (the `--strategy` names) lives in
+  rembert_tf/runtime/ alone: elsewhere a tuple, list, set or dict literal
+  naming two strategies is a second table;
+* no module over MAX_MODULE_LINES lines, no function over MAX_FUNCTION_LINES
+  (from its `def` line to its last line).
+"""
+import ast
+import collections
+import pathlib
+import textwrap
+from typing import Dict, Iterator, List, Optional, Tuple
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "rembert_tf"
+RUNTIME = PACKAGE / "runtime"
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 60
+# The strategy names of Model Garden's `distribute_utils`.
+STRATEGY_NAMES = frozenset({"one_device", "mirrored", "multi_worker_mirrored",
+                            "tpu", "parameter_server", "central_storage"})
+
+
+def _sources(package: pathlib.Path) -> Dict[str, pathlib.Path]:
+  """Dotted module name -> file, for every module of `package`."""
+  modules = {}
+  for path in sorted(package.rglob("*.py")):
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+      parts.pop()
+    modules[".".join(parts)] = path
+  return modules
+
+
+def _parse(path: pathlib.Path) -> ast.Module:
+  return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _known(name: str, modules) -> Optional[str]:
+  """The module of the package that `name` (a module, or a name in one) is."""
+  while name and name not in modules:
+    name = name.rpartition(".")[0]
+  return name or None
+
+
+def _imports(module: str, path: pathlib.Path,
+             modules) -> Iterator[Tuple[str, int]]:
+  """(module of the package, line) of every import, at any depth."""
+  package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+  for node in ast.walk(_parse(path)):
+    if isinstance(node, ast.Import):
+      names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:  # from . import x / from ..y import z
+        anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+      names = [f"{base}.{alias.name}" for alias in node.names]
+    else:
+      continue
+    for name in names:
+      target = _known(name, modules)
+      if target and target != module:
+        yield target, node.lineno
+
+
+def import_graph(package: pathlib.Path = PACKAGE) -> Dict[str, Dict[str, int]]:
+  """module -> {imported module: line of its first import}."""
+  modules = _sources(package)
+  graph = {}
+  for module, path in modules.items():
+    edges = graph.setdefault(module, {})
+    for target, line in _imports(module, path, modules):
+      edges.setdefault(target, line)
+  return graph
+
+
+def _components(graph) -> List[List[str]]:
+  """Tarjan's strongly connected components of more than one module."""
+  index, low, on_stack, stack, found = {}, {}, set(), [], []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for child in sorted(graph[node]):
+      if child not in index:
+        visit(child)
+        low[node] = min(low[node], low[child])
+      elif child in on_stack:
+        low[node] = min(low[node], index[child])
+    if low[node] == index[node]:
+      component = []
+      while not component or component[-1] != node:
+        component.append(stack.pop())
+        on_stack.discard(component[-1])
+      if len(component) > 1:
+        found.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return found
+
+
+def _shortest_circle(graph, members) -> List[str]:
+  """A shortest circle through the first member: [a, b, ..., a]."""
+  start = min(members)
+  parents = {start: None}
+  queue = collections.deque([start])
+  while queue:
+    node = queue.popleft()
+    for child in sorted(graph[node]):
+      if child == start:
+        path = [node]
+        while parents[path[-1]] is not None:
+          path.append(parents[path[-1]])
+        return path[::-1] + [start]
+      if child in members and child not in parents:
+        parents[child] = node
+        queue.append(child)
+  raise AssertionError(f"no circle through {start}")  # not a component
+
+
+def import_circles(package: pathlib.Path = PACKAGE) -> List[str]:
+  """One line per circle: `a (line N) -> b (line M) -> a`."""
+  graph = import_graph(package)
+  lines = []
+  for component in _components(graph):
+    circle = _shortest_circle(graph, set(component))
+    lines.append(" -> ".join(
+        f"{a} (line {graph[a][b]})" for a, b in zip(circle, circle[1:]))
+                 + f" -> {circle[-1]}")
+  return lines
+
+
+def strategy_tables(package: pathlib.Path = PACKAGE) -> List[str]:
+  """`path:line [names]` of every strategy table outside runtime/."""
+  tables = []
+  for path in sorted(package.rglob("*.py")):
+    if package / "runtime" in path.parents:
+      continue
+    for node in ast.walk(_parse(path)):
+      if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        elements = node.elts
+      elif isinstance(node, ast.Dict):
+        elements = [key for key in node.keys if key is not None]
+      else:
+        continue
+      names = sorted({e.value for e in elements if isinstance(e, ast.Constant)
+                      and e.value in STRATEGY_NAMES})
+      if len(names) >= 2:
+        tables.append(f"{path.relative_to(package.parent)}:{node.lineno} "
+                      f"{names}")
+  return tables
+
+
+def long_modules(package: pathlib.Path = PACKAGE) -> List[str]:
+  found = []
+  for path in sorted(package.rglob("*.py")):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    if lines > MAX_MODULE_LINES:
+      found.append(f"{path.relative_to(package.parent)}: {lines} lines")
+  return found
+
+
+def long_functions(package: pathlib.Path = PACKAGE) -> List[str]:
+  found = []
+  for path in sorted(package.rglob("*.py")):
+    for node in ast.walk(_parse(path)):
+      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        lines = node.end_lineno - node.lineno + 1
+        if lines > MAX_FUNCTION_LINES:
+          found.append(f"{path.relative_to(package.parent)}:{node.lineno} "
+                       f"{node.name}: {lines} lines")
+  return found
+
+
+def test_no_import_circles():
+  circles = import_circles()
+  assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_the_strategy_table_lives_in_the_runtime_alone():
+  tables = strategy_tables()
+  assert not tables, ("strategy tables outside rembert_tf/runtime/ (take "
+                      "rembert_tf.runtime.strategies'):\n" + "\n".join(tables))
+
+
+def test_no_module_over_500_lines():
+  found = long_modules()
+  assert not found, f"over {MAX_MODULE_LINES} lines:\n" + "\n".join(found)
+
+
+def test_no_function_over_60_lines():
+  found = long_functions()
+  assert not found, f"over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(found)
+
+
+# --- The checks find what they look for ---------------------------------------
+def _write_package(root: pathlib.Path, files: Dict[str, str]) -> pathlib.Path:
+  package = root / "pkg"
+  for name, text in files.items():
+    path = package / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+  return package
+
+
+def test_a_circle_hidden_in_a_function_is_found(tmp_path):
+  package = _write_package(tmp_path, {
+      "__init__.py": "",
+      "data/__init__.py": "",
+      "data/local.py": "from pkg.data import engine\n",
+      "data/engine.py": """
+          def run():
+            from . import local  # hidden in a function
+          """,
+      "data/leaf.py": "import pkg.data.local\n",
+  })
+  assert import_circles(package) == [
+      "pkg.data.engine (line 3) -> pkg.data.local (line 1) -> pkg.data.engine"]
+
+
+def test_a_strategy_table_outside_the_runtime_is_found(tmp_path):
+  package = _write_package(tmp_path, {
+      "__init__.py": "",
+      "runtime/strategies.py": 'STRATEGIES = ("one_device", "tpu")\n',
+      "cli/flags.py": """
+          CHOICES = ["one_device", "mirrored", "tpu"]
+          DEFAULT = "one_device"
+          ONE = ("tpu",)
+          """,
+  })
+  assert strategy_tables(package) == [
+      "pkg/cli/flags.py:2 ['mirrored', 'one_device', 'tpu']"]
+
+
+def test_long_modules_and_functions_are_found(tmp_path):
+  body = "".join(f"  x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 1))
+  package = _write_package(tmp_path, {
+      "ok.py": "def f():\n" + body,
+      "long.py": "def g():\n" + body + "  return 1\n" + "\n" * 500,
+  })
+  assert long_functions(package) == [f"pkg/long.py:1 g: {MAX_FUNCTION_LINES + 1} lines"]
+  assert long_modules(package) == [f"pkg/long.py: {MAX_FUNCTION_LINES + 1 + 500} lines"]

@@ -1,0 +1,140 @@
+"""The log file of a command run: the noise goes there, and into the output only on success."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from rembert_tf.common import command_output
+
+
+# The log file moves file descriptor 2 and sys.stderr: a process of its own.
+# Flags are not parsed, as in a command that parses its arguments itself.
+_COMMAND = textwrap.dedent("""
+    import os, sys
+    from absl import flags, logging
+    from rembert_tf.common import command_output
+    out = command_output.start_command_output("rembert-x", sys.argv[1], verbose=False)
+    def main(argv):
+      os.write(2, b"E cuda_platform.cc:51] failed call to cuInit\\n")
+      logging.info("absl info line")
+      logging.error("absl error line")
+      print("result on stdout")
+      print("message on stderr", file=sys.stderr)
+      return int(sys.argv[2])
+    try:
+      command_output.run_with_command_output(main, [], out)
+    finally:
+      print("LOG", out.log_path, out.final_log_path)
+""")
+
+
+def _run_command(output_dir, exit_code):
+  return subprocess.run([sys.executable, "-c", _COMMAND, str(output_dir),
+                         str(exit_code)], capture_output=True, text=True,
+                        check=False, timeout=60,
+                        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+
+
+def test_command_log_file_holds_the_noise_and_lands_in_the_output_dir(tmp_path):
+  done = _run_command(tmp_path, 0)
+  assert done.returncode == 0, done.stderr
+  assert "result on stdout" in done.stdout
+  assert "message on stderr" in done.stderr
+  assert "absl error line" in done.stderr  # Errors still reach the console.
+  assert "cuInit" not in done.stderr and "absl info line" not in done.stderr
+  assert "full log: " in done.stderr
+  (log,) = (tmp_path / "logs").glob("rembert-x-*.log")
+  text = log.read_text()
+  assert "failed call to cuInit" in text and "absl info line" in text
+  assert "exit code 0" in text
+  temporary = done.stdout.split("LOG ")[1].split()[0]
+  assert not os.path.exists(temporary)
+
+
+def test_failed_command_writes_nothing_into_the_output_dir(tmp_path):
+  done = _run_command(tmp_path / "out", 1)
+  assert "message on stderr" in done.stderr
+  assert not (tmp_path / "out").exists()
+  temporary = done.stdout.split("LOG ")[1].split()[0]
+  assert "failed call to cuInit" in open(temporary).read()
+  os.remove(temporary)
+
+
+def test_set_output_dir_names_where_the_running_command_log_goes(monkeypatch):
+  output = command_output.CommandOutput("rembert-demo", None, verbose=False)
+  monkeypatch.setattr(command_output, "_current", output)
+  command_output.set_output_dir("runs/demo-1")
+  assert output.output_dir == "runs/demo-1"
+  monkeypatch.setattr(command_output, "_current", None)
+  command_output.set_output_dir("elsewhere")  # Outside a command: nothing happens.
+  assert output.output_dir == "runs/demo-1"
+
+
+def test_logs_of_failed_runs_are_removed_after_a_week(tmp_path, monkeypatch):
+  monkeypatch.setattr(command_output, "LOG_TMP_DIR", str(tmp_path))
+  old, recent, other = (tmp_path / "rembert-x-1.log", tmp_path / "rembert-x-2.log",
+                        tmp_path / "notes.txt")
+  for path in (old, recent, other):
+    path.write_text("log")
+  eight_days_ago = os.path.getmtime(recent) - 8 * 86400
+  os.utime(old, (eight_days_ago, eight_days_ago))
+  os.utime(other, (eight_days_ago, eight_days_ago))
+  command_output.remove_old_logs()
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "rembert-x-2.log"]
+
+
+# A command that ends without the interpreter's teardown (`run_and_exit_now`),
+# keeps the log of further exit codes (`keep_log_when`) and labels its log.
+_EXIT_NOW_COMMAND = textwrap.dedent("""
+    import os, sys, threading
+    from absl import logging
+    from rembert_tf.common import command_output
+    out = command_output.start_command_output(
+        "rembert-x", sys.argv[1], verbose=False,
+        keep_log_when=lambda code, output_dir: code == 1 and os.path.exists(
+            os.path.join(output_dir, "started")))
+    command_output.set_log_label("worker1")
+    class LogsWhenFinalised:
+      def __del__(self):
+        logging.warning("finalised during the teardown")
+    kept_alive = LogsWhenFinalised()
+    def main(argv):
+      thread = threading.Thread(target=lambda: 1 / 0, name="watcher")
+      thread.start()
+      thread.join()
+      print("result on stdout")
+      if sys.argv[2] == "bug":
+        raise KeyError("a bug")
+      sys.exit(int(sys.argv[2]))
+    command_output.run_and_exit_now(main, [], out)
+    print("never reached")
+""")
+
+
+@pytest.mark.parametrize("exit_code, started, kept", [
+    ("0", False, True), ("1", True, True), ("1", False, False),
+    ("bug", False, False)])
+def test_exit_now_keeps_the_log_and_ends_without_teardown(
+    tmp_path, exit_code, started, kept):
+  tmp_path.mkdir(exist_ok=True)
+  if started:
+    (tmp_path / "started").write_text("")
+  done = subprocess.run(
+      [sys.executable, "-c", _EXIT_NOW_COMMAND, str(tmp_path), exit_code],
+      capture_output=True, text=True, check=False, timeout=60,
+      env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+  assert done.returncode == (1 if exit_code == "bug" else int(exit_code))
+  assert "result on stdout" in done.stdout and "never reached" not in done.stdout
+  # No teardown: nothing logs into a closed file; the thread's traceback
+  # went to the log, not the console.
+  assert "Logging error" not in done.stderr
+  assert "ZeroDivisionError" not in done.stderr
+  assert ("KeyError" in done.stderr) == (exit_code == "bug")
+  logs = list((tmp_path / "logs").glob("rembert-x-*-worker1.log"))
+  assert len(logs) == int(kept), done.stderr
+  if kept:
+    text = logs[0].read_text()
+    assert "ZeroDivisionError" in text and "watcher" in text
+    assert text.rstrip().endswith(f"(exit code {int(exit_code)})")

@@ -1,0 +1,221 @@
+"""The input pipeline: static shapes, InputContext sharding, metadata checks."""
+import numpy as np
+import pytest
+import tensorflow as tf
+from official.nlp.data import data_loader_factory
+
+from rembert_tf.data import pretraining_input_pipeline
+from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import tokenizer
+from rembert_tf.modeling import rembert_config
+
+SEQ, PRED, VOCAB = 24, 5, 2000
+
+
+def _sequences(n, offset=0):
+  rng = np.random.default_rng(offset)
+  # Example i starts with token 1000 + i (identifies it after shuffling).
+  return [[1000 + offset + i] + list(rng.integers(5, 900, rng.integers(4, SEQ - 3)))
+          for i in range(n)]
+
+
+def _feature_dicts(n):
+  """Already-masked examples; position 1 (the example's id) is never masked."""
+  examples = []
+  for content in _sequences(n):
+    ids = [tokenizer.CLS_ID] + content + [tokenizer.SEP_ID]
+    positions = [2, 4]
+    labels = [ids[p] for p in positions]
+    for p in positions:
+      ids[p] = tokenizer.MASK_ID
+    examples.append({"input_word_ids": ids, "masked_lm_positions": positions,
+                     "masked_lm_ids": labels})
+  return examples
+
+
+@pytest.fixture(scope="module")
+def static_dir(tmp_path_factory):
+  out = tmp_path_factory.mktemp("static")
+  pretraining_record_format.write_pretraining_records(
+      out, _feature_dicts(64), seq_length=SEQ, max_predictions_per_seq=PRED,
+      vocab_size=VOCAB, num_shards=4)
+  return out
+
+
+def test_fixture_writer_masks_token_lists(tmp_path):
+  meta = pretraining_record_format.write_pretraining_records(
+      tmp_path, _sequences(10), seq_length=SEQ, max_predictions_per_seq=PRED,
+      vocab_size=VOCAB, num_shards=2)
+  assert meta["num_examples"] == 10 and meta["layout"] == "static"
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
+      _params(tmp_path, is_training=False, global_batch_size=10)).load()
+  batch = next(iter(dataset))
+  weights = batch["masked_lm_weights"].numpy()
+  assert (weights.sum(1) >= 1).all()
+  with pytest.raises(FileExistsError):
+    pretraining_record_format.write_pretraining_records(
+        tmp_path, _sequences(2), seq_length=SEQ, max_predictions_per_seq=PRED,
+        vocab_size=VOCAB)
+
+
+@pytest.fixture(scope="module")
+def unmasked_dir(tmp_path_factory):
+  out = tmp_path_factory.mktemp("unmasked")
+  pretraining_record_format.write_pretraining_records(
+      out, _sequences(64), seq_length=SEQ, max_predictions_per_seq=PRED,
+      vocab_size=VOCAB, num_shards=2, layout="unmasked")
+  return out
+
+
+def _params(directory, **kwargs):
+  values = dict(input_path=str(directory / "*.tfrecord"), global_batch_size=8,
+                seq_length=SEQ, max_predictions_per_seq=PRED, is_training=True)
+  values.update(kwargs)
+  return pretraining_input_pipeline.RemBertPretrainDataConfig(**values)
+
+
+EXPECTED = {"input_word_ids": (tf.int32, SEQ), "input_mask": (tf.int32, SEQ),
+            "input_type_ids": (tf.int32, SEQ),
+            "masked_lm_positions": (tf.int32, PRED),
+            "masked_lm_ids": (tf.int32, PRED),
+            "masked_lm_weights": (tf.float32, PRED)}
+
+
+def _check_spec(dataset, batch):
+  spec = dataset.element_spec
+  assert set(spec) == set(EXPECTED)
+  for name, (dtype, width) in EXPECTED.items():
+    assert spec[name].dtype == dtype, name
+    assert spec[name].shape.as_list() == [batch, width], name
+
+
+def test_static_shapes_and_values(static_dir):
+  dataset = data_loader_factory.get_data_loader(_params(static_dir)).load()
+  _check_spec(dataset, 8)
+  batches = list(dataset.take(20))  # Repeats forever when training.
+  assert len(batches) == 20
+  batch = batches[0]
+  ids = batch["input_word_ids"].numpy()
+  assert (ids[:, 0] == tokenizer.CLS_ID).all()
+  np.testing.assert_array_equal(batch["masked_lm_positions"].numpy()[:, :3],
+                                np.tile([2, 4, 0], (8, 1)))
+  np.testing.assert_array_equal(batch["masked_lm_weights"].numpy()[:, :3],
+                                np.tile([1, 1, 0], (8, 1)))
+  assert (ids[:, 2] == tokenizer.MASK_ID).all()
+
+
+def test_eval_reads_each_example_once_and_drops_remainder(static_dir):
+  params = _params(static_dir, is_training=False, global_batch_size=10)
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load()
+  _check_spec(dataset, 10)
+  firsts = np.concatenate([b["input_word_ids"][:, 1].numpy() for b in dataset])
+  assert len(firsts) == 60  # 64 examples, remainder of 4 dropped.
+  assert len(set(firsts.tolist())) == 60
+
+
+def test_input_context_shards_files(static_dir):
+  seen = []
+  for pipeline_id in range(2):
+    context = tf.distribute.InputContext(num_input_pipelines=2,
+                                         input_pipeline_id=pipeline_id,
+                                         num_replicas_in_sync=2)
+    params = _params(static_dir, is_training=False, global_batch_size=8)
+    dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load(context)
+    _check_spec(dataset, 4)  # Per-replica batch.
+    seen.append({int(x) for b in dataset for x in b["input_word_ids"][:, 1]})
+  assert seen[0] and seen[1] and not seen[0] & seen[1]
+  assert len(seen[0] | seen[1]) == 64
+  # Training (shuffled, repeated): hosts shuffle the file list alike, so
+  # their file shards stay disjoint even without a configured seed.
+  train_seen = []
+  for pipeline_id in range(2):
+    context = tf.distribute.InputContext(num_input_pipelines=2,
+                                         input_pipeline_id=pipeline_id,
+                                         num_replicas_in_sync=2)
+    dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(_params(
+        static_dir, shuffle_buffer_size=1, cycle_length=1)).load(context)
+    # One epoch of this host's 2 files (16 examples each) = 8 batches of 4.
+    train_seen.append({int(x) for b in dataset.take(8)
+                       for x in b["input_word_ids"][:, 1]})
+  assert not train_seen[0] & train_seen[1]
+  assert len(train_seen[0] | train_seen[1]) == 64
+
+
+def test_distributed_dataset_on_two_devices(static_dir, two_cpu_strategy):
+  loader = pretraining_input_pipeline.RemBertPretrainDataLoader(_params(static_dir))
+  dataset = two_cpu_strategy.distribute_datasets_from_function(loader.load)
+  batch = next(iter(dataset))
+  local = two_cpu_strategy.experimental_local_results(batch["input_word_ids"])
+  assert [t.shape.as_list() for t in local] == [[4, SEQ], [4, SEQ]]
+
+
+def test_dynamic_masking(unmasked_dir):
+  params = _params(unmasked_dir, use_dynamic_masking=True, global_batch_size=16,
+                   masked_lm_prob=0.2)
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load()
+  _check_spec(dataset, 16)
+  original = {}
+  for b in tf.data.TFRecordDataset(sorted(
+      str(p) for p in unmasked_dir.glob("*.tfrecord"))):
+    ids = tf.train.Example.FromString(b.numpy()).features.feature[
+        "input_word_ids"].int64_list.value
+    original[ids[1]] = np.array(ids)
+  batch = next(iter(dataset))
+  ids = batch["input_word_ids"].numpy()
+  positions = batch["masked_lm_positions"].numpy()
+  labels = batch["masked_lm_ids"].numpy()
+  weights = batch["masked_lm_weights"].numpy()
+  assert weights.sum() > 0
+  for row in range(16):
+    real = weights[row] > 0
+    assert real.sum() <= PRED
+    assert not np.isin(positions[row][real], [0]).any()  # Never [CLS].
+    # Labels are the original tokens (looked up by the unmasked record).
+    source = [o for o in original.values()
+              if (np.delete(o, positions[row][real]) ==
+                  np.delete(ids[row], positions[row][real])).all()]
+    assert source, row
+    np.testing.assert_array_equal(source[0][positions[row][real]],
+                                  labels[row][real])
+  assert (ids == tokenizer.MASK_ID).sum() > 0
+
+
+def test_mismatched_records_are_refused(static_dir, unmasked_dir):
+  tiny = rembert_config.load_model_config("tiny")
+  assert pretraining_input_pipeline.check_records_compatible(
+      _params(static_dir), tiny.replace(vocab_size=VOCAB))["vocab_size"] == VOCAB
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
+                     match=r"metadata.json: field `vocab_size` is 2000 but "
+                     r"model config vocab_size is 3000"):
+    pretraining_input_pipeline.check_records_compatible(
+        _params(static_dir), tiny.replace(vocab_size=3000))
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
+                     match="max_position_embeddings"):
+    pretraining_input_pipeline.check_records_compatible(
+        _params(static_dir), tiny.replace(vocab_size=VOCAB,
+                                          max_position_embeddings=16))
+  cases = [(dict(seq_length=32), "`seq_length` is 24"),
+           (dict(max_predictions_per_seq=7), "`max_predictions_per_seq` is 5"),
+           (dict(use_dynamic_masking=True), "--unmasked"),
+           (dict(vocab_size=100), "`vocab_size` is 2000")]
+  for overrides, message in cases:
+    with pytest.raises(pretraining_input_pipeline.DataMismatchError, match=message):
+      pretraining_input_pipeline.RemBertPretrainDataLoader(
+          _params(static_dir, **overrides)).load()
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
+                     match="use_dynamic_masking=True"):
+    pretraining_input_pipeline.RemBertPretrainDataLoader(_params(unmasked_dir)).load()
+
+
+def test_missing_records_or_metadata(tmp_path, static_dir):
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
+                     match="matches no files"):
+    pretraining_input_pipeline.RemBertPretrainDataLoader(_params(tmp_path)).load()
+  (tmp_path / "x.tfrecord").write_bytes(
+      (static_dir / "pretrain-00000-of-00004.tfrecord").read_bytes())
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
+                     match="metadata.json does not exist"):
+    pretraining_input_pipeline.RemBertPretrainDataLoader(_params(tmp_path)).load()
+  dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
+      _params(tmp_path, check_metadata=False)).load()
+  _check_spec(dataset, 8)
