@@ -1,6 +1,6 @@
 """Tatoeba- and BUCC-like retrieval sets in the demo's languages, in XTREME's download layout.
 
-Sentences are fresh clauses of the demo grammar (`grammar.sample_frame`),
+Sentences are fresh clauses of the demo grammar (`frame_sampling.sample_frame`),
 each rendered in English and in another demo language, so every pair is an
 exact translation. Written as XTREME's download script leaves the real sets
 (see rembert_tf/retrieval/download_layout.py):
@@ -24,6 +24,7 @@ import random
 from typing import Dict, List, Sequence, Tuple
 
 from rembert_tf.common import fileio
+from rembert_tf.demo import frame_sampling
 from rembert_tf.demo import grammar
 from rembert_tf.demo import lexicon as lx
 
@@ -35,7 +36,7 @@ def sample_parallel(rng: random.Random, lang: str, count: int,
   """`count` (sentence in `lang`, English) pairs, no sentence twice on a side."""
   pairs, seen_source, seen_english = [], set(), set(avoid)
   while len(pairs) < count:
-    frame = grammar.sample_frame(rng)
+    frame = frame_sampling.sample_frame(rng)
     source, english = grammar.render(frame, lang), grammar.render(frame, "en")
     if source in seen_source or english in seen_english:
       continue
