@@ -37,6 +37,7 @@ CLI_COMMANDS = {
     "rembert-make-demo-corpus": "make_demo_corpus",
     "rembert-run-ablation": "run_ablation",
     "rembert-layer-similarity": "layer_similarity",
+    "rembert-retrieve": "retrieve",
 }
 CONSOLE_SCRIPTS = [
     "rembert-train = rembert_tf.cli.train:run",

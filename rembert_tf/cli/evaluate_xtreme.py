@@ -1,8 +1,14 @@
 """Scores XTREME predictions against labels with the benchmark's metric definitions.
 
 A drop-in replacement for the official XTREME scorer (same JSON shape, scores
-in percent), with MLQA's per-language normalisation, error messages that name
-the files, and a markdown table.
+in percent) for the nine tasks (xnli, pawsx, udpos, panx, xquad, mlqa, tydiqa,
+bucc2018, tatoeba), with MLQA's per-language normalisation, error messages
+that name the files, and a markdown table. The table and the JSON add the
+XTREME score (the mean of the task scores) and the category means
+(classification, structured prediction, question answering, retrieval), over
+the tasks present; the missing ones are named (the official keys `all_task`,
+`classification`, `tagging`, `qa`, `retrieval` are written only when all their
+tasks are present, as the official scorer does).
 
 Example:
 ```bash
@@ -19,6 +25,7 @@ from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 
+from rembert_tf.evaluation import xtreme_benchmark
 from rembert_tf.evaluation import xtreme_scorer
 
 FLAGS = flags.FLAGS
@@ -56,8 +63,10 @@ def main(argv):
       allow_missing_answers=FLAGS.allow_missing_answers)
   print(xtreme_scorer.format_markdown(results,
                                       compare_paper=FLAGS.compare == "paper"))
+  print(xtreme_benchmark.format_markdown(xtreme_benchmark.summarize(results)))
   if FLAGS.output_file:
-    xtreme_scorer.write_json(results, FLAGS.output_file)
+    xtreme_scorer.write_json(xtreme_benchmark.official_report(results),
+                             FLAGS.output_file)
     print(f"Wrote {FLAGS.output_file}")
 
 

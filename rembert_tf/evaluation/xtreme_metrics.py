@@ -4,8 +4,12 @@ Written to agree with the benchmark's official scorer (google-research/xtreme
 `evaluate.py`, which defers to the SQuAD v1.1 and MLQA v1 evaluation scripts):
 
 * xnli, pawsx: accuracy of the label strings (after stripping whitespace).
-* panx: entity-level precision / recall / F1 of `seqeval.metrics` (its default,
-  conlleval-like mode), as the official scorer calls it.
+* panx, udpos: precision / recall / F1 of `seqeval.metrics` (its default,
+  conlleval-like mode) over the tag sequences, as the official scorer calls
+  it (for UD-POS's plain tags too).
+* tatoeba: accuracy of the predicted line numbers.
+* bucc2018: precision / recall / F1 of the set of predicted
+  (source id, English id) pairs against the gold set (duplicates count once).
 * xquad, tydiqa: SQuAD v1.1 exact match and token F1, maximum over the gold
   answers; answers are lower-cased, ASCII punctuation removed, English articles
   (a, an, the) removed and whitespace collapsed.
@@ -34,7 +38,7 @@ import re
 import string
 import sys
 import unicodedata
-from typing import Callable, Dict, Iterable, List, Sequence
+from typing import Callable, Dict, Iterable, List, Sequence, Tuple
 
 # --- SQuAD v1.1 --------------------------------------------------------------
 
@@ -204,6 +208,18 @@ def entity_f1(labels: Sequence[Sequence[str]],
     return {"f1": float(metrics.f1_score(labels, predictions)),
             "precision": float(metrics.precision_score(labels, predictions)),
             "recall": float(metrics.recall_score(labels, predictions))}
+
+
+def pair_f1(gold_pairs: Iterable[Tuple[str, str]],
+            predicted_pairs: Iterable[Tuple[str, str]]) -> Dict[str, float]:
+  """Set precision / recall / F1 of aligned pairs (BUCC); 0 with no match."""
+  gold, predicted = set(gold_pairs), set(predicted_pairs)
+  correct = len(gold & predicted)
+  if not correct:
+    return {"f1": 0.0, "precision": 0.0, "recall": 0.0}
+  precision, recall = correct / len(predicted), correct / len(gold)
+  return {"f1": 2 * precision * recall / (precision + recall),
+          "precision": precision, "recall": recall}
 
 
 def mean(values: Iterable[float]) -> float:

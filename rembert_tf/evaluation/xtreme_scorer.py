@@ -1,27 +1,35 @@
 """Scores XTREME prediction folders against label folders, like the official scorer.
 
 Builds on the metric definitions in `xtreme_metrics` (no Model Garden piece
-covers XTREME scoring). How a task is scored (file type, reader, metric, the
-headline score) is one `TaskMetric` entry of `TASK_METRIC`. Every path goes
-through `rembert_tf.common.fileio` (gs:// works); a missing, empty, binary or
+covers XTREME scoring) and the benchmark's task list in `xtreme_benchmark`.
+How a task is scored (file type, reader, metric, the headline score) is one
+`TaskMetric` entry of `TASK_METRIC`. Every path goes through
+`rembert_tf.common.fileio` (gs:// works); a missing, empty, binary or
 malformed file is a `ScoringError` naming the file and the field.
 Folder layout, for both predictions and labels:
 
 ```
 FOLDER/<task>/<split>-<lang>.tsv    xnli, pawsx: one label per line
-                                     panx: one tag per line, blank line between
-                                     sentences
+                                     tatoeba: one line per English sentence,
+                                     the 0-based line number of its match
+                                     among the other language's sentences
+                                     panx, udpos: one tag per line, blank line
+                                     between sentences
+                                     bucc2018: one `<source id><TAB><English
+                                     id>` pair per line (any order)
 FOLDER/<task>/<split>-<lang>.json   xquad, mlqa, tydiqa: predictions
                                      {question_id: answer_text}; labels are
                                      SQuAD v1.1 JSON ({"data": [...]})
 ```
-A label TSV may also be a raw XTREME data file (`sentence1<TAB>sentence2<TAB>
-label`, `token<TAB>tag`): the last tab-separated field of a line is the label.
+A label TSV of the one-value-per-line tasks may also be a raw XTREME data
+file (`sentence1<TAB>sentence2<TAB>label`, `token<TAB>tag`): the last
+tab-separated field of a line is the label.
 
 The result has the official scorer's shape, scores in percent:
 `{task: {metric: {lang: score}, "avg_<metric>": x, "avg_metric": y}}`, where
-`avg_metric` is accuracy (xnli, pawsx), F1 (panx) or the mean of exact match
-and F1 (QA tasks).
+`avg_metric` is accuracy (xnli, pawsx, tatoeba), F1 (panx, udpos, bucc2018)
+or the mean of exact match and F1 (QA tasks). `xtreme_benchmark` adds the
+XTREME score and the category means.
 
 Example:
 ```python
@@ -39,20 +47,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.evaluation import xtreme_benchmark
 from rembert_tf.evaluation import xtreme_metrics
 
-# Languages per task, in the benchmark's order.
-TASK_LANGUAGES = {
-    "xnli": "ar bg de el en es fr hi ru sw th tr ur vi zh".split(),
-    "pawsx": "de en es fr ja ko zh".split(),
-    "udpos": ("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr "
-              "nl pt ru ta te th tl tr ur vi yo zh").split(),
-    "panx": ("ar he vi id jv ms tl eu ml ta te af nl en de el bn hi mr ur fa "
-             "fr it pt es bg ru ja ka ko th sw yo my zh kk tr et fi hu").split(),
-    "xquad": "en es de el ru tr ar vi th zh hi".split(),
-    "mlqa": "en es de ar hi vi zh".split(),
-    "tydiqa": "en ar bn fi id ko ru sw te".split(),
-}
+# Languages per task, in the benchmark's order (defined in xtreme_benchmark).
+TASK_LANGUAGES = xtreme_benchmark.TASK_LANGUAGES
 TASKS = tuple(TASK_LANGUAGES)
 # The paper's averages (base scale; seed results table): (coupled, decoupled).
 PAPER_RESULTS = {
@@ -125,6 +124,23 @@ def read_tags(path) -> List[List[str]]:
   if current:
     sentences.append(current)
   return sentences
+
+
+def read_pairs(path) -> List[Tuple[str, str]]:
+  """`<source id><TAB><English id>` lines (BUCC); blank lines are skipped."""
+  pairs = []
+  for number, line in enumerate(_read_lines(path), 1):
+    line = line.strip()
+    if not line:
+      continue
+    fields = line.split("\t")
+    if len(fields) != 2:
+      raise ScoringError(
+          f"{path}: line {number} has {len(fields)} tab-separated field(s); "
+          "each line must be one aligned pair `<source id><TAB><English id>` "
+          "(e.g. de-000001<TAB>en-000042).")
+    pairs.append((fields[0].strip(), fields[1].strip()))
+  return pairs
 
 
 def _field(value, key: str, path, where: str, kind=list):
@@ -211,6 +227,16 @@ def _score_tags(task, prediction_file, label_file, language, allow_missing):
   return xtreme_metrics.entity_f1(labels, predictions)
 
 
+def _score_pairs(task, prediction_file, label_file, language, allow_missing):
+  del task, language, allow_missing
+  # No pair predicted is a valid (empty) prediction: it scores 0.
+  predictions = read_pairs(prediction_file)
+  labels = _require_lines(label_file, read_pairs(label_file),
+                          "one gold pair `<source id><TAB><English id>` per "
+                          "line")
+  return xtreme_metrics.pair_f1(labels, predictions)
+
+
 def _qa_scorer(score_fn):
   def score(task, prediction_file, label_file, language, allow_missing):
     predictions = read_qa_predictions(prediction_file)
@@ -251,8 +277,12 @@ class TaskMetric:
 
 ACCURACY = TaskMetric("accuracy", "tsv", ("accuracy",), ("accuracy",),
                       ("accuracy",), _score_labels)
+# seqeval's F1: PAN-X entities; UD-POS tags, passed to seqeval as they are
+# (as the official scorer does).
 ENTITY_F1 = TaskMetric("entity_f1", "tsv", ("f1", "precision", "recall"),
                        ("f1",), ("f1",), _score_tags)
+PAIR_F1 = TaskMetric("pair_f1", "tsv", ("f1", "precision", "recall"),
+                     ("precision", "recall", "f1"), ("f1",), _score_pairs)
 SQUAD = TaskMetric("squad", "json", ("exact_match", "f1"),
                    ("exact_match", "f1"), ("exact_match", "f1"),
                    _qa_scorer(lambda answers, predictions, language:
@@ -263,8 +293,8 @@ MLQA = TaskMetric("mlqa", "json", ("exact_match", "f1"), ("exact_match", "f1"),
 # seqeval's F1: PAN-X entities; UD-POS tags, passed to seqeval as they are
 # (as the official scorer does).
 TASK_METRIC = {"xnli": ACCURACY, "pawsx": ACCURACY, "udpos": ENTITY_F1,
-               "panx": ENTITY_F1,
-               "xquad": SQUAD, "mlqa": MLQA, "tydiqa": SQUAD}
+               "panx": ENTITY_F1, "xquad": SQUAD, "mlqa": MLQA,
+               "tydiqa": SQUAD, "bucc2018": PAIR_F1, "tatoeba": ACCURACY}
 
 
 def task_metric(task: str) -> TaskMetric:

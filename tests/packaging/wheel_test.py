@@ -105,7 +105,7 @@ def test_wheel_ships_the_package_and_its_configs(installed):
           "rembert-train-sentencepiece", "rembert-create-pretraining-data",
           "rembert-create-finetuning-data", "rembert-export", "rembert-convert",
           "rembert-evaluate-xtreme", "rembert-param-table",
-          "rembert-make-demo-corpus"} <= scripts
+          "rembert-make-demo-corpus", "rembert-retrieve"} <= scripts
 
 
 def test_console_scripts_resolve_and_list_their_flags(installed):

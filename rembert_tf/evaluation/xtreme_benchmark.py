@@ -1,0 +1,152 @@
+"""The XTREME benchmark as a whole: its nine tasks, their languages, the XTREME score.
+
+The benchmark's facts, agreeing with its official scorer (google-research/xtreme
+`evaluate.py`, version "xtreme"):
+
+| category (results key)                  | tasks                 |
+| --------------------------------------- | --------------------- |
+| classification (`classification`)       | xnli, pawsx           |
+| structured prediction (`tagging`)       | udpos, panx           |
+| question answering (`qa`)               | xquad, mlqa, tydiqa   |
+| retrieval (`retrieval`)                 | bucc2018, tatoeba     |
+
+A task's score is its `avg_metric` (the mean over its languages of accuracy,
+F1, or for QA the mean of exact match and F1); a category's score is the mean
+of its tasks' scores and the XTREME score the mean of all nine.
+
+The official scorer reports the XTREME score (`all_task`) only when all nine
+tasks are scored and a category only when all its tasks are. `summarize`
+computes them over the tasks present and says which are missing;
+`official_report` writes the official keys where the official scorer would,
+beside that summary.
+
+Example:
+```python
+from rembert_tf.evaluation import xtreme_benchmark, xtreme_scorer
+results = xtreme_scorer.evaluate_folders("preds/", "labels/")
+summary = xtreme_benchmark.summarize(results)
+summary["score"], summary["missing_tasks"]        # e.g. 61.2, ["bucc2018", ...]
+print(xtreme_benchmark.format_markdown(summary))
+report = xtreme_benchmark.official_report(results)   # what results.json holds
+```
+"""
+from typing import Dict, List, Mapping, Optional, Sequence
+
+# Languages per task, in the benchmark's order.
+TASK_LANGUAGES = {
+    "xnli": "ar bg de el en es fr hi ru sw th tr ur vi zh".split(),
+    "pawsx": "de en es fr ja ko zh".split(),
+    "udpos": ("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr "
+              "nl pt ru ta te th tl tr ur vi yo zh").split(),
+    "panx": ("ar he vi id jv ms tl eu ml ta te af nl en de el bn hi mr ur fa "
+             "fr it pt es bg ru ja ka ko th sw yo my zh kk tr et fi hu").split(),
+    "xquad": "en es de el ru tr ar vi th zh hi".split(),
+    "mlqa": "en es de ar hi vi zh".split(),
+    "tydiqa": "en ar bn fi id ko ru sw te".split(),
+    "bucc2018": "de fr ru zh".split(),
+    "tatoeba": ("ar he vi id jv tl eu ml ta te af nl de el bn hi mr ur fa fr "
+                "it pt es bg ru ja ka ko th sw zh kk tr et fi hu").split(),
+}
+TASKS = tuple(TASK_LANGUAGES)
+# Category key (as in the official results file) -> its tasks.
+CATEGORIES = {
+    "classification": ("xnli", "pawsx"),
+    "tagging": ("udpos", "panx"),
+    "qa": ("xquad", "mlqa", "tydiqa"),
+    "retrieval": ("bucc2018", "tatoeba"),
+}
+CATEGORY_LABELS = {"classification": "classification",
+                   "tagging": "structured prediction",
+                   "qa": "question answering", "retrieval": "retrieval"}
+# The official results file's key for the XTREME score.
+ALL_TASKS_KEY = "all_task"
+SUMMARY_KEY = "xtreme"
+
+
+def _mean(values: Sequence[float]) -> Optional[float]:
+  return sum(values) / len(values) if values else None
+
+
+def _group(results: Mapping[str, Dict], tasks: Sequence[str]) -> Dict:
+  present = [t for t in tasks if t in results]
+  return dict(score=_mean([results[t]["avg_metric"] for t in present]),
+              tasks=present, missing_tasks=[t for t in tasks if t not in results])
+
+
+def missing_languages(results: Mapping[str, Dict]) -> Dict[str, List[str]]:
+  """{task: benchmark languages without a score}, for the tasks present."""
+  missing = {}
+  for task, scores in results.items():
+    if task not in TASK_LANGUAGES:
+      continue
+    scored = set()
+    for value in scores.values():
+      if isinstance(value, dict):
+        scored |= set(value)
+    absent = [l for l in TASK_LANGUAGES[task] if l not in scored]
+    if absent:
+      missing[task] = absent
+  return missing
+
+
+def summarize(results: Mapping[str, Dict]) -> Dict:
+  """The XTREME score and category means over the tasks in `results`.
+
+  `results`: {task: scores with "avg_metric"} (`xtreme_scorer` output).
+  Returns {"score", "tasks", "missing_tasks", "missing_languages",
+  "categories": {key: {"score", "tasks", "missing_tasks"}}}; a score is None
+  where no task of it is present.
+  """
+  summary = _group(results, TASKS)
+  summary["missing_languages"] = missing_languages(results)
+  summary["categories"] = {key: _group(results, tasks)
+                           for key, tasks in CATEGORIES.items()}
+  return summary
+
+
+def official_report(results: Mapping[str, Dict]) -> Dict:
+  """What results.json holds: the official scorer's output, plus the summary.
+
+  `all_task` and each category key appear exactly when the official scorer
+  writes them (every task of theirs present); `xtreme` holds `summarize`'s
+  partial means and what is missing; then every task's scores.
+  """
+  summary = summarize(results)
+  report = {}
+  if not summary["missing_tasks"]:
+    report[ALL_TASKS_KEY] = summary["score"]
+  for key, category in summary["categories"].items():
+    if not category["missing_tasks"]:
+      report[key] = category["score"]
+  report[SUMMARY_KEY] = summary
+  report.update(results)
+  return report
+
+
+def _cell(value: Optional[float]) -> str:
+  return "-" if value is None else f"{value:.2f}"
+
+
+def format_markdown(summary: Dict) -> str:
+  """The XTREME score and category means as a markdown table, with gaps named."""
+  lines = ["### XTREME score", "", "| category | tasks | score |",
+           "| --- | --- | --- |"]
+  for key, category in summary["categories"].items():
+    tasks = ", ".join(category["tasks"]) or "-"
+    if category["missing_tasks"]:
+      tasks += f" (missing: {', '.join(category['missing_tasks'])})"
+    lines.append(f"| {CATEGORY_LABELS[key]} | {tasks} | "
+                 f"{_cell(category['score'])} |")
+  scored = len(summary["tasks"])
+  lines.append(f"| **XTREME** | {scored} of {len(TASKS)} tasks | "
+               f"**{_cell(summary['score'])}** |")
+  lines.append("")
+  if summary["missing_tasks"]:
+    lines.append(f"Missing tasks: {', '.join(summary['missing_tasks'])}; the "
+                 "scores above are means over the tasks present (the official "
+                 "scorer reports a category or the XTREME score only when all "
+                 "its tasks are present).")
+  for task, languages in summary["missing_languages"].items():
+    lines.append(f"{task}: mean over the languages present; missing "
+                 f"{', '.join(languages)}.")
+  return "\n".join(lines) + "\n"

@@ -1,0 +1,72 @@
+"""A retrieval task's data for one language: two sides of sentences and, when known, the gold alignment.
+
+XTREME's retrieval tasks (BUCC 2018, Tatoeba) pair sentences of another
+language (the *source* side) with English ones (the *target* side). Whatever
+holds the data (XTREME's `download/` folder, see `download_layout`; any other
+source with the same signature) yields a `Bitext` for each (task, split,
+language): a `BitextSource` is a callable `source(task, split, language)`.
+
+Ids are the benchmark's: BUCC's sentence ids (`de-000001`, `en-000042`),
+Tatoeba's 0-based line numbers (as strings). `gold` holds the aligned
+(source id, target id) pairs when the source knows them, else None.
+
+Example:
+```python
+from rembert_tf.retrieval import bitext
+pair = bitext.Bitext(task="tatoeba", split="test", language="de",
+                     source_ids=("0", "1"), source_sentences=("Hallo.", "Ja."),
+                     target_ids=("0", "1"), target_sentences=("Hello.", "Yes."),
+                     gold=frozenset({("0", "0"), ("1", "1")}), origin="demo")
+pair.gold_target_to_source()        # {"0": "0", "1": "1"}
+```
+"""
+import dataclasses
+from typing import Callable, Dict, FrozenSet, Optional, Tuple
+
+from rembert_tf.common import errors
+
+# The benchmark's retrieval tasks and their splits.
+BUCC = "bucc2018"
+TATOEBA = "tatoeba"
+TASKS = (BUCC, TATOEBA)
+# BUCC's "dev" is its sample set (gold alignments: the threshold is chosen
+# there), "test" its training set; Tatoeba has a test set only.
+SPLITS = {BUCC: ("dev", "test"), TATOEBA: ("test",)}
+
+
+class RetrievalDataError(errors.InputError):
+  """A retrieval file is missing or malformed, or a split lacks what it needs."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Bitext:
+  """The two sides of one (task, split, language); `origin` names the files."""
+  task: str
+  split: str
+  language: str
+  source_ids: Tuple[str, ...]
+  source_sentences: Tuple[str, ...]
+  target_ids: Tuple[str, ...]
+  target_sentences: Tuple[str, ...]
+  gold: Optional[FrozenSet[Tuple[str, str]]]
+  origin: str
+
+  def __post_init__(self):
+    for side in ("source", "target"):
+      ids, sentences = (getattr(self, f"{side}_ids"),
+                        getattr(self, f"{side}_sentences"))
+      if len(ids) != len(sentences):
+        raise RetrievalDataError(
+            f"{self.origin}: {len(ids)} {side} ids for {len(sentences)} "
+            f"{side} sentences.")
+      if not sentences:
+        raise RetrievalDataError(f"{self.origin}: no {side} sentences.")
+
+  def gold_target_to_source(self) -> Dict[str, str]:
+    """Target id -> its aligned source id (Tatoeba: one each)."""
+    if self.gold is None:
+      raise RetrievalDataError(f"{self.origin}: no gold alignment.")
+    return {target: source for source, target in self.gold}
+
+
+BitextSource = Callable[[str, str, str], Bitext]

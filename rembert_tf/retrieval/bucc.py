@@ -1,0 +1,139 @@
+"""BUCC 2018 bitext mining: ratio-margin scores over 4 neighbours both ways, a threshold from the sample set.
+
+The procedure of XTREME's BUCC baseline (LASER's margin-based mining):
+
+1. Each side's distinct sentences are embedded once.
+2. For every source sentence x, its k = 4 nearest English sentences by
+   cosine (fewer if the other side is smaller), and the same the other way.
+   mean_x is the mean similarity of x's k neighbours.
+3. The ratio margin of a pair: cos(x, y) / ((mean_x + mean_y) / 2).
+4. Each sentence's best pair among its k neighbours (by margin), forward
+   and backward; all of them, best margin first, are kept when neither
+   sentence has been paired yet and the margin is above 0.
+5. Sentences map back to ids; a sentence written under two ids is dropped
+   (it cannot be told apart), and a pair keeps its best margin.
+6. The threshold: on the sample set ("dev", whose gold alignment is known),
+   the candidates sorted by margin, the prefix with the best F1 against the
+   gold decides it (halfway between its last margin and the next). The
+   test set's candidates at or above it are the predictions.
+
+Example:
+```python
+from rembert_tf.retrieval import bucc
+threshold, dev_scores = bucc.choose_threshold(dev_candidates, dev.gold)
+pairs = bucc.extract(test_candidates, threshold)   # [(source id, English id)]
+```
+"""
+import collections
+from typing import Dict, FrozenSet, List, Sequence, Tuple
+
+import numpy as np
+
+from rembert_tf.evaluation import xtreme_metrics
+from rembert_tf.retrieval import bitext
+from rembert_tf.retrieval import nearest_neighbors
+
+NEIGHBORS = 4
+Pair = Tuple[str, str]
+
+
+def distinct(sentences: Sequence[str]) -> List[str]:
+  """The distinct sentences, in order of first appearance."""
+  return list(dict.fromkeys(sentences))
+
+
+def sentence_to_id(ids: Sequence[str], sentences: Sequence[str]
+                   ) -> Dict[str, str]:
+  """sentence -> id; sentences that appear more than once are left out."""
+  counts = collections.Counter(sentences)
+  return {s: i for i, s in zip(ids, sentences) if counts[s] == 1}
+
+
+def _margins(similarities, neighbors, own_mean, other_mean) -> np.ndarray:
+  return similarities / ((own_mean[:, None] + other_mean[neighbors]) / 2)
+
+
+def mine(source_embeddings: np.ndarray, target_embeddings: np.ndarray,
+         strategy, k: int = NEIGHBORS) -> List[Tuple[int, int, float]]:
+  """(source row, target row, margin) pairs, best first (steps 2-4)."""
+  forward, forward_rows = nearest_neighbors.NeighborSearch(
+      target_embeddings, strategy).top_k(source_embeddings, k)
+  backward, backward_rows = nearest_neighbors.NeighborSearch(
+      source_embeddings, strategy).top_k(target_embeddings, k)
+  forward_mean, backward_mean = forward.mean(axis=1), backward.mean(axis=1)
+  forward_margin = _margins(forward, forward_rows, forward_mean, backward_mean)
+  backward_margin = _margins(backward, backward_rows, backward_mean,
+                             forward_mean)
+  num_source, num_target = len(source_embeddings), len(target_embeddings)
+  sources = np.concatenate([np.arange(num_source), backward_rows[
+      np.arange(num_target), backward_margin.argmax(axis=1)]])
+  targets = np.concatenate([forward_rows[
+      np.arange(num_source), forward_margin.argmax(axis=1)],
+                            np.arange(num_target)])
+  margins = np.concatenate([forward_margin.max(axis=1),
+                            backward_margin.max(axis=1)])
+  pairs, used_sources, used_targets = [], set(), set()
+  for i in np.argsort(-margins, kind="stable"):
+    source, target = int(sources[i]), int(targets[i])
+    if source in used_sources or target in used_targets:
+      continue
+    used_sources.add(source)
+    used_targets.add(target)
+    if margins[i] > 0:
+      pairs.append((source, target, float(margins[i])))
+  return pairs
+
+
+def candidates(data: bitext.Bitext, embed, strategy,
+               k: int = NEIGHBORS) -> Dict[Pair, float]:
+  """(source id, English id) -> margin for one split (steps 1-5).
+
+  `embed(sentences, description)` returns their unit-length embeddings.
+  """
+  sources = distinct(data.source_sentences)
+  targets = distinct(data.target_sentences)
+  where = f"{data.task} {data.split} {data.language}"
+  mined = mine(embed(sources, f"{where}: embedding {data.language}"),
+               embed(targets, f"{where}: embedding en"), strategy, k)
+  source_ids = sentence_to_id(data.source_ids, data.source_sentences)
+  target_ids = sentence_to_id(data.target_ids, data.target_sentences)
+  scores: Dict[Pair, float] = {}
+  for source, target, margin in mined:
+    pair = (source_ids.get(sources[source]), target_ids.get(targets[target]))
+    if None not in pair:
+      scores[pair] = max(margin, scores.get(pair, margin))
+  return scores
+
+
+def choose_threshold(scores: Dict[Pair, float], gold: FrozenSet[Pair]
+                     ) -> Tuple[float, Dict[str, float]]:
+  """(threshold, {f1, precision, recall} of the sample set there) (step 6).
+
+  With no correct candidate at all the threshold is 0, as in XTREME.
+  """
+  ranked = sorted(scores.items(), key=lambda item: -item[1])
+  threshold, best_f1, correct = 0.0, 0.0, 0
+  for i, (pair, margin) in enumerate(ranked):
+    correct += pair in gold
+    if not correct:
+      continue
+    precision, recall = correct / (i + 1), correct / len(gold)
+    f1 = 2 * precision * recall / (precision + recall)
+    if f1 > best_f1:
+      best_f1 = f1
+      following = ranked[i + 1][1] if i + 1 < len(ranked) else margin
+      threshold = (margin + following) / 2
+  chosen = xtreme_metrics.pair_f1(gold, extract(scores, threshold))
+  return threshold, chosen
+
+
+def extract(scores: Dict[Pair, float], threshold: float) -> List[Pair]:
+  """Pairs whose margin is at least `threshold`, best first."""
+  return [pair for pair, margin in
+          sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+          if margin >= threshold]
+
+
+def pair_lines(pairs) -> str:
+  """`<source id><TAB><English id>` lines: the predictions' and labels' format."""
+  return "".join(f"{source}\t{target}\n" for source, target in pairs)

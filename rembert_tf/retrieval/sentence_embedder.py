@@ -1,0 +1,190 @@
+"""Sentence embeddings from one layer of a RemBERT encoder: mean-pooled hidden states, L2-normalised.
+
+What XTREME's retrieval baselines embed a sentence as: `[CLS] pieces [SEP]`
+through the encoder, the hidden states of one Transformer block averaged over
+the sentence's tokens ([CLS] and [SEP] included, padding excluded), then
+normalised to unit length so that inner products are cosines. XTREME takes a
+middle layer: block 8 of 12 (mBERT), 14 of 24 (XLM-R); `default_layer` is
+that rule for any depth (`num_layers // 2 + 2`, at most the last block).
+Layers are numbered from 1 (the first block's output) to the depth.
+
+Only the blocks up to the chosen layer are built and run: the encoder is
+built with `num_hidden_layers = layer` and the first `layer` blocks are read
+from the checkpoint (the later ones are never loaded), so a middle layer costs
+about half a full forward pass.
+
+Sentences are sorted by length into buckets of static shape (16, 24, 32,
+48, 64, 96, ... pieces: two per octave, so at most a third of a batch is
+padding; up to `seq_length`), each bucket run in fixed-size batches of about
+the same number of tokens under the strategy (`replica_batches`; by default
+32 sentences per replica at `seq_length`, proportionally more in shorter
+buckets): a TPU compiles once per bucket and batch shape. Without XLA (CPU, GPU) the encoder computes the
+real tokens only (`remove_padding`).
+
+Example:
+```python
+import tensorflow as tf
+from rembert_tf.retrieval import sentence_embedder
+strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+embedder = sentence_embedder.SentenceEmbedder.from_checkpoint(
+    "runs/pretrain", strategy, layer=None)       # None: default_layer(depth)
+vectors = embedder.embed(["Hello world.", "Hallo Welt."])   # [2, hidden]
+float(vectors[0] @ vectors[1])                                # the cosine
+```
+"""
+from typing import List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from rembert_tf.common import console
+from rembert_tf.common import errors
+from rembert_tf.data import tokenizer
+from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.modeling import rembert_encoder
+from rembert_tf.retrieval import replica_batches
+
+DEFAULT_SEQ_LENGTH = 128
+# Sentences per replica and step at full length (the fine-tuning prediction
+# batch): on a CPU, larger batches ran slower per sentence.
+BATCH_SIZE_PER_REPLICA = 32
+MIN_BUCKET = 16
+
+
+def default_layer(num_layers: int) -> int:
+  """XTREME's retrieval layer for any depth: 8 of 12, 14 of 24, 18 of 32."""
+  return min(num_layers, num_layers // 2 + 2)
+
+
+def resolve_layer(layer: Optional[int], num_layers: int, where: str) -> int:
+  """`layer` as 1..num_layers (None: the default; -1: the last block)."""
+  if layer is None:
+    return default_layer(num_layers)
+  resolved = layer + num_layers + 1 if layer < 0 else layer
+  if not 1 <= resolved <= num_layers:
+    raise errors.UsageError(
+        f"--layer {layer}: the encoder of {where} has {num_layers} layers; "
+        f"choose 1..{num_layers} (or -1 for the last).")
+  return resolved
+
+
+def bucket_lengths(seq_length: int) -> List[int]:
+  """16, 24, 32, 48, 64, 96, ... below seq_length, then seq_length."""
+  lengths, power = [], MIN_BUCKET
+  while power < seq_length:
+    lengths += [l for l in (power, power * 3 // 2) if l < seq_length]
+    power *= 2
+  return lengths + [seq_length]
+
+
+def load_layer_encoder(source, layer: Optional[int], strategy,
+                       model_config=None):
+  """(model config, encoder of the first `layer` blocks, layer) of a source."""
+  cfg = checkpoint_restore.model_config_of(source, model_config)
+  layer = resolve_layer(layer, cfg.num_hidden_layers, str(source))
+  with strategy.scope(), checkpoint_restore.zero_initialized_variables():
+    encoder = rembert_encoder.build_encoder(
+        cfg.replace(num_hidden_layers=layer), remove_padding=True)
+  checkpoint_restore.restore_encoder(encoder, source)
+  return cfg, encoder, layer
+
+
+class SentenceEmbedder:
+  """Embeds sentences with an encoder whose last block is the chosen layer."""
+
+  def __init__(self, encoder, sp_model, strategy,
+               seq_length: int = DEFAULT_SEQ_LENGTH,
+               batch_size: Optional[int] = None,
+               jit_compile: bool = False, layer: Optional[int] = None,
+               num_layers: Optional[int] = None, source: str = ""):
+    # What the embeddings are: block `layer` of a `num_layers`-block encoder.
+    self.layer, self.num_layers, self.source = layer, num_layers, source
+    self.seq_length = seq_length
+    self._strategy = strategy
+    self._special = tokenizer.SpecialTokens.from_model(sp_model)
+    self._processor = tokenizer.load_sentencepiece(sp_model)
+    replicas = strategy.num_replicas_in_sync
+    batch_size = batch_size or BATCH_SIZE_PER_REPLICA * replicas
+    self._mappers = {}
+    for length in bucket_lengths(seq_length):
+      # About batch_size x seq_length tokens per step in every bucket.
+      rows = max(replicas, batch_size * seq_length // length)
+      rows -= rows % replicas
+      self._mappers[length] = replica_batches.BatchMapper(
+          strategy, self._embed_fn(encoder), rows, jit_compile=jit_compile)
+
+  @classmethod
+  def from_checkpoint(cls, source, strategy, layer: Optional[int] = None,
+                      model_config=None, sp_model=None,
+                      seq_length: Optional[int] = None,
+                      batch_size: Optional[int] = None,
+                      jit_compile: bool = False) -> "SentenceEmbedder":
+    """From any checkpoint source (`checkpoint_layout.resolve`)."""
+    sp_model = sp_model or checkpoint_layout.find_sentencepiece(source)
+    if not sp_model:
+      raise errors.UsageError(
+          f"{source}: no sentencepiece.model with the checkpoint; pass the "
+          "SentencePiece model it was trained with (--sp_model).")
+    cfg, encoder, layer = load_layer_encoder(source, layer, strategy,
+                                             model_config)
+    seq_length = seq_length or min(DEFAULT_SEQ_LENGTH,
+                                   cfg.max_position_embeddings)
+    if not 3 <= seq_length <= cfg.max_position_embeddings:
+      raise errors.UsageError(
+          f"--seq_length {seq_length}: choose 3..{cfg.max_position_embeddings}"
+          f" (the encoder's max_position_embeddings).")
+    return cls(encoder, sp_model, strategy, seq_length=seq_length,
+               batch_size=batch_size, jit_compile=jit_compile, layer=layer,
+               num_layers=cfg.num_hidden_layers, source=str(source))
+
+  @staticmethod
+  def _embed_fn(encoder):
+    def embed(inputs):
+      ids, mask = inputs["input_word_ids"], inputs["input_mask"]
+      outputs = encoder(dict(input_word_ids=ids, input_mask=mask,
+                             input_type_ids=tf.zeros_like(ids)),
+                        training=False)
+      hidden = tf.cast(outputs["encoder_outputs"][-1], tf.float32)
+      weights = tf.cast(mask, tf.float32)[..., tf.newaxis]
+      pooled = (tf.reduce_sum(hidden * weights, axis=1)
+                / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0))
+      return {"embedding": tf.math.l2_normalize(pooled, axis=-1)}
+    return embed
+
+  def tokenize(self, sentences: Sequence[str]) -> List[List[int]]:
+    """`[CLS] pieces [SEP]` ids per sentence, truncated to seq_length."""
+    special, limit = self._special, self.seq_length - 2
+    return [[special.cls_id] + pieces[:limit] + [special.sep_id]
+            for pieces in self._processor.EncodeAsIds(list(sentences))]
+
+  def embed_tokenized(self, token_ids: Sequence[Sequence[int]],
+                      description: Optional[str] = None) -> np.ndarray:
+    """[sentences, hidden] float32 unit vectors, in input order."""
+    lengths = np.array([len(t) for t in token_ids], np.int64)
+    buckets = np.array(bucket_lengths(self.seq_length))
+    bucket_of = np.searchsorted(buckets, lengths)
+    embeddings = None
+    with console.progress(description or "embedding", total=len(token_ids),
+                          unit="sentences") as bar:
+      for b, length in enumerate(buckets):
+        rows = np.flatnonzero(bucket_of == b)
+        if not len(rows):
+          continue
+        ids = np.full([len(rows), length], self._special.pad_id, np.int32)
+        mask = np.zeros([len(rows), length], np.int32)
+        for i, row in enumerate(rows):
+          ids[i, :lengths[row]] = token_ids[row]
+          mask[i, :lengths[row]] = 1
+        out = self._mappers[int(length)](
+            {"input_word_ids": ids, "input_mask": mask},
+            on_batch=bar.update)["embedding"]
+        if embeddings is None:
+          embeddings = np.zeros([len(token_ids), out.shape[1]], np.float32)
+        embeddings[rows] = out
+    return embeddings
+
+  def embed(self, sentences: Sequence[str],
+            description: Optional[str] = None) -> np.ndarray:
+    """[sentences, hidden] float32 unit vectors of `sentences`, in order."""
+    return self.embed_tokenized(self.tokenize(sentences), description)

@@ -1,0 +1,55 @@
+"""Tatoeba sentence retrieval: each English sentence's nearest sentence of the other language.
+
+As XTREME's Tatoeba baseline: both sides embedded, and for every English
+sentence (a line of `<lang>-en.en`) the source-language sentence with the
+highest cosine is its prediction. The prediction file has one line per
+English sentence, in order: the 0-based line number of the predicted
+sentence in `<lang>-en.<lang>`; the label file has the same shape, with the
+aligned sentence's line number. Accuracy is the share of equal lines.
+
+Example:
+```python
+from rembert_tf.retrieval import tatoeba
+nearest = tatoeba.nearest_sources(source_vectors, target_vectors, strategy)
+text = tatoeba.prediction_text(data, nearest)      # "12\n3\n..."
+```
+"""
+from typing import Optional
+
+import numpy as np
+
+from rembert_tf.retrieval import bitext
+from rembert_tf.retrieval import nearest_neighbors
+
+
+def nearest_sources(source_embeddings: np.ndarray,
+                    target_embeddings: np.ndarray, strategy) -> np.ndarray:
+  """[targets] row of each target's nearest source sentence."""
+  _, rows = nearest_neighbors.NeighborSearch(
+      source_embeddings, strategy).top_k(target_embeddings, k=1)
+  return rows[:, 0]
+
+
+def predict(data: bitext.Bitext, embed, strategy) -> np.ndarray:
+  """Embeds both sides (`embed(sentences, description)`) and searches."""
+  where = f"{data.task} {data.language}"
+  return nearest_sources(
+      embed(data.source_sentences, f"{where}: embedding {data.language}"),
+      embed(data.target_sentences, f"{where}: embedding en"), strategy)
+
+
+def prediction_text(data: bitext.Bitext, nearest: np.ndarray) -> str:
+  return "".join(f"{data.source_ids[row]}\n" for row in nearest)
+
+
+def label_text(data: bitext.Bitext) -> Optional[str]:
+  """The gold file's text (one source id per English sentence), if known."""
+  if data.gold is None:
+    return None
+  aligned = data.gold_target_to_source()
+  missing = [t for t in data.target_ids if t not in aligned]
+  if missing:
+    raise bitext.RetrievalDataError(
+        f"{data.origin}: the gold alignment has no source sentence for "
+        f"{len(missing)} English sentence(s) (e.g. line {missing[0]}).")
+  return "".join(f"{aligned[t]}\n" for t in data.target_ids)

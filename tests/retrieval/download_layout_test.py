@@ -1,0 +1,67 @@
+"""BUCC and Tatoeba read from XTREME's download layout; missing files named with the fix."""
+import pytest
+
+from rembert_tf.retrieval import bitext
+from rembert_tf.retrieval import download_layout as dl
+
+
+def _write(path, text):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def download(tmp_path):
+  d = tmp_path / "download"
+  for split in ("dev", "test"):
+    _write(d / f"bucc2018/de-en.{split}.de",
+           "de-000001\tDer Hund schläft.\nde-000002\tDie Katze läuft.\n")
+    _write(d / f"bucc2018/de-en.{split}.en",
+           "en-000007\tThe cat runs.\nen-000009\tThe dog sleeps.\n"
+           "en-000010\tRain.\n")
+  _write(d / "bucc2018/de-en.dev.gold",
+         "de-000001\ten-000009\nde-000002\ten-000007\n")
+  _write(d / "tatoeba/fr-en.fr", "Le chat court.\nIl pleut.\n")
+  _write(d / "tatoeba/fr-en.en", "It rains.\nThe cat runs.\n")
+  _write(d / "tatoeba/de-en.en", "x\n")
+  return d
+
+
+def test_reads_both_tasks(download):
+  source = dl.DownloadSource(download)
+  dev = source("bucc2018", "dev", "de")
+  assert dev.source_ids == ("de-000001", "de-000002")
+  assert dev.target_sentences == ("The cat runs.", "The dog sleeps.", "Rain.")
+  assert dev.gold == frozenset({("de-000001", "en-000009"),
+                                ("de-000002", "en-000007")})
+  assert source("bucc2018", "test", "de").gold is None  # XTREME deletes it
+  tatoeba = source("tatoeba", "test", "fr")
+  assert tatoeba.source_ids == ("0", "1") and tatoeba.gold is None
+  assert tatoeba.target_sentences == ("It rains.", "The cat runs.")
+  assert dl.discover_languages(download, "tatoeba") == ["de", "fr"]
+  assert dl.discover_languages(download, "bucc2018") == ["de"]
+
+
+def test_missing_files_are_named_with_the_fix(download):
+  dl.check_files(download, "bucc2018", ["de"])
+  (download / "bucc2018/de-en.dev.gold").unlink()
+  with pytest.raises(bitext.RetrievalDataError,
+                     match=r"Missing .*bucc2018/de-en.dev.gold \(a BUCC "
+                     r"language without a sample set, de\): the threshold is "
+                     r"chosen on BUCC's sample set"):
+    dl.check_files(download, "bucc2018", ["de"])
+  with pytest.raises(bitext.RetrievalDataError,
+                     match=r"Missing .*tatoeba/de-en.de \(tatoeba test source "
+                     r"file, de\): run XTREME's download script"):
+    dl.check_files(download, "tatoeba", ["fr", "de"])
+
+
+def test_malformed_lines_are_named(download):
+  _write(download / "bucc2018/de-en.test.en", "en-000001 no tab here\n")
+  with pytest.raises(bitext.RetrievalDataError,
+                     match=r"de-en.test.en: line 1 has no tab; each line must "
+                     r"be `<id><TAB><sentence>`"):
+    dl.DownloadSource(download)("bucc2018", "test", "de")
+  (download / "tatoeba/fr-en.fr").write_bytes(b"\xff\xfe bad")
+  with pytest.raises(bitext.RetrievalDataError, match="fr-en.fr is not UTF-8"):
+    dl.DownloadSource(download)("tatoeba", "test", "fr")
