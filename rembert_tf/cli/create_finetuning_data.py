@@ -25,22 +25,17 @@ from absl import flags
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
+from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors
 
 from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import task_sources
 from rembert_tf.finetuning import xtreme_datasets
 
 FLAGS = flags.FLAGS
+flags.adopt_module_key_flags(xtreme_source_flags)  # listed under --help
 flags.DEFINE_enum("task", None, list(xtreme_datasets.FINETUNING_TASKS),
                   "XTREME task.")
-flags.DEFINE_enum("data_source", "download", list(task_sources.DATA_SOURCES),
-                  "Where the examples come from: XTREME's download/ folder "
-                  "(--data_dir) or prepared TFDS datasets (--tfds_data_dir).")
 flags.DEFINE_string("data_dir", None, "The XTREME download/ folder.")
-flags.DEFINE_string("tfds_data_dir", None, "With --data_source tfds: the "
-                    "folder the TFDS datasets are prepared in (local or "
-                    "gs://); nothing is downloaded.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")
 flags.DEFINE_string("output_dir", None, "Records go to OUTPUT_DIR/<task>/.")
 flags.DEFINE_integer("seq_length", None, "Sequence length (default 128; 384 "

@@ -37,27 +37,21 @@ from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
+from rembert_tf.cli import xtreme_source_flags  # (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors
 from rembert_tf.finetuning import finetuning_runner
-from rembert_tf.finetuning import task_sources
 from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.runtime import preemption
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
+flags.adopt_module_key_flags(xtreme_source_flags)  # without --records_dir
 flags.DEFINE_enum("task", None, list(xtreme_datasets.FINETUNING_TASKS),
                   "XTREME task.")
 flags.DEFINE_string("records_dir", None, "Records of the task "
                     "(tools/create_finetuning_data.py OUTPUT_DIR/<task>).")
 flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
                     "(records are written under --output_dir/records).")
-flags.DEFINE_enum("data_source", "download", list(task_sources.DATA_SOURCES),
-                  "Without --records_dir: the examples come from --data_dir "
-                  "(download) or from TFDS datasets prepared in "
-                  "--tfds_data_dir (tfds).")
-flags.DEFINE_string("tfds_data_dir", None, "With --data_source tfds: the "
-                    "folder the TFDS datasets are prepared in (local or "
-                    "gs://); nothing is downloaded.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model for --data_dir or "
                     "TFDS (default: <init_checkpoint>/sentencepiece.model).")
 flags.DEFINE_list("languages", None, "With --data_dir or TFDS: dev/test "

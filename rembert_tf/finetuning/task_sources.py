@@ -106,19 +106,26 @@ class TfdsSource(_Source):
     return kind.from_rows(rows, self.dataset, split == "train", origin)
 
 
-def make_source(dataset: xtreme_datasets.XtremeDataset, data_source: str,
-                data_dir=None, tfds_data_dir=None):
-  """The source of `data_source`; one-line errors for a missing root."""
+def source_root(data_source: str, data_dir=None, tfds_data_dir=None):
+  """The folder `data_source` reads; one-line errors for a missing one."""
   if data_source == "download":
-    if data_dir is None:
+    if not data_dir:
       raise errors.UsageError("Give --data_dir (the XTREME download/ folder), "
                               "or --data_source tfds with --tfds_data_dir.")
-    return DownloadSource(dataset, data_dir)
+    return data_dir
   if data_source == "tfds":
-    if tfds_data_dir is None:
+    if not tfds_data_dir:
       raise errors.UsageError(
           "--data_source tfds needs --tfds_data_dir: the folder the TFDS "
           "datasets are prepared in (e.g. gs://bucket/tensorflow_datasets).")
-    return TfdsSource(dataset, tfds_data_dir)
+    return tfds_data_dir
   raise errors.UsageError(f"--data_source {data_source!r}: choose one of "
                           f"{', '.join(DATA_SOURCES)}.")
+
+
+def make_source(dataset: xtreme_datasets.XtremeDataset, data_source: str,
+                data_dir=None, tfds_data_dir=None):
+  """The source of `data_source`; one-line errors for a missing root."""
+  root = source_root(data_source, data_dir, tfds_data_dir)
+  kind = TfdsSource if data_source == "tfds" else DownloadSource
+  return kind(dataset, root)
