@@ -5,13 +5,17 @@ states of one layer, --layer, default a middle layer as XTREME does: block
 8 of 12, 14 of 24, `depth // 2 + 2` in general), then:
 * tatoeba: each English sentence's nearest sentence by cosine;
 * bucc2018: ratio-margin mining over 4 neighbours both ways, the threshold
-  chosen on BUCC's sample set (download/bucc2018/<lang>-en.dev.*) and applied
-  to its test set.
+  chosen on BUCC's sample set and applied to its test set.
+The sentences come from XTREME's download folder (--data_dir:
+bucc2018/<lang>-en.{dev,test}.*, tatoeba/<lang>-en.*) or, with
+--data_source tfds, from TensorFlow Datasets prepared in --tfds_data_dir
+(bucc/bucc_<lang>, tatoeba/tatoeba_<lang>; local or gs://, never
+downloaded). Every file or dataset is checked before any work.
 Writes OUTPUT_DIR/predictions/<task>/test-<lang>.tsv (XTREME's submission
 layout), OUTPUT_DIR/labels/ where the gold is known, and
 OUTPUT_DIR/results.{json,md} with BUCC's thresholds and the test scores where
-there are labels (BUCC's test gold when kept in the download folder;
---label_folder for any task, e.g. Tatoeba's labels).
+there are labels (BUCC's test gold when kept in the download folder; both
+tasks' gold from TFDS; --label_folder for any task, e.g. Tatoeba's labels).
 
 The encoder comes from a pre-training model_dir, a converted checkpoint
 directory, an encoder checkpoint prefix, an exported SavedModel, or a
@@ -22,6 +26,8 @@ Example:
 ```bash
 python tools/retrieve.py --checkpoint runs/pretrain --data_dir download \
   --output_dir runs/retrieve --tasks tatoeba,bucc2018 --languages de,fr
+python tools/retrieve.py --checkpoint runs/pretrain --data_source tfds \
+  --tfds_data_dir gs://bucket/tensorflow_datasets --output_dir runs/retrieve_tfds
 python tools/evaluate_xtreme.py --prediction_folder runs/retrieve/predictions \
   --label_folder runs/retrieve/labels
 ```
@@ -32,13 +38,14 @@ from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, ...)
+from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors  # noqa: E402
-from rembert_tf.common import fileio  # noqa: E402
 from rembert_tf.common import outputs  # noqa: E402
 
 FLAGS = flags.FLAGS
 for _runtime_flag in ("strategy", "tpu", "mixed_precision"):   # under --help
   flags.declare_key_flag(_runtime_flag)
+flags.adopt_module_key_flags(xtreme_source_flags)
 flags.DEFINE_string("checkpoint", None, "Encoder: pre-training model_dir, "
                     "converted checkpoint dir, encoder ckpt prefix, exported "
                     "SavedModel dir, or fine-tuning run (with --model_config).")
@@ -46,11 +53,13 @@ flags.DEFINE_string("model_config", None, "Model config name / YAML, when the "
                     "checkpoint does not carry model_config.yaml.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model (default: the "
                     "checkpoint's sentencepiece.model).")
-flags.DEFINE_string("data_dir", None, "The XTREME download/ folder "
-                    "(bucc2018/, tatoeba/).")
+flags.DEFINE_string("data_dir", None, "With --data_source download (the "
+                    "default): the XTREME download/ folder (bucc2018/, "
+                    "tatoeba/).")
 flags.DEFINE_list("tasks", ["bucc2018", "tatoeba"], "Retrieval tasks.")
 flags.DEFINE_list("languages", None, "Languages (default: every language of "
-                  "each task found in --data_dir).")
+                  "each task found in --data_dir, or prepared in "
+                  "--tfds_data_dir).")
 flags.DEFINE_string("output_dir", None, "Predictions, labels, results.")
 flags.DEFINE_integer("layer", None, "Encoder block whose hidden states are "
                      "pooled, 1..depth or -1 for the last (default: "
@@ -69,37 +78,63 @@ flags.DEFINE_bool("overwrite", False, "Replace existing predictions of a task.")
 PROG = "rembert-retrieve"
 
 
-def _plan(data_dir, tasks, languages):
-  """{task: [languages]}, every needed file checked before any work.
-
-  With --languages, a task takes those of them it has (in the benchmark or
-  in the data dir); a language of the benchmark without its files is an
-  error naming the file.
-  """
-  from rembert_tf.evaluation import xtreme_benchmark  # pylint: disable=g-import-not-at-top
-  from rembert_tf.retrieval import bitext  # pylint: disable=g-import-not-at-top
+def _bitext_source():
+  """The `bitext.BitextSource` of --data_source; one-line errors for a root
+  that is missing or belongs to the other source."""
+  from rembert_tf.finetuning import task_sources  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import download_layout  # pylint: disable=g-import-not-at-top
-  plan, unused = {}, set(languages or ())
+  from rembert_tf.retrieval import tfds_source  # pylint: disable=g-import-not-at-top
+  tfds = FLAGS.data_source == "tfds"
+  if tfds and FLAGS.data_dir:
+    raise errors.UsageError(
+        "--data_dir is XTREME's download/ folder, read with --data_source "
+        "download; with --data_source tfds give --tfds_data_dir alone.")
+  if not tfds and FLAGS.tfds_data_dir:
+    raise errors.UsageError(
+        "--tfds_data_dir is read with --data_source tfds; add --data_source "
+        "tfds (and drop --data_dir), or drop --tfds_data_dir.")
+  root = task_sources.source_root(FLAGS.data_source, FLAGS.data_dir,
+                                  FLAGS.tfds_data_dir)
+  return (tfds_source.TfdsSource(root) if tfds
+          else download_layout.DownloadSource(root))
+
+
+def _task_languages(source, task, languages):
+  """The languages of `task` to run: those of --languages it has (in the
+  benchmark or the source), or every one the source has."""
+  from rembert_tf.evaluation import xtreme_benchmark  # pylint: disable=g-import-not-at-top
+  found = source.discover_languages(task)
+  if not languages:
+    return found
+  known = set(found) | set(xtreme_benchmark.TASK_LANGUAGES[task])
+  return [l for l in languages if l in known]
+
+
+def _plan(source, tasks, languages):
+  """{task: [languages]}, every needed split checked before any work.
+
+  With --languages, a task takes those of them it has and is left out when
+  it has none; a chosen language without its data is an error naming the
+  file or TFDS dataset and the fix.
+  """
+  from rembert_tf.retrieval import bitext  # pylint: disable=g-import-not-at-top
+  plan = {}
   for task in tasks:
     if task not in bitext.TASKS:
       raise errors.UsageError(f"--tasks {task}: retrieval tasks are "
                               f"{', '.join(bitext.TASKS)}.")
-    found = download_layout.discover_languages(data_dir, task)
-    known = set(found) | set(xtreme_benchmark.TASK_LANGUAGES[task])
-    chosen = [l for l in languages if l in known] if languages else found
-    unused -= set(chosen)
-    if not chosen:
-      raise errors.UsageError(
-          f"No {task} files in {data_dir} (expected "
-          f"{download_layout.path(data_dir, task, 'test', 'target', '<lang>')}"
-          "); run XTREME's download script, or check --data_dir, --tasks "
-          "and --languages.")
-    download_layout.check_files(data_dir, task, chosen)
-    plan[task] = chosen
+    chosen = _task_languages(source, task, languages)
+    if not chosen and not languages:
+      raise errors.UsageError(source.nothing_found(task))
+    if chosen:
+      plan[task] = chosen
+  unused = set(languages or ()) - {l for ls in plan.values() for l in ls}
   if unused:
     raise errors.UsageError(
         f"--languages {','.join(sorted(unused))}: not a language of "
-        f"{', '.join(tasks)} (benchmark or {data_dir}).")
+        f"{', '.join(tasks)} (benchmark or {source.data_dir}).")
+  for task, chosen in plan.items():
+    source.check(task, chosen)
   return plan
 
 
@@ -112,35 +147,38 @@ def make_strategy(name: str, tpu=None):
   return strategies.make_strategy(name, tpu)
 
 
+def _embedder(strategy):
+  from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
+  return sentence_embedder.SentenceEmbedder.from_checkpoint(
+      FLAGS.checkpoint, strategy, layer=FLAGS.layer,
+      model_config=FLAGS.model_config, sp_model=FLAGS.sp_model,
+      seq_length=FLAGS.seq_length, batch_size=FLAGS.batch_size,
+      jit_compile=FLAGS.jit_compile)
+
+
 @errors.command(PROG)
 def main(argv):
   if len(argv) > 1:
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help.")
-  for name in ("checkpoint", "data_dir", "output_dir"):
+  for name in ("checkpoint", "output_dir"):
     if not FLAGS[name].value:
       raise errors.UsageError(f"--{name} is required.")
-  from rembert_tf.retrieval import download_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import retrieval_runner  # pylint: disable=g-import-not-at-top
-  from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import process_settings  # pylint: disable=g-import-not-at-top
-  plan = _plan(FLAGS.data_dir, FLAGS.tasks, FLAGS.languages)
+  source = _bitext_source()
+  plan = _plan(source, FLAGS.tasks, FLAGS.languages)
   with outputs.writing_output(FLAGS.output_dir), \
        process_settings.training_settings(FLAGS.mixed_precision):
     retrieval_runner.check_outputs(FLAGS.output_dir, plan, FLAGS.overwrite)
     strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)
-    embedder = sentence_embedder.SentenceEmbedder.from_checkpoint(
-        FLAGS.checkpoint, strategy, layer=FLAGS.layer,
-        model_config=FLAGS.model_config, sp_model=FLAGS.sp_model,
-        seq_length=FLAGS.seq_length, batch_size=FLAGS.batch_size,
-        jit_compile=FLAGS.jit_compile)
+    embedder = _embedder(strategy)
     print(f"{PROG}: layer {embedder.layer} of {embedder.num_layers}, "
           f"{strategy.num_replicas_in_sync} replica(s); "
           + "; ".join(f"{t}: {','.join(l)}" for t, l in plan.items()),
           flush=True)
     results = retrieval_runner.run_retrieval(
-        plan, download_layout.DownloadSource(FLAGS.data_dir), embedder,
-        strategy, FLAGS.output_dir, label_folder=FLAGS.label_folder,
-        overwrite=FLAGS.overwrite,
+        plan, source, embedder, strategy, FLAGS.output_dir,
+        label_folder=FLAGS.label_folder, overwrite=FLAGS.overwrite,
         progress=lambda line: print(line, flush=True))
   print(retrieval_runner.markdown(results))
   print(f"Wrote {FLAGS.output_dir}/predictions and "

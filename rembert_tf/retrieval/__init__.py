@@ -4,6 +4,7 @@ Modules, from data to results:
 * `bitext`: one (task, split, language) of retrieval data, and the source
   signature any data source implements;
 * `download_layout`: BUCC and Tatoeba in XTREME's download/ folder;
+* `tfds_source`: BUCC and Tatoeba from prepared TensorFlow Datasets;
 * `sentence_embedder`: mean-pooled, normalised hidden states of one layer;
 * `replica_batches`: fixed-size batches under a tf.distribute strategy;
 * `nearest_neighbors`: exact cosine k-nearest neighbours on the devices;

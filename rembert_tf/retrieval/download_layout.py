@@ -14,8 +14,9 @@ BUCC lines are `<id><TAB><sentence>` (the sentence is the second field),
 gold lines `<source id><TAB><English id>`. Tatoeba files hold one sentence
 per line; a sentence's id is its 0-based line number.
 
-`DownloadSource(data_dir)` is a `bitext.BitextSource`. `check_files` finds a
-missing file before any work starts.
+`DownloadSource(data_dir)` is a `bitext.BitextSource`; its
+`discover_languages` and `check` (`check_files`: a missing file is found
+before any work starts) are those of `tfds_source.TfdsSource` too.
 
 Example:
 ```python
@@ -140,6 +141,19 @@ class DownloadSource:
 
   def __init__(self, data_dir):
     self.data_dir = fileio.as_str(data_dir)
+
+  def discover_languages(self, task: str) -> List[str]:
+    return discover_languages(self.data_dir, task)
+
+  def check(self, task: str, languages: Sequence[str]) -> None:
+    check_files(self.data_dir, task, languages)
+
+  def nothing_found(self, task: str) -> str:
+    """The error when no language of `task` has its files."""
+    return (f"No {task} files in {self.data_dir} (expected "
+            f"{path(self.data_dir, task, 'test', 'target', '<lang>')}); run "
+            "XTREME's download script, or check --data_dir, --tasks and "
+            "--languages.")
 
   def files(self, task: str, split: str, lang: str) -> Dict[str, str]:
     return {side: path(self.data_dir, task, split, side, lang)

@@ -1,7 +1,8 @@
 """The work of `rembert-retrieve`: BUCC 2018 and Tatoeba predictions, and their scores where gold is known.
 
 For each task and language, the data comes from a `bitext.BitextSource`
-(XTREME's download folder: `download_layout.DownloadSource`), the sentences
+(XTREME's download folder: `download_layout.DownloadSource`; prepared
+TensorFlow Datasets: `tfds_source.TfdsSource`), the sentences
 are embedded by a `sentence_embedder.SentenceEmbedder`, and:
 
 * tatoeba: each English sentence's nearest sentence (`tatoeba`);
