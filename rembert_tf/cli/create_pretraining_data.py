@@ -32,32 +32,18 @@ from absl import flags
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
+from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_creation
 from rembert_tf.data import pretraining_record_format
-from rembert_tf.data import text_inputs
-from rembert_tf.data import tfds_text_inputs
 
 FLAGS = flags.FLAGS
-flags.DEFINE_multi_string(
-    "input", None, "Input spec(s): a glob with {lang} (corpus/{lang}/*.txt) or "
-    "lang=glob, or a prepared TFDS dataset (tfds:wiki40b/{lang}, "
-    "tfds:NAME/CONFIG[:SPLIT], lang=tfds:...); comma-separated or repeated.")
-flags.DEFINE_string("tfds_data_dir", None, "Where the tfds: inputs are "
-                    "prepared (local or gs://); nothing is downloaded.")
-flags.DEFINE_string("tfds_text_feature", None, "The feature holding the text "
-                    "of a tfds: input (default: text).")
+flags.adopt_module_key_flags(text_input_flags)  # listed under --help
 flags.DEFINE_string("output_dir", None, "Where shards and metadata.json go "
                     "(any filesystem: gs://...).")
 flags.DEFINE_string("sentencepiece_model", None,
                     "SentencePiece model (special ids found by piece name).")
-flags.DEFINE_enum("input_format", "auto", list(text_inputs.FORMATS),
-                  "text, jsonl (wikiextractor, C4/mC4) or auto (by suffix; "
-                  ".gz is read compressed).")
-flags.DEFINE_string("language_field", None, "JSON lines: the field naming each "
-                    "document's language (else the language of the --input spec).")
-flags.DEFINE_list("languages", None, "Keep only these languages.")
 flags.DEFINE_integer("seq_length", 128, "Tokens per sequence, [CLS]/[SEP] included.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens predicted.")
@@ -69,7 +55,6 @@ flags.DEFINE_integer("dupe_factor", 1, "Passes over the largest language, each "
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter sequence.")
 flags.DEFINE_bool("unmasked", False, "Write the unmasked layout (dynamic "
                   "masking in the input pipeline: use_dynamic_masking=True).")
-flags.DEFINE_float("alpha", 0.7, "Language sampling exponent (1: natural mix).")
 flags.DEFINE_integer("num_output_shards", 8, "Shard files.")
 flags.DEFINE_integer("num_workers", 1, "Worker processes (local engine) or "
                      "workers of Beam's local runner.")
@@ -106,8 +91,7 @@ def main(argv):
       FLAGS.input, FLAGS.output_dir, FLAGS.sentencepiece_model,
       record_options(), input_format=FLAGS.input_format,
       languages=FLAGS.languages, language_field=FLAGS.language_field,
-      tfds=tfds_text_inputs.TfdsTextOptions(FLAGS.tfds_data_dir,
-                                            FLAGS.tfds_text_feature),
+      tfds=text_input_flags.tfds_options(),
       num_workers=FLAGS.num_workers, runner=FLAGS.runner, beam_args=beam_args,
       overwrite=FLAGS.overwrite)
   return 0

@@ -24,33 +24,19 @@ from absl import flags
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
+from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
 from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import sentencepiece_training
-from rembert_tf.data import text_inputs
 from rembert_tf.data import tfds_text_inputs
 
 FLAGS = flags.FLAGS
-flags.DEFINE_multi_string(
-    "input", None, "Input spec(s): a glob with {lang} (corpus/{lang}/*.txt) or "
-    "lang=glob, or a prepared TFDS dataset (tfds:wiki40b/{lang}, "
-    "tfds:NAME/CONFIG[:SPLIT], lang=tfds:...); comma-separated or repeated.")
-flags.DEFINE_string("tfds_data_dir", None, "Where the tfds: inputs are "
-                    "prepared (local or gs://); nothing is downloaded.")
-flags.DEFINE_string("tfds_text_feature", None, "The feature holding the text "
-                    "of a tfds: input (default: text).")
+flags.adopt_module_key_flags(text_input_flags)  # listed under --help
 flags.DEFINE_string("output_dir", None, "Where the model files go (any "
                     "filesystem).")
 flags.DEFINE_integer("vocab_size", 250300, "Exact vocabulary size (250300 for "
                      "RemBERT-scale runs, 2000 for the demo).")
 flags.DEFINE_string("model_prefix", "sentencepiece", "File name prefix.")
-flags.DEFINE_enum("input_format", "auto", list(text_inputs.FORMATS),
-                  "text (blank line between documents), jsonl (wikiextractor, "
-                  "C4/mC4) or auto (by suffix: .json/.jsonl[.gz] are jsonl).")
-flags.DEFINE_string("language_field", None, "JSON lines: the field naming each "
-                    "document's language.")
-flags.DEFINE_list("languages", None, "Keep only these languages.")
-flags.DEFINE_float("alpha", 0.7, "Language sampling exponent (mBERT: 0.7).")
 flags.DEFINE_integer("sample_size", 2_000_000, "Lines in the training sample.")
 flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character "
                    "coverage (high: many scripts).")
@@ -92,18 +78,13 @@ def main(argv):
       FLAGS.input, FLAGS.output_dir, FLAGS.vocab_size,
       model_prefix=FLAGS.model_prefix, input_format=FLAGS.input_format,
       languages=FLAGS.languages, language_field=FLAGS.language_field,
-      tfds=_tfds_options(), language_sampling_alpha=FLAGS.alpha, sample_size=FLAGS.sample_size,
+      tfds=text_input_flags.tfds_options(), language_sampling_alpha=FLAGS.alpha, sample_size=FLAGS.sample_size,
       character_coverage=FLAGS.character_coverage, seed=FLAGS.seed,
       num_threads=FLAGS.num_threads, seed_pieces=FLAGS.seed_pieces,
       sample_with_beam=FLAGS.sample_with_beam, runner=FLAGS.runner,
       beam_args=beam_args, sample_path=FLAGS.sample_path,
       overwrite=FLAGS.overwrite)
   return 0
-
-
-def _tfds_options() -> tfds_text_inputs.TfdsTextOptions:
-  return tfds_text_inputs.TfdsTextOptions(FLAGS.tfds_data_dir,
-                                          FLAGS.tfds_text_feature)
 
 
 def _sample_only(beam_args):
@@ -115,7 +96,7 @@ def _sample_only(beam_args):
       tuple(FLAGS.languages) if FLAGS.languages else None).check()
   files = tfds_text_inputs.resolve_inputs(
       FLAGS.input, FLAGS.input_format, FLAGS.languages, FLAGS.language_field,
-      _tfds_options())
+      text_input_flags.tfds_options())
   sentencepiece_training.draw_training_sample(
       files, FLAGS.sample_path, options,
       sample_with_beam=FLAGS.sample_with_beam, runner=FLAGS.runner,

@@ -3,9 +3,8 @@ and docs/ resolves, and every command shown in a shell code block uses only
 flags that command defines (what its `--helpfull` lists).
 
 A command's flags are read from its module's source (absl `DEFINE_*` calls
-and argparse `add_argument`s, plus the flags of the shared modules it
-imports, `rembert_tf/cli/*_flags.py`, `--verbose` and absl's own flags):
-the commands cannot all be imported into one process
+and argparse `add_argument`s, plus the flags of the `cli/*_flags` modules it
+adopts, `--verbose` and absl's own flags): the commands cannot all be imported into one process
 (several define a flag of the same name), and starting each one to read its
 `--helpfull` would cost a TensorFlow start-up per command. One command's
 real `--helpfull` is compared with what is read here, so the reading stays
@@ -203,10 +202,9 @@ def defined_flags(path: pathlib.Path) -> Tuple[frozenset, frozenset]:
         names.add(value[2:])
         names.add(value[2:].replace("-", "_"))
     elif isinstance(node, ast.ImportFrom) and node.module == "rembert_tf.cli":
-      for alias in node.names:   # flags shared by several commands
-        if alias.name.endswith("_flags"):
-          more, more_bools = defined_flags(
-              module_file(f"rembert_tf.cli.{alias.name}"))
+      for alias in node.names:
+        if alias.name.endswith("_flags"):  # runtime_flags, text_input_flags
+          more, more_bools = defined_flags(module_file(f"rembert_tf.cli.{alias.name}"))
           names |= more
           bools |= more_bools
   if "absl" in path.read_text() and "harness" in path.read_text():
