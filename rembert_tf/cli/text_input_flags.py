@@ -6,21 +6,22 @@ vocabulary and the records are drawn from the same documents.
 
 A command imports this module and adopts its flags
 (`flags.adopt_module_key_flags(text_input_flags)`) so they show in `--help`;
-`tfds_options()` gathers the two TFDS flags.
+`tfds_options()` gathers the two TFDS flags (`--tfds_data_dir` is defined
+in `tfds_flags`, which the XTREME commands share).
 """
 from absl import flags
 
+from rembert_tf.cli import tfds_flags
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tfds_text_inputs
 
 FLAGS = flags.FLAGS
+flags.adopt_module_key_flags(tfds_flags)  # --tfds_data_dir, for tfds: inputs
 
 flags.DEFINE_multi_string(
     "input", None, "Input spec(s): a glob with {lang} (corpus/{lang}/*.txt) or "
     "lang=glob, or a prepared TFDS dataset (tfds:wiki40b/{lang}, "
     "tfds:NAME/CONFIG[:SPLIT], lang=tfds:...); comma-separated or repeated.")
-flags.DEFINE_string("tfds_data_dir", None, "Where the tfds: inputs are "
-                    "prepared (local or gs://); nothing is downloaded.")
 flags.DEFINE_string("tfds_text_feature", None, "The feature holding the text "
                     "of a tfds: input (default: text).")
 flags.DEFINE_enum("input_format", "auto", list(text_inputs.FORMATS),

@@ -2,10 +2,10 @@
 
 `rembert-create-finetuning-data`, `rembert-finetune` and `rembert-retrieve`
 read the benchmark from XTREME's `download/` folder (their own `--data_dir`)
-or from TensorFlow Datasets prepared in `--tfds_data_dir`. absl keeps one
-flag registry per process and a name can be defined only once in it, so the
-two flags live here and each command imports this module (and adopts its
-flags, so that its `--help` lists them).
+or from TensorFlow Datasets prepared in `--tfds_data_dir` (`tfds_flags`,
+adopted here). absl keeps one flag registry per process and a name can be
+defined only once in it, so the flags live here and each command imports
+this module (and adopts its flags, so that its `--help` lists them).
 
 Example (a command module):
 ```python
@@ -18,12 +18,12 @@ FLAGS = flags.FLAGS
 """
 from absl import flags
 
+from rembert_tf.cli import tfds_flags
 from rembert_tf.finetuning import task_sources
+
+flags.adopt_module_key_flags(tfds_flags)  # --tfds_data_dir, for tfds
 
 flags.DEFINE_enum(
     "data_source", "download", list(task_sources.DATA_SOURCES),
     "Where the examples come from: XTREME's download/ folder (--data_dir) or "
     "TFDS datasets prepared in --tfds_data_dir (tfds).")
-flags.DEFINE_string(
-    "tfds_data_dir", None, "With --data_source tfds: the folder the TFDS "
-    "datasets are prepared in (local or gs://); nothing is downloaded.")
