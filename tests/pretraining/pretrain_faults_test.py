@@ -229,8 +229,13 @@ def test_async_checkpoints_never_show_a_save_in_flight(records, tmp_path,
   reached, release = threading.Event(), threading.Event()
 
   def held_merge(prefixes, destination, *args, **kwargs):
-    if destination.numpy().decode().endswith("ckpt-2"):  # ckpt-2, encoder/ckpt-2
-      reached.set()
+    # Both writes of step 2 (ckpt-2 and encoder/ckpt-2, each on a background
+    # thread of its own, in either order) wait at their last step; the test
+    # looks once the full checkpoint's write is there.
+    destination = destination.numpy().decode()
+    if destination.endswith("ckpt-2"):
+      if destination == f"{model_dir}/ckpt-2":
+        reached.set()
       release.wait(timeout=120)
     return merge(prefixes, destination, *args, **kwargs)
 
