@@ -32,7 +32,9 @@ import io
 import json
 import os
 import posixpath
+import re
 import secrets
+import socket
 import sys
 import tempfile
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -40,7 +42,6 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Uni
 import yaml
 
 from rembert_tf.common import errors
-from rembert_tf.common import output_lock
 
 PathLike = Union[str, os.PathLike]
 
@@ -246,10 +247,25 @@ def read_yaml(path: PathLike) -> Any:
   return yaml.safe_load(read_text(path))
 
 
+# This host, as temporary and lock names carry it.
+HOST = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "localhost"
+
+
+def owner_tag() -> str:
+  """`PID@HOST` of this process: what temporary and lock names carry."""
+  return f"{os.getpid()}@{HOST}"
+
+
+def parse_owner(tag: str) -> Optional[Tuple[int, str]]:
+  """(pid, host) of an `owner_tag()`, or None for another kind of name."""
+  pid, sep, host = tag.partition("@")
+  return (int(pid), host) if sep and pid.isdigit() and host else None
+
+
 def temporary_path(path: PathLike, tag: str = TEMPORARY_TAG) -> str:
   """`.NAME.tmp-PID@HOST-XXXX` beside `path`: a name that says who writes it."""
   path = as_str(path).rstrip("/")
-  name = f".{basename(path)}{tag}{output_lock.owner_tag()}-{secrets.token_hex(4)}"
+  name = f".{basename(path)}{tag}{owner_tag()}-{secrets.token_hex(4)}"
   return join(temporaries_dir(path), name)
 
 
@@ -337,12 +353,21 @@ def disk_full_error(output: PathLike, error: BaseException
 def _refuse_broken_link(path: str, output: str) -> None:
   """A symbolic link that leads nowhere (a loop, a missing target) cannot be
   written through nor replaced by a rename."""
-  if not is_remote(path) and os.path.islink(path) and not os.path.exists(path):
+  if not is_remote(path) and os.path.islink(path) and not _resolves(path):
     where = path if path == output else f"{output}: {path}"
     raise errors.InputError(
         f"{where} is a symbolic link that leads nowhere (a loop or a missing "
         f"target: {os.readlink(path)}); remove it or choose another output "
         "path.")
+
+
+def _resolves(link: str) -> bool:
+  """Whether a local symbolic link leads to something (stat follows it)."""
+  try:
+    os.stat(link)
+  except OSError:
+    return False
+  return True
 
 
 def check_output_location(path: PathLike) -> None:

@@ -26,13 +26,13 @@ A lock is stale when its holder is gone: on this host, its pid is not running
 Holders refresh their lock files every `REFRESH_S` from a daemon thread.
 
 A process holds a lock once, however often it asks (`hold` nests). Temporary
-names carry their writer (`owner_tag()`), so a clean-up can tell a live
+names carry their writer (`fileio.owner_tag()`), so a clean-up can tell a live
 writer's files from a killed one's (`owner_is_running`). Multi-worker training
 is one writer by design: the chief alone holds the lock of its model_dir.
 
-This module sits below `fileio` (whose atomic-output helpers take the lock),
-so it does its own few file operations: the operating system's for local
-paths (no TensorFlow import), `tf.io.gfile` for `scheme://` paths.
+Lock files are read and written through `fileio` (local paths without a
+TensorFlow import, `tf.io.gfile` for `scheme://` paths); the `PID@HOST` tag
+lock and temporary names carry is `fileio.owner_tag()`.
 
 Example:
 ```python
@@ -47,15 +47,14 @@ import json
 import os
 import posixpath
 import random
-import re
 import secrets
-import socket
 import sys
 import threading
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from rembert_tf.common import errors
+from rembert_tf.common import fileio
 
 STALE_AFTER_S = 300.0
 REFRESH_S = 30.0
@@ -65,23 +64,10 @@ _COLLISION_WINDOW_S = 10.0
 _COLLISION_PAUSE_S = (0.05, 0.5)
 _MAX_TRIES = 4
 _LOCK_TAG = ".lock-"
-_PART = ".part"
-HOST = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "localhost"
 
 
 class OutputLockedError(errors.RemBertError, RuntimeError):
   """Another live run holds the output's lock."""
-
-
-def owner_tag() -> str:
-  """`PID@HOST` of this process: what temporary and lock names carry."""
-  return f"{os.getpid()}@{HOST}"
-
-
-def parse_owner(tag: str) -> Optional[Tuple[int, str]]:
-  """(pid, host) of an `owner_tag()`, or None for another kind of name."""
-  pid, sep, host = tag.partition("@")
-  return (int(pid), host) if sep and pid.isdigit() and host else None
 
 
 def is_chief_process() -> bool:
@@ -107,8 +93,7 @@ def is_chief_process() -> bool:
 
 def _read_local(path: str) -> Optional[str]:
   try:
-    with open(path, encoding="utf-8", errors="replace") as f:
-      return f.read()
+    return fileio.read_bytes(path).decode("utf-8", errors="replace")
   except OSError:
     return None
 
@@ -137,74 +122,41 @@ def pid_running(pid: int) -> bool:
   return not (stat and stat[stat.rfind(")") + 2:].startswith("Z"))
 
 
-# --- Files on any filesystem (lock files only) ---------------------------------------
-
-
-def _remote(path: str) -> bool:
-  return "://" in path
-
-
-def _gfile():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile
-
-
-def _join(parent: str, name: str) -> str:
-  return posixpath.join(parent, name) if _remote(parent) else os.path.join(parent, name)
-
-
-def _write_whole(path: str, text: str) -> None:
-  """Writes `path` under a temporary name and renames it: readers see it whole."""
-  part = path + _PART
-  if _remote(path):
-    with _gfile().GFile(part, "w") as f:
-      f.write(text)
-    _gfile().rename(part, path, overwrite=True)
-    return
-  with open(part, "w", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(part, path)
+# --- Lock files on any filesystem ----------------------------------------------------
 
 
 def _read(path: str) -> Optional[str]:
-  if not _remote(path):
-    return _read_local(path)
   try:
-    with _gfile().GFile(path, "r") as f:
-      return f.read()
+    return fileio.read_text(path)
   except Exception:  # pylint: disable=broad-except
     return None  # Gone since the listing (its holder released it).
 
 
 def _remove(path: str) -> None:
   try:
-    if _remote(path):
-      _gfile().remove(path)
-    else:
-      os.remove(path)
+    fileio.remove(path)
   except Exception:  # pylint: disable=broad-except
     pass  # Already removed (by its holder, or by another run taking over).
 
 
 def _names_starting(parent: str, prefix: str) -> List[str]:
   try:
-    names = _gfile().listdir(parent) if _remote(parent) else os.listdir(parent)
+    names = fileio.listdir(parent)
   except Exception:  # pylint: disable=broad-except
     return []
-  return sorted(n.rstrip("/") for n in names if n.startswith(prefix))
+  return [n for n in names if n.startswith(prefix)]
 
 
 def _makedirs(path: str) -> List[str]:
   """Creates `path` and its parents; returns the local ones it created."""
-  if _remote(path):
-    _gfile().makedirs(path)
+  if fileio.is_remote(path):
+    fileio.makedirs(path)
     return []
   created = []
-  while path and not os.path.exists(path):
+  while path and not fileio.isdir(path):
     created.append(path)
-    path = os.path.dirname(path)
-  for directory in reversed(created):
-    os.makedirs(directory, exist_ok=True)
+    path = fileio.dirname(path)
+  fileio.makedirs(created[0] if created else path)
   return created
 
 
@@ -213,13 +165,13 @@ def _makedirs(path: str) -> List[str]:
 
 def _normalize(path) -> str:
   path = os.fspath(path)
-  return path.rstrip("/") if _remote(path) else os.path.abspath(path)
+  return path.rstrip("/") if fileio.is_remote(path) else os.path.abspath(path)
 
 
 def lock_location(path) -> Tuple[str, str]:
   """(directory, name prefix) of the lock files of output `path`."""
   path = _normalize(path)
-  if _remote(path):
+  if fileio.is_remote(path):
     scheme, rest = path.split("://", 1)
     parent, name = posixpath.split(rest)
     parent = f"{scheme}://{parent}" if parent else path  # a bucket: inside
@@ -241,7 +193,7 @@ class Holder:
   command: str = ""
 
   def stale(self, now: Optional[float] = None) -> bool:
-    if self.host != HOST:
+    if self.host != fileio.HOST:
       return (now or time.time()) - self.refreshed > STALE_AFTER_S
     if self.boot_id and _BOOT_ID and self.boot_id != _BOOT_ID:
       return True  # This host rebooted since.
@@ -252,7 +204,7 @@ class Holder:
 
   def describe(self, output: str) -> str:
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
-    if self.host == HOST:
+    if self.host == fileio.HOST:
       return (f"{output} is being written by another run (pid {self.pid} on "
               f"this host, {self.host}, since {since}; lock file "
               f"{self.lock_file}). Wait for it to end or stop it; the lock of "
@@ -283,22 +235,22 @@ def _read_holder(lock_file: str) -> Optional[Holder]:
 def holders(path) -> List[Holder]:
   """Every lock file of output `path` (live and stale), oldest first."""
   parent, prefix = lock_location(path)
-  found = [_read_holder(_join(parent, n)) for n in _names_starting(parent, prefix)
-           if not n.endswith(_PART)]
+  found = [_read_holder(fileio.join(parent, n))
+           for n in _names_starting(parent, prefix)]
   return sorted((h for h in found if h is not None), key=lambda h: h.since)
 
 
 def owner_is_running(tag: str, path) -> bool:
-  """Whether the writer named by `tag` (see `owner_tag`) may still be writing.
+  """Whether the writer named by `tag` (`fileio.owner_tag`) may still be writing.
 
   On this host: its pid runs. On another host: it holds a live lock on
   output `path`. A name without a writer tag is a killed run's.
   """
-  owner = parse_owner(tag)
+  owner = fileio.parse_owner(tag)
   if owner is None:
     return False
   pid, host = owner
-  if host == HOST:
+  if host == fileio.HOST:
     return pid_running(pid)
   return any(h.host == host and h.pid == pid and not h.stale()
              for h in holders(path))
@@ -325,12 +277,13 @@ if hasattr(os, "register_at_fork"):  # POSIX: a forked worker holds nothing.
 
 def _claim(path: str, parent: str, prefix: str) -> Tuple[str, Dict]:
   now = time.time()
-  info = {"host": HOST, "pid": os.getpid(),
+  info = {"host": fileio.HOST, "pid": os.getpid(),
           "process_start": _process_start(os.getpid()), "boot_id": _BOOT_ID,
           "since": now, "refreshed": now, "output": path,
           "command": " ".join(sys.argv)[:500]}
-  lock_file = _join(parent, f"{prefix}{owner_tag()}-{secrets.token_hex(4)}")
-  _write_whole(lock_file, json.dumps(info, indent=1) + "\n")
+  lock_file = fileio.join(
+      parent, f"{prefix}{fileio.owner_tag()}-{secrets.token_hex(4)}")
+  fileio.write_text(lock_file, json.dumps(info, indent=1) + "\n")
   return lock_file, info
 
 
@@ -395,7 +348,7 @@ def refresh_held_locks() -> None:
         continue
       held.info["refreshed"] = time.time()
       with contextlib.suppress(Exception):
-        _write_whole(held.lock_file, json.dumps(held.info, indent=1) + "\n")
+        fileio.write_text(held.lock_file, json.dumps(held.info, indent=1) + "\n")
 
 
 def _refresh_forever() -> None:

@@ -35,8 +35,6 @@ converter.convert_checkpoint("tf1", "keras_hub", "rembert/model.ckpt",
 """
 import contextlib
 import json
-import os
-import shutil
 import tempfile
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -176,8 +174,8 @@ def _build_skeleton(cfg, with_output_side, sp_bytes):
 
 def _save_skeleton(model, tokenizer, folder: str) -> None:
   model.save_to_preset(folder)
-  if tokenizer is not None and not os.path.exists(
-      os.path.join(folder, "tokenizer.json")):
+  if tokenizer is not None and not fileio.exists(
+      fileio.join(folder, "tokenizer.json")):
     tokenizer.save_to_preset(folder)
 
 
@@ -185,30 +183,24 @@ def _patch_configs(folder: str, cfg, with_output_side: bool,
                    parameter_count: int) -> None:
   """The skeleton's JSON files with the real sizes."""
   real = backbone_config(cfg)
-  path = os.path.join(folder, _CONFIG_FILE)
-  config = _read_json(path)
+  path = fileio.join(folder, _CONFIG_FILE)
+  config = fileio.read_json(path)
   config["config"].update(real)
   _write_json(path, config)
-  path = os.path.join(folder, _METADATA_FILE)
-  metadata = _read_json(path)
+  path = fileio.join(folder, _METADATA_FILE)
+  metadata = fileio.read_json(path)
   metadata["parameter_count"] = parameter_count
   _write_json(path, metadata)
   if with_output_side:
-    path = os.path.join(folder, _TASK_FILE)
-    task = _read_json(path)
+    path = fileio.join(folder, _TASK_FILE)
+    task = fileio.read_json(path)
     task["config"]["backbone"]["config"].update(real)
     task["config"]["output_embedding_dim"] = cfg.output_embedding_size
     _write_json(path, task)
 
 
-def _read_json(path):
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
 def _write_json(path, value):
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=4)
+  fileio.write_text(path, json.dumps(value, indent=4))
 
 
 def _fill_weights(skeleton_file: str, output_file: str, targets: Dict[int, Tuple],
@@ -259,10 +251,8 @@ def _local_folder(folder: str) -> Iterator[str]:
     return
   with tempfile.TemporaryDirectory(prefix="rembert_tf-preset-") as local:
     yield local
-    for parent, _, files in os.walk(local):
-      for name in files:
-        relative = os.path.relpath(os.path.join(parent, name), local)
-        fileio.copy(os.path.join(parent, name), fileio.join(folder, relative))
+    for relative in fileio.files_under(local):
+      fileio.copy(fileio.join(local, relative), fileio.join(folder, relative))
 
 
 def _targets(cfg, with_output_side, pairs) -> Dict[int, Tuple[str, Tuple]]:
@@ -313,17 +303,14 @@ def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
       console.progress("writing the keras-hub preset", total=len(targets),
                        unit="tensors") as bar:
     _save_skeleton(model, tokenizer, skeleton)
-    for name in sorted(os.listdir(skeleton)):
-      if name in _WEIGHT_FILES:
-        continue
-      if os.path.isdir(os.path.join(skeleton, name)):
-        shutil.copytree(os.path.join(skeleton, name), os.path.join(folder, name))
-      else:
-        shutil.copy(os.path.join(skeleton, name), os.path.join(folder, name))
+    for relative in fileio.files_under(skeleton):  # all but the weights
+      if relative.split("/")[0] not in _WEIGHT_FILES:
+        fileio.copy(fileio.join(skeleton, relative),
+                    fileio.join(folder, relative))
     _patch_configs(folder, cfg, with_output_side, parameter_count)
     for name in _WEIGHT_FILES:
-      if os.path.exists(os.path.join(skeleton, name)):
-        _fill_weights(os.path.join(skeleton, name), os.path.join(folder, name),
+      if fileio.exists(fileio.join(skeleton, name)):
+        _fill_weights(fileio.join(skeleton, name), fileio.join(folder, name),
                       targets, read, bar)
     if targets:
       raise weight_layout.ConversionError(

@@ -70,7 +70,7 @@ class TrainingError(errors.RemBertError, RuntimeError):
 
 
 def _longest_line_bytes(sample_file: str) -> int:
-  with open(sample_file, "rb") as f:
+  with fileio.open_file(sample_file, "rb") as f:
     return max((len(line.rstrip(b"\n")) for line in f), default=0)
 
 
@@ -140,10 +140,9 @@ def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
   except RuntimeError as e:
     raise _training_error(e, vocab_size, inputs, sample_file,
                           max_sentence_length) from None
-  with open(model_prefix + ".model", "rb") as f:
-    model = model_without_local_paths(f.read())
-  with open(model_prefix + ".model", "wb") as f:
-    f.write(model)
+  model_file = model_prefix + ".model"
+  fileio.write_bytes(model_file,
+                     model_without_local_paths(fileio.read_bytes(model_file)))
 
 
 # TrainerSpec fields that hold local paths: input, model_prefix,

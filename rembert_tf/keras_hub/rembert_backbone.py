@@ -57,8 +57,8 @@ def backbone_kwargs(model_config: Mapping[str, Any]) -> Dict[str, Any]:
   """RemBertBackbone's arguments from RemBERT config fields (the project's
   model YAML, the released / Hugging Face `config.json` keys); the output
   side's fields (`output_embedding_size`, ...) are not the backbone's.
-  E.g. `RemBertBackbone(**backbone_kwargs(yaml.safe_load(open(
-  "configs/models/rembert.yaml"))))`: the released size, fresh weights.
+  E.g. `RemBertBackbone(**backbone_kwargs(fileio.read_yaml(
+  "configs/models/rembert.yaml")))`: the released size, fresh weights.
   """
   c = model_config
   return dict(vocabulary_size=c["vocab_size"],

@@ -35,16 +35,16 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
         pass
     message = str(refused.value)
     assert f"{out} is being written by another run (pid {pid} on this host, " \
-           f"{output_lock.HOST}, since " in message
+           f"{fileio.HOST}, since " in message
     (lock_file,) = _lock_files(out)
     assert f"lock file {tmp_path / lock_file})" in message
     assert "Wait for it to end or stop it" in message and "\n" not in message
-    assert lock_file.startswith(f".records.lock-{pid}@{output_lock.HOST}-")
+    assert lock_file.startswith(f".records.lock-{pid}@{fileio.HOST}-")
   with output_lock.hold(out) as taken:  # Released when the holder ended.
     assert taken
     (mine,) = _lock_files(out)
     info = json.loads((tmp_path / mine).read_text())
-    assert (info["host"], info["pid"]) == (output_lock.HOST, os.getpid())
+    assert (info["host"], info["pid"]) == (fileio.HOST, os.getpid())
   assert _lock_files(out) == []
 
 
@@ -57,7 +57,7 @@ def test_the_lock_of_a_killed_run_is_taken_over(tmp_path):
       env=dict(os.environ, PYTHONPATH=str(testlib.REPO)))
   assert killed.wait() == 9
   (left,) = _lock_files(out)
-  assert left.startswith(f".export.lock-{killed.pid}@{output_lock.HOST}-")
+  assert left.startswith(f".export.lock-{killed.pid}@{fileio.HOST}-")
   with output_lock.hold(out):
     assert left not in _lock_files(out) and len(_lock_files(out)) == 1
 
@@ -83,8 +83,8 @@ def test_another_hosts_lock_holds_until_it_is_not_refreshed(root, tmp_path):
 def test_a_dead_pid_of_this_host_is_stale_a_live_one_is_not(tmp_path):
   finished = subprocess.Popen([sys.executable, "-c", "pass"])
   finished.wait()
-  dead = _write_lock_file(tmp_path / "a", output_lock.HOST, finished.pid, time.time())
-  live = _write_lock_file(tmp_path / "b", output_lock.HOST, os.getppid(), 0)
+  dead = _write_lock_file(tmp_path / "a", fileio.HOST, finished.pid, time.time())
+  live = _write_lock_file(tmp_path / "b", fileio.HOST, os.getppid(), 0)
   with output_lock.hold(tmp_path / "a"):
     assert not os.path.exists(dead)
   with pytest.raises(output_lock.OutputLockedError, match=f"pid {os.getppid()} "):
@@ -106,7 +106,7 @@ def test_hold_nests_and_leaves_nothing_behind(tmp_path):
 
 def test_runs_starting_together_retry_and_never_both_hold(tmp_path, monkeypatch):
   out = tmp_path / "o"
-  rival = _write_lock_file(out, output_lock.HOST, os.getppid(), time.time())
+  rival = _write_lock_file(out, fileio.HOST, os.getppid(), time.time())
   pauses = []
 
   def rival_withdraws():
@@ -115,7 +115,7 @@ def test_runs_starting_together_retry_and_never_both_hold(tmp_path, monkeypatch)
   monkeypatch.setattr(output_lock, "_collision_pause", rival_withdraws)
   with output_lock.hold(out):
     assert pauses == ["withdrawn"] and len(_lock_files(out)) == 1
-  rival = _write_lock_file(out, output_lock.HOST, os.getppid(), time.time())
+  rival = _write_lock_file(out, fileio.HOST, os.getppid(), time.time())
   monkeypatch.setattr(output_lock, "_collision_pause",
                       lambda: pauses.append("stays"))
   with pytest.raises(output_lock.OutputLockedError):
@@ -166,7 +166,7 @@ def test_cleanup_keeps_the_temporaries_of_live_writers(tmp_path):
   out = str(tmp_path / "out")
   finished = subprocess.Popen([sys.executable, "-c", "pass"])
   finished.wait()
-  dead = tmp_path / f".out.tmp-{finished.pid}@{output_lock.HOST}-0000"
+  dead = tmp_path / f".out.tmp-{finished.pid}@{fileio.HOST}-0000"
   old_format = tmp_path / ".out.tmp-999-dead"
   other_host = tmp_path / ".out.tmp-77@tpu-vm-3-0000"
   other_host_live = tmp_path / ".out.tmp-78@tpu-vm-4-0000"
@@ -174,7 +174,7 @@ def test_cleanup_keeps_the_temporaries_of_live_writers(tmp_path):
     path.mkdir()
   _write_lock_file(out, "tpu-vm-4", 78, time.time())
   with testlib.held_by_another_process(tmp_path / "elsewhere") as (pid, _):
-    live = tmp_path / f".out.tmp-{pid}@{output_lock.HOST}-0000"
+    live = tmp_path / f".out.tmp-{pid}@{fileio.HOST}-0000"
     live.mkdir()
     removed = outputs.remove_stale_temporaries(out)
     assert sorted(os.path.basename(p) for p in removed) == sorted(
@@ -223,5 +223,5 @@ def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
              "on this host" in message, name
   # Nothing but the holder's temporaries: the refused runs wrote nothing.
   leftovers = sorted(n.rsplit("-", 1)[0] for n in os.listdir(tmp_path))
-  assert leftovers == sorted(f".{name}.tmp-{pid}@{output_lock.HOST}"
+  assert leftovers == sorted(f".{name}.tmp-{pid}@{fileio.HOST}"
                              for name in commands)
