@@ -59,7 +59,6 @@ flags.DEFINE_string("json_out", "", "Also write the rows as JSON here.")
 def build_trainer():
   """The real trainer of the experiment on synthetic batches, one CPU device."""
   from official.core import task_factory  # pylint: disable=g-import-not-at-top
-  from official.core import train_utils  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import training_loop  # pylint: disable=g-import-not-at-top
   config = experiments.load_experiment_config(
@@ -69,9 +68,7 @@ def build_trainer():
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   with strategy.scope():
     task = task_factory.get_task(config.task)
-    trainer = train_utils.create_trainer(
-        config, task, train=True, evaluate=False,
-        trainer_cls=training_loop.PretrainTrainer)
+  trainer = training_loop.create_trainer(config, task, strategy)
   return config, strategy, trainer
 
 

@@ -54,7 +54,6 @@ import tensorflow as tf
 from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import task_factory
-from official.core import train_utils
 
 from rembert_tf.common import console
 from rembert_tf.common import errors
@@ -181,7 +180,7 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
          print_fn: Callable[[str], None]) -> Dict[str, Any]:
   """The named steps of a run under `strategy`, after the first checks."""
   task, latest = _build_task(config, model_dir, mode, print_fn)
-  trainer = _build_trainer(config, task, strategy, mode)
+  trainer = training_loop.create_trainer(config, task, strategy, mode)
   _check_resume(config, model_dir, mode, trainer, latest,
                 allow_sentencepiece_mismatch, print_fn)
   preflight_checks.check_async_checkpointing(
@@ -264,15 +263,6 @@ def _build_task(config: cfg.ExperimentConfig, model_dir: str, mode: str,
   if latest is not None:
     task.initial_train_step = preflight_checks.checkpoint_step(latest)
   return task, latest
-
-
-def _build_trainer(config: cfg.ExperimentConfig, task: base_task.Task,
-                   strategy: tf.distribute.Strategy, mode: str
-                   ) -> training_loop.PretrainTrainer:
-  with strategy.scope():
-    return train_utils.create_trainer(
-        config, task, train="train" in mode, evaluate="eval" in mode,
-        trainer_cls=training_loop.PretrainTrainer)
 
 
 def _check_resume(config: cfg.ExperimentConfig, model_dir: str, mode: str,

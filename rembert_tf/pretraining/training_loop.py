@@ -34,6 +34,7 @@ import orbit
 import tensorflow as tf
 from official.core import base_trainer
 from official.core import train_lib
+from official.core import train_utils
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -113,6 +114,17 @@ class PretrainTrainer(base_trainer.Trainer):
         self._steps_in_loop * self.config.task.train_data.global_batch_size
         / elapsed)
     return logs
+
+
+def create_trainer(config, task, strategy: tf.distribute.Strategy,
+                   mode: str = "train") -> PretrainTrainer:
+  """Model Garden's trainer of `task` (`train_utils.create_trainer`) as a
+  `PretrainTrainer`, its variables under `strategy`; `mode` as the runner's
+  (`train`, `eval`, `train_and_eval`)."""
+  with strategy.scope():
+    return train_utils.create_trainer(
+        config, task, train="train" in mode, evaluate="eval" in mode,
+        trainer_cls=PretrainTrainer)
 
 
 class ExportingController(orbit.Controller):
