@@ -1,5 +1,6 @@
 """The runtime flags `rembert-train` and `rembert-finetune` share, defined once
-(their values and meaning come from `rembert_tf.runtime`).
+(their names come from `rembert_tf.runtime.choices`, which imports no
+TensorFlow: `--help` answers at once).
 
 absl keeps one flag registry per process, and a flag name can be defined only
 once in it: when the train and fine-tune command modules each defined
@@ -8,18 +9,17 @@ suite; the ablation suite, which pre-trains and fine-tunes in-process).
 """
 from absl import flags
 
-from rembert_tf.runtime import process_settings
-from rembert_tf.runtime import strategies
+from rembert_tf.runtime import choices
 
 flags.DEFINE_enum(
-    "strategy", strategies.DEFAULT_STRATEGY, list(strategies.STRATEGIES),
+    "strategy", choices.DEFAULT_STRATEGY, list(choices.STRATEGIES),
     "tf.distribute strategy (`default`: TensorFlow's default strategy, no "
     "tf.distribute scope).")
 flags.DEFINE_string(
     "tpu", None, "TPU name or grpc://host:port (TPUClusterResolver); omit on a "
     "TPU VM.")
 flags.DEFINE_enum(
-    "mixed_precision", None, list(process_settings.PRECISION_FLAG_VALUES),
+    "mixed_precision", None, list(choices.PRECISION_FLAG_VALUES),
     "Compute precision; overrides the experiment's "
     "runtime.mixed_precision_dtype.")
 flags.DEFINE_bool(

@@ -32,5 +32,16 @@ results = finetuning.run_finetuning("xnli", "ft/xnli", records_dir="records/xnli
                                     init_checkpoint="pretrain_dir")
 ```
 """
-from rembert_tf.finetuning.finetuning_experiment import FinetuningError
-from rembert_tf.finetuning.finetuning_runner import run_finetuning
+
+
+def __getattr__(name):
+  """`FinetuningError` and `run_finetuning` load on first use (PEP 562):
+  importing a light module of the package (`xtreme_datasets`, for the
+  commands' flags) does not import TensorFlow and Model Garden."""
+  if name == "FinetuningError":
+    from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
+    return finetuning_experiment.FinetuningError
+  if name == "run_finetuning":
+    from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
+    return finetuning_runner.run_finetuning
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

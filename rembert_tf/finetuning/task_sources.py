@@ -29,7 +29,6 @@ from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.finetuning import xtreme_readers
 from rembert_tf.finetuning import xtreme_tfds
 
-DATA_SOURCES = ("download", "tfds")
 
 
 class _Source:
@@ -120,7 +119,7 @@ def source_root(data_source: str, data_dir=None, tfds_data_dir=None):
           "datasets are prepared in (e.g. gs://bucket/tensorflow_datasets).")
     return tfds_data_dir
   raise errors.UsageError(f"--data_source {data_source!r}: choose one of "
-                          f"{', '.join(DATA_SOURCES)}.")
+                          f"{', '.join(xtreme_datasets.DATA_SOURCES)}.")
 
 
 def make_source(dataset: xtreme_datasets.XtremeDataset, data_source: str,

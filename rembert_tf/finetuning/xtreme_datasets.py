@@ -294,6 +294,10 @@ XTREME_DATASETS = {d.name: d for d in (
 )}
 FINETUNING_TASKS = tuple(name for name, d in XTREME_DATASETS.items()
                          if d.task_type != RETRIEVAL)
+# Where a task's examples are read from: XTREME's download/ folder (the
+# entries' DownloadLayout) or prepared TFDS datasets (their TfdsLayout);
+# `task_sources` reads each.
+DATA_SOURCES = ("download", "tfds")
 
 
 def get(name: str) -> XtremeDataset:

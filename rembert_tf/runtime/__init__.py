@@ -5,6 +5,7 @@ the ablation suite and retrieval take these from here and nowhere else:
 
 | module | what it holds |
 | --- | --- |
+| `choices` | the `--strategy` and `--mixed_precision` names, without TensorFlow (for the flags) |
 | `strategies` | the `--strategy` names and the one factory (Model Garden's `distribute_utils`) |
 | `process_settings` | precision policy, op determinism and seeds for a block of work |
 | `preemption` | the SIGTERM stop flag, the multi-worker preemption hook, `TrainingPreempted` (exit code 42) |

@@ -29,7 +29,6 @@ from tensorflow.python.framework import config as tf_config  # pylint: disable=g
 from rembert_tf.common import errors
 
 # What the command line says -> the Keras policy.
-PRECISION_FLAG_VALUES = ("float32", "mixed_bfloat16")
 _POLICIES = {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16",
              "bfloat16": "mixed_bfloat16"}
 # The Keras policy -> Model Garden's `runtime.mixed_precision_dtype`.

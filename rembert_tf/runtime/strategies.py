@@ -35,10 +35,8 @@ from tensorflow.python.eager import context as tf_context  # pylint: disable=g-d
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu",
-              "default")
-DEFAULT_STRATEGY = "one_device"
+# The names, defined without TensorFlow (for the commands' flags).
+from rembert_tf.runtime.choices import DEFAULT_STRATEGY, STRATEGIES
 # Model Garden's name for TensorFlow's default strategy.
 _MODEL_GARDEN_NAMES = {"default": "off"}
 

@@ -1,0 +1,21 @@
+"""The runtime's names a command line chooses from, without TensorFlow.
+
+The `--strategy` names (`strategies` builds each one) and the
+`--mixed_precision` names (`process_settings` applies each one) are defined
+here, on their own, so that the commands define their flags and answer
+`--help` without importing TensorFlow or Model Garden.
+
+Example:
+```python
+from rembert_tf.runtime import choices
+choices.DEFAULT_STRATEGY          # 'one_device'
+"tpu" in choices.STRATEGIES       # True
+choices.PRECISION_FLAG_VALUES     # ('float32', 'mixed_bfloat16')
+```
+"""
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu",
+              "default")
+DEFAULT_STRATEGY = "one_device"
+# What the command line says about precision (process_settings maps each to
+# a Keras policy).
+PRECISION_FLAG_VALUES = ("float32", "mixed_bfloat16")
