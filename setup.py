@@ -1,4 +1,7 @@
 """Packaging for rembert_tf: RemBERT (decoupled embeddings) on TensorFlow 2 / Model Garden."""
+import os
+import runpy
+
 import setuptools
 
 # Pinned to the TF 2.20 line: Model Garden 2.20 is built and tested against
@@ -24,26 +27,14 @@ INSTALL_REQUIRES = [
 # rembert_tf.modeling.rembert_config.config_root with importlib.resources).
 CONFIGS_PACKAGE = "rembert_tf.configs"
 
-# Each command's logic lives in rembert_tf/cli/NAME.py (tools/NAME.py is the
-# same command for a checkout).
-CLI_COMMANDS = {
-    "rembert-train-sentencepiece": "train_sentencepiece",
-    "rembert-create-pretraining-data": "create_pretraining_data",
-    "rembert-create-finetuning-data": "create_finetuning_data",
-    "rembert-export": "export_savedmodel",
-    "rembert-convert": "convert_checkpoint",
-    "rembert-evaluate-xtreme": "evaluate_xtreme",
-    "rembert-param-table": "param_table",
-    "rembert-make-demo-corpus": "make_demo_corpus",
-    "rembert-run-ablation": "run_ablation",
-    "rembert-layer-similarity": "layer_similarity",
-    "rembert-retrieve": "retrieve",
-}
-CONSOLE_SCRIPTS = [
-    "rembert-train = rembert_tf.cli.train:run",
-    "rembert-finetune = rembert_tf.cli.finetune:run",
-    "rembert-demo = rembert_tf.demo:run",
-] + [f"{name} = rembert_tf.cli.{module}:run" for name, module in CLI_COMMANDS.items()]
+# The console scripts and the module of each: one table,
+# rembert_tf/cli/command_names.py (the commands name themselves from it), read
+# here without importing the package.
+COMMAND_NAMES = runpy.run_path(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "rembert_tf", "cli",
+    "command_names.py"))
+CONSOLE_SCRIPTS = [f"{name} = {module}:run"
+                   for name, module in COMMAND_NAMES["CONSOLE_SCRIPTS"].items()]
 
 setuptools.setup(
     name="rembert_tf",

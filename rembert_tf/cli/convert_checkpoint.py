@@ -18,13 +18,13 @@ r"""Converts RemBERT checkpoints: released TF1 / Hugging Face safetensors / remb
 Paths may be local or on any TensorFlow filesystem (gs://...).
 
 Usage:
-  python tools/convert_checkpoint.py --from tf1 --to rembert_tf \
+  rembert-convert --from tf1 --to rembert_tf \
       --input rembert/model.ckpt --config rembert/config.json \
       --sp_model rembert/sentencepiece.model --output converted/rembert \
       [--with_output_side]
-  python tools/convert_checkpoint.py --from rembert_tf --to hf \
+  rembert-convert --from rembert_tf --to hf \
       --input runs/pretrain --output hf/rembert
-  python tools/convert_checkpoint.py --from tf1 --to keras_hub \
+  rembert-convert --from tf1 --to keras_hub \
       --input rembert/model.ckpt --sp_model rembert/sentencepiece.model \
       --output presets/rembert --with_output_side
 """
@@ -33,10 +33,13 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
+
+PROG = command_names.console_script(__spec__.name)  # rembert-convert
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("from", None, ["tf1", "hf", "rembert_tf"], "Input format.")
@@ -60,7 +63,7 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing --output (the old "
                   "one stays until the new one is complete).")
 
 
-@errors.command("rembert-convert-checkpoint")
+@errors.command(PROG)
 def main(argv):
   del argv
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
@@ -71,6 +74,9 @@ def main(argv):
       with_output_side=FLAGS.with_output_side, overwrite=FLAGS.overwrite,
       allow_missing_pooler=FLAGS.allow_missing_pooler)
   print(f"Wrote {out}")
+  if FLAGS["from"].value == "tf1" and not FLAGS.sp_model:
+    print(f"{PROG}: note: {out} holds no vocabulary (no --sp_model); "
+          f"{converter.release_vocabulary_advice(FLAGS.input)}.", flush=True)
   return 0
 
 
@@ -78,7 +84,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["from", "to", "input", "output"])
-  harness.run_command(main, __doc__, program="rembert-convert",
+  harness.run_command(main, __doc__, program=PROG,
                   output_dir_flag="output")
 
 

@@ -1,4 +1,4 @@
-"""Writes XTREME fine-tuning TFRecords from the benchmark's `download/` layout or TFDS.
+r"""Writes XTREME fine-tuning TFRecords from the benchmark's `download/` layout or TFDS.
 
 The examples come from the folder XTREME's download script leaves
 (`--data_dir`) or, with `--data_source tfds`, from the TensorFlow Datasets
@@ -9,27 +9,27 @@ and the gold labels in the scorer's layout (see
 rembert_tf/finetuning/example_records.py for the record format).
 
 Example:
-```bash
-python tools/create_finetuning_data.py --task xnli --data_dir download \
-  --sp_model model_dir/sentencepiece.model --output_dir records
-python tools/create_finetuning_data.py --task mlqa --data_dir download \
-  --sp_model model_dir/sentencepiece.model --output_dir records \
-  --seq_length 384 --doc_stride 128 --max_query_length 64
-python tools/create_finetuning_data.py --task udpos --data_source tfds \
-  --tfds_data_dir gs://bucket/tensorflow_datasets \
-  --sp_model model_dir/sentencepiece.model --output_dir records
-```
+
+  rembert-create-finetuning-data --task xnli --data_dir download \
+    --sp_model model_dir/sentencepiece.model --output_dir records
+  rembert-create-finetuning-data --task mlqa --data_dir download \
+    --sp_model model_dir/sentencepiece.model --output_dir records \
+    --seq_length 384 --doc_stride 128 --max_query_length 64
+  rembert-create-finetuning-data --task udpos --data_source tfds \
+    --tfds_data_dir gs://bucket/tensorflow_datasets \
+    --sp_model model_dir/sentencepiece.model --output_dir records
 """
 from absl import flags
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors
+from rembert_tf.finetuning import xtreme_datasets  # the task names; no TensorFlow
 
-from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import xtreme_datasets
+PROG = command_names.console_script(__spec__.name)  # rembert-create-finetuning-data
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(xtreme_source_flags)  # listed under --help
@@ -51,9 +51,11 @@ flags.DEFINE_bool("allow_unlabelled_dev", False, "Accept dev files without "
                   "sweep cannot select its learning rate on them).")
 
 
-@errors.command("rembert-create-finetuning-data")
+@errors.command(PROG)
 def main(argv):
   del argv
+  # TensorFlow and Model Garden load here, not when the flags are defined.
+  from rembert_tf.finetuning import finetuning_data  # pylint: disable=g-import-not-at-top
   finetuning_data.create_finetuning_data(
       task=FLAGS.task, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
       data_source=FLAGS.data_source, tfds_data_dir=FLAGS.tfds_data_dir,
@@ -66,7 +68,7 @@ def main(argv):
 
 def run():
   flags.mark_flags_as_required(["task", "sp_model", "output_dir"])
-  harness.run_command(main, __doc__, program="rembert-create-finetuning-data",
+  harness.run_command(main, __doc__, program=PROG,
                   output_dir_flag="output_dir")
 
 

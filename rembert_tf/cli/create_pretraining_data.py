@@ -11,17 +11,17 @@ multiprocess engine (default) or an Apache Beam runner (`--runner`), whose own
 pipeline options follow a `--`.
 
 Usage:
-  python tools/create_pretraining_data.py --input 'corpus/{lang}/*.txt' \
+  rembert-create-pretraining-data --input 'corpus/{lang}/*.txt' \
       --sentencepiece_model /tmp/spm/sentencepiece.model --output_dir /tmp/records \
       --seq_length 128 --max_predictions_per_seq 20 --num_workers 2
   # Wiki-40B prepared with TFDS on Cloud Storage, two languages:
-  python tools/create_pretraining_data.py --input 'tfds:wiki40b/{lang}' \
+  rembert-create-pretraining-data --input 'tfds:wiki40b/{lang}' \
       --tfds_data_dir gs://b/tensorflow_datasets --languages en,sw \
       --sentencepiece_model /tmp/spm/sentencepiece.model --output_dir /tmp/records
   # Unmasked layout for dynamic masking in the input pipeline:
-  python tools/create_pretraining_data.py ... --unmasked
+  rembert-create-pretraining-data ... --unmasked
   # Apache Beam (pip install 'rembert_tf[beam]'), here on Dataflow:
-  python tools/create_pretraining_data.py --input 'gs://b/mc4/c4-{lang}.tfrecord-*.json.gz' \
+  rembert-create-pretraining-data --input 'gs://b/mc4/c4-{lang}.tfrecord-*.json.gz' \
       --sentencepiece_model gs://b/spm/sentencepiece.model --output_dir gs://b/records \
       --num_output_shards 2048 --runner DataflowRunner -- \
       --project=my-project --region=us-central1 --temp_location=gs://b/tmp \
@@ -30,7 +30,8 @@ Usage:
 from absl import flags
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
@@ -38,6 +39,7 @@ from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_creation
 from rembert_tf.data import pretraining_record_format
 
+PROG = command_names.console_script(__spec__.name)  # rembert-create-pretraining-data
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(text_input_flags)  # listed under --help
 flags.DEFINE_string("output_dir", None, "Where shards and metadata.json go "
@@ -80,7 +82,7 @@ def record_options() -> pretraining_instances.RecordOptions:
       num_output_shards=FLAGS.num_output_shards, seed=FLAGS.seed)
 
 
-@errors.command("rembert-create-pretraining-data")
+@errors.command(PROG)
 def main(argv):
   beam_args = list(argv[1:])
   if beam_args and not FLAGS.runner:
@@ -101,7 +103,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["input", "output_dir", "sentencepiece_model"])
-  harness.run_command(main, __doc__, program="rembert-create-pretraining-data",
+  harness.run_command(main, __doc__, program=PROG,
                   output_dir_flag="output_dir")
 
 

@@ -1,4 +1,4 @@
-"""Scores XTREME predictions against labels with the benchmark's metric definitions.
+r"""Scores XTREME predictions against labels with the benchmark's metric definitions.
 
 A drop-in replacement for the official XTREME scorer (same JSON shape, scores
 in percent) for the nine tasks (xnli, pawsx, udpos, panx, xquad, mlqa, tydiqa,
@@ -11,16 +11,16 @@ the tasks present; the missing ones are named (the official keys `all_task`,
 tasks are present, as the official scorer does).
 
 Example:
-```bash
-python tools/evaluate_xtreme.py --prediction_folder out/predictions \
-  --label_folder out/labels --split dev --tasks xnli,mlqa \
-  --output_file scores.json --compare paper
-```
+
+  rembert-evaluate-xtreme --prediction_folder out/predictions \
+    --label_folder out/labels --split dev --tasks xnli,mlqa \
+    --output_file scores.json --compare paper
 """
 from absl import flags
 
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -28,6 +28,7 @@ from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_benchmark
 from rembert_tf.evaluation import xtreme_scorer
 
+PROG = command_names.console_script(__spec__.name)  # rembert-evaluate-xtreme
 FLAGS = flags.FLAGS
 flags.DEFINE_string("prediction_folder", None,
                     "Folder with <task>/<split>-<lang>.{tsv,json} predictions.")
@@ -45,7 +46,7 @@ flags.DEFINE_bool("allow_missing_answers", False, "QA: score unanswered "
                   "questions as 0 (official behaviour) instead of failing.")
 
 
-@errors.command("rembert-evaluate-xtreme")
+@errors.command(PROG)
 def main(argv):
   del argv
   for name in ("prediction_folder", "label_folder"):
@@ -71,7 +72,7 @@ def main(argv):
 
 
 def run():
-  harness.run_command(main, __doc__, program="rembert-evaluate-xtreme")
+  harness.run_command(main, __doc__, program=PROG)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ encoder's inputs in-graph (SentencePiece + BERT packing). Paths may be local
 or on any TensorFlow filesystem (gs://...).
 
 Usage:
-  python tools/export_savedmodel.py --model_dir runs/pretrain \
+  rembert-export --model_dir runs/pretrain \
       --output_dir export/rembert_encoder \
       [--config tiny] [--export_preprocessor --sp_model runs/pretrain/sentencepiece.model \
        --preprocessor_dir export/rembert_preprocessor --seq_length 128] [--overwrite]
@@ -18,18 +18,16 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 
 from rembert_tf.common import fileio  # noqa: E402
 from rembert_tf.common import outputs  # noqa: E402
-from rembert_tf.data import tokenizer  # noqa: E402
-from rembert_tf.export import encoder_export  # noqa: E402
-from rembert_tf.export import preprocessor_export  # noqa: E402
-from rembert_tf.modeling import checkpoint_layout  # noqa: E402
-from rembert_tf.modeling import checkpoint_restore  # noqa: E402
+
+PROG = command_names.console_script(__spec__.name)  # rembert-export
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "rembert_tf checkpoint directory, "
@@ -50,9 +48,15 @@ flags.DEFINE_bool("overwrite", False, "Replace existing output directories "
                   "(the old ones stay until the new ones are complete).")
 
 
-@errors.command("rembert-export-savedmodel")
+@errors.command(PROG)
 def main(argv):
   del argv
+  # TensorFlow loads here, not when the flags are defined.
+  from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
+  from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
+  from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
   if FLAGS.export_preprocessor:  # the flags first, before any file is read
     preprocessor_export.check_seq_length(FLAGS.seq_length)
   source = checkpoint_layout.resolve(FLAGS.model_dir)
@@ -90,7 +94,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["model_dir", "output_dir"])
-  harness.run_command(main, __doc__, program="rembert-export",
+  harness.run_command(main, __doc__, program=PROG,
                   output_dir_flag="output_dir")
 
 

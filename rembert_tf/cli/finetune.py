@@ -1,4 +1,4 @@
-"""Fine-tunes RemBERT on an XTREME task (English) and evaluates every language.
+r"""Fine-tunes RemBERT on an XTREME task (English) and evaluates every language.
 
 Restores only the encoder (a pre-training --model_dir, a converted checkpoint
 directory, an encoder checkpoint prefix or an exported SavedModel; the output
@@ -13,35 +13,35 @@ the final results.json equals an uninterrupted sweep's. SIGTERM saves a
 checkpoint at the end of the current loop and exits with code 42.
 
 Example:
-```bash
-# records made by tools/create_finetuning_data.py --task xnli --output_dir records
-python -m rembert_tf.finetune --task xnli --records_dir records/xnli \
-  --init_checkpoint pretrain_dir --output_dir ft/xnli \
-  --learning_rates 1e-5,2e-5,3e-5 --num_seeds 3 --compare paper
-# or straight from the XTREME download (records written under output_dir)
-python -m rembert_tf.finetune --task panx --data_dir download \
-  --init_checkpoint export/saved_model --model_config rembert \
-  --sp_model sentencepiece.model --output_dir ft/panx --strategy tpu --tpu NAME \
-  --mixed_precision mixed_bfloat16
-# or from TFDS datasets prepared on Cloud Storage
-python -m rembert_tf.finetune --task udpos --data_source tfds \
-  --tfds_data_dir gs://bucket/tensorflow_datasets \
-  --init_checkpoint pretrain_dir --output_dir ft/udpos
-```
+
+  # records made by rembert-create-finetuning-data --task xnli --output_dir records
+  rembert-finetune --task xnli --records_dir records/xnli \
+    --init_checkpoint pretrain_dir --output_dir ft/xnli \
+    --learning_rates 1e-5,2e-5,3e-5 --num_seeds 3 --compare paper
+  # or straight from the XTREME download (records written under output_dir)
+  rembert-finetune --task panx --data_dir download \
+    --init_checkpoint export/saved_model --model_config rembert \
+    --sp_model sentencepiece.model --output_dir ft/panx --strategy tpu --tpu NAME \
+    --mixed_precision mixed_bfloat16
+  # or from TFDS datasets prepared on Cloud Storage
+  rembert-finetune --task udpos --data_source tfds \
+    --tfds_data_dir gs://bucket/tensorflow_datasets \
+    --init_checkpoint pretrain_dir --output_dir ft/udpos
 """
 import sys
 
 from absl import flags
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
 from rembert_tf.cli import xtreme_source_flags  # (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors
-from rembert_tf.finetuning import finetuning_runner
-from rembert_tf.finetuning import xtreme_datasets
-from rembert_tf.runtime import preemption
+from rembert_tf.finetuning import xtreme_datasets  # the task names; no TensorFlow
+
+PROG = command_names.console_script(__spec__.name)  # rembert-finetune
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
@@ -49,7 +49,7 @@ flags.adopt_module_key_flags(xtreme_source_flags)  # without --records_dir
 flags.DEFINE_enum("task", None, list(xtreme_datasets.FINETUNING_TASKS),
                   "XTREME task.")
 flags.DEFINE_string("records_dir", None, "Records of the task "
-                    "(tools/create_finetuning_data.py OUTPUT_DIR/<task>).")
+                    "(rembert-create-finetuning-data OUTPUT_DIR/<task>).")
 flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
                     "(records are written under --output_dir/records).")
 flags.DEFINE_string("sp_model", None, "SentencePiece model for --data_dir or "
@@ -105,18 +105,21 @@ def _learning_rates():
                             ": give numbers, e.g. 1e-5,2e-5,3e-5.") from None
 
 
-@errors.command("rembert-finetune")
+@errors.command(PROG)
 def main(argv):
   del argv
+  # TensorFlow and Model Garden load here, not when the flags are defined.
+  from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
   if (not FLAGS.records_dir and not FLAGS.data_dir and
       FLAGS.data_source != "tfds"):
-    raise errors.UsageError("Give --records_dir (tools/create_finetuning_data.py"
+    raise errors.UsageError("Give --records_dir (rembert-create-finetuning-data"
                             " output), --data_dir (the XTREME download/), or "
                             "--data_source tfds with --tfds_data_dir.")
   try:
     finetuning_runner.run_finetuning(**_finetuning_arguments())
   except preemption.TrainingPreempted as e:
-    print(f"rembert-finetune: {e}", file=sys.stderr, flush=True)
+    print(f"{PROG}: {e}", file=sys.stderr, flush=True)
     sys.exit(e.exit_code)
 
 
@@ -151,7 +154,7 @@ def _finetuning_arguments():
 def run():
   """Console-script entry point."""
   flags.mark_flags_as_required(["task", "output_dir"])
-  harness.run_command(main, __doc__, program="rembert-finetune",
+  harness.run_command(main, __doc__, program=PROG,
                   output_dir_flag="output_dir")
 
 

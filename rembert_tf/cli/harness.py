@@ -6,34 +6,40 @@ does nothing but define functions: a command module quiets TensorFlow's
 start-up itself (`console.quiet_tensorflow_import()`, before the imports that
 load TensorFlow), and `--verbose` is defined when a command runs.
 
-Example (a command module):
-```python
-from absl import flags
-from absl import app
-from absl import flags
+Every command parses with absl: `--help` exits 0 and prints the docstring
+as written (keep it a raw string, so that a `\\` ending a line of an example
+reaches the console); a usage error (an unknown flag, a missing required
+flag, a value absl cannot parse) is one line naming the console script, exit
+code 2. A command module defines its flags without importing TensorFlow or
+Model Garden (they load inside `main`), so that `--help` answers at once.
 
-from rembert_tf.common import console
-console.quiet_tensorflow_import()  # before anything imports TensorFlow
-from rembert_tf.cli import harness
+Example (a command module, `rembert_tf/cli/NAME.py`):
 
-flags.DEFINE_string("output_dir", None, "Where the output goes.")
+    from absl import flags
+    from rembert_tf.cli import harness
+    flags.DEFINE_string("output_dir", None, "Where the output goes.")
 
-def main(argv):
-  ...
+    def main(argv):
+      ...  # imports TensorFlow here
 
-def run():
-  harness.run_command(main, __doc__, output_dir_flag="output_dir")
-```
+    def run():
+      harness.run_command(main, __doc__, output_dir_flag="output_dir")
 """
 import os
+import re
 import sys
 from typing import Callable, Iterable, Optional
 
 from absl import app
 from absl import flags
 
+from rembert_tf.cli import command_names
 from rembert_tf.common import command_output
 from rembert_tf.common import console
+from rembert_tf.common import errors
+
+# absl's help flags (`-?` is --help's short name); absl exits 1 after them.
+_HELP_FLAGS = frozenset({"help", "?", "helpshort", "helpfull", "helpxml"})
 
 
 def _list_flags_in_help(main: Callable) -> None:
@@ -46,18 +52,66 @@ def _list_flags_in_help(main: Callable) -> None:
 
 
 def program_name(main: Callable) -> str:
-  """`rembert_tf.cli.param_table` -> `rembert-param-table`; under
-  `python -m rembert_tf.demo` (module `__main__`, script demo/__main__.py) ->
-  `rembert-demo`."""
-  parts = [p for p in main.__module__.split(".") if p != "__main__"]
-  if parts:
-    name = parts[-1]
-  else:  # python -m PACKAGE (PACKAGE/__main__.py) or python -m MODULE.
-    script = os.path.abspath(sys.argv[0])
-    name = os.path.splitext(os.path.basename(script))[0]
-    if name == "__main__":
-      name = os.path.basename(os.path.dirname(script))
+  """The console script of `main`'s command (`command_names`), whichever way
+  it runs: `rembert_tf.cli.convert_checkpoint` -> `rembert-convert`; under
+  `python -m rembert_tf.demo` (module `__main__`) -> `rembert-demo`."""
+  module = main.__module__
+  if module == "__main__":  # python -m PACKAGE / MODULE, or a script
+    module = _main_module_name()
+  name = command_names.console_script(module)
+  if name:
+    return name
+  name = [part for part in module.split(".") if part != "__main__"][-1]
   return "rembert-" + name.replace("_", "-")
+
+
+def _main_module_name() -> str:
+  """The dotted name of the module run as `__main__`: its spec under
+  `python -m`, else read from the script's path (`.../rembert_tf/train.py`)."""
+  spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+  if spec is not None and command_names.console_script(spec.name):
+    return spec.name
+  parts = os.path.splitext(os.path.abspath(sys.argv[0]))[0].split(os.sep)
+  if "rembert_tf" in parts:
+    return ".".join(parts[len(parts) - parts[::-1].index("rembert_tf") - 1:])
+  return ".".join(parts[-2:] if parts[-1] == "__main__" else parts[-1:])
+
+
+def _asks_for_help(args) -> bool:
+  for arg in args:
+    if arg == "--":
+      return False
+    if arg.startswith("-") and arg.lstrip("-").split("=")[0] in _HELP_FLAGS:
+      return True
+  return False
+
+
+def _usage_error(error: Exception) -> str:
+  """absl's message, with its required-flag lines (`flag --x=None: Flag --x
+  must have a value other than None.`) said as the flags to give."""
+  missing = re.findall(r"Flag --(\w+) must have a value other than None",
+                       str(error))
+  if missing:
+    return (f"{', '.join('--' + name for name in missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} required")
+  return errors.one_line(error)
+
+
+def flag_parser(program: str) -> Callable:
+  """absl's flag parsing with the house's exit codes: 0 after `--help`; 2 and
+  one line `PROGRAM: error: ...` for a usage error."""
+  def parse(argv):
+    try:
+      return flags.FLAGS(argv)
+    except flags.Error as e:
+      print(f"{program}: error: {_usage_error(e)} (see {program} --help)",
+            file=sys.stderr, flush=True)
+      sys.exit(errors.EXIT_USAGE)
+    except SystemExit as e:  # absl's help flags exit 1 once printed
+      if e.code == 1 and _asks_for_help(argv[1:]):
+        sys.exit(errors.EXIT_OK)
+      raise
+  return parse
 
 
 def run_command(main: Callable, doc: str, program: Optional[str] = None,
@@ -83,10 +137,14 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   main_module = sys.modules.get("__main__")
   if main_module is not None:
     main_module.__doc__ = doc
+  program = program or program_name(main)
+  # absl names the program by sys.argv[0] (the flags' heading under --help):
+  # the console script, not the path of a wrapper or of a module under -m.
+  sys.argv[0] = program
   console.define_verbose_flag()
   _list_flags_in_help(main)
   output = command_output.start_command_output(
-      program or program_name(main), keep_log_exit_codes=keep_log_exit_codes,
+      program, keep_log_exit_codes=keep_log_exit_codes,
       keep_log_when=keep_log_when)
 
   def main_with_log_file(argv):
@@ -96,22 +154,4 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
       command_output.run_and_exit_now(main, argv, output)
     return command_output.run_with_command_output(main, argv, output)
 
-  app.run(main_with_log_file)
-
-
-def run_argparse_command(main: Callable, build_parser: Callable, prog: str
-                         ) -> None:
-  """`run_command` for a command whose flags are argparse (not absl) flags.
-
-  The ablation suite's flags carry lists of flags for the runs it makes
-  (`--finetune_flags=--strategy=tpu,...`), which absl would read as its own.
-  Its parser must define `--output_dir` and `--verbose`.
-  """
-  argv = sys.argv[1:]
-  args, _ = build_parser().parse_known_args(argv)
-  # absl's log handler (TensorFlow, orbit) routes to the log file only once
-  # absl's own flags are parsed.
-  flags.FLAGS([prog])
-  output = command_output.start_command_output(prog, args.output_dir,
-                                               verbose=args.verbose)
-  sys.exit(command_output.run_with_command_output(main, argv, output))
+  app.run(main_with_log_file, flags_parser=flag_parser(program))

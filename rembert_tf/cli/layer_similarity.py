@@ -12,78 +12,75 @@ kept with `--keep_checkpoints` (its model config comes from checkpoint_a, or
 --model_config).
 
 Example:
-```bash
-python tools/layer_similarity.py --checkpoint_a runs/pretrain \
-  --checkpoint_b runs/ft/xnli/runs/lr-2e-05_seed-0 \
-  --sentences download/xnli/dev-en.tsv --output_dir runs/cka
-```
+
+  rembert-layer-similarity --checkpoint_a runs/pretrain \
+    --checkpoint_b runs/ft/xnli/runs/lr-2e-05_seed-0 \
+    --sentences download/xnli/dev-en.tsv --output_dir runs/cka
 """
-import argparse
-from typing import List, Optional
+from absl import flags
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
-from rembert_tf.common import errors
+from rembert_tf.common import errors  # noqa: E402
 
-PROG = "layer_similarity"
+PROG = command_names.console_script(__spec__.name)  # rembert-layer-similarity
+FLAGS = flags.FLAGS
+flags.DEFINE_string("checkpoint_a", None, "First checkpoint (table rows).")
+flags.DEFINE_string("checkpoint_b", None, "Second checkpoint (columns); "
+                    "default: the first.")
+flags.DEFINE_string("sentences", None, "Inputs: one sentence per line (a TSV's "
+                    "first column is used).")
+flags.DEFINE_string("sentences_b", None, "Parallel inputs for checkpoint_b "
+                    "(e.g. the same sentences in another language); default: "
+                    "--sentences.")
+flags.DEFINE_string("sp_model", None, "SentencePiece model (default: "
+                    "checkpoint_a's sentencepiece.model).")
+flags.DEFINE_string("model_config", None, "Model config (name or YAML) for a "
+                    "checkpoint that carries none (default: checkpoint_a's).")
+flags.DEFINE_integer("seq_length", 128, "Pieces per sentence.")
+flags.DEFINE_integer("max_sentences", 512, "Sentences read from each file.")
+flags.DEFINE_enum("pooling", "mean", ["mean", "tokens"], "mean: one vector per "
+                  "sentence; tokens: every real token (same sentences on both "
+                  "sides only).")
+flags.DEFINE_string("output_dir", None, "Where the table, heatmap and JSON go.")
 
 
-def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog=PROG, description=__doc__.split("\n\n")[0],
-      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  add = parser.add_argument
-  add("--checkpoint_a", required=True, help="First checkpoint (table rows).")
-  add("--checkpoint_b", help="Second checkpoint (columns); default: the first.")
-  add("--sentences", required=True, help="Inputs: one sentence per line "
-      "(a TSV's first column is used).")
-  add("--sentences_b", help="Parallel inputs for checkpoint_b (e.g. the same "
-      "sentences in another language); default: --sentences.")
-  add("--sp_model", help="SentencePiece model (default: checkpoint_a's "
-      "sentencepiece.model).")
-  add("--model_config", help="Model config (name or YAML) for a checkpoint "
-      "that carries none (default: checkpoint_a's).")
-  add("--seq_length", type=int, default=128)
-  add("--max_sentences", type=int, default=512)
-  add("--pooling", choices=["mean", "tokens"], default="mean",
-      help="mean: one vector per sentence; tokens: every real token (same "
-      "sentences on both sides only).")
-  add("--verbose", action="store_true", help="Show every log line on the "
-      "console too (absl, TensorFlow, orbit); by default they go to the log "
-      "file only (OUTPUT_DIR/logs/).")
-  add("--output_dir", required=True)
-  return parser
+def _read_sentences(flag: str):
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  path = FLAGS[flag].value
+  if not fileio.exists(path):
+    raise errors.UsageError(f"--{flag} {path}: no such file.")
+  lines = [l.split("\t")[0].strip() for l in fileio.read_text(path).splitlines()]
+  return [l for l in lines if l][:FLAGS.max_sentences]
 
 
 @errors.command(PROG)
-def main(argv: Optional[List[str]] = None) -> int:
-  args = build_parser().parse_args(argv)
-  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+def main(argv) -> int:
+  if len(argv) > 1:
+    raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help.")
+  sentences_a = _read_sentences("sentences")
+  sentences_b = _read_sentences("sentences_b") if FLAGS.sentences_b else None
+  # TensorFlow loads here, not when the flags are defined.
   from rembert_tf.evaluation import layer_similarity  # pylint: disable=g-import-not-at-top
-
-  def read(path):
-    if not fileio.exists(path):
-      raise errors.UsageError(f"--sentences {path}: no such file.")
-    lines = [l.split("\t")[0].strip() for l in fileio.read_text(path).splitlines()]
-    return [l for l in lines if l][:args.max_sentences]
-
-  sentences_a = read(args.sentences)
-  sentences_b = read(args.sentences_b) if args.sentences_b else None
   result = layer_similarity.analyze_checkpoints(
-      args.checkpoint_a, args.checkpoint_b, sentences_a, sentences_b,
-      sp_model=args.sp_model, seq_length=args.seq_length,
-      pooling=args.pooling, output_dir=args.output_dir,
-      model_config=args.model_config)
+      FLAGS.checkpoint_a, FLAGS.checkpoint_b, sentences_a, sentences_b,
+      sp_model=FLAGS.sp_model, seq_length=FLAGS.seq_length,
+      pooling=FLAGS.pooling, output_dir=FLAGS.output_dir,
+      model_config=FLAGS.model_config)
   print(result.markdown())
-  print(f"written: {args.output_dir}/{{{layer_similarity.RESULT_MARKDOWN},"
+  print(f"written: {FLAGS.output_dir}/{{{layer_similarity.RESULT_MARKDOWN},"
         f"{layer_similarity.RESULT_HEATMAP},{layer_similarity.RESULT_JSON}}}")
   return 0
 
 
 def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
-  harness.run_argparse_command(main, build_parser, PROG)
+  # Required only when run as a command: importing this module must not
+  # constrain the flags of other commands in the same process.
+  flags.mark_flags_as_required(["checkpoint_a", "sentences", "output_dir"])
+  harness.run_command(main, __doc__, program=PROG, output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

@@ -5,18 +5,20 @@ languages; the non-English ones mix monolingual, parallel (each sentence then
 its English rendering) and code-switched documents.
 
 Usage:
-  python tools/make_demo_corpus.py --output_dir /tmp/corpus --megabytes 2
+  rembert-make-demo-corpus --output_dir /tmp/corpus --megabytes 2
   # -> /tmp/corpus/{en,es,ru,el,ar,hi,zh}/part-0000N.txt
 """
 from absl import flags
 
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.demo import corpus
 from rembert_tf.demo import lexicon
 
+PROG = command_names.console_script(__spec__.name)  # rembert-make-demo-corpus
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Corpus root (any file system); gets "
                     "one folder per language.")
@@ -32,7 +34,7 @@ flags.DEFINE_float("code_switched_fraction", corpus.CODE_SWITCHED_FRACTION,
                    "code-switched (some content words in English).")
 
 
-@errors.command("rembert-make-demo-corpus")
+@errors.command(PROG)
 def main(argv):
   del argv
   corpus.generate_corpus(
@@ -47,7 +49,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flag_as_required("output_dir")
-  harness.run_command(main, __doc__, "rembert-make-demo-corpus",
+  harness.run_command(main, __doc__, PROG,
                   output_dir_flag="output_dir")
 
 

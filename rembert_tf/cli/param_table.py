@@ -5,29 +5,29 @@ r"""Prints #PT / #FT parameter counts of model configs, counted from the built m
 embeddings and Transformer blocks (its pooler is the `pooler` column).
 
 Usage:
-  python tools/param_table.py configs/models/*.yaml
-  python tools/param_table.py rembert tiny --json
+  rembert-param-table configs/models/*.yaml
+  rembert-param-table rembert tiny --json
 """
 import json
 import os
-import sys
-
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
-from absl import app  # noqa: E402
+from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 
-from rembert_tf.modeling import parameter_count  # noqa: E402
-from rembert_tf.modeling import rembert_config  # noqa: E402
-
+PROG = command_names.console_script(__spec__.name)  # rembert-param-table
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("json", False, "Print a JSON list of "
                   "{config, pt_params, ft_params} instead of a table.")
 
 
 def parameter_rows(configs):
+  # TensorFlow and Model Garden load here, not when the flags are defined.
+  from rembert_tf.modeling import parameter_count  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
   rows = []
   for name in configs:
     cfg = rembert_config.load_model_config(name)
@@ -38,6 +38,7 @@ def parameter_rows(configs):
 
 
 def markdown_table(rows) -> str:
+  from rembert_tf.modeling import parameter_count  # pylint: disable=g-import-not-at-top
   lines = ["| config | E_in | E_out | layers | coupled | #PT | #FT | pooler | pt_params | ft_params |",
            "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
   for label, cfg, c in rows:
@@ -50,12 +51,15 @@ def markdown_table(rows) -> str:
   return "\n".join(lines)
 
 
+@errors.command(PROG)
 def main(argv):
   configs = argv[1:]
   if not configs:
-    raise app.UsageError("give one or more model configs: preset names "
-                         f"({', '.join(rembert_config.available_presets())}) "
-                         "or YAML paths")
+    from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
+    raise errors.UsageError(
+        "give one or more model configs: preset names "
+        f"({', '.join(rembert_config.available_presets())}) or YAML paths "
+        f"(e.g. {PROG} tiny rembert).")
   rows = parameter_rows(configs)
   if FLAGS.json:
     print(json.dumps([dict(config=label, pt_params=c.pt_params,
@@ -65,10 +69,7 @@ def main(argv):
 
 
 def run():
-  try:
-    harness.run_command(main, __doc__, "rembert-param-table")
-  except rembert_config.ConfigError as e:
-    sys.exit(f"error: {e}")
+  harness.run_command(main, __doc__, PROG)
 
 
 if __name__ == "__main__":

@@ -23,19 +23,19 @@ fine-tuning run kept with --keep_checkpoints (give --model_config). Batches
 run under --strategy (tpu: on a Cloud TPU; one host).
 
 Example:
-```bash
-python tools/retrieve.py --checkpoint runs/pretrain --data_dir download \
-  --output_dir runs/retrieve --tasks tatoeba,bucc2018 --languages de,fr
-python tools/retrieve.py --checkpoint runs/pretrain --data_source tfds \
-  --tfds_data_dir gs://bucket/tensorflow_datasets --output_dir runs/retrieve_tfds
-python tools/evaluate_xtreme.py --prediction_folder runs/retrieve/predictions \
-  --label_folder runs/retrieve/labels
-```
+
+  rembert-retrieve --checkpoint runs/pretrain --data_dir download \
+    --output_dir runs/retrieve --tasks tatoeba,bucc2018 --languages de,fr
+  rembert-retrieve --checkpoint runs/pretrain --data_source tfds \
+    --tfds_data_dir gs://bucket/tensorflow_datasets --output_dir runs/retrieve_tfds
+  rembert-evaluate-xtreme --prediction_folder runs/retrieve/predictions \
+    --label_folder runs/retrieve/labels
 """
 from absl import flags
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, ...)
 from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
@@ -75,7 +75,7 @@ flags.DEFINE_bool("jit_compile", False, "Compile the embedding step with XLA "
                   "(always on a TPU).")
 flags.DEFINE_bool("overwrite", False, "Replace existing predictions of a task.")
 
-PROG = "rembert-retrieve"
+PROG = command_names.console_script(__spec__.name)  # rembert-retrieve
 
 
 def _bitext_source():

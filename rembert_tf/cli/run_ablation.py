@@ -10,136 +10,150 @@ the paper's numbers beside the rows it reports) and `figures/*.png`. Running
 the same command again skips every finished step and resumes the rest.
 
 Examples:
-```bash
-# the whole suite at demo size on this machine (CPU, < 30 minutes)
-python tools/run_ablation.py --scale demo --output_dir runs/ablation_demo
-# base scale on TPUs
-python tools/run_ablation.py --output_dir gs://BUCKET/ablation \
-  --train_records 'gs://BUCKET/records/train/*.tfrecord' \
-  --eval_records 'gs://BUCKET/records/eval/*.tfrecord' \
-  --xtreme_records_dir gs://BUCKET/xtreme_records \
-  --strategy tpu --tpu NAME --mixed_precision mixed_bfloat16 \
-  --finetune_flags=--strategy=tpu,--tpu=NAME2
-```
+
+  # the whole suite at demo size on this machine (CPU, < 30 minutes)
+  rembert-run-ablation --scale demo --output_dir runs/ablation_demo
+  # base scale on TPUs
+  rembert-run-ablation --output_dir gs://BUCKET/ablation \
+    --train_records 'gs://BUCKET/records/train/*.tfrecord' \
+    --eval_records 'gs://BUCKET/records/eval/*.tfrecord' \
+    --xtreme_records_dir gs://BUCKET/xtreme_records \
+    --strategy tpu --tpu NAME --mixed_precision mixed_bfloat16 \
+    --finetune_flags=--strategy=tpu,--tpu=NAME2
 """
-import argparse
 import contextlib
 import sys
-from typing import List, Optional
+
+from absl import flags
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
-from rembert_tf.common import errors
-from rembert_tf import ablation
-from rembert_tf.common import fileio
-from rembert_tf.common import outputs
-from rembert_tf.common import output_lock
-from rembert_tf.runtime import preemption
-from rembert_tf.runtime import process_settings
-from rembert_tf.runtime import strategies
+from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, --mixed_precision)
+from rembert_tf.common import errors  # noqa: E402
 
-PROG = "run_ablation"
+PROG = command_names.console_script(__spec__.name)  # rembert-run-ablation
+FLAGS = flags.FLAGS
 
 
-def _floats(text: str) -> List[float]:
+def define_flags() -> None:
+  """The suite's flags, defined when it runs as a command: several of their
+  names (--output_dir, --sp_model, --learning_rates, --params_override) are
+  also flags of rembert-finetune and rembert-train, which a process that
+  imports this module may hold (absl keeps one flag registry per process)."""
+  for name in ("strategy", "tpu", "mixed_precision"):  # pre-training's, under --help
+    flags.declare_key_flag(name)
+  flags.DEFINE_string("output_dir", None, "Everything goes here (local or gs://).")
+  flags.DEFINE_enum("scale", "base", ["base", "demo"], "base: the paper's rows "
+                    "on your records / XTREME data; demo: demo-size rows on the "
+                    "demo corpus and its XNLI-like task.")
+  flags.DEFINE_list("experiments", None, "Base scale: experiment YAMLs / names "
+                    "(default: every ablation_*).")
+  flags.DEFINE_list("models", None, "Only these rows (by name, e.g. "
+                    "coupled_768,decoupled_768).")
+  flags.DEFINE_string("train_records", None, "Base scale: pre-training records "
+                      "(glob).")
+  flags.DEFINE_string("eval_records", None, "Base scale: held-out records "
+                      "(glob; default the training records).")
+  flags.DEFINE_string("xtreme_data_dir", None, "The XTREME download/ folder "
+                      "(records are made once per task by the first "
+                      "fine-tuning run).")
+  flags.DEFINE_string("xtreme_records_dir", None, "Or: the --output_dir of "
+                      "rembert-create-finetuning-data (OUTPUT/<task>/ per task).")
+  flags.DEFINE_string("sp_model", None, "SentencePiece model for "
+                      "--xtreme_data_dir (default: the one beside each "
+                      "pre-training run).")
+  flags.DEFINE_list("tasks", None, "XTREME tasks (default: all six; demo: xnli).")
+  flags.DEFINE_list("learning_rates", None, "Fine-tuning rates swept per task "
+                    "(default base 1e-5,2e-5,3e-5; demo 3e-4,1e-3).")
+  flags.register_validator("learning_rates", _are_numbers,
+                           "--learning_rates: expected comma-separated "
+                           "numbers, e.g. 1e-5,2e-5")
+  flags.DEFINE_integer("num_seeds", None, "Fine-tuning runs per rate (default "
+                       "base 3, demo 2).")
+  flags.DEFINE_list("finetune_flags", None, "Extra flags for every fine-tuning "
+                    "run, comma-separated (e.g. "
+                    "--finetune_flags=--num_train_epochs=2,--strategy=tpu).")
+  flags.DEFINE_string("params_override", None, "Applied to every row's "
+                      "experiment (dotted keys or YAML), e.g. "
+                      "trainer.train_steps=100000.")
+  flags.DEFINE_bool("allow_different_schedules", False, "Run rows whose "
+                    "experiments differ outside the model.")
+  flags.DEFINE_string("similarity_sentences", None, "Sentences for the layer "
+                      "similarity (text, or TSV: first column). Default: XNLI "
+                      "English dev.")
+  flags.DEFINE_integer("similarity_max_sentences", 256, "Sentences used for "
+                       "the layer similarity.")
+  flags.DEFINE_float("corpus_megabytes", 3.0, "Demo corpus size.")
+
+
+def _are_numbers(values) -> bool:
   try:
-    return [float(v) for v in text.split(",") if v]
+    [float(v) for v in values or ()]  # pylint: disable=expression-not-assigned
   except ValueError:
-    raise argparse.ArgumentTypeError(
-        f"{text!r}: expected comma-separated numbers, e.g. 1e-5,2e-5") from None
+    return False
+  return True
 
 
-def _names(text: str) -> List[str]:
-  return [v.strip() for v in text.split(",") if v.strip()]
+def _names(values):
+  """A list flag's values without empty ones (`--tasks xnli,`); None if unset."""
+  return None if values is None else [v for v in values if v]
 
 
-def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog=PROG, description=__doc__.split("\n\n")[0],
-      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  add = parser.add_argument
-  add("--verbose", action="store_true", help="Show every log line on the "
-      "console too (absl, TensorFlow, orbit); by default they go to the log "
-      "file only (OUTPUT_DIR/logs/).")
-  add("--output_dir", required=True, help="Everything goes here (local or gs://).")
-  add("--scale", choices=["base", "demo"], default="base",
-      help="base: the paper's rows on your records / XTREME data; demo: "
-      "demo-size rows on the demo corpus and its XNLI-like task.")
-  add("--experiments", type=_names, default=None,
-      help="Base scale: experiment YAMLs / names (default: every ablation_*).")
-  add("--models", type=_names, default=None,
-      help="Only these rows (by name, e.g. coupled_768,decoupled_768).")
-  add("--train_records", help="Base scale: pre-training records (glob).")
-  add("--eval_records", help="Base scale: held-out records (glob; default "
-      "the training records).")
-  add("--xtreme_data_dir", help="The XTREME download/ folder (records are "
-      "made once per task by the first fine-tuning run).")
-  add("--xtreme_records_dir", help="Or: tools/create_finetuning_data.py "
-      "--output_dir (OUTPUT/<task>/ per task).")
-  add("--sp_model", help="SentencePiece model for --xtreme_data_dir (default: "
-      "the one beside each pre-training run).")
-  add("--tasks", type=_names, default=None,
-      help="XTREME tasks (default: all six; demo: xnli).")
-  add("--learning_rates", type=_floats, default=None,
-      help="Fine-tuning rates swept per task (default base 1e-5,2e-5,3e-5; "
-      "demo 3e-4,1e-3).")
-  add("--num_seeds", type=int, default=None,
-      help="Fine-tuning runs per rate (default base 3, demo 2).")
-  add("--finetune_flags", type=_names, default=None,
-      help="Extra flags for every fine-tuning run, comma-separated "
-      "(e.g. --num_train_epochs=2,--strategy=tpu).")
-  add("--params_override", default=None,
-      help="Applied to every row's experiment (dotted keys or YAML), e.g. "
-      "trainer.train_steps=100000.")
-  add("--strategy", default=strategies.DEFAULT_STRATEGY,
-      choices=list(strategies.STRATEGIES),
-      help="Pre-training distribution strategy.")
-  add("--tpu", help="TPU name or grpc:// address for --strategy tpu.")
-  add("--mixed_precision",
-      choices=list(process_settings.PRECISION_FLAG_VALUES),
-      help="Pre-training precision (default: the experiment's).")
-  add("--allow_different_schedules", action="store_true",
-      help="Run rows whose experiments differ outside the model.")
-  add("--similarity_sentences", help="Sentences for the layer similarity "
-      "(text, or TSV: first column). Default: XNLI English dev.")
-  add("--similarity_max_sentences", type=int, default=256)
-  add("--corpus_megabytes", type=float, default=3.0, help="Demo corpus size.")
-  return parser
+def suite_options():
+  """The flags as the suite's `SuiteOptions`."""
+  from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
+  return ablation.SuiteOptions(
+      output_dir=FLAGS.output_dir, scale=FLAGS.scale,
+      experiments=_names(FLAGS.experiments), models=_names(FLAGS.models),
+      train_records=FLAGS.train_records, eval_records=FLAGS.eval_records,
+      xtreme_data_dir=FLAGS.xtreme_data_dir,
+      xtreme_records_dir=FLAGS.xtreme_records_dir, sp_model=FLAGS.sp_model,
+      tasks=_names(FLAGS.tasks),
+      learning_rates=([float(r) for r in FLAGS.learning_rates]
+                      if FLAGS.learning_rates else None),
+      num_seeds=FLAGS.num_seeds, finetune_flags=_names(FLAGS.finetune_flags),
+      params_override=FLAGS.params_override, strategy=FLAGS.strategy,
+      tpu=FLAGS.tpu, mixed_precision=FLAGS.mixed_precision,
+      allow_different_schedules=FLAGS.allow_different_schedules,
+      similarity_sentences=FLAGS.similarity_sentences,
+      similarity_max_sentences=FLAGS.similarity_max_sentences,
+      corpus_megabytes=FLAGS.corpus_megabytes)
 
 
-@errors.command(PROG)
-def main(argv: Optional[List[str]] = None) -> int:
-  """Parses `argv` (without the program name) and runs the suite."""
-  args = build_parser().parse_args(argv)
-  options = ablation.SuiteOptions(
-      output_dir=args.output_dir, scale=args.scale, experiments=args.experiments,
-      models=args.models, train_records=args.train_records,
-      eval_records=args.eval_records, xtreme_data_dir=args.xtreme_data_dir,
-      xtreme_records_dir=args.xtreme_records_dir, sp_model=args.sp_model,
-      tasks=args.tasks, learning_rates=args.learning_rates,
-      num_seeds=args.num_seeds, finetune_flags=args.finetune_flags,
-      params_override=args.params_override, strategy=args.strategy,
-      tpu=args.tpu, mixed_precision=args.mixed_precision,
-      allow_different_schedules=args.allow_different_schedules,
-      similarity_sentences=args.similarity_sentences,
-      similarity_max_sentences=args.similarity_max_sentences,
-      corpus_megabytes=args.corpus_megabytes)
+def run_suite(options) -> int:
+  """Runs the suite of `options` (an `ablation.SuiteOptions`) under its output
+  lock; the exit code (42 when preempted)."""
+  # TensorFlow and Model Garden load here, not when the flags are defined.
+  from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
   try:
     # One suite per directory; several workers of one suite: the chief's.
-    with (outputs.writing_output(args.output_dir)
+    with (outputs.writing_output(options.output_dir)
           if output_lock.is_chief_process() else contextlib.nullcontext()):
       ablation.run_suite(options)
   except preemption.TrainingPreempted as e:
-    print(f"{PROG}: preempted: {e}",
-          file=sys.stderr)
+    print(f"{PROG}: preempted: {e}", file=sys.stderr)
     return errors.EXIT_PREEMPTED
-  return 0
+  return errors.EXIT_OK
+
+
+@errors.command(PROG)
+def main(argv) -> int:
+  if len(argv) > 1:
+    raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help "
+                            "(fine-tuning flags go in --finetune_flags).")
+  return run_suite(suite_options())
 
 
 def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
-  harness.run_argparse_command(main, build_parser, PROG)
+  define_flags()
+  flags.mark_flag_as_required("output_dir")
+  harness.run_command(main, __doc__, program=PROG, output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

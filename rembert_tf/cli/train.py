@@ -1,16 +1,15 @@
-r"""The pre-training command: `python -m rembert_tf.train`.
+r"""The pre-training command: `rembert-train` (or `python -m rembert_tf.train`).
 
 A thin absl front end over `rembert_tf.pretraining.run` (Model Garden's
 `official.core.train_lib` / orbit underneath, like Model Garden's
 `official/nlp/train.py`).
 
 Example (CPU, the tiny demo experiment on records made by the data tools):
-```bash
-python -m rembert_tf.train \
-  --config configs/experiments/pretrain_tiny_demo.yaml \
-  --params_override "task.train_data.input_path=/tmp/records/train/*.tfrecord,task.validation_data.input_path=/tmp/records/eval/*.tfrecord" \
-  --model_dir /tmp/pretrain_tiny --mode train_and_eval --strategy one_device
-```
+
+  rembert-train --config configs/experiments/pretrain_tiny_demo.yaml \
+    --params_override "task.train_data.input_path=/tmp/records/train/*.tfrecord,task.validation_data.input_path=/tmp/records/eval/*.tfrecord" \
+    --model_dir /tmp/pretrain_tiny --mode train_and_eval --strategy one_device
+
 Run the same command again to resume from the newest checkpoint in
 --model_dir (any TensorFlow filesystem: a local path, gs://...); run again
 after the end, it says the job is complete and writes nothing. Exit codes:
@@ -26,18 +25,17 @@ import sys
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+console.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
-from rembert_tf import pretraining  # noqa: E402
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: E402  (--strategy, --tpu, ...)
 from rembert_tf.common import command_output  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
-from rembert_tf.runtime import strategies  # noqa: E402
 
-PROG = "rembert_tf.train"
+PROG = command_names.console_script(__spec__.name)  # rembert-train
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
@@ -64,6 +62,9 @@ flags.DEFINE_bool("allow_sentencepiece_mismatch", False,
 @errors.command(PROG)
 def main(argv):
   del argv
+  # TensorFlow and Model Garden load here, not when the flags are defined.
+  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
   command_output.set_log_label(strategies.process_label())
   try:
     config = pretraining.load_experiment_config(
@@ -95,7 +96,10 @@ def _say(line: str) -> None:
 def _log_kept(exit_code: int, model_dir: str) -> bool:
   """Errors keep the log once the run got past its checks (model_dir holds
   the run); a refused start writes nothing into model_dir."""
-  return exit_code == errors.EXIT_ERROR and pretraining.holds_a_run(model_dir)
+  if exit_code != errors.EXIT_ERROR:
+    return False
+  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  return pretraining.holds_a_run(model_dir)
 
 
 def run():
@@ -107,7 +111,7 @@ def run():
   # constrain the flags of other commands in the same process.
   flags.mark_flag_as_required("config")
   flags.mark_flag_as_required("model_dir")
-  harness.run_command(main, __doc__, "rembert-train",
+  harness.run_command(main, __doc__, PROG,
                       output_dir_flag="model_dir",
                       keep_log_exit_codes=(errors.EXIT_OK,
                                            errors.EXIT_NON_FINITE_LOSS,

@@ -5,16 +5,16 @@ training; `<output_dir>/<model_prefix>.{model,vocab,json}` are written (the
 JSON holds vocab_size, the special ids and the model's sha256).
 
 Usage:
-  python tools/train_sentencepiece.py --input 'corpus/{lang}/*.txt' \
+  rembert-train-sentencepiece --input 'corpus/{lang}/*.txt' \
       --output_dir /tmp/spm --vocab_size 250300
-  python tools/train_sentencepiece.py --input en=wiki/en/*.json,sw=wiki/sw/*.json \
+  rembert-train-sentencepiece --input en=wiki/en/*.json,sw=wiki/sw/*.json \
       --output_dir /tmp/spm --vocab_size 32000 --alpha 0.5
-  python tools/train_sentencepiece.py --input 'tfds:wikipedia/20230601.{lang}' \
+  rembert-train-sentencepiece --input 'tfds:wikipedia/20230601.{lang}' \
       --tfds_data_dir gs://b/tensorflow_datasets --languages en,sw,yo \
       --output_dir /tmp/spm --vocab_size 32000
   # The sample drawn by Apache Beam (pip install 'rembert_tf[beam]'), where the
   # text is; Beam pipeline options follow `--`:
-  python tools/train_sentencepiece.py --input 'gs://b/mc4/c4-{lang}.tfrecord-*.json.gz' \
+  rembert-train-sentencepiece --input 'gs://b/mc4/c4-{lang}.tfrecord-*.json.gz' \
       --output_dir gs://b/spm --vocab_size 250300 --sample_with_beam \
       --runner DataflowRunner --sample_path gs://b/spm/sample.txt -- \
       --project=my-project --region=us-central1 --temp_location=gs://b/tmp
@@ -23,6 +23,7 @@ from absl import flags
 
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
@@ -30,6 +31,7 @@ from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.data import tfds_text_inputs
 
+PROG = command_names.console_script(__spec__.name)  # rembert-train-sentencepiece
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(text_input_flags)  # listed under --help
 flags.DEFINE_string("output_dir", None, "Where the model files go (any "
@@ -62,7 +64,7 @@ flags.DEFINE_integer("seed", 0, "Sampling seed.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing model.")
 
 
-@errors.command("rembert-train-sentencepiece")
+@errors.command(PROG)
 def main(argv):
   beam_args = list(argv[1:])
   if beam_args and not FLAGS.sample_with_beam:
@@ -107,7 +109,7 @@ def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["input"])
-  harness.run_command(main, __doc__, program="rembert-train-sentencepiece",
+  harness.run_command(main, __doc__, program=PROG,
                   output_dir_flag="output_dir")
 
 

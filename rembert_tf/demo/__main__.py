@@ -1,4 +1,4 @@
-r"""The demo end to end: `python -m rembert_tf.demo` (`bash run.sh demo`, `rembert-demo`).
+r"""The demo end to end: `rembert-demo` (`python -m rembert_tf.demo`, `bash run.sh demo`).
 
 Generates a multilingual corpus, trains a vocabulary, makes records,
 pre-trains the tiny decoupled model, exports it, fine-tunes it on English
@@ -8,7 +8,7 @@ rembert_tf/demo/runner.py). Exits 1 when the held-out MLM accuracy is below
 2x the most-frequent-token baseline.
 
 USAGE:
-  python -m rembert_tf.demo [--run_dir runs/demo] [--seed 0] [--train_steps N]
+  rembert-demo [--run_dir runs/demo] [--seed 0] [--train_steps N]
       [--corpus_megabytes 3] [--nofinetune] [--norandom_init_baseline] [--verbose]
 """
 import sys
@@ -16,12 +16,14 @@ import time
 
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from absl import flags  # noqa: E402  pylint: disable=g-bad-import-order
 
 from rembert_tf.common import errors  # noqa: E402
 from rembert_tf.common import fileio  # noqa: E402
 
+PROG = command_names.console_script(__spec__.name)  # rembert-demo
 FLAGS = flags.FLAGS
 flags.DEFINE_string("run_dir",
                     fileio.join("runs", time.strftime("demo-%Y%m%d-%H%M%S")),
@@ -38,7 +40,7 @@ flags.DEFINE_bool("random_init_baseline", True, "Also fine-tune a randomly "
                   "initialised encoder (the table's random-init column).")
 
 
-@errors.command("rembert-demo")
+@errors.command(PROG)
 def main(argv):
   if len(argv) > 1:
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; the demo takes "
@@ -55,7 +57,7 @@ def main(argv):
       random_init_baseline=FLAGS.random_init_baseline)
   results = runner.run_demo(run_dir, settings)
   if results["mlm_accuracy"] < runner.REQUIRED_MLM_RATIO * results["baseline_accuracy"]:
-    print(f"rembert-demo: error: held-out MLM accuracy "
+    print(f"{PROG}: error: held-out MLM accuracy "
           f"{results['mlm_accuracy']:.3f} is below "
           f"{runner.REQUIRED_MLM_RATIO:.0f}x the most-frequent-token baseline "
           f"({results['baseline_accuracy']:.3f}): pre-training did not learn.",
@@ -65,7 +67,7 @@ def main(argv):
 
 def run():
   """Console-script entry point (`rembert-demo`)."""
-  harness.run_command(main, __doc__, program="rembert-demo", output_dir_flag="run_dir",
+  harness.run_command(main, __doc__, program=PROG, output_dir_flag="run_dir",
                   keep_log_exit_codes=(0, errors.EXIT_ERROR))
 
 

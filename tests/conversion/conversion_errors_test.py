@@ -420,6 +420,6 @@ def test_export_command_checks_its_flags_before_writing(two_steps_dir,
   results = testlib.run_command_cases("rembert_tf.cli.export_savedmodel",
                                       [argv for argv, _ in cases])
   for (argv, parts), result in zip(cases, results):
-    testlib.assert_one_line_error("rembert-export-savedmodel", result, *parts)
+    testlib.assert_one_line_error("rembert-export", result, *parts)
   assert not os.path.exists(out)
   assert not [p for p in tmp_path.iterdir() if p.name != "broken"]

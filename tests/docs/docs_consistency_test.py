@@ -109,22 +109,9 @@ def anchors(path: pathlib.Path) -> Set[str]:
 # --- Reading the commands ----------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def console_scripts() -> Dict[str, str]:
-  """`rembert-NAME` -> the module of its `run()` (from setup.py)."""
-  tree = ast.parse((REPO / "setup.py").read_text())
-  values = {}
-  for node in tree.body:
-    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-      try:
-        values[node.targets[0].id] = ast.literal_eval(node.value)
-      except ValueError:
-        if isinstance(node.value, ast.BinOp):  # CONSOLE_SCRIPTS = [...] + [...]
-          values[node.targets[0].id] = ast.literal_eval(node.value.left)
-  scripts = {name: f"rembert_tf.cli.{module}"
-             for name, module in values["CLI_COMMANDS"].items()}
-  for entry in values["CONSOLE_SCRIPTS"]:
-    name, target = (part.strip() for part in entry.split("="))
-    scripts[name] = target.split(":")[0]
-  return scripts
+  """`rembert-NAME` -> the module of its `run()` (the table setup.py reads)."""
+  from rembert_tf.cli import command_names  # pylint: disable=g-import-not-at-top
+  return dict(command_names.CONSOLE_SCRIPTS)
 
 
 def module_file(module: str) -> pathlib.Path:

@@ -120,7 +120,7 @@ def test_train_command_reports_config_error_in_one_line(override, field,
   assert e.value.code == 1
   err = capsys.readouterr().err.strip()
   assert err.count("\n") == 0 and "Traceback" not in err
-  assert err.startswith("rembert_tf.train: error: ")
+  assert err.startswith("rembert-train: error: ")
   assert field in err
   assert not os.path.exists(tmp_path / "m")
 
