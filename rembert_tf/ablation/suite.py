@@ -71,7 +71,7 @@ class SuiteOptions:
   train_records: Optional[str] = None        # base: pre-training records glob
   eval_records: Optional[str] = None
   xtreme_data_dir: Optional[str] = None      # XTREME download/ folder, or
-  xtreme_records_dir: Optional[str] = None   # tools/create_finetuning_data.py output
+  xtreme_records_dir: Optional[str] = None   # rembert-create-finetuning-data output
   sp_model: Optional[str] = None             # for --data_dir fine-tuning
   tasks: Optional[List[str]] = None
   learning_rates: Optional[List[float]] = None
@@ -158,12 +158,12 @@ def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
   if not options.train_records:
     raise errors.UsageError(
         "--train_records: give the pre-training records (a glob of the "
-        "*.tfrecord files tools/create_pretraining_data.py wrote), or use "
+        "*.tfrecord files rembert-create-pretraining-data wrote), or use "
         "--scale demo.")
   if not (options.xtreme_data_dir or options.xtreme_records_dir):
     raise errors.UsageError(
         "give --xtreme_data_dir (the XTREME download/ folder) or "
-        "--xtreme_records_dir (tools/create_finetuning_data.py --output_dir).")
+        "--xtreme_records_dir (rembert-create-finetuning-data --output_dir).")
   sentences = options.similarity_sentences
   if sentences is None and options.xtreme_data_dir:
     candidate = fileio.join(options.xtreme_data_dir, "xnli", "dev-en.tsv")

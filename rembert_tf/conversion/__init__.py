@@ -1,5 +1,5 @@
 """Checkpoint conversion: released TF1 RemBERT, Hugging Face safetensors, rembert_tf.
 
 Entry point: `rembert_tf.conversion.converter.convert_checkpoint` (CLI:
-`tools/convert_checkpoint.py`).
+`rembert-convert`).
 """

@@ -79,13 +79,44 @@ POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 
 
 def _default_tf1_config(input_path: str) -> Optional[str]:
-  is_prefix = fileio.exists(input_path + ".index")
-  folder = (fileio.dirname(input_path) if is_prefix or not fileio.isdir(input_path)
-            else input_path)
+  folder = _checkpoint_folder(input_path)
   for name in TF1_CONFIG_NAMES:
     if fileio.isfile(fileio.join(folder, name)):
       return fileio.join(folder, name)
   return None
+
+
+def _checkpoint_folder(input_path: str) -> str:
+  """The folder of a TF1 checkpoint prefix (or the folder given)."""
+  is_prefix = fileio.exists(input_path + ".index")
+  return (fileio.dirname(input_path) if is_prefix or not fileio.isdir(input_path)
+          else input_path)
+
+
+def release_vocabulary_advice(input_path: str) -> str:
+  """Where the released checkpoint's vocabulary is, and the flag that takes it.
+
+  The release ships its SentencePiece model beside the TF1 checkpoint
+  (`rembert/sentencepiece.model` next to `rembert/model.ckpt.*`): a
+  converted release keeps that vocabulary; training another one would not
+  match the checkpoint's embeddings."""
+  beside = fileio.join(_checkpoint_folder(input_path),
+                       checkpoint_layout.SENTENCEPIECE_FILE)
+  if fileio.isfile(beside):
+    return f"pass the release's vocabulary with --sp_model {beside}"
+  return ("the released RemBERT's SentencePiece model "
+          f"({checkpoint_layout.SENTENCEPIECE_FILE}) ships beside its "
+          f"checkpoint ({beside} is missing): download it with the "
+          "checkpoint and pass it with --sp_model")
+
+
+def _check_sp_model(from_format, input_path, sp_model) -> None:
+  """A --sp_model that is no SentencePiece model with the special pieces is
+  refused; for the release, the line says where its own one is."""
+  if from_format == "tf1" and not fileio.isfile(sp_model):
+    raise errors.UsageError(f"--sp_model {sp_model}: no such file; "
+                            f"{release_vocabulary_advice(input_path)}.")
+  tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
 
 
 def _check_arguments(from_format, to_format, output_dir, overwrite,
@@ -361,7 +392,7 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,
                    with_output_side)
   if sp_model is not None:
-    tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
+    _check_sp_model(from_format, input_path, sp_model)
   read_output_side = with_output_side or (from_format != "tf1"
                                           and not encoder_only)
   cfg, source, own_sp_model = _open_source(from_format, input_path, config,

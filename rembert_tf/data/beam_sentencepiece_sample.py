@@ -17,7 +17,7 @@ that sample where the text is (Dataflow, Flink, Spark or Beam's local runner):
 4. **Write**: the sample lines in corpus order to one text file (any
    filesystem) and their per-language counts beside it (`PATH.json`).
 
-`tools/train_sentencepiece.py --sample_with_beam` runs it, then trains on the
+`rembert-train-sentencepiece --sample_with_beam` runs it, then trains on the
 sample; with `--sample_only` it stops after writing the sample.
 
 Example (Beam's local runner):

@@ -74,7 +74,7 @@ class RemBertPretrainDataConfig(cfg.DataConfig):
     max_predictions_per_seq: P of the batches (static layout: must equal the
       records'; dynamic masking: any P).
     use_dynamic_masking: mask in the pipeline (records in the "unmasked"
-      layout, see tools/create_pretraining_data.py --unmasked).
+      layout, see rembert-create-pretraining-data --unmasked).
     masked_lm_prob, mask_token_rate, random_token_rate: dynamic masking rates.
     vocab_size: 0 reads it from metadata.json; else it must match it.
     check_metadata: read and check metadata.json (turn off only for records
@@ -120,7 +120,7 @@ def record_files(params: RemBertPretrainDataConfig) -> List[str]:
     if not matched:
       raise DataMismatchError(
           f"data config field `input_path`: {pattern!r} matches no files; "
-          "make records with tools/create_pretraining_data.py or fix the glob.")
+          "make records with rembert-create-pretraining-data or fix the glob.")
     files.extend(sorted(matched))
   return files
 
@@ -153,7 +153,7 @@ def check_listed_shards_exist(meta: Dict[str, Any]) -> None:
         f"{meta['_path']}: field `shards` lists {len(missing)} file(s) missing "
         f"from {meta['_directory']}: {', '.join(missing[:5])}"
         f"{' ...' if len(missing) > 5 else ''}. Copy them back or recreate the "
-        "records (tools/create_pretraining_data.py --overwrite); training on "
+        "records (rembert-create-pretraining-data --overwrite); training on "
         "part of the records would silently skip their data.")
 
 

@@ -1,6 +1,6 @@
 """Raw multilingual text -> sharded pre-training TFRecords + metadata.json.
 
-`create_pretraining_data` (wrapped by `tools/create_pretraining_data.py`)
+`create_pretraining_data` (wrapped by `rembert-create-pretraining-data`)
 checks the flags, the SentencePiece model, the inputs and the output before
 any work (`pretraining_instances.prepare`), then runs one of two engines
 that write the same bytes for a seed:

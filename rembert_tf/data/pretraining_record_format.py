@@ -220,21 +220,21 @@ def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
   if not fileio.exists(path) or fileio.isdir(path):
     raise RecordsError(
         f"{path} does not exist: pre-training records need their "
-        f"{METADATA_FILE}. Make records with tools/create_pretraining_data.py "
+        f"{METADATA_FILE}. Make records with rembert-create-pretraining-data "
         "(or pretraining_record_format.write_pretraining_records for "
         "fixtures).")
   try:
     meta = json.loads(fileio.read_text(path))
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise RecordsError(f"{path} is not valid JSON ({e}); recreate the records "
-                       "with tools/create_pretraining_data.py.") from None
+                       "with rembert-create-pretraining-data.") from None
   if meta.get("format") != FORMAT_NAME:
     raise RecordsError(f"{path}: field `format` is {meta.get('format')!r}, "
                        f"expected {FORMAT_NAME!r}.")
   for field in ("layout", "seq_length", "max_predictions_per_seq", "vocab_size"):
     if field not in meta:
       raise RecordsError(f"{path}: missing field `{field}`; recreate the "
-                         "records with tools/create_pretraining_data.py.")
+                         "records with rembert-create-pretraining-data.")
   return meta
 
 

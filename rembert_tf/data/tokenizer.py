@@ -41,7 +41,7 @@ import sentencepiece as spm
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 
-# The layout of the models this project trains (tools/train_sentencepiece.py).
+# The layout of the models this project trains (rembert-train-sentencepiece).
 PAD_ID = 0
 UNK_ID = 1
 CLS_ID = 2
@@ -103,7 +103,7 @@ def load_sentencepiece(path) -> spm.SentencePieceProcessor:
   if not fileio.isfile(path):
     raise TokenizerError(
         f"SentencePiece model {path} does not exist; train one with "
-        "`tools/train_sentencepiece.py --output_dir DIR` (it writes "
+        "`rembert-train-sentencepiece --output_dir DIR` (it writes "
         "DIR/sentencepiece.model) or pass the model the checkpoint was "
         "trained with.")
   processor = spm.SentencePieceProcessor()
@@ -152,7 +152,7 @@ class SpecialTokens:
           "[CLS], [SEP], [MASK], a padding piece (<pad> or [PAD]) and an "
           "unknown piece (<unk> or [UNK]); use the SentencePiece model the "
           "checkpoint was trained with, or train one with "
-          "tools/train_sentencepiece.py.")
+          "rembert-train-sentencepiece.")
     return cls(vocab_size=processor.GetPieceSize(), **ids)
 
   @classmethod

@@ -37,7 +37,7 @@ corpus.sample_parallel_document(rng, "ar")          # ar, en, ar, en, ...
 corpus.sample_code_switched_document(rng, "hi")     # Hindi and English mixed
 stats = corpus.generate_corpus("/tmp/corpus", target_megabytes=1.0)
 # -> /tmp/corpus/{lang}/part-0000N.txt: one sentence per line, a blank line
-#    between documents (the layout tools/create_pretraining_data.py reads).
+#    between documents (the layout rembert-create-pretraining-data reads).
 ```
 """
 import random

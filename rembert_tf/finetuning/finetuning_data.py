@@ -179,10 +179,10 @@ def read_metadata(records_dir) -> Dict:
   if not fileio.isfile(path):
     raise TaskDataError(
         f"{path} does not exist: {records_dir} is not a fine-tuning records "
-        "directory; make one with tools/create_finetuning_data.py --task T "
+        "directory; make one with rembert-create-finetuning-data --task T "
         "--output_dir O (records land in O/T/).")
   try:
     return json.loads(fileio.read_text(path))
   except (ValueError, UnicodeDecodeError) as e:
     raise TaskDataError(f"{path} is not valid JSON ({e}); recreate the "
-                        "records with tools/create_finetuning_data.py.") from None
+                        "records with rembert-create-finetuning-data.") from None

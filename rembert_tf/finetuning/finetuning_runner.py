@@ -103,7 +103,7 @@ def run_finetuning(
     progress=print, data_source: str = "download", tfds_data_dir=None) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
 
-  Records: `records_dir` (tools/create_finetuning_data.py's O/<task>), or
+  Records: `records_dir` (rembert-create-finetuning-data's O/<task>), or
   written to output_dir/records from `data_dir` (XTREME download/) or TFDS
   (`data_source="tfds"`, `tfds_data_dir`) with `sp_model` (default: the
   checkpoint's). The rate is selected on English dev, mean / std over seeds

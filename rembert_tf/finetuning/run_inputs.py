@@ -69,7 +69,7 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
   root = tfds_data_dir if data_source == "tfds" else data_dir
   if root is None:
     raise FinetuningError("Give records_dir / --records_dir "
-                          "(tools/create_finetuning_data.py output), "
+                          "(rembert-create-finetuning-data output), "
                           "data_dir / --data_dir (XTREME download/), or "
                           "--data_source tfds with --tfds_data_dir.")
   if sp_model is None:

@@ -367,7 +367,7 @@ def get(name: str) -> TaskType:
     raise errors.InputError(
         f"Unknown fine-tuning task type {name!r} (in the records' "
         f"metadata.json field task_type); known: {', '.join(TASK_TYPES)}. "
-        "Recreate the records with tools/create_finetuning_data.py.")
+        "Recreate the records with rembert-create-finetuning-data.")
   return TASK_TYPES[name]
 
 

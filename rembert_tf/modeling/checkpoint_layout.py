@@ -294,7 +294,7 @@ def load_model_config_from_dir(directory) -> rembert_config.RemBertConfig:
     raise CheckpointError(
         f"{directory}: no {MODEL_CONFIG_FILE}. A rembert_tf checkpoint "
         "directory holds model_config.yaml and encoder/ckpt-*; make one with "
-        "`python -m rembert_tf.train` or `tools/convert_checkpoint.py --to "
+        "`rembert-train` or `rembert-convert --to "
         "rembert_tf`, or pass the model config explicitly.")
   return read_model_config(path)
 

@@ -96,7 +96,7 @@ def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
     if not input_files(data.input_path):
       raise pretraining_errors.PretrainingError(
           f"{field}.input_path {data.input_path!r} matches no file. Make the "
-          "records first (tools/create_pretraining_data.py) or fix the path.")
+          "records first (rembert-create-pretraining-data) or fix the path.")
     if data.check_metadata:
       pretraining_input_pipeline.check_records_compatible(data,
                                                           config.task.model)
@@ -125,7 +125,7 @@ def corrupt_records_error(config: cfg.ExperimentConfig, mode: str,
     if culprit:
       return pretraining_errors.CorruptRecordsError(
           f"{field}.input_path: record shard {culprit} is corrupted or "
-          "truncated. Recreate the records (tools/create_pretraining_data.py "
+          "truncated. Recreate the records (rembert-create-pretraining-data "
           "--overwrite) or copy the shard again, then run the same command: "
           "it resumes from the newest checkpoint.")
   return pretraining_errors.CorruptRecordsError(

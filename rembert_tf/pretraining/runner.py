@@ -1,4 +1,4 @@
-"""Runs a pre-training experiment: the library behind `python -m rembert_tf.train`.
+"""Runs a pre-training experiment: the library behind `rembert-train`.
 
 Builds on Model Garden's `official.core.train_lib` (`OrbitExperimentRunner`:
 orbit Controller + `base_trainer.Trainer`) and the shared training runtime

@@ -423,3 +423,30 @@ def test_export_command_checks_its_flags_before_writing(two_steps_dir,
     testlib.assert_one_line_error("rembert-export", result, *parts)
   assert not os.path.exists(out)
   assert not [p for p in tmp_path.iterdir() if p.name != "broken"]
+
+
+@pytest.mark.parametrize("root", ["local", "ram://release_vocab"])
+def test_the_release_without_its_vocabulary_is_told_where_it_is(tmp_path, root):
+  """A --sp_model of the release that is not there: the line names the
+  file beside the checkpoint and the flag, and nothing is written."""
+  release = str(tmp_path / "rembert") if root == "local" else root + "/rembert"
+  fileio.makedirs(release)
+  prefix = fileio.join(release, "model.ckpt")
+  fileio.write_text(prefix + ".index", "not read: the flags are checked first")
+  beside = fileio.join(release, "sentencepiece.model")
+  output = fileio.join(os.path.dirname(release) if root == "local" else root,
+                       "converted")
+  with pytest.raises(errors.UsageError) as missing:
+    converter.convert_checkpoint("tf1", "rembert_tf", prefix, output,
+                                 sp_model=fileio.join(release, "spm.model"))
+  assert (f"spm.model: no such file; the released RemBERT's SentencePiece "
+          f"model (sentencepiece.model) ships beside its checkpoint ({beside} "
+          "is missing): download it with the checkpoint and pass it with "
+          "--sp_model." in str(missing.value))
+  assert "train" not in str(missing.value)
+  fileio.write_text(beside, "the release's vocabulary")
+  with pytest.raises(errors.UsageError, match=(
+      f"pass the release's vocabulary with --sp_model {beside}")):
+    converter.convert_checkpoint("tf1", "rembert_tf", prefix, output,
+                                 sp_model=fileio.join(release, "spm.model"))
+  assert not fileio.exists(output)

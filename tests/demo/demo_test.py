@@ -56,4 +56,4 @@ def test_small_demo_learns_and_leaves_every_step_in_the_run_dir(tmp_path,
   assert f"run directory {run_dir}" in summary
   assert "| language | pre-trained | random init | chance |" in summary
   assert "| non-English mean |" in summary
-  assert "python -m rembert_tf.finetune --task xnli" in summary
+  assert "rembert-finetune --task xnli" in summary
