@@ -141,8 +141,7 @@ class CommandOutput:
     handler = logging.get_absl_handler().python_handler
     handler.stream = self._log_file
     # Before flags are parsed absl writes every record to stderr. A command
-    # parses them right after this (app.run), or never (argparse commands):
-    # either way the defaults hold until then.
+    # parses them right after this (app.run): the defaults hold until then.
     if not flags.FLAGS.is_parsed():
       flags.FLAGS.mark_as_parsed()
     logging.set_verbosity(logging.INFO)
