@@ -13,6 +13,7 @@ about a second.
 """
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -63,6 +64,14 @@ def launch(how: str, target: str, *args: str, cwd=REPO):
   return done.returncode, done.stdout, done.stderr, heavy, seconds
 
 
+def _docstring_source(module: str):
+  """The lines of a module's docstring as its source file spells them."""
+  path = REPO.joinpath(*module.split("."))
+  path = path / "__main__.py" if path.is_dir() else path.with_suffix(".py")
+  text = path.read_text(encoding="utf-8")
+  return re.match(r'r?"""(.*?)"""', text, re.S).group(1).splitlines()
+
+
 def _ways_to_run():
   """(how, target, console script) of every way a command is started."""
   ways = [("script", module, name)
@@ -94,11 +103,12 @@ def test_help_is_fast_light_and_names_the_console_script(how, target, name):
   assert f"\n{name}:\n" in out, out[-1500:]
   assert "Traceback" not in err, err
   if how == "script":
-    # The examples keep their line continuations and use console scripts.
-    examples = [l.strip() for l in out.split("\nflags:\n")[0].splitlines()]
-    if any(l.endswith("\\") for l in examples):
-      assert any(l.startswith("rembert-") for l in examples), out[:1500]
-    assert not [l for l in examples if l.startswith("python ")], out[:1500]
+    # The docstring as written: every `\\` ending a line of its source is
+    # printed; the examples use console scripts.
+    usage = [l.strip() for l in out.split("\nflags:\n")[0].splitlines()]
+    continued = [l for l in _docstring_source(target) if l.endswith("\\")]
+    assert len([l for l in usage if l.endswith("\\")]) == len(continued)
+    assert not [l for l in usage if l.startswith("python ")], out[:1500]
     print(f"{name} --help: {seconds:.2f} s")
 
 
@@ -158,3 +168,18 @@ def test_refused_runs_name_the_console_script(tmp_path, how, target, args,
   assert code == 1, err[-2000:]
   assert len(lines) == 1 and lines[0].startswith(f"{name}: error: "), err
   assert says.format(tmp=tmp_path) in lines[0], lines[0]
+
+
+def test_the_docs_show_only_console_scripts_in_command_output():
+  """`NAME: error: ...` (and note, done, ...) lines of README.md and docs/
+  name commands a user can type."""
+  said = re.compile(r"(?<![\w./-])([\w.-]+): (?:error|note|preempted|"
+                    r"interrupted|done|full log)\b")
+  found = {}
+  for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+    for program in said.findall(path.read_text(encoding="utf-8")):
+      found.setdefault(program, path.name)
+  assert "rembert-convert" in found  # docs/errors.md shows one error line
+  unknown = {p: f for p, f in found.items()
+             if p not in command_names.CONSOLE_SCRIPTS}
+  assert not unknown, unknown
