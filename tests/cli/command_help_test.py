@@ -1,8 +1,8 @@
 """Every command answers `--help` at once, on absl flags, under its console script's name.
 
 For each console script of setup.py (the table `rembert_tf.cli.command_names`
-it reads), each `tools/NAME.py` wrapper and each `python -m` form, in a fresh
-process: `--help` exits 0, prints the command's docstring as written (no
+it reads) and each `python -m` form, in a fresh process (a `tools/NAME.py`
+file only calls its command's `run()`): `--help` exits 0, prints the command's docstring as written (no
 Markdown fence; a `\\` ending an example line kept) under the console
 script's name, and imports none of TensorFlow, Model Garden, Keras,
 TensorFlow Text, TFDS, Apache Beam or JAX; an unknown flag exits 2 with one
@@ -11,6 +11,7 @@ before any file is read) show that the error lines of `main` start with the
 console script's name too. No test here builds a model: each process takes
 about a second.
 """
+import ast
 import json
 import pathlib
 import re
@@ -76,16 +77,19 @@ def _ways_to_run():
   """(how, target, console script) of every way a command is started."""
   ways = [("script", module, name)
           for name, module in command_names.CONSOLE_SCRIPTS.items()]
-  for name, module in command_names.CLI_COMMANDS.items():
-    ways.append(("tools", f"tools/{module}.py", name))
   ways += [("module", module, name) for module, name in SHIMS.items()]
   return ways
 
 
 def test_every_console_script_has_a_command_module_and_a_tools_file():
+  """A tools/ file only runs its command module's `run()` (so its `--help`
+  is the console script's; two of them run below, refused)."""
   assert set(SHIMS.values()) <= set(command_names.CONSOLE_SCRIPTS)
   for name, module in command_names.CLI_COMMANDS.items():
-    assert (REPO / "tools" / f"{module}.py").is_file(), name
+    tree = ast.parse((REPO / "tools" / f"{module}.py").read_text())
+    imports = [(node.module, [a.name for a in node.names]) for node in tree.body
+               if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert imports == [(f"rembert_tf.cli.{module}", ["run"])], name
     assert command_names.console_script(f"rembert_tf.cli.{module}") == name
   assert command_names.console_script("rembert_tf.demo.__main__") == "rembert-demo"
   assert command_names.console_script("rembert_tf.train") == "rembert-train"
