@@ -2,11 +2,11 @@
 and docs/ resolves, and every command shown in a shell code block uses only
 flags that command defines (what its `--helpfull` lists).
 
-A command's flags are read from its module's source (absl `DEFINE_*` calls
-and argparse `add_argument`s, plus the flags of the `cli/*_flags` modules it
-adopts, `--verbose` and absl's own flags): the commands cannot all be imported into one process
-(several define a flag of the same name), and starting each one to read its
-`--helpfull` would cost a TensorFlow start-up per command. One command's
+A command's flags are read from its module's source (absl `DEFINE_*` calls,
+wherever they are, plus the flags of the `cli/*_flags` modules it adopts,
+`--verbose` and absl's own flags): the commands cannot all be imported into
+one process (several define a flag of the same name), and reading the source
+needs no process per command. One command's
 real `--helpfull` is compared with what is read here, so the reading stays
 honest.
 """
