@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
       "console too (absl, TensorFlow, orbit); by default they go to the log "
       "file only (OUTPUT_DIR/logs/).")
   add("--output_dir", required=True)
+  add("--overwrite", action="store_true", help="Replace an earlier result in "
+      "--output_dir (its JSON, markdown and heatmap, as one set).")
   return parser
 
 
@@ -60,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
   args = build_parser().parse_args(argv)
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
   from rembert_tf.evaluation import layer_similarity  # pylint: disable=g-import-not-at-top
 
   def read(path):
@@ -68,13 +71,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     lines = [l.split("\t")[0].strip() for l in fileio.read_text(path).splitlines()]
     return [l for l in lines if l][:args.max_sentences]
 
+  outputs.refuse_overlap(args.output_dir, {
+      "--sentences": args.sentences, "--sentences_b": args.sentences_b},
+                         "--output_dir")
   sentences_a = read(args.sentences)
   sentences_b = read(args.sentences_b) if args.sentences_b else None
   result = layer_similarity.analyze_checkpoints(
       args.checkpoint_a, args.checkpoint_b, sentences_a, sentences_b,
       sp_model=args.sp_model, seq_length=args.seq_length,
       pooling=args.pooling, output_dir=args.output_dir,
-      model_config=args.model_config)
+      model_config=args.model_config, overwrite=args.overwrite)
   print(result.markdown())
   print(f"written: {args.output_dir}/{{{layer_similarity.RESULT_MARKDOWN},"
         f"{layer_similarity.RESULT_HEATMAP},{layer_similarity.RESULT_JSON}}}")
