@@ -125,6 +125,7 @@ def main(argv: Optional[List[str]] = None) -> int:
       similarity_sentences=args.similarity_sentences,
       similarity_max_sentences=args.similarity_max_sentences,
       corpus_megabytes=args.corpus_megabytes)
+  _refuse_output_overlapping_inputs(args)
   try:
     # One suite per directory; several workers of one suite: the chief's.
     with (outputs.writing_output(args.output_dir)
@@ -135,6 +136,17 @@ def main(argv: Optional[List[str]] = None) -> int:
           file=sys.stderr)
     return errors.EXIT_PREEMPTED
   return 0
+
+
+def _refuse_output_overlapping_inputs(args) -> None:
+  """Before any work: --output_dir must not be, hold or lie in an input."""
+  inputs = {f"--{name}": getattr(args, name) for name in (
+      "xtreme_data_dir", "xtreme_records_dir", "sp_model",
+      "similarity_sentences")}
+  for name in ("train_records", "eval_records"):
+    for path in fileio.glob(getattr(args, name)) if getattr(args, name) else ():
+      inputs[f"--{name} ({path})"] = path
+  outputs.refuse_overlap(args.output_dir, inputs, "--output_dir")
 
 
 def run() -> None:
