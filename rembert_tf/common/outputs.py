@@ -124,6 +124,10 @@ def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
   and `errors.InputError` when a parent of `path` is a file.
   """
   path = fileio.as_str(path).rstrip("/")
+  if fileio.temporaries_dir(path) == path:
+    raise errors.UsageError(
+        f"{path} is the root of a bucket, which cannot be swapped whole; "
+        f"write the output into a folder of it (e.g. {path}/output).")
   with writing_output(path):
     remove_stale_temporaries(path)
     if fileio.exists(path) and not overwrite:
