@@ -79,9 +79,11 @@ def writing_output(path: PathLike) -> Iterator[str]:
   """Holds the lock of output `path` and first finishes an interrupted swap.
 
   Every command that writes `path` runs in this block: a second run is
-  refused with `output_lock.OutputLockedError` naming the first, and a swap
+  refused with `output_lock.OutputLockedError` naming the first, a swap
   that a killed run left half-way is completed or rolled back
-  (`recover_interrupted_swap`) before anything looks at `path`. Nests.
+  (`recover_interrupted_swap`) and the temporaries of runs that are gone
+  are removed (`remove_stale_temporaries`) before anything looks at `path`,
+  also by a run that is then refused. Nests.
   Raises errors.InputError when a parent of `path` is a file.
   """
   path = fileio.as_str(path).rstrip("/")
@@ -89,6 +91,7 @@ def writing_output(path: PathLike) -> Iterator[str]:
   with output_lock.hold(path) as taken:
     if taken:
       recover_interrupted_swap(path)
+      remove_stale_temporaries(path)
     yield path
 
 

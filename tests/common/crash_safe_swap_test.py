@@ -7,7 +7,6 @@ without `--overwrite` (refused: the old or the new output is there, whole)
 and one with it (the newest output, whole, nothing left beside it). Local
 paths and ram:// (which, like gs://, renames a directory object by object).
 """
-import errno
 import os
 import subprocess
 import sys
@@ -27,30 +26,7 @@ NEW = {"a.txt": b"new a", "sub/b.txt": b"new b", "sub/c.txt": b"new c"}
 NEWER = {"z.txt": b"newest"}
 
 
-class Killed(BaseException):
-  """The process dies here: no `except Exception` of the code under test runs."""
-
-
-class StepFaults:
-  """Once armed, counts the swap's steps on the filesystem and fails the Nth."""
-
-  def __init__(self, monkeypatch, at=None, fault=Killed,
-               names=("_rename_one", "rmtree", "remove", "open_file")):
-    self.at, self.fault, self.count, self.armed = at, fault, 0, False
-    self.steps = []
-    for name in names:
-      monkeypatch.setattr(fileio, name, self._wrap(getattr(fileio, name), name))
-
-  def _wrap(self, original, name):
-    def step(*args, **kwargs):
-      mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
-      if self.armed and (name != "open_file" or "r" not in mode):
-        self.count += 1
-        self.steps.append(f"{name}{args[:2]}")
-        if self.count == self.at:
-          raise self.fault(f"step {self.at}: {name}{args[:2]}")
-      return original(*args, **kwargs)
-    return step
+Killed, StepFaults = testlib.Killed, testlib.StepFaults
 
 
 def _roots(tmp_path):
@@ -346,10 +322,6 @@ def test_a_file_set_killed_at_every_step_is_the_old_or_the_new(
   assert outcomes == sorted(outcomes, reverse=True)  # old, then new.
 
 
-def _disk_full(message):
-  return OSError(errno.ENOSPC, "No space left on device", message)
-
-
 @pytest.mark.parametrize("filesystem", ["local", "ram"])
 def test_a_full_disk_at_every_write_of_a_file_set(filesystem, tmp_path,
                                                   monkeypatch):
@@ -361,7 +333,7 @@ def test_a_full_disk_at_every_write_of_a_file_set(filesystem, tmp_path,
     root = new_root()
     out = _set_fixture(root)
     with monkeypatch.context() as patch:
-      faults = StepFaults(patch, at=step, fault=_disk_full,
+      faults = StepFaults(patch, at=step, fault=testlib.disk_full,
                           names=("_rename_one", "open_file"))
       try:
         _write_set(out, SET_NEW, True, faults)
