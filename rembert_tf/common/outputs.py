@@ -11,6 +11,15 @@ Temporaries of writers that are gone are removed by
 `remove_stale_temporaries`; those of a live process are kept. Every file
 operation goes through `rembert_tf.common.fileio`.
 
+The rules every command follows, in one place:
+- an output of several files beside others in one directory is staged and
+  published as one set by the same journaled swap (`atomic_file_set`);
+- an existing output is replaced only with --overwrite (`refuse_existing`);
+- an output that is, holds or lies inside one of the command's inputs is
+  refused before any work, comparing real paths (`refuse_overlap`);
+- local scratch space for libraries that need local files carries the run's
+  owner tag, and a killed run's is removed by the next (`local_scratch_dir`).
+
 Example:
 ```python
 from rembert_tf.common import fileio
