@@ -319,32 +319,29 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
     cannot build `vocab_size` pieces; the message says which way to go).
   """
   log = print if verbose else (lambda *a, **k: None)
-  start = time.time()
   output_dir = fileio.as_str(output_dir).rstrip("/")
-  outputs.refuse_existing([fileio.join(output_dir, model_prefix + suffix)
-                           for suffix in MODEL_SUFFIXES], overwrite)
   _check_arguments(vocab_size, seed_pieces, character_coverage, num_threads)
   options = sentencepiece_sample.SampleOptions(
       language_sampling_alpha, sample_size, seed,
       tuple(languages) if languages else None).check()
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
-  _refuse_output_among_inputs(output_dir, model_prefix, files, sample_path)
-  sample, (model_path, meta) = _sample_and_train(
-      files, options, (output_dir, model_prefix, overwrite), vocab_size,
-      inputs, log,
-      dict(sample_path=sample_path, sample_with_beam=sample_with_beam,
-           runner=runner, beam_args=beam_args),
+  _check_output(output_dir, model_prefix, overwrite, files, sample_path)
+  sample, meta = _sample_and_train(
+      files, options, (output_dir, model_prefix, overwrite), vocab_size, inputs,
+      log, dict(sample_path=sample_path, sample_with_beam=sample_with_beam,
+                runner=runner, beam_args=beam_args),
       dict(character_coverage=character_coverage, num_threads=num_threads,
            max_sentence_length=max_sentence_length, seed_pieces=seed_pieces))
-  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
-      f"...) in {time.time() - start:.1f}s")
   return dict(meta, sample=sample)
 
 
-def _refuse_output_among_inputs(output_dir: str, model_prefix: str, files,
-                                sample_path: Optional[str]) -> None:
-  """Each file of the model's set must not be an input file nor the sample."""
+def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
+                  sample_path: Optional[str]) -> None:
+  """Before any work: an existing model only with `overwrite`; no file of
+  the model's set may be an input file or the sample."""
+  outputs.refuse_existing([fileio.join(output_dir, model_prefix + suffix)
+                           for suffix in MODEL_SUFFIXES], overwrite)
   inputs = {f"--input {f.path}": f.path for f in files}
   inputs["--sample_path"] = sample_path
   for suffix in MODEL_SUFFIXES:
@@ -355,8 +352,7 @@ def _refuse_output_among_inputs(output_dir: str, model_prefix: str, files,
 def _sample_and_train(files, options, output: Tuple[str, str, bool],
                       vocab_size: int, inputs, log, sampling: Dict[str, Any],
                       trainer: Dict[str, Any]):
-  """Steps 1-5 in a local scratch directory: (sample summary, (model path,
-  metadata)).
+  """Steps 1-5 in a local scratch directory: (sample summary, metadata).
 
   `output`: (output_dir, model_prefix, overwrite); `sampling`: `sample_path`
   and the engine arguments of `draw_training_sample`; `trainer`: the keyword
@@ -365,6 +361,7 @@ def _sample_and_train(files, options, output: Tuple[str, str, bool],
   next run (`outputs.local_scratch_dir`).
   """
   output_dir, model_prefix, overwrite = output
+  start = time.time()
   fileio.check_output_location(output_dir)
   sample_path = sampling.pop("sample_path")
   with outputs.local_scratch_dir(SCRATCH_PREFIX) as tmp_dir:
@@ -378,8 +375,11 @@ def _sample_and_train(files, options, output: Tuple[str, str, bool],
     local_prefix = os.path.join(tmp_dir, model_prefix)
     train_model(local_sample, local_prefix, vocab_size, inputs=inputs,
                 seed=options.seed, **trainer)
-    return sample, _publish(local_prefix, output_dir, model_prefix,
-                            overwrite)
+    model_path, meta = _publish(local_prefix, output_dir, model_prefix,
+                                overwrite)
+  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
+      f"...) in {time.time() - start:.1f}s")
+  return sample, meta
 
 
 def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,

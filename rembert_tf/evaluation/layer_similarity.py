@@ -285,12 +285,9 @@ def analyze_checkpoints(checkpoint_a: str,
   if sp_model is None:
     from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
     sp_model = checkpoint_layout.find_sentencepiece(str(checkpoint_a))
-  outputs.refuse_overlap(output_dir, {"checkpoint_a": checkpoint_a,
-                                      "checkpoint_b": checkpoint_b,
-                                      "--sp_model": sp_model}, "--output_dir")
-  if output_dir is not None:
-    outputs.refuse_existing([fileio.join(output_dir, n) for n in RESULT_FILES],
-                            overwrite)
+  _check_output(output_dir, overwrite, {
+      "checkpoint_a": checkpoint_a, "checkpoint_b": checkpoint_b,
+      "--sp_model": sp_model})
   if not sp_model or not fileio.exists(sp_model):
     raise LayerSimilarityError(
         f"{sp_model or checkpoint_a}: no SentencePiece model found with the "
@@ -312,6 +309,15 @@ def analyze_checkpoints(checkpoint_a: str,
   if output_dir is not None:
     write_similarity(similarity, output_dir, overwrite)
   return similarity
+
+
+def _check_output(output_dir: Optional[str], overwrite: bool,
+                  inputs: Dict[str, Optional[str]]) -> None:
+  """Before any work: not an input, an earlier result only with overwrite."""
+  outputs.refuse_overlap(output_dir, inputs, "--output_dir")
+  if output_dir is not None:
+    outputs.refuse_existing([fileio.join(output_dir, n) for n in RESULT_FILES],
+                            overwrite)
 
 
 def read_similarity(output_dir) -> Optional[LayerSimilarity]:

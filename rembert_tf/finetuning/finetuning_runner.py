@@ -120,10 +120,6 @@ def run_finetuning(
       deterministic=deterministic, keep_checkpoints=keep_checkpoints,
       freeze_input_embeddings=freeze_input_embeddings)
   finetuning_experiment.check_settings(base_config, learning_rates, num_seeds)
-  outputs.refuse_overlap(output_dir, {
-      "--init_checkpoint": init_checkpoint, "--records_dir": records_dir,
-      "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
-      "--sp_model": sp_model}, "--output_dir")
   with _one_writer(output_dir):  # Nothing was written before this point.
     records_dir = run_inputs.prepare_records(
         task, output_dir, records_dir, data_dir, sp_model, init_checkpoint,

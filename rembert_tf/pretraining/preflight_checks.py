@@ -2,6 +2,7 @@
 
 | check | refuses |
 | --- | --- |
+| `check_model_dir` | a model_dir holding a checkpoint no training run wrote (a converted one), or that is, holds or lies inside the init checkpoint or the records; then `check_model_dir_writable` |
 | `check_model_dir_writable` | a model_dir that cannot be created or written |
 | `check_data` | a mode without records, a glob matching nothing, records made for another model or with listed shards missing (`pretraining_input_pipeline.check_records_compatible`) |
 | `check_checkpoint_compatible` | a model_dir checkpoint of another model (config fields, variable names and shapes) |
@@ -59,9 +60,9 @@ def check_model_dir_writable(model_dir: str) -> None:
         "Choose a directory you can create and write to.") from None
 
 
-def check_model_dir_is_no_input(config: cfg.ExperimentConfig,
-                                model_dir: str, mode: str) -> None:
-  """Refuses a model_dir that is one of the run's inputs, before any work.
+def check_model_dir(config: cfg.ExperimentConfig, model_dir: str,
+                    mode: str) -> None:
+  """Refuses a model_dir that is one of the run's inputs, or not writable.
 
   A directory holding checkpoints that no training run wrote (no
   params.yaml: a converted checkpoint directory, an export) is an input: a
@@ -87,6 +88,7 @@ def check_model_dir_is_no_input(config: cfg.ExperimentConfig,
       for path in input_files(data.input_path):
         inputs[f"{field}.input_path ({path})"] = path
   outputs.refuse_overlap(model_dir, inputs, "--model_dir")
+  check_model_dir_writable(model_dir)
 
 
 def input_files(input_path) -> List[str]:

@@ -411,8 +411,8 @@ def test_export_command_checks_its_flags_before_writing(two_steps_dir,
       (base + ["--export_preprocessor", "--seq_length=999"],
        ["--seq_length 999 exceeds the encoder's max_position_embeddings 24"]),
       (base + ["--export_preprocessor", "--seq_length=16",
-               f"--preprocessor_dir={folder}/model_config.yaml/p"],
-       [f"{folder}/model_config.yaml is a file, not a directory"]),
+               f"--preprocessor_dir={tmp_path}/a_file/p"],
+       [f"{tmp_path}/a_file is a file, not a directory"]),
       ([f"--model_dir={folder}/encoder/ckpt-1", f"--output_dir={out}"],
        [f"{folder}/encoder/ckpt-1: the checkpoint is not intact",
         f"pass {folder}/encoder/ckpt-0"]),
@@ -430,13 +430,15 @@ def test_export_command_checks_its_flags_before_writing(two_steps_dir,
        [f"--preprocessor_dir {folder}/pre lies inside --model_dir"]),
   ]
   (tmp_path / "link").symlink_to(folder)
+  (tmp_path / "a_file").write_text("x")
   before = sorted(p.name for p in folder.rglob("*"))
   results = testlib.run_command_cases("rembert_tf.cli.export_savedmodel",
                                       [argv for argv, _ in cases])
   for (argv, parts), result in zip(cases, results):
     testlib.assert_one_line_error("rembert-export-savedmodel", result, *parts)
   assert not os.path.exists(out)
-  assert not [p for p in tmp_path.iterdir() if p.name not in ("broken", "link")]
+  assert not [p for p in tmp_path.iterdir()
+              if p.name not in ("broken", "link", "a_file")]
   assert sorted(p.name for p in folder.rglob("*")) == before
 
 
