@@ -21,6 +21,7 @@ Each test copies what it changes into its own tmp_path.
 """
 import atexit
 import contextlib
+import errno
 import functools
 import glob
 import json
@@ -32,6 +33,8 @@ import sys
 import tempfile
 
 import sentencepiece as spm
+
+from rembert_tf.common import fileio
 
 # Pieces of the tests' SentencePiece models: 1000, faster to train than the
 # 2000 of the demo's vocabulary (the `tiny` preset's vocab_size).
@@ -215,3 +218,38 @@ def _remove_named_step(directory, prefix):
 CHECKPOINT_FAULTS = {"truncated_data": _truncate_data,
                      "deleted_index": _delete_index,
                      "missing_step": _remove_named_step}
+
+
+# Faults at the file layer every output is written through (fileio): a kill
+# (an exception no handler of the code under test catches) or a full disk at
+# the Nth write, rename or removal.
+class Killed(BaseException):
+  """The process dies here: no `except Exception` of the code under test runs."""
+
+
+def disk_full(message):
+  return OSError(errno.ENOSPC, "No space left on device", message)
+
+
+class StepFaults:
+  """Once armed, counts the swap's steps on the filesystem and fails the Nth."""
+
+  def __init__(self, monkeypatch, at=None, fault=Killed,
+               names=("_rename_one", "rmtree", "remove", "open_file")):
+    self.at, self.fault, self.count, self.armed = at, fault, 0, False
+    self.steps = []
+    for name in names:
+      monkeypatch.setattr(fileio, name, self._wrap(getattr(fileio, name), name))
+
+  def _wrap(self, original, name):
+    def step(*args, **kwargs):
+      mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
+      if self.armed and (name != "open_file" or "r" not in mode):
+        self.count += 1
+        self.steps.append(f"{name}{args[:2]}")
+        if self.count == self.at:
+          raise self.fault(f"step {self.at}: {name}{args[:2]}")
+      return original(*args, **kwargs)
+    return step
+
+

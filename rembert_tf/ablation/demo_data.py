@@ -38,12 +38,14 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
   download = fileio.join(data_dir, "download")
   if completion.read_complete(corpus) is None:
     say(f"[ablation] demo corpus ({corpus_megabytes:g} MB) -> {corpus}")
+    # Not marked complete: a killed run's corpus, replaced whole.
     demo_corpus.generate_corpus(corpus, target_megabytes=corpus_megabytes,
-                                seed=0)
+                                seed=0, overwrite=True)
     completion.mark_complete(corpus, {})
   if completion.read_complete(heldout) is None:
     demo_corpus.generate_corpus(heldout, target_megabytes=max(
-        0.05, corpus_megabytes / 10), seed=1, files_per_language=1)
+        0.05, corpus_megabytes / 10), seed=1, files_per_language=1,
+                                overwrite=True)
     completion.mark_complete(heldout, {})
   if not fileio.exists(sp_model):
     say(f"[ablation] SentencePiece vocabulary ({vocab_size} pieces)")

@@ -315,7 +315,7 @@ def similarity_row(row, model_dir: str, row_dir: str, sweeps: Dict[str, Dict],
   result = layer_similarity.analyze_checkpoints(
       model_dir, finetuned, sentences, sp_model=sp_model, seq_length=seq_length,
       label_a=f"{row.name} pre-trained", label_b=f"{row.name} fine-tuned ({task})",
-      output_dir=out_dir,
+      output_dir=out_dir, overwrite=True,  # Not marked complete: redone.
       model_config=fileio.join(model_dir, "model_config.yaml"))
   completion.mark_complete(out_dir, dict(finetuned=finetuned,
                                          diagonal=result.diagonal))

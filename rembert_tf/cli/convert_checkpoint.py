@@ -37,6 +37,7 @@ console.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
+from rembert_tf.common import outputs  # noqa: E402
 from absl import flags  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-convert
@@ -67,6 +68,9 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing --output (the old "
 def main(argv):
   del argv
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
+  outputs.refuse_overlap(FLAGS.output, {"--input": FLAGS.input,
+                                        "--sp_model": FLAGS.sp_model},
+                         "--output")
   out = converter.convert_checkpoint(
       FLAGS["from"].value, FLAGS.to, FLAGS.input, FLAGS.output,
       config=FLAGS.config, sp_model=FLAGS.sp_model,

@@ -24,6 +24,7 @@ from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 
 from rembert_tf.evaluation import xtreme_benchmark
 from rembert_tf.evaluation import xtreme_scorer
@@ -40,6 +41,7 @@ flags.DEFINE_list("languages", None, "Languages to score (default: every "
 flags.DEFINE_string("split", "test", "File prefix: test (as the official "
                     "scorer) or dev.")
 flags.DEFINE_string("output_file", None, "Write the scores as JSON here.")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --output_file.")
 flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
                   "decoupled averages beside the scores.")
 flags.DEFINE_bool("allow_missing_answers", False, "QA: score unanswered "
@@ -58,6 +60,10 @@ def main(argv):
       raise errors.UsageError(
           f"--output_file {FLAGS.output_file} is a directory; give the path "
           "of the JSON file to write (e.g. DIR/scores.json).")
+    outputs.refuse_overlap(FLAGS.output_file, {
+        "--prediction_folder": FLAGS.prediction_folder,
+        "--label_folder": FLAGS.label_folder}, "--output_file")
+    outputs.refuse_existing([FLAGS.output_file], FLAGS.overwrite)
   results = xtreme_scorer.evaluate_folders(
       FLAGS.prediction_folder, FLAGS.label_folder, tasks=FLAGS.tasks,
       split=FLAGS.split, languages=FLAGS.languages,
@@ -66,8 +72,10 @@ def main(argv):
                                       compare_paper=FLAGS.compare == "paper"))
   print(xtreme_benchmark.format_markdown(xtreme_benchmark.summarize(results)))
   if FLAGS.output_file:
-    xtreme_scorer.write_json(xtreme_benchmark.official_report(results),
-                             FLAGS.output_file)
+    with outputs.writing_output(FLAGS.output_file):
+      outputs.refuse_existing([FLAGS.output_file], FLAGS.overwrite)
+      xtreme_scorer.write_json(xtreme_benchmark.official_report(results),
+                               FLAGS.output_file)
     print(f"Wrote {FLAGS.output_file}")
 
 

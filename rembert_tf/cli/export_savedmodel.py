@@ -63,6 +63,11 @@ def main(argv):
   sp_model = FLAGS.sp_model or source.sp_model
   preprocessor_dir = (FLAGS.preprocessor_dir
                       or FLAGS.output_dir.rstrip("/") + "_preprocessor")
+  inputs = {"--model_dir": FLAGS.model_dir, "--sp_model": sp_model}
+  outputs.refuse_overlap(FLAGS.output_dir, inputs, "--output_dir")
+  if FLAGS.export_preprocessor:
+    outputs.refuse_overlap(preprocessor_dir, dict(
+        inputs, **{"--output_dir": FLAGS.output_dir}), "--preprocessor_dir")
   with contextlib.ExitStack() as held:
     if FLAGS.export_preprocessor:  # every check before the (long) encoder export
       if sp_model is None:

@@ -45,6 +45,8 @@ flags.DEFINE_enum("pooling", "mean", ["mean", "tokens"], "mean: one vector per "
                   "sentence; tokens: every real token (same sentences on both "
                   "sides only).")
 flags.DEFINE_string("output_dir", None, "Where the table, heatmap and JSON go.")
+flags.DEFINE_bool("overwrite", False, "Replace an earlier result in "
+                  "--output_dir (its JSON, markdown and heatmap, as one set).")
 
 
 def _read_sentences(flag: str):
@@ -60,6 +62,10 @@ def _read_sentences(flag: str):
 def main(argv) -> int:
   if len(argv) > 1:
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help.")
+  from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
+  outputs.refuse_overlap(FLAGS.output_dir, {
+      "--sentences": FLAGS.sentences, "--sentences_b": FLAGS.sentences_b},
+                         "--output_dir")
   sentences_a = _read_sentences("sentences")
   sentences_b = _read_sentences("sentences_b") if FLAGS.sentences_b else None
   # TensorFlow loads here, not when the flags are defined.
@@ -68,7 +74,7 @@ def main(argv) -> int:
       FLAGS.checkpoint_a, FLAGS.checkpoint_b, sentences_a, sentences_b,
       sp_model=FLAGS.sp_model, seq_length=FLAGS.seq_length,
       pooling=FLAGS.pooling, output_dir=FLAGS.output_dir,
-      model_config=FLAGS.model_config)
+      model_config=FLAGS.model_config, overwrite=FLAGS.overwrite)
   print(result.markdown())
   print(f"written: {FLAGS.output_dir}/{{{layer_similarity.RESULT_MARKDOWN},"
         f"{layer_similarity.RESULT_HEATMAP},{layer_similarity.RESULT_JSON}}}")

@@ -32,6 +32,8 @@ flags.DEFINE_float("parallel_fraction", corpus.PARALLEL_FRACTION,
 flags.DEFINE_float("code_switched_fraction", corpus.CODE_SWITCHED_FRACTION,
                    "Share of each non-English language's documents that are "
                    "code-switched (some content words in English).")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir (the "
+                  "new corpus is written aside and swapped in whole).")
 
 
 @errors.command(PROG)
@@ -42,7 +44,8 @@ def main(argv):
       target_megabytes=FLAGS.megabytes,
       files_per_language=FLAGS.files_per_language, seed=FLAGS.seed,
       parallel_fraction=FLAGS.parallel_fraction,
-      code_switched_fraction=FLAGS.code_switched_fraction, verbose=True)
+      code_switched_fraction=FLAGS.code_switched_fraction, verbose=True,
+      overwrite=FLAGS.overwrite)
 
 
 def run():

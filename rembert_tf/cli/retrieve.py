@@ -73,7 +73,9 @@ flags.DEFINE_string("label_folder", None, "Gold labels in the scorer's layout "
                     "(<task>/test-<lang>.tsv) to score the predictions with.")
 flags.DEFINE_bool("jit_compile", False, "Compile the embedding step with XLA "
                   "(always on a TPU).")
-flags.DEFINE_bool("overwrite", False, "Replace existing predictions of a task.")
+flags.DEFINE_bool("overwrite", False, "Replace an earlier run's predictions, "
+                  "labels and results in --output_dir (all of them, as one "
+                  "set).")
 
 PROG = command_names.console_script(__spec__.name)  # rembert-retrieve
 
@@ -165,6 +167,10 @@ def main(argv):
       raise errors.UsageError(f"--{name} is required.")
   from rembert_tf.retrieval import retrieval_runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import process_settings  # pylint: disable=g-import-not-at-top
+  outputs.refuse_overlap(FLAGS.output_dir, {
+      f"--{name}": FLAGS[name].value for name in (
+          "checkpoint", "sp_model", "data_dir", "tfds_data_dir",
+          "label_folder")}, "--output_dir")
   source = _bitext_source()
   plan = _plan(source, FLAGS.tasks, FLAGS.languages)
   with outputs.writing_output(FLAGS.output_dir), \

@@ -130,6 +130,7 @@ def run_suite(options) -> int:
   from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
   from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
+  _refuse_output_overlapping_inputs(options)
   try:
     # One suite per directory; several workers of one suite: the chief's.
     with (outputs.writing_output(options.output_dir)
@@ -147,6 +148,19 @@ def main(argv) -> int:
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help "
                             "(fine-tuning flags go in --finetune_flags).")
   return run_suite(suite_options())
+
+
+def _refuse_output_overlapping_inputs(args) -> None:
+  """Before any work: --output_dir must not be, hold or lie in an input."""
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
+  inputs = {f"--{name}": getattr(args, name) for name in (
+      "xtreme_data_dir", "xtreme_records_dir", "sp_model",
+      "similarity_sentences")}
+  for name in ("train_records", "eval_records"):
+    for path in fileio.glob(getattr(args, name)) if getattr(args, name) else ():
+      inputs[f"--{name} ({path})"] = path
+  outputs.refuse_overlap(args.output_dir, inputs, "--output_dir")
 
 
 def run() -> None:

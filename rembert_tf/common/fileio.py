@@ -88,6 +88,18 @@ def basename(path: PathLike) -> str:
   return posixpath.basename(path) if is_remote(path) else os.path.basename(path)
 
 
+def real_path(path: PathLike) -> str:
+  """The path two names of one file share: symbolic links resolved
+  (`os.path.realpath`) for a local path; `.`, `..` and doubled or trailing
+  slashes removed for a `scheme://` path (object stores have no links)."""
+  path = as_str(path)
+  if is_remote(path):
+    scheme, rest = path.split("://", 1)
+    rest = posixpath.normpath(rest) if rest.strip("/") else ""
+    return f"{scheme}://{rest}"
+  return os.path.realpath(path)
+
+
 def exists(path: PathLike) -> bool:
   path = as_str(path)
   return _gfile().exists(path)

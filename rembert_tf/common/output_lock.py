@@ -164,8 +164,9 @@ def _makedirs(path: str) -> List[str]:
 
 
 def _normalize(path) -> str:
-  path = os.fspath(path)
-  return path.rstrip("/") if fileio.is_remote(path) else os.path.abspath(path)
+  """The output's real path: two names of one directory (a symbolic link)
+  share one lock."""
+  return fileio.real_path(os.fspath(path))
 
 
 def lock_location(path) -> Tuple[str, str]:

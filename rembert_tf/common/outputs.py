@@ -11,6 +11,15 @@ Temporaries of writers that are gone are removed by
 `remove_stale_temporaries`; those of a live process are kept. Every file
 operation goes through `rembert_tf.common.fileio`.
 
+The rules every command follows, in one place:
+- an output of several files beside others in one directory is staged and
+  published as one set by the same journaled swap (`atomic_file_set`);
+- an existing output is replaced only with --overwrite (`refuse_existing`);
+- an output that is, holds or lies inside one of the command's inputs is
+  refused before any work, comparing real paths (`refuse_overlap`);
+- local scratch space for libraries that need local files carries the run's
+  owner tag, and a killed run's is removed by the next (`local_scratch_dir`).
+
 Example:
 ```python
 from rembert_tf.common import fileio
@@ -25,8 +34,12 @@ import contextlib
 import functools
 import inspect
 import json
+import os
+import shutil
 import sys
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+import tempfile
+from typing import (Callable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -75,9 +88,11 @@ def writing_output(path: PathLike) -> Iterator[str]:
   """Holds the lock of output `path` and first finishes an interrupted swap.
 
   Every command that writes `path` runs in this block: a second run is
-  refused with `output_lock.OutputLockedError` naming the first, and a swap
+  refused with `output_lock.OutputLockedError` naming the first, a swap
   that a killed run left half-way is completed or rolled back
-  (`recover_interrupted_swap`) before anything looks at `path`. Nests.
+  (`recover_interrupted_swap`) and the temporaries of runs that are gone
+  are removed (`remove_stale_temporaries`) before anything looks at `path`,
+  also by a run that is then refused. Nests.
   Raises errors.InputError when a parent of `path` is a file.
   """
   path = fileio.as_str(path).rstrip("/")
@@ -85,6 +100,7 @@ def writing_output(path: PathLike) -> Iterator[str]:
   with output_lock.hold(path) as taken:
     if taken:
       recover_interrupted_swap(path)
+      remove_stale_temporaries(path)
     yield path
 
 
@@ -120,25 +136,155 @@ def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
   and `errors.InputError` when a parent of `path` is a file.
   """
   path = fileio.as_str(path).rstrip("/")
+  if fileio.temporaries_dir(path) == path:
+    raise errors.UsageError(
+        f"{path} is the root of a bucket, which cannot be swapped whole; "
+        f"write the output into a folder of it (e.g. {path}/output).")
   with writing_output(path):
     remove_stale_temporaries(path)
     if fileio.exists(path) and not overwrite:
       raise errors.OutputExistsError(
           f"{path} already exists; choose another output or pass --overwrite "
           "to replace it (the old output stays until the new one is complete).")
-    tmp = fileio.temporary_path(path)
-    fileio.makedirs(tmp)
-    try:
+    with _staging(path) as tmp:
       yield tmp
-    except BaseException as e:
-      fileio.rmtree(tmp)
-      if fileio.is_disk_full(e):
-        raise fileio.disk_full_error(path, e) from None
-      raise
     old = fileio.temporary_path(path, _OLD_TAG)
-    swap_in(path, aside=[(path, old)] if fileio.exists(path) else [],
-            into=[(tmp, path)], new=[tmp],
-            old=[old] + _siblings(path, _OLD_TAG))
+    with _disk_full_names(path):
+      swap_in(path, aside=[(path, old)] if fileio.exists(path) else [],
+              into=[(tmp, path)], new=[tmp],
+              old=[old] + _siblings(path, _OLD_TAG))
+
+
+@contextlib.contextmanager
+def atomic_file_set(directory: PathLike, names: Sequence[str],
+                    overwrite: bool = False) -> Iterator[str]:
+  """Yields a staging directory; files `names` written there replace those
+  of `directory` as one set when the block completes.
+
+  For an output of several files beside others in one directory (a
+  vocabulary's `.model`, `.vocab` and `.json`; a command's results and
+  predictions). `names` are paths relative to `directory` (files or
+  folders): every one of them that exists is moved aside and every staged
+  one moved in by one journaled swap (`swap_in`), so a kill or a full disk
+  at any moment leaves the old set or the new one, never a mix; an old
+  member the new set lacks is removed with the old set. Other files of
+  `directory` are kept. Holds the lock of `directory`. Raises
+  `errors.OutputExistsError` naming the first existing member when
+  `overwrite` is false.
+  """
+  directory = fileio.as_str(directory).rstrip("/")
+  with writing_output(directory):
+    remove_stale_temporaries(directory)
+    refuse_existing([fileio.join(directory, n) for n in names], overwrite)
+    with _staging(directory) as tmp:
+      yield tmp
+    old = fileio.temporary_path(directory, _OLD_TAG)
+    member = lambda root, name: fileio.join(root, name)
+    with _disk_full_names(directory):
+      swap_in(directory,
+              aside=[(member(directory, n), member(old, n)) for n in names
+                     if fileio.exists(member(directory, n))],
+              into=[(member(tmp, n), member(directory, n)) for n in names
+                    if fileio.exists(member(tmp, n))],
+              new=[tmp], old=[old])
+
+
+def refuse_existing(paths: Sequence[str], overwrite: bool) -> None:
+  """`errors.OutputExistsError` naming the first of `paths` that exists,
+  unless `overwrite`: a command writes into an existing output only when
+  asked to."""
+  if overwrite:
+    return
+  for path in paths:
+    if fileio.exists(path):
+      raise errors.OutputExistsError(
+          f"{path} already exists; choose another output or pass --overwrite "
+          "to replace it (the old output stays until the new one is "
+          "complete).")
+
+
+@contextlib.contextmanager
+def _staging(path: str) -> Iterator[str]:
+  """A new temporary directory beside `path`, removed when the block fails."""
+  tmp = fileio.temporary_path(path)
+  fileio.makedirs(tmp)
+  try:
+    yield tmp
+  except BaseException as e:
+    fileio.rmtree(tmp)
+    if fileio.is_disk_full(e):
+      raise fileio.disk_full_error(path, e) from None
+    raise
+
+
+@contextlib.contextmanager
+def _disk_full_names(path: str) -> Iterator[None]:
+  """A full disk while swapping in reads as one line naming `path`."""
+  try:
+    yield
+  except OSError as e:
+    if fileio.is_disk_full(e):
+      raise fileio.disk_full_error(path, e) from None
+    raise
+
+
+def refuse_overlap(output: Optional[PathLike],
+                   inputs: Mapping[str, Optional[PathLike]],
+                   output_label: str = "the output") -> None:
+  """Refuses, before any work, an output that is, holds or lies inside one
+  of a command's inputs: writing it would replace or delete that input.
+
+  `inputs` maps how the user named each input (a flag, e.g. "--model_dir")
+  to its path (None: not given). Real paths are compared
+  (`fileio.real_path`: a symbolic link counts as its target). Raises
+  errors.UsageError naming both.
+  """
+  if output is None:
+    return
+  out = fileio.real_path(output).rstrip("/")
+  for label, path in inputs.items():
+    if path is None or not fileio.as_str(path):
+      continue
+    real = fileio.real_path(path).rstrip("/")
+    if real == out:
+      how = "is"
+    elif _is_under(real, out):
+      how = "holds"
+    elif _is_under(out, real):
+      how = "lies inside"
+    else:
+      continue
+    raise errors.UsageError(
+        f"{output_label} {fileio.as_str(output)} {how} {label} "
+        f"{fileio.as_str(path)} (real paths {out} and {real}); writing it "
+        f"would replace or delete that input. Choose {output_label} outside "
+        f"{label}.")
+
+
+def _is_under(path: str, directory: str) -> bool:
+  return path.startswith(directory.rstrip("/") + "/")
+
+
+@contextlib.contextmanager
+def local_scratch_dir(prefix: str) -> Iterator[str]:
+  """A local temporary directory for libraries that need local files.
+
+  Named `PREFIX` + this run's owner tag under the system's temporary
+  directory (TMPDIR); the scratch directories of the same prefix whose run
+  has ended (a killed run's) are removed first. Removed when the block ends.
+  """
+  root = tempfile.gettempdir()
+  for name in os.listdir(root):
+    if name.startswith(prefix):
+      tag = name[len(prefix):].rsplit("-", 1)[0]
+      if fileio.parse_owner(tag) and not output_lock.owner_is_running(
+          tag, os.path.join(root, name)):
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+  path = tempfile.mkdtemp(prefix=f"{prefix}{fileio.owner_tag()}-", dir=root)
+  try:
+    yield path
+  finally:
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def swap_in(path: PathLike, *, aside: Sequence[Tuple[str, str]],

@@ -35,7 +35,6 @@ converter.convert_checkpoint("tf1", "keras_hub", "rembert/model.ckpt",
 """
 import contextlib
 import json
-import tempfile
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import h5py
@@ -249,7 +248,8 @@ def _local_folder(folder: str) -> Iterator[str]:
   if not fileio.is_remote(folder):
     yield folder
     return
-  with tempfile.TemporaryDirectory(prefix="rembert_tf-preset-") as local:
+  # Owner-tagged: a killed run's copy is removed by the next run.
+  with outputs.local_scratch_dir("rembert_tf-preset-") as local:
     yield local
     for relative in fileio.files_under(local):
       fileio.copy(fileio.join(local, relative), fileio.join(folder, relative))
@@ -299,7 +299,7 @@ def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
                         if name.startswith(weight_layout.ENCODER_PREFIX))
   with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
       _local_folder(tmp) as folder, \
-      tempfile.TemporaryDirectory(prefix="rembert_tf-skeleton-") as skeleton, \
+      outputs.local_scratch_dir("rembert_tf-skeleton-") as skeleton, \
       console.progress("writing the keras-hub preset", total=len(targets),
                        unit="tensors") as bar:
     _save_skeleton(model, tokenizer, skeleton)

@@ -26,13 +26,13 @@ meta = local_pretraining_records.create_records(
 import io
 import multiprocessing
 import queue
-import tempfile
 import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from rembert_tf.common import console
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
@@ -231,7 +231,8 @@ def _merge_shards(results: List[pretraining_instances.UnitResult],
 def _local_spill_directory(staging: str):
   """Workers' temporary files: in the staging directory when it is local."""
   if fileio.is_remote(staging):
-    return tempfile.TemporaryDirectory(prefix="rembert_tf-spill-")
+    # Owner-tagged: a killed run's spill is removed by the next run.
+    return outputs.local_scratch_dir("rembert_tf-spill-")
   path = fileio.join(staging, "spill")
   fileio.makedirs(path)
   return _Existing(path)

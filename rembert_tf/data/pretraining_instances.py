@@ -55,6 +55,7 @@ import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tfds_text_inputs
@@ -411,6 +412,9 @@ def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
   fileio.check_output_location(output_dir)
+  outputs.refuse_overlap(output_dir, dict(
+      {"--sentencepiece_model": model},
+      **{f"--input {f.path}": f.path for f in files}), "--output_dir")
   pretraining_record_format.refuse_existing_records(output_dir, overwrite)
   prepared = Prepared(inputs=list(inputs), output_dir=output_dir, files=files,
                       job=RecordJob(options, model, special),

@@ -31,7 +31,6 @@ meta = sentencepiece_training.train_sentencepiece(
 import collections
 import os
 import re
-import tempfile
 import time
 import unicodedata
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
@@ -62,6 +61,8 @@ _RUNS = re.compile(rf"(?:[^\W\d_]|[{_MARKS}])+|\d+|[^\w\s{_MARKS}]+|_+")
 SEED_PIECES = ("auto", "words", "sentencepiece")
 # SentencePiece's own default; fixed, so a model does not depend on the machine.
 DEFAULT_NUM_THREADS = 16
+# The local scratch directory of a run: PREFIX + its owner tag (PID@HOST).
+SCRATCH_PREFIX = "rembert_tf-spm-"
 AUTO_WORD_SEEDS_MAX_VOCAB = 8000
 
 
@@ -255,14 +256,21 @@ def _check_arguments(vocab_size: int, seed_pieces: str,
                             f"{character_coverage}.")
 
 
-def _publish(local_prefix: str, output_dir: str, model_prefix: str) -> str:
-  """Copies the trained files to `output_dir` (atomically); the model path."""
-  fileio.check_output_location(output_dir)
-  fileio.makedirs(output_dir)
-  for suffix in (".vocab", ".model"):  # The model last: its presence means done.
-    fileio.copy(local_prefix + suffix,
-                fileio.join(output_dir, model_prefix + suffix), overwrite=True)
-  return fileio.join(output_dir, model_prefix + ".model")
+MODEL_SUFFIXES = (".model", ".vocab", ".json")
+
+
+def _publish(local_prefix: str, output_dir: str, model_prefix: str,
+             overwrite: bool) -> Tuple[str, Dict[str, Any]]:
+  """Publishes the model, its vocabulary and its metadata as one set
+  (`outputs.atomic_file_set`): (the model path, the metadata)."""
+  names = [model_prefix + suffix for suffix in MODEL_SUFFIXES]
+  with outputs.atomic_file_set(output_dir, names, overwrite) as staging:
+    for suffix in (".vocab", ".model"):
+      fileio.copy(local_prefix + suffix,
+                  fileio.join(staging, model_prefix + suffix))
+    meta = tokenizer.write_tokenizer_metadata(
+        fileio.join(staging, model_prefix + ".model"))
+  return fileio.join(output_dir, model_prefix + ".model"), meta
 
 
 @outputs.writes_output("output_dir")
@@ -311,56 +319,52 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
     cannot build `vocab_size` pieces; the message says which way to go).
   """
   log = print if verbose else (lambda *a, **k: None)
-  start = time.time()
-  output_dir = _refuse_existing_model(output_dir, model_prefix, overwrite)
+  output_dir = fileio.as_str(output_dir).rstrip("/")
   _check_arguments(vocab_size, seed_pieces, character_coverage, num_threads)
   options = sentencepiece_sample.SampleOptions(
       language_sampling_alpha, sample_size, seed,
       tuple(languages) if languages else None).check()
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
-  sample, model_path = _sample_and_train(
-      files, options, output_dir, model_prefix, vocab_size, inputs, log,
-      dict(sample_path=sample_path, sample_with_beam=sample_with_beam,
-           runner=runner, beam_args=beam_args),
+  _check_output(output_dir, model_prefix, overwrite, files, sample_path)
+  sample, meta = _sample_and_train(
+      files, options, (output_dir, model_prefix, overwrite), vocab_size, inputs,
+      log, dict(sample_path=sample_path, sample_with_beam=sample_with_beam,
+                runner=runner, beam_args=beam_args),
       dict(character_coverage=character_coverage, num_threads=num_threads,
            max_sentence_length=max_sentence_length, seed_pieces=seed_pieces))
-  return _write_metadata(model_path, sample, start, log)
+  return dict(meta, sample=sample)
 
 
-def _refuse_existing_model(output_dir, model_prefix: str,
-                           overwrite: bool) -> str:
-  """`output_dir` as a string; OutputExistsError if the model is there."""
-  output_dir = fileio.as_str(output_dir).rstrip("/")
-  model_path = fileio.join(output_dir, f"{model_prefix}.model")
-  if fileio.exists(model_path) and not overwrite:
-    raise errors.OutputExistsError(
-        f"{model_path} already exists; pass --overwrite (overwrite=True) to "
-        "replace it.")
-  return output_dir
+def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
+                  sample_path: Optional[str]) -> None:
+  """Before any work: an existing model only with `overwrite`; no file of
+  the model's set may be an input file or the sample."""
+  outputs.refuse_existing([fileio.join(output_dir, model_prefix + suffix)
+                           for suffix in MODEL_SUFFIXES], overwrite)
+  inputs = {f"--input {f.path}": f.path for f in files}
+  inputs["--sample_path"] = sample_path
+  for suffix in MODEL_SUFFIXES:
+    outputs.refuse_overlap(fileio.join(output_dir, model_prefix + suffix),
+                           inputs, "the output")
 
 
-def _write_metadata(model_path: str, sample: Dict[str, Any], start: float,
-                    log) -> Dict[str, Any]:
-  """Step 5's `<prefix>.json`; returns it with the sample summary added."""
-  meta = dict(tokenizer.write_tokenizer_metadata(model_path), sample=sample)
-  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
-      f"...) in {time.time() - start:.1f}s")
-  return meta
-
-
-def _sample_and_train(files, options, output_dir: str, model_prefix: str,
+def _sample_and_train(files, options, output: Tuple[str, str, bool],
                       vocab_size: int, inputs, log, sampling: Dict[str, Any],
-                      trainer: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
-  """Steps 1-5 in a local temporary directory: (sample summary, model path).
+                      trainer: Dict[str, Any]):
+  """Steps 1-5 in a local scratch directory: (sample summary, metadata).
 
-  `sampling`: `sample_path` and the engine arguments of
-  `draw_training_sample`; `trainer`: the keyword arguments of `train_model`
-  (its seed is the sample's).
+  `output`: (output_dir, model_prefix, overwrite); `sampling`: `sample_path`
+  and the engine arguments of `draw_training_sample`; `trainer`: the keyword
+  arguments of `train_model` (its seed is the sample's). The scratch
+  directory carries this run's owner tag: a killed run's is removed by the
+  next run (`outputs.local_scratch_dir`).
   """
+  output_dir, model_prefix, overwrite = output
+  start = time.time()
   fileio.check_output_location(output_dir)
   sample_path = sampling.pop("sample_path")
-  with tempfile.TemporaryDirectory(prefix="rembert_tf-spm-") as tmp_dir:
+  with outputs.local_scratch_dir(SCRATCH_PREFIX) as tmp_dir:
     local_sample = os.path.join(tmp_dir, "sample.txt")
     sample = draw_training_sample(files, sample_path or local_sample, options,
                                   inputs=inputs, log=log, **sampling)
@@ -371,7 +375,11 @@ def _sample_and_train(files, options, output_dir: str, model_prefix: str,
     local_prefix = os.path.join(tmp_dir, model_prefix)
     train_model(local_sample, local_prefix, vocab_size, inputs=inputs,
                 seed=options.seed, **trainer)
-    return sample, _publish(local_prefix, output_dir, model_prefix)
+    model_path, meta = _publish(local_prefix, output_dir, model_prefix,
+                                overwrite)
+  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
+      f"...) in {time.time() - start:.1f}s")
+  return sample, meta
 
 
 def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,

@@ -207,7 +207,8 @@ def generate_corpus(output_dir,
                     parallel_fraction: float = PARALLEL_FRACTION,
                     code_switched_fraction: float = CODE_SWITCHED_FRACTION,
                     switch_probability: float = SWITCH_PROBABILITY,
-                    verbose: bool = False) -> Dict[str, Dict[str, int]]:
+                    verbose: bool = False,
+                    overwrite: bool = False) -> Dict[str, Dict[str, int]]:
   """Writes `output_dir/{lang}/part-NNNNN.txt` files; returns per-language stats.
 
   Args:
@@ -219,10 +220,13 @@ def generate_corpus(output_dir,
     seed: the corpus is a pure function of the arguments.
     parallel_fraction, code_switched_fraction, switch_probability: the mix of
       each non-English language's documents (see the module docstring).
+    overwrite: replace an existing `output_dir` (the corpus is written aside
+      and swapped in whole, `outputs.atomic_directory`).
   Returns:
     {lang: {"documents", "sentences", "bytes", "files"}}.
   Raises:
     errors.UsageError: an unknown language, a size <= 0, a bad fraction.
+    errors.OutputExistsError: `output_dir` exists and `overwrite` is false.
   """
   _check_arguments(languages, target_megabytes, files_per_language,
                    {"parallel_fraction": parallel_fraction,
@@ -230,23 +234,31 @@ def generate_corpus(output_dir,
                     "switch_probability": switch_probability})
   sizes = dict(language_sizes or DEFAULT_LANGUAGE_SIZES)
   total_weight = sum(sizes.get(lang, 1.0) for lang in languages)
-  stats = {}
-  for lang in languages:
-    budget = int(target_megabytes * 1e6 * sizes.get(lang, 1.0) / total_weight)
-    rng = random.Random(zlib.crc32(f"{seed}:{lang}".encode()))
-    documents = _sample_language_documents(
-        rng, lang, budget, parallel_fraction, code_switched_fraction,
-        switch_probability)
-    texts = ["\n".join(doc) + "\n\n" for doc in documents]
-    for i in range(files_per_language):
-      fileio.write_text(fileio.join(output_dir, lang, f"part-{i:05d}.txt"),
-                        "".join(texts[i::files_per_language]))
-    stats[lang] = {"documents": len(documents),
-                   "sentences": sum(len(doc) for doc in documents),
-                   "bytes": sum(len(t.encode("utf-8")) for t in texts),
-                   "files": files_per_language}
-    if verbose:
-      print(f"demo corpus {lang}: {stats[lang]['documents']} documents, "
-            f"{stats[lang]['sentences']} sentences, "
-            f"{stats[lang]['bytes'] / 1e6:.2f} MB", flush=True)
+  mix = (parallel_fraction, code_switched_fraction, switch_probability)
+  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+    return {lang: _write_language(
+        tmp, lang,
+        int(target_megabytes * 1e6 * sizes.get(lang, 1.0) / total_weight),
+        seed, files_per_language, mix, verbose) for lang in languages}
+
+
+def _write_language(output_dir: str, lang: str, budget: int, seed: int,
+                    files_per_language: int, mix: Sequence[float],
+                    verbose: bool) -> Dict[str, int]:
+  """Writes one language's files; returns its stats. `mix`: the parallel,
+  code-switched and switch-probability settings."""
+  rng = random.Random(zlib.crc32(f"{seed}:{lang}".encode()))
+  documents = _sample_language_documents(rng, lang, budget, *mix)
+  texts = ["\n".join(doc) + "\n\n" for doc in documents]
+  for i in range(files_per_language):
+    fileio.write_text(fileio.join(output_dir, lang, f"part-{i:05d}.txt"),
+                      "".join(texts[i::files_per_language]))
+  stats = {"documents": len(documents),
+           "sentences": sum(len(doc) for doc in documents),
+           "bytes": sum(len(t.encode("utf-8")) for t in texts),
+           "files": files_per_language}
+  if verbose:
+    print(f"demo corpus {lang}: {stats['documents']} documents, "
+          f"{stats['sentences']} sentences, {stats['bytes'] / 1e6:.2f} MB",
+          flush=True)
   return stats

@@ -224,17 +224,22 @@ def plot_heatmap(similarity: LayerSimilarity, path) -> None:
   plotting.save_png(figure, path)
 
 
-def write_similarity(similarity: LayerSimilarity, output_dir) -> Dict[str, str]:
-  """layer_similarity.{json,md,png} under output_dir; returns their paths."""
-  fileio.makedirs(output_dir)
-  paths = {name: fileio.join(output_dir, filename) for name, filename in
-           (("json", RESULT_JSON), ("markdown", RESULT_MARKDOWN),
-            ("heatmap", RESULT_HEATMAP))}
-  plot_heatmap(similarity, paths["heatmap"])
-  fileio.write_text(paths["markdown"], similarity.markdown())
-  # The JSON last: its presence means the analysis is complete.
-  fileio.write_json(paths["json"], similarity.as_dict())
-  return paths
+RESULT_FILES = (RESULT_JSON, RESULT_MARKDOWN, RESULT_HEATMAP)
+
+
+def write_similarity(similarity: LayerSimilarity, output_dir,
+                     overwrite: bool = False) -> Dict[str, str]:
+  """layer_similarity.{json,md,png} under output_dir, replaced as one set
+  (`outputs.atomic_file_set`); returns their paths."""
+  output_dir = fileio.as_str(output_dir).rstrip("/")
+  with outputs.atomic_file_set(output_dir, RESULT_FILES, overwrite) as staging:
+    plot_heatmap(similarity, fileio.join(staging, RESULT_HEATMAP))
+    fileio.write_text(fileio.join(staging, RESULT_MARKDOWN),
+                      similarity.markdown())
+    fileio.write_json(fileio.join(staging, RESULT_JSON), similarity.as_dict())
+  return {name: fileio.join(output_dir, filename) for name, filename in
+          (("json", RESULT_JSON), ("markdown", RESULT_MARKDOWN),
+           ("heatmap", RESULT_HEATMAP))}
 
 
 def load_encoder(checkpoint: str, model_config=None):
@@ -256,13 +261,17 @@ def analyze_checkpoints(checkpoint_a: str,
                         label_a: Optional[str] = None,
                         label_b: Optional[str] = None,
                         output_dir: Optional[str] = None,
-                        model_config=None) -> LayerSimilarity:
+                        model_config=None,
+                        overwrite: bool = False) -> LayerSimilarity:
   """CKA of every layer pair of two checkpoints (or one, on two input sets).
 
   `checkpoint_b` None compares checkpoint_a with itself (then `sentences_b`,
   e.g. the same sentences in another language, is the interesting part).
   `sp_model` defaults to checkpoint_a's sentencepiece.model; `model_config`
   (default: checkpoint_a's) is used for a checkpoint without its own config.
+  An existing result in `output_dir` is replaced only with `overwrite`; an
+  `output_dir` that is, holds or lies inside a checkpoint or the
+  SentencePiece model is refused before any work.
   """
   sentences_b = list(sentences_b) if sentences_b is not None else list(sentences_a)
   if len(sentences_b) != len(sentences_a):
@@ -276,6 +285,9 @@ def analyze_checkpoints(checkpoint_a: str,
   if sp_model is None:
     from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
     sp_model = checkpoint_layout.find_sentencepiece(str(checkpoint_a))
+  _check_output(output_dir, overwrite, {
+      "checkpoint_a": checkpoint_a, "checkpoint_b": checkpoint_b,
+      "--sp_model": sp_model})
   if not sp_model or not fileio.exists(sp_model):
     raise LayerSimilarityError(
         f"{sp_model or checkpoint_a}: no SentencePiece model found with the "
@@ -295,8 +307,17 @@ def analyze_checkpoints(checkpoint_a: str,
       label_b=label_b or str(checkpoint_b or checkpoint_a),
       num_inputs=int(layers_a[0].shape[0]), pooling=pooling)
   if output_dir is not None:
-    write_similarity(similarity, output_dir)
+    write_similarity(similarity, output_dir, overwrite)
   return similarity
+
+
+def _check_output(output_dir: Optional[str], overwrite: bool,
+                  inputs: Dict[str, Optional[str]]) -> None:
+  """Before any work: not an input, an earlier result only with overwrite."""
+  outputs.refuse_overlap(output_dir, inputs, "--output_dir")
+  if output_dir is not None:
+    outputs.refuse_existing([fileio.join(output_dir, n) for n in RESULT_FILES],
+                            overwrite)
 
 
 def read_similarity(output_dir) -> Optional[LayerSimilarity]:

@@ -29,6 +29,7 @@ from typing import Callable, Dict, Optional, Tuple
 from absl import logging
 
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.modeling import checkpoint_layout
@@ -63,7 +64,12 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
                     tfds_data_dir=None,
                     allow_unlabelled_dev: bool = False) -> str:
   """The records directory: given, or written from the XTREME download or
-  from TFDS (`data_source` "tfds" with `tfds_data_dir`)."""
+  from TFDS (`data_source` "tfds" with `tfds_data_dir`). First of all, an
+  output_dir that is, holds or lies inside an input is refused."""
+  outputs.refuse_overlap(output_dir, {
+      "--init_checkpoint": init_checkpoint, "--records_dir": records_dir,
+      "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
+      "--sp_model": sp_model}, "--output_dir")
   if records_dir is not None:
     return fileio.as_str(records_dir)
   root = tfds_data_dir if data_source == "tfds" else data_dir

@@ -2,6 +2,7 @@
 
 | check | refuses |
 | --- | --- |
+| `check_model_dir` | a model_dir holding a checkpoint no training run wrote (a converted one), or that is, holds or lies inside the init checkpoint or the records; then `check_model_dir_writable` |
 | `check_model_dir_writable` | a model_dir that cannot be created or written |
 | `check_data` | a mode without records, a glob matching nothing, records made for another model or with listed shards missing (`pretraining_input_pipeline.check_records_compatible`) |
 | `check_checkpoint_compatible` | a model_dir checkpoint of another model (config fields, variable names and shapes) |
@@ -32,6 +33,7 @@ from tensorflow.python.checkpoint import graph_view  # pylint: disable=g-direct-
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import rembert_config
@@ -56,6 +58,37 @@ def check_model_dir_writable(model_dir: str) -> None:
     raise pretraining_errors.PretrainingError(
         f"--model_dir {model_dir} is not writable ({errors.one_line(e)}). "
         "Choose a directory you can create and write to.") from None
+
+
+def check_model_dir(config: cfg.ExperimentConfig, model_dir: str,
+                    mode: str) -> None:
+  """Refuses a model_dir that is one of the run's inputs, or not writable.
+
+  A directory holding checkpoints that no training run wrote (no
+  params.yaml: a converted checkpoint directory, an export) is an input: a
+  run there would train from scratch and its `max_to_keep` would delete
+  them. So is a model_dir that is, holds or lies inside the init
+  checkpoint or the records (`outputs.refuse_overlap`, on real paths).
+  """
+  if not artifacts.holds_a_run(model_dir):
+    found = [fileio.join(model_dir, name) for name in (
+        checkpoint_layout.ENCODER_SUBDIR, checkpoint_layout.PRETRAINER_SUBDIR,
+        checkpoint_layout.SAVED_MODEL_FILE, "checkpoint")
+             if fileio.exists(fileio.join(model_dir, name))]
+    if found:
+      raise pretraining_errors.PretrainingError(
+          f"--model_dir {model_dir} holds a checkpoint no training run wrote "
+          f"({found[0]}; no {artifacts.PARAMS_FILE}): it is an input, and "
+          "training there would replace it. Start from it with "
+          f"--params_override task.init_checkpoint={model_dir} and give "
+          "another --model_dir.")
+  inputs = {"task.init_checkpoint": config.task.init_checkpoint or None}
+  for field, data in data_sections(config, mode):
+    if data.input_path and data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
+      for path in input_files(data.input_path):
+        inputs[f"{field}.input_path ({path})"] = path
+  outputs.refuse_overlap(model_dir, inputs, "--model_dir")
+  check_model_dir_writable(model_dir)
 
 
 def input_files(input_path) -> List[str]:

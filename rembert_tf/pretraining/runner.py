@@ -123,7 +123,7 @@ def run(experiment_config: cfg.ExperimentConfig,
   finished = preflight_checks.finished_checkpoint(config, model_dir, mode)
   if finished:  # a restart after the end: nothing to build, nothing written
     return _finished_run_metrics(config, model_dir, finished, print_fn)
-  preflight_checks.check_model_dir_writable(model_dir)
+  preflight_checks.check_model_dir(config, model_dir, mode)
   preflight_checks.check_data(config, mode)
   if isinstance(strategy, str) or strategy is None:
     strategy = strategies.make_strategy(

@@ -18,9 +18,10 @@ labels/<task>/test-<lang>.tsv        gold, where the source knows it (BUCC's
 results.json, results.md             settings, BUCC thresholds and sample-set
                                      scores, test scores (official shape)
 ```
-Every file is computed before the first one is written; each task's
-predictions (and labels) folder is built under a temporary name and swapped
-in when complete, so a failure leaves the previous outputs as they were.
+Every file is computed before the first one is written; the predictions,
+labels and results are built under a temporary name and swapped in as one
+set (`outputs.atomic_file_set`), so a failure or a kill leaves the previous
+run's output or this one's, never a mix.
 Test scores use `label_folder` (a folder in the scorer's layout, e.g. the
 benchmark's Tatoeba labels) when given, else the labels written here.
 
@@ -101,31 +102,23 @@ LANGUAGE_RUNNERS = {bitext.TATOEBA: _tatoeba_language,
                     bitext.BUCC: _bucc_language}
 
 
-def _task_dir(output_dir, kind: str, task: str) -> str:
-  return fileio.join(output_dir, kind, task)
+# The output of a run, replaced as one set (`outputs.atomic_file_set`): the
+# predictions and labels of every task, and the results (the JSON last).
+OUTPUT_SET = ("predictions", "labels", RESULTS_MARKDOWN, RESULTS_JSON)
 
 
 def check_outputs(output_dir, tasks: Sequence[str], overwrite: bool) -> None:
-  """Refuses, before any work, to replace a task's predictions unasked."""
-  for task in tasks:
-    existing = _task_dir(output_dir, "predictions", task)
-    if fileio.exists(existing) and not overwrite:
-      raise errors.OutputExistsError(
-          f"{existing} already exists; choose another --output_dir or pass "
-          "--overwrite (the old predictions stay until the new ones are "
-          "complete).")
+  """Refuses, before any work, to replace an earlier run's output unasked
+  (of any task: its results.json would be replaced too)."""
+  del tasks  # Every task's output is one set.
+  outputs.refuse_existing([fileio.join(output_dir, n) for n in OUTPUT_SET],
+                          overwrite)
 
 
-def _write_task_files(output_dir, kind: str, task: str, texts: Dict[str, str]):
-  """OUTPUT_DIR/<kind>/<task>/ swapped in whole; with no texts, an earlier
-  run's folder is removed (its labels are not this run's)."""
-  folder = _task_dir(output_dir, kind, task)
-  if not texts:
-    fileio.rmtree(folder)
-    return
-  with outputs.atomic_directory(folder, overwrite=True) as tmp:
-    for lang, text in texts.items():
-      fileio.write_text(fileio.join(tmp, f"{SPLIT}-{lang}.tsv"), text)
+def _write_task_files(folder, task: str, texts: Dict[str, str]):
+  """FOLDER/<task>/<split>-<lang>.tsv of every language in `texts`."""
+  for lang, text in texts.items():
+    fileio.write_text(fileio.join(folder, task, f"{SPLIT}-{lang}.tsv"), text)
 
 
 def _label_file(task: str, lang: str, output_dir,
@@ -183,20 +176,30 @@ def run_retrieval(tasks: Dict[str, List[str]], source: bitext.BitextSource,
   output_dir = fileio.as_str(output_dir)
   check_outputs(output_dir, tasks, overwrite)
   start = time.perf_counter()
-  outputs = {}
+  task_outputs = {}
   for task, languages in tasks.items():
-    outputs[task] = TaskOutput()
+    task_outputs[task] = TaskOutput()
     for lang in languages:
-      LANGUAGE_RUNNERS[task](outputs[task], source, lang, embedder.embed,
+      LANGUAGE_RUNNERS[task](task_outputs[task], source, lang, embedder.embed,
                              strategy, progress)
-  for task, output in outputs.items():
-    _write_task_files(output_dir, "predictions", task, output.predictions)
-    _write_task_files(output_dir, "labels", task, output.labels)
+  with outputs.atomic_file_set(output_dir, OUTPUT_SET, overwrite) as staging:
+    return _write_results(staging, task_outputs, embedder, label_folder,
+                          start)
+
+
+def _write_results(output_dir: str, task_outputs: Dict[str, "TaskOutput"],
+                   embedder, label_folder: Optional[str], start: float) -> Dict:
+  """Writes the predictions, labels and results of every task into
+  `output_dir` (the staging folder); returns the results dict."""
+  for task, output in task_outputs.items():
+    _write_task_files(fileio.join(output_dir, "predictions"), task,
+                      output.predictions)
+    _write_task_files(fileio.join(output_dir, "labels"), task, output.labels)
   results = dict(encoder=embedder.source, layer=embedder.layer,
                  num_layers=embedder.num_layers,
                  seq_length=embedder.seq_length, label_folder=label_folder,
                  tasks={}, scores={})
-  for task, output in outputs.items():
+  for task, output in task_outputs.items():
     results["tasks"][task] = dict(
         languages=list(output.predictions), num_predictions=output.counts,
         **({"thresholds": output.thresholds,

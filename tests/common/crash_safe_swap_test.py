@@ -26,29 +26,7 @@ NEW = {"a.txt": b"new a", "sub/b.txt": b"new b", "sub/c.txt": b"new c"}
 NEWER = {"z.txt": b"newest"}
 
 
-class Killed(BaseException):
-  """The process dies here: no `except Exception` of the code under test runs."""
-
-
-class StepFaults:
-  """Once armed, counts the swap's steps on the filesystem and fails the Nth."""
-
-  def __init__(self, monkeypatch, at=None, fault=Killed):
-    self.at, self.fault, self.count, self.armed = at, fault, 0, False
-    self.steps = []
-    for name in ("_rename_one", "rmtree", "remove", "open_file"):
-      monkeypatch.setattr(fileio, name, self._wrap(getattr(fileio, name), name))
-
-  def _wrap(self, original, name):
-    def step(*args, **kwargs):
-      mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
-      if self.armed and (name != "open_file" or "r" not in mode):
-        self.count += 1
-        self.steps.append(f"{name}{args[:2]}")
-        if self.count == self.at:
-          raise self.fault(f"step {self.at}: {name}{args[:2]}")
-      return original(*args, **kwargs)
-    return step
+Killed, StepFaults = testlib.Killed, testlib.StepFaults
 
 
 def _roots(tmp_path):
@@ -293,3 +271,79 @@ def test_records_of_a_run_killed_in_its_swap_survive_the_next_runs(tmp_path,
   assert {p.name: p.read_bytes() for p in out.iterdir()} == old
   meta = run(3, True)
   assert meta["seed"] == 3 and sorted(os.listdir(tmp_path)) == ["records"]
+
+
+# An output of several files beside others in one directory (a vocabulary's
+# trio, a command's results and predictions): one set, swapped in whole.
+SET_OLD = {"v.model": b"old model", "v.vocab": b"old vocab",
+           "preds/a.tsv": b"old a"}
+SET_NEW = {"v.model": b"new model", "v.vocab": b"new vocab",
+           "preds/b.tsv": b"new b", "v.json": b"new json"}
+SET_NAMES = ("v.model", "v.vocab", "v.json", "preds")
+OTHER = {"logs/run.log": b"kept", "notes.txt": b"kept too"}
+
+
+def _write_set(out, files, overwrite, faults=None):
+  with outputs.atomic_file_set(out, SET_NAMES, overwrite=overwrite) as tmp:
+    if faults:
+      faults.armed = True  # Every write of the set and of its swap.
+    for name, text in files.items():
+      fileio.write_bytes(fileio.join(tmp, name), text)
+
+
+def _set_fixture(root):
+  out = fileio.join(root, "out")
+  for name, text in OTHER.items():
+    fileio.write_bytes(fileio.join(out, name), text)
+  _write_set(out, SET_OLD, overwrite=False)
+  return out
+
+
+@pytest.mark.parametrize("filesystem", ["local", "ram"])
+def test_a_file_set_killed_at_every_step_is_the_old_or_the_new(
+    filesystem, tmp_path, monkeypatch):
+  new_root = _roots(tmp_path)[filesystem]
+  outcomes = []
+  for step in range(1, 200):
+    root = new_root()
+    out = _set_fixture(root)
+    if not _killed_overwrite(
+        monkeypatch, lambda f, out=out: _write_set(out, SET_NEW, True, f), step):
+      break
+    with pytest.raises(errors.OutputExistsError, match="--overwrite"):
+      _write_set(out, {"v.model": b"x"}, overwrite=False)
+    tree = _tree(out)
+    outcomes.append("old" if tree == dict(OTHER, **SET_OLD) else "new")
+    assert tree in (dict(OTHER, **SET_OLD), dict(OTHER, **SET_NEW)), step
+    assert fileio.listdir(root) == ["out"], (step, fileio.listdir(root))
+    _write_set(out, {"v.model": b"newest"}, overwrite=True)
+    assert _tree(out) == dict(OTHER, **{"v.model": b"newest"}), step
+  assert step > 8 and {"old", "new"} <= set(outcomes)
+  assert outcomes == sorted(outcomes, reverse=True)  # old, then new.
+
+
+@pytest.mark.parametrize("filesystem", ["local", "ram"])
+def test_a_full_disk_at_every_write_of_a_file_set(filesystem, tmp_path,
+                                                  monkeypatch):
+  """ENOSPC at each write and rename (a removal frees space): one line
+  naming the output, and the old set or the new one, never a mix (the next
+  run finishes a swap left half-way)."""
+  new_root = _roots(tmp_path)[filesystem]
+  for step in range(1, 200):
+    root = new_root()
+    out = _set_fixture(root)
+    with monkeypatch.context() as patch:
+      faults = StepFaults(patch, at=step, fault=testlib.disk_full,
+                          names=("_rename_one", "open_file"))
+      try:
+        _write_set(out, SET_NEW, True, faults)
+      except errors.InputError as e:
+        assert str(e).startswith(f"{out}: writing it failed: no space left "
+                                 "on the device."), (step, e)
+    if faults.count < step:
+      break
+    with pytest.raises(errors.OutputExistsError):  # Finishes a swap left.
+      _write_set(out, {"v.model": b"x"}, overwrite=False)
+    assert _tree(out) in (dict(OTHER, **SET_OLD), dict(OTHER, **SET_NEW)), step
+    assert fileio.listdir(root) == ["out"], (step, fileio.listdir(root))
+  assert step > 8

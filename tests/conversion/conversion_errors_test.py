@@ -411,18 +411,35 @@ def test_export_command_checks_its_flags_before_writing(two_steps_dir,
       (base + ["--export_preprocessor", "--seq_length=999"],
        ["--seq_length 999 exceeds the encoder's max_position_embeddings 24"]),
       (base + ["--export_preprocessor", "--seq_length=16",
-               f"--preprocessor_dir={folder}/model_config.yaml/p"],
-       [f"{folder}/model_config.yaml is a file, not a directory"]),
+               f"--preprocessor_dir={tmp_path}/a_file/p"],
+       [f"{tmp_path}/a_file is a file, not a directory"]),
       ([f"--model_dir={folder}/encoder/ckpt-1", f"--output_dir={out}"],
        [f"{folder}/encoder/ckpt-1: the checkpoint is not intact",
         f"pass {folder}/encoder/ckpt-0"]),
+      # Outputs that are, hold or lie inside an input (real paths).
+      ([f"--model_dir={folder}", f"--output_dir={folder}", "--overwrite"],
+       [f"--output_dir {folder} is --model_dir {folder}",
+        "Choose --output_dir outside --model_dir."]),
+      ([f"--model_dir={folder}", f"--output_dir={tmp_path}/link/export"],
+       [f"--output_dir {tmp_path}/link/export lies inside --model_dir"]),
+      ([f"--model_dir={folder}/encoder/ckpt-0", f"--output_dir={folder}",
+        "--overwrite"], [f"--output_dir {folder} holds --model_dir"]),
+      ([f"--model_dir={folder}", f"--output_dir={out}", "--overwrite",
+        "--export_preprocessor", "--seq_length=16",
+        f"--preprocessor_dir={folder}/pre"],
+       [f"--preprocessor_dir {folder}/pre lies inside --model_dir"]),
   ]
+  (tmp_path / "link").symlink_to(folder)
+  (tmp_path / "a_file").write_text("x")
+  before = sorted(p.name for p in folder.rglob("*"))
   results = testlib.run_command_cases("rembert_tf.cli.export_savedmodel",
                                       [argv for argv, _ in cases])
   for (argv, parts), result in zip(cases, results):
     testlib.assert_one_line_error("rembert-export", result, *parts)
   assert not os.path.exists(out)
-  assert not [p for p in tmp_path.iterdir() if p.name != "broken"]
+  assert not [p for p in tmp_path.iterdir()
+              if p.name not in ("broken", "link", "a_file")]
+  assert sorted(p.name for p in folder.rglob("*")) == before
 
 
 @pytest.mark.parametrize("root", ["local", "ram://release_vocab"])
@@ -450,3 +467,23 @@ def test_the_release_without_its_vocabulary_is_told_where_it_is(tmp_path, root):
     converter.convert_checkpoint("tf1", "rembert_tf", prefix, output,
                                  sp_model=fileio.join(release, "spm.model"))
   assert not fileio.exists(output)
+
+
+def test_convert_refuses_an_output_overlapping_its_input(rembert_dir,
+                                                         tmp_path):
+  (tmp_path / "link").symlink_to(rembert_dir)
+  base = ["--from=rembert_tf", "--to=hf", "--overwrite"]
+  cases = [
+      ([f"--input={rembert_dir}", f"--output={rembert_dir}"],
+       f"--output {rembert_dir} is --input {rembert_dir}"),
+      ([f"--input={tmp_path}/link", f"--output={rembert_dir}/hf"],
+       f"--output {rembert_dir}/hf lies inside --input {tmp_path}/link"),
+      ([f"--input={rembert_dir}/encoder", f"--output={tmp_path}/link"],
+       f"--output {tmp_path}/link holds --input {rembert_dir}/encoder"),
+  ]
+  before = sorted(p.name for p in rembert_dir.rglob("*"))
+  results = testlib.run_command_cases("rembert_tf.cli.convert_checkpoint",
+                                      [base + argv for argv, _ in cases])
+  for (_, part), result in zip(cases, results):
+    testlib.assert_one_line_error("rembert-convert", result, part)
+  assert sorted(p.name for p in rembert_dir.rglob("*")) == before

@@ -348,3 +348,18 @@ def test_runner_without_apache_beam_is_a_usage_error(tmp_path, monkeypatch):
     _make(_corpus_spec(), tmp_path / "out", runner="DataflowRunner",
           languages=["el"])
   assert not (tmp_path / "out").exists()
+
+
+def test_an_output_overlapping_an_input_is_refused_before_any_work(tmp_path):
+  corpus = data_testlib.corpus_dir()
+  before = sorted(p.name for p in corpus.rglob("*"))
+  (tmp_path / "link").symlink_to(corpus)
+  for out, part in ((tmp_path / "link", "holds --input"),
+                    (tmp_path / "link" / "en" / "part-00000.txt", "is --input"),
+                    (data_testlib.sentencepiece_model().parent,
+                     "holds --sentencepiece_model")):
+    with pytest.raises(errors.UsageError,
+                       match=f"--output_dir {out} {part} .* writing it would "
+                       "replace or delete that input"):
+      _make(_corpus_spec(), out, overwrite=True)
+  assert sorted(p.name for p in corpus.rglob("*")) == before

@@ -1,10 +1,14 @@
 """SentencePiece training: language-balanced sample, ids, metadata, bad input."""
 import hashlib
 import json
+import shutil
 
 import pytest
 
 import data_testlib
+import testlib
+from rembert_tf.common import errors
+from rembert_tf.common import output_lock
 from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.data import text_inputs
@@ -131,3 +135,64 @@ def test_sample_only_step_writes_the_sample(tmp_path):
   lines = (tmp_path / "s" / "sample.txt").read_text().splitlines()
   assert len(lines) == summary["lines"] == 300
   assert json.loads((tmp_path / "s" / "sample.txt.json").read_text()) == summary
+
+
+def _trio(directory):
+  return {suffix: (directory / f"sentencepiece{suffix}").read_bytes()
+          for suffix in sentencepiece_training.MODEL_SUFFIXES
+          if (directory / f"sentencepiece{suffix}").exists()}
+
+
+@pytest.mark.parametrize("fault", ["kill", "full_disk"])
+def test_overwrite_cut_at_every_write_keeps_one_whole_trio(fault, tmp_path,
+                                                           monkeypatch):
+  """--overwrite killed (or out of space) at each write, rename and removal
+  of the model, vocabulary and metadata: the old trio or the new one."""
+  inputs = _two_language_corpus(tmp_path / "c")
+  train = lambda out, seed, overwrite=False: (
+      sentencepiece_training.train_sentencepiece(
+          inputs, out, 36, seed=seed, overwrite=overwrite, verbose=False))
+  train(tmp_path / "new", 2)
+  new = _trio(tmp_path / "new")
+  train(tmp_path / "old", 1)
+  old = _trio(tmp_path / "old")
+  assert old[".model"] != new[".model"]
+  publish = sentencepiece_training._publish
+  outcomes = []
+  for step in range(1, 100):
+    out = tmp_path / f"spm{step}"
+    shutil.copytree(tmp_path / "old", out)
+    with monkeypatch.context() as patch:
+      faults = testlib.StepFaults(
+          patch, at=step,
+          **(dict(fault=testlib.disk_full, names=("_rename_one", "open_file"))
+             if fault == "full_disk" else {}))
+      patch.setattr(sentencepiece_training, "_publish", lambda *a: (
+          setattr(faults, "armed", True), publish(*a))[1])
+      try:
+        train(out, 2, overwrite=True)
+      except testlib.Killed:
+        pass
+      except errors.InputError as e:
+        assert fault == "full_disk" and "writing it failed: no space" in str(e)
+    if faults.count < step:
+      break
+    with monkeypatch.context() as patch:  # The killed run is gone.
+      patch.setattr(output_lock, "pid_running", lambda pid: False)
+      with pytest.raises(errors.OutputExistsError, match="--overwrite"):
+        train(out, 3)  # The next run finishes or undoes the swap first.
+    outcomes.append("old" if _trio(out) == old else "new")
+    assert _trio(out) in (old, new), step
+    assert sorted(p.name for p in tmp_path.glob(f".spm{step}*")) == [], step
+  assert step > 8 and {"old", "new"} <= set(outcomes)
+
+
+def test_an_output_among_the_inputs_is_refused(tmp_path):
+  inputs = _two_language_corpus(tmp_path / "c")
+  (tmp_path / "c" / "en" / "sentencepiece.vocab").write_text("a b\n")
+  with pytest.raises(errors.UsageError, match=r"the output .*/c/en/"
+                     r"sentencepiece.vocab is --input .*sentencepiece.vocab"):
+    sentencepiece_training.train_sentencepiece(
+        [str(tmp_path / "c" / "{lang}" / "*")], tmp_path / "c" / "en", 36,
+        overwrite=True, verbose=False)
+  assert (tmp_path / "c" / "en" / "sentencepiece.vocab").read_text() == "a b\n"

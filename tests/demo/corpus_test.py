@@ -138,9 +138,11 @@ def test_corpus_is_deterministic_and_laid_out_per_language(tmp_path):
 
 
 def test_corpus_on_a_remote_file_system():
-  stats = corpus.generate_corpus("ram://demo_corpus_test", languages=("el",),
+  with pytest.raises(errors.UsageError, match="the root of a bucket"):
+    corpus.generate_corpus("ram://demo_corpus_test", languages=("el",))
+  stats = corpus.generate_corpus("ram://demo_corpus_test/c", languages=("el",),
                                  target_megabytes=0.01, files_per_language=1)
-  text = fileio.read_text("ram://demo_corpus_test/el/part-00000.txt")
+  text = fileio.read_text("ram://demo_corpus_test/c/el/part-00000.txt")
   assert len(text.encode("utf-8")) == stats["el"]["bytes"]
 
 
@@ -241,3 +243,18 @@ def test_xnli_files_in_the_download_layout():
   assert all(len(line.split("\t")) == 3 for line in train + dev_hi)
   assert all(len(line.split("\t")) == 2 for line in test_hi)
   assert {line.split("\t")[2] for line in dev_hi} <= set(nli.NLI_LABELS)
+
+
+def test_a_second_corpus_into_the_same_folder_needs_overwrite(tmp_path):
+  out = tmp_path / "corpus"
+  small = dict(target_megabytes=0.01, files_per_language=1)
+  corpus.generate_corpus(out, languages=("en", "el"), **small)
+  first = {p.relative_to(out): p.read_bytes() for p in out.rglob("*.txt")}
+  with pytest.raises(errors.OutputExistsError,
+                     match=f"{out} already exists; .*--overwrite"):
+    corpus.generate_corpus(out, languages=("ru",), **small)
+  assert {p.relative_to(out): p.read_bytes()
+          for p in out.rglob("*.txt")} == first
+  corpus.generate_corpus(out, languages=("ru",), overwrite=True, **small)
+  assert sorted(p.name for p in out.iterdir()) == ["ru"]  # One corpus only.
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]

@@ -2,6 +2,11 @@
 import numpy as np
 import pytest
 
+import testlib
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
+from rembert_tf.common import outputs
 from rembert_tf.evaluation import layer_similarity
 
 
@@ -57,3 +62,51 @@ def test_gram_and_feature_paths_agree_and_matrix_is_layer_by_layer():
 def test_different_row_counts_are_an_error():
   with pytest.raises(layer_similarity.LayerSimilarityError, match="row counts"):
     layer_similarity.cka_matrix([_random((5, 3))], [_random((6, 3))])
+
+
+def _similarity(value):
+  return layer_similarity.LayerSimilarity(
+      matrix=np.full((2, 2), value), label_a="a", label_b="b", num_inputs=3,
+      pooling="mean")
+
+
+@pytest.mark.parametrize("root", ["local", "ram"])
+def test_results_are_one_set_replaced_only_with_overwrite(root, tmp_path,
+                                                          monkeypatch):
+  out = (str(tmp_path / "sim") if root == "local"
+         else f"ram://similarity_test/{tmp_path.name}/sim")
+  fileio.write_text(fileio.join(out, "logs", "run.log"), "kept\n")
+  layer_similarity.write_similarity(_similarity(0.5), out)
+  with pytest.raises(errors.OutputExistsError, match="--overwrite"):
+    layer_similarity.write_similarity(_similarity(0.7), out)
+  with monkeypatch.context() as patch:  # Killed while the new set moves in:
+    # the journal, three moves aside, the marker, the second move in.
+    faults = testlib.StepFaults(patch, at=7)
+    original = outputs.swap_in
+    patch.setattr(outputs, "swap_in", lambda *a, **k: (
+        setattr(faults, "armed", True), original(*a, **k))[1])
+    with pytest.raises(testlib.Killed):
+      layer_similarity.write_similarity(_similarity(0.7), out, overwrite=True)
+  with monkeypatch.context() as patch:  # The next run finishes the swap.
+    patch.setattr(output_lock, "pid_running", lambda pid: False)
+    with pytest.raises(errors.OutputExistsError):
+      layer_similarity.write_similarity(_similarity(0.9), out)
+  matrix = layer_similarity.read_similarity(out).matrix
+  assert float(matrix[0, 0]) == 0.7  # Past the marker: completed.
+  assert fileio.read_text(fileio.join(out, "logs", "run.log")) == "kept\n"
+  assert sorted(fileio.listdir(out)) == sorted(
+      ["logs", *layer_similarity.RESULT_FILES])
+  layer_similarity.write_similarity(_similarity(0.9), out, overwrite=True)
+  assert float(layer_similarity.read_similarity(out).matrix[0, 0]) == 0.9
+
+
+def test_an_output_in_a_checkpoint_is_refused_before_any_work(tmp_path):
+  checkpoint = tmp_path / "ckpt"
+  checkpoint.mkdir()
+  (tmp_path / "link").symlink_to(checkpoint)
+  with pytest.raises(errors.UsageError, match=r"--output_dir .*/link/sim lies "
+                     r"inside checkpoint_a .*/ckpt \(real paths"):
+    layer_similarity.analyze_checkpoints(
+        str(checkpoint), None, ["a b"], sp_model=str(tmp_path / "sp.model"),
+        output_dir=str(tmp_path / "link" / "sim"))
+  assert list(checkpoint.iterdir()) == []

@@ -224,13 +224,29 @@ def test_output_file_where_no_file_can_go_is_refused_before_scoring(folders,
       (f"{tmp_path}/loop/scores.json", f"{tmp_path}/loop is a symbolic link "
        "that leads nowhere"),
   ]
+  new = f"{tmp_path}/new/scores.json"
+  refused_later = [  # After the first write: a rerun, inputs as outputs.
+      (new, f"{new} already exists; choose another output or pass "
+       "--overwrite"),
+      (f"{pred}/xnli/scores.json", f"--output_file {pred}/xnli/scores.json "
+       f"lies inside --prediction_folder {pred}"),
+      (f"{tmp_path}/gold_link/scores.json", f"--output_file {tmp_path}/"
+       f"gold_link/scores.json lies inside --label_folder {gold}")]
+  (tmp_path / "gold_link").symlink_to(gold)
   results = testlib.run_command_cases(
       "rembert_tf.cli.evaluate_xtreme",
       [base + [f"--output_file={out}"] for out, _ in cases] +
-      [base + [f"--output_file={tmp_path}/new/scores.json"]])
-  for (_, part), result in zip(cases, results):
+      [base + [f"--output_file={new}"]] +
+      [base + [f"--output_file={out}"] for out, _ in refused_later] +
+      [base + [f"--output_file={new}", "--overwrite"]])
+  for case, result in zip(cases + [None] + refused_later, results):
+    if case is None:
+      continue
+    part = case[1]
     testlib.assert_one_line_error("rembert-evaluate-xtreme", result, part)
     assert "| xnli |" not in result["stdout"]  # refused before scoring
+  assert results[len(cases)]["code"] == 0, results[len(cases)]
   assert results[-1]["code"] == 0, results[-1]
   assert json.loads((tmp_path / "new/scores.json").read_text())["xnli"]
   assert (tmp_path / "a_file").read_text() == "x"
+  assert not (pred / "xnli" / "scores.json").exists()

@@ -241,19 +241,27 @@ def test_the_commands_print_one_line(download_dir, sp_model, xnli_records,
             "--splits=dev"]
   created = testlib.run_command_cases(
       "rembert_tf.cli.create_finetuning_data",
-      [create, create + ["--allow_unlabelled_dev"]])
+      [create, create + ["--allow_unlabelled_dev"],
+       create + [f"--output_dir={download}", "--overwrite"]])
   testlib.assert_one_line_error("rembert-create-finetuning-data", created[0],
                                 *parts)
   assert created[1]["code"] == 0, created[1]
+  testlib.assert_one_line_error(
+      "rembert-create-finetuning-data", created[2],
+      f"the task folder {download}/xnli lies inside --data_dir {download}")
+  assert (download / "xnli").is_dir()  # The input is untouched.
   base = ["--task=xnli", f"--records_dir={xnli_records}",
           f"--init_checkpoint={checkpoint_dir}", f"--output_dir={tmp_path}/ft"]
   cases = [(["--train_batch_size=0"], "--train_batch_size 0: must be at least 1"),
            (["--learning_rate=-1"], "--learning_rate(s) -1.0: a learning rate "
             "must be a positive number"),
            (["--num_train_steps=0"], "--num_train_steps 0: train at least 1 "
-            "step")]
+            "step"),
+           ([f"--output_dir={xnli_records}/ft"], f"--output_dir {xnli_records}"
+            f"/ft lies inside --records_dir {xnli_records}")]
   results = testlib.run_command_cases("rembert_tf.cli.finetune",
                                       [base + argv for argv, _ in cases])
   for (_, part), result in zip(cases, results):
     testlib.assert_one_line_error("rembert-finetune", result, part)
   assert not (tmp_path / "ft").exists()
+  assert not (xnli_records / "ft").exists()

@@ -419,3 +419,26 @@ def test_records_name_their_sentencepiece_model_relative_to_the_working_dir(
   config = make_config(tmp_path / "records")
   assert preflight_checks.sentencepiece_model_of(config.task.train_data) == (
       "spm/sentencepiece.model")
+
+
+def test_a_model_dir_that_is_an_input_is_refused_before_any_work(records,
+                                                                 tmp_path):
+  """A converted checkpoint directory, or one holding the records (through a
+  symbolic link too), is an input: training there would replace it."""
+  converted = tmp_path / "converted"
+  (converted / "encoder").mkdir(parents=True)
+  (converted / "encoder" / "ckpt-0.index").write_bytes(b"weights")
+  (converted / "model_config.yaml").write_text("hidden_size: 8\n")
+  with pytest.raises(pretraining.PretrainingError) as e:
+    runner.run(make_config(records), str(converted), **QUIET)
+  assert one_line(e.value).startswith(
+      f"--model_dir {converted} holds a checkpoint no training run wrote "
+      f"({converted}/encoder; no params.yaml): it is an input")
+  assert f"task.init_checkpoint={converted} and give another" in str(e.value)
+  assert sorted(p.name for p in converted.rglob("*")) == [
+      "ckpt-0.index", "encoder", "model_config.yaml"]
+  (tmp_path / "link").symlink_to(records)
+  with pytest.raises(errors.UsageError, match=r"--model_dir .*/link holds "
+                     r"task.train_data.input_path \(.*\.tfrecord\)"):
+    runner.run(make_config(records), str(tmp_path / "link"), **QUIET)
+  assert not (records / "params.yaml").exists()

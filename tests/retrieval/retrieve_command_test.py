@@ -62,6 +62,11 @@ def runs(checkpoint_dir, demo_sets, tmp_path_factory):
       "bucc_overwritten": [f"--checkpoint={checkpoint_dir}", "--tasks=bucc2018",
                            f"--data_dir={no_test_gold}", "--overwrite",
                            f"--output_dir={tmp / 'h'}"],
+      "another_task": [f"--checkpoint={checkpoint_dir}", "--tasks=tatoeba",
+                       f"--data_dir={demo_sets / 'download'}",
+                       f"--output_dir={tmp / 'h'}"],
+      "overlap": [f"--checkpoint={checkpoint_dir}", "--overwrite",
+                  f"--output_dir={tmp / 'checkpoint_link'}"] + common,
       "no_sample_set": [f"--checkpoint={checkpoint_dir}",
                         f"--data_dir={no_sample}", f"--output_dir={tmp / 'd'}"],
       "missing_language": [f"--checkpoint={checkpoint_dir}",
@@ -74,6 +79,7 @@ def runs(checkpoint_dir, demo_sets, tmp_path_factory):
       "task": [f"--checkpoint={checkpoint_dir}", f"--output_dir={tmp / 'g'}",
                f"--data_dir={demo_sets / 'download'}", "--tasks=xnli"],
   }
+  (tmp / "checkpoint_link").symlink_to(checkpoint_dir)
   results = testlib.run_command_cases(MODULE, list(cases.values()))
   return tmp, dict(zip(cases, results))
 
@@ -138,6 +144,11 @@ def test_overwrite_replaces_predictions_and_drops_stale_labels(runs):
   assert written["scores"] == {}
   assert "no gold labels to score them" in results["bucc_overwritten"]["stdout"]
   assert (tmp / "h/predictions/bucc2018/test-es.tsv").exists()
+  # A later run for another task was refused: the results stay BUCC's.
+  assert results["another_task"]["code"] == 1
+  assert list(written["tasks"]) == ["bucc2018"]
+  assert sorted(p.name for p in (tmp / "h/predictions").iterdir()) == [
+      "bucc2018"]
 
 
 @pytest.mark.parametrize("case,expected,output", [
@@ -146,7 +157,10 @@ def test_overwrite_replaces_predictions_and_drops_stale_labels(runs):
                        "the threshold is chosen on BUCC's sample set"], "d"),
     ("missing_language", ["tatoeba/de-en.de", "run XTREME's download script"],
      "e"),
-    ("exists", ["a/predictions/bucc2018 already exists", "--overwrite"], None),
+    ("exists", ["a/predictions already exists", "--overwrite"], None),
+    ("another_task", ["h/predictions already exists", "--overwrite"], None),
+    ("overlap", ["--output_dir", "checkpoint_link is --checkpoint",
+                 "Choose --output_dir outside --checkpoint"], None),
     ("layer", ["--layer 9: the encoder of", "has 4 layers; choose 1..4"], "f"),
     ("task", ["--tasks xnli: retrieval tasks are bucc2018, tatoeba"], "g"),
 ])
