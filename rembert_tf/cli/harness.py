@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Optional
 from absl import app
 from absl import flags
 
+from rembert_tf.cli import flag_checks
 from rembert_tf.common import command_output
 from rembert_tf.common import console
 
@@ -85,8 +86,9 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
     main_module.__doc__ = doc
   console.define_verbose_flag()
   _list_flags_in_help(main)
+  program = program or program_name(main)
   output = command_output.start_command_output(
-      program or program_name(main), keep_log_exit_codes=keep_log_exit_codes,
+      program, keep_log_exit_codes=keep_log_exit_codes,
       keep_log_when=keep_log_when)
 
   def main_with_log_file(argv):
@@ -96,7 +98,9 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
       command_output.run_and_exit_now(main, argv, output)
     return command_output.run_with_command_output(main, argv, output)
 
-  app.run(main_with_log_file)
+  # A refused flag (type, range) is one line, not absl's two (flag_checks).
+  app.run(main_with_log_file,
+          flags_parser=lambda argv: flag_checks.parse_flags(program, argv))
 
 
 def run_argparse_command(main: Callable, build_parser: Callable, prog: str

@@ -248,7 +248,7 @@ def test_the_commands_print_one_line(download_dir, sp_model, xnli_records,
   base = ["--task=xnli", f"--records_dir={xnli_records}",
           f"--init_checkpoint={checkpoint_dir}", f"--output_dir={tmp_path}/ft"]
   cases = [(["--train_batch_size=0"], "--train_batch_size 0: must be at least 1"),
-           (["--learning_rate=-1"], "--learning_rate(s) -1.0: a learning rate "
+           (["--learning_rate=-1"], "--learning_rate -1.0: a learning rate "
             "must be a positive number"),
            (["--num_train_steps=0"], "--num_train_steps 0: train at least 1 "
             "step")]
