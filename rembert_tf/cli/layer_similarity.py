@@ -68,6 +68,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     lines = [l.split("\t")[0].strip() for l in fileio.read_text(path).splitlines()]
     return [l for l in lines if l][:args.max_sentences]
 
+  if args.max_sentences < 1:
+    raise errors.UsageError(f"--max_sentences {args.max_sentences}: must be "
+                            "at least 1.")
   sentences_a = read(args.sentences)
   sentences_b = read(args.sentences_b) if args.sentences_b else None
   result = layer_similarity.analyze_checkpoints(

@@ -57,3 +57,25 @@ def test_gram_and_feature_paths_agree_and_matrix_is_layer_by_layer():
 def test_different_row_counts_are_an_error():
   with pytest.raises(layer_similarity.LayerSimilarityError, match="row counts"):
     layer_similarity.cka_matrix([_random((5, 3))], [_random((6, 3))])
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--seq_length=0"], "--seq_length 0: [CLS], a piece and [SEP] need at "
+     "least 3 positions; give at least 3 (e.g. 128)."),
+    (["--seq_length=-4"], "--seq_length -4: [CLS], a piece and [SEP] need at "
+     "least 3 positions; give at least 3 (e.g. 128)."),
+    (["--max_sentences=0"], "--max_sentences 0: must be at least 1."),
+    (["--max_sentences=-1"], "--max_sentences -1: must be at least 1."),
+])
+def test_the_command_refuses_numbers_out_of_range_in_one_line(
+    argv, line, tmp_path, capsys):
+  from rembert_tf.cli import layer_similarity as command  # pylint: disable=g-import-not-at-top
+  sentences = tmp_path / "s.txt"
+  sentences.write_text("a sentence\nanother one\n")
+  with pytest.raises(SystemExit) as e:
+    command.main([f"--checkpoint_a={tmp_path}/none", f"--sentences={sentences}",
+                  f"--output_dir={tmp_path}/out"] + argv)
+  assert e.value.code == 1
+  assert capsys.readouterr().err.strip().splitlines() == [
+      f"layer_similarity: error: {line}"]
+  assert not (tmp_path / "out").exists()
