@@ -14,6 +14,7 @@ from rembert_tf import pretraining
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
@@ -196,6 +197,34 @@ def test_corrupted_shard_is_named(records, tmp_path):
   message = one_line(e.value)
   assert shard in message and "corrupted or truncated" in message
   assert len(message) < 600
+
+
+def test_a_shard_of_another_sequence_length_is_named(records, tmp_path):
+  copied = copy_records(records, tmp_path)
+  other = tmp_path / "other"
+  pretraining_record_format.write_pretraining_records(
+      str(other), [[7, 8, 9, 10]] * 4, seq_length=16,
+      max_predictions_per_seq=pretrain_testlib.PREDS,
+      vocab_size=pretrain_testlib.VOCAB, seed=1, num_shards=1)
+  shard = sorted(glob.glob(str(copied / "train" / "*.tfrecord")))[1]
+  shutil.copyfile(glob.glob(str(other / "*.tfrecord"))[0], shard)
+  config = make_config(copied)
+  with pytest.raises(pretraining.PretrainingError) as e:
+    runner.run(config, str(tmp_path / "m"), **QUIET)
+  assert one_line(e.value) == (
+      f"task.train_data.input_path: record shard {shard} holds records whose "
+      f"input_word_ids has 16 values; the experiment reads "
+      f"{pretrain_testlib.SEQ} (seq_length). Move it out of the records' "
+      "folder, or make every shard with the same --seq_length and "
+      "--max_predictions_per_seq.")
+  assert not os.path.exists(tmp_path / "m" / "params.yaml")
+  # Records replaced under a running trainer: the parse error names it.
+  replaced = preflight_checks.records_shape_error(
+      config, "train", tf.errors.InvalidArgumentError(None, None, "parse"))
+  assert one_line(replaced).startswith(
+      f"task.train_data.input_path: record shard {shard} holds records whose "
+      "input_word_ids has 16 values")
+  assert "the records changed under the run" in one_line(replaced)
 
 
 def test_missing_listed_shard_is_refused(records, tmp_path):
