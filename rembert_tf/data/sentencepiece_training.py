@@ -315,9 +315,8 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
   output_dir = _refuse_existing_model(output_dir, model_prefix, overwrite)
   _check_arguments(vocab_size, seed_pieces, character_coverage, num_threads)
   options = sentencepiece_sample.SampleOptions(
-      language_sampling_alpha, sample_size, seed,
-      tuple(languages) if languages else None,
-      max_line_bytes=max_sentence_length).check()
+      language_sampling_alpha, sample_size, seed, tuple(languages or ()) or
+      None, max_line_bytes=max_sentence_length).check()
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
   sample, model_path = _sample_and_train(

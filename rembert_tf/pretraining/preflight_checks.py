@@ -162,6 +162,16 @@ def corrupt_records_error(config: cfg.ExperimentConfig, mode: str,
       "corrupted or truncated. Recreate the records.")
 
 
+def records_error(config: cfg.ExperimentConfig, mode: str,
+                  error: Exception) -> Exception:
+  """The error for records that failed mid-run: a corrupted shard
+  (`DataLossError`), or one of another shape (records replaced under the
+  run: a parse error)."""
+  if isinstance(error, tf.errors.DataLossError):
+    return corrupt_records_error(config, mode, error)
+  return records_shape_error(config, mode, error)
+
+
 def records_shape_error(config: cfg.ExperimentConfig, mode: str,
                         error: Exception) -> Exception:
   """The error for records that stopped parsing mid-run: the shard named
