@@ -113,7 +113,27 @@ def resolve_defaults(options: SuiteOptions) -> SuiteOptions:
                             f"{', '.join(ALL_TASKS)}.")
   # Unusable fine-tuning flags are refused now, not after pre-training.
   finetune_flags.keyword_arguments(values["finetune_flags"])
-  return dataclasses.replace(options, **values)
+  resolved = dataclasses.replace(options, **values)
+  _check_numbers(resolved)
+  return resolved
+
+
+def _check_numbers(options: SuiteOptions) -> None:
+  """The suite's numeric flags in range, before any row runs."""
+  bad = []
+  if options.num_seeds < 1:
+    bad.append((f"--num_seeds {options.num_seeds}", "must be at least 1"))
+  bad += [(f"--learning_rates {rate}", "a learning rate must be a positive "
+           "number (e.g. 2e-5)") for rate in options.learning_rates
+          if not rate > 0]
+  if options.similarity_max_sentences < 1:
+    bad.append((f"--similarity_max_sentences "
+                f"{options.similarity_max_sentences}", "must be at least 1"))
+  if not options.corpus_megabytes > 0:
+    bad.append((f"--corpus_megabytes {options.corpus_megabytes}",
+                "give a size above 0 (e.g. 3)"))
+  if bad:
+    raise errors.UsageError(f"{bad[0][0]}: {bad[0][1]}.")
 
 
 class SuiteConsole:

@@ -39,9 +39,11 @@ flags.DEFINE_string("data_dir", None, "The XTREME download/ folder.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")
 flags.DEFINE_string("output_dir", None, "Records go to OUTPUT_DIR/<task>/.")
 flags.DEFINE_integer("seq_length", None, "Sequence length (default 128; 384 "
-                     "for QA tasks).")
-flags.DEFINE_integer("doc_stride", 128, "QA: stride between context windows.")
-flags.DEFINE_integer("max_query_length", 64, "QA: question pieces kept.")
+                     "for QA tasks).", lower_bound=8)
+flags.DEFINE_integer("doc_stride", 128, "QA: stride between context windows.",
+                     lower_bound=1)
+flags.DEFINE_integer("max_query_length", 64, "QA: question pieces kept.",
+                     lower_bound=1)
 flags.DEFINE_list("languages", None, "dev/test languages (default: every "
                   "language present in the data).")
 flags.DEFINE_list("splits", ["dev", "test"], "Evaluation splits to write.")

@@ -46,24 +46,32 @@ flags.DEFINE_string("output_dir", None, "Where shards and metadata.json go "
                     "(any filesystem: gs://...).")
 flags.DEFINE_string("sentencepiece_model", None,
                     "SentencePiece model (special ids found by piece name).")
-flags.DEFINE_integer("seq_length", 128, "Tokens per sequence, [CLS]/[SEP] included.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens predicted.")
-flags.DEFINE_float("mask_token_rate", 0.8, "Predicted tokens replaced by [MASK].")
+flags.DEFINE_integer("seq_length", 128, "Tokens per sequence, [CLS]/[SEP] included.",
+                     lower_bound=3)
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.",
+                     lower_bound=1)
+flags.DEFINE_float("masked_lm_prob", 0.15, "Share of tokens predicted.",
+                   upper_bound=1)
+flags.DEFINE_float("mask_token_rate", 0.8, "Predicted tokens replaced by [MASK].",
+                   lower_bound=0, upper_bound=1)
 flags.DEFINE_float("random_token_rate", 0.1, "Predicted tokens replaced by a "
-                   "random token (the rest are kept).")
+                   "random token (the rest are kept).", lower_bound=0,
+                   upper_bound=1)
 flags.DEFINE_integer("dupe_factor", 1, "Passes over the largest language, each "
-                     "masked differently (smaller languages get more).")
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter sequence.")
+                     "masked differently (smaller languages get more).",
+                     lower_bound=1)
+flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter sequence.",
+                   lower_bound=0, upper_bound=1)
 flags.DEFINE_bool("unmasked", False, "Write the unmasked layout (dynamic "
                   "masking in the input pipeline: use_dynamic_masking=True).")
-flags.DEFINE_integer("num_output_shards", 8, "Shard files.")
+flags.DEFINE_integer("num_output_shards", 8, "Shard files.", lower_bound=1,
+                     upper_bound=100_000)
 flags.DEFINE_integer("num_workers", 1, "Worker processes (local engine) or "
-                     "workers of Beam's local runner.")
+                     "workers of Beam's local runner.", lower_bound=1)
 flags.DEFINE_string("runner", None, "Apache Beam runner (DirectRunner, "
                     "DataflowRunner, FlinkRunner, SparkRunner); unset: the local "
                     "multiprocess engine. Beam pipeline options follow `--`.")
-flags.DEFINE_integer("seed", 12345, "Random seed.")
+flags.DEFINE_integer("seed", 12345, "Random seed.", lower_bound=0)
 flags.DEFINE_bool("overwrite", False, "Replace records already in output_dir "
                   "(the old ones stay until the new ones are complete).")
 

@@ -35,6 +35,7 @@ from absl import flags
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.cli import flag_checks  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
 from rembert_tf.cli import xtreme_source_flags  # (--data_source, --tfds_data_dir)
@@ -57,7 +58,7 @@ flags.DEFINE_string("sp_model", None, "SentencePiece model for --data_dir or "
 flags.DEFINE_list("languages", None, "With --data_dir or TFDS: dev/test "
                   "languages (default: all present).")
 flags.DEFINE_integer("seq_length", None, "With --data_dir or TFDS: sequence "
-                     "length.")
+                     "length.", lower_bound=8)
 flags.DEFINE_list("splits", ["dev", "test"], "Splits to predict (and score "
                   "when labelled).")
 flags.DEFINE_string("init_checkpoint", None, "Pre-training model_dir, converted "
@@ -68,18 +69,29 @@ flags.DEFINE_string("output_dir", None, "Predictions, scores, results table.")
 flags.DEFINE_float("learning_rate", 2e-5, "Learning rate (one run).")
 flags.DEFINE_list("learning_rates", None, "Sweep: rates to try; the best on "
                   "English dev is selected.")
-flags.DEFINE_integer("num_seeds", 1, "Runs per rate (mean / std reported).")
+flags.DEFINE_integer("num_seeds", 1, "Runs per rate (mean / std reported).",
+                     lower_bound=1)
 flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs.")
 flags.DEFINE_integer("num_train_steps", None, "Overrides --num_train_epochs.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Linear warmup share of steps.")
-flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-flags.DEFINE_integer("eval_batch_size", 32, "Global prediction batch size.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Linear warmup share of steps.",
+                   lower_bound=0, upper_bound=1)
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.",
+                     lower_bound=1)
+flags.DEFINE_integer("eval_batch_size", 32, "Global prediction batch size.",
+                     lower_bound=1)
 flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
                   "decoupled averages beside the results.")
 flags.DEFINE_integer("steps_per_loop", 100, "Training steps per host round "
-                     "trip (one console line and summary per loop).")
+                     "trip (one console line and summary per loop).",
+                     lower_bound=1)
 flags.DEFINE_integer("checkpoint_interval", 1000, "Checkpoint every N steps "
-                     "(a killed sweep resumes from there).")
+                     "(a killed sweep resumes from there).", lower_bound=1)
+flag_checks.require("learning_rate", lambda rate: rate > 0, "a learning rate "
+                    "must be a positive number (e.g. 2e-5)")
+flag_checks.require_above("num_train_epochs", 0)
+flag_checks.require("num_train_steps", lambda steps: steps >= 1, "train at "
+                    "least 1 step, or leave it out to train --num_train_epochs "
+                    "epochs")
 flags.DEFINE_bool("jit_compile", True, "Compile the training and prediction "
                   "steps with XLA (as pre-training's task.jit_compile).")
 flags.DEFINE_bool("freeze_input_embeddings", False, "Keep the encoder's input "

@@ -34,6 +34,7 @@ from absl import app
 from absl import flags
 
 from rembert_tf.cli import command_names
+from rembert_tf.cli import flag_checks
 from rembert_tf.common import command_output
 from rembert_tf.common import console
 from rembert_tf.common import errors
@@ -104,9 +105,13 @@ def flag_parser(program: str) -> Callable:
     try:
       return flags.FLAGS(argv)
     except flags.Error as e:
-      print(f"{program}: error: {_usage_error(e)} (see {program} --help)",
-            file=sys.stderr, flush=True)
-      sys.exit(errors.EXIT_USAGE)
+      # A refused value (type, range) is flag_checks' one line: exit 1 for a
+      # value out of range, 2 for one absl cannot parse.
+      code, line = flag_checks.explain(e)
+      if not flag_checks.is_refused_value(e):
+        code, line = errors.EXIT_USAGE, f"{_usage_error(e)} (see {program} --help)"
+      print(f"{program}: error: {line}", file=sys.stderr, flush=True)
+      sys.exit(code)
     except SystemExit as e:  # absl's help flags exit 1 once printed
       if e.code == 1 and _asks_for_help(argv[1:]):
         sys.exit(errors.EXIT_OK)

@@ -40,7 +40,8 @@ flags.DEFINE_string("sp_model", None, "SentencePiece model (default: "
 flags.DEFINE_string("model_config", None, "Model config (name or YAML) for a "
                     "checkpoint that carries none (default: checkpoint_a's).")
 flags.DEFINE_integer("seq_length", 128, "Pieces per sentence.")
-flags.DEFINE_integer("max_sentences", 512, "Sentences read from each file.")
+flags.DEFINE_integer("max_sentences", 512, "Sentences read from each file.",
+                     lower_bound=1)
 flags.DEFINE_enum("pooling", "mean", ["mean", "tokens"], "mean: one vector per "
                   "sentence; tokens: every real token (same sentences on both "
                   "sides only).")

@@ -13,6 +13,7 @@ from absl import flags
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.cli import flag_checks  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.demo import corpus
@@ -24,14 +25,19 @@ flags.DEFINE_string("output_dir", None, "Corpus root (any file system); gets "
                     "one folder per language.")
 flags.DEFINE_float("megabytes", 2.0, "Approximate total size (above 0).")
 flags.DEFINE_list("languages", list(lexicon.LANGUAGES), "Languages to write.")
-flags.DEFINE_integer("files_per_language", 2, "Files per language.")
-flags.DEFINE_integer("seed", 0, "Corpus seed.")
+flags.DEFINE_integer("files_per_language", 2, "Files per language.",
+                     lower_bound=1)
+flags.DEFINE_integer("seed", 0, "Corpus seed.", lower_bound=0)
 flags.DEFINE_float("parallel_fraction", corpus.PARALLEL_FRACTION,
                    "Share of each non-English language's documents that are "
-                   "parallel (each sentence followed by its English rendering).")
+                   "parallel (each sentence followed by its English rendering).",
+                   lower_bound=0, upper_bound=1)
 flags.DEFINE_float("code_switched_fraction", corpus.CODE_SWITCHED_FRACTION,
                    "Share of each non-English language's documents that are "
-                   "code-switched (some content words in English).")
+                   "code-switched (some content words in English).",
+                   lower_bound=0, upper_bound=1)
+flag_checks.require("megabytes", lambda size: size > 0,
+                    "give a size above 0 (e.g. --megabytes 2)")
 flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir (the "
                   "new corpus is written aside and swapped in whole).")
 

@@ -36,6 +36,7 @@ from absl import flags
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.cli import flag_checks  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, ...)
 from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
@@ -63,12 +64,15 @@ flags.DEFINE_list("languages", None, "Languages (default: every language of "
 flags.DEFINE_string("output_dir", None, "Predictions, labels, results.")
 flags.DEFINE_integer("layer", None, "Encoder block whose hidden states are "
                      "pooled, 1..depth or -1 for the last (default: "
-                     "depth // 2 + 2, at most the depth).")
+                     "depth // 2 + 2, at most the depth).", lower_bound=-1)
 flags.DEFINE_integer("seq_length", None, "Pieces per sentence with [CLS] and "
-                     "[SEP] (default: 128, at most max_position_embeddings).")
+                     "[SEP] (default: 128, at most max_position_embeddings).",
+                     lower_bound=3)
 flags.DEFINE_integer("batch_size", None, "Global batch of sentences at "
                      "--seq_length, shorter buckets proportionally more "
-                     "(default: 32 per replica).")
+                     "(default: 32 per replica).", lower_bound=1)
+flag_checks.require("layer", lambda layer: layer != 0, "blocks count from 1 "
+                    "(-1: the last); give 1..depth or -1")
 flags.DEFINE_string("label_folder", None, "Gold labels in the scorer's layout "
                     "(<task>/test-<lang>.tsv) to score the predictions with.")
 flags.DEFINE_bool("jit_compile", False, "Compile the embedding step with XLA "

@@ -27,4 +27,5 @@ flags.DEFINE_bool(
     "gives the same result as an uninterrupted one.")
 flags.DEFINE_integer(
     "seed", None, "Random seed for weights, dropout and data order "
-    "(fine-tuning: the first seed of the sweep, 0 when not given).")
+    "(fine-tuning: the first seed of the sweep, 0 when not given).",
+    lower_bound=0)

@@ -33,7 +33,7 @@ flags.DEFINE_string("language_field", None, "JSON lines: the field naming each "
                     "spec).")
 flags.DEFINE_list("languages", None, "Keep only these languages.")
 flags.DEFINE_float("alpha", 0.7, "Language sampling exponent (mBERT: 0.7; 1: "
-                   "the natural mix).")
+                   "the natural mix).", lower_bound=0)
 
 
 def tfds_options() -> tfds_text_inputs.TfdsTextOptions:

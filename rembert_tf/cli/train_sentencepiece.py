@@ -25,6 +25,7 @@ from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
+from rembert_tf.cli import flag_checks  # noqa: E402
 from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
 from rembert_tf.data import sentencepiece_sample
@@ -37,15 +38,19 @@ flags.adopt_module_key_flags(text_input_flags)  # listed under --help
 flags.DEFINE_string("output_dir", None, "Where the model files go (any "
                     "filesystem).")
 flags.DEFINE_integer("vocab_size", 250300, "Exact vocabulary size (250300 for "
-                     "RemBERT-scale runs, 2000 for the demo).")
+                     "RemBERT-scale runs, 2000 for the demo).",
+                     lower_bound=1)
 flags.DEFINE_string("model_prefix", "sentencepiece", "File name prefix.")
-flags.DEFINE_integer("sample_size", 2_000_000, "Lines in the training sample.")
+flags.DEFINE_integer("sample_size", 2_000_000, "Lines in the training sample.",
+                     lower_bound=1)
 flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character "
-                   "coverage (high: many scripts).")
+                   "coverage (high: many scripts).", upper_bound=1)
+flag_checks.require_above("character_coverage", 0)
 flags.DEFINE_integer(
     "num_threads", sentencepiece_training.DEFAULT_NUM_THREADS,
     "Trainer threads. The model depends on the thread count, not on the "
-    "machine: the same input and flags give a byte-identical model.")
+    "machine: the same input and flags give a byte-identical model.",
+    lower_bound=1)
 flags.DEFINE_enum("seed_pieces", "auto", list(sentencepiece_training.SEED_PIECES),
                   "sentencepiece: the library's seed extraction (large vocabularies); "
                   "words: whole-word seeds by token frequency (small vocabularies); "
@@ -60,7 +65,7 @@ flags.DEFINE_string("sample_path", None, "Where the sample is written (needed "
 flags.DEFINE_bool("sample_only", False, "Write the sample to --sample_path and "
                   "stop (train later on one machine with --input "
                   "xx=SAMPLE_PATH --alpha 1).")
-flags.DEFINE_integer("seed", 0, "Sampling seed.")
+flags.DEFINE_integer("seed", 0, "Sampling seed.", lower_bound=0)
 flags.DEFINE_bool("overwrite", False, "Replace an existing model.")
 
 

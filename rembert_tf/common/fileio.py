@@ -126,12 +126,25 @@ def makedirs(path: PathLike) -> None:
     os.makedirs(path, exist_ok=True)
 
 
+def _literal_parts_escaped(pattern: str) -> str:
+  """`pattern` with each part that names an existing file or folder as
+  written escaped: `runs/[v2]/*.txt` is the folder `[v2]`, not a class."""
+  parts = pattern.split(os.sep)
+  for i, part in enumerate(parts):
+    if glob_lib.has_magic(part) and os.path.lexists(os.sep.join(parts[:i + 1])):
+      parts[i] = glob_lib.escape(part)
+  return os.sep.join(parts)
+
+
 def glob(pattern: PathLike) -> List[str]:
-  """Sorted matches; `**` matches any depth on local paths."""
+  """Sorted matches; `**` matches any depth on local paths. A path that
+  exists as written matches itself, glob characters (`[v2]`) and all."""
   pattern = as_str(pattern)
   if is_remote(pattern):
-    return sorted(_gfile().glob(pattern))
-  return sorted(glob_lib.glob(pattern, recursive=True))
+    matched = sorted(_gfile().glob(pattern))
+    return matched or ([pattern] if glob_lib.has_magic(pattern) and
+                       exists(pattern) else [])
+  return sorted(glob_lib.glob(_literal_parts_escaped(pattern), recursive=True))
 
 
 def listdir(path: PathLike) -> List[str]:

@@ -41,6 +41,9 @@ class SampleOptions:
   seed: int = 0
   # Languages kept from files whose documents name their language.
   languages: Optional[Tuple[str, ...]] = None
+  # SentencePiece skips longer lines (its max_sentence_length): they are
+  # neither counted nor sampled, so no sample repeats a line it ignores.
+  max_line_bytes: int = 8192
 
   def check(self) -> "SampleOptions":
     if self.sample_size < 1:
@@ -55,9 +58,11 @@ class SampleOptions:
 
 @dataclasses.dataclass
 class LanguageCounts:
-  """The first pass: lines and input bytes per language."""
+  """The first pass: lines and input bytes per language (lines SentencePiece
+  would skip left out; `longest_skipped`: bytes of the longest of those)."""
   lines: Dict[str, int]
   sizes: Dict[str, int]
+  longest_skipped: Dict[str, int] = dataclasses.field(default_factory=dict)
 
   def probabilities(self, alpha: float) -> Dict[str, float]:
     """Smoothed shares of the languages that have lines."""
@@ -65,22 +70,39 @@ class LanguageCounts:
     return text_inputs.smoothed_language_probabilities(sizes, alpha)
 
 
+def _line_bytes(line: str) -> int:
+  return len(line.replace("\n", " ").encode("utf-8"))
+
+
 def count_languages(files: Sequence[text_inputs.InputFile],
                     log: Callable[[str], None],
-                    keep: Optional[Sequence[str]] = None) -> LanguageCounts:
-  """Lines and bytes per language (reads every file once)."""
+                    keep: Optional[Sequence[str]] = None,
+                    max_line_bytes: int = 8192) -> LanguageCounts:
+  """Lines and bytes per language (reads every file once); lines longer
+  than `max_line_bytes` are not counted, and their bytes not either."""
   lines: Dict[str, int] = {}
+  skipped: Dict[str, int] = {}
+  skipped_bytes: Dict[str, int] = {}
   for f in files:
     stats = text_inputs.ReadStats()
     for language, document in text_inputs.iter_language_documents(f, stats,
                                                                    keep):
-      lines[language] = lines.get(language, 0) + len(document)
+      sizes = [_line_bytes(line) for line in document]
+      long_lines = [n for n in sizes if n > max_line_bytes]
+      lines[language] = lines.get(language, 0) + len(sizes) - len(long_lines)
+      if long_lines:
+        skipped[language] = max(skipped.get(language, 0), *long_lines)
+        skipped_bytes[language] = (skipped_bytes.get(language, 0) +
+                                   sum(long_lines) + len(long_lines))
     lines.setdefault(f.language, lines.get(f.language, 0))
     if stats.invalid_utf8_replacements:
       log(f"  {f.path}: {stats.invalid_utf8_replacements} invalid UTF-8 "
           "sequences replaced")
   lines.pop("", None)
-  return LanguageCounts(lines, text_inputs.language_sizes(files, keep))
+  sizes = text_inputs.language_sizes(files, keep)
+  for language, n in skipped_bytes.items():
+    sizes[language] = max(sizes.get(language, 0) - n, 0)
+  return LanguageCounts(lines, sizes, skipped)
 
 
 def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
@@ -102,8 +124,10 @@ def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
 
 def write_sample(files: Sequence[text_inputs.InputFile],
                  plan: Dict[str, np.ndarray], sample_file: str,
-                 keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
-  """Writes each line as often as the plan says; returns lines per language."""
+                 keep: Optional[Sequence[str]] = None,
+                 max_line_bytes: int = 8192) -> Dict[str, int]:
+  """Writes each line as often as the plan says; returns lines per language.
+  Lines longer than `max_line_bytes` (not counted) are left out."""
   positions = {l: 0 for l in plan}
   written = {l: 0 for l in plan}
   with fileio.atomic_write(sample_file, "w") as out:
@@ -112,7 +136,7 @@ def write_sample(files: Sequence[text_inputs.InputFile],
           f, keep=keep):
         repeats = plan.get(language)
         for line in document:
-          if repeats is None:
+          if repeats is None or _line_bytes(line) > max_line_bytes:
             continue
           k = int(repeats[positions[language]])
           positions[language] += 1
@@ -127,17 +151,32 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
                 inputs: Sequence[str]) -> Dict[str, Any]:
   """Steps 1-2 on this machine: counts, then the balanced sample file."""
   log(f"train_sentencepiece: counting lines in {len(files)} files")
-  counts = count_languages(files, log, options.languages)
-  _check_has_text(counts, inputs, log)
+  counts = count_languages(files, log, options.languages,
+                           options.max_line_bytes)
+  _check_has_text(counts, inputs, log, options.max_line_bytes)
   probabilities = counts.probabilities(options.language_sampling_alpha)
   sample_size = min(options.sample_size, sum(counts.lines.values()))
   plan = sample_plan(counts.lines, probabilities, sample_size,
                      np.random.default_rng(options.seed))
-  written = write_sample(files, plan, sample_file, options.languages)
+  written = write_sample(files, plan, sample_file, options.languages,
+                         options.max_line_bytes)
   return sample_summary(counts, probabilities, written, options)
 
 
-def _check_has_text(counts: LanguageCounts, inputs, log) -> None:
+def _check_has_text(counts: LanguageCounts, inputs, log,
+                    max_line_bytes: int = 8192) -> None:
+  """Refuses a language whose every line SentencePiece would skip (it would
+  get no piece, silently); skips languages without text, saying so."""
+  only_long = sorted(l for l, n in counts.lines.items()
+                     if n == 0 and l in counts.longest_skipped)
+  if only_long:
+    lang = only_long[0]
+    raise text_inputs.TextInputError(
+        f"inputs {list(inputs)}: language {', '.join(only_long)}: every line "
+        f"is longer than {max_line_bytes} bytes (the longest has "
+        f"{counts.longest_skipped[lang]}), and SentencePiece skips such "
+        "lines. Split the text into lines: one sentence or paragraph per "
+        f"line, or leave {lang} out (--languages).")
   empty = sorted(l for l, n in counts.lines.items() if n == 0)
   if empty:
     log(f"  languages without text (skipped): {', '.join(empty)}")

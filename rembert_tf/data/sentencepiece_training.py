@@ -322,8 +322,8 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
   output_dir = fileio.as_str(output_dir).rstrip("/")
   _check_arguments(vocab_size, seed_pieces, character_coverage, num_threads)
   options = sentencepiece_sample.SampleOptions(
-      language_sampling_alpha, sample_size, seed,
-      tuple(languages) if languages else None).check()
+      language_sampling_alpha, sample_size, seed, tuple(languages or ()) or
+      None, max_line_bytes=max_sentence_length).check()
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
   _check_output(output_dir, model_prefix, overwrite, files, sample_path)

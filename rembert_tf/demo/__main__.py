@@ -17,6 +17,7 @@ import time
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.cli import flag_checks  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from absl import flags  # noqa: E402  pylint: disable=g-bad-import-order
 
@@ -30,11 +31,15 @@ flags.DEFINE_string("run_dir",
                     "Where everything goes (any file system); the full log "
                     "ends up in RUN_DIR/logs/.")
 flags.DEFINE_integer("seed", 0, "Seeds the corpus, vocabulary, records, "
-                     "pre-training and fine-tuning.")
+                     "pre-training and fine-tuning.", lower_bound=0)
 flags.DEFINE_integer("train_steps", None, "Pre-training steps (default: the "
-                     "pretrain_tiny_demo experiment's).")
+                     "pretrain_tiny_demo experiment's).",
+                     lower_bound=1)
 flags.DEFINE_float("corpus_megabytes", 3.0, "Size of the demo corpus.")
-flags.DEFINE_integer("num_workers", 2, "Processes making the records.")
+flag_checks.require("corpus_megabytes", lambda size: size > 0,
+                    "give a size above 0 (e.g. --corpus_megabytes 3)")
+flags.DEFINE_integer("num_workers", 2, "Processes making the records.",
+                     lower_bound=1)
 flags.DEFINE_bool("finetune", True, "Fine-tune and evaluate zero-shot.")
 flags.DEFINE_bool("random_init_baseline", True, "Also fine-tune a randomly "
                   "initialised encoder (the table's random-init column).")

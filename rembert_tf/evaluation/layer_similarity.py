@@ -42,6 +42,10 @@ RESULT_MARKDOWN = "layer_similarity.md"
 RESULT_HEATMAP = "layer_similarity.png"
 
 
+# [CLS], at least one piece, [SEP].
+MIN_SEQ_LENGTH = 3
+
+
 class LayerSimilarityError(errors.RemBertError, ValueError):
   """Inputs that cannot be compared (different row counts, empty inputs)."""
 
@@ -273,6 +277,12 @@ def analyze_checkpoints(checkpoint_a: str,
   `output_dir` that is, holds or lies inside a checkpoint or the
   SentencePiece model is refused before any work.
   """
+  if isinstance(seq_length, bool) or not isinstance(seq_length, int) or (
+      seq_length < MIN_SEQ_LENGTH):
+    raise LayerSimilarityError(
+        f"--seq_length {seq_length}: [CLS], a piece and [SEP] need at least "
+        f"{MIN_SEQ_LENGTH} positions; give at least {MIN_SEQ_LENGTH} (e.g. "
+        "128).")
   sentences_b = list(sentences_b) if sentences_b is not None else list(sentences_a)
   if len(sentences_b) != len(sentences_a):
     raise LayerSimilarityError(

@@ -37,6 +37,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
@@ -131,14 +132,20 @@ def run_once(context: SweepContext, run_dir: str,
     return fileio.read_json(result_file)
   for stale in checkpoint_temporaries.remove([run_dir]):
     logging.info("Removed %s (left by a killed checkpoint save).", stale)
-  task, model = training_loop.train_run(
-      meta, records_dir, run_dir, context.model_config,
-      context.restore_encoder, config, context.strategy, label,
-      context.progress, stop=context.stop)
-  predictor = predictions.Predictor(task, model, context.strategy,
-                                    config.eval_batch_size)
-  scores_by_split = predictions.predict_and_score(
-      predictor, meta, records_dir, run_dir, config, context.splits)
+  try:
+    task, model = training_loop.train_run(
+        meta, records_dir, run_dir, context.model_config,
+        context.restore_encoder, config, context.strategy, label,
+        context.progress, stop=context.stop)
+    predictor = predictions.Predictor(task, model, context.strategy,
+                                      config.eval_batch_size)
+    scores_by_split = predictions.predict_and_score(
+        predictor, meta, records_dir, run_dir, config, context.splits)
+  except Exception as e:  # pylint: disable=broad-except
+    if not fileio.is_disk_full(e):
+      raise
+    checkpoint_temporaries.remove([run_dir])
+    raise run_disk_full_error(run_dir, e) from None
   result = {"learning_rate": config.learning_rate, "seed": config.seed,
             "num_train_steps": steps, "scores": scores_by_split,
             "english_dev_metric": predictions.english_dev_metric(
@@ -148,6 +155,18 @@ def run_once(context: SweepContext, run_dir: str,
   if not config.keep_checkpoints:
     training_loop.remove_training_checkpoints(run_dir)
   return result
+
+
+def run_disk_full_error(run_dir: str, error: BaseException
+                        ) -> errors.InputError:
+  """A run's write (a checkpoint, predictions) that ran out of space: the
+  run named, its unfinished checkpoint removed, the earlier ones kept."""
+  reason = ("disk quota exceeded" if "quota" in str(error).lower()
+            else "no space left on the device")
+  return errors.InputError(
+      f"{run_dir}: writing it failed: {reason}. The unfinished checkpoint "
+      "is removed, the run's earlier checkpoints are kept. Free space there, "
+      "then run the same command: it resumes from the newest checkpoint.")
 
 
 def run_sweep(context: SweepContext, output_dir: str,

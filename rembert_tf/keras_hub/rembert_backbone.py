@@ -30,6 +30,9 @@ from typing import Any, Dict, Mapping
 
 import keras
 import keras_hub
+import numpy as np
+
+from rembert_tf.common import errors
 
 
 @keras.saving.register_keras_serializable(package="rembert_tf")
@@ -211,6 +214,14 @@ class RemBertBackbone(keras_hub.models.Backbone):
               "padding_mask": padding_mask}
     return inputs, {"sequence_output": x, "pooled_output": pooled}
 
+  def load_weights(self, filepath, *args, **kwargs):
+    """Keras' `load_weights`, refused when the file holds the weights of
+    another architecture: Keras matches an `.weights.h5` to the model layer
+    by layer and loads a preset whose config.json was edited to fewer
+    layers without a word."""
+    check_weights_file(self, str(filepath))
+    return super().load_weights(filepath, *args, **kwargs)
+
   def get_config(self):
     config = super().get_config()
     config.update(
@@ -223,3 +234,35 @@ class RemBertBackbone(keras_hub.models.Backbone):
         layer_norm_epsilon=self.layer_norm_epsilon,
         initializer_range=self.initializer_range)
     return config
+
+
+class WeightsMismatchError(errors.InputError):
+  """A weights file does not hold the weights of the model given."""
+
+
+def _file_tensors(filepath: str) -> Dict[str, int]:
+  """Dataset path -> element count of a Keras `.weights.h5` file."""
+  import h5py  # pylint: disable=g-import-not-at-top
+  found = {}
+  with h5py.File(filepath, "r") as f:
+    f.visititems(lambda name, item: found.__setitem__(name, item.size)
+                 if isinstance(item, h5py.Dataset) else None)
+  return found
+
+
+def check_weights_file(model, filepath: str) -> None:
+  """Raises WeightsMismatchError unless `filepath` (a Keras `.weights.h5`)
+  holds as many tensors and values as `model`; other formats pass."""
+  if not filepath.endswith(".weights.h5"):
+    return
+  tensors = _file_tensors(filepath)
+  held = (len(tensors), sum(tensors.values()))
+  wanted = (len(model.weights),
+            sum(int(np.prod(w.shape)) for w in model.weights))
+  if held != wanted:
+    raise WeightsMismatchError(
+        f"{filepath}: holds {held[0]} tensors ({held[1]} values), but the "
+        f"config beside it builds a {type(model).__name__} of {wanted[0]} "
+        f"({wanted[1]} values; num_layers {getattr(model, 'num_layers', '?')}"
+        "): the config does not match the weights. Restore the preset's "
+        "config.json, or convert the checkpoint again.")

@@ -45,6 +45,7 @@ from official.modeling.hyperparams import params_dict
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.modeling import rembert_config
+from rembert_tf.pretraining import config_ranges
 from rembert_tf.pretraining import masked_lm_task
 from rembert_tf.runtime import stop_checks
 
@@ -262,6 +263,10 @@ def load_experiment_config(
         f"experiment config {list(map(str, config_files))} + overrides: "
         f"{' '.join(str(e).split())}. Fix the named fields.") from None
   check_field_types(config)
+  out_of_range = config_ranges.first_out_of_range(config)
+  if out_of_range:
+    raise ExperimentConfigError(f"experiment config: {out_of_range} Fix it in "
+                                "--config or --params_override.")
   config.task.model.validate()
   check_trainer_config(config.trainer)
   return config
@@ -320,6 +325,11 @@ def check_field_types(config: Any, path: str = "") -> None:
     value, name = getattr(config, field.name), f"{path}{field.name}"
     if dataclasses.is_dataclass(value):
       check_field_types(value, name + ".")
+    elif (hints.get(field.name) in (float, Optional[float]) and
+          isinstance(value, int) and not isinstance(value, bool)):
+      # `initial_learning_rate=1` reads as an int, which TensorFlow's
+      # schedules refuse to mix with float steps.
+      setattr(config, field.name, float(value))
     elif _type_matches(value, hints.get(field.name)) is False:
       raise ExperimentConfigError(
           f"experiment config: {name} is {value!r}; it must be "

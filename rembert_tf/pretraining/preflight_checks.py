@@ -133,6 +133,35 @@ def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
     if data.check_metadata:
       pretraining_input_pipeline.check_records_compatible(data,
                                                           config.task.model)
+      other = shard_of_other_shape(data)
+      if other:
+        raise pretraining_errors.PretrainingError(
+            f"{field}.input_path: record shard {other}. Move it out of the "
+            "records' folder, or make every shard with the same --seq_length "
+            "and --max_predictions_per_seq.")
+
+
+# Record features whose length the data config fixes (static layout; the
+# unmasked layout has no masked_lm_positions).
+_FIXED_LENGTHS = (("input_word_ids", "seq_length"),
+                  ("masked_lm_positions", "max_predictions_per_seq"))
+
+
+def shard_of_other_shape(data_config) -> Optional[str]:
+  """The first shard whose first record has features of other lengths than
+  the data config reads, described; None if every shard's fits. (A shard of
+  other records in the folder fails to parse far into training.)"""
+  for path in input_files(data_config.input_path):
+    for raw in tf.data.TFRecordDataset(path).take(1):
+      features = tf.train.Example.FromString(raw.numpy()).features.feature
+      for name, field in _FIXED_LENGTHS:
+        wanted = getattr(data_config, field, None)
+        if name in features and wanted is not None and (
+            len(features[name].int64_list.value) != wanted):
+          return (f"{path} holds records whose {name} has "
+                  f"{len(features[name].int64_list.value)} values; the "
+                  f"experiment reads {wanted} ({field})")
+  return None
 
 
 def find_corrupt_shard(data_config) -> Optional[str]:
@@ -164,6 +193,32 @@ def corrupt_records_error(config: cfg.ExperimentConfig, mode: str,
   return pretraining_errors.CorruptRecordsError(
       f"reading the records failed ({errors.one_line(error)}); a shard is "
       "corrupted or truncated. Recreate the records.")
+
+
+def records_error(config: cfg.ExperimentConfig, mode: str,
+                  error: Exception) -> Exception:
+  """The error for records that failed mid-run: a corrupted shard
+  (`DataLossError`), or one of another shape (records replaced under the
+  run: a parse error)."""
+  if isinstance(error, tf.errors.DataLossError):
+    return corrupt_records_error(config, mode, error)
+  return records_shape_error(config, mode, error)
+
+
+def records_shape_error(config: cfg.ExperimentConfig, mode: str,
+                        error: Exception) -> Exception:
+  """The error for records that stopped parsing mid-run: the shard named
+  when one is of another shape, else `error` itself (not a records fault)."""
+  for field, data in data_sections(config, mode):
+    if data.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
+      continue
+    other = shard_of_other_shape(data)
+    if other:
+      return pretraining_errors.PretrainingError(
+          f"{field}.input_path: record shard {other}; the records changed "
+          "under the run. Put back records of the experiment's shape, then "
+          "run the same command: it resumes from the newest checkpoint.")
+  return error
 
 
 # ---------------------------------------------------------------------------

@@ -133,8 +133,8 @@ def run(experiment_config: cfg.ExperimentConfig,
     try:
       return _run(config, model_dir, mode, strategy,
                   allow_sentencepiece_mismatch, print_fn)
-    except tf.errors.DataLossError as e:
-      raise preflight_checks.corrupt_records_error(config, mode, e) from None
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      raise preflight_checks.records_error(config, mode, e) from None
 
 
 def _one_writer(model_dir: str, strategy: tf.distribute.Strategy):

@@ -50,6 +50,7 @@ class Bitext:
   target_sentences: Tuple[str, ...]
   gold: Optional[FrozenSet[Tuple[str, str]]]
   origin: str
+  gold_origin: str = ""  # where the gold alignment comes from, if elsewhere
 
   def __post_init__(self):
     for side in ("source", "target"):
@@ -61,6 +62,34 @@ class Bitext:
             f"{side} sentences.")
       if not sentences:
         raise RetrievalDataError(f"{self.origin}: no {side} sentences.")
+    if self.task == TATOEBA and (
+        len(self.source_sentences) != len(self.target_sentences)):
+      raise RetrievalDataError(
+          f"{self.origin}: {len(self.source_sentences)} {self.language} "
+          f"sentences but {len(self.target_sentences)} English ones; "
+          "Tatoeba's two files are parallel line by line, so they must have "
+          "as many lines: use the two files of one download.")
+    self._check_gold()
+
+  def _check_gold(self) -> None:
+    """Gold pairs name sentences of the two sides: gold from other files
+    would score as 0 (and BUCC's threshold would be 0)."""
+    if self.gold is None:
+      return
+    where = self.gold_origin or self.origin
+    if not self.gold:
+      raise RetrievalDataError(
+          f"{where}: the gold alignment holds no pair; give the gold file "
+          f"of {self.origin}.")
+    source_ids, target_ids = set(self.source_ids), set(self.target_ids)
+    unknown = sorted(pair for pair in self.gold if pair[0] not in source_ids
+                     or pair[1] not in target_ids)
+    if unknown:
+      raise RetrievalDataError(
+          f"{where}: {len(unknown)} of its {len(self.gold)} gold pairs name "
+          f"sentence ids that are not in {self.origin} (e.g. "
+          f"{unknown[0][0]} {unknown[0][1]}); the gold file and the sentence "
+          "files must come from the same download.")
 
   def gold_target_to_source(self) -> Dict[str, str]:
     """Target id -> its aligned source id (Tatoeba: one each)."""

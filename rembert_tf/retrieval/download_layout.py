@@ -176,4 +176,5 @@ class DownloadSource:
         task=task, split=split, language=lang, source_ids=source_ids,
         source_sentences=source_sentences, target_ids=target_ids,
         target_sentences=target_sentences, gold=gold,
-        origin=f"{files['source']} / {files['target']}")
+        origin=f"{files['source']} / {files['target']}",
+        gold_origin=gold_file if gold is not None else "")

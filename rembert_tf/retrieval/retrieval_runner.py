@@ -37,7 +37,7 @@ results["scores"]["tatoeba"]["avg_accuracy"]
 """
 import dataclasses
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -165,6 +165,15 @@ def markdown(results: Dict) -> str:
   return "\n".join(lines) + "\n"
 
 
+def read_all(tasks: Dict[str, List[str]], source: bitext.BitextSource
+             ) -> Dict[Tuple[str, str, str], bitext.Bitext]:
+  """Every split of every (task, language), read (and so checked: the two
+  sides, their gold) before any sentence is embedded."""
+  return {(task, split, lang): source(task, split, lang)
+          for task, languages in tasks.items() for lang in languages
+          for split in bitext.SPLITS[task]}
+
+
 def run_retrieval(tasks: Dict[str, List[str]], source: bitext.BitextSource,
                   embedder, strategy, output_dir,
                   label_folder: Optional[str] = None, overwrite: bool = False,
@@ -176,12 +185,13 @@ def run_retrieval(tasks: Dict[str, List[str]], source: bitext.BitextSource,
   output_dir = fileio.as_str(output_dir)
   check_outputs(output_dir, tasks, overwrite)
   start = time.perf_counter()
+  loaded = read_all(tasks, source)
   task_outputs = {}
   for task, languages in tasks.items():
     task_outputs[task] = TaskOutput()
     for lang in languages:
-      LANGUAGE_RUNNERS[task](task_outputs[task], source, lang, embedder.embed,
-                             strategy, progress)
+      LANGUAGE_RUNNERS[task](task_outputs[task], lambda *key: loaded[key], lang,
+                             embedder.embed, strategy, progress)
   with outputs.atomic_file_set(output_dir, OUTPUT_SET, overwrite) as staging:
     return _write_results(staging, task_outputs, embedder, label_folder,
                           start)

@@ -105,7 +105,11 @@ class SentenceEmbedder:
     self._special = tokenizer.SpecialTokens.from_model(sp_model)
     self._processor = tokenizer.load_sentencepiece(sp_model)
     replicas = strategy.num_replicas_in_sync
-    batch_size = batch_size or BATCH_SIZE_PER_REPLICA * replicas
+    if batch_size is None:
+      batch_size = BATCH_SIZE_PER_REPLICA * replicas
+    if batch_size < 1:
+      raise errors.UsageError(f"--batch_size {batch_size}: must be at least "
+                              "1.")
     self._mappers = {}
     for length in bucket_lengths(seq_length):
       # About batch_size x seq_length tokens per step in every bucket.
@@ -128,8 +132,8 @@ class SentenceEmbedder:
           "SentencePiece model it was trained with (--sp_model).")
     cfg, encoder, layer = load_layer_encoder(source, layer, strategy,
                                              model_config)
-    seq_length = seq_length or min(DEFAULT_SEQ_LENGTH,
-                                   cfg.max_position_embeddings)
+    if seq_length is None:  # (0 is refused below, not taken as unset)
+      seq_length = min(DEFAULT_SEQ_LENGTH, cfg.max_position_embeddings)
     if not 3 <= seq_length <= cfg.max_position_embeddings:
       raise errors.UsageError(
           f"--seq_length {seq_length}: choose 3..{cfg.max_position_embeddings}"

@@ -221,3 +221,19 @@ def test_base_rows_share_one_schedule_and_paper_numbers_sit_beside_their_rows():
   markdown = results_table.to_markdown(table)
   assert ("| coupled_768 | 768 | 768 (coupled) | 12 | 178M | 177M | 0.5000 | "
           "71.0 ± 0.5 (paper 70.7) | 71.0 |") in markdown
+
+
+@pytest.mark.parametrize("setting, line", [
+    ({"num_seeds": 0}, "--num_seeds 0: must be at least 1."),
+    ({"learning_rates": [1e-3, -1.0]}, "--learning_rates -1.0: a learning "
+     "rate must be a positive number (e.g. 2e-5)."),
+    ({"similarity_max_sentences": 0}, "--similarity_max_sentences 0: must be "
+     "at least 1."),
+    ({"corpus_megabytes": -2.0}, "--corpus_megabytes -2.0: give a size above "
+     "0 (e.g. 3)."),
+])
+def test_numbers_out_of_range_are_refused_before_any_row(setting, line):
+  with pytest.raises(errors.UsageError) as e:
+    ablation.suite.resolve_defaults(ablation.SuiteOptions(
+        output_dir="unused", scale="demo", **setting))
+  assert errors.one_line(e.value) == line

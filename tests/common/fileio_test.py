@@ -142,3 +142,23 @@ def test_an_output_link_that_leads_nowhere_is_refused(tmp_path):
     fileio.write_text(fileio.join(tmp, "x"), "1")
   assert sorted(os.listdir(tmp_path)) == ["dangling", "good", "loop", "target"]
   assert os.listdir(tmp_path / "target") == ["out"]
+
+
+@pytest.mark.parametrize("root", ["local", "ram://fileio_glob_literal"])
+def test_a_path_with_glob_characters_matches_itself(root, tmp_path):
+  """`[v2]` in a folder's name is that folder, not a character class."""
+  base = str(tmp_path) if root == "local" else root
+  folder = fileio.join(base, "runs [v2]", "en")
+  fileio.makedirs(folder)
+  fileio.write_text(fileio.join(folder, "a.txt"), "x\n")
+  assert fileio.glob(fileio.join(folder, "a.txt")) == [
+      fileio.join(folder, "a.txt")]
+  if root == "local":  # a pattern inside a literal folder
+    assert fileio.glob(fileio.join(base, "runs [v2]", "*", "*.txt")) == [
+        fileio.join(folder, "a.txt")]
+    from rembert_tf.data import text_inputs  # pylint: disable=g-import-not-at-top
+    files = text_inputs.resolve_inputs(
+        [fileio.join(base, "runs [v2]", "{lang}", "*.txt")])
+    assert [(f.language, f.path) for f in files] == [
+        ("en", fileio.join(folder, "a.txt"))]
+  assert fileio.glob(fileio.join(base, "runs [v2]", "en", "b.txt")) == []

@@ -21,13 +21,15 @@ _DRIVER = r"""
 import contextlib, importlib, io, json, sys
 from absl import flags
 module = importlib.import_module(sys.argv[1])
+from rembert_tf.cli import flag_checks, harness
+prog = harness.program_name(module.main)
 for argv in json.loads(sys.argv[2]):
   flags.FLAGS.unparse_flags()
   err = io.StringIO()
   code = 0
   with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
     try:
-      code = module.main(flags.FLAGS(["prog"] + argv))
+      code = module.main(flag_checks.parse_flags(prog, ["prog"] + argv))
     except SystemExit as e:
       code = e.code
   print(json.dumps({"code": code, "stderr": err.getvalue()}), flush=True)
@@ -145,7 +147,7 @@ def test_train_sentencepiece_tool_and_its_errors(tmp_path):
       ([f"--input=el={corpus}/el/*.txt", f"--output_dir={tmp_path}/spm",
         "--vocab_size=150"], "already exists"),
       ([tiny_input, f"--output_dir={tmp_path}/o", "--sample_size=0"],
-       "--sample_size must be >= 1"),
+       "--sample_size 0: must be at least 1."),
       ([tiny_input, f"--output_dir={tmp_path}/o", "--vocab_size=500"],
        "lower --vocab_size to"),
       ([tiny_input, f"--output_dir={tmp_path}/o", "--vocab_size=8"],
@@ -155,7 +157,7 @@ def test_train_sentencepiece_tool_and_its_errors(tmp_path):
       ([f"--input={tmp_path}/{{lang}}/*.x", f"--output_dir={tmp_path}/o"],
        "matches no files"),
       ([tiny_input, f"--output_dir={tmp_path}/o", "--num_threads=0"],
-       "--num_threads must be >= 1"),
+       "--num_threads 0: must be at least 1."),
       ([tiny_input, f"--output_dir={tmp_path}/held"],
        f"{tmp_path}/held is being written by another run (pid "),
   ]

@@ -196,3 +196,43 @@ def test_an_output_among_the_inputs_is_refused(tmp_path):
         [str(tmp_path / "c" / "{lang}" / "*")], tmp_path / "c" / "en", 36,
         overwrite=True, verbose=False)
   assert (tmp_path / "c" / "en" / "sentencepiece.vocab").read_text() == "a b\n"
+def _corpus_with_long_lines(root, long_line_bytes, short_de_lines):
+  """en: 40 ordinary lines; de: one line of `long_line_bytes` bytes, then
+  `short_de_lines` ordinary ones."""
+  for lang in ("en", "de"):
+    (root / lang).mkdir(parents=True)
+  (root / "en" / "a.txt").write_text(
+      "".join(f"the cat {i} sat on the mat\n" for i in range(40)))
+  (root / "de" / "a.txt").write_text(
+      "x" * long_line_bytes + "\n" +
+      "".join(f"die katze {i} sitzt\n" for i in range(short_de_lines)))
+  return [f"{root}/{{lang}}/*.txt"]
+
+
+def test_a_language_of_lines_sentencepiece_skips_is_named(tmp_path):
+  inputs = _corpus_with_long_lines(tmp_path / "c", 20_000, 0)
+  with pytest.raises(text_inputs.TextInputError) as e:
+    sentencepiece_training.draw_training_sample(
+        text_inputs.resolve_inputs(inputs), str(tmp_path / "s.txt"),
+        sentencepiece_sample.SampleOptions(sample_size=300),
+        log=lambda *a: None, inputs=inputs)
+  assert str(e.value) == (
+      f"inputs {inputs}: language de: every line is longer than 8192 bytes "
+      "(the longest has 20000), and SentencePiece skips such lines. Split the "
+      "text into lines: one sentence or paragraph per line, or leave de out "
+      "(--languages).")
+  assert not (tmp_path / "s.txt").exists()
+
+
+def test_long_lines_are_not_sampled_and_do_not_weigh(tmp_path):
+  inputs = _corpus_with_long_lines(tmp_path / "c", 1_000_000, 4)
+  summary = sentencepiece_training.draw_training_sample(
+      text_inputs.resolve_inputs(inputs), str(tmp_path / "s.txt"),
+      sentencepiece_sample.SampleOptions(sample_size=300), log=lambda *a: None)
+  sample = (tmp_path / "s.txt").read_text()
+  assert "xxxx" not in sample
+  assert len(sample) < 300 * 40  # lines of the corpus, none of 1 MB
+  de = summary["languages"]["de"]
+  assert de["lines"] == 4 and de["input_bytes"] < 100
+  assert summary["languages"]["de"]["sample_lines"] < summary["languages"][
+      "en"]["sample_lines"]

@@ -168,7 +168,7 @@ def test_make_demo_corpus_refuses_a_size_below_zero_in_one_line(tmp_path):
   # (TensorFlow's start-up lines, if any, come before the message.)
   assert "Traceback" not in done.stderr
   assert done.stderr.strip().splitlines()[-1] == (
-      "rembert-make-demo-corpus: error: --megabytes is -1; give a size above "
+      "rembert-make-demo-corpus: error: --megabytes -1.0: give a size above "
       "0 (e.g. --megabytes 2).")
   assert not (tmp_path / "corpus").exists()
 

@@ -110,3 +110,27 @@ def test_an_output_in_a_checkpoint_is_refused_before_any_work(tmp_path):
         str(checkpoint), None, ["a b"], sp_model=str(tmp_path / "sp.model"),
         output_dir=str(tmp_path / "link" / "sim"))
   assert list(checkpoint.iterdir()) == []
+
+
+CASES = [
+    (("--seq_length=0"), "--seq_length 0: [CLS], a piece and [SEP] need at "
+     "least 3 positions; give at least 3 (e.g. 128)."),
+    (("--seq_length=-4"), "--seq_length -4: [CLS], a piece and [SEP] need at "
+     "least 3 positions; give at least 3 (e.g. 128)."),
+    (("--max_sentences=0"), "--max_sentences 0: must be at least 1."),
+    (("--max_sentences=-1"), "--max_sentences -1: must be at least 1."),
+]
+
+
+def test_the_command_refuses_numbers_out_of_range_in_one_line(tmp_path):
+  sentences = tmp_path / "s.txt"
+  sentences.write_text("a sentence\nanother one\n")
+  base = [f"--checkpoint_a={tmp_path}/none", f"--sentences={sentences}",
+          f"--output_dir={tmp_path}/out"]
+  results = testlib.run_command_cases("rembert_tf.cli.layer_similarity",
+                                      [base + [a] for a, _ in CASES])
+  for (_, line), result in zip(CASES, results):
+    assert testlib.assert_one_line_error(
+        "rembert-layer-similarity", result) == (
+            f"rembert-layer-similarity: error: {line}")
+  assert not (tmp_path / "out").exists()

@@ -253,7 +253,7 @@ def test_the_commands_print_one_line(download_dir, sp_model, xnli_records,
   base = ["--task=xnli", f"--records_dir={xnli_records}",
           f"--init_checkpoint={checkpoint_dir}", f"--output_dir={tmp_path}/ft"]
   cases = [(["--train_batch_size=0"], "--train_batch_size 0: must be at least 1"),
-           (["--learning_rate=-1"], "--learning_rate(s) -1.0: a learning rate "
+           (["--learning_rate=-1"], "--learning_rate -1.0: a learning rate "
             "must be a positive number"),
            (["--num_train_steps=0"], "--num_train_steps 0: train at least 1 "
             "step"),
@@ -265,3 +265,31 @@ def test_the_commands_print_one_line(download_dir, sp_model, xnli_records,
     testlib.assert_one_line_error("rembert-finetune", result, part)
   assert not (tmp_path / "ft").exists()
   assert not (xnli_records / "ft").exists()
+
+
+def test_a_full_disk_names_the_run_and_removes_its_unfinished_checkpoint(
+    xnli_records, checkpoint_dir, tmp_path, monkeypatch):
+  """The disk fills while a checkpoint is written (emulated where the run
+  trains): one line naming the run, no ckpt-N_temp left."""
+  import errno  # pylint: disable=g-import-not-at-top
+  from rembert_tf.finetuning import training_loop  # pylint: disable=g-import-not-at-top
+
+  def fill_the_disk(meta, records_dir, run_dir, *args, **kwargs):
+    del meta, records_dir, args, kwargs
+    temp = pathlib.Path(run_dir) / "ckpt-3_temp"
+    temp.mkdir(parents=True)
+    (temp / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x")
+    raise OSError(errno.ENOSPC, "No space left on device", str(temp))
+
+  monkeypatch.setattr(training_loop, "train_run", fill_the_disk)
+  with pytest.raises(errors.InputError) as e:
+    finetuning_runner.run_finetuning(
+        "xnli", tmp_path / "out", init_checkpoint=str(checkpoint_dir),
+        records_dir=xnli_records, learning_rates=[1e-3], progress=QUIET)
+  run_dir = tmp_path / "out/runs/lr-0.001_seed-0"
+  assert errors.one_line(e.value) == (
+      f"{run_dir}: writing it failed: no space left on the device. The "
+      "unfinished checkpoint is removed, the run's earlier checkpoints are "
+      "kept. Free space there, then run the same command: it resumes from the "
+      "newest checkpoint.")
+  assert not list(run_dir.glob("ckpt-*_temp"))

@@ -259,3 +259,22 @@ def test_question_answerer_runs_xquad():
     (folder / f"test-{lang}.json").write_text(
         json.dumps(dict(zip(ids, answers)), ensure_ascii=False),
         encoding="utf-8")
+
+
+def test_a_preset_whose_config_lost_layers_is_refused(tmp_path):
+  """config.json edited to fewer layers than model.weights.h5 holds: one
+  error naming the weights file, no model with half its weights."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  from rembert_tf.keras_hub import rembert_backbone  # pylint: disable=g-import-not-at-top
+  preset = tmp_path / "edited"
+  shutil.copytree(_preset("tiny"), preset)
+  config = json.loads((preset / "config.json").read_text())
+  layers = config["config"]["num_layers"]
+  config["config"]["num_layers"] = layers - 1
+  (preset / "config.json").write_text(json.dumps(config))
+  with pytest.raises(rembert_backbone.WeightsMismatchError) as e:
+    rk.RemBertBackbone.from_preset(str(preset))
+  message = str(e.value)
+  assert message.startswith(f"{preset}/model.weights.h5: holds ")
+  assert f"num_layers {layers - 1}): the config does not match the weights" \
+      in message

@@ -14,6 +14,7 @@ from rembert_tf import pretraining
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
@@ -88,6 +89,63 @@ def test_a_value_of_the_wrong_type_names_the_field(override, message):
   assert "--params_override" in one_line(e.value)
 
 
+LR = "trainer.optimizer_config.learning_rate.polynomial."
+ADAMW = "trainer.optimizer_config.optimizer.adamw."
+
+
+# (override, the field and its range in the one line)
+@pytest.mark.parametrize("override, message", [
+    (LR + "initial_learning_rate=-1", LR + "initial_learning_rate is -1.0; it "
+     "must be above 0 (a learning rate, e.g. 1e-4)."),
+    (LR + "initial_learning_rate=0", LR + "initial_learning_rate is 0.0; it "
+     "must be above 0"),
+    (LR + "end_learning_rate=-0.1", LR + "end_learning_rate is -0.1; it must "
+     "be at least 0."),
+    (LR + "decay_steps=0", LR + "decay_steps is 0; it must be at least 1."),
+    ("trainer.optimizer_config.warmup.linear.warmup_steps=-5",
+     "warmup.linear.warmup_steps is -5; it must be at least 0."),
+    (ADAMW + "weight_decay_rate=-0.1", "weight_decay_rate is -0.1; it must be "
+     "at least 0."),
+    (ADAMW + "epsilon=0", "adamw.epsilon is 0.0; it must be above 0."),
+    (ADAMW + "beta_2=1", "adamw.beta_2 is 1.0; it must be in [0, 1)."),
+    ("task.train_data.global_batch_size=0", "task.train_data.global_batch_size"
+     " is 0; it must be at least 1."),
+    ("task.validation_data.global_batch_size=-8", "task.validation_data."
+     "global_batch_size is -8; it must be at least 1."),
+    ("task.train_data.seq_length=0", "task.train_data.seq_length is 0; it "
+     "must be at least 1."),
+    ("task.train_data.max_predictions_per_seq=-1", "max_predictions_per_seq "
+     "is -1; it must be at least 1."),
+    ("task.train_data.masked_lm_prob=2", "task.train_data.masked_lm_prob is "
+     "2.0; it must be in [0, 1]."),
+    ("task.train_data.mask_token_rate=-0.5", "mask_token_rate is -0.5; it "
+     "must be in [0, 1]."),
+    ("trainer.train_steps=0", "trainer.train_steps is 0; it must be at least "
+     "1."),
+    ("trainer.train_steps=-3", "trainer.train_steps is -3; it must be at "
+     "least 1."),
+])
+def test_a_number_out_of_its_range_names_the_field(override, message):
+  with pytest.raises(experiments.ExperimentConfigError) as e:
+    experiments.load_experiment_config(["pretrain_tiny_demo"], override)
+  assert message in one_line(e.value)
+  assert one_line(e.value).startswith("experiment config: ")
+  assert one_line(e.value).endswith("Fix it in --config or --params_override.")
+
+
+def test_every_shipped_experiment_is_in_range_and_an_integer_rate_is_a_float():
+  for path in sorted(glob.glob(os.path.join(testlib.REPO, "configs",
+                                            "experiments", "*.yaml"))):
+    experiments.load_experiment_config([path])
+  config = experiments.load_experiment_config(
+      ["pretrain_tiny_demo"], LR + "initial_learning_rate=1," + LR +
+      "end_learning_rate=0")
+  rate = config.trainer.optimizer_config.learning_rate.polynomial
+  assert (rate.initial_learning_rate, rate.end_learning_rate) == (1.0, 0.0)
+  assert isinstance(rate.initial_learning_rate, float)
+  assert isinstance(rate.end_learning_rate, float)
+
+
 def test_exponent_form_override_is_a_number():
   config = experiments.load_experiment_config(
       ["pretrain_tiny_demo"],
@@ -139,6 +197,34 @@ def test_corrupted_shard_is_named(records, tmp_path):
   message = one_line(e.value)
   assert shard in message and "corrupted or truncated" in message
   assert len(message) < 600
+
+
+def test_a_shard_of_another_sequence_length_is_named(records, tmp_path):
+  copied = copy_records(records, tmp_path)
+  other = tmp_path / "other"
+  pretraining_record_format.write_pretraining_records(
+      str(other), [[7, 8, 9, 10]] * 4, seq_length=16,
+      max_predictions_per_seq=pretrain_testlib.PREDS,
+      vocab_size=pretrain_testlib.VOCAB, seed=1, num_shards=1)
+  shard = sorted(glob.glob(str(copied / "train" / "*.tfrecord")))[1]
+  shutil.copyfile(glob.glob(str(other / "*.tfrecord"))[0], shard)
+  config = make_config(copied)
+  with pytest.raises(pretraining.PretrainingError) as e:
+    runner.run(config, str(tmp_path / "m"), **QUIET)
+  assert one_line(e.value) == (
+      f"task.train_data.input_path: record shard {shard} holds records whose "
+      f"input_word_ids has 16 values; the experiment reads "
+      f"{pretrain_testlib.SEQ} (seq_length). Move it out of the records' "
+      "folder, or make every shard with the same --seq_length and "
+      "--max_predictions_per_seq.")
+  assert not os.path.exists(tmp_path / "m" / "params.yaml")
+  # Records replaced under a running trainer: the parse error names it.
+  replaced = preflight_checks.records_shape_error(
+      config, "train", tf.errors.InvalidArgumentError(None, None, "parse"))
+  assert one_line(replaced).startswith(
+      f"task.train_data.input_path: record shard {shard} holds records whose "
+      "input_word_ids has 16 values")
+  assert "the records changed under the run" in one_line(replaced)
 
 
 def test_missing_listed_shard_is_refused(records, tmp_path):

@@ -65,3 +65,52 @@ def test_malformed_lines_are_named(download):
   (download / "tatoeba/fr-en.fr").write_bytes(b"\xff\xfe bad")
   with pytest.raises(bitext.RetrievalDataError, match="fr-en.fr is not UTF-8"):
     dl.DownloadSource(download)("tatoeba", "test", "fr")
+
+
+# (file to write, its text, the line's parts): inputs that cannot be scored.
+UNSCORABLE = [
+    ("bucc2018/de-en.dev.gold", "de-000005\ten-000009\nde-000002\ten-000070\n",
+     ["bucc2018/de-en.dev.gold: 2 of its 2 gold pairs name sentence ids that "
+      "are not in ", "(e.g. de-000002 en-000070); the gold file and the "
+      "sentence files must come from the same download."]),
+    ("bucc2018/de-en.dev.gold", "de-000001\ten-000009\nde-000002\ten-000077\n",
+     ["1 of its 2 gold pairs name sentence ids"]),
+    ("bucc2018/de-en.dev.gold", "",
+     ["bucc2018/de-en.dev.gold: the gold alignment holds no pair; give the "
+      "gold file of "]),
+    ("tatoeba/fr-en.en", "It rains.\nThe cat runs.\nOne more.\n",
+     ["tatoeba/fr-en.fr / ", "tatoeba/fr-en.en: 2 fr sentences but 3 English "
+      "ones; Tatoeba's two files are parallel line by line"]),
+]
+
+
+@pytest.mark.parametrize("name, text, parts", UNSCORABLE,
+                         ids=["gold_matches_nothing", "gold_partly_elsewhere",
+                              "gold_empty", "tatoeba_sides_differ"])
+def test_inputs_that_cannot_be_scored_are_named(download, name, text, parts):
+  _write(download / name, text)
+  task, lang, split = (("tatoeba", "fr", "test") if "tatoeba" in name
+                       else ("bucc2018", "de", "dev"))
+  with pytest.raises(bitext.RetrievalDataError) as e:
+    dl.DownloadSource(download)(task, split, lang)
+  message = str(e.value)
+  assert "\n" not in message
+  for part in parts:
+    assert part in message, (part, message)
+
+
+def test_retrieval_reads_every_input_before_embedding_any(download, tmp_path):
+  from rembert_tf.retrieval import retrieval_runner  # pylint: disable=g-import-not-at-top
+
+  class NeverEmbeds:
+    source, layer, num_layers, seq_length = "none", 1, 1, 8
+
+    def embed(self, sentences, description):
+      raise AssertionError(f"embedded {description} before every check")
+
+  _write(download / "tatoeba/fr-en.en", "Only one.\n")
+  with pytest.raises(bitext.RetrievalDataError, match="1 English ones"):
+    retrieval_runner.run_retrieval(
+        {"bucc2018": ["de"], "tatoeba": ["fr"]}, dl.DownloadSource(download),
+        NeverEmbeds(), None, tmp_path / "out", progress=lambda line: None)
+  assert not (tmp_path / "out").exists()

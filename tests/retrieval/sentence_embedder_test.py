@@ -85,3 +85,11 @@ def test_long_sentences_are_truncated_to_seq_length(checkpoint_dir, one_device):
   with pytest.raises(errors.UsageError, match="--seq_length 65: choose 3..64"):
     se.SentenceEmbedder.from_checkpoint(checkpoint_dir, one_device,
                                         seq_length=65)
+  # 0 is a length out of range, not "unset".
+  with pytest.raises(errors.UsageError, match="--seq_length 0: choose 3..64"):
+    se.SentenceEmbedder.from_checkpoint(checkpoint_dir, one_device,
+                                        seq_length=0)
+  with pytest.raises(errors.UsageError, match="--batch_size 0: must be at "
+                     "least 1."):
+    se.SentenceEmbedder.from_checkpoint(checkpoint_dir, one_device,
+                                        seq_length=8, batch_size=0)
