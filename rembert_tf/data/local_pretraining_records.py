@@ -15,6 +15,7 @@ error), a `multiprocessing` queue for progress, and
 
 Example (what `pretraining_record_creation.create_pretraining_data` does
 without a Beam runner; `staging` is then its staging directory):
+<!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
 from rembert_tf.data import local_pretraining_records, pretraining_instances
 prepared = pretraining_instances.prepare(

@@ -114,7 +114,9 @@ def docstring_examples() -> Iterator[Snippet]:
         continue
       name = getattr(node, "name", "<module>")
       where = f"{path.relative_to(REPO)}:{name}"
-      for snippet in blocks(lines[starts[0]:], where):
-        if snippet.language in ("python", ""):
-          snippet.language = "python"
-          yield snippet
+      found = [s for s in blocks(lines[starts[0]:], where)
+               if s.language in ("python", "")]
+      for k, snippet in enumerate(found):
+        snippet.language = "python"
+        snippet.where = where if k == 0 else f"{where} (block {k + 1})"
+        yield snippet
