@@ -56,20 +56,25 @@ def test_every_unrun_example_says_why_and_compiles():
   assert not vague, f"`not run` without a reason: {vague}"
 
 
-def test_every_other_example_runs():
-  runnable = [[s.where, s.body] for s in snippets.docstring_examples()
-              if s.marker != "not run"]
-  assert len(runnable) > 20, len(runnable)
+def run_examples(examples):
+  """`where:\ntraceback` of each [where, code] that raised (one interpreter)."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
              PYTHONPATH=os.pathsep.join([str(snippets.REPO),
                                          os.environ.get("PYTHONPATH", "")]))
-  done = subprocess.run([sys.executable, "-c", _RUNNER], input=json.dumps(runnable),
+  done = subprocess.run([sys.executable, "-c", _RUNNER], input=json.dumps(examples),
                         capture_output=True, text=True, env=env, timeout=600,
                         check=False)
   results = [json.loads(line) for line in done.stdout.splitlines()
              if line.startswith("{")]
-  assert len(results) == len(runnable), done.stderr[-3000:]
-  failed = [f"{r['where']}:\n{r['error']}" for r in results if r["error"]]
+  assert len(results) == len(examples), done.stderr[-3000:]
+  return [f"{r['where']}:\n{r['error']}" for r in results if r["error"]]
+
+
+def test_every_other_example_runs():
+  runnable = [[s.where, s.body] for s in snippets.docstring_examples()
+              if s.marker != "not run"]
+  assert len(runnable) > 20, len(runnable)
+  failed = run_examples(runnable)
   assert not failed, (
       "examples that fail (fix them, or mark them "
       "`<!-- snippet: not run: WHY -->` above the fence):\n" + "\n".join(failed))
@@ -101,3 +106,11 @@ def test_the_examples_in_every_commands_help_use_flags_it_has():
           unknown.append(f"{path.name}: `{' '.join(argv[:2])} ...` has no --{flag}")
   assert checked >= 5, checked
   assert not unknown, "\n".join(unknown)
+
+
+def test_a_failing_example_is_reported():
+  failed = run_examples([["m.py:<module>", "import os\nassert os.listdir('.') == []\n"],
+                         ["n.py:f", "open('x', 'w').close()\nraise ValueError('boom')\n"],
+                         ["o.py:<module>", "assert not __import__('os').path.exists('x')\n"]])
+  assert [f.split(":\n")[0] for f in failed] == ["n.py:f"], failed
+  assert "ValueError: boom" in failed[0]
