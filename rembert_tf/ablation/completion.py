@@ -8,9 +8,9 @@ need. A directory without the marker is unfinished: its step runs again
 Example:
 ```python
 from rembert_tf.ablation import completion
-completion.mark_complete("/tmp/run", {"eval_masked_lm_accuracy": 0.23})
-completion.read_complete("/tmp/run")      # {"eval_masked_lm_accuracy": 0.23}
-completion.read_complete("/tmp/other")    # None: not finished
+completion.mark_complete("run", {"eval_masked_lm_accuracy": 0.23})
+completion.read_complete("run")      # {"eval_masked_lm_accuracy": 0.23}
+completion.read_complete("other")    # None: not finished
 ```
 """
 from typing import Any, Dict, Optional

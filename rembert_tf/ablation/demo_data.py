@@ -5,6 +5,7 @@ The one module of the suite that touches the demo's code; every piece is
 written once under `data_dir` and reused when the suite runs again.
 
 Example:
+<!-- snippet: not run: builds the demo corpus, vocabulary and records (a minute on a CPU); tests/ablation builds them -->
 ```python
 from rembert_tf.ablation import demo_data
 paths = demo_data.prepare("/tmp/suite/data", vocab_size=2000, seq_length=64,

@@ -10,6 +10,7 @@
   fine-tuned version, per layer, all models in one plot.
 
 Example:
+<!-- snippet: not run: needs a pre-training run's TensorBoard summaries -->
 ```python
 from rembert_tf.ablation import figures
 curves = figures.read_scalars("/tmp/suite/models/coupled/pretrain/train",

@@ -10,6 +10,7 @@ deviation over seeds); the summary has the shape of the command's own
 `results.json`, plus the run directories.
 
 Example:
+<!-- snippet: not run: needs XTREME's download/ folder -->
 ```python
 from rembert_tf.ablation import finetune_sweep
 summary = finetune_sweep.run_sweep(

@@ -9,6 +9,7 @@ per task gives every language's score, and a third the per-layer linear CKA
 between each pre-trained model and its fine-tuned version.
 
 Example:
+<!-- snippet: not run: a fragment: `row_results` comes from the caller's code -->
 ```python
 from rembert_tf.ablation import results_table
 table = results_table.build_table(row_results)    # list of per-row dicts

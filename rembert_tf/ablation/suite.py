@@ -25,6 +25,7 @@ results.json, results.md, figures/{mlm_curves,results,layer_similarity}.png
 ```
 
 Example (the CI-sized demo suite):
+<!-- snippet: not run: runs the whole ablation suite (tens of minutes on a CPU) -->
 ```python
 from rembert_tf.ablation import suite
 options = suite.SuiteOptions(output_dir="/tmp/suite", scale="demo",

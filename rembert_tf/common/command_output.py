@@ -21,9 +21,9 @@ def main(argv):
   print("result")                    # the console
   return 0
 
-output = command_output.start_command_output("rembert-x", "/tmp/out")
+output = command_output.start_command_output("rembert-x", "out")
 command_output.run_with_command_output(main, [], output)
-# /tmp/out/logs/rembert-x-TIME.log holds the absl and TensorFlow lines
+# out/logs/rembert-x-TIME.log holds the absl and TensorFlow lines
 ```
 """
 import io

@@ -37,7 +37,7 @@ lock and temporary names carry is `fileio.owner_tag()`.
 Example:
 ```python
 from rembert_tf.common import output_lock
-with output_lock.hold("/tmp/records"):
+with output_lock.hold("records"):
   ...  # a second process asking for /tmp/records gets OutputLockedError
 ```
 """

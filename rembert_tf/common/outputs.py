@@ -44,6 +44,7 @@ from typing import (Callable, Iterator, List, Mapping, Optional, Sequence,
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import output_lock
+from rembert_tf.common import worker_pool
 
 PathLike = fileio.PathLike
 
@@ -115,6 +116,9 @@ def writes_output(argument: str) -> Callable:
 
     @functools.wraps(function)
     def wrapped(*args, **kwargs):
+      # A worker process re-running an unguarded script stops here, before
+      # it writes anything (the parent names the fix: the `__main__` guard).
+      worker_pool.refuse_in_re_run(function.__name__)
       path = signature.bind(*args, **kwargs).arguments.get(argument)
       if path is None:
         return function(*args, **kwargs)

@@ -20,6 +20,7 @@ is imported on first use: importing this module costs nothing (the record
 workers of file inputs never load it).
 
 Example:
+<!-- snippet: not run: reads TFDS data from `gs://` -->
 ```python
 from rembert_tf.common import tfds_reader
 split = tfds_reader.SplitRef("paws_x_wiki", "de", "validation")

@@ -9,6 +9,7 @@ matter to `transformers` (model_type, architectures, token ids, ...) are
 ignored; other unknown keys are logged.
 
 Example:
+<!-- snippet: not run: needs the released RemBERT checkpoint (a 2.3 GB download) -->
 ```python
 from rembert_tf.conversion import config_json
 cfg = config_json.read_json_config("rembert/config.json")

@@ -41,6 +41,7 @@ checkpoint by name, map names, assign into the TF2 model, save a
 `tf.train.Checkpoint`), with a name table of its own for RemBERT.
 
 Example:
+<!-- snippet: not run: needs the released RemBERT checkpoint (a 2.3 GB download) -->
 ```python
 from rembert_tf.conversion import converter
 converter.convert_checkpoint("tf1", "rembert_tf", "rembert/model.ckpt",

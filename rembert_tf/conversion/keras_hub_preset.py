@@ -26,6 +26,7 @@ the real tensor, read from the source and written one at a time (HDF5
 through h5py, as Keras itself writes it). Peak memory is one tensor.
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.conversion import converter
 converter.convert_checkpoint("tf1", "keras_hub", "rembert/model.ckpt",

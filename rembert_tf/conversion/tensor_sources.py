@@ -24,6 +24,7 @@ safetensors package's own writer first turns every tensor into bytes, which
 doubles the memory of a 4 GB model).
 
 Example:
+<!-- snippet: not run: a fragment: `tensor_sources` comes from the caller's code -->
 ```python
 source = tensor_sources.Tf1Source("rembert/model.ckpt")
 shapes = source.shapes()                    # no tensor read yet

@@ -27,6 +27,7 @@ Builds on the name mapping idea of Model Garden's
 the TF2 encoder), written for the RemBERT encoder's own layers.
 
 Example:
+<!-- snippet: not run: a fragment: `encoder` comes from the caller's code -->
 ```python
 from rembert_tf.conversion import weight_layout
 slots = weight_layout.slots_for_encoder(encoder)

@@ -34,6 +34,7 @@ Python local runner for the direct names, one-line failures) are
 `beam_runner`'s.
 
 Example (Beam's local runner, two worker processes):
+<!-- snippet: not run: needs a corpus, a SentencePiece model and Apache Beam -->
 ```python
 from rembert_tf.data import pretraining_record_creation
 meta = pretraining_record_creation.create_pretraining_data(

@@ -21,6 +21,7 @@ that sample where the text is (Dataflow, Flink, Spark or Beam's local runner):
 sample; with `--sample_only` it stops after writing the sample.
 
 Example (Beam's local runner):
+<!-- snippet: not run: needs a corpus and Apache Beam -->
 ```python
 from rembert_tf.data import beam_sentencepiece_sample, sentencepiece_sample
 from rembert_tf.data import text_inputs

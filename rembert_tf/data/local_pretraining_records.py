@@ -9,11 +9,13 @@ output shard); the parent shuffles and concatenates them into
 directory it is given. The output may be on any filesystem (`gs://`): the
 spills are then in a local temporary directory.
 
-Builds on `multiprocessing` (a `spawn` pool, progress through a queue) and
+Builds on `common.worker_pool` (a `spawn` process pool that ends on a worker's
+error), a `multiprocessing` queue for progress, and
 `console.Progress` (one bar over the input files, with an ETA).
 
 Example (what `pretraining_record_creation.create_pretraining_data` does
 without a Beam runner; `staging` is then its staging directory):
+<!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
 from rembert_tf.data import local_pretraining_records, pretraining_instances
 prepared = pretraining_instances.prepare(
@@ -23,6 +25,7 @@ meta = local_pretraining_records.create_records(
     prepared, "/tmp/staging", num_workers=2, log=print)
 ```
 """
+import concurrent.futures
 import io
 import multiprocessing
 import queue
@@ -31,8 +34,10 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from rembert_tf.common import console
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.common import worker_pool
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
@@ -119,6 +124,14 @@ def process_unit(unit_index: int, input_file: text_inputs.InputFile,
         progress(*pending)
         pending = [0, 0, 0]
         last_report = time.time()
+  except (OSError, EOFError, UnicodeError) as e:
+    # A corrupt file (a cut gzip, bad bytes): one line naming it, also when
+    # it is raised in a worker process. A full disk is the spill's, not the file's.
+    if fileio.is_disk_full(e):
+      raise
+    raise text_inputs.TextInputError(
+        f"{input_file.path}: reading it failed ({errors.one_line(e)}); fix or "
+        "remove the file.") from None
   finally:
     spill.close()
   if progress is not None and any(pending):
@@ -182,9 +195,10 @@ def _run_tasks(tasks, num_workers: int, progress: _Progress
   context = multiprocessing.get_context("spawn")
   progress_queue = context.Queue()
   results = []
-  with context.Pool(num_workers, initializer=_init_worker,
-                    initargs=(progress_queue,)) as pool:
-    pending = pool.imap_unordered(_run_unit, tasks)
+  with worker_pool.pool(num_workers, "create_pretraining_data",
+                        initializer=_init_worker,
+                        initargs=(progress_queue,)) as pool:
+    pending = [pool.submit(_run_unit, task) for task in tasks]
     done = threading.Event()
 
     def drain():
@@ -196,8 +210,8 @@ def _run_tasks(tasks, num_workers: int, progress: _Progress
     thread = threading.Thread(target=drain, daemon=True)
     thread.start()
     try:
-      for result in pending:
-        results.append(result)
+      for future in concurrent.futures.as_completed(pending):
+        results.append(future.result())
         progress.file_done()
     finally:
       done.set()

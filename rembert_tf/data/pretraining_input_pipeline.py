@@ -22,6 +22,7 @@ Output of `load()`: a `tf.data.Dataset` of dicts with int32 `input_word_ids`,
 batch = global_batch_size / num_replicas_in_sync under a distribution strategy.
 
 Example:
+<!-- snippet: not run: needs pre-training records (docs/data.md's example makes some and loads them) -->
 ```python
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import rembert_config

@@ -19,6 +19,7 @@ left. A directory that already holds records is refused unless
 `overwrite=True`. The output may be on any filesystem (`gs://`).
 
 Example:
+<!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_creation

@@ -40,9 +40,9 @@ Example (test fixtures from already tokenised text):
 ```python
 from rembert_tf.data import pretraining_record_format
 meta = pretraining_record_format.write_pretraining_records(
-    "/tmp/records", [[10, 11, 12, 13], [20, 21, 22]] * 32,
+    "records", [[10, 11, 12, 13], [20, 21, 22]] * 32,
     seq_length=16, max_predictions_per_seq=4, vocab_size=2000, num_shards=2)
-# /tmp/records/pretrain-00000-of-00002.tfrecord, ..., /tmp/records/metadata.json
+# records/pretrain-00000-of-00002.tfrecord, ..., /tmp/records/metadata.json
 ```
 """
 import dataclasses
@@ -83,8 +83,8 @@ class Masking:
 
   Example:
   ```python
-  masking = Masking(masked_lm_prob=0.2)
-  masking.check()          # errors.UsageError naming the flag when out of range
+  from rembert_tf.data.pretraining_record_format import Masking
+  masking = Masking(masked_lm_prob=0.2).check()  # UsageError naming the flag when out of range
   masking.as_metadata()    # {"masked_lm_prob": 0.2, "mask_token_rate": 0.8, ...}
   ```
   """

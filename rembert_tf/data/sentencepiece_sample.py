@@ -13,6 +13,7 @@ with the `SampleOptions`, the language shares and the summary of this module;
 `sentencepiece_training.draw_training_sample` picks one of the two.
 
 Example:
+<!-- snippet: not run: needs a corpus -->
 ```python
 from rembert_tf.data import sentencepiece_sample, text_inputs
 files = text_inputs.resolve_inputs(["/tmp/corpus/{lang}/*.txt"])

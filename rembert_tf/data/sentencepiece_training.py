@@ -21,6 +21,7 @@ Builds on `sentencepiece.SentencePieceTrainer` as Model Garden's
 without language balancing and reserves other ids, hence this module.
 
 Example:
+<!-- snippet: not run: needs a corpus (docs/data.md's example trains a vocabulary) -->
 ```python
 from rembert_tf.data import sentencepiece_training
 meta = sentencepiece_training.train_sentencepiece(

@@ -32,6 +32,7 @@ q_l proportional to p_l ** alpha (alpha=0.7 by default; 1 keeps the natural mix,
 0 makes it uniform).
 
 Example:
+<!-- snippet: not run: needs a corpus -->
 ```python
 from rembert_tf.data import text_inputs
 files = text_inputs.resolve_inputs(["/tmp/corpus/{lang}/*.txt"])

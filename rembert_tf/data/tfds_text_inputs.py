@@ -28,6 +28,7 @@ ones dropped, as a JSON-lines document. Known corpora's markup is undone
 `_START_PARAGRAPH_` lines are dropped and its `_NEWLINE_` breaks lines.
 
 Example:
+<!-- snippet: not run: reads TFDS data from `gs://` -->
 ```python
 from rembert_tf.data import tfds_text_inputs
 units = tfds_text_inputs.resolve_inputs(

@@ -15,7 +15,7 @@ tests/data/tfrecord_writer_test.py).
 Example:
 ```python
 from rembert_tf.data import tfrecord_writer
-tfrecord_writer.write_tfrecord_file("/tmp/x.tfrecord", [b"abc", b"defg"])
+tfrecord_writer.write_tfrecord_file("x.tfrecord", [b"abc", b"defg"])
 assert tfrecord_writer.crc32c(b"123456789") == 0xE3069283
 ```
 """

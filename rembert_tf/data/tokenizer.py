@@ -25,6 +25,7 @@ Builds on the `sentencepiece` library directly (as Model Garden's
 `rembert_tf.common.fileio`, so `gs://` paths work.
 
 Example:
+<!-- snippet: not run: needs a SentencePiece model -->
 ```python
 from rembert_tf.data import tokenizer
 special = tokenizer.SpecialTokens.from_model("/tmp/spm/sentencepiece.model")

@@ -35,8 +35,8 @@ rng = random.Random(0)
 corpus.sample_document(rng, "ru")                  # list of sentences
 corpus.sample_parallel_document(rng, "ar")          # ar, en, ar, en, ...
 corpus.sample_code_switched_document(rng, "hi")     # Hindi and English mixed
-stats = corpus.generate_corpus("/tmp/corpus", target_megabytes=1.0)
-# -> /tmp/corpus/{lang}/part-0000N.txt: one sentence per line, a blank line
+stats = corpus.generate_corpus("corpus", target_megabytes=1.0)
+# -> corpus/{lang}/part-0000N.txt: one sentence per line, a blank line
 #    between documents (the layout rembert-create-pretraining-data reads).
 ```
 """

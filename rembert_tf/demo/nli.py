@@ -16,6 +16,7 @@ fine-tunes a pre-trained encoder and, for comparison, the same encoder
 randomly initialised.
 
 Example:
+<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
 import dataclasses
 import random

@@ -15,9 +15,9 @@ exact translation. Written as XTREME's download script leaves the real sets
 Example:
 ```python
 from rembert_tf.demo import retrieval_sets
-retrieval_sets.write_retrieval_sets("/tmp/ret", languages=("es", "zh"),
+retrieval_sets.write_retrieval_sets("ret", languages=("es", "zh"),
                                     num_sentences=200)
-# /tmp/ret/download/tatoeba/es-en.es, ..., /tmp/ret/labels/tatoeba/test-es.tsv
+# ret/download/tatoeba/es-en.es, ..., /tmp/ret/labels/tatoeba/test-es.tsv
 ```
 """
 import random

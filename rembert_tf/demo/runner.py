@@ -22,6 +22,7 @@ under one run directory; a step whose output exists is skipped, so a run
 interrupted after pre-training resumes there.
 
 Example:
+<!-- snippet: not run: runs the whole demo (minutes on a CPU); tests/demo runs it on tiny settings -->
 ```python
 from rembert_tf.demo import runner
 results = runner.run_demo("/tmp/demo_run", runner.DemoSettings(seed=1))

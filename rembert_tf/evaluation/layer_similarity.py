@@ -16,6 +16,7 @@ two languages' parallel sentences can be compared) or every real token
 (`pooling="tokens"`: both sides must see the same token sequences).
 
 Example:
+<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
 import numpy as np
 from rembert_tf.evaluation import layer_similarity

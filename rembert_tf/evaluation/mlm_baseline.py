@@ -6,6 +6,7 @@ training (`rembert_tf.data.pretraining_input_pipeline`), weighted by
 `masked_lm_weights` exactly as the `masked_lm_accuracy` metric is.
 
 Example:
+<!-- snippet: not run: a fragment: `config` comes from the caller's code -->
 ```python
 from rembert_tf.evaluation import mlm_baseline
 baseline = mlm_baseline.most_frequent_token_baseline(

@@ -9,7 +9,7 @@ Example:
 from rembert_tf.evaluation import plotting
 figure, axes = plotting.new_figure(width=4, height=3)
 axes.plot([1, 2, 3], [0.1, 0.4, 0.5])
-plotting.save_png(figure, "/tmp/curve.png")
+plotting.save_png(figure, "curve.png")
 ```
 """
 import io

@@ -21,6 +21,7 @@ computes them over the tasks present and says which are missing;
 beside that summary.
 
 Example:
+<!-- snippet: not run: needs predictions and labels in XTREME's layout -->
 ```python
 from rembert_tf.evaluation import xtreme_benchmark, xtreme_scorer
 results = xtreme_scorer.evaluate_folders("preds/", "labels/")

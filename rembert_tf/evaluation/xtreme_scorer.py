@@ -32,6 +32,7 @@ or the mean of exact match and F1 (QA tasks). `xtreme_benchmark` adds the
 XTREME score and the category means.
 
 Example:
+<!-- snippet: not run: needs predictions and labels in XTREME's layout -->
 ```python
 from rembert_tf.evaluation import xtreme_scorer
 results = xtreme_scorer.evaluate_folders("preds/", "labels/", tasks=["xnli"],

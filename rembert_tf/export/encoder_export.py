@@ -28,6 +28,7 @@ The SavedModel directory also holds `model_config.yaml`, so
 `rembert_tf.modeling.checkpoint_restore` reads its encoder without a config.
 
 Example:
+<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
 from rembert_tf.export import export_encoder
 export_encoder("runs/pretrain", "export/rembert_encoder")

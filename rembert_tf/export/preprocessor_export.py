@@ -26,6 +26,7 @@ lower-casing and diacritics stripping that function hard-wires for
 SentencePiece models.
 
 Example:
+<!-- snippet: not run: a fragment: `export_preprocessor` comes from the caller's code -->
 ```python
 export_preprocessor("runs/pretrain/sentencepiece.model", "export/preprocessor")
 pre = tf.saved_model.load("export/preprocessor")

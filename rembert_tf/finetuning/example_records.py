@@ -18,6 +18,7 @@ records have static shapes (int64, length `seq_length`): `input_word_ids`,
   offsets map pieces to characters of the untouched context.
 
 Example:
+<!-- snippet: not run: needs XTREME's download/ folder -->
 ```python
 from rembert_tf.finetuning import example_records, xtreme_datasets, xtreme_readers
 xnli = xtreme_datasets.get("xnli")

@@ -18,6 +18,7 @@ O/T/labels/T/<split>-<lang>.tsv|json   gold labels in the benchmark layout
 The record features are described in `example_records`.
 
 Example:
+<!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
 from rembert_tf.finetuning import finetuning_data
 meta = finetuning_data.create_finetuning_data(

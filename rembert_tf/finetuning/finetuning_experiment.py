@@ -6,6 +6,7 @@ with weight decay, linear warmup, linear decay to 0). The paper fine-tunes
 with batch 32 and a learning rate swept per task (`sweep`).
 
 Example:
+<!-- snippet: not run: needs fine-tuning records and a checkpoint -->
 ```python
 from rembert_tf.finetuning import finetuning_data, finetuning_experiment
 meta = finetuning_data.read_metadata("records/xnli")

@@ -30,6 +30,7 @@ results.md                             markdown table (optionally vs the paper)
 ```
 
 Example (the stable entry point; the demo and the ablation suite call it):
+<!-- snippet: not run: needs fine-tuning records and a checkpoint -->
 ```python
 from rembert_tf.finetuning import finetuning_runner
 results = finetuning_runner.run_finetuning(

@@ -9,6 +9,7 @@ What a prediction file holds comes from the task type
 `evaluation.xtreme_scorer`, the official scorer's metrics.
 
 Example:
+<!-- snippet: not run: a fragment: `task` comes from the caller's code -->
 ```python
 from rembert_tf.finetuning import predictions
 predictor = predictions.Predictor(task, model, strategy, eval_batch_size=32)

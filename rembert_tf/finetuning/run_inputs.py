@@ -10,6 +10,7 @@
   fresh), or random weights of `--model_config`.
 
 Example:
+<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
 from rembert_tf.finetuning import run_inputs
 records_dir = run_inputs.prepare_records(

@@ -20,6 +20,7 @@ suite use this module; the selection rule below is the only one.
   of each seed's average over languages).
 
 Example:
+<!-- snippet: not run: a fragment: `runs` comes from the caller's code -->
 ```python
 from rembert_tf.finetuning import sweep
 summary = sweep.summarize_runs(runs, score_split="dev")

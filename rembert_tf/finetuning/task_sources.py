@@ -13,6 +13,7 @@ for the same data: files go through `xtreme_readers` (the task type's
 | tfds          | `tfds_data_dir` (local, gs://) | `xtreme_datasets` entry's `tfds`        |
 
 Example:
+<!-- snippet: not run: reads TFDS data from `gs://` -->
 ```python
 from rembert_tf.finetuning import task_sources, task_types, xtreme_datasets
 panx = xtreme_datasets.get("panx")

@@ -9,6 +9,7 @@ after each loop: one console line, and the stop on SIGTERM (a checkpoint is
 saved and `runtime.preemption.TrainingPreempted` raised, exit code 42).
 
 Example:
+<!-- snippet: not run: a fragment: `meta` comes from the caller's code -->
 ```python
 from rembert_tf.finetuning import training_loop
 task, model = training_loop.train_run(

@@ -18,6 +18,7 @@ Which reader a task uses is its task type's (`task_types`); where its files
 lie is its `xtreme_datasets` entry.
 
 Example:
+<!-- snippet: not run: needs XTREME's download/ folder -->
 ```python
 from rembert_tf.finetuning import xtreme_datasets, xtreme_readers
 xnli = xtreme_datasets.get("xnli")

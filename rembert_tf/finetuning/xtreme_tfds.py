@@ -25,6 +25,7 @@ sources.
 Tatoeba split and their gold alignment.
 
 Example:
+<!-- snippet: not run: reads TFDS data from `gs://` -->
 ```python
 from rembert_tf.finetuning import xtreme_datasets, xtreme_tfds
 panx = xtreme_datasets.get("panx")

@@ -21,6 +21,7 @@ docs/keras_hub.md).
 | `RemBertQuestionAnswerer`              | extractive span QA                             |
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 import os
 os.environ["KERAS_BACKEND"] = "jax"

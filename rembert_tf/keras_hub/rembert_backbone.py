@@ -13,6 +13,7 @@ E_out table, bias) belongs to `RemBertMaskedLM`, so a fine-tuning preset holds
 exactly what fine-tuning keeps.
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 import numpy as np
 from rembert_tf.keras_hub import RemBertBackbone

@@ -9,6 +9,7 @@ head (`task.json`, `task.weights.h5`); `from_preset` on an encoder-only preset
 starts a fresh head of width `output_embedding_dim`.
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertMaskedLM
 masked_lm = RemBertMaskedLM.from_preset("presets/rembert_with_output_side")

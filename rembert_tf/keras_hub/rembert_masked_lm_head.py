@@ -9,6 +9,7 @@ transform projects to E_out and the logits multiply by a separate
 the same variables in the same layout, so converted weights load unchanged).
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 import numpy as np
 head = RemBertMaskedLMHead(vocabulary_size=1000, output_embedding_dim=48)

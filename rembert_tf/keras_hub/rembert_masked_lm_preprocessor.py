@@ -8,6 +8,7 @@ id, keep 10%). The special pieces of `RemBertTokenizer` (padding, `[CLS]`,
 pre-training masking skips.
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertMaskedLMPreprocessor
 preprocessor = RemBertMaskedLMPreprocessor.from_preset("presets/rembert",

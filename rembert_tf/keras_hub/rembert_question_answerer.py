@@ -12,6 +12,7 @@ start read in its max-context window; the best start + end logit wins and its
 characters are cut from the untouched context.
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertQuestionAnswerer
 qa = RemBertQuestionAnswerer.from_preset("presets/rembert")

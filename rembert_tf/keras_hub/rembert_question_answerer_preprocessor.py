@@ -22,6 +22,7 @@ encoded dict passes it through (what `fit` and `predict` see), and on
 `(questions, contexts)` strings keeps the first window of each.
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertQuestionAnswererPreprocessor
 preprocessor = RemBertQuestionAnswererPreprocessor.from_preset(

@@ -7,6 +7,7 @@ sentence-pair tasks use: dropout on `pooled_output`, then a dense layer to
 `num_classes` logits (truncated-normal initialiser of the backbone's range).
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertTextClassifier
 classifier = RemBertTextClassifier.from_preset("presets/rembert", num_classes=3)

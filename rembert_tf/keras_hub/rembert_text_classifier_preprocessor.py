@@ -7,6 +7,7 @@ project's preprocessing SavedModel does: `[CLS] a [SEP]` or
 pair, padding with the padding piece; `padding_mask` is 1 at the real tokens.
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertTextClassifierPreprocessor
 preprocessor = RemBertTextClassifierPreprocessor.from_preset("presets/rembert",

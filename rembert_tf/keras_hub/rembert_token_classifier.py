@@ -9,6 +9,7 @@ follows the project's tagging: only each word's first piece has a label
 0), and `predict_tags` reads each word's tag at its first piece.
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertTokenClassifier
 tags = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]

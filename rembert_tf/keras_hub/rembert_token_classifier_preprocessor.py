@@ -17,6 +17,7 @@ where ignored) and `sample_weight` 1 at first pieces, 0 elsewhere. A dict
 input (already encoded) passes through unchanged.
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertTokenClassifierPreprocessor
 preprocessor = RemBertTokenClassifierPreprocessor.from_preset(

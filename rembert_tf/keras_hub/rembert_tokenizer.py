@@ -20,6 +20,7 @@ The unknown piece is not a special token here (a masked-LM preprocessor may
 mask it, as the project's pre-training data does).
 
 Example:
+<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertTokenizer
 tokenizer = RemBertTokenizer(proto="sentencepiece.model")

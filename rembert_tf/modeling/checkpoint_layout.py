@@ -36,6 +36,7 @@ a directory falls back to its newest intact checkpoint with one line saying
 so, a prefix named by the user is refused naming what is wrong.
 
 Example:
+<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
 from rembert_tf.modeling import checkpoint_layout
 source = checkpoint_layout.resolve("converted/rembert")

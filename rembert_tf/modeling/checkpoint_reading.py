@@ -19,6 +19,7 @@ index: names, shapes, dtypes) and its `RestoreV2` op (the data); every
 TensorFlow filesystem works (gs://, ram://, local).
 
 Example:
+<!-- snippet: not run: a fragment: `checkpoint_reading` comes from the caller's code -->
 ```python
 reader = checkpoint_reading.CheckpointReader("gs://bucket/rembert/model.ckpt")
 for name, value in reader.read(["bert/pooler/dense/kernel",

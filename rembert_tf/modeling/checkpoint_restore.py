@@ -17,6 +17,7 @@ CheckpointManager per `EncoderExportWriter`) and the checkpoint reader's
 encoder config through tf_keras' `keras_metadata.pb`.
 
 Example:
+<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
 from rembert_tf.modeling import checkpoint_restore, rembert_pretrainer
 cfg, encoder = checkpoint_restore.load_encoder("converted/rembert")   # or a SavedModel

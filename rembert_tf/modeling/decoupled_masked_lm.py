@@ -12,6 +12,7 @@ vocab]), never for the whole sequence: at vocab 250k that is the difference
 between 20 and 512 rows per example.
 
 Example:
+<!-- snippet: not run: a fragment: `DecoupledMaskedLM` comes from the caller's code -->
 ```python
 head = DecoupledMaskedLM(vocab_size=2000, output_embedding_size=256)
 logits = head(tf.random.normal([2, 16, 128]),

@@ -28,6 +28,7 @@ kept when its 32 random bits are at least `rate` x 2^32, i.e. with
 probability 1 - rate up to 2^-32, and scaled by 1 / (1 - rate).
 
 Example:
+<!-- snippet: not run: a fragment: `fused_kernels` comes from the caller's code -->
 ```python
 y = fused_kernels.gelu(x, approximate=False)
 out = fused_kernels.add_layer_norm(x, residual, gamma, beta, epsilon=1e-12,

@@ -9,6 +9,7 @@ single device's even when replicas hold unequal numbers of real items
 divide by each replica's own weight instead.
 
 Example:
+<!-- snippet: not run: a fragment: `losses` comes from the caller's code -->
 ```python
 share = losses.global_batch_mean(per_item_loss, weights,
                                  global_weight=all_reduced_weight_sum)

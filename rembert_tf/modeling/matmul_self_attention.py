@@ -24,6 +24,7 @@ Self-attention only (query = key = value input), which is all an encoder
 block needs.
 
 Example:
+<!-- snippet: not run: a fragment: `MatMulSelfAttention` comes from the caller's code -->
 ```python
 attention = MatMulSelfAttention(num_heads=4, key_dim=8, name="self_attention")
 x = tf.random.normal([2, 16, 32])

@@ -30,6 +30,7 @@ Shapes depend on the data, so this is for CPU execution without XLA only;
 encoders have no such mode).
 
 Example:
+<!-- snippet: not run: a fragment: `tf` comes from the caller's code -->
 ```python
 mask = tf.constant(np.arange(64) < np.array([[40], [3]]), tf.int32)  # [2, 64]
 layout = TokenLayout.from_mask(mask)         # training: 44 rows (buckets of 2)

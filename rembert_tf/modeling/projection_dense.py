@@ -19,6 +19,7 @@ with a following GELU at inference). Reshapes of contiguous tensors are free,
 and XLA compiles both forms to the same dot.
 
 Example:
+<!-- snippet: not run: a fragment: `ProjectionDense` comes from the caller's code -->
 ```python
 dense = ProjectionDense(output_dims=[4, 8], name="query")  # kernel [H, 4, 8]
 y = dense(tf.ones([2, 16, 32]))   # [2, 16, 32]: heads flattened

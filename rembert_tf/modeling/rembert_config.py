@@ -12,7 +12,7 @@ Example:
 ```python
 from rembert_tf.modeling import rembert_config
 cfg = rembert_config.load_model_config("tiny")            # a preset by name
-cfg = rembert_config.load_model_config("configs/models/rembert.yaml",
+cfg = rembert_config.load_model_config("rembert",         # or a YAML file's path
                                        overrides={"num_hidden_layers": 2})
 ```
 """

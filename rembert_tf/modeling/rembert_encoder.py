@@ -21,6 +21,7 @@ embedding live in `RemBertPretrainer`, so an encoder checkpoint or SavedModel
 is exactly what fine-tuning keeps.
 
 Example:
+<!-- snippet: not run: a fragment: `tf` comes from the caller's code -->
 ```python
 from rembert_tf.modeling import rembert_config, rembert_encoder
 cfg = rembert_config.load_model_config("tiny")

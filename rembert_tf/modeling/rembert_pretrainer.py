@@ -10,6 +10,7 @@ gives the encoder alone for fine-tuning and export, and counting
 `encoder.count_params()` gives the paper's #FT.
 
 Example:
+<!-- snippet: not run: a fragment: `ids` comes from the caller's code -->
 ```python
 from rembert_tf.modeling import rembert_config, rembert_pretrainer
 cfg = rembert_config.load_model_config("tiny")

@@ -27,6 +27,7 @@ first positions only, keys and values over all), and, beyond Model Garden,
 XLA, see padding_removal.py).
 
 Example:
+<!-- snippet: not run: a fragment: `RemBertTransformerBlock` comes from the caller's code -->
 ```python
 block = RemBertTransformerBlock(num_attention_heads=4, inner_dim=64,
                                 inner_activation=activations.gelu_exact,

@@ -16,6 +16,7 @@ with `remove_temporaries` (`rembert_tf.runtime.checkpoint_temporaries` plus
 this layout).
 
 Example:
+<!-- snippet: not run: a fragment: `config` comes from the caller's code -->
 ```python
 from rembert_tf.pretraining import artifacts
 writer = artifacts.ArtifactWriter(config, "/tmp/pretrain", trainer.model.encoder,

@@ -25,7 +25,7 @@ Example:
 ```python
 from rembert_tf.pretraining import experiments
 config = experiments.load_experiment_config(
-    ["configs/experiments/pretrain_tiny_demo.yaml"],
+    ["pretrain_tiny_demo"],
     params_override="trainer.train_steps=50,task.model_preset=decoupled_in128")
 ```
 """

@@ -11,6 +11,7 @@ actions with the evaluation's logs. Pre-training's:
 | `EvalRecorder` (eval) | one console line per evaluation; keeps the last logs |
 
 Example:
+<!-- snippet: not run: a fragment: `trainer` comes from the caller's code -->
 ```python
 from rembert_tf.pretraining import loop_actions
 progress = loop_actions.ProgressPrinter(trainer.global_step, total_steps=300)

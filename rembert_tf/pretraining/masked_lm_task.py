@@ -23,7 +23,7 @@ Example:
 from official.core import task_factory
 from rembert_tf.pretraining import experiments
 config = experiments.load_experiment_config(
-    ["configs/experiments/pretrain_tiny_demo.yaml"],
+    ["pretrain_tiny_demo"],
     "task.train_data.input_path=synthetic")
 task = task_factory.get_task(config.task)
 model = task.build_model()                 # RemBertPretrainer, variables built

@@ -14,6 +14,7 @@ and, when reading the records fails mid-run, `corrupt_records_error` names
 the shard.
 
 Example:
+<!-- snippet: not run: a fragment: `config` comes from the caller's code -->
 ```python
 from rembert_tf.pretraining import preflight_checks
 preflight_checks.check_model_dir_writable("/tmp/pretrain")

@@ -8,6 +8,7 @@ worker of a multi-worker job (exit code 1), exported here because
 pre-training raises them.
 
 Example:
+<!-- snippet: not run: a fragment: `config` comes from the caller's code -->
 ```python
 from rembert_tf import pretraining
 try:

@@ -37,6 +37,7 @@ a resumable, preemptible RemBERT job on TPU pods needs around them:
   (`loop_actions`); a corrupted record shard is named in one line.
 
 Example (what `rembert_tf/demo/runner.py` does in-process):
+<!-- snippet: not run: pre-trains the demo model (minutes on a CPU) and needs its records -->
 ```python
 from rembert_tf import pretraining
 config = pretraining.load_experiment_config(

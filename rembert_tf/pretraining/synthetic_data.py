@@ -7,6 +7,7 @@ record layout's static shapes, and carry a learnable signal: the target at a
 masked position is the unmasked token, and tokens repeat within a sequence.
 
 Example:
+<!-- snippet: not run: a fragment: `data_config` comes from the caller's code -->
 ```python
 from rembert_tf.pretraining import synthetic_data
 ds = synthetic_data.synthetic_dataset(data_config, vocab_size=2000)

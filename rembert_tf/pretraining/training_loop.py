@@ -10,6 +10,7 @@ experiment runner, with what a preemptible run on TPU pods adds.
 `rembert_tf.pretraining.runner.run` puts them together.
 
 Example (what `runner.run` does, shortened):
+<!-- snippet: not run: a fragment: `config` comes from the caller's code -->
 ```python
 from official.core import train_utils
 from rembert_tf.pretraining import training_loop

@@ -18,6 +18,7 @@ The procedure of XTREME's BUCC baseline (LASER's margin-based mining):
    test set's candidates at or above it are the predictions.
 
 Example:
+<!-- snippet: not run: a fragment: `dev_candidates` comes from the caller's code -->
 ```python
 from rembert_tf.retrieval import bucc
 threshold, dev_scores = bucc.choose_threshold(dev_candidates, dev.gold)

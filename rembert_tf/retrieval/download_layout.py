@@ -19,6 +19,7 @@ per line; a sentence's id is its 0-based line number.
 before any work starts) are those of `tfds_source.TfdsSource` too.
 
 Example:
+<!-- snippet: not run: needs XTREME's download/ folder -->
 ```python
 from rembert_tf.retrieval import download_layout
 source = download_layout.DownloadSource("download")

@@ -26,6 +26,7 @@ Test scores use `label_folder` (a folder in the scorer's layout, e.g. the
 benchmark's Tatoeba labels) when given, else the labels written here.
 
 Example:
+<!-- snippet: not run: a fragment: `strategy` comes from the caller's code -->
 ```python
 from rembert_tf.retrieval import download_layout, retrieval_runner, sentence_embedder
 embedder = sentence_embedder.SentenceEmbedder.from_checkpoint("runs/pretrain", strategy)

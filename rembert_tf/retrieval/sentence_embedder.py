@@ -22,6 +22,7 @@ buckets): a TPU compiles once per bucket and batch shape. Without XLA (CPU, GPU)
 real tokens only (`remove_padding`).
 
 Example:
+<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
 import tensorflow as tf
 from rembert_tf.retrieval import sentence_embedder

@@ -8,10 +8,11 @@ sentence in `<lang>-en.<lang>`; the label file has the same shape, with the
 aligned sentence's line number. Accuracy is the share of equal lines.
 
 Example:
+<!-- snippet: not run: a fragment: `source_vectors` comes from the caller's code -->
 ```python
 from rembert_tf.retrieval import tatoeba
 nearest = tatoeba.nearest_sources(source_vectors, target_vectors, strategy)
-text = tatoeba.prediction_text(data, nearest)      # "12\n3\n..."
+text = tatoeba.prediction_text(data, nearest)      # "12\\n3\\n..."
 ```
 """
 from typing import Optional

@@ -22,6 +22,7 @@ prepared or lacks a split is one line naming it and the `tfds build` command
 that prepares it.
 
 Example:
+<!-- snippet: not run: reads TFDS data from `gs://` -->
 ```python
 from rembert_tf.retrieval import tfds_source
 source = tfds_source.TfdsSource("gs://bucket/tensorflow_datasets")

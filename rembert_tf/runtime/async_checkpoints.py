@@ -17,6 +17,7 @@ The host copy costs memory: the size of every variable saved (weights and
 optimizer slots), once per checkpoint object written asynchronously.
 
 Example:
+<!-- snippet: not run: a fragment: `manager` comes from the caller's code -->
 ```python
 from rembert_tf.runtime import async_checkpoints
 manager.save(checkpoint_number=step, options=async_checkpoints.options(True))

@@ -8,7 +8,7 @@ directory, which no reader ever uses. Trainers remove them when a run starts
 Example:
 ```python
 from rembert_tf.runtime import checkpoint_temporaries
-checkpoint_temporaries.remove(["/tmp/run", "/tmp/run/encoder"])  # -> removed paths
+checkpoint_temporaries.remove(["run", "run/encoder"])  # -> removed paths
 ```
 """
 from typing import Iterable, List

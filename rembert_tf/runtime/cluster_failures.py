@@ -13,6 +13,7 @@ and that a restart of the whole job resumes from the newest complete
 checkpoint.
 
 Example:
+<!-- snippet: not run: a fragment: `tf` comes from the caller's code -->
 ```python
 from rembert_tf.runtime import cluster_failures
 try:

@@ -1,6 +1,6 @@
 """The README's quickstart runs end to end, on a tiny model.
 
-Every code block of README.md preceded by the line `<!-- quickstart -->` is
+Every code block of README.md preceded by the line `<!-- snippet: run -->` is
 run in the order it appears, in one temporary directory: each shell command as
 its console script (`rembert-NAME` -> `run()` of the module setup.py names,
 started with this interpreter, so the checkout is what runs), each Python
@@ -37,7 +37,7 @@ import testlib
 sys.path.insert(0, str(testlib.REPO / "tests" / "conversion"))
 import conversion_testlib  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
-MARKER = "<!-- quickstart -->"
+MARKER = "<!-- snippet: run -->"
 TINY_STEPS = "--learning_rate 1e-3 --num_train_steps 4 --train_batch_size 8 --eval_batch_size 8 --nojit_compile"
 SUBSTITUTIONS = (
     ("--megabytes 3", "--megabytes 2"),
