@@ -82,7 +82,7 @@ def define_log_dir_flag() -> None:
 
 def remove_old_logs(max_age_days: float = 7.0) -> None:
   """Removes logs of failed or refused runs older than `max_age_days` from
-  LOG_TMP_DIR (a successful run's log is moved to its output directory)."""
+  LOG_TMP_DIR (a successful run's log is moved to its log directory)."""
   cutoff = time.time() - max_age_days * 86400
   try:
     names = os.listdir(LOG_TMP_DIR)
