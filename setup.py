@@ -20,7 +20,16 @@ INSTALL_REQUIRES = [
     "seqeval~=1.2.2",
     "safetensors~=0.8",
     "matplotlib>=3.8",   # the ablation suite's and layer similarity's PNG figures
+    # The trainers' summaries (orbit, Model Garden) write through TensorBoard's
+    # summary ops; TensorFlow itself stops requiring it after 2.20.
+    "tensorboard~=2.20.0",
 ]
+
+# The core runs on Python 3.10-3.12; the `keras` extra's packages (keras-hub
+# 0.32, Keras 3.15, JAX 0.10) require Python 3.11+, so on 3.10 the extra
+# installs nothing and `--to keras_hub` says it needs Python 3.11+.
+KERAS_EXTRA_MARKER = '; python_version >= "3.11"'
+KERAS_EXTRA = ["keras-hub>=0.32,<0.33", "keras>=3.15,<4", "jax[cpu]>=0.10,<0.11"]
 
 # The model presets and experiment YAMLs are edited in the top-level configs/
 # and shipped inside the package as rembert_tf/configs/ (package data, read by
@@ -54,9 +63,8 @@ setuptools.setup(
         "beam": ["apache-beam>=2.60,<3"],
         # rembert_tf.keras_hub and `rembert-convert --to keras_hub`: Keras 3
         # (installed beside tf-keras) with keras-hub, and JAX for the JAX
-        # backend (CPU wheels; a GPU needs jax[cuda12] instead).
-        "keras": ["keras-hub>=0.32,<0.33", "keras>=3.15,<4",
-                  "jax[cpu]>=0.10,<0.11"],
+        # backend (CPU wheels; a GPU needs jax[cuda12] instead). Python 3.11+.
+        "keras": [package + KERAS_EXTRA_MARKER for package in KERAS_EXTRA],
     },
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

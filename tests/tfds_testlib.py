@@ -186,7 +186,9 @@ with tfds_testlib.mocked_tfds(spec["tfds_data_dir"], examples, shards):
 def run_command_cases(module: str, examples: str, tfds_data_dir,
                       cases: Sequence[Sequence[str]],
                       paths: Sequence[pathlib.Path] = ()) -> List[dict]:
-  """Runs `module.main(argv)` per case in one process under `mocked_tfds`.
+  """Runs `module.main(argv)` per case in one process under `mocked_tfds`,
+  with `TFDS_DATA_DIR` naming `tfds_data_dir` (TFDS's own default data
+  directory: what a case without `--tfds_data_dir` reads).
 
   `examples` names the function giving the examples, or (examples, shards)
   ("module:function", importable from tests/ or `paths`). Each command needs its own process:
@@ -196,7 +198,8 @@ def run_command_cases(module: str, examples: str, tfds_data_dir,
           "tfds_data_dir": str(tfds_data_dir), "cases": [list(c) for c in cases],
           "paths": [str(TESTS)] + [str(p) for p in paths]}
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(
-      [str(REPO), os.environ.get("PYTHONPATH", "")]))
+      [str(REPO), os.environ.get("PYTHONPATH", "")]),
+             TFDS_DATA_DIR=str(tfds_data_dir))
   done = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(spec)],
                         capture_output=True, text=True, cwd=str(REPO), env=env,
                         timeout=600, check=False)

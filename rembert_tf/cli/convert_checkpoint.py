@@ -89,7 +89,8 @@ def run():
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["from", "to", "input", "output"])
   harness.run_command(main, __doc__, program=PROG,
-                  output_dir_flag="output")
+                  output_dir_flag="output",
+                  output_is_artefact=True)
 
 
 if __name__ == "__main__":

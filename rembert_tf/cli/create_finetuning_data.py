@@ -71,7 +71,8 @@ def main(argv):
 def run():
   flags.mark_flags_as_required(["task", "sp_model", "output_dir"])
   harness.run_command(main, __doc__, program=PROG,
-                  output_dir_flag="output_dir")
+                  output_dir_flag="output_dir",
+                  output_is_artefact=True)
 
 
 if __name__ == "__main__":

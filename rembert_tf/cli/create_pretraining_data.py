@@ -112,7 +112,8 @@ def run():
   # constrain the flags of other commands in the same process.
   flags.mark_flags_as_required(["input", "output_dir", "sentencepiece_model"])
   harness.run_command(main, __doc__, program=PROG,
-                  output_dir_flag="output_dir")
+                  output_dir_flag="output_dir",
+                  output_is_artefact=True)
 
 
 if __name__ == "__main__":

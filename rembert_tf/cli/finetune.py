@@ -127,7 +127,7 @@ def main(argv):
       FLAGS.data_source != "tfds"):
     raise errors.UsageError("Give --records_dir (rembert-create-finetuning-data"
                             " output), --data_dir (the XTREME download/), or "
-                            "--data_source tfds with --tfds_data_dir.")
+                            "--data_source tfds.")
   try:
     finetuning_runner.run_finetuning(**_finetuning_arguments())
   except preemption.TrainingPreempted as e:

@@ -48,7 +48,8 @@ def _list_flags_in_help(main: Callable) -> None:
   a console script or tools/ wrapper defines none, so the command module's
   flags and `--verbose` are listed under the script's name."""
   command_flags = flags.FLAGS.get_key_flags_for_module(main.__module__)
-  for flag in command_flags + [flags.FLAGS[console.VERBOSE_FLAG]]:
+  for flag in command_flags + [flags.FLAGS[console.VERBOSE_FLAG],
+                               flags.FLAGS[command_output.LOG_DIR_FLAG]]:
     flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
 
@@ -123,7 +124,8 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
                 output_dir_flag: Optional[str] = None,
                 keep_log_exit_codes: Iterable[int] = (0,),
                 keep_log_when: Optional[Callable[[int, str], bool]] = None,
-                exit_without_teardown: bool = False) -> None:
+                exit_without_teardown: bool = False,
+                output_is_artefact: bool = False) -> None:
   """Parses absl flags and runs `main`; `--help` shows the command's docstring.
 
   absl prints the `__main__` module's docstring as the usage text; under a
@@ -131,10 +133,12 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   command module's docstring is put there.
 
   Logs go to a file named after `program` (the console-script name; by
-  default derived from the command module) that ends in
-  `<value of --output_dir_flag>/logs/` (see
-  `command_output.start_command_output`; a command that picks its directory
-  inside `main` calls `command_output.set_output_dir`).
+  default derived from the command module) that ends in `--log_dir` when
+  given, else beside the output when it is an artefact a user uploads or
+  serves (`output_is_artefact`: `<value of --output_dir_flag>.logs/`), else
+  in `<value of --output_dir_flag>/logs/` (see
+  `command_output.log_dir_for`; a command that picks its directory inside
+  `main` calls `command_output.set_output_dir`).
   `keep_log_when(exit_code, output_dir)` keeps the log of further exit codes.
   With `exit_without_teardown` the process ends as soon as the log is
   finished (`command_output.run_and_exit_now`).
@@ -147,14 +151,16 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   # the console script, not the path of a wrapper or of a module under -m.
   sys.argv[0] = program
   console.define_verbose_flag()
+  command_output.define_log_dir_flag()
   _list_flags_in_help(main)
   output = command_output.start_command_output(
       program, keep_log_exit_codes=keep_log_exit_codes,
-      keep_log_when=keep_log_when)
+      keep_log_when=keep_log_when, artefact=output_is_artefact)
 
   def main_with_log_file(argv):
     output.flags_parsed(
-        flags.FLAGS[output_dir_flag].value if output_dir_flag else None)
+        flags.FLAGS[output_dir_flag].value if output_dir_flag else None,
+        flags.FLAGS[command_output.LOG_DIR_FLAG].value)
     if exit_without_teardown:
       command_output.run_and_exit_now(main, argv, output)
     return command_output.run_with_command_output(main, argv, output)

@@ -59,7 +59,8 @@ def run():
   # constrain the flags of other commands in the same process.
   flags.mark_flag_as_required("output_dir")
   harness.run_command(main, __doc__, PROG,
-                  output_dir_flag="output_dir")
+                  output_dir_flag="output_dir",
+                  output_is_artefact=True)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,19 @@
 
 Everything a person does not read on the console (absl, TensorFlow's C++ and
 Python logs, orbit's controller log, Python warnings) goes to a log file
-(`start_command_output`), copied into `OUTPUT_DIR/logs/` when the command
+(`start_command_output`), copied to the command's log directory when it
 ends; with `--verbose` the console shows it as well. What the console shows
 (loop lines, progress bars, a quiet start-up) is `rembert_tf.common.console`'s.
 
-A run that fails or is refused writes nothing into `OUTPUT_DIR`: its log
-stays under LOG_TMP_DIR (removed after a week, `remove_old_logs`).
+Where the log goes is one rule (`log_dir_for`): `--log_dir` when given;
+else beside an artefact (`OUTPUT.logs/` for a SavedModel, a Hugging Face
+folder, a keras-hub preset, a corpus, records: what a user uploads or serves
+holds only what its format defines); else inside a run directory
+(`MODEL_DIR/logs/`, a fine-tuning `OUTPUT_DIR/logs/`).
+
+A run that fails or is refused writes nothing beside or into `OUTPUT_DIR`:
+its log stays under LOG_TMP_DIR (removed after a week, `remove_old_logs`),
+or goes to `--log_dir` when one is given.
 
 This module imports neither TensorFlow nor orbit: it runs before them. Builds
 on absl's logging handler (its stream becomes the log file) and `os.dup2`
@@ -24,6 +31,8 @@ def main(argv):
 output = command_output.start_command_output("rembert-x", "out")
 command_output.run_with_command_output(main, [], output)
 # out/logs/rembert-x-TIME.log holds the absl and TensorFlow lines
+print(command_output.log_dir_for("export/rembert", artefact=True))
+# export/rembert.logs
 ```
 """
 import io
@@ -40,16 +49,40 @@ from absl import logging
 
 from rembert_tf.common import console
 
-LOG_SUBDIR = "logs"
-# Where a command's log is written while it runs (it is copied into
-# OUTPUT_DIR/logs/ at the end: outputs are written atomically, so nothing may
-# appear in OUTPUT_DIR before the command's own output does).
+LOG_SUBDIR = "logs"  # inside a run directory
+ARTEFACT_LOG_SUFFIX = ".logs"  # beside an artefact: OUTPUT + ".logs"
+LOG_DIR_FLAG = "log_dir"
+# Where a command's log is written while it runs (it is copied to its log
+# directory at the end: outputs are written atomically, so nothing may
+# appear there before the command's own output does).
 LOG_TMP_DIR = os.path.join(tempfile.gettempdir(), "rembert_tf-logs")
+
+
+def log_dir_for(output_dir: str, artefact: bool,
+                log_dir: Optional[str] = None) -> str:
+  """Where a command writing `output_dir` keeps its log: `log_dir` when
+  given; beside an artefact (`OUTPUT.logs`: the artefact holds only what its
+  format defines); inside a run directory (`OUTPUT/logs`)."""
+  if log_dir:
+    return log_dir
+  output_dir = output_dir.rstrip("/")
+  if artefact:
+    return output_dir + ARTEFACT_LOG_SUFFIX
+  return output_dir + "/" + LOG_SUBDIR
+
+
+def define_log_dir_flag() -> None:
+  """Defines `--log_dir` once per process (every command shares it)."""
+  if LOG_DIR_FLAG not in flags.FLAGS:
+    flags.DEFINE_string(LOG_DIR_FLAG, None, "Directory for this command's log "
+                        "file, kept on every exit (default: beside an artefact "
+                        "output, OUTPUT.logs/, or inside a run directory, "
+                        "MODEL_DIR/logs/, on success).")
 
 
 def remove_old_logs(max_age_days: float = 7.0) -> None:
   """Removes logs of failed or refused runs older than `max_age_days` from
-  LOG_TMP_DIR (a successful run's log is moved to its output directory)."""
+  LOG_TMP_DIR (a successful run's log is moved to its log directory)."""
   cutoff = time.time() - max_age_days * 86400
   try:
     names = os.listdir(LOG_TMP_DIR)
@@ -79,9 +112,12 @@ class CommandOutput:
 
   def __init__(self, program: str, output_dir: Optional[str], verbose: bool,
                keep_log_exit_codes: Iterable[int] = (0,),
-               keep_log_when: Optional[Callable[[int, str], bool]] = None):
+               keep_log_when: Optional[Callable[[int, str], bool]] = None,
+               artefact: bool = False):
     self.program = program
     self.output_dir = output_dir
+    self.artefact = artefact  # the log goes beside output_dir, not inside
+    self.log_dir: Optional[str] = None  # --log_dir: overrides both
     self.verbose = verbose
     self.keep_log_exit_codes = tuple(keep_log_exit_codes)
     self.keep_log_when = keep_log_when
@@ -99,8 +135,10 @@ class CommandOutput:
     return f"{self.program}-{self.stamp}{label}.log"
 
   def keeps_log(self, exit_code: int) -> bool:
-    """Whether the log of a run that ended with `exit_code` goes to
-    OUTPUT_DIR/logs/."""
+    """Whether the log of a run that ended with `exit_code` goes to its log
+    directory (always with --log_dir: nothing of the output is touched)."""
+    if self.log_dir:
+      return True
     if not self.output_dir:
       return False
     return exit_code in self.keep_log_exit_codes or bool(
@@ -111,7 +149,7 @@ class CommandOutput:
     remove_old_logs()
     self.log_path = os.path.join(LOG_TMP_DIR,
                                  f"{self.program}-{self.stamp}-{os.getpid()}.log")
-    # A local temporary file (never a user path); copied to OUTPUT_DIR/logs
+    # A local temporary file (never a user path); copied to the log directory
     # through fileio when the run keeps its output.
     self._log_file = io.open(self.log_path, "a", encoding="utf-8",  # pylint: disable=consider-using-with
                              buffering=1)
@@ -124,11 +162,14 @@ class CommandOutput:
     self.flags_parsed()
     return self
 
-  def flags_parsed(self, output_dir: Optional[str] = None) -> None:
-    """After flag parsing: the output directory, and which log lines the
-    console still shows (errors; everything with --verbose)."""
+  def flags_parsed(self, output_dir: Optional[str] = None,
+                   log_dir: Optional[str] = None) -> None:
+    """After flag parsing: the output directory, `--log_dir`, and which log
+    lines the console still shows (errors; everything with --verbose)."""
     if output_dir is not None:
       self.output_dir = output_dir
+    if log_dir:
+      self.log_dir = log_dir
     if self.verbose:
       flags.FLAGS.alsologtostderr = True
     else:
@@ -166,7 +207,8 @@ class CommandOutput:
     sys.stderr = self._terminal_stderr
 
   def finish(self, exit_code: int) -> Optional[str]:
-    """Copies the log to OUTPUT_DIR/logs/ when the run kept its output.
+    """Copies the log to its log directory (`log_dir_for`) when the run kept
+    its output, or to --log_dir.
 
     Returns the final log path (None when the log stays in LOG_TMP_DIR).
     """
@@ -181,17 +223,17 @@ class CommandOutput:
     if not self.keeps_log(exit_code):
       return None
     from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+    target_dir = log_dir_for(self.output_dir or "", self.artefact, self.log_dir)
     try:
-      if not fileio.isdir(self.output_dir):
+      if not self.log_dir and not fileio.isdir(self.output_dir):
         return None
-      target_dir = fileio.join(self.output_dir, LOG_SUBDIR)
       fileio.makedirs(target_dir)
       target = fileio.join(target_dir, self.log_name)
       fileio.copy(self.log_path, target, overwrite=True)
       os.remove(self.log_path)
     except OSError as e:
       print(f"{self.program}: the log stays at {self.log_path} (copying it to "
-            f"{self.output_dir} failed: {e})", file=sys.stderr, flush=True)
+            f"{target_dir} failed: {e})", file=sys.stderr, flush=True)
       return None
     self.final_log_path = target
     print(f"{self.program}: full log: {target}", file=sys.stderr, flush=True)
@@ -213,7 +255,7 @@ def start_command_output(program: str, output_dir: Optional[str] = None,
                          verbose: Optional[bool] = None,
                          keep_log_exit_codes: Iterable[int] = (0,),
                          keep_log_when: Optional[Callable[[int, str], bool]]
-                         = None) -> CommandOutput:
+                         = None, artefact: bool = False) -> CommandOutput:
   """Sends absl/TF/orbit logs to a log file; the console keeps only stdout,
   errors and progress. Call once per process (a command's `run()` does it;
   library calls and tests do not), before absl parses the flags: libraries
@@ -222,16 +264,18 @@ def start_command_output(program: str, output_dir: Optional[str] = None,
   `--verbose` in `sys.argv`; call `flags_parsed(output_dir)` once parsed.
 
   The log is written under LOG_TMP_DIR while the command runs, and copied to
-  `output_dir/logs/PROGRAM-TIME.log` when it ends with an exit code in
+  `log_dir_for(output_dir, artefact)/PROGRAM-TIME.log` (`OUTPUT.logs/` for an
+  `artefact`, `OUTPUT/logs/` otherwise) when it ends with an exit code in
   `keep_log_exit_codes`, or when `keep_log_when(exit_code, output_dir)` says
-  so (by default a refused or failed run writes nothing into `output_dir`).
-  Without `output_dir` the log stays in LOG_TMP_DIR.
+  so (by default a refused or failed run writes nothing there). Without
+  `output_dir` the log stays in LOG_TMP_DIR; a `--log_dir` given to
+  `flags_parsed` receives it on every exit.
   """
   global _current
   if verbose is None:
     verbose = console.verbose_requested()
   output = CommandOutput(program, output_dir, verbose, keep_log_exit_codes,
-                         keep_log_when)
+                         keep_log_when, artefact)
   _current = output
   return output.start()
 
@@ -240,7 +284,7 @@ _current: Optional[CommandOutput] = None
 
 
 def set_output_dir(path: str) -> None:
-  """Names the directory whose `logs/` receives this command's log, for a
+  """Names the output directory that decides where this command's log goes, for a
   command that chooses it only inside `main` (e.g. a default with the time).
   Does nothing outside a command (library calls, tests)."""
   if _current is not None:

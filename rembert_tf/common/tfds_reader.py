@@ -4,7 +4,8 @@ Builds on `tensorflow_datasets` (the builder, its features and its reader);
 what is added here is what every caller of rembert_tf needs and TFDS does not
 do by itself:
 
-* data only from the given `data_dir` (local or `gs://`): never downloaded,
+* data only from the given `data_dir` (local or `gs://`; without one, TFDS's
+  own default, `default_data_dir`): never downloaded,
   never prepared, never looked up on TFDS's public Cloud Storage bucket (its
   dataset-info lookup is switched off before a builder is made);
 * one-line errors (`TfdsError`) that name the builder, config, split or
@@ -60,6 +61,19 @@ class SplitRef:
 
   def __str__(self) -> str:
     return f"{self.dataset}:{self.split}"
+
+
+def default_data_dir() -> str:
+  """TFDS's own default data directory, what `tfds.load` reads without a
+  `data_dir`: `TFDS_DATA_DIR` when set, else `~/tensorflow_datasets` (TFDS's
+  `constants.get_default_data_dir`, read when called, not at import)."""
+  from tensorflow_datasets.core import constants  # pylint: disable=g-import-not-at-top
+  return constants.get_default_data_dir()
+
+
+def data_dir_or_default(data_dir=None) -> str:
+  """`data_dir` when given, else `default_data_dir()`."""
+  return fileio.as_str(data_dir) if data_dir else default_data_dir()
 
 
 def _tfds():

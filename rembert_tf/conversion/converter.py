@@ -347,7 +347,8 @@ def _write_keras_hub(*args):
       raise
     raise errors.UsageError(
         f"--to keras_hub needs Keras 3 and keras-hub ({e.name} is not "
-        "installed); install the extra: pip install 'rembert_tf[keras]'."
+        "installed); install the extra (Python 3.11+): pip install "
+        "'rembert_tf[keras]'."
     ) from None
   keras_hub_preset.write_preset(*args)
 

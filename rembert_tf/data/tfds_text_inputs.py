@@ -273,12 +273,9 @@ def resolve_tfds_inputs(specs: Sequence[str],
                         languages: Optional[Sequence[str]],
                         options: TfdsTextOptions) -> List[TfdsShard]:
   """`tfds:` specs -> their shards, every one checked to be prepared."""
-  if not options.data_dir:
-    raise TfdsError(f"input {specs[0]!r} needs --tfds_data_dir: the folder the "
-                    "TFDS datasets are prepared in (e.g. "
-                    "gs://bucket/tensorflow_datasets).")
-  options = dataclasses.replace(options,
-                                data_dir=fileio.as_str(options.data_dir))
+  # Without --tfds_data_dir: TFDS's own default, as tfds.load does.
+  options = dataclasses.replace(
+      options, data_dir=tfds_reader.data_dir_or_default(options.data_dir))
   units = []
   for text in specs:
     spec = _parse(text)

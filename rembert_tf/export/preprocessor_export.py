@@ -10,7 +10,10 @@ SavedModels and no Python tokenizer:
 - `preprocessor.bert_pack_inputs([tokens_a, tokens_b], seq_length=...)`
   -> the same dict for pairs, `[CLS] a [SEP] b [SEP]`, type ids 0 then 1,
   round-robin truncation;
-- `preprocessor.tokenize.get_special_tokens_dict()`.
+- `preprocessor.tokenize.get_special_tokens_dict()`;
+- `serving_default` signature: `sentences` (string [batch]) -> the same
+  three names, the encoder's `serving_default` inputs, so TF Serving or
+  `saved_model_cli` users chain the two by name.
 
 Tokenisation is tensorflow-text's SentencepieceTokenizer on the model's own
 normaliser (no lower-casing, no accent stripping: RemBERT keeps both).
@@ -32,6 +35,8 @@ export_preprocessor("runs/pretrain/sentencepiece.model", "export/preprocessor")
 pre = tf.saved_model.load("export/preprocessor")
 enc = tf.saved_model.load("export/rembert_encoder")
 emb = enc(pre(tf.constant(["Hello world"])))["pooled_output"]
+served = enc.signatures["serving_default"](
+    **pre.signatures["serving_default"](sentences=tf.constant(["Hello world"])))
 a, b = pre.tokenize(tf.constant(["premise"])), pre.tokenize(tf.constant(["hypothesis"]))
 pair_inputs = pre.bert_pack_inputs([a, b], seq_length=tf.constant(64))
 ```
@@ -77,6 +82,21 @@ def create_preprocessor(sp_model_path, seq_length: int = 128) -> tf_keras.Model:
   return preprocessor
 
 
+def serving_signature(preprocessor: tf_keras.Model):
+  """`sentences` -> `input_word_ids`, `input_mask`, `input_type_ids`: the
+  names the encoder's `serving_default` takes (Keras would name the outputs
+  after the packing layer: `bert_pack_inputs`, `_1`, `_2`)."""
+
+  @tf.function(input_signature=[
+      tf.TensorSpec([None], tf.string, name="sentences")])
+  def serve(sentences):
+    packed = preprocessor(sentences)
+    return {name: packed[name] for name in
+            ("input_word_ids", "input_mask", "input_type_ids")}
+
+  return serve
+
+
 # [CLS], at least one piece of text, [SEP].
 MIN_SEQ_LENGTH = 3
 
@@ -119,7 +139,9 @@ def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
         "pass --overwrite (the old output stays until the new one is complete).")
   preprocessor = create_preprocessor(sp_model_path, seq_length)
   with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
-    preprocessor.save(tmp, include_optimizer=False, save_format="tf")
+    preprocessor.save(tmp, include_optimizer=False, save_format="tf",
+                      signatures={"serving_default":
+                                  serving_signature(preprocessor)})
   logging.info("Wrote the preprocessing SavedModel %s (seq_length %d)",
                output_dir, seq_length)
   return output_dir

@@ -31,6 +31,7 @@ from absl import logging
 
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.common import tfds_reader
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.modeling import checkpoint_layout
@@ -65,20 +66,24 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
                     tfds_data_dir=None,
                     allow_unlabelled_dev: bool = False) -> str:
   """The records directory: given, or written from the XTREME download or
-  from TFDS (`data_source` "tfds" with `tfds_data_dir`). First of all, an
-  output_dir that is, holds or lies inside an input is refused."""
+  from TFDS (`data_source` "tfds" with `tfds_data_dir`, by default TFDS's
+  own data directory). First of all, an output_dir that is, holds or lies
+  inside an input is refused."""
   outputs.refuse_overlap(output_dir, {
       "--init_checkpoint": init_checkpoint, "--records_dir": records_dir,
       "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
       "--sp_model": sp_model}, "--output_dir")
   if records_dir is not None:
     return fileio.as_str(records_dir)
-  root = tfds_data_dir if data_source == "tfds" else data_dir
+  if data_source == "tfds":
+    tfds_data_dir = root = tfds_reader.data_dir_or_default(tfds_data_dir)
+  else:
+    root = data_dir
   if root is None:
     raise FinetuningError("Give records_dir / --records_dir "
                           "(rembert-create-finetuning-data output), "
                           "data_dir / --data_dir (XTREME download/), or "
-                          "--data_source tfds with --tfds_data_dir.")
+                          "--data_source tfds.")
   if sp_model is None:
     sp_model = checkpoint_sentencepiece(init_checkpoint)
     if sp_model is None:

@@ -26,6 +26,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import tfds_reader
 from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.finetuning import xtreme_readers
 from rembert_tf.finetuning import xtreme_tfds
@@ -111,14 +112,10 @@ def source_root(data_source: str, data_dir=None, tfds_data_dir=None):
   if data_source == "download":
     if not data_dir:
       raise errors.UsageError("Give --data_dir (the XTREME download/ folder), "
-                              "or --data_source tfds with --tfds_data_dir.")
+                              "or --data_source tfds.")
     return data_dir
-  if data_source == "tfds":
-    if not tfds_data_dir:
-      raise errors.UsageError(
-          "--data_source tfds needs --tfds_data_dir: the folder the TFDS "
-          "datasets are prepared in (e.g. gs://bucket/tensorflow_datasets).")
-    return tfds_data_dir
+  if data_source == "tfds":  # without --tfds_data_dir: TFDS's own default
+    return tfds_reader.data_dir_or_default(tfds_data_dir)
   raise errors.UsageError(f"--data_source {data_source!r}: choose one of "
                           f"{', '.join(xtreme_datasets.DATA_SOURCES)}.")
 

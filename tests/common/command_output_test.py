@@ -15,8 +15,12 @@ _COMMAND = textwrap.dedent("""
     import os, sys
     from absl import flags, logging
     from rembert_tf.common import command_output
-    out = command_output.start_command_output("rembert-x", sys.argv[1], verbose=False)
+    out = command_output.start_command_output(
+        "rembert-x", sys.argv[1], verbose=False, artefact=len(sys.argv) > 3)
+    if len(sys.argv) > 4:
+      out.flags_parsed(sys.argv[1], log_dir=sys.argv[4])
     def main(argv):
+      os.makedirs(sys.argv[1], exist_ok=True)
       os.write(2, b"E cuda_platform.cc:51] failed call to cuInit\\n")
       logging.info("absl info line")
       logging.error("absl error line")
@@ -30,9 +34,10 @@ _COMMAND = textwrap.dedent("""
 """)
 
 
-def _run_command(output_dir, exit_code):
+def _run_command(output_dir, exit_code, *artefact_and_log_dir):
   return subprocess.run([sys.executable, "-c", _COMMAND, str(output_dir),
-                         str(exit_code)], capture_output=True, text=True,
+                         str(exit_code), *map(str, artefact_and_log_dir)],
+                        capture_output=True, text=True,
                         check=False, timeout=60,
                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
 
@@ -56,10 +61,52 @@ def test_command_log_file_holds_the_noise_and_lands_in_the_output_dir(tmp_path):
 def test_failed_command_writes_nothing_into_the_output_dir(tmp_path):
   done = _run_command(tmp_path / "out", 1)
   assert "message on stderr" in done.stderr
-  assert not (tmp_path / "out").exists()
+  assert os.listdir(tmp_path / "out") == []
   temporary = done.stdout.split("LOG ")[1].split()[0]
   assert "failed call to cuInit" in open(temporary).read()
   os.remove(temporary)
+
+
+def test_an_artefact_keeps_its_log_beside_it_or_in_the_log_dir(tmp_path):
+  done = _run_command(tmp_path / "export", 0, "artefact")
+  assert done.returncode == 0, done.stderr
+  assert os.listdir(tmp_path / "export") == []  # the artefact alone
+  (log,) = (tmp_path / "export.logs").glob("rembert-x-*.log")
+  assert f"full log: {log}" in done.stderr
+  # --log_dir overrides the rule, and keeps the log of a failed run too.
+  _run_command(tmp_path / "other", 1, "artefact", tmp_path / "mine")
+  (log,) = (tmp_path / "mine").glob("rembert-x-*.log")
+  assert "(exit code 1)" in log.read_text()
+  assert sorted(os.listdir(tmp_path)) == ["export", "export.logs", "mine",
+                                          "other"]
+
+
+@pytest.mark.parametrize("root", ["ram://command_output_test", "runs", "gs://b"])
+def test_log_dir_for_is_one_rule_on_every_filesystem(root):
+  assert command_output.log_dir_for(f"{root}/export/", artefact=True) == (
+      f"{root}/export.logs")
+  assert command_output.log_dir_for(f"{root}/run", artefact=False) == (
+      f"{root}/run/logs")
+  assert command_output.log_dir_for(f"{root}/run", False, "elsewhere") == (
+      "elsewhere")
+
+
+def test_an_artefact_on_ram_keeps_its_log_beside_it(tmp_path):
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  output_dir = "ram://command_output_test/presets/mine"
+  fileio.makedirs(output_dir)
+  output = command_output.CommandOutput("rembert-x", output_dir, verbose=False,
+                                        artefact=True)
+  output.log_path = str(tmp_path / "running.log")
+  output._log_file = open(output.log_path, "a", encoding="utf-8")  # pylint: disable=protected-access
+  target = output.finish(0)
+  output._log_file.close()  # pylint: disable=protected-access
+  assert target == f"{output_dir}.logs/{output.log_name}"
+  assert "(exit code 0)" in fileio.read_text(target)
+  # (ram:// lists by name prefix: `mine` shows `mine.logs`' tail, `.logs`.)
+  assert sorted(fileio.listdir("ram://command_output_test/presets")) == [
+      "mine", "mine.logs"]
+  assert not (tmp_path / "running.log").exists()
 
 
 def test_set_output_dir_names_where_the_running_command_log_goes(monkeypatch):

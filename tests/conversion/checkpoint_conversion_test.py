@@ -274,7 +274,9 @@ def test_tf1_to_rembert_tf_keeps_every_encoder_tensor(tf1_checkpoint, tmp_path):
   out = tmp_path / "converted"
   converter.convert_checkpoint("tf1", "rembert_tf", prefix, out,
                                config=config_path)
-  assert sorted(p.name for p in out.iterdir()) == ["encoder", "model_config.yaml"]
+  assert files_of(out) == [
+      "encoder/checkpoint", "encoder/ckpt-0.data-00000-of-00001",
+      "encoder/ckpt-0.index", "model_config.yaml"]
   loaded_cfg, encoder = checkpoint_restore.load_encoder(out)
   assert loaded_cfg.as_dict() == cfg.as_dict()
   values = slot_values(encoder, False)
@@ -552,6 +554,11 @@ def test_equal_widths_identity_projection(tmp_path):
     converter.convert_checkpoint("hf", "rembert_tf", learned, tmp_path / "x")
 
 
+def files_of(folder):
+  return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                if p.is_file())
+
+
 def test_canonical_from_hf_inverts_hf_name():
   cfg = small_config()
   for name in weight_layout.expected_canonical_shapes(cfg, output_side=True):
@@ -573,6 +580,12 @@ def test_convert_tool_cli(source_dir, tmp_path):
   assert result.returncode == 0, result.stderr[-2000:]
   names = load_file(str(out / "model.safetensors"))
   assert not any(n.startswith("cls.") for n in names)
+  # The folder one pushes to the Hugging Face hub holds its format alone; the
+  # log is beside it.
+  assert files_of(out) == ["config.json", "model.safetensors"]
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["hf_cli", "hf_cli.logs"]
+  (log,) = (tmp_path / "hf_cli.logs").glob("rembert-convert-*.log")
+  assert "(exit code 0)" in log.read_text()
   again = subprocess.run(
       [sys.executable, str(tool), "--from", "rembert_tf", "--to", "hf",
        "--input", str(path), "--output", str(out)],

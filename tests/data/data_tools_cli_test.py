@@ -79,6 +79,12 @@ def test_create_pretraining_data_tool(tmp_path):
   meta = json.loads((tmp_path / "records" / "metadata.json").read_text())
   assert (meta["seq_length"], meta["max_predictions_per_seq"]) == (48, 7)
   assert sorted(meta["languages"]) == ["ar", "zh"]
+  # The records alone (what a bucket receives); the log beside them.
+  assert sorted(p.name for p in (tmp_path / "records").iterdir()) == [
+      "metadata.json", "pretrain-00000-of-00002.tfrecord",
+      "pretrain-00001-of-00002.tfrecord"]
+  assert len(list((tmp_path / "records.logs").glob(
+      "rembert-create-pretraining-data-*.log"))) == 1
 
 
 def test_create_pretraining_data_bad_input_is_one_line_and_keeps_records(tmp_path):
@@ -132,6 +138,11 @@ def test_train_sentencepiece_tool_and_its_errors(tmp_path):
   assert done.returncode == 0, done.stderr
   assert json.loads((tmp_path / "spm" / "sentencepiece.json").read_text())[
       "vocab_size"] == 150
+  # The vocabulary alone; the log beside it.
+  assert sorted(p.name for p in (tmp_path / "spm").iterdir()) == [
+      "sentencepiece.json", "sentencepiece.model", "sentencepiece.vocab"]
+  assert len(list((tmp_path / "spm.logs").glob(
+      "rembert-train-sentencepiece-*.log"))) == 1
   tiny = tmp_path / "tiny" / "en"
   tiny.mkdir(parents=True)
   (tiny / "a.txt").write_text("hello world\nhello there\n")

@@ -92,9 +92,20 @@ def test_bad_tfds_input_names_builder_config_split_or_feature(
   assert "\n" not in str(e.value)
 
 
-def test_tfds_input_needs_a_data_dir():
-  with pytest.raises(tfds_reader.TfdsError, match="needs --tfds_data_dir"):
-    tfds_text_inputs.resolve_inputs(["tfds:wiki40b/{lang}"])
+def test_tfds_input_without_a_data_dir_reads_tfds_default(tfds_dir,
+                                                          monkeypatch):
+  """As tfds.load: TFDS_DATA_DIR, else ~/tensorflow_datasets."""
+  monkeypatch.setenv("TFDS_DATA_DIR", str(tfds_dir))
+  units = tfds_text_inputs.resolve_inputs(["tfds:wiki40b/{lang}"])
+  assert [(u.language, u.path, u.data_dir) for u in units] == [
+      (u.language, u.path, str(tfds_dir))
+      for u in _resolve(["tfds:wiki40b/{lang}"], tfds_dir)]
+  assert len(units) == 3
+  monkeypatch.delenv("TFDS_DATA_DIR")
+  monkeypatch.setenv("HOME", str(tfds_dir.parent / "home"))
+  assert tfds_reader.data_dir_or_default(None) == str(
+      tfds_dir.parent / "home" / "tensorflow_datasets")
+  assert tfds_reader.data_dir_or_default("gs://b/tfds") == "gs://b/tfds"
 
 
 def test_local_workers_and_beam_write_the_same_records_from_tfds(tmp_path):
@@ -143,8 +154,10 @@ def test_create_pretraining_data_command_reads_tfds(tmp_path):
            ["--input=tfds:wikipedia/20230601.{lang}",
             "--tfds_text_feature=body", f"--output_dir={tmp_path / 'bad'}"]
            + common,
-           ["--input=tfds:wiki40b/{lang}", f"--output_dir={tmp_path / 'bad'}",
-            f"--sentencepiece_model={data_testlib.sentencepiece_model()}"]]
+           # No --tfds_data_dir: TFDS's default, here TFDS_DATA_DIR.
+           ["--input=tfds:wiki40b/{lang}", "--languages=en,de",
+            f"--output_dir={tmp_path / 'from_default'}"]
+           + [a for a in common if not a.startswith("--tfds_data_dir")]]
   results = tfds_testlib.run_command_cases(
       "rembert_tf.cli.create_pretraining_data",
       "tfds_corpora:examples_and_shards", tfds_dir, cases, paths=[HERE])
@@ -154,7 +167,11 @@ def test_create_pretraining_data_command_reads_tfds(tmp_path):
   prog = "rembert-create-pretraining-data"
   _assert_one_line(results[1], prog, "wiki40b/fr is not prepared in")
   _assert_one_line(results[2], prog, "has no feature 'body'")
-  _assert_one_line(results[3], prog, "needs --tfds_data_dir")
+  assert results[3]["code"] == 0, results[3]
+  for name in ("pretrain-00000-of-00002.tfrecord",
+               "pretrain-00001-of-00002.tfrecord"):
+    assert ((tmp_path / "from_default" / name).read_bytes()
+            == (out / name).read_bytes())
   assert not (tmp_path / "bad").exists()
 
 

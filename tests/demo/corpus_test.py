@@ -173,6 +173,21 @@ def test_make_demo_corpus_refuses_a_size_below_zero_in_one_line(tmp_path):
   assert not (tmp_path / "corpus").exists()
 
 
+def test_make_demo_corpus_writes_the_corpus_alone_and_its_log_beside(tmp_path):
+  done = subprocess.run(
+      [sys.executable, str(REPO / "tools" / "make_demo_corpus.py"),
+       f"--output_dir={tmp_path}/corpus", "--megabytes=0.02",
+       "--languages=en,el", "--files_per_language=1"],
+      capture_output=True, text=True, timeout=300, check=False)
+  assert done.returncode == 0, done.stderr[-2000:]
+  corpus_dir = tmp_path / "corpus"
+  assert sorted(str(p.relative_to(corpus_dir)) for p in corpus_dir.rglob("*")
+                if p.is_file()) == ["el/part-00000.txt", "en/part-00000.txt"]
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "corpus.logs"]
+  (log,) = (tmp_path / "corpus.logs").glob("rembert-make-demo-corpus-*.log")
+  assert "(exit code 0)" in log.read_text()
+
+
 def test_document_mix_follows_the_fractions(tmp_path):
   corpus.generate_corpus(tmp_path / "p", target_megabytes=0.1, seed=1,
                          languages=("en", "el"), parallel_fraction=1.0,

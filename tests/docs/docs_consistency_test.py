@@ -4,7 +4,7 @@ flags that command defines (what its `--helpfull` lists).
 
 A command's flags are read from its module's source (absl `DEFINE_*` calls,
 wherever they are, plus the flags of the `cli/*_flags` modules it adopts,
-`--verbose` and absl's own flags): the commands cannot all be imported into
+`--verbose`, `--log_dir` and absl's own flags): the commands cannot all be imported into
 one process (several define a flag of the same name), and reading the source
 needs no process per command. One command's
 real `--helpfull` is compared with what is read here, so the reading stays
@@ -195,7 +195,7 @@ def defined_flags(path: pathlib.Path) -> Tuple[frozenset, frozenset]:
           names |= more
           bools |= more_bools
   if "absl" in path.read_text() and "harness" in path.read_text():
-    names |= ABSL_FLAGS | {"verbose"}
+    names |= ABSL_FLAGS | {"verbose", "log_dir"}
     bools |= ABSL_BOOLS | {"verbose"}
   return frozenset(names), frozenset(bools)
 

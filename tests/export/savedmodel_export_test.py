@@ -1,5 +1,6 @@
 """Encoder-only SavedModel export and the preprocessing SavedModel."""
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -248,6 +249,24 @@ def test_text_to_embeddings_with_two_savedmodels(trained_dir, exported,
   assert embeddings.shape == (2, cfg.hidden_size)
 
 
+def files_of(folder: pathlib.Path):
+  return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                if p.is_file())
+
+
+# What a (tf_keras) SavedModel holds; the encoder adds its documented
+# model_config.yaml and the SentencePiece model as its `sp_model_file` asset.
+SAVEDMODEL_FILES = ["fingerprint.pb", "keras_metadata.pb", "saved_model.pb",
+                    "variables/variables.data-00000-of-00001",
+                    "variables/variables.index"]
+ENCODER_FILES = sorted(SAVEDMODEL_FILES + [
+    "assets/sentencepiece.model", "model_config.yaml"])
+
+
+def test_encoder_savedmodel_holds_its_format_alone(exported):
+  assert files_of(exported) == ENCODER_FILES
+
+
 def test_export_tool_cli(trained_dir, tmp_path):
   _, _, path = trained_dir
   out = tmp_path / "cli_encoder"
@@ -257,8 +276,41 @@ def test_export_tool_cli(trained_dir, tmp_path):
        "--export_preprocessor", "--seq_length", "16"],
       capture_output=True, text=True, timeout=180, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert (out / "saved_model.pb").exists()
-  assert (tmp_path / "cli_encoder_preprocessor" / "saved_model.pb").exists()
+  # Each SavedModel holds what its format defines; the log is beside them.
+  assert files_of(out) == ENCODER_FILES
+  assert files_of(tmp_path / "cli_encoder_preprocessor") == SAVEDMODEL_FILES
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+      "cli_encoder", "cli_encoder.logs", "cli_encoder_preprocessor"]
+  (log,) = (tmp_path / "cli_encoder.logs").glob("rembert-export-*.log")
+  assert "(exit code 0)" in log.read_text()
+
+
+def test_preprocessor_serving_signature_feeds_the_encoders_by_name(
+    trained_dir, exported, preprocessor_dir):
+  """TF Serving's view: one signature's outputs are the other's inputs."""
+  pre = tf.saved_model.load(str(preprocessor_dir))
+  encoder = tf.saved_model.load(str(exported))
+  packed = pre.signatures["serving_default"](
+      sentences=tf.constant(["the cat sat", "birds sang loud songs"]))
+  assert sorted(packed) == sorted(encoder_export.INPUT_NAMES)
+  served = encoder.signatures["serving_default"](**packed)
+  assert served["pooled_output"].shape == (2, trained_dir[0].hidden_size)
+  np.testing.assert_allclose(served["pooled_output"],
+                             encoder(pre(tf.constant(
+                                 ["the cat sat", "birds sang loud songs"])))[
+                                     "pooled_output"], atol=1e-5, rtol=0)
+  shown = subprocess.run(
+      [str(pathlib.Path(sys.executable).parent / "saved_model_cli"), "show",
+       "--dir", str(preprocessor_dir), "--all"],
+      capture_output=True, text=True, timeout=120, check=False)
+  assert shown.returncode == 0, shown.stderr[-2000:]
+  serving = shown.stdout.split("signature_def['serving_default']:")[1].split(
+      "signature_def[")[0]
+  inputs, outputs = serving.split("The given SavedModel SignatureDef "
+                                  "contains the following output(s):")
+  assert "inputs['sentences']" in inputs
+  assert sorted(re.findall(r"outputs\['(\w+)'\]", outputs)) == sorted(
+      encoder_export.INPUT_NAMES)
 
 
 def test_special_ids_of_a_foreign_sentencepiece_model(tmp_path):

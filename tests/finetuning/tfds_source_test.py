@@ -34,7 +34,6 @@ ERRORS = [
     (["--task=panx", "--languages=xx"], "has no config 'xx'"),
     (["--task=udpos", "--languages=tl", "--splits=dev"],
      "xtreme_pos/xtreme_pos_ta in {tfds} has no split 'dev' (its splits: test)"),
-    (["--task=xnli"], "--data_source tfds needs --tfds_data_dir"),
 ]
 
 
@@ -52,9 +51,12 @@ def both_sources(sp_model, tmp_path_factory):
   tfds_dir = root / "tfds"
   cases = [_argv(t, root / "from_tfds", tfds_dir, sp_model) for t in TASKS]
   cases += [[f"--sp_model={sp_model}", f"--output_dir={root / 'bad'}",
-             "--data_source=tfds"] +
-            ([f"--tfds_data_dir={tfds_dir}"] if "tfds_data_dir" not in m else [])
-            + argv for argv, m in ERRORS]
+             "--data_source=tfds", f"--tfds_data_dir={tfds_dir}"] + argv
+            for argv, _ in ERRORS]
+  # Without --tfds_data_dir: TFDS's default, here TFDS_DATA_DIR.
+  cases.append([a for a in _argv("panx", root / "from_default", tfds_dir,
+                                 sp_model)
+                if not a.startswith("--tfds_data_dir")])
   results = tfds_testlib.run_command_cases(
       "rembert_tf.cli.create_finetuning_data", "xtreme_fixtures:tfds_examples",
       tfds_dir, cases, paths=[HERE])
@@ -188,3 +190,15 @@ def test_every_task_names_its_tfds_builders_configs_and_features(
       if names and dataset.labels:
         renamed = {layout.label_names.get(n, n) for n in names}
         assert set(dataset.labels) <= renamed, dataset.name
+
+
+def test_without_tfds_data_dir_tfds_default_is_read(both_sources):
+  root, results = both_sources
+  assert results[-1] == {"code": 0, "stderr": ""}
+  from_default = root / "from_default" / "panx"
+  from_tfds = root / "from_tfds" / "panx"
+  assert _files(from_default) == _files(from_tfds)
+  for name in _files(from_tfds):
+    if name.endswith(".tfrecord"):
+      assert ((from_default / name).read_bytes()
+              == (from_tfds / name).read_bytes()), name

@@ -380,9 +380,13 @@ def test_converted_preset_layout(keras_fixtures):
   """`rembert-convert --to keras_hub --with_output_side`: keras-hub's preset
   files, the real sizes in the configs, the tokenizer's vocabulary."""
   preset = keras_fixtures["root"] / "presets" / "released"
-  assert sorted(p.name for p in preset.iterdir() if p.name != "logs") == [
-      "assets", "config.json", "metadata.json", "model.weights.h5",
+  # The files keras-hub writes and nothing else; the command's log is beside.
+  assert sorted(str(p.relative_to(preset)) for p in preset.rglob("*")) == [
+      "assets", "assets/tokenizer", "assets/tokenizer/vocabulary.spm",
+      "config.json", "metadata.json", "model.weights.h5",
       "preprocessor.json", "task.json", "task.weights.h5", "tokenizer.json"]
+  (log,) = (preset.parent / "released.logs").glob("rembert-convert-*.log")
+  assert "(exit code 0)" in log.read_text()
   config = json.loads((preset / "config.json").read_text())
   assert config["registered_name"] == "rembert_tf>RemBertBackbone"
   assert config["config"]["vocabulary_size"] == testlib.SENTENCEPIECE_VOCAB_SIZE

@@ -114,8 +114,23 @@ def test_console_scripts_resolve_and_list_their_flags(installed):
   assert "Traceback" not in demo.stderr and "USAGE" in demo.stdout, demo.stderr
   train = run("rembert-train", "--help")
   assert "Traceback" not in train.stderr, train.stderr
-  for flag in ("--config", "--model_dir", "--params_override", "--[no]verbose"):
+  for flag in ("--config", "--model_dir", "--params_override", "--[no]verbose",
+               "--log_dir"):
     assert flag in train.stdout, flag
+
+
+def test_metadata_states_the_python_range_per_extra_and_tensorboard(installed):
+  venv, _, run = installed
+  done = run(venv / "bin" / "python", "-c",
+             "import importlib.metadata as m, json\n"
+             "d = m.metadata('rembert_tf')\n"
+             "print(json.dumps([d['Requires-Python'], d.get_all('Requires-Dist')]))")
+  assert done.returncode == 0, done.stderr
+  python, requires = json.loads(done.stdout)
+  assert sorted(python.split(",")) == ["<3.13", ">=3.10"]
+  assert "tensorboard~=2.20.0" in requires
+  keras = [r for r in requires if 'extra == "keras"' in r]
+  assert len(keras) == 3 and all('python_version >= "3.11"' in r for r in keras)
 
 
 def test_param_table_on_a_shipped_preset(installed):

@@ -36,8 +36,6 @@ ERRORS = {
                             "--data_dir={download}"],
                            ["--data_dir is XTREME's download/ folder",
                             "give --tfds_data_dir alone"]),
-    "tfds_without_folder": (["--data_source=tfds"],
-                            ["--data_source tfds needs --tfds_data_dir"]),
     "download_without_folder": ([], ["Give --data_dir (the XTREME download/ "
                                      "folder), or --data_source tfds"]),
     "tfds_folder_with_download": (["--data_dir={download}",
@@ -60,6 +58,9 @@ def runs(checkpoint_dir, tmp_path_factory):
       "download": common + [f"--data_dir={tmp / 'download'}", "--tasks=tatoeba",
                             f"--label_folder={tmp / 'labels'}",
                             f"--output_dir={tmp / 'from_download'}"],
+      # No --tfds_data_dir: TFDS's default, here TFDS_DATA_DIR.
+      "tfds_default": common + ["--data_source=tfds", "--tasks=tatoeba",
+                                f"--output_dir={tmp / 'from_default'}"],
   }
   for case, (argv, _) in ERRORS.items():
     cases[case] = common + [a.format(**folders) for a in argv] + [
@@ -137,6 +138,15 @@ def test_the_same_sentences_from_download_and_tfds_give_the_same_predictions(
             == (tmp / "from_tfds" / name).read_text()), lang
     assert (from_download["scores"]["tatoeba"]["accuracy"][lang]
             == from_tfds["scores"]["tatoeba"]["accuracy"][lang])
+
+
+def test_without_tfds_data_dir_tfds_default_is_read(runs):
+  tmp, _, results = runs
+  _assert_ran(results["tfds_default"])
+  for lang in ("es", "ru", "zh"):
+    name = f"predictions/tatoeba/test-{lang}.tsv"
+    assert ((tmp / "from_default" / name).read_text()
+            == (tmp / "from_tfds" / name).read_text()), lang
 
 
 @pytest.mark.parametrize("case", ERRORS)
