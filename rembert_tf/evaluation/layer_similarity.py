@@ -255,6 +255,29 @@ def load_encoder(checkpoint: str, model_config=None):
   return checkpoint_restore.load_encoder(str(checkpoint), model_config)
 
 
+def _check_inputs(sentences_a: Sequence[str],
+                  sentences_b: Optional[Sequence[str]], seq_length,
+                  pooling: str) -> List[str]:
+  """The second input set (default: the first), once the sequence length and
+  the two sets are known to fit each other and `pooling`."""
+  if isinstance(seq_length, bool) or not isinstance(seq_length, int) or (
+      seq_length < MIN_SEQ_LENGTH):
+    raise LayerSimilarityError(
+        f"--seq_length {seq_length}: [CLS], a piece and [SEP] need at least "
+        f"{MIN_SEQ_LENGTH} positions; give at least {MIN_SEQ_LENGTH} (e.g. "
+        "128).")
+  sentences_b = list(sentences_b) if sentences_b is not None else list(sentences_a)
+  if len(sentences_b) != len(sentences_a):
+    raise LayerSimilarityError(
+        f"the two input sets must be parallel: {len(sentences_a)} vs "
+        f"{len(sentences_b)} sentences")
+  if pooling == "tokens" and list(sentences_b) != list(sentences_a):
+    raise LayerSimilarityError(
+        "pooling 'tokens' needs the same sentences on both sides; use "
+        "pooling 'mean' for parallel sentences of two languages")
+  return sentences_b
+
+
 @outputs.writes_output("output_dir")
 def analyze_checkpoints(checkpoint_a: str,
                         checkpoint_b: Optional[str],
@@ -278,21 +301,7 @@ def analyze_checkpoints(checkpoint_a: str,
   `output_dir` that is, holds or lies inside a checkpoint or the
   SentencePiece model is refused before any work.
   """
-  if isinstance(seq_length, bool) or not isinstance(seq_length, int) or (
-      seq_length < MIN_SEQ_LENGTH):
-    raise LayerSimilarityError(
-        f"--seq_length {seq_length}: [CLS], a piece and [SEP] need at least "
-        f"{MIN_SEQ_LENGTH} positions; give at least {MIN_SEQ_LENGTH} (e.g. "
-        "128).")
-  sentences_b = list(sentences_b) if sentences_b is not None else list(sentences_a)
-  if len(sentences_b) != len(sentences_a):
-    raise LayerSimilarityError(
-        f"the two input sets must be parallel: {len(sentences_a)} vs "
-        f"{len(sentences_b)} sentences")
-  if pooling == "tokens" and list(sentences_b) != list(sentences_a):
-    raise LayerSimilarityError(
-        "pooling 'tokens' needs the same sentences on both sides; use "
-        "pooling 'mean' for parallel sentences of two languages")
+  sentences_b = _check_inputs(sentences_a, sentences_b, seq_length, pooling)
   if sp_model is None:
     from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
     sp_model = checkpoint_layout.find_sentencepiece(str(checkpoint_a))
