@@ -60,6 +60,7 @@ def main(argv):
   if FLAGS.export_preprocessor:  # the flags first, before any file is read
     preprocessor_export.check_seq_length(FLAGS.seq_length)
   source = checkpoint_layout.resolve(FLAGS.model_dir)
+  _check_same_vocabulary(FLAGS.sp_model, source)
   sp_model = FLAGS.sp_model or source.sp_model
   preprocessor_dir = (FLAGS.preprocessor_dir
                       or FLAGS.output_dir.rstrip("/") + "_preprocessor")
@@ -93,6 +94,20 @@ def main(argv):
           overwrite=FLAGS.overwrite)
       print(f"Preprocessing SavedModel: {preprocessor_dir}")
   return 0
+
+
+def _check_same_vocabulary(sp_model, source) -> None:
+  """--sp_model must be, by content, the model that comes with the checkpoint
+  (when one does): another vocabulary would feed the encoder wrong ids."""
+  if not sp_model or not source.sp_model:
+    return
+  given, own = fileio.sha256(sp_model), fileio.sha256(source.sp_model)
+  if given != own:
+    raise errors.InputError(
+        f"--sp_model {sp_model} (sha256 {given}) is not the SentencePiece "
+        f"model the checkpoint was trained with: {source.sp_model} (sha256 "
+        f"{own}); its ids would not be the encoder's. Drop --sp_model to use "
+        "the checkpoint's own.")
 
 
 def run():

@@ -64,6 +64,7 @@ from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.modeling import checkpoint_snapshot
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
 
@@ -165,21 +166,24 @@ def _open_source(from_format, input_path, config, cfg_hint_output_side):
     source = tensor_sources.HfSource(input_path)
     own_sp = fileio.join(folder, checkpoint_layout.SENTENCEPIECE_FILE)
     return cfg, source, own_sp if fileio.isfile(own_sp) else None
-  resolved = checkpoint_layout.resolve(input_path)
-  cfg = checkpoint_restore.model_config_of(resolved, config)
-  if cfg_hint_output_side and checkpoint_restore.has_output_side(resolved):
-    # Zeros: every variable is restored right below.
-    with checkpoint_restore.zero_initialized_variables():
-      model = rembert_pretrainer.build_pretrainer(cfg)
-    read_from = checkpoint_restore.restore_pretrainer(model, resolved)
-    slots = weight_layout.slots_for_pretrainer(model)
-  else:
-    with checkpoint_restore.zero_initialized_variables():
-      model = rembert_encoder.build_encoder(cfg)
-    read_from = checkpoint_restore.restore_encoder(model, resolved)
-    slots = weight_layout.slots_for_encoder(model)
-  source = tensor_sources.ModelSource(
-      slots, description=f"rembert_tf checkpoint {read_from}")
+  # A live model_dir's checkpoint is read from a copy held against the
+  # trainer's rotation.
+  with checkpoint_snapshot.held(input_path) as resolved:
+    cfg = checkpoint_restore.model_config_of(resolved, config)
+    if cfg_hint_output_side and checkpoint_restore.has_output_side(resolved):
+      # Zeros: every variable is restored right below.
+      with checkpoint_restore.zero_initialized_variables():
+        model = rembert_pretrainer.build_pretrainer(cfg)
+      read_from = checkpoint_restore.restore_pretrainer(model, resolved)
+      slots = weight_layout.slots_for_pretrainer(model)
+    else:
+      with checkpoint_restore.zero_initialized_variables():
+        model = rembert_encoder.build_encoder(cfg)
+      read_from = checkpoint_restore.restore_encoder(model, resolved)
+      slots = weight_layout.slots_for_encoder(model)
+    source = tensor_sources.ModelSource(
+        slots, description=(f"rembert_tf checkpoint {input_path} "
+                            f"({fileio.basename(read_from)})"))
   return cfg, source, resolved.sp_model
 
 

@@ -53,6 +53,7 @@ from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.modeling import checkpoint_snapshot
 from rembert_tf.modeling import rembert_encoder
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -239,8 +240,10 @@ def export_encoder(checkpoint_dir, output_dir, *, config=None,
   # Three stages with no loop of their own: a stage bar with elapsed time.
   with console.progress("exporting the encoder", total=3 if verify else 2,
                         unit="stages") as stages:
-    with float32_policy():
-      cfg, encoder = checkpoint_restore.load_encoder(source, config)
+    # A live model_dir's checkpoint is read from a copy held against the
+    # trainer's rotation.
+    with float32_policy(), checkpoint_snapshot.held(source, ["encoder"]) as held:
+      cfg, encoder = checkpoint_restore.load_encoder(held, config)
     logging.info("Exporting the encoder of %s (%d parameters) to %s",
                  source.encoder_checkpoint, encoder.count_params(), output_dir)
     cases = reference_outputs(encoder, cfg) if verify else None

@@ -45,14 +45,19 @@ from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import predictions
 from rembert_tf.finetuning import training_loop
+from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.runtime import checkpoint_temporaries
 
 RUN_RESULT_FILE = "run.json"
 RUN_CONFIG_FILE = "run_config.json"
 # Fields of a run's configuration that change its result.
+# Every setting that changes a run's result (its weights, predictions or
+# scores), and none that does not (paths as spelled, loop and checkpoint
+# cadence, log verbosity, the evaluation batch).
 _RESULT_FIELDS = ("learning_rate", "seed", "num_train_steps",
                   "warmup_proportion", "train_batch_size", "weight_decay_rate",
-                  "deterministic")
+                  "deterministic", "freeze_input_embeddings", "n_best_size",
+                  "max_answer_length")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,12 +94,25 @@ def run_fingerprint(config: finetuning_experiment.FinetuningConfig,
   """What a run's result depends on (written to its run_config.json)."""
   values = {k: getattr(config, k) for k in _RESULT_FIELDS}
   values["num_train_steps"] = steps
-  values["records_dir"] = fileio.as_str(records_dir)
-  # The records themselves (sequence length, tokenizer, files): their metadata.
+  # The records and the initial weights by content, never by path: their
+  # metadata (sequence length, tokenizer, files) and the checkpoint's index
+  # (every tensor's checksum).
   values["records_metadata_sha256"] = fileio.sha256(
       fileio.join(records_dir, finetuning_data.METADATA_FILE))
-  values["init_checkpoint"] = fileio.as_str(init_checkpoint or "")
+  values["init_checkpoint_sha256"] = _checkpoint_identity(init_checkpoint)
   return values
+
+
+def _checkpoint_identity(init_checkpoint) -> str:
+  """The sha256 of the index of the checkpoint `init_checkpoint` resolves
+  to; its path when it is not a checkpoint of ours; "" for none."""
+  if not init_checkpoint:
+    return ""
+  try:
+    prefix = checkpoint_layout.resolve(init_checkpoint).encoder_checkpoint
+    return fileio.sha256(prefix + ".index")
+  except (errors.RemBertError, OSError, tf.errors.OpError):
+    return fileio.as_str(init_checkpoint)
 
 
 def check_run_config(run_dir: str, fingerprint: Dict[str, Any]) -> None:
@@ -104,8 +122,10 @@ def check_run_config(run_dir: str, fingerprint: Dict[str, Any]) -> None:
     fileio.write_text(path, json.dumps(fingerprint, indent=1) + "\n")
     return
   saved = fileio.read_json(path)
+  # A setting that a run directory of an earlier version did not record is
+  # not held against it.
   diffs = [f"{k} is {saved.get(k)!r} there, {v!r} now"
-           for k, v in fingerprint.items() if saved.get(k) != v]
+           for k, v in fingerprint.items() if k in saved and saved[k] != v]
   if diffs:
     raise finetuning_experiment.FinetuningError(
         f"{path}: this run directory was started with other settings ("

@@ -41,6 +41,7 @@ _FOOTER_BYTES = 48
 _BLOCK_TRAILER_BYTES = 5       # compression type (1 byte) + crc32c (4 bytes)
 _UNCOMPRESSED = 0
 _STEP = re.compile(r"^(.*)-(\d+)$")
+_LOOKS = 5  # looks at a state file that changes while its checkpoints are read
 
 
 class _UnreadableIndex(ValueError):
@@ -190,10 +191,26 @@ def newest_intact(directory) -> Tuple[Optional[str], List[Tuple[str, str]]]:
   Starts at the checkpoint the directory's `checkpoint` file names and goes
   down by step; (None, []) when there is no `checkpoint` file.
   """
-  skipped = []
-  for prefix in _candidates(fileio.as_str(directory).rstrip("/")):
-    why = problem(prefix)
-    if why is None:
-      return prefix, skipped
-    skipped.append((prefix, why))
+  directory = fileio.as_str(directory).rstrip("/")
+  # A trainer rotating its checkpoints (max_to_keep) may delete every one
+  # the state file named while they are being looked at: when the state file
+  # changed meanwhile, look again at the checkpoints it names now.
+  for _ in range(_LOOKS):
+    state = _state_text(directory)
+    skipped = []
+    for prefix in _candidates(directory):
+      why = problem(prefix)
+      if why is None:
+        return prefix, skipped
+      skipped.append((prefix, why))
+    if _state_text(directory) == state:
+      break
   return None, skipped
+
+
+def _state_text(directory: str) -> Optional[str]:
+  """The content of a directory's `checkpoint` state file (None: none)."""
+  try:
+    return fileio.read_text(fileio.join(directory, "checkpoint"))
+  except (OSError, tf.errors.OpError):
+    return None

@@ -64,6 +64,9 @@ MODEL_CONFIG_FILE = "model_config.yaml"
 ENCODER_SUBDIR = "encoder"
 PRETRAINER_SUBDIR = "pretrainer"
 SENTENCEPIECE_FILE = "sentencepiece.model"
+# A pre-training run's record of its records' SentencePiece model by content
+# (its sha256, one line), kept also when the model file itself was not found.
+SENTENCEPIECE_SHA256_FILE = "sentencepiece.sha256"
 SAVED_MODEL_FILE = "saved_model.pb"
 
 ModelConfigLike = Union[None, str, os.PathLike, rembert_config.RemBertConfig]
@@ -236,7 +239,7 @@ def resolve(source) -> CheckpointSource:
   if fileio.isdir(path):
     pretrainer = (latest_checkpoint(fileio.join(path, PRETRAINER_SUBDIR))
                   or latest_checkpoint(path))
-    encoder = latest_checkpoint(fileio.join(path, ENCODER_SUBDIR)) or pretrainer
+    encoder = _newest_encoder(path, pretrainer)
     if encoder is None:
       raise CheckpointError(
           f"{path} is neither a rembert_tf checkpoint directory (no "
@@ -252,6 +255,22 @@ def resolve(source) -> CheckpointSource:
   raise CheckpointError(
       f"checkpoint {path} does not exist (neither a directory nor a "
       "checkpoint prefix with a .index file).")
+
+
+def _newest_encoder(path: str, pretrainer: Optional[str]) -> Optional[str]:
+  """The newest checkpoint of a directory that holds its encoder: the
+  encoder export, unless a newer full checkpoint has no export yet (a
+  trainer exports every Nth save): then the full checkpoint, which holds
+  the encoder too."""
+  exported = latest_checkpoint(fileio.join(path, ENCODER_SUBDIR))
+  if exported is None or pretrainer is None:
+    return exported or pretrainer
+  newer = ((checkpoint_integrity.step_of(pretrainer) or 0)
+           > (checkpoint_integrity.step_of(exported) or 0))
+  if newer:
+    logging.info("%s: reading the encoder from %s (the newest encoder export "
+                 "is %s, of an older step).", path, pretrainer, exported)
+  return pretrainer if newer else exported
 
 
 def check_intact(prefix: str) -> None:

@@ -381,15 +381,19 @@ class EncoderExportWriter:
     self.options = options
     self._calls = 0
 
-  def save(self, step: int, final: bool = False) -> Optional[str]:
-    """Exports at `step` when due; returns the prefix written, else None."""
+  def save(self, step: int, final: bool = False,
+           options: Optional[tf.train.CheckpointOptions] = None
+           ) -> Optional[str]:
+    """Exports at `step` when due; returns the prefix written, else None.
+    `options` replace the writer's for this save."""
     self._calls += 1
     if not final and self._calls % self.every_n_saves:
       return None
     latest = self.manager.latest_checkpoint
     if latest is not None and latest.endswith(f"ckpt-{step}"):
       return latest
-    return self.manager.save(checkpoint_number=step, options=self.options)
+    return self.manager.save(checkpoint_number=step, options=(
+        self.options if options is None else options))
 
   def sync(self) -> None:
     """Waits until every save started so far is written."""

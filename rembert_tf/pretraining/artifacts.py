@@ -9,6 +9,7 @@ exporter read:
 | `model_config.yaml` | after the first save |
 | `encoder/ckpt-N` | every `trainer.encoder_export_every_n_checkpoints`-th save and the last |
 | `sentencepiece.model` | after the first save, when the records' metadata names one |
+| `sentencepiece.sha256` | after the first save, when the records' metadata records the model's sha256 |
 
 Checkpoint temporaries (`ckpt-N_temp` in model_dir and `encoder/`, and the
 temporaries of `params.yaml`) that a killed or failed save left are removed
@@ -79,14 +80,16 @@ class ArtifactWriter:
   directory, so all of them join the same exports.
 
   With `async_writes` the encoder export is written in the background like
-  the full checkpoint (`runtime.async_checkpoints`); `wait` returns once it
-  is complete.
+  the full checkpoint (`runtime.async_checkpoints`), but for the final one;
+  `wait` returns once it is complete.
   """
 
   def __init__(self, config: cfg.ExperimentConfig, model_dir: str,
                encoder: tf_keras.Model, is_chief: bool,
-               sentencepiece_path: Optional[str], async_writes: bool = False):
+               sentencepiece_path: Optional[str], async_writes: bool = False,
+               sentencepiece_sha256: Optional[str] = None):
     self._config = config
+    self._spm_sha256 = sentencepiece_sha256
     self._model_dir = model_dir
     self._is_chief = is_chief
     self._spm_path = sentencepiece_path
@@ -101,7 +104,10 @@ class ArtifactWriter:
 
   def __call__(self, step: int, final: bool = False):
     if step not in self._exported_steps:
-      if self.encoder_writer.save(step, final=final) is not None:
+      # The final export (the last save, a preemption save) is written
+      # before the call returns: the run ends right after it.
+      if self.encoder_writer.save(step, final=final, options=(
+          async_checkpoints.options(False) if final else None)) is not None:
         self._exported_steps.add(step)
     if not self._is_chief:
       return
@@ -111,6 +117,10 @@ class ArtifactWriter:
     spm_target = fileio.join(self._model_dir, checkpoint_layout.SENTENCEPIECE_FILE)
     if self._spm_path and not fileio.exists(spm_target):
       fileio.copy(self._spm_path, spm_target)
+    sha_target = fileio.join(self._model_dir,
+                             checkpoint_layout.SENTENCEPIECE_SHA256_FILE)
+    if self._spm_sha256 and not fileio.exists(sha_target):
+      fileio.write_text(sha_target, self._spm_sha256 + "\n")
 
   def wait(self):
     """Returns once every export started so far is written (raises a failed one's error)."""

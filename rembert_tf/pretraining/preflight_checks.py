@@ -397,20 +397,32 @@ def _named_sentencepiece_models(meta: Dict[str, Any]) -> List[str]:
 
 
 def sentencepiece_model_of(data_config) -> Optional[str]:
-  """The SentencePiece model the records' metadata.json names, if it exists."""
+  """The SentencePiece model the records' metadata.json names, if it exists;
+  when the metadata records the model's sha256, only a file of that content
+  (another file at the same path is not the records' model)."""
   meta_path = _records_metadata_path(data_config)
   if meta_path is None:
     return None
-  for named in _named_sentencepiece_models(fileio.read_json(meta_path)):
+  meta = fileio.read_json(meta_path)
+  recorded = _recorded_sha256(meta)
+  for named in _named_sentencepiece_models(meta):
     # A relative name is relative to where the data tool ran, or else to the
     # records' folder.
     paths = [named]
     if not fileio.is_remote(named) and not os.path.isabs(named):
       paths.append(fileio.join(fileio.dirname(meta_path), named))
     for path in paths:
-      if fileio.exists(path):
+      if fileio.exists(path) and (recorded is None
+                                  or fileio.sha256(path) == recorded):
         return path
   return None
+
+
+def _recorded_sha256(meta: Dict[str, Any]) -> Optional[str]:
+  """The sha256 of the SentencePiece model a metadata.json records (records
+  made before it was recorded: None)."""
+  tok = meta.get("tokenizer") if isinstance(meta.get("tokenizer"), dict) else {}
+  return meta.get("sentencepiece_sha256") or tok.get("sha256") or None
 
 
 def records_sentencepiece_sha256(data_config):
@@ -418,10 +430,8 @@ def records_sentencepiece_sha256(data_config):
   meta_path = _records_metadata_path(data_config)
   if meta_path is None:
     return None, None, None
-  meta = fileio.read_json(meta_path)
   named = sentencepiece_model_of(data_config)
-  tok = meta.get("tokenizer") if isinstance(meta.get("tokenizer"), dict) else {}
-  sha = meta.get("sentencepiece_sha256") or tok.get("sha256")
+  sha = _recorded_sha256(fileio.read_json(meta_path))
   if not sha and named:
     sha = fileio.sha256(named)
   return sha, meta_path, named
@@ -433,24 +443,27 @@ def check_sentencepiece_matches(model_dir: str, data_config,
                                 ) -> bool:
   """A resume on records of another SentencePiece model is refused.
 
-  Compares the sha256 of `model_dir/sentencepiece.model` (the tokenizer the
-  checkpoint was trained with) with the one the records' metadata.json
+  Compares the sha256 of the tokenizer the checkpoint was trained with
+  (`model_dir/sentencepiece.model`, or else the sha256 the run recorded in
+  `model_dir/sentencepiece.sha256`) with the one the records' metadata.json
   records. With `allow_mismatch` a mismatch is a warning, and the records'
   model (when available) replaces model_dir's. Returns True on a mismatch.
   """
   ours = fileio.join(model_dir, checkpoint_layout.SENTENCEPIECE_FILE)
-  if not fileio.exists(ours):
+  recorded = fileio.join(model_dir, checkpoint_layout.SENTENCEPIECE_SHA256_FILE)
+  if fileio.exists(ours):
+    our_sha, trained_with = fileio.sha256(ours), ours
+  elif fileio.exists(recorded):
+    our_sha, trained_with = fileio.read_text(recorded).strip(), recorded
+  else:
     return False
   records_sha, meta_path, named = records_sentencepiece_sha256(data_config)
-  if not records_sha:
-    return False
-  our_sha = fileio.sha256(ours)
-  if our_sha == records_sha:
+  if not records_sha or our_sha == records_sha:
     return False
   message = (
       f"the records were made with another SentencePiece model than this "
       f"run: {meta_path} records sha256 {records_sha}"
-      f"{f' ({named})' if named else ''}, but {ours} (the model the "
+      f"{f' ({named})' if named else ''}, but {trained_with} (the model the "
       f"checkpoint was trained with) has sha256 {our_sha}.")
   if not allow_mismatch:
     raise pretraining_errors.TokenizerMismatchError(
@@ -460,4 +473,6 @@ def check_sentencepiece_matches(model_dir: str, data_config,
        + (f"; {ours} is replaced by {named}." if named else "."))
   if named:
     fileio.copy(named, ours, overwrite=True)
+  if fileio.exists(recorded):
+    fileio.write_text(recorded, records_sha + "\n")
   return True

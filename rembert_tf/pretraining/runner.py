@@ -195,7 +195,9 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
   writer = artifacts.ArtifactWriter(
       config, model_dir, trainer.model.encoder, is_chief,
       preflight_checks.sentencepiece_model_of(config.task.train_data),
-      async_writes=config.trainer.enable_async_checkpointing)
+      async_writes=config.trainer.enable_async_checkpointing,
+      sentencepiece_sha256=preflight_checks.records_sentencepiece_sha256(
+          config.task.train_data)[0])
   progress = loop_actions.ProgressPrinter(
       trainer.global_step, config.trainer.train_steps, print_fn)
   evaluations = loop_actions.EvalRecorder(trainer.global_step, print_fn)

@@ -24,10 +24,11 @@ experiment = training_loop.ExperimentRunner(
 experiment.run()
 ```
 """
+import contextlib
 import tempfile
 import threading
 import time
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 from absl import logging
 import numpy as np
@@ -164,7 +165,7 @@ class ExportingController(orbit.Controller):
       raise self._save_failed(self._unconfirmed_step or step, e) from None
     if saved:
       self._last_saved_step = step
-      if self._enable_async_checkpoint_saving:
+      if self._checkpoint_options.experimental_enable_async_checkpoint:
         self._unconfirmed_step = step
     return saved
 
@@ -188,13 +189,24 @@ class ExportingController(orbit.Controller):
     self._unconfirmed_step = None
 
   def save_final(self) -> Optional[str]:
-    """Saves the checkpoint of the step reached (unless it exists), exports
-    it, and waits until both are written; returns the checkpoint."""
+    """Saves the checkpoint of the step reached (unless it exists) and
+    exports it, after the writes in flight and before it returns; returns
+    the checkpoint.
+
+    As TensorFlow's own preemption save does (`tf.train.Checkpoint` in a
+    preemption save context): first every asynchronous write in flight is
+    waited for (a failed one is reported with its own step, and nothing
+    else writes while the last checkpoint is made), then the last
+    checkpoint and its export are written synchronously: the process must
+    not exit before they are complete anyway.
+    """
+    self.wait_for_saves()
     step = int(self.global_step.numpy())
-    self._save_step(step)
-    if step != self._last_saved_step:
-      return None
-    self._export(step, final=True)
+    with self._synchronous_saves():
+      self._save_step(step)
+      if step != self._last_saved_step:
+        return None
+      self._export(step, final=True)
     self.wait_for_saves()
     # The chief's path, also on a worker that saved into a directory of its
     # own (whose chief may still be renaming its files).
@@ -203,6 +215,29 @@ class ExportingController(orbit.Controller):
                                          fileio.basename(written))
                              if self._model_dir else written)
     return self.final_checkpoint
+
+  @contextlib.contextmanager
+  def _synchronous_saves(self) -> Iterator[None]:
+    """orbit's saves in the block are written before they return."""
+    options = self._checkpoint_options
+    self._checkpoint_options = async_checkpoints.options(False)
+    try:
+      yield
+    finally:
+      self._checkpoint_options = options
+
+  def _settle_writes(self) -> None:
+    """Waits for every write in flight, whatever its outcome (logged): their
+    temporaries are then no longer being written."""
+    checkpoints = [self.checkpoint_manager.checkpoint
+                   ] if self.checkpoint_manager is not None else []
+    if self._artifact_writer is not None:
+      checkpoints.append(self._artifact_writer.encoder_writer.checkpoint)
+    for checkpoint in checkpoints:
+      try:
+        async_checkpoints.wait_for_writes(checkpoint)
+      except (OSError, tf.errors.OpError) as e:
+        logging.warning("a checkpoint write in flight failed too: %s", e)
 
   def newest_complete_checkpoint(self) -> Optional[str]:
     """model_dir's newest complete checkpoint, what a restart resumes from
@@ -214,6 +249,9 @@ class ExportingController(orbit.Controller):
   def _save_failed(self, step, error) -> Exception:
     if cluster_failures.is_lost_peer(error, self.strategy):
       return error  # the runner names the lost peer
+    # The other writes in flight end first: their temporaries are not
+    # partial files to remove while they are still being written.
+    self._settle_writes()
     removed = []
     if self._model_dir and fileio.isdir(self._model_dir):
       removed = artifacts.remove_temporaries(self._model_dir)
@@ -231,6 +269,9 @@ class ExportingController(orbit.Controller):
     whatever step a run resumed at); `check_interval=False` is orbit's save
     at the end of training: the final save."""
     if self._stop_flag is not None and self._stop_flag.is_set():
+      logging.warning("SIGTERM received: saving the checkpoint of step %d "
+                      "(after the writes in flight) and stopping.",
+                      int(self.global_step.numpy()))
       latest = self.save_final()
       raise preemption.TrainingPreempted.after_save(latest,
                                                     self._last_saved_step)

@@ -28,7 +28,6 @@ import tempfile
 import threading
 from typing import Callable, Iterator, Optional
 
-from absl import logging
 import tensorflow as tf
 
 from rembert_tf.common import errors
@@ -70,8 +69,10 @@ def sigterm_stop_flag() -> Iterator[threading.Event]:
     return
 
   def handle(signum, frame):
+    # Only the flag: the handler runs between any two bytecodes of the main
+    # thread, also inside a logging call or a checkpoint save; the trainer
+    # says what it does when it acts on the flag.
     del signum, frame
-    logging.warning("SIGTERM received: saving a checkpoint and stopping.")
     stop.set()
 
   previous = signal.signal(signal.SIGTERM, handle)

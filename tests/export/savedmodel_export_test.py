@@ -330,3 +330,25 @@ def test_special_ids_of_a_foreign_sentencepiece_model(tmp_path):
   packed = pre(tf.constant(["the cat"]))
   row = packed["input_word_ids"][0].numpy().tolist()
   assert row[0] == 4 and 3 in row and row[-1] == 2
+
+
+def test_export_refuses_a_sentencepiece_model_other_than_the_checkpoints(
+    trained_dir, tmp_path):
+  """Identity by content: --sp_model must be the checkpoint's own model."""
+  _, _, path = trained_dir
+  other = tmp_path / "other.model"
+  other.write_bytes(b"another model")
+  out = tmp_path / "encoder"
+  result = subprocess.run(
+      [sys.executable, str(REPO / "tools" / "export_savedmodel.py"),
+       "--model_dir", str(path), "--output_dir", str(out),
+       "--export_preprocessor", "--sp_model", str(other)],
+      capture_output=True, text=True, timeout=180, check=False)
+  assert result.returncode == 1 and "Traceback" not in result.stderr
+  lines = [l for l in result.stderr.splitlines() if ": error: " in l]
+  assert len(lines) == 1, result.stderr
+  for part in (f"--sp_model {other}", fileio.sha256(str(other)),
+               fileio.sha256(str(path / "sentencepiece.model"))):
+    assert part in lines[0], (part, lines[0])
+  assert not out.exists()
+  assert not (tmp_path / "encoder_preprocessor").exists()

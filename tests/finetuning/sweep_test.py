@@ -1,5 +1,7 @@
 """The sweep's one selection rule (English dev, ties to the smaller rate) and
 its mean / std over seeds."""
+import os
+
 import numpy as np
 import pytest
 
@@ -49,3 +51,32 @@ def test_runs_without_scores_have_no_mean():
   assert summary["selected_learning_rate"] == 1e-5
   assert summary["scores"] is None and summary["std"] is None
   assert summary["english_dev_by_rate"] == {"1e-05": None}
+
+
+def test_the_reuse_key_covers_the_result_settings_and_no_path(
+    tmp_path, monkeypatch, checkpoint_dir):
+  """A run is reused only with the same result settings: a frozen-embedding
+  rerun is not; the same records and checkpoint spelled by another path are."""
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
+  records = tmp_path / "out" / "records"
+  records.mkdir(parents=True)
+  (records / "metadata.json").write_text('{"task": "xnli"}')
+  config = finetuning_experiment.FinetuningConfig()
+  absolute = sweep.run_fingerprint(config, 10, str(records),
+                                   str(checkpoint_dir))
+  monkeypatch.chdir(tmp_path)
+  relative = sweep.run_fingerprint(
+      config, 10, "out/records", os.path.relpath(checkpoint_dir, tmp_path))
+  assert relative == absolute
+  assert absolute["init_checkpoint_sha256"] not in ("", str(checkpoint_dir))
+  run_dir = str(tmp_path / "run")
+  fileio.makedirs(run_dir)
+  sweep.check_run_config(run_dir, absolute)
+  sweep.check_run_config(run_dir, relative)  # the same run: reused
+  frozen = sweep.run_fingerprint(
+      finetuning_experiment.FinetuningConfig(freeze_input_embeddings=True),
+      10, str(records), str(checkpoint_dir))
+  with pytest.raises(finetuning_experiment.FinetuningError,
+                     match="freeze_input_embeddings is False there, True now"):
+    sweep.check_run_config(run_dir, frozen)

@@ -1,6 +1,7 @@
 """Pre-training faults and starts: each refused with one line naming the culprit,
 nothing lost; init_checkpoint, a resume without replay."""
 import glob
+import hashlib
 import os
 import shutil
 import threading
@@ -528,3 +529,40 @@ def test_a_model_dir_that_is_an_input_is_refused_before_any_work(records,
                      r"task.train_data.input_path \(.*\.tfrecord\)"):
     runner.run(make_config(records), str(tmp_path / "link"), **QUIET)
   assert not (records / "params.yaml").exists()
+
+
+def test_records_sentencepiece_model_is_known_by_its_sha256(
+    records, tmp_path, monkeypatch):
+  """Identity by content: another file at the path metadata.json names is not
+  the records' model; a resume on records of another model is refused also
+  when the model file of the first run was never found."""
+  copied = copy_records(records, tmp_path)
+  sha_a = hashlib.sha256(b"model A").hexdigest()
+  for split in ("train", "eval"):  # named relative to where the tool ran
+    meta_path = copied / split / "metadata.json"
+    meta = fileio.read_json(str(meta_path))
+    meta.update(sentencepiece_model="spm/sentencepiece.model",
+                sentencepiece_sha256=sha_a)
+    fileio.write_json(str(meta_path), meta)
+  elsewhere = tmp_path / "elsewhere"
+  (elsewhere / "spm").mkdir(parents=True)
+  (elsewhere / "spm" / "sentencepiece.model").write_bytes(b"another model")
+  monkeypatch.chdir(elsewhere)
+  config = make_config(copied, train_steps=2)
+  assert preflight_checks.sentencepiece_model_of(config.task.train_data) is None
+  model_dir = str(tmp_path / "m")
+  runner.run(config, model_dir, **QUIET)
+  assert not os.path.exists(os.path.join(model_dir, "sentencepiece.model"))
+  recorded = os.path.join(model_dir, "sentencepiece.sha256")
+  assert open(recorded).read().strip() == sha_a
+  sha_b = hashlib.sha256(b"model B").hexdigest()  # the records remade
+  meta_path = copied / "train" / "metadata.json"
+  meta = fileio.read_json(str(meta_path))
+  meta.update(sentencepiece_sha256=sha_b)
+  fileio.write_json(str(meta_path), meta)
+  with pytest.raises(pretraining.TokenizerMismatchError) as e:
+    runner.run(make_config(copied, train_steps=4), model_dir, **QUIET)
+  message = one_line(e.value)
+  for part in (str(meta_path), sha_b, recorded, sha_a):
+    assert part in message
+  assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-2")

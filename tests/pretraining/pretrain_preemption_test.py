@@ -16,16 +16,21 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from rembert_tf.modeling import checkpoint_integrity
+
 import pretrain_testlib
 
 DEADLINE_SECONDS = 300
 SIGTERM_EXIT_SECONDS = 10
+STALLED_SAVE = os.path.join(os.path.dirname(__file__),
+                            "train_with_stalled_save.py")
 
 
 def start(config_path, model_dir, log_path, *extra, stderr=None):
@@ -190,3 +195,52 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
   assert set(want) == set(got) and len(want) > 20
   for name in want:
     np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_sigterm_waits_for_the_asynchronous_write_in_flight(records, tmp_path):
+  """Asynchronous checkpoints: SIGTERM lands while the write of ckpt-2 is
+  held in flight; the run waits for it, saves the step reached and exits 42,
+  every checkpoint named intact."""
+  config = pretrain_testlib.write_experiment_yaml(
+      tmp_path / "async.yaml", records, train_steps=1000, steps_per_loop=1,
+      checkpoint_interval=2)
+  model_dir = str(tmp_path / "m")
+  marker, release = tmp_path / "held", tmp_path / "release"
+  flags = pretrain_testlib.train_command(
+      config, model_dir, "--params_override",
+      "trainer.enable_async_checkpointing=true")[3:]
+  proc = subprocess.Popen(
+      [sys.executable, STALLED_SAVE, "2", str(marker), *flags],
+      cwd=pretrain_testlib.REPO, stdout=subprocess.PIPE, text=True,
+      stderr=subprocess.STDOUT,
+      env=pretrain_testlib.subprocess_env(
+          STALLED_SAVE_RELEASE_FILE=str(release)))
+  try:
+    # Trained on past step 2 while its write is held.
+    read_until(proc.stdout, progress_step_at_least(3), proc)
+    deadline = time.time() + DEADLINE_SECONDS
+    while not (marker.exists() and f"{model_dir}/ckpt-2\n" in
+               marker.read_text()) and time.time() < deadline:
+      time.sleep(0.2)
+    assert f"{model_dir}/ckpt-2\n" in marker.read_text()
+    assert tf.train.latest_checkpoint(model_dir) is None
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(2)  # the stop is under way while ckpt-2 is still held
+    assert proc.poll() is None and tf.train.latest_checkpoint(model_dir) is None
+    release.write_text("")
+    console = proc.stdout.read()
+    assert proc.wait(timeout=DEADLINE_SECONDS) == 42, console[-3000:]
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  latest = tf.train.latest_checkpoint(model_dir)
+  step = int(latest.rsplit("-", 1)[1])
+  assert step >= 3, latest
+  assert f"saved {latest} at step {step} and stopped" in console
+  assert "failed" not in console, console[-3000:]
+  for prefix in (f"{model_dir}/ckpt-2", latest,
+                 f"{model_dir}/encoder/ckpt-{step}"):
+    assert checkpoint_integrity.problem(prefix) is None, prefix
+  assert tf.train.load_variable(
+      latest, "global_step/.ATTRIBUTES/VARIABLE_VALUE") == step
+  assert not glob.glob(f"{model_dir}/**/*_temp", recursive=True)
