@@ -80,8 +80,9 @@ flags.DEFINE_integer("steps_per_loop", 100, "Training steps per host round "
                      "trip (one console line and summary per loop).")
 flags.DEFINE_integer("checkpoint_interval", 1000, "Checkpoint every N steps "
                      "(a killed sweep resumes from there).")
-flags.DEFINE_bool("jit_compile", True, "Compile the training and prediction "
-                  "steps with XLA (as pre-training's task.jit_compile).")
+flags.DEFINE_bool("jit_compile", None, "Compile the training and prediction "
+                  "steps with XLA (default: on for a TPU or GPU, off on a CPU, "
+                  "where it is slower).")
 flags.DEFINE_bool("freeze_input_embeddings", False, "Keep the encoder's input "
                   "embeddings (word, position, type, projection) at their "
                   "pre-trained values (zero-shot transfer from English).")
