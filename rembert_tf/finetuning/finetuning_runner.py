@@ -65,7 +65,9 @@ def _results_markdown(task: str, score_split: str, summary: Dict,
           "seed(s)\n\n" +
           xtreme_scorer.format_markdown(
               {task: mean}, compare_paper=compare_paper,
-              std={task: std} if num_seeds > 1 else None))
+              std={task: std} if num_seeds > 1 else None) +
+          "\n\n### learning rate, selected on English dev\n\n" +
+          sweep.selection_markdown(summary) + "\n")
 
 
 def write_results(task: str, meta: Dict, runs: List[Dict], output_dir: str,
