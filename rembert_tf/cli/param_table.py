@@ -1,26 +1,26 @@
-r"""Prints #PT / #FT parameter counts of model configs, counted from the built models.
+r"""Prints #PT / #FT parameter counts of model configs, in closed form.
 
 #PT is everything trained in pre-training (encoder, pooler, output side);
 #FT is what fine-tuning keeps, counted as the paper does: the encoder's
 embeddings and Transformer blocks (its pooler is the `pooler` column).
+The counts come from the config's sizes (`parameter_count.closed_form_counts`,
+tested against built models), so no model is built: a few seconds for any
+config. #PT / #FT are whole millions from 100M up (the paper's rounding) and
+three significant digits below; the last two columns are exact.
 
 Usage:
-  python tools/param_table.py configs/models/*.yaml
-  python tools/param_table.py rembert tiny --json
+  rembert-param-table tiny rembert coupled_768
+  rembert-param-table configs/models/*.yaml --json
 """
 import json
 import os
-import sys
-
 
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import harness  # noqa: E402
+from rembert_tf.common import errors  # noqa: E402
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
-
-from rembert_tf.modeling import parameter_count  # noqa: E402
-from rembert_tf.modeling import rembert_config  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("json", False, "Print a JSON list of "
@@ -28,16 +28,21 @@ flags.DEFINE_bool("json", False, "Print a JSON list of "
 
 
 def parameter_rows(configs):
+  # Imported here: the config loader imports TensorFlow (Model Garden's
+  # hyperparams), which `--help` does not need.
+  from rembert_tf.modeling import parameter_count  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
   rows = []
   for name in configs:
     cfg = rembert_config.load_model_config(name)
-    counts = parameter_count.count_parameters(cfg)
+    counts = parameter_count.closed_form_counts(cfg)
     label = os.path.splitext(os.path.basename(str(name)))[0]
     rows.append((label, cfg, counts))
   return rows
 
 
 def markdown_table(rows) -> str:
+  from rembert_tf.modeling import parameter_count  # pylint: disable=g-import-not-at-top
   lines = ["| config | E_in | E_out | layers | coupled | #PT | #FT | pooler | pt_params | ft_params |",
            "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
   for label, cfg, c in rows:
@@ -50,9 +55,11 @@ def markdown_table(rows) -> str:
   return "\n".join(lines)
 
 
+@errors.command("rembert-param-table")
 def main(argv):
   configs = argv[1:]
   if not configs:
+    from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
     raise app.UsageError("give one or more model configs: preset names "
                          f"({', '.join(rembert_config.available_presets())}) "
                          "or YAML paths")
@@ -65,10 +72,7 @@ def main(argv):
 
 
 def run():
-  try:
-    harness.run_command(main, __doc__, "rembert-param-table")
-  except rembert_config.ConfigError as e:
-    sys.exit(f"error: {e}")
+  harness.run_command(main, __doc__, "rembert-param-table")
 
 
 if __name__ == "__main__":
