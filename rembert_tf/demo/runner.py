@@ -245,11 +245,11 @@ def summary(results: Dict[str, Any]) -> str:
               zero_shot_table(results["zero_shot"])]
   lines += ["", "next:",
             f"  tensorboard --logdir {run_dir}/pretrain",
-            f"  python -m rembert_tf.finetune --task xnli --data_dir "
+            f"  rembert-finetune --task xnli --data_dir "
             f"{run_dir}/xnli/download --init_checkpoint {run_dir}/pretrain "
             f"--output_dir {run_dir}/xnli/again --learning_rates 3e-4,5e-4 "
             "--num_seeds 3",
-            "  python -m rembert_tf.demo --seed 1    (another corpus and model)"]
+            "  rembert-demo --seed 1    (another corpus and model)"]
   return "\n".join(lines)
 
 
