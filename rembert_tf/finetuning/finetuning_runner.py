@@ -65,7 +65,7 @@ def _results_markdown(task: str, score_split: str, summary: Dict,
           "seed(s)\n\n" +
           xtreme_scorer.format_markdown(
               {task: mean}, compare_paper=compare_paper,
-              std={task: std} if num_seeds > 1 else None) +
+              std={task: std} if num_seeds > 1 else None).rstrip("\n") +
           "\n\n### learning rate, selected on English dev\n\n" +
           sweep.selection_markdown(summary) + "\n")
 
@@ -110,7 +110,6 @@ def run_finetuning(
   (`data_source="tfds"`, `tfds_data_dir`) with `sp_model` (default: the
   checkpoint's). The rate is selected on English dev, mean / std over seeds
   reported (`sweep`); a rerun after a kill resumes where it stopped.
-  `jit_compile` None: XLA where it is faster (TPU, GPU), not on a CPU.
   Returns a dict: task, selected_learning_rate, english_dev_by_rate,
   score_split, scores (official shape, mean over seeds), std, runs, markdown.
   """
@@ -141,10 +140,9 @@ def run_finetuning(
       model_cfg, restore_encoder, source = run_inputs.encoder_source(
           init_checkpoint, model_config, meta, records_dir)
       progress(f"[finetune] {task}: encoder from {source}")
-      context = sweep.SweepContext(
-          meta, records_dir, model_cfg, restore_encoder, strategy_obj,
-          splits=splits, init_checkpoint=init_checkpoint, progress=progress,
-          stop=stop)
+      context = sweep.SweepContext(  # its fields in order
+          meta, records_dir, model_cfg, restore_encoder, strategy_obj, splits,
+          init_checkpoint, progress, stop)
       runs = sweep.run_sweep(context, output_dir, learning_rates, num_seeds,
                              base_config)
     return write_results(task, meta, runs, output_dir, num_seeds, records_dir,
