@@ -1,12 +1,16 @@
-r"""Prints #PT / #FT parameter counts of model configs, counted from the built models.
+r"""Prints #PT / #FT parameter counts of model configs, in closed form.
 
 #PT is everything trained in pre-training (encoder, pooler, output side);
 #FT is what fine-tuning keeps, counted as the paper does: the encoder's
 embeddings and Transformer blocks (its pooler is the `pooler` column).
+The counts come from the config's sizes (`parameter_count.closed_form_counts`,
+tested against built models), so no model is built: a few seconds for any
+config. #PT / #FT are whole millions from 100M up (the paper's rounding) and
+three significant digits below; the last two columns are exact.
 
 Usage:
-  rembert-param-table configs/models/*.yaml
-  rembert-param-table rembert tiny --json
+  rembert-param-table tiny rembert coupled_768
+  rembert-param-table configs/models/*.yaml --json
 """
 import json
 import os
@@ -31,7 +35,7 @@ def parameter_rows(configs):
   rows = []
   for name in configs:
     cfg = rembert_config.load_model_config(name)
-    counts = parameter_count.count_parameters(cfg)
+    counts = parameter_count.closed_form_counts(cfg)
     label = os.path.splitext(os.path.basename(str(name)))[0]
     rows.append((label, cfg, counts))
   return rows

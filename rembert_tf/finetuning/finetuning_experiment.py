@@ -47,7 +47,9 @@ class FinetuningConfig(hyperparams.Config):
   seed: int = 0
   steps_per_loop: int = 100
   checkpoint_interval: int = 1000
-  jit_compile: bool = True
+  # XLA for the training and prediction steps; None: what is faster on the
+  # strategy's devices (`runtime.strategies.jit_compile_default`).
+  jit_compile: Optional[bool] = None
   deterministic: bool = False
   keep_checkpoints: bool = False
   freeze_input_embeddings: bool = False

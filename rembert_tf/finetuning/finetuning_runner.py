@@ -66,7 +66,9 @@ def _results_markdown(task: str, score_split: str, summary: Dict,
           "seed(s)\n\n" +
           xtreme_scorer.format_markdown(
               {task: mean}, compare_paper=compare_paper,
-              std={task: std} if num_seeds > 1 else None))
+              std={task: std} if num_seeds > 1 else None).rstrip("\n") +
+          "\n\n### learning rate, selected on English dev\n\n" +
+          sweep.selection_markdown(summary) + "\n")
 
 
 def write_results(task: str, meta: Dict, runs: List[Dict], output_dir: str,
@@ -98,7 +100,7 @@ def run_finetuning(
     tpu: Optional[str] = None, mixed_precision: Optional[str] = None,
     distribution_strategy=None, compare_paper: bool = False,
     steps_per_loop: int = 100, checkpoint_interval: int = 1000,
-    jit_compile: bool = True, deterministic: bool = False,
+    jit_compile: Optional[bool] = None, deterministic: bool = False,
     keep_checkpoints: bool = False, freeze_input_embeddings: bool = False,
     allow_sp_model_mismatch: bool = False, allow_unlabelled_dev: bool = False,
     progress=print, data_source: str = "download", tfds_data_dir=None) -> Dict:
@@ -135,17 +137,33 @@ def run_finetuning(
         preemption.sigterm_stop_flag() as stop:
       strategy_obj = distribution_strategy or strategies.make_strategy(
           strategy, tpu)
+      base_config = _with_jit_compile(base_config, strategy_obj, progress)
       model_cfg, restore_encoder, source = run_inputs.encoder_source(
           init_checkpoint, model_config, meta, records_dir)
       progress(f"[finetune] {task}: encoder from {source}")
-      context = sweep.SweepContext(
-          meta, records_dir, model_cfg, restore_encoder, strategy_obj,
-          splits=splits, init_checkpoint=init_checkpoint, progress=progress,
-          stop=stop)
+      context = sweep.SweepContext(  # its fields in order
+          meta, records_dir, model_cfg, restore_encoder, strategy_obj, splits,
+          init_checkpoint, progress, stop)
       runs = sweep.run_sweep(context, output_dir, learning_rates, num_seeds,
                              base_config)
     return write_results(task, meta, runs, output_dir, num_seeds, records_dir,
                          compare_paper, progress)
+
+
+def _with_jit_compile(config: finetuning_experiment.FinetuningConfig,
+                      strategy, progress
+                      ) -> finetuning_experiment.FinetuningConfig:
+  """`config` with jit_compile decided: as given, else what is faster on the
+  strategy's devices (`strategies.jit_compile_default`)."""
+  if config.jit_compile is not None:
+    progress(f"[finetune] XLA {'on' if config.jit_compile else 'off'} "
+             "(jit_compile given)")
+    return config
+  on = strategies.jit_compile_default(strategy)
+  progress("[finetune] XLA on: the default on a GPU or TPU (--nojit_compile "
+           "turns it off)" if on else "[finetune] XLA off: the default on a "
+           "CPU, where it is faster (--jit_compile turns it on)")
+  return config.replace(jit_compile=on)
 
 
 def _one_writer(output_dir: str):

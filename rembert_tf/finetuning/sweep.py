@@ -25,6 +25,7 @@ Example:
 from rembert_tf.finetuning import sweep
 summary = sweep.summarize_runs(runs, score_split="dev")
 summary["selected_learning_rate"], summary["scores"]["avg_metric"]
+print(sweep.selection_markdown(summary))   # English dev of each rate, the selected one
 sweep.select_learning_rate({1e-5: 70.0, 3e-5: 70.0, 5e-5: None})   # 1e-05
 ```
 """
@@ -266,3 +267,16 @@ def summarize_runs(runs: List[Dict], score_split: str) -> Dict:
   return {"selected_learning_rate": selected,
           "english_dev_by_rate": {f"{k:g}": v for k, v in english_dev.items()},
           "scores": mean, "std": std}
+
+
+def selection_markdown(summary: Dict) -> str:
+  """Markdown: each rate's English dev score (mean over its seeds), the
+  selected rate marked; what chose the rate, as `summarize_runs` saw it."""
+  selected = f"{summary['selected_learning_rate']:g}"
+  lines = ["| learning rate | English dev (mean over seeds) | |",
+           "| ---: | ---: | --- |"]
+  for rate, score in summary["english_dev_by_rate"].items():
+    shown = "-" if score is None else f"{score:.2f}"
+    mark = "selected" if rate == selected else ""
+    lines.append(f"| {rate} | {shown} | {mark} |")
+  return "\n".join(lines)

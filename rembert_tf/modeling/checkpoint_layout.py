@@ -246,7 +246,8 @@ def resolve(source) -> CheckpointSource:
           f"{ENCODER_SUBDIR}/ckpt-N, {PRETRAINER_SUBDIR}/ckpt-N or pre-training "
           f"ckpt-N) nor an exported SavedModel (no {SAVED_MODEL_FILE}): no "
           "checkpoint found. Point it at a pre-training model_dir, a converted "
-          "checkpoint directory or an exported SavedModel.")
+          "checkpoint directory or an exported SavedModel (a fine-tuning run "
+          "keeps its checkpoint only with rembert-finetune --keep_checkpoints).")
     return CheckpointSource(
         path=path, kind="directory", encoder_checkpoint=encoder,
         pretrainer_checkpoint=pretrainer,

@@ -9,10 +9,7 @@ paper figures are reproduced and nothing is hidden.
 """
 import dataclasses
 
-import tensorflow as tf
-
 from rembert_tf.modeling import rembert_config
-from rembert_tf.modeling import rembert_pretrainer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +37,9 @@ def count_parameters(cfg: rembert_config.RemBertConfig) -> ParameterCounts:
   """Counts from the built pretrainer. Builds in a throwaway graph, so no
   weights are initialised: the 995M-parameter RemBERT counts in seconds and
   without 4 GB of memory."""
+  # Imported here: the closed form alone (rembert-param-table) needs neither.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import rembert_pretrainer  # pylint: disable=g-import-not-at-top
   with tf.Graph().as_default():
     model = rembert_pretrainer.build_pretrainer(cfg)
     encoder = model.encoder
@@ -52,7 +52,8 @@ def count_parameters(cfg: rembert_config.RemBertConfig) -> ParameterCounts:
 
 
 def closed_form_counts(cfg: rembert_config.RemBertConfig) -> ParameterCounts:
-  """The same counts from the architecture's formula (used to test the models)."""
+  """The same counts from the architecture's formula, without building a
+  model (tests compare it with `count_parameters` on built models)."""
   h, e_in, e_out = cfg.hidden_size, cfg.input_embedding_size, cfg.output_embedding_size
   ffn, v = cfg.intermediate_size, cfg.vocab_size
   embeddings = (v + cfg.max_position_embeddings + cfg.type_vocab_size) * e_in
@@ -71,5 +72,6 @@ def closed_form_counts(cfg: rembert_config.RemBertConfig) -> ParameterCounts:
 
 
 def millions(n: int) -> str:
-  """The paper's rounding: whole millions."""
-  return f"{round(n / 1e6)}M"
+  """Whole millions from 100M up (the paper's rounding: 995M), three
+  significant digits below, where whole millions say little (1.11M, 0.541M)."""
+  return f"{round(n / 1e6)}M" if n >= 100_000_000 else f"{n / 1e6:.3g}M"

@@ -20,6 +20,7 @@ from rembert_tf.runtime import strategies
 strategy = strategies.make_strategy("one_device")
 strategy.num_replicas_in_sync                      # 1
 strategies.is_multi_worker(strategy)               # False
+strategies.jit_compile_default(strategy)            # False on a CPU, True on a GPU / TPU
 strategies.process_label()  # 'worker1' under a TF_CONFIG naming worker 1 of 2
 ```
 """
@@ -116,6 +117,19 @@ def _make_tpu_strategy(tpu: Optional[str]) -> tf.distribute.Strategy:
         f"--strategy tpu --tpu {tpu or '(this VM)'}: cannot connect to the "
         f"TPU ({errors.one_line(e)}). Check the TPU name / address and that "
         "this VM can reach it.") from None
+
+
+def jit_compile_default(strategy: tf.distribute.Strategy) -> bool:
+  """Whether a step compiled with XLA is the faster choice on the strategy's
+  devices: yes on TPUs (which need it) and GPUs, no on CPUs, where the
+  uncompiled step with padding removal runs faster (docs/performance.md)."""
+  try:
+    devices = strategy.extended.worker_devices
+  except (RuntimeError, NotImplementedError):
+    # TensorFlow's default strategy: ops go to a GPU when there is one.
+    devices = [d.name for d in tf.config.list_logical_devices()]
+  return any(tf.DeviceSpec.from_string(d).device_type in ("GPU", "TPU")
+             for d in devices)
 
 
 def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:

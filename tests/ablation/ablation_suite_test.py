@@ -6,6 +6,8 @@ of a model with itself is 1 on the diagonal, the PNGs are real images, and a
 suite killed during fine-tuning resumes without redoing finished work.
 """
 import json
+import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +20,10 @@ from rembert_tf.ablation import rows as rows_lib
 from rembert_tf.common import errors
 from rembert_tf.evaluation import layer_similarity
 from rembert_tf.finetuning import finetuning_runner
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "docs"))
+import docs_consistency_test as docs  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
+import readme_quickstart_test as quickstart  # noqa: E402  pylint: disable=g-import-not-at-top,wrong-import-position
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MODELS = ["coupled", "in32_out512"]
@@ -142,6 +148,29 @@ def test_cka_of_a_model_with_itself_is_one_on_the_diagonal(killed_then_resumed, 
   np.testing.assert_allclose(result.diagonal, [1.0, 1.0], atol=1e-6)
   np.testing.assert_allclose(result.matrix, result.matrix.T, atol=1e-6)
   assert (tmp_path / layer_similarity.RESULT_MARKDOWN).read_text().count("| 1.000 |") >= 1
+
+
+def test_documented_layer_similarity_after_its_fine_tuning_run(
+    killed_then_resumed, tmp_path):
+  """docs/ablation.md's pre-trained-against-fine-tuned commands as printed
+  (fewer steps), on a row of the suite standing in for runs/pretrain: the
+  fine-tuning run keeps the checkpoint the comparison reads."""
+  suite = killed_then_resumed["output_dir"]
+  (tmp_path / "runs").mkdir()
+  (tmp_path / "runs/pretrain").symlink_to(suite / "models/coupled/pretrain")
+  (tmp_path / "download").symlink_to(suite / "data/download")
+  block = next(body for _, body, _ in docs.code_blocks(
+      docs.REPO / "docs/ablation.md") if "--keep_checkpoints" in body)
+  finetune, similarity = list(docs.shell_commands(block))[:2]
+  assert finetune[0] == "rembert-finetune" and "--keep_checkpoints" in finetune
+  assert similarity[0] == "rembert-layer-similarity"
+  quickstart.run(quickstart.command_argv(
+      finetune + ["--num_train_steps=2", "--train_batch_size=8",
+                  "--eval_batch_size=8", "--splits=dev"]), tmp_path, "finetune")
+  quickstart.run(quickstart.command_argv(similarity), tmp_path, "similarity")
+  output_dir = tmp_path / similarity[similarity.index("--output_dir") + 1]
+  result = json.loads((output_dir / layer_similarity.RESULT_JSON).read_text())
+  assert np.asarray(result["matrix"]).shape == (2, 2)   # the coupled row's layers
 
 
 def test_rate_is_selected_on_english_dev_and_seeds_averaged():

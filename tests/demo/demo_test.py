@@ -56,4 +56,14 @@ def test_small_demo_learns_and_leaves_every_step_in_the_run_dir(tmp_path,
   assert f"run directory {run_dir}" in summary
   assert "| language | pre-trained | random init | chance |" in summary
   assert "| non-English mean |" in summary
-  assert "rembert-finetune --task xnli" in summary
+  assert "  rembert-finetune --task xnli" in summary
+
+
+def test_the_next_commands_are_the_console_scripts():
+  text = runner.summary({"run_dir": "runs/demo", "minutes": 1.0, "steps": 1200,
+                         "mlm_accuracy": 0.5, "baseline_accuracy": 0.1})
+  next_lines = text[text.index("next:"):]
+  assert ("  rembert-finetune --task xnli --data_dir runs/demo/xnli/download "
+          "--init_checkpoint runs/demo/pretrain") in next_lines
+  assert "  rembert-demo --seed 1" in next_lines
+  assert "python" not in next_lines

@@ -4,6 +4,7 @@ import pathlib
 import shutil
 
 import pytest
+import tensorflow as tf
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -19,7 +20,7 @@ QUIET = lambda s: None  # noqa: E731
 
 def _run(task, records, out, checkpoint, **kwargs):
   args = dict(learning_rates=[1e-3], num_train_steps=3, train_batch_size=4,
-              eval_batch_size=4, jit_compile=False, progress=QUIET)
+              eval_batch_size=4, progress=QUIET)  # XLA: the device's default
   args.update(kwargs)
   return finetuning_runner.run_finetuning(task, out, init_checkpoint=str(checkpoint),
                                           records_dir=records, **args)
@@ -34,6 +35,7 @@ def test_panx_tags_per_word_with_xla(checkpoint_dir, sp_model, download_dir,
   results = _run("panx", tmp_path / "rec/panx", tmp_path / "out", checkpoint_dir,
                  compare_paper=True, jit_compile=True, progress=lines.append)
   assert set(results["scores"]["f1"]) == {"ar", "en", "de"}
+  assert "[finetune] XLA on (jit_compile given)" in lines
   assert "| panx | f1 |" in results["markdown"]
   assert "paper coupled" in results["markdown"]
   # One console line per loop, with the loss.
@@ -167,6 +169,9 @@ def test_sigterm_saves_a_checkpoint_and_stops_then_resumes(
   _run("xnli", xnli_records, tmp_path / "o", checkpoint_dir,
        progress=lines.append, **args)
   assert any("resuming from" in l and "at step 2/4" in l for l in lines)
+  if not tf.config.list_physical_devices("GPU"):
+    assert any(l.startswith("[finetune] XLA off: the default on a CPU")
+               for l in lines), lines
   assert not (run_dir / "ckpt-3_temp").exists()
   assert (run_dir / "run.json").exists() and not list(run_dir.glob("ckpt-*"))
 

@@ -80,3 +80,17 @@ def test_the_reuse_key_covers_the_result_settings_and_no_path(
   with pytest.raises(finetuning_experiment.FinetuningError,
                      match="freeze_input_embeddings is False there, True now"):
     sweep.check_run_config(run_dir, frozen)
+
+
+def test_results_md_shows_the_english_dev_score_of_every_rate(tmp_path):
+  from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
+  runs = [_run(1e-5, 60.0, 40.0, 60.0), _run(1e-5, 70.0, 50.0, 70.0),
+          _run(3e-5, 80.0, 30.0, 80.0), _run(3e-5, 60.0, 34.0, 60.0),
+          _run(5e-5, None, 90.0, 50.0)]
+  finetuning_runner.write_results(
+      "xnli", {"score_split": "dev"}, runs, str(tmp_path), num_seeds=2,
+      records_dir="records/xnli", compare_paper=False, progress=lambda s: None)
+  markdown = (tmp_path / "results.md").read_text()
+  assert ("| 1e-05 | 65.00 |  |\n| 3e-05 | 70.00 | selected |\n"
+          "| 5e-05 | - |  |\n") in markdown
+  assert "learning rate 3e-05, mean over 2 seed(s)" in markdown

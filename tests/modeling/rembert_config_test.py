@@ -109,8 +109,27 @@ def test_param_table_tool_prints_json_and_markdown(tmp_path):
       rembert_config.load_model_config(small))
   assert rows[1] == {"config": "small", "pt_params": expected.pt_params,
                      "ft_params": expected.ft_params}
-  table = run("tiny")
-  assert "| tiny | 64 | 256 | 2+0 | False | 1M | 1M |" in table
+  table = run("tiny", "rembert")
+  assert ("| tiny | 64 | 256 | 2+0 | False | 1.11M | 0.541M | 16,512 | "
+          "1,105,360 | 541,312 |") in table
+  assert "| rembert | 256 | 1664 | 32+0 | False | 995M | 575M |" in table
+
+
+@pytest.mark.parametrize("preset", [
+    "tiny", "demo_ablation_coupled", "demo_ablation_in32_reinvested",
+    "demo_ablation_in32_extra_output_layers", "decoupled_in128_out128"])
+def test_closed_form_counts_equal_the_built_presets(preset):
+  """What rembert-param-table prints (the closed form) is what a built
+  model of the preset holds."""
+  cfg = rembert_config.load_model_config(preset)
+  assert (parameter_count.closed_form_counts(cfg)
+          == parameter_count.count_parameters(cfg))
+
+
+def test_counts_print_three_significant_digits_below_100m():
+  assert [parameter_count.millions(n) for n in (
+      994_591_804, 100_000_000, 99_400_000, 1_105_360, 541_312)] == [
+          "995M", "100M", "99.4M", "1.11M", "0.541M"]
 
 
 def test_presets_are_found_through_the_one_resolver():

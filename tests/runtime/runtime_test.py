@@ -33,6 +33,23 @@ def test_one_device_and_default_strategies():
   assert strategies.is_chief(one)
 
 
+def test_xla_is_the_default_on_tpus_and_gpus_only():
+  has_gpu = bool(tf.config.list_physical_devices("GPU"))
+  assert strategies.jit_compile_default(
+      strategies.make_strategy("one_device")) is has_gpu
+  assert strategies.jit_compile_default(tf.distribute.get_strategy()) is has_gpu
+
+  class OnDevices:  # what a TPU or GPU strategy reports of its replicas
+    def __init__(self, *devices):
+      self.extended = type("Extended", (), {"worker_devices": devices})()
+
+  worker = "/job:worker/replica:0/task:0/device:"
+  assert strategies.jit_compile_default(OnDevices(worker + "TPU:0",
+                                                  worker + "TPU:1"))
+  assert strategies.jit_compile_default(OnDevices(worker + "GPU:0"))
+  assert not strategies.jit_compile_default(OnDevices(worker + "CPU:0"))
+
+
 def test_every_name_reaches_model_garden_under_its_name(monkeypatch):
   seen = []
 
