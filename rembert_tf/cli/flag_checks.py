@@ -69,12 +69,14 @@ def describe(flag, text: str, detail: str = "") -> Tuple[int, str]:
   kind = _TYPE_NAMES.get(parser.flag_type(), parser.flag_type())
   bounds = range_text(parser)
   try:
-    value = parser.convert(text)
+    value = getattr(parser, "convert", parser.parse)(text)
   except (TypeError, ValueError):
     wanted = f"{kind} {bounds}".strip()
     return EXIT_USAGE, f"--{flag.name} {text}: not {kind}; give {wanted}."
   if bounds and parser.is_outside_bounds(value):
     return errors.EXIT_ERROR, f"--{flag.name} {text}: must be {bounds}."
+  if not hasattr(parser, "convert"):  # a list or text flag: its format
+    return EXIT_USAGE, f"--{flag.name} {text}: {detail}"
   return errors.EXIT_ERROR, f"--{flag.name} {text}: {detail}"
 
 

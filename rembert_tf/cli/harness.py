@@ -108,8 +108,9 @@ def flag_parser(program: str) -> Callable:
     except flags.Error as e:
       # A refused value (type, range) is flag_checks' one line: exit 1 for a
       # value out of range, 2 for one absl cannot parse.
-      code, line = flag_checks.explain(e)
-      if not flag_checks.is_refused_value(e):
+      if flag_checks.is_refused_value(e):
+        code, line = flag_checks.explain(e)
+      else:
         code, line = errors.EXIT_USAGE, f"{_usage_error(e)} (see {program} --help)"
       print(f"{program}: error: {line}", file=sys.stderr, flush=True)
       sys.exit(code)
