@@ -70,12 +70,17 @@ def describe(flag, text: str, detail: str = "") -> Tuple[int, str]:
   bounds = range_text(parser)
   try:
     value = getattr(parser, "convert", parser.parse)(text)
+    if text.startswith("[") and not hasattr(parser, "convert"):
+      import ast  # pylint: disable=g-import-not-at-top
+      value = ast.literal_eval(text)
   except (TypeError, ValueError):
     wanted = f"{kind} {bounds}".strip()
     return EXIT_USAGE, f"--{flag.name} {text}: not {kind}; give {wanted}."
   if bounds and parser.is_outside_bounds(value):
     return errors.EXIT_ERROR, f"--{flag.name} {text}: must be {bounds}."
   if not hasattr(parser, "convert"):  # a list or text flag: its format
+    if isinstance(value, list) and text.startswith("["):  # absl shows a repr
+      text = ",".join(value)
     return EXIT_USAGE, f"--{flag.name} {text}: {detail}"
   return errors.EXIT_ERROR, f"--{flag.name} {text}: {detail}"
 

@@ -68,8 +68,8 @@ def define_flags() -> None:
   flags.DEFINE_list("learning_rates", None, "Fine-tuning rates swept per task "
                     "(default base 1e-5,2e-5,3e-5; demo 3e-4,1e-3).")
   flags.register_validator("learning_rates", _are_numbers,
-                           "--learning_rates: expected comma-separated "
-                           "numbers, e.g. 1e-5,2e-5")
+                           "expected comma-separated numbers, e.g. "
+                           "1e-5,2e-5")
   flags.DEFINE_integer("num_seeds", None, "Fine-tuning runs per rate (default "
                        "base 3, demo 2).")
   flags.DEFINE_list("finetune_flags", None, "Extra flags for every fine-tuning "

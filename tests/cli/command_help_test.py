@@ -139,7 +139,8 @@ def test_a_missing_required_flag_is_named_and_exits_2():
   code, _, err, _, _ = launch("script", "rembert_tf.cli.run_ablation",
                               "--output_dir", "x", "--learning_rates", "1e-5,a")
   assert code == 2 and err.startswith(
-      "rembert-run-ablation: error: --learning_rates 1e-5,a: "), err
+      "rembert-run-ablation: error: --learning_rates 1e-5,a: expected "
+      "comma-separated numbers"), err
 
 
 @pytest.mark.parametrize("how,target,args,name,says", [
