@@ -188,27 +188,25 @@ class RemBertMaskedLMPreprocessorTest(TestCase):
 
   def test_preprocessor_basics(self):
     tokenizer = make_tokenizer()
-    pieces = TOKENIZERS["project"]["pieces"][0][:4]
-    text = tokenizer.detokenize([pieces])
-    text = [text[0] if isinstance(text[0], str) else text[0].decode()]
-    length = len(tokenizer(text)[0])
+    text = ["the cat sleeps"]
+    ids = [int(i) for i in tokenizer(text)[0]]
+    n = len(ids)
     mask = tokenizer.mask_token_id
     cls, sep, pad = (tokenizer.cls_token_id, tokenizer.sep_token_id,
                      tokenizer.pad_token_id)
-    ids = [int(i) for i in tokenizer(text)[0]]
-    self.assertEqual(length, 4)
+    # Every piece masked (the selection is random below that).
+    self.init_kwargs = {"tokenizer": tokenizer, "mask_selection_rate": 1.0,
+                        "mask_token_rate": 1.0, "random_token_rate": 0.0,
+                        "mask_selection_length": n, "sequence_length": n + 4}
     self.run_preprocessor_test(
-        cls=rk.RemBertMaskedLMPreprocessor,
-        init_kwargs={"tokenizer": tokenizer, "mask_selection_rate": 1.0,
-                     "mask_token_rate": 1.0, "random_token_rate": 0.0,
-                     "mask_selection_length": 4, "sequence_length": 8},
+        cls=rk.RemBertMaskedLMPreprocessor, init_kwargs=self.init_kwargs,
         input_data=text,
         expected_output=(
-            {"token_ids": [[cls, mask, mask, mask, mask, sep, pad, pad]],
-             "segment_ids": [[0] * 8],
-             "padding_mask": [[1] * 6 + [0] * 2],
-             "mask_positions": [[1, 2, 3, 4]]},
-            [ids], [[1.0] * 4]))
+            {"token_ids": [[cls] + [mask] * n + [sep, pad, pad]],
+             "segment_ids": [[0] * (n + 4)],
+             "padding_mask": [[1] * (n + 2) + [0] * 2],
+             "mask_positions": [list(range(1, n + 1))]},
+            [ids], [[1.0] * n]))
 
 
 class RemBertMaskedLMHeadTest(TestCase):
@@ -227,9 +225,10 @@ class RemBertMaskedLMHeadTest(TestCase):
 
 
 def masked_lm_preprocessor(tokenizer, sequence_length=10):
+  """Every piece masked: deterministic (the selection is random below)."""
   return rk.RemBertMaskedLMPreprocessor(
       tokenizer, mask_selection_rate=1.0, mask_token_rate=1.0,
-      random_token_rate=0.0, mask_selection_length=5,
+      random_token_rate=0.0, mask_selection_length=sequence_length - 2,
       sequence_length=sequence_length)
 
 

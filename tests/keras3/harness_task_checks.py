@@ -51,7 +51,7 @@ class RemBertMaskedLMTest(TestCase):
     self.run_task_test(
         cls=rk.RemBertMaskedLM, init_kwargs=self.init_kwargs,
         train_data=self.train_data,
-        expected_output_shape=(2, 5, self.backbone.vocabulary_size))
+        expected_output_shape=(2, 8, self.backbone.vocabulary_size))
 
   def test_saved_model(self):
     self.run_model_saving_test(cls=rk.RemBertMaskedLM,
