@@ -21,6 +21,14 @@ fi
 # with --verbose) and by tests/conftest.py.
 cmd=${1:-}
 shift || true
+# The tests' own packages (CPU PyTorch, keras-hub's harness): test runs only.
+test_stamp=".venv/.test-install-stamp"
+test_want="$(sha256sum tests/requirements-keras3.txt | cut -d' ' -f1)"
+if [ "$cmd" = test ] && { [ ! -f "$test_stamp" ] || [ "$(cat "$test_stamp")" != "$test_want" ]; }; then
+  echo "[run.sh] installing the test packages (tests/requirements-keras3.txt) into .venv"
+  .venv/bin/python -m pip install --quiet -r tests/requirements-keras3.txt
+  echo "$test_want" > "$test_stamp"
+fi
 case "$cmd" in
   demo) exec .venv/bin/python -m rembert_tf.demo "$@" ;;
   test) exec .venv/bin/python -m pytest -q tests "$@" ;;

@@ -36,7 +36,7 @@ converter.convert_checkpoint("tf1", "keras_hub", "rembert/model.ckpt",
 """
 import contextlib
 import json
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 import h5py
 import numpy as np
@@ -46,6 +46,7 @@ from rembert_tf.common import console
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.conversion import weight_layout
+from rembert_tf.keras_hub import canonical_weights
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_masked_lm
 from rembert_tf.keras_hub import rembert_masked_lm_preprocessor
@@ -72,59 +73,6 @@ def _skeleton_config(cfg) -> Dict:
                 num_segments=1, hidden_dim=2 * heads if projected else heads,
                 embedding_dim=1 if projected else heads)
   return values
-
-
-def _block_variables(prefix: str, block) -> List[Tuple[str, object]]:
-  """(canonical name, Keras variable) of keras-hub's TransformerEncoder."""
-  attention = block._self_attention_layer  # pylint: disable=protected-access
-  pairs = []
-  for part, dense in (("query", attention.query_dense),
-                      ("key", attention.key_dense),
-                      ("value", attention.value_dense)):
-    pairs += [(f"{prefix}/attention/self/{part}/kernel", dense.kernel),
-              (f"{prefix}/attention/self/{part}/bias", dense.bias)]
-  layers = (
-      ("attention/output/dense", attention.output_dense),
-      ("attention/output/LayerNorm", block._self_attention_layer_norm),  # pylint: disable=protected-access
-      ("intermediate/dense", block._feedforward_intermediate_dense),  # pylint: disable=protected-access
-      ("output/dense", block._feedforward_output_dense),  # pylint: disable=protected-access
-      ("output/LayerNorm", block._feedforward_layer_norm))  # pylint: disable=protected-access
-  for name, layer in layers:
-    pairs += _layer_variables(f"{prefix}/{name}", layer)
-  return pairs
-
-
-def _layer_variables(prefix: str, layer) -> List[Tuple[str, object]]:
-  if hasattr(layer, "gamma"):
-    return [(prefix + "/gamma", layer.gamma), (prefix + "/beta", layer.beta)]
-  return [(prefix + "/kernel", layer.kernel), (prefix + "/bias", layer.bias)]
-
-
-def canonical_variables(backbone, head=None) -> List[Tuple[str, object]]:
-  """(canonical name, Keras variable) of a RemBertBackbone [+ its MLM head],
-  in the canonical names of `weight_layout`."""
-  pairs = [
-      ("bert/embeddings/word_embeddings", backbone.token_embedding.embeddings),
-      ("bert/embeddings/position_embeddings",
-       backbone.position_embedding.position_embeddings),
-      ("bert/embeddings/token_type_embeddings",
-       backbone.segment_embedding.embeddings)]
-  pairs += _layer_variables("bert/embeddings/LayerNorm",
-                            backbone.embeddings_layer_norm)
-  if backbone.embeddings_projection is not None:
-    pairs += _layer_variables("bert/encoder/embedding_hidden_mapping_in",
-                              backbone.embeddings_projection)
-  for i, block in enumerate(backbone.transformer_layers):
-    pairs += _block_variables(f"bert/encoder/layer_{i}", block)
-  pairs += _layer_variables("bert/pooler/dense", backbone.pooled_dense)
-  if head is not None:
-    pairs += _layer_variables("cls/predictions/transform/dense",
-                              head.transform_dense)
-    pairs += _layer_variables("cls/predictions/transform/LayerNorm",
-                              head.transform_layer_norm)
-    pairs += [("cls/predictions/output_embedding", head.output_embedding),
-              ("cls/predictions/output_bias", head.output_bias)]
-  return pairs
 
 
 def keras_shape(name: str, canonical_shape, cfg) -> Tuple[int, ...]:
@@ -166,7 +114,7 @@ def _build_skeleton(cfg, with_output_side, sp_bytes):
     model = rembert_masked_lm.RemBertMaskedLM(
         backbone, output_embedding_dim=1, preprocessor=preprocessor)
     head = model.masked_lm_head
-  pairs = canonical_variables(backbone, head)
+  pairs = canonical_weights.canonical_variables(backbone, head)
   for index, (_, variable) in enumerate(pairs):
     variable.assign(np.full(variable.shape, MARKER + index, np.float32))
   return model, tokenizer, pairs

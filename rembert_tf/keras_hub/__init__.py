@@ -4,7 +4,8 @@ Runs on every Keras 3 backend (TensorFlow, JAX, PyTorch); imports Keras 3 and
 keras-hub only (no tf-keras, none of the project's TensorFlow modeling code).
 Presets come from this project's checkpoints, Hugging Face or the released
 TF1 checkpoint through `rembert-convert --to keras_hub` (see
-docs/keras_hub.md).
+docs/keras_hub.md); a Hugging Face RemBERT folder also loads directly with
+`from_preset` (`transformers_checkpoint`).
 
 | class                                  | what it is                                     |
 | -------------------------------------- | ---------------------------------------------- |
@@ -45,6 +46,10 @@ from rembert_tf.keras_hub.rembert_token_classifier import RemBertTokenClassifier
 from rembert_tf.keras_hub.rembert_token_classifier_preprocessor import (
     RemBertTokenClassifierPreprocessor)
 from rembert_tf.keras_hub.rembert_tokenizer import RemBertTokenizer
+from rembert_tf.keras_hub import transformers_checkpoint
+
+# Hugging Face RemBERT folders load through every class's from_preset.
+transformers_checkpoint.install()
 
 __all__ = [
     "RemBertBackbone", "RemBertMaskedLM", "RemBertMaskedLMHead",

@@ -17,9 +17,11 @@ records (the SQuAD recipe of BERT):
 * each window records, per context piece, whether this window gives it its
   most context (the "max context" rule), so answers are read once.
 
-`encode` returns every window (`SpanFeatures`); calling the layer on an
-encoded dict passes it through (what `fit` and `predict` see), and on
-`(questions, contexts)` strings keeps the first window of each.
+`encode` returns every window (`SpanFeatures`). Calling the layer on
+`(questions, contexts)` strings (one example or a batch, in Python and
+inside `tf.data`, so `fit` / `predict` take raw strings) keeps one window per
+example: with training answers `y = (answer_starts, answer_texts)`, the first
+window holding the answer, else the first. An encoded dict passes through.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -39,7 +41,9 @@ from typing import Dict, List, Optional, Sequence
 import keras
 import keras_hub
 import numpy as np
+import tensorflow as tf  # keras-hub's preprocessing runs on tf.data
 
+from rembert_tf.keras_hub import example_batching
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_tokenizer
 
@@ -125,8 +129,14 @@ class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
   def encode(self, questions: Sequence[str], contexts: Sequence[str],
              answer_starts: Optional[Sequence[int]] = None,
              answer_texts: Optional[Sequence[str]] = None,
-             first_window_only: bool = False) -> SpanFeatures:
-    """Questions and contexts (and training answers) -> `SpanFeatures`."""
+             one_window_each: bool = False) -> SpanFeatures:
+    """Questions and contexts (and training answers) -> `SpanFeatures`.
+
+    one_window_each: one row per example (what `fit` and `predict` on raw
+      strings see): the first window holding the answer, else the first
+      window; a question whose answer covers no piece keeps its row, with
+      the answer at `[CLS]`.
+    """
     rows, starts, ends, windows, skipped = [], [], [], [], 0
     query_pieces = self.tokenizer.piece_ids(list(questions))
     for example, (query, context) in enumerate(zip(query_pieces, contexts)):
@@ -138,39 +148,53 @@ class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
         answer = self._answer_pieces(char_starts, char_ends,
                                      answer_starts[example],
                                      answer_texts[example])
-        if answer is None:
+        if answer is None and not one_window_each:
           skipped += 1
           continue
-      room = self.sequence_length - len(query) - 3
-      if room <= 0:
-        raise ValueError(
-            f"sequence_length {self.sequence_length} leaves no room for the "
-            f"context after a {len(query)}-piece question; raise "
-            "sequence_length or lower max_query_length.")
-      offsets = window_starts(len(doc), room, self.doc_stride)
-      lengths = [min(room, len(doc) - o) for o in offsets]
-      doc_offset = len(query) + 2
-      for index, (offset, length) in enumerate(zip(offsets, lengths)):
-        rows.append(([self.tokenizer.cls_token_id] + query
-                     + [self.tokenizer.sep_token_id]
-                     + doc[offset:offset + length]
-                     + [self.tokenizer.sep_token_id], doc_offset))
-        start = end = 0
-        if answer is not None and offset <= answer[0] and (
-            answer[1] < offset + length):
-          start, end = (answer[0] - offset + doc_offset,
-                        answer[1] - offset + doc_offset)
+      kept = self._windows(example, query, doc, char_starts, char_ends,
+                           answer, at_least_one=one_window_each)
+      if one_window_each:
+        holding = [w for w in kept if w[1] > 0]
+        kept = (holding or kept)[:1]
+      for row, start, end, window in kept:
+        rows.append(row)
         starts.append(start)
         ends.append(end)
-        windows.append(SpanWindow(
-            example, doc_offset, char_starts[offset:offset + length],
-            char_ends[offset:offset + length],
-            [is_max_context(offsets, lengths, index, offset + i)
-             for i in range(length)]))
-        if first_window_only:
-          break
+        windows.append(window)
     return SpanFeatures(self._pack(rows), np.array(starts, np.int32),
                         np.array(ends, np.int32), windows, skipped)
+
+  def _windows(self, example, query, doc, char_starts, char_ends, answer,
+               at_least_one=False):
+    """(row, answer start, answer end, SpanWindow) of each window (an empty
+    context has none, or, `at_least_one`, one without context pieces)."""
+    room = self.sequence_length - len(query) - 3
+    if room <= 0:
+      raise ValueError(
+          f"sequence_length {self.sequence_length} leaves no room for the "
+          f"context after a {len(query)}-piece question; raise "
+          "sequence_length or lower max_query_length.")
+    offsets = window_starts(len(doc), room, self.doc_stride)
+    if at_least_one and not offsets:
+      offsets = [0]
+    lengths = [min(room, len(doc) - o) for o in offsets]
+    doc_offset = len(query) + 2
+    out = []
+    for index, (offset, length) in enumerate(zip(offsets, lengths)):
+      row = ([self.tokenizer.cls_token_id] + query
+             + [self.tokenizer.sep_token_id] + doc[offset:offset + length]
+             + [self.tokenizer.sep_token_id], doc_offset)
+      start = end = 0
+      if answer is not None and offset <= answer[0] and (
+          answer[1] < offset + length):
+        start, end = (answer[0] - offset + doc_offset,
+                      answer[1] - offset + doc_offset)
+      out.append((row, start, end, SpanWindow(
+          example, doc_offset, char_starts[offset:offset + length],
+          char_ends[offset:offset + length],
+          [is_max_context(offsets, lengths, index, offset + i)
+           for i in range(length)])))
+    return out
 
   @staticmethod
   def _answer_pieces(char_starts, char_ends, answer_start, answer_text):
@@ -192,18 +216,41 @@ class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
     return {"token_ids": token_ids, "segment_ids": segment_ids,
             "padding_mask": padding_mask}
 
+  def _encode_arrays(self, questions, contexts, answer_starts=None,
+                     answer_texts=None):
+    """A batch -> token ids, segment ids, padding mask, answer start and end:
+    one row per example (`encode(..., one_window_each=True)`)."""
+    features = self.encode(questions, contexts, answer_starts, answer_texts,
+                           one_window_each=True)
+    return (features.inputs["token_ids"], features.inputs["segment_ids"],
+            features.inputs["padding_mask"], features.start_positions,
+            features.end_positions)
+
   def call(self, x, y=None, sample_weight=None):
+    """x: `(questions, contexts)`, one string each or a batch; y (training):
+    `(answer_starts, answer_texts)`, the answer's first character in the
+    context and its text. Returns the backbone inputs and, with y,
+    `{"start_logits": start piece, "end_logits": end piece}`."""
     if isinstance(x, dict):   # already encoded (fit / predict on windows)
       return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+    parts = list(x) + ([] if y is None else list(y))
     if self._use_tf_workflow():
-      raise ValueError(
-          "RemBertQuestionAnswererPreprocessor encodes raw (question, "
-          "context) strings in Python only; call `encode` first and pass its "
-          "`inputs` to fit / predict.")
-    questions, contexts = (_strings(part) for part in x)
-    features = self.encode(questions, contexts, first_window_only=True)
-    return keras.utils.pack_x_y_sample_weight(features.inputs, y,
-                                              sample_weight)
+      single = tf.convert_to_tensor(parts[0]).shape.rank == 0
+      arrays = example_batching.encode_in_graph(
+          self._encode_arrays, parts, [1] * len(parts), single,
+          [tf.int32] * 5, [[self.sequence_length]] * 3 + [[]] * 2)
+    else:
+      parts = [example_batching.to_python(p) for p in parts]
+      single = isinstance(parts[0], str)
+      arrays = self._encode_arrays(*([p] for p in parts) if single else parts)
+      if single:
+        arrays = example_batching.unbatch(arrays)
+    token_ids, segment_ids, padding_mask, starts, ends = arrays
+    inputs = {"token_ids": token_ids, "segment_ids": segment_ids,
+              "padding_mask": padding_mask}
+    labels = None if y is None else {"start_logits": starts,
+                                     "end_logits": ends}
+    return keras.utils.pack_x_y_sample_weight(inputs, labels, sample_weight)
 
   def get_config(self):
     config = super().get_config()
@@ -212,9 +259,3 @@ class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
                   max_query_length=self.max_query_length)
     return config
 
-
-def _strings(values) -> List[str]:
-  if hasattr(values, "numpy"):
-    values = values.numpy()
-  values = np.asarray(values).reshape([-1]).tolist()
-  return [v.decode("utf-8") if isinstance(v, bytes) else v for v in values]

@@ -13,8 +13,11 @@ the labelling is RemBERT's own, the same as the project's tagging records:
   sentence stays one example inside `fit`.
 
 Calling it returns `(x, y, sample_weight)`: `y` the per-piece class ids (0
-where ignored) and `sample_weight` 1 at first pieces, 0 elsewhere. A dict
-input (already encoded) passes through unchanged.
+where ignored) and `sample_weight` 1 at first pieces, 0 elsewhere (times a
+given per-sentence weight). It takes one sentence (a list of words) or a
+batch, in Python and inside `tf.data` (`Dataset.map(preprocessor)`); one
+sentence comes back without the batch axis. A dict input (already encoded)
+passes through unchanged.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -36,6 +39,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf  # keras-hub's preprocessing runs on tf.data
 
+from rembert_tf.keras_hub import example_batching
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_tokenizer
 
@@ -58,18 +62,6 @@ class TaggedFeatures:
   inputs: Dict[str, np.ndarray]
   labels: np.ndarray
   rows: List[TaggedRow]
-
-
-def _as_python(values):
-  """Tensors / arrays of strings or ints -> nested Python lists."""
-  if hasattr(values, "to_list"):             # tf.RaggedTensor
-    values = values.to_list()
-  elif hasattr(values, "numpy"):
-    values = values.numpy().tolist()
-  elif isinstance(values, np.ndarray):
-    values = values.tolist()
-  return [[v.decode("utf-8") if isinstance(v, bytes) else v for v in row]
-          for row in values]
 
 
 @keras.saving.register_keras_serializable(package="rembert_tf")
@@ -142,55 +134,45 @@ class RemBertTokenClassifierPreprocessor(keras_hub.models.Preprocessor):
     return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
             "padding_mask": padding_mask}
 
-  def _encode_batch(self, words, tags):
-    """-> (inputs, labels 0 where ignored, weights): one row per sentence."""
-    features = self.encode(_as_python(words),
-                           None if tags is None else _as_python(tags),
-                           split_long=False)
-    weights = (features.labels != IGNORED_LABEL).astype("float32")
-    return (features.inputs, np.maximum(features.labels, 0), weights)
+  def _encode_arrays(self, words, tags=None):
+    """A batch of sentences -> token ids, segment ids, padding mask, labels
+    (0 where ignored), first-piece weights: one row per sentence."""
+    features = self.encode(words, tags, split_long=False)
+    return (features.inputs["token_ids"], features.inputs["segment_ids"],
+            features.inputs["padding_mask"],
+            np.maximum(features.labels, 0).astype("int32"),
+            (features.labels != IGNORED_LABEL).astype("float32"))
 
   def call(self, x, y=None, sample_weight=None):
     if isinstance(x, dict):   # already encoded
       return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
     if self._use_tf_workflow():
-      return self._call_in_graph(x, y)
-    inputs, labels, weights = self._encode_batch(x, y)
-    if y is None:
-      return inputs
-    return inputs, labels, weights
-
-  def _call_in_graph(self, x, y):
-    """Inside `tf.data` (fit on raw words): the same encoding as a
-    `tf.numpy_function` on the ragged batch."""
-    words = x if isinstance(x, tf.RaggedTensor) else (
-        tf.RaggedTensor.from_tensor(x))
-    has_tags = y is not None
-    tags = words.with_flat_values(tf.zeros_like(words.flat_values, tf.int32))
-    if has_tags:
-      tags = y if isinstance(y, tf.RaggedTensor) else (
-          tf.RaggedTensor.from_tensor(y))
-
-    def encode(flat_words, word_splits, flat_tags, tag_splits):
-      split = lambda flat, splits: [flat[a:b].tolist() for a, b in
-                                    zip(splits[:-1], splits[1:])]
-      inputs, labels, weights = self._encode_batch(
-          split(flat_words, word_splits),
-          split(flat_tags, tag_splits) if has_tags else None)
-      return (inputs["token_ids"], inputs["segment_ids"],
-              inputs["padding_mask"], labels.astype("int32"), weights)
-
-    outputs = tf.numpy_function(
-        encode, [words.flat_values, words.row_splits,
-                 tf.cast(tags.flat_values, tf.int32), tags.row_splits],
-        [tf.int32, tf.int32, tf.int32, tf.int32, tf.float32])
-    for tensor in outputs:
-      tensor.set_shape([None, self.sequence_length])
-    token_ids, segment_ids, padding_mask, labels, weights = outputs
+      single = x.shape.rank == 1   # one sentence of words
+      arrays = example_batching.encode_in_graph(
+          self._encode_arrays, [x] if y is None else [x, y],
+          [2] if y is None else [2, 2], single,
+          [tf.int32] * 4 + [tf.float32], [[self.sequence_length]] * 5)
+      if sample_weight is not None:
+        sample_weight = tf.cast(sample_weight, tf.float32)[..., tf.newaxis]
+    else:
+      words = example_batching.to_python(x)
+      tags = None if y is None else example_batching.to_python(y)
+      single = bool(words) and isinstance(words[0], str)
+      if single:
+        words, tags = [words], None if tags is None else [tags]
+      arrays = self._encode_arrays(words, tags)
+      if single:
+        arrays = example_batching.unbatch(arrays)
+      if sample_weight is not None:
+        sample_weight = np.asarray(example_batching.to_python(sample_weight),
+                                   "float32")[..., None]
+    token_ids, segment_ids, padding_mask, labels, weights = arrays
     inputs = {"token_ids": token_ids, "segment_ids": segment_ids,
               "padding_mask": padding_mask}
-    if not has_tags:
+    if y is None:
       return inputs
+    if sample_weight is not None:
+      weights = weights * sample_weight
     return inputs, labels, weights
 
   def get_config(self):

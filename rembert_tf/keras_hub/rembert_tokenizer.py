@@ -64,6 +64,8 @@ class RemBertTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
     self._add_special_token("[CLS]", "start_token")
     self._add_special_token("[SEP]", "end_token")
     super().__init__(proto=proto, **kwargs)
+    if not hasattr(self, "unk_token_id"):   # no vocabulary yet (from_config)
+      self.unk_token_id = None
 
   def _update_special_token_ids(self):
     """Picks each role's piece among its accepted names, then the ids."""

@@ -4,8 +4,9 @@ This process holds TensorFlow with tf-keras (tests/conftest.py), so Keras 3
 runs elsewhere: this module writes the fixtures and the references of the
 project's own code, converts checkpoints to keras-hub presets with
 `rembert-convert --to keras_hub` (its own process), then runs
-`backend_checks.py` in one process per backend (`KERAS_BACKEND`), and scores
-the XTREME predictions those processes write with the project's scorer.
+`backend_checks.py` and keras-hub's own harness (`harness_*checks.py`) in one
+process per backend (`KERAS_BACKEND`), scores the XTREME predictions those
+processes write with the project's scorer and counts the harness's tests.
 
 | fixture          | source                                          | checked against                     |
 | ---------------- | ----------------------------------------------- | ----------------------------------- |
@@ -46,6 +47,18 @@ from rembert_tf.modeling import rembert_pretrainer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CHECKS = pathlib.Path(__file__).with_name("backend_checks.py")
+HARNESS = [pathlib.Path(__file__).with_name(name) for name in
+           ("harness_checks.py", "harness_task_checks.py")]
+# The classes keras-hub's harness runs on (HARNESS), each with at least one
+# harness method that runs.
+HARNESS_CLASSES = [
+    "RemBertBackboneTest", "RemBertTokenizerTest",
+    "RemBertTextClassifierPreprocessorTest", "RemBertTextClassifierTest",
+    "RemBertMaskedLMPreprocessorTest", "RemBertMaskedLMHeadTest",
+    "RemBertMaskedLMTest", "RemBertMaskedLMPresetTest",
+    "RemBertTokenClassifierPreprocessorTest", "RemBertTokenClassifierTest",
+    "RemBertQuestionAnswererPreprocessorTest", "RemBertQuestionAnswererTest",
+    "RemBertTransformersCheckpointTest"]
 TOLERANCE = 1e-5
 SEQ_LENGTH = 24   # packed length of the tokenizer checks
 # XTREME windows small enough that XQuAD contexts span several windows.
@@ -287,8 +300,9 @@ def _run_backends(root: pathlib.Path):
     out = root / f"run_{backend}"
     out.mkdir()
     children[backend] = (out, _start(
-        [sys.executable, "-m", "pytest", "-q", "-x", "--noconftest", "-p",
-         "no:cacheprovider", "--rootdir", CHECKS.parent, CHECKS],
+        [sys.executable, "-m", "pytest", "-q", "-x", "-rs", "--noconftest",
+         "-p", "no:cacheprovider", "--rootdir", CHECKS.parent,
+         f"--junitxml={out / 'junit.xml'}", CHECKS, *HARNESS],
         root / f"{backend}.log", KERAS_BACKEND=backend,
         REMBERT_KERAS_FIXTURES=str(root), REMBERT_KERAS_OUTPUT=str(out)))
   for backend, (out, child) in children.items():
@@ -316,6 +330,9 @@ def keras_fixtures(tmp_path_factory, checkpoint_dir, download_dir, sp_model):
                                sources / "same_width_rembert_tf",
                                sources / "same_width", encoder_only=True)
   _without_pooler(sources / "same_width", sources / "no_pooler")
+  # A Hugging Face folder with the output side (RemBertForMaskedLM).
+  converter.convert_checkpoint("rembert_tf", "hf", sources / "tiny",
+                               sources / "tiny_hf")
   prefix, references["released"], encoder_parameters = _released_source(
       sources / "released", tiny)
   for name, reference in references.items():
@@ -374,6 +391,51 @@ def test_backend(backend, keras_fixtures, capsys):
         report["losses"].items()))
     print(f"[{backend}] PAN-X F1 {scores['panx']['f1']}, XQuAD F1 "
           f"{scores['xquad']['f1']}")
+
+
+def _harness_results(junit: pathlib.Path):
+  """The harness's tests in the junit report: class -> (ran, skipped
+  with reasons, failed)."""
+  import xml.etree.ElementTree as ElementTree  # pylint: disable=g-import-not-at-top
+  results = {}
+  for case in ElementTree.parse(junit).iter("testcase"):
+    if not case.get("classname", "").startswith(tuple(
+        f"{path.stem}." for path in HARNESS)) or (
+        case.get("name") == "test_session"):   # tf.test.TestCase's, not a test
+      continue
+    ran, skipped, failed = results.setdefault(
+        case.get("classname").split(".")[-1], ([], [], []))
+    skip = case.find("skipped")
+    if skip is not None:
+      skipped.append((case.get("name"), skip.get("message", "")))
+    elif case.find("failure") is not None or case.find("error") is not None:
+      failed.append(case.get("name"))
+    else:
+      ran.append(case.get("name"))
+  return results
+
+
+@pytest.mark.parametrize("backend", sorted(BACKEND_MODULES))
+def test_keras_hub_harness(backend, keras_fixtures, capsys):
+  """keras-hub's own TestCase methods on every class: all ran, or a skip
+  that says why."""
+  out, result = keras_fixtures["runs"][backend]
+  if out is None:
+    pytest.skip(result)
+  if isinstance(result, AssertionError):
+    raise result
+  results = _harness_results(out / "junit.xml")
+  assert sorted(results) == sorted(HARNESS_CLASSES), sorted(results)
+  for name, (ran, skipped, failed) in results.items():
+    assert ran and not failed, (backend, name, ran, failed)
+    assert all(reason.strip() for _, reason in skipped), (name, skipped)
+  with capsys.disabled():
+    total = [sum(len(r[i]) for r in results.values()) for i in range(2)]
+    print(f"\n[{backend}] keras-hub harness: {total[0]} ran, {total[1]} "
+          "skipped: " + "; ".join(
+              f"{name} {len(ran)}" + "".join(
+                  f" (skipped {test}: {reason})" for test, reason in skipped)
+              for name, (ran, skipped, _) in sorted(results.items())))
 
 
 def test_converted_preset_layout(keras_fixtures):

@@ -1,0 +1,270 @@
+"""keras-hub's own test harness on every class of rembert_tf.keras_hub: tasks.
+
+The tasks (`run_task_test`, `run_model_saving_test`, `save_to_preset` round
+trips) and Hugging Face folders through `from_preset`; the inputs and
+fixtures are harness_checks.py's. Run by keras_backends_test.py, one process
+per Keras backend.
+"""
+import os
+
+import pytest
+
+if not os.environ.get("REMBERT_KERAS_FIXTURES"):   # before Keras 3 is imported
+  pytest.skip("run by tests/keras3/keras_backends_test.py (it writes the "
+              "fixtures)", allow_module_level=True)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import keras
+import numpy as np
+from keras_hub.src.tests.test_case import TestCase
+
+from harness_checks import ANSWER_STARTS
+from harness_checks import ANSWERS
+from harness_checks import CONTEXTS
+from harness_checks import PRESET
+from harness_checks import QUESTIONS
+from harness_checks import ROOT
+from harness_checks import SENTENCES
+from harness_checks import TAGS
+from harness_checks import WORDS
+from harness_checks import make_backbone
+from harness_checks import make_tokenizer
+from harness_checks import masked_lm_preprocessor
+from harness_checks import qa_preprocessor
+from rembert_tf import keras_hub as rk
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+
+class RemBertMaskedLMTest(TestCase):
+
+  def setUp(self):
+    tokenizer = make_tokenizer()
+    self.preprocessor = masked_lm_preprocessor(tokenizer)
+    self.backbone = make_backbone(tokenizer.vocabulary_size(), embedding_dim=4)
+    self.init_kwargs = {"preprocessor": self.preprocessor,
+                        "backbone": self.backbone,
+                        "output_embedding_dim": 6}
+    self.train_data = (SENTENCES,)
+    self.input_data = self.preprocessor(*self.train_data)[0]
+
+  def test_masked_lm_basics(self):
+    self.run_task_test(
+        cls=rk.RemBertMaskedLM, init_kwargs=self.init_kwargs,
+        train_data=self.train_data,
+        expected_output_shape=(2, 8, self.backbone.vocabulary_size))
+
+  def test_saved_model(self):
+    self.run_model_saving_test(cls=rk.RemBertMaskedLM,
+                               init_kwargs=self.init_kwargs,
+                               input_data=self.input_data)
+
+  def test_converted_preset(self):
+    reference = np.load(ROOT / "reference_tiny.npz")
+    input_data = {"token_ids": reference["ids"],
+                  "segment_ids": reference["types"],
+                  "padding_mask": reference["mask"],
+                  "mask_positions": reference["positions"]}
+    self.run_preset_test(cls=rk.RemBertMaskedLM, preset=PRESET,
+                         input_data=input_data,
+                         expected_output_shape=reference["mlm_logits"].shape)
+    self.assertAllClose(rk.RemBertMaskedLM.from_preset(PRESET)(input_data),
+                        reference["mlm_logits"], atol=1e-5, rtol=0)
+
+
+class RemBertTextClassifierTest(TestCase):
+
+  def setUp(self):
+    tokenizer = make_tokenizer()
+    self.preprocessor = rk.RemBertTextClassifierPreprocessor(
+        tokenizer, sequence_length=10)
+    self.backbone = make_backbone(tokenizer.vocabulary_size())
+    self.init_kwargs = {"preprocessor": self.preprocessor,
+                        "backbone": self.backbone, "num_classes": 3}
+    self.train_data = (SENTENCES, [2, 0])
+    self.input_data = self.preprocessor(*self.train_data)[0]
+
+  def test_classifier_basics(self):
+    self.run_task_test(cls=rk.RemBertTextClassifier,
+                       init_kwargs=self.init_kwargs,
+                       train_data=self.train_data, expected_output_shape=(2, 3))
+
+  def test_saved_model(self):
+    self.run_model_saving_test(cls=rk.RemBertTextClassifier,
+                               init_kwargs=self.init_kwargs,
+                               input_data=self.input_data)
+
+  def test_save_to_preset_round_trip(self):
+    _preset_round_trip(self, rk.RemBertTextClassifier(**self.init_kwargs),
+                       self.train_data[0])
+
+
+def _preset_round_trip(test, task, raw_inputs):
+  """`save_to_preset` then `from_preset`: the same class, weights and
+  predictions on raw inputs (the preprocessor comes back too)."""
+  path = os.path.join(test.get_temp_dir(), type(task).__name__)
+  task.save_to_preset(path)
+  restored = type(task).from_preset(path)
+  test.assertIsInstance(restored, type(task))
+  test.assertIsInstance(restored.preprocessor, type(task.preprocessor))
+  test.assertEqual(len(restored.weights), len(task.weights))
+  test.assertAllClose(task.predict(raw_inputs, verbose=0),
+                      restored.predict(raw_inputs, verbose=0))
+
+
+class RemBertTokenClassifierTest(TestCase):
+
+  def setUp(self):
+    tokenizer = make_tokenizer()
+    self.preprocessor = rk.RemBertTokenClassifierPreprocessor(
+        tokenizer, sequence_length=16)
+    self.backbone = make_backbone(tokenizer.vocabulary_size())
+    self.init_kwargs = {"preprocessor": self.preprocessor,
+                        "backbone": self.backbone, "num_classes": 7}
+    self.train_data = (WORDS, TAGS)
+    self.input_data = self.preprocessor(*self.train_data)[0]
+
+  def test_token_classifier_basics(self):
+    self.run_task_test(cls=rk.RemBertTokenClassifier,
+                       init_kwargs=self.init_kwargs,
+                       train_data=self.train_data,
+                       expected_output_shape=(2, 16, 7))
+
+  def test_saved_model(self):
+    self.run_model_saving_test(cls=rk.RemBertTokenClassifier,
+                               init_kwargs=self.init_kwargs,
+                               input_data=self.input_data)
+
+  def test_save_to_preset_round_trip(self):
+    _preset_round_trip(self, rk.RemBertTokenClassifier(**self.init_kwargs),
+                       WORDS)
+
+
+class RemBertQuestionAnswererTest(TestCase):
+
+  def setUp(self):
+    tokenizer = make_tokenizer()
+    self.preprocessor = qa_preprocessor(tokenizer)
+    self.backbone = make_backbone(tokenizer.vocabulary_size(),
+                              max_sequence_length=24)
+    self.init_kwargs = {"preprocessor": self.preprocessor,
+                        "backbone": self.backbone}
+    self.train_data = ((QUESTIONS, CONTEXTS), (ANSWER_STARTS, ANSWERS))
+    self.input_data = self.preprocessor(*self.train_data)[0]
+
+  def test_question_answerer_basics(self):
+    self.run_task_test(
+        cls=rk.RemBertQuestionAnswerer, init_kwargs=self.init_kwargs,
+        train_data=self.train_data,
+        expected_output_shape={"start_logits": (2, 24), "end_logits": (2, 24)})
+
+  def test_fits_and_predicts_raw_strings(self):
+    qa = rk.RemBertQuestionAnswerer(**self.init_kwargs)
+    qa.compile(optimizer=keras.optimizers.Adam(1e-2))
+    history = qa.fit(x=(QUESTIONS, CONTEXTS), y=(ANSWER_STARTS, ANSWERS),
+                     batch_size=2, epochs=8, verbose=0)
+    losses = history.history["loss"]
+    self.assertLess(losses[-1], losses[0])
+    logits = qa.predict((QUESTIONS, CONTEXTS), verbose=0)
+    one = qa.predict(x=(QUESTIONS[:1], CONTEXTS[:1]), verbose=0)
+    for key in ("start_logits", "end_logits"):
+      self.assertEqual(tuple(logits[key].shape), (2, 24))
+      self.assertAllClose(one[key][0], logits[key][0], atol=1e-5, rtol=0)
+
+  def test_saved_model(self):
+    self.run_model_saving_test(cls=rk.RemBertQuestionAnswerer,
+                               init_kwargs=self.init_kwargs,
+                               input_data=self.input_data)
+
+  def test_save_to_preset_round_trip(self):
+    _preset_round_trip(self, rk.RemBertQuestionAnswerer(**self.init_kwargs),
+                       (QUESTIONS, CONTEXTS))
+
+
+class RemBertMaskedLMPresetTest(TestCase):
+
+  def test_save_to_preset_round_trip(self):
+    tokenizer = make_tokenizer()
+    masked_lm = rk.RemBertMaskedLM(
+        make_backbone(tokenizer.vocabulary_size(), embedding_dim=4),
+        output_embedding_dim=6,
+        preprocessor=masked_lm_preprocessor(tokenizer))
+    _preset_round_trip(self, masked_lm, SENTENCES)
+
+
+class RemBertTransformersCheckpointTest(TestCase):
+  """Hugging Face folders (`rembert-convert --to hf`) through `from_preset`,
+  against the presets `rembert-convert --to keras_hub` wrote from the same
+  weights."""
+
+  HF = {"tiny": ROOT / "sources" / "tiny_hf",             # E_in < hidden, MLM
+        "same_width": ROOT / "sources" / "same_width"}    # encoder only
+
+  def _inputs(self, name):
+    reference = np.load(ROOT / f"reference_{name}.npz")
+    return {"token_ids": reference["ids"], "segment_ids": reference["types"],
+            "padding_mask": reference["mask"]}, reference["positions"]
+
+  def test_backbone_equals_converted_preset(self):
+    for name, folder in self.HF.items():
+      inputs, _ = self._inputs(name)
+      loaded = rk.RemBertBackbone.from_preset(str(folder))
+      converted = rk.RemBertBackbone.from_preset(
+          str(ROOT / "presets" / name))
+      self.assertEqual({**loaded.get_config(), "name": ""},
+                       {**converted.get_config(), "name": ""})
+      for a, b in zip(loaded.weights, converted.weights):
+        self.assertAllClose(a, b, atol=0, rtol=0)
+      self.assertAllClose(loaded(inputs), converted(inputs), atol=1e-6,
+                          rtol=0)
+
+  def test_masked_lm_and_tasks(self):
+    inputs, positions = self._inputs("tiny")
+    folder, preset = str(self.HF["tiny"]), str(ROOT / "presets" / "tiny")
+    loaded = rk.RemBertMaskedLM.from_preset(folder)
+    converted = rk.RemBertMaskedLM.from_preset(preset)
+    self.assertEqual(loaded.output_embedding_dim, 48)
+    self.assertAllClose(loaded({**inputs, "mask_positions": positions}),
+                        converted({**inputs, "mask_positions": positions}),
+                        atol=1e-6, rtol=0)
+    classifier = rk.RemBertTextClassifier.from_preset(folder, num_classes=2)
+    self.assertAllEqual(
+        classifier.preprocessor(SENTENCES)["token_ids"],
+        rk.RemBertTextClassifierPreprocessor.from_preset(
+            preset, sequence_length=32)(SENTENCES)["token_ids"])
+    self.assertEqual(tuple(classifier.predict(SENTENCES, verbose=0).shape),
+                     (2, 2))
+    qa = rk.RemBertQuestionAnswerer.from_preset(folder)
+    self.assertAllClose(qa.backbone(inputs), converted.backbone(inputs),
+                        atol=1e-6, rtol=0)
+
+  def test_preset_harness_on_the_folder(self):
+    inputs, _ = self._inputs("tiny")
+    self.run_preset_test(
+        cls=rk.RemBertBackbone, preset=str(self.HF["tiny"]),
+        input_data=inputs,
+        expected_output_shape={"sequence_output": (3, 20, 32),
+                               "pooled_output": (3, 32)})
+
+  def test_keras_hub_loader_hook(self):
+    """What the hook relies on: keras-hub opens a Hugging Face folder with
+    the `TransformersPresetLoader` of its module, and that loader calls the
+    converter's functions. Fails when keras-hub changes either."""
+    import inspect  # pylint: disable=g-import-not-at-top
+    from keras_hub.src.utils import preset_utils  # pylint: disable=g-import-not-at-top
+    from keras_hub.src.utils.transformers import preset_loader  # pylint: disable=g-import-not-at-top
+    from rembert_tf.keras_hub import transformers_checkpoint  # pylint: disable=g-import-not-at-top
+    loader = preset_utils.get_preset_loader(str(self.HF["tiny"]))
+    self.assertIsInstance(loader,
+                          transformers_checkpoint.RemBertAwarePresetLoader)
+    self.assertIs(loader.converter, transformers_checkpoint)
+    base = transformers_checkpoint.RemBertAwarePresetLoader.__mro__[1]
+    source = inspect.getsource(base)
+    for call in ("self.converter.convert_backbone_config",
+                 "self.converter.convert_weights",
+                 "self.converter.convert_tokenizer",
+                 "self.converter.backbone_cls"):
+      self.assertIn(call, source)
+    self.assertIn("TransformersPresetLoader",
+                  inspect.getsource(preset_utils.get_preset_loader))
+    self.assertIs(preset_loader.TransformersPresetLoader,
+                  transformers_checkpoint.RemBertAwarePresetLoader)
