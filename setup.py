@@ -12,6 +12,8 @@ INSTALL_REQUIRES = [
     "tf-models-official~=2.20.0",
     "tensorflow-text~=2.20.0",
     "tensorflow-hub~=0.16.1",
+    # tensorflow_hub imports pkg_resources, which setuptools 81 removed.
+    "setuptools<81",
     "tensorflow-datasets~=4.9",
     "sentencepiece~=0.2.0",
     "absl-py>=1.4",
