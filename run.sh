@@ -31,6 +31,8 @@ if [ "$cmd" = test ] && { [ ! -f "$test_stamp" ] || [ "$(cat "$test_stamp")" != 
 fi
 case "$cmd" in
   demo) exec .venv/bin/python -m rembert_tf.demo "$@" ;;
-  test) exec .venv/bin/python -m pytest -q tests "$@" ;;
+  # Two test processes (pytest-xdist), a file's tests in one of them: the
+  # tests wait on subprocesses and files as much as they compute.
+  test) exec .venv/bin/python -m pytest -q -n 2 --dist loadfile tests "$@" ;;
   *) echo "usage: bash run.sh demo|test [args...]" >&2; exit 2 ;;
 esac

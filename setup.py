@@ -58,7 +58,7 @@ setuptools.setup(
     python_requires=">=3.10,<3.13",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest>=8.0"],
+        "test": ["pytest>=8.0", "pytest-xdist>=3.5"],
         # Record creation and the SentencePiece sample on Apache Beam
         # (Dataflow, Flink, Spark, Beam's local runner); 2.60+ runs on
         # Python 3.11 beside TF 2.20's protobuf and numpy.
