@@ -20,6 +20,7 @@ is the project's only hook into keras-hub's internals, and
 tests/keras3/harness_checks.py fails if keras-hub changes what it relies on.
 
 Example:
+<!-- snippet: not run: needs a Hugging Face RemBERT folder (the suite loads a tiny one) -->
 ```python
 from rembert_tf.keras_hub import RemBertMaskedLM
 masked_lm = RemBertMaskedLM.from_preset("hf/rembert")   # a Hugging Face folder

@@ -27,6 +27,7 @@ Builds on `checkpoint_layout.resolve` (which files hold each part) and
 `fileio.copy` (tf.io.gfile).
 
 Example:
+<!-- snippet: not run: needs a pre-training run in runs/pretrain -->
 ```python
 from rembert_tf.modeling import checkpoint_restore, checkpoint_snapshot
 with checkpoint_snapshot.held("runs/pretrain") as source:

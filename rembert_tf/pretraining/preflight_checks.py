@@ -22,6 +22,7 @@ preflight_checks.check_data(config, "train_and_eval")
 preflight_checks.sentencepiece_model_of(config.task.train_data)  # or None
 ```
 """
+import itertools
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -153,8 +154,11 @@ def shard_of_other_shape(data_config) -> Optional[str]:
   the data config reads, described; None if every shard's fits. (A shard of
   other records in the folder fails to parse far into training.)"""
   for path in input_files(data_config.input_path):
-    for raw in tf.data.TFRecordDataset(path).take(1):
-      features = tf.train.Example.FromString(raw.numpy()).features.feature
+    # The record reader, not tf.data: this runs before the strategy is made,
+    # and a multi-worker strategy must be the first to start TensorFlow's
+    # runtime ("Collective ops must be configured at program startup").
+    for raw in itertools.islice(tf.compat.v1.io.tf_record_iterator(path), 1):
+      features = tf.train.Example.FromString(raw).features.feature
       for name, field in _FIXED_LENGTHS:
         wanted = getattr(data_config, field, None)
         if name in features and wanted is not None and (

@@ -38,6 +38,16 @@ def wait_for(predicate, what):
   raise AssertionError(f"{what} never came")
 
 
+def checkpoint_step(model_dir) -> int:
+  """The step of model_dir's newest checkpoint; -1 before the first (or
+  while its state file is being replaced)."""
+  try:
+    latest = tf.train.latest_checkpoint(model_dir)
+  except (tf.errors.OpError, ValueError):
+    return -1
+  return int(latest.rsplit("-", 1)[1]) if latest else -1
+
+
 def rotated_away_once(monkeypatch, model_dir):
   """The first resolve of model_dir returns only once the trainer deleted
   the checkpoints it chose: the read that follows must not use them."""
@@ -75,8 +85,8 @@ def test_readers_of_a_model_dir_whose_trainer_rotates_checkpoints(
       cwd=pretrain_testlib.REPO, env=pretrain_testlib.subprocess_env(),
       stdout=subprocess.DEVNULL, stderr=open(tmp_path / "train.log", "w"))
   try:
-    wait_for(lambda: (tf.train.latest_checkpoint(model_dir) or "").endswith(
-        "ckpt-3"), "the trainer's ckpt-3")
+    # The trainer may save ten checkpoints a second: any step from 3 on.
+    wait_for(lambda: checkpoint_step(model_dir) >= 3, "the trainer's ckpt-3")
     first = rotated_away_once(monkeypatch, model_dir)
     exported = encoder_export.export_encoder(
         model_dir, str(tmp_path / "export"), verify=False)
