@@ -35,7 +35,6 @@ import functools
 import inspect
 import json
 import os
-import shutil
 import sys
 import tempfile
 from typing import (Callable, Iterator, List, Mapping, Optional, Sequence,
@@ -283,12 +282,12 @@ def local_scratch_dir(prefix: str) -> Iterator[str]:
       tag = name[len(prefix):].rsplit("-", 1)[0]
       if fileio.parse_owner(tag) and not output_lock.owner_is_running(
           tag, os.path.join(root, name)):
-        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        fileio.rmtree(os.path.join(root, name))
   path = tempfile.mkdtemp(prefix=f"{prefix}{fileio.owner_tag()}-", dir=root)
   try:
     yield path
   finally:
-    shutil.rmtree(path, ignore_errors=True)
+    fileio.rmtree(path)
 
 
 def swap_in(path: PathLike, *, aside: Sequence[Tuple[str, str]],
