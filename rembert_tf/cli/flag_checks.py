@@ -32,8 +32,6 @@ from absl import flags
 
 from rembert_tf.common import errors
 
-EXIT_USAGE = errors.EXIT_USAGE
-
 # absl's messages for a flag it refuses: `flag --NAME=VALUE: DETAIL`.
 _REFUSED = re.compile(r"flag --([\w.-]+)=(.*?): (.*)$")
 _TYPE_NAMES = {"int": "an integer", "float": "a number"}
@@ -75,13 +73,13 @@ def describe(flag, text: str, detail: str = "") -> Tuple[int, str]:
       value = ast.literal_eval(text)
   except (TypeError, ValueError):
     wanted = f"{kind} {bounds}".strip()
-    return EXIT_USAGE, f"--{flag.name} {text}: not {kind}; give {wanted}."
+    return errors.EXIT_USAGE, f"--{flag.name} {text}: not {kind}; give {wanted}."
   if bounds and parser.is_outside_bounds(value):
     return errors.EXIT_ERROR, f"--{flag.name} {text}: must be {bounds}."
   if not hasattr(parser, "convert"):  # a list or text flag: its format
     if isinstance(value, list) and text.startswith("["):  # absl shows a repr
       text = ",".join(value)
-    return EXIT_USAGE, f"--{flag.name} {text}: {detail}"
+    return errors.EXIT_USAGE, f"--{flag.name} {text}: {detail}"
   return errors.EXIT_ERROR, f"--{flag.name} {text}: {detail}"
 
 
@@ -100,9 +98,9 @@ def explain(error: flags.Error, flag_values=flags.FLAGS) -> Tuple[int, str]:
   if found and found.group(1) in flag_values:
     name, text, detail = found.groups()
     if text == "None" and "must have a value other than None" in detail:
-      return EXIT_USAGE, f"--{name} is required; give it a value."
+      return errors.EXIT_USAGE, f"--{name} is required; give it a value."
     return describe(flag_values[name], text, detail)
-  return EXIT_USAGE, errors.one_line(error)
+  return errors.EXIT_USAGE, errors.one_line(error)
 
 
 def parse_flags(prog: str, argv: Sequence[str]) -> List[str]:

@@ -185,16 +185,14 @@ def corrupt_records_error(config: cfg.ExperimentConfig, mode: str,
                           error: Exception
                           ) -> pretraining_errors.CorruptRecordsError:
   """The error for a `DataLossError` mid-run, naming the shard at fault."""
-  for field, data in data_sections(config, mode):
-    if data.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
-      continue
-    culprit = find_corrupt_shard(data)
-    if culprit:
-      return pretraining_errors.CorruptRecordsError(
-          f"{field}.input_path: record shard {culprit} is corrupted or "
-          "truncated. Recreate the records (rembert-create-pretraining-data "
-          "--overwrite) or copy the shard again, then run the same command: "
-          "it resumes from the newest checkpoint.")
+  found = _first_shard_fault(config, mode, find_corrupt_shard)
+  if found:
+    field, culprit = found
+    return pretraining_errors.CorruptRecordsError(
+        f"{field}.input_path: record shard {culprit} is corrupted or "
+        "truncated. Recreate the records (rembert-create-pretraining-data "
+        "--overwrite) or copy the shard again, then run the same command: "
+        "it resumes from the newest checkpoint.")
   return pretraining_errors.CorruptRecordsError(
       f"reading the records failed ({errors.one_line(error)}); a shard is "
       "corrupted or truncated. Recreate the records.")
@@ -214,16 +212,28 @@ def records_shape_error(config: cfg.ExperimentConfig, mode: str,
                         error: Exception) -> Exception:
   """The error for records that stopped parsing mid-run: the shard named
   when one is of another shape, else `error` itself (not a records fault)."""
+  found = _first_shard_fault(config, mode, shard_of_other_shape)
+  if found:
+    field, other = found
+    return pretraining_errors.PretrainingError(
+        f"{field}.input_path: record shard {other}; the records changed "
+        "under the run. Put back records of the experiment's shape, then "
+        "run the same command: it resumes from the newest checkpoint.")
+  return error
+
+
+def _first_shard_fault(config: cfg.ExperimentConfig, mode: str,
+                       find: Callable[[Any], Optional[str]]
+                       ) -> Optional[Tuple[str, str]]:
+  """(field, shard described by `find`) of the first records section of
+  `mode` in which `find` names a shard; None if none does."""
   for field, data in data_sections(config, mode):
     if data.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
       continue
-    other = shard_of_other_shape(data)
-    if other:
-      return pretraining_errors.PretrainingError(
-          f"{field}.input_path: record shard {other}; the records changed "
-          "under the run. Put back records of the experiment's shape, then "
-          "run the same command: it resumes from the newest checkpoint.")
-  return error
+    described = find(data)
+    if described:
+      return field, described
+  return None
 
 
 # ---------------------------------------------------------------------------
