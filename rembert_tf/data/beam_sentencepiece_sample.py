@@ -48,33 +48,33 @@ except ImportError:  # pragma: no cover - depends on the installation
   beam = None
 
 
-def _file_counts(task, keep):
-  """(language, (lines, bytes)) pairs of one file."""
+def _file_counts(task, options):
+  """(language, (lines, bytes, longest skipped line)) of one file; lines
+  SentencePiece would skip are left out as the local sampler leaves them."""
   _, input_file = task
-  lines: Dict[str, int] = {}
-  for language, document in text_inputs.iter_language_documents(
-      input_file, keep=keep):
-    lines[language] = lines.get(language, 0) + len(document)
-  sizes = text_inputs.file_language_bytes(input_file, keep)
-  if input_file.language:
-    lines.setdefault(input_file.language, 0)
-  return [(l, (lines.get(l, 0), sizes.get(l, 0))) for l in
-          sorted(set(lines) | set(sizes)) if l]
+  counts = sentencepiece_sample.count_languages(
+      [input_file], log=lambda _: None, keep=options.languages,
+      max_line_bytes=options.max_line_bytes)
+  return [(l, (counts.lines.get(l, 0), counts.sizes.get(l, 0),
+               counts.longest_skipped.get(l, 0)))
+          for l in sorted(set(counts.lines) | set(counts.sizes)) if l]
 
 
-def _sum_pairs(pairs):
-  lines = size = 0
-  for n, b in pairs:
+def _sum_counts(triples):
+  lines = size = longest = 0
+  for n, b, skipped in triples:
     lines += n
     size += b
-  return lines, size
+    longest = max(longest, skipped)
+  return lines, size, longest
 
 
 def _rates(unused, per_language, options):
   """Expected repeats of a line per language (step 2)."""
   counts = sentencepiece_sample.LanguageCounts(
       lines={l: v[0] for l, v in per_language},
-      sizes={l: v[1] for l, v in per_language})
+      sizes={l: v[1] for l, v in per_language},
+      longest_skipped={l: v[2] for l, v in per_language if v[2]})
   total = sum(counts.lines.values())
   if total == 0:  # Reported after the run as a TextInputError.
     return {"counts": counts, "probabilities": {}, "rates": {}}
@@ -87,21 +87,24 @@ def _rates(unused, per_language, options):
   return {"counts": counts, "probabilities": probabilities, "rates": rates}
 
 
-def _draw(task, plan, seed, keep):
-  """(unit, line number, language, line) for every copy of a drawn line."""
+def _draw(task, plan, seed, options):
+  """(unit, line number, language, line) for every copy of a drawn line
+  (lines SentencePiece would skip are not drawn)."""
   unit_index, input_file = task
   rng = np.random.default_rng([seed, unit_index])
   rates = plan["rates"]
   line_number = 0
   for language, document in text_inputs.iter_language_documents(
-      input_file, keep=keep):
+      input_file, keep=options.languages):
     rate = rates.get(language, 0.0)
     whole = int(np.floor(rate))
     extras = rng.random(len(document)) < rate - whole
     for line, extra in zip(document, extras.tolist()):
+      line_number += 1
+      if sentencepiece_sample.line_bytes(line) > options.max_line_bytes:
+        continue
       for _ in range(whole + int(extra)):
         yield unit_index, line_number, language, line
-      line_number += 1
 
 
 def _write(unused, drawn, plan, options, path):
@@ -146,6 +149,14 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
   _build_pipeline(pipeline, list(enumerate(files)), options, sample_path)
   beam_runner.run_to_completion(pipeline, runner)
   summary = fileio.read_json(sample_path + ".json")
+  try:
+    sentencepiece_sample.check_has_text(
+        sentencepiece_sample.counts_of_summary(summary), inputs, log,
+        options.max_line_bytes)
+  except text_inputs.TextInputError:
+    for written in (sample_path, sample_path + ".json"):
+      fileio.remove(written)
+    raise
   if summary["lines"] == 0:
     raise text_inputs.TextInputError(
         f"inputs {list(inputs)} contain no text (every file is empty or "
@@ -157,9 +168,8 @@ def _build_pipeline(pipeline, tasks, options, sample_path: str) -> None:
   """Adds steps 1-4 (see the module doc) to `pipeline`."""
   every_file = pipeline | "Files" >> beam.Create(tasks)
   per_language = (every_file
-                  | "CountLines" >> beam.FlatMap(_file_counts,
-                                                 options.languages)
-                  | "SumPerLanguage" >> beam.CombinePerKey(_sum_pairs))
+                  | "CountLines" >> beam.FlatMap(_file_counts, options)
+                  | "SumPerLanguage" >> beam.CombinePerKey(_sum_counts))
   plan = (pipeline
           | "PlanSeed" >> beam.Create([None])
           | "Plan" >> beam.Map(_rates, beam.pvalue.AsList(per_language),
@@ -167,7 +177,7 @@ def _build_pipeline(pipeline, tasks, options, sample_path: str) -> None:
   drawn = (every_file
            | "Spread" >> beam.Reshuffle()
            | "Draw" >> beam.FlatMap(_draw, beam.pvalue.AsSingleton(plan),
-                                    options.seed, options.languages))
+                                    options.seed, options))
   _ = (pipeline
        | "WriteSeed" >> beam.Create([None])
        | "Write" >> beam.Map(_write, beam.pvalue.AsList(drawn),

@@ -71,7 +71,7 @@ class LanguageCounts:
     return text_inputs.smoothed_language_probabilities(sizes, alpha)
 
 
-def _line_bytes(line: str) -> int:
+def line_bytes(line: str) -> int:
   return len(line.replace("\n", " ").encode("utf-8"))
 
 
@@ -88,7 +88,7 @@ def count_languages(files: Sequence[text_inputs.InputFile],
     stats = text_inputs.ReadStats()
     for language, document in text_inputs.iter_language_documents(f, stats,
                                                                    keep):
-      sizes = [_line_bytes(line) for line in document]
+      sizes = [line_bytes(line) for line in document]
       long_lines = [n for n in sizes if n > max_line_bytes]
       lines[language] = lines.get(language, 0) + len(sizes) - len(long_lines)
       if long_lines:
@@ -137,7 +137,7 @@ def write_sample(files: Sequence[text_inputs.InputFile],
           f, keep=keep):
         repeats = plan.get(language)
         for line in document:
-          if repeats is None or _line_bytes(line) > max_line_bytes:
+          if repeats is None or line_bytes(line) > max_line_bytes:
             continue
           k = int(repeats[positions[language]])
           positions[language] += 1
@@ -154,7 +154,7 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
   log(f"train_sentencepiece: counting lines in {len(files)} files")
   counts = count_languages(files, log, options.languages,
                            options.max_line_bytes)
-  _check_has_text(counts, inputs, log, options.max_line_bytes)
+  check_has_text(counts, inputs, log, options.max_line_bytes)
   probabilities = counts.probabilities(options.language_sampling_alpha)
   sample_size = min(options.sample_size, sum(counts.lines.values()))
   plan = sample_plan(counts.lines, probabilities, sample_size,
@@ -164,7 +164,7 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
   return sample_summary(counts, probabilities, written, options)
 
 
-def _check_has_text(counts: LanguageCounts, inputs, log,
+def check_has_text(counts: LanguageCounts, inputs, log,
                     max_line_bytes: int = 8192) -> None:
   """Refuses a language whose every line SentencePiece would skip (it would
   get no piece, silently); skips languages without text, saying so."""
@@ -199,5 +199,19 @@ def sample_summary(counts: LanguageCounts, probabilities: Dict[str, float],
         "sampling_probability": round(probabilities.get(lang, 0.0), 6),
         "sample_lines": int(written.get(lang, 0)),
     }
+    if counts.longest_skipped.get(lang):
+      per_language[lang]["longest_skipped_line_bytes"] = int(
+          counts.longest_skipped[lang])
   return {"alpha": options.language_sampling_alpha,
           "lines": int(sum(written.values())), "languages": per_language}
+
+
+def counts_of_summary(summary: Dict[str, Any]) -> LanguageCounts:
+  """The first pass's counts, read back from a sample's summary."""
+  languages = summary["languages"]
+  return LanguageCounts(
+      lines={l: m["lines"] for l, m in languages.items()},
+      sizes={l: m["input_bytes"] for l, m in languages.items()},
+      longest_skipped={l: m["longest_skipped_line_bytes"]
+                       for l, m in languages.items()
+                       if "longest_skipped_line_bytes" in m})

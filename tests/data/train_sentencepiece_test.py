@@ -209,30 +209,46 @@ def _corpus_with_long_lines(root, long_line_bytes, short_de_lines):
   return [f"{root}/{{lang}}/*.txt"]
 
 
-def test_a_language_of_lines_sentencepiece_skips_is_named(tmp_path):
+SAMPLERS = [pytest.param(False, id="local"), pytest.param(True, id="beam")]
+
+
+def _needs_sampler(sample_with_beam):
+  if sample_with_beam:
+    pytest.importorskip("apache_beam")
+
+
+@pytest.mark.parametrize("sample_with_beam", SAMPLERS)
+def test_a_language_of_lines_sentencepiece_skips_is_named(sample_with_beam,
+                                                          tmp_path):
+  _needs_sampler(sample_with_beam)
   inputs = _corpus_with_long_lines(tmp_path / "c", 20_000, 0)
   with pytest.raises(text_inputs.TextInputError) as e:
     sentencepiece_training.draw_training_sample(
         text_inputs.resolve_inputs(inputs), str(tmp_path / "s.txt"),
         sentencepiece_sample.SampleOptions(sample_size=300),
-        log=lambda *a: None, inputs=inputs)
+        sample_with_beam=sample_with_beam, log=lambda *a: None, inputs=inputs)
   assert str(e.value) == (
       f"inputs {inputs}: language de: every line is longer than 8192 bytes "
       "(the longest has 20000), and SentencePiece skips such lines. Split the "
       "text into lines: one sentence or paragraph per line, or leave de out "
       "(--languages).")
-  assert not (tmp_path / "s.txt").exists()
+  assert not list(tmp_path.glob("s.txt*"))
 
 
-def test_long_lines_are_not_sampled_and_do_not_weigh(tmp_path):
+@pytest.mark.parametrize("sample_with_beam", SAMPLERS)
+def test_long_lines_are_not_sampled_and_do_not_weigh(sample_with_beam,
+                                                      tmp_path):
+  _needs_sampler(sample_with_beam)
   inputs = _corpus_with_long_lines(tmp_path / "c", 1_000_000, 4)
   summary = sentencepiece_training.draw_training_sample(
       text_inputs.resolve_inputs(inputs), str(tmp_path / "s.txt"),
-      sentencepiece_sample.SampleOptions(sample_size=300), log=lambda *a: None)
+      sentencepiece_sample.SampleOptions(sample_size=300),
+      sample_with_beam=sample_with_beam, log=lambda *a: None)
   sample = (tmp_path / "s.txt").read_text()
   assert "xxxx" not in sample
   assert len(sample) < 300 * 40  # lines of the corpus, none of 1 MB
   de = summary["languages"]["de"]
   assert de["lines"] == 4 and de["input_bytes"] < 100
+  assert de["longest_skipped_line_bytes"] == 1_000_000
   assert summary["languages"]["de"]["sample_lines"] < summary["languages"][
       "en"]["sample_lines"]

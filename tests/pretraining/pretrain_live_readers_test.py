@@ -18,6 +18,8 @@ from rembert_tf.modeling import checkpoint_layout
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import checkpoint_snapshot
 
+from rembert_tf.common import errors
+
 import pretrain_testlib
 
 DEADLINE_SECONDS = 300
@@ -98,9 +100,14 @@ def test_readers_of_a_model_dir_whose_trainer_rotates_checkpoints(
     assert first and checkpoint_layout.latest_checkpoint(
         str(tmp_path / "converted" / "encoder")) is not None
     assert trainer.poll() is None  # the trainer rotated all along
+    # SIGTERM settles the writes in flight (a SIGKILL could leave the export
+    # of step N complete and the full checkpoint of step N not).
+    trainer.send_signal(signal.SIGTERM)
+    assert trainer.wait(timeout=DEADLINE_SECONDS) == errors.EXIT_PREEMPTED
   finally:
-    trainer.send_signal(signal.SIGKILL)
-    trainer.wait(timeout=60)
+    if trainer.poll() is None:
+      trainer.send_signal(signal.SIGKILL)
+      trainer.wait(timeout=60)
   assert "Traceback" not in (tmp_path / "train.log").read_text()[-5000:]
   # A full checkpoint newer than the newest encoder export: its encoder is read.
   monkeypatch.undo()
@@ -108,6 +115,7 @@ def test_readers_of_a_model_dir_whose_trainer_rotates_checkpoints(
   older_export = sorted(tf.train.get_checkpoint_state(
       f"{model_dir}/encoder").all_model_checkpoint_paths,
                         key=lambda p: int(p.rsplit("-", 1)[1]))[0]
+  assert int(older_export.rsplit("-", 1)[1]) < int(full.rsplit("-", 1)[1])
   checkpoint_layout.name_as_latest(f"{model_dir}/encoder", older_export)
   resolved = checkpoint_layout.resolve(model_dir)
   assert resolved.encoder_checkpoint == full
