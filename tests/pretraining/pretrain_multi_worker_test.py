@@ -122,6 +122,16 @@ def checkpoint_step(path):
   return int(path.rsplit("-", 1)[1])
 
 
+def latest_step(model_dir) -> int:
+  """model_dir's newest complete step; -1 before the first (or while its
+  state file is being replaced)."""
+  try:
+    latest = tf.train.latest_checkpoint(model_dir)
+  except (tf.errors.OpError, ValueError):
+    return -1
+  return checkpoint_step(latest) if latest else -1
+
+
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
   root = tmp_path_factory.mktemp("records")
@@ -151,7 +161,9 @@ def test_a_two_worker_job_survives_every_restart(records, tmp_path):
   # 2. Restarted: the partial save is removed, the run resumes from ckpt-4;
   # SIGTERM to worker 1 stops both at the same step.
   job = Job("sigterm", root, args)
-  job.wait_until(lambda: job.step() >= 6, "step 6")
+  # Once this run's own ckpt-6 is complete, no ckpt-6_temp may remain (while
+  # it is written, its shards lie in a ckpt-6_temp of its own).
+  job.wait_until(lambda: latest_step(model_dir) >= 6, "this run's ckpt-6")
   assert not os.path.exists(os.path.join(model_dir, "ckpt-6_temp"))
   job.procs[1].send_signal(signal.SIGTERM)
   assert job.wait() == [42, 42], job.console(0)[-3000:] + job.console(1)[-3000:]
