@@ -71,9 +71,12 @@ def run_encoder(encoder, inputs, training, jit_compile):
 
 
 def assert_same_gradients(expected, actual, atol=2e-5):
+  """Equal up to float32 summation order: an element's error scales with the
+  largest gradient of its tensor (XLA fuses and splits sums differently)."""
   assert len(expected) == len(actual)
   for e, a in zip(expected, actual):
-    np.testing.assert_allclose(a, e, atol=atol, rtol=1e-4)
+    scale = float(np.abs(e).max()) if np.size(e) else 0.0
+    np.testing.assert_allclose(a, e, atol=max(atol, 2e-6 * scale), rtol=1e-4)
 
 
 # === TokenLayout ===

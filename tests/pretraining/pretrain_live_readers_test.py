@@ -83,7 +83,10 @@ def test_readers_of_a_model_dir_whose_trainer_rotates_checkpoints(
   trainer = subprocess.Popen(
       pretrain_testlib.train_command(
           config, model_dir, "--params_override",
-          "trainer.max_to_keep=2"),
+          # Weights change at every step (the rate would reach 0 at step 100).
+          "trainer.max_to_keep=2,"
+          "trainer.optimizer_config.learning_rate.polynomial.decay_steps="
+          "100000"),
       cwd=pretrain_testlib.REPO, env=pretrain_testlib.subprocess_env(),
       stdout=subprocess.DEVNULL, stderr=open(tmp_path / "train.log", "w"))
   try:
