@@ -76,3 +76,27 @@ def test_the_strategy_of_an_experiment_yaml_reaches_the_run(tmp_path):
   assert values["strategy"] == "one_device"
   assert notes == ["--strategy one_device overrides the experiment's "
                    "runtime.distribution_strategy: tpu"]
+
+
+def test_rembert_train_says_the_override_before_its_checks(tmp_path, capsys):
+  """The note comes first; the run then stops at its first check (no
+  records), so nothing is trained."""
+  from rembert_tf.cli import train  # pylint: disable=g-import-not-at-top
+  yaml = tmp_path / "on_tpu.yaml"
+  yaml.write_text("runtime:\n  distribution_strategy: tpu\n")
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS(["rembert-train", "--config", "pretrain_tiny_demo", "--config",
+               str(yaml), "--model_dir", str(tmp_path / "run"),
+               "--strategy", "one_device", "--params_override",
+               f"task.train_data.input_path={tmp_path}/none/*.tfrecord"])
+  try:
+    with pytest.raises(SystemExit) as stopped:
+      train.main([])
+  finally:
+    flags.FLAGS.unparse_flags()
+  assert stopped.value.code == 1
+  captured = capsys.readouterr()
+  assert captured.out.splitlines() == [
+      "rembert-train: note: --strategy one_device overrides the experiment's "
+      "runtime.distribution_strategy: tpu."]
+  assert len(captured.err.strip().splitlines()) == 1, captured.err
