@@ -189,28 +189,28 @@ def main(argv):
                      disk=disk_bytes(os.path.join(work, "tf1"))))
     tool = lambda name: os.path.join(REPO, "tools", name)
     convert = [python, tool("convert_checkpoint.py"), "--from=tf1",
-               f"--input={prefix}"]
+               f"--checkpoint={prefix}"]
     plans = {
         "convert_encoder": ("tf1 -> rembert_tf, encoder only",
                             convert + ["--to=rembert_tf",
-                                       f"--output={work}/encoder_dir"],
+                                       f"--output_dir={work}/encoder_dir"],
                             f"{work}/encoder_dir", encoder_params),
         "convert_output_side": ("tf1 -> rembert_tf, with output side",
                                 convert + ["--to=rembert_tf", "--with_output_side",
-                                           f"--output={work}/pretrainer_dir"],
+                                           f"--output_dir={work}/pretrainer_dir"],
                                 f"{work}/pretrainer_dir",
                                 encoder_params + output_params),
         "convert_hf": ("tf1 -> hf, with output side",
                        convert + ["--to=hf", "--with_output_side",
-                                  f"--output={work}/hf"],
+                                  f"--output_dir={work}/hf"],
                        f"{work}/hf", encoder_params + output_params),
         "convert_keras_hub": ("tf1 -> keras_hub, with output side",
                               convert + ["--to=keras_hub", "--with_output_side",
-                                         f"--output={work}/keras_hub"],
+                                         f"--output_dir={work}/keras_hub"],
                               f"{work}/keras_hub", encoder_params + output_params),
         "export": ("export encoder SavedModel",
                    [python, tool("export_savedmodel.py"),
-                    f"--model_dir={work}/encoder_dir",
+                    f"--checkpoint={work}/encoder_dir",
                     f"--output_dir={work}/export"],
                    f"{work}/export", encoder_params),
     }

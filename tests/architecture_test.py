@@ -7,11 +7,16 @@
   rembert_tf/runtime/ alone: elsewhere a tuple, list, set or dict literal
   naming two strategies is a second table;
 * no module over MAX_MODULE_LINES lines, no function over MAX_FUNCTION_LINES
-  (from its `def` line to its last line).
+  (from its `def` line to its last line);
+* one flag name per concept: an absl flag whose name speaks of a
+  SentencePiece model, a checkpoint or an output is one of
+  `rembert_tf.cli.flag_names.AGREED_FLAGS`, and no command defines a name
+  that its `DEPRECATED_FLAGS` keeps as an alias.
 """
 import ast
 import collections
 import pathlib
+import re
 import textwrap
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -20,6 +25,13 @@ PACKAGE = REPO / "rembert_tf"
 RUNTIME = PACKAGE / "runtime"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
+# A flag name with one of these words names a concept of
+# rembert_tf/cli/flag_names.py (a SentencePiece model, a checkpoint, an output).
+CONCEPT_WORDS = re.compile(r"sp_?model|sentencepiece|spm|checkpoint|ckpt|"
+                           r"model_dir|^output|^out$")
+# Flags with those words that name something else: settings of the
+# checkpoints a run writes, not a checkpoint it reads.
+OTHER_CONCEPTS = frozenset({"checkpoint_interval", "keep_checkpoints"})
 # The strategy names of Model Garden's `distribute_utils`.
 STRATEGY_NAMES = frozenset({"one_device", "mirrored", "multi_worker_mirrored",
                             "tpu", "parameter_server", "central_storage"})
@@ -180,6 +192,51 @@ def long_functions(package: pathlib.Path = PACKAGE) -> List[str]:
   return found
 
 
+def _constant(path: pathlib.Path, name: str):
+  """The literal value a module assigns to `name` at its top level."""
+  for node in _parse(path).body:
+    if isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == name for t in node.targets):
+      return ast.literal_eval(node.value)
+  raise AssertionError(f"{path} assigns no {name}")
+
+
+def defined_flags(path: pathlib.Path) -> Iterator[Tuple[str, int]]:
+  """(name, line) of every `flags.DEFINE_*("name", ...)` of a module."""
+  for node in ast.walk(_parse(path)):
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr.startswith("DEFINE_")
+        and node.func.attr != "DEFINE_alias" and node.args
+        and isinstance(node.args[0], ast.Constant)):
+      yield node.args[0].value, node.lineno
+
+
+def flags_outside_the_agreed_set(package: pathlib.Path = PACKAGE) -> List[str]:
+  """`path:line --name: ...` of every flag that names a shared concept
+  otherwise than cli/flag_names.py agrees."""
+  table = package / "cli" / "flag_names.py"
+  agreed = _constant(table, "AGREED_FLAGS")
+  deprecated = _constant(table, "DEPRECATED_FLAGS")
+  found = []
+  for path in sorted(package.rglob("*.py")):
+    where = path.relative_to(package.parent)
+    in_cli = path.parent == package / "cli"
+    old_names = deprecated.get(path.stem, {}) if in_cli else {}
+    for name, line in defined_flags(path):
+      if name in old_names:
+        found.append(f"{where}:{line} --{name}: a deprecated alias; define "
+                     f"--{old_names[name]}")
+      elif (CONCEPT_WORDS.search(name) and name not in agreed
+            and name not in OTHER_CONCEPTS):
+        found.append(f"{where}:{line} --{name}: not an agreed name "
+                     f"({', '.join('--' + n for n in agreed)})")
+  for command, renamed in deprecated.items():
+    found += [f"{table.relative_to(package.parent)}: {command} --{old} -> "
+              f"--{new}: not an agreed name" for old, new in renamed.items()
+              if new not in agreed]
+  return found
+
+
 def test_no_import_circles():
   circles = import_circles()
   assert not circles, "import circles:\n" + "\n".join(circles)
@@ -189,6 +246,12 @@ def test_the_strategy_table_lives_in_the_runtime_alone():
   tables = strategy_tables()
   assert not tables, ("strategy tables outside rembert_tf/runtime/ (take "
                       "rembert_tf.runtime.strategies'):\n" + "\n".join(tables))
+
+
+def test_every_flag_of_a_shared_concept_has_its_agreed_name():
+  found = flags_outside_the_agreed_set()
+  assert not found, ("flag names outside rembert_tf/cli/flag_names.py's "
+                     "agreed set:\n" + "\n".join(found))
 
 
 def test_no_module_over_500_lines():
@@ -248,3 +311,38 @@ def test_long_modules_and_functions_are_found(tmp_path):
   })
   assert long_functions(package) == [f"pkg/long.py:1 g: {MAX_FUNCTION_LINES + 1} lines"]
   assert long_modules(package) == [f"pkg/long.py: {MAX_FUNCTION_LINES + 1 + 500} lines"]
+
+
+def test_a_flag_name_outside_the_agreed_set_is_found(tmp_path):
+  package = _write_package(tmp_path, {
+      "__init__.py": "",
+      "cli/flag_names.py": """
+          AGREED_FLAGS = {"sentencepiece_model": "", "checkpoint": "",
+                          "output_dir": ""}
+          DEPRECATED_FLAGS = {"export": {"model_dir": "checkpoint",
+                                         "vocab": "spm_file"}}
+          """,
+      "cli/export.py": """
+          from absl import flags
+          flags.DEFINE_string("sentencepiece_model", None, "fine")
+          flags.DEFINE_string("model_dir", None, "the old name")
+          flags.DEFINE_alias("sp_model", "sentencepiece_model")
+          """,
+      "cli/convert.py": """
+          from absl import flags
+          flags.DEFINE_string("output", None, "where results go")
+          flags.DEFINE_string("input_ckpt", None, "a checkpoint")
+          flags.DEFINE_integer("checkpoint_interval", 5, "another concept")
+          flags.DEFINE_string("model_dir", None, "deprecated in export only")
+          """,
+  })
+  assert flags_outside_the_agreed_set(package) == [
+      "pkg/cli/convert.py:3 --output: not an agreed name (--sentencepiece_model,"
+      " --checkpoint, --output_dir)",
+      "pkg/cli/convert.py:4 --input_ckpt: not an agreed name "
+      "(--sentencepiece_model, --checkpoint, --output_dir)",
+      "pkg/cli/convert.py:6 --model_dir: not an agreed name "
+      "(--sentencepiece_model, --checkpoint, --output_dir)",
+      "pkg/cli/export.py:4 --model_dir: a deprecated alias; define --checkpoint",
+      "pkg/cli/flag_names.py: export --vocab -> --spm_file: not an agreed name",
+  ]

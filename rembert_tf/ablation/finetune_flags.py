@@ -70,7 +70,7 @@ _FLAGS: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "deterministic": ("deterministic", _boolean),
     "freeze_input_embeddings": ("freeze_input_embeddings", _boolean),
     "keep_checkpoints": ("keep_checkpoints", _boolean),
-    "allow_sp_model_mismatch": ("allow_sp_model_mismatch", _boolean),
+    "allow_sentencepiece_mismatch": ("allow_sp_model_mismatch", _boolean),
     "allow_unlabelled_dev": ("allow_unlabelled_dev", _boolean),
 }
 # Flags the suite sets for each run -> what to use instead.
@@ -86,7 +86,7 @@ SET_BY_THE_SUITE = {
     "data_dir": "give --xtreme_records_dir or --xtreme_data_dir",
     "data_source": "give --xtreme_records_dir or --xtreme_data_dir",
     "tfds_data_dir": "give --xtreme_records_dir or --xtreme_data_dir",
-    "sp_model": "give --sp_model",
+    "sentencepiece_model": "give --sentencepiece_model",
 }
 FLAG_NAMES = tuple(_FLAGS) + tuple(SET_BY_THE_SUITE)
 

@@ -19,14 +19,16 @@ Paths may be local or on any TensorFlow filesystem (gs://...).
 
 Usage:
   rembert-convert --from tf1 --to rembert_tf \
-      --input rembert/model.ckpt --config rembert/config.json \
-      --sp_model rembert/sentencepiece.model --output converted/rembert \
+      --checkpoint rembert/model.ckpt --config rembert/config.json \
+      --sentencepiece_model rembert/sentencepiece.model \
+      --output_dir converted/rembert \
       [--with_output_side]
   rembert-convert --from rembert_tf --to hf \
-      --input runs/pretrain --output hf/rembert
+      --checkpoint runs/pretrain --output_dir hf/rembert
   rembert-convert --from tf1 --to keras_hub \
-      --input rembert/model.ckpt --sp_model rembert/sentencepiece.model \
-      --output presets/rembert --with_output_side
+      --checkpoint rembert/model.ckpt \
+      --sentencepiece_model rembert/sentencepiece.model \
+      --output_dir presets/rembert --with_output_side
 """
 import os
 
@@ -46,12 +48,14 @@ FLAGS = flags.FLAGS
 flags.DEFINE_enum("from", None, ["tf1", "hf", "rembert_tf"], "Input format.")
 flags.DEFINE_enum("to", None, ["rembert_tf", "hf", "keras_hub"],
                  "Output format.")
-flags.DEFINE_string("input", None, "Input checkpoint (prefix or directory).")
-flags.DEFINE_string("output", None, "Output directory to create.")
+flags.DEFINE_string("checkpoint", None, "Input checkpoint (prefix or "
+                    "directory).")
+flags.DEFINE_string("output_dir", None, "Output directory to create.")
 flags.DEFINE_string("config", None, "tf1: JSON config (default: config.json "
                     "beside the checkpoint); hf: overrides DIR/config.json; "
                     "rembert_tf: preset/YAML when model_config.yaml is missing.")
-flags.DEFINE_string("sp_model", None, "SentencePiece model to put in the output.")
+flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model to put "
+                    "in the output.")
 flags.DEFINE_bool("with_output_side", False, "Also convert the output side "
                   "(MLM transform, output embedding and bias; tf1: matched by "
                   "role and shape). Needed to continue pre-training.")
@@ -60,36 +64,39 @@ flags.DEFINE_bool("encoder_only", False, "Drop the output side (MLM head) of "
 flags.DEFINE_bool("allow_missing_pooler", False, "Accept an input without "
                   "the pooler (Hugging Face RemBertForMaskedLM); the pooler "
                   "then starts from a fresh initialisation.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing --output (the old "
-                  "one stays until the new one is complete).")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir (the "
+                  "old one stays until the new one is complete).")
 
 
 @errors.command(PROG)
 def main(argv):
   del argv
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
-  outputs.refuse_overlap(FLAGS.output, {"--input": FLAGS.input,
-                                        "--sp_model": FLAGS.sp_model},
-                         "--output")
+  outputs.refuse_overlap(
+      FLAGS.output_dir, {"--checkpoint": FLAGS.checkpoint,
+                         "--sentencepiece_model": FLAGS.sentencepiece_model},
+      "--output_dir")
   out = converter.convert_checkpoint(
-      FLAGS["from"].value, FLAGS.to, FLAGS.input, FLAGS.output,
-      config=FLAGS.config, sp_model=FLAGS.sp_model,
+      FLAGS["from"].value, FLAGS.to, FLAGS.checkpoint, FLAGS.output_dir,
+      config=FLAGS.config, sp_model=FLAGS.sentencepiece_model,
       encoder_only=FLAGS.encoder_only,
       with_output_side=FLAGS.with_output_side, overwrite=FLAGS.overwrite,
       allow_missing_pooler=FLAGS.allow_missing_pooler)
   print(f"Wrote {out}")
-  if FLAGS["from"].value == "tf1" and not FLAGS.sp_model:
-    print(f"{PROG}: note: {out} holds no vocabulary (no --sp_model); "
-          f"{converter.release_vocabulary_advice(FLAGS.input)}.", flush=True)
+  if FLAGS["from"].value == "tf1" and not FLAGS.sentencepiece_model:
+    print(f"{PROG}: note: {out} holds no vocabulary (no "
+          "--sentencepiece_model); "
+          f"{converter.release_vocabulary_advice(FLAGS.checkpoint)}.",
+          flush=True)
   return 0
 
 
 def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["from", "to", "input", "output"])
+  flags.mark_flags_as_required(["from", "to", "checkpoint", "output_dir"])
   harness.run_command(main, __doc__, program=PROG,
-                  output_dir_flag="output",
+                  output_dir_flag="output_dir",
                   output_is_artefact=True)
 
 

@@ -11,13 +11,13 @@ rembert_tf/finetuning/example_records.py for the record format).
 Example:
 
   rembert-create-finetuning-data --task xnli --data_dir download \
-    --sp_model model_dir/sentencepiece.model --output_dir records
+    --sentencepiece_model model_dir/sentencepiece.model --output_dir records
   rembert-create-finetuning-data --task mlqa --data_dir download \
-    --sp_model model_dir/sentencepiece.model --output_dir records \
+    --sentencepiece_model model_dir/sentencepiece.model --output_dir records \
     --seq_length 384 --doc_stride 128 --max_query_length 64
   rembert-create-finetuning-data --task udpos --data_source tfds \
     --tfds_data_dir gs://bucket/tensorflow_datasets \
-    --sp_model model_dir/sentencepiece.model --output_dir records
+    --sentencepiece_model model_dir/sentencepiece.model --output_dir records
 """
 from absl import flags
 
@@ -36,7 +36,8 @@ flags.adopt_module_key_flags(xtreme_source_flags)  # listed under --help
 flags.DEFINE_enum("task", None, list(xtreme_datasets.FINETUNING_TASKS),
                   "XTREME task.")
 flags.DEFINE_string("data_dir", None, "The XTREME download/ folder.")
-flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")
+flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model of the "
+                    "checkpoint.")
 flags.DEFINE_string("output_dir", None, "Records go to OUTPUT_DIR/<task>/.")
 flags.DEFINE_integer("seq_length", None, "Sequence length (default 128; 384 "
                      "for QA tasks).", lower_bound=8)
@@ -59,7 +60,8 @@ def main(argv):
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf.finetuning import finetuning_data  # pylint: disable=g-import-not-at-top
   finetuning_data.create_finetuning_data(
-      task=FLAGS.task, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+      task=FLAGS.task, data_dir=FLAGS.data_dir,
+      sp_model=FLAGS.sentencepiece_model,
       data_source=FLAGS.data_source, tfds_data_dir=FLAGS.tfds_data_dir,
       output_dir=FLAGS.output_dir, seq_length=FLAGS.seq_length,
       doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
@@ -69,7 +71,7 @@ def main(argv):
 
 
 def run():
-  flags.mark_flags_as_required(["task", "sp_model", "output_dir"])
+  flags.mark_flags_as_required(["task", "sentencepiece_model", "output_dir"])
   harness.run_command(main, __doc__, program=PROG,
                   output_dir_flag="output_dir",
                   output_is_artefact=True)

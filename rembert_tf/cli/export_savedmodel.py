@@ -7,9 +7,10 @@ encoder's inputs in-graph (SentencePiece + BERT packing). Paths may be local
 or on any TensorFlow filesystem (gs://...).
 
 Usage:
-  rembert-export --model_dir runs/pretrain \
+  rembert-export --checkpoint runs/pretrain \
       --output_dir export/rembert_encoder \
-      [--config tiny] [--export_preprocessor --sp_model runs/pretrain/sentencepiece.model \
+      [--config tiny] [--export_preprocessor \
+       --sentencepiece_model runs/pretrain/sentencepiece.model \
        --preprocessor_dir export/rembert_preprocessor --seq_length 128] [--overwrite]
 """
 import contextlib
@@ -30,16 +31,16 @@ from rembert_tf.common import outputs  # noqa: E402
 PROG = command_names.console_script(__spec__.name)  # rembert-export
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "rembert_tf checkpoint directory, "
+flags.DEFINE_string("checkpoint", None, "rembert_tf checkpoint directory, "
                     "pre-training model_dir or checkpoint prefix "
                     "(model_config.yaml + encoder/ckpt-N or Model Garden ckpt-N).")
 flags.DEFINE_string("config", None, "Model preset name or YAML path; only "
-                    "needed when --model_dir has no model_config.yaml.")
+                    "needed when --checkpoint has no model_config.yaml.")
 flags.DEFINE_string("output_dir", None, "Encoder SavedModel directory to create.")
 flags.DEFINE_bool("export_preprocessor", False, "Also export the preprocessing "
                   "SavedModel (strings -> encoder inputs).")
-flags.DEFINE_string("sp_model", None, "SentencePiece model (default: "
-                    "MODEL_DIR/sentencepiece.model).")
+flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model "
+                    "(default: CHECKPOINT/sentencepiece.model).")
 flags.DEFINE_string("preprocessor_dir", None, "Preprocessing SavedModel "
                     "directory (default: OUTPUT_DIR + '_preprocessor').")
 flags.DEFINE_integer("seq_length", 128, "Default packed sequence length of the "
@@ -59,12 +60,13 @@ def main(argv):
   from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
   if FLAGS.export_preprocessor:  # the flags first, before any file is read
     preprocessor_export.check_seq_length(FLAGS.seq_length)
-  source = checkpoint_layout.resolve(FLAGS.model_dir)
-  _check_same_vocabulary(FLAGS.sp_model, source)
-  sp_model = FLAGS.sp_model or source.sp_model
+  source = checkpoint_layout.resolve(FLAGS.checkpoint)
+  _check_same_vocabulary(FLAGS.sentencepiece_model, source)
+  sp_model = FLAGS.sentencepiece_model or source.sp_model
   preprocessor_dir = (FLAGS.preprocessor_dir
                       or FLAGS.output_dir.rstrip("/") + "_preprocessor")
-  inputs = {"--model_dir": FLAGS.model_dir, "--sp_model": sp_model}
+  inputs = {"--checkpoint": FLAGS.checkpoint,
+            "--sentencepiece_model": sp_model}
   outputs.refuse_overlap(FLAGS.output_dir, inputs, "--output_dir")
   if FLAGS.export_preprocessor:
     outputs.refuse_overlap(preprocessor_dir, dict(
@@ -73,8 +75,8 @@ def main(argv):
     if FLAGS.export_preprocessor:  # every check before the (long) encoder export
       if sp_model is None:
         raise errors.UsageError(
-            "--export_preprocessor needs --sp_model (no sentencepiece.model "
-            f"comes with {FLAGS.model_dir}).")
+            "--export_preprocessor needs --sentencepiece_model (no "
+            f"sentencepiece.model comes with {FLAGS.checkpoint}).")
       tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
       cfg = checkpoint_restore.model_config_of(source, FLAGS.config)
       preprocessor_export.check_seq_length(FLAGS.seq_length,
@@ -97,23 +99,24 @@ def main(argv):
 
 
 def _check_same_vocabulary(sp_model, source) -> None:
-  """--sp_model must be, by content, the model that comes with the checkpoint
-  (when one does): another vocabulary would feed the encoder wrong ids."""
+  """--sentencepiece_model must be, by content, the model that comes with
+  the checkpoint (when one does): another vocabulary would feed the encoder
+  wrong ids."""
   if not sp_model or not source.sp_model:
     return
   given, own = fileio.sha256(sp_model), fileio.sha256(source.sp_model)
   if given != own:
     raise errors.InputError(
-        f"--sp_model {sp_model} (sha256 {given}) is not the SentencePiece "
-        f"model the checkpoint was trained with: {source.sp_model} (sha256 "
-        f"{own}); its ids would not be the encoder's. Drop --sp_model to use "
-        "the checkpoint's own.")
+        f"--sentencepiece_model {sp_model} (sha256 {given}) is not the "
+        "SentencePiece model the checkpoint was trained with: "
+        f"{source.sp_model} (sha256 {own}); its ids would not be the "
+        "encoder's. Drop --sentencepiece_model to use the checkpoint's own.")
 
 
 def run():
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["model_dir", "output_dir"])
+  flags.mark_flags_as_required(["checkpoint", "output_dir"])
   harness.run_command(main, __doc__, program=PROG,
                   output_dir_flag="output_dir",
                   output_is_artefact=True)

@@ -21,7 +21,8 @@ Example:
   # or straight from the XTREME download (records written under output_dir)
   rembert-finetune --task panx --data_dir download \
     --init_checkpoint export/saved_model --model_config rembert \
-    --sp_model sentencepiece.model --output_dir ft/panx --strategy tpu --tpu NAME \
+    --sentencepiece_model sentencepiece.model --output_dir ft/panx \
+    --strategy tpu --tpu NAME \
     --mixed_precision mixed_bfloat16
   # or from TFDS datasets prepared on Cloud Storage
   rembert-finetune --task udpos --data_source tfds \
@@ -53,8 +54,9 @@ flags.DEFINE_string("records_dir", None, "Records of the task "
                     "(rembert-create-finetuning-data OUTPUT_DIR/<task>).")
 flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
                     "(records are written under --output_dir/records).")
-flags.DEFINE_string("sp_model", None, "SentencePiece model for --data_dir or "
-                    "TFDS (default: <init_checkpoint>/sentencepiece.model).")
+flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model for "
+                    "--data_dir or TFDS (default: "
+                    "<init_checkpoint>/sentencepiece.model).")
 flags.DEFINE_list("languages", None, "With --data_dir or TFDS: dev/test "
                   "languages (default: all present).")
 flags.DEFINE_integer("seq_length", None, "With --data_dir or TFDS: sequence "
@@ -100,7 +102,8 @@ flags.DEFINE_bool("freeze_input_embeddings", False, "Keep the encoder's input "
                   "pre-trained values (zero-shot transfer from English).")
 flags.DEFINE_bool("keep_checkpoints", False, "Keep each finished run's last "
                   "checkpoint (default: removed once its predictions exist).")
-flags.DEFINE_bool("allow_sp_model_mismatch", False, "Fine-tune even when the "
+flags.DEFINE_bool("allow_sentencepiece_mismatch", False, "Fine-tune even "
+                  "when the "
                   "records were made with another SentencePiece model than "
                   "the checkpoint's (a warning instead of an error).")
 flags.DEFINE_bool("allow_unlabelled_dev", False, "Go on when dev files have "
@@ -141,7 +144,7 @@ def _finetuning_arguments():
   return dict(
       task=FLAGS.task, output_dir=FLAGS.output_dir,
       init_checkpoint=FLAGS.init_checkpoint, records_dir=FLAGS.records_dir,
-      data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+      data_dir=FLAGS.data_dir, sp_model=FLAGS.sentencepiece_model,
       data_source=FLAGS.data_source, tfds_data_dir=FLAGS.tfds_data_dir,
       model_config=FLAGS.model_config,
       learning_rates=_learning_rates(), num_seeds=FLAGS.num_seeds,
@@ -160,7 +163,7 @@ def _finetuning_arguments():
       jit_compile=FLAGS.jit_compile, deterministic=FLAGS.deterministic,
       keep_checkpoints=FLAGS.keep_checkpoints,
       freeze_input_embeddings=FLAGS.freeze_input_embeddings,
-      allow_sp_model_mismatch=FLAGS.allow_sp_model_mismatch,
+      allow_sp_model_mismatch=FLAGS.allow_sentencepiece_mismatch,
       allow_unlabelled_dev=FLAGS.allow_unlabelled_dev)
 
 

@@ -35,6 +35,7 @@ from absl import flags
 
 from rembert_tf.cli import command_names
 from rembert_tf.cli import flag_checks
+from rembert_tf.cli import flag_names
 from rembert_tf.common import command_output
 from rembert_tf.common import console
 from rembert_tf.common import errors
@@ -57,14 +58,20 @@ def program_name(main: Callable) -> str:
   """The console script of `main`'s command (`command_names`), whichever way
   it runs: `rembert_tf.cli.convert_checkpoint` -> `rembert-convert`; under
   `python -m rembert_tf.demo` (module `__main__`) -> `rembert-demo`."""
-  module = main.__module__
-  if module == "__main__":  # python -m PACKAGE / MODULE, or a script
-    module = _main_module_name()
+  module = command_module(main)
   name = command_names.console_script(module)
   if name:
     return name
   name = [part for part in module.split(".") if part != "__main__"][-1]
   return "rembert-" + name.replace("_", "-")
+
+
+def command_module(main: Callable) -> str:
+  """The dotted name of `main`'s module, also when it runs as `__main__`."""
+  module = main.__module__
+  if module == "__main__":  # python -m PACKAGE / MODULE, or a script
+    module = _main_module_name()
+  return module
 
 
 def _main_module_name() -> str:
@@ -99,12 +106,15 @@ def _usage_error(error: Exception) -> str:
   return errors.one_line(error)
 
 
-def flag_parser(program: str) -> Callable:
+def flag_parser(program: str, module: str = "") -> Callable:
   """absl's flag parsing with the house's exit codes: 0 after `--help`; 2 and
-  one line `PROGRAM: error: ...` for a usage error."""
+  one line `PROGRAM: error: ...` for a usage error; one line for each
+  deprecated flag name of `module`'s command given (`flag_names`)."""
   def parse(argv):
     try:
-      return flags.FLAGS(argv)
+      args = flags.FLAGS(argv)
+      flag_names.report_aliases(module, program)
+      return args
     except flags.Error as e:
       # A refused value (type, range) is flag_checks' one line: exit 1 for a
       # value out of range, 2 for one absl cannot parse.
@@ -154,6 +164,7 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
   console.define_verbose_flag()
   command_output.define_log_dir_flag()
   _list_flags_in_help(main)
+  flag_names.define_aliases(command_module(main), program)
   output = command_output.start_command_output(
       program, keep_log_exit_codes=keep_log_exit_codes,
       keep_log_when=keep_log_when, artefact=output_is_artefact)
@@ -166,4 +177,5 @@ def run_command(main: Callable, doc: str, program: Optional[str] = None,
       command_output.run_and_exit_now(main, argv, output)
     return command_output.run_with_command_output(main, argv, output)
 
-  app.run(main_with_log_file, flags_parser=flag_parser(program))
+  app.run(main_with_log_file,
+          flags_parser=flag_parser(program, command_module(main)))

@@ -2,18 +2,19 @@ r"""Linear CKA between every pair of layers of two checkpoints, on the same inpu
 
 Writes `layer_similarity.md` (the table), `layer_similarity.png` (heatmap) and
 `layer_similarity.json` under --output_dir. Three uses:
-* pre-trained vs fine-tuned: --checkpoint_a PRETRAIN_DIR --checkpoint_b FINETUNED_DIR;
-* two models: --checkpoint_a MODEL_1 --checkpoint_b MODEL_2 (same vocabulary);
-* one model, two languages: --checkpoint_a MODEL --sentences en.txt
+* pre-trained vs fine-tuned: --checkpoint PRETRAIN_DIR
+  --checkpoint_b FINETUNED_DIR;
+* two models: --checkpoint MODEL_1 --checkpoint_b MODEL_2 (same vocabulary);
+* one model, two languages: --checkpoint MODEL --sentences en.txt
   --sentences_b de.txt (parallel sentences, line by line).
 A checkpoint is anything fine-tuning starts from (a pre-training model_dir, a
 rembert_tf checkpoint directory, an exported SavedModel), or a fine-tuning run
-kept with `--keep_checkpoints` (its model config comes from checkpoint_a, or
+kept with `--keep_checkpoints` (its model config comes from --checkpoint, or
 --model_config).
 
 Example:
 
-  rembert-layer-similarity --checkpoint_a runs/pretrain \
+  rembert-layer-similarity --checkpoint runs/pretrain \
     --checkpoint_b runs/ft/xnli/runs/lr-2e-05_seed-0 \
     --sentences download/xnli/dev-en.tsv --output_dir runs/cka
 """
@@ -27,18 +28,19 @@ from rembert_tf.common import errors  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-layer-similarity
 FLAGS = flags.FLAGS
-flags.DEFINE_string("checkpoint_a", None, "First checkpoint (table rows).")
+flags.DEFINE_string("checkpoint", None, "First checkpoint (table rows).")
 flags.DEFINE_string("checkpoint_b", None, "Second checkpoint (columns); "
                     "default: the first.")
 flags.DEFINE_string("sentences", None, "Inputs: one sentence per line (a TSV's "
                     "first column is used).")
-flags.DEFINE_string("sentences_b", None, "Parallel inputs for checkpoint_b "
+flags.DEFINE_string("sentences_b", None, "Parallel inputs for --checkpoint_b "
                     "(e.g. the same sentences in another language); default: "
                     "--sentences.")
-flags.DEFINE_string("sp_model", None, "SentencePiece model (default: "
-                    "checkpoint_a's sentencepiece.model).")
+flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model "
+                    "(default: the first checkpoint's sentencepiece.model).")
 flags.DEFINE_string("model_config", None, "Model config (name or YAML) for a "
-                    "checkpoint that carries none (default: checkpoint_a's).")
+                    "checkpoint that carries none (default: the first "
+                    "checkpoint's).")
 flags.DEFINE_integer("seq_length", 128, "Pieces per sentence.")
 flags.DEFINE_integer("max_sentences", 512, "Sentences read from each file.",
                      lower_bound=1)
@@ -72,8 +74,8 @@ def main(argv) -> int:
   # TensorFlow loads here, not when the flags are defined.
   from rembert_tf.evaluation import layer_similarity  # pylint: disable=g-import-not-at-top
   result = layer_similarity.analyze_checkpoints(
-      FLAGS.checkpoint_a, FLAGS.checkpoint_b, sentences_a, sentences_b,
-      sp_model=FLAGS.sp_model, seq_length=FLAGS.seq_length,
+      FLAGS.checkpoint, FLAGS.checkpoint_b, sentences_a, sentences_b,
+      sp_model=FLAGS.sentencepiece_model, seq_length=FLAGS.seq_length,
       pooling=FLAGS.pooling, output_dir=FLAGS.output_dir,
       model_config=FLAGS.model_config, overwrite=FLAGS.overwrite)
   print(result.markdown())
@@ -86,7 +88,7 @@ def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["checkpoint_a", "sentences", "output_dir"])
+  flags.mark_flags_as_required(["checkpoint", "sentences", "output_dir"])
   harness.run_command(main, __doc__, program=PROG, output_dir_flag="output_dir")
 
 

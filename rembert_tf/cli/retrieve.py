@@ -52,7 +52,8 @@ flags.DEFINE_string("checkpoint", None, "Encoder: pre-training model_dir, "
                     "SavedModel dir, or fine-tuning run (with --model_config).")
 flags.DEFINE_string("model_config", None, "Model config name / YAML, when the "
                     "checkpoint does not carry model_config.yaml.")
-flags.DEFINE_string("sp_model", None, "SentencePiece model (default: the "
+flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model "
+                    "(default: the "
                     "checkpoint's sentencepiece.model).")
 flags.DEFINE_string("data_dir", None, "With --data_source download (the "
                     "default): the XTREME download/ folder (bucc2018/, "
@@ -157,7 +158,7 @@ def _embedder(strategy):
   from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
   return sentence_embedder.SentenceEmbedder.from_checkpoint(
       FLAGS.checkpoint, strategy, layer=FLAGS.layer,
-      model_config=FLAGS.model_config, sp_model=FLAGS.sp_model,
+      model_config=FLAGS.model_config, sp_model=FLAGS.sentencepiece_model,
       seq_length=FLAGS.seq_length, batch_size=FLAGS.batch_size,
       jit_compile=FLAGS.jit_compile)
 
@@ -173,7 +174,7 @@ def main(argv):
   from rembert_tf.runtime import process_settings  # pylint: disable=g-import-not-at-top
   outputs.refuse_overlap(FLAGS.output_dir, {
       f"--{name}": FLAGS[name].value for name in (
-          "checkpoint", "sp_model", "data_dir", "tfds_data_dir",
+          "checkpoint", "sentencepiece_model", "data_dir", "tfds_data_dir",
           "label_folder")}, "--output_dir")
   source = _bitext_source()
   plan = _plan(source, FLAGS.tasks, FLAGS.languages)

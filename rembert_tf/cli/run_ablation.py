@@ -29,6 +29,7 @@ from absl import flags
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.cli import flag_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, --mixed_precision)
 from rembert_tf.common import errors  # noqa: E402
@@ -39,9 +40,10 @@ FLAGS = flags.FLAGS
 
 def define_flags() -> None:
   """The suite's flags, defined when it runs as a command: several of their
-  names (--output_dir, --sp_model, --learning_rates, --params_override) are
-  also flags of rembert-finetune and rembert-train, which a process that
-  imports this module may hold (absl keeps one flag registry per process)."""
+  names (--output_dir, --sentencepiece_model, --learning_rates,
+  --params_override) are also flags of rembert-finetune and rembert-train,
+  which a process that imports this module may hold (absl keeps one flag
+  registry per process)."""
   for name in ("strategy", "tpu", "mixed_precision"):  # pre-training's, under --help
     flags.declare_key_flag(name)
   flags.DEFINE_string("output_dir", None, "Everything goes here (local or gs://).")
@@ -61,7 +63,7 @@ def define_flags() -> None:
                       "fine-tuning run).")
   flags.DEFINE_string("xtreme_records_dir", None, "Or: the --output_dir of "
                       "rembert-create-finetuning-data (OUTPUT/<task>/ per task).")
-  flags.DEFINE_string("sp_model", None, "SentencePiece model for "
+  flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model for "
                       "--xtreme_data_dir (default: the one beside each "
                       "pre-training run).")
   flags.DEFINE_list("tasks", None, "XTREME tasks (default: all six; demo: xnli).")
@@ -101,6 +103,14 @@ def _names(values):
   return None if values is None else [v for v in values if v]
 
 
+def _finetune_flags():
+  """--finetune_flags with rembert-finetune's agreed flag names (a deprecated
+  one is said on stderr); None if unset."""
+  given = _names(FLAGS.finetune_flags)
+  return None if given is None else flag_names.current_flag_names(
+      "finetune", given, f"{PROG} --finetune_flags")
+
+
 def suite_options():
   """The flags as the suite's `SuiteOptions`."""
   from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
@@ -109,11 +119,12 @@ def suite_options():
       experiments=_names(FLAGS.experiments), models=_names(FLAGS.models),
       train_records=FLAGS.train_records, eval_records=FLAGS.eval_records,
       xtreme_data_dir=FLAGS.xtreme_data_dir,
-      xtreme_records_dir=FLAGS.xtreme_records_dir, sp_model=FLAGS.sp_model,
+      xtreme_records_dir=FLAGS.xtreme_records_dir,
+      sp_model=FLAGS.sentencepiece_model,
       tasks=_names(FLAGS.tasks),
       learning_rates=([float(r) for r in FLAGS.learning_rates]
                       if FLAGS.learning_rates else None),
-      num_seeds=FLAGS.num_seeds, finetune_flags=_names(FLAGS.finetune_flags),
+      num_seeds=FLAGS.num_seeds, finetune_flags=_finetune_flags(),
       params_override=FLAGS.params_override, strategy=FLAGS.strategy,
       tpu=FLAGS.tpu, mixed_precision=FLAGS.mixed_precision,
       allow_different_schedules=FLAGS.allow_different_schedules,
@@ -155,8 +166,8 @@ def _refuse_output_overlapping_inputs(args) -> None:
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
   inputs = {f"--{name}": getattr(args, name) for name in (
-      "xtreme_data_dir", "xtreme_records_dir", "sp_model",
-      "similarity_sentences")}
+      "xtreme_data_dir", "xtreme_records_dir", "similarity_sentences")}
+  inputs["--sentencepiece_model"] = args.sp_model
   for name in ("train_records", "eval_records"):
     for path in fileio.glob(getattr(args, name)) if getattr(args, name) else ():
       inputs[f"--{name} ({path})"] = path

@@ -10,6 +10,10 @@ Example (CPU, the tiny demo experiment on records made by the data tools):
     --params_override "task.train_data.input_path=/tmp/records/train/*.tfrecord,task.validation_data.input_path=/tmp/records/eval/*.tfrecord" \
     --model_dir /tmp/pretrain_tiny --mode train_and_eval --strategy one_device
 
+--strategy, --tpu and --mixed_precision override the experiment's
+runtime.distribution_strategy, runtime.tpu and runtime.mixed_precision_dtype
+(a note names both when they differ); left out, the experiment's fields hold.
+
 Run the same command again to resume from the newest checkpoint in
 --model_dir (any TensorFlow filesystem: a local path, gs://...); run again
 after the end, it says the job is complete and writes nothing. Exit codes:
@@ -69,9 +73,12 @@ def main(argv):
   try:
     config = pretraining.load_experiment_config(
         FLAGS.config, FLAGS.params_override, experiment=FLAGS.experiment)
+    runtime, notes = runtime_flags.experiment_runtime(config.runtime)
+    for note in notes:
+      _say(f"{PROG}: note: {note}.")
     metrics = pretraining.run(
-        config, FLAGS.model_dir, mode=FLAGS.mode, strategy=FLAGS.strategy,
-        tpu=FLAGS.tpu, mixed_precision=FLAGS.mixed_precision,
+        config, FLAGS.model_dir, mode=FLAGS.mode, strategy=runtime["strategy"],
+        tpu=runtime["tpu"], mixed_precision=runtime["mixed_precision"],
         deterministic=FLAGS.deterministic, seed=FLAGS.seed,
         allow_sentencepiece_mismatch=FLAGS.allow_sentencepiece_mismatch,
         print_fn=_say)

@@ -105,18 +105,18 @@ def release_vocabulary_advice(input_path: str) -> str:
   beside = fileio.join(_checkpoint_folder(input_path),
                        checkpoint_layout.SENTENCEPIECE_FILE)
   if fileio.isfile(beside):
-    return f"pass the release's vocabulary with --sp_model {beside}"
+    return f"pass the release's vocabulary with --sentencepiece_model {beside}"
   return ("the released RemBERT's SentencePiece model "
           f"({checkpoint_layout.SENTENCEPIECE_FILE}) ships beside its "
           f"checkpoint ({beside} is missing): download it with the "
-          "checkpoint and pass it with --sp_model")
+          "checkpoint and pass it with --sentencepiece_model")
 
 
 def _check_sp_model(from_format, input_path, sp_model) -> None:
-  """A --sp_model that is no SentencePiece model with the special pieces is
-  refused; for the release, the line says where its own one is."""
+  """A --sentencepiece_model that is no SentencePiece model with the special
+  pieces is refused; for the release, the line says where its own one is."""
   if from_format == "tf1" and not fileio.isfile(sp_model):
-    raise errors.UsageError(f"--sp_model {sp_model}: no such file; "
+    raise errors.UsageError(f"--sentencepiece_model {sp_model}: no such file; "
                             f"{release_vocabulary_advice(input_path)}.")
   tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
 
@@ -136,7 +136,7 @@ def _check_arguments(from_format, to_format, output_dir, overwrite,
   fileio.check_output_location(output_dir)
   if fileio.exists(output_dir) and not overwrite:
     raise errors.OutputExistsError(
-        f"{output_dir} already exists; choose another --output or pass "
+        f"{output_dir} already exists; choose another --output_dir or pass "
         "--overwrite (the old output stays until the new one is complete).")
 
 
@@ -391,8 +391,9 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   Raises:
     ConversionError: listing every missing / unexpected / misshapen tensor,
       or the config problem; nothing is written then. errors.UsageError,
-      errors.OutputExistsError, tokenizer.TokenizerError (a --sp_model that is
-      not a SentencePiece model with the special pieces): before any work.
+      errors.OutputExistsError, tokenizer.TokenizerError (a
+      --sentencepiece_model that is not a SentencePiece model with the special
+      pieces): before any work.
   """
   input_path, output_dir = fileio.as_str(input_path), fileio.as_str(output_dir)
   _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,

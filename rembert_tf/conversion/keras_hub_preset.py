@@ -220,7 +220,8 @@ def _warn_about(cfg, sp_model) -> None:
                     "(attention_probs_dropout_prob=%s).",
                     cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob)
   if sp_model is None:
-    logging.warning("No SentencePiece model (--sp_model): the preset holds no "
+    logging.warning("No SentencePiece model (--sentencepiece_model): the "
+                    "preset holds no "
                     "tokenizer; the tasks' from_preset then needs one passed.")
 
 

@@ -306,12 +306,12 @@ def analyze_checkpoints(checkpoint_a: str,
     from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
     sp_model = checkpoint_layout.find_sentencepiece(str(checkpoint_a))
   _check_output(output_dir, overwrite, {
-      "checkpoint_a": checkpoint_a, "checkpoint_b": checkpoint_b,
-      "--sp_model": sp_model})
+      "--checkpoint": checkpoint_a, "--checkpoint_b": checkpoint_b,
+      "--sentencepiece_model": sp_model})
   if not sp_model or not fileio.exists(sp_model):
     raise LayerSimilarityError(
         f"{sp_model or checkpoint_a}: no SentencePiece model found with the "
-        "checkpoint; pass sp_model / --sp_model")
+        "checkpoint; pass sp_model / --sentencepiece_model")
   inputs_a = encode_sentences(sentences_a, sp_model, seq_length)
   inputs_b = encode_sentences(sentences_b, sp_model, seq_length)
   config_a, encoder_a = load_encoder(checkpoint_a, model_config)

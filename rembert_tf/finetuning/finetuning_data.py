@@ -148,7 +148,7 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
   seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
   outputs.refuse_overlap(fileio.join(output_dir, task), {
       "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
-      "--sp_model": sp_model}, "the task folder")
+      "--sentencepiece_model": sp_model}, "the task folder")
   source = task_sources.make_source(dataset, data_source, data_dir,
                                     tfds_data_dir)
   tokenizer = example_records.SentencePieceTokenizer(sp_model)

@@ -72,7 +72,7 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
   outputs.refuse_overlap(output_dir, {
       "--init_checkpoint": init_checkpoint, "--records_dir": records_dir,
       "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
-      "--sp_model": sp_model}, "--output_dir")
+      "--sentencepiece_model": sp_model}, "--output_dir")
   if records_dir is not None:
     return fileio.as_str(records_dir)
   if data_source == "tfds":
@@ -88,7 +88,8 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
     sp_model = checkpoint_sentencepiece(init_checkpoint)
     if sp_model is None:
       raise FinetuningError(
-          f"Give --sp_model: the init checkpoint {init_checkpoint} has no "
+          "Give --sentencepiece_model: the init checkpoint "
+          f"{init_checkpoint} has no "
           f"{checkpoint_layout.SENTENCEPIECE_FILE}.")
   records_root = fileio.join(output_dir, "records")
   existing = fileio.join(records_root, task)
@@ -170,12 +171,14 @@ def check_tokenizer(meta: Dict, records_dir: str, init_checkpoint,
       f"were made with the SentencePiece model {meta.get('sp_model', '?')} "
       f"(sp_model_sha256 {records_hash}), but the checkpoint was trained with "
       f"{checkpoint_model} (sha256 {checkpoint_hash}). Recreate the records "
-      f"with --sp_model {checkpoint_model}")
+      f"with --sentencepiece_model {checkpoint_model}")
   if not allow_mismatch:
-    raise FinetuningError(message + ", or pass --allow_sp_model_mismatch to "
+    raise FinetuningError(message + ", or pass "
+                          "--allow_sentencepiece_mismatch to "
                           "fine-tune anyway.")
   logging.warning("%s", message)
-  progress(f"[finetune] WARNING: {message} (--allow_sp_model_mismatch given; "
+  progress(f"[finetune] WARNING: {message} "
+           "(--allow_sentencepiece_mismatch given; "
            "going on).")
 
 

@@ -153,7 +153,10 @@ def rembert_pretraining() -> cfg.ExperimentConfig:
           # rather than Model Garden's restore-and-retry.
           recovery_max_trials=-1,
           optimizer_config=adamw_optimization()),
-      runtime=cfg.RuntimeConfig(mixed_precision_dtype="float32"),
+      # No strategy unless the YAML names one: the train command's
+      # --strategy (one_device by default) chooses then.
+      runtime=cfg.RuntimeConfig(mixed_precision_dtype="float32",
+                                distribution_strategy=None),
       restrictions=[
           "task.train_data.is_training != None",
           "task.validation_data.is_training != None",

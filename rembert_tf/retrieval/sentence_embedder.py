@@ -130,7 +130,7 @@ class SentenceEmbedder:
     if not sp_model:
       raise errors.UsageError(
           f"{source}: no sentencepiece.model with the checkpoint; pass the "
-          "SentencePiece model it was trained with (--sp_model).")
+          "SentencePiece model it was trained with (--sentencepiece_model).")
     cfg, encoder, layer = load_layer_encoder(source, layer, strategy,
                                              model_config)
     if seq_length is None:  # (0 is refused below, not taken as unset)

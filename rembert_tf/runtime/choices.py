@@ -16,6 +16,9 @@ choices.PRECISION_FLAG_VALUES     # ('float32', 'mixed_bfloat16')
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu",
               "default")
 DEFAULT_STRATEGY = "one_device"
+# Our strategy names that Model Garden's `runtime.distribution_strategy`
+# spells otherwise (its others are ours).
+MODEL_GARDEN_STRATEGY_NAMES = {"default": "off"}
 # What the command line says about precision (process_settings maps each to
 # a Keras policy).
 PRECISION_FLAG_VALUES = ("float32", "mixed_bfloat16")

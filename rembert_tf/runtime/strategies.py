@@ -38,8 +38,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 # The names, defined without TensorFlow (for the commands' flags).
 from rembert_tf.runtime.choices import DEFAULT_STRATEGY, STRATEGIES
-# Model Garden's name for TensorFlow's default strategy.
-_MODEL_GARDEN_NAMES = {"default": "off"}
+from rembert_tf.runtime.choices import MODEL_GARDEN_STRATEGY_NAMES
 
 
 # A worker that sends no heartbeat for this long is declared lost by the
@@ -68,7 +67,7 @@ def make_strategy(name: str = DEFAULT_STRATEGY,
   if name == "multi_worker_mirrored":
     _configure_worker_heartbeats(WORKER_HEARTBEAT_TIMEOUT_SECONDS)
   return distribute_utils.get_distribution_strategy(
-      distribution_strategy=_MODEL_GARDEN_NAMES.get(name, name),
+      distribution_strategy=MODEL_GARDEN_STRATEGY_NAMES.get(name, name),
       num_gpus=len(tf.config.list_physical_devices("GPU")))
 
 

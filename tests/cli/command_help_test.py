@@ -131,8 +131,8 @@ def test_a_missing_required_flag_is_named_and_exits_2():
   code, _, err, _, _ = launch("script", "rembert_tf.cli.convert_checkpoint",
                               "--from", "tf1")
   assert code == 2
-  assert err.strip() == ("rembert-convert: error: --to, --input, --output are "
-                         "required (see rembert-convert --help)")
+  assert err.strip() == ("rembert-convert: error: --to, --checkpoint, --output_dir "
+                         "are required (see rembert-convert --help)")
   code, out, _, _, _ = launch("script", "rembert_tf.cli.run_ablation",
                               "--help")
   assert code == 0 and "(default: None)" not in out
@@ -151,7 +151,7 @@ def test_a_missing_required_flag_is_named_and_exits_2():
     ("tools", "tools/run_ablation.py", ["--output_dir", "{tmp}/a", "extra"],
      "rembert-run-ablation", "unexpected arguments ['extra']"),
     ("script", "rembert_tf.cli.layer_similarity",
-     ["--checkpoint_a", "{tmp}/ckpt", "--sentences", "{tmp}/s.txt",
+     ["--checkpoint", "{tmp}/ckpt", "--sentences", "{tmp}/s.txt",
       "--output_dir", "{tmp}/cka", "extra"], "rembert-layer-similarity",
      "unexpected arguments ['extra']"),
     ("script", "rembert_tf.cli.retrieve",

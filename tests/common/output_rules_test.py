@@ -34,7 +34,7 @@ def test_overlap_compares_real_paths(tmp_path):
                            {"--model_dir": str(tmp_path / "link")})
   # A sibling whose name starts alike, and inputs not given, are fine.
   outputs.refuse_overlap(tmp_path / "run2", {"--model_dir": tmp_path / "run",
-                                             "--sp_model": None})
+                                             "--sentencepiece_model": None})
   outputs.refuse_overlap(None, {"--model_dir": tmp_path / "run"})
 
 

@@ -575,7 +575,7 @@ def test_convert_tool_cli(source_dir, tmp_path):
   out = tmp_path / "hf_cli"
   result = subprocess.run(
       [sys.executable, str(tool), "--from", "rembert_tf", "--to", "hf",
-       "--input", str(path), "--output", str(out), "--encoder_only"],
+       "--checkpoint", str(path), "--output_dir", str(out), "--encoder_only"],
       capture_output=True, text=True, timeout=120, check=False)
   assert result.returncode == 0, result.stderr[-2000:]
   names = load_file(str(out / "model.safetensors"))
@@ -588,7 +588,7 @@ def test_convert_tool_cli(source_dir, tmp_path):
   assert "(exit code 0)" in log.read_text()
   again = subprocess.run(
       [sys.executable, str(tool), "--from", "rembert_tf", "--to", "hf",
-       "--input", str(path), "--output", str(out)],
+       "--checkpoint", str(path), "--output_dir", str(out)],
       capture_output=True, text=True, timeout=120, check=False)
   assert again.returncode == 1 and "already exists" in again.stderr
 

@@ -271,13 +271,13 @@ def test_commands_print_one_line_and_exit_1(hf_dir, rembert_dir, tmp_path):
   data = (folder / "model.safetensors").read_bytes()
   (folder / "model.safetensors").write_bytes(data[:100])
   done = _tool("convert_checkpoint.py", "--from=hf", "--to=rembert_tf",
-               f"--input={folder}", f"--output={tmp_path}/out")
+               f"--checkpoint={folder}", f"--output_dir={tmp_path}/out")
   assert done.returncode == 1, done.stderr
   assert "Traceback" not in done.stderr
   lines = [l for l in done.stderr.splitlines() if l.startswith("rembert-")]
   assert len(lines) == 1 and "model.safetensors" in lines[0], done.stderr
   assert not (tmp_path / "out").exists()
-  done = _tool("export_savedmodel.py", f"--model_dir={tmp_path}/nothing",
+  done = _tool("export_savedmodel.py", f"--checkpoint={tmp_path}/nothing",
                f"--output_dir={tmp_path}/export")
   assert done.returncode == 1
   assert "Traceback" not in done.stderr
@@ -401,8 +401,8 @@ def test_export_command_checks_its_flags_before_writing(two_steps_dir,
                                                         tmp_path):
   folder, _ = broken_copy(two_steps_dir, tmp_path, "truncated_data")
   out = str(tmp_path / "export")
-  base = [f"--model_dir={folder}", f"--output_dir={out}",
-          f"--sp_model={testlib.sentencepiece_model()}"]
+  base = [f"--checkpoint={folder}", f"--output_dir={out}",
+          f"--sentencepiece_model={testlib.sentencepiece_model()}"]
   cases = [
       (base + ["--export_preprocessor", "--seq_length=-5"],
        ["--seq_length -5: the preprocessor packs [CLS] text [SEP] into it; "
@@ -413,21 +413,21 @@ def test_export_command_checks_its_flags_before_writing(two_steps_dir,
       (base + ["--export_preprocessor", "--seq_length=16",
                f"--preprocessor_dir={tmp_path}/a_file/p"],
        [f"{tmp_path}/a_file is a file, not a directory"]),
-      ([f"--model_dir={folder}/encoder/ckpt-1", f"--output_dir={out}"],
+      ([f"--checkpoint={folder}/encoder/ckpt-1", f"--output_dir={out}"],
        [f"{folder}/encoder/ckpt-1: the checkpoint is not intact",
         f"pass {folder}/encoder/ckpt-0"]),
       # Outputs that are, hold or lie inside an input (real paths).
-      ([f"--model_dir={folder}", f"--output_dir={folder}", "--overwrite"],
-       [f"--output_dir {folder} is --model_dir {folder}",
-        "Choose --output_dir outside --model_dir."]),
-      ([f"--model_dir={folder}", f"--output_dir={tmp_path}/link/export"],
-       [f"--output_dir {tmp_path}/link/export lies inside --model_dir"]),
-      ([f"--model_dir={folder}/encoder/ckpt-0", f"--output_dir={folder}",
-        "--overwrite"], [f"--output_dir {folder} holds --model_dir"]),
-      ([f"--model_dir={folder}", f"--output_dir={out}", "--overwrite",
+      ([f"--checkpoint={folder}", f"--output_dir={folder}", "--overwrite"],
+       [f"--output_dir {folder} is --checkpoint {folder}",
+        "Choose --output_dir outside --checkpoint."]),
+      ([f"--checkpoint={folder}", f"--output_dir={tmp_path}/link/export"],
+       [f"--output_dir {tmp_path}/link/export lies inside --checkpoint"]),
+      ([f"--checkpoint={folder}/encoder/ckpt-0", f"--output_dir={folder}",
+        "--overwrite"], [f"--output_dir {folder} holds --checkpoint"]),
+      ([f"--checkpoint={folder}", f"--output_dir={out}", "--overwrite",
         "--export_preprocessor", "--seq_length=16",
         f"--preprocessor_dir={folder}/pre"],
-       [f"--preprocessor_dir {folder}/pre lies inside --model_dir"]),
+       [f"--preprocessor_dir {folder}/pre lies inside --checkpoint"]),
   ]
   (tmp_path / "link").symlink_to(folder)
   (tmp_path / "a_file").write_text("x")
@@ -444,7 +444,7 @@ def test_export_command_checks_its_flags_before_writing(two_steps_dir,
 
 @pytest.mark.parametrize("root", ["local", "ram://release_vocab"])
 def test_the_release_without_its_vocabulary_is_told_where_it_is(tmp_path, root):
-  """A --sp_model of the release that is not there: the line names the
+  """A --sentencepiece_model of the release that is not there: the line names the
   file beside the checkpoint and the flag, and nothing is written."""
   release = str(tmp_path / "rembert") if root == "local" else root + "/rembert"
   fileio.makedirs(release)
@@ -459,11 +459,11 @@ def test_the_release_without_its_vocabulary_is_told_where_it_is(tmp_path, root):
   assert (f"spm.model: no such file; the released RemBERT's SentencePiece "
           f"model (sentencepiece.model) ships beside its checkpoint ({beside} "
           "is missing): download it with the checkpoint and pass it with "
-          "--sp_model." in str(missing.value))
+          "--sentencepiece_model." in str(missing.value))
   assert "train" not in str(missing.value)
   fileio.write_text(beside, "the release's vocabulary")
   with pytest.raises(errors.UsageError, match=(
-      f"pass the release's vocabulary with --sp_model {beside}")):
+      f"pass the release's vocabulary with --sentencepiece_model {beside}")):
     converter.convert_checkpoint("tf1", "rembert_tf", prefix, output,
                                  sp_model=fileio.join(release, "spm.model"))
   assert not fileio.exists(output)
@@ -474,12 +474,12 @@ def test_convert_refuses_an_output_overlapping_its_input(rembert_dir,
   (tmp_path / "link").symlink_to(rembert_dir)
   base = ["--from=rembert_tf", "--to=hf", "--overwrite"]
   cases = [
-      ([f"--input={rembert_dir}", f"--output={rembert_dir}"],
-       f"--output {rembert_dir} is --input {rembert_dir}"),
-      ([f"--input={tmp_path}/link", f"--output={rembert_dir}/hf"],
-       f"--output {rembert_dir}/hf lies inside --input {tmp_path}/link"),
-      ([f"--input={rembert_dir}/encoder", f"--output={tmp_path}/link"],
-       f"--output {tmp_path}/link holds --input {rembert_dir}/encoder"),
+      ([f"--checkpoint={rembert_dir}", f"--output_dir={rembert_dir}"],
+       f"--output_dir {rembert_dir} is --checkpoint {rembert_dir}"),
+      ([f"--checkpoint={tmp_path}/link", f"--output_dir={rembert_dir}/hf"],
+       f"--output_dir {rembert_dir}/hf lies inside --checkpoint {tmp_path}/link"),
+      ([f"--checkpoint={rembert_dir}/encoder", f"--output_dir={tmp_path}/link"],
+       f"--output_dir {tmp_path}/link holds --checkpoint {rembert_dir}/encoder"),
   ]
   before = sorted(p.name for p in rembert_dir.rglob("*"))
   results = testlib.run_command_cases("rembert_tf.cli.convert_checkpoint",

@@ -105,7 +105,7 @@ def test_an_output_in_a_checkpoint_is_refused_before_any_work(tmp_path):
   checkpoint.mkdir()
   (tmp_path / "link").symlink_to(checkpoint)
   with pytest.raises(errors.UsageError, match=r"--output_dir .*/link/sim lies "
-                     r"inside checkpoint_a .*/ckpt \(real paths"):
+                     r"inside --checkpoint .*/ckpt \(real paths"):
     layer_similarity.analyze_checkpoints(
         str(checkpoint), None, ["a b"], sp_model=str(tmp_path / "sp.model"),
         output_dir=str(tmp_path / "link" / "sim"))
@@ -125,7 +125,7 @@ CASES = [
 def test_the_command_refuses_numbers_out_of_range_in_one_line(tmp_path):
   sentences = tmp_path / "s.txt"
   sentences.write_text("a sentence\nanother one\n")
-  base = [f"--checkpoint_a={tmp_path}/none", f"--sentences={sentences}",
+  base = [f"--checkpoint={tmp_path}/none", f"--sentences={sentences}",
           f"--output_dir={tmp_path}/out"]
   results = testlib.run_command_cases("rembert_tf.cli.layer_similarity",
                                       [base + [a] for a, _ in CASES])

@@ -272,7 +272,7 @@ def test_export_tool_cli(trained_dir, tmp_path):
   out = tmp_path / "cli_encoder"
   result = subprocess.run(
       [sys.executable, str(REPO / "tools" / "export_savedmodel.py"),
-       "--model_dir", str(path), "--output_dir", str(out),
+       "--checkpoint", str(path), "--output_dir", str(out),
        "--export_preprocessor", "--seq_length", "16"],
       capture_output=True, text=True, timeout=180, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -334,20 +334,20 @@ def test_special_ids_of_a_foreign_sentencepiece_model(tmp_path):
 
 def test_export_refuses_a_sentencepiece_model_other_than_the_checkpoints(
     trained_dir, tmp_path):
-  """Identity by content: --sp_model must be the checkpoint's own model."""
+  """Identity by content: --sentencepiece_model must be the checkpoint's own model."""
   _, _, path = trained_dir
   other = tmp_path / "other.model"
   other.write_bytes(b"another model")
   out = tmp_path / "encoder"
   result = subprocess.run(
       [sys.executable, str(REPO / "tools" / "export_savedmodel.py"),
-       "--model_dir", str(path), "--output_dir", str(out),
-       "--export_preprocessor", "--sp_model", str(other)],
+       "--checkpoint", str(path), "--output_dir", str(out),
+       "--export_preprocessor", "--sentencepiece_model", str(other)],
       capture_output=True, text=True, timeout=180, check=False)
   assert result.returncode == 1 and "Traceback" not in result.stderr
   lines = [l for l in result.stderr.splitlines() if ": error: " in l]
   assert len(lines) == 1, result.stderr
-  for part in (f"--sp_model {other}", fileio.sha256(str(other)),
+  for part in (f"--sentencepiece_model {other}", fileio.sha256(str(other)),
                fileio.sha256(str(path / "sentencepiece.model"))):
     assert part in lines[0], (part, lines[0])
   assert not out.exists()

@@ -236,7 +236,7 @@ def test_the_commands_print_one_line(download_dir, sp_model, xnli_records,
   download = tmp_path / "download"
   shutil.copytree(download_dir, download)
   _, _, parts = xnli_dev_without_labels(download)
-  create = [f"--task=xnli", f"--data_dir={download}", f"--sp_model={sp_model}",
+  create = [f"--task=xnli", f"--data_dir={download}", f"--sentencepiece_model={sp_model}",
             f"--output_dir={tmp_path}/records", "--seq_length=32",
             "--splits=dev"]
   created = testlib.run_command_cases(

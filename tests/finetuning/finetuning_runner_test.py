@@ -84,7 +84,7 @@ def test_records_of_another_sentencepiece_model_are_refused(
   assert str(other / checkpoint_layout.SENTENCEPIECE_FILE) in message
   assert fileio.sha256(sp_model) in message
   assert fileio.sha256(other / checkpoint_layout.SENTENCEPIECE_FILE) in message
-  assert "--allow_sp_model_mismatch" in message
+  assert "--allow_sentencepiece_mismatch" in message
   assert not (tmp_path / "out/runs").exists()
   lines = []
   _run("xnli", xnli_records, tmp_path / "out", other, splits=("dev",),

@@ -39,7 +39,7 @@ ERRORS = [
 
 def _argv(task, out, tfds_dir, sp_model):
   return [f"--task={task}", "--data_source=tfds", f"--tfds_data_dir={tfds_dir}",
-          f"--sp_model={sp_model}", f"--output_dir={out}"] + [
+          f"--sentencepiece_model={sp_model}", f"--output_dir={out}"] + [
               f"--{k}={','.join(v) if isinstance(v, list) else v}"
               for k, v in OPTIONS[task].items()]
 
@@ -50,7 +50,7 @@ def both_sources(sp_model, tmp_path_factory):
   root = tmp_path_factory.mktemp("sources")
   tfds_dir = root / "tfds"
   cases = [_argv(t, root / "from_tfds", tfds_dir, sp_model) for t in TASKS]
-  cases += [[f"--sp_model={sp_model}", f"--output_dir={root / 'bad'}",
+  cases += [[f"--sentencepiece_model={sp_model}", f"--output_dir={root / 'bad'}",
              "--data_source=tfds", f"--tfds_data_dir={tfds_dir}"] + argv
             for argv, _ in ERRORS]
   # Without --tfds_data_dir: TFDS's default, here TFDS_DATA_DIR.

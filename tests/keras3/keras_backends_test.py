@@ -278,9 +278,9 @@ def _convert(sources, presets, logs):
                output_dir=str(presets / "xtreme"))]
   children = [
       _start([sys.executable, REPO / "tools" / "convert_checkpoint.py",
-              "--from=tf1", "--to=keras_hub", f"--input={sources['released']}",
-              f"--sp_model={testlib.released_layout_sentencepiece()}",
-              "--with_output_side", f"--output={presets / 'released'}"],
+              "--from=tf1", "--to=keras_hub", f"--checkpoint={sources['released']}",
+              f"--sentencepiece_model={testlib.released_layout_sentencepiece()}",
+              "--with_output_side", f"--output_dir={presets / 'released'}"],
              logs / "convert_cli.log"),
       _start([sys.executable, "-c", _CONVERT_DRIVER, json.dumps(runs)],
              logs / "convert.log")]

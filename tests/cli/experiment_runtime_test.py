@@ -1,0 +1,102 @@
+"""rembert-train's runtime flags against the experiment's `runtime` fields.
+
+As Model Garden's train.py users expect: a field the experiment YAML sets
+holds unless its flag is given; a flag given wins, and when the field said
+otherwise one note names both (never a silent override). Each case parses the
+flags as a command line would (`runtime_flags.experiment_runtime` reads
+absl's FLAGS) against a `runtime` section; the last one reads it from a real
+experiment YAML.
+"""
+import types
+
+import pytest
+from absl import flags
+
+from rembert_tf.cli import runtime_flags
+from rembert_tf.common import errors
+
+
+def _runtime(strategy=None, tpu=None, dtype="float32"):
+  return types.SimpleNamespace(distribution_strategy=strategy, tpu=tpu,
+                               mixed_precision_dtype=dtype)
+
+
+def _resolve(runtime, *argv):
+  flags.FLAGS.unparse_flags()
+  try:
+    flags.FLAGS(["rembert-train", *argv])
+    return runtime_flags.experiment_runtime(runtime)
+  finally:
+    flags.FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize("runtime,argv,chosen,notes", [
+    # nothing set anywhere: the flags' defaults
+    (_runtime(), [], ("one_device", None, None), []),
+    # the YAML's fields hold when no flag is given (Model Garden's "off")
+    (_runtime("tpu", "my-tpu", "bfloat16"), [], ("tpu", "my-tpu", None), []),
+    (_runtime("off"), [], ("default", None, None), []),
+    # a flag given wins; a different field value is named beside it
+    (_runtime("tpu", "my-tpu", "bfloat16"),
+     ["--strategy=mirrored", "--tpu=other", "--mixed_precision=float32"],
+     ("mirrored", "other", "float32"),
+     ["--strategy mirrored overrides the experiment's "
+      "runtime.distribution_strategy: tpu",
+      "--tpu other overrides the experiment's runtime.tpu: my-tpu",
+      "--mixed_precision float32 overrides the experiment's "
+      "runtime.mixed_precision_dtype: bfloat16"]),
+    # the same value said twice is no override
+    (_runtime("mirrored", None, "bfloat16"),
+     ["--strategy=mirrored", "--mixed_precision=mixed_bfloat16"],
+     ("mirrored", None, "mixed_bfloat16"), []),
+])
+def test_a_flag_given_wins_and_says_what_it_overrides(runtime, argv, chosen,
+                                                      notes):
+  values, said = _resolve(runtime, *argv)
+  assert (values["strategy"], values["tpu"], values["mixed_precision"]) == chosen
+  assert said == notes
+
+
+def test_a_strategy_the_commands_do_not_build_is_refused_naming_the_field():
+  with pytest.raises(errors.UsageError,
+                     match=r"runtime.distribution_strategy 'parameter_server'"
+                           r": expected one of .*change the experiment YAML"):
+    _resolve(_runtime("parameter_server"))
+
+
+def test_the_strategy_of_an_experiment_yaml_reaches_the_run(tmp_path):
+  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  plain = pretraining.load_experiment_config(["pretrain_tiny_demo"])
+  assert plain.runtime.distribution_strategy is None  # not set: --strategy
+  yaml = tmp_path / "on_tpu.yaml"
+  yaml.write_text("runtime:\n  distribution_strategy: tpu\n")
+  config = pretraining.load_experiment_config(["pretrain_tiny_demo", str(yaml)])
+  assert _resolve(config.runtime)[0]["strategy"] == "tpu"
+  values, notes = _resolve(config.runtime, "--strategy", "one_device")
+  assert values["strategy"] == "one_device"
+  assert notes == ["--strategy one_device overrides the experiment's "
+                   "runtime.distribution_strategy: tpu"]
+
+
+def test_rembert_train_says_the_override_before_its_checks(tmp_path, capsys):
+  """The note comes first; the run then stops at its first check (no
+  records), so nothing is trained."""
+  from rembert_tf.cli import train  # pylint: disable=g-import-not-at-top
+  yaml = tmp_path / "on_tpu.yaml"
+  yaml.write_text("runtime:\n  distribution_strategy: tpu\n")
+  flags.FLAGS.unparse_flags()
+  flags.FLAGS(["rembert-train", "--config", "pretrain_tiny_demo", "--config",
+               str(yaml), "--model_dir", str(tmp_path / "run"),
+               "--strategy", "one_device", "--params_override",
+               f"task.train_data.input_path={tmp_path}/none/*.tfrecord"])
+  try:
+    with pytest.raises(SystemExit) as stopped:
+      train.main([])
+  finally:
+    flags.FLAGS.unparse_flags()
+  assert stopped.value.code == 1
+  captured = capsys.readouterr()
+  assert captured.out.splitlines() == [
+      "rembert-train: note: --strategy one_device overrides the experiment's "
+      "runtime.distribution_strategy: tpu."]
+  assert len(captured.err.strip().splitlines()) == 1, captured.err
