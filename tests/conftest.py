@@ -34,6 +34,32 @@ def two_cpu_strategy():
   return tf.distribute.MirroredStrategy(TWO_CPUS)
 
 
+# --- Order ---------------------------------------------------------------------
+# The suite runs in two pytest-xdist processes that each take whole files
+# (`--dist loadfile`), in the order collected: a file of minutes handed out
+# last keeps one process busy long after the other has finished. These go
+# first, longest first; every other file keeps its place after them.
+LONGEST_FIRST = (
+    "tests/keras3/keras_backends_test.py",
+    "tests/demo/demo_test.py",
+    "tests/docs/snippets_test.py",
+    "tests/retrieval/retrieve_command_test.py",
+    "tests/pretraining/pretrain_multi_worker_test.py",
+    "tests/docs/readme_quickstart_test.py",
+    "tests/retrieval/retrieve_tfds_test.py",
+    "tests/pretraining/pretrain_preemption_test.py",
+    "tests/pretraining/pretrain_live_readers_test.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+  missing = [p for p in LONGEST_FIRST if not (config.rootpath / p).is_file()]
+  if missing:  # a renamed file would silently lose its place
+    raise pytest.UsageError(f"tests/conftest.py LONGEST_FIRST: no {missing}")
+  rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+  items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 # --- Session end ---------------------------------------------------------------
 # TensorFlow can deadlock while destroying a distributed (MultiDeviceIterator)
 # input iterator during the final garbage collection: its destructor waits for
