@@ -91,8 +91,8 @@ class Saver:
   Checkpoint objects of its own (the trainer's variables, its layout)."""
 
   def __init__(self, trainer, directory, asynchronous):
-    from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
-    from rembert_tf.runtime import async_checkpoints  # pylint: disable=g-import-not-at-top
+    from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
+    from rembert_tf.checkpoints import async_checkpoints  # pylint: disable=g-import-not-at-top
     self._wait = async_checkpoints.wait_for_writes
     self.options = async_checkpoints.options(asynchronous)
     checkpoint = tf.train.Checkpoint(

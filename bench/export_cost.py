@@ -89,7 +89,7 @@ def directory_bytes(path):
 
 def time_saves(pretrainer, optimizer, step, root, rounds):
   """Wall seconds of each save kind, in interleaved rounds (first untimed)."""
-  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   rows = {"full": [], "full+encoder": []}
   managers, writers = {}, {}
   for kind in rows:

@@ -67,7 +67,7 @@ def export_rembert(spec, directory):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rembert_tf import export  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_encoder  # pylint: disable=g-import-not-at-top
   cfg = rembert_config.model_config_from_dict(spec["model"])

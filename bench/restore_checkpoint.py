@@ -122,7 +122,7 @@ def restore_tf1(pretrainer, prefix, cfg):
 
 
 def restore_rembert_tf(pretrainer, prefix, cfg):
-  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   del cfg
   checkpoint_restore.restore_pretrainer(pretrainer, prefix)
   return len(pretrainer.variables)
@@ -141,8 +141,8 @@ def release_free_memory():
 def measure(source, budget):
   """Writes the checkpoint to ram://, restores it once -> a result dict."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_reading  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_reading  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_pretrainer  # pylint: disable=g-import-not-at-top
   cfg = released_config()
   root = f"ram://bench_restore/{source}"
@@ -201,7 +201,7 @@ def main(argv):
     source, budget = FLAGS.worker.split(":")
     print("@@" + json.dumps(measure(source, int(budget))), flush=True)
     return
-  from rembert_tf.modeling import checkpoint_reading  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_reading  # pylint: disable=g-import-not-at-top
   budgets = [0, checkpoint_reading.BATCH_BYTES] + [
       int(b) for b in FLAGS.budgets if int(b) not in (
           0, checkpoint_reading.BATCH_BYTES)]

@@ -91,7 +91,7 @@ def write_checkpoint(spec, directory):
   """A random-init encoder as a checkpoint directory, with a small vocabulary."""
   import sentencepiece as spm  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_encoder  # pylint: disable=g-import-not-at-top
   cfg = model_config(spec)
   corpus = os.path.join(directory, "corpus.txt")

@@ -46,7 +46,7 @@ def sweep(checkpoint, root, languages):
   from rembert_tf.retrieval import download_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import retrieval_runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   depth = checkpoint_restore.model_config_of(checkpoint).num_hidden_layers
   source = download_layout.DownloadSource(os.path.join(root, "download"))

@@ -6,6 +6,9 @@
 * the tf.distribute strategy table (the `--strategy` names) lives in
   rembert_tf/runtime/ alone: elsewhere a tuple, list, set or dict literal
   naming two strategies is a second table;
+* checkpoints live in rembert_tf/checkpoints/ alone (a module named for
+  checkpoints elsewhere is a second home), and that package imports only the
+  model core and common/: it is the floor between the models and their users;
 * no module over MAX_MODULE_LINES lines, no function over MAX_FUNCTION_LINES
   (from its `def` line to its last line);
 * one flag name per concept: an absl flag whose name speaks of a
@@ -237,6 +240,36 @@ def flags_outside_the_agreed_set(package: pathlib.Path = PACKAGE) -> List[str]:
   return found
 
 
+# Modules named for checkpoints that are not this project's checkpoint code:
+# the command that converts them, and keras-hub's reader of a Hugging Face
+# folder (the Keras 3 side imports nothing of the TensorFlow side).
+CHECKPOINT_NAMED_ELSEWHERE = frozenset({"cli.convert_checkpoint",
+                                        "keras_hub.transformers_checkpoint"})
+CHECKPOINTS_MAY_IMPORT = ("checkpoints", "common", "modeling")
+
+
+def checkpoint_homes(package: pathlib.Path = PACKAGE) -> List[str]:
+  """Checkpoint modules outside checkpoints/, and what checkpoints/ or the
+  model core import against the floor."""
+  found = []
+  top = package.name
+  for module, edges in sorted(import_graph(package).items()):
+    local = module[len(top) + 1:]
+    area = local.split(".")[0]
+    if ("checkpoint" in local.rpartition(".")[2] and area != "checkpoints"
+        and local not in CHECKPOINT_NAMED_ELSEWHERE):
+      found.append(f"{module}: a checkpoint module outside {top}.checkpoints")
+    for target, line in sorted(edges.items()):
+      target_area = target[len(top) + 1:].split(".")[0]
+      if area == "checkpoints" and target_area not in CHECKPOINTS_MAY_IMPORT:
+        found.append(f"{module} (line {line}) imports {target}, above "
+                     f"{top}.checkpoints")
+      if area == "modeling" and target_area == "checkpoints":
+        found.append(f"{module} (line {line}) imports {target}: the model "
+                     "core sits below the checkpoints")
+  return found
+
+
 def test_no_import_circles():
   circles = import_circles()
   assert not circles, "import circles:\n" + "\n".join(circles)
@@ -252,6 +285,11 @@ def test_every_flag_of_a_shared_concept_has_its_agreed_name():
   found = flags_outside_the_agreed_set()
   assert not found, ("flag names outside rembert_tf/cli/flag_names.py's "
                      "agreed set:\n" + "\n".join(found))
+
+
+def test_checkpoints_have_one_home_above_the_model_core():
+  found = checkpoint_homes()
+  assert not found, "\n".join(found)
 
 
 def test_no_module_over_500_lines():
@@ -301,6 +339,29 @@ def test_a_strategy_table_outside_the_runtime_is_found(tmp_path):
   })
   assert strategy_tables(package) == [
       "pkg/cli/flags.py:2 ['mirrored', 'one_device', 'tpu']"]
+
+
+def test_a_second_checkpoint_home_and_an_import_against_the_floor_are_found(
+    tmp_path):
+  package = _write_package(tmp_path, {
+      "__init__.py": "",
+      "checkpoints/__init__.py": "",
+      "checkpoints/checkpoint_layout.py": "from pkg.modeling import config\n",
+      "checkpoints/checkpoint_restore.py": "from pkg.finetuning import task\n",
+      "modeling/__init__.py": "",
+      "modeling/config.py": "",
+      "modeling/encoder.py": "from pkg.checkpoints import checkpoint_layout\n",
+      "finetuning/__init__.py": "",
+      "finetuning/task.py": "",
+      "finetuning/checkpoint_reader.py": "",
+  })
+  assert checkpoint_homes(package) == [
+      "pkg.checkpoints.checkpoint_restore (line 1) imports pkg.finetuning.task,"
+      " above pkg.checkpoints",
+      "pkg.finetuning.checkpoint_reader: a checkpoint module outside "
+      "pkg.checkpoints",
+      "pkg.modeling.encoder (line 1) imports pkg.checkpoints.checkpoint_layout:"
+      " the model core sits below the checkpoints"]
 
 
 def test_long_modules_and_functions_are_found(tmp_path):

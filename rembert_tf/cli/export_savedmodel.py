@@ -56,8 +56,8 @@ def main(argv):
   from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   if FLAGS.export_preprocessor:  # the flags first, before any file is read
     preprocessor_export.check_seq_length(FLAGS.seq_length)
   source = checkpoint_layout.resolve(FLAGS.checkpoint)

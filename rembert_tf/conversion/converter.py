@@ -62,9 +62,9 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
-from rembert_tf.modeling import checkpoint_snapshot
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_snapshot
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
 

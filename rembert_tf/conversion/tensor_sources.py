@@ -10,7 +10,7 @@ is what makes the 12 GB released checkpoint convertible.
 
 - `Tf1Source`: a TF1 name-based checkpoint (any TF filesystem), the released
   RemBERT layout, read in batches of several tensors per RestoreV2
-  (`modeling.checkpoint_reading`). Optimizer slots and
+  (`checkpoints.checkpoint_reading`). Optimizer slots and
   global_step are skipped; tensors outside the encoder are the output side,
   matched by role and shape (`weight_layout.match_output_side`) when asked
   for, skipped and listed otherwise.
@@ -43,8 +43,8 @@ from absl import logging
 
 from rembert_tf.common import fileio
 from rembert_tf.conversion import weight_layout
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_reading
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_reading
 
 HF_WEIGHTS_FILE = "model.safetensors"
 HF_INDEX_FILE = "model.safetensors.index.json"

@@ -219,7 +219,7 @@ def zero_shot_accuracy(pretrain_dir, work_dir,
     {"pretrained": {lang: accuracy}, "random_init": {lang: accuracy}}.
   """
   from rembert_tf import finetuning  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
   download = write_xnli_files(
       fileio.join(work_dir, "download"), num_train=recipe.num_train,
       num_dev=recipe.num_dev, languages=languages, seed=seed)

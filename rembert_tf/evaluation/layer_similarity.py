@@ -251,7 +251,7 @@ def load_encoder(checkpoint: str, model_config=None):
   """(config, encoder) of any checkpoint source: a pre-training model_dir, a
   checkpoint directory, a fine-tuning run kept with --keep_checkpoints, an
   encoder prefix, a SavedModel. `model_config` where the source has none."""
-  from rembert_tf.modeling import checkpoint_restore  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   return checkpoint_restore.load_encoder(str(checkpoint), model_config)
 
 
@@ -303,7 +303,7 @@ def analyze_checkpoints(checkpoint_a: str,
   """
   sentences_b = _check_inputs(sentences_a, sentences_b, seq_length, pooling)
   if sp_model is None:
-    from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+    from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
     sp_model = checkpoint_layout.find_sentencepiece(str(checkpoint_a))
   _check_output(output_dir, overwrite, {
       "--checkpoint": checkpoint_a, "--checkpoint_b": checkpoint_b,

@@ -25,7 +25,7 @@ only then is the SavedModel loaded back and compared (loading it beside the
 in-memory encoder would hold two copies).
 
 The SavedModel directory also holds `model_config.yaml`, so
-`rembert_tf.modeling.checkpoint_restore` reads its encoder without a config.
+`rembert_tf.checkpoints.checkpoint_restore` reads its encoder without a config.
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -51,9 +51,9 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
-from rembert_tf.modeling import checkpoint_snapshot
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_snapshot
 from rembert_tf.modeling import rembert_encoder
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -211,7 +211,7 @@ def export_encoder(checkpoint_dir, output_dir, *, config=None,
   """Exports the encoder of a checkpoint source as an encoder-only SavedModel.
 
   Args:
-    checkpoint_dir: any source of `rembert_tf.modeling.checkpoint_layout` (a
+    checkpoint_dir: any source of `rembert_tf.checkpoints.checkpoint_layout` (a
       converted checkpoint directory, a pre-training model_dir, a checkpoint
       prefix, another SavedModel).
     output_dir: SavedModel directory to create; written under a temporary

@@ -5,7 +5,7 @@
   `<output_dir>/records/` with the checkpoint's SentencePiece model (a rerun
   reuses them); their `metadata.json` must name the task, and come from the
   checkpoint's SentencePiece model (by sha256).
-* Encoder: anything `modeling.checkpoint_layout` resolves (only its config is read
+* Encoder: anything `checkpoints.checkpoint_layout` resolves (only its config is read
   now; the weights are read into each run's encoder when the run starts
   fresh), or random weights of `--model_config`.
 
@@ -34,8 +34,8 @@ from rembert_tf.common import outputs
 from rembert_tf.common import tfds_reader
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_config
 
 FinetuningError = finetuning_experiment.FinetuningError
@@ -188,7 +188,7 @@ def encoder_source(init_checkpoint, model_config, meta, records_dir
   """(model config, restore_encoder(encoder) or None, description).
 
   Reads only the config now; the weights are read into each run's encoder
-  by `modeling.checkpoint_restore.restore_encoder` when the run starts fresh.
+  by `checkpoints.checkpoint_restore.restore_encoder` when the run starts fresh.
   """
   if not init_checkpoint:
     if model_config is None:

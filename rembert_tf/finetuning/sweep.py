@@ -46,8 +46,8 @@ from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import predictions
 from rembert_tf.finetuning import training_loop
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.runtime import checkpoint_temporaries
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_temporaries
 
 RUN_RESULT_FILE = "run.json"
 RUN_CONFIG_FILE = "run_config.json"

@@ -32,7 +32,7 @@ from rembert_tf.common import console
 from rembert_tf.common import fileio
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import finetuning_task
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
 

@@ -1,6 +1,6 @@
 """What a pre-training run writes into model_dir beside its checkpoints.
 
-The layout (per `rembert_tf.modeling.checkpoint_layout`), what fine-tuning and the
+The layout (per `rembert_tf.checkpoints.checkpoint_layout`), what fine-tuning and the
 exporter read:
 
 | path | written |
@@ -13,7 +13,7 @@ exporter read:
 
 Checkpoint temporaries (`ckpt-N_temp` in model_dir and `encoder/`, and the
 temporaries of `params.yaml`) that a killed or failed save left are removed
-with `remove_temporaries` (`rembert_tf.runtime.checkpoint_temporaries` plus
+with `remove_temporaries` (`rembert_tf.checkpoints.checkpoint_temporaries` plus
 this layout).
 
 Example:
@@ -37,12 +37,12 @@ import tf_keras
 
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import experiments
-from rembert_tf.runtime import async_checkpoints
-from rembert_tf.runtime import checkpoint_temporaries
+from rembert_tf.checkpoints import async_checkpoints
+from rembert_tf.checkpoints import checkpoint_temporaries
 
 PARAMS_FILE = "params.yaml"
 
@@ -80,7 +80,7 @@ class ArtifactWriter:
   directory, so all of them join the same exports.
 
   With `async_writes` the encoder export is written in the background like
-  the full checkpoint (`runtime.async_checkpoints`), but for the final one;
+  the full checkpoint (`checkpoints.async_checkpoints`), but for the final one;
   `wait` returns once it is complete.
   """
 

@@ -37,7 +37,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.data import pretraining_input_pipeline
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import masked_lm_task

@@ -60,7 +60,7 @@ from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import loop_actions

@@ -42,7 +42,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import pretraining_errors
-from rembert_tf.runtime import async_checkpoints
+from rembert_tf.checkpoints import async_checkpoints
 from rembert_tf.runtime import cluster_failures
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import stop_checks as stop_checks_lib

@@ -41,8 +41,8 @@ import tensorflow as tf
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.data import tokenizer
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.retrieval import replica_batches
 

@@ -11,8 +11,6 @@ the ablation suite and retrieval take these from here and nowhere else:
 | `preemption` | the SIGTERM stop flag, the multi-worker preemption hook, `TrainingPreempted` (exit code 42) |
 | `stop_checks` | how many steps a device call runs between two stop checks (about a second's worth) |
 | `cluster_failures` | a lost worker of a multi-worker job, recognised and named (`LostPeerError`) |
-| `async_checkpoints` | background checkpoint writes: options, waiting, surfacing a failed write |
-| `checkpoint_temporaries` | removing the `ckpt-N_temp` directories a killed save leaves |
 
 Example:
 ```python

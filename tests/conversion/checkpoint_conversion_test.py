@@ -23,9 +23,9 @@ from rembert_tf.common import outputs
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
-from rembert_tf.modeling import checkpoint_reading
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_reading
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer

@@ -30,8 +30,8 @@ from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

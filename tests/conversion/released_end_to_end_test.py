@@ -29,8 +29,8 @@ from rembert_tf.data import tokenizer
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SEQ_LENGTH = 32

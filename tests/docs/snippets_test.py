@@ -34,7 +34,7 @@ def _built_pretrain_run() -> pathlib.Path:
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
-  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_pretrainer  # pylint: disable=g-import-not-at-top
   cfg = testlib.tiny_config(vocab_size=testlib.SENTENCEPIECE_VOCAB_SIZE,
                             max_position_embeddings=128)

@@ -17,7 +17,7 @@ from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
 

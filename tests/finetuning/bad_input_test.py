@@ -191,7 +191,7 @@ def test_records_without_training_or_dev_labels_are_refused(
 # --- Checkpoints that are not intact -----------------------------------------------
 def test_init_checkpoint_and_resume_use_the_newest_intact_checkpoint(
     xnli_records, checkpoint_dir, tiny_cfg, tmp_path, capsys):
-  from rembert_tf.modeling import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_encoder  # pylint: disable=g-import-not-at-top
   source = tmp_path / "pretrained"
   shutil.copytree(checkpoint_dir, source)

@@ -154,7 +154,7 @@ def tiny_cfg():
 def checkpoint_dir(tiny_cfg, sp_model, tmp_path_factory):
   """A rembert_tf checkpoint dir, as a pre-training model_dir leaves it."""
   import shutil
-  from rembert_tf.modeling import checkpoint_layout
+  from rembert_tf.checkpoints import checkpoint_layout
   from rembert_tf.modeling import rembert_config
   from rembert_tf.modeling import rembert_encoder
   d = tmp_path_factory.mktemp("pretrain_dir")

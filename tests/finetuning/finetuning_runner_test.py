@@ -12,7 +12,7 @@ from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import finetuning_runner
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.runtime import preemption
 
 QUIET = lambda s: None  # noqa: E731

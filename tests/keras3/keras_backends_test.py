@@ -42,7 +42,7 @@ from rembert_tf.finetuning import task_types
 from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.finetuning import xtreme_readers
 from rembert_tf.data import tokenizer
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.modeling import rembert_pretrainer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import tensorflow as tf
 
 import testlib
 from rembert_tf.common import errors
-from rembert_tf.modeling import checkpoint_integrity
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_integrity
+from rembert_tf.checkpoints import checkpoint_layout
 
 
 def write_steps(directory, steps=(1, 2, 3)):

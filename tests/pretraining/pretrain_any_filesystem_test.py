@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from rembert_tf.common import fileio
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.pretraining import preflight_checks

@@ -16,8 +16,8 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.data import pretraining_record_format
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import masked_lm_task

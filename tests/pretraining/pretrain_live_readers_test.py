@@ -14,9 +14,9 @@ import tensorflow as tf
 
 from rembert_tf.conversion import converter
 from rembert_tf.export import encoder_export
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
-from rembert_tf.modeling import checkpoint_snapshot
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_snapshot
 
 from rembert_tf.common import errors
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rembert_tf.modeling import checkpoint_integrity
+from rembert_tf.checkpoints import checkpoint_integrity
 
 import pretrain_testlib
 

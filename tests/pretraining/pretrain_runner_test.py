@@ -14,8 +14,8 @@ from rembert_tf import pretraining
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.evaluation import mlm_baseline
 from rembert_tf.data import pretraining_record_format
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import runner
 

@@ -24,7 +24,7 @@ def checkpoint_dir(tiny_cfg, sp_model, tmp_path_factory):
   """A checkpoint directory as conversion writes it (config, encoder, vocab)."""
   import tf_keras
   from rembert_tf.data import tokenizer
-  from rembert_tf.modeling import checkpoint_layout
+  from rembert_tf.checkpoints import checkpoint_layout
   from rembert_tf.modeling import rembert_encoder
   tf_keras.utils.set_random_seed(3)
   directory = tmp_path_factory.mktemp("ckpt") / "model"

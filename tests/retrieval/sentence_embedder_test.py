@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from rembert_tf.common import errors
-from rembert_tf.modeling import checkpoint_restore
+from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.retrieval import sentence_embedder as se
 
 SENTENCES = ["The farmer reads a long letter in the village.", "Hola.",

@@ -13,8 +13,8 @@ from official.common import distribute_utils
 from tensorflow.python.framework import config as tf_config
 
 from rembert_tf.common import errors
-from rembert_tf.runtime import async_checkpoints
-from rembert_tf.runtime import checkpoint_temporaries
+from rembert_tf.checkpoints import async_checkpoints
+from rembert_tf.checkpoints import checkpoint_temporaries
 from rembert_tf.runtime import cluster_failures
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings

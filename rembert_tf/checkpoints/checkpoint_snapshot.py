@@ -29,7 +29,7 @@ Builds on `checkpoint_layout.resolve` (which files hold each part) and
 Example:
 <!-- snippet: not run: needs a pre-training run in runs/pretrain -->
 ```python
-from rembert_tf.modeling import checkpoint_restore, checkpoint_snapshot
+from rembert_tf.checkpoints import checkpoint_restore, checkpoint_snapshot
 with checkpoint_snapshot.held("runs/pretrain") as source:
   cfg, encoder = checkpoint_restore.load_encoder(source)
 source.encoder_checkpoint   # the copy's prefix (removed after the block)
@@ -45,8 +45,8 @@ from absl import logging
 import tensorflow as tf
 
 from rembert_tf.common import fileio
-from rembert_tf.modeling import checkpoint_integrity
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_integrity
+from rembert_tf.checkpoints import checkpoint_layout
 
 # Copies tried before giving up: each one starts from the newest checkpoint
 # then; only a trainer saving faster than a checkpoint can be copied uses up

@@ -11,7 +11,7 @@ A *checkpoint source* is any path a user gives a command that needs weights:
 
 `resolve(source)` finds which files of a source hold the encoder, the output
 side, the model config and the SentencePiece model; reading the weights into
-a model is `rembert_tf.modeling.checkpoint_restore`.
+a model is `rembert_tf.checkpoints.checkpoint_restore`.
 
 Layout of a checkpoint directory:
 ```
@@ -38,7 +38,7 @@ so, a prefix named by the user is refused naming what is wrong.
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
-from rembert_tf.modeling import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_layout
 source = checkpoint_layout.resolve("converted/rembert")
 source.encoder_checkpoint   # ".../encoder/ckpt-0"
 source.sp_model             # ".../sentencepiece.model" or None
@@ -57,7 +57,7 @@ import tensorflow as tf
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
-from rembert_tf.modeling import checkpoint_integrity
+from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.modeling import rembert_config
 
 MODEL_CONFIG_FILE = "model_config.yaml"

@@ -9,7 +9,7 @@ never read. Reading is by object structure: the encoder (or pretrainer) node
 is found in the checkpoint's object graph, wherever the writer put it, and
 only that subtree is read, a bounded batch of variables at a time
 (`checkpoint_reading`). What a source is and where its files are:
-`rembert_tf.modeling.checkpoint_layout`.
+`rembert_tf.checkpoints.checkpoint_layout`.
 
 Builds on `tf.train.Checkpoint` (object-based reading; one Checkpoint and
 CheckpointManager per `EncoderExportWriter`) and the checkpoint reader's
@@ -19,7 +19,8 @@ encoder config through tf_keras' `keras_metadata.pb`.
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
-from rembert_tf.modeling import checkpoint_restore, rembert_pretrainer
+from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.modeling import rembert_pretrainer
 cfg, encoder = checkpoint_restore.load_encoder("converted/rembert")   # or a SavedModel
 pretrainer = rembert_pretrainer.build_pretrainer(cfg)
 checkpoint_restore.restore_pretrainer(pretrainer, "converted/rembert")  # + output side
@@ -34,12 +35,12 @@ import tensorflow as tf
 from absl import logging
 
 from rembert_tf.common import fileio
-from rembert_tf.modeling import checkpoint_layout
-from rembert_tf.modeling import checkpoint_reading
+from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_reading
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
-from rembert_tf.modeling.checkpoint_layout import CheckpointError
+from rembert_tf.checkpoints.checkpoint_layout import CheckpointError
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 # A node is the encoder / the pretrainer when it has these children.

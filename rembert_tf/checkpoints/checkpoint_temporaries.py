@@ -7,7 +7,7 @@ directory, which no reader ever uses. Trainers remove them when a run starts
 
 Example:
 ```python
-from rembert_tf.runtime import checkpoint_temporaries
+from rembert_tf.checkpoints import checkpoint_temporaries
 checkpoint_temporaries.remove(["run", "run/encoder"])  # -> removed paths
 ```
 """

@@ -20,7 +20,7 @@ index block, a 48-byte footer); each entry's value is a `BundleEntryProto`
 
 Example:
 ```python
-from rembert_tf.modeling import checkpoint_integrity
+from rembert_tf.checkpoints import checkpoint_integrity
 checkpoint_integrity.problem("run/ckpt-40")
 # 'ckpt-40.data-00000-of-00001 has 46126 of its 92252 bytes'
 prefix, skipped = checkpoint_integrity.newest_intact("run")

@@ -19,7 +19,7 @@ optimizer slots), once per checkpoint object written asynchronously.
 Example:
 <!-- snippet: not run: a fragment: `manager` comes from the caller's code -->
 ```python
-from rembert_tf.runtime import async_checkpoints
+from rembert_tf.checkpoints import async_checkpoints
 manager.save(checkpoint_number=step, options=async_checkpoints.options(True))
 ...  # training goes on while the checkpoint is written
 async_checkpoints.wait_for_writes(manager.checkpoint)  # raises a failed write
