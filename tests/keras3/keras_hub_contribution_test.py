@@ -90,6 +90,14 @@ def test_lay_out_writes_keras_hubs_tree_and_it_imports(tmp_path):
   assert "def hf_name" in converter.read_text()
   presets = (out / MODELS / "rembert_presets.py").read_text()
   assert '"params": 575920384' in presets   # the released backbone
+  again = _run([TOOLS / "lay_out.py", f"--output={out}"])
+  assert again.returncode == 1
+  assert [line for line in again.stderr.splitlines()
+          if line.startswith("keras-hub-lay-out:")] == [
+      f"keras-hub-lay-out: error: {out} already exists; choose another output "
+      "or pass --overwrite to replace it (the old output stays until the new "
+      "one is complete)."], again.stderr[-2000:]
+  assert (out / MODELS / "rembert_presets.py").read_text() == presets
   result = _run(["-c", _IMPORT_LAID_OUT, out])
   assert result.returncode == 0, result.stderr[-3000:]
   lines = result.stdout.splitlines()

@@ -51,6 +51,7 @@ TESTS = {"harness_checks.py": "rembert_layers_test.py",
          "harness_task_checks.py": "rembert_tasks_test.py"}
 HOOK = ("RemBertAwarePresetLoader", "install")   # upstream: preset_loader.py
 PRESET = "rembert_multi"
+PROG = "keras-hub-lay-out"
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output", None, "A new folder the keras-hub tree is "
@@ -187,6 +188,7 @@ def laid_out_files():
   return files
 
 
+@errors.command(PROG)
 def main(argv):
   del argv
   try:
@@ -204,5 +206,5 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flag_as_required("output")
-  harness.run_command(main, __doc__, program="keras-hub-lay-out",
+  harness.run_command(main, __doc__, program=PROG,
                       output_dir_flag="output", output_is_artefact=True)
