@@ -11,8 +11,13 @@ Builds on keras-hub's Hugging Face loading: `TransformersPresetLoader`
 (keras_hub/src/utils/transformers/preset_loader.py) picks a converter module
 by `model_type` and calls its `convert_backbone_config`, `convert_weights`
 and `convert_tokenizer`, reading weights with keras-hub's `SafetensorLoader`
-(safetensors' `safe_open`: one tensor in memory at a time). This module is
-that converter for RemBERT. keras-hub chooses its converters in a fixed
+(safetensors' `safe_open`). This module is that converter for RemBERT. It
+holds about one copy of the model while it loads: it reads through
+`UnmappingSafetensorLoader`, which closes the file after every tensor
+(`safe_open` memory-maps the file, and every page read stays resident,
+counted in the process's memory, until the file is closed), and the weights
+it is about to overwrite are built as zeros (`zero_initialised`), not drawn
+at random (`bench/hf_from_preset_memory.py` measures the peak). keras-hub chooses its converters in a fixed
 `if` chain with no registry, so `install()` (run by importing
 `rembert_tf.keras_hub`) puts a subclass of that loader in its place, which
 answers `model_type: "rembert"` and hands every other type to keras-hub; this
@@ -26,8 +31,10 @@ from rembert_tf.keras_hub import RemBertMaskedLM
 masked_lm = RemBertMaskedLM.from_preset("hf/rembert")   # a Hugging Face folder
 ```
 """
+import contextlib
 import sys
 
+import keras
 import numpy as np
 from keras_hub.src.utils import preset_utils
 from keras_hub.src.utils.transformers import preset_loader
@@ -53,6 +60,40 @@ def convert_backbone_config(transformers_config):
   act = config.get("hidden_act", "gelu")
   config["hidden_act"] = HF_ACTIVATIONS.get(act, act)
   return rembert_backbone.backbone_kwargs(config)
+
+
+class UnmappingSafetensorLoader(safetensor_utils.SafetensorLoader):
+  """keras-hub's SafetensorLoader, unmapping the file after each tensor.
+
+  Held open through a whole model, safetensors' memory map keeps the pages
+  of every tensor read resident: a second copy of the weights beside the
+  model's variables. Reopening costs a header parse per tensor (a few
+  hundred for RemBERT), no tensor data.
+  """
+
+  def get_tensor(self, hf_weight_key):
+    try:
+      return super().get_tensor(hf_weight_key)
+    finally:
+      self.close()
+      self.safetensor_files.clear()
+
+
+@contextlib.contextmanager
+def zero_initialised():
+  """RemBERT's layers built inside start with zeros, not random draws.
+
+  For weights that are overwritten at once: on TensorFlow a random initial
+  value costs about three times its size (the draw and its temporaries,
+  kept by the process), zeros one copy. Every random initialiser of the
+  backbone and the masked-LM head comes from `kernel_initializer`.
+  """
+  random_initializer = rembert_backbone.kernel_initializer
+  rembert_backbone.kernel_initializer = lambda stddev: keras.initializers.Zeros()
+  try:
+    yield
+  finally:
+    rembert_backbone.kernel_initializer = random_initializer
 
 
 def _port(loader, pairs) -> None:
@@ -83,11 +124,13 @@ def _check_dropped_projection(loader, transformers_config) -> None:
 
 
 def convert_weights(backbone, loader, transformers_config):
-  """The backbone's weights from the safetensors (keras-hub calls this)."""
+  """The backbone's weights from the safetensors (keras-hub calls this, with
+  its own loader, which has opened nothing yet: read with one that unmaps)."""
   pairs = canonical_weights.canonical_variables(backbone)
-  if backbone.embeddings_projection is None:
-    _check_dropped_projection(loader, transformers_config)
-  _port(loader, pairs)
+  with UnmappingSafetensorLoader(loader.preset) as reader:
+    if backbone.embeddings_projection is None:
+      _check_dropped_projection(reader, transformers_config)
+    _port(reader, pairs)
 
 
 def convert_tokenizer(cls, preset, **kwargs):
@@ -99,7 +142,7 @@ def _load_masked_lm_head(task, preset) -> None:
            canonical_weights.canonical_variables(task.backbone,
                                                  task.masked_lm_head)
            if name.startswith("cls/")]
-  with safetensor_utils.SafetensorLoader(preset, prefix="") as loader:
+  with UnmappingSafetensorLoader(preset, prefix="") as loader:
     _port(loader, pairs)
 
 
@@ -112,6 +155,12 @@ class RemBertAwarePresetLoader(preset_loader.TransformersPresetLoader):
       return
     preset_utils.PresetLoader.__init__(self, preset, config)  # pylint: disable=non-parent-init-called
     self.converter = sys.modules[__name__]
+
+  def load_backbone(self, cls, load_weights, **kwargs):
+    if self.converter is not sys.modules[__name__] or not load_weights:
+      return super().load_backbone(cls, load_weights, **kwargs)
+    with zero_initialised():
+      return super().load_backbone(cls, load_weights, **kwargs)
 
   def load_preprocessor(
       self, cls, config_file=preset_utils.PREPROCESSOR_CONFIG_FILE, **kwargs):
@@ -127,11 +176,13 @@ class RemBertAwarePresetLoader(preset_loader.TransformersPresetLoader):
       return super().load_task(cls, load_weights, load_task_weights, **kwargs)
     kwargs.setdefault("output_embedding_dim",
                       self.config.get("output_embedding_size"))
-    task = preset_utils.PresetLoader.load_task(
-        self, cls, load_weights, load_task_weights, **kwargs)
-    architectures = self.config.get("architectures") or []
-    if load_weights and load_task_weights and "RemBertForMaskedLM" in (
-        architectures):
+    head_given = load_weights and load_task_weights and (
+        "RemBertForMaskedLM" in (self.config.get("architectures") or []))
+    # The head is built as zeros only when its weights follow.
+    with zero_initialised() if head_given else contextlib.nullcontext():
+      task = preset_utils.PresetLoader.load_task(
+          self, cls, load_weights, load_task_weights, **kwargs)
+    if head_given:
       _load_masked_lm_head(task, self.preset)
     return task
 

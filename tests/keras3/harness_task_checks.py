@@ -233,6 +233,10 @@ class RemBertTransformersCheckpointTest(TestCase):
             preset, sequence_length=32)(SENTENCES)["token_ids"])
     self.assertEqual(tuple(classifier.predict(SENTENCES, verbose=0).shape),
                      (2, 2))
+    # A head the folder does not hold is drawn at random, not left at the
+    # zeros the loaded weights start from.
+    self.assertGreater(float(np.std(keras.ops.convert_to_numpy(
+        classifier.output_dense.kernel))), 0.0)
     qa = rk.RemBertQuestionAnswerer.from_preset(folder)
     self.assertAllClose(qa.backbone(inputs), converted.backbone(inputs),
                         atol=1e-6, rtol=0)
@@ -244,6 +248,37 @@ class RemBertTransformersCheckpointTest(TestCase):
         input_data=inputs,
         expected_output_shape={"sequence_output": (3, 20, 32),
                                "pooled_output": (3, 32)})
+
+  def test_each_tensor_read_through_its_own_mapping(self):
+    """safetensors keeps a memory map's pages resident until it is closed:
+    every tensor is read through a mapping opened for it and closed before
+    the next, so loading never holds a second copy of the model."""
+    from keras_hub.src.utils.transformers import safetensor_utils  # pylint: disable=g-import-not-at-top
+    opened, events = [0], []
+    real_open = safetensor_utils.safetensors.safe_open
+
+    class Counted:
+      def __init__(self, *args, **kwargs):
+        self._file = real_open(*args, **kwargs)
+
+      def __enter__(self):
+        opened[0] += 1
+        events.append(("open", opened[0]))
+        return self._file.__enter__()
+
+      def __exit__(self, *exc):
+        opened[0] -= 1
+        return self._file.__exit__(*exc)
+
+    safetensor_utils.safetensors.safe_open = Counted
+    try:
+      masked_lm = rk.RemBertMaskedLM.from_preset(str(self.HF["tiny"]))
+    finally:
+      safetensor_utils.safetensors.safe_open = real_open
+    self.assertEqual(opened[0], 0)
+    self.assertEqual(max(depth for _, depth in events), 1)
+    # One mapping per weight: the backbone's and the head's.
+    self.assertGreaterEqual(len(events), len(masked_lm.weights))
 
   def test_keras_hub_loader_hook(self):
     """What the hook relies on: keras-hub opens a Hugging Face folder with

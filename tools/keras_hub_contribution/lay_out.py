@@ -1,0 +1,210 @@
+r"""Lays out this project's keras-hub RemBERT as a keras-hub contribution.
+
+keras-hub asks a new model for its backbone, tokenizer, preprocessors and
+tasks in `keras_hub/src/models/<model>/`, their tests beside them, the preset
+metadata (`<model>_presets.py`, registered by the package's `__init__.py`),
+a Hugging Face converter in `keras_hub/src/utils/transformers/` and a
+conversion script in `tools/checkpoint_conversion/`. This command writes
+those files into `--output`, in keras-hub's tree, from the port as it is in
+`rembert_tf/keras_hub/` (nothing is kept twice: run it again after a change):
+
+| written                                                      | from                                                   |
+| ------------------------------------------------------------ | ------------------------------------------------------ |
+| keras_hub/src/models/rembert/rembert_*.py (+ helpers)        | rembert_tf/keras_hub/, imports rewritten               |
+| keras_hub/src/models/rembert/__init__.py, rembert_presets.py | generated: the classes; the released model's preset    |
+| keras_hub/src/models/rembert/rembert_layers_test.py, rembert_tasks_test.py | tests/keras3/harness_checks.py, harness_task_checks.py |
+| keras_hub/src/utils/transformers/convert_rembert.py          | rembert_tf/keras_hub/transformers_checkpoint.py without its hook, with the Hugging Face names it reads |
+| tools/checkpoint_conversion/convert_rembert_checkpoints.py   | tools/keras_hub_contribution/convert_rembert_checkpoints.py |
+| UPSTREAM.md                                                  | generated: the edits to keras-hub's shared files made by hand |
+
+The rewrites (tools/keras_hub_contribution/source_rewrite.py) act on the
+syntax tree: imports of the port become keras-hub's, public keras-hub names
+(`keras_hub.models.Backbone`) are imported from their own modules, classes
+register through `keras_hub_export`. Needs Keras 3 and keras-hub (the
+`[keras]` extra): the public names are looked up in the installed keras-hub.
+
+Usage:
+  python tools/keras_hub_contribution/lay_out.py --output /tmp/keras-hub-rembert
+  cp -r /tmp/keras-hub-rembert/. ~/keras-hub/       # a keras-hub checkout
+"""
+import ast
+import os
+import pathlib
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from absl import flags  # noqa: E402
+
+from rembert_tf.cli import harness  # noqa: E402
+from rembert_tf.common import errors  # noqa: E402
+from rembert_tf.common import fileio  # noqa: E402
+from rembert_tf.common import outputs  # noqa: E402
+import source_rewrite  # noqa: E402  pylint: disable=g-bad-import-order
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PORT = REPO / "rembert_tf" / "keras_hub"
+HERE = pathlib.Path(__file__).resolve().parent
+MODEL_DIR = "keras_hub/src/models/rembert"
+CONVERTER_FILE = "keras_hub/src/utils/transformers/convert_rembert.py"
+SCRIPT_FILE = "tools/checkpoint_conversion/convert_rembert_checkpoints.py"
+TESTS = {"harness_checks.py": "rembert_layers_test.py",
+         "harness_task_checks.py": "rembert_tasks_test.py"}
+HOOK = ("RemBertAwarePresetLoader", "install")   # upstream: preset_loader.py
+PRESET = "rembert_multi"
+PROG = "keras-hub-lay-out"
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output", None, "A new folder the keras-hub tree is "
+                    "written into.")
+flags.DEFINE_bool("overwrite", False, "Replace --output if it exists.")
+
+CONVERTER_DOC = '''"""Hugging Face RemBERT (`model_type: "rembert"`) in keras-hub.
+
+`TransformersPresetLoader` calls `convert_backbone_config`, `convert_weights`
+and `convert_tokenizer`; `_load_masked_lm_head` reads the decoupled output
+side of a `RemBertForMaskedLM` folder into `RemBertMaskedLM`. Weights are
+read one tensor at a time through `UnmappingSafetensorLoader`, which unmaps
+the file after each: loading holds about one copy of the model.
+"""
+'''
+
+
+def port_context(package_alias_target=None) -> source_rewrite.Context:
+  """The port's modules, where each class lives, and its public names."""
+  tree = ast.parse((PORT / "__init__.py").read_text(encoding="utf-8"))
+  class_modules, public = {}, []
+  for node in tree.body:
+    if isinstance(node, ast.ImportFrom) and node.module.startswith(
+        source_rewrite.PACKAGE + "."):
+      for alias in node.names:
+        class_modules[alias.name] = node.module.rsplit(".", 1)[1]
+    elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
+      public = [element.value for element in node.value.elts]
+  modules = [p.stem for p in PORT.glob("*.py") if p.stem != "__init__"]
+  return source_rewrite.Context(modules, class_modules, public,
+                                package_alias_target)
+
+
+def _replace_docstring(source: str, docstring: str) -> str:
+  first = ast.parse(source).body[0]
+  lines = source.splitlines(keepends=True)
+  return docstring + "".join(lines[first.end_lineno:])
+
+
+def converter_source(ctx) -> str:
+  """transformers_checkpoint.py without the hook that puts it into an
+  installed keras-hub, with the Hugging Face names it reads."""
+  path = PORT / "transformers_checkpoint.py"
+  source = source_rewrite.rewrite_module(path.read_text(encoding="utf-8"), ctx,
+                                         str(path), drop=HOOK)
+  source = _replace_docstring(source_rewrite.drop_unused_imports(source),
+                              CONVERTER_DOC)
+  vendored = source_rewrite.vendored_names(
+      (REPO / "rembert_tf" / "conversion" / "weight_layout.py").read_text(
+          encoding="utf-8"))
+  # What the copied definitions use.
+  source = source.replace("\nimport numpy", "\nimport re\nfrom typing import "
+                          "Tuple\n\nimport numpy", 1)
+  return (source.rstrip("\n") + "\n\n\n# Hugging Face names of RemBERT's "
+          "weights.\n" + vendored)
+
+
+def init_source(ctx) -> str:
+  imports = "".join(
+      f"from {source_rewrite.MODELS}.{ctx.class_modules[name]} import {name}\n"
+      for name in sorted(ctx.public))
+  return (f'"""RemBERT: decoupled input and output embeddings."""\n{imports}'
+          f"from {source_rewrite.MODELS}.rembert_presets import backbone_presets\n"
+          "from keras_hub.src.utils.preset_utils import register_presets\n\n"
+          "register_presets(backbone_presets, RemBertBackbone)\n")
+
+
+def presets_source() -> str:
+  """The released RemBERT's preset metadata; the parameter count is the
+  backbone's (encoder and pooler), counted from configs/models/rembert.yaml."""
+  from rembert_tf.modeling import parameter_count  # pylint: disable=g-import-not-at-top
+  from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
+  cfg = rembert_config.load_model_config("rembert")
+  counts = parameter_count.closed_form_counts(cfg)
+  description = (
+      f"{cfg.num_hidden_layers}-layer multilingual RemBERT: input embedding "
+      f"{cfg.input_embedding_size} wide, projected to {cfg.hidden_size}; the "
+      f"decoupled output embedding ({cfg.output_embedding_size}) is "
+      "RemBertMaskedLM's. The released checkpoint's encoder.")
+  return (
+      '"""RemBERT preset configurations."""\n\n'
+      "backbone_presets = {\n"
+      f'    "{PRESET}": {{\n'
+      '        "metadata": {\n'
+      f'            "description": ({description!r}),\n'
+      f'            "params": {counts.ft_params + counts.pooler_params},\n'
+      '            "path": "rembert",\n'
+      "        },\n"
+      "        # Set when keras-hub's maintainers upload the preset.\n"
+      f'        "kaggle_handle": "kaggle://keras/rembert/keras/{PRESET}/1",\n'
+      "    },\n}\n")
+
+
+UPSTREAM = f"""# RemBERT in keras-hub: the edits made by hand
+
+Written by tools/keras_hub_contribution/lay_out.py beside the files it lays out.
+
+1. `keras_hub/src/utils/transformers/preset_loader.py`: import `convert_rembert` and choose it
+   for `model_type == "rembert"`. To load `RemBertMaskedLM` from a `RemBertForMaskedLM` folder
+   with its output side, `load_task` passes `output_embedding_size` from `config.json` as
+   `output_embedding_dim` and calls `convert_rembert._load_masked_lm_head(task, preset)`.
+2. Export the public names: run keras-hub's API generator (`./shell/api_gen.sh`); the classes
+   carry `keras_hub_export`.
+3. Tests: `rembert_layers_test.py` and `rembert_tasks_test.py` read their SentencePiece model
+   and presets from `REMBERT_KERAS_FIXTURES`; point them at a test vocabulary in
+   `keras_hub/src/tests/test_data/` and at presets converted from it.
+4. Convert and upload the preset:
+   `python {SCRIPT_FILE} --preset {PRESET} --source hf --input <Hugging Face folder>`, upload
+   `./{PRESET}` and set its `kaggle_handle` in `rembert_presets.py`.
+"""
+
+
+def laid_out_files():
+  """keras-hub path -> text of every file laid out."""
+  ctx = port_context()
+  files = {}
+  for path in sorted(PORT.glob("*.py")):
+    if path.stem in ("__init__", "transformers_checkpoint"):
+      continue
+    files[f"{MODEL_DIR}/{path.name}"] = source_rewrite.rewrite_module(
+        path.read_text(encoding="utf-8"), ctx, str(path))
+  for test, name in TESTS.items():
+    path = REPO / "tests" / "keras3" / test
+    files[f"{MODEL_DIR}/{name}"] = source_rewrite.rewrite_module(
+        path.read_text(encoding="utf-8"), ctx, str(path))
+  files[CONVERTER_FILE] = converter_source(ctx)
+  files[f"{MODEL_DIR}/__init__.py"] = init_source(ctx)
+  files[f"{MODEL_DIR}/rembert_presets.py"] = presets_source()
+  script = HERE / "convert_rembert_checkpoints.py"
+  files[SCRIPT_FILE] = source_rewrite.rewrite_module(
+      script.read_text(encoding="utf-8"), port_context("keras_hub.models"),
+      str(script))
+  files["UPSTREAM.md"] = UPSTREAM
+  return files
+
+
+@errors.command(PROG)
+def main(argv):
+  del argv
+  try:
+    files = laid_out_files()
+  except source_rewrite.LayoutError as e:
+    raise errors.InputError(str(e)) from None
+  with outputs.atomic_directory(FLAGS.output, overwrite=FLAGS.overwrite) as tmp:
+    for name, text in files.items():
+      path = fileio.join(tmp, name)
+      fileio.makedirs(fileio.dirname(path))
+      fileio.write_text(path, text)
+  print(f"Wrote {len(files)} files under {FLAGS.output}; the edits made by "
+        f"hand are in {fileio.join(FLAGS.output, 'UPSTREAM.md')}")
+
+
+if __name__ == "__main__":
+  flags.mark_flag_as_required("output")
+  harness.run_command(main, __doc__, program=PROG,
+                      output_dir_flag="output", output_is_artefact=True)
