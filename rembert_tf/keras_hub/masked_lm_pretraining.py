@@ -125,5 +125,6 @@ def pretrain(records_glob, model: ModelSource, steps: int, *,
   dataset = pretraining_records.read_records(records_glob, batch_size,
                                              seed=seed)
   history = masked_lm.fit(dataset, steps_per_epoch=steps, epochs=1,
+                          shuffle=False,  # the dataset shuffles
                           callbacks=callbacks, verbose=verbose)
   return masked_lm, history

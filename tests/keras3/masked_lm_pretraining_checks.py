@@ -18,7 +18,6 @@ import numpy as np
 
 from rembert_tf.common import fileio
 from rembert_tf.conversion import converter
-from rembert_tf.keras_hub import RemBertMaskedLM
 from rembert_tf.keras_hub import masked_lm_pretraining
 from rembert_tf.keras_hub import pretraining_records
 
@@ -26,19 +25,22 @@ STEPS, BATCH = 8, 8
 
 
 def _outputs(masked_lm, inputs):
+  """Sequence output and logits, each one compiled call (predict_on_batch:
+  op by op, JAX would compile every op)."""
   x = {"token_ids": inputs["ids"], "segment_ids": inputs["types"],
        "padding_mask": inputs["mask"]}
-  sequence = masked_lm.backbone(x)["sequence_output"]
-  logits = masked_lm({**x, "mask_positions": inputs["positions"]})
-  return {"sequence_output": keras.ops.convert_to_numpy(sequence),
-          "mlm_logits": keras.ops.convert_to_numpy(logits)}
+  return {"sequence_output": masked_lm.backbone.predict_on_batch(x)[
+      "sequence_output"],
+          "mlm_logits": masked_lm.predict_on_batch(
+              {**x, "mask_positions": inputs["positions"]})}
 
 
 def _loss(masked_lm, batch):
-  x, y, weights = batch
-  losses = keras.losses.sparse_categorical_crossentropy(
-      y, masked_lm(x), from_logits=True)
-  losses = keras.ops.convert_to_numpy(losses)
+  """The records' MLM loss (weighted mean) of one batch."""
+  x = {key: np.asarray(value) for key, value in batch[0].items()}
+  labels, weights = np.asarray(batch[1]), np.asarray(batch[2])
+  losses = keras.ops.convert_to_numpy(keras.losses.sparse_categorical_crossentropy(
+      labels, masked_lm.predict_on_batch(x), from_logits=True))
   return float(np.sum(losses * weights) / np.sum(weights))
 
 
@@ -46,14 +48,20 @@ def main(root: pathlib.Path):
   inputs = dict(np.load(root / "inputs.npz"))
   converter.convert_checkpoint("rembert_tf", "keras_hub", root / "tf_run",
                                root / "preset_start")
-  start = RemBertMaskedLM.from_preset(str(root / "preset_start"))
-  np.savez(root / "keras_start.npz", **_outputs(start, inputs))
+  # The distribution first: the model is then built replicated over it.
+  distribution = masked_lm_pretraining.set_data_parallel()
+  masked_lm = masked_lm_pretraining.build_masked_lm(
+      str(root / "preset_start"))
+  np.savez(root / "keras_start.npz", **_outputs(masked_lm, inputs))
   glob = str(root / "records" / "train" / "*.tfrecord")
   batch = next(iter(pretraining_records.read_records(glob, BATCH,
                                                      shuffle=False)))
-  masked_lm, history = masked_lm_pretraining.pretrain(
-      glob, str(root / "preset_start"), STEPS, batch_size=BATCH,
-      learning_rate=2e-3, seed=0, verbose=0)
+  loss_before = _loss(masked_lm, batch)
+  embedding_before = keras.ops.convert_to_numpy(
+      masked_lm.masked_lm_head.output_embedding)
+  _, history = masked_lm_pretraining.pretrain(
+      glob, masked_lm, STEPS, batch_size=BATCH, learning_rate=2e-3, seed=0,
+      verbose=0)
   masked_lm.save_to_preset(str(root / "preset_trained"))
   np.savez(root / "keras_trained.npz", **_outputs(masked_lm, inputs))
   ram = "ram://masked_lm_pretraining/preset_trained"
@@ -62,15 +70,14 @@ def main(root: pathlib.Path):
                 fileio.join(ram, relative))
   converter.convert_checkpoint("keras_hub", "rembert_tf", ram,
                                root / "tf_from_ram")
-  distribution = keras.distribution.distribution()
   report = {
       "devices": len(keras.distribution.list_devices()),
       "distribution": type(distribution).__name__ if distribution else None,
-      "loss_before": _loss(start, batch), "loss_after": _loss(masked_lm, batch),
+      "loss_before": loss_before, "loss_after": _loss(masked_lm, batch),
       "fit_loss": history.history["loss"],
       "output_embedding_change": float(np.max(np.abs(
           keras.ops.convert_to_numpy(masked_lm.masked_lm_head.output_embedding)
-          - keras.ops.convert_to_numpy(start.masked_lm_head.output_embedding)))),
+          - embedding_before))),
       "batch_shapes": {k: list(v.shape) for k, v in batch[0].items()}}
   (root / "report.json").write_text(json.dumps(report, indent=2))
 

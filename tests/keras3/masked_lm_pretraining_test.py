@@ -37,11 +37,13 @@ if importlib.util.find_spec("jax") is None:
 
 
 def _inputs(vocab_size, seed=7):
+  """Four rows (DataParallel splits them over two devices), some padded."""
   rng = np.random.default_rng(seed)
-  ids = rng.integers(5, vocab_size, size=(3, 20)).astype(np.int32)
+  ids = rng.integers(5, vocab_size, size=(4, 20)).astype(np.int32)
   mask = np.ones_like(ids)
   mask[1, 13:], mask[2, 6:] = 0, 0
-  positions = np.array([[1, 2, 3, 0], [4, 5, 9, 12], [1, 1, 2, 5]], np.int32)
+  positions = np.array([[1, 2, 3, 0], [4, 5, 9, 12], [1, 1, 2, 5],
+                        [19, 7, 0, 0]], np.int32)
   return dict(ids=ids, mask=mask, types=np.zeros_like(ids),
               positions=positions)
 
