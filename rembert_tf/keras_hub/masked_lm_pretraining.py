@@ -88,6 +88,17 @@ def _check_records(masked_lm, meta, records_glob, batch_size, distribution):
                      f"{devices} devices of DataParallel; pass a multiple.")
 
 
+def compile_for_pretraining(masked_lm, optimizer, **compile_kwargs) -> None:
+  """keras-hub's MaskedLM compile with the loss averaged over the real
+  predictions (the records weight padding predictions 0); `compile_kwargs`
+  go to `compile` (e.g. `jit_compile`)."""
+  masked_lm.compile(
+      optimizer=optimizer,
+      loss=keras.losses.SparseCategoricalCrossentropy(
+          from_logits=True, reduction="mean_with_sample_weight"),
+      **compile_kwargs)
+
+
 def pretrain(records_glob, model: ModelSource, steps: int, *,
              batch_size: int = 32, learning_rate: float = 5e-5,
              optimizer: Optional[keras.optimizers.Optimizer] = None,
@@ -118,10 +129,8 @@ def pretrain(records_glob, model: ModelSource, steps: int, *,
   distribution = set_data_parallel()
   masked_lm = build_masked_lm(model, output_embedding_dim)
   _check_records(masked_lm, meta, records_glob, batch_size, distribution)
-  masked_lm.compile(
-      optimizer=optimizer or keras.optimizers.Adam(learning_rate),
-      loss=keras.losses.SparseCategoricalCrossentropy(
-          from_logits=True, reduction="mean_with_sample_weight"))
+  compile_for_pretraining(
+      masked_lm, optimizer or keras.optimizers.Adam(learning_rate))
   dataset = pretraining_records.read_records(records_glob, batch_size,
                                              seed=seed)
   history = masked_lm.fit(dataset, steps_per_epoch=steps, epochs=1,
