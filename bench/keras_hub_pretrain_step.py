@@ -120,7 +120,8 @@ def build_keras_hub(spec):
            segment_ids=raw["input_type_ids"],
            mask_positions=raw["masked_lm_positions"])
   return lambda: float(masked_lm.train_on_batch(
-      x, raw["masked_lm_ids"], sample_weight=raw["masked_lm_weights"]))
+      x, raw["masked_lm_ids"], sample_weight=raw["masked_lm_weights"],
+      return_dict=True)["loss"])
 
 
 def run_worker(spec):

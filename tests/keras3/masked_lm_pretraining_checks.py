@@ -6,11 +6,13 @@ path's pre-training model_dir ROOT/tf_run to a keras-hub preset, writes the
 RemBertMaskedLM's outputs on ROOT/inputs.npz, pre-trains it on JAX from the
 records ROOT/records/train, saves it with `save_to_preset` and writes its
 outputs; converts that preset back to a rembert_tf checkpoint from a
-`ram://` copy. ROOT/report.json holds the losses and what ran; the test
-compares the outputs with the TensorFlow models.
+`ram://` copy; tries the bad inputs. ROOT/report.json holds the losses,
+what ran and the refusals' messages; the test compares the outputs with the
+TensorFlow models.
 """
 import json
 import pathlib
+import shutil
 import sys
 
 import keras
@@ -18,6 +20,7 @@ import numpy as np
 
 from rembert_tf.common import fileio
 from rembert_tf.conversion import converter
+from rembert_tf.conversion import weight_layout
 from rembert_tf.keras_hub import masked_lm_pretraining
 from rembert_tf.keras_hub import pretraining_records
 
@@ -42,6 +45,34 @@ def _loss(masked_lm, batch):
   losses = keras.ops.convert_to_numpy(keras.losses.sparse_categorical_crossentropy(
       labels, masked_lm.predict_on_batch(x), from_logits=True))
   return float(np.sum(losses * weights) / np.sum(weights))
+
+
+def _refusals(root: pathlib.Path):
+  """The one-line messages of bad inputs: unmasked records, a glob without
+  records, a preset of another model; nothing written."""
+  messages = {}
+  cases = {
+      "unmasked_records": lambda: pretraining_records.read_records(
+          str(root / "records_unmasked" / "*.tfrecord"), BATCH),
+      "no_records": lambda: pretraining_records.read_records(
+          str(root / "records" / "train" / "none-*.tfrecord"), BATCH),
+      "other_preset": lambda: converter.convert_checkpoint(
+          "keras_hub", "rembert_tf", root / "other_preset",
+          root / "not_written")}
+  other = root / "other_preset"
+  shutil.copytree(root / "preset_start", other)
+  config = json.loads((other / "config.json").read_text())
+  config["registered_name"] = "keras_hub>BertBackbone"
+  (other / "config.json").write_text(json.dumps(config))
+  for name, call in cases.items():
+    try:
+      call()
+      messages[name] = None
+    except (pretraining_records.RecordsError,
+            weight_layout.ConversionError) as e:
+      messages[name] = str(e)
+  messages["not_written"] = (root / "not_written").exists()
+  return messages
 
 
 def main(root: pathlib.Path):
@@ -78,7 +109,8 @@ def main(root: pathlib.Path):
       "output_embedding_change": float(np.max(np.abs(
           keras.ops.convert_to_numpy(masked_lm.masked_lm_head.output_embedding)
           - embedding_before))),
-      "batch_shapes": {k: list(v.shape) for k, v in batch[0].items()}}
+      "batch_shapes": {k: list(v.shape) for k, v in batch[0].items()},
+      "refusals": _refusals(root)}
   (root / "report.json").write_text(json.dumps(report, indent=2))
 
 

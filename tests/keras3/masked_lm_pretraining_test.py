@@ -20,6 +20,7 @@ import pytest
 from official.core import task_factory
 
 from pretraining import pretrain_testlib
+from rembert_tf.data import pretraining_record_format
 from rembert_tf.modeling import checkpoint_restore
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
@@ -90,6 +91,11 @@ def _first_batch_loss(config, pretrainer):
 def crossing(tmp_path_factory):
   root = tmp_path_factory.mktemp("masked_lm_pretraining")
   pretrain_testlib.write_records(root / "records", splits=(("train", 1),))
+  pretraining_record_format.write_pretraining_records(
+      root / "records_unmasked", [[5, 6, 7]] * 8, layout="unmasked",
+      seq_length=pretrain_testlib.SEQ,
+      max_predictions_per_seq=pretrain_testlib.PREDS,
+      vocab_size=pretrain_testlib.VOCAB)
   config = pretrain_testlib.make_config(
       root / "records", train_steps=1, steps_per_loop=1,
       checkpoint_interval=1, eval_data=False)
@@ -151,3 +157,19 @@ def test_tensorflow_path_continues_from_the_jax_model(crossing, tmp_path):
   assert rembert_config.load_model_config(
       str(tmp_path / "continued" / "model_config.yaml")).as_dict() == (
           crossing["cfg"].as_dict())
+
+
+def test_bad_inputs_are_refused_with_one_line(crossing):
+  root, refusals = crossing["root"], crossing["report"]["refusals"]
+  assert refusals["unmasked_records"] == (
+      f"{root}/records_unmasked/metadata.json: layout is 'unmasked'; "
+      "RemBertMaskedLM trains from records masked when written: make them "
+      "without --unmasked.")
+  assert refusals["no_records"] == (
+      f"{root}/records/train/none-*.tfrecord: matches no record file; pass "
+      "the shards' glob, e.g. DIR/pretrain-*.tfrecord.")
+  assert refusals["other_preset"] == (
+      f"{root}/other_preset/config.json: registered_name is "
+      "'keras_hub>BertBackbone', expected 'rembert_tf>RemBertBackbone' (a "
+      "preset of rembert_tf.keras_hub).")
+  assert refusals["not_written"] is False
