@@ -238,15 +238,10 @@ def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
   return meta
 
 
-# The features of a record (the table above): [S] ones, then the static
-# layout's [P] ones (positions and ids int64, weights float32).
 SEQUENCE_FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
-PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids",
-                       "masked_lm_weights")
-FLOAT_FEATURES = ("masked_lm_weights",)
+PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 _STATIC_ENCODER = example_encoding.FixedShapeEncoder(
-    [n for n in SEQUENCE_FEATURES + PREDICTION_FEATURES
-     if n not in FLOAT_FEATURES], list(FLOAT_FEATURES))
+    list(SEQUENCE_FEATURES + PREDICTION_FEATURES[:-1]), PREDICTION_FEATURES[-1:])
 _UNMASKED_ENCODER = example_encoding.FixedShapeEncoder(list(SEQUENCE_FEATURES))
 
 

@@ -115,7 +115,7 @@ def read_records(records_glob: Union[str, Sequence[str]], batch_size: int, *,
   s, p = meta["seq_length"], meta["max_predictions_per_seq"]
   spec = {name: tf.io.FixedLenFeature(
       [s if name in record_format.SEQUENCE_FEATURES else p],
-      tf.float32 if name in record_format.FLOAT_FEATURES else tf.int64)
+      tf.float32 if name == _WEIGHTS else tf.int64)
           for name in record_format.SEQUENCE_FEATURES +
           record_format.PREDICTION_FEATURES}
   dataset = tf.data.Dataset.from_tensor_slices(files)
