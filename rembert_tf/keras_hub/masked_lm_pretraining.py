@@ -40,11 +40,14 @@ ModelSource = Union[str, rembert_backbone.RemBertBackbone,
                     rembert_masked_lm.RemBertMaskedLM]
 
 
-def set_data_parallel() -> Optional["keras.distribution.DataParallel"]:
+def set_data_parallel() -> Optional["keras.distribution.Distribution"]:
   """DataParallel over every device when there are several (JAX only: Keras'
-  distribution API); the distribution set, or None on one device."""
+  distribution API); the distribution in force, or None on one device. A
+  distribution the caller set already (ModelParallel, ...) is kept."""
   if keras.backend.backend() != "jax":
     return None
+  if keras.distribution.distribution() is not None:
+    return keras.distribution.distribution()
   devices = keras.distribution.list_devices()
   if len(devices) < 2:
     return None
@@ -81,11 +84,14 @@ def _check_records(masked_lm, meta, records_glob, batch_size, distribution):
     raise pretraining_records.RecordsError(
         f"{records_glob}: seq_length {meta['seq_length']} is longer than the "
         f"model's max_sequence_length {backbone.max_sequence_length}.")
-  devices = len(distribution.device_mesh.devices.flatten()) if (
-      distribution) else 1
-  if batch_size % devices:
-    raise errors.UsageError(f"batch_size {batch_size} does not divide over the "
-                     f"{devices} devices of DataParallel; pass a multiple.")
+  shards = 1
+  if distribution is not None:  # the batch axis of the device mesh
+    mesh = distribution.device_mesh
+    shards = dict(zip(mesh.axis_names, mesh.shape))[distribution.batch_dim_name]
+  if batch_size % shards:
+    raise errors.UsageError(
+        f"batch_size {batch_size} does not divide over the {shards} devices "
+        "the batch is split over; pass a multiple.")
 
 
 def compile_for_pretraining(masked_lm, optimizer, **compile_kwargs) -> None:

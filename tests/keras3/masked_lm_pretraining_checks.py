@@ -18,6 +18,7 @@ import sys
 import keras
 import numpy as np
 
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import weight_layout
@@ -47,11 +48,15 @@ def _loss(masked_lm, batch):
   return float(np.sum(losses * weights) / np.sum(weights))
 
 
-def _refusals(root: pathlib.Path):
+def _refusals(root: pathlib.Path, masked_lm):
   """The one-line messages of bad inputs: unmasked records, a glob without
-  records, a preset of another model; nothing written."""
+  records, a batch the devices cannot split, a preset of another model
+  (nothing written)."""
   messages = {}
   cases = {
+      "odd_batch": lambda: masked_lm_pretraining.pretrain(
+          str(root / "records" / "train" / "*.tfrecord"), masked_lm, 1,
+          batch_size=3),
       "unmasked_records": lambda: pretraining_records.read_records(
           str(root / "records_unmasked" / "*.tfrecord"), BATCH),
       "no_records": lambda: pretraining_records.read_records(
@@ -68,7 +73,7 @@ def _refusals(root: pathlib.Path):
     try:
       call()
       messages[name] = None
-    except (pretraining_records.RecordsError,
+    except (pretraining_records.RecordsError, errors.UsageError,
             weight_layout.ConversionError) as e:
       messages[name] = str(e)
   messages["not_written"] = (root / "not_written").exists()
@@ -110,7 +115,7 @@ def main(root: pathlib.Path):
           keras.ops.convert_to_numpy(masked_lm.masked_lm_head.output_embedding)
           - embedding_before))),
       "batch_shapes": {k: list(v.shape) for k, v in batch[0].items()},
-      "refusals": _refusals(root)}
+      "refusals": _refusals(root, masked_lm)}
   (root / "report.json").write_text(json.dumps(report, indent=2))
 
 

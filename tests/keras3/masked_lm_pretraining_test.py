@@ -173,3 +173,6 @@ def test_bad_inputs_are_refused_with_one_line(crossing):
       "'keras_hub>BertBackbone', expected 'rembert_tf>RemBertBackbone' (a "
       "preset of rembert_tf.keras_hub).")
   assert refusals["not_written"] is False
+  assert refusals["odd_batch"] == (
+      "batch_size 3 does not divide over the 2 devices the batch is split "
+      "over; pass a multiple.")
