@@ -33,18 +33,19 @@ def _outputs(masked_lm, inputs):
   op by op, JAX would compile every op)."""
   x = {"token_ids": inputs["ids"], "segment_ids": inputs["types"],
        "padding_mask": inputs["mask"]}
-  return {"sequence_output": masked_lm.backbone.predict_on_batch(x)[
-      "sequence_output"],
-          "mlm_logits": masked_lm.predict_on_batch(
-              {**x, "mask_positions": inputs["positions"]})}
+  sequence = masked_lm.backbone.predict_on_batch(x)["sequence_output"]
+  logits = masked_lm.predict_on_batch(
+      {**x, "mask_positions": inputs["positions"]})
+  return {"sequence_output": sequence, "mlm_logits": logits}
 
 
 def _loss(masked_lm, batch):
   """The records' MLM loss (weighted mean) of one batch."""
   x = {key: np.asarray(value) for key, value in batch[0].items()}
   labels, weights = np.asarray(batch[1]), np.asarray(batch[2])
-  losses = keras.ops.convert_to_numpy(keras.losses.sparse_categorical_crossentropy(
-      labels, masked_lm.predict_on_batch(x), from_logits=True))
+  losses = keras.ops.convert_to_numpy(
+      keras.losses.sparse_categorical_crossentropy(
+          labels, masked_lm.predict_on_batch(x), from_logits=True))
   return float(np.sum(losses * weights) / np.sum(weights))
 
 

@@ -6,7 +6,8 @@ with `fit` on JAX from the same records (`masked_lm_pretraining_checks.py`,
 its own process, two host devices under DataParallel), converts back with
 `rembert-convert --from keras_hub` and continues on the TensorFlow path
 from `task.init_checkpoint`. The encoder's sequence output and the MLM
-logits agree to 1e-5 at each crossing. Skipped when JAX is not installed.
+logits agree to 1e-5 at each crossing. Skipped when JAX or keras-hub is not
+installed.
 """
 import importlib.util
 import json
@@ -32,8 +33,9 @@ CHECKS = pathlib.Path(__file__).with_name("masked_lm_pretraining_checks.py")
 TOLERANCE = 1e-5
 QUIET = dict(print_fn=lambda _: None)
 
-if importlib.util.find_spec("jax") is None:
-  pytest.skip("Keras backend jax: jax is not installed",
+_MISSING = [m for m in ("jax", "keras_hub") if importlib.util.find_spec(m) is None]
+if _MISSING:
+  pytest.skip(f"Keras backend jax: {', '.join(_MISSING)} not installed",
               allow_module_level=True)
 
 
@@ -113,13 +115,19 @@ def crossing(tmp_path_factory):
               report=json.loads((root / "report.json").read_text()))
 
 
-def test_tensorflow_run_loads_into_keras(crossing):
+def _print(capsys, text):
+  with capsys.disabled():
+    print(f"\n{text}")
+
+
+def test_tensorflow_run_loads_into_keras(crossing, capsys):
   keras_start = dict(np.load(crossing["root"] / "keras_start.npz"))
   errors = _max_errors(keras_start, crossing["tf_run"])
   assert max(errors.values()) <= TOLERANCE, errors
+  _print(capsys, f"TF run -> RemBertMaskedLM, max |diff|: {errors}")
 
 
-def test_fit_on_jax_trains_data_parallel(crossing):
+def test_fit_on_jax_trains_data_parallel(crossing, capsys):
   report = crossing["report"]
   assert report["devices"] == 2 and report["distribution"] == "DataParallel"
   assert report["batch_shapes"] == {
@@ -129,16 +137,20 @@ def test_fit_on_jax_trains_data_parallel(crossing):
       "mask_positions": [8, pretrain_testlib.PREDS]}
   assert report["loss_after"] < report["loss_before"] - 0.5, report
   assert report["output_embedding_change"] > 1e-3, report
+  _print(capsys, f"fit on JAX ({report['devices']} devices): loss on a batch "
+         f"{report['loss_before']:.3f} -> {report['loss_after']:.3f}")
 
 
 @pytest.mark.parametrize("converted", ["tf_cli", "tf_from_ram"])
-def test_jax_model_converts_back_with_its_output_side(crossing, converted):
+def test_jax_model_converts_back_with_its_output_side(crossing, converted,
+                                                     capsys):
   cfg, _, outputs = _tf_outputs(crossing["root"] / converted,
                                 crossing["inputs"])
   assert cfg.as_dict() == crossing["cfg"].as_dict()
   keras_trained = dict(np.load(crossing["root"] / "keras_trained.npz"))
   errors = _max_errors(outputs, keras_trained)
   assert max(errors.values()) <= TOLERANCE, errors
+  _print(capsys, f"JAX-trained -> {converted}, max |diff|: {errors}")
   # Trained on JAX: not the TensorFlow run's weights any more.
   assert np.max(np.abs(outputs["mlm_logits"] -
                        crossing["tf_run"]["mlm_logits"])) > 1e-2
