@@ -42,6 +42,7 @@ def two_cpu_strategy():
 LONGEST_FIRST = (
     "tests/keras3/keras_backends_test.py",
     "tests/keras3/keras_hub_contribution_test.py",
+    "tests/keras3/masked_lm_pretraining_test.py",
     "tests/demo/demo_test.py",
     "tests/docs/snippets_test.py",
     "tests/retrieval/retrieve_command_test.py",

@@ -7,6 +7,9 @@ r"""Converts RemBERT checkpoints: released TF1 / Hugging Face safetensors / remb
   --from hf          directory with config.json + model.safetensors (never
                      pytorch_model.bin: unpickling runs code).
   --from rembert_tf  checkpoint directory or pre-training model_dir.
+  --from keras_hub   a preset of rembert_tf.keras_hub (save_to_preset, e.g.
+                     after pre-training on JAX); a RemBertMaskedLM's output
+                     side too. Needs the `keras` extra.
   --to rembert_tf    model_config.yaml, encoder/ckpt-0, [pretrainer/ckpt-0],
                      [sentencepiece.model]: what train, export and fine-tune take.
   --to hf            config.json + model.safetensors [+ sentencepiece.model].
@@ -45,7 +48,8 @@ from absl import flags  # noqa: E402
 PROG = command_names.console_script(__spec__.name)  # rembert-convert
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("from", None, ["tf1", "hf", "rembert_tf"], "Input format.")
+flags.DEFINE_enum("from", None, ["tf1", "hf", "rembert_tf", "keras_hub"],
+                  "Input format.")
 flags.DEFINE_enum("to", None, ["rembert_tf", "hf", "keras_hub"],
                  "Output format.")
 flags.DEFINE_string("checkpoint", None, "Input checkpoint (prefix or "

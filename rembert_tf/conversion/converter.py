@@ -7,6 +7,7 @@
 | tf1         | TF1 name-based checkpoint prefix (or its directory) + JSON config; the output side with `with_output_side` |
 | hf          | directory with config.json + model.safetensors (or shards)   |
 | rembert_tf  | rembert_tf checkpoint directory or pre-training model_dir     |
+| keras_hub   | a preset of rembert_tf.keras_hub (`save_to_preset`, e.g. after pre-training on JAX); with RemBertMaskedLM's task files its output side too |
 
 | to          | output directory                                             |
 | ----------- | ------------------------------------------------------------ |
@@ -72,9 +73,9 @@ from rembert_tf.conversion import config_json
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
 
-FROM_FORMATS = ("tf1", "hf", "rembert_tf")
+FROM_FORMATS = ("tf1", "hf", "rembert_tf", "keras_hub")
 TO_FORMATS = ("rembert_tf", "hf", "keras_hub")
-# Keras 3 / keras-hub modules: the `keras` extra, needed by --to keras_hub only.
+# Keras 3 / keras-hub modules: the `keras` extra, needed by keras_hub only.
 KERAS_MODULES = ("keras", "keras_hub", "h5py")
 TF1_CONFIG_NAMES = ("config.json", "bert_config.json", "rembert_config.json")
 POOLER_NAMES = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
@@ -157,6 +158,9 @@ def _open_source(from_format, input_path, config, cfg_hint_output_side):
                    "to convert them): %s", len(source.outside_encoder),
                    ", ".join(sorted(source.outside_encoder)[:10]))
     return cfg, source, None
+  if from_format == "keras_hub":
+    return _keras_hub_preset("--from").open_preset(input_path,
+                                                   cfg_hint_output_side)
   if from_format == "hf":
     tensor_sources.refuse_pickle(input_path)
     folder = (input_path if fileio.isdir(input_path)
@@ -342,19 +346,23 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
           sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
 
 
-def _write_keras_hub(*args):
-  """The keras-hub preset writer, imported only here: Keras 3 is an extra."""
+def _keras_hub_preset(flag: str):
+  """The keras-hub preset module, imported only here: Keras 3 is an extra."""
   try:
     from rembert_tf.conversion import keras_hub_preset  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     if e.name not in KERAS_MODULES:
       raise
     raise errors.UsageError(
-        f"--to keras_hub needs Keras 3 and keras-hub ({e.name} is not "
+        f"{flag} keras_hub needs Keras 3 and keras-hub ({e.name} is not "
         "installed); install the extra (Python 3.11+): pip install "
         "'rembert_tf[keras]'."
     ) from None
-  keras_hub_preset.write_preset(*args)
+  return keras_hub_preset
+
+
+def _write_keras_hub(*args):
+  _keras_hub_preset("--to").write_preset(*args)
 
 
 @outputs.writes_output("output_dir")
@@ -367,7 +375,7 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   """Converts a checkpoint; see the module docstring for formats.
 
   Args:
-    from_format: "tf1", "hf" or "rembert_tf".
+    from_format: "tf1", "hf", "rembert_tf" or "keras_hub".
     to_format: "rembert_tf", "hf" or "keras_hub".
     input_path: checkpoint prefix / directory (see module docstring).
     output_dir: the directory to create (must not exist unless overwrite).

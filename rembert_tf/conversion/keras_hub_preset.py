@@ -1,6 +1,7 @@
-"""Writes a keras-hub preset directory from canonical tensors, one tensor at a time.
+"""Writes and reads keras-hub preset directories, one tensor at a time.
 
-The output of `rembert-convert --to keras_hub` (`converter.convert_checkpoint`):
+The output of `rembert-convert --to keras_hub` (`converter.convert_checkpoint`),
+and the input of `--from keras_hub` (`open_preset`):
 
 ```
 PRESET/config.json            RemBertBackbone's serialized config
@@ -24,6 +25,10 @@ canonical tensor. The preset is that skeleton's, with its JSON configs given
 the real sizes and each marked dataset of its `.weights.h5` files replaced by
 the real tensor, read from the source and written one at a time (HDF5
 through h5py, as Keras itself writes it). Peak memory is one tensor.
+Reading inverts the map: a marked skeleton of the preset's architecture
+says which dataset holds which canonical tensor (`PresetSource`), so a
+model trained in Keras 3 (on JAX, say) and saved with `save_to_preset`
+converts back to the project's checkpoints, its output side included.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -41,10 +46,13 @@ from typing import Dict, Iterator, Optional, Tuple
 import h5py
 import numpy as np
 from absl import logging
+from keras_hub.src.tokenizers import sentence_piece_tokenizer
+from keras_hub.src.utils import preset_utils
 
 from rembert_tf.common import console
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.conversion import config_json
 from rembert_tf.conversion import weight_layout
 from rembert_tf.keras_hub import canonical_weights
 from rembert_tf.keras_hub import rembert_backbone
@@ -266,3 +274,135 @@ def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
       raise weight_layout.ConversionError(
           "internal: the skeleton's weight files lack " + ", ".join(
               sorted(name for name, _ in targets.values())))
+
+
+# --- Reading a preset (`rembert-convert --from keras_hub`) ----------------------
+
+
+def _registered_config(folder: str, file_name: str, class_name: str,
+                       required: bool = True) -> Optional[Dict]:
+  """The `config` of FILE when it serializes rembert_tf's CLASS; None when
+  the file is absent or holds another class and not `required`."""
+  path = fileio.join(folder, file_name)
+  if not fileio.isfile(path):
+    if not required:
+      return None
+    raise weight_layout.ConversionError(
+        f"{path}: not found; --from keras_hub reads a preset written by "
+        "rembert_tf.keras_hub (save_to_preset or rembert-convert --to "
+        "keras_hub).")
+  serialized = fileio.read_json(path)
+  expected = f"rembert_tf>{class_name}"
+  if serialized.get("registered_name") != expected:
+    if not required:
+      return None
+    raise weight_layout.ConversionError(
+        f"{path}: registered_name is {serialized.get('registered_name')!r}, "
+        f"expected {expected!r} (a preset of rembert_tf.keras_hub).")
+  return serialized["config"]
+
+
+def _marked_datasets(skeleton: str) -> Dict[int, Tuple[str, str]]:
+  """Marker index -> (weights file, dataset path) in a saved skeleton."""
+  found = {}
+  for file_name in _WEIGHT_FILES:
+    path = fileio.join(skeleton, file_name)
+    if not fileio.exists(path):
+      continue
+    with h5py.File(path, "r") as weights:
+      def visit(key, item, file_name=file_name):
+        if isinstance(item, h5py.Dataset):
+          index = _marker_index(item)
+          if index is not None:
+            found[index] = (file_name, key)
+      weights.visititems(visit)
+  return found
+
+
+class PresetSource:
+  """Canonical tensors of a rembert_tf.keras_hub preset, one dataset at a time.
+
+  Which dataset of `model.weights.h5` / `task.weights.h5` holds which
+  canonical tensor is read off a marked skeleton saved the same way (the
+  writer's map, inverted): Keras' weight paths depend on the architecture,
+  not on the widths. A remote preset's weight files are copied locally
+  (h5py reads local files).
+  """
+
+  def __init__(self, folder: str, cfg, with_output_side: bool):
+    self.description = f"keras-hub preset {folder}"
+    self._folder, self._cfg = folder, cfg
+    model, _, pairs = _build_skeleton(cfg, with_output_side, None)
+    with outputs.local_scratch_dir("rembert_tf-skeleton-") as skeleton:
+      _save_skeleton(model, None, skeleton)
+      marked = _marked_datasets(skeleton)
+    self._where = {name: marked[index] for index, (name, _) in enumerate(pairs)}
+    self._canonical = weight_layout.expected_canonical_shapes(
+        cfg, output_side=with_output_side)
+    self._stack = contextlib.ExitStack()
+    self._files = {}
+    try:
+      for file_name in sorted({f for f, _ in self._where.values()}):
+        path = fileio.join(folder, file_name)
+        if not fileio.isfile(path):
+          raise weight_layout.ConversionError(
+              f"{path}: not found; the preset's config needs it.")
+        local = self._stack.enter_context(fileio.local_copy(path))
+        self._files[file_name] = self._stack.enter_context(
+            h5py.File(local, "r"))
+    except BaseException:
+      self._stack.close()
+      raise
+
+  def _dataset(self, name):
+    file_name, key = self._where[name]
+    return self._files[file_name].get(key)
+
+  def shapes(self) -> Dict[str, Tuple[int, ...]]:
+    """Canonical shapes; a dataset of another shape keeps its own (the
+    converter's check then names it)."""
+    shapes = {}
+    for name in self._where:
+      dataset = self._dataset(name)
+      if dataset is None:
+        continue
+      canonical = tuple(self._canonical[name])
+      shapes[name] = (canonical if tuple(dataset.shape) == keras_shape(
+          name, canonical, self._cfg) else tuple(dataset.shape))
+    return shapes
+
+  def get(self, name) -> np.ndarray:
+    return np.asarray(self._dataset(name)[()], np.float32).reshape(
+        self._canonical[name])
+
+  def read(self, names) -> Iterator[Tuple[str, np.ndarray]]:
+    for name in names:
+      yield name, self.get(name)
+
+  def display(self, name) -> str:
+    file_name, key = self._where[name]
+    return f"{file_name}:{key} ({name})"
+
+  def close(self):
+    self._stack.close()
+
+
+def open_preset(path: str, read_output_side: bool):
+  """-> (RemBertConfig, PresetSource, the preset's SentencePiece model or
+  None). The output side is read when asked for and the preset's task is a
+  RemBertMaskedLM (`task.json`, `task.weights.h5`)."""
+  folder = fileio.as_str(path).rstrip("/")
+  backbone = _registered_config(folder, _CONFIG_FILE, "RemBertBackbone")
+  task = (_registered_config(folder, _TASK_FILE, "RemBertMaskedLM",
+                             required=False) if read_output_side else None)
+  if task is not None and not fileio.isfile(fileio.join(folder,
+                                                        _WEIGHT_FILES[1])):
+    task = None
+  cfg = config_json.model_config_from_json_dict(
+      rembert_backbone.model_config_fields(backbone),
+      fileio.join(folder, _CONFIG_FILE),
+      output_embedding_size=task and task["output_embedding_dim"])
+  source = PresetSource(folder, cfg, with_output_side=task is not None)
+  sp_model = fileio.join(folder, preset_utils.TOKENIZER_ASSET_DIR,
+                         sentence_piece_tokenizer.VOCAB_FILENAME)
+  return cfg, source, sp_model if fileio.isfile(sp_model) else None

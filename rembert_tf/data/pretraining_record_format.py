@@ -238,11 +238,11 @@ def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
   return meta
 
 
+SEQUENCE_FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
+PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 _STATIC_ENCODER = example_encoding.FixedShapeEncoder(
-    ["input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions",
-     "masked_lm_ids"], ["masked_lm_weights"])
-_UNMASKED_ENCODER = example_encoding.FixedShapeEncoder(
-    ["input_word_ids", "input_mask", "input_type_ids"])
+    list(SEQUENCE_FEATURES + PREDICTION_FEATURES[:-1]), PREDICTION_FEATURES[-1:])
+_UNMASKED_ENCODER = example_encoding.FixedShapeEncoder(list(SEQUENCE_FEATURES))
 
 
 def random_non_special_ids(rng: np.random.Generator, size,

@@ -21,6 +21,11 @@ docs/keras_hub.md); a Hugging Face RemBERT folder also loads directly with
 | `RemBertQuestionAnswererPreprocessor`  | (question, context) -> windows                 |
 | `RemBertQuestionAnswerer`              | extractive span QA                             |
 
+Pre-training `RemBertMaskedLM` with `fit` on the project's pre-training
+records, data-parallel on JAX: `masked_lm_pretraining.pretrain` (records read
+by `pretraining_records`); `rembert-convert --from keras_hub` takes the
+result back to the TensorFlow path.
+
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python

@@ -57,6 +57,23 @@ def activation(name: str):
   return ACTIVATIONS[name]
 
 
+# RemBERT config field -> RemBertBackbone argument, and the field's default
+# when a config lacks it (None: required).
+_BACKBONE_ARGUMENTS = (
+    ("vocab_size", "vocabulary_size", None),
+    ("num_hidden_layers", "num_layers", None),
+    ("num_attention_heads", "num_heads", None),
+    ("hidden_size", "hidden_dim", None),
+    ("intermediate_size", "intermediate_dim", None),
+    ("input_embedding_size", "embedding_dim", None),
+    ("hidden_act", "hidden_act", "gelu"),
+    ("hidden_dropout_prob", "dropout", 0.0),
+    ("max_position_embeddings", "max_sequence_length", 512),
+    ("type_vocab_size", "num_segments", 2),
+    ("layer_norm_eps", "layer_norm_epsilon", 1e-12),
+    ("initializer_range", "initializer_range", 0.02))
+
+
 def backbone_kwargs(model_config: Mapping[str, Any]) -> Dict[str, Any]:
   """RemBertBackbone's arguments from RemBERT config fields (the project's
   model YAML, the released / Hugging Face `config.json` keys); the output
@@ -64,18 +81,19 @@ def backbone_kwargs(model_config: Mapping[str, Any]) -> Dict[str, Any]:
   E.g. `RemBertBackbone(**backbone_kwargs(fileio.read_yaml(
   "configs/models/rembert.yaml")))`: the released size, fresh weights.
   """
-  c = model_config
-  return dict(vocabulary_size=c["vocab_size"],
-              num_layers=c["num_hidden_layers"],
-              num_heads=c["num_attention_heads"], hidden_dim=c["hidden_size"],
-              intermediate_dim=c["intermediate_size"],
-              embedding_dim=c["input_embedding_size"],
-              hidden_act=c.get("hidden_act", "gelu"),
-              dropout=c.get("hidden_dropout_prob", 0.0),
-              max_sequence_length=c.get("max_position_embeddings", 512),
-              num_segments=c.get("type_vocab_size", 2),
-              layer_norm_epsilon=c.get("layer_norm_eps", 1e-12),
-              initializer_range=c.get("initializer_range", 0.02))
+  return {argument: (model_config[field] if default is None
+                     else model_config.get(field, default))
+          for field, argument, default in _BACKBONE_ARGUMENTS}
+
+
+def model_config_fields(backbone_config: Mapping[str, Any]) -> Dict[str, Any]:
+  """The inverse of `backbone_kwargs`: RemBERT config fields of a
+  RemBertBackbone config (its `get_config()`, a preset's config.json); the
+  backbone's one dropout rate is both of RemBERT's."""
+  fields = {field: backbone_config[argument]
+            for field, argument, _ in _BACKBONE_ARGUMENTS}
+  fields["attention_probs_dropout_prob"] = fields["hidden_dropout_prob"]
+  return fields
 
 
 def kernel_initializer(stddev: float):
