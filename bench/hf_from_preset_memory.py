@@ -183,8 +183,8 @@ def contender_row(name, work, weights):
   report = os.path.join(work, f"{name}.json")
   if name == "convert":
     argv = [sys.executable, os.path.join(REPO, "tools", "convert_checkpoint.py"),
-            "--from=hf", "--to=keras_hub", f"--input={hf}",
-            "--with_output_side", f"--output={preset}"]
+            "--from=hf", "--to=keras_hub", f"--checkpoint={hf}",
+            "--with_output_side", f"--output_dir={preset}"]
     seconds, peak = run_child(name, argv)
     return dict(contender=name, seconds=seconds, peak_rss=peak,
                 runtime_rss=None, weights=weights["all"])

@@ -109,7 +109,7 @@ def crossing(tmp_path_factory):
        XLA_FLAGS="--xla_force_host_platform_device_count=2")
   _run([sys.executable, "-m", "rembert_tf.cli.convert_checkpoint",
         "--from=keras_hub", "--to=rembert_tf",
-        f"--input={root / 'preset_trained'}", f"--output={root / 'tf_cli'}"])
+        f"--checkpoint={root / 'preset_trained'}", f"--output_dir={root / 'tf_cli'}"])
   return dict(root=root, config=config, cfg=cfg, inputs=inputs,
               tf_run=tf_run,
               report=json.loads((root / "report.json").read_text()))

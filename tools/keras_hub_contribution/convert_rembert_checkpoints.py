@@ -18,9 +18,9 @@ saved and the exit code is 1. The preset is then written with
 
 Usage:
   python tools/checkpoint_conversion/convert_rembert_checkpoints.py \
-      --preset rembert_multi --source hf --input hf://google/rembert
+      --preset rembert_multi --source hf --checkpoint hf://google/rembert
   python tools/checkpoint_conversion/convert_rembert_checkpoints.py \
-      --preset rembert_multi --source tf1 --input rembert/model.ckpt
+      --preset rembert_multi --source tf1 --checkpoint rembert/model.ckpt
 """
 import importlib.util
 import json
@@ -40,10 +40,10 @@ SAMPLE = "The cat sleeps on the red mat. Привет, мир! नमस्त�
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("preset", None, list(PRESET_MAP), "The preset to write.")
-flags.DEFINE_enum("source", "hf", ["hf", "tf1"], "What --input is.")
-flags.DEFINE_string("input", None, "The source: a Hugging Face folder (default: "
+flags.DEFINE_enum("source", "hf", ["hf", "tf1"], "What --checkpoint is.")
+flags.DEFINE_string("checkpoint", None, "The source: a Hugging Face folder (default: "
                     "the preset's hf:// handle) or the TF1 checkpoint prefix.")
-flags.DEFINE_string("sp_model", None, "--source tf1: the SentencePiece model "
+flags.DEFINE_string("sentencepiece_model", None, "--source tf1: the SentencePiece model "
                     "(default: the one beside the checkpoint).")
 flags.DEFINE_string("output_dir", None, "Where the preset goes (a new folder; "
                     "default ./<preset>).")
@@ -58,12 +58,12 @@ def tf1_to_hf(checkpoint: str, folder: str) -> None:
                      "rembert_tf (pip install it), or pass a Hugging Face "
                      "folder with --source hf.")
   command = [sys.executable, "-m", "rembert_tf.cli.convert_checkpoint",
-             "--from=tf1", "--to=hf", f"--input={checkpoint}",
-             "--with_output_side", f"--output={folder}"]
-  if FLAGS.sp_model:
-    command.append(f"--sp_model={FLAGS.sp_model}")
+             "--from=tf1", "--to=hf", f"--checkpoint={checkpoint}",
+             "--with_output_side", f"--output_dir={folder}"]
+  if FLAGS.sentencepiece_model:
+    command.append(f"--sentencepiece_model={FLAGS.sentencepiece_model}")
   if subprocess.run(command, check=False).returncode != 0:
-    raise ValueError(f"--input {checkpoint}: rembert_tf could not convert it "
+    raise ValueError(f"--checkpoint {checkpoint}: rembert_tf could not convert it "
                      "(its message is above).")
 
 
@@ -211,10 +211,10 @@ def main(argv):
   output_dir = FLAGS.output_dir or os.path.join(".", FLAGS.preset)
   if os.path.exists(output_dir):
     raise ValueError(f"--output_dir {output_dir} exists; choose a new folder.")
-  source = FLAGS.input or (PRESET_MAP[FLAGS.preset] if FLAGS.source == "hf"
+  source = FLAGS.checkpoint or (PRESET_MAP[FLAGS.preset] if FLAGS.source == "hf"
                            else None)
   if source is None:
-    raise ValueError("--source tf1 needs --input: the released checkpoint "
+    raise ValueError("--source tf1 needs --checkpoint: the released checkpoint "
                      "(e.g. rembert/model.ckpt).")
   if FLAGS.source == "hf":
     convert(source, None, output_dir)

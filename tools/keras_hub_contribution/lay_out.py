@@ -5,7 +5,7 @@ tasks in `keras_hub/src/models/<model>/`, their tests beside them, the preset
 metadata (`<model>_presets.py`, registered by the package's `__init__.py`),
 a Hugging Face converter in `keras_hub/src/utils/transformers/` and a
 conversion script in `tools/checkpoint_conversion/`. This command writes
-those files into `--output`, in keras-hub's tree, from the port as it is in
+those files into `--output_dir`, in keras-hub's tree, from the port as it is in
 `rembert_tf/keras_hub/` (nothing is kept twice: run it again after a change):
 
 | written                                                      | from                                                   |
@@ -24,7 +24,7 @@ register through `keras_hub_export`. Needs Keras 3 and keras-hub (the
 `[keras]` extra): the public names are looked up in the installed keras-hub.
 
 Usage:
-  python tools/keras_hub_contribution/lay_out.py --output /tmp/keras-hub-rembert
+  python tools/keras_hub_contribution/lay_out.py --output_dir /tmp/keras-hub-rembert
   cp -r /tmp/keras-hub-rembert/. ~/keras-hub/       # a keras-hub checkout
 """
 import ast
@@ -47,6 +47,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 MODEL_DIR = "keras_hub/src/models/rembert"
 CONVERTER_FILE = "keras_hub/src/utils/transformers/convert_rembert.py"
 SCRIPT_FILE = "tools/checkpoint_conversion/convert_rembert_checkpoints.py"
+# Modules that tie the port to this project (pre-training from its TFRecords):
+# they stay here, keras-hub reads its own data.
+PROJECT_ONLY = ("pretraining_records", "masked_lm_pretraining")
 TESTS = {"harness_checks.py": "rembert_layers_test.py",
          "harness_task_checks.py": "rembert_tasks_test.py"}
 HOOK = ("RemBertAwarePresetLoader", "install")   # upstream: preset_loader.py
@@ -54,9 +57,9 @@ PRESET = "rembert_multi"
 PROG = "keras-hub-lay-out"
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output", None, "A new folder the keras-hub tree is "
+flags.DEFINE_string("output_dir", None, "A new folder the keras-hub tree is "
                     "written into.")
-flags.DEFINE_bool("overwrite", False, "Replace --output if it exists.")
+flags.DEFINE_bool("overwrite", False, "Replace --output_dir if it exists.")
 
 CONVERTER_DOC = '''"""Hugging Face RemBERT (`model_type: "rembert"`) in keras-hub.
 
@@ -80,7 +83,8 @@ def port_context(package_alias_target=None) -> source_rewrite.Context:
         class_modules[alias.name] = node.module.rsplit(".", 1)[1]
     elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
       public = [element.value for element in node.value.elts]
-  modules = [p.stem for p in PORT.glob("*.py") if p.stem != "__init__"]
+  modules = [p.stem for p in PORT.glob("*.py")
+             if p.stem not in ("__init__", *PROJECT_ONLY)]
   return source_rewrite.Context(modules, class_modules, public,
                                 package_alias_target)
 
@@ -169,7 +173,7 @@ def laid_out_files():
   ctx = port_context()
   files = {}
   for path in sorted(PORT.glob("*.py")):
-    if path.stem in ("__init__", "transformers_checkpoint"):
+    if path.stem in ("__init__", "transformers_checkpoint", *PROJECT_ONLY):
       continue
     files[f"{MODEL_DIR}/{path.name}"] = source_rewrite.rewrite_module(
         path.read_text(encoding="utf-8"), ctx, str(path))
@@ -195,16 +199,16 @@ def main(argv):
     files = laid_out_files()
   except source_rewrite.LayoutError as e:
     raise errors.InputError(str(e)) from None
-  with outputs.atomic_directory(FLAGS.output, overwrite=FLAGS.overwrite) as tmp:
+  with outputs.atomic_directory(FLAGS.output_dir, overwrite=FLAGS.overwrite) as tmp:
     for name, text in files.items():
       path = fileio.join(tmp, name)
       fileio.makedirs(fileio.dirname(path))
       fileio.write_text(path, text)
-  print(f"Wrote {len(files)} files under {FLAGS.output}; the edits made by "
-        f"hand are in {fileio.join(FLAGS.output, 'UPSTREAM.md')}")
+  print(f"Wrote {len(files)} files under {FLAGS.output_dir}; the edits made by "
+        f"hand are in {fileio.join(FLAGS.output_dir, 'UPSTREAM.md')}")
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("output")
+  flags.mark_flag_as_required("output_dir")
   harness.run_command(main, __doc__, program=PROG,
-                      output_dir_flag="output", output_is_artefact=True)
+                      output_dir_flag="output_dir", output_is_artefact=True)
