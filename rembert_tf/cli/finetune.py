@@ -102,10 +102,6 @@ flags.DEFINE_bool("freeze_input_embeddings", False, "Keep the encoder's input "
                   "pre-trained values (zero-shot transfer from English).")
 flags.DEFINE_bool("keep_checkpoints", False, "Keep each finished run's last "
                   "checkpoint (default: removed once its predictions exist).")
-flags.DEFINE_bool("allow_sentencepiece_mismatch", False, "Fine-tune even "
-                  "when the "
-                  "records were made with another SentencePiece model than "
-                  "the checkpoint's (a warning instead of an error).")
 flags.DEFINE_bool("allow_unlabelled_dev", False, "Go on when dev files have "
                   "no labels or no examples (no dev score; a sweep of "
                   "several rates then takes the smallest).")

@@ -1,4 +1,4 @@
-"""The runtime flags `rembert-train` and `rembert-finetune` share, defined once
+"""The flags `rembert-train` and `rembert-finetune` share, defined once
 (their names come from `rembert_tf.runtime.choices`, which imports no
 TensorFlow: `--help` answers at once).
 
@@ -43,6 +43,11 @@ flags.DEFINE_integer(
     "seed", None, "Random seed for weights, dropout and data order "
     "(fine-tuning: the first seed of the sweep, 0 when not given).",
     lower_bound=0)
+flags.DEFINE_bool(
+    "allow_sentencepiece_mismatch", False, "Go on although the records were "
+    "made with another SentencePiece model than the checkpoint's "
+    "(fine-tuning) or model_dir's (resuming pre-training): a warning instead "
+    "of an error.")
 
 
 def _field_as_flag_value(flag: str, value) -> Optional[str]:

@@ -58,9 +58,6 @@ flags.DEFINE_string("model_dir", None,
                     "Checkpoints, summaries, encoder export (local or gs://).")
 flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
                   "What to run.")
-flags.DEFINE_bool("allow_sentencepiece_mismatch", False,
-                  "Resume although the records were made with another "
-                  "SentencePiece model than model_dir's (warns).")
 
 
 @errors.command(PROG)

@@ -116,3 +116,15 @@ def test_a_command_run_with_an_old_name_refuses_as_with_the_new(tmp_path):
   ] + lines["checkpoint"]
   assert len(lines["checkpoint"]) == 1
   assert lines["checkpoint"][0].startswith("rembert-export: error: ")
+
+
+def test_the_commands_the_ablation_suite_runs_in_one_process_load_together():
+  """absl keeps one flag registry per process: the pre-training and
+  fine-tuning commands (both run in-process by the ablation suite) and the
+  suite's own command define no flag twice."""
+  result = subprocess.run(
+      [sys.executable, "-c",
+       "import rembert_tf.cli.train, rembert_tf.cli.finetune, "
+       "rembert_tf.cli.run_ablation"],
+      capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
