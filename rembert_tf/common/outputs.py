@@ -97,7 +97,8 @@ def writing_output(path: PathLike) -> Iterator[str]:
   """
   path = fileio.as_str(path).rstrip("/")
   fileio.check_output_location(path)
-  with output_lock.hold(path) as taken:
+  # A full disk, from the lock's own file on, is one line naming `path`.
+  with _disk_full_names(path), output_lock.hold(path) as taken:
     if taken:
       recover_interrupted_swap(path)
       remove_stale_temporaries(path)
@@ -204,6 +205,20 @@ def refuse_existing(paths: Sequence[str], overwrite: bool) -> None:
           f"{path} already exists; choose another output or pass --overwrite "
           "to replace it (the old output stays until the new one is "
           "complete).")
+
+
+def refuse_existing_members(directory: PathLike, names: Sequence[str],
+                            overwrite: bool) -> None:
+  """`refuse_existing` for the members of a file set of `directory`
+  (`atomic_file_set`), as a command checks before any work: first, under
+  the directory's lock, a replacement a killed run left half-way is
+  finished or undone, so the check (and the user) sees one whole set."""
+  directory = fileio.as_str(directory).rstrip("/")
+  members = [fileio.join(directory, n) for n in names]
+  if overwrite or not fileio.isdir(directory):
+    return
+  with writing_output(directory):
+    refuse_existing(members, overwrite)
 
 
 @contextlib.contextmanager

@@ -341,8 +341,9 @@ def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
                   sample_path: Optional[str]) -> None:
   """Before any work: an existing model only with `overwrite`; no file of
   the model's set may be an input file or the sample."""
-  outputs.refuse_existing([fileio.join(output_dir, model_prefix + suffix)
-                           for suffix in MODEL_SUFFIXES], overwrite)
+  outputs.refuse_existing_members(
+      output_dir, [model_prefix + suffix for suffix in MODEL_SUFFIXES],
+      overwrite)
   inputs = {f"--input {f.path}": f.path for f in files}
   inputs["--sample_path"] = sample_path
   for suffix in MODEL_SUFFIXES:

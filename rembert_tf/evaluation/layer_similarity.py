@@ -336,8 +336,7 @@ def _check_output(output_dir: Optional[str], overwrite: bool,
   """Before any work: not an input, an earlier result only with overwrite."""
   outputs.refuse_overlap(output_dir, inputs, "--output_dir")
   if output_dir is not None:
-    outputs.refuse_existing([fileio.join(output_dir, n) for n in RESULT_FILES],
-                            overwrite)
+    outputs.refuse_existing_members(output_dir, RESULT_FILES, overwrite)
 
 
 def read_similarity(output_dir) -> Optional[LayerSimilarity]:

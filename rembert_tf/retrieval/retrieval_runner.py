@@ -112,8 +112,7 @@ def check_outputs(output_dir, tasks: Sequence[str], overwrite: bool) -> None:
   """Refuses, before any work, to replace an earlier run's output unasked
   (of any task: its results.json would be replaced too)."""
   del tasks  # Every task's output is one set.
-  outputs.refuse_existing([fileio.join(output_dir, n) for n in OUTPUT_SET],
-                          overwrite)
+  outputs.refuse_existing_members(output_dir, OUTPUT_SET, overwrite)
 
 
 def _write_task_files(folder, task: str, texts: Dict[str, str]):
