@@ -44,6 +44,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app
 from absl import flags
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sidebyside  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = dict(num_hidden_layers=2, vocab_size=20000)
 CONTENDERS = ("build_only", "from_preset_tensorflow", "from_preset_jax",
@@ -226,10 +229,7 @@ def main(argv):
   if FLAGS.worker:
     run_worker(json.loads(FLAGS.worker))
     return
-  unknown = sorted(set(FLAGS.contenders) - set(CONTENDERS))
-  if unknown:
-    raise app.UsageError(f"--contenders: unknown {', '.join(unknown)}; choose "
-                         f"from {', '.join(CONTENDERS)}.")
+  sidebyside.check_choices("contenders", FLAGS.contenders, CONTENDERS)
   if ("converted_from_preset" in FLAGS.contenders
       and "convert" not in FLAGS.contenders):
     raise app.UsageError("--contenders: converted_from_preset reads the "

@@ -283,10 +283,7 @@ def main(argv):
   if FLAGS.worker:
     run_worker(json.loads(FLAGS.worker))
     return
-  unknown = sorted(set(FLAGS.rows) - set(ROWS))
-  if unknown:
-    raise app.UsageError(f"--rows: unknown {', '.join(unknown)}; choose from "
-                         f"{', '.join(ROWS)}.")
+  sidebyside.check_choices("rows", FLAGS.rows, ROWS)
   model = model_config()
   pythons = dict(rembert_tf=sys.executable, keras_hub=sys.executable)
   os.makedirs(FLAGS.row_log_dir, exist_ok=True)

@@ -32,7 +32,6 @@ import sys
 
 from absl import app
 from absl import flags
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sidebyside  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -62,22 +61,10 @@ flags.DEFINE_string("worker", "", "Internal: the row a worker process runs.")
 
 # === Worker side: one row ===
 def synthetic_batch(spec):
-  """Random ids with [MASK] (4) at P distinct positions; the last two
-  predictions of every row are padding (weight 0)."""
-  rng = np.random.default_rng(0)
-  batch, seq, preds = spec["batch_size"], spec["seq_length"], spec["preds"]
-  ids = rng.integers(5, spec["model"]["vocab_size"], (batch, seq)).astype(
-      np.int32)
-  positions = np.stack([rng.choice(np.arange(1, seq - 1), preds,
-                                   replace=False) for _ in range(batch)])
-  positions = positions.astype(np.int32)
-  labels = np.take_along_axis(ids, positions, axis=1)
-  np.put_along_axis(ids, positions, 4, axis=1)
-  weights = np.ones([batch, preds], np.float32)
-  weights[:, -2:] = 0.0
-  return dict(input_word_ids=ids, input_mask=np.ones_like(ids),
-              input_type_ids=np.zeros_like(ids), masked_lm_positions=positions,
-              masked_lm_ids=labels, masked_lm_weights=weights)
+  """The reference batch; the last two predictions of every row are padding."""
+  return sidebyside.masked_lm_batch(spec["model"]["vocab_size"],
+                                    spec["batch_size"], spec["seq_length"],
+                                    spec["preds"], padding_predictions=2)
 
 
 def build_rembert_tf(spec):
@@ -169,10 +156,7 @@ def main(argv):
   if FLAGS.worker:
     run_worker(json.loads(FLAGS.worker))
     return
-  unknown = sorted(set(FLAGS.rows) - set(ROWS))
-  if unknown:
-    raise app.UsageError(f"--rows: unknown {', '.join(unknown)}; choose from "
-                         f"{', '.join(ROWS)}.")
+  sidebyside.check_choices("rows", FLAGS.rows, ROWS)
   model = dict(sidebyside.REFERENCE_MODEL)
   model["max_position_embeddings"] = max(model["max_position_embeddings"],
                                          FLAGS.seq_length)

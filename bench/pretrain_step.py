@@ -104,19 +104,6 @@ def measure_matmul_peak(dtype, n=2048, reps=6):
   return 4 * 2 * n ** 3 / best
 
 
-def synthetic_batch(vocab, batch, seq, preds, seed=0):
-  rng = np.random.default_rng(seed)
-  ids = rng.integers(5, vocab, size=(batch, seq)).astype(np.int32)
-  positions = np.stack([rng.choice(np.arange(1, seq - 1), preds, replace=False)
-                        for _ in range(batch)]).astype(np.int32)
-  targets = np.take_along_axis(ids, positions, axis=1)
-  np.put_along_axis(ids, positions, 4, axis=1)
-  return dict(input_word_ids=ids, input_mask=np.ones_like(ids),
-              input_type_ids=np.zeros_like(ids), masked_lm_positions=positions,
-              masked_lm_ids=targets.astype(np.int32),
-              masked_lm_weights=np.ones([batch, preds], np.float32))
-
-
 def build_rembert(model_values, precision, xla):
   """(step function, batch, FLOPs per step) of rembert_tf's real train step."""
   from official.core import task_factory  # pylint: disable=g-import-not-at-top
@@ -136,7 +123,7 @@ def build_rembert(model_values, precision, xla):
     optimizer = task.create_optimizer(config.trainer.optimizer_config)
   finally:
     tf_keras.mixed_precision.set_global_policy("float32")
-  batch = {k: tf.constant(v) for k, v in synthetic_batch(
+  batch = {k: tf.constant(v) for k, v in sidebyside.masked_lm_batch(
       model_values["vocab_size"], FLAGS.batch_size, FLAGS.seq_length,
       FLAGS.num_predictions).items()}
   step = tf.function(lambda b: task.train_step(b, model, optimizer)["loss"])
@@ -163,7 +150,7 @@ def build_hf_tf(model_values, precision, xla):
         attention_probs_dropout_prob=0.0,
         max_position_embeddings=model_values["max_position_embeddings"])
     model = transformers.TFRemBertForMaskedLM(hf_config)
-    raw = synthetic_batch(model_values["vocab_size"], FLAGS.batch_size,
+    raw = sidebyside.masked_lm_batch(model_values["vocab_size"], FLAGS.batch_size,
                           FLAGS.seq_length, FLAGS.num_predictions)
     labels = np.full(raw["input_word_ids"].shape, -100, np.int32)
     np.put_along_axis(labels, raw["masked_lm_positions"], raw["masked_lm_ids"],

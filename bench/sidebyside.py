@@ -264,6 +264,35 @@ def markdown_table(rows: List[Dict], peers: Sequence[str]) -> str:
   return "\n".join(lines)
 
 
+def check_choices(flag: str, given: Sequence[str], known) -> None:
+  """absl's UsageError naming the values of list flag `flag` not in `known`."""
+  unknown = sorted(set(given) - set(known))
+  if unknown:
+    from absl import app  # pylint: disable=g-import-not-at-top
+    raise app.UsageError(f"--{flag}: unknown {', '.join(unknown)}; choose "
+                         f"from {', '.join(known)}.")
+
+
+def masked_lm_batch(vocab: int, batch: int, seq: int, preds: int,
+                    padding_predictions: int = 0, seed: int = 0) -> Dict:
+  """A pre-training batch: random ids with [MASK] (4) at `preds` distinct
+  positions per row, the last `padding_predictions` weighted 0 (as padding
+  predictions are in the records)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, vocab, size=(batch, seq)).astype(np.int32)
+  positions = np.stack([rng.choice(np.arange(1, seq - 1), preds, replace=False)
+                        for _ in range(batch)]).astype(np.int32)
+  targets = np.take_along_axis(ids, positions, axis=1)
+  np.put_along_axis(ids, positions, 4, axis=1)
+  weights = np.ones([batch, preds], np.float32)
+  if padding_predictions:
+    weights[:, -padding_predictions:] = 0.0
+  return dict(input_word_ids=ids, input_mask=np.ones_like(ids),
+              input_type_ids=np.zeros_like(ids), masked_lm_positions=positions,
+              masked_lm_ids=targets.astype(np.int32), masked_lm_weights=weights)
+
+
 def padded_inputs(spec: Dict):
   """(ids, mask, types, lengths, rng): int32 [batch, seq] padded sentence
   pairs, lengths uniform in [seq/2, seq] (25% padding), the same for every

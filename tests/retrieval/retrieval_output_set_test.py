@@ -45,36 +45,34 @@ def _run(demo_sets, out, generation, overwrite):
       progress=lambda *a: None)
 
 
-def _generation(out) -> str:
+def _generation(out, predictions_of) -> str:
   """The one run whose files `out` holds, or fails on a mix."""
   results = fileio.read_json(fileio.join(out, retrieval_runner.RESULTS_JSON))
   predictions = fileio.read_text(
       fileio.join(out, "predictions", "tatoeba", "test-es.tsv"))
-  for generation, expected in _PREDICTIONS.items():
+  for generation, expected in predictions_of.items():
     if predictions == expected:
       assert results["encoder"] == generation, "predictions of another run"
       return generation
   raise AssertionError(f"{out}: predictions of neither run")
 
 
-_PREDICTIONS = {}
-
-
 @pytest.fixture
 def old_and_new(demo_sets, tmp_path):
-  """The predictions of each generation, from runs into fresh folders."""
+  """{generation: its Tatoeba predictions}, from runs into fresh folders."""
+  predictions_of = {}
   for generation in ("old", "new"):
     out = str(tmp_path / f"reference-{generation}")
     _run(demo_sets, out, generation, overwrite=False)
-    _PREDICTIONS[generation] = fileio.read_text(
+    predictions_of[generation] = fileio.read_text(
         fileio.join(out, "predictions", "tatoeba", "test-es.tsv"))
-  assert _PREDICTIONS["old"] != _PREDICTIONS["new"]
+  assert predictions_of["old"] != predictions_of["new"]
+  return predictions_of
 
 
 @pytest.mark.parametrize("fault", ["kill", "disk_full"])
 def test_a_rerun_stopped_at_any_write_leaves_one_runs_set(
     fault, old_and_new, demo_sets, tmp_path, monkeypatch):
-  del old_and_new
   outcomes = []
   for step in range(1, 400):
     out = str(tmp_path / f"out-{fault}-{step}")
@@ -100,7 +98,7 @@ def test_a_rerun_stopped_at_any_write_leaves_one_runs_set(
                     lambda pid: pid != os.getpid() and running(pid))
       with pytest.raises(errors.OutputExistsError, match="--overwrite"):
         _run(demo_sets, out, "newest", overwrite=False)
-    outcomes.append(_generation(out))
+    outcomes.append(_generation(out, old_and_new))
     assert sorted(os.listdir(tmp_path / f"out-{fault}-{step}")) == sorted(
         retrieval_runner.OUTPUT_SET), step
   assert step > 8 and outcomes[0] == "old"
