@@ -258,23 +258,11 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
             f"be <= 1, got {params.mask_token_rate} + "
             f"{params.random_token_rate}.")
 
-  def _features(self):
-    s, p = self._seq_length, self._max_predictions_per_seq
-    features = {
-        "input_word_ids": tf.io.FixedLenFeature([s], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([s], tf.int64),
-        "input_type_ids": tf.io.FixedLenFeature([s], tf.int64),
-    }
-    if not self._params.use_dynamic_masking:
-      features.update({
-          "masked_lm_positions": tf.io.FixedLenFeature([p], tf.int64),
-          "masked_lm_ids": tf.io.FixedLenFeature([p], tf.int64),
-          "masked_lm_weights": tf.io.FixedLenFeature([p], tf.float32),
-      })
-    return features
-
   def _parse_batch(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
-    parsed = tf.io.parse_example(serialized, self._features())
+    features = pretraining_record_format.parse_features(
+        self._seq_length, self._max_predictions_per_seq,
+        masked=not self._params.use_dynamic_masking)
+    parsed = tf.io.parse_example(serialized, features)
     batch = {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
              for name, t in parsed.items()}
     if self._params.use_dynamic_masking:

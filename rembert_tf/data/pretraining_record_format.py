@@ -29,12 +29,11 @@ by a random non-special token (`random_token_rate`, 0.1) or kept.
 ```
 
 Builds on BERT's record layout as Model Garden's `official/nlp/data/
-create_pretraining_data.py` writes it (v2 feature names), without NSP.
-
-Records are written into a staging directory inside the output directory and
-swapped in when complete (`new_staging_directory`, `swap_in_records`).
-`write_pretraining_records` writes fixtures from already tokenised examples;
-records from raw text are `pretraining_record_creation`'s.
+create_pretraining_data.py` writes it (v2 feature names), without NSP. Records
+are written into a staging directory inside the output directory and swapped
+in when complete (`new_staging_directory`, `swap_in_records`);
+`write_pretraining_records` writes fixtures from tokenised examples, records
+from raw text are `pretraining_record_creation`'s.
 
 Example (test fixtures from already tokenised text):
 ```python
@@ -42,13 +41,12 @@ from rembert_tf.data import pretraining_record_format
 meta = pretraining_record_format.write_pretraining_records(
     "records", [[10, 11, 12, 13], [20, 21, 22]] * 32,
     seq_length=16, max_predictions_per_seq=4, vocab_size=2000, num_shards=2)
-# records/pretrain-00000-of-00002.tfrecord, ..., /tmp/records/metadata.json
 ```
 """
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -210,10 +208,6 @@ def new_staging_directory(directory) -> str:
   return staging
 
 
-def write_json_atomic(path, value) -> None:
-  fileio.write_json(path, value)
-
-
 def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
   """Reads DIR/metadata.json; RecordsError if missing or not rembert_tf's format."""
   path = fileio.join(directory, METADATA_FILE)
@@ -240,6 +234,17 @@ def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
 
 SEQUENCE_FEATURES = ("input_word_ids", "input_mask", "input_type_ids")
 PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+def parse_features(seq_length: int, max_predictions_per_seq: int,
+                   masked: bool = True) -> Dict[str, Any]:
+  """`tf.io.parse_example`'s spec of a record (the table above)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  names = SEQUENCE_FEATURES + (PREDICTION_FEATURES if masked else ())
+  return {n: tf.io.FixedLenFeature(
+      [seq_length if n in SEQUENCE_FEATURES else max_predictions_per_seq],
+      tf.float32 if n == "masked_lm_weights" else tf.int64) for n in names}
+
 _STATIC_ENCODER = example_encoding.FixedShapeEncoder(
     list(SEQUENCE_FEATURES + PREDICTION_FEATURES[:-1]), PREDICTION_FEATURES[-1:])
 _UNMASKED_ENCODER = example_encoding.FixedShapeEncoder(list(SEQUENCE_FEATURES))
@@ -381,11 +386,6 @@ def _encode_feature_dict(example: Mapping[str, Sequence], seq_length: int,
       word_ids, input_mask, type_ids, positions, lm_ids, weights)
 
 
-def write_tfrecord_file(path, records: Iterable[bytes]) -> int:
-  """Writes records to `path` via a temporary name; returns the count."""
-  return tfrecord_writer.write_tfrecord_file(path, records)
-
-
 def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
                   special: tokenizer.SpecialTokens,
                   masking: Masking = Masking()) -> Dict[str, Any]:
@@ -494,7 +494,7 @@ def _write_shards(staging: str, records: Sequence[bytes],
   shard_meta = []
   for index in range(num_shards):
     name = shard_file_name(index, num_shards)
-    count = write_tfrecord_file(fileio.join(staging, name),
-                                records[index::num_shards])
+    count = tfrecord_writer.write_tfrecord_file(
+        fileio.join(staging, name), records[index::num_shards])
     shard_meta.append({"file": name, "num_examples": count})
   return shard_meta

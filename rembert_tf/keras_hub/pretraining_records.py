@@ -113,11 +113,7 @@ def read_records(records_glob: Union[str, Sequence[str]], batch_size: int, *,
   meta = records_metadata(records_glob)
   files = record_files(records_glob)
   s, p = meta["seq_length"], meta["max_predictions_per_seq"]
-  spec = {name: tf.io.FixedLenFeature(
-      [s if name in record_format.SEQUENCE_FEATURES else p],
-      tf.float32 if name == _WEIGHTS else tf.int64)
-          for name in record_format.SEQUENCE_FEATURES +
-          record_format.PREDICTION_FEATURES}
+  spec = record_format.parse_features(s, p)
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if shuffle:
     dataset = dataset.shuffle(len(files), seed=seed)
