@@ -29,8 +29,14 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
             max_predictions_per_seq: int, corpus_megabytes: float = 3.0,
             num_train_pairs: int = 2000, num_dev_pairs: int = 300,
             languages: Optional[Sequence[str]] = None, num_workers: int = 2,
+            unmasked_train: bool = False,
             say: Callable[[str], None] = print) -> Dict[str, str]:
-  """Writes what is missing under data_dir; returns the paths the suite uses."""
+  """Writes what is missing under data_dir; returns the paths the suite uses.
+
+  `unmasked_train`: training records without masks, for an experiment that
+  masks dynamically (a fresh mask each time a sequence comes back); held-out
+  records are always masked once, so every evaluation scores the same tokens.
+  """
   corpus = fileio.join(data_dir, "corpus")
   heldout = fileio.join(data_dir, "corpus_heldout")
   sp_dir = fileio.join(data_dir, "sentencepiece")
@@ -53,13 +59,14 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
     sentencepiece_training.train_sentencepiece(
         [f"{corpus}/{{lang}}/*.txt"], sp_dir, vocab_size=vocab_size,
         sample_size=200_000, overwrite=True, verbose=False)
-  for split, source, shards in (("train", corpus, 8), ("eval", heldout, 1)):
+  for split, source, shards, unmasked in (
+      ("train", corpus, 8, unmasked_train), ("eval", heldout, 1, False)):
     out = fileio.join(records, split)
     if not fileio.exists(fileio.join(out, "metadata.json")):
       say(f"[ablation] pre-training records ({split}) -> {out}")
       pretraining_record_creation.create_pretraining_data(
           [f"{source}/{{lang}}/*.txt"], out, sp_model, seq_length=seq_length,
-          max_predictions_per_seq=max_predictions_per_seq,
+          max_predictions_per_seq=max_predictions_per_seq, unmasked=unmasked,
           num_output_shards=shards, num_workers=num_workers, overwrite=True)
   if completion.read_complete(download) is None:
     demo_nli.write_xnli_files(download, num_train=num_train_pairs,

@@ -119,13 +119,15 @@ def plot_results(table: Dict, path) -> None:
   plotting.save_png(figure, path)
 
 
-def plot_similarity_curves(diagonals: Dict[str, List[float]], path) -> None:
+def plot_similarity_curves(diagonals: Dict[str, List[float]], path,
+                           title: str = "pre-trained vs fine-tuned, per layer"
+                           ) -> None:
   """CKA(pre-trained layer i, fine-tuned layer i) against i, a line per model."""
   figure, axes = plotting.new_figure(width=6, height=4)
   for name, values in diagonals.items():
     if values:
       axes.plot(range(1, len(values) + 1), values, marker="o", label=name)
-  axes.set(title="pre-trained vs fine-tuned, per layer", xlabel="layer",
+  axes.set(title=title, xlabel="layer",
            ylabel="linear CKA", ylim=(0.0, 1.02))
   axes.xaxis.get_major_locator().set_params(integer=True)
   axes.grid(alpha=0.3)

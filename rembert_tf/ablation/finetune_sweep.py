@@ -102,6 +102,7 @@ def summarize(task: str, records: List[Dict]) -> Dict:
               score_split=score_split, num_seeds=len(runs),
               scores=summary["scores"], std=summary["std"],
               run_dirs=[r["run_dir"] for r in runs],
+              seed_scores=[r["scores"] for r in runs],
               finetuned_checkpoints=[r["finetuned_checkpoint"] for r in runs])
 
 
@@ -123,7 +124,7 @@ def run_sweep(task: str, sweep_dir: str, init_checkpoint: str,
   seeds = list(range(first_seed, first_seed + num_seeds))
   done = completion.read_complete(sweep_dir)
   if done is not None and done.get("learning_rates") == list(learning_rates) \
-      and done.get("seeds") == seeds:
+      and done.get("seeds") == seeds and "seed_scores" in done:
     say(f"[ablation] skip fine-tuning sweep {sweep_dir}: finished earlier")
     return done
   records = []

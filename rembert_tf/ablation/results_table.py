@@ -5,7 +5,9 @@ held-out MLM accuracy, each task's score (the task's main metric averaged over
 languages: accuracy, F1, or the mean of EM and F1 for QA; mean ± std over
 seeds at the rate chosen on English dev), the average over tasks, and, for
 the rows the paper reports, the paper's numbers in brackets. A second table
-per task gives every language's score, and a third the per-layer linear CKA
+per task gives every language's score; a third, each row's zero-shot transfer
+(the mean over the languages other than English) per seed with the paper's
+two claims tested on it (`comparisons`); a fourth the per-layer linear CKA
 between each pre-trained model and its fine-tuned version.
 
 Example:
@@ -20,6 +22,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from rembert_tf.ablation import comparisons
 from rembert_tf.evaluation import xtreme_scorer
 
 MAIN_METRIC = "avg_metric"
@@ -72,10 +75,25 @@ def build_table(row_results: List[Dict]) -> Dict:
           num_seeds=sweep["num_seeds"], paper=paper_score(task, row.get("paper_column")))
       metric = _language_metric(task)
       entry["languages"][task] = dict(sweep["scores"].get(metric, {}))
+      entry["tasks"][task].update(_transfer(sweep, metric))
     scores = [t["score"] for t in entry["tasks"].values()]
     entry["average"] = float(np.mean(scores)) if scores and len(scores) == len(tasks) else None
     rows.append(entry)
-  return dict(tasks=tasks, rows=rows)
+  claims = {task: comparisons.compare_claims(
+      {row["name"]: row["tasks"][task]["transfer_seeds"] for row in rows
+       if task in row["tasks"]}) for task in tasks}
+  return dict(tasks=tasks, rows=rows, claims=claims)
+
+
+def _transfer(sweep: Dict, metric: str) -> Dict:
+  """Each seed's zero-shot transfer (non-English mean), their mean and std."""
+  seeds = [comparisons.transfer_score(scores.get(metric, {}))
+           for scores in sweep.get("seed_scores", [])]
+  seeds = [s for s in seeds if s is not None]
+  if not seeds:
+    return dict(transfer=None, transfer_std=None, transfer_seeds=[])
+  mean, std = comparisons.mean_and_std(seeds)
+  return dict(transfer=mean, transfer_std=std, transfer_seeds=seeds)
 
 
 def _pct(value) -> str:
@@ -125,6 +143,26 @@ def _language_table(table: Dict, task: str) -> List[str]:
   return lines
 
 
+def _transfer_section(table: Dict, task: str) -> List[str]:
+  """Each row's transfer per seed, then one verdict line per claim."""
+  lines = [f"**{task}** zero-shot transfer: {_language_metric(task)} averaged "
+           "over the languages other than English, per fine-tuning seed", "",
+           "| model | mean ± std | seeds |", "| --- | ---: | --- |"]
+  for row in table["rows"]:
+    result = row["tasks"].get(task) or {}
+    if result.get("transfer") is None:
+      continue
+    seeds = ", ".join(f"{v:.1f}" for v in result["transfer_seeds"])
+    lines.append(f"| {row['name']} | {result['transfer']:.1f} ± "
+                 f"{result['transfer_std']:.1f} | {seeds} |")
+  claims = table.get("claims", {}).get(task, [])
+  if claims:
+    lines += ["", "The paper's claims on this transfer (difference of the "
+              "rows' means, Welch t interval over seeds):", ""]
+    lines += [f"- {comparisons.verdict_line(result)}" for result in claims]
+  return lines
+
+
 def _similarity_table(table: Dict) -> List[str]:
   depth = max((len(r["layer_similarity"] or []) for r in table["rows"]), default=0)
   if not depth:
@@ -143,6 +181,7 @@ def _similarity_table(table: Dict) -> List[str]:
 def to_markdown(table: Dict) -> str:
   parts = [_main_table(table)]
   parts += [_language_table(table, task) for task in table["tasks"]]
+  parts += [_transfer_section(table, task) for task in table["tasks"]]
   similarity = _similarity_table(table)
   if similarity:
     parts.append(similarity)

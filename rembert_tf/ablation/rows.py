@@ -1,19 +1,20 @@
 """The suite's rows: which models are compared, each with its experiment.
 
 At base scale a row is one experiment YAML `configs/experiments/ablation_*.yaml`
-(the paper's base-scale rows; each names its model preset). At demo scale every
-row uses the shared schedule `configs/experiments/demo_ablation.yaml` with its
-own preset `configs/models/demo_ablation_<row>.yaml` (demo-size versions of the
-paper's rows). Every row is pre-trained on the same records with the same
+(the paper's base-scale rows; each names its model preset). At demo and small
+scale every row uses its scale's shared schedule
+(`configs/experiments/{demo,small}_ablation.yaml`) with its own preset
+`configs/models/demo_ablation_<row>.yaml` (demo-size versions of the paper's
+rows; the small schedule trains them longer, on a larger vocabulary). Every row is pre-trained on the same records with the same
 schedule: `check_same_schedule` refuses rows whose experiments differ in
 anything but the model.
 
 Example:
 ```python
 from rembert_tf.ablation import rows
-for row in rows.demo_rows():
+for row in rows.scale_rows("small"):
   print(row.name, row.experiment, row.model_preset)
-config = rows.load_row_config(rows.demo_rows()[0], {"trainer": {"train_steps": 10}})
+config = rows.load_row_config(rows.scale_rows("demo")[0], {"trainer": {"train_steps": 10}})
 ```
 """
 import dataclasses
@@ -23,8 +24,9 @@ from rembert_tf import pretraining
 from rembert_tf.common import errors
 from rembert_tf.pretraining import experiments
 
-SCALES = ("base", "demo")
-DEMO_EXPERIMENT = "demo_ablation"
+SCALES = ("base", "demo", "small")
+# The CPU scales: their shared schedule (an experiment YAML).
+SCALE_EXPERIMENTS = {"demo": "demo_ablation", "small": "small_ablation"}
 # (row name, preset): the paper's comparisons at demo size.
 DEMO_PRESETS = (
     ("coupled", "demo_ablation_coupled"),
@@ -62,9 +64,10 @@ def base_rows(experiment_names: Optional[Sequence[str]] = None
   return result
 
 
-def demo_rows() -> List[AblationRow]:
-  return [AblationRow(name=name, experiment=DEMO_EXPERIMENT, model_preset=preset)
-          for name, preset in DEMO_PRESETS]
+def scale_rows(scale: str) -> List[AblationRow]:
+  """The rows of a CPU scale: the demo-size presets on the scale's schedule."""
+  return [AblationRow(name=name, experiment=SCALE_EXPERIMENTS[scale],
+                      model_preset=preset) for name, preset in DEMO_PRESETS]
 
 
 def select_rows(rows: List[AblationRow], names: Optional[Sequence[str]]

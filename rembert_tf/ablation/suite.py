@@ -3,7 +3,8 @@ protocol, compare layers, and write the paper-style table and pictures.
 
 Phases, each resumable (a finished step is detected by its completion marker,
 see `completion.py`, and skipped with a console line saying so):
-1. data (demo scale only): demo corpus, vocabulary, records, XNLI-like task;
+1. data (demo and small scale): demo corpus, vocabulary, records, XNLI-like
+   task;
 2. pre-training of every row on the same records with the same schedule
    (`pretraining.run`; an interrupted run resumes from its newest checkpoint);
 3. fine-tuning sweeps (`finetune_sweep`: the fine-tuning library per rate and
@@ -42,6 +43,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from rembert_tf import pretraining
+from rembert_tf.ablation import comparisons
 from rembert_tf.ablation import completion
 from rembert_tf.ablation import figures
 from rembert_tf.ablation import finetune_flags
@@ -87,7 +89,7 @@ class SuiteOptions:
   similarity_max_sentences: int = 256
   similarity_seq_length: Optional[int] = None
   corpus_megabytes: float = 3.0               # demo scale
-  demo_train_pairs: int = 2000
+  demo_train_pairs: Optional[int] = None      # demo / small: English pairs
   demo_dev_pairs: int = 300
   num_workers: int = 2                        # demo records: processes
   demo_languages: Optional[List[str]] = None  # demo task's languages (default all)
@@ -95,7 +97,13 @@ class SuiteOptions:
 
 # The paper's protocol at demo size (CPU minutes): two rates, two seeds.
 DEMO_DEFAULTS = dict(tasks=["xnli"], learning_rates=[3e-4, 1e-3], num_seeds=2,
-                     finetune_flags=["--num_train_epochs=2"])
+                     finetune_flags=["--num_train_epochs=2"], demo_train_pairs=2000)
+# Small scale (about an hour on a 2-core CPU): one rate, chosen on the coupled
+# and decoupled rows' English dev, and three seeds for the comparisons.
+SMALL_DEFAULTS = dict(tasks=["xnli"], learning_rates=[1e-3], num_seeds=3,
+                      finetune_flags=["--num_train_epochs=2"],
+                      demo_train_pairs=4000)
+SCALE_DEFAULTS = {"demo": DEMO_DEFAULTS, "small": SMALL_DEFAULTS}
 # Base scale: BERT-style fine-tuning rates, three seeds as in the paper.
 BASE_DEFAULTS = dict(tasks=list(ALL_TASKS), learning_rates=[1e-5, 2e-5, 3e-5],
                      num_seeds=3, finetune_flags=[])
@@ -105,7 +113,7 @@ def resolve_defaults(options: SuiteOptions) -> SuiteOptions:
   if options.scale not in rows_lib.SCALES:
     raise errors.UsageError(f"--scale {options.scale!r}: expected one of "
                             f"{', '.join(rows_lib.SCALES)}.")
-  defaults = DEMO_DEFAULTS if options.scale == "demo" else BASE_DEFAULTS
+  defaults = SCALE_DEFAULTS.get(options.scale, BASE_DEFAULTS)
   values = {k: v if getattr(options, k) is None else getattr(options, k)
             for k, v in defaults.items()}
   unknown = [t for t in values["tasks"] if t not in ALL_TASKS]
@@ -157,7 +165,7 @@ class SuiteConsole:
 
 def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
   """Records, XTREME data and similarity sentences of the suite."""
-  if options.scale == "demo":
+  if options.scale in rows_lib.SCALE_EXPERIMENTS:
     from rembert_tf.ablation import demo_data  # pylint: disable=g-import-not-at-top
     probe = rows_lib.load_row_config(rows[0], pretraining.experiments.parse_override(options.params_override))
     data = demo_data.prepare(
@@ -169,7 +177,7 @@ def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
         num_train_pairs=options.demo_train_pairs,
         num_dev_pairs=options.demo_dev_pairs, languages=options.demo_languages,
         num_workers=options.num_workers,
-        say=say)
+        unmasked_train=probe.task.train_data.use_dynamic_masking, say=say)
     return dict(train_records=data["train_records"],
                 eval_records=data["eval_records"],
                 xtreme_data_dir=data["download_dir"], xtreme_records_dir=None,
@@ -349,6 +357,13 @@ def similarity_row(row, model_dir: str, row_dir: str, sweeps: Dict[str, Dict],
 # --- Phase 5: table and figures ------------------------------------------------
 
 
+def _output_embedding_pair(diagonals: Dict[str, List[float]]):
+  """The (small E_out, large E_out) rows whose CKA curves both exist."""
+  claim = next(c for c in comparisons.CLAIMS if c.key == "output_embedding")
+  return next(((small, large) for large, small in claim.pairs
+               if diagonals.get(small) and diagonals.get(large)), None)
+
+
 def write_outputs(output_dir: str, row_results: List[Dict], model_dirs: Dict[str, str],
                   say) -> Dict[str, Any]:
   table = results_table.build_table(row_results)
@@ -365,6 +380,15 @@ def write_outputs(output_dir: str, row_results: List[Dict], model_dirs: Dict[str
   if diagonals:
     paths["layer_similarity"] = fileio.join(figures_dir, "layer_similarity.png")
     figures.plot_similarity_curves(diagonals, paths["layer_similarity"])
+  pair = _output_embedding_pair(diagonals)
+  if pair:
+    # The paper's figure: a small and a large E_out, the rest equal.
+    paths["output_embedding_similarity"] = fileio.join(
+        figures_dir, "layer_similarity_output_embedding.png")
+    figures.plot_similarity_curves(
+        {name: diagonals[name] for name in pair},
+        paths["output_embedding_similarity"],
+        title="small vs large output embedding: pre-trained vs fine-tuned")
   fileio.write_text(fileio.join(output_dir, "results.md"), markdown)
   fileio.write_json(fileio.join(output_dir, "results.json"),
                     dict(table, figures=paths))
@@ -378,7 +402,8 @@ def write_outputs(output_dir: str, row_results: List[Dict], model_dirs: Dict[str
 
 
 def suite_rows(options: SuiteOptions):
-  rows = (rows_lib.demo_rows() if options.scale == "demo"
+  rows = (rows_lib.scale_rows(options.scale)
+          if options.scale in rows_lib.SCALE_EXPERIMENTS
           else rows_lib.base_rows(options.experiments))
   return rows_lib.select_rows(rows, options.models)
 

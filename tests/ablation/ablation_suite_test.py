@@ -220,14 +220,14 @@ def test_finetune_flags_know_every_flag_of_the_finetune_command():
 def test_rows_that_differ_outside_the_model_are_refused():
   override = {"task": {"train_data": {"input_path": "x"},
                        "validation_data": {"input_path": "y"}}}
-  coupled, decoupled = rows_lib.demo_rows()[:2]
+  coupled, decoupled = rows_lib.scale_rows("demo")[:2]
   configs = {"coupled": rows_lib.load_row_config(coupled, override),
              "decoupled": rows_lib.load_row_config(
                  decoupled, dict(override, trainer={"train_steps": 7}))}
   with pytest.raises(errors.UsageError, match="trainer.train_steps"):
     rows_lib.check_same_schedule(configs)
   with pytest.raises(errors.UsageError, match="no such row"):
-    rows_lib.select_rows(rows_lib.demo_rows(), ["coupled", "nope"])
+    rows_lib.select_rows(rows_lib.scale_rows("demo"), ["coupled", "nope"])
 
 
 def test_base_rows_share_one_schedule_and_paper_numbers_sit_beside_their_rows():

@@ -1,0 +1,126 @@
+"""The paper's two claims, tested on the suite's rows with their seed noise.
+
+Each claim compares two rows that differ in one embedding choice, on
+zero-shot cross-lingual transfer: a fine-tuning run's score averaged over
+every language but English (the model is fine-tuned on English alone). The
+seeds of the selected learning rate give each row a mean and a sample
+standard deviation; the difference of the two rows' means gets a Welch t
+95% confidence interval (`scipy.stats.t`; unequal variances, few seeds).
+The verdict reads the interval: above zero, the claim is reproduced at this
+scale; below zero, not reproduced (the opposite is measured); across zero,
+inconclusive. The seeds are fine-tuning seeds of one pre-training per row,
+so the interval holds the fine-tuning noise, not the pre-training noise.
+
+Example:
+```python
+from rembert_tf.ablation import comparisons
+seeds = {"in32_reinvested": [56.0, 57.5, 55.9], "coupled": [52.1, 53.0, 51.2],
+         "in32_out512": [55.0, 54.1, 56.2], "in32": [54.8, 55.3, 53.9]}
+for result in comparisons.compare_claims(seeds):
+  print(comparisons.verdict_line(result))
+```
+"""
+import dataclasses
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from scipy import stats
+
+ENGLISH = "en"
+CONFIDENCE = 0.95
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+  key: str
+  statement: str
+  # (row expected to transfer better, its baseline), per scale's row names;
+  # the first pair whose two rows both ran is compared.
+  pairs: Tuple[Tuple[str, str], ...]
+
+
+CLAIMS = (
+    Claim("reinvested",
+          "a small input embedding with the saved parameters reinvested in the "
+          "Transformer transfers better than the coupled model of the same #FT",
+          (("in32_reinvested", "coupled"),
+           ("decoupled_in128_reinvested", "coupled_768"))),
+    Claim("output_embedding",
+          "a larger output embedding, dropped after pre-training, transfers "
+          "better than a small one",
+          (("in32_out512", "in32"),
+           ("decoupled_in128_out3072", "decoupled_in128"))),
+)
+
+
+def transfer_score(language_scores: Dict[str, float]) -> Optional[float]:
+  """Mean over the languages other than English (None when there are none)."""
+  others = [v for lang, v in language_scores.items() if lang != ENGLISH]
+  return float(np.mean(others)) if others else None
+
+
+def mean_and_std(values: Sequence[float]) -> Tuple[float, float]:
+  """Mean and sample standard deviation (0 for one value)."""
+  array = np.asarray(values, dtype=float)
+  std = float(array.std(ddof=1)) if len(array) > 1 else 0.0
+  return float(array.mean()), std
+
+
+def welch_interval(a: Sequence[float], b: Sequence[float],
+                   confidence: float = CONFIDENCE
+                   ) -> Tuple[float, Optional[Tuple[float, float]]]:
+  """mean(a) - mean(b) and its Welch t interval (None below two seeds each)."""
+  diff = float(np.mean(a) - np.mean(b))
+  if len(a) < 2 or len(b) < 2:
+    return diff, None
+  var_a = float(np.var(a, ddof=1)) / len(a)
+  var_b = float(np.var(b, ddof=1)) / len(b)
+  se = math.sqrt(var_a + var_b)
+  if se == 0.0:
+    return diff, (diff, diff)
+  dof = (var_a + var_b) ** 2 / (var_a ** 2 / (len(a) - 1) +
+                                var_b ** 2 / (len(b) - 1))
+  half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * se
+  return diff, (diff - half, diff + half)
+
+
+def verdict(interval: Optional[Tuple[float, float]]) -> str:
+  if interval is None:
+    return "inconclusive"
+  low, high = interval
+  if low > 0:
+    return "reproduced"
+  if high < 0:
+    return "not reproduced"
+  return "inconclusive"
+
+
+def compare_claims(seed_scores: Dict[str, Sequence[float]]) -> List[Dict]:
+  """Each claim whose rows both ran: the two rows, the difference, interval,
+  verdict. `seed_scores`: row name -> its per-seed transfer scores."""
+  results = []
+  for claim in CLAIMS:
+    pair = next(((better, base) for better, base in claim.pairs
+                 if seed_scores.get(better) and seed_scores.get(base)), None)
+    if pair is None:
+      continue
+    better, base = pair
+    diff, interval = welch_interval(seed_scores[better], seed_scores[base])
+    results.append(dict(
+        claim=claim.key, statement=claim.statement, row=better, baseline=base,
+        num_seeds=[len(seed_scores[better]), len(seed_scores[base])],
+        difference=diff, interval=list(interval) if interval else None,
+        verdict=verdict(interval)))
+  return results
+
+
+def verdict_line(result: Dict) -> str:
+  """One line: the claim, the verdict, the difference and its interval."""
+  interval = result["interval"]
+  bounds = ("no interval below two seeds per row" if interval is None else
+            f"{CONFIDENCE:.0%} CI [{interval[0]:+.1f}, {interval[1]:+.1f}]")
+  seeds = "/".join(str(n) for n in result["num_seeds"])
+  return (f"**{result['verdict']}**: {result['statement']} "
+          f"({result['row']} - {result['baseline']} = "
+          f"{result['difference']:+.1f} points, {bounds}, {seeds} seeds)")
