@@ -57,8 +57,10 @@ from rembert_tf.finetuning import task_types
 from rembert_tf.modeling import parameter_count
 from rembert_tf.runtime import strategies
 
-# The paper's six XTREME tasks (entries of evaluation.xtreme_tasks).
-ALL_TASKS = ("xnli", "pawsx", "panx", "xquad", "mlqa", "tydiqa")
+# The six XTREME tasks the paper reports: the task table's entries with
+# paper results.
+ALL_TASKS = tuple(name for name, task in xtreme_tasks.XTREME_TASKS.items()
+                  if task.paper_results)
 SENTENCEPIECE_FILE = "sentencepiece.model"
 
 

@@ -74,6 +74,7 @@ from typing import Dict, List, Optional, Tuple
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 
+
 class TaskDataError(errors.InputError):
   """A task file is missing or malformed, or a data option cannot work."""
 
