@@ -9,6 +9,10 @@
 * checkpoints live in rembert_tf/checkpoints/ alone (a module named for
   checkpoints elsewhere is a second home), and that package imports only the
   model core and common/: it is the floor between the models and their users;
+* the facts of an XTREME task are its entry of the task table
+  (evaluation/xtreme_tasks.py) alone: elsewhere a dict keyed by two task
+  names (`{"xnli": ..., "pawsx": ...}` or `dict(xnli=..., pawsx=...)`) is a
+  second table; the table imports only common/, so every layer can read it;
 * no module over MAX_MODULE_LINES lines, no function over MAX_FUNCTION_LINES
   (from its `def` line to its last line);
 * one flag name per concept: an absl flag whose name speaks of a
@@ -21,7 +25,7 @@ import collections
 import pathlib
 import re
 import textwrap
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "rembert_tf"
@@ -270,6 +274,50 @@ def checkpoint_homes(package: pathlib.Path = PACKAGE) -> List[str]:
   return found
 
 
+# The XTREME task table, and the areas it may import.
+TASK_TABLE = ("evaluation", "xtreme_tasks")
+TASK_TABLE_MAY_IMPORT = ("common",)
+
+
+def _task_names(table: pathlib.Path) -> Set[str]:
+  """The table's task names: the first argument of each `XtremeTask(...)`."""
+  return {node.args[0].value for node in ast.walk(_parse(table))
+          if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+          and node.func.id == "XtremeTask" and node.args
+          and isinstance(node.args[0], ast.Constant)}
+
+
+def _dict_keys(node: ast.AST) -> List[str]:
+  """The constant keys of a dict literal or of a `dict(key=...)` call."""
+  if isinstance(node, ast.Dict):
+    return [k.value for k in node.keys if isinstance(k, ast.Constant)]
+  if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+      and node.func.id == "dict"):
+    return [k.arg for k in node.keywords if k.arg]
+  return []
+
+
+def task_tables(package: pathlib.Path = PACKAGE) -> List[str]:
+  """What the task table imports above common/, and `path:line [names]` of
+  every dict keyed by two or more task names outside it."""
+  top = package.name
+  module = ".".join((top,) + TASK_TABLE)
+  table = package.joinpath(*TASK_TABLE).with_suffix(".py")
+  found = [f"{module} (line {line}) imports {target}, above "
+           f"{top}.{'/'.join(TASK_TABLE_MAY_IMPORT)}"
+           for target, line in _imports(module, table, _sources(package))
+           if target[len(top) + 1:].split(".")[0] not in TASK_TABLE_MAY_IMPORT]
+  names = _task_names(table)
+  for path in sorted(package.rglob("*.py")):
+    if path == table:
+      continue
+    for node in ast.walk(_parse(path)):
+      keys = sorted(set(_dict_keys(node)) & names)
+      if len(keys) >= 2:
+        found.append(f"{path.relative_to(package.parent)}:{node.lineno} {keys}")
+  return found
+
+
 def test_no_import_circles():
   circles = import_circles()
   assert not circles, "import circles:\n" + "\n".join(circles)
@@ -290,6 +338,13 @@ def test_every_flag_of_a_shared_concept_has_its_agreed_name():
 def test_checkpoints_have_one_home_above_the_model_core():
   found = checkpoint_homes()
   assert not found, "\n".join(found)
+
+
+def test_the_facts_of_an_xtreme_task_live_in_the_task_table_alone():
+  found = task_tables()
+  assert not found, ("per-task tables outside rembert_tf/evaluation/"
+                     "xtreme_tasks.py (make each a field of the task's entry "
+                     "there):\n" + "\n".join(found))
 
 
 def test_no_module_over_500_lines():
@@ -362,6 +417,35 @@ def test_a_second_checkpoint_home_and_an_import_against_the_floor_are_found(
       "pkg.checkpoints",
       "pkg.modeling.encoder (line 1) imports pkg.checkpoints.checkpoint_layout:"
       " the model core sits below the checkpoints"]
+
+
+def test_a_second_task_table_and_an_import_above_the_table_are_found(
+    tmp_path):
+  package = _write_package(tmp_path, {
+      "__init__.py": "",
+      "common/__init__.py": "",
+      "common/fileio.py": "",
+      "evaluation/__init__.py": "",
+      "evaluation/xtreme_tasks.py": """
+          from pkg.common import fileio
+          from pkg.evaluation import xtreme_scorer
+          TASKS = {t.name: t for t in (XtremeTask("xnli", "classification"),
+                                       XtremeTask("pawsx", "classification"),
+                                       XtremeTask("bucc2018", "retrieval"))}
+          """,
+      "evaluation/xtreme_scorer.py": """
+          METRIC = {"xnli": "accuracy", "pawsx": "accuracy"}
+          def paper():
+            return dict(xnli=70.7, bucc2018=None)
+          ONE_TASK = {"xnli": 1, "other": 2}
+          BY_CATEGORY = {"classification": ("xnli", "pawsx")}
+          """,
+  })
+  assert task_tables(package) == [
+      "pkg.evaluation.xtreme_tasks (line 3) imports "
+      "pkg.evaluation.xtreme_scorer, above pkg.common",
+      "pkg/evaluation/xtreme_scorer.py:2 ['pawsx', 'xnli']",
+      "pkg/evaluation/xtreme_scorer.py:4 ['bucc2018', 'xnli']"]
 
 
 def test_long_modules_and_functions_are_found(tmp_path):

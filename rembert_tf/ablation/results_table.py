@@ -24,6 +24,7 @@ import numpy as np
 
 from rembert_tf.ablation import comparisons
 from rembert_tf.evaluation import xtreme_scorer
+from rembert_tf.evaluation import xtreme_tasks
 
 MAIN_METRIC = "avg_metric"
 
@@ -40,10 +41,11 @@ def _language_metric(task: str) -> str:
 
 def paper_score(task: str, column: Optional[str]) -> Optional[str]:
   """The paper's figure for a task, as it reports it ("EM / F1" for QA)."""
-  if column is None or task not in xtreme_scorer.PAPER_RESULTS:
+  entry = xtreme_tasks.XTREME_TASKS.get(task)
+  if column is None or entry is None or not entry.paper_results:
     return None
   index = 0 if column == "coupled" else 1
-  metrics = xtreme_scorer.PAPER_RESULTS[task]
+  metrics = entry.paper_results
   values = [metrics[m][index] for m in metrics]
   if all(v is None for v in values):
     return None

@@ -36,7 +36,8 @@ DEMO_PRESETS = (
     ("in32_out512", "demo_ablation_in32_out512"),
     ("in32_extra_output_layers", "demo_ablation_in32_extra_output_layers"),
 )
-# Rows the paper reports numbers for, and the column of PAPER_RESULTS.
+# Rows the paper reports numbers for, and their column of the task table's
+# `paper_results` (evaluation.xtreme_tasks).
 PAPER_ROWS = {"coupled_768": "coupled", "decoupled_768": "decoupled"}
 
 

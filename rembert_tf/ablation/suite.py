@@ -54,13 +54,15 @@ from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import layer_similarity
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.modeling import parameter_count
 from rembert_tf.runtime import strategies
 
-# The paper's six XTREME tasks (entries of finetuning.xtreme_datasets).
-ALL_TASKS = ("xnli", "pawsx", "panx", "xquad", "mlqa", "tydiqa")
+# The six XTREME tasks the paper reports: the task table's entries with
+# paper results.
+ALL_TASKS = tuple(name for name, task in xtreme_tasks.XTREME_TASKS.items()
+                  if task.paper_results)
 SENTENCEPIECE_FILE = "sentencepiece.model"
 
 
@@ -285,7 +287,7 @@ class FinetuneData:
     if self.data["sp_model"]:
       arguments["sp_model"] = self.data["sp_model"]
     seq_length = self.data["seq_length"] or task_types.get(
-        xtreme_datasets.get(task).task_type).default_seq_length
+        xtreme_tasks.get(task).task_type).default_seq_length
     return dict(arguments, seq_length=seq_length)
 
   def after_run(self, task: str, run_dir: str) -> None:

@@ -27,13 +27,13 @@ from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors
-from rembert_tf.finetuning import xtreme_datasets  # the task names; no TensorFlow
+from rembert_tf.evaluation import xtreme_tasks  # the task names; no TensorFlow
 
 PROG = command_names.console_script(__spec__.name)  # rembert-create-finetuning-data
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(xtreme_source_flags)  # listed under --help
-flags.DEFINE_enum("task", None, list(xtreme_datasets.FINETUNING_TASKS),
+flags.DEFINE_enum("task", None, list(xtreme_tasks.FINETUNING_TASKS),
                   "XTREME task.")
 flags.DEFINE_string("data_dir", None, "The XTREME download/ folder.")
 flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model of the "

@@ -41,14 +41,14 @@ from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401  (--strategy, --tpu, ...)
 from rembert_tf.cli import xtreme_source_flags  # (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors
-from rembert_tf.finetuning import xtreme_datasets  # the task names; no TensorFlow
+from rembert_tf.evaluation import xtreme_tasks  # the task names; no TensorFlow
 
 PROG = command_names.console_script(__spec__.name)  # rembert-finetune
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
 flags.adopt_module_key_flags(xtreme_source_flags)  # without --records_dir
-flags.DEFINE_enum("task", None, list(xtreme_datasets.FINETUNING_TASKS),
+flags.DEFINE_enum("task", None, list(xtreme_tasks.FINETUNING_TASKS),
                   "XTREME task.")
 flags.DEFINE_string("records_dir", None, "Records of the task "
                     "(rembert-create-finetuning-data OUTPUT_DIR/<task>).")

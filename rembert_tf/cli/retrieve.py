@@ -109,11 +109,11 @@ def _bitext_source():
 def _task_languages(source, task, languages):
   """The languages of `task` to run: those of --languages it has (in the
   benchmark or the source), or every one the source has."""
-  from rembert_tf.evaluation import xtreme_benchmark  # pylint: disable=g-import-not-at-top
+  from rembert_tf.evaluation import xtreme_tasks  # pylint: disable=g-import-not-at-top
   found = source.discover_languages(task)
   if not languages:
     return found
-  known = set(found) | set(xtreme_benchmark.TASK_LANGUAGES[task])
+  known = set(found) | set(xtreme_tasks.get(task).languages)
   return [l for l in languages if l in known]
 
 

@@ -19,11 +19,11 @@ FLAGS = flags.FLAGS
 from absl import flags
 
 from rembert_tf.cli import tfds_flags
-from rembert_tf.finetuning import xtreme_datasets  # light: no TensorFlow
+from rembert_tf.evaluation import xtreme_tasks  # light: no TensorFlow
 
 flags.adopt_module_key_flags(tfds_flags)  # --tfds_data_dir, for tfds
 
 flags.DEFINE_enum(
-    "data_source", "download", list(xtreme_datasets.DATA_SOURCES),
+    "data_source", "download", list(xtreme_tasks.DATA_SOURCES),
     "Where the examples come from: XTREME's download/ folder (--data_dir) or "
     "TFDS datasets prepared in --tfds_data_dir (tfds).")

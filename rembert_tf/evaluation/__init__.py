@@ -1,1 +1,1 @@
-"""XTREME scoring: the benchmark's metric definitions and a folder scorer."""
+"""XTREME scoring: the task table, the benchmark's metric definitions and a folder scorer."""

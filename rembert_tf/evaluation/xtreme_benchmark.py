@@ -1,6 +1,7 @@
-"""The XTREME benchmark as a whole: its nine tasks, their languages, the XTREME score.
+"""The XTREME benchmark as a whole: its categories and the XTREME score.
 
-The benchmark's facts, agreeing with its official scorer (google-research/xtreme
+The tasks, their languages and categories are the entries of `xtreme_tasks`;
+the categories, agreeing with the official scorer (google-research/xtreme
 `evaluate.py`, version "xtreme"):
 
 | category (results key)                  | tasks                 |
@@ -33,32 +34,16 @@ report = xtreme_benchmark.official_report(results)   # what results.json holds
 """
 from typing import Dict, List, Mapping, Optional, Sequence
 
-# Languages per task, in the benchmark's order.
-TASK_LANGUAGES = {
-    "xnli": "ar bg de el en es fr hi ru sw th tr ur vi zh".split(),
-    "pawsx": "de en es fr ja ko zh".split(),
-    "udpos": ("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr "
-              "nl pt ru ta te th tl tr ur vi yo zh").split(),
-    "panx": ("ar he vi id jv ms tl eu ml ta te af nl en de el bn hi mr ur fa "
-             "fr it pt es bg ru ja ka ko th sw yo my zh kk tr et fi hu").split(),
-    "xquad": "en es de el ru tr ar vi th zh hi".split(),
-    "mlqa": "en es de ar hi vi zh".split(),
-    "tydiqa": "en ar bn fi id ko ru sw te".split(),
-    "bucc2018": "de fr ru zh".split(),
-    "tatoeba": ("ar he vi id jv tl eu ml ta te af nl de el bn hi mr ur fa fr "
-                "it pt es bg ru ja ka ko th sw zh kk tr et fi hu").split(),
-}
-TASKS = tuple(TASK_LANGUAGES)
-# Category key (as in the official results file) -> its tasks.
-CATEGORIES = {
-    "classification": ("xnli", "pawsx"),
-    "tagging": ("udpos", "panx"),
-    "qa": ("xquad", "mlqa", "tydiqa"),
-    "retrieval": ("bucc2018", "tatoeba"),
-}
+from rembert_tf.evaluation import xtreme_tasks
+
+# Category key (as in the official results file) -> its label; an entry of
+# `xtreme_tasks` names its task's category.
 CATEGORY_LABELS = {"classification": "classification",
                    "tagging": "structured prediction",
                    "qa": "question answering", "retrieval": "retrieval"}
+# Category key -> its tasks, in the benchmark's order.
+CATEGORIES = {key: tuple(t.name for t in xtreme_tasks.XTREME_TASKS.values()
+                         if t.category == key) for key in CATEGORY_LABELS}
 # The official results file's key for the XTREME score.
 ALL_TASKS_KEY = "all_task"
 SUMMARY_KEY = "xtreme"
@@ -78,13 +63,14 @@ def missing_languages(results: Mapping[str, Dict]) -> Dict[str, List[str]]:
   """{task: benchmark languages without a score}, for the tasks present."""
   missing = {}
   for task, scores in results.items():
-    if task not in TASK_LANGUAGES:
+    if task not in xtreme_tasks.XTREME_TASKS:
       continue
     scored = set()
     for value in scores.values():
       if isinstance(value, dict):
         scored |= set(value)
-    absent = [l for l in TASK_LANGUAGES[task] if l not in scored]
+    absent = [l for l in xtreme_tasks.XTREME_TASKS[task].languages
+              if l not in scored]
     if absent:
       missing[task] = absent
   return missing
@@ -98,7 +84,7 @@ def summarize(results: Mapping[str, Dict]) -> Dict:
   "categories": {key: {"score", "tasks", "missing_tasks"}}}; a score is None
   where no task of it is present.
   """
-  summary = _group(results, TASKS)
+  summary = _group(results, xtreme_tasks.TASKS)
   summary["missing_languages"] = missing_languages(results)
   summary["categories"] = {key: _group(results, tasks)
                            for key, tasks in CATEGORIES.items()}
@@ -139,7 +125,7 @@ def format_markdown(summary: Dict) -> str:
     lines.append(f"| {CATEGORY_LABELS[key]} | {tasks} | "
                  f"{_cell(category['score'])} |")
   scored = len(summary["tasks"])
-  lines.append(f"| **XTREME** | {scored} of {len(TASKS)} tasks | "
+  lines.append(f"| **XTREME** | {scored} of {len(xtreme_tasks.TASKS)} tasks | "
                f"**{_cell(summary['score'])}** |")
   lines.append("")
   if summary["missing_tasks"]:

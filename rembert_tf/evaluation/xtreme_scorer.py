@@ -1,9 +1,9 @@
 """Scores XTREME prediction folders against label folders, like the official scorer.
 
 Builds on the metric definitions in `xtreme_metrics` (no Model Garden piece
-covers XTREME scoring) and the benchmark's task list in `xtreme_benchmark`.
-How a task is scored (file type, reader, metric, the headline score) is one
-`TaskMetric` entry of `TASK_METRIC`. Every path goes through
+covers XTREME scoring) and the task table `xtreme_tasks`, whose entry names
+a task's metric. How a family of tasks is scored (file type, reader, metric,
+the headline score) is one `TaskMetric` of `METRICS`. Every path goes through
 `rembert_tf.common.fileio` (gs:// works); a missing, empty, binary or
 malformed file is a `ScoringError` naming the file and the field.
 Folder layout, for both predictions and labels:
@@ -48,21 +48,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.evaluation import xtreme_benchmark
 from rembert_tf.evaluation import xtreme_metrics
-
-# Languages per task, in the benchmark's order (defined in xtreme_benchmark).
-TASK_LANGUAGES = xtreme_benchmark.TASK_LANGUAGES
-TASKS = tuple(TASK_LANGUAGES)
-# The paper's averages (base scale; seed results table): (coupled, decoupled).
-PAPER_RESULTS = {
-    "xnli": {"accuracy": (70.7, 71.3)},
-    "pawsx": {"accuracy": (85.3, 85.0)},
-    "panx": {"f1": (69.2, 68.9)},
-    "xquad": {"exact_match": (46.2, 46.9), "f1": (63.2, 63.8)},
-    "mlqa": {"exact_match": (37.3, None), "f1": (53.1, 53.1)},
-    "tydiqa": {"exact_match": (None, 42.8), "f1": (None, 58.1)},
-}
+from rembert_tf.evaluation import xtreme_tasks
 
 
 class ScoringError(errors.InputError):
@@ -290,19 +277,15 @@ SQUAD = TaskMetric("squad", "json", ("exact_match", "f1"),
                               xtreme_metrics.squad_scores(answers, predictions)))
 MLQA = TaskMetric("mlqa", "json", ("exact_match", "f1"), ("exact_match", "f1"),
                   ("exact_match", "f1"), _qa_scorer(xtreme_metrics.mlqa_scores))
-
-# seqeval's F1: PAN-X entities; UD-POS tags, passed to seqeval as they are
-# (as the official scorer does).
-TASK_METRIC = {"xnli": ACCURACY, "pawsx": ACCURACY, "udpos": ENTITY_F1,
-               "panx": ENTITY_F1, "xquad": SQUAD, "mlqa": MLQA,
-               "tydiqa": SQUAD, "bucc2018": PAIR_F1, "tatoeba": ACCURACY}
+# The metric an `xtreme_tasks` entry names -> how it is scored.
+METRICS = {m.name: m for m in (ACCURACY, ENTITY_F1, PAIR_F1, SQUAD, MLQA)}
 
 
 def task_metric(task: str) -> TaskMetric:
-  if task not in TASK_METRIC:
+  if task not in xtreme_tasks.XTREME_TASKS:
     raise ScoringError(f"Unknown task {task!r}; XTREME tasks here are "
-                       f"{', '.join(TASKS)}.")
-  return TASK_METRIC[task]
+                       f"{', '.join(xtreme_tasks.TASKS)}.")
+  return METRICS[xtreme_tasks.XTREME_TASKS[task].metric]
 
 
 def file_extension(task: str) -> str:
@@ -332,8 +315,7 @@ def _languages_in_folder(folder: str, task: str, split: str) -> List[str]:
   ext = file_extension(task)
   found = {fileio.basename(p)[len(split) + 1:-len(ext) - 1]
            for p in fileio.glob(fileio.join(folder, task, f"{split}-*.{ext}"))}
-  ordered = [l for l in TASK_LANGUAGES[task] if l in found]
-  return ordered + sorted(found - set(ordered))
+  return xtreme_tasks.XTREME_TASKS[task].in_benchmark_order(found)
 
 
 def add_averages(task: str, per_language: Dict[str, Dict[str, float]]) -> Dict:
@@ -392,12 +374,13 @@ def evaluate_folders(prediction_folder, label_folder,
     if not fileio.isdir(folder):
       raise ScoringError(f"The {kind} folder {folder} does not exist.")
   if tasks is None:
-    tasks = [t for t in TASKS if fileio.isdir(fileio.join(prediction_folder, t))
+    tasks = [t for t in xtreme_tasks.TASKS
+             if fileio.isdir(fileio.join(prediction_folder, t))
              and fileio.isdir(fileio.join(label_folder, t))]
     if not tasks:
       raise ScoringError(
-          f"No task folder ({', '.join(TASKS)}) is in both {prediction_folder} "
-          f"and {label_folder}.")
+          f"No task folder ({', '.join(xtreme_tasks.TASKS)}) is in both "
+          f"{prediction_folder} and {label_folder}.")
   results = {}
   for task in tasks:
     results[task] = score_task(task, prediction_folder, label_folder, split,
@@ -464,8 +447,8 @@ def format_markdown(results: Dict[str, Dict], compare_paper: bool = False,
       row = (f"| {task} | {metric} | "
              f"{_cell(scores[f'avg_{metric}'], task_std.get(f'avg_{metric}'))} |")
       if compare_paper:
-        coupled, decoupled = PAPER_RESULTS.get(task, {}).get(metric,
-                                                             (None, None))
+        paper = xtreme_tasks.XTREME_TASKS[task].paper_results
+        coupled, decoupled = paper.get(metric, (None, None))
         row += f" {_cell(coupled)} | {_cell(decoupled)} |"
       lines.append(row)
   return "\n".join(lines) + "\n"

@@ -1,9 +1,10 @@
 """XTREME fine-tuning: records, task types, the Model Garden task, the sweep.
 
 Data (XTREME `download/` or TFDS -> TFRecords):
-* `xtreme_datasets`: one entry per XTREME task: where its files lie in the
-  download folder, which TFDS splits and features hold it, its labels, task
-  type and scored split;
+* `evaluation.xtreme_tasks` (below this package, for the scorer reads it
+  too): one entry per XTREME task: where its files lie in the download
+  folder, which TFDS splits and features hold it, its labels, task type and
+  scored split;
 * `xtreme_readers`: the TSV / JSON readers of those files;
 * `xtreme_tfds`: a task's splits read from prepared TFDS datasets;
 * `task_sources`: the download and TFDS sources of record creation;
@@ -36,8 +37,8 @@ results = finetuning.run_finetuning("xnli", "ft/xnli", records_dir="records/xnli
 
 def __getattr__(name):
   """`FinetuningError` and `run_finetuning` load on first use (PEP 562):
-  importing a light module of the package (`xtreme_datasets`, for the
-  commands' flags) does not import TensorFlow and Model Garden."""
+  importing a light module of the package does not import TensorFlow and
+  Model Garden."""
   if name == "FinetuningError":
     from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
     return finetuning_experiment.FinetuningError

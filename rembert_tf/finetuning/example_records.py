@@ -20,8 +20,9 @@ records have static shapes (int64, length `seq_length`): `input_word_ids`,
 Example:
 <!-- snippet: not run: needs XTREME's download/ folder -->
 ```python
-from rembert_tf.finetuning import example_records, xtreme_datasets, xtreme_readers
-xnli = xtreme_datasets.get("xnli")
+from rembert_tf.evaluation import xtreme_tasks
+from rembert_tf.finetuning import example_records, xtreme_readers
+xnli = xtreme_tasks.get("xnli")
 examples = xtreme_readers.read_sentence_pairs("download/xnli/dev-de.tsv", xnli,
                                               with_labels=True)
 tokenizer = example_records.SentencePieceTokenizer("spm/sentencepiece.model")
@@ -43,7 +44,7 @@ from official.nlp.data import squad_lib_sp
 from rembert_tf.common import fileio
 from rembert_tf.data import example_encoding
 from rembert_tf.data import tokenizer as tokenizer_lib
-from rembert_tf.finetuning import xtreme_datasets
+from rembert_tf.evaluation import xtreme_tasks
 
 IGNORED_LABEL_ID = -1
 
@@ -126,7 +127,7 @@ def _encode_record(word_ids, type_ids, seq_length, feature_index, extra,
   return example_encoding.encode_example(int_features=int_features)
 
 
-def classification_records(examples, dataset: xtreme_datasets.XtremeDataset,
+def classification_records(examples, dataset: xtreme_tasks.XtremeTask,
                            tokenizer: SentencePieceTokenizer, seq_length: int):
   """One record per sentence pair (label id 0 when unlabelled)."""
   label_ids = {l: i for i, l in enumerate(dataset.labels)}
@@ -142,7 +143,7 @@ def classification_records(examples, dataset: xtreme_datasets.XtremeDataset,
                          tokenizer.pad_id), None
 
 
-def tagging_records(sentences, dataset: xtreme_datasets.XtremeDataset,
+def tagging_records(sentences, dataset: xtreme_tasks.XtremeTask,
                     tokenizer: SentencePieceTokenizer, seq_length: int):
   """One record per chunk of words that fits; side rows locate the words."""
   label_ids = {l: i for i, l in enumerate(dataset.labels)}
@@ -260,7 +261,7 @@ def span_records(examples, tokenizer: SentencePieceTokenizer, seq_length: int,
         continue
     max_doc = seq_length - len(query) - 3
     if max_doc <= 0:
-      raise xtreme_datasets.TaskDataError(
+      raise xtreme_tasks.TaskDataError(
           f"seq_length {seq_length} leaves no room for the context after a "
           f"{len(query)}-piece question; raise --seq_length or lower "
           "--max_query_length.")

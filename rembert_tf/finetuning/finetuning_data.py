@@ -1,7 +1,7 @@
 """Turns an XTREME task (its `download/` files, or TFDS) into fine-tuning TFRecords.
 
 The steps, each in its own module: where a task's data lies
-(`xtreme_datasets`), which splits to read and how (`task_sources`: the
+(`evaluation.xtreme_tasks`), which splits to read and how (`task_sources`: the
 download readers `xtreme_readers`, or TFDS through `xtreme_tfds`, both
 through the task type), examples -> records with their side rows
 (`example_records`), and what differs per task type (`task_types`: reader,
@@ -38,15 +38,15 @@ import tensorflow as tf
 
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import example_records
 from rembert_tf.finetuning import task_sources
 from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import xtreme_datasets
 
 METADATA_FILE = "metadata.json"
 # [CLS] + at least a few pieces + [SEP] (+ [SEP]); below this no task fits.
 MIN_SEQ_LENGTH = 8
-TaskDataError = xtreme_datasets.TaskDataError
+TaskDataError = xtreme_tasks.TaskDataError
 
 
 def _write_split(records: Iterable, directory: str, name: str,
@@ -143,7 +143,7 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
   `allow_unlabelled_dev`. The output directory appears complete or not at
   all; with `overwrite` the old one stays until the new one is whole.
   """
-  dataset = xtreme_datasets.get_finetuning_task(task)
+  dataset = xtreme_tasks.get_finetuning_task(task)
   kind = task_types.get(dataset.task_type)
   seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
   outputs.refuse_overlap(fileio.join(output_dir, task), {

@@ -9,14 +9,15 @@ for the same data: files go through `xtreme_readers` (the task type's
 
 | `data_source` | root                          | layout (per task)                        |
 | ------------- | ----------------------------- | ---------------------------------------- |
-| download      | `data_dir`: XTREME `download/` | `xtreme_datasets` entry's `download`    |
-| tfds          | `tfds_data_dir` (local, gs://) | `xtreme_datasets` entry's `tfds`        |
+| download      | `data_dir`: XTREME `download/` | `xtreme_tasks` entry's `download`       |
+| tfds          | `tfds_data_dir` (local, gs://) | `xtreme_tasks` entry's `tfds`           |
 
 Example:
 <!-- snippet: not run: reads TFDS data from `gs://` -->
 ```python
-from rembert_tf.finetuning import task_sources, task_types, xtreme_datasets
-panx = xtreme_datasets.get("panx")
+from rembert_tf.evaluation import xtreme_tasks
+from rembert_tf.finetuning import task_sources, task_types
+panx = xtreme_tasks.get("panx")
 source = task_sources.make_source(panx, "tfds", tfds_data_dir="gs://b/tfds")
 jobs = source.jobs(languages=None, splits=("dev",))  # [("train", "en"), ...]
 data = source.read(task_types.get(panx.task_type), "dev", "de")
@@ -27,7 +28,7 @@ from typing import List, Optional, Sequence, Tuple
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import tfds_reader
-from rembert_tf.finetuning import xtreme_datasets
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import xtreme_readers
 from rembert_tf.finetuning import xtreme_tfds
 
@@ -37,7 +38,7 @@ class _Source:
   """What both sources share: the (split, language) pairs to write."""
   name = ""
 
-  def __init__(self, dataset: xtreme_datasets.XtremeDataset, data_dir):
+  def __init__(self, dataset: xtreme_tasks.XtremeTask, data_dir):
     self.dataset = dataset
     self.data_dir = fileio.as_str(data_dir)
 
@@ -117,10 +118,10 @@ def source_root(data_source: str, data_dir=None, tfds_data_dir=None):
   if data_source == "tfds":  # without --tfds_data_dir: TFDS's own default
     return tfds_reader.data_dir_or_default(tfds_data_dir)
   raise errors.UsageError(f"--data_source {data_source!r}: choose one of "
-                          f"{', '.join(xtreme_datasets.DATA_SOURCES)}.")
+                          f"{', '.join(xtreme_tasks.DATA_SOURCES)}.")
 
 
-def make_source(dataset: xtreme_datasets.XtremeDataset, data_source: str,
+def make_source(dataset: xtreme_tasks.XtremeTask, data_source: str,
                 data_dir=None, tfds_data_dir=None):
   """The source of `data_source`; one-line errors for a missing root."""
   root = source_root(data_source, data_dir, tfds_data_dir)

@@ -15,7 +15,7 @@ QA) is everything fine-tuning does differently per type, in one `TaskType`:
   `rembert_tf.evaluation.xtreme_scorer.task_metric(task)`.
 
 Nothing else in rembert_tf branches on the task type: a new type is a new
-entry here (and `xtreme_datasets.XTREME_DATASETS` names which XTREME task
+entry here (and `xtreme_tasks.XTREME_TASKS` names which XTREME task
 uses it).
 
 Example:
@@ -39,8 +39,8 @@ from official.nlp.modeling import models
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import example_records
-from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.finetuning import xtreme_readers
 
 IGNORED_LABEL_ID = example_records.IGNORED_LABEL_ID
@@ -111,7 +111,7 @@ def _cross_entropy_and_correct(labels, logits):
 def _pairs_split(examples, is_training, origin) -> SplitData:
   has_labels = bool(examples) and all(ex.label is not None for ex in examples)
   if is_training and not has_labels:
-    raise xtreme_datasets.TaskDataError(
+    raise xtreme_tasks.TaskDataError(
         f"{origin}: training rows need a label column (sentence1<TAB>sentence2"
         "<TAB>label).")
   return SplitData(examples, has_labels, {})
@@ -178,7 +178,7 @@ CLASSIFICATION = TaskType(
 def _tagged_split(sentences, is_training, origin) -> SplitData:
   has_labels = bool(sentences) and all(t is not None for _, t in sentences)
   if is_training and not has_labels:
-    raise xtreme_datasets.TaskDataError(
+    raise xtreme_tasks.TaskDataError(
         f"{origin}: training lines need token<TAB>tag.")
   return SplitData(sentences, has_labels,
                    {"num_words": [len(words) for words, _ in sentences]})

@@ -15,13 +15,14 @@ and `squad_examples`, which the TFDS source (`xtreme_tfds` rows, through
 the task types) calls too: the same examples from either source.
 
 Which reader a task uses is its task type's (`task_types`); where its files
-lie is its `xtreme_datasets` entry.
+lie is its `evaluation.xtreme_tasks` entry.
 
 Example:
 <!-- snippet: not run: needs XTREME's download/ folder -->
 ```python
-from rembert_tf.finetuning import xtreme_datasets, xtreme_readers
-xnli = xtreme_datasets.get("xnli")
+from rembert_tf.evaluation import xtreme_tasks
+from rembert_tf.finetuning import xtreme_readers
+xnli = xtreme_tasks.get("xnli")
 examples = xtreme_readers.read_sentence_pairs(
     xnli.download.path("download", "dev", "de"), xnli, with_labels=True)
 examples[0].text_a, examples[0].label
@@ -35,18 +36,18 @@ from official.nlp.data import classifier_data_lib
 from official.nlp.data import squad_lib_sp
 
 from rembert_tf.common import fileio
-from rembert_tf.finetuning import xtreme_datasets
+from rembert_tf.evaluation import xtreme_tasks
 
-TaskDataError = xtreme_datasets.TaskDataError
+TaskDataError = xtreme_tasks.TaskDataError
 
 
-def require_file(path, dataset: xtreme_datasets.XtremeDataset) -> None:
+def require_file(path, dataset: xtreme_tasks.XtremeTask) -> None:
   """A missing task file: one line naming it and the layout expected."""
   if not fileio.isfile(path):
     raise TaskDataError(
         f"Missing {dataset.name} file {path}. Expected the XTREME download "
         f"layout under the data dir: {dataset.download.describe()} (see "
-        "rembert_tf/finetuning/xtreme_datasets.py).")
+        "rembert_tf/evaluation/xtreme_tasks.py).")
 
 
 def _not_utf8(path, error: UnicodeDecodeError) -> TaskDataError:
@@ -55,7 +56,7 @@ def _not_utf8(path, error: UnicodeDecodeError) -> TaskDataError:
 
 
 def _check_label(label: str, where: str, what: str,
-                 dataset: xtreme_datasets.XtremeDataset) -> str:
+                 dataset: xtreme_tasks.XtremeTask) -> str:
   """`label` must be one of the task's labels (`what`: label or tag)."""
   if label not in dataset.labels:
     raise TaskDataError(
@@ -65,7 +66,7 @@ def _check_label(label: str, where: str, what: str,
 
 
 def _pair_label(label: Optional[str], where: str,
-                dataset: xtreme_datasets.XtremeDataset) -> Optional[str]:
+                dataset: xtreme_tasks.XtremeTask) -> Optional[str]:
   """A sentence pair's label, checked against the task's labels."""
   if label is None:
     return None
@@ -75,7 +76,7 @@ def _pair_label(label: Optional[str], where: str,
   return _check_label(label, where, "label", dataset)
 
 
-def sentence_pair_examples(rows, dataset: xtreme_datasets.XtremeDataset,
+def sentence_pair_examples(rows, dataset: xtreme_tasks.XtremeTask,
                            origin: str
                            ) -> List[classifier_data_lib.InputExample]:
   """(where, sentence1, sentence2, label or None) rows -> InputExamples.
@@ -95,7 +96,7 @@ def sentence_pair_examples(rows, dataset: xtreme_datasets.XtremeDataset,
           for index, (where, text_a, text_b, label) in enumerate(rows)]
 
 
-def read_sentence_pairs(path, dataset: xtreme_datasets.XtremeDataset,
+def read_sentence_pairs(path, dataset: xtreme_tasks.XtremeTask,
                         with_labels: bool
                         ) -> List[classifier_data_lib.InputExample]:
   """`sentence1<TAB>sentence2[<TAB>label]` rows; labels checked against the task."""
@@ -115,12 +116,12 @@ def read_sentence_pairs(path, dataset: xtreme_datasets.XtremeDataset,
 
 
 def check_tags(tags: List[str], where: str,
-               dataset: xtreme_datasets.XtremeDataset) -> List[str]:
+               dataset: xtreme_tasks.XtremeTask) -> List[str]:
   """Each tag must be one of the task's labels."""
   return [_check_label(tag, where, "tag", dataset) for tag in tags]
 
 
-def read_tagged_sentences(path, dataset: xtreme_datasets.XtremeDataset,
+def read_tagged_sentences(path, dataset: xtreme_tasks.XtremeTask,
                           with_labels: bool
                           ) -> List[Tuple[List[str], Optional[List[str]]]]:
   """`token<TAB>tag` lines (test: token only), blank line between sentences."""
@@ -210,7 +211,7 @@ def _training_answer(path, context: str, qa) -> Optional[Tuple[str, int]]:
   return text, start
 
 
-def read_squad_examples(path, dataset: xtreme_datasets.XtremeDataset,
+def read_squad_examples(path, dataset: xtreme_tasks.XtremeTask,
                         is_training: bool) -> List[squad_lib_sp.SquadExample]:
   """A SQuAD v1.1 file -> SquadExample list (start_position is a char offset)."""
   require_file(path, dataset)

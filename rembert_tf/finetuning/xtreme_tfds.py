@@ -1,9 +1,9 @@
 """XTREME tasks read from prepared TensorFlow Datasets instead of `download/`.
 
 Which builder, config and split hold a task's split, and which features hold
-its fields, is the task's `xtreme_datasets` entry (`TfdsLayout`); reading a
-prepared split is `common.tfds_reader` (the given data dir only, no download,
-no Cloud Storage lookups, one-line errors). This module turns a split's
+its fields, is the task's `evaluation.xtreme_tasks` entry (`TfdsLayout`);
+reading a prepared split is `common.tfds_reader` (the given data dir only, no
+download, no Cloud Storage lookups, one-line errors). This module turns a split's
 examples into *rows*: dicts keyed by the task type's fields, in the task's
 own terms:
 
@@ -27,8 +27,9 @@ Tatoeba split and their gold alignment.
 Example:
 <!-- snippet: not run: reads TFDS data from `gs://` -->
 ```python
-from rembert_tf.finetuning import xtreme_datasets, xtreme_tfds
-panx = xtreme_datasets.get("panx")
+from rembert_tf.evaluation import xtreme_tasks
+from rembert_tf.finetuning import xtreme_tfds
+panx = xtreme_tasks.get("panx")
 xtreme_tfds.split_languages(panx, "dev", "gs://bucket/tensorflow_datasets")
 rows, origin = xtreme_tfds.read_rows(panx, "dev", "de",
                                      "gs://bucket/tensorflow_datasets")
@@ -38,18 +39,18 @@ rows[0]["words"], rows[0]["tags"]        # ['Anna', ...], ['B-PER', ...]
 from typing import Any, Dict, List, Optional, Tuple
 
 from rembert_tf.common import tfds_reader
-from rembert_tf.finetuning import xtreme_datasets
+from rembert_tf.evaluation import xtreme_tasks
 
-TaskDataError = xtreme_datasets.TaskDataError
+TaskDataError = xtreme_tasks.TaskDataError
 
 
-def split_ref(dataset: xtreme_datasets.XtremeDataset, split: str,
+def split_ref(dataset: xtreme_tasks.XtremeTask, split: str,
               lang: str) -> tfds_reader.SplitRef:
   ref = dataset.tfds.split(split, lang)
   return tfds_reader.SplitRef(ref.builder, ref.config, ref.split)
 
 
-def _fix(dataset: xtreme_datasets.XtremeDataset, split: str) -> str:
+def _fix(dataset: xtreme_tasks.XtremeTask, split: str) -> str:
   if split == "train":
     return (f"{dataset.name} trains on it; prepare it in the TFDS data dir "
             f"(layout: {dataset.tfds.describe()})")
@@ -57,7 +58,7 @@ def _fix(dataset: xtreme_datasets.XtremeDataset, split: str) -> str:
           f"{dataset.name}'s TFDS layout: {dataset.tfds.describe()}")
 
 
-def check_split(dataset: xtreme_datasets.XtremeDataset, split: str, lang: str,
+def check_split(dataset: xtreme_tasks.XtremeTask, split: str, lang: str,
                 data_dir):
   """The builder of `split` in `lang`; a one-line error unless prepared."""
   if not dataset.tfds.holds(split, lang):
@@ -68,7 +69,7 @@ def check_split(dataset: xtreme_datasets.XtremeDataset, split: str, lang: str,
                                 fix=_fix(dataset, split))
 
 
-def split_languages(dataset: xtreme_datasets.XtremeDataset, split: str,
+def split_languages(dataset: xtreme_tasks.XtremeTask, split: str,
                     data_dir) -> List[str]:
   """The task's languages whose `split` is prepared in data_dir, in order."""
   if split != "train" and split not in dataset.tfds.eval_splits:
@@ -95,13 +96,13 @@ def _join_word_parts(word: str) -> str:
 class _RowMapper:
   """Builder examples -> the task's rows (fields renamed, labels named)."""
 
-  def __init__(self, dataset: xtreme_datasets.XtremeDataset, builder,
+  def __init__(self, dataset: xtreme_tasks.XtremeTask, builder,
                ref: tfds_reader.SplitRef, lang: str):
     layout = dataset.tfds
     tfds_reader.require_features(
         builder, ref, layout.fields.values(),
-        fix=f"the {dataset.name} entry of rembert_tf/finetuning/"
-            "xtreme_datasets.py names the features of this builder version")
+        fix=f"the {dataset.name} entry of rembert_tf/evaluation/"
+            "xtreme_tasks.py names the features of this builder version")
     self._fields = layout.fields
     self._names = {feature: tfds_reader.class_names(builder, feature)
                    for feature in layout.fields.values()}
@@ -132,7 +133,7 @@ class _RowMapper:
     return row
 
 
-def read_rows(dataset: xtreme_datasets.XtremeDataset, split: str, lang: str,
+def read_rows(dataset: xtreme_tasks.XtremeTask, split: str, lang: str,
               data_dir) -> Tuple[List[Dict[str, Any]], str]:
   """(rows of `split` in `lang`, the TFDS split they came from)."""
   builder = check_split(dataset, split, lang, data_dir)
@@ -169,8 +170,8 @@ def retrieval_sides(task: str, split: str, lang: str, data_dir
   TFDS's `tatoeba` holds the aligned pairs in order; ids are the 0-based
   positions, each sentence aligned with the other side's at its position.
   """
-  dataset = xtreme_datasets.get(task)
-  if dataset.task_type != xtreme_datasets.RETRIEVAL:
+  dataset = xtreme_tasks.get(task)
+  if dataset.task_type != xtreme_tasks.RETRIEVAL:
     raise TaskDataError(f"{task} is not a retrieval task; choose one of "
                         f"{', '.join(_retrieval_tasks())}.")
   rows, origin = read_rows(dataset, split, lang, data_dir)
@@ -189,11 +190,11 @@ def retrieval_sides(task: str, split: str, lang: str, data_dir
 
 
 def _retrieval_tasks() -> List[str]:
-  return [n for n, d in xtreme_datasets.XTREME_DATASETS.items()
-          if d.task_type == xtreme_datasets.RETRIEVAL]
+  return [n for n, d in xtreme_tasks.XTREME_TASKS.items()
+          if d.task_type == xtreme_tasks.RETRIEVAL]
 
 
-def describe_source(dataset: xtreme_datasets.XtremeDataset, split: str,
+def describe_source(dataset: xtreme_tasks.XtremeTask, split: str,
                     lang: str, data_dir: Optional[str] = None) -> str:
   """`tfds:name/config:split` of a task's split (metadata's `source`)."""
   ref = split_ref(dataset, split, lang)

@@ -32,7 +32,7 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from rembert_tf.common import fileio
-from rembert_tf.evaluation import xtreme_benchmark
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.retrieval import bitext
 
 # task -> split -> side -> file pattern under the data dir.
@@ -69,8 +69,7 @@ def discover_languages(data_dir, task: str) -> List[str]:
     match = regex.search(found_path.replace("\\", "/"))
     if match:
       found.add(match.group(1))
-  ordered = [l for l in xtreme_benchmark.TASK_LANGUAGES[task] if l in found]
-  return ordered + sorted(found - set(ordered))
+  return xtreme_tasks.get(task).in_benchmark_order(found)
 
 
 def _fix(task: str, split: str, side: str) -> str:

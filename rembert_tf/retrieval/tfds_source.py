@@ -1,7 +1,7 @@
 """BUCC 2018 and Tatoeba from TensorFlow Datasets prepared in a folder: a `bitext.BitextSource`.
 
 Where each split lies is the task's entry of
-`rembert_tf/finetuning/xtreme_datasets.py`, and reading one is
+`rembert_tf/evaluation/xtreme_tasks.py`, and reading one is
 `finetuning.xtreme_tfds.retrieval_sides` (prepared data only, from the given
 folder, local or gs://; never downloaded):
 
@@ -35,7 +35,7 @@ from typing import List, Sequence
 
 from rembert_tf.common import fileio
 from rembert_tf.common import tfds_reader
-from rembert_tf.finetuning import xtreme_datasets
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import xtreme_tfds
 from rembert_tf.retrieval import bitext
 
@@ -62,12 +62,12 @@ class TfdsSource:
 
   def discover_languages(self, task: str) -> List[str]:
     """The benchmark's languages whose test split is prepared, in order."""
-    return xtreme_tfds.split_languages(xtreme_datasets.get(task), "test",
+    return xtreme_tfds.split_languages(xtreme_tasks.get(task), "test",
                                        self.data_dir)
 
   def check(self, task: str, languages: Sequence[str]) -> None:
     """Raises TfdsError naming the first split that is not prepared."""
-    dataset = xtreme_datasets.get(task)
+    dataset = xtreme_tasks.get(task)
     for lang in languages:
       for split in bitext.SPLITS[task]:
         ref = xtreme_tfds.split_ref(dataset, split, lang)
@@ -78,7 +78,7 @@ class TfdsSource:
 
   def nothing_found(self, task: str) -> str:
     """The error when no language of `task` is prepared."""
-    dataset = xtreme_datasets.get(task)
+    dataset = xtreme_tasks.get(task)
     layout = dataset.tfds.describe().replace("{lang}", "<lang>")
     example = xtreme_tfds.split_ref(dataset, "test", "<lang>")
     return (f"No {task} dataset prepared in {self.data_dir} (TFDS layout: "

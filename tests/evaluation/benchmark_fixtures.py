@@ -9,9 +9,9 @@ these folders are the official XTREME scorer's on the same files.
 import json
 import pathlib
 
-from rembert_tf.evaluation import xtreme_benchmark
+from rembert_tf.evaluation import xtreme_tasks
 
-LANGS = xtreme_benchmark.TASK_LANGUAGES
+LANGS = {name: task.languages for name, task in xtreme_tasks.XTREME_TASKS.items()}
 UPOS = ("ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ "
         "SYM VERB X").split()
 
@@ -130,7 +130,7 @@ def _qa(root_pred, root_gold, task):
 def write_benchmark_folders(root: pathlib.Path, tasks=None):
   """ROOT/predictions and ROOT/labels for `tasks` (default: all nine)."""
   pred, gold = root / "predictions", root / "labels"
-  tasks = tasks or xtreme_benchmark.TASKS
+  tasks = tasks or xtreme_tasks.TASKS
   writers = {
       "xnli": lambda: _classification(pred, gold, "xnli",
                                       ["contradiction", "entailment", "neutral"]),

@@ -15,6 +15,7 @@ import pytest
 import benchmark_fixtures
 from rembert_tf.evaluation import xtreme_benchmark as b
 from rembert_tf.evaluation import xtreme_scorer as s
+from rembert_tf.evaluation import xtreme_tasks
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -56,7 +57,7 @@ def folders(tmp_path_factory):
 
 def test_nine_tasks_equal_the_official_scorer(folders):
   results = s.evaluate_folders(*folders)
-  assert list(results) == list(b.TASKS)
+  assert list(results) == list(xtreme_tasks.TASKS)
   report = b.official_report(results)
   for key, expected in OFFICIAL.items():
     if isinstance(expected, dict):
@@ -70,12 +71,28 @@ def test_nine_tasks_equal_the_official_scorer(folders):
   assert report["tatoeba"]["accuracy"]["ar"] == pytest.approx(200 / 3)
   assert report["mlqa"]["f1"]["de"] == pytest.approx(800 / 9)
   # Every language of every task, in the benchmark's order.
-  for task, languages in b.TASK_LANGUAGES.items():
-    metric = s.task_metric(task).headline[0]
-    assert list(report[task][metric]) == languages, task
+  for task in xtreme_tasks.XTREME_TASKS.values():
+    metric = s.task_metric(task.name).headline[0]
+    assert list(report[task.name][metric]) == list(task.languages), task.name
   summary = report[b.SUMMARY_KEY]
   assert summary["score"] == pytest.approx(OFFICIAL["all_task"], abs=1e-9)
   assert summary["missing_tasks"] == [] and summary["missing_languages"] == {}
+
+
+def test_every_task_entry_names_a_known_category_and_metric():
+  assert b.CATEGORIES == {"classification": ("xnli", "pawsx"),
+                          "tagging": ("udpos", "panx"),
+                          "qa": ("xquad", "mlqa", "tydiqa"),
+                          "retrieval": ("bucc2018", "tatoeba")}
+  for task in xtreme_tasks.XTREME_TASKS.values():
+    assert task.category in b.CATEGORY_LABELS, task.name
+    assert task.metric in s.METRICS, task.name
+    assert task.languages and len(set(task.languages)) == len(task.languages)
+    assert set(task.paper_results) <= set(s.task_metric(task.name).metrics)
+  assert [s.task_metric(t).name for t in ("xnli", "panx", "mlqa", "bucc2018")
+          ] == ["accuracy", "entity_f1", "mlqa", "pair_f1"]
+  with pytest.raises(s.ScoringError, match="Unknown task 'nope'"):
+    s.task_metric("nope")
 
 
 def test_partial_results_name_what_is_missing(folders):

@@ -11,9 +11,9 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.finetuning import example_records
 from rembert_tf.common import output_lock
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import xtreme_datasets
 
 def _records(path, task_type, seq_length):
   spec = task_types.feature_spec(task_type, seq_length)
@@ -169,16 +169,16 @@ def test_bad_label_names_file_and_line(sp_model, download_dir, tmp_path):
 
 
 def test_every_xtreme_dataset_names_a_registered_task_type():
-  for name in xtreme_datasets.FINETUNING_TASKS:
-    dataset = xtreme_datasets.get(name)
+  for name in xtreme_tasks.FINETUNING_TASKS:
+    dataset = xtreme_tasks.get(name)
     assert task_types.get(dataset.task_type).name == dataset.task_type
-  retrieval = set(xtreme_datasets.XTREME_DATASETS) - set(
-      xtreme_datasets.FINETUNING_TASKS)
+  retrieval = set(xtreme_tasks.XTREME_TASKS) - set(
+      xtreme_tasks.FINETUNING_TASKS)
   assert retrieval == {"bucc2018", "tatoeba"}
   with pytest.raises(errors.UsageError, match="choose one of xnli, pawsx"):
-    xtreme_datasets.get("nope")
+    xtreme_tasks.get("nope")
   with pytest.raises(errors.UsageError, match="tatoeba is a retrieval task"):
-    xtreme_datasets.get_finetuning_task("tatoeba")
+    xtreme_tasks.get_finetuning_task("tatoeba")
 
 
 def test_a_task_another_run_writes_is_refused(sp_model, download_dir, tmp_path):

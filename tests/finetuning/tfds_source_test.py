@@ -14,8 +14,8 @@ import tfds_testlib
 import xtreme_fixtures
 from rembert_tf.common import tfds_reader
 from rembert_tf.evaluation import xtreme_scorer
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.finetuning import xtreme_tfds
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -169,7 +169,7 @@ def test_every_task_names_its_tfds_builders_configs_and_features(
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   from tensorflow_datasets.core.utils import gcs_utils  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(gcs_utils, "_is_gcs_disabled", True)  # code only
-  for dataset in xtreme_datasets.XTREME_DATASETS.values():
+  for dataset in xtreme_tasks.XTREME_TASKS.values():
     layout = dataset.tfds
     splits = (["train"] if layout.train else []) + list(layout.eval_splits)
     for split in splits:

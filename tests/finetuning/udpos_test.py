@@ -11,10 +11,10 @@ import tensorflow as tf
 import tfds_testlib
 import xtreme_fixtures
 from rembert_tf.evaluation import xtreme_scorer
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import example_records
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import xtreme_datasets
 
 QUIET = lambda s: None  # noqa: E731
 
@@ -26,7 +26,7 @@ def _label_ids(path, seq_length):
 
 
 def test_udpos_entry_has_the_benchmark_languages_and_universal_tags():
-  udpos = xtreme_datasets.get("udpos")
+  udpos = xtreme_tasks.get("udpos")
   assert udpos.task_type == "tagging"
   assert len(udpos.labels) == 17 and "PROPN" in udpos.labels
   assert "O" not in udpos.labels
@@ -47,7 +47,7 @@ def test_udpos_records_tag_the_first_piece_of_each_word(sp_model, download_dir,
   assert dev["num_features"] > dev["num_examples"] == 6
   side = example_records.read_side_file(tmp_path / "udpos", "dev-en")
   rows = _label_ids(tmp_path / "udpos/dev-en.tfrecord", 8)
-  labels = list(xtreme_datasets.UDPOS_LABELS)
+  labels = list(xtreme_tasks.UDPOS_LABELS)
   tags = []
   for row, side_row in zip(rows, side):
     assert np.where(row >= 0)[0].tolist() == side_row["positions"]
@@ -112,7 +112,7 @@ def test_udpos_from_tfds_finetune_predict_and_score(checkpoint_dir, tmp_path):
                  (predictions / f"udpos/{name}.tsv").read_text()
                  .strip("\n").split("\n\n")]
     assert [len(s) for s in sentences] == words
-    assert all(t in xtreme_datasets.UDPOS_LABELS for s in sentences for t in s)
+    assert all(t in xtreme_tasks.UDPOS_LABELS for s in sentences for t in s)
   # TFDS's test split is labelled: scored as well.
   rescored = xtreme_scorer.score_task("udpos", predictions,
                                       out / "records/udpos/labels", split="dev")

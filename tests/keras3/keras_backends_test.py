@@ -36,10 +36,10 @@ from conversion import conversion_testlib
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import weight_layout
 from rembert_tf.evaluation import xtreme_scorer
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.export import preprocessor_export
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import xtreme_datasets
 from rembert_tf.finetuning import xtreme_readers
 from rembert_tf.data import tokenizer
 from rembert_tf.checkpoints import checkpoint_layout
@@ -210,7 +210,7 @@ def _xtreme(download_dir, sp_model, root):
       "xquad", download_dir, sp_model, records, seq_length=SPAN_LENGTH,
       doc_stride=DOC_STRIDE, max_query_length=MAX_QUERY, splits=("test",),
       progress=lambda _: None)
-  panx, xquad, xnli = (xtreme_datasets.get(t) for t in ("panx", "xquad", "xnli"))
+  panx, xquad, xnli = (xtreme_tasks.get(t) for t in ("panx", "xquad", "xnli"))
   label_ids = {label: i for i, label in enumerate(panx.labels)}
   train = xtreme_readers.read_tagged_sentences(
       panx.download.path(download_dir, "train"), panx, with_labels=True)

@@ -1,13 +1,22 @@
-"""The XTREME datasets: one table entry per task, for both of their sources.
+"""The XTREME tasks: one table entry per task, read by fine-tuning, retrieval and scoring.
 
-An entry says everything about a task's data that is not behaviour: where
-its files lie in XTREME's `download/` folder (`DownloadLayout`), which
-TensorFlow Datasets builder, config and split hold each of its splits and
-which features hold its fields (`TfdsLayout`), its labels, its task type (a
-key of `task_types.TASK_TYPES`, the behaviour per type; `retrieval` for the
-two tasks that are not fine-tuned) and the split whose scores a run reports.
+An entry holds every fact of a task that is not behaviour: its benchmark
+category (a key of `xtreme_benchmark.CATEGORY_LABELS`) and languages (in the
+benchmark's order), the metric it is scored with (a `TaskMetric.name` of
+`xtreme_scorer`, whose behaviour lives there), where its files lie in XTREME's
+`download/` folder (`DownloadLayout`), which TensorFlow Datasets builder,
+config and split hold each of its splits and which features hold its fields
+(`TfdsLayout`), its labels, its task type (a key of `task_types.TASK_TYPES`,
+the behaviour per type; `retrieval` for the two tasks that are not
+fine-tuned), the split whose scores a run reports and the paper's averages.
 A new task, or a new source of an existing one, is one entry (or one field of
 an entry) here.
+
+The table sits in evaluation/, the lowest layer that reads it: the scorer and
+the benchmark need a task's languages, metric and category; fine-tuning and
+retrieval, which import evaluation, need its sources too. It imports only
+common/, so it names a metric by key rather than importing the scorer (which
+reads the table's languages).
 
 The layout is the one XTREME's download script leaves under `download/`:
 
@@ -49,11 +58,12 @@ entry maps them back.
 
 Example:
 ```python
-from rembert_tf.finetuning import xtreme_datasets
-dataset = xtreme_datasets.get("mlqa")
-dataset.download.path("download", "dev", "zh")
+from rembert_tf.evaluation import xtreme_tasks
+task = xtreme_tasks.get("mlqa")
+task.category, task.metric, task.languages[:3]   # "qa", "mlqa", ("en", "es", "de")
+task.download.path("download", "dev", "zh")
 # download/mlqa/MLQA_V1/dev/dev-context-zh-question-zh.json
-dataset.tfds.split("dev", "zh")
+task.tfds.split("dev", "zh")
 # TfdsSplit(builder='mlqa', config='zh', split='validation', ...)
 ```
 """
@@ -63,7 +73,7 @@ from typing import Dict, List, Optional, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.evaluation import xtreme_scorer
+
 
 class TaskDataError(errors.InputError):
   """A task file is missing or malformed, or a data option cannot work."""
@@ -175,28 +185,33 @@ class TfdsLayout:
 
 
 @dataclasses.dataclass(frozen=True)
-class XtremeDataset:
-  """One XTREME task's data: its files, labels, task type and scored split."""
+class XtremeTask:
+  """One XTREME task: its category, languages, metric and data."""
   name: str
   task_type: str                 # a key of task_types.TASK_TYPES, or RETRIEVAL
   # None for the retrieval tasks, whose download files the retrieval
   # command reads itself.
   download: Optional[DownloadLayout]
   tfds: TfdsLayout
+  category: str                  # a key of xtreme_benchmark.CATEGORY_LABELS
+  languages: Tuple[str, ...]     # the benchmark's, in its order
+  metric: str                    # a TaskMetric.name of xtreme_scorer
   labels: Tuple[str, ...] = ()
   # The split whose labelled files give the scores of a run.
   score_split: str = "dev"
+  # The paper's averages (base scale): metric -> (coupled, decoupled).
+  paper_results: Dict[str, Tuple[Optional[float], Optional[float]]] = (
+      dataclasses.field(default_factory=dict))
 
-  @property
-  def languages(self) -> List[str]:
-    """The benchmark's languages of the task, in its order."""
-    return list(xtreme_scorer.TASK_LANGUAGES.get(self.name, []))
+  def in_benchmark_order(self, found) -> List[str]:
+    """`found` languages, the benchmark's first in its order, then the rest."""
+    ordered = [l for l in self.languages if l in found]
+    return ordered + sorted(set(found) - set(ordered))
 
   def discover_languages(self, data_dir, split: str) -> List[str]:
     """Languages with a file for `split`, benchmark order first."""
-    found = self.download.languages_present(data_dir, split)
-    ordered = [l for l in self.languages if l in found]
-    return ordered + sorted(set(found) - set(ordered))
+    return self.in_benchmark_order(
+        self.download.languages_present(data_dir, split))
 
 
 def _tsv_per_language(task: str) -> DownloadLayout:
@@ -204,6 +219,10 @@ def _tsv_per_language(task: str) -> DownloadLayout:
   return DownloadLayout(f"{task}/train-en.tsv",
                         {"dev": f"{task}/dev-{{lang}}.tsv",
                          "test": f"{task}/test-{{lang}}.tsv"})
+
+
+def _words(text: str) -> Tuple[str, ...]:
+  return tuple(text.split())
 
 
 def _tfds_per_config(builder: str, config: str, dev: str = "validation",
@@ -226,49 +245,66 @@ _SQUAD_FIELDS = {"id": "id", "question": "question", "context": "context",
                  "answers": "answers"}
 _TFDS_SQUAD_TRAIN = TfdsSplit("squad", "v1.1", "train", languages=("en",))
 
-XTREME_DATASETS = {d.name: d for d in (
-    XtremeDataset(
+XTREME_TASKS = {t.name: t for t in (
+    XtremeTask(
         "xnli", "classification", _tsv_per_language("xnli"),
         TfdsLayout(TfdsSplit("multi_nli", None, "train", languages=("en",)),
                    {"dev": TfdsSplit("xnli", None, "validation"),
                     "test": TfdsSplit("xnli", None, "test")},
                    fields=_PAIR_FIELDS),
-        labels=("contradiction", "entailment", "neutral")),
-    XtremeDataset(
+        category="classification", metric="accuracy",
+        languages=_words("ar bg de el en es fr hi ru sw th tr ur vi zh"),
+        labels=("contradiction", "entailment", "neutral"),
+        paper_results={"accuracy": (70.7, 71.3)}),
+    XtremeTask(
         "pawsx", "classification", _tsv_per_language("pawsx"),
         _tfds_per_config("paws_x_wiki", _LANG, fields={
             "text_a": "sentence1", "text_b": "sentence2", "label": "label"},
                          label_names={"different_meaning": "0",
                                       "paraphrase": "1"}),
-        labels=("0", "1")),
-    XtremeDataset(
+        category="classification", metric="accuracy",
+        languages=_words("de en es fr ja ko zh"), labels=("0", "1"),
+        paper_results={"accuracy": (85.3, 85.0)}),
+    XtremeTask(
         "udpos", "tagging", _tsv_per_language("udpos"),
         _tfds_per_config("xtreme_pos", f"xtreme_pos_{_LANG}", dev="dev",
                          fields={"words": "tokens", "tags": "upos"},
                          builder_languages={"ta": "tl", "tl": "ta"},
                          join_word_parts=True),
+        category="tagging", metric="entity_f1",
+        languages=_words("af ar bg de el en es et eu fa fi fr he hi hu id it "
+                         "ja kk ko mr nl pt ru ta te th tl tr ur vi yo zh"),
         labels=UDPOS_LABELS),
-    XtremeDataset(
+    XtremeTask(
         "panx", "tagging", _tsv_per_language("panx"),
         _tfds_per_config("wikiann", _LANG,
                          fields={"words": "tokens", "tags": "tags"}),
-        labels=PANX_LABELS),
-    XtremeDataset(
+        category="tagging", metric="entity_f1",
+        languages=_words("ar he vi id jv ms tl eu ml ta te af nl en de el bn "
+                         "hi mr ur fa fr it pt es bg ru ja ka ko th sw yo my "
+                         "zh kk tr et fi hu"),
+        labels=PANX_LABELS, paper_results={"f1": (69.2, 68.9)}),
+    XtremeTask(
         "xquad", "span", DownloadLayout(
             _SQUAD_TRAIN, {"dev": "squad/dev-v1.1.json",
                            "test": "xquad/xquad.{lang}.json"}),
         TfdsLayout(_TFDS_SQUAD_TRAIN, {
             "dev": TfdsSplit("squad", "v1.1", "validation", languages=("en",)),
             "test": TfdsSplit("xquad", _LANG, "test")}, fields=_SQUAD_FIELDS),
-        score_split="test"),
-    XtremeDataset(
+        category="qa", metric="squad",
+        languages=_words("en es de el ru tr ar vi th zh hi"),
+        score_split="test",
+        paper_results={"exact_match": (46.2, 46.9), "f1": (63.2, 63.8)}),
+    XtremeTask(
         "mlqa", "span", DownloadLayout(_SQUAD_TRAIN, {
             "dev": "mlqa/MLQA_V1/dev/dev-context-{lang}-question-{lang}.json",
             "test": "mlqa/MLQA_V1/test/test-context-{lang}-question-{lang}.json"}),
         TfdsLayout(_TFDS_SQUAD_TRAIN, {
             "dev": TfdsSplit("mlqa", _LANG, "validation"),
-            "test": TfdsSplit("mlqa", _LANG, "test")}, fields=_SQUAD_FIELDS)),
-    XtremeDataset(
+            "test": TfdsSplit("mlqa", _LANG, "test")}, fields=_SQUAD_FIELDS),
+        category="qa", metric="mlqa", languages=_words("en es de ar hi vi zh"),
+        paper_results={"exact_match": (37.3, None), "f1": (53.1, 53.1)}),
+    XtremeTask(
         "tydiqa", "span", DownloadLayout(
             "tydiqa/tydiqa-goldp-v1.1-train/tydiqa.goldp.en.train.json",
             {"test": "tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json"}),
@@ -277,41 +313,50 @@ XTREME_DATASETS = {d.name: d for d in (
                       id_prefix="english-"),
             {"test": TfdsSplit("tydi_qa", "goldp", f"validation-{_LANG}")},
             fields=_SQUAD_FIELDS),
-        score_split="test"),
+        category="qa", metric="squad",
+        languages=_words("en ar bn fi id ko ru sw te"), score_split="test",
+        paper_results={"exact_match": (None, 42.8), "f1": (None, 58.1)}),
     # Retrieval: the source side is the other language, the target English.
-    XtremeDataset(
+    XtremeTask(
         "bucc2018", RETRIEVAL, None, TfdsLayout(None, {
             "dev": TfdsSplit("bucc", f"bucc_{_LANG}", "validation"),
             "test": TfdsSplit("bucc", f"bucc_{_LANG}", "test")}, fields={
                 "source_id": "source_id", "source": "source_sentence",
                 "target_id": "target_id", "target": "target_sentence"}),
-        score_split="test"),
-    XtremeDataset(
+        category="retrieval", metric="pair_f1",
+        languages=_words("de fr ru zh"), score_split="test"),
+    XtremeTask(
         "tatoeba", RETRIEVAL, None, TfdsLayout(None, {
             "test": TfdsSplit("tatoeba", f"tatoeba_{_LANG}", "train")},
             fields={"source": "source_sentence", "target": "target_sentence"}),
+        category="retrieval", metric="accuracy",
+        languages=_words("ar he vi id jv tl eu ml ta te af nl de el bn hi mr "
+                         "ur fa fr it pt es bg ru ja ka ko th sw zh kk tr et "
+                         "fi hu"),
         score_split="test"),
 )}
-FINETUNING_TASKS = tuple(name for name, d in XTREME_DATASETS.items()
-                         if d.task_type != RETRIEVAL)
+# The task names in the benchmark's order.
+TASKS = tuple(XTREME_TASKS)
+FINETUNING_TASKS = tuple(name for name, t in XTREME_TASKS.items()
+                         if t.task_type != RETRIEVAL)
 # Where a task's examples are read from: XTREME's download/ folder (the
 # entries' DownloadLayout) or prepared TFDS datasets (their TfdsLayout);
 # `task_sources` reads each.
 DATA_SOURCES = ("download", "tfds")
 
 
-def get(name: str) -> XtremeDataset:
-  if name not in XTREME_DATASETS:
+def get(name: str) -> XtremeTask:
+  if name not in XTREME_TASKS:
     raise errors.UsageError(f"Unknown task {name!r}; choose one of "
-                            f"{', '.join(XTREME_DATASETS)}.")
-  return XTREME_DATASETS[name]
+                            f"{', '.join(XTREME_TASKS)}.")
+  return XTREME_TASKS[name]
 
 
-def get_finetuning_task(name: str) -> XtremeDataset:
+def get_finetuning_task(name: str) -> XtremeTask:
   """A task that is fine-tuned (not a retrieval task)."""
-  dataset = get(name)
-  if dataset.task_type == RETRIEVAL:
+  task = get(name)
+  if task.task_type == RETRIEVAL:
     raise errors.UsageError(
         f"{name} is a retrieval task, evaluated without fine-tuning "
         f"(rembert-retrieve); fine-tune one of {', '.join(FINETUNING_TASKS)}.")
-  return dataset
+  return task
