@@ -1,4 +1,5 @@
 """The house rules of rembert_tf/, read from its source (no module is imported).
+(The training loop's rules are architecture_loop_test.py's.)
 
 * no import circle between the modules of rembert_tf/, imports inside
   functions included: a circle hidden in a function is still a circle (the
@@ -24,8 +25,10 @@ import ast
 import collections
 import pathlib
 import re
-import textwrap
 from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+from architecture_testlib import parse as _parse
+from architecture_testlib import write_package as _write_package
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "rembert_tf"
@@ -53,10 +56,6 @@ def _sources(package: pathlib.Path) -> Dict[str, pathlib.Path]:
       parts.pop()
     modules[".".join(parts)] = path
   return modules
-
-
-def _parse(path: pathlib.Path) -> ast.Module:
-  return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def _known(name: str, modules) -> Optional[str]:
@@ -358,15 +357,6 @@ def test_no_function_over_60_lines():
 
 
 # --- The checks find what they look for ---------------------------------------
-def _write_package(root: pathlib.Path, files: Dict[str, str]) -> pathlib.Path:
-  package = root / "pkg"
-  for name, text in files.items():
-    path = package / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-  return package
-
-
 def test_a_circle_hidden_in_a_function_is_found(tmp_path):
   package = _write_package(tmp_path, {
       "__init__.py": "",

@@ -7,7 +7,7 @@
 | `runner` | `run`: one experiment, as named steps |
 | `preflight_checks` | the checks before the first step (model_dir, records, checkpoint, SentencePiece) |
 | `training_loop` | trainer, controller and experiment runner (Model Garden / orbit) |
-| `loop_actions` | the NaN guard, the progress line and the eval recorder |
+| `loop_actions` | the NaN guard and the eval recorder |
 | `artifacts` | what a run writes into model_dir beside its checkpoints |
 | `pretraining_errors` | what stops a run, one line each |
 

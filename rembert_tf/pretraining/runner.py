@@ -32,9 +32,10 @@ a resumable, preemptible RemBERT job on TPU pods needs around them:
   non-chief workers write into temporary directories;
 * TensorBoard summaries (`model_dir/train`, `model_dir/validation`: loss,
   masked_lm_accuracy, lm_example_loss, learning_rate, examples_per_second,
-  gradient_norm, steps_per_second), a console line per loop, and a stop with
-  a clear message on a NaN / inf loss, before that loop's weights are saved
-  (`loop_actions`); a corrupted record shard is named in one line.
+  gradient_norm, steps_per_second), a console line per loop
+  (`runtime.orbit_loop`), and a stop with a clear message on a NaN / inf
+  loss, before that loop's weights are saved (`loop_actions`); a corrupted
+  record shard is named in one line.
 
 Example (what `rembert_tf/demo/runner.py` does in-process):
 <!-- snippet: not run: pre-trains the demo model (minutes on a CPU) and needs its records -->
@@ -68,6 +69,7 @@ from rembert_tf.pretraining import preflight_checks
 from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.pretraining import training_loop
 from rembert_tf.runtime import cluster_failures
+from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
 from rembert_tf.runtime import stop_checks
@@ -198,8 +200,9 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
       async_writes=config.trainer.enable_async_checkpointing,
       sentencepiece_sha256=preflight_checks.records_sentencepiece_sha256(
           config.task.train_data)[0])
-  progress = loop_actions.ProgressPrinter(
-      trainer.global_step, config.trainer.train_steps, print_fn)
+  progress = orbit_loop.ProgressPrinter(
+      trainer.global_step, config.trainer.train_steps, print_fn,
+      accuracy_key="masked_lm_accuracy", accuracy_name="mlm_acc")
   evaluations = loop_actions.EvalRecorder(trainer.global_step, print_fn)
   experiment = None
   try:
@@ -299,11 +302,8 @@ def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
                              controller_cls, progress, evaluations
                              ) -> training_loop.ExperimentRunner:
   """Model Garden's OrbitExperimentRunner with this module's controller."""
-  runner_box = {}
-  guard = loop_actions.NonFiniteLossGuard(
-      trainer.global_step,
-      lambda: (runner_box["runner"].newest_complete_checkpoint(wait=True)
-               if runner_box else None))
+  # The guard is a RunnerAction: the runner binds it to itself once built.
+  guard = loop_actions.NonFiniteLossGuard(trainer.global_step)
   try:
     experiment = training_loop.ExperimentRunner(
         distribution_strategy=strategy, task=task, mode=mode, params=config,
@@ -315,7 +315,6 @@ def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
     raise pretraining_errors.PretrainingError(
         f"experiment config: {errors.one_line(e)}. Fix the named trainer.* "
         "field in --config or --params_override.") from None
-  runner_box["runner"] = experiment
   return experiment
 
 

@@ -4,8 +4,8 @@ experiment runner, with what a preemptible run on TPU pods adds.
 | class | builds on | adds |
 | --- | --- | --- |
 | `PretrainTrainer` | `official.core.base_trainer.Trainer` | a stop check between device calls of about a second of steps inside a loop; no per-call host read of the step; wall-clock examples/s |
-| `ExportingController` | `orbit.Controller` | artefacts after every save; no partial checkpoint after a failed save; waits for asynchronous writes before a checkpoint is reported; save-then-stop on SIGTERM |
-| `ExperimentRunner` | `official.core.train_lib.OrbitExperimentRunner` | workers other than the chief start from the chief's newest checkpoint |
+| `ExportingController` | `runtime.preemption.PreemptibleController` (`orbit.Controller` that saves then stops on SIGTERM) | artefacts after every save; no partial checkpoint after a failed save; waits for asynchronous writes before a checkpoint is reported, also the SIGTERM save |
+| `ExperimentRunner` | `runtime.orbit_loop.ExperimentRunner` (`official.core.train_lib.OrbitExperimentRunner`) | workers other than the chief start from the chief's newest checkpoint |
 
 `rembert_tf.pretraining.runner.run` puts them together.
 
@@ -26,16 +26,13 @@ experiment.run()
 """
 import contextlib
 import tempfile
-import threading
 import time
 from typing import Callable, Iterator, List, Optional
 
 from absl import logging
 import numpy as np
-import orbit
 import tensorflow as tf
 from official.core import base_trainer
-from official.core import train_lib
 from official.core import train_utils
 
 from rembert_tf.common import errors
@@ -44,6 +41,7 @@ from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.checkpoints import async_checkpoints
 from rembert_tf.runtime import cluster_failures
+from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import stop_checks as stop_checks_lib
 
@@ -129,11 +127,11 @@ def create_trainer(config, task, strategy: tf.distribute.Strategy,
         trainer_cls=PretrainTrainer)
 
 
-class ExportingController(orbit.Controller):
-  """orbit.Controller that writes the fine-tuning artefacts after every save,
-  leaves no partial checkpoint when a save fails, waits for asynchronous
-  writes before it reports a checkpoint, and saves-then-stops when a SIGTERM
-  was received.
+class ExportingController(preemption.PreemptibleController):
+  """orbit.Controller (the runtime's `PreemptibleController`: saves then
+  stops on SIGTERM) that writes the fine-tuning artefacts after every save,
+  leaves no partial checkpoint when a save fails, and waits for asynchronous
+  writes before it reports a checkpoint (the SIGTERM save's included).
 
   Whether a step is saved is decided from the step alone (the same on every
   worker), never from a worker's own checkpoint directory: under
@@ -142,12 +140,8 @@ class ExportingController(orbit.Controller):
 
   def __init__(self, *args,
                artifact_writer: Optional[artifacts.ArtifactWriter] = None,
-               stop_flag: Optional[threading.Event] = None,
                model_dir: Optional[str] = None, **kwargs):
     self._artifact_writer = artifact_writer
-    # Set by SIGTERM (one host); None on several workers, where TF's
-    # preemption handler calls `save_final` and stops between calls instead.
-    self._stop_flag = stop_flag
     self._model_dir = model_dir
     self._last_saved_step = 0
     self._unconfirmed_step = None  # an asynchronous save not yet waited for
@@ -160,7 +154,8 @@ class ExportingController(orbit.Controller):
     if step == self._last_saved_step:
       return False
     try:
-      saved = super()._maybe_save_checkpoint(check_interval=False)
+      # orbit's own save (the base class's), without the interval check.
+      saved = super().save_on_schedule(check_interval=False)
     except (OSError, tf.errors.OpError) as e:
       raise self._save_failed(self._unconfirmed_step or step, e) from None
     if saved:
@@ -263,18 +258,12 @@ class ExportingController(orbit.Controller):
         f"{latest or '(none yet)'}. Free disk space or fix the permissions, "
         "then run the same command again: it resumes from there.")
 
-  def _maybe_save_checkpoint(self, check_interval: bool = True):
+  def save_on_schedule(self, check_interval: bool = True) -> bool:
     """Saves at multiples of checkpoint_interval (CheckpointManager's own
     interval counts from the first save, which lands on step 1 or on
     whatever step a run resumed at); `check_interval=False` is orbit's save
-    at the end of training: the final save."""
-    if self._stop_flag is not None and self._stop_flag.is_set():
-      logging.warning("SIGTERM received: saving the checkpoint of step %d "
-                      "(after the writes in flight) and stopping.",
-                      int(self.global_step.numpy()))
-      latest = self.save_final()
-      raise preemption.TrainingPreempted.after_save(latest,
-                                                    self._last_saved_step)
+    at the end of training: the final save. (On SIGTERM the runtime's
+    controller calls `save_final` instead.)"""
     if not check_interval:
       return self.save_final() is not None
     step = int(self.global_step.numpy())
@@ -288,8 +277,9 @@ class ExportingController(orbit.Controller):
     return saved
 
 
-class ExperimentRunner(train_lib.OrbitExperimentRunner):
-  """Model Garden's experiment runner; on a worker other than the chief, the
+class ExperimentRunner(orbit_loop.ExperimentRunner):
+  """Model Garden's experiment runner (the runtime's, which binds the
+  actions that need it); on a worker other than the chief, the
   run starts from the chief's newest checkpoint in model_dir.
 
   Model Garden gives such a worker a CheckpointManager on an empty temporary

@@ -1,24 +1,27 @@
-"""Stopping a run on SIGTERM with its work saved: the flag, the hook, the error.
+"""Stopping a run on SIGTERM with its work saved: the flag, the controller
+that saves then stops, the multi-worker hook, the error. Every trainer's
+SIGTERM path is this module's.
 
 Preemptible TPUs and batch schedulers send SIGTERM before they kill a job.
-One host: a handler sets a flag that the trainer reads between steps (or at
-the end of a loop), saves a checkpoint and raises `TrainingPreempted`; the
-command exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of
+One host: a handler sets a flag (`sigterm_stop_flag`) that the trainer reads
+between steps to end its loop early; at the end of the loop the controller
+(`PreemptibleController`, an orbit Controller) saves a checkpoint and raises
+`TrainingPreempted`; the command exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of
 TensorFlow's `PreemptionCheckpointHandler`). Several workers: one worker
 must never leave the loop alone (the others would wait in a collective), so
 TensorFlow's `PreemptionCheckpointHandler` (a preemption watcher over the
 cluster) is called at the same steps on every worker; it has all of them
 save at the same step and raise `TrainingPreempted` together.
 
-Example:
+Example (what both trainers do):
+<!-- snippet: not run: a fragment: `trainer`, `manager` come from the caller's code -->
 ```python
 from rembert_tf.runtime import preemption
 with preemption.sigterm_stop_flag() as stop:
-  for step in range(1, 1001):
-    ...  # one training step
-    if stop.is_set():
-      path = manager.save(checkpoint_number=step)
-      raise preemption.TrainingPreempted.after_save(path, step)
+  controller = preemption.PreemptibleController(
+      trainer=trainer, global_step=trainer.global_step, steps_per_loop=100,
+      checkpoint_manager=manager, stop_flag=stop)
+  controller.train(steps=1000)  # SIGTERM: saves, raises TrainingPreempted
 ```
 """
 import contextlib
@@ -28,6 +31,8 @@ import tempfile
 import threading
 from typing import Callable, Iterator, Optional
 
+from absl import logging
+import orbit
 import tensorflow as tf
 
 from rembert_tf.common import errors
@@ -118,3 +123,39 @@ def multi_worker_preemption_hook(
       termination_config=tf.distribute.experimental.TerminationConfig(
           exit_fn=stop, save_fn=save_on_every_worker))
   return handler.save_checkpoint_if_preempted
+
+
+class PreemptibleController(orbit.Controller):
+  """orbit's Controller that, once `stop_flag` is set (by SIGTERM), saves the
+  step reached at the end of the loop (`save_final`) and raises
+  `TrainingPreempted`, instead of its scheduled save.
+
+  `save_final` writes the step's checkpoint with the checkpoint manager,
+  synchronously; a trainer's controller may extend it (pre-training also
+  waits for the writes in flight and exports the encoder). The other saves
+  are `save_on_schedule`'s (orbit's own by default). `stop_flag` is None on
+  several workers: `multi_worker_preemption_hook` saves and stops there.
+  """
+
+  def __init__(self, *args, stop_flag: Optional[threading.Event] = None,
+               **kwargs):
+    self._stop_flag = stop_flag
+    super().__init__(*args, **kwargs)
+
+  def save_final(self) -> Optional[str]:
+    """Saves the checkpoint of the step reached; returns its path."""
+    return self.checkpoint_manager.save(
+        checkpoint_number=int(self.global_step.numpy()), check_interval=False)
+
+  def save_on_schedule(self, check_interval: bool = True) -> bool:
+    """orbit's save after each loop (`check_interval=False`: at the end)."""
+    return super()._maybe_save_checkpoint(check_interval=check_interval)
+
+  def _maybe_save_checkpoint(self, check_interval: bool = True):
+    # orbit's hook after every loop and at the end of training.
+    if self._stop_flag is not None and self._stop_flag.is_set():
+      step = int(self.global_step.numpy())
+      logging.warning("SIGTERM received: saving the checkpoint of step %d "
+                      "(after the writes in flight) and stopping.", step)
+      raise TrainingPreempted.after_save(self.save_final(), step)
+    return self.save_on_schedule(check_interval)

@@ -6,6 +6,7 @@ import signal
 import time
 
 import numpy as np
+import orbit
 import pytest
 import tensorflow as tf
 import tf_keras
@@ -16,6 +17,7 @@ from rembert_tf.common import errors
 from rembert_tf.checkpoints import async_checkpoints
 from rembert_tf.checkpoints import checkpoint_temporaries
 from rembert_tf.runtime import cluster_failures
+from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
 from rembert_tf.runtime import stop_checks
@@ -190,6 +192,45 @@ def test_preempted_error_of_a_worker_names_the_cause():
                                "step 9 and stopped")
 
 
+class _CountingTrainer(orbit.AbstractTrainer):
+  """Steps that only count: orbit's loop without a model."""
+
+  def __init__(self):
+    self.global_step = tf.Variable(0, dtype=tf.int64)
+
+  def train(self, num_steps):
+    self.global_step.assign_add(tf.cast(num_steps, tf.int64))
+    return {}
+
+
+def _controller(tmp_path, stop, actions=()):
+  trainer = _CountingTrainer()
+  manager = tf.train.CheckpointManager(
+      tf.train.Checkpoint(step=trainer.global_step), str(tmp_path),
+      max_to_keep=5, step_counter=trainer.global_step, checkpoint_interval=3)
+  return preemption.PreemptibleController(
+      trainer=trainer, global_step=trainer.global_step, steps_per_loop=2,
+      checkpoint_manager=manager, train_actions=actions, stop_flag=stop)
+
+
+def test_the_controller_saves_the_step_reached_then_raises_on_sigterm(
+    tmp_path):
+  with preemption.sigterm_stop_flag() as stop:
+    controller = _controller(
+        tmp_path, stop, [lambda _: os.kill(os.getpid(), signal.SIGTERM)])
+    with pytest.raises(preemption.TrainingPreempted) as e:
+      controller.train(steps=8)
+  assert (e.value.step, e.value.checkpoint_path) == (2, str(tmp_path / "ckpt-2"))
+  assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-2")
+
+
+def test_the_controller_without_sigterm_saves_on_schedule(tmp_path):
+  with preemption.sigterm_stop_flag() as stop:
+    _controller(tmp_path, stop).train(steps=8)
+  assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == [
+      "ckpt-2.index", "ckpt-6.index", "ckpt-8.index"]
+
+
 # --- Stop checks ------------------------------------------------------------------
 def test_stop_checks_fit_a_call_to_the_seconds_and_grow_gradually():
   schedule = stop_checks.StopCheckSchedule(seconds=1.0)
@@ -219,6 +260,35 @@ def test_stop_checks_of_a_fixed_count_and_an_agreement():
   assert agreed.next_call(remaining=1) == 1 and proposals == [8]
   with pytest.raises(ValueError):
     stop_checks.StopCheckSchedule(seconds=0)
+
+
+# --- The shared loop's progress line ------------------------------------------------
+def test_one_progress_line_per_loop_for_both_trainers():
+  step = tf.Variable(2, dtype=tf.int64)
+  lines = []
+  pretraining = orbit_loop.ProgressPrinter(
+      step, 300, lines.append, accuracy_key="masked_lm_accuracy",
+      accuracy_name="mlm_acc", clock=iter([0.0, 10.0]).__next__)
+  finetuning = orbit_loop.ProgressPrinter(
+      step, 300, lines.append, prefix="[finetune] xnli lr=1e-05 seed=0: ",
+      batch_size=8, clock=iter([0.0, 10.0]).__next__)
+  logs = {"training_loss": 5.21, "masked_lm_accuracy": 0.11,
+          "accuracy": 0.5, "learning_rate": 1e-4}
+  pretraining(dict(logs, examples_per_second=812.4))
+  finetuning(logs)
+  step.assign(102)
+  pretraining(dict(logs, examples_per_second=812.4))
+  finetuning(logs)
+  assert lines == [
+      "step   2/300 | loss 5.2100 | mlm_acc 0.1100 | 812 ex/s | lr 1.00e-04",
+      "[finetune] xnli lr=1e-05 seed=0: step   2/300 | loss 5.2100 | "
+      "acc 0.5000 | lr 1.00e-04",
+      "step 102/300 | loss 5.2100 | mlm_acc 0.1100 | 812 ex/s | lr 1.00e-04 | "
+      "ETA 0:20",
+      "[finetune] xnli lr=1e-05 seed=0: step 102/300 | loss 5.2100 | "
+      "acc 0.5000 | 80 ex/s | lr 1.00e-04 | ETA 0:20"]
+  assert pretraining.last_logs["global_step"] == 102
+  assert finetuning.last_logs["accuracy"] == 0.5
 
 
 # --- Lost peers -------------------------------------------------------------------

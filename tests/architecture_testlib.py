@@ -1,0 +1,22 @@
+"""What the source-reading house-rule tests share (architecture_test.py,
+architecture_loop_test.py): a module's syntax tree, and a package written
+into a temporary folder for the tests that show a check finds its case."""
+import ast
+import pathlib
+import textwrap
+from typing import Dict
+
+
+def parse(path: pathlib.Path) -> ast.Module:
+  return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def write_package(root: pathlib.Path, files: Dict[str, str]) -> pathlib.Path:
+  """`root/pkg` with each `files` name (a path in the package) holding its
+  text, dedented; returns the package folder."""
+  package = root / "pkg"
+  for name, text in files.items():
+    path = package / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+  return package
