@@ -10,7 +10,7 @@ Each run of a sweep checkpoints every --checkpoint_interval steps. Killed, the
 same command again skips the finished runs (the console says which) and
 resumes the interrupted one from its newest checkpoint; with --deterministic
 the final results.json equals an uninterrupted sweep's. SIGTERM saves a
-checkpoint at the end of the current loop and exits with code 42.
+checkpoint of the step reached (within about a second) and exits with code 42.
 
 Example:
 

@@ -15,8 +15,9 @@ The steps of `run_finetuning`, each in its own module:
 
 With `deterministic` (op determinism, fixed seeds, checkpointed dropout
 generators, replayed input stream) a killed and rerun sweep ends with the
-results of an uninterrupted one. SIGTERM saves a checkpoint at the end of the
-current loop and raises `runtime.preemption.TrainingPreempted`.
+results of an uninterrupted one. SIGTERM saves a checkpoint of the step reached
+(after the current device call, about a second of steps) and raises
+`runtime.preemption.TrainingPreempted`.
 
 Output of `run_finetuning(...)` under `output_dir`:
 ```

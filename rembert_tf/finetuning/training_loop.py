@@ -6,8 +6,10 @@ on the `finetuning_task.FinetuningTask`, through the loop pieces pre-training
 shares (`runtime.orbit_loop`, `runtime.preemption`): `steps_per_loop` steps
 per host round trip, TensorBoard summaries (`<run>/train`), a checkpoint
 every `checkpoint_interval` steps and resume from the newest, one console
-line per loop, and on SIGTERM a checkpoint at the end of the loop, then
-`runtime.preemption.TrainingPreempted` (exit code 42).
+line per loop, and on SIGTERM (checked between device calls of about a
+second) a checkpoint of the step reached, then
+`runtime.preemption.TrainingPreempted` (exit code 42); on several workers
+TensorFlow's preemption handler has every worker save and stop together.
 
 Example:
 <!-- snippet: not run: a fragment: `meta` comes from the caller's code -->
@@ -63,7 +65,8 @@ def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
   _resume_step(task, run_dir, params.trainer.train_steps, label, progress)
   with strategy.scope():
     trainer = train_utils.create_trainer(
-        params, task, train=True, evaluate=False)
+        params, task, train=True, evaluate=False,
+        trainer_cls=orbit_loop.StopCheckingTrainer)
   printer = orbit_loop.ProgressPrinter(
       trainer.global_step, params.trainer.train_steps, progress,
       prefix=f"[finetune] {label}: ", batch_size=config.train_batch_size)
@@ -75,6 +78,8 @@ def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
         model_dir=run_dir, trainer=trainer, train_actions=[printer],
         controller_cls=functools.partial(preemption.PreemptibleController,
                                          stop_flag=stop))
+    preemption.install_stop_checks(trainer, strategy, stop,
+                                   runner.controller.save_final)
     with strategy.scope():
       runner.controller.train(steps=params.trainer.train_steps)
   return task, trainer.model

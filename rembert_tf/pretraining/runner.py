@@ -72,7 +72,6 @@ from rembert_tf.runtime import cluster_failures
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
-from rembert_tf.runtime import stop_checks
 from rembert_tf.runtime import strategies
 
 MODES = ("train", "eval", "train_and_eval")
@@ -211,10 +210,14 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
          console.orbit_logs_to_file():
       experiment = _build_experiment_runner(
           config, task, trainer, strategy, mode, model_dir,
-          _controller_class(writer, stop_flag, strategy, model_dir),
+          _controller_class(writer, stop_flag, model_dir),
           progress, evaluations)
-      _install_stop_checks(trainer, config, strategy, stop_flag,
-                           experiment.controller)
+      # Between device calls of about trainer.stop_check_seconds: the
+      # SIGTERM flag (one host) or TF's preemption handler (several workers).
+      preemption.install_stop_checks(
+          trainer, strategy, stop_flag, experiment.controller.save_final,
+          seconds=config.trainer.stop_check_seconds,
+          fixed_steps=config.trainer.stop_check_steps)
       if latest and "train" in mode:
         print_fn(f"resumed from {latest} at step "
                  f"{int(trainer.global_step.numpy())}")
@@ -286,13 +289,11 @@ def _check_resume(config: cfg.ExperimentConfig, model_dir: str, mode: str,
 
 
 def _controller_class(writer: artifacts.ArtifactWriter, stop_flag,
-                      strategy: tf.distribute.Strategy, model_dir: str
+                      model_dir: str
                       ) -> Callable[..., training_loop.ExportingController]:
   """orbit's Controller as the experiment runner builds it, with this run's
-  artefact writer and (on one host) the SIGTERM stop flag."""
-  # One worker must never leave the loop alone (the others would wait in a
-  # collective): on several workers TF's preemption handler saves and stops.
-  stop_flag = None if strategies.is_multi_worker(strategy) else stop_flag
+  artefact writer and the SIGTERM stop flag (ignored on several workers,
+  where TF's preemption handler saves and stops)."""
   return lambda **kwargs: training_loop.ExportingController(
       artifact_writer=writer, stop_flag=stop_flag, model_dir=model_dir,
       **kwargs)
@@ -316,23 +317,6 @@ def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
         f"experiment config: {errors.one_line(e)}. Fix the named trainer.* "
         "field in --config or --params_override.") from None
   return experiment
-
-
-def _install_stop_checks(trainer: training_loop.PretrainTrainer,
-                         config: cfg.ExperimentConfig,
-                         strategy: tf.distribute.Strategy, stop_flag,
-                         controller: training_loop.ExportingController):
-  """Between device calls of about trainer.stop_check_seconds: the SIGTERM
-  flag (one host) or TF's preemption handler (several workers, called after
-  the same calls on every one)."""
-  trainer.stop_checks = stop_checks.StopCheckSchedule(
-      seconds=config.trainer.stop_check_seconds,
-      fixed_steps=config.trainer.stop_check_steps,
-      agree=stop_checks.agree_across_workers(strategy))
-  hook = preemption.multi_worker_preemption_hook(
-      strategy, controller.save_final, trainer.global_step)
-  trainer.stop_requested = None if hook else stop_flag.is_set
-  trainer.between_steps_hooks = [hook] if hook else []
 
 
 def _final_metrics(trainer, experiment, model_dir, progress, evaluations

@@ -3,7 +3,7 @@ experiment runner, with what a preemptible run on TPU pods adds.
 
 | class | builds on | adds |
 | --- | --- | --- |
-| `PretrainTrainer` | `official.core.base_trainer.Trainer` | a stop check between device calls of about a second of steps inside a loop; no per-call host read of the step; wall-clock examples/s |
+| `PretrainTrainer` | `runtime.orbit_loop.StopCheckingTrainer` (a stop check between device calls of about a second of steps inside a loop; no per-call host read of the step) | wall-clock examples/s |
 | `ExportingController` | `runtime.preemption.PreemptibleController` (`orbit.Controller` that saves then stops on SIGTERM) | artefacts after every save; no partial checkpoint after a failed save; waits for asynchronous writes before a checkpoint is reported, also the SIGTERM save |
 | `ExperimentRunner` | `runtime.orbit_loop.ExperimentRunner` (`official.core.train_lib.OrbitExperimentRunner`) | workers other than the chief start from the chief's newest checkpoint |
 
@@ -27,12 +27,11 @@ experiment.run()
 import contextlib
 import tempfile
 import time
-from typing import Callable, Iterator, List, Optional
+from typing import Iterator, Optional
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
-from official.core import base_trainer
 from official.core import train_utils
 
 from rembert_tf.common import errors
@@ -43,68 +42,15 @@ from rembert_tf.checkpoints import async_checkpoints
 from rembert_tf.runtime import cluster_failures
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
-from rembert_tf.runtime import stop_checks as stop_checks_lib
 
-# A log line (not the console) with the step reached, at most this often,
-# also inside a long loop of steps_per_loop steps.
-HEARTBEAT_SECONDS = 60
-
-
-class PretrainTrainer(base_trainer.Trainer):
-  """Model Garden's Trainer, plus wall-clock examples/s in the loop logs and a
-  stop check between device calls.
-
-  orbit runs a loop of `steps_per_loop` steps as one device call; a Python
-  signal handler only runs when that call returns, so with thousands of steps
-  per loop a SIGTERM would wait minutes. Here the loop is dispatched in calls
-  sized by `stop_checks` (`runtime.stop_checks.StopCheckSchedule`: about a
-  second of steps each, or a fixed count); after each, `between_steps_hooks`
-  run and the loop ends early when `stop_requested()` says so. The host
-  counts the steps itself: the step counter is read from the device once per
-  loop (for its log line), never per call.
-  """
-
-  def __init__(self, *args, **kwargs):
-    super().__init__(*args, **kwargs)
-    self.stop_checks = stop_checks_lib.StopCheckSchedule()
-    self.stop_requested: Optional[Callable[[], bool]] = None
-    self.between_steps_hooks: List[Callable[[], None]] = []
-    self._last_heartbeat = -float("inf")
-
-  def train(self, num_steps: tf.Tensor):
-    self.train_loop_begin()
-    if self._train_loop_fn is None:
-      self._train_loop_fn = self.create_train_loop_fn()
-    if self._train_iter is None:
-      self._train_iter = tf.nest.map_structure(iter, self.train_dataset)
-    remaining = int(num_steps)
-    while remaining > 0:
-      steps = self.stop_checks.next_call(remaining)
-      started = time.monotonic()
-      self._train_loop_fn(self._train_iter, tf.constant(steps, tf.int32))
-      self.stop_checks.observe(steps, time.monotonic() - started)
-      remaining -= steps
-      self._steps_in_loop += steps
-      self._log_heartbeat()
-      for hook in self.between_steps_hooks:
-        hook()
-      if remaining and self.stop_requested and self.stop_requested():
-        break
-    return self.train_loop_end()
-
-  def _log_heartbeat(self):
-    """A log line with the step reached, at most every HEARTBEAT_SECONDS."""
-    now = time.monotonic()
-    if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
-      self._last_heartbeat = now
-      logging.info("training: at step %d",
-                   self._loop_start_step + self._steps_in_loop)
+class PretrainTrainer(orbit_loop.StopCheckingTrainer):
+  """The runtime's trainer (a stop check between device calls of about a
+  second), plus wall-clock examples/s in the loop logs (TensorBoard's
+  `examples_per_second` and the console line's)."""
 
   def train_loop_begin(self):
     super().train_loop_begin()
     self._loop_start_time = time.time()
-    self._loop_start_step = int(self.global_step.numpy())
-    self._steps_in_loop = 0
 
   def train_loop_end(self):
     logs = super().train_loop_end()

@@ -8,8 +8,8 @@ the ablation suite and retrieval take these from here and nowhere else:
 | `choices` | the `--strategy` and `--mixed_precision` names, without TensorFlow (for the flags) |
 | `strategies` | the `--strategy` names and the one factory (Model Garden's `distribute_utils`) |
 | `process_settings` | precision policy, op determinism and seeds for a block of work |
-| `orbit_loop` | the orbit loop's shared pieces: the per-loop progress line, the experiment runner that binds the actions needing it |
-| `preemption` | the SIGTERM stop flag, the controller that saves then stops, the multi-worker preemption hook, `TrainingPreempted` (exit code 42): every trainer's SIGTERM path |
+| `orbit_loop` | the orbit loop's shared pieces: the trainer that checks for a stop between device calls, the per-loop progress line, the experiment runner that binds the actions needing it |
+| `preemption` | the SIGTERM stop flag, the stop checks it installs in a trainer, the controller that saves then stops, the multi-worker preemption hook, `TrainingPreempted` (exit code 42): every trainer's SIGTERM path |
 | `stop_checks` | how many steps a device call runs between two stop checks (about a second's worth) |
 | `cluster_failures` | a lost worker of a multi-worker job, recognised and named (`LostPeerError`) |
 

@@ -6,11 +6,15 @@ actions with each loop's logs. Shared here:
 
 | piece | builds on | does |
 | --- | --- | --- |
+| `StopCheckingTrainer` | `official.core.base_trainer.Trainer` | a loop of `steps_per_loop` steps dispatched in device calls of about a second, with a stop check (`runtime.preemption.install_stop_checks`) after each; no per-call host read of the step |
 | `ProgressPrinter` | an orbit train action | one console line per loop (`console.loop_line`) with ETA (`console.Eta`); keeps the last logs |
 | `RunnerAction` | an orbit action | an action that needs the runner (its checkpoint manager, its controller): bound once the runner exists |
 | `ExperimentRunner` | `train_lib.OrbitExperimentRunner` | binds its `RunnerAction`s after its checkpoint manager and controller are built |
 
-Saving and stopping on SIGTERM is `runtime.preemption`'s (`PreemptibleController`).
+Saving and stopping on SIGTERM is `runtime.preemption`'s (`PreemptibleController`,
+`install_stop_checks`). Two pieces override orbit internals, each in one
+place: `StopCheckingTrainer.train` (on `_train_loop_fn` / `_train_iter`) and
+`preemption.PreemptibleController` (`_maybe_save_checkpoint`).
 
 Example:
 ```python
@@ -26,14 +30,76 @@ progress.last_logs["global_step"]   # 40
 ```
 """
 import time
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
+from official.core import base_trainer
 from official.core import train_lib
 
 from rembert_tf.common import console
+from rembert_tf.runtime import stop_checks as stop_checks_lib
+
+# A log line (not the console) with the step reached, at most this often,
+# also inside a long loop of steps_per_loop steps.
+HEARTBEAT_SECONDS = 60
+
+
+class StopCheckingTrainer(base_trainer.Trainer):
+  """Model Garden's Trainer with a stop check between device calls.
+
+  orbit runs a loop of `steps_per_loop` steps as one device call; a Python
+  signal handler only runs when that call returns, so with thousands of steps
+  per loop a SIGTERM would wait minutes. Here the loop is dispatched in calls
+  sized by `stop_checks` (`runtime.stop_checks.StopCheckSchedule`: about a
+  second of steps each, or a fixed count); after each, `between_steps_hooks`
+  run and the loop ends early when `stop_requested()` says so (both set by
+  `runtime.preemption.install_stop_checks`). The host counts the steps
+  itself: the step counter is read from the device once per loop (for its
+  log line), never per call.
+  """
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.stop_checks = stop_checks_lib.StopCheckSchedule()
+    self.stop_requested: Optional[Callable[[], bool]] = None
+    self.between_steps_hooks: List[Callable[[], None]] = []
+    self._last_heartbeat = -float("inf")
+
+  def train(self, num_steps: tf.Tensor):
+    self.train_loop_begin()
+    if self._train_loop_fn is None:
+      self._train_loop_fn = self.create_train_loop_fn()
+    if self._train_iter is None:
+      self._train_iter = tf.nest.map_structure(iter, self.train_dataset)
+    remaining = int(num_steps)
+    while remaining > 0:
+      steps = self.stop_checks.next_call(remaining)
+      started = time.monotonic()
+      self._train_loop_fn(self._train_iter, tf.constant(steps, tf.int32))
+      self.stop_checks.observe(steps, time.monotonic() - started)
+      remaining -= steps
+      self._steps_in_loop += steps
+      self._log_heartbeat()
+      for hook in self.between_steps_hooks:
+        hook()
+      if remaining and self.stop_requested and self.stop_requested():
+        break
+    return self.train_loop_end()
+
+  def _log_heartbeat(self):
+    """A log line with the step reached, at most every HEARTBEAT_SECONDS."""
+    now = time.monotonic()
+    if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
+      self._last_heartbeat = now
+      logging.info("training: at step %d",
+                   self._loop_start_step + self._steps_in_loop)
+
+  def train_loop_begin(self):
+    super().train_loop_begin()
+    self._loop_start_step = int(self.global_step.numpy())
+    self._steps_in_loop = 0
 
 
 class ProgressPrinter:

@@ -4,7 +4,7 @@ SIGTERM path is this module's.
 
 Preemptible TPUs and batch schedulers send SIGTERM before they kill a job.
 One host: a handler sets a flag (`sigterm_stop_flag`) that the trainer reads
-between steps to end its loop early; at the end of the loop the controller
+between device calls (`install_stop_checks`) to end its loop early; at the end of the loop the controller
 (`PreemptibleController`, an orbit Controller) saves a checkpoint and raises
 `TrainingPreempted`; the command exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of
 TensorFlow's `PreemptionCheckpointHandler`). Several workers: one worker
@@ -36,6 +36,7 @@ import orbit
 import tensorflow as tf
 
 from rembert_tf.common import errors
+from rembert_tf.runtime import stop_checks
 from rembert_tf.runtime import strategies
 
 EXIT_CODE = errors.EXIT_PREEMPTED
@@ -133,14 +134,17 @@ class PreemptibleController(orbit.Controller):
   `save_final` writes the step's checkpoint with the checkpoint manager,
   synchronously; a trainer's controller may extend it (pre-training also
   waits for the writes in flight and exports the encoder). The other saves
-  are `save_on_schedule`'s (orbit's own by default). `stop_flag` is None on
-  several workers: `multi_worker_preemption_hook` saves and stops there.
+  are `save_on_schedule`'s (orbit's own by default). On several workers the
+  flag is ignored (one worker must never leave the loop alone: the others
+  would wait in a collective): `install_stop_checks`' hook saves and stops.
   """
 
   def __init__(self, *args, stop_flag: Optional[threading.Event] = None,
                **kwargs):
-    self._stop_flag = stop_flag
+    self._stop_flag = None
     super().__init__(*args, **kwargs)
+    if not strategies.is_multi_worker(self.strategy):
+      self._stop_flag = stop_flag
 
   def save_final(self) -> Optional[str]:
     """Saves the checkpoint of the step reached; returns its path."""
@@ -159,3 +163,22 @@ class PreemptibleController(orbit.Controller):
                       "(after the writes in flight) and stopping.", step)
       raise TrainingPreempted.after_save(self.save_final(), step)
     return self.save_on_schedule(check_interval)
+
+
+def install_stop_checks(trainer, strategy: tf.distribute.Strategy,
+                        stop_flag: Optional[threading.Event],
+                        save: Callable[[], Optional[str]],
+                        seconds: float = stop_checks.DEFAULT_SECONDS,
+                        fixed_steps: int = 0) -> None:
+  """Has `trainer` (a `runtime.orbit_loop.StopCheckingTrainer`) check for a
+  stop between device calls of about `seconds` of steps (or `fixed_steps`):
+  the SIGTERM flag on one host (the loop ends early; the controller saves),
+  `multi_worker_preemption_hook` over `save` on several workers (called
+  after the same calls on every one)."""
+  trainer.stop_checks = stop_checks.StopCheckSchedule(
+      seconds=seconds, fixed_steps=fixed_steps,
+      agree=stop_checks.agree_across_workers(strategy))
+  hook = multi_worker_preemption_hook(strategy, save, trainer.global_step)
+  trainer.stop_requested = (None if hook or stop_flag is None
+                            else stop_flag.is_set)
+  trainer.between_steps_hooks = [hook] if hook else []
