@@ -11,10 +11,11 @@ actions with each loop's logs. Shared here:
 | `RunnerAction` | an orbit action | an action that needs the runner (its checkpoint manager, its controller): bound once the runner exists |
 | `ExperimentRunner` | `train_lib.OrbitExperimentRunner` | binds its `RunnerAction`s after its checkpoint manager and controller are built |
 
-Saving and stopping on SIGTERM is `runtime.preemption`'s (`PreemptibleController`,
-`install_stop_checks`). Two pieces override orbit internals, each in one
-place: `StopCheckingTrainer.train` (on `_train_loop_fn` / `_train_iter`) and
-`preemption.PreemptibleController` (`_maybe_save_checkpoint`).
+Saving and stopping on SIGTERM is `runtime.preemption`'s
+(`PreemptibleController`, `install_stop_checks`). Two pieces override orbit
+internals, each in one place: `StopCheckingTrainer.train` (on
+`_train_loop_fn` / `_train_iter`) and `preemption.PreemptibleController`
+(`_maybe_save_checkpoint`).
 
 Example:
 ```python

@@ -4,11 +4,12 @@ SIGTERM path is this module's.
 
 Preemptible TPUs and batch schedulers send SIGTERM before they kill a job.
 One host: a handler sets a flag (`sigterm_stop_flag`) that the trainer reads
-between device calls (`install_stop_checks`) to end its loop early; at the end of the loop the controller
-(`PreemptibleController`, an orbit Controller) saves a checkpoint and raises
-`TrainingPreempted`; the command exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of
-TensorFlow's `PreemptionCheckpointHandler`). Several workers: one worker
-must never leave the loop alone (the others would wait in a collective), so
+between device calls (`install_stop_checks`) to end its loop early; at the
+end of the loop the controller (`PreemptibleController`, an orbit
+Controller) saves a checkpoint and raises `TrainingPreempted`; the command
+exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of TensorFlow's
+`PreemptionCheckpointHandler`). Several workers: one worker must never
+leave the loop alone (the others would wait in a collective), so
 TensorFlow's `PreemptionCheckpointHandler` (a preemption watcher over the
 cluster) is called at the same steps on every worker; it has all of them
 save at the same step and raise `TrainingPreempted` together.
