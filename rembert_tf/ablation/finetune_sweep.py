@@ -36,25 +36,31 @@ def run_directory(sweep_dir, learning_rate: float, seed: int) -> str:
   return fileio.join(sweep_dir, f"lr-{learning_rate:g}_seed-{seed}")
 
 
-def run_settings(task: str, run_dir: str, init_checkpoint: str,
+def run_settings(task: str, run_dir: str, init_checkpoint: Optional[str],
                  learning_rate: float, seed: int,
-                 finetune_flags: Sequence[str]) -> List[str]:
+                 finetune_flags: Sequence[str],
+                 model_config: Optional[str] = None) -> List[str]:
   """A run's settings as rembert-finetune flags (the data aside): stored in
-  its completion marker as `args`, and compared to skip a finished run."""
-  return ["--task", task, "--init_checkpoint", str(init_checkpoint),
+  its completion marker as `args`, and compared to skip a finished run.
+  Without `init_checkpoint` the encoder starts from random weights, built
+  from `model_config`."""
+  start = (["--init_checkpoint", str(init_checkpoint)] if init_checkpoint
+           else ["--model_config", str(model_config)])
+  return ["--task", task, *start,
           "--output_dir", str(run_dir), "--learning_rate",
           f"{learning_rate:g}", "--seed", str(seed), "--num_seeds", "1",
           *finetune_flags]
 
 
-def run_one(task: str, run_dir: str, init_checkpoint: str,
+def run_one(task: str, run_dir: str, init_checkpoint: Optional[str],
             data: Dict[str, Any], learning_rate: float, seed: int,
             finetune_flags: Sequence[str] = (),
-            say: Callable[[str], None] = print) -> Dict:
+            say: Callable[[str], None] = print,
+            model_config: Optional[str] = None) -> Dict:
   """One fine-tuning run (or its stored result when it already finished with
   the same settings; the data may differ: the records are the same)."""
   args = run_settings(task, run_dir, init_checkpoint, learning_rate, seed,
-                      finetune_flags)
+                      finetune_flags, model_config)
   done = completion.read_complete(run_dir)
   if done is not None and done.get("args") == args:
     say(f"[ablation] skip fine-tuning {run_dir}: finished earlier "
@@ -64,7 +70,8 @@ def run_one(task: str, run_dir: str, init_checkpoint: str,
       f"{seed} -> {run_dir}")
   arguments = dict(finetune_flags_lib.keyword_arguments(finetune_flags),
                    task=task, output_dir=str(run_dir),
-                   init_checkpoint=str(init_checkpoint),
+                   init_checkpoint=init_checkpoint and str(init_checkpoint),
+                   model_config=model_config,
                    learning_rates=[learning_rate], seed=seed, num_seeds=1)
   results = finetuning_runner.run_finetuning(**dict(arguments, **data),
                                              progress=say)
@@ -106,20 +113,22 @@ def summarize(task: str, records: List[Dict]) -> Dict:
               finetuned_checkpoints=[r["finetuned_checkpoint"] for r in runs])
 
 
-def run_sweep(task: str, sweep_dir: str, init_checkpoint: str,
+def run_sweep(task: str, sweep_dir: str, init_checkpoint: Optional[str],
               data: Callable[[], Dict[str, Any]],
               learning_rates: Sequence[float], num_seeds: int,
               first_seed: int = 0, finetune_flags: Sequence[str] = (),
               say: Callable[[str], None] = print,
               on_run_done: Optional[Callable[[str, bool], None]] = None,
-              keep_first_seed: bool = False) -> Dict:
+              keep_first_seed: bool = False,
+              model_config: Optional[str] = None) -> Dict:
   """Every (rate, seed) run of one model on one task, then the summary.
 
   `data()` gives the data arguments of the next run (`records_dir`, or
   `data_dir` with `sp_model` and `seq_length`); `finetune_flags` are
   rembert-finetune flags for every run (`finetune_flags.keyword_arguments`);
-  `on_run_done(run_dir, skipped)` is called after each run. A sweep that
-  finished with the same rates and seeds is not redone.
+  `on_run_done(run_dir, skipped)` is called after each run; without
+  `init_checkpoint` every run starts from random weights (`model_config`). A
+  sweep that finished with the same rates and seeds is not redone.
   """
   seeds = list(range(first_seed, first_seed + num_seeds))
   done = completion.read_complete(sweep_dir)
@@ -136,7 +145,8 @@ def run_sweep(task: str, sweep_dir: str, init_checkpoint: str,
       # layer similarity of whichever rate is selected).
       keep = ["--keep_checkpoints"] if keep_first_seed and seed == seeds[0] else []
       records.append(run_one(task, run_dir, init_checkpoint, data(), rate,
-                             seed, list(finetune_flags) + keep, say))
+                             seed, list(finetune_flags) + keep, say,
+                             model_config))
       if on_run_done:
         on_run_done(run_dir, skipped)
   summary = dict(summarize(task, records), learning_rates=list(learning_rates),

@@ -36,6 +36,9 @@ DEMO_PRESETS = (
     ("in32_out512", "demo_ablation_in32_out512"),
     ("in32_extra_output_layers", "demo_ablation_in32_extra_output_layers"),
 )
+# Small scale adds the floor the rows are read against: the decoupled row's
+# architecture fine-tuned from random weights (no pre-training).
+RANDOM_INIT_ROW = ("random_init", "demo_ablation_decoupled")
 # Rows the paper reports numbers for, and their column of the task table's
 # `paper_results` (evaluation.xtreme_tasks).
 PAPER_ROWS = {"coupled_768": "coupled", "decoupled_768": "decoupled"}
@@ -47,6 +50,7 @@ class AblationRow:
   experiment: str                      # experiment YAML name or path
   model_preset: Optional[str] = None   # overrides task.model_preset
   paper_column: Optional[str] = None   # "coupled" / "decoupled" in the paper
+  pretrained: bool = True              # False: fine-tuned from random weights
 
 
 def base_rows(experiment_names: Optional[Sequence[str]] = None
@@ -66,9 +70,16 @@ def base_rows(experiment_names: Optional[Sequence[str]] = None
 
 
 def scale_rows(scale: str) -> List[AblationRow]:
-  """The rows of a CPU scale: the demo-size presets on the scale's schedule."""
-  return [AblationRow(name=name, experiment=SCALE_EXPERIMENTS[scale],
-                      model_preset=preset) for name, preset in DEMO_PRESETS]
+  """The rows of a CPU scale: the demo-size presets on the scale's schedule
+  (and, at small scale, the random-initialisation row)."""
+  experiment = SCALE_EXPERIMENTS[scale]
+  rows = [AblationRow(name=name, experiment=experiment, model_preset=preset)
+          for name, preset in DEMO_PRESETS]
+  if scale == "small":
+    name, preset = RANDOM_INIT_ROW
+    rows.append(AblationRow(name=name, experiment=experiment,
+                            model_preset=preset, pretrained=False))
+  return rows
 
 
 def select_rows(rows: List[AblationRow], names: Optional[Sequence[str]]

@@ -82,7 +82,9 @@ def test_table_gives_transfer_per_seed_and_a_verdict_per_claim(tmp_path):
 
 def test_small_scale_rows_share_one_schedule_and_resolve_three_seeds(tmp_path):
   rows = rows_lib.scale_rows("small")
-  assert [r.name for r in rows] == [name for name, _ in rows_lib.DEMO_PRESETS]
+  assert [r.name for r in rows] == [name for name, _ in rows_lib.DEMO_PRESETS] + [
+      "random_init"]
+  assert [r.name for r in rows if not r.pretrained] == ["random_init"]
   configs = {r.name: rows_lib.load_row_config(r, {}) for r in rows}
   rows_lib.check_same_schedule(configs)          # raises on any difference
   small, demo = configs["coupled"], rows_lib.load_row_config(
@@ -92,4 +94,31 @@ def test_small_scale_rows_share_one_schedule_and_resolve_three_seeds(tmp_path):
   options = suite.resolve_defaults(suite.SuiteOptions(
       output_dir=str(tmp_path), scale="small"))
   assert (options.num_seeds, options.tasks) == (3, ["xnli"])
-  assert len(options.learning_rates) == 1
+  assert options.learning_rates == [5e-4, 1e-3]
+
+
+def test_random_init_row_is_fine_tuned_from_its_model_config_alone(
+    tmp_path, monkeypatch):
+  row = rows_lib.scale_rows("small")[-1]
+  config = rows_lib.load_row_config(row, {})
+  model_dir = str(tmp_path / "models" / row.name / "pretrain")
+  lines = []
+  done = suite.pretrain_row(row, config, model_dir, suite.SuiteOptions(
+      output_dir=str(tmp_path)), strategy=None, say=lines.append)
+  assert done["eval_masked_lm_accuracy"] is None and done["global_step"] == 0
+  assert done["counts"]["ft_params"] > 0
+  assert (tmp_path / "models" / row.name / "pretrain" / "model_config.yaml").exists()
+  assert lines == [f"[ablation] {row.name}: no pre-training (fine-tuned from "
+                   "random weights)"]
+  calls = []
+  monkeypatch.setattr(suite.finetune_sweep, "run_sweep",
+                      lambda *args, **kwargs: calls.append(kwargs) or {})
+  options = suite.resolve_defaults(suite.SuiteOptions(output_dir=str(tmp_path),
+                                                      scale="small"))
+  suite.finetune_row(row, model_dir, str(tmp_path), options, finetune_data=None,
+                     progress=None, say=None)
+  assert calls[0]["init_checkpoint"] is None
+  assert calls[0]["model_config"].endswith("pretrain/model_config.yaml")
+  args = suite.finetune_sweep.run_settings("xnli", "run", None, 1e-3, 0, [],
+                                           calls[0]["model_config"])
+  assert args[2:4] == ["--model_config", calls[0]["model_config"]]
