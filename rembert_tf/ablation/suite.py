@@ -11,7 +11,8 @@ see `completion.py`, and skipped with a console line saying so):
    seed; rate chosen on English dev, mean / std over seeds);
 4. layer similarity: linear CKA of each pre-trained encoder against its
    fine-tuned version (`evaluation.layer_similarity`);
-5. `results.json`, `results.md` and `figures/*.png` (always rewritten).
+5. `results.json`, `results.md` and `figures/*.png` (always rewritten;
+   `report`).
 
 Layout under `output_dir`:
 ```
@@ -43,12 +44,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from rembert_tf import pretraining
-from rembert_tf.ablation import comparisons
 from rembert_tf.ablation import completion
-from rembert_tf.ablation import figures
 from rembert_tf.ablation import finetune_flags
 from rembert_tf.ablation import finetune_sweep
-from rembert_tf.ablation import results_table
+from rembert_tf.ablation import report
 from rembert_tf.ablation import rows as rows_lib
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.common import console
@@ -377,50 +376,6 @@ def similarity_row(row, model_dir: str, row_dir: str, sweeps: Dict[str, Dict],
   return result.diagonal
 
 
-# --- Phase 5: table and figures ------------------------------------------------
-
-
-def _output_embedding_pair(diagonals: Dict[str, List[float]]):
-  """The (small E_out, large E_out) rows whose CKA curves both exist."""
-  claim = next(c for c in comparisons.CLAIMS if c.key == "output_embedding")
-  return next(((small, large) for large, small in claim.pairs
-               if diagonals.get(small) and diagonals.get(large)), None)
-
-
-def write_outputs(output_dir: str, row_results: List[Dict], model_dirs: Dict[str, str],
-                  say) -> Dict[str, Any]:
-  table = results_table.build_table(row_results)
-  markdown = results_table.to_markdown(table)
-  figures_dir = fileio.join(output_dir, "figures")
-  fileio.makedirs(figures_dir)
-  paths = dict(mlm_curves=fileio.join(figures_dir, "mlm_curves.png"),
-               results=fileio.join(figures_dir, "results.png"))
-  figures.plot_mlm_curves(model_dirs, paths["mlm_curves"])
-  if table["tasks"]:
-    figures.plot_results(table, paths["results"])
-  diagonals = {r["name"]: r["similarity_diagonal"] for r in row_results
-               if r.get("similarity_diagonal")}
-  if diagonals:
-    paths["layer_similarity"] = fileio.join(figures_dir, "layer_similarity.png")
-    figures.plot_similarity_curves(diagonals, paths["layer_similarity"])
-  pair = _output_embedding_pair(diagonals)
-  if pair:
-    # The paper's figure: a small and a large E_out, the rest equal.
-    paths["output_embedding_similarity"] = fileio.join(
-        figures_dir, "layer_similarity_output_embedding.png")
-    figures.plot_similarity_curves(
-        {name: diagonals[name] for name in pair},
-        paths["output_embedding_similarity"],
-        title="small vs large output embedding: pre-trained vs fine-tuned")
-  fileio.write_text(fileio.join(output_dir, "results.md"), markdown)
-  fileio.write_json(fileio.join(output_dir, "results.json"),
-                    dict(table, figures=paths))
-  say(markdown)
-  say(f"[ablation] table: {fileio.join(output_dir, 'results.md')}; figures: "
-      + ", ".join(paths.values()))
-  return dict(table=table, markdown=markdown, figures=paths)
-
-
 # --- The suite -------------------------------------------------------------------------
 
 
@@ -500,7 +455,7 @@ def run_suite(options: SuiteOptions, print_fn: Callable[[str], None] = print
         similarity_diagonal=diagonal, paper_column=row.paper_column))
 
   say.phase("results")
-  outputs = write_outputs(options.output_dir, row_results, model_dirs, say)
+  outputs = report.write_outputs(options.output_dir, row_results, model_dirs, say)
   minutes = (time.time() - say.started) / 60
   say(f"[ablation] done in {minutes:.1f} min: {options.output_dir}")
   return dict(outputs, rows=row_results, minutes=minutes)

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from rembert_tf.ablation import comparisons
-from rembert_tf.ablation import results_table
+from rembert_tf.ablation import report
 from rembert_tf.ablation import rows as rows_lib
 from rembert_tf.ablation import suite
 
@@ -61,7 +61,7 @@ def test_table_gives_transfer_per_seed_and_a_verdict_per_claim(tmp_path):
                  _row("in32_reinvested", 32, 128, [60.0, 61.0, 59.0], [0.9, 0.6]),
                  _row("in32_out512", 32, 512, [54.0, 57.0, 55.0], [0.95, 0.7])]
   model_dirs = {r["name"]: str(tmp_path / r["name"]) for r in row_results}
-  outputs = suite.write_outputs(str(tmp_path), row_results, model_dirs,
+  outputs = report.write_outputs(str(tmp_path), row_results, model_dirs,
                                 say=lambda m: None)
   rows = {r["name"]: r["tasks"]["xnli"] for r in outputs["table"]["rows"]}
   assert rows["coupled"]["transfer_seeds"] == [51.0, 52.0, 53.0]  # es, ru mean
