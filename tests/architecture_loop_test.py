@@ -5,10 +5,14 @@
   which both trainers configure); a call elsewhere is a second printer;
 * one SIGTERM path: rembert_tf/runtime/preemption.py alone names the signal
   (`signal.SIGTERM`, a handler through `signal.signal`), raises or builds
-  `TrainingPreempted`, and overrides orbit's save hook
-  (`_maybe_save_checkpoint`, where the end of a loop turns a stop into a
-  save); elsewhere each is a second way to stop on SIGTERM. Catching
-  `TrainingPreempted` (a command's exit code 42) is not a path.
+  `TrainingPreempted`, and overrides the controller's `after_loop` (where the
+  end of a loop turns a stop into a save); elsewhere each is a second way to
+  stop on SIGTERM. Catching `TrainingPreempted` (a command's exit code 42) is
+  not a path;
+* orbit's private members (`_maybe_save_checkpoint`, `_train_loop_fn`,
+  `_train_iter`, `_checkpoint_options`) are named in
+  rembert_tf/runtime/orbit_loop.py alone (tests/runtime/orbit_internals_test.py
+  checks them against the installed release).
 """
 import ast
 import pathlib
@@ -20,6 +24,8 @@ from architecture_testlib import write_package
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "rembert_tf"
 PRINTER_HOME = ("runtime", "orbit_loop.py")
 SIGTERM_HOME = ("runtime", "preemption.py")
+ORBIT_INTERNALS = ("_maybe_save_checkpoint", "_train_loop_fn", "_train_iter",
+                   "_checkpoint_options")
 PREEMPTED = "TrainingPreempted"
 
 
@@ -77,20 +83,46 @@ def _sigterm_path(node: ast.AST) -> str:
       _name(node.exc).rpartition(".")[2] == PREEMPTED):
     return f"raises {PREEMPTED}"
   if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-      and node.name == "_maybe_save_checkpoint"):
-    return "overrides orbit's _maybe_save_checkpoint"
+      and node.name in ("after_loop", "_maybe_save_checkpoint")):
+    return f"overrides the controller's {node.name}"
   return ""
 
 
 def second_sigterm_paths(package: pathlib.Path = PACKAGE) -> List[str]:
   """`path:line what` of every SIGTERM path outside runtime/preemption.py."""
   found = []
+  loop_home = "/".join(PRINTER_HOME)
   for where, tree in _modules_outside(package, SIGTERM_HOME):
     for node in ast.walk(tree):
       what = _sigterm_path(node)
+      # The loop module defines the hook the SIGTERM path overrides.
+      if what.startswith("overrides") and where.endswith(loop_home):
+        continue
       if what:
         found.append(f"{where}:{node.lineno} {what}")
   return _in_file_order(found)
+
+
+def orbit_internals_outside_their_module(package: pathlib.Path = PACKAGE
+                                         ) -> List[str]:
+  """`path:line name` of every orbit private member named outside
+  runtime/orbit_loop.py (an attribute, a definition or a string)."""
+  found = []
+  for where, tree in _modules_outside(package, PRINTER_HOME):
+    for node in ast.walk(tree):
+      name = (node.attr if isinstance(node, ast.Attribute) else
+              node.name if isinstance(node, (ast.FunctionDef,
+                                             ast.AsyncFunctionDef)) else None)
+      if name in ORBIT_INTERNALS:
+        found.append(f"{where}:{node.lineno} {name}")
+  return _in_file_order(found)
+
+
+def test_orbit_internals_live_in_one_module():
+  found = orbit_internals_outside_their_module()
+  assert not found, ("orbit private members outside rembert_tf/runtime/"
+                     "orbit_loop.py (add a public name there):\n"
+                     + "\n".join(found))
 
 
 def test_one_progress_printer_serves_both_trainers():
@@ -167,6 +199,24 @@ def test_a_second_sigterm_path_is_found(tmp_path):
       "pkg/cli/train.py:5 installs a signal handler",
       "pkg/cli/train.py:5 names signal.SIGTERM",
       "pkg/finetuning/training_loop.py:5 builds TrainingPreempted",
-      "pkg/finetuning/training_loop.py:7 overrides orbit's "
+      "pkg/finetuning/training_loop.py:7 overrides the controller's "
       "_maybe_save_checkpoint",
       "pkg/finetuning/training_loop.py:8 builds TrainingPreempted"]
+
+
+def test_orbit_internals_outside_their_module_are_found(tmp_path):
+  package = write_package(tmp_path, {
+      "runtime/orbit_loop.py": """
+          class Trainer:
+            def train(self):
+              return self._train_loop_fn(self._train_iter)
+          """,
+      "pretraining/training_loop.py": """
+          class Controller:
+            def _maybe_save_checkpoint(self, check_interval=True):
+              return self._checkpoint_options.experimental_enable_async_checkpoint
+          """,
+  })
+  assert orbit_internals_outside_their_module(package) == [
+      "pkg/pretraining/training_loop.py:3 _maybe_save_checkpoint",
+      "pkg/pretraining/training_loop.py:4 _checkpoint_options"]

@@ -24,10 +24,9 @@ experiment = training_loop.ExperimentRunner(
 experiment.run()
 ```
 """
-import contextlib
 import tempfile
 import time
-from typing import Iterator, Optional
+from typing import Optional
 
 from absl import logging
 import numpy as np
@@ -106,7 +105,7 @@ class ExportingController(preemption.PreemptibleController):
       raise self._save_failed(self._unconfirmed_step or step, e) from None
     if saved:
       self._last_saved_step = step
-      if self._checkpoint_options.experimental_enable_async_checkpoint:
+      if self.async_checkpointing:
         self._unconfirmed_step = step
     return saved
 
@@ -143,7 +142,7 @@ class ExportingController(preemption.PreemptibleController):
     """
     self.wait_for_saves()
     step = int(self.global_step.numpy())
-    with self._synchronous_saves():
+    with self.synchronous_saves():
       self._save_step(step)
       if step != self._last_saved_step:
         return None
@@ -156,16 +155,6 @@ class ExportingController(preemption.PreemptibleController):
                                          fileio.basename(written))
                              if self._model_dir else written)
     return self.final_checkpoint
-
-  @contextlib.contextmanager
-  def _synchronous_saves(self) -> Iterator[None]:
-    """orbit's saves in the block are written before they return."""
-    options = self._checkpoint_options
-    self._checkpoint_options = async_checkpoints.options(False)
-    try:
-      yield
-    finally:
-      self._checkpoint_options = options
 
   def _settle_writes(self) -> None:
     """Waits for every write in flight, whatever its outcome (logged): their

@@ -10,12 +10,15 @@ actions with each loop's logs. Shared here:
 | `ProgressPrinter` | an orbit train action | one console line per loop (`console.loop_line`) with ETA (`console.Eta`); keeps the last logs |
 | `RunnerAction` | an orbit action | an action that needs the runner (its checkpoint manager, its controller): bound once the runner exists |
 | `ExperimentRunner` | `train_lib.OrbitExperimentRunner` | binds its `RunnerAction`s after its checkpoint manager and controller are built |
+| `AfterLoopController` | `orbit.Controller` | orbit's hook after every loop under a public name (`after_loop`, default `save_on_schedule`: orbit's scheduled save) |
 
 Saving and stopping on SIGTERM is `runtime.preemption`'s
-(`PreemptibleController`, `install_stop_checks`). Two pieces override orbit
-internals, each in one place: `StopCheckingTrainer.train` (on
-`_train_loop_fn` / `_train_iter`) and `preemption.PreemptibleController`
-(`_maybe_save_checkpoint`).
+(`PreemptibleController`, `install_stop_checks`). This module is the only one
+that touches orbit's private members (`StopCheckingTrainer.train` on
+`_train_loop_fn` / `_train_iter`; `AfterLoopController` on
+`_maybe_save_checkpoint` and `_checkpoint_options`);
+`tests/runtime/orbit_internals_test.py` fails on the orbit / Model Garden
+release where one of them changes.
 
 Example:
 ```python
@@ -30,11 +33,13 @@ progress({"training_loss": 5.21, "masked_lm_accuracy": 0.11})
 progress.last_logs["global_step"]   # 40
 ```
 """
+import contextlib
 import time
-from typing import Callable, Dict, List, Mapping, Optional
+from typing import Callable, Dict, Iterator, List, Mapping, Optional
 
 from absl import logging
 import numpy as np
+import orbit
 import tensorflow as tf
 from official.core import base_trainer
 from official.core import train_lib
@@ -180,3 +185,36 @@ class ExperimentRunner(train_lib.OrbitExperimentRunner):
                    + tuple(self.controller.eval_actions)):
       if isinstance(action, RunnerAction):
         action.bind(self)
+
+
+class AfterLoopController(orbit.Controller):
+  """orbit's Controller whose hook after every loop (and at the end of
+  training, with `check_interval=False`) is `after_loop`: subclasses override
+  it, or `save_on_schedule`, never orbit's private `_maybe_save_checkpoint`."""
+
+  def after_loop(self, check_interval: bool = True) -> bool:
+    """What runs after each loop; by default orbit's scheduled save."""
+    return self.save_on_schedule(check_interval)
+
+  def save_on_schedule(self, check_interval: bool = True) -> bool:
+    """orbit's own save: every `checkpoint_interval` steps, or now when
+    `check_interval` is False; True when it saved."""
+    return super()._maybe_save_checkpoint(check_interval=check_interval)
+
+  @property
+  def async_checkpointing(self) -> bool:
+    """Whether the checkpoint manager writes in a background thread."""
+    return bool(self._checkpoint_options.experimental_enable_async_checkpoint)
+
+  @contextlib.contextmanager
+  def synchronous_saves(self) -> Iterator[None]:
+    """orbit's saves in the block are written before they return."""
+    options = self._checkpoint_options
+    self._checkpoint_options = tf.train.CheckpointOptions(enable_async=False)
+    try:
+      yield
+    finally:
+      self._checkpoint_options = options
+
+  def _maybe_save_checkpoint(self, check_interval: bool = True):
+    return self.after_loop(check_interval)

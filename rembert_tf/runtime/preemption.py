@@ -33,10 +33,10 @@ import threading
 from typing import Callable, Iterator, Optional
 
 from absl import logging
-import orbit
 import tensorflow as tf
 
 from rembert_tf.common import errors
+from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import stop_checks
 from rembert_tf.runtime import strategies
 
@@ -127,7 +127,7 @@ def multi_worker_preemption_hook(
   return handler.save_checkpoint_if_preempted
 
 
-class PreemptibleController(orbit.Controller):
+class PreemptibleController(orbit_loop.AfterLoopController):
   """orbit's Controller that, once `stop_flag` is set (by SIGTERM), saves the
   step reached at the end of the loop (`save_final`) and raises
   `TrainingPreempted`, instead of its scheduled save.
@@ -152,12 +152,8 @@ class PreemptibleController(orbit.Controller):
     return self.checkpoint_manager.save(
         checkpoint_number=int(self.global_step.numpy()), check_interval=False)
 
-  def save_on_schedule(self, check_interval: bool = True) -> bool:
-    """orbit's save after each loop (`check_interval=False`: at the end)."""
-    return super()._maybe_save_checkpoint(check_interval=check_interval)
-
-  def _maybe_save_checkpoint(self, check_interval: bool = True):
-    # orbit's hook after every loop and at the end of training.
+  def after_loop(self, check_interval: bool = True) -> bool:
+    # After every loop and at the end of training: the stop, else the save.
     if self._stop_flag is not None and self._stop_flag.is_set():
       step = int(self.global_step.numpy())
       logging.warning("SIGTERM received: saving the checkpoint of step %d "
