@@ -3,11 +3,12 @@
 At base scale a row is one experiment YAML `configs/experiments/ablation_*.yaml`
 (the paper's base-scale rows; each names its model preset). At demo and small
 scale every row uses its scale's shared schedule
-(`configs/experiments/{demo,small}_ablation.yaml`) with its own preset
+(`configs/experiments/demo_ablation.yaml`, with `small_ablation.yaml` read on
+top of it at small scale: longer, on a larger vocabulary) with its own preset
 `configs/models/demo_ablation_<row>.yaml` (demo-size versions of the paper's
-rows; the small schedule trains them longer, on a larger vocabulary). Every row is pre-trained on the same records with the same
-schedule: `check_same_schedule` refuses rows whose experiments differ in
-anything but the model.
+rows). Every row is pre-trained on the same records with the same schedule:
+`check_same_schedule` refuses rows whose experiments differ in anything but
+the model.
 
 Example:
 ```python
@@ -18,15 +19,17 @@ config = rows.load_row_config(rows.scale_rows("demo")[0], {"trainer": {"train_st
 ```
 """
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from rembert_tf import pretraining
 from rembert_tf.common import errors
 from rembert_tf.pretraining import experiments
 
 SCALES = ("base", "demo", "small")
-# The CPU scales: their shared schedule (an experiment YAML).
-SCALE_EXPERIMENTS = {"demo": "demo_ablation", "small": "small_ablation"}
+# The CPU scales: their shared schedule, as experiment YAMLs read in order
+# (small scale is the demo schedule, trained longer).
+SCALE_EXPERIMENTS = {"demo": ("demo_ablation",),
+                     "small": ("demo_ablation", "small_ablation")}
 # (row name, preset): the paper's comparisons at demo size.
 DEMO_PRESETS = (
     ("coupled", "demo_ablation_coupled"),
@@ -48,6 +51,7 @@ PAPER_ROWS = {"coupled_768": "coupled", "decoupled_768": "decoupled"}
 class AblationRow:
   name: str                            # directory name and table label
   experiment: str                      # experiment YAML name or path
+  extends: Tuple[str, ...] = ()        # YAMLs read before `experiment`
   model_preset: Optional[str] = None   # overrides task.model_preset
   paper_column: Optional[str] = None   # "coupled" / "decoupled" in the paper
   pretrained: bool = True              # False: fine-tuned from random weights
@@ -72,13 +76,14 @@ def base_rows(experiment_names: Optional[Sequence[str]] = None
 def scale_rows(scale: str) -> List[AblationRow]:
   """The rows of a CPU scale: the demo-size presets on the scale's schedule
   (and, at small scale, the random-initialisation row)."""
-  experiment = SCALE_EXPERIMENTS[scale]
-  rows = [AblationRow(name=name, experiment=experiment, model_preset=preset)
+  *extends, experiment = SCALE_EXPERIMENTS[scale]
+  schedule = dict(experiment=experiment, extends=tuple(extends))
+  rows = [AblationRow(name=name, model_preset=preset, **schedule)
           for name, preset in DEMO_PRESETS]
   if scale == "small":
     name, preset = RANDOM_INIT_ROW
-    rows.append(AblationRow(name=name, experiment=experiment,
-                            model_preset=preset, pretrained=False))
+    rows.append(AblationRow(name=name, model_preset=preset, pretrained=False,
+                            **schedule))
   return rows
 
 
@@ -103,7 +108,8 @@ def load_row_config(row: AblationRow, override: Dict[str, Any]):
     task = dict(merged.get("task", {}))
     task["model_preset"] = row.model_preset
     merged["task"] = task
-  return pretraining.load_experiment_config([row.experiment], merged)
+  return pretraining.load_experiment_config([*row.extends, row.experiment],
+                                            merged)
 
 
 def _schedule(config) -> Dict[str, Any]:
