@@ -4,7 +4,7 @@ Each claim compares two rows that differ in one embedding choice, on
 zero-shot cross-lingual transfer: a fine-tuning run's score averaged over
 every language but English (the model is fine-tuned on English alone). The
 seeds of the selected learning rate give each row a mean and a sample
-standard deviation; the difference of the two rows' means gets a Welch t
+standard deviation (`finetuning.sweep.mean_and_std`); the difference of the two rows' means gets a Welch t
 95% confidence interval (`scipy.stats.t`; unequal variances, few seeds).
 The verdict reads the interval: above zero, the claim is reproduced at this
 scale; below zero, not reproduced (the opposite is measured); across zero,
@@ -58,13 +58,6 @@ def transfer_score(language_scores: Dict[str, float]) -> Optional[float]:
   """Mean over the languages other than English (None when there are none)."""
   others = [v for lang, v in language_scores.items() if lang != ENGLISH]
   return float(np.mean(others)) if others else None
-
-
-def mean_and_std(values: Sequence[float]) -> Tuple[float, float]:
-  """Mean and sample standard deviation (0 for one value)."""
-  array = np.asarray(values, dtype=float)
-  std = float(array.std(ddof=1)) if len(array) > 1 else 0.0
-  return float(array.mean()), std
 
 
 def welch_interval(a: Sequence[float], b: Sequence[float],

@@ -25,6 +25,7 @@ import numpy as np
 from rembert_tf.ablation import comparisons
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.evaluation import xtreme_tasks
+from rembert_tf.finetuning import sweep as sweep_lib
 
 MAIN_METRIC = "avg_metric"
 
@@ -94,7 +95,7 @@ def _transfer(sweep: Dict, metric: str) -> Dict:
   seeds = [s for s in seeds if s is not None]
   if not seeds:
     return dict(transfer=None, transfer_std=None, transfer_seeds=[])
-  mean, std = comparisons.mean_and_std(seeds)
+  mean, std = sweep_lib.mean_and_std(seeds)
   return dict(transfer=mean, transfer_std=std, transfer_seeds=seeds)
 
 

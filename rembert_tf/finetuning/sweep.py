@@ -222,7 +222,8 @@ def select_learning_rate(english_dev_by_rate: Dict[float, Optional[float]]
                                english_dev_by_rate[rate] or 0.0, -rate))
 
 
-def _mean_and_std(values: List[float]) -> Tuple[float, float]:
+def mean_and_std(values: List[float]) -> Tuple[float, float]:
+  """Mean and sample standard deviation over seeds (0 for one run)."""
   std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
   return float(np.mean(values)), std
 
@@ -234,7 +235,7 @@ def _leafwise(score_dicts: List[Dict]) -> Tuple[Dict, Dict]:
     if isinstance(value, dict):
       mean[key], std[key] = _leafwise(values)
     else:
-      mean[key], std[key] = _mean_and_std([float(v) for v in values])
+      mean[key], std[key] = mean_and_std([float(v) for v in values])
   return mean, std
 
 
