@@ -1,5 +1,4 @@
 """The house rules of rembert_tf/, read from its source (no module is imported).
-(The training loop's rules are architecture_loop_test.py's.)
 
 * no import circle between the modules of rembert_tf/, imports inside
   functions included: a circle hidden in a function is still a circle (the
@@ -20,301 +19,35 @@
   SentencePiece model, a checkpoint or an output is one of
   `rembert_tf.cli.flag_names.AGREED_FLAGS`, and no command defines a name
   that its `DEPRECATED_FLAGS` keeps as an alias.
+* one progress printer: the per-loop console line (`console.loop_line`) is
+  called by rembert_tf/runtime/orbit_loop.py alone (its `ProgressPrinter`,
+  which both trainers configure); a call elsewhere is a second printer;
+* one SIGTERM path: rembert_tf/runtime/preemption.py alone names the signal
+  (`signal.SIGTERM`, a handler through `signal.signal`), raises or builds
+  `TrainingPreempted`, and overrides the controller's `after_loop` (where the
+  end of a loop turns a stop into a save); elsewhere each is a second way to
+  stop on SIGTERM. Catching `TrainingPreempted` (a command's exit code 42) is
+  not a path;
+* orbit's private members (`_maybe_save_checkpoint`, `_train_loop_fn`,
+  `_train_iter`, `_checkpoint_options`) are named in
+  rembert_tf/runtime/orbit_loop.py alone (tests/runtime/orbit_internals_test.py
+  checks them against the installed release).
 """
-import ast
-import collections
-import pathlib
-import re
-from typing import Dict, Iterator, List, Optional, Set, Tuple
-
-from architecture_testlib import parse as _parse
+from architecture_rules import (  # pylint: disable=g-multiple-import
+    MAX_FUNCTION_LINES,
+    MAX_MODULE_LINES,
+    checkpoint_homes,
+    flags_outside_the_agreed_set,
+    import_circles,
+    long_functions,
+    long_modules,
+    orbit_internals_outside_their_module,
+    second_progress_printers,
+    second_sigterm_paths,
+    strategy_tables,
+    task_tables,
+)
 from architecture_testlib import write_package as _write_package
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-PACKAGE = REPO / "rembert_tf"
-RUNTIME = PACKAGE / "runtime"
-MAX_MODULE_LINES = 500
-MAX_FUNCTION_LINES = 60
-# A flag name with one of these words names a concept of
-# rembert_tf/cli/flag_names.py (a SentencePiece model, a checkpoint, an output).
-CONCEPT_WORDS = re.compile(r"sp_?model|sentencepiece|spm|checkpoint|ckpt|"
-                           r"model_dir|^output|^out$")
-# Flags with those words that name something else: settings of the
-# checkpoints a run writes, not a checkpoint it reads.
-OTHER_CONCEPTS = frozenset({"checkpoint_interval", "keep_checkpoints"})
-# The strategy names of Model Garden's `distribute_utils`.
-STRATEGY_NAMES = frozenset({"one_device", "mirrored", "multi_worker_mirrored",
-                            "tpu", "parameter_server", "central_storage"})
-
-
-def _sources(package: pathlib.Path) -> Dict[str, pathlib.Path]:
-  """Dotted module name -> file, for every module of `package`."""
-  modules = {}
-  for path in sorted(package.rglob("*.py")):
-    parts = list(path.relative_to(package.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-      parts.pop()
-    modules[".".join(parts)] = path
-  return modules
-
-
-def _known(name: str, modules) -> Optional[str]:
-  """The module of the package that `name` (a module, or a name in one) is."""
-  while name and name not in modules:
-    name = name.rpartition(".")[0]
-  return name or None
-
-
-def _imports(module: str, path: pathlib.Path,
-             modules) -> Iterator[Tuple[str, int]]:
-  """(module of the package, line) of every import, at any depth."""
-  package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-  for node in ast.walk(_parse(path)):
-    if isinstance(node, ast.Import):
-      names = [alias.name for alias in node.names]
-    elif isinstance(node, ast.ImportFrom):
-      base = node.module or ""
-      if node.level:  # from . import x / from ..y import z
-        anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
-        base = ".".join(anchor + ([base] if base else []))
-      names = [f"{base}.{alias.name}" for alias in node.names]
-    else:
-      continue
-    for name in names:
-      target = _known(name, modules)
-      if target and target != module:
-        yield target, node.lineno
-
-
-def import_graph(package: pathlib.Path = PACKAGE) -> Dict[str, Dict[str, int]]:
-  """module -> {imported module: line of its first import}."""
-  modules = _sources(package)
-  graph = {}
-  for module, path in modules.items():
-    edges = graph.setdefault(module, {})
-    for target, line in _imports(module, path, modules):
-      edges.setdefault(target, line)
-  return graph
-
-
-def _components(graph) -> List[List[str]]:
-  """Tarjan's strongly connected components of more than one module."""
-  index, low, on_stack, stack, found = {}, {}, set(), [], []
-
-  def visit(node):
-    index[node] = low[node] = len(index)
-    stack.append(node)
-    on_stack.add(node)
-    for child in sorted(graph[node]):
-      if child not in index:
-        visit(child)
-        low[node] = min(low[node], low[child])
-      elif child in on_stack:
-        low[node] = min(low[node], index[child])
-    if low[node] == index[node]:
-      component = []
-      while not component or component[-1] != node:
-        component.append(stack.pop())
-        on_stack.discard(component[-1])
-      if len(component) > 1:
-        found.append(sorted(component))
-
-  for node in sorted(graph):
-    if node not in index:
-      visit(node)
-  return found
-
-
-def _shortest_circle(graph, members) -> List[str]:
-  """A shortest circle through the first member: [a, b, ..., a]."""
-  start = min(members)
-  parents = {start: None}
-  queue = collections.deque([start])
-  while queue:
-    node = queue.popleft()
-    for child in sorted(graph[node]):
-      if child == start:
-        path = [node]
-        while parents[path[-1]] is not None:
-          path.append(parents[path[-1]])
-        return path[::-1] + [start]
-      if child in members and child not in parents:
-        parents[child] = node
-        queue.append(child)
-  raise AssertionError(f"no circle through {start}")  # not a component
-
-
-def import_circles(package: pathlib.Path = PACKAGE) -> List[str]:
-  """One line per circle: `a (line N) -> b (line M) -> a`."""
-  graph = import_graph(package)
-  lines = []
-  for component in _components(graph):
-    circle = _shortest_circle(graph, set(component))
-    lines.append(" -> ".join(
-        f"{a} (line {graph[a][b]})" for a, b in zip(circle, circle[1:]))
-                 + f" -> {circle[-1]}")
-  return lines
-
-
-def strategy_tables(package: pathlib.Path = PACKAGE) -> List[str]:
-  """`path:line [names]` of every strategy table outside runtime/."""
-  tables = []
-  for path in sorted(package.rglob("*.py")):
-    if package / "runtime" in path.parents:
-      continue
-    for node in ast.walk(_parse(path)):
-      if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        elements = node.elts
-      elif isinstance(node, ast.Dict):
-        elements = [key for key in node.keys if key is not None]
-      else:
-        continue
-      names = sorted({e.value for e in elements if isinstance(e, ast.Constant)
-                      and e.value in STRATEGY_NAMES})
-      if len(names) >= 2:
-        tables.append(f"{path.relative_to(package.parent)}:{node.lineno} "
-                      f"{names}")
-  return tables
-
-
-def long_modules(package: pathlib.Path = PACKAGE) -> List[str]:
-  found = []
-  for path in sorted(package.rglob("*.py")):
-    lines = len(path.read_text(encoding="utf-8").splitlines())
-    if lines > MAX_MODULE_LINES:
-      found.append(f"{path.relative_to(package.parent)}: {lines} lines")
-  return found
-
-
-def long_functions(package: pathlib.Path = PACKAGE) -> List[str]:
-  found = []
-  for path in sorted(package.rglob("*.py")):
-    for node in ast.walk(_parse(path)):
-      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        lines = node.end_lineno - node.lineno + 1
-        if lines > MAX_FUNCTION_LINES:
-          found.append(f"{path.relative_to(package.parent)}:{node.lineno} "
-                       f"{node.name}: {lines} lines")
-  return found
-
-
-def _constant(path: pathlib.Path, name: str):
-  """The literal value a module assigns to `name` at its top level."""
-  for node in _parse(path).body:
-    if isinstance(node, ast.Assign) and any(
-        isinstance(t, ast.Name) and t.id == name for t in node.targets):
-      return ast.literal_eval(node.value)
-  raise AssertionError(f"{path} assigns no {name}")
-
-
-def defined_flags(path: pathlib.Path) -> Iterator[Tuple[str, int]]:
-  """(name, line) of every `flags.DEFINE_*("name", ...)` of a module."""
-  for node in ast.walk(_parse(path)):
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-        and node.func.attr.startswith("DEFINE_")
-        and node.func.attr != "DEFINE_alias" and node.args
-        and isinstance(node.args[0], ast.Constant)):
-      yield node.args[0].value, node.lineno
-
-
-def flags_outside_the_agreed_set(package: pathlib.Path = PACKAGE) -> List[str]:
-  """`path:line --name: ...` of every flag that names a shared concept
-  otherwise than cli/flag_names.py agrees."""
-  table = package / "cli" / "flag_names.py"
-  agreed = _constant(table, "AGREED_FLAGS")
-  deprecated = _constant(table, "DEPRECATED_FLAGS")
-  found = []
-  for path in sorted(package.rglob("*.py")):
-    where = path.relative_to(package.parent)
-    in_cli = path.parent == package / "cli"
-    old_names = deprecated.get(path.stem, {}) if in_cli else {}
-    for name, line in defined_flags(path):
-      if name in old_names:
-        found.append(f"{where}:{line} --{name}: a deprecated alias; define "
-                     f"--{old_names[name]}")
-      elif (CONCEPT_WORDS.search(name) and name not in agreed
-            and name not in OTHER_CONCEPTS):
-        found.append(f"{where}:{line} --{name}: not an agreed name "
-                     f"({', '.join('--' + n for n in agreed)})")
-  for command, renamed in deprecated.items():
-    found += [f"{table.relative_to(package.parent)}: {command} --{old} -> "
-              f"--{new}: not an agreed name" for old, new in renamed.items()
-              if new not in agreed]
-  return found
-
-
-# Modules named for checkpoints that are not this project's checkpoint code:
-# the command that converts them, and keras-hub's reader of a Hugging Face
-# folder (the Keras 3 side imports nothing of the TensorFlow side).
-CHECKPOINT_NAMED_ELSEWHERE = frozenset({"cli.convert_checkpoint",
-                                        "keras_hub.transformers_checkpoint"})
-CHECKPOINTS_MAY_IMPORT = ("checkpoints", "common", "modeling")
-
-
-def checkpoint_homes(package: pathlib.Path = PACKAGE) -> List[str]:
-  """Checkpoint modules outside checkpoints/, and what checkpoints/ or the
-  model core import against the floor."""
-  found = []
-  top = package.name
-  for module, edges in sorted(import_graph(package).items()):
-    local = module[len(top) + 1:]
-    area = local.split(".")[0]
-    if ("checkpoint" in local.rpartition(".")[2] and area != "checkpoints"
-        and local not in CHECKPOINT_NAMED_ELSEWHERE):
-      found.append(f"{module}: a checkpoint module outside {top}.checkpoints")
-    for target, line in sorted(edges.items()):
-      target_area = target[len(top) + 1:].split(".")[0]
-      if area == "checkpoints" and target_area not in CHECKPOINTS_MAY_IMPORT:
-        found.append(f"{module} (line {line}) imports {target}, above "
-                     f"{top}.checkpoints")
-      if area == "modeling" and target_area == "checkpoints":
-        found.append(f"{module} (line {line}) imports {target}: the model "
-                     "core sits below the checkpoints")
-  return found
-
-
-# The XTREME task table, and the areas it may import.
-TASK_TABLE = ("evaluation", "xtreme_tasks")
-TASK_TABLE_MAY_IMPORT = ("common",)
-
-
-def _task_names(table: pathlib.Path) -> Set[str]:
-  """The table's task names: the first argument of each `XtremeTask(...)`."""
-  return {node.args[0].value for node in ast.walk(_parse(table))
-          if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-          and node.func.id == "XtremeTask" and node.args
-          and isinstance(node.args[0], ast.Constant)}
-
-
-def _dict_keys(node: ast.AST) -> List[str]:
-  """The constant keys of a dict literal or of a `dict(key=...)` call."""
-  if isinstance(node, ast.Dict):
-    return [k.value for k in node.keys if isinstance(k, ast.Constant)]
-  if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-      and node.func.id == "dict"):
-    return [k.arg for k in node.keywords if k.arg]
-  return []
-
-
-def task_tables(package: pathlib.Path = PACKAGE) -> List[str]:
-  """What the task table imports above common/, and `path:line [names]` of
-  every dict keyed by two or more task names outside it."""
-  top = package.name
-  module = ".".join((top,) + TASK_TABLE)
-  table = package.joinpath(*TASK_TABLE).with_suffix(".py")
-  found = [f"{module} (line {line}) imports {target}, above "
-           f"{top}.{'/'.join(TASK_TABLE_MAY_IMPORT)}"
-           for target, line in _imports(module, table, _sources(package))
-           if target[len(top) + 1:].split(".")[0] not in TASK_TABLE_MAY_IMPORT]
-  names = _task_names(table)
-  for path in sorted(package.rglob("*.py")):
-    if path == table:
-      continue
-    for node in ast.walk(_parse(path)):
-      keys = sorted(set(_dict_keys(node)) & names)
-      if len(keys) >= 2:
-        found.append(f"{path.relative_to(package.parent)}:{node.lineno} {keys}")
-  return found
 
 
 def test_no_import_circles():
@@ -481,3 +214,108 @@ def test_a_flag_name_outside_the_agreed_set_is_found(tmp_path):
       "pkg/cli/export.py:4 --model_dir: a deprecated alias; define --checkpoint",
       "pkg/cli/flag_names.py: export --vocab -> --spm_file: not an agreed name",
   ]
+
+
+# --- One training loop for both trainers ------------------------------------
+def test_orbit_internals_live_in_one_module():
+  found = orbit_internals_outside_their_module()
+  assert not found, ("orbit private members outside rembert_tf/runtime/"
+                     "orbit_loop.py (add a public name there):\n"
+                     + "\n".join(found))
+
+
+def test_one_progress_printer_serves_both_trainers():
+  found = second_progress_printers()
+  assert not found, ("per-loop progress lines outside rembert_tf/runtime/"
+                     "orbit_loop.py (configure its ProgressPrinter):\n"
+                     + "\n".join(found))
+
+
+def test_one_sigterm_path_serves_both_trainers():
+  found = second_sigterm_paths()
+  assert not found, ("SIGTERM paths outside rembert_tf/runtime/preemption.py "
+                     "(use its sigterm_stop_flag and PreemptibleController):\n"
+                     + "\n".join(found))
+
+
+# --- The checks find what they look for ---------------------------------------
+def test_a_second_progress_printer_is_found(tmp_path):
+  package = _write_package(tmp_path, {
+      "common/console.py": "def loop_line(step, total):\n  return ''\n",
+      "runtime/orbit_loop.py": """
+          from pkg.common import console
+          class ProgressPrinter:
+            def __call__(self, output):
+              print(console.loop_line(1, 2))
+          """,
+      "finetuning/training_loop.py": """
+          from pkg.common import console
+          from pkg.common.console import loop_line
+          class LoopPrinter:
+            def __call__(self, output):
+              print("[finetune] " + console.loop_line(1, 2))
+              print(loop_line(1, 2))
+          """,
+  })
+  assert second_progress_printers(package) == [
+      "pkg/finetuning/training_loop.py:6 calls loop_line",
+      "pkg/finetuning/training_loop.py:7 calls loop_line"]
+
+
+def test_a_second_sigterm_path_is_found(tmp_path):
+  package = _write_package(tmp_path, {
+      "runtime/preemption.py": """
+          import signal
+          class TrainingPreempted(Exception):
+            pass
+          def flag():
+            signal.signal(signal.SIGTERM, lambda *_: None)
+            raise TrainingPreempted("stopped")
+          """,
+      "finetuning/training_loop.py": """
+          from pkg.runtime import preemption
+          class SaveOnSigterm:
+            def __call__(self, output):
+              raise preemption.TrainingPreempted.after_save("ckpt-2", 2)
+          class Controller:
+            def _maybe_save_checkpoint(self, check_interval=True):
+              error = preemption.TrainingPreempted("stopped")
+              raise error
+          """,
+      "cli/train.py": """
+          import signal
+          from signal import SIGTERM
+          from pkg.runtime import preemption
+          signal.signal(signal.SIGTERM, print)
+          try:
+            pass
+          except preemption.TrainingPreempted as e:
+            raise SystemExit(42)
+          """,
+  })
+  assert second_sigterm_paths(package) == [
+      "pkg/cli/train.py:3 imports from signal",
+      "pkg/cli/train.py:5 installs a signal handler",
+      "pkg/cli/train.py:5 names signal.SIGTERM",
+      "pkg/finetuning/training_loop.py:5 builds TrainingPreempted",
+      "pkg/finetuning/training_loop.py:7 overrides the controller's "
+      "_maybe_save_checkpoint",
+      "pkg/finetuning/training_loop.py:8 builds TrainingPreempted"]
+
+
+def test_orbit_internals_outside_their_module_are_found(tmp_path):
+  package = _write_package(tmp_path, {
+      "runtime/orbit_loop.py": """
+          class Trainer:
+            def train(self):
+              return self._train_loop_fn(self._train_iter)
+          """,
+      "pretraining/training_loop.py": """
+          class Controller:
+            def _maybe_save_checkpoint(self, check_interval=True):
+              return self._checkpoint_options.experimental_enable_async_checkpoint
+          """,
+  })
+  assert orbit_internals_outside_their_module(package) == [
+      "pkg/pretraining/training_loop.py:3 _maybe_save_checkpoint",
+      "pkg/pretraining/training_loop.py:4 _checkpoint_options"]

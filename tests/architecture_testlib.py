@@ -1,5 +1,5 @@
-"""What the source-reading house-rule tests share (architecture_test.py,
-architecture_loop_test.py): a module's syntax tree, and a package written
+"""What the source-reading house-rule tests share (architecture_rules.py,
+architecture_test.py): a module's syntax tree, and a package written
 into a temporary folder for the tests that show a check finds its case."""
 import ast
 import pathlib
