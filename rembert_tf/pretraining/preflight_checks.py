@@ -4,7 +4,7 @@ them (`rembert_tf.data.pretraining_input_pipeline`).
 
 | check | refuses |
 | --- | --- |
-| `check_model_dir` | a model_dir holding a checkpoint no training run wrote (a converted one), or that is, holds or lies inside the init checkpoint or the records; then `check_model_dir_writable` |
+| `check_model_dir` | a model_dir holding a checkpoint no training run wrote (a converted one), or that is, holds or lies inside the init checkpoint or the records (a records glob matching nothing: the input pipeline's error); then `check_model_dir_writable` |
 | `check_model_dir_writable` | a model_dir that cannot be created or written |
 | `check_checkpoint_compatible` | a model_dir checkpoint of another model (config fields, variable names and shapes) |
 | `check_sentencepiece_matches` | a resume on records of another SentencePiece model (sha256) |
@@ -67,7 +67,9 @@ def check_model_dir(config: cfg.ExperimentConfig, model_dir: str,
   params.yaml: a converted checkpoint directory, an export) is an input: a
   run there would train from scratch and its `max_to_keep` would delete
   them. So is a model_dir that is, holds or lies inside the init
-  checkpoint or the records (`outputs.refuse_overlap`, on real paths).
+  checkpoint or the records (`outputs.refuse_overlap`, on real paths). The
+  records are the input pipeline's `record_files`: an empty input_path or
+  a glob matching nothing is refused at once, before the strategy is made.
   """
   if not artifacts.holds_a_run(model_dir):
     found = [fileio.join(model_dir, name) for name in (
@@ -83,8 +85,8 @@ def check_model_dir(config: cfg.ExperimentConfig, model_dir: str,
           "another --model_dir.")
   inputs = {"task.init_checkpoint": config.task.init_checkpoint or None}
   for field, data in data_sections(config, mode):
-    if data.input_path and data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
-      for path in pretraining_input_pipeline.input_files(data.input_path):
+    if data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
+      for path in pretraining_input_pipeline.record_files(data, field):
         inputs[f"{field}.input_path ({path})"] = path
   outputs.refuse_overlap(model_dir, inputs, "--model_dir")
   check_model_dir_writable(model_dir)

@@ -8,10 +8,11 @@ a resumable, preemptible RemBERT job on TPU pods needs around them:
 * every path through `rembert_tf.common.fileio`: records and `model_dir` on
   any TensorFlow filesystem (gs://, a local disk);
 * checks before the first step, one line each, nothing written: a writable
-  `model_dir` that is none of the run's inputs, a `model_dir` checkpoint of
-  this model, a resume on records of the same SentencePiece model (sha256)
-  (`preflight_checks`); data for the mode, records that match the model,
-  whose listed shards all exist and whose shards hold records of the
+  `model_dir` that is none of the run's inputs, records for the mode (a
+  glob matching nothing is refused before the strategy is made), a
+  `model_dir` checkpoint of this model, a resume on records of the same
+  SentencePiece model (sha256) (`preflight_checks`); records that match the
+  model, whose listed shards all exist and whose shards hold records of the
   experiment's shape (the input pipeline, as the trainer builds its inputs);
 * a checkpoint every `trainer.checkpoint_interval` steps keeping
   `trainer.max_to_keep` (Model Garden's CheckpointManager), automatic resume
