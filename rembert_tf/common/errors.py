@@ -54,12 +54,18 @@ class OutputExistsError(RemBertError, FileExistsError):
   """The output exists and `--overwrite` was not given."""
 
 
+# What gin appends to an error raised inside a gin-configurable function
+# (Model Garden's `train_utils.create_trainer`, `base_trainer.Trainer`, which
+# build the input pipelines): where it passed, not what went wrong.
+_GIN_CALL_NOTE = "\n  In call to configurable "
+
+
 def one_line(error: BaseException) -> str:
   """The error's message folded onto one line."""
   text = str(error) or type(error).__name__
   if isinstance(error, OSError) and error.filename and error.strerror:
     text = f"{error.filename}: {error.strerror}"
-  return " ".join(text.split())
+  return " ".join(text.split(_GIN_CALL_NOTE)[0].split())
 
 
 def user_error_types() -> tuple:

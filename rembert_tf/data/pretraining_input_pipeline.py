@@ -11,10 +11,14 @@ pipeline with tensorflow-text's `mask_language_model` / `RandomItemSelector` /
 `MaskValuesChooser` for records written in the unmasked layout. The loader is
 registered with `official.nlp.data.data_loader_factory`.
 
-Every load first reads the `metadata.json` beside the shards and refuses
-records whose sequence length, predictions per sequence, layout or vocabulary
-do not match (`DataMismatchError`); `check_records_compatible(params,
-model_cfg)` also compares them with a model config.
+Every load first checks the records it is about to read, each fault one
+line (`DataMismatchError`): an empty `input_path` or a glob matching no file;
+the `metadata.json` beside the shards (sequence length, predictions per
+sequence, layout, vocabulary, every listed shard present), also against the
+model config when the loader is given one (`check_records_compatible`); and
+the first record of each shard, so that a shard of another shape is named at
+start-up instead of failing to parse far into training. When reading fails
+mid-run, `unreadable_shard` and `shard_of_other_shape` name the shard.
 
 Output of `load()`: a `tf.data.Dataset` of dicts with int32 `input_word_ids`,
 `input_mask`, `input_type_ids` [batch, seq_length], int32 `masked_lm_positions`,
@@ -29,10 +33,10 @@ from rembert_tf.modeling import rembert_config
 params = pretraining_input_pipeline.RemBertPretrainDataConfig(
     input_path="/tmp/records/pretrain-*.tfrecord", global_batch_size=32,
     seq_length=128, max_predictions_per_seq=20, is_training=True)
-pretraining_input_pipeline.check_records_compatible(
-    params, rembert_config.load_model_config("tiny"))
-dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(params).load()
-# Or through Model Garden: data_loader_factory.get_data_loader(params).load()
+dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
+    params, model_config=rembert_config.load_model_config("tiny")).load()
+# Or through Model Garden (no model config):
+# data_loader_factory.get_data_loader(params).load()
 # Under a strategy: strategy.distribute_datasets_from_function(
 #     lambda ctx: pretraining_input_pipeline.RemBertPretrainDataLoader(
 #         params).load(ctx))
@@ -57,10 +61,14 @@ from rembert_tf.data import tokenizer
 # disjoint file shards and no seed is configured: every host must shuffle the
 # file list the same way before taking its shard.
 _DEFAULT_MULTI_HOST_FILE_SEED = 2021
+# How errors name a data config the caller does not name (the experiment's
+# task names its own: `task.train_data`, `task.validation_data`).
+DATA_CONFIG = "RemBertPretrainDataConfig"
 
 
 class DataMismatchError(errors.RemBertError, ValueError):
-  """Records (their metadata.json) do not match the data or model config."""
+  """No records match `input_path`, or they (their metadata.json, a shard's
+  records) do not match the data or model config."""
 
 
 @dataclasses.dataclass
@@ -108,21 +116,30 @@ def _input_patterns(input_path) -> List[str]:
   return out
 
 
-def record_files(params: RemBertPretrainDataConfig) -> List[str]:
-  """The shard files `input_path` matches; DataMismatchError if none."""
+def input_files(input_path) -> List[str]:
+  """The files `input_path` (globs, comma-separated or a list) matches."""
+  return [f for pattern in _input_patterns(input_path)
+          for f in sorted(fileio.glob(pattern))]
+
+
+def record_files(params: RemBertPretrainDataConfig,
+                 field: str = DATA_CONFIG) -> List[str]:
+  """The shard files `input_path` matches; DataMismatchError naming `field`
+  (the data config's name in the experiment) if it is empty or a glob
+  matches none."""
   patterns = _input_patterns(params.input_path)
   if not patterns:
     raise DataMismatchError(
-        "data config field `input_path` is empty; set it to the record "
-        "shards, e.g. /data/records/pretrain-*.tfrecord.")
+        f"{field}.input_path is empty: set it to the records' glob (e.g. "
+        f"{field}.input_path=/data/records/*.tfrecord).")
   files = []
   for pattern in patterns:
-    matched = fileio.glob(pattern)
+    matched = sorted(fileio.glob(pattern))
     if not matched:
       raise DataMismatchError(
-          f"data config field `input_path`: {pattern!r} matches no files; "
-          "make records with rembert-create-pretraining-data or fix the glob.")
-    files.extend(sorted(matched))
+          f"{field}.input_path {pattern!r} matches no files. Make the records "
+          "first (rembert-create-pretraining-data) or fix the path.")
+    files.extend(matched)
   return files
 
 
@@ -221,6 +238,11 @@ def check_records_compatible(params: RemBertPretrainDataConfig,
     DataMismatchError naming metadata.json, the field, both values and the fix.
   """
   metas = check_records_metadata(params)
+  _check_records_fit_model(metas, model_cfg)
+  return metas[0]
+
+
+def _check_records_fit_model(metas: List[Dict[str, Any]], model_cfg) -> None:
   for meta in metas:
     if meta["vocab_size"] != model_cfg.vocab_size:
       raise _mismatch(
@@ -236,15 +258,54 @@ def check_records_compatible(params: RemBertPretrainDataConfig,
           model_cfg.max_position_embeddings,
           "recreate the records with --seq_length <= "
           f"{model_cfg.max_position_embeddings}.")
-  return metas[0]
+
+
+# Record features whose length the data config fixes (the unmasked layout
+# has no masked_lm_positions).
+_FIXED_LENGTHS = (("input_word_ids", "seq_length"),
+                  ("masked_lm_positions", "max_predictions_per_seq"))
+
+
+def shard_of_other_shape(params: RemBertPretrainDataConfig) -> Optional[str]:
+  """The first shard whose first record has features of other lengths than
+  `params` reads, described; None if every shard's fits. One record a shard:
+  no pass over the data."""
+  for path in input_files(params.input_path):
+    for raw in tf.data.TFRecordDataset(path).take(1):
+      features = tf.train.Example.FromString(raw.numpy()).features.feature
+      for name, field in _FIXED_LENGTHS:
+        wanted = getattr(params, field)
+        if name in features and (
+            len(features[name].int64_list.value) != wanted):
+          return (f"{path} holds records whose {name} has "
+                  f"{len(features[name].int64_list.value)} values; the "
+                  f"experiment reads {wanted} ({field})")
+  return None
+
+
+def unreadable_shard(params: RemBertPretrainDataConfig) -> Optional[str]:
+  """The first shard that does not read to its end, with the reader's
+  message; None if all read. Reads every shard: for the error path only."""
+  for path in input_files(params.input_path):
+    try:
+      for _ in tf.data.TFRecordDataset(path):
+        pass
+    except tf.errors.OpError as e:
+      return f"{path} ({errors.one_line(e.message).split(' [Op:')[0]})"
+  return None
 
 
 @data_loader_factory.register_data_loader_cls(RemBertPretrainDataConfig)
 class RemBertPretrainDataLoader(data_loader.DataLoader):
   """Loads RemBERT pre-training batches (static or dynamic masking)."""
 
-  def __init__(self, params: RemBertPretrainDataConfig):
+  def __init__(self, params: RemBertPretrainDataConfig, model_config=None,
+               field: str = DATA_CONFIG):
+    """`model_config` (a RemBertConfig): the records must fit it too;
+    `field`: the data config's name in errors (`task.train_data`)."""
     self._params = params
+    self._model_config = model_config
+    self._field = field
     self._seq_length = params.seq_length
     self._max_predictions_per_seq = params.max_predictions_per_seq
     self._vocab_size = params.vocab_size
@@ -257,6 +318,20 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
             "data config fields `mask_token_rate` + `random_token_rate` must "
             f"be <= 1, got {params.mask_token_rate} + "
             f"{params.random_token_rate}.")
+
+  def _check_records(self) -> List[Dict[str, Any]]:
+    """The records' metadata, checked against the data config (and the model
+    config when given), and the first record of each shard."""
+    metas = check_records_metadata(self._params)
+    if self._model_config is not None:
+      _check_records_fit_model(metas, self._model_config)
+    other = shard_of_other_shape(self._params)
+    if other:
+      raise DataMismatchError(
+          f"{self._field}.input_path: record shard {other}. Move it out of "
+          "the records' folder, or make every shard with the same "
+          "--seq_length and --max_predictions_per_seq.")
+    return metas
 
   def _parse_batch(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
     features = pretraining_record_format.parse_features(
@@ -320,8 +395,13 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
            ) -> tf.data.Dataset:
     """Returns the batched dataset (one input pipeline's share)."""
     params = self._params
+    if params.global_batch_size <= 0:
+      raise DataMismatchError(
+          f"{self._field}.global_batch_size must be > 0, got "
+          f"{params.global_batch_size}.")
+    record_files(params, self._field)
     if params.check_metadata:
-      metas = check_records_metadata(params)
+      metas = self._check_records()
       if not self._vocab_size:
         self._vocab_size = metas[0]["vocab_size"]
       self._special_ids = metas[0].get("special_ids", self._special_ids)

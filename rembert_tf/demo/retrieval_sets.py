@@ -3,7 +3,7 @@
 Sentences are fresh clauses of the demo grammar (`frame_sampling.sample_frame`),
 each rendered in English and in another demo language, so every pair is an
 exact translation. Written as XTREME's download script leaves the real sets
-(see rembert_tf/retrieval/download_layout.py):
+(the retrieval tasks' `BitextLayout` in rembert_tf/evaluation/xtreme_tasks.py):
 
 * `tatoeba/<l>-en.<l>` and `tatoeba/<l>-en.en` (the English side sorted, as
   XTREME does), and the gold in the scorer's layout,

@@ -4,7 +4,7 @@ An entry holds every fact of a task that is not behaviour: its benchmark
 category (a key of `xtreme_benchmark.CATEGORY_LABELS`) and languages (in the
 benchmark's order), the metric it is scored with (a `TaskMetric.name` of
 `xtreme_scorer`, whose behaviour lives there), where its files lie in XTREME's
-`download/` folder (`DownloadLayout`), which TensorFlow Datasets builder,
+`download/` folder (`DownloadLayout`, `BitextLayout`), which TensorFlow Datasets builder,
 config and split hold each of its splits and which features hold its fields
 (`TfdsLayout`), its labels, its task type (a key of `task_types.TASK_TYPES`,
 the behaviour per type; `retrieval` for the two tasks that are not
@@ -29,6 +29,18 @@ The layout is the one XTREME's download script leaves under `download/`:
 | xquad  | squad/train-v1.1.json                                      | squad/dev-v1.1.json (en only)                        | xquad/xquad.<lang>.json                         |
 | mlqa   | squad/train-v1.1.json                                      | mlqa/MLQA_V1/dev/dev-context-<l>-question-<l>.json   | mlqa/MLQA_V1/test/test-context-<l>-question-<l>.json |
 | tydiqa | tydiqa/tydiqa-goldp-v1.1-train/tydiqa.goldp.en.train.json  | -                                                    | tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.goldp.<lang>.dev.json |
+
+and for the retrieval tasks (`BitextLayout`: the other language's side, the
+English side, the gold alignment; BUCC's sample set is its `dev`, its
+training set its `test`, whose gold file the script deletes):
+
+| task     | split     | source side              | English side             | gold alignment           |
+| -------- | --------- | ------------------------ | ------------------------ | ------------------------ |
+| bucc2018 | dev, test | bucc2018/<l>-en.<split>.<l> | bucc2018/<l>-en.<split>.en | bucc2018/<l>-en.<split>.gold |
+| tatoeba  | test      | tatoeba/<l>-en.<l>       | tatoeba/<l>-en.en        | -                        |
+
+BUCC lines are `<id><TAB><sentence>`; Tatoeba files hold a sentence a line,
+its id its 0-based line number.
 
 XQuAD has no dev set and XTREME's "test" for TyDiQA-GoldP is TyDi QA's public
 dev set, so those two are scored on their `test` split when its files carry
@@ -69,7 +81,7 @@ task.tfds.split("dev", "zh")
 """
 import dataclasses
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -111,15 +123,42 @@ class DownloadLayout:
     pattern = self.eval_files[split]
     if _LANG not in pattern:
       return ["en"] if fileio.isfile(self.path(data_dir, split)) else []
-    regex = re.compile(re.escape(pattern).replace(re.escape(_LANG),
-                                                  r"([A-Za-z0-9_]+)") + "$")
-    found = set()
-    for path in fileio.glob(fileio.join(data_dir,
-                                        pattern.replace(_LANG, "*"))):
-      match = regex.search(path.replace("\\", "/"))
-      if match and len(set(match.groups())) == 1:
-        found.add(match.group(1))
-    return sorted(found)
+    return _languages_in(data_dir, pattern)
+
+
+def _languages_in(data_dir, pattern: str) -> List[str]:
+  """The languages whose file of `pattern` ({lang} in it) is under data_dir."""
+  regex = re.compile(re.escape(pattern).replace(re.escape(_LANG),
+                                                r"([A-Za-z0-9_]+)") + "$")
+  found = set()
+  for path in fileio.glob(fileio.join(data_dir, pattern.replace(_LANG, "*"))):
+    match = regex.search(path.replace("\\", "/"))
+    if match and len(set(match.groups())) == 1:
+      found.add(match.group(1))
+  return sorted(found)
+
+
+@dataclasses.dataclass(frozen=True)
+class BitextLayout:
+  """Where a retrieval task's files lie under XTREME's `download/` folder:
+  per split, each side's file (`source`: the other language, `target`:
+  English, `gold`: the alignment, where the split has one)."""
+  # split -> side -> file pattern with {lang}.
+  files: Dict[str, Dict[str, str]]
+  # (split, side) of the files each language needs; the others are optional.
+  required: Tuple[Tuple[str, str], ...]
+  # Lines are `<id><TAB><sentence>`; else a sentence a line, its id its
+  # 0-based line number.
+  ids_in_lines: bool = False
+
+  def path(self, data_dir, split: str, side: str, lang: str) -> str:
+    return fileio.join(data_dir, self.files[split][side].format(lang=lang))
+
+  def languages_present(self, data_dir, split: str) -> List[str]:
+    """Languages with an English file for `split` under data_dir."""
+    if split not in self.files:
+      return []
+    return _languages_in(data_dir, self.files[split]["target"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,9 +228,8 @@ class XtremeTask:
   """One XTREME task: its category, languages, metric and data."""
   name: str
   task_type: str                 # a key of task_types.TASK_TYPES, or RETRIEVAL
-  # None for the retrieval tasks, whose download files the retrieval
-  # command reads itself.
-  download: Optional[DownloadLayout]
+  # A BitextLayout for the retrieval tasks.
+  download: Union[DownloadLayout, BitextLayout]
   tfds: TfdsLayout
   category: str                  # a key of xtreme_benchmark.CATEGORY_LABELS
   languages: Tuple[str, ...]     # the benchmark's, in its order
@@ -318,7 +356,14 @@ XTREME_TASKS = {t.name: t for t in (
         paper_results={"exact_match": (None, 42.8), "f1": (None, 58.1)}),
     # Retrieval: the source side is the other language, the target English.
     XtremeTask(
-        "bucc2018", RETRIEVAL, None, TfdsLayout(None, {
+        "bucc2018", RETRIEVAL, BitextLayout(
+            {split: {"source": f"bucc2018/{_LANG}-en.{split}.{_LANG}",
+                     "target": f"bucc2018/{_LANG}-en.{split}.en",
+                     "gold": f"bucc2018/{_LANG}-en.{split}.gold"}
+             for split in ("dev", "test")},
+            required=(("dev", "source"), ("dev", "target"), ("dev", "gold"),
+                      ("test", "source"), ("test", "target")),
+            ids_in_lines=True), TfdsLayout(None, {
             "dev": TfdsSplit("bucc", f"bucc_{_LANG}", "validation"),
             "test": TfdsSplit("bucc", f"bucc_{_LANG}", "test")}, fields={
                 "source_id": "source_id", "source": "source_sentence",
@@ -326,7 +371,11 @@ XTREME_TASKS = {t.name: t for t in (
         category="retrieval", metric="pair_f1",
         languages=_words("de fr ru zh"), score_split="test"),
     XtremeTask(
-        "tatoeba", RETRIEVAL, None, TfdsLayout(None, {
+        "tatoeba", RETRIEVAL, BitextLayout(
+            {"test": {"source": f"tatoeba/{_LANG}-en.{_LANG}",
+                      "target": f"tatoeba/{_LANG}-en.en"}},
+            required=(("test", "source"), ("test", "target"))),
+        TfdsLayout(None, {
             "test": TfdsSplit("tatoeba", f"tatoeba_{_LANG}", "train")},
             fields={"source": "source_sentence", "target": "target_sentence"}),
         category="retrieval", metric="accuracy",

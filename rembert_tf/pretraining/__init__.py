@@ -5,7 +5,7 @@
 | `masked_lm_task` | the Model Garden Task (inputs, MLM loss, train step) |
 | `experiments` | the registered experiment and the YAML / override loader |
 | `runner` | `run`: one experiment, as named steps |
-| `preflight_checks` | the checks before the first step (model_dir, records, checkpoint, SentencePiece) |
+| `preflight_checks` | the checks of model_dir before the first step (an input, writable, its checkpoint, its SentencePiece model); the records are checked by the input pipeline |
 | `training_loop` | trainer, controller and experiment runner (Model Garden / orbit) |
 | `loop_actions` | the NaN guard and the eval recorder |
 | `artifacts` | what a run writes into model_dir beside its checkpoints |

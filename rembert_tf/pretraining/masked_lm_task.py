@@ -178,7 +178,10 @@ class RemBertPretrainTask(base_task.Task):
 
   def build_inputs(self, params, input_context=None) -> tf.data.Dataset:
     """Per-replica batches; on resume the consumed batches are skipped, or
-    (replay_data_on_resume False) the stream is reshuffled from the step."""
+    (replay_data_on_resume False) the stream is reshuffled from the step.
+    The loader refuses records that do not fit the model, naming the field."""
+    field = ("task.validation_data" if params == self.task_config.validation_data
+             else "task.train_data")
     if (params.is_training and self.initial_train_step > 0
         and not self.task_config.replay_data_on_resume):
       params = params.replace(
@@ -188,7 +191,8 @@ class RemBertPretrainTask(base_task.Task):
           params, self.task_config.model.vocab_size, input_context)
     else:
       dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
-          params).load(input_context)
+          params, model_config=self.task_config.model,
+          field=field).load(input_context)
     if (params.is_training and self.initial_train_step > 0
         and self.task_config.replay_data_on_resume):
       # Each step takes one per-replica batch per replica; a host's pipeline

@@ -1,28 +1,25 @@
-"""Checks before the first pre-training step: one line each, nothing written.
+"""Checks of model_dir before the first pre-training step: one line each,
+nothing written. The records are checked by the input pipeline that reads
+them (`rembert_tf.data.pretraining_input_pipeline`).
 
 | check | refuses |
 | --- | --- |
-| `check_model_dir` | a model_dir holding a checkpoint no training run wrote (a converted one), or that is, holds or lies inside the init checkpoint or the records; then `check_model_dir_writable` |
+| `check_model_dir` | a model_dir holding a checkpoint no training run wrote (a converted one), or that is, holds or lies inside the init checkpoint or the records (a records glob matching nothing: the input pipeline's error); then `check_model_dir_writable` |
 | `check_model_dir_writable` | a model_dir that cannot be created or written |
-| `check_data` | a mode without records, a glob matching nothing, records made for another model or with listed shards missing (`pretraining_input_pipeline.check_records_compatible`) |
 | `check_checkpoint_compatible` | a model_dir checkpoint of another model (config fields, variable names and shapes) |
 | `check_sentencepiece_matches` | a resume on records of another SentencePiece model (sha256) |
 | `check_async_checkpointing` | asynchronous checkpoints under multi-worker MWMS |
 | `finished_checkpoint` | (refuses nothing) says a training run is complete in model_dir: nothing to do |
-
-and, when reading the records fails mid-run, `corrupt_records_error` names
-the shard.
 
 Example:
 <!-- snippet: not run: a fragment: `config` comes from the caller's code -->
 ```python
 from rembert_tf.pretraining import preflight_checks
 preflight_checks.check_model_dir_writable("/tmp/pretrain")
-preflight_checks.check_data(config, "train_and_eval")
+preflight_checks.check_model_dir(config, "/tmp/pretrain", "train_and_eval")
 preflight_checks.sentencepiece_model_of(config.task.train_data)  # or None
 ```
 """
-import itertools
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -70,7 +67,9 @@ def check_model_dir(config: cfg.ExperimentConfig, model_dir: str,
   params.yaml: a converted checkpoint directory, an export) is an input: a
   run there would train from scratch and its `max_to_keep` would delete
   them. So is a model_dir that is, holds or lies inside the init
-  checkpoint or the records (`outputs.refuse_overlap`, on real paths).
+  checkpoint or the records (`outputs.refuse_overlap`, on real paths). The
+  records are the input pipeline's `record_files`: an empty input_path or
+  a glob matching nothing is refused at once, before the strategy is made.
   """
   if not artifacts.holds_a_run(model_dir):
     found = [fileio.join(model_dir, name) for name in (
@@ -86,22 +85,11 @@ def check_model_dir(config: cfg.ExperimentConfig, model_dir: str,
           "another --model_dir.")
   inputs = {"task.init_checkpoint": config.task.init_checkpoint or None}
   for field, data in data_sections(config, mode):
-    if data.input_path and data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
-      for path in input_files(data.input_path):
+    if data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
+      for path in pretraining_input_pipeline.record_files(data, field):
         inputs[f"{field}.input_path ({path})"] = path
   outputs.refuse_overlap(model_dir, inputs, "--model_dir")
   check_model_dir_writable(model_dir)
-
-
-def input_files(input_path) -> List[str]:
-  """The files a data config's `input_path` (globs, comma-separated) names."""
-  patterns = input_path
-  if isinstance(patterns, str):
-    patterns = [p for p in patterns.split(",") if p]
-  files = []
-  for pattern in patterns:
-    files.extend(fileio.glob(pattern))
-  return files
 
 
 def data_sections(config: cfg.ExperimentConfig, mode: str
@@ -113,127 +101,6 @@ def data_sections(config: cfg.ExperimentConfig, mode: str
   if "eval" in mode:
     sections.append(("task.validation_data", config.task.validation_data))
   return sections
-
-
-def check_data(config: cfg.ExperimentConfig, mode: str) -> None:
-  """Missing records or records that do not match the model: clear errors."""
-  for field, data in data_sections(config, mode):
-    if data.global_batch_size <= 0:
-      raise pretraining_errors.PretrainingError(
-          f"{field}.global_batch_size must be > 0, got "
-          f"{data.global_batch_size}.")
-    if data.input_path == masked_lm_task.SYNTHETIC_INPUT_PATH:
-      continue
-    if not data.input_path:
-      raise pretraining_errors.PretrainingError(
-          f"{field}.input_path is empty: set it to the records' glob (e.g. "
-          f"--params_override {field}.input_path=/data/records/*.tfrecord).")
-    if not input_files(data.input_path):
-      raise pretraining_errors.PretrainingError(
-          f"{field}.input_path {data.input_path!r} matches no file. Make the "
-          "records first (rembert-create-pretraining-data) or fix the path.")
-    if data.check_metadata:
-      pretraining_input_pipeline.check_records_compatible(data,
-                                                          config.task.model)
-      other = shard_of_other_shape(data)
-      if other:
-        raise pretraining_errors.PretrainingError(
-            f"{field}.input_path: record shard {other}. Move it out of the "
-            "records' folder, or make every shard with the same --seq_length "
-            "and --max_predictions_per_seq.")
-
-
-# Record features whose length the data config fixes (static layout; the
-# unmasked layout has no masked_lm_positions).
-_FIXED_LENGTHS = (("input_word_ids", "seq_length"),
-                  ("masked_lm_positions", "max_predictions_per_seq"))
-
-
-def shard_of_other_shape(data_config) -> Optional[str]:
-  """The first shard whose first record has features of other lengths than
-  the data config reads, described; None if every shard's fits. (A shard of
-  other records in the folder fails to parse far into training.)"""
-  for path in input_files(data_config.input_path):
-    # The record reader, not tf.data: this runs before the strategy is made,
-    # and a multi-worker strategy must be the first to start TensorFlow's
-    # runtime ("Collective ops must be configured at program startup").
-    for raw in itertools.islice(tf.compat.v1.io.tf_record_iterator(path), 1):
-      features = tf.train.Example.FromString(raw).features.feature
-      for name, field in _FIXED_LENGTHS:
-        wanted = getattr(data_config, field, None)
-        if name in features and wanted is not None and (
-            len(features[name].int64_list.value) != wanted):
-          return (f"{path} holds records whose {name} has "
-                  f"{len(features[name].int64_list.value)} values; the "
-                  f"experiment reads {wanted} ({field})")
-  return None
-
-
-def find_corrupt_shard(data_config) -> Optional[str]:
-  """The first shard of `input_path` that does not read to its end, with the
-  reader's message; None if all read (reads every shard: for the error path)."""
-  for path in input_files(data_config.input_path):
-    try:
-      for _ in tf.data.TFRecordDataset(path):
-        pass
-    except tf.errors.OpError as e:
-      return f"{path} ({errors.one_line(e.message).split(' [Op:')[0]})"
-  return None
-
-
-def corrupt_records_error(config: cfg.ExperimentConfig, mode: str,
-                          error: Exception
-                          ) -> pretraining_errors.CorruptRecordsError:
-  """The error for a `DataLossError` mid-run, naming the shard at fault."""
-  found = _first_shard_fault(config, mode, find_corrupt_shard)
-  if found:
-    field, culprit = found
-    return pretraining_errors.CorruptRecordsError(
-        f"{field}.input_path: record shard {culprit} is corrupted or "
-        "truncated. Recreate the records (rembert-create-pretraining-data "
-        "--overwrite) or copy the shard again, then run the same command: "
-        "it resumes from the newest checkpoint.")
-  return pretraining_errors.CorruptRecordsError(
-      f"reading the records failed ({errors.one_line(error)}); a shard is "
-      "corrupted or truncated. Recreate the records.")
-
-
-def records_error(config: cfg.ExperimentConfig, mode: str,
-                  error: Exception) -> Exception:
-  """The error for records that failed mid-run: a corrupted shard
-  (`DataLossError`), or one of another shape (records replaced under the
-  run: a parse error)."""
-  if isinstance(error, tf.errors.DataLossError):
-    return corrupt_records_error(config, mode, error)
-  return records_shape_error(config, mode, error)
-
-
-def records_shape_error(config: cfg.ExperimentConfig, mode: str,
-                        error: Exception) -> Exception:
-  """The error for records that stopped parsing mid-run: the shard named
-  when one is of another shape, else `error` itself (not a records fault)."""
-  found = _first_shard_fault(config, mode, shard_of_other_shape)
-  if found:
-    field, other = found
-    return pretraining_errors.PretrainingError(
-        f"{field}.input_path: record shard {other}; the records changed "
-        "under the run. Put back records of the experiment's shape, then "
-        "run the same command: it resumes from the newest checkpoint.")
-  return error
-
-
-def _first_shard_fault(config: cfg.ExperimentConfig, mode: str,
-                       find: Callable[[Any], Optional[str]]
-                       ) -> Optional[Tuple[str, str]]:
-  """(field, shard described by `find`) of the first records section of
-  `mode` in which `find` names a shard; None if none does."""
-  for field, data in data_sections(config, mode):
-    if data.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
-      continue
-    described = find(data)
-    if described:
-      return field, described
-  return None
 
 
 # ---------------------------------------------------------------------------
@@ -390,7 +257,7 @@ def finished_checkpoint(config: cfg.ExperimentConfig, model_dir: str,
 def _records_metadata_path(data_config) -> Optional[str]:
   if data_config.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
     return None
-  files = input_files(data_config.input_path)
+  files = pretraining_input_pipeline.input_files(data_config.input_path)
   if not files:
     return None
   meta_path = fileio.join(fileio.dirname(files[0]), "metadata.json")

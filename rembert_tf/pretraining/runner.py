@@ -7,10 +7,13 @@ a resumable, preemptible RemBERT job on TPU pods needs around them:
 
 * every path through `rembert_tf.common.fileio`: records and `model_dir` on
   any TensorFlow filesystem (gs://, a local disk);
-* checks before the first step (`preflight_checks`; one line each, nothing
-  written): a writable `model_dir`; data for the mode; records that match the
-  model and whose listed shards all exist; a `model_dir` checkpoint of this
-  model; a resume on records of the same SentencePiece model (sha256);
+* checks before the first step, one line each, nothing written: a writable
+  `model_dir` that is none of the run's inputs, records for the mode (a
+  glob matching nothing is refused before the strategy is made), a
+  `model_dir` checkpoint of this model, a resume on records of the same
+  SentencePiece model (sha256) (`preflight_checks`); records that match the
+  model, whose listed shards all exist and whose shards hold records of the
+  experiment's shape (the input pipeline, as the trainer builds its inputs);
 * a checkpoint every `trainer.checkpoint_interval` steps keeping
   `trainer.max_to_keep` (Model Garden's CheckpointManager), automatic resume
   (step, weights, optimizer slots), a failed save that leaves no
@@ -62,6 +65,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import loop_actions
@@ -126,7 +130,6 @@ def run(experiment_config: cfg.ExperimentConfig,
   if finished:  # a restart after the end: nothing to build, nothing written
     return _finished_run_metrics(config, model_dir, finished, print_fn)
   preflight_checks.check_model_dir(config, model_dir, mode)
-  preflight_checks.check_data(config, mode)
   if isinstance(strategy, str) or strategy is None:
     strategy = strategies.make_strategy(
         strategy or strategies.DEFAULT_STRATEGY, tpu)
@@ -136,7 +139,37 @@ def run(experiment_config: cfg.ExperimentConfig,
       return _run(config, model_dir, mode, strategy,
                   allow_sentencepiece_mismatch, print_fn)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-      raise preflight_checks.records_error(config, mode, e) from None
+      raise records_error(config, mode, e) from None
+
+
+def records_error(config: cfg.ExperimentConfig, mode: str,
+                  error: Exception) -> Exception:
+  """The one line for records that failed to read mid-run, naming the shard:
+  a corrupted one (`DataLossError`), or one of another shape (records
+  replaced under the run: a parse error); else `error` itself."""
+  corrupt = isinstance(error, tf.errors.DataLossError)
+  # Synthetic data and an empty input_path match no shard.
+  for field, data in preflight_checks.data_sections(config, mode):
+    if corrupt:
+      culprit = pretraining_input_pipeline.unreadable_shard(data)
+      if culprit:
+        return pretraining_errors.CorruptRecordsError(
+            f"{field}.input_path: record shard {culprit} is corrupted or "
+            "truncated. Recreate the records (rembert-create-pretraining-data "
+            "--overwrite) or copy the shard again, then run the same command: "
+            "it resumes from the newest checkpoint.")
+    else:
+      other = pretraining_input_pipeline.shard_of_other_shape(data)
+      if other:
+        return pretraining_errors.PretrainingError(
+            f"{field}.input_path: record shard {other}; the records changed "
+            "under the run. Put back records of the experiment's shape, then "
+            "run the same command: it resumes from the newest checkpoint.")
+  if corrupt:
+    return pretraining_errors.CorruptRecordsError(
+        f"reading the records failed ({errors.one_line(error)}); a shard is "
+        "corrupted or truncated. Recreate the records.")
+  return error
 
 
 def _one_writer(model_dir: str, strategy: tf.distribute.Strategy):

@@ -3,7 +3,8 @@
 Modules, from data to results:
 * `bitext`: one (task, split, language) of retrieval data, and the source
   signature any data source implements;
-* `download_layout`: BUCC and Tatoeba in XTREME's download/ folder;
+* `download_layout`: BUCC and Tatoeba read from XTREME's download/ folder,
+  where the task table's entries say their files lie;
 * `tfds_source`: BUCC and Tatoeba from prepared TensorFlow Datasets;
 * `sentence_embedder`: mean-pooled, normalised hidden states of one layer;
 * `replica_batches`: fixed-size batches under a tf.distribute strategy;

@@ -1,18 +1,11 @@
-"""BUCC 2018 and Tatoeba in XTREME's `download/` folder: where each file is, and reading it.
+"""BUCC 2018 and Tatoeba in XTREME's `download/` folder: reading the files.
 
-The layout XTREME's download script leaves (BUCC's sample set renamed `dev`,
-its training set `test`; Tatoeba's English side sorted, which hides the
-alignment):
-
-| task     | split | source side             | English side            | gold alignment                 |
-| -------- | ----- | ----------------------- | ----------------------- | ------------------------------ |
-| bucc2018 | dev   | bucc2018/<l>-en.dev.<l> | bucc2018/<l>-en.dev.en  | bucc2018/<l>-en.dev.gold       |
-| bucc2018 | test  | bucc2018/<l>-en.test.<l>| bucc2018/<l>-en.test.en | bucc2018/<l>-en.test.gold (optional: the script deletes it) |
-| tatoeba  | test  | tatoeba/<l>-en.<l>      | tatoeba/<l>-en.en       | - (give a label folder)        |
-
-BUCC lines are `<id><TAB><sentence>` (the sentence is the second field),
-gold lines `<source id><TAB><English id>`. Tatoeba files hold one sentence
-per line; a sentence's id is its 0-based line number.
+Where each file lies (the source side, the English side, the gold alignment
+per split) and how its lines are written are the task table's entries
+(`xtreme_tasks.get(task).download`, a `BitextLayout`); this module checks
+and reads them. BUCC lines are `<id><TAB><sentence>` (the sentence is the
+second field), gold lines `<source id><TAB><English id>`; Tatoeba files hold
+one sentence per line, a sentence's id its 0-based line number.
 
 `DownloadSource(data_dir)` is a `bitext.BitextSource`; its
 `discover_languages` and `check` (`check_files`: a missing file is found
@@ -28,48 +21,30 @@ download_layout.check_files("download", "bucc2018", ["de"])
 dev = source("bucc2018", "dev", "de")        # a Bitext with its gold pairs
 ```
 """
-import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.retrieval import bitext
 
-# task -> split -> side -> file pattern under the data dir.
-LAYOUT = {
-    bitext.BUCC: {
-        split: {"source": f"bucc2018/{{lang}}-en.{split}.{{lang}}",
-                "target": f"bucc2018/{{lang}}-en.{split}.en",
-                "gold": f"bucc2018/{{lang}}-en.{split}.gold"}
-        for split in ("dev", "test")},
-    bitext.TATOEBA: {
-        "test": {"source": "tatoeba/{lang}-en.{lang}",
-                 "target": "tatoeba/{lang}-en.en"}},
-}
-# The files each task needs per language: (split, side).
-REQUIRED = {
-    bitext.BUCC: (("dev", "source"), ("dev", "target"), ("dev", "gold"),
-                  ("test", "source"), ("test", "target")),
-    bitext.TATOEBA: (("test", "source"), ("test", "target")),
-}
+
+def layout(task: str) -> xtreme_tasks.BitextLayout:
+  """The task table's download layout of a retrieval task."""
+  if task not in bitext.TASKS:
+    raise bitext.RetrievalDataError(
+        f"Unknown retrieval task {task!r}; choose from "
+        f"{', '.join(bitext.TASKS)}.")
+  return xtreme_tasks.get(task).download
 
 
 def path(data_dir, task: str, split: str, side: str, lang: str) -> str:
-  return fileio.join(data_dir, LAYOUT[task][split][side].format(lang=lang))
+  return layout(task).path(data_dir, split, side, lang)
 
 
 def discover_languages(data_dir, task: str) -> List[str]:
   """Languages with a test-set English file, in the benchmark's order first."""
-  pattern = LAYOUT[task]["test"]["target"]
-  regex = re.compile(re.escape(pattern).replace(re.escape("{lang}"),
-                                                "([A-Za-z0-9_]+)") + "$")
-  found = set()
-  for found_path in fileio.glob(fileio.join(data_dir,
-                                            pattern.replace("{lang}", "*"))):
-    match = regex.search(found_path.replace("\\", "/"))
-    if match:
-      found.add(match.group(1))
-  return xtreme_tasks.get(task).in_benchmark_order(found)
+  return xtreme_tasks.get(task).in_benchmark_order(
+      layout(task).languages_present(data_dir, "test"))
 
 
 def _fix(task: str, split: str, side: str) -> str:
@@ -83,12 +58,8 @@ def _fix(task: str, split: str, side: str) -> str:
 
 def check_files(data_dir, task: str, languages: Sequence[str]) -> None:
   """Raises RetrievalDataError naming the first missing file and the fix."""
-  if task not in LAYOUT:
-    raise bitext.RetrievalDataError(
-        f"Unknown retrieval task {task!r}; choose from "
-        f"{', '.join(bitext.TASKS)}.")
   for lang in languages:
-    for split, side in REQUIRED[task]:
+    for split, side in layout(task).required:
       file_path = path(data_dir, task, split, side, lang)
       if not fileio.isfile(file_path):
         what = ("a BUCC language without a sample set"
@@ -157,7 +128,7 @@ class DownloadSource:
 
   def files(self, task: str, split: str, lang: str) -> Dict[str, str]:
     return {side: path(self.data_dir, task, split, side, lang)
-            for side in LAYOUT[task][split]}
+            for side in layout(task).files[split]}
 
   def __call__(self, task: str, split: str, lang: str) -> bitext.Bitext:
     files = self.files(task, split, lang)
@@ -166,7 +137,7 @@ class DownloadSource:
         raise bitext.RetrievalDataError(
             f"Missing {files[side]} ({task} {split} {side} file, {lang}): "
             f"{_fix(task, split, side)}.")
-    read = read_bucc_side if task == bitext.BUCC else read_sentences
+    read = read_bucc_side if layout(task).ids_in_lines else read_sentences
     source_ids, source_sentences = read(files["source"])
     target_ids, target_sentences = read(files["target"])
     gold_file: Optional[str] = files.get("gold")

@@ -100,3 +100,7 @@ def test_rembert_train_says_the_override_before_its_checks(tmp_path, capsys):
       "rembert-train: note: --strategy one_device overrides the experiment's "
       "runtime.distribution_strategy: tpu."]
   assert len(captured.err.strip().splitlines()) == 1, captured.err
+  assert captured.err.strip().endswith(
+      f"task.train_data.input_path '{tmp_path}/none/*.tfrecord' matches no "
+      "files. Make the records first (rembert-create-pretraining-data) or fix "
+      "the path."), captured.err

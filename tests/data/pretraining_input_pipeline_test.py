@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 from official.nlp.data import data_loader_factory
 
+from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import tokenizer
@@ -219,3 +220,50 @@ def test_missing_records_or_metadata(tmp_path, static_dir):
   dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
       _params(tmp_path, check_metadata=False)).load()
   _check_spec(dataset, 8)
+
+
+def test_records_on_ram_are_checked_by_the_loader_that_reads_them(static_dir,
+                                                                   tmp_path):
+  """A model of another vocabulary, a shard of another shape and a truncated
+  shard, on a filesystem that is not local; the errors name the field."""
+  root = "ram://pipeline_checks/records"
+  for path in sorted(static_dir.iterdir()):
+    fileio.copy(str(path), f"{root}/{path.name}")
+  params = pretraining_input_pipeline.RemBertPretrainDataConfig(
+      input_path=f"{root}/*.tfrecord", global_batch_size=8, seq_length=SEQ,
+      max_predictions_per_seq=PRED)
+  tiny = rembert_config.load_model_config("tiny")
+
+  def load(model_config=tiny.replace(vocab_size=VOCAB)):
+    return pretraining_input_pipeline.RemBertPretrainDataLoader(
+        params, model_config=model_config, field="task.train_data").load()
+
+  assert next(iter(load()))["input_word_ids"].shape == (8, SEQ)
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
+                     match=f"{root}/metadata.json: field `vocab_size` is 2000 "
+                     "but model config vocab_size is 3000"):
+    load(tiny.replace(vocab_size=3000))
+  other = tmp_path / "other"
+  pretraining_record_format.write_pretraining_records(
+      other, [[7, 8, 9, 10]] * 4, seq_length=16, max_predictions_per_seq=PRED,
+      vocab_size=VOCAB, num_shards=1)
+  shard = f"{root}/pretrain-00001-of-00004.tfrecord"
+  fileio.copy(str(next(other.glob("*.tfrecord"))), shard, overwrite=True)
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError) as e:
+    load()
+  assert str(e.value) == (
+      f"task.train_data.input_path: record shard {shard} holds records whose "
+      f"input_word_ids has 16 values; the experiment reads {SEQ} "
+      "(seq_length). Move it out of the records' folder, or make every shard "
+      "with the same --seq_length and --max_predictions_per_seq.")
+  data = fileio.read_bytes(f"{static_dir}/pretrain-00001-of-00004.tfrecord")
+  fileio.write_bytes(shard, data[:-5])  # the first record intact, the end cut
+  assert pretraining_input_pipeline.shard_of_other_shape(params) is None
+  assert pretraining_input_pipeline.unreadable_shard(params).startswith(
+      f"{shard} (")
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
+                     match=r"task.train_data.input_path 'ram://pipeline_checks/"
+                     r"none/\*.tfrecord' matches no files"):
+    pretraining_input_pipeline.RemBertPretrainDataLoader(
+        params.replace(input_path="ram://pipeline_checks/none/*.tfrecord"),
+        field="task.train_data").load()

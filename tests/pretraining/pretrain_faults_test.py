@@ -210,7 +210,7 @@ def test_a_shard_of_another_sequence_length_is_named(records, tmp_path):
   shard = sorted(glob.glob(str(copied / "train" / "*.tfrecord")))[1]
   shutil.copyfile(glob.glob(str(other / "*.tfrecord"))[0], shard)
   config = make_config(copied)
-  with pytest.raises(pretraining.PretrainingError) as e:
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError) as e:
     runner.run(config, str(tmp_path / "m"), **QUIET)
   assert one_line(e.value) == (
       f"task.train_data.input_path: record shard {shard} holds records whose "
@@ -220,7 +220,7 @@ def test_a_shard_of_another_sequence_length_is_named(records, tmp_path):
       "--max_predictions_per_seq.")
   assert not os.path.exists(tmp_path / "m" / "params.yaml")
   # Records replaced under a running trainer: the parse error names it.
-  replaced = preflight_checks.records_shape_error(
+  replaced = runner.records_error(
       config, "train", tf.errors.InvalidArgumentError(None, None, "parse"))
   assert one_line(replaced).startswith(
       f"task.train_data.input_path: record shard {shard} holds records whose "

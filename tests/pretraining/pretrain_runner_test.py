@@ -191,15 +191,19 @@ def test_records_mismatching_the_config_fail_before_the_first_step(records,
     runner.run(config, str(tmp_path / "m2"), print_fn=lambda _: None)
 
 
-def test_missing_data_is_a_clear_error(records, tmp_path):
+def test_missing_data_is_a_clear_error(records, tmp_path, monkeypatch):
+  def no_strategy(*args):  # refused before any strategy or model is built
+    raise AssertionError(f"a strategy was made: {args}")
+
+  monkeypatch.setattr(runner.strategies, "make_strategy", no_strategy)
   config = make_config(records)
   config.task.train_data.input_path = str(tmp_path / "nowhere" / "*.tfrecord")
-  with pytest.raises(pretraining.PretrainingError,
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match="task.train_data.input_path.*matches no file"):
     runner.run(config, str(tmp_path / "m"), print_fn=lambda _: None)
   config = make_config(records)
   config.task.validation_data.input_path = ""
-  with pytest.raises(pretraining.PretrainingError,
+  with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match="task.validation_data.input_path is empty"):
     runner.run(config, str(tmp_path / "m"), mode="train_and_eval",
                print_fn=lambda _: None)

@@ -1,6 +1,7 @@
 """BUCC and Tatoeba read from XTREME's download layout; missing files named with the fix."""
 import pytest
 
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.retrieval import bitext
 from rembert_tf.retrieval import download_layout as dl
 
@@ -40,6 +41,23 @@ def test_reads_both_tasks(download):
   assert tatoeba.target_sentences == ("It rains.", "The cat runs.")
   assert dl.discover_languages(download, "tatoeba") == ["de", "fr"]
   assert dl.discover_languages(download, "bucc2018") == ["de"]
+
+
+def test_the_layout_is_the_task_tables():
+  """Where the files lie is read from the tasks' entries, as fine-tuning's."""
+  bucc = xtreme_tasks.get("bucc2018").download
+  assert dl.layout("bucc2018") is bucc and bucc.ids_in_lines
+  assert bucc.path("download", "dev", "gold", "de") == (
+      "download/bucc2018/de-en.dev.gold")
+  assert ("test", "gold") not in bucc.required  # XTREME's script deletes it
+  tatoeba = xtreme_tasks.get("tatoeba").download
+  assert not tatoeba.ids_in_lines and set(tatoeba.files) == {"test"}
+  assert dl.DownloadSource("download").files("tatoeba", "test", "fr") == {
+      "source": "download/tatoeba/fr-en.fr",
+      "target": "download/tatoeba/fr-en.en"}
+  with pytest.raises(bitext.RetrievalDataError, match="Unknown retrieval "
+                     "task 'xnli'; choose from bucc2018, tatoeba"):
+    dl.check_files("download", "xnli", ["de"])
 
 
 def test_missing_files_are_named_with_the_fix(download):
