@@ -393,3 +393,25 @@ def orbit_internals_outside_their_module(package: pathlib.Path = PACKAGE
       if name in ORBIT_INTERNALS:
         found.append(f"{where}:{node.lineno} {name}")
   return _in_file_order(found)
+
+
+# --- One reading path for the pre-training records -------------------------
+READER = ("data", "pretraining_input_pipeline.py")
+AREAS = ("pretraining", "data")
+RECORD_READERS = frozenset({"TFRecordDataset", "tf_record_iterator"})
+
+
+def second_record_readers(package: pathlib.Path = PACKAGE) -> List[str]:
+  """`path:line name` of every record reader named outside the pipeline."""
+  found = []
+  for area in AREAS:
+    for path in sorted((package / area).rglob("*.py")):
+      if path == package.joinpath(*READER):
+        continue
+      for node in ast.walk(_parse(path)):
+        name = (node.attr if isinstance(node, ast.Attribute) else
+                node.id if isinstance(node, ast.Name) else None)
+        if name in RECORD_READERS:
+          found.append(f"{path.relative_to(package.parent)}:{node.lineno} "
+                       f"{name}")
+  return found

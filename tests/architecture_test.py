@@ -32,6 +32,11 @@
   `_train_iter`, `_checkpoint_options`) are named in
   rembert_tf/runtime/orbit_loop.py alone (tests/runtime/orbit_internals_test.py
   checks them against the installed release).
+* one reading path for the pre-training records: in rembert_tf/pretraining/
+  and rembert_tf/data/ the input pipeline (data/pretraining_input_pipeline.py)
+  alone opens record files (`tf.data.TFRecordDataset`, a `tf_record_iterator`)
+  and checks them as it reads; a module opening them elsewhere is a second
+  reading. (The Keras 3 trainer's reader, keras_hub/, is that framework's own.)
 """
 from architecture_rules import (  # pylint: disable=g-multiple-import
     MAX_FUNCTION_LINES,
@@ -43,6 +48,7 @@ from architecture_rules import (  # pylint: disable=g-multiple-import
     long_modules,
     orbit_internals_outside_their_module,
     second_progress_printers,
+    second_record_readers,
     second_sigterm_paths,
     strategy_tables,
     task_tables,
@@ -319,3 +325,26 @@ def test_orbit_internals_outside_their_module_are_found(tmp_path):
   assert orbit_internals_outside_their_module(package) == [
       "pkg/pretraining/training_loop.py:3 _maybe_save_checkpoint",
       "pkg/pretraining/training_loop.py:4 _checkpoint_options"]
+
+
+# --- One reading path for the pre-training records -------------------------
+def test_the_input_pipeline_alone_reads_the_pretraining_records():
+  found = second_record_readers()
+  assert not found, ("record files opened outside the input pipeline (check "
+                     "them in its load()):\n" + "\n".join(found))
+
+
+def test_a_second_reader_is_found(tmp_path):
+  package = _write_package(tmp_path, {
+      "data/pretraining_input_pipeline.py":
+          "import tensorflow as tf\nreader = tf.data.TFRecordDataset\n",
+      "pretraining/checks.py": """\
+          '''Mentions TFRecordDataset in a docstring only.'''
+          import tensorflow as tf
+
+          def first_record(path):
+            return next(tf.compat.v1.io.tf_record_iterator(path))
+          """,
+  })
+  assert second_record_readers(package) == [
+      "pkg/pretraining/checks.py:5 tf_record_iterator"]
