@@ -2,10 +2,10 @@
 
 The settings are defined once, in the experiment's dataclasses
 (`finetuning.finetuning_experiment`); a flag is a short name for one field,
-given by `FLAG_FIELDS`. Only a flag given on the command line sets its field
-(its default is shown under --help and equals the registered default); a
-flag and a YAML or --params_override value for the same field: the flag wins
-and `apply_flags` reports it in one note. Builds on absl: the command's flags
+given by `FLAG_FIELDS`. A flag has no default of its own (the field's holds)
+and sets its field only when given on the command line; a flag and a YAML or
+--params_override value for the same field: the flag wins and `flag_notes`
+says so in one note. Builds on absl: the command's flags
 are defined by `define_flags`, into any `FlagValues`, so that
 rembert-run-ablation's --finetune_flags are parsed by absl with the same
 definitions (`overrides_from_args`) rather than by a second parser.
@@ -78,7 +78,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                     "languages (default: all present).", **fv)
   flags.DEFINE_integer("seq_length", None, "With --data_dir or TFDS: sequence "
                        "length.", lower_bound=8, **fv)
-  flags.DEFINE_list("splits", ["dev", "test"], "Splits to predict (and score "
+  flags.DEFINE_list("splits", None, "Splits to predict (and score "
                     "when labelled).", **fv)
   flags.DEFINE_string("init_checkpoint", None, "Pre-training model_dir, "
                       "converted checkpoint dir, encoder ckpt prefix or "
@@ -87,14 +87,17 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       "the checkpoint does not carry model_config.yaml.", **fv)
   _define_sweep_flags(flag_values)
   _define_trainer_flags(flag_values)
+  for flag, field in FLAG_FIELDS.items():
+    if flag_values.find_module_defining_flag(flag) == __name__:
+      flag_values[flag].help += f" Sets {field}."
 
 
 def _define_sweep_flags(flag_values: flags.FlagValues) -> None:
   fv = dict(flag_values=flag_values)
-  flags.DEFINE_float("learning_rate", 2e-5, "Learning rate (one run).", **fv)
+  flags.DEFINE_float("learning_rate", None, "Learning rate (one run).", **fv)
   flags.DEFINE_list("learning_rates", None, "Sweep: rates to try; the best on "
                     "English dev is selected.", **fv)
-  flags.DEFINE_integer("num_seeds", 1, "Runs per rate (mean / std reported).",
+  flags.DEFINE_integer("num_seeds", None, "Runs per rate (mean / std reported).",
                        lower_bound=1, **fv)
   flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
                     "decoupled averages beside the results.", **fv)
@@ -104,19 +107,19 @@ def _define_sweep_flags(flag_values: flags.FlagValues) -> None:
 
 def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
   fv = dict(flag_values=flag_values)
-  flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs.", **fv)
+  flags.DEFINE_float("num_train_epochs", None, "Training epochs.", **fv)
   flags.DEFINE_integer("num_train_steps", None, "Overrides --num_train_epochs.",
                        **fv)
-  flags.DEFINE_float("warmup_proportion", 0.1, "Linear warmup share of steps.",
+  flags.DEFINE_float("warmup_proportion", None, "Linear warmup share of steps.",
                      lower_bound=0, upper_bound=1, **fv)
-  flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.",
+  flags.DEFINE_integer("train_batch_size", None, "Global training batch size.",
                        lower_bound=1, **fv)
-  flags.DEFINE_integer("eval_batch_size", 32, "Global prediction batch size.",
+  flags.DEFINE_integer("eval_batch_size", None, "Global prediction batch size.",
                        lower_bound=1, **fv)
-  flags.DEFINE_integer("steps_per_loop", 100, "Training steps per host round "
+  flags.DEFINE_integer("steps_per_loop", None, "Training steps per host round "
                        "trip (one console line and summary per loop).",
                        lower_bound=1, **fv)
-  flags.DEFINE_integer("checkpoint_interval", 1000, "Checkpoint every N steps "
+  flags.DEFINE_integer("checkpoint_interval", None, "Checkpoint every N steps "
                        "(a killed sweep resumes from there).", lower_bound=1,
                        **fv)
   flag_checks.require_above("num_train_epochs", 0, flag_values)
@@ -126,14 +129,14 @@ def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
   flags.DEFINE_bool("jit_compile", None, "Compile the training and prediction "
                     "steps with XLA (default: on for a TPU or GPU, off on a "
                     "CPU, where it is slower).", **fv)
-  flags.DEFINE_bool("freeze_input_embeddings", False, "Keep the encoder's "
+  flags.DEFINE_bool("freeze_input_embeddings", None, "Keep the encoder's "
                     "input embeddings (word, position, type, projection) at "
                     "their pre-trained values (zero-shot transfer from "
                     "English).", **fv)
-  flags.DEFINE_bool("keep_checkpoints", False, "Keep each finished run's last "
+  flags.DEFINE_bool("keep_checkpoints", None, "Keep each finished run's last "
                     "checkpoint (default: removed once its predictions "
                     "exist).", **fv)
-  flags.DEFINE_bool("allow_unlabelled_dev", False, "Go on when dev files have "
+  flags.DEFINE_bool("allow_unlabelled_dev", None, "Go on when dev files have "
                     "no labels or no examples (no dev score; a sweep of "
                     "several rates then takes the smallest).", **fv)
 

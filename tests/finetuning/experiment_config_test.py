@@ -10,6 +10,7 @@ through the same table. (The command end to end with --config and
 bad_input_test.py.)
 """
 import pathlib
+import sys
 import types
 
 import pytest
@@ -159,3 +160,15 @@ def test_the_suites_finetune_flags_are_translated_with_one_deprecation_line(
                         (["--output_dir=o"], "--output_dir: not a setting")):
     with pytest.raises(errors.RemBertError, match=message):
       finetune_flags.overrides_from_args(args)
+
+
+def test_the_readmes_flag_and_config_commands_are_one_experiment():
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "docs"))
+  import docs_consistency_test as docs  # pylint: disable=g-import-not-at-top
+  commands = [argv for language, body, _ in docs.code_blocks(docs.REPO / "README.md")
+              if language == "bash" for argv in docs.shell_commands(body)
+              if argv[0] == "rembert-finetune"]
+  assert len(commands) == 2 and "--config" in commands[1], commands
+  flag_form, config_form = (_parsed(*argv[1:]) for argv in commands)
+  assert flag_form.as_dict() == config_form.as_dict()
+  assert config_form.trainer.learning_rate == 5e-4
