@@ -51,6 +51,15 @@ def test_each_task_yaml_loads_by_name_and_by_path(task):
   assert by_name.trainer.as_dict() == default.trainer.as_dict()
 
 
+def test_a_yaml_on_the_ram_filesystem_loads_layered_over_a_named_one():
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  path = "ram://finetuning_experiment/short.yaml"
+  fileio.write_text(path, "trainer: {num_train_steps: 5}\nsweep: {num_seeds: 2}\n")
+  config = finetuning_experiment.load_finetuning_config(["xtreme_panx", path])
+  assert (config.data.task, config.trainer.num_train_steps,
+          config.sweep.num_seeds) == ("panx", 5, 2)
+
+
 def test_params_override_sets_fields_and_the_sweep_is_a_list_of_overrides():
   config = finetuning_experiment.load_finetuning_config(
       ["xtreme_xnli"], "trainer.warmup_proportion=0.2,trainer.seed=5,"
