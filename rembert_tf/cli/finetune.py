@@ -88,10 +88,12 @@ def experiment_config():
   layered = experiment_files.layered_values(FLAGS.config or (),
                                             FLAGS.params_override)
   config = finetuning_experiment.load_finetuning_config(
-      FLAGS.config or (), FLAGS.params_override)
-  runtime_given, given = finetune_flags.split_flags(
-      finetune_flags.given_overrides())
-  del runtime_given  # runtime_flags decides those, with its own notes
+      params_override=layered,
+      source=f"experiment config {FLAGS.config or []} + overrides")
+  # The runtime flags are runtime_flags' to decide, with their own notes.
+  given = {field: value for field, value in
+           finetune_flags.given_overrides().items()
+           if not field.startswith("runtime.")}
   notes = finetune_flags.flag_notes(given, layered)
   config = finetuning_experiment.override_config(config, given, "the flags")
   runtime, runtime_notes = runtime_flags.experiment_runtime(config.runtime)

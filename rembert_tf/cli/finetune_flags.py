@@ -21,7 +21,7 @@ finetune_flags.overrides_from_args(["--num_train_epochs=2", "--nojit_compile"])
 ```
 """
 import copy
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence
 
 from absl import flags
 
@@ -204,8 +204,3 @@ def overrides_from_args(args: Sequence[str],
                             "fine-tuning run here.")
   return given_overrides(flag_values)
 
-
-def split_flags(given: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-  """(runtime fields, other fields) of `given`."""
-  runtime = {k: v for k, v in given.items() if k.startswith("runtime.")}
-  return runtime, {k: v for k, v in given.items() if k not in runtime}
