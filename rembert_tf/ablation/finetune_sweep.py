@@ -3,7 +3,10 @@
 Each (learning rate, seed) is one call of `finetuning_runner.run_finetuning`
 (what `rembert-finetune` runs) into its own directory, finished by a
 completion marker, so a sweep killed midway redoes only the run that was
-interrupted. The rate is then selected and the selected rate's seeds
+interrupted. A run's config is the fine-tuning experiment with the suite's
+overrides (fields of `finetuning_experiment`, e.g.
+`{"trainer.num_train_epochs": 2}`) and the fields the suite sets per run
+(`SET_PER_RUN`: task, encoder, rate, seed, data). The rate is then selected and the selected rate's seeds
 summarized by the fine-tuning sweep's one rule (`finetuning.sweep`: best mean
 English dev score, ties to the smaller rate; mean and sample standard
 deviation over seeds); the summary has the shape of the command's own
@@ -16,7 +19,7 @@ from rembert_tf.ablation import finetune_sweep
 summary = finetune_sweep.run_sweep(
     "xnli", "/tmp/suite/models/coupled/finetune/xnli",
     init_checkpoint="/tmp/suite/models/coupled/pretrain",
-    data=lambda: {"data_dir": "download", "seq_length": 64},
+    data=lambda: {"data.data_dir": "download", "data.seq_length": 64},
     learning_rates=[1e-4, 3e-4], num_seeds=2)
 summary["selected_learning_rate"], summary["scores"]["avg_metric"]
 ```
@@ -24,43 +27,68 @@ summary["selected_learning_rate"], summary["scores"]["avg_metric"]
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from rembert_tf.ablation import completion
-from rembert_tf.ablation import finetune_flags as finetune_flags_lib
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import finetuning_runner
 from rembert_tf.finetuning import sweep
 
 SUMMARY_FILE = "sweep.json"
+# Fields the suite sets for each run -> what to use instead.
+SET_PER_RUN = {
+    "data.task": "choose the tasks with --tasks",
+    "encoder.init_checkpoint": "each row's pre-trained model is fine-tuned",
+    "encoder.model_config": "each row's pre-trained model is fine-tuned",
+    "trainer.learning_rate": "choose the rates with --learning_rates",
+    "sweep.learning_rates": "choose the rates with --learning_rates",
+    "sweep.num_seeds": "choose the seeds per rate with --num_seeds",
+    "trainer.seed": "choose the seeds per rate with --num_seeds",
+    **{f"data.{name}": "give --xtreme_records_dir or --xtreme_data_dir" for name
+       in ("records_dir", "data_dir", "data_source", "tfds_data_dir")},
+    "data.sentencepiece_model": "give --sentencepiece_model",
+}
+
+
+def checked_overrides(overrides: Any) -> Dict[str, Any]:
+  """The suite's fine-tuning overrides (a dict, or "a.b=c" strings) as
+  {field: value}, refused now (not after pre-training) when a field does
+  not exist, holds a value of the wrong type, or is one the suite sets."""
+  flat = finetuning_experiment.flat_overrides(overrides)
+  for field in flat:
+    if field in SET_PER_RUN:
+      raise errors.UsageError(f"fine-tuning override {field}: the suite sets "
+                              f"it for each run ({SET_PER_RUN[field]}).")
+  finetuning_experiment.load_finetuning_config(
+      params_override=flat, source="the suite's fine-tuning overrides")
+  return flat
 
 
 def run_directory(sweep_dir, learning_rate: float, seed: int) -> str:
   return fileio.join(sweep_dir, f"lr-{learning_rate:g}_seed-{seed}")
 
 
-def run_settings(task: str, run_dir: str, init_checkpoint: Optional[str],
-                 learning_rate: float, seed: int,
-                 finetune_flags: Sequence[str],
-                 model_config: Optional[str] = None) -> List[str]:
-  """A run's settings as rembert-finetune flags (the data aside): stored in
-  its completion marker as `args`, and compared to skip a finished run.
-  Without `init_checkpoint` the encoder starts from random weights, built
-  from `model_config`."""
-  start = (["--init_checkpoint", str(init_checkpoint)] if init_checkpoint
-           else ["--model_config", str(model_config)])
-  return ["--task", task, *start,
-          "--output_dir", str(run_dir), "--learning_rate",
-          f"{learning_rate:g}", "--seed", str(seed), "--num_seeds", "1",
-          *finetune_flags]
+def run_settings(task: str, init_checkpoint: Optional[str],
+                 learning_rate: float, seed: int, overrides: Dict[str, Any],
+                 model_config: Optional[str] = None) -> Dict[str, Any]:
+  """A run's fields (the data aside): stored in its completion marker as
+  `args`, and compared to skip a finished run. Without `init_checkpoint` the
+  encoder starts from random weights, built from `model_config`."""
+  return {**overrides, "data.task": task,
+          "encoder.init_checkpoint": init_checkpoint and str(init_checkpoint),
+          "encoder.model_config": None if init_checkpoint else str(model_config),
+          "trainer.learning_rate": learning_rate, "trainer.seed": seed,
+          "sweep.num_seeds": 1}
 
 
 def run_one(task: str, run_dir: str, init_checkpoint: Optional[str],
             data: Dict[str, Any], learning_rate: float, seed: int,
-            finetune_flags: Sequence[str] = (),
+            overrides: Optional[Dict[str, Any]] = None,
             say: Callable[[str], None] = print,
             model_config: Optional[str] = None) -> Dict:
   """One fine-tuning run (or its stored result when it already finished with
   the same settings; the data may differ: the records are the same)."""
-  args = run_settings(task, run_dir, init_checkpoint, learning_rate, seed,
-                      finetune_flags, model_config)
+  args = run_settings(task, init_checkpoint, learning_rate, seed,
+                      dict(overrides or {}), model_config)
   done = completion.read_complete(run_dir)
   if done is not None and done.get("args") == args:
     say(f"[ablation] skip fine-tuning {run_dir}: finished earlier "
@@ -68,12 +96,9 @@ def run_one(task: str, run_dir: str, init_checkpoint: Optional[str],
     return done
   say(f"[ablation] fine-tuning {task}, learning rate {learning_rate:g}, seed "
       f"{seed} -> {run_dir}")
-  arguments = dict(finetune_flags_lib.keyword_arguments(finetune_flags),
-                   task=task, output_dir=str(run_dir),
-                   init_checkpoint=init_checkpoint and str(init_checkpoint),
-                   model_config=model_config,
-                   learning_rates=[learning_rate], seed=seed, num_seeds=1)
-  results = finetuning_runner.run_finetuning(**dict(arguments, **data),
+  config = finetuning_experiment.load_finetuning_config(
+      params_override=dict(args, **data))
+  results = finetuning_runner.run_finetuning(config, output_dir=str(run_dir),
                                              progress=say)
   # The run's own directory (`runs/lr-<lr>_seed-<s>/`) holds the fine-tuned
   # encoder as a checkpoint directory.
@@ -116,16 +141,18 @@ def summarize(task: str, records: List[Dict]) -> Dict:
 def run_sweep(task: str, sweep_dir: str, init_checkpoint: Optional[str],
               data: Callable[[], Dict[str, Any]],
               learning_rates: Sequence[float], num_seeds: int,
-              first_seed: int = 0, finetune_flags: Sequence[str] = (),
+              first_seed: int = 0,
+              overrides: Optional[Dict[str, Any]] = None,
               say: Callable[[str], None] = print,
               on_run_done: Optional[Callable[[str, bool], None]] = None,
               keep_first_seed: bool = False,
               model_config: Optional[str] = None) -> Dict:
   """Every (rate, seed) run of one model on one task, then the summary.
 
-  `data()` gives the data arguments of the next run (`records_dir`, or
-  `data_dir` with `sp_model` and `seq_length`); `finetune_flags` are
-  rembert-finetune flags for every run (`finetune_flags.keyword_arguments`);
+  `data()` gives the data fields of the next run (`data.records_dir`, or
+  `data.data_dir` with `data.sentencepiece_model` and `data.seq_length`);
+  `overrides` are fields of the fine-tuning experiment for every run
+  (`checked_overrides`);
   `on_run_done(run_dir, skipped)` is called after each run; without
   `init_checkpoint` every run starts from random weights (`model_config`). A
   sweep that finished with the same rates and seeds is not redone.
@@ -143,9 +170,10 @@ def run_sweep(task: str, sweep_dir: str, init_checkpoint: Optional[str],
       skipped = completion.read_complete(run_dir) is not None
       # The first seed of each rate keeps its fine-tuned weights (for the
       # layer similarity of whichever rate is selected).
-      keep = ["--keep_checkpoints"] if keep_first_seed and seed == seeds[0] else []
+      keep = ({"trainer.keep_checkpoints": True}
+              if keep_first_seed and seed == seeds[0] else {})
       records.append(run_one(task, run_dir, init_checkpoint, data(), rate,
-                             seed, list(finetune_flags) + keep, say,
+                             seed, dict(overrides or {}, **keep), say,
                              model_config))
       if on_run_done:
         on_run_done(run_dir, skipped)

@@ -45,7 +45,6 @@ from typing import Any, Callable, Dict, List, Optional
 
 from rembert_tf import pretraining
 from rembert_tf.ablation import completion
-from rembert_tf.ablation import finetune_flags
 from rembert_tf.ablation import finetune_sweep
 from rembert_tf.ablation import report
 from rembert_tf.ablation import rows as rows_lib
@@ -81,7 +80,9 @@ class SuiteOptions:
   tasks: Optional[List[str]] = None
   learning_rates: Optional[List[float]] = None
   num_seeds: Optional[int] = None
-  finetune_flags: Optional[List[str]] = None  # rembert-finetune flags for every run
+  # Fields of the fine-tuning experiment for every run: a dict (nested or
+  # dotted) or "a.b=c" strings.
+  finetune_overrides: Any = None
   params_override: Any = None                # applied to every row's experiment
   strategy: str = "one_device"
   tpu: Optional[str] = None
@@ -99,17 +100,18 @@ class SuiteOptions:
 
 # The paper's protocol at demo size (CPU minutes): two rates, two seeds.
 DEMO_DEFAULTS = dict(tasks=["xnli"], learning_rates=[3e-4, 1e-3], num_seeds=2,
-                     finetune_flags=["--num_train_epochs=2"], demo_train_pairs=2000)
+                     finetune_overrides={"trainer.num_train_epochs": 2},
+                     demo_train_pairs=2000)
 # Small scale (about an hour on a 2-core CPU): rates and epochs chosen on the
 # coupled and decoupled rows' English dev (at 2 epochs a rate of 1e-3 left one
 # of them near chance in English); three seeds for the comparisons.
 SMALL_DEFAULTS = dict(tasks=["xnli"], learning_rates=[5e-4, 1e-3], num_seeds=3,
-                      finetune_flags=["--num_train_epochs=3"],
+                      finetune_overrides={"trainer.num_train_epochs": 3},
                       demo_train_pairs=4000)
 SCALE_DEFAULTS = {"demo": DEMO_DEFAULTS, "small": SMALL_DEFAULTS}
 # Base scale: BERT-style fine-tuning rates, three seeds as in the paper.
 BASE_DEFAULTS = dict(tasks=list(ALL_TASKS), learning_rates=[1e-5, 2e-5, 3e-5],
-                     num_seeds=3, finetune_flags=[])
+                     num_seeds=3, finetune_overrides={})
 
 
 def resolve_defaults(options: SuiteOptions) -> SuiteOptions:
@@ -123,8 +125,9 @@ def resolve_defaults(options: SuiteOptions) -> SuiteOptions:
   if unknown:
     raise errors.UsageError(f"--tasks {','.join(unknown)}: expected some of "
                             f"{', '.join(ALL_TASKS)}.")
-  # Unusable fine-tuning flags are refused now, not after pre-training.
-  finetune_flags.keyword_arguments(values["finetune_flags"])
+  # Unusable fine-tuning overrides are refused now, not after pre-training.
+  values["finetune_overrides"] = finetune_sweep.checked_overrides(
+      values["finetune_overrides"])
   resolved = dataclasses.replace(options, **values)
   _check_numbers(resolved)
   return resolved
@@ -294,17 +297,18 @@ class FinetuneData:
                   if fileio.exists(self.index_path) else {})
 
   def arguments(self, task: str) -> Dict[str, Any]:
-    """`run_finetuning`'s data arguments for the next run of `task`."""
+    """The data fields of the next fine-tuning run of `task`."""
     if self.data["xtreme_records_dir"]:
-      return {"records_dir": fileio.join(self.data["xtreme_records_dir"], task)}
+      return {"data.records_dir": fileio.join(self.data["xtreme_records_dir"],
+                                              task)}
     if task in self.index:
-      return {"records_dir": self.index[task]}
-    arguments = {"data_dir": self.data["xtreme_data_dir"]}
+      return {"data.records_dir": self.index[task]}
+    arguments = {"data.data_dir": self.data["xtreme_data_dir"]}
     if self.data["sp_model"]:
-      arguments["sp_model"] = self.data["sp_model"]
+      arguments["data.sentencepiece_model"] = str(self.data["sp_model"])
     seq_length = self.data["seq_length"] or task_types.get(
         xtreme_tasks.get(task).task_type).default_seq_length
-    return dict(arguments, seq_length=seq_length)
+    return dict(arguments, **{"data.seq_length": seq_length})
 
   def after_run(self, task: str, run_dir: str) -> None:
     records = fileio.join(run_dir, "records", task)
@@ -328,7 +332,7 @@ def finetune_row(row, model_dir: str, row_dir: str, options: SuiteOptions,
         task, fileio.join(row_dir, "finetune", task), **start,
         data=lambda task=task: finetune_data.arguments(task),
         learning_rates=options.learning_rates, num_seeds=options.num_seeds,
-        finetune_flags=options.finetune_flags, say=say, on_run_done=on_run_done,
+        overrides=options.finetune_overrides, say=say, on_run_done=on_run_done,
         keep_first_seed=task == options.tasks[0])
     _release_memory()
   return sweeps

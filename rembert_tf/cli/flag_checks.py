@@ -37,15 +37,19 @@ _REFUSED = re.compile(r"flag --([\w.-]+)=(.*?): (.*)$")
 _TYPE_NAMES = {"int": "an integer", "float": "a number"}
 
 
-def require(name: str, check, why: str) -> None:
+def require(name: str, check, why: str,
+            flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """The flag `name`, when given, must pass `check`; `why` says what to give."""
   flags.register_validator(
-      name, lambda value: value is None or check(value), message=f"{why}.")
+      name, lambda value: value is None or check(value), message=f"{why}.",
+      flag_values=flag_values)
 
 
-def require_above(name: str, limit: float) -> None:
+def require_above(name: str, limit: float,
+                  flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """The flag `name`, when given, must be greater than `limit`."""
-  require(name, lambda value: value > limit, f"must be above {limit:g}")
+  require(name, lambda value: value > limit, f"must be above {limit:g}",
+          flag_values)
 
 
 def range_text(parser) -> str:

@@ -19,7 +19,7 @@ Examples:
     --eval_records 'gs://BUCKET/records/eval/*.tfrecord' \
     --xtreme_records_dir gs://BUCKET/xtreme_records \
     --strategy tpu --tpu NAME --mixed_precision mixed_bfloat16 \
-    --finetune_flags=--strategy=tpu,--tpu=NAME2
+    --finetune_params_override=runtime.distribution_strategy=tpu,runtime.tpu=NAME2
 """
 import contextlib
 import sys
@@ -29,6 +29,7 @@ from absl import flags
 from rembert_tf.common import console  # noqa: E402
 console.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.cli import finetune_flags  # noqa: E402
 from rembert_tf.cli import flag_names  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, --mixed_precision)
@@ -76,9 +77,14 @@ def define_flags() -> None:
                            "1e-5,2e-5")
   flags.DEFINE_integer("num_seeds", None, "Fine-tuning runs per rate (default "
                        "base 3, demo 2).")
-  flags.DEFINE_list("finetune_flags", None, "Extra flags for every fine-tuning "
-                    "run, comma-separated (e.g. "
-                    "--finetune_flags=--num_train_epochs=2,--strategy=tpu).")
+  flags.DEFINE_string("finetune_params_override", None, "Fields of the "
+                      "fine-tuning experiment for every fine-tuning run "
+                      "(rembert-finetune's --params_override), e.g. "
+                      "trainer.num_train_epochs=2,runtime.tpu=NAME.")
+  flags.DEFINE_list("finetune_flags", None, "Deprecated: rembert-finetune "
+                    "flags for every fine-tuning run, comma-separated "
+                    "(--finetune_flags=--num_train_epochs=2); each sets its "
+                    "field, as --finetune_params_override does.")
   flags.DEFINE_string("params_override", None, "Applied to every row's "
                       "experiment (dotted keys or YAML), e.g. "
                       "trainer.train_steps=100000.")
@@ -105,12 +111,33 @@ def _names(values):
   return None if values is None else [v for v in values if v]
 
 
-def _finetune_flags():
-  """--finetune_flags with rembert-finetune's agreed flag names (a deprecated
-  one is said on stderr); None if unset."""
+def _finetune_overrides():
+  """--finetune_params_override, then the fields of the deprecated
+  --finetune_flags (rembert-finetune's flag -> field table; one line says
+  so, and names a flag that overrides a field of the override); None if
+  neither is given."""
+  from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
   given = _names(FLAGS.finetune_flags)
-  return None if given is None else flag_names.current_flag_names(
-      "finetune", given, f"{PROG} --finetune_flags")
+  if given is None:
+    return FLAGS.finetune_params_override
+  program = f"{PROG} --finetune_flags"
+  overrides = finetune_flags.overrides_from_args(
+      flag_names.current_flag_names("finetune", given, program), program)
+  override = ",".join(f"{k}={_as_override_text(v)}"
+                      for k, v in overrides.items())
+  print(f"{PROG}: --finetune_flags is deprecated; use "
+        f"--finetune_params_override={override}", file=sys.stderr, flush=True)
+  layered = finetuning_experiment.flat_overrides(FLAGS.finetune_params_override)
+  for note in finetune_flags.flag_notes(overrides, layered):
+    print(f"{program}: note: {note}.", file=sys.stderr, flush=True)
+  return dict(layered, **overrides)
+
+
+def _as_override_text(value) -> str:
+  """A field value as --params_override text (`[a,b]`, `true`)."""
+  if isinstance(value, (list, tuple)):
+    return "[" + ",".join(_as_override_text(v) for v in value) + "]"
+  return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def suite_options():
@@ -126,7 +153,7 @@ def suite_options():
       tasks=_names(FLAGS.tasks),
       learning_rates=([float(r) for r in FLAGS.learning_rates]
                       if FLAGS.learning_rates else None),
-      num_seeds=FLAGS.num_seeds, finetune_flags=_finetune_flags(),
+      num_seeds=FLAGS.num_seeds, finetune_overrides=_finetune_overrides(),
       params_override=FLAGS.params_override, strategy=FLAGS.strategy,
       tpu=FLAGS.tpu, mixed_precision=FLAGS.mixed_precision,
       allow_different_schedules=FLAGS.allow_different_schedules,
@@ -159,7 +186,7 @@ def run_suite(options) -> int:
 def main(argv) -> int:
   if len(argv) > 1:
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help "
-                            "(fine-tuning flags go in --finetune_flags).")
+                            "(fine-tuning settings go in --finetune_params_override).")
   return run_suite(suite_options())
 
 

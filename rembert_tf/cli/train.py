@@ -34,6 +34,7 @@ from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
 from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.cli import experiment_flags  # noqa: E402
 from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: E402  (--strategy, --tpu, ...)
 from rembert_tf.common import command_output  # noqa: E402
@@ -43,15 +44,7 @@ PROG = command_names.console_script(__spec__.name)  # rembert-train
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
-flags.DEFINE_multi_string(
-    "config", None,
-    "Experiment YAML (configs/experiments/NAME.yaml or a bare NAME); repeat to "
-    "layer several files, later ones win.")
-flags.DEFINE_string(
-    "params_override", None,
-    "Dotted overrides applied after --config, e.g. "
-    "'trainer.train_steps=1000,task.train_data.global_batch_size=64', or a "
-    "YAML/JSON mapping or file.")
+flags.adopt_module_key_flags(experiment_flags)  # --config, --params_override
 flags.DEFINE_string("experiment", "rembert_pretraining",
                     "Registered experiment giving the defaults (exp_factory).")
 flags.DEFINE_string("model_dir", None,

@@ -223,24 +223,29 @@ def zero_shot_accuracy(pretrain_dir, work_dir,
   download = write_xnli_files(
       fileio.join(work_dir, "download"), num_train=recipe.num_train,
       num_dev=recipe.num_dev, languages=languages, seed=seed)
-  common = dict(task="xnli", learning_rates=[recipe.learning_rate],
-                num_seeds=1, seed=seed,
-                num_train_epochs=recipe.num_train_epochs,
-                train_batch_size=recipe.train_batch_size,
-                seq_length=recipe.seq_length, languages=languages,
-                freeze_input_embeddings=recipe.freeze_input_embeddings,
-                jit_compile=recipe.jit_compile,
-                splits=("dev",), progress=progress)
+  from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
+  common = {"data.task": "xnli", "sweep.learning_rates": [recipe.learning_rate],
+            "trainer.seed": seed,
+            "trainer.num_train_epochs": recipe.num_train_epochs,
+            "trainer.train_batch_size": recipe.train_batch_size,
+            "data.seq_length": recipe.seq_length,
+            "data.languages": list(languages) if languages else None,
+            "trainer.freeze_input_embeddings": recipe.freeze_input_embeddings,
+            "trainer.jit_compile": recipe.jit_compile, "data.splits": ["dev"]}
   pretrained = finetuning.run_finetuning(
-      output_dir=fileio.join(work_dir, "pretrained"),
-      init_checkpoint=fileio.as_str(pretrain_dir), data_dir=download,
-      sp_model=sp_model, **common)
+      finetuning_experiment.load_finetuning_config(params_override=dict(
+          common, **{"encoder.init_checkpoint": fileio.as_str(pretrain_dir),
+                     "data.data_dir": download,
+                     "data.sentencepiece_model": (
+                         fileio.as_str(sp_model) if sp_model else None)})),
+      fileio.join(work_dir, "pretrained"), progress=progress)
   table = {"pretrained": _accuracy_by_language(pretrained)}
   if random_init_baseline:
     random_init = finetuning.run_finetuning(
-        output_dir=fileio.join(work_dir, "random_init"), init_checkpoint=None,
-        model_config=fileio.join(pretrain_dir,
-                                 checkpoint_layout.MODEL_CONFIG_FILE),
-        records_dir=pretrained["records_dir"], **common)
+        finetuning_experiment.load_finetuning_config(params_override=dict(
+            common, **{"encoder.model_config": fileio.join(
+                pretrain_dir, checkpoint_layout.MODEL_CONFIG_FILE),
+                       "data.records_dir": pretrained["records_dir"]})),
+        fileio.join(work_dir, "random_init"), progress=progress)
     table["random_init"] = _accuracy_by_language(random_init)
   return table

@@ -16,7 +16,9 @@ Data (XTREME `download/` or TFDS -> TFRecords):
 
 Training and evaluation:
 * `finetuning_task`: the Model Garden `base_task.Task` that orbit runs;
-* `finetuning_experiment`: one run's hyper-parameters and experiment config;
+* `finetuning_experiment`: the registered experiment `rembert_finetuning`
+  (data, encoder, sweep, trainer, runtime), the sweep as overrides, and each
+  run's Model Garden experiment config;
 * `training_loop`: one run on the orbit loop (resume, SIGTERM);
 * `predictions`: predictions in the benchmark layout, and their scores;
 * `sweep`: learning rates x seeds, skip / resume, selection on English dev,
@@ -29,8 +31,10 @@ Entry points:
 from rembert_tf import finetuning
 from rembert_tf.finetuning import finetuning_data
 finetuning_data.create_finetuning_data("xnli", "download", "sp.model", "records")
-results = finetuning.run_finetuning("xnli", "ft/xnli", records_dir="records/xnli",
-                                    init_checkpoint="pretrain_dir")
+from rembert_tf.finetuning import finetuning_experiment
+config = finetuning_experiment.load_finetuning_config(["xtreme_xnli"], {
+    "data.records_dir": "records/xnli", "encoder.init_checkpoint": "pretrain_dir"})
+results = finetuning.run_finetuning(config, "ft/xnli")
 ```
 """
 

@@ -1,33 +1,48 @@
-"""One fine-tuning run's settings and the Model Garden experiment built from them.
+"""The fine-tuning experiment: its settings, defined once, and each run's Model Garden config.
 
-Builds on Model Garden: `official.core.config_definitions.ExperimentConfig`
-(what `train_lib` / orbit run) and `official.modeling.optimization` (AdamW
-with weight decay, linear warmup, linear decay to 0). The paper fine-tunes
-with batch 32 and a learning rate swept per task (`sweep`).
+Builds on Model Garden: `official.core.exp_factory` (the experiment
+`rembert_finetuning` is registered there, as pre-training's
+`rembert_pretraining` is), `official.modeling.hyperparams` (typed sections,
+`override`), `official.core.config_definitions.ExperimentConfig` (what
+`train_lib` / orbit run for one run) and `official.modeling.optimization`
+(AdamW with weight decay, linear warmup, linear decay to 0). The paper
+fine-tunes with batch 32 and a learning rate swept per task (`sweep`).
+
+`FinetuningExperimentConfig` holds a whole `rembert-finetune` run: `data`
+(the task and where its records come from), `encoder` (the checkpoint it
+starts from), `sweep` (the rates and seeds), `trainer` (one run's
+hyper-parameters, `FinetuningConfig`) and `runtime` (Model Garden's). The
+YAMLs `configs/experiments/xtreme_<task>.yaml` set `data.task`; they load by
+bare name, layered like pre-training's (`load_finetuning_config`). Each run
+of the sweep is the base `trainer` plus its overrides (`run_overrides`).
 
 Example:
-<!-- snippet: not run: needs fine-tuning records and a checkpoint -->
 ```python
-from rembert_tf.finetuning import finetuning_data, finetuning_experiment
-meta = finetuning_data.read_metadata("records/xnli")
-config = finetuning_experiment.FinetuningConfig(learning_rate=3e-5)
-experiment = finetuning_experiment.experiment_config(
-    meta, "records/xnli", model_config, config)
-experiment.trainer.train_steps    # 3 epochs of the English training records
+from rembert_tf.finetuning import finetuning_experiment
+config = finetuning_experiment.load_finetuning_config(
+    ["xtreme_xnli"], "sweep.learning_rates=[1e-5,3e-5],sweep.num_seeds=2")
+config.data.task, len(finetuning_experiment.run_overrides(config))  # ('xnli', 4)
 ```
 """
+import copy
 import dataclasses
 import math
 import numbers
-from typing import Dict, Optional, Sequence
+import os
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from official.core import config_definitions as cfg
+from official.core import exp_factory
 from official.modeling import hyperparams
 from official.modeling import optimization
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import finetuning_task
+from rembert_tf.runtime import experiment_files
+
+EXPERIMENT_NAME = "rembert_finetuning"
 
 
 class FinetuningError(errors.RemBertError, ValueError):
@@ -57,8 +72,137 @@ class FinetuningConfig(hyperparams.Config):
   max_answer_length: int = 30
 
 
-def check_settings(config: FinetuningConfig, learning_rates: Sequence[float],
-                   num_seeds: int) -> None:
+@dataclasses.dataclass
+class FinetuningDataConfig(hyperparams.Config):
+  """The task and where its records come from: `records_dir`
+  (rembert-create-finetuning-data's OUTPUT/<task>), or records written under
+  the output directory from XTREME's `download/` (`data_dir`) or from TFDS
+  (`data_source: tfds`, `tfds_data_dir`) with `sentencepiece_model`."""
+  task: Optional[str] = None
+  records_dir: Optional[str] = None
+  data_dir: Optional[str] = None
+  data_source: str = "download"
+  tfds_data_dir: Optional[str] = None
+  sentencepiece_model: Optional[str] = None  # default: the checkpoint's
+  languages: Optional[List[str]] = None      # default: all present
+  seq_length: Optional[int] = None
+  splits: List[str] = dataclasses.field(default_factory=lambda: ["dev", "test"])
+  allow_unlabelled_dev: bool = False
+  allow_sentencepiece_mismatch: bool = False
+
+
+@dataclasses.dataclass
+class FinetuningEncoderConfig(hyperparams.Config):
+  """The encoder a run starts from: a checkpoint (a pre-training model_dir,
+  a converted checkpoint directory, an encoder prefix, a SavedModel), or
+  random weights of `model_config` (a name or YAML) when there is none."""
+  init_checkpoint: Optional[str] = None
+  model_config: Optional[str] = None
+
+
+@dataclasses.dataclass
+class FinetuningSweepConfig(hyperparams.Config):
+  """The runs: each rate x `num_seeds` seeds counted up from trainer.seed
+  (no rates: trainer.learning_rate alone); the rate is selected on English
+  dev (`sweep`)."""
+  learning_rates: List[float] = dataclasses.field(default_factory=list)
+  num_seeds: int = 1
+  compare_paper: bool = False  # the paper's averages beside the results
+
+
+@dataclasses.dataclass
+class FinetuningExperimentConfig(hyperparams.Config):
+  """A whole fine-tuning sweep; `rembert-finetune`'s flags are aliases of
+  its fields (`rembert_tf.cli.finetune_flags`)."""
+  data: FinetuningDataConfig = dataclasses.field(
+      default_factory=FinetuningDataConfig)
+  encoder: FinetuningEncoderConfig = dataclasses.field(
+      default_factory=FinetuningEncoderConfig)
+  sweep: FinetuningSweepConfig = dataclasses.field(
+      default_factory=FinetuningSweepConfig)
+  trainer: FinetuningConfig = dataclasses.field(
+      default_factory=FinetuningConfig)
+  runtime: cfg.RuntimeConfig = dataclasses.field(
+      default_factory=lambda: cfg.RuntimeConfig(
+          distribution_strategy=None, mixed_precision_dtype=None))
+
+
+# One experiment with the task as a field, not one per task: the task table
+# (evaluation/xtreme_tasks.py) already holds what differs per task (type,
+# languages, metric), so the settings are the same dataclasses for all; the
+# YAML of a task only names it.
+@exp_factory.register_config_factory(EXPERIMENT_NAME)
+def rembert_finetuning() -> FinetuningExperimentConfig:
+  """Fine-tuning on English, zero-shot evaluation of every language."""
+  return FinetuningExperimentConfig()
+
+
+def load_finetuning_config(
+    config_files: Sequence[Union[str, os.PathLike]] = (),
+    params_override: Union[str, Dict[str, Any], None] = None,
+    source: Optional[str] = None) -> FinetuningExperimentConfig:
+  """Registered defaults <- YAML files (in order) <- overrides (a string as
+  `--params_override` takes it, or a dict, nested or with dotted keys)."""
+  return override_config(
+      exp_factory.get_exp_config(EXPERIMENT_NAME),
+      experiment_files.layered_values(config_files, params_override),
+      source or f"experiment config {list(map(str, config_files))} + "
+      "overrides")
+
+
+def flat_overrides(overrides: Union[str, Sequence[str], Dict[str, Any], None]
+                   ) -> Dict[str, Any]:
+  """Overrides (a dict, nested or dotted; "a.b=c" text, or a list of it) as
+  {dotted field: value}."""
+  if isinstance(overrides, (list, tuple)):
+    flat: Dict[str, Any] = {}
+    for text in overrides:
+      flat.update(flat_overrides(text))
+    return flat
+  values, flat = experiment_files.parse_override(overrides), {}
+  for key, value in values.items():
+    if isinstance(value, dict) and value:
+      flat.update({f"{key}.{k}": v for k, v in flat_overrides(value).items()})
+    else:
+      flat[key] = value
+  return flat
+
+
+def override_config(config: FinetuningExperimentConfig,
+                    values: Dict[str, Any], source: str
+                    ) -> FinetuningExperimentConfig:
+  """A copy of `config` with `values` (nested, or dotted keys) set; a
+  field that does not exist or a value of the wrong type is named."""
+  nested: Dict[str, Any] = {}
+  for key, value in values.items():
+    *sections, name = key.split(".")
+    target = nested
+    for section in sections:
+      target = target.setdefault(section, {})
+    target[name] = (experiment_files.deep_merge(target[name], value)
+                    if isinstance(value, dict) and isinstance(
+                        target.get(name), dict) else value)
+  config = copy.deepcopy(config)
+  try:
+    config.override(nested, is_strict=True)
+  except (KeyError, ValueError, AttributeError, TypeError) as e:
+    raise experiment_files.ExperimentConfigError(
+        f"{source}: {' '.join(str(e).split())}. Check the key against the "
+        "fine-tuning experiment's fields (data / encoder / sweep / trainer / "
+        "runtime; see docs/finetuning.md).") from None
+  experiment_files.check_field_types(config)
+  return config
+
+
+def run_overrides(config: FinetuningExperimentConfig) -> List[Dict[str, Any]]:
+  """The sweep as one `trainer` override per run, in order: each rate, then
+  `num_seeds` seeds counted up from trainer.seed."""
+  rates = list(config.sweep.learning_rates) or [config.trainer.learning_rate]
+  return [{"learning_rate": rate, "seed": config.trainer.seed + index}
+          for rate in rates for index in range(config.sweep.num_seeds)]
+
+
+def check_settings(experiment: FinetuningExperimentConfig) -> None:
   """The settings of a sweep, refused before any work with the flag to fix.
 
   Model Garden would take them and fail mid-run (a batch of 0: a TensorFlow
@@ -68,7 +212,11 @@ def check_settings(config: FinetuningConfig, learning_rates: Sequence[float],
   def fail(flag, value, rule):
     raise errors.UsageError(f"{flag} {value}: {rule}.")
 
-  for rate in learning_rates:
+  config, num_seeds = experiment.trainer, experiment.sweep.num_seeds
+  if experiment.data.task not in xtreme_tasks.FINETUNING_TASKS:
+    fail("--task (data.task)", experiment.data.task, "give one of "
+         f"{', '.join(xtreme_tasks.FINETUNING_TASKS)} (or --config xtreme_xnli)")
+  for rate in list(experiment.sweep.learning_rates) or [config.learning_rate]:
     if isinstance(rate, bool) or not (isinstance(rate, numbers.Real)
                                       and math.isfinite(rate) and rate > 0):
       fail("--learning_rate(s)", rate,

@@ -30,18 +30,21 @@ results.json                           selected rate, mean / std over seeds
 results.md                             markdown table (optionally vs the paper)
 ```
 
-Example (the stable entry point; the demo and the ablation suite call it):
+Example (the stable entry point; the demo and the ablation suite call it
+with the fine-tuning experiment, `finetuning_experiment`):
 <!-- snippet: not run: needs fine-tuning records and a checkpoint -->
 ```python
-from rembert_tf.finetuning import finetuning_runner
-results = finetuning_runner.run_finetuning(
-    task="xnli", records_dir="records/xnli", init_checkpoint="pretrain_dir",
-    output_dir="ft/xnli", learning_rates=[1e-5, 2e-5], num_seeds=3)
+from rembert_tf.finetuning import finetuning_experiment, finetuning_runner
+config = finetuning_experiment.load_finetuning_config(["xtreme_xnli"], {
+    "data.records_dir": "records/xnli",
+    "encoder.init_checkpoint": "pretrain_dir",
+    "sweep.learning_rates": [1e-5, 2e-5], "sweep.num_seeds": 3})
+results = finetuning_runner.run_finetuning(config, "ft/xnli")
 print(results["markdown"])
 ```
 """
 import contextlib
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
@@ -50,6 +53,7 @@ from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import run_inputs
 from rembert_tf.finetuning import sweep
+from rembert_tf.runtime import choices
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
 from rembert_tf.runtime import strategies
@@ -89,66 +93,63 @@ def write_results(task: str, meta: Dict, runs: List[Dict], output_dir: str,
   return results
 
 
-def run_finetuning(
-    task: str, output_dir, init_checkpoint: Optional[str] = None,
-    records_dir=None, data_dir=None, sp_model=None, model_config=None,
-    learning_rates: Sequence[float] = (2e-5,), num_seeds: int = 1,
-    seed: int = 0, num_train_epochs: float = 3.0,
-    num_train_steps: Optional[int] = None, warmup_proportion: float = 0.1,
-    train_batch_size: int = 32, eval_batch_size: int = 32,
-    seq_length: Optional[int] = None, languages: Optional[Sequence[str]] = None,
-    splits: Sequence[str] = ("dev", "test"), strategy: str = "one_device",
-    tpu: Optional[str] = None, mixed_precision: Optional[str] = None,
-    distribution_strategy=None, compare_paper: bool = False,
-    steps_per_loop: int = 100, checkpoint_interval: int = 1000,
-    jit_compile: Optional[bool] = None, deterministic: bool = False,
-    keep_checkpoints: bool = False, freeze_input_embeddings: bool = False,
-    allow_sp_model_mismatch: bool = False, allow_unlabelled_dev: bool = False,
-    progress=print, data_source: str = "download", tfds_data_dir=None) -> Dict:
+def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
+                   output_dir, progress=print,
+                   distribution_strategy=None) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
 
-  Records: `records_dir` (rembert-create-finetuning-data's O/<task>), or
-  written to output_dir/records from `data_dir` (XTREME download/) or TFDS
-  (`data_source="tfds"`, `tfds_data_dir`) with `sp_model` (default: the
+  `config`: the fine-tuning experiment (`load_finetuning_config`). Records:
+  `data.records_dir` (rembert-create-finetuning-data's O/<task>), or written
+  to output_dir/records from `data.data_dir` (XTREME download/) or TFDS
+  (`data.data_source: tfds`) with `data.sentencepiece_model` (default: the
   checkpoint's). The rate is selected on English dev, mean / std over seeds
   reported (`sweep`); a rerun after a kill resumes where it stopped.
-  Returns a dict: task, selected_learning_rate, english_dev_by_rate,
-  score_split, scores (official shape, mean over seeds), std, runs, markdown.
+  `distribution_strategy`: a strategy built by the caller (else
+  `config.runtime`'s). Returns a dict: task, selected_learning_rate,
+  english_dev_by_rate, score_split, scores (official shape, mean over
+  seeds), std, runs, markdown.
   """
   output_dir = fileio.as_str(output_dir)
-  base_config = finetuning_experiment.FinetuningConfig(
-      num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
-      warmup_proportion=warmup_proportion, train_batch_size=train_batch_size,
-      eval_batch_size=eval_batch_size, seed=seed, steps_per_loop=steps_per_loop,
-      checkpoint_interval=checkpoint_interval, jit_compile=jit_compile,
-      deterministic=deterministic, keep_checkpoints=keep_checkpoints,
-      freeze_input_embeddings=freeze_input_embeddings)
-  finetuning_experiment.check_settings(base_config, learning_rates, num_seeds)
+  finetuning_experiment.check_settings(config)
+  data, encoder, runtime = config.data, config.encoder, config.runtime
+  num_rates = len(config.sweep.learning_rates) or 1
   with _one_writer(output_dir):  # Nothing was written before this point.
     records_dir = run_inputs.prepare_records(
-        task, output_dir, records_dir, data_dir, sp_model, init_checkpoint,
-        seq_length, languages, splits, progress, data_source, tfds_data_dir,
-        allow_unlabelled_dev)
+        data.task, output_dir, data.records_dir, data.data_dir,
+        data.sentencepiece_model, encoder.init_checkpoint, data.seq_length,
+        data.languages, data.splits, progress, data.data_source,
+        data.tfds_data_dir, data.allow_unlabelled_dev)
     meta = run_inputs.checked_metadata(
-        task, records_dir, init_checkpoint, splits, len(learning_rates),
-        allow_unlabelled_dev, allow_sp_model_mismatch, progress)
+        data.task, records_dir, encoder.init_checkpoint, data.splits,
+        num_rates, data.allow_unlabelled_dev,
+        data.allow_sentencepiece_mismatch, progress)
     with process_settings.training_settings(
-        mixed_precision, deterministic=deterministic,
+        runtime.mixed_precision_dtype, deterministic=config.trainer.deterministic,
         checkpointed_dropout_generators=True), \
         preemption.sigterm_stop_flag() as stop:
       strategy_obj = distribution_strategy or strategies.make_strategy(
-          strategy, tpu)
-      base_config = _with_jit_compile(base_config, strategy_obj, progress)
+          _strategy_name(runtime.distribution_strategy), runtime.tpu)
+      trainer = _with_jit_compile(config.trainer, strategy_obj, progress)
       model_cfg, restore_encoder, source = run_inputs.encoder_source(
-          init_checkpoint, model_config, meta, records_dir)
-      progress(f"[finetune] {task}: encoder from {source}")
+          encoder.init_checkpoint, encoder.model_config, meta, records_dir)
+      progress(f"[finetune] {data.task}: encoder from {source}")
       context = sweep.SweepContext(  # its fields in order
-          meta, records_dir, model_cfg, restore_encoder, strategy_obj, splits,
-          init_checkpoint, progress, stop)
-      runs = sweep.run_sweep(context, output_dir, learning_rates, num_seeds,
-                             base_config)
-    return write_results(task, meta, runs, output_dir, num_seeds, records_dir,
-                         compare_paper, progress)
+          meta, records_dir, model_cfg, restore_encoder, strategy_obj,
+          data.splits, encoder.init_checkpoint, progress, stop)
+      runs = sweep.run_sweep(context, output_dir, [
+          trainer.replace(**overrides)
+          for overrides in finetuning_experiment.run_overrides(config)])
+    return write_results(data.task, meta, runs, output_dir,
+                         config.sweep.num_seeds, records_dir,
+                         config.sweep.compare_paper, progress)
+
+
+def _strategy_name(distribution_strategy: Optional[str]) -> str:
+  """The --strategy name of a `runtime.distribution_strategy` (Model
+  Garden's names are ours but for `off`); unset: the default."""
+  ours = {mg: name for name, mg in choices.MODEL_GARDEN_STRATEGY_NAMES.items()}
+  return ours.get(distribution_strategy,
+                  distribution_strategy or choices.DEFAULT_STRATEGY)
 
 
 def _with_jit_compile(config: finetuning_experiment.FinetuningConfig,

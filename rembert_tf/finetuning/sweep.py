@@ -192,21 +192,17 @@ def run_disk_full_error(run_dir: str, error: BaseException
 
 
 def run_sweep(context: SweepContext, output_dir: str,
-              learning_rates: Sequence[float], num_seeds: int,
-              base_config: finetuning_experiment.FinetuningConfig
+              run_configs: Sequence[finetuning_experiment.FinetuningConfig]
               ) -> List[Dict]:
-  """Every (rate, seed) run in order (seeds count up from base_config.seed);
-  finished ones are skipped."""
+  """Every run in order (`run_configs`: the base trainer config with each
+  run's overrides, `finetuning_experiment.run_overrides`); finished ones are
+  skipped."""
   runs = []
-  total = len(learning_rates) * num_seeds
-  for learning_rate in learning_rates:
-    for seed_index in range(num_seeds):
-      config = base_config.replace(learning_rate=learning_rate,
-                                   seed=base_config.seed + seed_index)
-      run_dir = run_directory(output_dir, config)
-      context.progress(f"[finetune] run {len(runs) + 1}/{total}: "
-                       f"{run_label(context.meta, config)} in {run_dir}")
-      runs.append(run_once(context, run_dir, config))
+  for config in run_configs:
+    run_dir = run_directory(output_dir, config)
+    context.progress(f"[finetune] run {len(runs) + 1}/{len(run_configs)}: "
+                     f"{run_label(context.meta, config)} in {run_dir}")
+    runs.append(run_once(context, run_dir, config))
   return runs
 
 

@@ -14,7 +14,6 @@ import pytest
 
 from rembert_tf import ablation
 from rembert_tf import pretraining
-from rembert_tf.ablation import finetune_flags
 from rembert_tf.ablation import finetune_sweep
 from rembert_tf.ablation import rows as rows_lib
 from rembert_tf.common import errors
@@ -46,8 +45,9 @@ def _options(output_dir):
   return ablation.SuiteOptions(
       output_dir=str(output_dir), scale="demo", models=MODELS,
       params_override=OVERRIDE, learning_rates=[1e-3], num_seeds=1,
-      finetune_flags=["--num_train_steps=2", "--train_batch_size=8",
-                      "--eval_batch_size=16"],
+      finetune_overrides=["trainer.num_train_steps=2",
+                          "trainer.train_batch_size=8",
+                          "trainer.eval_batch_size=16"],
       corpus_megabytes=0.15, num_workers=1, demo_train_pairs=40,
       demo_dev_pairs=12, demo_languages=["en", "es"], similarity_max_sentences=12)
 
@@ -189,32 +189,29 @@ def test_rate_is_selected_on_english_dev_and_seeds_averaged():
   assert summary["num_seeds"] == 2
 
 
-def test_finetune_flags_become_library_arguments():
-  assert finetune_flags.keyword_arguments(
-      ["--num_train_epochs=2", "--nojit_compile", "--strategy", "tpu",
-       "--splits=dev", "--compare=paper", "--keep_checkpoints",
-       "--deterministic=false", "--train_batch_size=8"]) == dict(
-           num_train_epochs=2.0, jit_compile=False, strategy="tpu",
-           splits=["dev"], compare_paper=True, keep_checkpoints=True,
-           deterministic=False, train_batch_size=8)
-  for flags, message in ((["--seed=3"], "--seed: the suite sets it"),
-                         (["--learning_rates=1e-5"], "--learning_rates"),
-                         (["--nope=1"], "--nope: not a flag of rembert-finetune"),
-                         (["--num_train_steps=x"], "expected an integer"),
-                         (["--tpu"], "give a value")):
-    with pytest.raises(errors.UsageError, match=message):
-      finetune_flags.keyword_arguments(flags)
-  with pytest.raises(errors.UsageError, match="--nope"):
+def test_finetune_overrides_are_fields_checked_before_any_work():
+  assert finetune_sweep.checked_overrides(
+      ["trainer.num_train_epochs=2", "runtime.distribution_strategy=tpu"]) == {
+          "trainer.num_train_epochs": 2,
+          "runtime.distribution_strategy": "tpu"}
+  assert finetune_sweep.checked_overrides(
+      {"trainer": {"jit_compile": False}, "data.splits": ["dev"]}) == {
+          "trainer.jit_compile": False, "data.splits": ["dev"]}
+  for overrides, message in (
+      (["trainer.seed=3"], "trainer.seed: the suite sets it for each run "
+       r"\(choose the seeds per rate with --num_seeds\)"),
+      ({"sweep.learning_rates": [1e-5]}, "sweep.learning_rates: the suite"),
+      (["trainer.nope=1"], "'nope' does not exist"),
+      (["trainer.num_train_steps=x"], "trainer.num_train_steps is 'x'; it "
+       "must be an integer")):
+    with pytest.raises(errors.RemBertError, match=message):
+      finetune_sweep.checked_overrides(overrides)
+  with pytest.raises(errors.RemBertError, match="nope"):
     ablation.suite.resolve_defaults(ablation.SuiteOptions(
-        output_dir="unused", scale="demo", finetune_flags=["--nope=1"]))
-
-
-def test_finetune_flags_know_every_flag_of_the_finetune_command():
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from rembert_tf.cli import finetune  # pylint: disable=g-import-not-at-top
-  command_flags = {flag.name for flag in
-                   flags.FLAGS.get_key_flags_for_module(finetune)}
-  assert command_flags == set(finetune_flags.FLAG_NAMES)
+        output_dir="unused", scale="demo", finetune_overrides=["data.nope=1"]))
+  demo = ablation.suite.resolve_defaults(ablation.SuiteOptions(
+      output_dir="unused", scale="demo"))
+  assert demo.finetune_overrides == {"trainer.num_train_epochs": 2}
 
 
 def test_rows_that_differ_outside_the_model_are_refused():

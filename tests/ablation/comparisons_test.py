@@ -119,6 +119,7 @@ def test_random_init_row_is_fine_tuned_from_its_model_config_alone(
                      progress=None, say=None)
   assert calls[0]["init_checkpoint"] is None
   assert calls[0]["model_config"].endswith("pretrain/model_config.yaml")
-  args = suite.finetune_sweep.run_settings("xnli", "run", None, 1e-3, 0, [],
+  args = suite.finetune_sweep.run_settings("xnli", None, 1e-3, 0, {},
                                            calls[0]["model_config"])
-  assert args[2:4] == ["--model_config", calls[0]["model_config"]]
+  assert args["encoder.init_checkpoint"] is None
+  assert args["encoder.model_config"] == calls[0]["model_config"]

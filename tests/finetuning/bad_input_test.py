@@ -17,7 +17,7 @@ import pytest
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import finetuning_runner
+import finetuning_testlib  # tests/finetuning/
 
 QUIET = lambda line: None  # noqa: E731
 
@@ -125,7 +125,7 @@ def test_allow_unlabelled_dev_writes_them_unscored(case, download_dir,
   # Fine-tuning refuses the records unless told the same.
   with pytest.raises(errors.RemBertError,
                      match=f"dev-{unscored[0]} has no (labels|examples)"):
-    finetuning_runner.run_finetuning(
+    finetuning_testlib.finetune(
         "xnli", tmp_path / "out", records_dir=tmp_path / "records/xnli",
         model_config="tiny", progress=QUIET)
   assert not (tmp_path / "out").exists()
@@ -151,7 +151,7 @@ def test_bad_settings_are_refused_before_any_work(settings, message,
                                                   xnli_records, checkpoint_dir,
                                                   tmp_path):
   with pytest.raises(errors.UsageError) as e:
-    finetuning_runner.run_finetuning(
+    finetuning_testlib.finetune(
         "xnli", tmp_path / "out", init_checkpoint=str(checkpoint_dir),
         records_dir=xnli_records, progress=QUIET, **settings)
   assert errors.one_line(e.value) == message
@@ -178,7 +178,7 @@ def test_records_without_training_or_dev_labels_are_refused(
     edit, parts, xnli_records, checkpoint_dir, tmp_path):
   records = _records_with(xnli_records, tmp_path, edit)
   with pytest.raises(errors.RemBertError) as e:
-    finetuning_runner.run_finetuning(
+    finetuning_testlib.finetune(
         "xnli", tmp_path / "out", init_checkpoint=str(checkpoint_dir),
         records_dir=records, learning_rates=[1e-3, 2e-3], progress=QUIET)
   message = errors.one_line(e.value)
@@ -205,7 +205,7 @@ def test_init_checkpoint_and_resume_use_the_newest_intact_checkpoint(
               splits=("dev",), jit_compile=False, keep_checkpoints=True)
   lines = []
   capsys.readouterr()
-  finetuning_runner.run_finetuning("xnli", tmp_path / "out",
+  finetuning_testlib.finetune("xnli", tmp_path / "out",
                                    progress=lines.append, **args)
   assert f"[finetune] xnli: encoder from {source}/encoder/ckpt-7" in lines
   fallback = [l for l in capsys.readouterr().err.splitlines()
@@ -220,7 +220,7 @@ def test_init_checkpoint_and_resume_use_the_newest_intact_checkpoint(
   testlib.CHECKPOINT_FAULTS["truncated_data"](str(run_dir),
                                               str(run_dir / "ckpt-2"))
   lines = []
-  finetuning_runner.run_finetuning("xnli", tmp_path / "out",
+  finetuning_testlib.finetune("xnli", tmp_path / "out",
                                    progress=lines.append, **args)
   assert any(l.startswith(f"{run_dir}: ckpt-2 is not intact (") and
              l.endswith("; using ckpt-1, the newest intact checkpoint.")
@@ -258,7 +258,10 @@ def test_the_commands_print_one_line(download_dir, sp_model, xnli_records,
            (["--num_train_steps=0"], "--num_train_steps 0: train at least 1 "
             "step"),
            ([f"--output_dir={xnli_records}/ft"], f"--output_dir {xnli_records}"
-            f"/ft lies inside --records_dir {xnli_records}")]
+            f"/ft lies inside --records_dir {xnli_records}"),
+           (["--params_override=trainer.nope=1"], "'nope' does not exist in"),
+           (["--config=xtreme_pawsx", "--params_override=sweep.num_seeds=0"],
+            "--num_seeds 0: give at least 1 run per rate")]
   results = testlib.run_command_cases("rembert_tf.cli.finetune",
                                       [base + argv for argv, _ in cases])
   for (_, part), result in zip(cases, results):
@@ -283,7 +286,7 @@ def test_a_full_disk_names_the_run_and_removes_its_unfinished_checkpoint(
 
   monkeypatch.setattr(training_loop, "train_run", fill_the_disk)
   with pytest.raises(errors.InputError) as e:
-    finetuning_runner.run_finetuning(
+    finetuning_testlib.finetune(
         "xnli", tmp_path / "out", init_checkpoint=str(checkpoint_dir),
         records_dir=xnli_records, learning_rates=[1e-3], progress=QUIET)
   run_dir = tmp_path / "out/runs/lr-0.001_seed-0"

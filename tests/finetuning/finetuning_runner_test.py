@@ -11,9 +11,9 @@ from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
-from rembert_tf.finetuning import finetuning_runner
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.runtime import preemption
+import finetuning_testlib  # tests/finetuning/
 
 QUIET = lambda s: None  # noqa: E731
 
@@ -22,7 +22,7 @@ def _run(task, records, out, checkpoint, **kwargs):
   args = dict(learning_rates=[1e-3], num_train_steps=3, train_batch_size=4,
               eval_batch_size=4, progress=QUIET)  # XLA: the device's default
   args.update(kwargs)
-  return finetuning_runner.run_finetuning(task, out, init_checkpoint=str(checkpoint),
+  return finetuning_testlib.finetune(task, out, init_checkpoint=str(checkpoint),
                                           records_dir=records, **args)
 
 
@@ -57,7 +57,7 @@ def test_tydiqa_from_download_dir_span_predictions(checkpoint_dir,
                                                    download_dir, tmp_path):
   """Records written from --data_dir with the checkpoint's tokenizer; the
   test split (TyDi QA dev) is scored; answers are spans of the context."""
-  results = finetuning_runner.run_finetuning(
+  results = finetuning_testlib.finetune(
       "tydiqa", tmp_path / "tydiqa", init_checkpoint=str(checkpoint_dir),
       data_dir=download_dir, seq_length=32, num_train_steps=2,
       train_batch_size=4, eval_batch_size=4, jit_compile=False,
@@ -88,7 +88,7 @@ def test_records_of_another_sentencepiece_model_are_refused(
   assert not (tmp_path / "out/runs").exists()
   lines = []
   _run("xnli", xnli_records, tmp_path / "out", other, splits=("dev",),
-       allow_sp_model_mismatch=True, progress=lines.append)
+       allow_sentencepiece_mismatch=True, progress=lines.append)
   assert any("WARNING" in l and "sp_model_sha256" in l for l in lines)
 
 
@@ -114,7 +114,7 @@ def test_bad_inputs_are_one_line_errors(tiny_cfg, xnli_records, checkpoint_dir,
                                         tmp_path):
   (tmp_path / "empty").mkdir()
   with pytest.raises(finetuning_data.TaskDataError, match="metadata.json"):
-    finetuning_runner.run_finetuning("xnli", tmp_path / "o",
+    finetuning_testlib.finetune("xnli", tmp_path / "o",
                                      records_dir=tmp_path / "empty",
                                      model_config=tiny_cfg, progress=QUIET)
   with pytest.raises(finetuning_experiment.FinetuningError, match="field task"):
@@ -132,13 +132,13 @@ def test_random_init_run_then_rerun_with_other_settings_is_refused(
               learning_rates=[1e-3], train_batch_size=4, eval_batch_size=4,
               jit_compile=False, splits=("dev",))
   lines = []
-  results = finetuning_runner.run_finetuning(
+  results = finetuning_testlib.finetune(
       "xnli", tmp_path / "o", num_train_steps=1, progress=lines.append, **args)
   assert any("random initialisation" in l for l in lines)
   assert set(results["scores"]["accuracy"]) == {"en", "de", "ar"}
   with pytest.raises(finetuning_experiment.FinetuningError,
                      match="num_train_steps is 1 there, 2 now"):
-    finetuning_runner.run_finetuning(
+    finetuning_testlib.finetune(
         "xnli", tmp_path / "o", num_train_steps=2, progress=QUIET, **args)
 
 

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from rembert_tf.finetuning import finetuning_runner
+import finetuning_testlib  # tests/finetuning/
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SWEEP = dict(learning_rates=[1e-3, 2e-3], num_train_steps=6, steps_per_loop=2,
@@ -17,10 +17,13 @@ SWEEP = dict(learning_rates=[1e-3, 2e-3], num_train_steps=6, steps_per_loop=2,
 
 
 def _flags(records, checkpoint, out):
-  return ["--task=xnli", f"--records_dir={records}",
-          f"--init_checkpoint={checkpoint}", f"--output_dir={out}",
-          "--learning_rates=1e-3,2e-3", "--num_train_steps=6",
-          "--steps_per_loop=2", "--checkpoint_interval=2",
+  """The command as --config and --params_override, some settings as flags
+  (aliases of the same fields); the library resumes it."""
+  return ["--config=xtreme_xnli", f"--output_dir={out}",
+          f"--params_override=data.records_dir={records},"
+          f"encoder.init_checkpoint={checkpoint},"
+          "sweep.learning_rates=[1e-3,2e-3],trainer.num_train_steps=6,"
+          "trainer.steps_per_loop=2,trainer.checkpoint_interval=2",
           "--train_batch_size=4", "--eval_batch_size=4", "--deterministic",
           "--splits=dev", "--strategy=one_device", "--nojit_compile"]
 
@@ -52,7 +55,7 @@ def test_sigkill_mid_sweep_then_rerun_equals_uninterrupted(
   assert not (out / "results.json").exists()
 
   lines = []
-  finetuning_runner.run_finetuning(
+  finetuning_testlib.finetune(
       "xnli", out, init_checkpoint=str(checkpoint_dir),
       records_dir=str(xnli_records), progress=lines.append, **SWEEP)
   console = "\n".join(lines)
@@ -65,7 +68,7 @@ def test_sigkill_mid_sweep_then_rerun_equals_uninterrupted(
   assert "lr=0.001 seed=0: step" not in console
 
   reference = tmp_path / "uninterrupted"
-  finetuning_runner.run_finetuning(
+  finetuning_testlib.finetune(
       "xnli", reference, init_checkpoint=str(checkpoint_dir),
       records_dir=str(xnli_records), progress=lambda s: None, **SWEEP)
   assert (_comparable(out / "results.json", out) ==

@@ -137,7 +137,8 @@ def test_a_number_out_of_its_range_names_the_field(override, message):
 def test_every_shipped_experiment_is_in_range_and_an_integer_rate_is_a_float():
   for path in sorted(glob.glob(os.path.join(testlib.REPO, "configs",
                                             "experiments", "*.yaml"))):
-    experiments.load_experiment_config([path])
+    if not os.path.basename(path).startswith("xtreme_"):  # fine-tuning's
+      experiments.load_experiment_config([path])
   config = experiments.load_experiment_config(
       ["pretrain_tiny_demo"], LR + "initial_learning_rate=1," + LR +
       "end_learning_rate=0")

@@ -1,0 +1,206 @@
+"""`rembert-finetune`'s flags: aliases of the fine-tuning experiment's fields.
+
+The settings are defined once, in the experiment's dataclasses
+(`finetuning.finetuning_experiment`); a flag is a short name for one field,
+given by `FLAG_FIELDS`. A flag has no default of its own (the field's holds)
+and sets its field only when given on the command line; a flag and a YAML or
+--params_override value for the same field: the flag wins and `flag_notes`
+says so in one note. Builds on absl: the command's flags
+are defined by `define_flags`, into any `FlagValues`, so that
+rembert-run-ablation's --finetune_flags are parsed by absl with the same
+definitions (`overrides_from_args`) rather than by a second parser.
+
+No TensorFlow is imported here: --help answers at once.
+
+Example:
+```python
+from rembert_tf.cli import finetune_flags
+finetune_flags.FLAG_FIELDS["warmup_proportion"]   # 'trainer.warmup_proportion'
+finetune_flags.overrides_from_args(["--num_train_epochs=2", "--nojit_compile"])
+# {'trainer.num_train_epochs': 2.0, 'trainer.jit_compile': False}
+```
+"""
+import copy
+from typing import Any, Dict, List, Sequence
+
+from absl import flags
+
+from rembert_tf.cli import flag_checks
+from rembert_tf.cli import runtime_flags
+from rembert_tf.cli import xtreme_source_flags
+from rembert_tf.common import errors
+from rembert_tf.evaluation import xtreme_tasks  # the task names; no TensorFlow
+
+_TRAINER_FLAGS = ("learning_rate", "seed", "num_train_epochs", "num_train_steps",
+                  "warmup_proportion", "train_batch_size", "eval_batch_size",
+                  "steps_per_loop", "checkpoint_interval", "jit_compile",
+                  "deterministic", "keep_checkpoints",
+                  "freeze_input_embeddings")
+_DATA_FLAGS = ("task", "records_dir", "data_dir", "data_source",
+               "tfds_data_dir", "sentencepiece_model", "languages",
+               "seq_length", "splits", "allow_unlabelled_dev",
+               "allow_sentencepiece_mismatch")
+# rembert-finetune flag -> the field of the fine-tuning experiment it sets.
+FLAG_FIELDS = {
+    **{name: f"data.{name}" for name in _DATA_FLAGS},
+    "init_checkpoint": "encoder.init_checkpoint",
+    "model_config": "encoder.model_config",
+    "learning_rates": "sweep.learning_rates",
+    "num_seeds": "sweep.num_seeds",
+    "compare": "sweep.compare_paper",
+    **{name: f"trainer.{name}" for name in _TRAINER_FLAGS},
+    **{flag: f"runtime.{field}"
+       for flag, field in runtime_flags.EXPERIMENT_FIELDS.items()},
+}
+# Flags defined once for several commands (runtime_flags, xtreme_source_flags;
+# --config and --params_override: experiment_flags, not a setting of a run).
+_SHARED_FLAGS = ("strategy", "tpu", "mixed_precision", "deterministic", "seed",
+                 "allow_sentencepiece_mismatch", "data_source", "tfds_data_dir")
+# The modules of those flags (rembert-finetune lists their flags under --help).
+SHARED_FLAG_MODULES = (runtime_flags, xtreme_source_flags)
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """rembert-finetune's own flags (the shared ones are defined elsewhere)."""
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string("output_dir", None, "Predictions, scores, results table.",
+                      **fv)
+  flags.DEFINE_enum("task", None, list(xtreme_tasks.FINETUNING_TASKS),
+                    "XTREME task.", **fv)
+  flags.DEFINE_string("records_dir", None, "Records of the task "
+                      "(rembert-create-finetuning-data OUTPUT_DIR/<task>).", **fv)
+  flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
+                      "(records are written under --output_dir/records).", **fv)
+  flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model for "
+                      "--data_dir or TFDS (default: "
+                      "<init_checkpoint>/sentencepiece.model).", **fv)
+  flags.DEFINE_list("languages", None, "With --data_dir or TFDS: dev/test "
+                    "languages (default: all present).", **fv)
+  flags.DEFINE_integer("seq_length", None, "With --data_dir or TFDS: sequence "
+                       "length.", lower_bound=8, **fv)
+  flags.DEFINE_list("splits", None, "Splits to predict (and score "
+                    "when labelled).", **fv)
+  flags.DEFINE_string("init_checkpoint", None, "Pre-training model_dir, "
+                      "converted checkpoint dir, encoder ckpt prefix or "
+                      "SavedModel dir.", **fv)
+  flags.DEFINE_string("model_config", None, "Model config name / YAML, when "
+                      "the checkpoint does not carry model_config.yaml.", **fv)
+  _define_sweep_flags(flag_values)
+  _define_trainer_flags(flag_values)
+  for flag, field in FLAG_FIELDS.items():
+    if flag_values.find_module_defining_flag(flag) == __name__:
+      flag_values[flag].help += f" Sets {field}."
+
+
+def _define_sweep_flags(flag_values: flags.FlagValues) -> None:
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_float("learning_rate", None, "Learning rate (one run).", **fv)
+  flags.DEFINE_list("learning_rates", None, "Sweep: rates to try; the best on "
+                    "English dev is selected.", **fv)
+  flags.DEFINE_integer("num_seeds", None, "Runs per rate (mean / std reported).",
+                       lower_bound=1, **fv)
+  flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
+                    "decoupled averages beside the results.", **fv)
+  flag_checks.require("learning_rate", lambda rate: rate > 0, "a learning rate "
+                      "must be a positive number (e.g. 2e-5)", flag_values)
+
+
+def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_float("num_train_epochs", None, "Training epochs.", **fv)
+  flags.DEFINE_integer("num_train_steps", None, "Overrides --num_train_epochs.",
+                       **fv)
+  flags.DEFINE_float("warmup_proportion", None, "Linear warmup share of steps.",
+                     lower_bound=0, upper_bound=1, **fv)
+  flags.DEFINE_integer("train_batch_size", None, "Global training batch size.",
+                       lower_bound=1, **fv)
+  flags.DEFINE_integer("eval_batch_size", None, "Global prediction batch size.",
+                       lower_bound=1, **fv)
+  flags.DEFINE_integer("steps_per_loop", None, "Training steps per host round "
+                       "trip (one console line and summary per loop).",
+                       lower_bound=1, **fv)
+  flags.DEFINE_integer("checkpoint_interval", None, "Checkpoint every N steps "
+                       "(a killed sweep resumes from there).", lower_bound=1,
+                       **fv)
+  flag_checks.require_above("num_train_epochs", 0, flag_values)
+  flag_checks.require("num_train_steps", lambda steps: steps >= 1, "train at "
+                      "least 1 step, or leave it out to train "
+                      "--num_train_epochs epochs", flag_values)
+  flags.DEFINE_bool("jit_compile", None, "Compile the training and prediction "
+                    "steps with XLA (default: on for a TPU or GPU, off on a "
+                    "CPU, where it is slower).", **fv)
+  flags.DEFINE_bool("freeze_input_embeddings", None, "Keep the encoder's "
+                    "input embeddings (word, position, type, projection) at "
+                    "their pre-trained values (zero-shot transfer from "
+                    "English).", **fv)
+  flags.DEFINE_bool("keep_checkpoints", None, "Keep each finished run's last "
+                    "checkpoint (default: removed once its predictions "
+                    "exist).", **fv)
+  flags.DEFINE_bool("allow_unlabelled_dev", None, "Go on when dev files have "
+                    "no labels or no examples (no dev score; a sweep of "
+                    "several rates then takes the smallest).", **fv)
+
+
+def field_value(flag: str, value: Any) -> Any:
+  """The field value a flag's parsed value stands for."""
+  if flag == "compare":
+    return value == "paper"
+  if flag == "learning_rates":
+    try:
+      return [float(rate) for rate in value]
+    except ValueError:
+      raise errors.UsageError(f"--learning_rates {','.join(value)}: give "
+                              "numbers, e.g. 1e-5,2e-5,3e-5.") from None
+  return value
+
+
+def given_overrides(flag_values: flags.FlagValues = flags.FLAGS
+                    ) -> Dict[str, Any]:
+  """{field: value} of every flag of the table given on the command line."""
+  return {field: field_value(flag, flag_values[flag].value)
+          for flag, field in FLAG_FIELDS.items()
+          if flag in flag_values and flag_values[flag].present}
+
+
+def flag_notes(given: Dict[str, Any], layered: Dict[str, Any]
+               ) -> List[str]:
+  """One note per given flag whose field the YAMLs / --params_override set
+  to another value (`layered`: their merged mapping); the flag wins."""
+  by_field = {field: flag for flag, field in FLAG_FIELDS.items()}
+  notes = []
+  for field, value in given.items():
+    written: Any = layered
+    for part in field.split("."):
+      written = written.get(part) if isinstance(written, dict) else None
+    written = layered.get(field, written)  # a dotted key of a dict override
+    if written is not None and written != value:
+      notes.append(f"--{by_field[field]} {value} overrides the experiment's "
+                   f"{field}: {written}")
+  return notes
+
+
+def overrides_from_args(args: Sequence[str],
+                        program: str = "--finetune_flags") -> Dict[str, Any]:
+  """{field: value} of a list of rembert-finetune flags (`--name=value`,
+  `--name value`, `--flag` / `--noflag`), parsed by absl with the command's
+  own definitions; a refused flag is one line naming `program`."""
+  flag_values = flags.FlagValues()
+  define_flags(flag_values)
+  for name in _SHARED_FLAGS:
+    shared = copy.deepcopy(flags.FLAGS[name])
+    shared.unparse()  # the copy starts unset, whatever this process was given
+    flag_values[name] = shared
+  try:
+    extra = flag_values([program, *args])
+  except flags.Error as e:
+    code, line = flag_checks.explain(e, flag_values)
+    raise (errors.UsageError if code == errors.EXIT_USAGE else
+           errors.InputError)(f"{program} {line}") from None
+  if extra[1:]:
+    raise errors.UsageError(f"{program} {extra[1]!r}: expected a flag such as "
+                            "--num_train_epochs=2.")
+  if flag_values["output_dir"].present:
+    raise errors.UsageError(f"{program} --output_dir: not a setting of one "
+                            "fine-tuning run here.")
+  return given_overrides(flag_values)
+
