@@ -72,6 +72,10 @@ TEXTS = [
     "emoji 😀 and\ttabs  and double  spaces", "",
     " ".join(["A long sentence that needs truncation."] * 6)]
 BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
+# PyTorch runs each op of these tiny models on one thread: its intra-op
+# pool (a thread per core) costs more in synchronisation than such small ops
+# gain from it, above all beside the suite's other process on two cores.
+BACKEND_ENV = {"torch": {"OMP_NUM_THREADS": "1"}}
 
 
 def _python_env(**extra):
@@ -306,7 +310,8 @@ def _run_backends(root: pathlib.Path):
          "-p", "no:cacheprovider", "--rootdir", CHECKS.parent,
          f"--junitxml={out / 'junit.xml'}", CHECKS, *HARNESS],
         root / f"{backend}.log", KERAS_BACKEND=backend,
-        REMBERT_KERAS_FIXTURES=str(root), REMBERT_KERAS_OUTPUT=str(out)))
+        REMBERT_KERAS_FIXTURES=str(root), REMBERT_KERAS_OUTPUT=str(out),
+        **BACKEND_ENV.get(backend, {})))
   for backend, (out, child) in children.items():
     try:
       results[backend] = (out, _finish(child))
