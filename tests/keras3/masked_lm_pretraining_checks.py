@@ -6,7 +6,8 @@ path's pre-training model_dir ROOT/tf_run to a keras-hub preset, writes the
 RemBertMaskedLM's outputs on ROOT/inputs.npz, pre-trains it on JAX from the
 records ROOT/records/train, saves it with `save_to_preset` and writes its
 outputs; converts that preset back to a rembert_tf checkpoint from a
-`ram://` copy; tries the bad inputs. ROOT/report.json holds the losses,
+`ram://` copy; tries the bad inputs; last, converts it back with the
+command line (ROOT/tf_cli). ROOT/report.json holds the losses,
 what ran and the refusals' messages; the test compares the outputs with the
 TensorFlow models.
 """
@@ -120,5 +121,18 @@ def main(root: pathlib.Path):
   (root / "report.json").write_text(json.dumps(report, indent=2))
 
 
+def convert_back_with_the_command(root: pathlib.Path):
+  """`rembert-convert --from keras_hub` on the trained preset, as its console
+  script runs it (run() exits with the command's status), in this process
+  rather than one more that imports TensorFlow and Keras again. The command
+  reads the preset with h5py: the backend does not matter."""
+  from rembert_tf.cli import convert_checkpoint as command  # pylint: disable=g-import-not-at-top
+  sys.argv = ["rembert-convert", "--from=keras_hub", "--to=rembert_tf",
+              f"--checkpoint={root / 'preset_trained'}",
+              f"--output_dir={root / 'tf_cli'}"]
+  command.run()
+
+
 if __name__ == "__main__":
   main(pathlib.Path(sys.argv[1]))
+  convert_back_with_the_command(pathlib.Path(sys.argv[1]))

@@ -105,11 +105,9 @@ def crossing(tmp_path_factory):
   inputs = _inputs(config.task.model.vocab_size)
   np.savez(root / "inputs.npz", **inputs)
   cfg, _, tf_run = _tf_outputs(root / "tf_run", inputs)
+  # The JAX side, then `rembert-convert --from keras_hub` into tf_cli.
   _run([sys.executable, CHECKS, root], KERAS_BACKEND="jax",
        XLA_FLAGS="--xla_force_host_platform_device_count=2")
-  _run([sys.executable, "-m", "rembert_tf.cli.convert_checkpoint",
-        "--from=keras_hub", "--to=rembert_tf",
-        f"--checkpoint={root / 'preset_trained'}", f"--output_dir={root / 'tf_cli'}"])
   return dict(root=root, config=config, cfg=cfg, inputs=inputs,
               tf_run=tf_run,
               report=json.loads((root / "report.json").read_text()))
