@@ -56,6 +56,7 @@ from rembert_tf.evaluation import layer_similarity
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import task_types
 from rembert_tf.modeling import parameter_count
+from rembert_tf.runtime import experiment_files
 from rembert_tf.runtime import strategies
 
 # The six XTREME tasks the paper reports: the task table's entries with
@@ -173,7 +174,7 @@ def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
   """Records, XTREME data and similarity sentences of the suite."""
   if options.scale in rows_lib.SCALE_EXPERIMENTS:
     from rembert_tf.ablation import demo_data  # pylint: disable=g-import-not-at-top
-    probe = rows_lib.load_row_config(rows[0], pretraining.experiments.parse_override(options.params_override))
+    probe = rows_lib.load_row_config(rows[0], experiment_files.parse_override(options.params_override))
     data = demo_data.prepare(
         fileio.join(options.output_dir, "data"),
         vocab_size=probe.task.model.vocab_size,
@@ -212,7 +213,7 @@ def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
 
 
 def _row_override(options: SuiteOptions, data) -> Dict[str, Any]:
-  override = pretraining.experiments.parse_override(options.params_override)
+  override = experiment_files.parse_override(options.params_override)
   task = dict(override.get("task", {}))
   task["train_data"] = dict(task.get("train_data", {}),
                             input_path=data["train_records"])

@@ -22,7 +22,7 @@ metrics = pretraining.run(config, "/tmp/pretrain", mode="train_and_eval",
 """
 from rembert_tf.pretraining.artifacts import holds_a_run
 from rembert_tf.pretraining.experiments import EXPERIMENT_NAME
-from rembert_tf.pretraining.experiments import ExperimentConfigError
+from rembert_tf.runtime.experiment_files import ExperimentConfigError
 from rembert_tf.pretraining.experiments import load_experiment_config
 from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTask
 from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTaskConfig

@@ -45,13 +45,6 @@ from rembert_tf.runtime import experiment_files
 from rembert_tf.runtime import stop_checks
 
 EXPERIMENT_NAME = "rembert_pretraining"
-# The YAML layering both experiments share, under the names its users know.
-EXPERIMENT_CONFIG_DIR = experiment_files.EXPERIMENT_CONFIG_DIR
-ExperimentConfigError = experiment_files.ExperimentConfigError
-load_yaml_text = experiment_files.load_yaml_text
-resolve_experiment_path = experiment_files.resolve_experiment_path
-parse_override = experiment_files.parse_override
-check_field_types = experiment_files.check_field_types
 
 # BERT's convention: no weight decay on LayerNorm parameters and biases.
 WEIGHT_DECAY_EXCLUDE = ["LayerNorm", "layer_norm", "bias"]
@@ -170,20 +163,20 @@ def load_experiment_config(
   try:
     config.override(merged, is_strict=True)
   except (KeyError, ValueError, AttributeError) as e:
-    raise ExperimentConfigError(
+    raise experiment_files.ExperimentConfigError(
         f"experiment config {list(map(str, config_files))} + overrides: {e}. "
         "Check the key against the ExperimentConfig fields (task / trainer / "
         "runtime; see docs/pretraining.md).") from None
   try:
     config.validate()
   except (KeyError, ValueError, AttributeError) as e:
-    raise ExperimentConfigError(
+    raise experiment_files.ExperimentConfigError(
         f"experiment config {list(map(str, config_files))} + overrides: "
         f"{' '.join(str(e).split())}. Fix the named fields.") from None
-  check_field_types(config)
+  experiment_files.check_field_types(config)
   out_of_range = config_ranges.first_out_of_range(config)
   if out_of_range:
-    raise ExperimentConfigError(f"experiment config: {out_of_range} Fix it in "
+    raise experiment_files.ExperimentConfigError(f"experiment config: {out_of_range} Fix it in "
                                 "--config or --params_override.")
   config.task.model.validate()
   check_trainer_config(config.trainer)
@@ -194,7 +187,7 @@ def check_trainer_config(trainer: cfg.TrainerConfig) -> None:
   """The loop settings orbit / Model Garden refuse later with a traceback,
   refused here with the field names and the fix."""
   def fail(message):
-    raise ExperimentConfigError(f"experiment config: {message}")
+    raise experiment_files.ExperimentConfigError(f"experiment config: {message}")
 
   if trainer.steps_per_loop is None or trainer.steps_per_loop <= 0:
     fail(f"trainer.steps_per_loop is {trainer.steps_per_loop}; it must be a "

@@ -20,6 +20,7 @@ from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import experiments
+from rembert_tf.runtime import experiment_files
 from rembert_tf.pretraining import masked_lm_task
 from rembert_tf.pretraining import preflight_checks
 from rembert_tf.pretraining import runner
@@ -61,7 +62,7 @@ def one_line(error):
     ("trainer.stop_check_seconds=0", ["trainer.stop_check_seconds"]),
 ])
 def test_trainer_config_errors_name_the_fields(override, fields):
-  with pytest.raises(experiments.ExperimentConfigError) as e:
+  with pytest.raises(experiment_files.ExperimentConfigError) as e:
     experiments.load_experiment_config(["pretrain_tiny_demo"], override)
   assert isinstance(e.value, errors.RemBertError)
   for field in fields:
@@ -84,7 +85,7 @@ def test_trainer_config_errors_name_the_fields(override, fields):
      "exclude_from_weight_decay is 'bias'; it must be a list"),
 ])
 def test_a_value_of_the_wrong_type_names_the_field(override, message):
-  with pytest.raises(experiments.ExperimentConfigError) as e:
+  with pytest.raises(experiment_files.ExperimentConfigError) as e:
     experiments.load_experiment_config(["pretrain_tiny_demo"], override)
   assert message in one_line(e.value)
   assert "--params_override" in one_line(e.value)
@@ -127,7 +128,7 @@ ADAMW = "trainer.optimizer_config.optimizer.adamw."
      "least 1."),
 ])
 def test_a_number_out_of_its_range_names_the_field(override, message):
-  with pytest.raises(experiments.ExperimentConfigError) as e:
+  with pytest.raises(experiment_files.ExperimentConfigError) as e:
     experiments.load_experiment_config(["pretrain_tiny_demo"], override)
   assert message in one_line(e.value)
   assert one_line(e.value).startswith("experiment config: ")
