@@ -31,16 +31,16 @@ config = experiments.load_experiment_config(
 """
 import dataclasses
 import os
-from typing import Any, Dict, Sequence, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.modeling import optimization
 
-from rembert_tf.common import fileio
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import config_ranges
 from rembert_tf.pretraining import masked_lm_task
+from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.runtime import experiment_files
 from rembert_tf.runtime import stop_checks
 
@@ -217,6 +217,23 @@ def check_trainer_config(trainer: cfg.TrainerConfig) -> None:
          "must be > 0 (e.g. trainer.stop_check_seconds=1).")
 
 
-def save_experiment_config(config: cfg.ExperimentConfig, path) -> None:
-  """Writes the resolved experiment config as YAML (atomically)."""
-  fileio.write_yaml(path, config.as_dict())
+def check_async_checkpointing(config: cfg.ExperimentConfig,
+                              multi_worker: bool) -> None:
+  """Asynchronous checkpoints are written from one host; a multi-worker job
+  has every worker join each save."""
+  if config.trainer.enable_async_checkpointing and multi_worker:
+    raise pretraining_errors.PretrainingError(
+        "trainer.enable_async_checkpointing=true writes checkpoints from one "
+        "host; under --strategy multi_worker_mirrored every worker joins each "
+        "save. Set trainer.enable_async_checkpointing=false for this job.")
+
+
+def data_sections(config: cfg.ExperimentConfig, mode: str
+                  ) -> List[Tuple[str, Any]]:
+  """(field name, data config) of the data `mode` reads."""
+  sections = []
+  if "train" in mode:
+    sections.append(("task.train_data", config.task.train_data))
+  if "eval" in mode:
+    sections.append(("task.validation_data", config.task.validation_data))
+  return sections
