@@ -56,6 +56,7 @@ from rembert_tf.evaluation import layer_similarity
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import task_types
 from rembert_tf.modeling import parameter_count
+from rembert_tf.modeling import rembert_config
 from rembert_tf.runtime import experiment_files
 from rembert_tf.runtime import strategies
 
@@ -270,7 +271,7 @@ def _random_init_row(row, config, model_dir: str, say) -> Dict[str, Any]:
   (what fine-tuning builds the encoder from); no MLM accuracy."""
   say(f"[ablation] {row.name}: no pre-training (fine-tuned from random weights)")
   fileio.makedirs(model_dir)
-  checkpoint_layout.write_model_config(
+  rembert_config.save_model_config(
       config.task.model, fileio.join(model_dir, checkpoint_layout.MODEL_CONFIG_FILE))
   return dict(global_step=0, eval_masked_lm_accuracy=None, **_model_facts(config))
 
