@@ -59,8 +59,8 @@ from rembert_tf.common import outputs
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import experiments
-from rembert_tf.pretraining import masked_lm_task
 from rembert_tf.pretraining import pretraining_errors
+from rembert_tf.pretraining import synthetic_data
 
 PARAMS_FILE = "params.yaml"
 _VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -153,7 +153,7 @@ def check(config: cfg.ExperimentConfig, model_dir: str, mode: str) -> None:
           "another --model_dir.")
   inputs = {"task.init_checkpoint": config.task.init_checkpoint or None}
   for field, data in experiments.data_sections(config, mode):
-    if data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
+    if data.input_path != synthetic_data.SYNTHETIC_INPUT_PATH:
       for path in pretraining_input_pipeline.record_files(data, field):
         inputs[f"{field}.input_path ({path})"] = path
   outputs.refuse_overlap(model_dir, inputs, "--model_dir")
@@ -277,7 +277,7 @@ def records_sentencepiece(data_config
   exists and, when the metadata records the model's sha256, of that content
   (another file at the same path is not the records' model); without a
   recorded sha256, the sha256 is the found model's."""
-  if data_config.input_path in ("", masked_lm_task.SYNTHETIC_INPUT_PATH):
+  if data_config.input_path in ("", synthetic_data.SYNTHETIC_INPUT_PATH):
     return None, None, None
   files = pretraining_input_pipeline.input_files(data_config.input_path)
   meta_path = files and fileio.join(fileio.dirname(files[0]), "metadata.json")
