@@ -18,6 +18,7 @@ Before the first step, one line each and nothing written:
 | check | refuses |
 | --- | --- |
 | `check` | a model_dir holding a checkpoint no training run wrote (a converted one), that is, holds or lies inside the init checkpoint or the records (a records glob matching nothing: the input pipeline's error), or that cannot be created or written |
+| `resume_checkpoint` | `--mode eval` on a model_dir without a checkpoint |
 | `check_checkpoint_compatible` | a checkpoint of another model (config fields, variable names and shapes) |
 | `check_sentencepiece_matches` | a resume on records of another SentencePiece model (sha256) |
 | `finished_checkpoint` | (refuses nothing) says a training run is complete: nothing to do |
@@ -99,6 +100,20 @@ def checkpoint_step(checkpoint_path: str) -> int:
         "global_step" + _VARIABLE_SUFFIX))
   except (ValueError, tf.errors.NotFoundError, tf.errors.OpError):
     return 0
+
+
+def resume_checkpoint(model_dir: str, mode: str,
+                      report: Callable[[str], None]) -> Optional[str]:
+  """model_dir's newest intact checkpoint, the one a run starts from (a
+  fallback past a broken one is reported); None without one, which
+  `--mode eval` refuses."""
+  latest = checkpoint_layout.latest_checkpoint(model_dir, report=report)
+  if mode == "eval" and latest is None:
+    raise pretraining_errors.PretrainingError(
+        f"--mode eval: --model_dir {model_dir} holds no checkpoint to evaluate "
+        "(expected ckpt-N files and a `checkpoint` index). Train first, or "
+        "point --model_dir at a pre-training run.")
+  return latest
 
 
 def finished_checkpoint(config: cfg.ExperimentConfig, model_dir: str,

@@ -41,7 +41,6 @@ from official.core import task_factory
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import loop_actions
@@ -258,12 +257,7 @@ def _build_task(config: cfg.ExperimentConfig, model_dir: str, mode: str,
                 ) -> Tuple[base_task.Task, Optional[str]]:
   """The task, starting its data at the step of model_dir's newest intact
   checkpoint (returned too; None without one)."""
-  latest = checkpoint_layout.latest_checkpoint(model_dir, report=print_fn)
-  if mode == "eval" and latest is None:
-    raise pretraining_errors.PretrainingError(
-        f"--mode eval: --model_dir {model_dir} holds no checkpoint to evaluate "
-        "(expected ckpt-N files and a `checkpoint` index). Train first, or "
-        "point --model_dir at a pre-training run.")
+  latest = model_directory.resume_checkpoint(model_dir, mode, print_fn)
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   if latest is not None:
     task.initial_train_step = model_directory.checkpoint_step(latest)
