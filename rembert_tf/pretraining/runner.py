@@ -31,6 +31,7 @@ metrics = pretraining.run(config, "/tmp/run/pretrain", mode="train_and_eval")
 metrics["eval_masked_lm_accuracy"], metrics["global_step"]
 ```
 """
+import functools
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
@@ -185,8 +186,12 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
   """The named steps of a run under `strategy`, after the first checks."""
   task, latest = _build_task(config, model_dir, mode, print_fn)
   trainer = training_loop.create_trainer(config, task, strategy, mode)
-  _check_resume(config, model_dir, mode, trainer, latest,
-                allow_sentencepiece_mismatch, print_fn)
+  model_directory.check_checkpoint_compatible(model_dir, trainer,
+                                              config.task.model)
+  if latest is not None and "train" in mode:  # the records' tokenizer too
+    model_directory.check_sentencepiece_matches(
+        model_dir, config.task.train_data, allow_sentencepiece_mismatch,
+        print_fn)
   experiments.check_async_checkpointing(
       config, strategies.is_multi_worker(strategy))
   is_chief = strategies.is_chief(strategy)
@@ -203,9 +208,13 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
     # orbit's controller lines go to the log only: the console has ours.
     with preemption.sigterm_stop_flag() as stop_flag, \
          console.orbit_logs_to_file():
+      # orbit's Controller with this run's artefact writer and the SIGTERM
+      # flag (ignored on several workers: TF's preemption handler stops).
       experiment = _build_experiment_runner(
           config, task, trainer, strategy, mode, model_dir,
-          _controller_class(writer, stop_flag, model_dir),
+          functools.partial(training_loop.ExportingController,
+                            artifact_writer=writer, stop_flag=stop_flag,
+                            model_dir=model_dir),
           progress, evaluations)
       # Between device calls of about trainer.stop_check_seconds: the
       # SIGTERM flag (one host) or TF's preemption handler (several workers).
@@ -262,31 +271,6 @@ def _build_task(config: cfg.ExperimentConfig, model_dir: str, mode: str,
   if latest is not None:
     task.initial_train_step = model_directory.checkpoint_step(latest)
   return task, latest
-
-
-def _check_resume(config: cfg.ExperimentConfig, model_dir: str, mode: str,
-                  trainer: training_loop.PretrainTrainer,
-                  latest: Optional[str], allow_sentencepiece_mismatch: bool,
-                  print_fn: Callable[[str], None]) -> None:
-  """model_dir's checkpoint is of this model; a resumed training reads
-  records of the SentencePiece model it was trained with."""
-  model_directory.check_checkpoint_compatible(model_dir, trainer,
-                                              config.task.model)
-  if latest is not None and "train" in mode:
-    model_directory.check_sentencepiece_matches(
-        model_dir, config.task.train_data, allow_sentencepiece_mismatch,
-        print_fn)
-
-
-def _controller_class(writer: model_directory.ArtifactWriter, stop_flag,
-                      model_dir: str
-                      ) -> Callable[..., training_loop.ExportingController]:
-  """orbit's Controller as the experiment runner builds it, with this run's
-  artefact writer and the SIGTERM stop flag (ignored on several workers,
-  where TF's preemption handler saves and stops)."""
-  return lambda **kwargs: training_loop.ExportingController(
-      artifact_writer=writer, stop_flag=stop_flag, model_dir=model_dir,
-      **kwargs)
 
 
 def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
