@@ -72,9 +72,8 @@ def run(experiment_config: cfg.ExperimentConfig,
 
   Args:
     experiment_config: From `experiments.load_experiment_config`.
-    model_dir: Checkpoints (`ckpt-N`), `encoder/`, `model_config.yaml`,
-      `params.yaml`, TensorBoard summaries (`train/`, `validation/`). Any
-      TensorFlow filesystem (a local path, gs://, ram://).
+    model_dir: What `model_directory` lists, and TensorBoard summaries; on
+      any TensorFlow filesystem (a local path, gs://, ram://).
     mode: "train", "eval" (needs a checkpoint in model_dir) or
       "train_and_eval" (evaluates every trainer.validation_interval steps and
       at the end).
@@ -109,9 +108,10 @@ def run(experiment_config: cfg.ExperimentConfig,
   if isinstance(strategy, str) or strategy is None:
     strategy = strategies.make_strategy(
         strategy or strategies.DEFAULT_STRATEGY, tpu)
-  with model_directory.writing(model_dir, strategies.is_chief(strategy)), \
-       process_settings.training_settings(
-           _precision(config), deterministic=deterministic, seed=seed):
+  settings = process_settings.training_settings(
+      _precision(config), deterministic=deterministic, seed=seed)
+  is_chief = strategies.is_chief(strategy)
+  with model_directory.writing(model_dir, is_chief), settings:
     try:
       return _run(config, model_dir, mode, strategy,
                   allow_sentencepiece_mismatch, print_fn)
