@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from rembert_tf import pretraining
 from rembert_tf.common import errors
-from rembert_tf.pretraining import experiments
+from rembert_tf.runtime import experiment_files
 
 SCALES = ("base", "demo", "small")
 # The CPU scales: their shared schedule, as experiment YAMLs read in order
@@ -62,10 +62,10 @@ def base_rows(experiment_names: Optional[Sequence[str]] = None
   """Rows from experiment YAMLs (default: every ablation_* experiment)."""
   if not experiment_names:
     experiment_names = sorted(
-        p.stem for p in experiments.EXPERIMENT_CONFIG_DIR.glob("ablation_*.yaml"))
+        p.stem for p in experiment_files.EXPERIMENT_CONFIG_DIR.glob("ablation_*.yaml"))
   result = []
   for experiment in experiment_names:
-    experiments.resolve_experiment_path(experiment)   # names the choices if absent
+    experiment_files.resolve_experiment_path(experiment)   # names the choices if absent
     stem = str(experiment).rsplit("/", 1)[-1].rsplit(".", 1)[0]
     name = stem[len("ablation_"):] if stem.startswith("ablation_") else stem
     result.append(AblationRow(name=name, experiment=str(experiment),

@@ -56,6 +56,8 @@ from rembert_tf.evaluation import layer_similarity
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import task_types
 from rembert_tf.modeling import parameter_count
+from rembert_tf.modeling import rembert_config
+from rembert_tf.runtime import experiment_files
 from rembert_tf.runtime import strategies
 
 # The six XTREME tasks the paper reports: the task table's entries with
@@ -173,7 +175,7 @@ def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
   """Records, XTREME data and similarity sentences of the suite."""
   if options.scale in rows_lib.SCALE_EXPERIMENTS:
     from rembert_tf.ablation import demo_data  # pylint: disable=g-import-not-at-top
-    probe = rows_lib.load_row_config(rows[0], pretraining.experiments.parse_override(options.params_override))
+    probe = rows_lib.load_row_config(rows[0], experiment_files.parse_override(options.params_override))
     data = demo_data.prepare(
         fileio.join(options.output_dir, "data"),
         vocab_size=probe.task.model.vocab_size,
@@ -212,7 +214,7 @@ def _prepare_data(options: SuiteOptions, rows, say) -> Dict[str, Optional[str]]:
 
 
 def _row_override(options: SuiteOptions, data) -> Dict[str, Any]:
-  override = pretraining.experiments.parse_override(options.params_override)
+  override = experiment_files.parse_override(options.params_override)
   task = dict(override.get("task", {}))
   task["train_data"] = dict(task.get("train_data", {}),
                             input_path=data["train_records"])
@@ -269,7 +271,7 @@ def _random_init_row(row, config, model_dir: str, say) -> Dict[str, Any]:
   (what fine-tuning builds the encoder from); no MLM accuracy."""
   say(f"[ablation] {row.name}: no pre-training (fine-tuned from random weights)")
   fileio.makedirs(model_dir)
-  checkpoint_layout.write_model_config(
+  rembert_config.save_model_config(
       config.task.model, fileio.join(model_dir, checkpoint_layout.MODEL_CONFIG_FILE))
   return dict(global_step=0, eval_masked_lm_accuracy=None, **_model_facts(config))
 

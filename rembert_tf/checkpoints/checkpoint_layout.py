@@ -304,22 +304,6 @@ def read_model_config(path) -> rembert_config.RemBertConfig:
   return rembert_config.model_config_from_dict(values, source=path)
 
 
-def write_model_config(cfg: rembert_config.RemBertConfig, path) -> None:
-  fileio.write_yaml(fileio.as_str(path), cfg.as_dict())
-
-
-def load_model_config_from_dir(directory) -> rembert_config.RemBertConfig:
-  """The model_config.yaml of a checkpoint directory (or SavedModel)."""
-  path = fileio.join(directory, MODEL_CONFIG_FILE)
-  if not fileio.exists(path):
-    raise CheckpointError(
-        f"{directory}: no {MODEL_CONFIG_FILE}. A rembert_tf checkpoint "
-        "directory holds model_config.yaml and encoder/ckpt-*; make one with "
-        "`rembert-train` or `rembert-convert --to "
-        "rembert_tf`, or pass the model config explicitly.")
-  return read_model_config(path)
-
-
 # === writing ===
 def write_encoder_checkpoint(encoder, directory, step: int = 0,
                              max_to_keep: int = 3) -> str:
@@ -355,7 +339,7 @@ def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
   directory is swapped in.
   """
   fileio.makedirs(directory)
-  write_model_config(cfg, fileio.join(directory, MODEL_CONFIG_FILE))
+  rembert_config.save_model_config(cfg, fileio.join(directory, MODEL_CONFIG_FILE))
   write_encoder_checkpoint(encoder, directory, step=step)
   if pretrainer is not None:
     write_pretrainer_checkpoint(pretrainer, directory, step=step)

@@ -395,7 +395,3 @@ class EncoderExportWriter:
       return latest
     return self.manager.save(checkpoint_number=step, options=(
         self.options if options is None else options))
-
-  def sync(self) -> None:
-    """Waits until every save started so far is written."""
-    self.manager.sync()

@@ -6,7 +6,7 @@ else:
 * a training loop prints one line per loop (`loop_line`): step, loss,
   accuracy, examples/s, learning rate, ETA;
 * long work without loops (records, conversion, export, sweeps) shows a
-  progress bar with an ETA (`progress`, `track`); when stderr is not a
+  progress bar with an ETA (`progress`); when stderr is not a
   terminal (CI, `nohup`, a pipe) the bar becomes one plain line every
   `interval` seconds;
 * everything else (absl, TensorFlow's C++ and Python logs, orbit's controller
@@ -32,8 +32,6 @@ print(console.loop_line(40, 300, loss=5.2104, accuracy=0.113,
 with console.progress("writing records", total=8, unit="files") as bar:
   for _ in range(8):
     bar.update(1, note="1.2M tokens")
-for line in console.track(["a", "b"], "reading", unit="files"):
-  pass
 ```
 """
 import contextlib
@@ -42,7 +40,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, TextIO
+from typing import Any, Callable, Iterable, Mapping, Optional, TextIO
 
 from absl import flags
 from absl import logging
@@ -276,17 +274,6 @@ def progress(description: str, total: Optional[int] = None,
              unit: str = "items", **kwargs) -> Progress:
   """`with progress("converting", total=n, unit="tensors") as bar: bar.update()`."""
   return Progress(description, total=total, unit=unit, **kwargs)
-
-
-def track(items: Iterable[Any], description: str, total: Optional[int] = None,
-          unit: str = "items", **kwargs) -> Iterator[Any]:
-  """Yields `items`, counting each one on a progress bar."""
-  if total is None and hasattr(items, "__len__"):
-    total = len(items)
-  with Progress(description, total=total, unit=unit, **kwargs) as bar:
-    for item in items:
-      yield item
-      bar.update(1)
 
 
 # ---------------------------------------------------------------------------

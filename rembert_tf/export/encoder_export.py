@@ -54,6 +54,7 @@ from rembert_tf.data import tokenizer
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.checkpoints import checkpoint_snapshot
+from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -200,7 +201,7 @@ def _save(encoder, cfg, directory: str, sp_model: Optional[str]) -> None:
     model.sp_model_file = tf.saved_model.Asset(fileio.as_str(sp_model))
   model.save(directory, include_optimizer=False, save_format="tf",
              signatures={"serving_default": serving_signature(model)})
-  checkpoint_layout.write_model_config(
+  rembert_config.save_model_config(
       cfg, fileio.join(directory, checkpoint_layout.MODEL_CONFIG_FILE))
 
 

@@ -5,10 +5,9 @@
 | `masked_lm_task` | the Model Garden Task (inputs, MLM loss, train step) |
 | `experiments` | the registered experiment and the YAML / override loader |
 | `runner` | `run`: one experiment, as named steps |
-| `preflight_checks` | the checks of model_dir before the first step (an input, writable, its checkpoint, its SentencePiece model); the records are checked by the input pipeline |
+| `model_directory` | what a run's model_dir holds, its checks before the first step (an input, writable, its checkpoint, its SentencePiece model) and the artefacts written beside its checkpoints; the records are checked by the input pipeline |
 | `training_loop` | trainer, controller and experiment runner (Model Garden / orbit) |
 | `loop_actions` | the NaN guard and the eval recorder |
-| `artifacts` | what a run writes into model_dir beside its checkpoints |
 | `pretraining_errors` | what stops a run, one line each |
 
 Public entry points (see `runner.run` for the metrics it returns):
@@ -20,12 +19,12 @@ metrics = pretraining.run(config, "/tmp/pretrain", mode="train_and_eval",
                           strategy="one_device")
 ```
 """
-from rembert_tf.pretraining.artifacts import holds_a_run
 from rembert_tf.pretraining.experiments import EXPERIMENT_NAME
-from rembert_tf.pretraining.experiments import ExperimentConfigError
+from rembert_tf.runtime.experiment_files import ExperimentConfigError
 from rembert_tf.pretraining.experiments import load_experiment_config
 from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTask
 from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTaskConfig
+from rembert_tf.pretraining.model_directory import holds_a_run
 from rembert_tf.pretraining.pretraining_errors import CheckpointMismatchError
 from rembert_tf.pretraining.pretraining_errors import CorruptRecordsError
 from rembert_tf.pretraining.pretraining_errors import LostPeerError

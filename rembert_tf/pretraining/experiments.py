@@ -31,27 +31,20 @@ config = experiments.load_experiment_config(
 """
 import dataclasses
 import os
-from typing import Any, Dict, Sequence, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 from official.core import config_definitions as cfg
 from official.core import exp_factory
 from official.modeling import optimization
 
-from rembert_tf.common import fileio
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import config_ranges
 from rembert_tf.pretraining import masked_lm_task
+from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.runtime import experiment_files
 from rembert_tf.runtime import stop_checks
 
 EXPERIMENT_NAME = "rembert_pretraining"
-# The YAML layering both experiments share, under the names its users know.
-EXPERIMENT_CONFIG_DIR = experiment_files.EXPERIMENT_CONFIG_DIR
-ExperimentConfigError = experiment_files.ExperimentConfigError
-load_yaml_text = experiment_files.load_yaml_text
-resolve_experiment_path = experiment_files.resolve_experiment_path
-parse_override = experiment_files.parse_override
-check_field_types = experiment_files.check_field_types
 
 # BERT's convention: no weight decay on LayerNorm parameters and biases.
 WEIGHT_DECAY_EXCLUDE = ["LayerNorm", "layer_norm", "bias"]
@@ -170,60 +163,64 @@ def load_experiment_config(
   try:
     config.override(merged, is_strict=True)
   except (KeyError, ValueError, AttributeError) as e:
-    raise ExperimentConfigError(
+    raise experiment_files.ExperimentConfigError(
         f"experiment config {list(map(str, config_files))} + overrides: {e}. "
         "Check the key against the ExperimentConfig fields (task / trainer / "
         "runtime; see docs/pretraining.md).") from None
   try:
     config.validate()
   except (KeyError, ValueError, AttributeError) as e:
-    raise ExperimentConfigError(
+    raise experiment_files.ExperimentConfigError(
         f"experiment config {list(map(str, config_files))} + overrides: "
         f"{' '.join(str(e).split())}. Fix the named fields.") from None
-  check_field_types(config)
+  experiment_files.check_field_types(config)
   out_of_range = config_ranges.first_out_of_range(config)
   if out_of_range:
-    raise ExperimentConfigError(f"experiment config: {out_of_range} Fix it in "
-                                "--config or --params_override.")
+    raise experiment_files.ExperimentConfigError(
+        f"experiment config: {out_of_range} Fix it in --config or "
+        "--params_override.")
   config.task.model.validate()
   check_trainer_config(config.trainer)
   return config
 
 
 def check_trainer_config(trainer: cfg.TrainerConfig) -> None:
-  """The loop settings orbit / Model Garden refuse later with a traceback,
-  refused here with the field names and the fix."""
-  def fail(message):
-    raise ExperimentConfigError(f"experiment config: {message}")
-
-  if trainer.steps_per_loop is None or trainer.steps_per_loop <= 0:
-    fail(f"trainer.steps_per_loop is {trainer.steps_per_loop}; it must be a "
-         "positive number of steps (e.g. trainer.steps_per_loop=1000).")
-  if trainer.train_steps is not None and trainer.train_steps <= 0:
-    fail(f"trainer.train_steps is {trainer.train_steps}; it must be > 0.")
-  if trainer.summary_interval and trainer.summary_interval > 0 and (
-      trainer.summary_interval % trainer.steps_per_loop):
-    fail(f"trainer.summary_interval ({trainer.summary_interval}) must be a "
-         f"multiple of trainer.steps_per_loop ({trainer.steps_per_loop}); set "
-         f"trainer.summary_interval={trainer.steps_per_loop} or a multiple.")
-  if trainer.checkpoint_interval is not None and trainer.checkpoint_interval <= 0:
-    fail(f"trainer.checkpoint_interval is {trainer.checkpoint_interval}; it "
-         "must be > 0 (steps between checkpoints).")
-  if trainer.max_to_keep is not None and trainer.max_to_keep <= 0:
-    fail(f"trainer.max_to_keep is {trainer.max_to_keep}; keep at least 1 "
-         "checkpoint (a resume needs one).")
-  value = getattr(trainer, "encoder_export_every_n_checkpoints", 1)
-  if value is None or value < 1:
-    fail(f"trainer.encoder_export_every_n_checkpoints is {value}; it must be "
-         ">= 1.")
-  if getattr(trainer, "stop_check_steps", 0) < 0:
-    fail(f"trainer.stop_check_steps is {trainer.stop_check_steps}; it must be "
-         ">= 0 (0: calls sized by trainer.stop_check_seconds).")
-  if getattr(trainer, "stop_check_seconds", 1.0) <= 0:
-    fail(f"trainer.stop_check_seconds is {trainer.stop_check_seconds}; it "
-         "must be > 0 (e.g. trainer.stop_check_seconds=1).")
+  """The loop settings orbit / Model Garden refuse later with a traceback
+  (a number out of its range: `config_ranges`; no loop length; summaries
+  between loop ends), refused here with the field names and the fix."""
+  problem = config_ranges.first_out_of_range(trainer, "trainer.")
+  for name in ("steps_per_loop", "encoder_export_every_n_checkpoints"):
+    if not problem and getattr(trainer, name, 1) is None:
+      problem = f"trainer.{name} is None; it must be at least 1."
+  if not problem and trainer.summary_interval and (
+      trainer.summary_interval > 0) and (
+          trainer.summary_interval % trainer.steps_per_loop):
+    problem = (
+        f"trainer.summary_interval ({trainer.summary_interval}) must be a "
+        f"multiple of trainer.steps_per_loop ({trainer.steps_per_loop}); set "
+        f"trainer.summary_interval={trainer.steps_per_loop} or a multiple.")
+  if problem:
+    raise experiment_files.ExperimentConfigError(
+        f"experiment config: {problem}")
 
 
-def save_experiment_config(config: cfg.ExperimentConfig, path) -> None:
-  """Writes the resolved experiment config as YAML (atomically)."""
-  fileio.write_yaml(path, config.as_dict())
+def check_async_checkpointing(config: cfg.ExperimentConfig,
+                              multi_worker: bool) -> None:
+  """Asynchronous checkpoints are written from one host; a multi-worker job
+  has every worker join each save."""
+  if config.trainer.enable_async_checkpointing and multi_worker:
+    raise pretraining_errors.PretrainingError(
+        "trainer.enable_async_checkpointing=true writes checkpoints from one "
+        "host; under --strategy multi_worker_mirrored every worker joins each "
+        "save. Set trainer.enable_async_checkpointing=false for this job.")
+
+
+def data_sections(config: cfg.ExperimentConfig, mode: str
+                  ) -> List[Tuple[str, Any]]:
+  """(field name, data config) of the data `mode` reads."""
+  sections = []
+  if "train" in mode:
+    sections.append(("task.train_data", config.task.train_data))
+  if "eval" in mode:
+    sections.append(("task.validation_data", config.task.validation_data))
+  return sections

@@ -53,7 +53,6 @@ PretrainDataConfig = pretraining_input_pipeline.RemBertPretrainDataConfig
 # Feature names the model consumes; the rest are labels.
 MODEL_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids",
                     "masked_lm_positions")
-SYNTHETIC_INPUT_PATH = synthetic_data.SYNTHETIC_INPUT_PATH
 
 
 @dataclasses.dataclass
@@ -186,7 +185,7 @@ class RemBertPretrainTask(base_task.Task):
         and not self.task_config.replay_data_on_resume):
       params = params.replace(
           seed=resumed_stream_seed(params.seed, self.initial_train_step))
-    if params.input_path == SYNTHETIC_INPUT_PATH:
+    if params.input_path == synthetic_data.SYNTHETIC_INPUT_PATH:
       dataset = synthetic_data.synthetic_dataset(
           params, self.task_config.model.vocab_size, input_context)
     else:

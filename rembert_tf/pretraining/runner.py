@@ -2,43 +2,22 @@
 
 Builds on Model Garden's `official.core.train_lib` (`OrbitExperimentRunner`:
 orbit Controller + `base_trainer.Trainer`) and the shared training runtime
-(`rembert_tf.runtime`: strategy, precision, determinism, SIGTERM), adding what
-a resumable, preemptible RemBERT job on TPU pods needs around them:
+(`rembert_tf.runtime`: strategy, precision, determinism, SIGTERM). A run, in
+order:
 
-* every path through `rembert_tf.common.fileio`: records and `model_dir` on
-  any TensorFlow filesystem (gs://, a local disk);
-* checks before the first step, one line each, nothing written: a writable
-  `model_dir` that is none of the run's inputs, records for the mode (a
-  glob matching nothing is refused before the strategy is made), a
-  `model_dir` checkpoint of this model, a resume on records of the same
-  SentencePiece model (sha256) (`preflight_checks`); records that match the
-  model, whose listed shards all exist and whose shards hold records of the
-  experiment's shape (the input pipeline, as the trainer builds its inputs);
-* a checkpoint every `trainer.checkpoint_interval` steps keeping
-  `trainer.max_to_keep` (Model Garden's CheckpointManager), automatic resume
-  (step, weights, optimizer slots), a failed save that leaves no
-  `ckpt-N_temp`, and stale ones removed at start (`training_loop`);
-* a stop check between device calls of about `trainer.stop_check_seconds`
-  of steps (`runtime.stop_checks`), not only at the end of a loop of
-  `steps_per_loop`, and no host read of the step per call: SIGTERM saves at
-  the step reached and exits 42 (single host); several workers consult TF's
-  `PreemptionCheckpointHandler` after the same calls and stop together;
-* asynchronous checkpoints (`trainer.enable_async_checkpointing`): a save
-  in flight is never reported; the final and the preemption save wait;
-* restarts of a multi-worker job: a finished job says so and writes
-  nothing; a lost worker is named (`runtime.cluster_failures`);
-* after saves the fine-tuning artefacts next to the full checkpoint
-  (`artifacts`): `model_config.yaml`, `encoder/ckpt-N` (every
-  `trainer.encoder_export_every_n_checkpoints`-th save and the last), and
-  `sentencepiece.model` when the records' metadata names one; under
-  MultiWorkerMirroredStrategy every worker builds the same objects and
-  non-chief workers write into temporary directories;
-* TensorBoard summaries (`model_dir/train`, `model_dir/validation`: loss,
-  masked_lm_accuracy, lm_example_loss, learning_rate, examples_per_second,
-  gradient_norm, steps_per_second), a console line per loop
-  (`runtime.orbit_loop`), and a stop with a clear message on a NaN / inf
-  loss, before that loop's weights are saved (`loop_actions`); a corrupted
-  record shard is named in one line.
+1. checks model_dir before the strategy is made, one line each, nothing
+   written (`model_directory`); a finished job says so and writes nothing;
+2. builds the task and trainer, and checks a resume: a checkpoint of this
+   model, records of the same SentencePiece model (`model_directory`); the
+   records are checked by the input pipeline as the trainer builds its inputs;
+3. trains and/or evaluates (`training_loop`): checkpoints every
+   `trainer.checkpoint_interval` steps with automatic resume, the fine-tuning
+   artefacts after saves (`model_directory.ArtifactWriter`), a stop check
+   between device calls (SIGTERM saves and exits 42; several workers stop
+   together), a NaN / inf loss stopped before its weights are saved
+   (`loop_actions`), a console line per loop (`runtime.orbit_loop`);
+4. names what failed mid-run in one line: a corrupted record shard, a lost
+   worker (`runtime.cluster_failures`), a failed save.
 
 Example (what `rembert_tf/demo/runner.py` does in-process):
 <!-- snippet: not run: pre-trains the demo model (minutes on a CPU) and needs its records -->
@@ -52,7 +31,7 @@ metrics = pretraining.run(config, "/tmp/run/pretrain", mode="train_and_eval")
 metrics["eval_masked_lm_accuracy"], metrics["global_step"]
 ```
 """
-import contextlib
+import functools
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
@@ -63,13 +42,10 @@ from official.core import task_factory
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import outputs
-from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.data import pretraining_input_pipeline
-from rembert_tf.pretraining import artifacts
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import loop_actions
-from rembert_tf.pretraining import preflight_checks
+from rembert_tf.pretraining import model_directory
 from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.pretraining import training_loop
 from rembert_tf.runtime import cluster_failures
@@ -96,9 +72,8 @@ def run(experiment_config: cfg.ExperimentConfig,
 
   Args:
     experiment_config: From `experiments.load_experiment_config`.
-    model_dir: Checkpoints (`ckpt-N`), `encoder/`, `model_config.yaml`,
-      `params.yaml`, TensorBoard summaries (`train/`, `validation/`). Any
-      TensorFlow filesystem (a local path, gs://, ram://).
+    model_dir: What `model_directory` lists, and TensorBoard summaries; on
+      any TensorFlow filesystem (a local path, gs://, ram://).
     mode: "train", "eval" (needs a checkpoint in model_dir) or
       "train_and_eval" (evaluates every trainer.validation_interval steps and
       at the end).
@@ -126,15 +101,17 @@ def run(experiment_config: cfg.ExperimentConfig,
   """
   config = _resolved_config(experiment_config, mode, mixed_precision)
   model_dir = fileio.as_str(model_dir).rstrip("/")
-  finished = preflight_checks.finished_checkpoint(config, model_dir, mode)
+  finished = model_directory.finished_checkpoint(config, model_dir, mode)
   if finished:  # a restart after the end: nothing to build, nothing written
     return _finished_run_metrics(config, model_dir, finished, print_fn)
-  preflight_checks.check_model_dir(config, model_dir, mode)
+  model_directory.check(config, model_dir, mode)
   if isinstance(strategy, str) or strategy is None:
     strategy = strategies.make_strategy(
         strategy or strategies.DEFAULT_STRATEGY, tpu)
-  with _one_writer(model_dir, strategy), process_settings.training_settings(
-      _precision(config), deterministic=deterministic, seed=seed):
+  settings = process_settings.training_settings(
+      _precision(config), deterministic=deterministic, seed=seed)
+  is_chief = strategies.is_chief(strategy)
+  with model_directory.writing(model_dir, is_chief), settings:
     try:
       return _run(config, model_dir, mode, strategy,
                   allow_sentencepiece_mismatch, print_fn)
@@ -149,7 +126,7 @@ def records_error(config: cfg.ExperimentConfig, mode: str,
   replaced under the run: a parse error); else `error` itself."""
   corrupt = isinstance(error, tf.errors.DataLossError)
   # Synthetic data and an empty input_path match no shard.
-  for field, data in preflight_checks.data_sections(config, mode):
+  for field, data in experiments.data_sections(config, mode):
     if corrupt:
       culprit = pretraining_input_pipeline.unreadable_shard(data)
       if culprit:
@@ -170,13 +147,6 @@ def records_error(config: cfg.ExperimentConfig, mode: str,
         f"reading the records failed ({errors.one_line(error)}); a shard is "
         "corrupted or truncated. Recreate the records.")
   return error
-
-
-def _one_writer(model_dir: str, strategy: tf.distribute.Strategy):
-  """The lock of model_dir (one run writes it); under MultiWorkerMirrored
-  only the chief takes it, the other workers write temporaries of their own."""
-  return (outputs.writing_output(model_dir) if strategies.is_chief(strategy)
-          else contextlib.nullcontext())
 
 
 def _resolved_config(experiment_config: cfg.ExperimentConfig, mode: str,
@@ -216,22 +186,19 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
   """The named steps of a run under `strategy`, after the first checks."""
   task, latest = _build_task(config, model_dir, mode, print_fn)
   trainer = training_loop.create_trainer(config, task, strategy, mode)
-  _check_resume(config, model_dir, mode, trainer, latest,
-                allow_sentencepiece_mismatch, print_fn)
-  preflight_checks.check_async_checkpointing(
+  model_directory.check_checkpoint_compatible(model_dir, trainer,
+                                              config.task.model)
+  if latest is not None and "train" in mode:  # the records' tokenizer too
+    model_directory.check_sentencepiece_matches(
+        model_dir, config.task.train_data, allow_sentencepiece_mismatch,
+        print_fn)
+  experiments.check_async_checkpointing(
       config, strategies.is_multi_worker(strategy))
   is_chief = strategies.is_chief(strategy)
   if is_chief:  # Nothing was written before this point.
-    artifacts.remove_temporaries(model_dir)
-    artifacts.save_params(config, model_dir)
-    if latest:  # After a fallback: the checkpoint the manager restores.
-      checkpoint_layout.name_as_latest(model_dir, latest)
-  writer = artifacts.ArtifactWriter(
-      config, model_dir, trainer.model.encoder, is_chief,
-      preflight_checks.sentencepiece_model_of(config.task.train_data),
-      async_writes=config.trainer.enable_async_checkpointing,
-      sentencepiece_sha256=preflight_checks.records_sentencepiece_sha256(
-          config.task.train_data)[0])
+    model_directory.prepare(config, model_dir, latest)
+  writer = model_directory.ArtifactWriter(
+      config, model_dir, trainer.model.encoder, is_chief)
   progress = orbit_loop.ProgressPrinter(
       trainer.global_step, config.trainer.train_steps, print_fn,
       accuracy_key="masked_lm_accuracy", accuracy_name="mlm_acc")
@@ -241,9 +208,13 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
     # orbit's controller lines go to the log only: the console has ours.
     with preemption.sigterm_stop_flag() as stop_flag, \
          console.orbit_logs_to_file():
+      # orbit's Controller with this run's artefact writer and the SIGTERM
+      # flag (ignored on several workers: TF's preemption handler stops).
       experiment = _build_experiment_runner(
           config, task, trainer, strategy, mode, model_dir,
-          _controller_class(writer, stop_flag, model_dir),
+          functools.partial(training_loop.ExportingController,
+                            artifact_writer=writer, stop_flag=stop_flag,
+                            model_dir=model_dir),
           progress, evaluations)
       # Between device calls of about trainer.stop_check_seconds: the
       # SIGTERM flag (one host) or TF's preemption handler (several workers).
@@ -282,7 +253,7 @@ def _run_experiment(experiment: training_loop.ExperimentRunner,
 def _finished_run_metrics(config: cfg.ExperimentConfig, model_dir: str,
                           checkpoint: str, print_fn: Callable[[str], None]
                           ) -> Dict[str, Any]:
-  step = preflight_checks.checkpoint_step(checkpoint)
+  step = model_directory.checkpoint_step(checkpoint)
   print_fn(f"the job is complete: {checkpoint} is at step {step} "
            f"(trainer.train_steps={config.trainer.train_steps}); nothing to "
            "do. Raise trainer.train_steps to train further.")
@@ -295,41 +266,11 @@ def _build_task(config: cfg.ExperimentConfig, model_dir: str, mode: str,
                 ) -> Tuple[base_task.Task, Optional[str]]:
   """The task, starting its data at the step of model_dir's newest intact
   checkpoint (returned too; None without one)."""
-  latest = checkpoint_layout.latest_checkpoint(model_dir, report=print_fn)
-  if mode == "eval" and latest is None:
-    raise pretraining_errors.PretrainingError(
-        f"--mode eval: --model_dir {model_dir} holds no checkpoint to evaluate "
-        "(expected ckpt-N files and a `checkpoint` index). Train first, or "
-        "point --model_dir at a pre-training run.")
+  latest = model_directory.resume_checkpoint(model_dir, mode, print_fn)
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   if latest is not None:
-    task.initial_train_step = preflight_checks.checkpoint_step(latest)
+    task.initial_train_step = model_directory.checkpoint_step(latest)
   return task, latest
-
-
-def _check_resume(config: cfg.ExperimentConfig, model_dir: str, mode: str,
-                  trainer: training_loop.PretrainTrainer,
-                  latest: Optional[str], allow_sentencepiece_mismatch: bool,
-                  print_fn: Callable[[str], None]) -> None:
-  """model_dir's checkpoint is of this model; a resumed training reads
-  records of the SentencePiece model it was trained with."""
-  preflight_checks.check_checkpoint_compatible(model_dir, trainer,
-                                               config.task.model)
-  if latest is not None and "train" in mode:
-    preflight_checks.check_sentencepiece_matches(
-        model_dir, config.task.train_data, allow_sentencepiece_mismatch,
-        print_fn)
-
-
-def _controller_class(writer: artifacts.ArtifactWriter, stop_flag,
-                      model_dir: str
-                      ) -> Callable[..., training_loop.ExportingController]:
-  """orbit's Controller as the experiment runner builds it, with this run's
-  artefact writer and the SIGTERM stop flag (ignored on several workers,
-  where TF's preemption handler saves and stops)."""
-  return lambda **kwargs: training_loop.ExportingController(
-      artifact_writer=writer, stop_flag=stop_flag, model_dir=model_dir,
-      **kwargs)
 
 
 def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,

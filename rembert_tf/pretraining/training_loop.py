@@ -35,7 +35,7 @@ from official.core import train_utils
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.pretraining import artifacts
+from rembert_tf.pretraining import model_directory
 from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.checkpoints import async_checkpoints
 from rembert_tf.runtime import cluster_failures
@@ -84,7 +84,7 @@ class ExportingController(preemption.PreemptibleController):
   """
 
   def __init__(self, *args,
-               artifact_writer: Optional[artifacts.ArtifactWriter] = None,
+               artifact_writer: Optional[model_directory.ArtifactWriter] = None,
                model_dir: Optional[str] = None, **kwargs):
     self._artifact_writer = artifact_writer
     self._model_dir = model_dir
@@ -184,7 +184,7 @@ class ExportingController(preemption.PreemptibleController):
     self._settle_writes()
     removed = []
     if self._model_dir and fileio.isdir(self._model_dir):
-      removed = artifacts.remove_temporaries(self._model_dir)
+      removed = model_directory.remove_temporaries(self._model_dir)
     latest = self.newest_complete_checkpoint()
     return pretraining_errors.PretrainingError(
         f"writing the checkpoint of step {step} to {self._model_dir} failed "

@@ -13,7 +13,7 @@ from rembert_tf.common import fileio
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
-from rembert_tf.pretraining import preflight_checks
+from rembert_tf.pretraining import model_directory
 from rembert_tf.pretraining import runner
 
 import pretrain_testlib
@@ -58,8 +58,8 @@ def test_train_checkpoint_resume_and_encoder_export_on_ram(ram_records):
   prefix = tf.train.latest_checkpoint(f"{model_dir}/{checkpoint_layout.ENCODER_SUBDIR}")
   assert prefix == f"{model_dir}/encoder/ckpt-4"
   tf.train.Checkpoint(encoder=encoder).read(prefix).assert_existing_objects_matched()
-  full = preflight_checks.checkpoint_reader(f"{model_dir}/ckpt-4")
-  exported = preflight_checks.checkpoint_reader(prefix)
+  full = model_directory.checkpoint_reader(f"{model_dir}/ckpt-4")
+  exported = model_directory.checkpoint_reader(prefix)
   names = [n for n in full.get_variable_to_shape_map()
            if n.startswith("encoder/") and "OPTIMIZER" not in n]
   assert len(names) > 10

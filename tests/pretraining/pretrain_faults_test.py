@@ -20,8 +20,9 @@ from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import experiments
+from rembert_tf.runtime import experiment_files
 from rembert_tf.pretraining import masked_lm_task
-from rembert_tf.pretraining import preflight_checks
+from rembert_tf.pretraining import model_directory
 from rembert_tf.pretraining import runner
 
 import pretrain_testlib
@@ -61,7 +62,7 @@ def one_line(error):
     ("trainer.stop_check_seconds=0", ["trainer.stop_check_seconds"]),
 ])
 def test_trainer_config_errors_name_the_fields(override, fields):
-  with pytest.raises(experiments.ExperimentConfigError) as e:
+  with pytest.raises(experiment_files.ExperimentConfigError) as e:
     experiments.load_experiment_config(["pretrain_tiny_demo"], override)
   assert isinstance(e.value, errors.RemBertError)
   for field in fields:
@@ -84,7 +85,7 @@ def test_trainer_config_errors_name_the_fields(override, fields):
      "exclude_from_weight_decay is 'bias'; it must be a list"),
 ])
 def test_a_value_of_the_wrong_type_names_the_field(override, message):
-  with pytest.raises(experiments.ExperimentConfigError) as e:
+  with pytest.raises(experiment_files.ExperimentConfigError) as e:
     experiments.load_experiment_config(["pretrain_tiny_demo"], override)
   assert message in one_line(e.value)
   assert "--params_override" in one_line(e.value)
@@ -127,7 +128,7 @@ ADAMW = "trainer.optimizer_config.optimizer.adamw."
      "least 1."),
 ])
 def test_a_number_out_of_its_range_names_the_field(override, message):
-  with pytest.raises(experiments.ExperimentConfigError) as e:
+  with pytest.raises(experiment_files.ExperimentConfigError) as e:
     experiments.load_experiment_config(["pretrain_tiny_demo"], override)
   assert message in one_line(e.value)
   assert one_line(e.value).startswith("experiment config: ")
@@ -355,10 +356,10 @@ def test_async_checkpoints_never_show_a_save_in_flight(records, tmp_path,
 def test_async_checkpointing_is_refused_on_several_workers():
   config = make_config("unused")
   config.trainer.enable_async_checkpointing = True
-  preflight_checks.check_async_checkpointing(config, multi_worker=False)
+  experiments.check_async_checkpointing(config, multi_worker=False)
   with pytest.raises(pretraining.PretrainingError,
                      match="enable_async_checkpointing=false"):
-    preflight_checks.check_async_checkpointing(config, multi_worker=True)
+    experiments.check_async_checkpointing(config, multi_worker=True)
 
 
 def test_encoder_export_every_nth_save_and_the_last(records, tmp_path):
@@ -505,7 +506,7 @@ def test_records_name_their_sentencepiece_model_relative_to_the_working_dir(
       tmp_path / "records", splits=(("train", 1),),
       extra_metadata={"sentencepiece_model": "spm/sentencepiece.model"})
   config = make_config(tmp_path / "records")
-  assert preflight_checks.sentencepiece_model_of(config.task.train_data) == (
+  assert model_directory.records_sentencepiece(config.task.train_data)[2] == (
       "spm/sentencepiece.model")
 
 
@@ -550,7 +551,7 @@ def test_records_sentencepiece_model_is_known_by_its_sha256(
   (elsewhere / "spm" / "sentencepiece.model").write_bytes(b"another model")
   monkeypatch.chdir(elsewhere)
   config = make_config(copied, train_steps=2)
-  assert preflight_checks.sentencepiece_model_of(config.task.train_data) is None
+  assert model_directory.records_sentencepiece(config.task.train_data)[2] is None
   model_dir = str(tmp_path / "m")
   runner.run(config, model_dir, **QUIET)
   assert not os.path.exists(os.path.join(model_dir, "sentencepiece.model"))

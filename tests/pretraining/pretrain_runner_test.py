@@ -17,6 +17,7 @@ from rembert_tf.data import pretraining_record_format
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.pretraining import experiments
+from rembert_tf.runtime import experiment_files
 from rembert_tf.pretraining import runner
 
 SEQ, PREDS, VOCAB = pretrain_testlib.SEQ, pretrain_testlib.PREDS, pretrain_testlib.VOCAB
@@ -144,7 +145,7 @@ def test_default_strategy_with_the_precision_flag_and_settings_restored(
   assert metrics["checkpoint"] == os.path.join(model_dir, "ckpt-2")
   assert np.isfinite(metrics["train_loss"])
   assert os.path.exists(os.path.join(model_dir, "encoder", "ckpt-2.index"))
-  params = experiments.load_yaml_text(
+  params = experiment_files.load_yaml_text(
       open(os.path.join(model_dir, "params.yaml")).read())
   assert params["runtime"]["mixed_precision_dtype"] == "bfloat16"
   assert tf_keras.mixed_precision.global_policy().name == "float32"

@@ -8,6 +8,7 @@ import tf_keras
 from official.core import task_factory
 
 from rembert_tf.pretraining import experiments
+from rembert_tf.runtime import experiment_files
 from rembert_tf.pretraining import masked_lm_task
 
 SEQ, PREDS = 16, 4
@@ -213,8 +214,8 @@ def test_unknown_keys_are_named():
   with pytest.raises(ValueError, match="hiden_size"):
     experiments.load_experiment_config(["pretrain_tiny_demo"],
                                        "task.model.hiden_size=3")
-  with pytest.raises(experiments.ExperimentConfigError, match="train_stepz"):
+  with pytest.raises(experiment_files.ExperimentConfigError, match="train_stepz"):
     experiments.load_experiment_config(["pretrain_tiny_demo"],
                                        "trainer.train_stepz=3")
-  with pytest.raises(experiments.ExperimentConfigError, match="no such file"):
+  with pytest.raises(experiment_files.ExperimentConfigError, match="no such file"):
     experiments.load_experiment_config(["no_such_experiment"])
