@@ -143,9 +143,12 @@ def record_files(params: RemBertPretrainDataConfig,
   return files
 
 
-def records_metadata(params: RemBertPretrainDataConfig) -> List[Dict[str, Any]]:
-  """metadata.json of every directory the shards are in (each with `_path`)."""
-  directories = sorted({fileio.dirname(f) for f in record_files(params)})
+def records_metadata(params: RemBertPretrainDataConfig,
+                     files: Optional[List[str]] = None) -> List[Dict[str, Any]]:
+  """metadata.json of every directory the shards are in (each with `_path`);
+  `files`: the shards when the caller has globbed them already."""
+  files = record_files(params) if files is None else files
+  directories = sorted({fileio.dirname(f) for f in files})
   metas = []
   for directory in directories:
     try:
@@ -181,10 +184,11 @@ def _mismatch(meta, field, records_value, other, other_value, fix):
       f"{other_value!r}. Fix: {fix}")
 
 
-def check_records_metadata(params: RemBertPretrainDataConfig
+def check_records_metadata(params: RemBertPretrainDataConfig,
+                           files: Optional[List[str]] = None
                            ) -> List[Dict[str, Any]]:
   """Checks metadata.json against the data config; returns the metadata list."""
-  metas = records_metadata(params)
+  metas = records_metadata(params, files)
   for meta in metas:
     check_listed_shards_exist(meta)
     if meta["seq_length"] != params.seq_length:
@@ -266,11 +270,12 @@ _FIXED_LENGTHS = (("input_word_ids", "seq_length"),
                   ("masked_lm_positions", "max_predictions_per_seq"))
 
 
-def shard_of_other_shape(params: RemBertPretrainDataConfig) -> Optional[str]:
+def shard_of_other_shape(params: RemBertPretrainDataConfig,
+                         files: Optional[List[str]] = None) -> Optional[str]:
   """The first shard whose first record has features of other lengths than
   `params` reads, described; None if every shard's fits. One record a shard:
-  no pass over the data."""
-  for path in input_files(params.input_path):
+  no pass over the data. `files`: the shards, when globbed already."""
+  for path in input_files(params.input_path) if files is None else files:
     for raw in tf.data.TFRecordDataset(path).take(1):
       features = tf.train.Example.FromString(raw.numpy()).features.feature
       for name, field in _FIXED_LENGTHS:
@@ -319,13 +324,13 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
             f"be <= 1, got {params.mask_token_rate} + "
             f"{params.random_token_rate}.")
 
-  def _check_records(self) -> List[Dict[str, Any]]:
+  def _check_records(self, files: List[str]) -> List[Dict[str, Any]]:
     """The records' metadata, checked against the data config (and the model
-    config when given), and the first record of each shard."""
-    metas = check_records_metadata(self._params)
+    config when given), and the first record of each shard (`files`)."""
+    metas = check_records_metadata(self._params, files)
     if self._model_config is not None:
       _check_records_fit_model(metas, self._model_config)
-    other = shard_of_other_shape(self._params)
+    other = shard_of_other_shape(self._params, files)
     if other:
       raise DataMismatchError(
           f"{self._field}.input_path: record shard {other}. Move it out of "
@@ -399,9 +404,10 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
       raise DataMismatchError(
           f"{self._field}.global_batch_size must be > 0, got "
           f"{params.global_batch_size}.")
-    record_files(params, self._field)
+    # Globbed once here for every check (a listing of gs:// each time).
+    files = record_files(params, self._field)
     if params.check_metadata:
-      metas = self._check_records()
+      metas = self._check_records(files)
       if not self._vocab_size:
         self._vocab_size = metas[0]["vocab_size"]
       self._special_ids = metas[0].get("special_ids", self._special_ids)
