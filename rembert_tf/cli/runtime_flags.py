@@ -55,8 +55,7 @@ def _field_as_flag_value(flag: str, value) -> Optional[str]:
   if value in (None, ""):
     return None
   if flag == "strategy":
-    ours = {mg: name for name, mg in choices.MODEL_GARDEN_STRATEGY_NAMES.items()
-            }.get(value, value)
+    ours = choices.strategy_name(value)
     if ours not in choices.STRATEGIES:
       raise errors.UsageError(
           f"runtime.distribution_strategy {value!r}: expected one of "

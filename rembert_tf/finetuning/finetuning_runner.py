@@ -44,7 +44,7 @@ print(results["markdown"])
 ```
 """
 import contextlib
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
@@ -128,7 +128,8 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
         checkpointed_dropout_generators=True), \
         preemption.sigterm_stop_flag() as stop:
       strategy_obj = distribution_strategy or strategies.make_strategy(
-          _strategy_name(runtime.distribution_strategy), runtime.tpu)
+          choices.strategy_name(runtime.distribution_strategy)
+          or choices.DEFAULT_STRATEGY, runtime.tpu)
       trainer = _with_jit_compile(config.trainer, strategy_obj, progress)
       model_cfg, restore_encoder, source = run_inputs.encoder_source(
           encoder.init_checkpoint, encoder.model_config, meta, records_dir)
@@ -142,14 +143,6 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
     return write_results(data.task, meta, runs, output_dir,
                          config.sweep.num_seeds, records_dir,
                          config.sweep.compare_paper, progress)
-
-
-def _strategy_name(distribution_strategy: Optional[str]) -> str:
-  """The --strategy name of a `runtime.distribution_strategy` (Model
-  Garden's names are ours but for `off`); unset: the default."""
-  ours = {mg: name for name, mg in choices.MODEL_GARDEN_STRATEGY_NAMES.items()}
-  return ours.get(distribution_strategy,
-                  distribution_strategy or choices.DEFAULT_STRATEGY)
 
 
 def _with_jit_compile(config: finetuning_experiment.FinetuningConfig,
