@@ -21,7 +21,6 @@ Examples:
     --strategy tpu --tpu NAME --mixed_precision mixed_bfloat16 \
     --finetune_params_override=runtime.distribution_strategy=tpu,runtime.tpu=NAME2
 """
-import contextlib
 import sys
 
 from absl import flags
@@ -167,14 +166,12 @@ def run_suite(options) -> int:
   lock; the exit code (42 when preempted)."""
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
-  from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
   from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
   _refuse_output_overlapping_inputs(options)
   try:
     # One suite per directory; several workers of one suite: the chief's.
-    with (outputs.writing_output(options.output_dir)
-          if output_lock.is_chief_process() else contextlib.nullcontext()):
+    with outputs.writing_shared_output(options.output_dir):
       ablation.run_suite(options)
   except preemption.TrainingPreempted as e:
     print(f"{PROG}: preempted: {e}", file=sys.stderr)

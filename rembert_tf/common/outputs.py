@@ -105,6 +105,15 @@ def writing_output(path: PathLike) -> Iterator[str]:
     yield path
 
 
+def writing_shared_output(path: PathLike, is_chief: Optional[bool] = None):
+  """`writing_output(path)` on the chief alone: when several workers run one
+  job, the chief holds the output's lock and the others write temporaries of
+  their own. `is_chief` None: from TF_CONFIG (`output_lock.is_chief_process`)."""
+  if is_chief is None:
+    is_chief = output_lock.is_chief_process()
+  return writing_output(path) if is_chief else contextlib.nullcontext()
+
+
 def writes_output(argument: str) -> Callable:
   """Runs the decorated function in `writing_output(<its argument>)`.
 

@@ -43,12 +43,10 @@ results = finetuning_runner.run_finetuning(config, "ft/xnli")
 print(results["markdown"])
 ```
 """
-import contextlib
 from typing import Dict, List
 
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
-from rembert_tf.common import output_lock
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import run_inputs
@@ -113,7 +111,8 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
   finetuning_experiment.check_settings(config)
   data, encoder, runtime = config.data, config.encoder, config.runtime
   num_rates = len(config.sweep.learning_rates) or 1
-  with _one_writer(output_dir):  # Nothing was written before this point.
+  # Nothing was written before this point.
+  with outputs.writing_shared_output(output_dir):
     records_dir = run_inputs.prepare_records(
         data.task, output_dir, data.records_dir, data.data_dir,
         data.sentencepiece_model, encoder.init_checkpoint, data.seq_length,
@@ -159,10 +158,3 @@ def _with_jit_compile(config: finetuning_experiment.FinetuningConfig,
            "turns it off)" if on else "[finetune] XLA off: the default on a "
            "CPU, where it is faster (--jit_compile turns it on)")
   return config.replace(jit_compile=on)
-
-
-def _one_writer(output_dir: str):
-  """The lock of output_dir (one sweep writes it); on several workers only
-  the chief takes it, the others write temporaries of their own."""
-  return (outputs.writing_output(output_dir) if output_lock.is_chief_process()
-          else contextlib.nullcontext())

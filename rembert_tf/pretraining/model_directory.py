@@ -26,9 +26,10 @@ Before the first step, one line each and nothing written:
 Example:
 <!-- snippet: not run: a fragment: `config` comes from the caller's code -->
 ```python
+from rembert_tf.common import outputs
 from rembert_tf.pretraining import model_directory
 model_directory.check(config, "/tmp/pretrain", "train_and_eval")
-with model_directory.writing("/tmp/pretrain", is_chief=True):
+with outputs.writing_shared_output("/tmp/pretrain", is_chief=True):
   model_directory.prepare(config, "/tmp/pretrain", latest=None)  # params.yaml
 writer = model_directory.ArtifactWriter(config, "/tmp/pretrain",
                                         trainer.model.encoder, is_chief=True)
@@ -38,7 +39,6 @@ writer.wait()                 # every export complete
 writer.close()
 ```
 """
-import contextlib
 import os
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -357,13 +357,6 @@ def check_sentencepiece_matches(model_dir: str, data_config,
 
 # ---------------------------------------------------------------------------
 # Writing.
-def writing(model_dir: str, is_chief: bool):
-  """The lock of model_dir (one run writes it); under MultiWorkerMirrored
-  only the chief takes it, the other workers write temporaries of their own."""
-  return (outputs.writing_output(model_dir) if is_chief
-          else contextlib.nullcontext())
-
-
 def prepare(config: cfg.ExperimentConfig, model_dir: str,
             latest: Optional[str]) -> None:
   """The chief's first writes, after every check: removes what a killed save

@@ -42,6 +42,7 @@ from official.core import task_factory
 from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import outputs
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import loop_actions
@@ -111,7 +112,7 @@ def run(experiment_config: cfg.ExperimentConfig,
   settings = process_settings.training_settings(
       _precision(config), deterministic=deterministic, seed=seed)
   is_chief = strategies.is_chief(strategy)
-  with model_directory.writing(model_dir, is_chief), settings:
+  with outputs.writing_shared_output(model_dir, is_chief), settings:
     try:
       return _run(config, model_dir, mode, strategy,
                   allow_sentencepiece_mismatch, print_fn)

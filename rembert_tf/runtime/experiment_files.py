@@ -115,6 +115,7 @@ def parse_override(params_override: Union[str, Dict[str, Any], None]
         "a YAML/JSON mapping, or a YAML file.")
   return values
 
+
 def layered_values(config_files: Sequence[Union[str, os.PathLike]] = (),
                    params_override: Union[str, Dict[str, Any], None] = None
                    ) -> Dict[str, Any]:

@@ -162,6 +162,27 @@ def test_only_the_chief_of_a_multi_worker_run_writes(tf_config, chief, monkeypat
   assert output_lock.is_chief_process() is chief
 
 
+def test_a_shared_output_is_locked_by_the_chief_alone(tmp_path, monkeypatch):
+  """`outputs.writing_shared_output`: the chief meets another run's lock; a
+  non-chief worker (TF_CONFIG, or told) takes no lock and is not refused."""
+  out = tmp_path / "model_dir"
+  with testlib.held_by_another_process(out) as (pid, _):
+    with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
+      with outputs.writing_shared_output(out, is_chief=True):
+        pass
+    with outputs.writing_shared_output(out, is_chief=False):
+      pass
+    monkeypatch.setenv("TF_CONFIG", json.dumps({
+        "cluster": {"worker": ["a:1", "b:2"]},
+        "task": {"type": "worker", "index": 1}}))
+    with outputs.writing_shared_output(out):
+      pass
+    monkeypatch.setenv("TF_CONFIG", "")
+    with pytest.raises(output_lock.OutputLockedError):
+      with outputs.writing_shared_output(out):
+        pass
+
+
 def test_cleanup_keeps_the_temporaries_of_live_writers(tmp_path):
   out = str(tmp_path / "out")
   finished = subprocess.Popen([sys.executable, "-c", "pass"])
