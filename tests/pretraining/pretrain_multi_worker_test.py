@@ -118,6 +118,14 @@ def model_dir_files(model_dir):
                 if "/logs/" not in p)
 
 
+def chief_save_held(marker, prefix) -> bool:
+  """Whether the stalled-save launcher holds the merge of `prefix`."""
+  if not os.path.exists(marker):
+    return False
+  with open(marker, encoding="utf-8") as f:
+    return f"{prefix}\n" in f.read()
+
+
 def checkpoint_step(path):
   return int(path.rsplit("-", 1)[1])
 
@@ -150,10 +158,13 @@ def test_a_two_worker_job_survives_every_restart(records, tmp_path):
           "multi_worker_mirrored"]
   root = str(tmp_path)
 
-  # 1. Killed while ckpt-6 is being written.
+  # 1. Killed while the chief's ckpt-6 is being written. The other worker
+  # holds its own copy's merge too (in a temporary directory), and may get
+  # there first: wait for the chief's line.
   marker = str(tmp_path / "stalled")
   job = Job("stalled", root, ["6", marker, *args], launcher=[STALLED_SAVE])
-  job.wait_until(lambda: os.path.exists(marker), "the save of ckpt-6")
+  job.wait_until(lambda: chief_save_held(marker, f"{model_dir}/ckpt-6"),
+                 "the chief's save of ckpt-6")
   job.kill()
   assert os.path.isdir(os.path.join(model_dir, "ckpt-6_temp"))
   assert checkpoint_step(tf.train.latest_checkpoint(model_dir)) == 4
