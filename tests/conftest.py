@@ -54,6 +54,13 @@ LONGEST_FIRST = (
 )
 
 
+def pytest_configure(config):
+  # pytest-xdist hands out whole files largest first (by number of tests)
+  # unless told to keep the collected order, which puts these last.
+  if hasattr(config.option, "loadscopereorder"):
+    config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
   missing = [p for p in LONGEST_FIRST if not (config.rootpath / p).is_file()]
   if missing:  # a renamed file would silently lose its place
