@@ -74,7 +74,8 @@ def main(argv):
                             " output), --data_dir (the XTREME download/), or "
                             "--data_source tfds (or their data.* fields).")
   try:
-    finetuning_runner.run_finetuning(config, FLAGS.output_dir)
+    finetuning_runner.run_finetuning(config, FLAGS.output_dir,
+                                     overwrite=FLAGS.overwrite)
   except preemption.TrainingPreempted as e:
     print(f"{PROG}: {e}", file=sys.stderr, flush=True)
     sys.exit(e.exit_code)

@@ -65,6 +65,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   fv = dict(flag_values=flag_values)
   flags.DEFINE_string("output_dir", None, "Predictions, scores, results table.",
                       **fv)
+  flags.DEFINE_bool("overwrite", False, "Start --output_dir again: remove its "
+                    "runs and results first (a rerun with other settings or "
+                    "training files is refused without it).", **fv)
   flags.DEFINE_enum("task", None, list(xtreme_tasks.FINETUNING_TASKS),
                     "XTREME task.", **fv)
   flags.DEFINE_string("records_dir", None, "Records of the task "
@@ -156,10 +159,15 @@ def field_value(flag: str, value: Any) -> Any:
 
 def given_overrides(flag_values: flags.FlagValues = flags.FLAGS
                     ) -> Dict[str, Any]:
-  """{field: value} of every flag of the table given on the command line."""
-  return {field: field_value(flag, flag_values[flag].value)
-          for flag, field in FLAG_FIELDS.items()
-          if flag in flag_values and flag_values[flag].present}
+  """{field: value} of every flag of the table given on the command line.
+  One rate (--learning_rate) also empties the list of rates, which would
+  otherwise be swept instead of it."""
+  given = {field: field_value(flag, flag_values[flag].value)
+           for flag, field in FLAG_FIELDS.items()
+           if flag in flag_values and flag_values[flag].present}
+  if "trainer.learning_rate" in given and "sweep.learning_rates" not in given:
+    given["sweep.learning_rates"] = []
+  return given
 
 
 def flag_notes(given: Dict[str, Any], layered: Dict[str, Any]
@@ -174,7 +182,10 @@ def flag_notes(given: Dict[str, Any], layered: Dict[str, Any]
       written = written.get(part) if isinstance(written, dict) else None
     written = layered.get(field, written)  # a dotted key of a dict override
     if written is not None and written != value:
-      notes.append(f"--{by_field[field]} {value} overrides the experiment's "
+      flag = by_field[field]
+      if field == "sweep.learning_rates" and value == []:  # --learning_rate
+        flag, value = "learning_rate", given["trainer.learning_rate"]
+      notes.append(f"--{flag} {value} overrides the experiment's "
                    f"{field}: {written}")
   return notes
 
@@ -199,8 +210,9 @@ def overrides_from_args(args: Sequence[str],
   if extra[1:]:
     raise errors.UsageError(f"{program} {extra[1]!r}: expected a flag such as "
                             "--num_train_epochs=2.")
-  if flag_values["output_dir"].present:
-    raise errors.UsageError(f"{program} --output_dir: not a setting of one "
-                            "fine-tuning run here.")
+  for flag in ("output_dir", "overwrite"):
+    if flag_values[flag].present:
+      raise errors.UsageError(f"{program} --{flag}: not a setting of one "
+                              "fine-tuning run here.")
   return given_overrides(flag_values)
 

@@ -31,7 +31,7 @@ meta = finetuning_data.create_finetuning_data(
 ```
 """
 import json
-from typing import Dict, Iterable, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -47,6 +47,10 @@ METADATA_FILE = "metadata.json"
 # [CLS] + at least a few pieces + [SEP] (+ [SEP]); below this no task fits.
 MIN_SEQ_LENGTH = 8
 TaskDataError = xtreme_tasks.TaskDataError
+# The settings of metadata.json that change the training records (so do the
+# SentencePiece model and the training file, `train-en` of sources_sha256).
+TRAINING_SETTINGS = ("task", "data_source", "seq_length", "sp_model_sha256",
+                     "doc_stride", "max_query_length")
 
 
 def _write_split(records: Iterable, directory: str, name: str,
@@ -124,6 +128,71 @@ def _write_one_split(kind, dataset, source, split, lang, tokenizer,
   return info
 
 
+def _plan(task: str, data_dir, sp_model, seq_length, doc_stride: int,
+          max_query_length: int, languages, splits, data_source: str,
+          tfds_data_dir):
+  """(dataset, task type, source, (split, language) jobs, the identity of
+  the records: `records_identity`), every input checked to be there."""
+  dataset = xtreme_tasks.get_finetuning_task(task)
+  kind = task_types.get(dataset.task_type)
+  seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
+  source = task_sources.make_source(dataset, data_source, data_dir,
+                                    tfds_data_dir)
+  jobs = source.jobs(languages, splits)
+  # A file by its content, whatever its path; a TFDS split by its name and
+  # version (a prepared version does not change).
+  sources = {f"{split}-{lang}": (fileio.sha256(source.describe(split, lang))
+                                 if source.name == "download"
+                                 else source.describe(split, lang))
+             for split, lang in jobs}
+  identity = {"task": task, "data_source": source.name,
+              "seq_length": seq_length, "doc_stride": doc_stride,
+              "max_query_length": max_query_length,
+              "sp_model_sha256": fileio.sha256(sp_model),
+              "sources_sha256": sources}
+  return dataset, kind, source, jobs, identity
+
+
+def records_identity(task: str, data_dir, sp_model,
+                     seq_length: Optional[int] = None, doc_stride: int = 128,
+                     max_query_length: int = 64,
+                     languages: Optional[Sequence[str]] = None,
+                     splits: Sequence[str] = ("dev", "test"),
+                     data_source: str = "download",
+                     tfds_data_dir=None) -> Dict:
+  """What the records of these arguments are made from, by content: the
+  fields of their metadata.json that `records_changes` compares (the
+  settings, the SentencePiece model and each split's file by sha256; no
+  path)."""
+  return _plan(task, data_dir, sp_model, seq_length, doc_stride,
+               max_query_length, languages, splits, data_source,
+               tfds_data_dir)[-1]
+
+
+def records_changes(meta: Dict, identity: Dict) -> List[Tuple[str, Any, Any]]:
+  """(setting, value in `meta`, value in `identity`, as text) of each difference
+  between the records `meta` describes and `records_identity`'s; a split
+  file is named `<split>-<lang>`, a field of records an earlier version
+  made without it is not held against them."""
+  changes = [(key, _shown(meta[key]), _shown(identity[key]))
+             for key in TRAINING_SETTINGS
+             if key in meta and meta[key] != identity[key]]
+  there = meta.get("sources_sha256", {})
+  now = identity["sources_sha256"]
+  for name in sorted(set(there) | set(now)):
+    if there.get(name) != now.get(name):
+      changes.append((name, _shown(there.get(name, "absent")),
+                      _shown(now.get(name, "absent"))))
+  return changes
+
+
+def _shown(value: Any) -> str:
+  """A value in a line: a sha256 by its first 12 digits."""
+  if isinstance(value, str) and len(value) == 64:
+    return f"sha256 {value[:12]}"
+  return str(value)
+
+
 def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
                            seq_length: Optional[int] = None,
                            doc_stride: int = 128, max_query_length: int = 64,
@@ -143,31 +212,25 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
   `allow_unlabelled_dev`. The output directory appears complete or not at
   all; with `overwrite` the old one stays until the new one is whole.
   """
-  dataset = xtreme_tasks.get_finetuning_task(task)
-  kind = task_types.get(dataset.task_type)
-  seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
   outputs.refuse_overlap(fileio.join(output_dir, task), {
       "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
       "--sentencepiece_model": sp_model}, "the task folder")
-  source = task_sources.make_source(dataset, data_source, data_dir,
-                                    tfds_data_dir)
+  dataset, kind, source, jobs, identity = _plan(
+      task, data_dir, sp_model, seq_length, doc_stride, max_query_length,
+      languages, splits, data_source, tfds_data_dir)
   tokenizer = example_records.SentencePieceTokenizer(sp_model)
-  jobs = source.jobs(languages, splits)
-  meta = {"task": task, "task_type": dataset.task_type,
-          "seq_length": seq_length, "labels": list(dataset.labels),
-          "score_split": dataset.score_split,
-          "sp_model": fileio.as_str(sp_model),
-          "sp_model_sha256": fileio.sha256(sp_model),
-          "doc_stride": doc_stride, "max_query_length": max_query_length,
-          "data_source": source.name, "data_dir": source.data_dir,
-          "splits": {}}
+  meta = dict(identity, labels=list(dataset.labels),
+              score_split=dataset.score_split,
+              task_type=dataset.task_type, sp_model=fileio.as_str(sp_model),
+              data_dir=source.data_dir, splits={})
   options = {"doc_stride": doc_stride, "max_query_length": max_query_length}
   with outputs.atomic_directory(fileio.join(output_dir, task),
                                overwrite=overwrite) as tmp:
     fileio.makedirs(fileio.join(tmp, "labels", task))
     for split, lang in jobs:
       info = _write_one_split(kind, dataset, source, split, lang, tokenizer,
-                              seq_length, options, tmp, allow_unlabelled_dev)
+                              meta["seq_length"], options, tmp,
+                              allow_unlabelled_dev)
       meta["splits"].setdefault(split, {})[lang] = info
       progress(f"[create_finetuning_data] {task} {split}-{lang}: "
                f"{info['num_examples']} examples -> {info['num_features']} "

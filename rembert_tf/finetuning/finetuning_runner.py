@@ -58,12 +58,15 @@ from rembert_tf.runtime import strategies
 
 
 def _results_markdown(task: str, score_split: str, summary: Dict,
-                      num_seeds: int, output_dir: str,
+                      runs: List[Dict], output_dir: str,
                       compare_paper: bool) -> str:
   mean, std = summary["scores"], summary["std"]
   if mean is None:
     return (f"## {task}: no labelled {score_split} files; predictions are "
             f"under {fileio.join(output_dir, 'runs')}\n")
+  num_seeds = summary["num_seeds"]
+  redone = [f"- lr={run['learning_rate']:g} seed={run['seed']}: "
+            f"{run['redone']}" for run in runs if run.get("redone")]
   return (f"## {task}: zero-shot {score_split} scores, learning rate "
           f"{summary['selected_learning_rate']:g}, mean over {num_seeds} "
           "seed(s)\n\n" +
@@ -71,19 +74,21 @@ def _results_markdown(task: str, score_split: str, summary: Dict,
               {task: mean}, compare_paper=compare_paper,
               std={task: std} if num_seeds > 1 else None).rstrip("\n") +
           "\n\n### learning rate, selected on English dev\n\n" +
-          sweep.selection_markdown(summary) + "\n")
+          sweep.selection_markdown(summary) + "\n" +
+          ("\n### runs that predicted again\n\n" + "\n".join(redone) + "\n"
+           if redone else ""))
 
 
 def write_results(task: str, meta: Dict, runs: List[Dict], output_dir: str,
-                  num_seeds: int, records_dir: str, compare_paper: bool,
-                  progress) -> Dict:
-  """results.json and results.md: the selected rate, mean / std over seeds."""
+                  records_dir: str, compare_paper: bool, progress) -> Dict:
+  """results.json and results.md: the selected rate, mean / std over its
+  seeds, and the runs that predicted again after their records changed."""
   score_split = meta["score_split"]
   summary = sweep.summarize_runs(runs, score_split)
-  results = dict(summary, task=task, score_split=score_split,
-                 num_seeds=num_seeds, runs=runs, records_dir=records_dir)
-  markdown = _results_markdown(task, score_split, summary, num_seeds,
-                               output_dir, compare_paper)
+  results = dict(summary, task=task, score_split=score_split, runs=runs,
+                 records_dir=records_dir)
+  markdown = _results_markdown(task, score_split, summary, runs, output_dir,
+                               compare_paper)
   results["markdown"] = markdown
   xtreme_scorer.write_json(results, fileio.join(output_dir, "results.json"))
   fileio.write_text(fileio.join(output_dir, "results.md"), markdown)
@@ -93,7 +98,7 @@ def write_results(task: str, meta: Dict, runs: List[Dict], output_dir: str,
 
 def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
                    output_dir, progress=print,
-                   distribution_strategy=None) -> Dict:
+                   distribution_strategy=None, overwrite: bool = False) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
 
   `config`: the fine-tuning experiment (`load_finetuning_config`). Records:
@@ -101,11 +106,14 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
   to output_dir/records from `data.data_dir` (XTREME download/) or TFDS
   (`data.data_source: tfds`) with `data.sentencepiece_model` (default: the
   checkpoint's). The rate is selected on English dev, mean / std over seeds
-  reported (`sweep`); a rerun after a kill resumes where it stopped.
+  reported (`sweep`); a rerun after a kill resumes where it stopped, a
+  rerun with another rate or seed adds to the sweep, one with other inputs
+  or settings is refused (`sweep`, `run_inputs.prepare_records`) unless
+  `overwrite`, which first removes output_dir's runs and results.
   `distribution_strategy`: a strategy built by the caller (else
   `config.runtime`'s). Returns a dict: task, selected_learning_rate,
-  english_dev_by_rate, score_split, scores (official shape, mean over
-  seeds), std, runs, markdown.
+  english_dev_by_rate, num_seeds, score_split, scores (official shape, mean
+  over seeds), std, runs, markdown.
   """
   output_dir = fileio.as_str(output_dir)
   finetuning_experiment.check_settings(config)
@@ -113,11 +121,18 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
   num_rates = len(config.sweep.learning_rates) or 1
   # Nothing was written before this point.
   with outputs.writing_shared_output(output_dir):
+    earlier = sweep.earlier_runs(output_dir)
     records_dir = run_inputs.prepare_records(
         data.task, output_dir, data.records_dir, data.data_dir,
         data.sentencepiece_model, encoder.init_checkpoint, data.seq_length,
         data.languages, data.splits, progress, data.data_source,
-        data.tfds_data_dir, data.allow_unlabelled_dev)
+        data.tfds_data_dir, data.allow_unlabelled_dev,
+        holds_runs=bool(earlier) and not overwrite)
+    if overwrite and earlier:  # records of the same inputs are the same
+      progress(f"[finetune] --overwrite: the runs and results of "
+               f"{output_dir} are removed")
+      for name in ("runs", "results.json", "results.md"):
+        fileio.rmtree(fileio.join(output_dir, name))
     meta = run_inputs.checked_metadata(
         data.task, records_dir, encoder.init_checkpoint, data.splits,
         num_rates, data.allow_unlabelled_dev,
@@ -135,12 +150,12 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
       progress(f"[finetune] {data.task}: encoder from {source}")
       context = sweep.SweepContext(  # its fields in order
           meta, records_dir, model_cfg, restore_encoder, strategy_obj,
-          data.splits, encoder.init_checkpoint, progress, stop)
+          data.splits, encoder.init_checkpoint, progress, stop,
+          runtime.mixed_precision_dtype)
       runs = sweep.run_sweep(context, output_dir, [
           trainer.replace(**overrides)
           for overrides in finetuning_experiment.run_overrides(config)])
-    return write_results(data.task, meta, runs, output_dir,
-                         config.sweep.num_seeds, records_dir,
+    return write_results(data.task, meta, runs, output_dir, records_dir,
                          config.sweep.compare_paper, progress)
 
 

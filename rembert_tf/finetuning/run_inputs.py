@@ -48,27 +48,19 @@ def checkpoint_sentencepiece(init_checkpoint) -> Optional[str]:
   return checkpoint_layout.find_sentencepiece(init_checkpoint)
 
 
-def _reusable_records(existing: str, sp_model, data_source: str, data_dir,
-                      seq_length) -> bool:
-  """Records an earlier run wrote from the same data and model."""
-  if not fileio.exists(fileio.join(existing, finetuning_data.METADATA_FILE)):
-    return False
-  meta = finetuning_data.read_metadata(existing)
-  return (meta.get("sp_model_sha256") == fileio.sha256(sp_model)
-          and meta.get("data_source", "download") == data_source
-          and meta.get("data_dir") == fileio.as_str(data_dir)
-          and seq_length in (None, meta.get("seq_length")))
-
-
 def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
                     init_checkpoint, seq_length, languages, splits,
                     progress, data_source: str = "download",
                     tfds_data_dir=None,
-                    allow_unlabelled_dev: bool = False) -> str:
+                    allow_unlabelled_dev: bool = False,
+                    holds_runs: bool = False) -> str:
   """The records directory: given, or written from the XTREME download or
   from TFDS (`data_source` "tfds" with `tfds_data_dir`, by default TFDS's
-  own data directory). First of all, an output_dir that is, holds or lies
-  inside an input is refused."""
+  own data directory) under output_dir/records/<task>, where records of the
+  same inputs (by content, `finetuning_data.records_changes`) are reused.
+  `holds_runs`: output_dir holds runs trained on the records there. First
+  of all, an output_dir that is, holds or lies inside an input is
+  refused."""
   outputs.refuse_overlap(output_dir, {
       "--init_checkpoint": init_checkpoint, "--records_dir": records_dir,
       "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
@@ -93,16 +85,42 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
           f"{checkpoint_layout.SENTENCEPIECE_FILE}.")
   records_root = fileio.join(output_dir, "records")
   existing = fileio.join(records_root, task)
-  if _reusable_records(existing, sp_model, data_source, root, seq_length):
-    # A rerun (e.g. after a kill) reuses the records it wrote before.
-    progress(f"[finetune] records of an earlier run reused: {existing}")
-    return existing
+  identity = finetuning_data.records_identity(
+      task, data_dir, sp_model, seq_length, languages=languages,
+      splits=splits, data_source=data_source, tfds_data_dir=tfds_data_dir)
+  if fileio.exists(fileio.join(existing, finetuning_data.METADATA_FILE)):
+    changes = finetuning_data.records_changes(
+        finetuning_data.read_metadata(existing), identity)
+    if not changes:  # a rerun (after a kill, another rate) reuses them
+      progress(f"[finetune] records of an earlier run reused: {existing}")
+      return existing
+    _check_records_change(output_dir, existing, changes, holds_runs, progress)
   finetuning_data.create_finetuning_data(
-      task, data_dir, sp_model, records_root, seq_length=seq_length,
-      languages=languages, splits=splits, overwrite=True, progress=progress,
-      data_source=data_source, tfds_data_dir=tfds_data_dir,
-      allow_unlabelled_dev=allow_unlabelled_dev)
+      task, data_dir, sp_model, records_root,
+      seq_length=seq_length, languages=languages, splits=splits,
+      overwrite=True, progress=progress, data_source=data_source,
+      tfds_data_dir=tfds_data_dir, allow_unlabelled_dev=allow_unlabelled_dev)
   return existing
+
+
+def _check_records_change(output_dir: str, existing: str, changes,
+                          holds_runs: bool, progress) -> None:
+  """Records of other inputs under finished runs: refused when the training
+  records change (the runs were trained on the old ones); rebuilt with a
+  note when only the dev / test files change (the runs then predict the new
+  ones, `sweep.run_once`)."""
+  if not holds_runs:
+    return
+  said = "; ".join(f"{name} is {there} there, {now} now"
+                   for name, there, now in changes)
+  if any(name in finetuning_data.TRAINING_SETTINGS or name == "train-en"
+         for name, _, _ in changes):
+    raise FinetuningError(
+        f"{output_dir}: its runs were trained on records made with other "
+        f"settings or files ({said}). Pass --overwrite to start "
+        f"{output_dir} again, or use another --output_dir.")
+  progress(f"[finetune] note: {existing} is made again: its dev / test "
+           f"files changed ({said}); the finished runs predict them again.")
 
 
 def read_task_metadata(task: str, records_dir: str) -> Dict:

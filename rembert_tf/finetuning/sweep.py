@@ -4,11 +4,17 @@ Both `rembert-finetune` (`finetuning_runner.run_finetuning`) and the ablation
 suite use this module; the selection rule below is the only one.
 
 * Each (rate, seed) run lives in `runs/lr-<lr>_seed-<s>/`. Its
-  `run_config.json` holds what changes its result (the run fingerprint); a
-  directory started with other settings is refused. A finished run (its
-  `run.json` exists) is skipped and its stored result returned; an
-  interrupted one resumes from its newest checkpoint (`training_loop`), after
-  the `ckpt-N_temp` directories a killed save left are removed.
+  `run_config.json` holds what changes its weights (the run fingerprint:
+  the settings, the training records, the initial weights and the model
+  config by content, never a path). The output directory's sweep is every
+  run asked for and every run it already holds (another rate or seed of an
+  earlier command); a run made with other settings is refused before any
+  run starts. A finished run (its `run.json` exists) is skipped and its
+  stored result returned, unless the records or splits it predicted changed
+  since: then it predicts them again, from its kept checkpoint or trained
+  again, and its result says which (`redone`). An interrupted run resumes
+  from its newest checkpoint (`training_loop`), after the `ckpt-N_temp`
+  directories a killed save left are removed.
 * Selection: the rate with the best mean English dev score over its seeds
   (English's headline score; on the scored split when the task has no dev
   set). A rate without any English dev score ranks below every scored rate;
@@ -31,6 +37,8 @@ sweep.select_learning_rate({1e-5: 70.0, 3e-5: 70.0, 5e-5: None})   # 1e-05
 """
 import collections
 import dataclasses
+import functools
+import hashlib
 import json
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -73,6 +81,32 @@ class SweepContext:
   init_checkpoint: Optional[str] = None
   progress: Callable[[str], None] = print
   stop: Optional[threading.Event] = None  # set by SIGTERM
+  mixed_precision: Optional[str] = None
+
+  @functools.cached_property
+  def records_sha256(self) -> Dict[str, str]:
+    """Every records file (labels and side files too) by sha256; not
+    metadata.json, which names paths."""
+    return {name: fileio.sha256(fileio.join(self.records_dir, name))
+            for name in fileio.files_under(fileio.as_str(self.records_dir))
+            if name != finetuning_data.METADATA_FILE}
+
+  @functools.cached_property
+  def identity(self) -> Dict[str, Any]:
+    """What every run's weights depend on beside its trainer settings."""
+    train_file = self.meta["splits"]["train"]["en"]["file"]
+    return {"task": self.meta["task"],
+            "train_records_sha256": self.records_sha256[train_file],
+            "init_checkpoint_sha256": _checkpoint_identity(
+                self.init_checkpoint),
+            "model_config": self.model_config.as_dict(),
+            "mixed_precision_dtype": self.mixed_precision}
+
+  def predicted(self) -> Dict[str, Any]:
+    """What a finished run's predictions were made from (in its run.json)."""
+    return {"records_sha256": hashlib.sha256(json.dumps(
+        self.records_sha256, sort_keys=True).encode()).hexdigest(),
+            "splits": sorted(self.splits)}
 
 
 # --- One run: fingerprint, skip or resume ----------------------------------------
@@ -90,17 +124,12 @@ def run_directory(output_dir: str,
 
 
 def run_fingerprint(config: finetuning_experiment.FinetuningConfig,
-                    steps: int, records_dir, init_checkpoint
-                    ) -> Dict[str, Any]:
-  """What a run's result depends on (written to its run_config.json)."""
+                    steps: int, identity: Dict[str, Any]) -> Dict[str, Any]:
+  """What a run's weights depend on (written to its run_config.json): its
+  result settings and `identity` (`SweepContext.identity`)."""
   values = {k: getattr(config, k) for k in _RESULT_FIELDS}
   values["num_train_steps"] = steps
-  # The records and the initial weights by content, never by path: their
-  # metadata (sequence length, tokenizer, files) and the checkpoint's index
-  # (every tensor's checksum).
-  values["records_metadata_sha256"] = fileio.sha256(
-      fileio.join(records_dir, finetuning_data.METADATA_FILE))
-  values["init_checkpoint_sha256"] = _checkpoint_identity(init_checkpoint)
+  values.update(identity)
   return values
 
 
@@ -117,21 +146,50 @@ def _checkpoint_identity(init_checkpoint) -> str:
 
 
 def check_run_config(run_dir: str, fingerprint: Dict[str, Any]) -> None:
-  """Refuses to resume or skip a run directory started with other settings."""
+  """Refuses to resume or skip a run directory made with other settings."""
   path = fileio.join(run_dir, RUN_CONFIG_FILE)
   if not fileio.exists(path):
     fileio.write_text(path, json.dumps(fingerprint, indent=1) + "\n")
     return
-  saved = fileio.read_json(path)
-  # A setting that a run directory of an earlier version did not record is
-  # not held against it.
-  diffs = [f"{k} is {saved.get(k)!r} there, {v!r} now"
-           for k, v in fingerprint.items() if k in saved and saved[k] != v]
+  diffs = _differences(fileio.read_json(path), fingerprint)
   if diffs:
+    output_dir = fileio.dirname(fileio.dirname(run_dir))
     raise finetuning_experiment.FinetuningError(
-        f"{path}: this run directory was started with other settings ("
-        + "; ".join(diffs) + "). Use another --output_dir, or remove "
-        f"{run_dir} to start that run again.")
+        f"{path}: this run was made with other settings (" + "; ".join(diffs)
+        + f"). Pass --overwrite to start {output_dir} again, or use another "
+        "--output_dir.")
+
+
+def _differences(saved: Dict[str, Any], now: Dict[str, Any],
+                 prefix: str = "") -> List[str]:
+  """"FIELD is A there, B now" for each field of both that differs (a
+  dict field by its own fields); a setting that a run directory of an
+  earlier version did not record is not held against it."""
+  diffs = []
+  for key, value in now.items():
+    if key not in saved or saved[key] == value:
+      continue
+    if isinstance(value, dict) and isinstance(saved[key], dict):
+      diffs += _differences(saved[key], value, f"{prefix}{key}.")
+    else:
+      diffs.append(f"{prefix}{key} is {saved[key]!r} there, {value!r} now")
+  return diffs
+
+
+def _predict_again(run_dir: str, label: str, progress) -> str:
+  """A finished run whose records or splits changed: its predictions and
+  result removed (run.json last), so that it predicts again, from its kept
+  checkpoint or trained again; returns which."""
+  kept = fileio.glob(fileio.join(run_dir, "ckpt-*.index"))
+  how = ("predicted again from its kept checkpoint" if kept else
+         "trained again (its checkpoint was not kept; --keep_checkpoints "
+         "keeps it)")
+  progress(f"[finetune] {label}: the records or splits changed after it "
+           f"finished; {how}")
+  fileio.rmtree(fileio.join(run_dir, "predictions"))
+  fileio.rmtree(fileio.join(run_dir, predictions.SCORES_FILE))
+  fileio.remove(fileio.join(run_dir, RUN_RESULT_FILE))
+  return f"{how}: the records or splits changed after it finished"
 
 
 def run_once(context: SweepContext, run_dir: str,
@@ -145,13 +203,17 @@ def run_once(context: SweepContext, run_dir: str,
   label = run_label(meta, config)
   steps = finetuning_experiment.num_train_steps(meta, config)
   fileio.makedirs(run_dir)
-  check_run_config(run_dir, run_fingerprint(config, steps, records_dir,
-                                            context.init_checkpoint))
+  check_run_config(run_dir, run_fingerprint(config, steps, context.identity))
   result_file = fileio.join(run_dir, RUN_RESULT_FILE)
+  redone = None
   if fileio.exists(result_file):
-    context.progress(f"[finetune] {label}: finished earlier, skipped "
-                     f"({result_file})")
-    return fileio.read_json(result_file)
+    done = fileio.read_json(result_file)
+    # A result of an earlier version (no "predicted") is taken as it is.
+    if done.get("predicted", context.predicted()) == context.predicted():
+      context.progress(f"[finetune] {label}: finished earlier, skipped "
+                       f"({result_file})")
+      return done
+    redone = _predict_again(run_dir, label, context.progress)
   for stale in checkpoint_temporaries.remove([run_dir]):
     logging.info("Removed %s (left by a killed checkpoint save).", stale)
   try:
@@ -172,7 +234,9 @@ def run_once(context: SweepContext, run_dir: str,
             "num_train_steps": steps, "scores": scores_by_split,
             "english_dev_metric": predictions.english_dev_metric(
                 meta, scores_by_split),
-            "run_dir": run_dir}
+            "run_dir": run_dir, "predicted": context.predicted()}
+  if redone:
+    result["redone"] = redone
   xtreme_scorer.write_json(result, result_file)
   if not config.keep_checkpoints:
     training_loop.remove_training_checkpoints(run_dir)
@@ -195,15 +259,42 @@ def run_sweep(context: SweepContext, output_dir: str,
               run_configs: Sequence[finetuning_experiment.FinetuningConfig]
               ) -> List[Dict]:
   """Every run in order (`run_configs`: the base trainer config with each
-  run's overrides, `finetuning_experiment.run_overrides`); finished ones are
+  run's overrides, `finetuning_experiment.run_overrides`), then every other
+  run output_dir holds (an earlier command's rate or seed), each checked
+  against its run_config.json before any run starts; finished ones are
   skipped."""
-  runs = []
-  for config in run_configs:
+  asked = {(c.learning_rate, c.seed) for c in run_configs}
+  configs = list(run_configs) + [
+      run_configs[0].replace(learning_rate=rate, seed=seed)
+      for rate, seed in earlier_runs(output_dir) if (rate, seed) not in asked]
+  for config in configs:
     run_dir = run_directory(output_dir, config)
-    context.progress(f"[finetune] run {len(runs) + 1}/{len(run_configs)}: "
-                     f"{run_label(context.meta, config)} in {run_dir}")
+    if fileio.exists(fileio.join(run_dir, RUN_CONFIG_FILE)):
+      check_run_config(run_dir, run_fingerprint(
+          config, finetuning_experiment.num_train_steps(context.meta, config),
+          context.identity))
+  runs = []
+  for config in configs:
+    run_dir = run_directory(output_dir, config)
+    earlier = "" if (config.learning_rate, config.seed) in asked else (
+        " (an earlier command's run)")
+    context.progress(f"[finetune] run {len(runs) + 1}/{len(configs)}: "
+                     f"{run_label(context.meta, config)} in {run_dir}"
+                     + earlier)
     runs.append(run_once(context, run_dir, config))
   return runs
+
+
+def earlier_runs(output_dir: str) -> List[Tuple[float, int]]:
+  """(learning rate, seed) of every run output_dir holds (started)."""
+  runs_dir = fileio.join(output_dir, "runs")
+  found = []
+  for name in fileio.listdir(runs_dir) if fileio.isdir(runs_dir) else []:
+    path = fileio.join(runs_dir, name, RUN_CONFIG_FILE)
+    if fileio.exists(path):
+      saved = fileio.read_json(path)
+      found.append((saved["learning_rate"], saved["seed"]))
+  return sorted(found)
 
 
 # --- Selection and summary ----------------------------------------------------------
@@ -254,7 +345,7 @@ def summarize_runs(runs: List[Dict], score_split: str) -> Dict:
   for run in runs:
     by_rate[run["learning_rate"]].append(run)
   english_dev = {}
-  for rate, rate_runs in by_rate.items():
+  for rate, rate_runs in sorted(by_rate.items()):
     values = [r["english_dev_metric"] for r in rate_runs
               if r["english_dev_metric"] is not None]
     english_dev[rate] = float(np.mean(values)) if values else None
@@ -263,7 +354,7 @@ def summarize_runs(runs: List[Dict], score_split: str) -> Dict:
       [run["scores"].get(score_split) for run in by_rate[selected]])
   return {"selected_learning_rate": selected,
           "english_dev_by_rate": {f"{k:g}": v for k, v in english_dev.items()},
-          "scores": mean, "std": std}
+          "num_seeds": len(by_rate[selected]), "scores": mean, "std": std}
 
 
 def selection_markdown(summary: Dict) -> str:
@@ -276,4 +367,7 @@ def selection_markdown(summary: Dict) -> str:
     shown = "-" if score is None else f"{score:.2f}"
     mark = "selected" if rate == selected else ""
     lines.append(f"| {rate} | {shown} | {mark} |")
-  return "\n".join(lines)
+  return "\n".join(lines + [
+      "", "Selected: the best English dev score (the mean over the rate's "
+      "seeds; equal scores: the smaller rate), over every run of the output "
+      "directory, earlier commands' runs included."])

@@ -107,8 +107,8 @@ def _sample(flag):
 
 def test_the_table_holds_every_flag_of_the_command():
   command_flags = {f.name for f in flags.FLAGS.get_key_flags_for_module(finetune)}
-  assert command_flags - {"output_dir", "config", "params_override"} == set(
-      finetune_flags.FLAG_FIELDS)
+  assert command_flags - {"output_dir", "overwrite", "config",
+                          "params_override"} == set(finetune_flags.FLAG_FIELDS)
 
 
 @pytest.mark.parametrize("flag, field", sorted(finetune_flags.FLAG_FIELDS.items()))
@@ -121,8 +121,10 @@ def test_every_flag_sets_its_field(flag, field):
   section, name = field.split(".")
   assert getattr(getattr(config, section), name) == expected
   # rembert-run-ablation's --finetune_flags: the same table, the same field.
-  if flag not in ("output_dir",):
-    assert finetune_flags.overrides_from_args([text]) == {field: expected}
+  # (One rate also empties the list of rates, which would win over it.)
+  also = {"sweep.learning_rates": []} if flag == "learning_rate" else {}
+  assert finetune_flags.overrides_from_args([text]) == {field: expected,
+                                                        **also}
 
 
 def test_a_flag_wins_over_an_override_of_its_field_and_says_so(capsys):
@@ -138,6 +140,21 @@ def test_a_flag_wins_over_an_override_of_its_field_and_says_so(capsys):
                  "--warmup_proportion=0.2", "--task=xnli")
   assert same.trainer.warmup_proportion == 0.2
   assert capsys.readouterr().out == ""
+
+
+def test_one_rate_flag_wins_over_a_yamls_list_of_rates_and_says_so(
+    capsys, tmp_path):
+  yaml = tmp_path / "sweep.yaml"
+  yaml.write_text("data:\n  task: xnli\nsweep:\n  learning_rates: [0.0005]\n")
+  config = _parsed(f"--config={yaml}", "--learning_rate=1e-4")
+  assert [o["learning_rate"] for o in
+          finetuning_experiment.run_overrides(config)] == [1e-4]
+  assert capsys.readouterr().out.splitlines() == [
+      "rembert-finetune: note: --learning_rate 0.0001 overrides the "
+      "experiment's sweep.learning_rates: [0.0005]."]
+  both = _parsed(f"--config={yaml}", "--learning_rate=1e-4",
+                 "--learning_rates=1e-5,2e-5")
+  assert both.sweep.learning_rates == [1e-5, 2e-5]
 
 
 def test_the_suites_finetune_flags_are_translated_with_one_deprecation_line(
@@ -166,7 +183,8 @@ def test_the_suites_finetune_flags_are_translated_with_one_deprecation_line(
   for args, message in ((["--nope=1"], "Unknown command line flag 'nope'"),
                         (["--num_train_steps=x"], "--num_train_steps x: not "
                          "an integer"),
-                        (["--output_dir=o"], "--output_dir: not a setting")):
+                        (["--output_dir=o"], "--output_dir: not a setting"),
+                        (["--overwrite"], "--overwrite: not a setting")):
     with pytest.raises(errors.RemBertError, match=message):
       finetune_flags.overrides_from_args(args)
 

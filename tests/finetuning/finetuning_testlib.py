@@ -23,7 +23,9 @@ def config(task: str, **fields) -> finetuning_experiment.FinetuningExperimentCon
       params_override=dict(overrides, **{"data.task": task}))
 
 
-def finetune(task: str, output_dir, progress=print, **fields):
+def finetune(task: str, output_dir, progress=print, overwrite=False,
+             **fields):
   """`run_finetuning` of `config(task, **fields)` into `output_dir`."""
   return finetuning_runner.run_finetuning(config(task, **fields), output_dir,
-                                          progress=progress)
+                                          progress=progress,
+                                          overwrite=overwrite)

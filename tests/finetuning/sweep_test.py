@@ -54,32 +54,43 @@ def test_runs_without_scores_have_no_mean():
 
 
 def test_the_reuse_key_covers_the_result_settings_and_no_path(
-    tmp_path, monkeypatch, checkpoint_dir):
+    tmp_path, monkeypatch, checkpoint_dir, xnli_records, tiny_cfg):
   """A run is reused only with the same result settings: a frozen-embedding
   rerun is not; the same records and checkpoint spelled by another path are."""
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
+  from rembert_tf.finetuning import finetuning_data  # pylint: disable=g-import-not-at-top
   from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
-  records = tmp_path / "out" / "records"
-  records.mkdir(parents=True)
-  (records / "metadata.json").write_text('{"task": "xnli"}')
+
+  def identity(records_dir, checkpoint):
+    return sweep.SweepContext(
+        finetuning_data.read_metadata(records_dir), records_dir, tiny_cfg,
+        None, None, init_checkpoint=checkpoint).identity
+
   config = finetuning_experiment.FinetuningConfig()
-  absolute = sweep.run_fingerprint(config, 10, str(records),
-                                   str(checkpoint_dir))
-  monkeypatch.chdir(tmp_path)
-  relative = sweep.run_fingerprint(
-      config, 10, "out/records", os.path.relpath(checkpoint_dir, tmp_path))
+  inputs = identity(str(xnli_records), str(checkpoint_dir))
+  absolute = sweep.run_fingerprint(config, 10, inputs)
+  monkeypatch.chdir(xnli_records.parent)
+  relative = sweep.run_fingerprint(config, 10, identity(
+      "xnli", os.path.relpath(checkpoint_dir, xnli_records.parent)))
   assert relative == absolute
   assert absolute["init_checkpoint_sha256"] not in ("", str(checkpoint_dir))
-  run_dir = str(tmp_path / "run")
+  assert absolute["model_config"]["hidden_size"] == 64
+  run_dir = str(tmp_path / "out" / "runs" / "run")
   fileio.makedirs(run_dir)
   sweep.check_run_config(run_dir, absolute)
   sweep.check_run_config(run_dir, relative)  # the same run: reused
   frozen = sweep.run_fingerprint(
       finetuning_experiment.FinetuningConfig(freeze_input_embeddings=True),
-      10, str(records), str(checkpoint_dir))
+      10, inputs)
   with pytest.raises(finetuning_experiment.FinetuningError,
-                     match="freeze_input_embeddings is False there, True now"):
+                     match="freeze_input_embeddings is False there, True now"
+                     r"\). Pass --overwrite to start .*out again"):
     sweep.check_run_config(run_dir, frozen)
+  wider = dict(absolute, model_config=dict(absolute["model_config"],
+                                           hidden_size=32))
+  with pytest.raises(finetuning_experiment.FinetuningError,
+                     match="model_config.hidden_size is 64 there, 32 now"):
+    sweep.check_run_config(run_dir, wider)
 
 
 def test_results_md_shows_the_english_dev_score_of_every_rate(tmp_path):
@@ -88,9 +99,11 @@ def test_results_md_shows_the_english_dev_score_of_every_rate(tmp_path):
           _run(3e-5, 80.0, 30.0, 80.0), _run(3e-5, 60.0, 34.0, 60.0),
           _run(5e-5, None, 90.0, 50.0)]
   finetuning_runner.write_results(
-      "xnli", {"score_split": "dev"}, runs, str(tmp_path), num_seeds=2,
+      "xnli", {"score_split": "dev"}, runs, str(tmp_path),
       records_dir="records/xnli", compare_paper=False, progress=lambda s: None)
   markdown = (tmp_path / "results.md").read_text()
   assert ("| 1e-05 | 65.00 |  |\n| 3e-05 | 70.00 | selected |\n"
           "| 5e-05 | - |  |\n") in markdown
   assert "learning rate 3e-05, mean over 2 seed(s)" in markdown
+  assert "Selected: the best English dev score (the mean over the rate's " \
+      "seeds; equal scores: the smaller rate)" in markdown
