@@ -9,7 +9,8 @@ record builder, gold labels). This module writes the records and metadata.
 
 Output, for `--output_dir O` and task T (written atomically):
 ```
-O/T/metadata.json                   task, task_type, seq_length, labels, splits
+O/T/metadata.json                   task, task_type, seq_length, labels, splits,
+                                    each split's file by sha256 (sources_sha256)
 O/T/train-en.tfrecord               English training records
 O/T/<split>-<lang>.tfrecord         dev / test records of each language
 O/T/<split>-<lang>.side.jsonl       raw ids to write predictions back (tagging, QA)

@@ -3,8 +3,10 @@
 * Records: a given records directory, or records written from XTREME's
   `download/` folder or from TFDS (`data_source`) under
   `<output_dir>/records/` with the checkpoint's SentencePiece model (a rerun
-  reuses them); their `metadata.json` must name the task, and come from the
-  checkpoint's SentencePiece model (by sha256).
+  from the same files and settings, by content, reuses them; other dev / test
+  files make them again with a note; other training inputs under finished
+  runs are refused); their `metadata.json` must name the task, and come from
+  the checkpoint's SentencePiece model (by sha256).
 * Encoder: anything `checkpoints.checkpoint_layout` resolves (only its config is read
   now; the weights are read into each run's encoder when the run starts
   fresh), or random weights of `--model_config`.
@@ -16,7 +18,7 @@ from rembert_tf.finetuning import run_inputs
 records_dir = run_inputs.prepare_records(
     "xnli", "ft/xnli", records_dir=None, data_dir="download", sp_model=None,
     init_checkpoint="pretrain_dir", seq_length=128, languages=None,
-    splits=("dev",), progress=print)
+    splits=("dev",), progress=print, holds_runs=False)
 meta = run_inputs.checked_metadata(
     "xnli", records_dir, "pretrain_dir", splits=("dev",),
     num_learning_rates=1, allow_unlabelled_dev=False,
