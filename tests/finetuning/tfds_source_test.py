@@ -83,8 +83,10 @@ def test_tfds_records_equal_download_records(both_sources, task):
   meta_download = json.loads((from_download / "metadata.json").read_text())
   assert (meta_tfds["data_source"], meta_download["data_source"]) == (
       "tfds", "download")
+  # Where the examples come from (a file's sha256, a TFDS split's name).
+  assert set(meta_tfds["sources_sha256"]) == set(meta_download["sources_sha256"])
   for meta in (meta_tfds, meta_download):
-    del meta["data_source"], meta["data_dir"]
+    del meta["data_source"], meta["data_dir"], meta["sources_sha256"]
     for split in meta["splits"].values():
       for info in split.values():
         info["source"] = info["source"].startswith("tfds:")
