@@ -4,19 +4,16 @@ An entry holds every fact of a task that is not behaviour: its benchmark
 category (a key of `xtreme_benchmark.CATEGORY_LABELS`) and languages (in the
 benchmark's order), the metric it is scored with (a `TaskMetric.name` of
 `xtreme_scorer`, whose behaviour lives there), where its files lie in XTREME's
-`download/` folder (`DownloadLayout`, `BitextLayout`), which TensorFlow Datasets builder,
-config and split hold each of its splits and which features hold its fields
-(`TfdsLayout`), its labels, its task type (a key of `task_types.TASK_TYPES`,
-the behaviour per type; `retrieval` for the two tasks that are not
-fine-tuned), the split whose scores a run reports and the paper's averages.
-A new task, or a new source of an existing one, is one entry (or one field of
-an entry) here.
+`download/` folder (`DownloadLayout`, `BitextLayout`), which TensorFlow
+Datasets builder, config and split hold each of its splits and which features
+hold its fields (`TfdsLayout`), its labels, its task type (a key of
+`task_types.TASK_TYPES`, the behaviour per type; `retrieval` for the two tasks
+that are not fine-tuned), the split whose scores a run reports and the paper's
+averages. A new task, or a new source of an existing one, is one entry (or one
+field of an entry) here.
 
-The table sits in evaluation/, the lowest layer that reads it: the scorer and
-the benchmark need a task's languages, metric and category; fine-tuning and
-retrieval, which import evaluation, need its sources too. It imports only
-common/, so it names a metric by key rather than importing the scorer (which
-reads the table's languages).
+It imports only common/ (a metric is named by key), so the scorer, the
+benchmark, fine-tuning and retrieval all read it.
 
 The layout is the one XTREME's download script leaves under `download/`:
 
