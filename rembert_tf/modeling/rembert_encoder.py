@@ -279,8 +279,7 @@ class RemBertEncoder(tf_keras.layers.Layer):
 
   def _project_fused(self, embeddings):
     """Training: the E_in -> hidden projection as MatMul + BiasAdd on [rows,
-    E_in] rows with the EinsumDense layer's variables (its Einsum and the
-    Einsum gradients cost more on CPU without XLA)."""
+    E_in] rows with the EinsumDense layer's variables (see projection_dense)."""
     projection = self._embedding_projection
     if projection is None:
       return embeddings
