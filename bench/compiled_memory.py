@@ -58,8 +58,8 @@ _DUMP_DIR = tempfile.mkdtemp(prefix="xla_buffer_assignment-")
 os.environ["XLA_FLAGS"] = " ".join(filter(None, [
     os.environ.get("XLA_FLAGS", ""), f"--xla_dump_to={_DUMP_DIR}",
     "--xla_dump_hlo_as_text",
-    # LLVM's optimisation changes the machine code, not the buffers: off, it
-    # compiles in 60% of the time with the same buffer assignment.
+    # LLVM's optimisation changes the machine code, not the buffers: off, the
+    # step compiles sooner with the same buffer assignment.
     "--xla_backend_optimization_level=0",
     "--xla_llvm_disable_expensive_passes=true"]))
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

@@ -10,15 +10,13 @@ Two readers of the checkpoint a user starts from, at the released sizes
 | rembert_tf | `pretrainer/ckpt-0` as this project writes it (object-based, key `model`; data files of 256 MB) | `checkpoint_restore.restore_pretrainer` (`task.init_checkpoint`, `load_pretrainer`) |
 
 each with a batch budget of 0 bytes (`checkpoint_reading.BATCH_BYTES = 0`:
-one RestoreV2 per variable, what the readers did before batching) and the
-default budget (and any `--budgets`). ram:// lives inside a process, so each
+one RestoreV2 per variable) and the default budget (and any `--budgets`). ram:// lives inside a process, so each
 measurement is a process of its own that writes the checkpoint to ram://,
 builds the model (zero-initialised, as the loaders do) and restores it;
 the contenders alternate, round after round. Printed per row: the restore's
 wall time and CPU time (all threads; median over rounds: on a shared
 machine the CPU time is the steadier of the two), its RestoreV2 calls, the
-minor page faults it took, the peak resident
-memory during the restore above the memory held just before it (the batches
+minor page faults it took, the peak resident memory during the restore above the memory held just before it (the batches
 in flight; the model and the ram:// file are already resident: the
 process's VmHWM reset through /proc/self/clear_refs), and the process's
 peak (ram:// file + model + batches, and the writing before).

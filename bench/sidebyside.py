@@ -1,14 +1,13 @@
 """Side-by-side timing with one process per contender, run in alternation.
 
-Used by bench/finetune_step.py and bench/inference.py. Each contender (a
-row: implementation x precision x XLA) is built, compiled and warmed up in a
-worker process of its own, so no framework's thread pools, allocator or
-spinning OpenMP threads slow another's steps. The coordinator then runs
-interleaved rounds: in each round every worker in turn times `steps` steps
-while the others sleep on their stdin, and the starting worker rotates from
-round to round. The reported step time is the median over all rounds, so
-load from other processes on the machine (which swings 2x) hits every row
-alike.
+Used by the speed benches. Each contender (a row: implementation x precision
+x XLA) is built, compiled and warmed up in a worker process of its own, so
+no framework's thread pools, allocator or spinning OpenMP threads slow
+another's steps. The coordinator then runs interleaved rounds: in each round
+every worker in turn times `steps` steps while the others sleep on their
+stdin, and the starting worker rotates from round to round. The reported
+step time is the median over all rounds, so load from other processes on the
+machine hits every row alike.
 
 Protocol (stdout lines starting with "@@", anything else goes to the log):
 the worker prints `@@READY {json}` once built and warmed up; then for each
@@ -41,9 +40,9 @@ REFERENCE_MODEL = dict(
     type_vocab_size=2, layer_norm_eps=1e-12)
 PEER_LABELS = dict(hf_tf="HF TF", torch="PyTorch")
 # Environment of each implementation's worker. PyTorch's OpenMP threads
-# spin-wait between parallel regions by default; on a shared, loaded machine
-# that made its steps 3x slower than with passive waiting, its best setting
-# here. TensorFlow's thread pool needs no such setting.
+# spin-wait between parallel regions by default, which slows its steps on a
+# shared, loaded machine; passive waiting is its best setting here.
+# TensorFlow's thread pool needs no such setting.
 IMPL_ENV = dict(torch=dict(OMP_WAIT_POLICY="PASSIVE"))
 
 

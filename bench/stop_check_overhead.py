@@ -9,7 +9,7 @@ sequence 64, synthetic batches, one CPU device) with each way of cutting it:
 
 | row | calls |
 | --- | --- |
-| `one step per call, step read per call` | one step per call and the step counter read from the device after each (what a `stop_check_steps: 1` loop used to do) |
+| `one step per call, step read per call` | one step per call and the step counter read from the device after each |
 | `10 steps per call` | `trainer.stop_check_steps=10` |
 | `sized by time (default)` | about `trainer.stop_check_seconds` (1 s) of steps per call |
 | `one call per loop` | no stop check inside the loop: the floor |

@@ -6,11 +6,11 @@ completion marker, so a sweep killed midway redoes only the run that was
 interrupted. A run's config is the fine-tuning experiment with the suite's
 overrides (fields of `finetuning_experiment`, e.g.
 `{"trainer.num_train_epochs": 2}`) and the fields the suite sets per run
-(`SET_PER_RUN`: task, encoder, rate, seed, data). The rate is then selected and the selected rate's seeds
-summarized by the fine-tuning sweep's one rule (`finetuning.sweep`: best mean
-English dev score, ties to the smaller rate; mean and sample standard
-deviation over seeds); the summary has the shape of the command's own
-`results.json`, plus the run directories.
+(`SET_PER_RUN`: task, encoder, rate, seed, data). The rate is then selected
+and the selected rate's seeds summarized by the fine-tuning sweep's one rule
+(`finetuning.sweep`: best mean English dev score, ties to the smaller rate;
+mean and sample standard deviation over seeds); the summary has the shape of
+the command's own `results.json`, plus the run directories.
 
 Example:
 <!-- snippet: not run: needs XTREME's download/ folder -->

@@ -104,9 +104,8 @@ class SuiteOptions:
 DEMO_DEFAULTS = dict(tasks=["xnli"], learning_rates=[3e-4, 1e-3], num_seeds=2,
                      finetune_overrides={"trainer.num_train_epochs": 2},
                      demo_train_pairs=2000)
-# Small scale (about an hour on a 2-core CPU): rates and epochs chosen on the
-# coupled and decoupled rows' English dev (at 2 epochs a rate of 1e-3 left one
-# of them near chance in English); three seeds for the comparisons.
+# Small scale: rates and epochs chosen on the coupled and decoupled rows'
+# English dev; three seeds for the comparisons.
 SMALL_DEFAULTS = dict(tasks=["xnli"], learning_rates=[5e-4, 1e-3], num_seeds=3,
                       finetune_overrides={"trainer.num_train_epochs": 3},
                       demo_train_pairs=4000)

@@ -293,8 +293,7 @@ def zero_initialized_variables() -> Iterator[None]:
 
   For a model built only to be overwritten by a checkpoint: TensorFlow's
   random initializers keep about twice the variable's size of scratch memory
-  resident (at the released size, a 2.3 GB encoder cost 6 GB to build), zeros
-  cost the variable alone. Every variable must then be restored.
+  resident, zeros cost the variable alone. Every variable must then be restored.
   """
   def zeros_creator(next_creator, **kwargs):
     shape = kwargs.get("shape")

@@ -12,14 +12,10 @@ folder of the reader's own, checks the copy whole
 reads the copy; a copy that the rotation cut short (a file gone half-way) is
 dropped and the reader starts again from the then newest checkpoint.
 
-Why a copy, and not a lease file that the rotation respects or hard links:
-gs:// has no hard links; a lease needs every trainer's co-operation
-(CheckpointManager deletes whatever lies past max_to_keep), and a reader
-killed while holding one would keep the trainer from ever deleting. A copy
-asks nothing of the writer and works alike on every filesystem of
-`tf.io.gfile`; on POSIX a file deleted while it is being copied stays
-readable until it is closed. It costs the size of the parts read on the
-local temporary disk, for as long as the reader runs. Sources that no
+A copy asks nothing of the writer (CheckpointManager deletes whatever lies
+past max_to_keep) and works alike on every filesystem of `tf.io.gfile`. It
+costs the size of the parts read on the local temporary disk, for as long as
+the reader runs. Sources that no
 trainer rotates (a converted checkpoint directory, a prefix the user named,
 a SavedModel) are read in place.
 
@@ -48,9 +44,7 @@ from rembert_tf.common import fileio
 from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.checkpoints import checkpoint_layout
 
-# Copies tried before giving up: each one starts from the newest checkpoint
-# then; only a trainer saving faster than a checkpoint can be copied uses up
-# more than two.
+# Copies tried before giving up, each from the newest checkpoint then.
 ATTEMPTS = 5
 PARTS = ("encoder", "pretrainer")
 

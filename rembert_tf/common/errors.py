@@ -2,9 +2,9 @@
 
 Every error a user can cause derives from `RemBertError`, so each command
 catches one type and prints one line: `PROG: error: MESSAGE`, exit code 1, no
-traceback. A message names the file, the field and the fix. Errors that used
-to be `ValueError`s stay `ValueError`s as well (`ConfigError(RemBertError,
-ValueError)`), so library callers that catch `ValueError` keep working.
+traceback. A message names the file, the field and the fix. Most are
+`ValueError`s as well (`ConfigError(RemBertError, ValueError)`), so library
+callers that catch `ValueError` catch them too.
 
 Operating-system errors on user paths (a full disk, a missing directory, a
 permission) are reported the same way: their message names the path.

@@ -5,9 +5,9 @@ what is added here is what every caller of rembert_tf needs and TFDS does not
 do by itself:
 
 * data only from the given `data_dir` (local or `gs://`; without one, TFDS's
-  own default, `default_data_dir`): never downloaded,
-  never prepared, never looked up on TFDS's public Cloud Storage bucket (its
-  dataset-info lookup is switched off before a builder is made);
+  own default, `default_data_dir`): never downloaded, never prepared, never
+  looked up on TFDS's public Cloud Storage bucket (its dataset-info lookup
+  is switched off before a builder is made);
 * one-line errors (`TfdsError`) that name the builder, config, split or
   directory and the fix: a builder or config that does not exist, a dataset
   not prepared in `data_dir`, a split it does not have;

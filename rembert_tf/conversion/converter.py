@@ -263,8 +263,7 @@ def _without_identity_projection(cfg, source, found, to_format):
 
 def _build_target(cfg, with_output_side, every_tensor_given):
   """(pretrainer or None, encoder) to assign the converted tensors into."""
-  # Zeros instead of random values when every variable is assigned below:
-  # random initialisation costs about twice the model in scratch memory.
+  # Zeros when every variable is assigned below (zero_initialized_variables).
   scope = (checkpoint_restore.zero_initialized_variables()
            if every_tensor_given else contextlib.nullcontext())
   with scope:

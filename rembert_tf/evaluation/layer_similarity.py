@@ -247,14 +247,6 @@ def write_similarity(similarity: LayerSimilarity, output_dir,
            ("heatmap", RESULT_HEATMAP))}
 
 
-def load_encoder(checkpoint: str, model_config=None):
-  """(config, encoder) of any checkpoint source: a pre-training model_dir, a
-  checkpoint directory, a fine-tuning run kept with --keep_checkpoints, an
-  encoder prefix, a SavedModel. `model_config` where the source has none."""
-  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
-  return checkpoint_restore.load_encoder(str(checkpoint), model_config)
-
-
 def _check_inputs(sentences_a: Sequence[str],
                   sentences_b: Optional[Sequence[str]], seq_length,
                   pooling: str) -> List[str]:
@@ -293,6 +285,8 @@ def analyze_checkpoints(checkpoint_a: str,
                         overwrite: bool = False) -> LayerSimilarity:
   """CKA of every layer pair of two checkpoints (or one, on two input sets).
 
+  A checkpoint is any source of `checkpoint_layout.resolve` (a pre-training
+  model_dir, a fine-tuning run kept with --keep_checkpoints, a SavedModel, ...).
   `checkpoint_b` None compares checkpoint_a with itself (then `sentences_b`,
   e.g. the same sentences in another language, is the interesting part).
   `sp_model` defaults to checkpoint_a's sentencepiece.model; `model_config`
@@ -314,12 +308,15 @@ def analyze_checkpoints(checkpoint_a: str,
         "checkpoint; pass sp_model / --sentencepiece_model")
   inputs_a = encode_sentences(sentences_a, sp_model, seq_length)
   inputs_b = encode_sentences(sentences_b, sp_model, seq_length)
-  config_a, encoder_a = load_encoder(checkpoint_a, model_config)
+  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
+  config_a, encoder_a = checkpoint_restore.load_encoder(str(checkpoint_a),
+                                                        model_config)
   layers_a = layer_representations(encoder_a, inputs_a, pooling)
   if checkpoint_b is None or checkpoint_b == checkpoint_a:
     encoder_b = encoder_a
   else:
-    _, encoder_b = load_encoder(checkpoint_b, model_config or config_a)
+    _, encoder_b = checkpoint_restore.load_encoder(str(checkpoint_b),
+                                                   model_config or config_a)
   layers_b = layer_representations(encoder_b, inputs_b, pooling)
   similarity = LayerSimilarity(
       matrix=cka_matrix(layers_a, layers_b),

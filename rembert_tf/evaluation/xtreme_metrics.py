@@ -98,7 +98,6 @@ _MLQA_ARTICLES = {
     "hi": None,
     "zh": None,
 }
-_WHITESPACE_LANGUAGES = frozenset({"en", "es", "hi", "vi", "de", "ar"})
 _MIXED_SEGMENTATION_LANGUAGES = frozenset({"zh"})
 _CJK_IDEOGRAPH = re.compile("[\u4e00-\u9fa5]")
 MLQA_LANGUAGES = tuple(sorted(_MLQA_ARTICLES))

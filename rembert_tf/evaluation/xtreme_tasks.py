@@ -4,69 +4,28 @@ An entry holds every fact of a task that is not behaviour: its benchmark
 category (a key of `xtreme_benchmark.CATEGORY_LABELS`) and languages (in the
 benchmark's order), the metric it is scored with (a `TaskMetric.name` of
 `xtreme_scorer`, whose behaviour lives there), where its files lie in XTREME's
-`download/` folder (`DownloadLayout`, `BitextLayout`), which TensorFlow Datasets builder,
-config and split hold each of its splits and which features hold its fields
-(`TfdsLayout`), its labels, its task type (a key of `task_types.TASK_TYPES`,
-the behaviour per type; `retrieval` for the two tasks that are not
-fine-tuned), the split whose scores a run reports and the paper's averages.
-A new task, or a new source of an existing one, is one entry (or one field of
-an entry) here.
+`download/` folder (`DownloadLayout`, `BitextLayout`), which TensorFlow
+Datasets builder, config and split hold each of its splits and which features
+hold its fields (`TfdsLayout`), its labels, its task type (a key of
+`task_types.TASK_TYPES`, the behaviour per type; `retrieval` for the two tasks
+that are not fine-tuned), the split whose scores a run reports and the paper's
+averages. A new task, or a new source of an existing one, is one entry (or one
+field of an entry) here.
 
-The table sits in evaluation/, the lowest layer that reads it: the scorer and
-the benchmark need a task's languages, metric and category; fine-tuning and
-retrieval, which import evaluation, need its sources too. It imports only
-common/, so it names a metric by key rather than importing the scorer (which
-reads the table's languages).
+It imports only common/ (a metric is named by key), so the scorer, the
+benchmark, fine-tuning and retrieval all read it.
 
-The layout is the one XTREME's download script leaves under `download/`:
-
-| task   | train (English)                                            | dev                                                  | test                                            |
-| ------ | ---------------------------------------------------------- | ---------------------------------------------------- | ----------------------------------------------- |
-| xnli   | xnli/train-en.tsv                                          | xnli/dev-<lang>.tsv                                  | xnli/test-<lang>.tsv                            |
-| pawsx  | pawsx/train-en.tsv                                         | pawsx/dev-<lang>.tsv                                 | pawsx/test-<lang>.tsv                           |
-| udpos  | udpos/train-en.tsv                                         | udpos/dev-<lang>.tsv                                 | udpos/test-<lang>.tsv                           |
-| panx   | panx/train-en.tsv                                          | panx/dev-<lang>.tsv                                  | panx/test-<lang>.tsv                            |
-| xquad  | squad/train-v1.1.json                                      | squad/dev-v1.1.json (en only)                        | xquad/xquad.<lang>.json                         |
-| mlqa   | squad/train-v1.1.json                                      | mlqa/MLQA_V1/dev/dev-context-<l>-question-<l>.json   | mlqa/MLQA_V1/test/test-context-<l>-question-<l>.json |
-| tydiqa | tydiqa/tydiqa-goldp-v1.1-train/tydiqa.goldp.en.train.json  | -                                                    | tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.goldp.<lang>.dev.json |
-
-and for the retrieval tasks (`BitextLayout`: the other language's side, the
-English side, the gold alignment; BUCC's sample set is its `dev`, its
-training set its `test`, whose gold file the script deletes):
-
-| task     | split     | source side              | English side             | gold alignment           |
-| -------- | --------- | ------------------------ | ------------------------ | ------------------------ |
-| bucc2018 | dev, test | bucc2018/<l>-en.<split>.<l> | bucc2018/<l>-en.<split>.en | bucc2018/<l>-en.<split>.gold |
-| tatoeba  | test      | tatoeba/<l>-en.<l>       | tatoeba/<l>-en.en        | -                        |
-
-BUCC lines are `<id><TAB><sentence>`; Tatoeba files hold a sentence a line,
-its id its 0-based line number.
-
+The entries below give both sources of every task: the files XTREME's
+download script leaves under `download/`, and the TFDS `name/config:split`
+of each split (docs/xtreme.md tabulates both). BUCC's sample set is its
+`dev`, its training set its `test` (whose gold file the script deletes).
 XQuAD has no dev set and XTREME's "test" for TyDiQA-GoldP is TyDi QA's public
 dev set, so those two are scored on their `test` split when its files carry
 answers (XTREME's download strips them; the original files have them).
-
-The TFDS builders (`name/config:split`, `<l>` the language):
-
-| task     | train (English)                | dev                         | test                          |
-| -------- | ------------------------------ | --------------------------- | ----------------------------- |
-| xnli     | multi_nli:train                | xnli:validation             | xnli:test                     |
-| pawsx    | paws_x_wiki/en:train           | paws_x_wiki/<l>:validation  | paws_x_wiki/<l>:test          |
-| udpos    | xtreme_pos/xtreme_pos_en:train | xtreme_pos/xtreme_pos_<l>:dev | xtreme_pos/xtreme_pos_<l>:test |
-| panx     | wikiann/en:train               | wikiann/<l>:validation      | wikiann/<l>:test              |
-| xquad    | squad/v1.1:train               | squad/v1.1:validation (en)  | xquad/<l>:test                |
-| mlqa     | squad/v1.1:train               | mlqa/<l>:validation         | mlqa/<l>:test                 |
-| tydiqa   | tydi_qa/goldp:train (english-) | -                           | tydi_qa/goldp:validation-<l>  |
-| bucc2018 | -                              | bucc/bucc_<l>:validation    | bucc/bucc_<l>:test            |
-| tatoeba  | -                              | -                           | tatoeba/tatoeba_<l>:train     |
-
-XNLI's and PAWS-X's evaluation sets are TFDS's `xnli` and `paws_x_wiki`;
-`xtreme_xnli` and `xtreme_pawsx` hold XTREME's machine-translated training
-sets (translate-train), which zero-shot transfer does not use. TyDi QA's
-training split holds every language; XTREME trains on its English questions
-(ids `english-...`). TFDS's `xtreme_pos` names Tamil's config `xtreme_pos_tl`
-and Tagalog's `xtreme_pos_ta` (its language table swaps the two codes); the
-entry maps them back.
+TFDS's `xtreme_xnli` and `xtreme_pawsx` hold XTREME's machine-translated
+training sets, which zero-shot transfer does not use; its `xtreme_pos` swaps
+the configs of Tamil (`xtreme_pos_tl`) and Tagalog (`xtreme_pos_ta`), which
+the entry maps back.
 
 Example:
 ```python

@@ -1,10 +1,8 @@
 """Element-wise parts of the Transformer block as small XLA-compiled kernels.
 
 Without XLA, TensorFlow runs GELU, LayerNorm, the masked softmax and dropout
-as chains of separate element-wise ops (GELU alone is five ops forward and
-about eight for its gradient), each reading and writing the whole activation
-tensor and each paying the thread-pool hand-off; on CPU these chains cost as
-much as the matmuls of the block, and more on a loaded machine. Here each
+as chains of separate element-wise ops, each reading and writing the whole
+activation tensor and each paying the thread-pool hand-off. Here each
 chain is one `tf.function(jit_compile=True)` for the forward and one for a
 hand-written gradient (`tf.custom_gradient`), so XLA fuses it into a single
 loop per direction, while the matmuls stay on TensorFlow's oneDNN kernels
@@ -174,10 +172,8 @@ def _random_bits(shape, seed):
   """uint32 [shape]: every entry's flat index hashed under the seed.
 
   A counter-based generator computed where it is used: inside a compiled
-  kernel it costs a few integer instructions per entry and no memory (the
-  backward recomputes it), where TensorFlow's Philox kernel wrote a noise
-  tensor the size of the activations (as slow as the softmax it serves on
-  [batch, heads, seq, seq]) and the backward read it again. The index is
+  kernel it costs a few integer instructions per entry and writes no noise
+  tensor (the backward recomputes it). The index is
   first keyed by one seed word, then mixed with the other: distinct entries
   of a call get distinct values (the mix is a bijection; up to 2^32
   entries), and calls with different seeds get unrelated masks.

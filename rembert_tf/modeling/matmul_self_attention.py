@@ -10,18 +10,14 @@ same arithmetic (query scaled by 1/sqrt(head_dim), masked softmax adding
 -1e9 at masked keys, dropout on the probabilities).
 
 It differs in the computation, for speed without XLA: the three input
-projections are ONE MatMul by the kernels concatenated to [hidden, 3 x hidden]
-(one larger GEMM and one input gradient instead of three plus a sum); heads
-are split with one transpose of the [batch, seq, 3, heads, head_dim] result
-(on packed rows, one gather: `TokenLayout.unpack_heads` / `pack_heads`);
-scores and context are BatchMatMuls on [batch, heads, seq, head_dim]; every
-projection is MatMul + BiasAdd on [batch x seq, width] rows (see
-`ProjectionDense`). When training, scores, scale, mask, softmax, dropout and
-context are one custom-gradient computation (`fused_kernels.attention`: the
-scale and mask fused into the score MatMul, the softmax backward as one
-compiled loop); at inference the scale is folded into the query kernel.
-Self-attention only (query = key = value input), which is all an encoder
-block needs.
+projections are one MatMul by the kernels side by side ([hidden, 3 x
+hidden]: one GEMM and one input gradient instead of three plus a sum); heads
+are split by one transpose (on packed rows, one gather); every projection is
+MatMul + BiasAdd on [batch x seq, width] rows (`ProjectionDense`). When
+training, scores, scale, mask, softmax, dropout and context are one
+custom-gradient computation (`fused_kernels.attention`); at inference the
+scale is folded into the query kernel. Self-attention only (query = key =
+value input), which is all an encoder block needs.
 
 Example:
 <!-- snippet: not run: a fragment: `MatMulSelfAttention` comes from the caller's code -->

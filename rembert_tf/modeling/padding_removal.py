@@ -9,10 +9,9 @@ after the embedding lookup, `pack` gathers them, and `unpack` gathers rows
 back to [batch, seq, width] where a computation needs the padded layout (the
 attention scores and context, and the encoder's outputs). Gathers by index
 are exact, so the real tokens' values are the padded computation's to float
-rounding. Both directions are gathers, forward and backward: TensorFlow's
-CPU scatter took about twice the time of a gather here, and the autodiff
-gradient of a gather is a scatter, so each op has a hand-written gradient,
-the other direction's gather.
+rounding. Both directions are gathers, forward and backward: the autodiff
+gradient of a gather is a scatter, slower on CPU, so each op has a
+hand-written gradient, the other direction's gather.
 
 When training, the number of packed rows is rounded up to a multiple of 1/64
 of batch x seq with padding positions (computed as the padded computation
@@ -20,9 +19,8 @@ would, and never written to the outputs), so the fused kernels of the
 training path (which XLA compiles per shape) see at most 64 shapes instead of
 one per batch; inference, which has no such kernel, packs the real tokens
 exactly. The granularity trades row-wise work for compilations: filler rows
-cost half a bucket per batch on average (0.8% of the positions at 1/64, 3%
-at 1/16), while each new row count compiles the kernels once per run (about
-1 s on a 2-core CPU).
+cost half a bucket per batch on average, while each new row count compiles
+the kernels once per run.
 
 Shapes depend on the data, so this is for CPU execution without XLA only;
 `in_xla_context()` tells the encoder when it is traced under

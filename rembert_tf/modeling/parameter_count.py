@@ -35,8 +35,7 @@ def _unique_size(variables) -> int:
 
 def count_parameters(cfg: rembert_config.RemBertConfig) -> ParameterCounts:
   """Counts from the built pretrainer. Builds in a throwaway graph, so no
-  weights are initialised: the 995M-parameter RemBERT counts in seconds and
-  without 4 GB of memory."""
+  weights are initialised (the released size needs no 4 GB of memory)."""
   # Imported here: the closed form alone (rembert-param-table) needs neither.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_pretrainer  # pylint: disable=g-import-not-at-top

@@ -129,11 +129,9 @@ def matmul(rows: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
   orientation.
 
   TensorFlow's MatMul gradient computes the kernel gradient [in, out] as
-  rows^T @ grad. On oneDNN that GEMM is markedly slower when in > out (the
-  FFN output projection, [4 x hidden, hidden]: measured 25% slower on this
-  project's CPUs than the same product computed as (grad^T @ rows)^T, whose
-  output has the smaller dimension first; the transpose of the small kernel
-  gradient is cheap). Same products and sums, so the gradient agrees to float
+  rows^T @ grad. On oneDNN that GEMM is slower when in > out (the FFN output
+  projection, [4 x hidden, hidden]) than the same product computed as
+  (grad^T @ rows)^T, whose output has the smaller dimension first. Same products and sums, so the gradient agrees to float
   rounding; XLA compiles both to one dot.
   """
   if kernel.shape[0] is None or kernel.shape[1] is None or (

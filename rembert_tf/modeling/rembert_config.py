@@ -50,16 +50,6 @@ def config_root() -> pathlib.Path:
       f"wheel) nor {checkout} (a checkout) exists. Reinstall rembert_tf.")
 
 
-def experiment_config_dir() -> pathlib.Path:
-  """The shipped pre-training experiment YAMLs (`pretrain_tiny_demo`, ...)."""
-  return config_root() / "experiments"
-
-
-def model_config_dir() -> pathlib.Path:
-  """The shipped model presets (`tiny`, `rembert`, ...)."""
-  return config_root() / "models"
-
-
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_approx", "relu", "tanh", "swish")
 
 

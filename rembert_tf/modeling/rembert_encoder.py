@@ -6,9 +6,7 @@ width E_in, LayerNorm over E_in, dropout, a biased E_in -> hidden projection,
 post-LayerNorm Transformer blocks, a tanh pooler on the first token),
 assembled from the same Model Garden layers. It is written out here rather
 than instantiated from `BertEncoderV2` because BertEncoderV2 fixes every
-LayerNorm epsilon at 1e-12, while RemBERT configs carry `layer_norm_eps`. (Its
-activation is a constructor argument; RemBERT uses the exact GELU, passed the
-same way here.)
+LayerNorm epsilon at 1e-12, while RemBERT configs carry `layer_norm_eps`.
 
 The blocks are `RemBertTransformerBlock`, a subclass of Model Garden's
 `layers.TransformerEncoderBlock` with the same variables (names, shapes,
@@ -138,8 +136,7 @@ class RemBertEncoder(tf_keras.layers.Layer):
         rate=c["output_dropout"], name="embedding_dropout")
     # The E_in -> hidden projection exists only when the widths differ.
     # Explicit [batch, seq, E_in] axes, not "...x,xy->...y": TF's gradient of
-    # an ellipsis einsum materialises a [batch, seq, E_in, hidden] tensor and
-    # made this projection cost as much as four Transformer blocks per step.
+    # an ellipsis einsum materialises a [batch, seq, E_in, hidden] tensor.
     self._embedding_projection = None
     if c["input_embedding_size"] != c["hidden_size"]:
       self._embedding_projection = tf_keras.layers.EinsumDense(
@@ -210,9 +207,8 @@ class RemBertEncoder(tf_keras.layers.Layer):
 
     embeddings = self._embed(word_ids, type_ids, layout, training)
     # [batch, 1, seq]: which keys each example attends to, broadcast over
-    # queries by the attention (not a [batch, seq, seq] copy per query, and
-    # so [batch, 1, 1, seq] mask arithmetic per layer instead of
-    # [batch, 1, seq, seq]); from the mask alone, the embeddings may be packed.
+    # queries by the attention (no [batch, seq, seq] copy); from the mask
+    # alone, as the embeddings may be packed.
     attention_mask = self._attention_mask_layer(
         tf.cast(mask, embeddings.dtype)[:, :1], mask)
     encoder_outputs = []
@@ -283,8 +279,7 @@ class RemBertEncoder(tf_keras.layers.Layer):
 
   def _project_fused(self, embeddings):
     """Training: the E_in -> hidden projection as MatMul + BiasAdd on [rows,
-    E_in] rows with the EinsumDense layer's variables (its Einsum and the
-    Einsum gradients cost more on CPU without XLA)."""
+    E_in] rows with the EinsumDense layer's variables (see projection_dense)."""
     projection = self._embedding_projection
     if projection is None:
       return embeddings

@@ -11,12 +11,11 @@ converted TF1 / Hugging Face checkpoint or a SavedModel of either block
 restores into the other, and the outputs agree to float rounding.
 
 It differs in the projections: Model Garden computes them with Keras'
-`EinsumDense` (and `MultiHeadAttention`), whose Einsum + broadcast-add
-forward and Einsum / broadcast-reduction gradients cost more on CPU without
-XLA than MatMul + BiasAdd do; here the activations stay as [batch x seq,
-hidden] rows between the LayerNorms and every projection is one MatMul over
-a reshaped view of the EinsumDense-shaped kernel (`ProjectionDense`,
-`MatMulSelfAttention`, where query, key and value are one fused MatMul).
+`EinsumDense` (and `MultiHeadAttention`); here the activations stay as
+[batch x seq, hidden] rows between the LayerNorms and every projection is
+one MatMul + BiasAdd over a reshaped view of the EinsumDense-shaped kernel
+(`ProjectionDense`, which says why; `MatMulSelfAttention`, where query, key
+and value are one fused MatMul).
 
 Only the configuration RemBERT uses is supported (post-LayerNorm, biases,
 query residual, key_dim = hidden / heads, full self-attention); anything else

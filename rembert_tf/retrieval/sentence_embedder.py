@@ -18,8 +18,8 @@ Sentences are sorted by length into buckets of static shape (16, 24, 32,
 padding; up to `seq_length`), each bucket run in fixed-size batches of about
 the same number of tokens under the strategy (`replica_batches`; by default
 32 sentences per replica at `seq_length`, proportionally more in shorter
-buckets): a TPU compiles once per bucket and batch shape. Without XLA (CPU, GPU) the encoder computes the
-real tokens only (`remove_padding`).
+buckets): a TPU compiles once per bucket and batch shape. Without XLA (CPU,
+GPU) the encoder computes the real tokens only (`remove_padding`).
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -48,7 +48,7 @@ from rembert_tf.retrieval import replica_batches
 
 DEFAULT_SEQ_LENGTH = 128
 # Sentences per replica and step at full length (the fine-tuning prediction
-# batch): on a CPU, larger batches ran slower per sentence.
+# batch).
 BATCH_SIZE_PER_REPLICA = 32
 MIN_BUCKET = 16
 

@@ -135,7 +135,7 @@ def test_counts_print_three_significant_digits_below_100m():
 def test_presets_are_found_through_the_one_resolver():
   root = rembert_config.config_root()
   assert (root / "models" / "tiny.yaml").is_file()
-  assert rembert_config.experiment_config_dir() == root / "experiments"
+  assert (root / "experiments").is_dir()
   assert rembert_config.resolve_model_config_path("tiny") == str(
       root / "models" / "tiny.yaml")
   with pytest.raises(rembert_config.ConfigError, match=r"no model preset "
