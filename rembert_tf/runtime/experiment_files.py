@@ -174,9 +174,17 @@ def layered_values(config_files: Sequence[Union[str, os.PathLike]] = (),
 
 
 def _field_names(section: Any) -> Optional[list]:
-  """The field names of a Model Garden config (None: not a config)."""
+  """The field names of a Model Garden config (None: not a config): its
+  dataclass fields (a one-of config lists only the chosen one in `as_dict`)
+  and any key it holds besides."""
   as_dict = getattr(section, "as_dict", None)
-  return list(as_dict()) if callable(as_dict) else None
+  if not callable(as_dict):
+    return None
+  names = list(as_dict())
+  if dataclasses.is_dataclass(section):
+    names += [f.name for f in dataclasses.fields(section)
+              if not f.name.startswith("_") and f.name not in names]
+  return names
 
 
 def check_keys(config: Any, values: Dict[str, Any], source: str,
