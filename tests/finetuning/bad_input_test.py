@@ -89,10 +89,10 @@ def squad_answers_never_in_their_contexts(download):
 
 def xnli_dev_not_utf8_on_line_3(download):
   path = download / "xnli/dev-de.tsv"
-  lines = path.read_bytes().split(b"\n")
-  lines[2] = lines[2][:5] + b"\xff" + lines[2][5:]
-  offset = len(lines[0]) + len(lines[1]) + 2 + 5
-  path.write_bytes(b"\n".join(lines))
+  rows = [l for l in path.read_bytes().split(b"\n") if l]
+  third = rows[0][:5] + b"\xff" + rows[0][5:]   # a labelled row, one bad byte
+  path.write_bytes(b"\n".join([rows[0], rows[0], third] + rows[1:]) + b"\n")
+  offset = 2 * (len(rows[0]) + 1) + 5
   return "xnli", {}, [f"{path}:3: not UTF-8 text (invalid start byte at byte "
                       f"{offset} of the file, byte 5 of line 3); save the file "
                       "as UTF-8."]
