@@ -103,3 +103,6 @@ def test_the_guide_trains_past_the_demos_failure_line_with_headroom():
       steps = int(argv[argv.index("--train_steps") + 1])
       assert steps >= measured, " ".join(argv)
   assert f"exits 1 below {runner.REQUIRED_MLM_RATIO:g}x the" in guide
+  # The figures are one run's, with its machine, not a range over runs.
+  assert "## What the demo guarantees" in guide and "±" not in guide
+  assert "## One run, as an example" in guide and "Intel Xeon" in guide
