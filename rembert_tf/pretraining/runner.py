@@ -111,15 +111,15 @@ def run(experiment_config: cfg.ExperimentConfig,
     config = _resolved_config(experiment_config, mode, mixed_precision)
   elif finished:  # a restart after the end: nothing to build, nothing written
     return _finished_run_metrics(config, model_dir, finished, print_fn)
-  created = not fileio.exists(model_dir)
+  created = _outermost_missing(model_dir)
   model_directory.check(config, model_dir, mode)
   if isinstance(strategy, str) or strategy is None:
     try:
       strategy = strategies.make_strategy(
           strategy or strategies.DEFAULT_STRATEGY, tpu)
     except Exception:  # e.g. no TPU here: leave no empty --model_dir behind
-      if created and not fileio.listdir(model_dir):
-        fileio.rmtree(model_dir)
+      if created and not fileio.files_under(created):
+        fileio.rmtree(created)
       raise
   settings = process_settings.training_settings(
       _precision(config), deterministic=deterministic, seed=seed)
@@ -130,6 +130,17 @@ def run(experiment_config: cfg.ExperimentConfig,
                   allow_sentencepiece_mismatch, print_fn)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
       raise records_error(config, mode, e) from None
+
+
+def _outermost_missing(path: str) -> Optional[str]:
+  """The outermost folder of `path` that does not exist yet (None if it
+  exists): what creating it creates."""
+  missing = None
+  while path and not fileio.exists(path):
+    missing, path = path, fileio.dirname(path)
+    if path == missing:
+      break
+  return missing
 
 
 def records_error(config: cfg.ExperimentConfig, mode: str,
