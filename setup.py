@@ -15,6 +15,12 @@ INSTALL_REQUIRES = [
     # tensorflow_hub imports pkg_resources, which setuptools 81 removed.
     "setuptools<81",
     "tensorflow-datasets~=4.9",
+    # What `tfds build` (the command every TFDS error line suggests) imports
+    # beyond tensorflow-datasets' own requirements: its CLI imports
+    # mlcroissant, and a builder's preparation importlib_resources (declared
+    # by tensorflow-datasets for Python < 3.9 only).
+    "mlcroissant>=1.0.9",
+    "importlib_resources",
     "sentencepiece~=0.2.0",
     "absl-py>=1.4",
     "pyyaml>=6.0",

@@ -87,7 +87,8 @@ def experiment_config():
   from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import experiment_files  # pylint: disable=g-import-not-at-top
   layered = experiment_files.layered_values(FLAGS.config or (),
-                                            FLAGS.params_override)
+                                            FLAGS.params_override,
+                                            experiment_files.FINETUNING)
   config = finetuning_experiment.load_finetuning_config(
       params_override=layered,
       source=f"experiment config {FLAGS.config or []} + overrides")

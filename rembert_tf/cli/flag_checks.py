@@ -11,6 +11,9 @@ runs; `parse_flags` turns absl's refusal into the project's one line:
 * a value out of its range (`--seq_length=0`): exit code 1, like every other
   bad input.
 
+A leading `~` of any text flag is the home directory, as the shell makes it
+(it leaves `--output_dir=~/c` alone): `expand_home_in_flags`.
+
 Example:
 ```python
 from absl import flags
@@ -24,6 +27,7 @@ flag_checks.describe(flags.FLAGS["max_sentences"], "0")
 # -> (1, '--max_sentences 0: must be at least 1.')
 ```
 """
+import os
 import re
 import sys
 from typing import List, Sequence, Tuple
@@ -107,10 +111,36 @@ def explain(error: flags.Error, flag_values=flags.FLAGS) -> Tuple[int, str]:
   return errors.EXIT_USAGE, errors.one_line(error)
 
 
+# `~` or `~user` opening a value, as the shell expands it unless the value is
+# glued to its flag (`--output_dir=~/c`) or quoted.
+_HOME_PREFIX = re.compile(r"^~[\w.-]*(?=/|$)")
+
+
+def _home_expanded(value):
+  if isinstance(value, str) and _HOME_PREFIX.match(value):
+    return os.path.expanduser(value)
+  if isinstance(value, list) and any(_HOME_PREFIX.match(v) for v in value
+                                     if isinstance(v, str)):
+    return [_home_expanded(v) for v in value]
+  return value
+
+
+def expand_home_in_flags(flag_values=flags.FLAGS) -> None:
+  """A path flag's leading `~` means the home directory, in every command
+  (a folder literally named `~` is never what a user meant)."""
+  for flag in flag_values:
+    value = flag_values[flag].value
+    expanded = _home_expanded(value)
+    if expanded is not value:
+      flag_values[flag].value = expanded
+
+
 def parse_flags(prog: str, argv: Sequence[str]) -> List[str]:
   """absl's `FLAGS(argv)`; a refused flag is one line `PROG: error: ...`."""
   try:
-    return flags.FLAGS(list(argv))
+    args = flags.FLAGS(list(argv))
+    expand_home_in_flags()
+    return args
   except flags.Error as e:
     code, line = explain(e)
     print(f"{prog}: error: {line}", file=sys.stderr, flush=True)

@@ -113,6 +113,7 @@ def flag_parser(program: str, module: str = "") -> Callable:
   def parse(argv):
     try:
       args = flags.FLAGS(argv)
+      flag_checks.expand_home_in_flags()
       flag_names.report_aliases(module, program)
       return args
     except flags.Error as e:

@@ -264,6 +264,22 @@ def read_text(path: PathLike) -> str:
   return data.decode("utf-8")
 
 
+def utf8_problem(path: PathLike) -> str:
+  """Where a file stops being UTF-8, for the line that refuses it: its line,
+  and the byte offset in the file and in that line (a reader that decodes
+  line by line or in chunks knows neither)."""
+  data = read_bytes(path)
+  try:
+    data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    column = e.start - (data.rfind(b"\n", 0, e.start) + 1)
+    return (f"{as_str(path)}:{line}: not UTF-8 text ({e.reason} at byte "
+            f"{e.start} of the file, byte {column} of line {line}); save the "
+            "file as UTF-8")
+  return f"{as_str(path)} is UTF-8 text"
+
+
 def read_json(path: PathLike) -> Any:
   return json.loads(read_text(path))
 

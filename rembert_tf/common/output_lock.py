@@ -302,11 +302,29 @@ def _live_others(path: str, mine: str) -> List[Holder]:
   return live
 
 
+@contextlib.contextmanager
+def _named_for_the_output(path: str, parent: str) -> Iterator[None]:
+  """A parent that cannot be written (read-only, no permission) is named as
+  the output's problem: the lock file is this module's detail."""
+  try:
+    yield
+  except errors.user_error_types() as e:  # pylint: disable=catching-non-exception
+    if isinstance(e, errors.RemBertError):
+      raise
+    why = (e.strerror if isinstance(e, OSError) and e.strerror
+           else errors.one_line(e).rsplit(": ", 1)[-1])
+    raise errors.UsageError(
+        f"{path}: cannot write this output ({why} in {parent}); choose an "
+        "output on a file system and folder you can write to.") from None
+
+
 def _acquire(path: str) -> _Held:
   parent, prefix = lock_location(path)
-  created = _makedirs(parent)
+  with _named_for_the_output(path, parent):
+    created = _makedirs(parent)
   for attempt in range(_MAX_TRIES):
-    lock_file, info = _claim(path, parent, prefix)
+    with _named_for_the_output(path, parent):
+      lock_file, info = _claim(path, parent, prefix)
     others = _live_others(path, lock_file)
     if not others:
       return _Held(lock_file, info, created)

@@ -34,6 +34,7 @@ for example in tfds_reader.iter_examples(builder, split):
 import dataclasses
 import difflib
 import re
+import shlex
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -124,16 +125,23 @@ def _check_config(cls, ref: SplitRef) -> None:
       f" ({len(configs)} in all).")
 
 
+def build_command(name: str, config: Optional[str], data_dir: str) -> str:
+  """The command that prepares a dataset, as every TFDS error suggests it:
+  `tfds build` (tensorflow-datasets' CLI; setup.py installs what it imports)."""
+  config_flag = f" --config {config}" if config else ""
+  return (f"`tfds build {name}{config_flag} --data_dir "
+          f"{shlex.quote(fileio.as_str(data_dir))}`")
+
+
 def _not_prepared(builder, ref: SplitRef, data_dir: str) -> TfdsError:
   version_dir = fileio.dirname(builder.data_path)
   found = sorted(fileio.listdir(version_dir)) if fileio.isdir(version_dir) else []
   other = (f" (it holds version(s) {', '.join(found)}; this "
            f"tensorflow-datasets reads {builder.version})" if found else "")
-  config = f" --config {ref.config}" if ref.config else ""
   return TfdsError(
       f"TFDS dataset {ref.dataset} is not prepared in {data_dir}: no "
       f"{fileio.join(builder.data_path, 'dataset_info.json')}{other}; prepare "
-      f"it with `tfds build {ref.name}{config} --data_dir {data_dir}`.")
+      f"it with {build_command(ref.name, ref.config, data_dir)}.")
 
 
 def open_builder(ref: SplitRef, data_dir):

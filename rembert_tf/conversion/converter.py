@@ -122,6 +122,31 @@ def _check_sp_model(from_format, input_path, sp_model) -> None:
   tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
 
 
+def _check_tf1_inputs(input_path, config, sp_model) -> None:
+  """Every missing input of a release conversion in one line, each with
+  where it comes from (a vocabulary missing alone: `_check_sp_model`)."""
+  missing = []
+  if not fileio.exists(input_path + ".index") and not fileio.isdir(input_path):
+    missing.append(f"--checkpoint {input_path} (no {input_path}.index: the "
+                   "release's model.ckpt.index and model.ckpt.data-* files)")
+  if config is not None and not fileio.isfile(config):
+    missing.append(f"--config {config} (no such file: the release's "
+                   "config.json)")
+  elif config is None and _default_tf1_config(input_path) is None:
+    missing.append(f"--config (none of {', '.join(TF1_CONFIG_NAMES)} beside "
+                   "the checkpoint: the release's config.json)")
+  if sp_model is not None and not fileio.isfile(sp_model):
+    missing.append(f"--sentencepiece_model {sp_model} (no such file: the "
+                   f"release's {checkpoint_layout.SENTENCEPIECE_FILE})")
+  if len(missing) == 1 and missing[0].startswith("--sentencepiece_model"):
+    return
+  if missing:
+    raise errors.InputError(
+        f"--from tf1 is missing {', '.join(missing)}; the released RemBERT "
+        "ships these files together: download them into one folder (e.g. "
+        "rembert/) and pass their paths.")
+
+
 def _check_arguments(from_format, to_format, output_dir, overwrite,
                      encoder_only, with_output_side):
   """Everything that can be refused before a tensor is read."""
@@ -405,6 +430,8 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   input_path, output_dir = fileio.as_str(input_path), fileio.as_str(output_dir)
   _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,
                    with_output_side)
+  if from_format == "tf1":
+    _check_tf1_inputs(input_path, config, sp_model)
   if sp_model is not None:
     _check_sp_model(from_format, input_path, sp_model)
   read_output_side = with_output_side or (from_format != "tf1"

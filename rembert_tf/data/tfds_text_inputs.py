@@ -241,9 +241,8 @@ def _languages_of(spec: _Spec, languages: Optional[Sequence[str]],
     example = spec.ref(next(iter(known)))
     raise TfdsError(
         f"input {spec.text!r}: no {spec.name} dataset matching it is prepared "
-        f"in {data_dir}; prepare one, e.g. `tfds build {spec.name}"
-        f"{' --config ' + example.config if example.config else ''} "
-        f"--data_dir {data_dir}`.")
+        f"in {data_dir}; prepare one, e.g. "
+        f"{tfds_reader.build_command(spec.name, example.config, data_dir)}.")
   return sorted(present)
 
 

@@ -244,13 +244,18 @@ def summary(results: Dict[str, Any]) -> str:
   if "zero_shot" in results:
     lines += ["", "XNLI-like dev accuracy (%), fine-tuned on English only:",
               zero_shot_table(results["zero_shot"])]
-  lines += ["", "next:",
-            f"  tensorboard --logdir {run_dir}/pretrain",
-            f"  rembert-finetune --task xnli --data_dir "
-            f"{run_dir}/xnli/download --init_checkpoint {run_dir}/pretrain "
-            f"--output_dir {run_dir}/xnli/again --learning_rates 3e-4,5e-4 "
-            "--num_seeds 3",
-            "  rembert-demo --seed 1    (another corpus and model)"]
+  # Only commands whose inputs this run wrote: without the zero-shot step
+  # there is no xnli/download to fine-tune on.
+  lines += ["", "next:", f"  tensorboard --logdir {run_dir}/pretrain"]
+  if "zero_shot" in results:
+    lines.append(f"  rembert-finetune --task xnli --data_dir "
+                 f"{run_dir}/xnli/download --init_checkpoint {run_dir}/pretrain "
+                 f"--output_dir {run_dir}/xnli/again --learning_rates 3e-4,5e-4 "
+                 "--num_seeds 3")
+  else:
+    lines.append("  the same rembert-demo command without --nofinetune    "
+                 "(skips the steps done, adds the zero-shot step)")
+  lines.append("  rembert-demo --seed 1    (another corpus and model)")
   return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from absl import logging
 import tensorflow as tf
 
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.evaluation import xtreme_tasks
@@ -254,3 +255,30 @@ def read_metadata(records_dir) -> Dict:
   except (ValueError, UnicodeDecodeError) as e:
     raise TaskDataError(f"{path} is not valid JSON ({e}); recreate the "
                         "records with rembert-create-finetuning-data.") from None
+
+
+def check_records_intact(meta: Dict, records_dir, splits: Sequence[str]) -> None:
+  """Every records file a run reads holds the records metadata.json counts
+  (the English training file and the dev / test files of `splits`), read
+  through before training: a file cut short (a copy or a disk that ran out)
+  is named with the fix, not found by the dev predictions after training."""
+  needed = [("train", "en")] + [(split, lang) for split in splits
+                                for lang in sorted(meta["splits"].get(split, {}))]
+  for split, lang in needed:
+    info = meta["splits"].get(split, {}).get(lang)
+    if not info:
+      continue
+    path = fileio.join(records_dir, info.get("file", f"{split}-{lang}.tfrecord"))
+    try:  # counted in TensorFlow's reader: a second for 10^5 records
+      count = int(tf.data.TFRecordDataset(path).reduce(
+          tf.constant(0, tf.int64), lambda n, _: n + 1))
+      found = f"it holds {count} records"
+    except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
+      count, found = None, " ".join(errors.one_line(e).split(";")[0].split())
+    if count == info["num_features"]:
+      continue
+    raise TaskDataError(
+        f"{path}: cut short or damaged ({found}; {METADATA_FILE} counts "
+        f"{info['num_features']}); recreate the records: "
+        "rembert-create-finetuning-data --overwrite for a --records_dir, or "
+        f"remove {records_dir} and rerun to rebuild it from --data_dir.")

@@ -145,7 +145,8 @@ def load_finetuning_config(
   `--params_override` takes it, or a dict, nested or with dotted keys)."""
   return override_config(
       exp_factory.get_exp_config(EXPERIMENT_NAME),
-      experiment_files.layered_values(config_files, params_override),
+      experiment_files.layered_values(config_files, params_override,
+                                      experiment_files.FINETUNING),
       source or f"experiment config {list(map(str, config_files))} + "
       "overrides")
 
@@ -183,6 +184,7 @@ def override_config(config: FinetuningExperimentConfig,
                     if isinstance(value, dict) and isinstance(
                         target.get(name), dict) else value)
   config = copy.deepcopy(config)
+  experiment_files.check_keys(config, nested, source)
   try:
     config.override(nested, is_strict=True)
   except (KeyError, ValueError, AttributeError, TypeError) as e:

@@ -48,6 +48,7 @@ from typing import Dict, List
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.evaluation import xtreme_scorer
+from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import run_inputs
 from rembert_tf.finetuning import sweep
@@ -137,6 +138,7 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
         data.task, records_dir, encoder.init_checkpoint, data.splits,
         num_rates, data.allow_unlabelled_dev,
         data.allow_sentencepiece_mismatch, progress)
+    finetuning_data.check_records_intact(meta, records_dir, data.splits)
     with process_settings.training_settings(
         runtime.mixed_precision_dtype, deterministic=config.trainer.deterministic,
         checkpointed_dropout_generators=True), \
@@ -165,8 +167,11 @@ def _with_jit_compile(config: finetuning_experiment.FinetuningConfig,
   """`config` with jit_compile decided: as given, else what is faster on the
   strategy's devices (`strategies.jit_compile_default`)."""
   if config.jit_compile is not None:
-    progress(f"[finetune] XLA {'on' if config.jit_compile else 'off'} "
-             "(jit_compile given)")
+    on = bool(config.jit_compile)
+    progress(f"[finetune] XLA {'on' if on else 'off'}: trainer.jit_compile="
+             f"{str(on).lower()} in the experiment ({'--nojit_compile' if on else '--jit_compile'}"
+             f" or trainer.jit_compile={str(not on).lower()} turns it "
+             f"{'off' if on else 'on'})")
     return config
   on = strategies.jit_compile_default(strategy)
   progress("[finetune] XLA on: the default on a GPU or TPU (--nojit_compile "

@@ -51,8 +51,8 @@ def require_file(path, dataset: xtreme_tasks.XtremeTask) -> None:
 
 
 def _not_utf8(path, error: UnicodeDecodeError) -> TaskDataError:
-  return TaskDataError(f"{path} is not UTF-8 text ({error.reason} at byte "
-                       f"{error.start}).")
+  del error  # its offset counts from the chunk a reader decoded
+  return TaskDataError(fileio.utf8_problem(path) + ".")
 
 
 def _check_label(label: str, where: str, what: str,

@@ -138,12 +138,17 @@ def rembert_pretraining() -> cfg.ExperimentConfig:
   return config
 
 
+# Where an experiment's keys come from, for the line naming a wrong one.
+_SOURCE = "--config / --params_override"
+
+
 def load_experiment_config(
     config_files: Sequence[Union[str, os.PathLike]] = (),
     params_override: Union[str, Dict[str, Any], None] = None,
     experiment: str = EXPERIMENT_NAME) -> cfg.ExperimentConfig:
   """Registered defaults <- YAML files (in order) <- overrides; preset resolved."""
-  merged = experiment_files.layered_values(config_files, params_override)
+  merged = experiment_files.layered_values(config_files, params_override,
+                                          experiment_files.PRETRAINING)
   task_values = merged.get("task", {}) or {}
   preset = task_values.get("model_preset")
   if preset:
@@ -160,6 +165,7 @@ def load_experiment_config(
     rembert_config.model_config_from_dict(task_values["model"],
                                           source="task.model")
   config = exp_factory.get_exp_config(experiment)
+  experiment_files.check_keys(config, merged, _SOURCE)
   try:
     config.override(merged, is_strict=True)
   except (KeyError, ValueError, AttributeError) as e:

@@ -103,12 +103,24 @@ def run(experiment_config: cfg.ExperimentConfig,
   config = _resolved_config(experiment_config, mode, mixed_precision)
   model_dir = fileio.as_str(model_dir).rstrip("/")
   finished = model_directory.finished_checkpoint(config, model_dir, mode)
-  if finished:  # a restart after the end: nothing to build, nothing written
+  if finished and mode == "train_and_eval":  # nothing to train: evaluate
+    print_fn(f"the job is complete: {finished} is at step "
+             f"{model_directory.checkpoint_step(finished)}; evaluating it "
+             "(as --mode eval).")
+    mode = "eval"
+    config = _resolved_config(experiment_config, mode, mixed_precision)
+  elif finished:  # a restart after the end: nothing to build, nothing written
     return _finished_run_metrics(config, model_dir, finished, print_fn)
+  created = _outermost_missing(model_dir)
   model_directory.check(config, model_dir, mode)
   if isinstance(strategy, str) or strategy is None:
-    strategy = strategies.make_strategy(
-        strategy or strategies.DEFAULT_STRATEGY, tpu)
+    try:
+      strategy = strategies.make_strategy(
+          strategy or strategies.DEFAULT_STRATEGY, tpu)
+    except Exception:  # e.g. no TPU here: leave no empty --model_dir behind
+      if created and not fileio.files_under(created):
+        fileio.rmtree(created)
+      raise
   settings = process_settings.training_settings(
       _precision(config), deterministic=deterministic, seed=seed)
   is_chief = strategies.is_chief(strategy)
@@ -118,6 +130,17 @@ def run(experiment_config: cfg.ExperimentConfig,
                   allow_sentencepiece_mismatch, print_fn)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
       raise records_error(config, mode, e) from None
+
+
+def _outermost_missing(path: str) -> Optional[str]:
+  """The outermost folder of `path` that does not exist yet (None if it
+  exists): what creating it creates."""
+  missing = None
+  while path and not fileio.exists(path):
+    missing, path = path, fileio.dirname(path)
+    if path == missing:
+      break
+  return missing
 
 
 def records_error(config: cfg.ExperimentConfig, mode: str,

@@ -73,8 +73,8 @@ def _lines(file_path: str) -> List[str]:
   try:
     return fileio.read_text(file_path).splitlines()
   except UnicodeDecodeError as e:
-    raise bitext.RetrievalDataError(
-        f"{file_path} is not UTF-8 text ({e.reason} at byte {e.start}).") from None
+    del e
+    raise bitext.RetrievalDataError(fileio.utf8_problem(file_path) + ".") from None
 
 
 def _two_fields(file_path: str, what: str) -> List[Tuple[str, str]]:

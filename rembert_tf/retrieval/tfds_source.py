@@ -46,8 +46,7 @@ _NEEDED_FOR = {(bitext.BUCC, "dev"): "BUCC's threshold is chosen on it",
 
 
 def _build_command(ref: tfds_reader.SplitRef, data_dir: str) -> str:
-  config = f" --config {ref.config}" if ref.config else ""
-  return f"`tfds build {ref.name}{config} --data_dir {data_dir}`"
+  return tfds_reader.build_command(ref.name, ref.config, data_dir)
 
 
 class TfdsSource:

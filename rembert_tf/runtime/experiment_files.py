@@ -18,6 +18,7 @@ values["trainer"]["train_steps"]   # 50
 """
 import copy
 import dataclasses
+import difflib
 import os
 import re
 import typing
@@ -35,6 +36,28 @@ EXPERIMENT_CONFIG_DIR = rembert_config.CONFIG_ROOT / "experiments"
 
 class ExperimentConfigError(errors.RemBertError, ValueError):
   """An experiment YAML or override is invalid; the message names the field."""
+
+
+# The two trainers' experiments, told apart by their sections: each kind ->
+# (a section only its YAMLs have, the command that runs them).
+PRETRAINING, FINETUNING = "pre-training", "fine-tuning"
+_KINDS = {PRETRAINING: (("task",), "rembert-train"),
+          FINETUNING: (("data", "encoder", "sweep"), "rembert-finetune")}
+
+
+def experiment_kind(values: Dict[str, Any]) -> Optional[str]:
+  """PRETRAINING or FINETUNING by the YAML's sections; None if it has
+  only the shared ones (trainer / runtime)."""
+  for kind, (sections, _) in _KINDS.items():
+    if any(section in values for section in sections):
+      return kind
+  return None
+
+
+def experiment_names(kind: Optional[str] = None):
+  """The bare names of configs/experiments/, of one kind if given."""
+  return sorted(p.stem for p in EXPERIMENT_CONFIG_DIR.glob("*.yaml")
+                if kind is None or experiment_kind(read_yaml(str(p))) == kind)
 
 
 class _NumberAwareLoader(yaml.SafeLoader):
@@ -63,18 +86,37 @@ def deep_merge(base: Dict[str, Any], update: Dict[str, Any]) -> Dict[str, Any]:
   return out
 
 
-def resolve_experiment_path(path: Union[str, os.PathLike]) -> str:
-  """A YAML path, or a bare name of configs/experiments/ (`pretrain_tiny_demo`)."""
+def resolve_experiment_path(path: Union[str, os.PathLike],
+                            kind: Optional[str] = None) -> str:
+  """A YAML path, or a bare name of configs/experiments/ (`pretrain_tiny_demo`);
+  with `kind`, the choices named are that trainer's own."""
+  if fileio.isdir(path):
+    raise ExperimentConfigError(
+        f"--config {path}: a directory; give an experiment YAML file (e.g. "
+        f"{fileio.join(path, 'experiment.yaml')}) or the bare name of one.")
   if fileio.exists(path):
     return fileio.as_str(path)
   named = EXPERIMENT_CONFIG_DIR / f"{path}.yaml"
   is_yaml_path = os.path.splitext(fileio.as_str(path))[1] in (".yaml", ".yml")
   if not is_yaml_path and named.exists():
     return str(named)
-  available = ", ".join(sorted(p.stem for p in EXPERIMENT_CONFIG_DIR.glob("*.yaml")))
+  available = ", ".join(experiment_names(kind))
   raise ExperimentConfigError(
       f"--config {path}: no such file. Give a YAML path or one of the "
-      f"experiments in {EXPERIMENT_CONFIG_DIR}: {available}.")
+      f"{kind + ' ' if kind else ''}experiments in {EXPERIMENT_CONFIG_DIR}: "
+      f"{available}.")
+
+
+def _check_kind(path, values: Dict[str, Any], kind: Optional[str]) -> None:
+  """An experiment of the other trainer is named as such."""
+  found = experiment_kind(values)
+  if kind is None or found is None or found == kind:
+    return
+  name = os.path.splitext(fileio.basename(fileio.as_str(path)))[0]
+  raise ExperimentConfigError(
+      f"--config {path}: {name} is a {found} experiment: use "
+      f"{_KINDS[found][1]} --config {path}; {_KINDS[kind][1]} runs the {kind}"
+      f" ones ({', '.join(experiment_names(kind))}).")
 
 
 def read_yaml(path) -> Dict[str, Any]:
@@ -87,7 +129,9 @@ def read_yaml(path) -> Dict[str, Any]:
   if not isinstance(values, dict):
     raise ExperimentConfigError(f"{path}: an experiment YAML must be a mapping "
                                 "of its sections (task / trainer / runtime ...).")
-  return values
+  # A section whose fields are all commented out reads as None: no change.
+  return {section: ({} if value is None else value)
+          for section, value in values.items()}
 
 
 def parse_override(params_override: Union[str, Dict[str, Any], None]
@@ -117,13 +161,88 @@ def parse_override(params_override: Union[str, Dict[str, Any], None]
 
 
 def layered_values(config_files: Sequence[Union[str, os.PathLike]] = (),
-                   params_override: Union[str, Dict[str, Any], None] = None
-                   ) -> Dict[str, Any]:
-  """The YAML files (paths or bare names) in order, then the override."""
+                   params_override: Union[str, Dict[str, Any], None] = None,
+                   kind: Optional[str] = None) -> Dict[str, Any]:
+  """The YAML files (paths or bare names) in order, then the override; with
+  `kind` (PRETRAINING / FINETUNING), a YAML of the other trainer is refused."""
   merged: Dict[str, Any] = {}
   for path in config_files:
-    merged = deep_merge(merged, read_yaml(resolve_experiment_path(path)))
+    values = read_yaml(resolve_experiment_path(path, kind))
+    _check_kind(path, values, kind)
+    merged = deep_merge(merged, values)
   return deep_merge(merged, parse_override(params_override))
+
+
+def _field_names(section: Any) -> Optional[list]:
+  """The field names of a Model Garden config (None: not a config): its
+  dataclass fields (a one-of config lists only the chosen one in `as_dict`)
+  and any key it holds besides."""
+  as_dict = getattr(section, "as_dict", None)
+  if not callable(as_dict):
+    return None
+  names = list(as_dict())
+  if dataclasses.is_dataclass(section):
+    names += [f.name for f in dataclasses.fields(section)
+              if not f.name.startswith("_") and f.name not in names]
+  return names
+
+
+def check_keys(config: Any, values: Dict[str, Any], source: str,
+               prefix: str = "") -> None:
+  """Every key of `values` (nested) is a field of `config`: an unknown one is
+  named with the closest field, and a field given sub-keys as if it were a
+  section (`data.languages.en=1`) is named with the form it takes."""
+  names = _field_names(config)
+  if names is None:
+    return
+  for key, value in values.items():
+    dotted = f"{prefix}{key}"
+    if key not in names:
+      close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+      hint = (f"did you mean {prefix}{close[0]}?" if close else
+              f"{prefix.rstrip('.') or 'the top level'} has "
+              f"{', '.join(sorted(names))}.")
+      raise ExperimentConfigError(
+          f"{source}: {key!r} does not exist in "
+          f"{prefix.rstrip('.') or 'the experiment'}; {hint}")
+    field = getattr(config, key, None)
+    if isinstance(value, dict) and value:
+      if _field_names(field) is not None:
+        check_keys(field, value, source, dotted + ".")
+      elif not isinstance(field, dict) and _is_value_field(config, key, field):
+        raise ExperimentConfigError(
+            f"{source}: {dotted} is a field, not a section ({dotted}."
+            f"{next(iter(value))} names nothing); set it whole, e.g. "
+            f"{dotted}={_example(config, key, field, value)}.")
+
+
+def _hint(config: Any, key: str) -> Any:
+  try:
+    return typing.get_type_hints(type(config)).get(key)
+  except (NameError, TypeError):
+    return None
+
+
+def _is_list_hint(hint: Any) -> bool:
+  args = [a for a in typing.get_args(hint) if a is not type(None)]
+  return typing.get_origin(hint) in (list, tuple) or any(
+      typing.get_origin(a) in (list, tuple) for a in args)
+
+
+def _is_value_field(config: Any, key: str, field: Any) -> bool:
+  """A field that holds a value (a number, text, a list), not sub-fields."""
+  if field is not None:
+    return True
+  hint = _hint(config, key)
+  args = [a for a in typing.get_args(hint) if a is not type(None)]
+  return _is_list_hint(hint) or hint in _EXPECTED or hint is str or any(
+      a in _EXPECTED or a is str for a in args)
+
+
+def _example(config: Any, key: str, field: Any, value: Dict[str, Any]) -> str:
+  if isinstance(field, (list, tuple)) or _is_list_hint(_hint(config, key)):
+    return "[" + ",".join(map(str, value)) + "]"
+  return repr(field)
 
 
 # The field types checked. Text fields are not: some documented ones take a

@@ -248,3 +248,32 @@ def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
   leftovers = sorted(n.rsplit("-", 1)[0] for n in os.listdir(tmp_path))
   assert leftovers == sorted(f".{name}.tmp-{pid}@{fileio.HOST}"
                              for name in commands)
+
+
+def test_an_unwritable_parent_names_the_output_not_the_lock_file(
+    tmp_path, monkeypatch):
+  """A read-only parent (export, fine-tuning): the line names the output and
+  the reason; the lock's temporary file is not the user's business."""
+  import errno  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
+
+  def read_only(path, text):
+    del text
+    raise OSError(errno.EROFS, "Read-only file system", f"{path}-tmp-1234")
+
+  monkeypatch.setattr(fileio, "write_text", read_only)
+  output = tmp_path / "ro" / "exp"
+  (tmp_path / "ro").mkdir()
+  for take in (lambda: output_lock.hold(output),
+               lambda: outputs.atomic_directory(output),
+               lambda: outputs.writing_shared_output(output)):
+    with pytest.raises(errors.UsageError) as refused:
+      with take():
+        pass
+    line = errors.one_line(refused.value)
+    assert line == (f"{output}: cannot write this output (Read-only file "
+                    f"system in {tmp_path / 'ro'}); choose an output on a file "
+                    "system and folder you can write to."), line
+    assert "lock" not in line and "tmp" not in line.replace(str(tmp_path), "")
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["ro"]
+  assert not list((tmp_path / "ro").iterdir())

@@ -450,6 +450,7 @@ def test_the_release_without_its_vocabulary_is_told_where_it_is(tmp_path, root):
   fileio.makedirs(release)
   prefix = fileio.join(release, "model.ckpt")
   fileio.write_text(prefix + ".index", "not read: the flags are checked first")
+  fileio.write_text(fileio.join(release, "config.json"), "not read either")
   beside = fileio.join(release, "sentencepiece.model")
   output = fileio.join(os.path.dirname(release) if root == "local" else root,
                        "converted")
@@ -487,3 +488,34 @@ def test_convert_refuses_an_output_overlapping_its_input(rembert_dir,
   for (_, part), result in zip(cases, results):
     testlib.assert_one_line_error("rembert-convert", result, part)
   assert sorted(p.name for p in rembert_dir.rglob("*")) == before
+
+
+def test_every_missing_input_of_the_release_is_named_in_one_line(tmp_path):
+  """No rembert/ folder at all: the checkpoint, the config and the vocabulary
+  in one line, each with the release's file it stands for; nothing written."""
+  release = tmp_path / "rembert"
+  argv = ["--from=tf1", "--to=rembert_tf", f"--checkpoint={release}/model.ckpt",
+          f"--config={release}/config.json",
+          f"--sentencepiece_model={release}/sentencepiece.model",
+          f"--output_dir={tmp_path}/converted"]
+  (result,) = testlib.run_command_cases("rembert_tf.cli.convert_checkpoint",
+                                        [argv])
+  testlib.assert_one_line_error(
+      "rembert-convert", result,
+      f"--from tf1 is missing --checkpoint {release}/model.ckpt (no "
+      f"{release}/model.ckpt.index: the release's model.ckpt.index and "
+      f"model.ckpt.data-* files), --config {release}/config.json (no such "
+      f"file: the release's config.json), --sentencepiece_model "
+      f"{release}/sentencepiece.model (no such file: the release's "
+      "sentencepiece.model); the released RemBERT ships these files together")
+  assert "before .index" not in result["stderr"]
+  # Without --config: the names looked for beside the checkpoint.
+  release.mkdir()
+  (release / "sentencepiece.model").write_bytes(b"not read")
+  with pytest.raises(errors.InputError, match=(
+      r"--from tf1 is missing --checkpoint .*model.ckpt \(no .*model.ckpt.index"
+      r".*\), --config \(none of config.json, bert_config.json, "
+      r"rembert_config.json beside the checkpoint: the release's config.json\);")):
+    converter.convert_checkpoint("tf1", "rembert_tf", release / "model.ckpt",
+                                 tmp_path / "converted")
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["rembert"]

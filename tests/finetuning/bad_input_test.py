@@ -87,7 +87,18 @@ def squad_answers_never_in_their_contexts(download):
       "context"]
 
 
-BAD_TASK_FILES = [panx_line_without_its_tag, xnli_dev_row_without_its_label,
+def xnli_dev_not_utf8_on_line_3(download):
+  path = download / "xnli/dev-de.tsv"
+  rows = [l for l in path.read_bytes().split(b"\n") if l]
+  third = rows[0][:5] + b"\xff" + rows[0][5:]   # a labelled row, one bad byte
+  path.write_bytes(b"\n".join([rows[0], rows[0], third] + rows[1:]) + b"\n")
+  offset = 2 * (len(rows[0]) + 1) + 5
+  return "xnli", {}, [f"{path}:3: not UTF-8 text (invalid start byte at byte "
+                      f"{offset} of the file, byte 5 of line 3); save the file "
+                      "as UTF-8."]
+
+
+BAD_TASK_FILES = [xnli_dev_not_utf8_on_line_3, panx_line_without_its_tag, xnli_dev_row_without_its_label,
                   xnli_dev_without_labels, empty_xnli_dev_file,
                   squad_answer_start_not_a_number,
                   squad_answers_never_in_their_contexts]
@@ -186,6 +197,26 @@ def test_records_without_training_or_dev_labels_are_refused(
   for part in parts:
     assert part in message
   assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["dev-en.tfrecord", "train-en.tfrecord"])
+def test_records_cut_short_are_named_before_training(
+    name, xnli_records, checkpoint_dir, tmp_path):
+  """A records file cut short (a copy or a disk that ran out): the file is
+  named before any training step, dev included (not after training, when
+  the dev predictions would reach it)."""
+  records = tmp_path / "records"
+  shutil.copytree(xnli_records, records)
+  cut = records / name
+  cut.write_bytes(cut.read_bytes()[:-40])
+  with pytest.raises(errors.RemBertError) as e:
+    finetuning_testlib.finetune(
+        "xnli", tmp_path / "out", init_checkpoint=str(checkpoint_dir),
+        records_dir=records, learning_rates=[1e-3], progress=QUIET)
+  message = errors.one_line(e.value)
+  assert message.startswith(f"{cut}: cut short or damaged ("), message
+  assert "metadata.json counts" in message and "--overwrite" in message
+  assert not (tmp_path / "out" / "runs").exists()
 
 
 # --- Checkpoints that are not intact -----------------------------------------------

@@ -35,7 +35,8 @@ def test_panx_tags_per_word_with_xla(checkpoint_dir, sp_model, download_dir,
   results = _run("panx", tmp_path / "rec/panx", tmp_path / "out", checkpoint_dir,
                  compare_paper=True, jit_compile=True, progress=lines.append)
   assert set(results["scores"]["f1"]) == {"ar", "en", "de"}
-  assert "[finetune] XLA on (jit_compile given)" in lines
+  assert ("[finetune] XLA on: trainer.jit_compile=true in the experiment "
+          "(--nojit_compile or trainer.jit_compile=false turns it off)") in lines
   assert "| panx | f1 |" in results["markdown"]
   assert "paper coupled" in results["markdown"]
   # One console line per loop, with the loss.

@@ -111,11 +111,26 @@ def test_resume_continues_step_weights_and_optimizer(records, trained_dir,
   assert any(".OPTIMIZER_SLOT/optimizer/m/" in n for n in names)
 
 
+def test_train_and_eval_after_the_end_evaluates(records, trained_dir):
+  """Nothing is left to train: the finished checkpoint is evaluated, as
+  --mode eval does, and no training step runs."""
+  model_dir, _, _ = trained_dir
+  lines = []
+  again = runner.run(make_config(records), model_dir, mode="train_and_eval",
+                     print_fn=lines.append)
+  assert lines[0] == (f"the job is complete: {model_dir}/ckpt-4 is at step 4;"
+                      " evaluating it (as --mode eval).")
+  assert again["global_step"] == 4
+  assert np.isfinite(again["eval_loss"]) and 0 <= again[
+      "eval_masked_lm_accuracy"] <= 1, again
+  assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-4")
+
+
 def test_a_restart_after_the_end_writes_nothing(records, trained_dir, tmp_path):
   model_dir, metrics, _ = trained_dir
   before = listing(model_dir)
   lines = []
-  again = runner.run(make_config(records), model_dir, mode="train_and_eval",
+  again = runner.run(make_config(records), model_dir, mode="train",
                      print_fn=lines.append)
   assert lines == [f"the job is complete: {model_dir}/ckpt-4 is at step 4 "
                    "(trainer.train_steps=4); nothing to do. Raise "

@@ -81,7 +81,9 @@ def test_malformed_lines_are_named(download):
                      r"be `<id><TAB><sentence>`"):
     dl.DownloadSource(download)("bucc2018", "test", "de")
   (download / "tatoeba/fr-en.fr").write_bytes(b"\xff\xfe bad")
-  with pytest.raises(bitext.RetrievalDataError, match="fr-en.fr is not UTF-8"):
+  with pytest.raises(bitext.RetrievalDataError, match=(
+      r"fr-en.fr:1: not UTF-8 text \(invalid start byte at byte 0 of the "
+      r"file, byte 0 of line 1\); save the file as UTF-8.")):
     dl.DownloadSource(download)("tatoeba", "test", "fr")
 
 

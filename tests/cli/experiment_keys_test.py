@@ -1,0 +1,125 @@
+"""Experiment files and keys the trainers are given: one line each, the fix in it.
+
+A key that is not a field is named with the closest field; a field given
+sub-keys is named with the form it takes; an experiment of the other
+trainer names the command that runs it; `--config` lists only the trainer's
+own experiments; a directory or a section whose fields are all commented
+out is not a traceback. A leading `~` of a path flag is the home directory.
+All are refused before any TensorFlow work, so each command's cases share
+one process (`testlib.run_command_cases`).
+"""
+import shutil
+
+from absl import flags
+
+import testlib
+from rembert_tf import pretraining
+from rembert_tf.cli import flag_checks
+from rembert_tf.finetuning import finetuning_experiment
+
+TRAIN = "rembert_tf.cli.train"
+FINETUNE = "rembert_tf.cli.finetune"
+CORPUS = "rembert_tf.cli.make_demo_corpus"
+FT_EXPERIMENTS = "(xtreme_mlqa, xtreme_panx, xtreme_pawsx, xtreme_tydiqa, " \
+    "xtreme_udpos, xtreme_xnli, xtreme_xquad)"
+
+
+def _commented_out_trainer(tmp_path):
+  path = tmp_path / "no_trainer_changes.yaml"
+  path.write_text("trainer:\n  # train_steps: 10\n  # steps_per_loop: 5\n")
+  return path
+
+
+def test_rembert_train_names_keys_files_and_the_other_trainer(tmp_path):
+  (tmp_path / "cfgdir").mkdir()
+  model_dir = tmp_path / "m"
+  common = ["--model_dir", str(model_dir)]
+  cases = [
+      (["--config", "pretrain_tiny_demo", "--params_override",
+        "trainer.train_step=3"],
+       ["'train_step' does not exist in trainer; did you mean "
+        "trainer.train_steps?"]),
+      (["--config", "xtreme_xnli"],
+       ["--config xtreme_xnli: xtreme_xnli is a fine-tuning experiment: use "
+        "rembert-finetune --config xtreme_xnli;", "pretrain_tiny_demo"]),
+      (["--config", "nope"],
+       ["--config nope: no such file", "pre-training experiments",
+        "pretrain_tiny_demo"]),
+      (["--config", str(tmp_path / "cfgdir")],
+       [f"--config {tmp_path / 'cfgdir'}: a directory; give an experiment "
+        "YAML file"]),
+      (["--config", "pretrain_tiny_demo", "--params_override",
+        "trainer.train_steps.x=3"],
+       ["trainer.train_steps is a field, not a section (trainer.train_steps.x names nothing); set it whole, e.g. trainer.train_steps="]),
+  ]
+  results = testlib.run_command_cases(TRAIN, [a + common for a, _ in cases])
+  for (argv, parts), result in zip(cases, results):
+    line = testlib.assert_one_line_error("rembert-train", result, *parts)
+    assert "xtreme_" not in line or "xtreme_xnli" in argv, line
+    assert "is_strict" not in line, line
+  assert not model_dir.exists()
+
+
+def test_rembert_finetune_names_keys_and_the_other_trainer(tmp_path):
+  common = ["--output_dir", str(tmp_path / "ft"), "--data_dir",
+            str(tmp_path / "download")]
+  cases = [
+      (["--config", "xtreme_xnli", "--params_override",
+        "trainer.learning_rat=1e-4"],
+       ["'learning_rat' does not exist in trainer; did you mean "
+        "trainer.learning_rate?"]),
+      (["--config", "xtreme_xnli", "--params_override",
+        "data.languages.en=1"],
+       ["data.languages is a field, not a section (data.languages.en names "
+        "nothing); set it whole, e.g. data.languages=[en]."]),
+      (["--config", "pretrain_tiny_demo"],
+       ["--config pretrain_tiny_demo: pretrain_tiny_demo is a pre-training "
+        "experiment: use rembert-train --config pretrain_tiny_demo; "
+        f"rembert-finetune runs the fine-tuning ones {FT_EXPERIMENTS}."]),
+      (["--config", "nope"],
+       [f"fine-tuning experiments in", "xtreme_xnli"]),
+  ]
+  results = testlib.run_command_cases(FINETUNE, [a + common for a, _ in cases])
+  for (_, parts), result in zip(cases, results):
+    line = testlib.assert_one_line_error("rembert-finetune", result, *parts)
+    assert "pretrain_tiny_demo" not in line or "pre-training experiment" in line
+  assert not (tmp_path / "ft").exists()
+
+
+def test_a_section_with_every_field_commented_out_changes_nothing(tmp_path):
+  no_changes = str(_commented_out_trainer(tmp_path))
+  pre = pretraining.load_experiment_config(["pretrain_tiny_demo", no_changes])
+  assert pre.trainer.train_steps == pretraining.load_experiment_config(
+      ["pretrain_tiny_demo"]).trainer.train_steps
+  ft = finetuning_experiment.load_finetuning_config(["xtreme_xnli", no_changes])
+  assert ft.trainer.learning_rate == finetuning_experiment.load_finetuning_config(
+      ["xtreme_xnli"]).trainer.learning_rate
+
+
+def test_a_leading_tilde_of_a_flag_is_the_home_directory(tmp_path, monkeypatch):
+  home = tmp_path / "home"
+  home.mkdir()
+  monkeypatch.setenv("HOME", str(home))
+  literal = testlib.REPO / "~"   # where the unexpanded value would land
+  assert not literal.exists()
+  try:
+    (result,) = testlib.run_command_cases(CORPUS, [
+        ["--output_dir=~/c", "--megabytes", "0.02", "--languages", "en"]])
+    assert result["code"] == 0, result
+    assert sorted(p.name for p in (home / "c").iterdir()) == ["en"]
+    assert not literal.exists()
+  finally:
+    shutil.rmtree(literal, ignore_errors=True)
+
+
+def test_tilde_expansion_covers_text_and_list_flags(monkeypatch):
+  monkeypatch.setenv("HOME", "/home/someone")
+  values = flags.FlagValues()
+  flags.DEFINE_string("output_dir", None, "", flag_values=values)
+  flags.DEFINE_list("inputs", None, "", flag_values=values)
+  flags.DEFINE_string("pattern", None, "", flag_values=values)
+  values(["prog", "--output_dir=~/c", "--inputs=~/a,b/~c,~", "--pattern=a~b"])
+  flag_checks.expand_home_in_flags(values)
+  assert values.output_dir == "/home/someone/c"
+  assert values.inputs == ["/home/someone/a", "b/~c", "/home/someone"]
+  assert values.pattern == "a~b"
