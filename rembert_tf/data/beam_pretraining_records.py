@@ -2,7 +2,7 @@
 pipeline, at Wikipedia / mC4 scale.
 
 `create_pretraining_data(..., runner="DataflowRunner")` (or `--runner` on the
-command line) runs the steps of `local_pretraining_records` on Dataflow,
+command line) runs the steps of `pretraining_record_engine` on Dataflow,
 Flink, Spark or Beam's local runner:
 
 1. **First pass**: bytes of input per language
@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import beam_runner
-from rembert_tf.data import local_pretraining_records as engine
+from rembert_tf.data import pretraining_record_engine as engine
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs

@@ -148,7 +148,9 @@ def plan_sample(per_file: Sequence[LanguageCounts], options: SampleOptions
     quota = int(round(sample_size * probabilities.get(lang, 0.0)))
     if n == 0 or quota == 0:
       continue
-    once_more = rng.choice(n, size=quota - (quota // n) * n, replace=False)
+    remainder = quota - (quota // n) * n
+    once_more = (rng.choice(n, size=remainder, replace=False) if remainder
+                 else np.zeros(0, np.int64))
     copies[lang] = (quota // n, np.sort(once_more))
   return SamplePlan(counts, probabilities, copies, offsets)
 

@@ -22,11 +22,11 @@ Example (what `pretraining_record_creation.create_pretraining_data` does
 without a Beam runner; `staging` is then its staging directory):
 <!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
-from rembert_tf.data import local_pretraining_records, pretraining_instances
+from rembert_tf.data import pretraining_record_engine, pretraining_instances
 prepared = pretraining_instances.prepare(
     ["/tmp/corpus/{lang}/*.txt"], "/tmp/records",
     "/tmp/spm/sentencepiece.model", pretraining_instances.RecordOptions())
-meta = local_pretraining_records.create_records(
+meta = pretraining_record_engine.create_records(
     prepared, "/tmp/staging", num_workers=2, log=print)
 ```
 """
