@@ -1,7 +1,7 @@
 r"""Serving speed of the exported encoder: rembert_tf SavedModel vs HF TF and PyTorch.
 
 rembert_tf: an encoder of the reference config is written as a checkpoint
-directory, exported with `rembert_tf.export.export_encoder` (the TF-Hub BERT
+directory, exported with `rembert_tf.export.encoder_export.export_encoder` (the TF-Hub BERT
 encoder SavedModel) and loaded back with `tf.saved_model.load`; the timed call
 is the loaded `serving_default` signature (sequence_output, pooled_output,
 default and the stacked per-layer encoder_outputs; it computes the real
@@ -65,7 +65,6 @@ def synthetic_inputs(spec):
 def export_rembert(spec, directory):
   """Random-init encoder -> checkpoint directory -> SavedModel; its path."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from rembert_tf import export  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
@@ -76,7 +75,7 @@ def export_rembert(spec, directory):
     checkpoint_dir = os.path.join(directory, "checkpoint")
     checkpoint_layout.write_checkpoint_dir(checkpoint_dir, cfg,
                                            rembert_encoder.build_encoder(cfg))
-    export.export_encoder(checkpoint_dir, saved_model, verify=False)
+    encoder_export.export_encoder(checkpoint_dir, saved_model, verify=False)
   else:  # the same export model, built under the global mixed policy
     model = encoder_export.build_export_model(rembert_encoder.build_encoder(cfg))
     tf.saved_model.save(model, saved_model, signatures={

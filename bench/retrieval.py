@@ -171,9 +171,9 @@ def build_finetune_predict(spec, directory):
 
 def build_savedmodel_serving(spec, directory):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from rembert_tf import export  # pylint: disable=g-import-not-at-top
+  from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
   saved = os.path.join(directory, "savedmodel")
-  export.export_encoder(write_checkpoint(spec, directory), saved, verify=False)
+  encoder_export.export_encoder(write_checkpoint(spec, directory), saved, verify=False)
   serve = tf.saved_model.load(saved).signatures["serving_default"]
   batches = [{k: tf.constant(v) for k, v in b.items() if k != "feature_index"}
              for b in padded_batches(spec)]

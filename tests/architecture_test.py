@@ -37,7 +37,15 @@
   alone opens record files (`tf.data.TFRecordDataset`, a `tf_record_iterator`)
   and checks them as it reads; a module opening them elsewhere is a second
   reading. (The Keras 3 trainer's reader, keras_hub/, is that framework's own.)
+* each command reaches what it runs (tests/architecture_reach.py): its import
+  closure stays within its figure of `CLOSURE_LINES`, the corpus generator and
+  the data commands reach no trainer (`LATER_STAGES`), and a package's
+  `__init__.py` imports none of the package's modules and defines no function
+  (a re-export or a lazy loader there makes every light module of the package
+  pull in the whole stage).
 """
+import runpy
+
 from architecture_rules import (  # pylint: disable=g-multiple-import
     MAX_FUNCTION_LINES,
     MAX_MODULE_LINES,
@@ -52,6 +60,14 @@ from architecture_rules import (  # pylint: disable=g-multiple-import
     second_sigterm_paths,
     strategy_tables,
     task_tables,
+)
+from architecture_reach import (  # pylint: disable=g-multiple-import
+    CLOSURE_LINES,
+    PACKAGE,
+    closure_lines,
+    closures_over_their_figure,
+    inits_that_pull_in_modules,
+    later_stages_reached,
 )
 from architecture_testlib import write_package as _write_package
 
@@ -348,3 +364,65 @@ def test_a_second_reader_is_found(tmp_path):
   })
   assert second_record_readers(package) == [
       "pkg/pretraining/checks.py:5 tf_record_iterator"]
+
+
+# --- Each command reaches what it runs ------------------------------------
+def test_no_command_reaches_past_its_figure():
+  found = closures_over_their_figure()
+  assert not found, ("commands whose import closure grew past their figure "
+                     "(tests/architecture_reach.py CLOSURE_LINES):\n"
+                     + "\n".join(found))
+
+
+def test_every_command_has_a_figure():
+  names = runpy.run_path(str(PACKAGE / "cli" / "command_names.py"))
+  commands = set(names["CONSOLE_SCRIPTS"].values())
+  commands |= {"rembert_tf.train", "rembert_tf.finetune"}  # python -m
+  assert commands == set(CLOSURE_LINES)
+
+
+def test_the_corpus_generator_and_the_data_commands_reach_no_trainer():
+  found = later_stages_reached()
+  assert not found, ("commands reaching a later stage's code (import the "
+                     "module that owns a name, not its package):\n"
+                     + "\n".join(found))
+
+
+def test_package_inits_pull_in_no_modules():
+  found = inits_that_pull_in_modules()
+  assert not found, ("package __init__.py files importing the package's "
+                     "modules or defining functions:\n" + "\n".join(found))
+
+
+def test_a_stage_reached_through_a_package_init_is_found(tmp_path):
+  package = _write_package(tmp_path, {
+      "__init__.py": "",
+      "cli/__init__.py": "",
+      "cli/make_corpus.py": "from pkg.demo import corpus\n",
+      "demo/__init__.py": """\
+          '''The demo.'''
+
+
+          def run():
+            from pkg.demo import runner
+            runner.main()
+          """,
+      "demo/corpus.py": "WORDS = ('a', 'b')\n",
+      "demo/runner.py": "from pkg.pretraining import loop\n",
+      "pretraining/__init__.py": "from pkg.pretraining.loop import train\n",
+      "pretraining/loop.py": "def train():\n  return 1\n",
+  })
+  stages = {"pkg.cli.make_corpus": ("pretraining",)}
+  assert later_stages_reached(stages, package) == [
+      "pkg.cli.make_corpus -> pkg.pretraining",
+      "pkg.cli.make_corpus -> pkg.pretraining.loop"]
+  assert inits_that_pull_in_modules(package, allowed=()) == [
+      "pkg/demo/__init__.py:4 defines run()",
+      "pkg/demo/__init__.py:5 imports pkg.demo.runner",
+      "pkg/pretraining/__init__.py:1 imports pkg.pretraining.loop.train"]
+  assert closure_lines("pkg.cli.make_corpus", package) == 12
+  assert closures_over_their_figure({"pkg.cli.make_corpus": 11}, package) == [
+      "pkg.cli.make_corpus: 12 lines (figure 11)"]
+  (package / "demo" / "__init__.py").write_text("'''The demo.'''\n")
+  assert later_stages_reached(stages, package) == []
+  assert closure_lines("pkg.cli.make_corpus", package) == 3

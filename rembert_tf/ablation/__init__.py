@@ -7,9 +7,7 @@ protocol, compares layers with linear CKA, tests the paper's two claims with
 their seed noise, and writes the paper-style table and pictures. It orchestrates the whole flow, so nothing imports it.
 
 ```python
-from rembert_tf.ablation import SuiteOptions, run_suite
-summary = run_suite(SuiteOptions(output_dir="/tmp/suite", scale="demo"))
+from rembert_tf.ablation import suite
+summary = suite.run_suite(suite.SuiteOptions(output_dir="/tmp/suite", scale="demo"))
 ```
 """
-from rembert_tf.ablation.suite import SuiteOptions
-from rembert_tf.ablation.suite import run_suite

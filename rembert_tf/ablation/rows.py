@@ -21,8 +21,8 @@ config = rows.load_row_config(rows.scale_rows("demo")[0], {"trainer": {"train_st
 import dataclasses
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from rembert_tf import pretraining
 from rembert_tf.common import errors
+from rembert_tf.pretraining import experiments as pretraining_experiments
 from rembert_tf.runtime import experiment_files
 
 SCALES = ("base", "demo", "small")
@@ -108,8 +108,8 @@ def load_row_config(row: AblationRow, override: Dict[str, Any]):
     task = dict(merged.get("task", {}))
     task["model_preset"] = row.model_preset
     merged["task"] = task
-  return pretraining.load_experiment_config([*row.extends, row.experiment],
-                                            merged)
+  return pretraining_experiments.load_experiment_config(
+      [*row.extends, row.experiment], merged)
 
 
 def _schedule(config) -> Dict[str, Any]:

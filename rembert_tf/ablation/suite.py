@@ -6,7 +6,7 @@ see `completion.py`, and skipped with a console line saying so):
 1. data (demo and small scale): demo corpus, vocabulary, records, XNLI-like
    task;
 2. pre-training of every row on the same records with the same schedule
-   (`pretraining.run`; an interrupted run resumes from its newest checkpoint);
+   (`pretraining.runner.run`; an interrupted run resumes from its newest checkpoint);
 3. fine-tuning sweeps (`finetune_sweep`: the fine-tuning library per rate and
    seed; rate chosen on English dev, mean / std over seeds);
 4. layer similarity: linear CKA of each pre-trained encoder against its
@@ -43,7 +43,6 @@ import json
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from rembert_tf import pretraining
 from rembert_tf.ablation import completion
 from rembert_tf.ablation import finetune_sweep
 from rembert_tf.ablation import report
@@ -57,6 +56,7 @@ from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import task_types
 from rembert_tf.modeling import parameter_count
 from rembert_tf.modeling import rembert_config
+from rembert_tf.pretraining import runner as pretraining_runner
 from rembert_tf.runtime import experiment_files
 from rembert_tf.runtime import strategies
 
@@ -245,10 +245,10 @@ def pretrain_row(row, config, model_dir: str, options: SuiteOptions, strategy,
   say(f"[ablation] pre-training {row.name} ({config.trainer.train_steps} steps)"
       f" -> {model_dir}")
   with console.orbit_logs_to_file():
-    metrics = pretraining.run(config, model_dir, mode="train_and_eval",
-                              strategy=strategy, tpu=options.tpu,
-                              mixed_precision=options.mixed_precision,
-                              print_fn=say)
+    metrics = pretraining_runner.run(config, model_dir, mode="train_and_eval",
+                                     strategy=strategy, tpu=options.tpu,
+                                     mixed_precision=options.mixed_precision,
+                                     print_fn=say)
   payload = dict(
       fingerprint=fingerprint, global_step=metrics["global_step"],
       eval_masked_lm_accuracy=float(metrics.get("eval_masked_lm_accuracy") or 0.0),

@@ -36,12 +36,11 @@ CLI_COMMANDS = {
 CONSOLE_SCRIPTS = {
     "rembert-train": "rembert_tf.cli.train",
     "rembert-finetune": "rembert_tf.cli.finetune",
-    "rembert-demo": "rembert_tf.demo",
+    "rembert-demo": "rembert_tf.demo.__main__",
     **{name: f"rembert_tf.cli.{module}" for name, module in CLI_COMMANDS.items()},
 }
 # Modules that run a command as `python -m` -> the command's module.
 _ALIASES = {
-    "rembert_tf.demo.__main__": "rembert_tf.demo",   # python -m rembert_tf.demo
     "rembert_tf.train": "rembert_tf.cli.train",      # python -m rembert_tf.train
     "rembert_tf.finetune": "rembert_tf.cli.finetune",
 }

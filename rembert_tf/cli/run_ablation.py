@@ -141,8 +141,8 @@ def _as_override_text(value) -> str:
 
 def suite_options():
   """The flags as the suite's `SuiteOptions`."""
-  from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
-  return ablation.SuiteOptions(
+  from rembert_tf.ablation import suite  # pylint: disable=g-import-not-at-top
+  return suite.SuiteOptions(
       output_dir=FLAGS.output_dir, scale=FLAGS.scale,
       experiments=_names(FLAGS.experiments), models=_names(FLAGS.models),
       train_records=FLAGS.train_records, eval_records=FLAGS.eval_records,
@@ -162,17 +162,17 @@ def suite_options():
 
 
 def run_suite(options) -> int:
-  """Runs the suite of `options` (an `ablation.SuiteOptions`) under its output
+  """Runs the suite of `options` (a `suite.SuiteOptions`) under its output
   lock; the exit code (42 when preempted)."""
   # TensorFlow and Model Garden load here, not when the flags are defined.
-  from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
+  from rembert_tf.ablation import suite  # pylint: disable=g-import-not-at-top
   from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
   _refuse_output_overlapping_inputs(options)
   try:
     # One suite per directory; several workers of one suite: the chief's.
     with outputs.writing_shared_output(options.output_dir):
-      ablation.run_suite(options)
+      suite.run_suite(options)
   except preemption.TrainingPreempted as e:
     print(f"{PROG}: preempted: {e}", file=sys.stderr)
     return errors.EXIT_PREEMPTED

@@ -1,6 +1,6 @@
 r"""The pre-training command: `rembert-train` (or `python -m rembert_tf.train`).
 
-A thin absl front end over `rembert_tf.pretraining.run` (Model Garden's
+A thin absl front end over `rembert_tf.pretraining.runner.run` (Model Garden's
 `official.core.train_lib` / orbit underneath, like Model Garden's
 `official/nlp/train.py`).
 
@@ -57,26 +57,28 @@ flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
 def main(argv):
   del argv
   # TensorFlow and Model Garden load here, not when the flags are defined.
-  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import pretraining_errors  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
   command_output.set_log_label(strategies.process_label())
   try:
-    config = pretraining.load_experiment_config(
+    config = experiments.load_experiment_config(
         FLAGS.config, FLAGS.params_override, experiment=FLAGS.experiment)
     runtime, notes = runtime_flags.experiment_runtime(config.runtime)
     for note in notes:
       _say(f"{PROG}: note: {note}.")
-    metrics = pretraining.run(
+    metrics = runner.run(
         config, FLAGS.model_dir, mode=FLAGS.mode, strategy=runtime["strategy"],
         tpu=runtime["tpu"], mixed_precision=runtime["mixed_precision"],
         deterministic=FLAGS.deterministic, seed=FLAGS.seed,
         allow_sentencepiece_mismatch=FLAGS.allow_sentencepiece_mismatch,
         print_fn=_say)
-  except pretraining.TrainingPreempted as e:
+  except pretraining_errors.TrainingPreempted as e:
     print(f"{PROG}: {e}", file=sys.stderr, flush=True)
     logging.info("%s: %s", PROG, e)
     sys.exit(errors.EXIT_PREEMPTED)
-  except pretraining.NonFiniteLossError as e:
+  except pretraining_errors.NonFiniteLossError as e:
     errors.report(PROG, e)
     sys.exit(errors.EXIT_NON_FINITE_LOSS)
   summary = " | ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
@@ -95,8 +97,8 @@ def _log_kept(exit_code: int, model_dir: str) -> bool:
   the run); a refused start writes nothing into model_dir."""
   if exit_code != errors.EXIT_ERROR:
     return False
-  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
-  return pretraining.holds_a_run(model_dir)
+  from rembert_tf.pretraining import model_directory  # pylint: disable=g-import-not-at-top
+  return model_directory.holds_a_run(model_dir)
 
 
 def run():

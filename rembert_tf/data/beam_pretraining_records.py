@@ -1,32 +1,28 @@
-"""Pre-training records on Apache Beam: the local tool's records, at Wikipedia / mC4 scale.
+"""Pre-training records on Apache Beam: the record engine's steps as a
+pipeline, at Wikipedia / mC4 scale.
 
 `create_pretraining_data(..., runner="DataflowRunner")` (or `--runner` on the
-command line) runs the same steps as the local multiprocess engine as a Beam
-pipeline, so it runs on Dataflow, Flink, Spark or Beam's local runner:
+command line) runs the steps of `pretraining_record_engine` on Dataflow,
+Flink, Spark or Beam's local runner:
 
 1. **First pass**: bytes of input per language
    (`text_inputs.file_language_bytes`, one element per input file), summed
    per language; the smoothed language plan
    (`pretraining_instances.plan_languages`) is computed from that sum.
-2. **Read**: input files are spread over the workers; each becomes chunks of
-   `DOCUMENTS_PER_CHUNK` documents, numbered in file order. With fewer than
-   `SPREAD_CHUNKS_BELOW_FILES` files the chunks are redistributed too
-   (`Reshuffle`), so a few large files still use every worker.
-3. **Records**: `pretraining_instances.chunk_records` tokenises, packs, masks
-   and encodes a chunk with the chunk's own generator (seed, file, chunk) and
-   gives every record its shard, exactly as a local worker does; a chunk's
-   records go on as one element per shard.
-4. **Shards**: records are grouped by shard, put back in (file, chunk, record)
-   order, shuffled with `shard_permutation`, framed and written; then
-   `metadata.json` is built by `build_metadata` from the per-file counts.
+2. **Records**: input files are spread over the workers; each becomes its
+   records (`unit_records`), framed and batched per shard, as a local worker
+   spills them. An input file is the unit of work on every engine: split a
+   few very large files to use more workers.
+3. **Shards**: a shard's batches are grouped, put back in unit order and
+   written (`write_shard`); then `metadata.json` (`write_metadata`).
 
 Hence, for a seed, every shard and metadata.json are byte-identical to the
-local tool's, whatever the runner or the worker count. Everything is written
-into the caller's staging directory
+local engine's, whatever the runner or the worker count. Everything is
+written into the caller's staging directory
 (`pretraining_record_creation.staged_output`), which is swapped in only after
-the pipeline has succeeded. A shard is assembled in
-one worker's memory: choose `--num_output_shards` so a shard stays well below
-a worker's memory (e.g. 200-500 MB per shard).
+the pipeline has succeeded. A shard is assembled in one worker's memory:
+choose `--num_output_shards` so a shard stays well below a worker's memory
+(e.g. 200-500 MB per shard).
 
 Apache Beam is an optional dependency (`pip install 'rembert_tf[beam]'`); this
 module is imported only when a runner is asked for. The runner helpers (the
@@ -43,11 +39,12 @@ meta = pretraining_record_creation.create_pretraining_data(
     runner="DirectRunner", num_workers=2)
 ```
 """
-from typing import Any, Callable, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import beam_runner
+from rembert_tf.data import pretraining_record_engine as engine
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
@@ -58,11 +55,8 @@ try:
 except ImportError:  # pragma: no cover - depends on the installation
   beam = None
 
-# With fewer input files than this, chunks are redistributed after reading
-# (their text goes through a shuffle) so that a few large files still keep
-# every worker busy; with more, whole files are the unit of work (Wikipedia
-# extracts and mC4 come as thousands of files).
-SPREAD_CHUNKS_BELOW_FILES = 1000
+# A unit's records of one shard go on in batches of about this many bytes.
+BATCH_BYTES = 8 << 20
 
 
 def require_beam() -> None:
@@ -86,94 +80,55 @@ def _plan(unused, sizes, alpha, dupe_factor, inputs):
                                               inputs)
 
 
-class _ReadChunks(beam.DoFn if beam else object):
-  """(unit, file) -> (unit, chunk_index, documents); read counts on the side."""
+class _UnitRecords(beam.DoFn if beam else object):
+  """(unit, file) -> (shard, ((unit, batch), framed records)); the unit's
+  counts (`UnitResult`) on the side."""
 
-  def __init__(self, keep):
-    self._keep = keep
-
-  def process(self, task):
-    unit_index, input_file = task
-    stats = text_inputs.ReadStats()
-    for chunk_index, chunk in pretraining_instances.iter_chunks(
-        input_file, stats, self._keep):
-      yield unit_index, chunk_index, chunk
-    yield beam.pvalue.TaggedOutput(
-        "read", (unit_index, input_file.path, stats))
-
-
-class _ChunkRecords(beam.DoFn if beam else object):
-  """(unit, chunk_index, documents) -> (shard, sort key + language + record)."""
-
-  def __init__(self, job: pretraining_instances.RecordJob):
+  def __init__(self, job: pretraining_instances.RecordJob, keep):
     self._job = job
+    self._keep = keep
 
   def setup(self):
     pretraining_instances.sentencepiece_processor(
         self._job.sentencepiece_model)
 
-  def process(self, element, plan):
-    unit_index, chunk_index, chunk = element
-    out = pretraining_instances.chunk_records(chunk, unit_index, chunk_index,
-                                              plan.passes, self._job)
-    # One element per (chunk, shard), records in chunk order: far fewer
-    # elements to move than one per record.
-    by_shard = {}
-    for shard, language, record in zip(out.shards, out.languages, out.records):
-      languages, records = by_shard.setdefault(shard, ([], []))
-      languages.append(language)
-      records.append(record)
-    for shard, (languages, records) in sorted(by_shard.items()):
-      yield shard, (unit_index, chunk_index, languages, records)
-    yield beam.pvalue.TaggedOutput("counts", (unit_index, out.counts))
+  def process(self, task, plan):
+    unit_index, input_file = task
+    result = pretraining_instances.UnitResult(unit_index, input_file.path)
+    pending: Dict[int, List[bytes]] = {}
+    size, batch = 0, 0
+    for shard, record in engine.unit_records(
+        unit_index, input_file, plan.passes, self._job, result, self._keep):
+      pending.setdefault(shard, []).append(record)
+      size += len(record)
+      if size > BATCH_BYTES:
+        yield from self._batches(pending, unit_index, batch)
+        pending, size, batch = {}, 0, batch + 1
+    yield from self._batches(pending, unit_index, batch)
+    yield beam.pvalue.TaggedOutput("results", result)
+
+  @staticmethod
+  def _batches(pending, unit_index, batch):
+    for shard, records in sorted(pending.items()):
+      yield shard, ((unit_index, batch), tfrecord_writer.frame_each(records))
 
 
-def _merge_counts(many: Iterable[Dict[str, List[int]]]) -> Dict[str, List[int]]:
-  merged: Dict[str, List[int]] = {}
-  for counts in many:
-    for language, values in counts.items():
-      mine = merged.setdefault(language, [0] * len(values))
-      for i, n in enumerate(values):
-        mine[i] += n
-  return merged
+def _write_shard(element, results, staging: str, options):
+  shard_index, batches = element
+  framed = [record for _, batch in sorted(b for b in batches if b)
+            for record in batch]
+  return engine.write_shard(shard_index, framed, _in_unit_order(results),
+                            staging, options)
 
 
-def _write_shard(element, staging: str, seed: int, num_shards: int
-                 ) -> Dict[str, Any]:
-  """Puts a shard's records in the local tool's order, shuffles and writes them."""
-  shard_index, values = element
-  batches = sorted((v for v in values if v is not None),
-                   key=lambda v: (v[0], v[1]))  # (unit, chunk): unique keys.
-  records: List[bytes] = []
-  per_language: Dict[str, int] = {}
-  for _, _, languages, batch in batches:
-    records.extend(batch)
-    for language in languages:
-      per_language[language] = per_language.get(language, 0) + 1
-  order = pretraining_instances.shard_permutation(seed, shard_index,
-                                                  len(records))
-  name = pretraining_record_format.shard_file_name(shard_index, num_shards)
-  tfrecord_writer.write_tfrecord_file(
-      fileio.join(staging, name), (records[i] for i in order))
-  return pretraining_instances.shard_metadata(shard_index, num_shards,
-                                              per_language)
+def _in_unit_order(results) -> List[pretraining_instances.UnitResult]:
+  return sorted(results, key=lambda r: r.unit_index)
 
 
-def _write_metadata(unused, plan, read, counts, shards, prepared, staging):
-  results = {}
-  for unit_index, path, stats in read:
-    results[unit_index] = pretraining_instances.UnitResult(unit_index, path,
-                                                           stats)
-  for unit_index, unit_counts in counts:
-    for language, values in unit_counts.items():
-      results[unit_index].add_counts(language, values)
-  meta = pretraining_instances.build_metadata(
-      inputs=prepared.inputs, files=prepared.files, plan=plan,
-      results=[results[k] for k in sorted(results)],
-      shard_meta=sorted(shards, key=lambda s: s["file"]), job=prepared.job,
-      sentencepiece_sha256=prepared.sentencepiece_sha256)
-  fileio.write_json(
-      fileio.join(staging, pretraining_record_format.METADATA_FILE), meta)
+def _write_metadata(unused, plan, results, shards, prepared, staging):
+  meta = engine.write_metadata(prepared, plan, _in_unit_order(results),
+                               sorted(shards, key=lambda s: s["file"]),
+                               staging)
   return meta["num_examples"]
 
 
@@ -181,46 +136,36 @@ def build_pipeline(pipeline, prepared: "pretraining_instances.Prepared",
                    staging: str) -> None:
   """Adds the record-creation transforms to `pipeline` (see module doc)."""
   options = prepared.job.options
-  keep = prepared.languages
-  num_shards = options.num_output_shards
-  every_file = pipeline | "Files" >> beam.Create(list(enumerate(prepared.files)))
-  sizes = (every_file
-           | "LanguageBytes" >> beam.FlatMap(_language_bytes, keep)
+  sizes = (pipeline
+           | "Files" >> beam.Create(list(enumerate(prepared.files)))
+           | "LanguageBytes" >> beam.FlatMap(_language_bytes,
+                                             prepared.languages)
            | "SumBytes" >> beam.CombinePerKey(sum))
   plan = (pipeline
           | "PlanSeed" >> beam.Create([None])
           | "Plan" >> beam.Map(_plan, beam.pvalue.AsList(sizes),
                                options.language_sampling_alpha,
                                options.dupe_factor, prepared.inputs))
-  read = (pipeline
-          | "Units" >> beam.Create(prepared.tasks)
-          | "SpreadUnits" >> beam.Reshuffle()
-          | "Read" >> beam.ParDo(_ReadChunks(keep)).with_output_types(
-              Any).with_outputs(
-              "read", main="chunks"))
-  chunks = read.chunks
-  if len(prepared.tasks) < SPREAD_CHUNKS_BELOW_FILES:
-    chunks = chunks | "SpreadChunks" >> beam.Reshuffle()
-  processed = (chunks
-               | "Records" >> beam.ParDo(
-                   _ChunkRecords(prepared.job),
-                   beam.pvalue.AsSingleton(plan)).with_output_types(
-                       Tuple[int, Any]).with_outputs(
-                       "counts", main="records"))
-  unit_counts = (processed.counts
-                 | "CountsPerFile" >> beam.CombinePerKey(_merge_counts))
+  units = (pipeline
+           | "Units" >> beam.Create(prepared.tasks)
+           | "SpreadUnits" >> beam.Reshuffle()
+           | "Records" >> beam.ParDo(
+               _UnitRecords(prepared.job, prepared.languages),
+               beam.pvalue.AsSingleton(plan)).with_output_types(
+                   Tuple[int, Any]).with_outputs("results", main="records"))
+  results = beam.pvalue.AsList(units.results)
   every_shard = pipeline | "ShardIndexes" >> beam.Create(
-      [(k, None) for k in range(num_shards)]).with_output_types(Tuple[int, Any])
-  shards = ((processed.records, every_shard)
+      [(k, None) for k in range(options.num_output_shards)]
+  ).with_output_types(Tuple[int, Any])
+  shards = ((units.records, every_shard)
             | "WithEmptyShards" >> beam.Flatten()
             | "GroupByShard" >> beam.GroupByKey()
-            | "WriteShards" >> beam.Map(_write_shard, staging, options.seed,
-                                        num_shards))
+            | "WriteShards" >> beam.Map(_write_shard, results, staging,
+                                        options))
   _ = (pipeline
        | "MetadataSeed" >> beam.Create([None])
        | "WriteMetadata" >> beam.Map(
-           _write_metadata, beam.pvalue.AsSingleton(plan),
-           beam.pvalue.AsList(read.read), beam.pvalue.AsList(unit_counts),
+           _write_metadata, beam.pvalue.AsSingleton(plan), results,
            beam.pvalue.AsList(shards), prepared, staging))
 
 

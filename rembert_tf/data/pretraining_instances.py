@@ -1,8 +1,8 @@
-"""Raw text -> pre-training instances: the steps both record engines share.
+"""Raw text -> pre-training instances: the steps of the record engine.
 
-What decides the records, in the order they happen (the engines that run
-these steps: `local_pretraining_records` (processes on this machine) and
-`beam_pretraining_records` (Apache Beam); the entry point that picks one:
+What decides the records, in the order they happen (the engine that runs
+these steps: `pretraining_record_engine`, on this machine or as an Apache
+Beam pipeline, `beam_pretraining_records`; the entry point:
 `pretraining_record_creation.create_pretraining_data`):
 
 1. Inputs are resolved to (language, file) pairs (`text_inputs`); each input
@@ -209,7 +209,7 @@ def pack_document(lines_ids: Sequence[Sequence[int]], max_num_tokens: int,
 
 
 # ----------------------------------------------------------------------------
-# The steps both engines share (local processes and Beam).
+# The steps of a unit and a shard (the record engine runs them).
 
 def plan_languages(sizes: Dict[str, int], alpha: float, dupe_factor: int,
                    inputs: Sequence[str]) -> Plan:
@@ -320,7 +320,7 @@ def build_metadata(*, inputs: Sequence[str],
                    plan: Plan, results: Sequence[UnitResult],
                    shard_meta: Sequence[Dict[str, Any]], job: RecordJob,
                    sentencepiece_sha256: str) -> Dict[str, Any]:
-  """metadata.json of a record directory (the same for both engines)."""
+  """metadata.json of a record directory (on every runner)."""
   options = job.options
   meta = pretraining_record_format.base_metadata(
       layout=options.layout, seq_length=options.seq_length,

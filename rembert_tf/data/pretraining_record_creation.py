@@ -2,15 +2,13 @@
 
 `create_pretraining_data` (wrapped by `rembert-create-pretraining-data`)
 checks the flags, the SentencePiece model, the inputs and the output before
-any work (`pretraining_instances.prepare`), then runs one of two engines
-that write the same bytes for a seed:
+any work (`pretraining_instances.prepare`), then runs the record engine
+(`pretraining_record_engine`): in worker processes on this machine (default),
+or its steps as an Apache Beam pipeline (`beam_pretraining_records`,
+`runner=`) for Wikipedia / mC4 scale on Dataflow, Flink or Spark; the same
+bytes for a seed either way.
 
-* `local_pretraining_records`: worker processes on this machine (default);
-* `beam_pretraining_records`: an Apache Beam pipeline (`runner=`), for
-  Wikipedia / mC4 scale on Dataflow, Flink or Spark.
-
-Both run the steps of `pretraining_instances` (language plan, packing,
-masking, shards) and write into a staging directory
+The records are written into a staging directory
 `.create_pretraining_data.tmp-*` inside the output directory (`staged_output`),
 which is swapped in when complete (`pretraining_record_format.
 swap_in_records`): old records stay until the new ones are complete, a failed
@@ -46,7 +44,7 @@ from typing import Any, Dict, Optional, Sequence
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
-from rembert_tf.data import local_pretraining_records
+from rembert_tf.data import pretraining_record_engine
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import tfds_text_inputs
@@ -155,7 +153,7 @@ def _create_records(prepared, staging, runner, num_workers, beam_args, log,
     return beam_pretraining_records.run_pipeline(
         prepared, staging, runner=runner, num_workers=num_workers,
         beam_args=beam_args, log=log)
-  return local_pretraining_records.create_records(prepared, staging,
+  return pretraining_record_engine.create_records(prepared, staging,
                                                   num_workers, log, verbose)
 
 

@@ -1,4 +1,4 @@
-"""The language-balanced training sample of the SentencePiece model, drawn locally.
+"""The language-balanced training sample of the SentencePiece model: its steps, and the local run of them.
 
 Steps (1)-(2) of `sentencepiece_training`: (1) count the lines of every
 language, (2) give each language a share q_l of the training sample by
@@ -8,9 +8,10 @@ language has more than its share and repeating lines when it has fewer. The
 sample is written as one text file (any filesystem), under a temporary name
 first.
 
-`beam_sentencepiece_sample` draws the same kind of sample with Apache Beam,
-with the `SampleOptions`, the language shares and the summary of this module;
-`sentencepiece_training.draw_training_sample` picks one of the two.
+The steps are functions of one file each (`count_languages`, `draw_file`)
+around one plan (`plan_sample`), which `draw_sample` runs here and
+`beam_sentencepiece_sample` runs as an Apache Beam pipeline: the same sample
+for a seed; `sentencepiece_training.draw_training_sample` picks one of the two.
 
 Example:
 <!-- snippet: not run: needs a corpus -->
@@ -25,7 +26,7 @@ summary["languages"]["en"]["sample_lines"]
 ```
 """
 import dataclasses
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -106,45 +107,79 @@ def count_languages(files: Sequence[text_inputs.InputFile],
   return LanguageCounts(lines, sizes, skipped)
 
 
-def sample_plan(line_counts: Dict[str, int], probabilities: Dict[str, float],
-                sample_size: int, rng: np.random.Generator
-                ) -> Dict[str, np.ndarray]:
-  """Per language: how many times each of its lines goes into the sample."""
-  plan = {}
-  for lang, n in line_counts.items():
+@dataclasses.dataclass
+class SamplePlan:
+  """How often each line goes into the sample (steps 1-2, before any line is
+  written): every line of a language `copies[l][0]` times, the lines at the
+  positions `copies[l][1]` (sorted; a language's lines numbered in file
+  order across the files) once more; `offsets[i]`: per language, the
+  position of file i's first line."""
+  counts: LanguageCounts
+  probabilities: Dict[str, float]
+  copies: Dict[str, Tuple[int, np.ndarray]]
+  offsets: List[Dict[str, int]]
+
+
+def plan_sample(per_file: Sequence[LanguageCounts], options: SampleOptions
+                ) -> SamplePlan:
+  """The plan from each file's counts (in file order): each language gets
+  round(sample_size * q_l) lines, drawn without replacement when it has more
+  lines, repeated when it has fewer, with a generator seeded by the seed."""
+  lines: Dict[str, int] = {}
+  sizes: Dict[str, int] = {}
+  longest: Dict[str, int] = {}
+  offsets = []
+  for counts in per_file:
+    offsets.append({l: lines.get(l, 0) for l in counts.lines})
+    for language, n in counts.lines.items():
+      lines[language] = lines.get(language, 0) + n
+    for language, n in counts.sizes.items():
+      sizes[language] = sizes.get(language, 0) + n
+    for language, n in counts.longest_skipped.items():
+      longest[language] = max(longest.get(language, 0), n)
+  counts = LanguageCounts(lines, sizes, longest)
+  if not sum(lines.values()):  # No text: check_has_text says so.
+    return SamplePlan(counts, {}, {}, offsets)
+  probabilities = counts.probabilities(options.language_sampling_alpha)
+  sample_size = min(options.sample_size, sum(lines.values()))
+  rng = np.random.default_rng(options.seed)
+  copies = {}
+  for lang, n in lines.items():
     quota = int(round(sample_size * probabilities.get(lang, 0.0)))
     if n == 0 or quota == 0:
       continue
-    repeats = np.full(n, quota // n, dtype=np.int64)
-    remainder = quota - int(repeats.sum())
-    if remainder:
-      repeats[rng.choice(n, size=remainder, replace=False)] += 1
-    plan[lang] = repeats
-  return plan
+    remainder = quota - (quota // n) * n
+    once_more = (rng.choice(n, size=remainder, replace=False) if remainder
+                 else np.zeros(0, np.int64))
+    copies[lang] = (quota // n, np.sort(once_more))
+  return SamplePlan(counts, probabilities, copies, offsets)
 
 
-def write_sample(files: Sequence[text_inputs.InputFile],
-                 plan: Dict[str, np.ndarray], sample_file: str,
-                 keep: Optional[Sequence[str]] = None,
-                 max_line_bytes: int = 8192) -> Dict[str, int]:
-  """Writes each line as often as the plan says; returns lines per language.
-  Lines longer than `max_line_bytes` (not counted) are left out."""
-  positions = {l: 0 for l in plan}
-  written = {l: 0 for l in plan}
-  with fileio.atomic_write(sample_file, "w") as out:
-    for f in files:
-      for language, document in text_inputs.iter_language_documents(
-          f, keep=keep):
-        repeats = plan.get(language)
-        for line in document:
-          if repeats is None or line_bytes(line) > max_line_bytes:
-            continue
-          k = int(repeats[positions[language]])
-          positions[language] += 1
-          written[language] += k
-          for _ in range(k):
-            out.write(line.replace("\n", " ") + "\n")
-  return written
+def draw_file(input_file: text_inputs.InputFile, file_index: int,
+              plan: SamplePlan, options: SampleOptions
+              ) -> Iterator[Tuple[str, str]]:
+  """(language, line) for every copy the plan gives a line of one file, in
+  the file's order; lines longer than `max_line_bytes` are left out."""
+  position = dict(plan.offsets[file_index])
+  # Per language: the next of its positions that gets one copy more.
+  following = {l: int(np.searchsorted(extra, position.get(l, 0)))
+               for l, (_, extra) in plan.copies.items()}
+  for language, document in text_inputs.iter_language_documents(
+      input_file, keep=options.languages):
+    if language not in plan.copies:
+      continue
+    base, extra = plan.copies[language]
+    for line in document:
+      if line_bytes(line) > options.max_line_bytes:
+        continue
+      copies = base
+      j = following[language]
+      if j < len(extra) and extra[j] == position[language]:
+        copies += 1
+        following[language] = j + 1
+      position[language] += 1
+      for _ in range(copies):
+        yield language, line.replace("\n", " ")
 
 
 def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
@@ -152,16 +187,17 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
                 inputs: Sequence[str]) -> Dict[str, Any]:
   """Steps 1-2 on this machine: counts, then the balanced sample file."""
   log(f"train_sentencepiece: counting lines in {len(files)} files")
-  counts = count_languages(files, log, options.languages,
-                           options.max_line_bytes)
-  check_has_text(counts, inputs, log, options.max_line_bytes)
-  probabilities = counts.probabilities(options.language_sampling_alpha)
-  sample_size = min(options.sample_size, sum(counts.lines.values()))
-  plan = sample_plan(counts.lines, probabilities, sample_size,
-                     np.random.default_rng(options.seed))
-  written = write_sample(files, plan, sample_file, options.languages,
-                         options.max_line_bytes)
-  return sample_summary(counts, probabilities, written, options)
+  plan = plan_sample([count_languages([f], log, options.languages,
+                                      options.max_line_bytes) for f in files],
+                     options)
+  check_has_text(plan.counts, inputs, log, options.max_line_bytes)
+  written: Dict[str, int] = {}
+  with fileio.atomic_write(sample_file, "w") as out:
+    for i, f in enumerate(files):
+      for language, line in draw_file(f, i, plan, options):
+        written[language] = written.get(language, 0) + 1
+        out.write(line + "\n")
+  return sample_summary(plan.counts, plan.probabilities, written, options)
 
 
 def check_has_text(counts: LanguageCounts, inputs, log,

@@ -1,4 +1,4 @@
-"""XNLI-like pairs from the demo grammar, and zero-shot transfer measured on them.
+"""XNLI-like pairs from the demo grammar, written as XTREME's download/ folder.
 
 `make_nli_pair` builds (premise, hypothesis, label) from frames: entailment
 drops modifiers from a positive premise (adds a place, manner or time to a
@@ -11,25 +11,19 @@ fine-tune on English, evaluate zero-shot on the others.
 `write_xnli_files` writes the pairs exactly as XTREME's download leaves XNLI
 (`xnli/train-en.tsv`, `xnli/dev-<lang>.tsv`: `premise<TAB>hypothesis<TAB>label`;
 `xnli/test-<lang>.tsv` without labels), so the regular XNLI code path
-(`rembert_tf.finetuning.run_finetuning`) reads them. `zero_shot_accuracy`
-fine-tunes a pre-trained encoder and, for comparison, the same encoder
-randomly initialised.
+(`finetuning.finetuning_runner.run_finetuning`) reads them; `zero_shot`
+fine-tunes on them. Nothing here imports TensorFlow or a trainer.
 
 Example:
-<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
-import dataclasses
 import random
 from rembert_tf.demo import grammar, nli
 premise, hypothesis, label = nli.make_nli_pair(random.Random(0))
 print(label, "|", grammar.render(premise, "en"), "|", grammar.render(hypothesis, "en"))
 rows = nli.nli_examples(100, seed=1, language="ru")   # [{"premise", "hypothesis", "label"}]
-nli.write_xnli_files("/tmp/demo_download", num_train=2000)
-table = nli.zero_shot_accuracy("/tmp/run/pretrain", "/tmp/run/xnli")
-table["pretrained"]["es"], table["random_init"]["es"]   # accuracy in percent
+nli.write_xnli_files("download", num_train=200, num_dev=20)  # download/xnli/*.tsv
 ```
 """
-import dataclasses
 import random
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -173,79 +167,3 @@ def write_xnli_files(download_dir, num_train: int = 2000, num_dev: int = 300,
       fileio.write_text(fileio.join(xnli_dir, f"test-{lang}.tsv"), _tsv(
           nli_examples(num_test, seed=seed + _TEST_SEED, language=lang), False))
   return fileio.as_str(download_dir)
-
-
-@dataclasses.dataclass(frozen=True)
-class FinetuneRecipe:
-  """How the demo fine-tunes on English pairs (the same for both encoders)."""
-  num_train: int = 4000
-  num_dev: int = 300
-  learning_rate: float = 5e-4
-  num_train_epochs: float = 2.0
-  train_batch_size: int = 32
-  seq_length: int = 64
-  # Measured on the demo (seed 0): frozen input embeddings lowered the
-  # pre-trained encoder's zero-shot mean and raised the random one's.
-  freeze_input_embeddings: bool = False
-  # Without XLA: faster on CPU for this model (and no compilation).
-  jit_compile: bool = False
-
-
-def _accuracy_by_language(results: Dict) -> Dict[str, float]:
-  return {lang: float(value)
-          for lang, value in results["scores"]["accuracy"].items()}
-
-
-def zero_shot_accuracy(pretrain_dir, work_dir,
-                       recipe: FinetuneRecipe = FinetuneRecipe(),
-                       sp_model=None,
-                       languages: Optional[Sequence[str]] = None,
-                       random_init_baseline: bool = True,
-                       seed: int = 0,
-                       progress=print) -> Dict[str, Dict[str, float]]:
-  """Fine-tunes on English pairs, returns dev accuracy (percent) per language.
-
-  Args:
-    pretrain_dir: a pre-training model_dir or rembert_tf checkpoint directory.
-    work_dir: gets download/ (the TSV files), pretrained/ and random_init/
-      (each `run_finetuning`'s output: records, runs, results.json).
-    recipe: the fine-tuning recipe, the same for both encoders.
-    sp_model: default `pretrain_dir/sentencepiece.model`.
-    languages: default every demo language.
-    random_init_baseline: also fine-tune the same architecture from random
-      weights (what pre-training adds).
-    seed: seeds the pairs and the fine-tuning.
-  Returns:
-    {"pretrained": {lang: accuracy}, "random_init": {lang: accuracy}}.
-  """
-  from rembert_tf import finetuning  # pylint: disable=g-import-not-at-top
-  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
-  download = write_xnli_files(
-      fileio.join(work_dir, "download"), num_train=recipe.num_train,
-      num_dev=recipe.num_dev, languages=languages, seed=seed)
-  from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
-  common = {"data.task": "xnli", "sweep.learning_rates": [recipe.learning_rate],
-            "trainer.seed": seed,
-            "trainer.num_train_epochs": recipe.num_train_epochs,
-            "trainer.train_batch_size": recipe.train_batch_size,
-            "data.seq_length": recipe.seq_length,
-            "data.languages": list(languages) if languages else None,
-            "trainer.freeze_input_embeddings": recipe.freeze_input_embeddings,
-            "trainer.jit_compile": recipe.jit_compile, "data.splits": ["dev"]}
-  pretrained = finetuning.run_finetuning(
-      finetuning_experiment.load_finetuning_config(params_override=dict(
-          common, **{"encoder.init_checkpoint": fileio.as_str(pretrain_dir),
-                     "data.data_dir": download,
-                     "data.sentencepiece_model": (
-                         fileio.as_str(sp_model) if sp_model else None)})),
-      fileio.join(work_dir, "pretrained"), progress=progress)
-  table = {"pretrained": _accuracy_by_language(pretrained)}
-  if random_init_baseline:
-    random_init = finetuning.run_finetuning(
-        finetuning_experiment.load_finetuning_config(params_override=dict(
-            common, **{"encoder.model_config": fileio.join(
-                pretrain_dir, checkpoint_layout.MODEL_CONFIG_FILE),
-                       "data.records_dir": pretrained["records_dir"]})),
-        fileio.join(work_dir, "random_init"), progress=progress)
-    table["random_init"] = _accuracy_by_language(random_init)
-  return table

@@ -10,7 +10,7 @@ step is one function of this module:
 3. `make_records`: unmasked training records (masked anew at every step in
    the input pipeline) and statically masked held-out records
    (`data.pretraining_record_creation`);
-4. `pretrain`: the `pretrain_tiny_demo` experiment (`pretraining.run`) and the
+4. `pretrain`: the `pretrain_tiny_demo` experiment (`pretraining.runner.run`) and the
    most-frequent-token baseline it must beat;
 5. `export`: the encoder-only and text-preprocessing SavedModels (`export`);
 6. `zero_shot`: fine-tune on English XNLI-like pairs, accuracy in every
@@ -37,6 +37,7 @@ from rembert_tf.common import fileio
 from rembert_tf.demo import corpus as corpus_lib
 from rembert_tf.demo import lexicon
 from rembert_tf.demo import nli
+from rembert_tf.demo import zero_shot as zero_shot_lib
 
 DEMO_EXPERIMENT = "pretrain_tiny_demo"  # configs/experiments/pretrain_tiny_demo.yaml
 # The pre-trained model must reach this multiple of the most-frequent-token
@@ -71,7 +72,7 @@ class DemoSettings:
   num_workers: int = 2
   finetune: bool = True
   random_init_baseline: bool = True
-  recipe: nli.FinetuneRecipe = nli.FinetuneRecipe()
+  recipe: zero_shot_lib.FinetuneRecipe = zero_shot_lib.FinetuneRecipe()
   experiment: str = DEMO_EXPERIMENT
 
 
@@ -81,8 +82,8 @@ def _banner(text: str) -> None:
 
 def load_experiment(run_dir, settings: DemoSettings):
   """The demo experiment with this run's data paths, steps and seed."""
-  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
-  base = pretraining.load_experiment_config([settings.experiment])
+  from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
+  base = experiments.load_experiment_config([settings.experiment])
   steps = settings.train_steps or base.trainer.train_steps
   warmup = base.trainer.optimizer_config.warmup.linear.warmup_steps
   warmup_share = warmup / max(1, base.trainer.train_steps)
@@ -99,7 +100,7 @@ def load_experiment(run_dir, settings: DemoSettings):
                       "warmup": {"linear": {
                           "warmup_steps": max(1, int(steps * warmup_share))}}}},
   }
-  return pretraining.load_experiment_config([settings.experiment], override)
+  return experiments.load_experiment_config([settings.experiment], override)
 
 
 def make_corpora(run_dir, settings: DemoSettings) -> Dict[str, str]:
@@ -160,15 +161,15 @@ def make_records(run_dir, corpora: Dict[str, str], sp_model: str, experiment,
 
 def pretrain(run_dir, experiment) -> Dict[str, Any]:
   """Step 4: pre-trains; returns held-out MLM accuracy and the baseline's."""
-  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
   from rembert_tf.evaluation import mlm_baseline  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import runner as pretraining_runner  # pylint: disable=g-import-not-at-top
   model_dir = fileio.join(run_dir, "pretrain")
-  metrics = pretraining.run(experiment, model_dir, mode="train_and_eval",
-                            strategy="one_device")
+  metrics = pretraining_runner.run(experiment, model_dir,
+                                   mode="train_and_eval", strategy="one_device")
   if "eval_masked_lm_accuracy" not in metrics:
     # A run resumed after its last step trains nothing and evaluates nothing.
-    metrics.update(pretraining.run(experiment, model_dir, mode="eval",
-                                   strategy="one_device"))
+    metrics.update(pretraining_runner.run(experiment, model_dir, mode="eval",
+                                          strategy="one_device"))
   baseline = mlm_baseline.most_frequent_token_baseline(
       experiment.task.validation_data, experiment.task.model.vocab_size,
       train_data_config=experiment.task.train_data)
@@ -181,12 +182,13 @@ def pretrain(run_dir, experiment) -> Dict[str, Any]:
 
 def export(run_dir, model_dir: str, sp_model: str, experiment) -> Dict[str, str]:
   """Step 5: the encoder-only SavedModel and the preprocessing SavedModel."""
-  from rembert_tf import export as export_lib  # pylint: disable=g-import-not-at-top
+  from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
+  from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
   paths = {"encoder": fileio.join(run_dir, "export", "encoder"),
            "preprocessor": fileio.join(run_dir, "export", "preprocessor")}
-  export_lib.export_encoder(model_dir, paths["encoder"], sp_model=sp_model,
-                            overwrite=True)
-  export_lib.export_preprocessor(
+  encoder_export.export_encoder(model_dir, paths["encoder"], sp_model=sp_model,
+                                overwrite=True)
+  preprocessor_export.export_preprocessor(
       sp_model, paths["preprocessor"],
       seq_length=experiment.task.train_data.seq_length,
       max_seq_length=experiment.task.model.max_position_embeddings,
@@ -197,7 +199,7 @@ def export(run_dir, model_dir: str, sp_model: str, experiment) -> Dict[str, str]
 def zero_shot(run_dir, model_dir: str, settings: DemoSettings
               ) -> Dict[str, Dict[str, float]]:
   """Step 6: English fine-tuning, dev accuracy in every demo language."""
-  return nli.zero_shot_accuracy(
+  return zero_shot_lib.zero_shot_accuracy(
       model_dir, fileio.join(run_dir, "xnli"), recipe=settings.recipe,
       random_init_baseline=settings.random_init_baseline, seed=settings.seed)
 

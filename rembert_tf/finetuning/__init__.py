@@ -28,25 +28,13 @@ Training and evaluation:
 
 Entry points:
 ```python
-from rembert_tf import finetuning
 from rembert_tf.finetuning import finetuning_data
 finetuning_data.create_finetuning_data("xnli", "download", "sp.model", "records")
 from rembert_tf.finetuning import finetuning_experiment
 config = finetuning_experiment.load_finetuning_config(["xtreme_xnli"], {
     "data.records_dir": "records/xnli", "encoder.init_checkpoint": "pretrain_dir"})
-results = finetuning.run_finetuning(config, "ft/xnli")
+from rembert_tf.finetuning import finetuning_runner
+results = finetuning_runner.run_finetuning(config, "ft/xnli")
 ```
 """
 
-
-def __getattr__(name):
-  """`FinetuningError` and `run_finetuning` load on first use (PEP 562):
-  importing a light module of the package does not import TensorFlow and
-  Model Garden."""
-  if name == "FinetuningError":
-    from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
-    return finetuning_experiment.FinetuningError
-  if name == "run_finetuning":
-    from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
-    return finetuning_runner.run_finetuning
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

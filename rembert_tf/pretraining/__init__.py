@@ -10,26 +10,13 @@
 | `loop_actions` | the NaN guard and the eval recorder |
 | `pretraining_errors` | what stops a run, one line each |
 
-Public entry points (see `runner.run` for the metrics it returns):
+Entry points (see `runner.run` for the metrics it returns); the package
+imports nothing, so a light module of it does not load the trainer:
 ```python
-from rembert_tf import pretraining
-config = pretraining.load_experiment_config(
+from rembert_tf.pretraining import experiments, runner
+config = experiments.load_experiment_config(
     ["configs/experiments/pretrain_tiny_demo.yaml"], "trainer.train_steps=100")
-metrics = pretraining.run(config, "/tmp/pretrain", mode="train_and_eval",
-                          strategy="one_device")
+metrics = runner.run(config, "/tmp/pretrain", mode="train_and_eval",
+                     strategy="one_device")
 ```
 """
-from rembert_tf.pretraining.experiments import EXPERIMENT_NAME
-from rembert_tf.runtime.experiment_files import ExperimentConfigError
-from rembert_tf.pretraining.experiments import load_experiment_config
-from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTask
-from rembert_tf.pretraining.masked_lm_task import RemBertPretrainTaskConfig
-from rembert_tf.pretraining.model_directory import holds_a_run
-from rembert_tf.pretraining.pretraining_errors import CheckpointMismatchError
-from rembert_tf.pretraining.pretraining_errors import CorruptRecordsError
-from rembert_tf.pretraining.pretraining_errors import LostPeerError
-from rembert_tf.pretraining.pretraining_errors import NonFiniteLossError
-from rembert_tf.pretraining.pretraining_errors import PretrainingError
-from rembert_tf.pretraining.pretraining_errors import TokenizerMismatchError
-from rembert_tf.pretraining.pretraining_errors import TrainingPreempted
-from rembert_tf.pretraining.runner import run

@@ -10,10 +10,10 @@ pre-training raises them.
 Example:
 <!-- snippet: not run: a fragment: `config` comes from the caller's code -->
 ```python
-from rembert_tf import pretraining
+from rembert_tf.pretraining import pretraining_errors, runner
 try:
-  pretraining.run(config, "/tmp/pretrain")
-except pretraining.TokenizerMismatchError as e:
+  runner.run(config, "/tmp/pretrain")
+except pretraining_errors.TokenizerMismatchError as e:
   print(e)  # names both sha256s and --allow_sentencepiece_mismatch
 ```
 """

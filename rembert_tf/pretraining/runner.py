@@ -22,12 +22,12 @@ order:
 Example (what `rembert_tf/demo/runner.py` does in-process):
 <!-- snippet: not run: pre-trains the demo model (minutes on a CPU) and needs its records -->
 ```python
-from rembert_tf import pretraining
-config = pretraining.load_experiment_config(
+from rembert_tf.pretraining import experiments, runner
+config = experiments.load_experiment_config(
     ["configs/experiments/pretrain_tiny_demo.yaml"],
     "task.train_data.input_path=/tmp/run/records/train/*.tfrecord,"
     "task.validation_data.input_path=/tmp/run/records/eval/*.tfrecord")
-metrics = pretraining.run(config, "/tmp/run/pretrain", mode="train_and_eval")
+metrics = runner.run(config, "/tmp/run/pretrain", mode="train_and_eval")
 metrics["eval_masked_lm_accuracy"], metrics["global_step"]
 ```
 """

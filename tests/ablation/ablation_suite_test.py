@@ -12,10 +12,10 @@ import sys
 import numpy as np
 import pytest
 
-from rembert_tf import ablation
-from rembert_tf import pretraining
+from rembert_tf.ablation import suite
 from rembert_tf.ablation import finetune_sweep
 from rembert_tf.ablation import rows as rows_lib
+from rembert_tf.pretraining import runner as pretraining_runner
 from rembert_tf.common import errors
 from rembert_tf.evaluation import layer_similarity
 from rembert_tf.finetuning import finetuning_runner
@@ -42,7 +42,7 @@ class SimulatedKill(Exception):
 
 
 def _options(output_dir):
-  return ablation.SuiteOptions(
+  return suite.SuiteOptions(
       output_dir=str(output_dir), scale="demo", models=MODELS,
       params_override=OVERRIDE, learning_rates=[1e-3], num_seeds=1,
       finetune_overrides=["trainer.num_train_steps=2",
@@ -70,16 +70,16 @@ def killed_then_resumed(tmp_path_factory):
   """Runs the suite, kills it in the second fine-tuning run, runs it again."""
   output_dir = tmp_path_factory.mktemp("suite")
   with pytest.MonkeyPatch.context() as patch:
-    first_pretrain = _count_calls(patch, pretraining, "run")
+    first_pretrain = _count_calls(patch, pretraining_runner, "run")
     first_finetune = _count_calls(patch, finetuning_runner, "run_finetuning",
                                   fail_on_call=2)
     with pytest.raises(SimulatedKill):
-      ablation.run_suite(_options(output_dir), print_fn=lambda m: None)
+      suite.run_suite(_options(output_dir), print_fn=lambda m: None)
   lines = []
   with pytest.MonkeyPatch.context() as patch:
-    second_pretrain = _count_calls(patch, pretraining, "run")
+    second_pretrain = _count_calls(patch, pretraining_runner, "run")
     second_finetune = _count_calls(patch, finetuning_runner, "run_finetuning")
-    summary = ablation.run_suite(_options(output_dir), print_fn=lines.append)
+    summary = suite.run_suite(_options(output_dir), print_fn=lines.append)
   return dict(output_dir=output_dir, summary=summary, console="\n".join(lines),
               first=(len(first_pretrain), len(first_finetune)),
               second=(len(second_pretrain), [c[1] for c in second_finetune]))
@@ -155,10 +155,10 @@ def test_documented_layer_similarity_after_its_fine_tuning_run(
   """docs/ablation.md's pre-trained-against-fine-tuned commands as printed
   (fewer steps), on a row of the suite standing in for runs/pretrain: the
   fine-tuning run keeps the checkpoint the comparison reads."""
-  suite = killed_then_resumed["output_dir"]
+  suite_dir = killed_then_resumed["output_dir"]
   (tmp_path / "runs").mkdir()
-  (tmp_path / "runs/pretrain").symlink_to(suite / "models/coupled/pretrain")
-  (tmp_path / "download").symlink_to(suite / "data/download")
+  (tmp_path / "runs/pretrain").symlink_to(suite_dir / "models/coupled/pretrain")
+  (tmp_path / "download").symlink_to(suite_dir / "data/download")
   block = next(body for _, body, _ in docs.code_blocks(
       docs.REPO / "docs/ablation.md") if "--keep_checkpoints" in body)
   finetune, similarity = list(docs.shell_commands(block))[:2]
@@ -207,9 +207,9 @@ def test_finetune_overrides_are_fields_checked_before_any_work():
     with pytest.raises(errors.RemBertError, match=message):
       finetune_sweep.checked_overrides(overrides)
   with pytest.raises(errors.RemBertError, match="nope"):
-    ablation.suite.resolve_defaults(ablation.SuiteOptions(
+    suite.resolve_defaults(suite.SuiteOptions(
         output_dir="unused", scale="demo", finetune_overrides=["data.nope=1"]))
-  demo = ablation.suite.resolve_defaults(ablation.SuiteOptions(
+  demo = suite.resolve_defaults(suite.SuiteOptions(
       output_dir="unused", scale="demo"))
   assert demo.finetune_overrides == {"trainer.num_train_epochs": 2}
 
@@ -260,6 +260,6 @@ def test_base_rows_share_one_schedule_and_paper_numbers_sit_beside_their_rows():
 ])
 def test_numbers_out_of_range_are_refused_before_any_row(setting, line):
   with pytest.raises(errors.UsageError) as e:
-    ablation.suite.resolve_defaults(ablation.SuiteOptions(
+    suite.resolve_defaults(suite.SuiteOptions(
         output_dir="unused", scale="demo", **setting))
   assert errors.one_line(e.value) == line

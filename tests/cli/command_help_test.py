@@ -144,7 +144,7 @@ def test_a_missing_required_flag_is_named_and_exits_2():
 
 
 @pytest.mark.parametrize("how,target,args,name,says", [
-    ("script", "rembert_tf.demo", ["extra"], "rembert-demo",
+    ("script", "rembert_tf.demo.__main__", ["extra"], "rembert-demo",
      "unexpected arguments ['extra']"),
     ("module", "rembert_tf.demo", ["extra"], "rembert-demo",
      "unexpected arguments ['extra']"),

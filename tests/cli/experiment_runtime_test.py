@@ -65,12 +65,12 @@ def test_a_strategy_the_commands_do_not_build_is_refused_naming_the_field():
 
 
 def test_the_strategy_of_an_experiment_yaml_reaches_the_run(tmp_path):
-  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
-  plain = pretraining.load_experiment_config(["pretrain_tiny_demo"])
+  from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
+  plain = experiments.load_experiment_config(["pretrain_tiny_demo"])
   assert plain.runtime.distribution_strategy is None  # not set: --strategy
   yaml = tmp_path / "on_tpu.yaml"
   yaml.write_text("runtime:\n  distribution_strategy: tpu\n")
-  config = pretraining.load_experiment_config(["pretrain_tiny_demo", str(yaml)])
+  config = experiments.load_experiment_config(["pretrain_tiny_demo", str(yaml)])
   assert _resolve(config.runtime)[0]["strategy"] == "tpu"
   values, notes = _resolve(config.runtime, "--strategy", "one_device")
   assert values["strategy"] == "one_device"

@@ -206,7 +206,7 @@ def test_cleanup_keeps_the_temporaries_of_live_writers(tmp_path):
 
 def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
   """Each command's entry point takes its output's lock before any work."""
-  from rembert_tf import ablation  # pylint: disable=g-import-not-at-top
+  from rembert_tf.ablation import suite  # pylint: disable=g-import-not-at-top
   from rembert_tf.cli import run_ablation  # pylint: disable=g-import-not-at-top
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
@@ -233,7 +233,7 @@ def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
           missing, None, ["a sentence"], output_dir=out),
       "corpus": lambda out: corpus.generate_corpus(out),
       "ablation": lambda out: run_ablation.run_suite(
-          ablation.SuiteOptions(output_dir=out)),
+          suite.SuiteOptions(output_dir=out)),
   }
   outputs = {name: str(tmp_path / name) for name in commands}
   with testlib.held_by_another_process(*outputs.values()) as (pid, _):

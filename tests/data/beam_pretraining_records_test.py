@@ -100,7 +100,7 @@ def test_beam_worker_failure_is_one_error_and_keeps_old_records(tmp_path,
 
   def broken(*unused_args, **unused_kwargs):
     raise OSError(28, "No space left on device", "shard")
-  monkeypatch.setattr(tfrecord_writer, "write_tfrecord_file",
+  monkeypatch.setattr(tfrecord_writer, "write_framed_file",
                       broken)
   with pytest.raises(errors.RemBertError,
                      match=f"{out}: writing it failed: no space left on the "

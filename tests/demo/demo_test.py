@@ -17,6 +17,7 @@ import pathlib
 from rembert_tf.demo import lexicon
 from rembert_tf.demo import nli
 from rembert_tf.demo import runner
+from rembert_tf.demo import zero_shot
 
 CHANCE = 100.0 / len(nli.NLI_LABELS)
 MLM_RATIO = 1.5
@@ -24,7 +25,7 @@ ENGLISH_MARGIN = 15.0  # points above chance (measured: 26)
 SMALL = runner.DemoSettings(
     seed=0, train_steps=400, corpus_megabytes=1.5, heldout_megabytes=0.1,
     num_workers=1, random_init_baseline=False,
-    recipe=nli.FinetuneRecipe(num_train=1500, num_dev=150))
+    recipe=zero_shot.FinetuneRecipe(num_train=1500, num_dev=150))
 
 
 def test_small_demo_learns_and_leaves_every_step_in_the_run_dir(tmp_path,

@@ -1,13 +1,18 @@
-"""The local record engine: one worker process per input file.
+"""The record engine: the steps of one input file and of one shard, and the
+local run of them (one worker process per input file).
 
-Runs the steps of `pretraining_instances` on this machine. Worker processes
-(`spawn`) import neither TensorFlow nor protobuf: they encode Examples with
-`example_encoding` and frame them as TFRecords (numpy CRC32C,
-`tfrecord_writer`) into per-unit local temporary files ("spills", one per
-output shard); the parent shuffles and concatenates them into
-`pretrain-XXXXX-of-YYYYY.tfrecord` shards and `metadata.json` in the staging
-directory it is given. The output may be on any filesystem (`gs://`): the
-spills are then in a local temporary directory.
+A unit (one input file) becomes records (`unit_records`, on the steps of
+`pretraining_instances`), framed as TFRecords and kept per output shard; a
+shard is its records in unit order, shuffled (`write_shard`); then
+metadata.json (`write_metadata`). Here, worker processes (`spawn`) import
+neither TensorFlow nor protobuf: they encode Examples with `example_encoding`
+and frame them (numpy CRC32C, `tfrecord_writer`) into per-unit local
+temporary files ("spills", one per output shard); the parent concatenates
+them into `pretrain-XXXXX-of-YYYYY.tfrecord` shards and `metadata.json` in
+the staging directory it is given. The output may be on any filesystem
+(`gs://`): the spills are then in a local temporary directory.
+`beam_pretraining_records` runs the same three steps as an Apache Beam
+pipeline.
 
 Builds on `common.worker_pool` (a `spawn` process pool that ends on a worker's
 error), a `multiprocessing` queue for progress, and
@@ -17,11 +22,11 @@ Example (what `pretraining_record_creation.create_pretraining_data` does
 without a Beam runner; `staging` is then its staging directory):
 <!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
-from rembert_tf.data import local_pretraining_records, pretraining_instances
+from rembert_tf.data import pretraining_record_engine, pretraining_instances
 prepared = pretraining_instances.prepare(
     ["/tmp/corpus/{lang}/*.txt"], "/tmp/records",
     "/tmp/spm/sentencepiece.model", pretraining_instances.RecordOptions())
-meta = local_pretraining_records.create_records(
+meta = pretraining_record_engine.create_records(
     prepared, "/tmp/staging", num_workers=2, log=print)
 ```
 """
@@ -31,7 +36,8 @@ import multiprocessing
 import queue
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 from rembert_tf.common import console
 from rembert_tf.common import errors
@@ -89,41 +95,36 @@ def spill_path(spill_dir: str, unit_index: int, shard: int) -> str:
   return fileio.join(spill_dir, f"unit-{unit_index:06d}.shard-{shard:05d}")
 
 
-def read_spill(path: str) -> List[bytes]:
-  if not fileio.exists(path):
-    return []
-  return tfrecord_writer.split_framed(fileio.read_bytes(path))
+def _spilled(spill_dir: str,
+             results: Sequence[pretraining_instances.UnitResult],
+             shard: int) -> List[bytes]:
+  """One shard's framed records, in unit order."""
+  framed = []
+  for r in results:
+    path = spill_path(spill_dir, r.unit_index, shard)
+    if fileio.exists(path):
+      framed.extend(tfrecord_writer.split_framed(fileio.read_bytes(path)))
+  return framed
 
 
-def process_unit(unit_index: int, input_file: text_inputs.InputFile,
+def unit_records(unit_index: int, input_file: text_inputs.InputFile,
                  passes: Mapping[str, float],
-                 job: pretraining_instances.RecordJob, spill_dir: str,
-                 keep: Optional[Sequence[str]] = None,
-                 progress: Optional[Callable[[int, int, int], None]] = None
-                 ) -> pretraining_instances.UnitResult:
-  """All chunks of one input file, spilled per shard (runs in a worker)."""
-  result = pretraining_instances.UnitResult(unit_index, input_file.path)
-  spill = _ShardSpill(spill_dir, unit_index, job.options.num_output_shards)
-  pending = [0, 0, 0]
-  last_report = time.time()
+                 job: pretraining_instances.RecordJob,
+                 result: pretraining_instances.UnitResult,
+                 keep: Optional[Sequence[str]] = None
+                 ) -> Iterator[Tuple[int, bytes]]:
+  """(shard, record) of one input file, in order; its counts go to `result`."""
   try:
     for chunk_index, chunk in pretraining_instances.iter_chunks(
         input_file, result.read, keep):
       out = pretraining_instances.chunk_records(chunk, unit_index, chunk_index,
                                                 passes, job)
-      for shard, language, record in zip(out.shards, out.languages, out.records):
-        spill.add(shard, record)
-        per_language = result.shard_languages.setdefault(shard, {})
-        per_language[language] = per_language.get(language, 0) + 1
       for language, counts in out.counts.items():
         result.add_counts(language, counts)
-        pending[0] += counts[0]
-        pending[2] += counts[2]
-      pending[1] += len(out.records)
-      if progress is not None and time.time() - last_report > 0.5:
-        progress(*pending)
-        pending = [0, 0, 0]
-        last_report = time.time()
+      for shard, language, record in zip(out.shards, out.languages, out.records):
+        per_language = result.shard_languages.setdefault(shard, {})
+        per_language[language] = per_language.get(language, 0) + 1
+        yield shard, record
   except (OSError, EOFError, UnicodeError) as e:
     # A corrupt file (a cut gzip, bad bytes): one line naming it, also when
     # it is raised in a worker process. A full disk is the spill's, not the file's.
@@ -132,10 +133,36 @@ def process_unit(unit_index: int, input_file: text_inputs.InputFile,
     raise text_inputs.TextInputError(
         f"{input_file.path}: reading it failed ({errors.one_line(e)}); fix or "
         "remove the file.") from None
+
+
+def process_unit(unit_index: int, input_file: text_inputs.InputFile,
+                 passes: Mapping[str, float],
+                 job: pretraining_instances.RecordJob, spill_dir: str,
+                 keep: Optional[Sequence[str]] = None,
+                 progress: Optional[Callable[[int, int, int], None]] = None
+                 ) -> pretraining_instances.UnitResult:
+  """All records of one input file, spilled per shard (runs in a worker)."""
+  result = pretraining_instances.UnitResult(unit_index, input_file.path)
+  spill = _ShardSpill(spill_dir, unit_index, job.options.num_output_shards)
+  reported = [0, 0, 0]
+  last_report = time.time()
+
+  def report():
+    now = [result.count("documents"), result.count("sequences"),
+           result.count("tokens")]
+    progress(*[n - before for n, before in zip(now, reported)])
+    reported[:] = now
+  try:
+    for shard, record in unit_records(unit_index, input_file, passes, job,
+                                      result, keep):
+      spill.add(shard, record)
+      if progress is not None and time.time() - last_report > 0.5:
+        report()
+        last_report = time.time()
   finally:
     spill.close()
-  if progress is not None and any(pending):
-    progress(*pending)
+  if progress is not None:
+    report()
   return result
 
 
@@ -219,27 +246,39 @@ def _run_tasks(tasks, num_workers: int, progress: _Progress
   return results
 
 
-def _merge_shards(results: List[pretraining_instances.UnitResult],
-                  spill_dir: str, staging: str,
-                  options: pretraining_instances.RecordOptions
-                  ) -> List[Dict[str, Any]]:
-  shard_meta = []
+def write_shard(shard_index: int, framed: List[bytes],
+                results: Sequence[pretraining_instances.UnitResult],
+                staging: str, options: pretraining_instances.RecordOptions
+                ) -> Dict[str, Any]:
+  """Writes one shard: its framed records (in unit order) shuffled by
+  `shard_permutation`; returns its metadata entry."""
+  per_language: Dict[str, int] = {}
+  for r in results:
+    for language, n in r.shard_languages.get(shard_index, {}).items():
+      per_language[language] = per_language.get(language, 0) + n
+  order = pretraining_instances.shard_permutation(options.seed, shard_index,
+                                                  len(framed))
   num_shards = options.num_output_shards
-  for k in range(num_shards):
-    records = []
-    per_language: Dict[str, int] = {}
-    for r in results:
-      records.extend(read_spill(spill_path(spill_dir, r.unit_index, k)))
-      for language, n in r.shard_languages.get(k, {}).items():
-        per_language[language] = per_language.get(language, 0) + n
-    order = pretraining_instances.shard_permutation(options.seed, k,
-                                                    len(records))
-    name = pretraining_record_format.shard_file_name(k, num_shards)
-    tfrecord_writer.write_framed_file(fileio.join(staging, name),
-                                      (records[i] for i in order))
-    shard_meta.append(
-        pretraining_instances.shard_metadata(k, num_shards, per_language))
-  return shard_meta
+  name = pretraining_record_format.shard_file_name(shard_index, num_shards)
+  tfrecord_writer.write_framed_file(fileio.join(staging, name),
+                                    (framed[i] for i in order))
+  return pretraining_instances.shard_metadata(shard_index, num_shards,
+                                              per_language)
+
+
+def write_metadata(prepared: pretraining_instances.Prepared,
+                   plan: pretraining_instances.Plan,
+                   results: Sequence[pretraining_instances.UnitResult],
+                   shard_meta: Sequence[Dict[str, Any]], staging: str
+                   ) -> Dict[str, Any]:
+  """metadata.json of the records in `staging` (results in unit order)."""
+  meta = pretraining_instances.build_metadata(
+      inputs=prepared.inputs, files=prepared.files, plan=plan,
+      results=results, shard_meta=shard_meta, job=prepared.job,
+      sentencepiece_sha256=prepared.sentencepiece_sha256)
+  fileio.write_json(
+      fileio.join(staging, pretraining_record_format.METADATA_FILE), meta)
+  return meta
 
 
 def _local_spill_directory(staging: str):
@@ -293,11 +332,7 @@ def run_local(prepared: pretraining_instances.Prepared,
     progress.close()  # Only on success: an error stays the last line.
     results.sort(key=lambda r: r.unit_index)
     log(f"create_pretraining_data: writing {options.num_output_shards} shards")
-    shard_meta = _merge_shards(results, spill_dir, staging, options)
-  meta = pretraining_instances.build_metadata(
-      inputs=prepared.inputs, files=prepared.files, plan=plan,
-      results=results, shard_meta=shard_meta, job=prepared.job,
-      sentencepiece_sha256=prepared.sentencepiece_sha256)
-  fileio.write_json(
-      fileio.join(staging, pretraining_record_format.METADATA_FILE), meta)
-  return meta
+    shard_meta = [write_shard(k, _spilled(spill_dir, results, k), results,
+                              staging, options)
+                  for k in range(options.num_output_shards)]
+  return write_metadata(prepared, plan, results, shard_meta, staging)
