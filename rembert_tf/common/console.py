@@ -304,9 +304,9 @@ def define_verbose_flag() -> None:
                       "log file only.")
 
 
-class _OrbitPrintsToLog(io.TextIOBase):
-  """A stdout that sends what orbit's controller module prints to the log
-  and passes everything else on to the stream it replaced."""
+class _WithoutOrbitPrints(io.TextIOBase):
+  """A stdout that drops what orbit's controller module prints (it logs the
+  same line first) and passes everything else on to the stream it replaced."""
 
   def __init__(self, stream: TextIO):
     super().__init__()
@@ -316,8 +316,6 @@ class _OrbitPrintsToLog(io.TextIOBase):
     # `print` is a builtin: the frame above `write` is the one that printed.
     caller = sys._getframe(1).f_code.co_filename  # pylint: disable=protected-access
     if caller.replace("\\", "/").endswith("orbit/controller.py"):
-      if text.strip():
-        logging.info("%s", text.rstrip("\n"))
       return len(text)
     return self._stream.write(text)
 
@@ -328,6 +326,6 @@ class _OrbitPrintsToLog(io.TextIOBase):
 @contextlib.contextmanager
 def orbit_logs_to_file():
   """orbit's controller logs every line and prints it as well; in the block
-  its prints go to the log only (the console has the trainer's own lines)."""
-  with contextlib.redirect_stdout(_OrbitPrintsToLog(sys.stdout)):
+  its lines go to the log only (the console has the trainer's own lines)."""
+  with contextlib.redirect_stdout(_WithoutOrbitPrints(sys.stdout)):
     yield
