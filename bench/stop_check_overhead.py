@@ -1,9 +1,10 @@
 r"""Host overhead of the stop checks between device calls: per step, on the tiny config.
 
 A pre-training loop of `steps_per_loop` steps runs as device calls; between
-two calls the host checks for a stop request (SIGTERM, a multi-worker
-preemption notice). This bench times the real `PretrainTrainer` loop
-(`rembert_tf.pretraining.training_loop`) on the tiny demo experiment
+two calls the host runs orbit's train actions (the stop check for SIGTERM or
+a multi-worker preemption notice among them). This bench times the real
+`PretrainTrainer` (`rembert_tf.pretraining.training_loop`), one
+`trainer.train(n)` per call as orbit's Controller makes it, on the tiny demo experiment
 (configs/experiments/pretrain_tiny_demo.yaml: the tiny model, batch 64,
 sequence 64, synthetic batches, one CPU device) with each way of cutting it:
 
@@ -68,7 +69,7 @@ def build_trainer():
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   with strategy.scope():
     task = task_factory.get_task(config.task)
-  trainer = training_loop.create_trainer(config, task, strategy)
+  trainer = training_loop.create_trainer(config, task, strategy, model_dir="")
   return config, strategy, trainer
 
 
@@ -88,33 +89,34 @@ def variants(trainer):
 
 
 def time_loop(strategy, trainer, schedule, hooks):
-  """(seconds per step, device calls) of one loop of steps_per_loop steps."""
-  calls = []
-  loop_fn = trainer._train_loop_fn  # pylint: disable=protected-access
-  if loop_fn is not None:
-    trainer._train_loop_fn = lambda it, n: calls.append(n) or loop_fn(it, n)  # pylint: disable=protected-access
-  trainer.stop_checks, trainer.between_steps_hooks = schedule, hooks
-  try:
-    with strategy.scope():
-      start = time.perf_counter()
-      trainer.train(tf.constant(FLAGS.steps_per_loop, tf.int32))
-      return (time.perf_counter() - start) / FLAGS.steps_per_loop, len(calls)
-  finally:
-    if loop_fn is not None:
-      trainer._train_loop_fn = loop_fn  # pylint: disable=protected-access
+  """(seconds per step, device calls) of one loop of steps_per_loop steps,
+  cut as orbit's Controller cuts it with `runtime.orbit_loop.LoopSteps`:
+  one `trainer.train(n)` per call, the row's work between calls."""
+  calls, remaining = 0, FLAGS.steps_per_loop
+  with strategy.scope():
+    start = time.perf_counter()
+    while remaining:
+      steps = schedule.next_call(remaining)
+      began = time.perf_counter()
+      trainer.train(tf.constant(steps, tf.int32))
+      schedule.observe(steps, time.perf_counter() - began)
+      for hook in hooks:
+        hook()
+      calls, remaining = calls + 1, remaining - steps
+    return (time.perf_counter() - start) / FLAGS.steps_per_loop, calls
 
 
 def host_seconds_per_call(strategy, trainer, schedule, hooks):
-  """Median host cost of a call: the loop function for zero steps, and the
-  work between two calls."""
-  loop_fn, iterator = trainer._train_loop_fn, trainer._train_iter  # pylint: disable=protected-access
+  """Median host cost of a call: the trainer's loop for zero steps (its
+  dispatch, the loop's entry and exit, its logs), and the work between two
+  calls."""
   zero = tf.constant(0, tf.int32)
   times = []
   with strategy.scope():
     for _ in range(FLAGS.host_reps):
       start = time.perf_counter()
       schedule.next_call(FLAGS.steps_per_loop)
-      loop_fn(iterator, zero)
+      trainer.train(zero)
       schedule.observe(0, 0.0)
       for hook in hooks:
         hook()

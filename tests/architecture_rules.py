@@ -395,6 +395,46 @@ def orbit_internals_outside_their_module(package: pathlib.Path = PACKAGE
   return _in_file_order(found)
 
 
+# --- The trainers on Model Garden's runner as it is -------------------------
+LIBRARY_ROOTS = ("orbit", "official")
+RUNNER_INTERNALS = ORBIT_INTERNALS + (
+    "_maybe_build_checkpoint_manager", "_build_controller", "_build_trainer",
+    "_train_n_steps", "_log")
+
+
+def _private_library_names(node: ast.AST) -> List[str]:
+  """The private orbit / Model Garden names an import names."""
+  if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+      LIBRARY_ROOTS):
+    parts = node.module.split(".") + [alias.name for alias in node.names]
+  elif isinstance(node, ast.Import):
+    parts = [part for alias in node.names
+             if alias.name.split(".")[0] in LIBRARY_ROOTS
+             for part in alias.name.split(".")]
+  else:
+    return []
+  return [part for part in parts if part.startswith("_")]
+
+
+def private_loop_machinery(package: pathlib.Path = PACKAGE) -> List[str]:
+  """`path:line what` of a subclass of a Controller (orbit's or one built on
+  it), an override of a private runner / controller / trainer method, an
+  import of a private orbit or Model Garden name."""
+  found = []
+  for where, tree in _modules_outside(package, ()):
+    for node in ast.walk(tree):
+      if isinstance(node, ast.ClassDef):
+        for base in node.bases:
+          if _name(base).split(".")[-1].endswith("Controller"):
+            found.append(f"{where}:{node.lineno} subclasses {_name(base)}")
+      elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.name in RUNNER_INTERNALS):
+        found.append(f"{where}:{node.lineno} overrides {node.name}")
+      for name in _private_library_names(node):
+        found.append(f"{where}:{node.lineno} imports {name}")
+  return _in_file_order(found)
+
+
 # --- One reading path for the pre-training records -------------------------
 READER = ("data", "pretraining_input_pipeline.py")
 AREAS = ("pretraining", "data")

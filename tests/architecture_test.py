@@ -23,15 +23,18 @@
   called by rembert_tf/runtime/orbit_loop.py alone (its `ProgressPrinter`,
   which both trainers configure); a call elsewhere is a second printer;
 * one SIGTERM path: rembert_tf/runtime/preemption.py alone names the signal
-  (`signal.SIGTERM`, a handler through `signal.signal`), raises or builds
-  `TrainingPreempted`, and overrides the controller's `after_loop` (where the
-  end of a loop turns a stop into a save); elsewhere each is a second way to
-  stop on SIGTERM. Catching `TrainingPreempted` (a command's exit code 42) is
+  (`signal.SIGTERM`, a handler through `signal.signal`) and raises or builds
+  `TrainingPreempted` (its train action saves, then stops); elsewhere each
+  is a second way to stop on SIGTERM. Catching `TrainingPreempted` (a command's exit code 42) is
   not a path;
 * orbit's private members (`_maybe_save_checkpoint`, `_train_loop_fn`,
-  `_train_iter`, `_checkpoint_options`) are named in
-  rembert_tf/runtime/orbit_loop.py alone (tests/runtime/orbit_internals_test.py
-  checks them against the installed release).
+  `_train_iter`, `_checkpoint_options`) are named nowhere outside
+  rembert_tf/runtime/orbit_loop.py, and there neither (the rule above).
+* the trainers run on Model Garden's runner and orbit's Controller as they
+  are: no class subclasses a Controller, no method overrides a private one
+  of the runner, controller or trainer (`_maybe_build_checkpoint_manager`,
+  `_maybe_save_checkpoint`, ...), and no import names a private orbit or
+  Model Garden name (one starting with `_`);
 * one reading path for the pre-training records: in rembert_tf/pretraining/
   and rembert_tf/data/ the input pipeline (data/pretraining_input_pipeline.py)
   alone opens record files (`tf.data.TFRecordDataset`, a `tf_record_iterator`)
@@ -55,6 +58,7 @@ from architecture_rules import (  # pylint: disable=g-multiple-import
     long_functions,
     long_modules,
     orbit_internals_outside_their_module,
+    private_loop_machinery,
     second_progress_printers,
     second_record_readers,
     second_sigterm_paths,
@@ -341,6 +345,50 @@ def test_orbit_internals_outside_their_module_are_found(tmp_path):
   assert orbit_internals_outside_their_module(package) == [
       "pkg/pretraining/training_loop.py:3 _maybe_save_checkpoint",
       "pkg/pretraining/training_loop.py:4 _checkpoint_options"]
+
+
+# --- The trainers on Model Garden's runner as it is -------------------------
+def test_the_trainers_use_the_runner_and_controller_as_they_are():
+  found = private_loop_machinery()
+  assert not found, ("a trainer subclasses orbit's Controller, overrides a "
+                     "private method or imports a private name (use orbit "
+                     "actions and public settings):\n" + "\n".join(found))
+
+
+def test_private_loop_machinery_is_found(tmp_path):
+  package = _write_package(tmp_path, {
+      "pretraining/training_loop.py": """
+          import orbit
+          from orbit import controller
+          from orbit.controller import _log
+          import official.core._private
+          from official.core import train_lib
+          class Exporting(orbit.Controller):
+            pass
+          class Preemptible(controller.Controller):
+            def _maybe_save_checkpoint(self, check_interval=True):
+              return _log
+          class Runner(train_lib.OrbitExperimentRunner):
+            def _maybe_build_checkpoint_manager(self):
+              return None
+            def checkpoint_manager(self):
+              return None
+          """,
+      "finetuning/training_loop.py": """
+          import orbit
+          class Elsewhere(orbit.Controller):
+            pass
+          """,
+  })
+  assert private_loop_machinery(package) == [
+      "pkg/finetuning/training_loop.py:3 subclasses orbit.Controller",
+      "pkg/pretraining/training_loop.py:4 imports _log",
+      "pkg/pretraining/training_loop.py:5 imports _private",
+      "pkg/pretraining/training_loop.py:7 subclasses orbit.Controller",
+      "pkg/pretraining/training_loop.py:9 subclasses controller.Controller",
+      "pkg/pretraining/training_loop.py:10 overrides _maybe_save_checkpoint",
+      "pkg/pretraining/training_loop.py:13 overrides "
+      "_maybe_build_checkpoint_manager"]
 
 
 # --- One reading path for the pre-training records -------------------------

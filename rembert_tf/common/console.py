@@ -35,6 +35,7 @@ with console.progress("writing records", total=8, unit="files") as bar:
 ```
 """
 import contextlib
+import io
 import math
 import os
 import sys
@@ -303,25 +304,28 @@ def define_verbose_flag() -> None:
                       "log file only.")
 
 
+class _WithoutOrbitPrints(io.TextIOBase):
+  """A stdout that drops what orbit's controller module prints (it logs the
+  same line first) and passes everything else on to the stream it replaced."""
+
+  def __init__(self, stream: TextIO):
+    super().__init__()
+    self._stream = stream
+
+  def write(self, text: str) -> int:
+    # `print` is a builtin: the frame above `write` is the one that printed.
+    caller = sys._getframe(1).f_code.co_filename  # pylint: disable=protected-access
+    if caller.replace("\\", "/").endswith("orbit/controller.py"):
+      return len(text)
+    return self._stream.write(text)
+
+  def flush(self) -> None:
+    self._stream.flush()
+
+
 @contextlib.contextmanager
 def orbit_logs_to_file():
-  """orbit's controller prints every log line as well as logging it; this
-  keeps the log (the file) and drops the print (the console).
-
-  orbit has no option for it: its module-level `_log` is replaced while the
-  block runs.
-  """
-  try:
-    from orbit import controller  # pylint: disable=g-import-not-at-top
-  except ImportError:
+  """orbit's controller logs every line and prints it as well; in the block
+  its lines go to the log only (the console has the trainer's own lines)."""
+  with contextlib.redirect_stdout(_WithoutOrbitPrints(sys.stdout)):
     yield
-    return
-  original = getattr(controller, "_log", None)
-  if original is None:
-    yield
-    return
-  controller._log = logging.info  # pylint: disable=protected-access
-  try:
-    yield
-  finally:
-    controller._log = original  # pylint: disable=protected-access

@@ -1,13 +1,13 @@
 """Trains (or resumes) one fine-tuning run on Model Garden's orbit loop.
 
 Builds on `official.core.train_lib.OrbitExperimentRunner` (what
-`train_lib.run_experiment` drives: orbit Controller + `base_trainer.Trainer`)
-on the `finetuning_task.FinetuningTask`, through the loop pieces pre-training
-shares (`runtime.orbit_loop`, `runtime.preemption`): `steps_per_loop` steps
-per host round trip, TensorBoard summaries (`<run>/train`), a checkpoint
+`train_lib.run_experiment` drives: orbit's Controller + Model Garden's
+`base_trainer.Trainer`) on the `finetuning_task.FinetuningTask`, with the
+orbit actions pre-training shares (`runtime.orbit_loop`,
+`runtime.preemption`): TensorBoard summaries (`<run>/train`), a checkpoint
 every `checkpoint_interval` steps and resume from the newest, one console
-line per loop, and on SIGTERM (checked between device calls of about a
-second) a checkpoint of the step reached, then
+line per loop of `steps_per_loop` steps, and on SIGTERM (seen between device
+calls of about a second) a checkpoint of the step reached, then
 `runtime.preemption.TrainingPreempted` (exit code 42); on several workers
 TensorFlow's preemption handler has every worker save and stop together.
 
@@ -21,10 +21,10 @@ task, model = training_loop.train_run(
     label="xnli lr=2e-05 seed=0", progress=print)
 ```
 """
-import functools
 import threading
 from typing import Optional
 
+from official.core import train_lib
 from official.core import train_utils
 
 from rembert_tf.common import console
@@ -35,6 +35,7 @@ from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
+from rembert_tf.runtime import stop_checks
 
 
 def _checkpoint_step(path: str) -> int:
@@ -64,24 +65,34 @@ def train_run(meta, records_dir, run_dir, model_config, restore_encoder,
                                         restore_encoder=restore_encoder)
   _resume_step(task, run_dir, params.trainer.train_steps, label, progress)
   with strategy.scope():
-    trainer = train_utils.create_trainer(
-        params, task, train=True, evaluate=False,
-        trainer_cls=orbit_loop.StopCheckingTrainer)
+    trainer = train_utils.create_trainer(params, task, train=True,
+                                         evaluate=False)
+  steps_per_loop = params.trainer.steps_per_loop
   printer = orbit_loop.ProgressPrinter(
       trainer.global_step, params.trainer.train_steps, progress,
-      prefix=f"[finetune] {label}: ", batch_size=config.train_batch_size)
+      prefix=f"[finetune] {label}: ", batch_size=config.train_batch_size,
+      steps_per_loop=steps_per_loop)
+  saves = orbit_loop.Checkpoints(params.trainer.checkpoint_interval)
+  stops = preemption.stop_actions(
+      strategy, stop, lambda: saves.save(final=True), trainer.global_step)
+  loop_steps = orbit_loop.LoopSteps(
+      steps_per_loop, params.trainer.checkpoint_interval,
+      stop_checks.StopCheckSchedule(
+          agree=stop_checks.agree_across_workers(strategy)))
   # OrbitExperimentRunner is what train_lib.run_experiment drives; called
   # directly, the run skips run_experiment's FLOP count (a graph profile).
+  # Its checkpoint manager gets no interval: the saves are `saves`'.
   with console.orbit_logs_to_file():
-    runner = orbit_loop.ExperimentRunner(
-        distribution_strategy=strategy, task=task, mode="train", params=params,
-        model_dir=run_dir, trainer=trainer, train_actions=[printer],
-        controller_cls=functools.partial(preemption.PreemptibleController,
-                                         stop_flag=stop))
-    preemption.install_stop_checks(trainer, strategy, stop,
-                                   runner.controller.save_final)
+    runner = train_lib.OrbitExperimentRunner(
+        distribution_strategy=strategy, task=task, mode="train",
+        params=params.replace(trainer={"checkpoint_interval": 0}),
+        model_dir=run_dir, trainer=trainer,
+        train_actions=[printer, saves, *stops],
+        controller_cls=orbit_loop.controller_with_steps(loop_steps))
+    saves.attach(runner.checkpoint_manager, trainer.global_step)
     with strategy.scope():
       runner.controller.train(steps=params.trainer.train_steps)
+    saves.save(final=True)
   return task, trainer.model
 
 

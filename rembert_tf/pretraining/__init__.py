@@ -6,8 +6,7 @@
 | `experiments` | the registered experiment and the YAML / override loader |
 | `runner` | `run`: one experiment, as named steps |
 | `model_directory` | what a run's model_dir holds, its checks before the first step (an input, writable, its checkpoint, its SentencePiece model) and the artefacts written beside its checkpoints; the records are checked by the input pipeline |
-| `training_loop` | trainer, controller and experiment runner (Model Garden / orbit) |
-| `loop_actions` | the NaN guard and the eval recorder |
+| `training_loop` | the trainer and the orbit actions Model Garden's runner drives (saves, stops, console lines) |
 | `pretraining_errors` | what stops a run, one line each |
 
 Entry points (see `runner.run` for the metrics it returns); the package

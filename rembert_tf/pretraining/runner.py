@@ -10,12 +10,13 @@ order:
 2. builds the task and trainer, and checks a resume: a checkpoint of this
    model, records of the same SentencePiece model (`model_directory`); the
    records are checked by the input pipeline as the trainer builds its inputs;
-3. trains and/or evaluates (`training_loop`): checkpoints every
+3. trains and/or evaluates on Model Garden's runner with orbit's Controller
+   and this package's orbit actions (`training_loop`): checkpoints every
    `trainer.checkpoint_interval` steps with automatic resume, the fine-tuning
-   artefacts after saves (`model_directory.ArtifactWriter`), a stop check
-   between device calls (SIGTERM saves and exits 42; several workers stop
-   together), a NaN / inf loss stopped before its weights are saved
-   (`loop_actions`), a console line per loop (`runtime.orbit_loop`);
+   artefacts of the same step (`model_directory.ArtifactWriter`), a
+   preemption seen between device calls (SIGTERM saves and exits 42; several
+   workers stop together), a NaN / inf loss stopped before its weights are
+   saved, a console line per loop;
 4. names what failed mid-run in one line: a corrupted record shard, a lost
    worker (`runtime.cluster_failures`), a failed save.
 
@@ -31,13 +32,13 @@ metrics = runner.run(config, "/tmp/run/pretrain", mode="train_and_eval")
 metrics["eval_masked_lm_accuracy"], metrics["global_step"]
 ```
 """
-import functools
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import tensorflow as tf
 from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import task_factory
+from official.core import train_lib
 
 from rembert_tf.common import console
 from rembert_tf.common import errors
@@ -45,7 +46,6 @@ from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.pretraining import experiments
-from rembert_tf.pretraining import loop_actions
 from rembert_tf.pretraining import model_directory
 from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.pretraining import training_loop
@@ -53,6 +53,7 @@ from rembert_tf.runtime import cluster_failures
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
+from rembert_tf.runtime import stop_checks
 from rembert_tf.runtime import strategies
 
 MODES = ("train", "eval", "train_and_eval")
@@ -209,7 +210,8 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
          print_fn: Callable[[str], None]) -> Dict[str, Any]:
   """The named steps of a run under `strategy`, after the first checks."""
   task, latest = _build_task(config, model_dir, mode, print_fn)
-  trainer = training_loop.create_trainer(config, task, strategy, mode)
+  trainer = training_loop.create_trainer(config, task, strategy, model_dir,
+                                         mode)
   model_directory.check_checkpoint_compatible(model_dir, trainer,
                                               config.task.model)
   if latest is not None and "train" in mode:  # the records' tokenizer too
@@ -225,43 +227,51 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
       config, model_dir, trainer.model.encoder, is_chief)
   progress = orbit_loop.ProgressPrinter(
       trainer.global_step, config.trainer.train_steps, print_fn,
-      accuracy_key="masked_lm_accuracy", accuracy_name="mlm_acc")
-  evaluations = loop_actions.EvalRecorder(trainer.global_step, print_fn)
+      accuracy_key="masked_lm_accuracy", accuracy_name="mlm_acc",
+      steps_per_loop=config.trainer.steps_per_loop)
+  evaluations = training_loop.EvalRecorder(trainer.global_step, print_fn)
+  saves = training_loop.checkpoints(config, writer, model_dir, strategy)
   experiment = None
   try:
     # orbit's controller lines go to the log only: the console has ours.
     with preemption.sigterm_stop_flag() as stop_flag, \
          console.orbit_logs_to_file():
-      # orbit's Controller with this run's artefact writer and the SIGTERM
-      # flag (ignored on several workers: TF's preemption handler stops).
+      train_actions = []
+      if "train" in mode:  # in this order, before Model Garden's own
+        train_actions = [
+            training_loop.nonfinite_loss_guard(saves, writer, model_dir,
+                                               trainer.global_step),
+            progress, saves,
+            *preemption.stop_actions(strategy, stop_flag,
+                                     lambda: _final_save(saves, model_dir),
+                                     trainer.global_step)]
       experiment = _build_experiment_runner(
-          config, task, trainer, strategy, mode, model_dir,
-          functools.partial(training_loop.ExportingController,
-                            artifact_writer=writer, stop_flag=stop_flag,
-                            model_dir=model_dir),
-          progress, evaluations)
-      # Between device calls of about trainer.stop_check_seconds: the
-      # SIGTERM flag (one host) or TF's preemption handler (several workers).
-      preemption.install_stop_checks(
-          trainer, strategy, stop_flag, experiment.controller.save_final,
-          seconds=config.trainer.stop_check_seconds,
-          fixed_steps=config.trainer.stop_check_steps)
+          config, task, trainer, strategy, mode, model_dir, train_actions,
+          evaluations)
+      saves.attach(experiment.checkpoint_manager, trainer.global_step)
       if latest and "train" in mode:
         print_fn(f"resumed from {latest} at step "
                  f"{int(trainer.global_step.numpy())}")
-      _run_experiment(experiment, strategy)
-    return _final_metrics(trainer, experiment, model_dir, progress,
-                          evaluations)
+      _run_experiment(experiment, strategy, model_dir)
+      final = _final_save(saves, model_dir) if "train" in mode else None
+    return _final_metrics(trainer, final, model_dir, progress, evaluations)
   finally:
-    if experiment is not None:
-      experiment.finish_writes()
+    training_loop.finish_writes(saves, writer)
     writer.close()
-    if experiment is not None:
-      experiment.remove_worker_checkpoints()
+    if experiment is not None and not is_chief:
+      # Model Garden's runner saved this worker's copies in a temporary
+      # directory of its own.
+      fileio.rmtree(experiment.checkpoint_manager.directory)
 
 
-def _run_experiment(experiment: training_loop.ExperimentRunner,
-                    strategy: tf.distribute.Strategy) -> None:
+def _final_save(saves: orbit_loop.Checkpoints, model_dir: str) -> str:
+  """The last save (after the writes in flight, complete when it returns);
+  its path in model_dir, also on a worker that saved a copy elsewhere."""
+  return fileio.join(model_dir, fileio.basename(saves.save(final=True)))
+
+
+def _run_experiment(experiment: train_lib.OrbitExperimentRunner,
+                    strategy: tf.distribute.Strategy, model_dir: str) -> None:
   """Runs the experiment; a failed collective of a multi-worker job is
   reported as the lost peer it is."""
   try:
@@ -271,7 +281,7 @@ def _run_experiment(experiment: training_loop.ExperimentRunner,
       raise
     raise cluster_failures.LostPeerError.from_error(
         e, strategy.cluster_resolver,
-        experiment.newest_complete_checkpoint()) from None
+        tf.train.latest_checkpoint(model_dir)) from None
 
 
 def _finished_run_metrics(config: cfg.ExperimentConfig, model_dir: str,
@@ -297,33 +307,38 @@ def _build_task(config: cfg.ExperimentConfig, model_dir: str, mode: str,
   return task, latest
 
 
-def _build_experiment_runner(config, task, trainer, strategy, mode, model_dir,
-                             controller_cls, progress, evaluations
-                             ) -> training_loop.ExperimentRunner:
-  """Model Garden's OrbitExperimentRunner with this module's controller."""
-  # The guard is a RunnerAction: the runner binds it to itself once built.
-  guard = loop_actions.NonFiniteLossGuard(trainer.global_step)
+def _build_experiment_runner(config, task, trainer, strategy, mode,
+                             model_dir, train_actions, evaluations
+                             ) -> train_lib.OrbitExperimentRunner:
+  """Model Garden's OrbitExperimentRunner with orbit's Controller, its loops
+  cut into device calls (`orbit_loop.LoopSteps`); the saves are the
+  `orbit_loop.Checkpoints` action's, so the runner's checkpoint manager gets
+  no interval of its own (orbit saves by itself only with one)."""
+  params = config.replace(trainer={"checkpoint_interval": 0})
+  steps = orbit_loop.LoopSteps(
+      config.trainer.steps_per_loop, config.trainer.checkpoint_interval,
+      stop_checks.StopCheckSchedule(
+          seconds=config.trainer.stop_check_seconds,
+          fixed_steps=config.trainer.stop_check_steps,
+          agree=stop_checks.agree_across_workers(strategy)))
   try:
-    experiment = training_loop.ExperimentRunner(
-        distribution_strategy=strategy, task=task, mode=mode, params=config,
-        model_dir=model_dir, trainer=trainer,
-        train_actions=[guard, progress] if "train" in mode else None,
-        eval_actions=[evaluations], controller_cls=controller_cls,
-        enable_async_checkpointing=config.trainer.enable_async_checkpointing)
+    return train_lib.OrbitExperimentRunner(
+        distribution_strategy=strategy, task=task, mode=mode, params=params,
+        model_dir=model_dir, trainer=trainer, train_actions=train_actions,
+        eval_actions=[evaluations],
+        controller_cls=orbit_loop.controller_with_steps(steps))
   except ValueError as e:  # orbit / Model Garden refusing a trainer setting
     raise pretraining_errors.PretrainingError(
         f"experiment config: {errors.one_line(e)}. Fix the named trainer.* "
         "field in --config or --params_override.") from None
-  return experiment
 
 
-def _final_metrics(trainer, experiment, model_dir, progress, evaluations
-                   ) -> Dict[str, Any]:
+def _final_metrics(trainer, final_checkpoint, model_dir, progress,
+                   evaluations) -> Dict[str, Any]:
   metrics: Dict[str, Any] = {
       "global_step": int(trainer.global_step.numpy()),
       "model_dir": model_dir,
-      "checkpoint": (experiment.controller.final_checkpoint
-                     or experiment.newest_complete_checkpoint()),
+      "checkpoint": final_checkpoint or tf.train.latest_checkpoint(model_dir),
   }
   if progress.last_logs:
     metrics.update(

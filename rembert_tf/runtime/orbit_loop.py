@@ -1,24 +1,34 @@
-"""The orbit training loop's pieces that pre-training and fine-tuning share.
+"""What both trainers hand to Model Garden's runner: orbit's Controller's
+loop length, and the orbit train actions they share.
 
-Both trainers run Model Garden's `train_lib.OrbitExperimentRunner` (an orbit
-Controller over a `base_trainer.Trainer`); orbit calls the controller's train
-actions with each loop's logs. Shared here:
+Both trainers run `official.core.train_lib.OrbitExperimentRunner` with
+orbit's own `Controller`; orbit calls the train actions with each loop's
+logs, before its own scheduled save. Shared here:
 
 | piece | builds on | does |
 | --- | --- | --- |
-| `StopCheckingTrainer` | `official.core.base_trainer.Trainer` | a loop of `steps_per_loop` steps dispatched in device calls of about a second, with a stop check (`runtime.preemption.install_stop_checks`) after each; no per-call host read of the step |
-| `ProgressPrinter` | an orbit train action | one console line per loop (`console.loop_line`) with ETA (`console.Eta`); keeps the last logs |
-| `RunnerAction` | an orbit action | an action that needs the runner (its checkpoint manager, its controller): bound once the runner exists |
-| `ExperimentRunner` | `train_lib.OrbitExperimentRunner` | binds its `RunnerAction`s after its checkpoint manager and controller are built |
-| `AfterLoopController` | `orbit.Controller` | orbit's hook after every loop under a public name (`after_loop`, default `save_on_schedule`: orbit's scheduled save) |
+| `LoopSteps` | orbit's `steps_per_loop` given as a callable | loops end at multiples of `trainer.steps_per_loop` and `checkpoint_interval`, in device calls of about a second (`runtime.stop_checks`) |
+| `controller_with_steps` | `orbit.Controller` | the `controller_cls` for the runner: orbit's Controller with a `LoopSteps` |
+| `Checkpoints` | the runner's `tf.train.CheckpointManager` | train action: a checkpoint at multiples of `checkpoint_interval` (and whatever the trainer writes beside it, `after_save`); `save(final=True)` |
+| `ProgressPrinter` | an orbit train action | one console line per loop of `steps_per_loop` steps (`console.loop_line`) with ETA; a log line with the step reached at most every HEARTBEAT_SECONDS |
 
-Saving and stopping on SIGTERM is `runtime.preemption`'s
-(`PreemptibleController`, `install_stop_checks`). This module is the only one
-that touches orbit's private members (`StopCheckingTrainer.train` on
-`_train_loop_fn` / `_train_iter`; `AfterLoopController` on
-`_maybe_save_checkpoint` and `_checkpoint_options`);
-`tests/runtime/orbit_internals_test.py` fails on the orbit / Model Garden
-release where one of them changes.
+Why loops are cut into device calls: orbit runs a loop of `steps_per_loop`
+steps as one device call, and a SIGTERM (or TensorFlow's preemption handler)
+is only seen between calls. Measured on this project's 2-core CPU test
+machine under the suite's load (tiny model, `steps_per_loop=1000`,
+tests/pretraining/pretrain_preemption_test.py): 1.2 to 2.9 steps/s, so with
+one call per loop a SIGTERM would wait 6 to 14 minutes for the rest of the
+loop (on a TPU, whatever a real loop lasts); with calls of about a second
+the run saved the step reached (step 16) and exited 42 about 2.3 s after the
+stop action saw the flag, within the test's 10 s from the signal.
+
+Why the saves are an action (`Checkpoints`) and not orbit's interval save:
+orbit counts `checkpoint_interval` from its last save, so its first save
+lands after the first loop (after the first one-step device call here), and
+it saves after the train actions ran, so an export written in an action
+would hold the next loop's weights. The action saves at multiples of the
+interval, after the actions that may stop the run (a NaN loss); the runner's
+checkpoint manager gets no interval of its own, so orbit does not save too.
 
 Example:
 ```python
@@ -33,84 +43,140 @@ progress({"training_loss": 5.21, "masked_lm_accuracy": 0.11})
 progress.last_logs["global_step"]   # 40
 ```
 """
-import contextlib
 import time
-from typing import Callable, Dict, Iterator, List, Mapping, Optional
+from typing import Callable, Dict, Mapping, Optional
 
 from absl import logging
 import numpy as np
 import orbit
 import tensorflow as tf
-from official.core import base_trainer
-from official.core import train_lib
 
+from rembert_tf.checkpoints import async_checkpoints
 from rembert_tf.common import console
-from rembert_tf.runtime import stop_checks as stop_checks_lib
+from rembert_tf.common import fileio
+from rembert_tf.runtime import stop_checks
 
 # A log line (not the console) with the step reached, at most this often,
 # also inside a long loop of steps_per_loop steps.
 HEARTBEAT_SECONDS = 60
 
 
-class StopCheckingTrainer(base_trainer.Trainer):
-  """Model Garden's Trainer with a stop check between device calls.
+class LoopSteps:
+  """orbit's `steps_per_loop` as a callable of the global step: the steps to
+  the next multiple of `steps_per_loop` or `checkpoint_interval`, at most
+  what `schedule` allows in one device call. A call's time is measured from
+  one loop's start to the next (actions and saves included: calls only get
+  shorter).
 
-  orbit runs a loop of `steps_per_loop` steps as one device call; a Python
-  signal handler only runs when that call returns, so with thousands of steps
-  per loop a SIGTERM would wait minutes. Here the loop is dispatched in calls
-  sized by `stop_checks` (`runtime.stop_checks.StopCheckSchedule`: about a
-  second of steps each, or a fixed count); after each, `between_steps_hooks`
-  run and the loop ends early when `stop_requested()` says so (both set by
-  `runtime.preemption.install_stop_checks`). The host counts the steps
-  itself: the step counter is read from the device once per loop (for its
-  log line), never per call.
+  Args:
+    steps_per_loop: the trainer's loop length (console line, summaries).
+    checkpoint_interval: saves land on its multiples (0: none).
+    schedule: `runtime.stop_checks.StopCheckSchedule`, agreed across the
+      workers of a multi-worker job.
   """
 
-  def __init__(self, *args, **kwargs):
-    super().__init__(*args, **kwargs)
-    self.stop_checks = stop_checks_lib.StopCheckSchedule()
-    self.stop_requested: Optional[Callable[[], bool]] = None
-    self.between_steps_hooks: List[Callable[[], None]] = []
-    self._last_heartbeat = -float("inf")
+  def __init__(self, steps_per_loop: int, checkpoint_interval: int = 0,
+               schedule: Optional[stop_checks.StopCheckSchedule] = None):
+    self._boundaries = [n for n in (steps_per_loop, checkpoint_interval) if n]
+    self._schedule = schedule or stop_checks.StopCheckSchedule()
+    self._last = None  # (monotonic time, step) at the previous loop's start
 
-  def train(self, num_steps: tf.Tensor):
-    self.train_loop_begin()
-    if self._train_loop_fn is None:
-      self._train_loop_fn = self.create_train_loop_fn()
-    if self._train_iter is None:
-      self._train_iter = tf.nest.map_structure(iter, self.train_dataset)
-    remaining = int(num_steps)
-    while remaining > 0:
-      steps = self.stop_checks.next_call(remaining)
-      started = time.monotonic()
-      self._train_loop_fn(self._train_iter, tf.constant(steps, tf.int32))
-      self.stop_checks.observe(steps, time.monotonic() - started)
-      remaining -= steps
-      self._steps_in_loop += steps
-      self._log_heartbeat()
-      for hook in self.between_steps_hooks:
-        hook()
-      if remaining and self.stop_requested and self.stop_requested():
-        break
-    return self.train_loop_end()
+  def __call__(self, step) -> int:
+    step, now = int(step), time.monotonic()
+    if self._last is not None and step > self._last[1]:
+      self._schedule.observe(step - self._last[1], now - self._last[0])
+    self._last = (now, step)
+    remaining = min(n - step % n for n in self._boundaries)
+    return self._schedule.next_call(remaining)
 
-  def _log_heartbeat(self):
-    """A log line with the step reached, at most every HEARTBEAT_SECONDS."""
-    now = time.monotonic()
-    if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
-      self._last_heartbeat = now
-      logging.info("training: at step %d",
-                   self._loop_start_step + self._steps_in_loop)
 
-  def train_loop_begin(self):
-    super().train_loop_begin()
-    self._loop_start_step = int(self.global_step.numpy())
-    self._steps_in_loop = 0
+def controller_with_steps(steps: LoopSteps) -> Callable[..., orbit.Controller]:
+  """`controller_cls` for Model Garden's runner: orbit's Controller as the
+  runner builds it, with `steps` as its `steps_per_loop`."""
+  return lambda **kwargs: orbit.Controller(**dict(kwargs, steps_per_loop=steps))
+
+
+class Checkpoints:
+  """Train action: a checkpoint at each multiple of `interval`, on every
+  worker (a save is a collective), asynchronous when `asynchronous`; then
+  `after_save(step, final)` (pre-training's encoder export: the same
+  weights). `save(step, final=True)` first waits for the writes in flight,
+  then writes synchronously. A failed write goes through `on_failure(step,
+  error)`, which returns the error to raise.
+
+  The saves go through the runner's checkpoint manager, which exists once
+  the runner (given this action) is built: `attach` hands it over, after it
+  restored the run's checkpoint.
+  """
+
+  def __init__(self, interval: int, asynchronous: bool = False,
+               after_save: Optional[Callable[[int, bool], None]] = None,
+               on_failure: Optional[Callable[[int, Exception], Exception]] = None):
+    self._interval = interval
+    self._asynchronous = asynchronous
+    self._after_save = after_save
+    self._on_failure = on_failure
+    self._manager: Optional[tf.train.CheckpointManager] = None
+    self._saved_step = 0
+    self.final_checkpoint: Optional[str] = None
+
+  @property
+  def manager(self) -> Optional[tf.train.CheckpointManager]:
+    return self._manager
+
+  def attach(self, manager: tf.train.CheckpointManager,
+             global_step: tf.Variable) -> None:
+    self._manager = manager
+    self._global_step = global_step
+    # The step restored (or 0) counts as saved, on every worker alike.
+    self._saved_step = int(global_step.numpy())
+
+  def __call__(self, output) -> None:
+    del output
+    step = int(self._global_step.numpy())
+    if self._interval and step % self._interval == 0:
+      self.save(step)
+
+  def save(self, step: Optional[int] = None, final: bool = False) -> str:
+    """Saves `step` (default: the step reached) unless it is saved; returns
+    the checkpoint's path in the manager's directory."""
+    step = int(self._global_step.numpy()) if step is None else step
+    try:
+      if final:
+        async_checkpoints.wait_for_writes(self._manager.checkpoint)
+      if step != self._saved_step:
+        self._manager.save(checkpoint_number=step, check_interval=False,
+                           options=async_checkpoints.options(
+                               self._asynchronous and not final))
+        self._saved_step = step
+      if self._after_save is not None:
+        self._after_save(step, final)
+      if final:
+        async_checkpoints.wait_for_writes(self._manager.checkpoint)
+    except (OSError, tf.errors.OpError) as e:
+      if self._on_failure is None:
+        raise
+      raise self._on_failure(step, e) from None
+    path = fileio.join(self._manager.directory, f"ckpt-{step}")
+    if final:
+      self.final_checkpoint = path
+    return path
+
+  def finish_writes(self) -> None:
+    """Waits for the writes in flight; a failed one is logged, not raised
+    (on the way out of a run that failed already)."""
+    if self._manager is None:
+      return
+    try:
+      async_checkpoints.wait_for_writes(self._manager.checkpoint)
+    except (OSError, tf.errors.OpError) as e:
+      logging.warning("a checkpoint write in flight failed: %s", e)
 
 
 class ProgressPrinter:
   """Train action: one console line per loop (`console.loop_line`), e.g.
-  `step  40/300 | loss 5.2104 | mlm_acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02`.
+  `step  40/300 | loss 5.2104 | mlm_acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02`,
+  and a log line with the step reached at most every HEARTBEAT_SECONDS.
 
   Args:
     global_step: the trainer's step counter.
@@ -122,13 +188,16 @@ class ProgressPrinter:
     batch_size: examples per step, for examples/s when the logs carry no
       `examples_per_second` (from the pace since the first loop).
     clock: seconds, for that pace and the ETA.
+    steps_per_loop: the line comes at multiples of it and at the last step
+      (orbit's loops are cut into shorter device calls: `LoopSteps`).
   """
 
   def __init__(self, global_step: tf.Variable, total_steps: int,
                print_fn: Callable[[str], None] = print, *, prefix: str = "",
                accuracy_key: str = "accuracy", accuracy_name: str = "acc",
                batch_size: Optional[int] = None,
-               clock: Callable[[], float] = time.monotonic):
+               clock: Callable[[], float] = time.monotonic,
+               steps_per_loop: int = 1):
     self._global_step = global_step
     self._total_steps = total_steps
     self._print = print_fn
@@ -136,12 +205,20 @@ class ProgressPrinter:
     self._accuracy_key = accuracy_key
     self._accuracy_name = accuracy_name
     self._batch_size = batch_size
+    self._steps_per_loop = steps_per_loop
+    self._last_heartbeat = -float("inf")
     # Paced from the first loop's end: its time includes the compilation.
     self._eta = console.Eta(total_steps, clock=clock)
     self.last_logs: Dict[str, float] = {}
 
   def __call__(self, output: Mapping[str, object]):
     step = int(self._global_step.numpy())
+    now = time.monotonic()
+    if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
+      self._last_heartbeat = now
+      logging.info("training: at step %d", step)
+    if step % self._steps_per_loop and step < self._total_steps:
+      return
     logs = {k: float(np.asarray(v)) for k, v in output.items()}
     self.last_logs = dict(logs, global_step=step)
     eta = self._eta.observe(step)
@@ -158,63 +235,3 @@ class ProgressPrinter:
       logging.info("%s | grad_norm %.3f", line, logs["gradient_norm"])
     else:
       logging.info("%s", line)
-
-
-class RunnerAction:
-  """An orbit action that needs the experiment runner: `ExperimentRunner`
-  calls `bind(runner)` once its checkpoint manager and controller exist,
-  before the first step; `self.runner` is None until then."""
-
-  runner: Optional[train_lib.OrbitExperimentRunner] = None
-
-  def bind(self, runner: train_lib.OrbitExperimentRunner) -> None:
-    self.runner = runner
-
-  def __call__(self, output: Mapping[str, object]):
-    raise NotImplementedError
-
-
-class ExperimentRunner(train_lib.OrbitExperimentRunner):
-  """Model Garden's experiment runner that binds each `RunnerAction` among
-  its train and eval actions to itself once it is built (the checkpoint
-  manager and the controller exist only inside the base constructor)."""
-
-  def __init__(self, *args, **kwargs):
-    super().__init__(*args, **kwargs)
-    for action in (tuple(self.controller.train_actions)
-                   + tuple(self.controller.eval_actions)):
-      if isinstance(action, RunnerAction):
-        action.bind(self)
-
-
-class AfterLoopController(orbit.Controller):
-  """orbit's Controller whose hook after every loop (and at the end of
-  training, with `check_interval=False`) is `after_loop`: subclasses override
-  it, or `save_on_schedule`, never orbit's private `_maybe_save_checkpoint`."""
-
-  def after_loop(self, check_interval: bool = True) -> bool:
-    """What runs after each loop; by default orbit's scheduled save."""
-    return self.save_on_schedule(check_interval)
-
-  def save_on_schedule(self, check_interval: bool = True) -> bool:
-    """orbit's own save: every `checkpoint_interval` steps, or now when
-    `check_interval` is False; True when it saved."""
-    return super()._maybe_save_checkpoint(check_interval=check_interval)
-
-  @property
-  def async_checkpointing(self) -> bool:
-    """Whether the checkpoint manager writes in a background thread."""
-    return bool(self._checkpoint_options.experimental_enable_async_checkpoint)
-
-  @contextlib.contextmanager
-  def synchronous_saves(self) -> Iterator[None]:
-    """orbit's saves in the block are written before they return."""
-    options = self._checkpoint_options
-    self._checkpoint_options = tf.train.CheckpointOptions(enable_async=False)
-    try:
-      yield
-    finally:
-      self._checkpoint_options = options
-
-  def _maybe_save_checkpoint(self, check_interval: bool = True):
-    return self.after_loop(check_interval)

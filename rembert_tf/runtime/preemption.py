@@ -1,13 +1,12 @@
-"""Stopping a run on SIGTERM with its work saved: the flag, the controller
-that saves then stops, the multi-worker hook, the error. Every trainer's
-SIGTERM path is this module's.
+"""Stopping a run on SIGTERM with its work saved: the flag, the orbit train
+action that saves then stops, the multi-worker hook, the error. Every
+trainer's SIGTERM path is this module's.
 
 Preemptible TPUs and batch schedulers send SIGTERM before they kill a job.
-One host: a handler sets a flag (`sigterm_stop_flag`) that the trainer reads
-between device calls (`install_stop_checks`) to end its loop early; at the
-end of the loop the controller (`PreemptibleController`, an orbit
-Controller) saves a checkpoint and raises `TrainingPreempted`; the command
-exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of TensorFlow's
+One host: a handler sets a flag (`sigterm_stop_flag`); the train action of
+`stop_actions`, run by orbit's Controller after each device call of about a
+second (`runtime.orbit_loop.LoopSteps`), saves a checkpoint and raises
+`TrainingPreempted`; the command exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of TensorFlow's
 `PreemptionCheckpointHandler`). Several workers: one worker must never
 leave the loop alone (the others would wait in a collective), so
 TensorFlow's `PreemptionCheckpointHandler` (a preemption watcher over the
@@ -15,14 +14,13 @@ cluster) is called at the same steps on every worker; it has all of them
 save at the same step and raise `TrainingPreempted` together.
 
 Example (what both trainers do):
-<!-- snippet: not run: a fragment: `trainer`, `manager` come from the caller's code -->
+<!-- snippet: not run: a fragment: `strategy`, `checkpoints`, `trainer` come from the caller's code -->
 ```python
 from rembert_tf.runtime import preemption
 with preemption.sigterm_stop_flag() as stop:
-  controller = preemption.PreemptibleController(
-      trainer=trainer, global_step=trainer.global_step, steps_per_loop=100,
-      checkpoint_manager=manager, stop_flag=stop)
-  controller.train(steps=1000)  # SIGTERM: saves, raises TrainingPreempted
+  actions = preemption.stop_actions(
+      strategy, stop, lambda: checkpoints.save(final=True), trainer.global_step)
+  # the runner's train actions: SIGTERM saves, raises TrainingPreempted
 ```
 """
 import contextlib
@@ -30,14 +28,12 @@ import os
 import signal
 import tempfile
 import threading
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, List, Optional
 
 from absl import logging
 import tensorflow as tf
 
 from rembert_tf.common import errors
-from rembert_tf.runtime import orbit_loop
-from rembert_tf.runtime import stop_checks
 from rembert_tf.runtime import strategies
 
 EXIT_CODE = errors.EXIT_PREEMPTED
@@ -127,55 +123,26 @@ def multi_worker_preemption_hook(
   return handler.save_checkpoint_if_preempted
 
 
-class PreemptibleController(orbit_loop.AfterLoopController):
-  """orbit's Controller that, once `stop_flag` is set (by SIGTERM), saves the
-  step reached at the end of the loop (`save_final`) and raises
-  `TrainingPreempted`, instead of its scheduled save.
+def stop_actions(strategy: tf.distribute.Strategy,
+                 stop_flag: Optional[threading.Event],
+                 save: Callable[[], Optional[str]],
+                 global_step: tf.Variable) -> List[Callable[[object], None]]:
+  """The orbit train action that stops a run on SIGTERM (put it after the
+  loop's scheduled save): on several workers, `multi_worker_preemption_hook`
+  over `save`; on one host, once `stop_flag` is set, `save` (it returns the
+  checkpoint written) and `TrainingPreempted`. No action without either."""
+  hook = multi_worker_preemption_hook(strategy, save, global_step)
+  if hook is not None:
+    return [lambda output: hook()]
+  if stop_flag is None:
+    return []
 
-  `save_final` writes the step's checkpoint with the checkpoint manager,
-  synchronously; a trainer's controller may extend it (pre-training also
-  waits for the writes in flight and exports the encoder). The other saves
-  are `save_on_schedule`'s (orbit's own by default). On several workers the
-  flag is ignored (one worker must never leave the loop alone: the others
-  would wait in a collective): `install_stop_checks`' hook saves and stops.
-  """
-
-  def __init__(self, *args, stop_flag: Optional[threading.Event] = None,
-               **kwargs):
-    self._stop_flag = None
-    super().__init__(*args, **kwargs)
-    if not strategies.is_multi_worker(self.strategy):
-      self._stop_flag = stop_flag
-
-  def save_final(self) -> Optional[str]:
-    """Saves the checkpoint of the step reached; returns its path."""
-    return self.checkpoint_manager.save(
-        checkpoint_number=int(self.global_step.numpy()), check_interval=False)
-
-  def after_loop(self, check_interval: bool = True) -> bool:
-    # After every loop and at the end of training: the stop, else the save.
-    if self._stop_flag is not None and self._stop_flag.is_set():
-      step = int(self.global_step.numpy())
+  def stop_on_sigterm(output) -> None:
+    del output
+    if stop_flag.is_set():
+      step = int(global_step.numpy())
       logging.warning("SIGTERM received: saving the checkpoint of step %d "
                       "(after the writes in flight) and stopping.", step)
-      raise TrainingPreempted.after_save(self.save_final(), step)
-    return self.save_on_schedule(check_interval)
+      raise TrainingPreempted.after_save(save(), step)
 
-
-def install_stop_checks(trainer, strategy: tf.distribute.Strategy,
-                        stop_flag: Optional[threading.Event],
-                        save: Callable[[], Optional[str]],
-                        seconds: float = stop_checks.DEFAULT_SECONDS,
-                        fixed_steps: int = 0) -> None:
-  """Has `trainer` (a `runtime.orbit_loop.StopCheckingTrainer`) check for a
-  stop between device calls of about `seconds` of steps (or `fixed_steps`):
-  the SIGTERM flag on one host (the loop ends early; the controller saves),
-  `multi_worker_preemption_hook` over `save` on several workers (called
-  after the same calls on every one)."""
-  trainer.stop_checks = stop_checks.StopCheckSchedule(
-      seconds=seconds, fixed_steps=fixed_steps,
-      agree=stop_checks.agree_across_workers(strategy))
-  hook = multi_worker_preemption_hook(strategy, save, trainer.global_step)
-  trainer.stop_requested = (None if hook or stop_flag is None
-                            else stop_flag.is_set)
-  trainer.between_steps_hooks = [hook] if hook else []
+  return [stop_on_sigterm]

@@ -204,31 +204,51 @@ class _CountingTrainer(orbit.AbstractTrainer):
 
 
 def _controller(tmp_path, stop, actions=()):
+  """orbit's Controller as the trainers build it: loops cut at multiples of
+  steps_per_loop 2 and checkpoint_interval 3, the saves and the SIGTERM stop
+  as train actions, a manager with no interval of its own."""
   trainer = _CountingTrainer()
   manager = tf.train.CheckpointManager(
       tf.train.Checkpoint(step=trainer.global_step), str(tmp_path),
-      max_to_keep=5, step_counter=trainer.global_step, checkpoint_interval=3)
-  return preemption.PreemptibleController(
-      trainer=trainer, global_step=trainer.global_step, steps_per_loop=2,
-      checkpoint_manager=manager, train_actions=actions, stop_flag=stop)
+      max_to_keep=5, step_counter=trainer.global_step, checkpoint_interval=0)
+  saves = orbit_loop.Checkpoints(3)
+  saves.attach(manager, trainer.global_step)
+  stops = preemption.stop_actions(
+      tf.distribute.get_strategy(), stop, lambda: saves.save(final=True),
+      trainer.global_step)
+  controller = orbit.Controller(
+      trainer=trainer, global_step=trainer.global_step,
+      steps_per_loop=orbit_loop.LoopSteps(2, 3), checkpoint_manager=manager,
+      train_actions=[*actions, saves, *stops])
+  return controller, saves
 
 
-def test_the_controller_saves_the_step_reached_then_raises_on_sigterm(
-    tmp_path):
+def test_a_sigterm_action_saves_the_step_reached_then_raises(tmp_path):
   with preemption.sigterm_stop_flag() as stop:
-    controller = _controller(
+    controller, _ = _controller(
         tmp_path, stop, [lambda _: os.kill(os.getpid(), signal.SIGTERM)])
     with pytest.raises(preemption.TrainingPreempted) as e:
       controller.train(steps=8)
-  assert (e.value.step, e.value.checkpoint_path) == (2, str(tmp_path / "ckpt-2"))
-  assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-2")
+  # The first device call runs one step (it compiles); SIGTERM after it.
+  assert (e.value.step, e.value.checkpoint_path) == (1, str(tmp_path / "ckpt-1"))
+  assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-1")
 
 
-def test_the_controller_without_sigterm_saves_on_schedule(tmp_path):
+def test_saves_land_on_multiples_of_the_interval(tmp_path):
   with preemption.sigterm_stop_flag() as stop:
-    _controller(tmp_path, stop).train(steps=8)
+    controller, saves = _controller(tmp_path, stop)
+    controller.train(steps=8)
+    saves.save(final=True)
   assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == [
-      "ckpt-2.index", "ckpt-6.index", "ckpt-8.index"]
+      "ckpt-3.index", "ckpt-6.index", "ckpt-8.index"]
+
+
+def test_loops_end_at_multiples_and_calls_fit_the_seconds():
+  schedule = stop_checks.StopCheckSchedule(seconds=1.0)
+  steps = orbit_loop.LoopSteps(1000, 250, schedule)
+  assert steps(0) == 1  # the first call compiles
+  assert orbit_loop.LoopSteps(4, 0, stop_checks.StopCheckSchedule(
+      fixed_steps=10))(2) == 2  # to the end of the loop at step 4
 
 
 # --- Stop checks ------------------------------------------------------------------
