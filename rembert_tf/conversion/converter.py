@@ -385,6 +385,14 @@ def _keras_hub_preset(flag: str):
   return keras_hub_preset
 
 
+def _check_inputs(from_format, input_path, config, sp_model) -> None:
+  """Every missing input of a release in one line, then the vocabulary."""
+  if from_format == "tf1":
+    _check_tf1_inputs(input_path, config, sp_model)
+  if sp_model is not None:
+    _check_sp_model(from_format, input_path, sp_model)
+
+
 def _write_keras_hub(*args):
   _keras_hub_preset("--to").write_preset(*args)
 
@@ -430,10 +438,7 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   input_path, output_dir = fileio.as_str(input_path), fileio.as_str(output_dir)
   _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,
                    with_output_side)
-  if from_format == "tf1":
-    _check_tf1_inputs(input_path, config, sp_model)
-  if sp_model is not None:
-    _check_sp_model(from_format, input_path, sp_model)
+  _check_inputs(from_format, input_path, config, sp_model)
   read_output_side = with_output_side or (from_format != "tf1"
                                           and not encoder_only)
   cfg, source, own_sp_model = _open_source(from_format, input_path, config,

@@ -130,10 +130,7 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
         data.tfds_data_dir, data.allow_unlabelled_dev,
         holds_runs=bool(earlier) and not overwrite)
     if overwrite and earlier:  # records of the same inputs are the same
-      progress(f"[finetune] --overwrite: the runs and results of "
-               f"{output_dir} are removed")
-      for name in ("runs", "results.json", "results.md"):
-        fileio.rmtree(fileio.join(output_dir, name))
+      _remove_runs(output_dir, progress)
     meta = run_inputs.checked_metadata(
         data.task, records_dir, encoder.init_checkpoint, data.splits,
         num_rates, data.allow_unlabelled_dev,
@@ -159,6 +156,14 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
           for overrides in finetuning_experiment.run_overrides(config)])
     return write_results(data.task, meta, runs, output_dir, records_dir,
                          config.sweep.compare_paper, progress)
+
+
+def _remove_runs(output_dir: str, progress) -> None:
+  """--overwrite: output_dir's runs and results go (its records stay)."""
+  progress(f"[finetune] --overwrite: the runs and results of {output_dir} "
+           "are removed")
+  for name in ("runs", "results.json", "results.md"):
+    fileio.rmtree(fileio.join(output_dir, name))
 
 
 def _with_jit_compile(config: finetuning_experiment.FinetuningConfig,

@@ -77,8 +77,7 @@ def run(experiment_config: cfg.ExperimentConfig,
     model_dir: What `model_directory` lists, and TensorBoard summaries; on
       any TensorFlow filesystem (a local path, gs://, ram://).
     mode: "train", "eval" (needs a checkpoint in model_dir) or
-      "train_and_eval" (evaluates every trainer.validation_interval steps and
-      at the end).
+      "train_and_eval" (every trainer.validation_interval steps and at the end).
     strategy: A name of `runtime.strategies.STRATEGIES` or a
       tf.distribute.Strategy instance.
     tpu: TPU name / grpc address for strategy "tpu" (none on a TPU VM).
@@ -92,45 +91,61 @@ def run(experiment_config: cfg.ExperimentConfig,
     print_fn: Where the console progress lines go.
 
   Returns:
-    Final metrics: global_step, train_loss, train_masked_lm_accuracy,
-    train_examples_per_second (last training loop), eval_loss,
-    eval_masked_lm_accuracy (weighted over all eval predictions; eval modes),
-    checkpoint (newest full checkpoint), model_dir.
+    global_step, checkpoint (the newest complete one), model_dir; train_loss,
+    train_masked_lm_accuracy, train_examples_per_second (last loop); eval_loss,
+    eval_masked_lm_accuracy (over all eval predictions; eval modes).
 
   Raises:
-    PretrainingError and the other `errors.RemBertError`s (bad model_dir,
-    data, strategy, tokenizer, config), NonFiniteLossError, TrainingPreempted.
+    `errors.RemBertError`s: bad model_dir, data, strategy, tokenizer, config;
+    NonFiniteLossError; TrainingPreempted.
   """
   config = _resolved_config(experiment_config, mode, mixed_precision)
   model_dir = fileio.as_str(model_dir).rstrip("/")
   finished = model_directory.finished_checkpoint(config, model_dir, mode)
   if finished and mode == "train_and_eval":  # nothing to train: evaluate
-    print_fn(f"the job is complete: {finished} is at step "
-             f"{model_directory.checkpoint_step(finished)}; evaluating it "
-             "(as --mode eval).")
-    mode = "eval"
-    config = _resolved_config(experiment_config, mode, mixed_precision)
+    mode, config = "eval", _evaluating_finished(
+        experiment_config, finished, mixed_precision, print_fn)
   elif finished:  # a restart after the end: nothing to build, nothing written
     return _finished_run_metrics(config, model_dir, finished, print_fn)
-  created = _outermost_missing(model_dir)
+  created = _outermost_missing(model_dir)  # what the checks' probe makes
   model_directory.check(config, model_dir, mode)
-  if isinstance(strategy, str) or strategy is None:
-    try:
-      strategy = strategies.make_strategy(
-          strategy or strategies.DEFAULT_STRATEGY, tpu)
-    except Exception:  # e.g. no TPU here: leave no empty --model_dir behind
-      if created and not fileio.files_under(created):
-        fileio.rmtree(created)
-      raise
+  strategy = _strategy(strategy, tpu, created)
   settings = process_settings.training_settings(
       _precision(config), deterministic=deterministic, seed=seed)
-  is_chief = strategies.is_chief(strategy)
-  with outputs.writing_shared_output(model_dir, is_chief), settings:
+  with outputs.writing_shared_output(
+      model_dir, strategies.is_chief(strategy)), settings:
     try:
       return _run(config, model_dir, mode, strategy,
                   allow_sentencepiece_mismatch, print_fn)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
       raise records_error(config, mode, e) from None
+
+
+def _evaluating_finished(experiment_config: cfg.ExperimentConfig,
+                         finished: str, mixed_precision: Optional[str],
+                         print_fn: Callable[[str], None]
+                         ) -> cfg.ExperimentConfig:
+  """The config of `--mode eval` for a finished `train_and_eval` job."""
+  print_fn(f"the job is complete: {finished} is at step "
+           f"{model_directory.checkpoint_step(finished)}; evaluating it "
+           "(as --mode eval).")
+  return _resolved_config(experiment_config, "eval", mixed_precision)
+
+
+def _strategy(strategy: Union[str, tf.distribute.Strategy, None],
+              tpu: Optional[str], created: Optional[str]
+              ) -> tf.distribute.Strategy:
+  """The strategy named (or given); one that cannot start (no TPU here)
+  leaves none of the empty folders `created` for --model_dir behind."""
+  if not (isinstance(strategy, str) or strategy is None):
+    return strategy
+  try:
+    return strategies.make_strategy(
+        strategy or strategies.DEFAULT_STRATEGY, tpu)
+  except Exception:
+    if created and not fileio.files_under(created):
+      fileio.rmtree(created)
+    raise
 
 
 def _outermost_missing(path: str) -> Optional[str]:
