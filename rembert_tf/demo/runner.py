@@ -61,6 +61,9 @@ class DemoSettings:
     random_init_baseline: in step 6, also fine-tune a random encoder.
     recipe: the fine-tuning recipe of step 6.
     experiment: the pre-training experiment (a name or a YAML path).
+    deterministic: pre-train and fine-tune with the trainers' own
+      determinism (`rembert-train --deterministic`, `trainer.deterministic`):
+      a seed then gives the same figures however busy the machine is.
   """
   seed: int = 0
   train_steps: Optional[int] = None
@@ -74,6 +77,7 @@ class DemoSettings:
   random_init_baseline: bool = True
   recipe: zero_shot_lib.FinetuneRecipe = zero_shot_lib.FinetuneRecipe()
   experiment: str = DEMO_EXPERIMENT
+  deterministic: bool = False
 
 
 def _banner(text: str) -> None:
@@ -159,13 +163,16 @@ def make_records(run_dir, corpora: Dict[str, str], sp_model: str, experiment,
           overwrite=True)
 
 
-def pretrain(run_dir, experiment) -> Dict[str, Any]:
+def pretrain(run_dir, experiment, settings: DemoSettings = DemoSettings()
+             ) -> Dict[str, Any]:
   """Step 4: pre-trains; returns held-out MLM accuracy and the baseline's."""
   from rembert_tf.evaluation import mlm_baseline  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import runner as pretraining_runner  # pylint: disable=g-import-not-at-top
   model_dir = fileio.join(run_dir, "pretrain")
-  metrics = pretraining_runner.run(experiment, model_dir,
-                                   mode="train_and_eval", strategy="one_device")
+  metrics = pretraining_runner.run(
+      experiment, model_dir, mode="train_and_eval", strategy="one_device",
+      deterministic=settings.deterministic,
+      seed=settings.seed if settings.deterministic else None)
   if "eval_masked_lm_accuracy" not in metrics:
     # A run resumed after its last step trains nothing and evaluates nothing.
     metrics.update(pretraining_runner.run(experiment, model_dir, mode="eval",
@@ -201,7 +208,8 @@ def zero_shot(run_dir, model_dir: str, settings: DemoSettings
   """Step 6: English fine-tuning, dev accuracy in every demo language."""
   return zero_shot_lib.zero_shot_accuracy(
       model_dir, fileio.join(run_dir, "xnli"), recipe=settings.recipe,
-      random_init_baseline=settings.random_init_baseline, seed=settings.seed)
+      random_init_baseline=settings.random_init_baseline, seed=settings.seed,
+      deterministic=settings.deterministic)
 
 
 def zero_shot_table(table: Dict[str, Dict[str, float]]) -> str:
@@ -277,7 +285,7 @@ def run_demo(run_dir, settings: DemoSettings = DemoSettings()) -> Dict[str, Any]
   make_records(run_dir, corpora, sp_model, experiment, settings)
   _banner(f"4/6 pre-training the tiny decoupled model "
           f"({experiment.trainer.train_steps} steps)")
-  results.update(pretrain(run_dir, experiment))
+  results.update(pretrain(run_dir, experiment, settings))
   _banner("5/6 export: encoder-only SavedModel + preprocessor")
   results["export"] = export(run_dir, results["model_dir"], sp_model, experiment)
   if settings.finetune:

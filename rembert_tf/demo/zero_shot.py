@@ -48,6 +48,7 @@ def zero_shot_accuracy(pretrain_dir, work_dir,
                        languages: Optional[Sequence[str]] = None,
                        random_init_baseline: bool = True,
                        seed: int = 0,
+                       deterministic: bool = False,
                        progress=print) -> Dict[str, Dict[str, float]]:
   """Fine-tunes on English pairs, returns dev accuracy (percent) per language.
 
@@ -61,6 +62,8 @@ def zero_shot_accuracy(pretrain_dir, work_dir,
     random_init_baseline: also fine-tune the same architecture from random
       weights (what pre-training adds).
     seed: seeds the pairs and the fine-tuning.
+    deterministic: fine-tunes with `trainer.deterministic` (the same
+      accuracies for a seed, however busy the machine is).
   Returns:
     {"pretrained": {lang: accuracy}, "random_init": {lang: accuracy}}.
   """
@@ -71,7 +74,7 @@ def zero_shot_accuracy(pretrain_dir, work_dir,
   from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
   from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
   common = {"data.task": "xnli", "sweep.learning_rates": [recipe.learning_rate],
-            "trainer.seed": seed,
+            "trainer.seed": seed, "trainer.deterministic": deterministic,
             "trainer.num_train_epochs": recipe.num_train_epochs,
             "trainer.train_batch_size": recipe.train_batch_size,
             "data.seq_length": recipe.seq_length,
