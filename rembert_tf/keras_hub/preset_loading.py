@@ -112,7 +112,7 @@ def check_weights_file(preset: str, name: str) -> None:
         raise PresetError(f"{path}: {e}: {fix}") from None
       except (OSError, RuntimeError, ValueError, KeyError):
         raise PresetError(f"{path}: a tensor cannot be read ({size} bytes; "
-                          f"cut short): {fix}") from None
+                          f"overwritten or cut short): {fix}") from None
       written = weights.attrs.get(CHECKSUM_ATTRIBUTE)
   if written is not None and str(written) != found:
     raise PresetError(f"{path}: its tensors differ from the checksum written "
@@ -134,8 +134,8 @@ def check_output_side(preset: str) -> None:
         f"{_file(preset, preset_utils.TASK_WEIGHTS_FILE)}: not found, but "
         f"task.json ({_task_class_name(preset)}) is there: the task's own "
         "weights (the masked-LM output side) would be lost. Copy "
-        "task.weights.h5 beside it, or delete task.json to use the encoder "
-        "alone.")
+        "task.weights.h5 beside it, or delete task.json (rembert-convert: "
+        "--encoder_only) to use the encoder alone.")
 
 
 def check_vocabulary(preset: str) -> None:
@@ -291,8 +291,9 @@ def _load(preset: str, what: str, load):
                if preset_utils.check_file_exists(
                    preset, preset_utils.SAFETENSOR_CONFIG_FILE)
                else preset_utils.SAFETENSOR_FILE)
-    raise PresetError(f"{_file(preset, weights)}: {e} ({what} from a "
-                      "Hugging Face RemBERT folder)") from None
+    raise PresetError(f"{_file(preset, weights)}: {e} (loading {what}); save "
+                      "the model again with transformers' save_pretrained, "
+                      "or check that config.json is its own.") from None
 
 
 def _backbone_from_preset(cls, preset, load_weights=True, **kwargs):

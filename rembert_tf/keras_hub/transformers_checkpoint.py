@@ -137,7 +137,7 @@ def _hf_pairs(pairs, prefix, names):
       name, transpose = weight_layout.hf_name(canonical)
     if name not in names:
       raise ValueError(f"no tensor {name}, which a RemBERT model of this "
-                       "config.json has.")
+                       "config.json has")
     ported.append((name, transpose, variable))
   return ported
 
@@ -172,8 +172,11 @@ def _initialise_pooler(backbone) -> None:
   """The pooler as the layer builds it (truncated normal kernel, zero bias),
   for a folder without one; built as zeros beside the loaded weights."""
   dense = backbone.pooled_dense
-  dense.kernel.assign(rembert_backbone.kernel_initializer(
-      backbone.initializer_range)(dense.kernel.shape, dense.kernel.dtype))
+  # The backbone's own initialiser (truncated normal): this runs while
+  # `zero_initialised` replaces `kernel_initializer`.
+  initializer = keras.initializers.TruncatedNormal(
+      stddev=backbone.initializer_range)
+  dense.kernel.assign(initializer(dense.kernel.shape, dense.kernel.dtype))
   dense.bias.assign(keras.ops.zeros(dense.bias.shape, dense.bias.dtype))
 
 
