@@ -55,7 +55,7 @@ from rembert_tf.common import outputs
 from rembert_tf.conversion import config_json
 from rembert_tf.conversion import weight_layout
 from rembert_tf.keras_hub import canonical_weights
-from rembert_tf.keras_hub import preset_loading
+from rembert_tf.conversion import keras_hub_loading
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_masked_lm
 from rembert_tf.keras_hub import rembert_masked_lm_preprocessor
@@ -188,7 +188,7 @@ def _fill_weights(skeleton_file: str, output_file: str, targets: Dict[int, Tuple
       h5py.File(output_file, "w") as target:
     copy(source, target)
   # Checked by every from_preset and --from keras_hub before use.
-  preset_loading.write_checksum(output_file)
+  keras_hub_loading.write_checksum(output_file)
 
 
 def _marker_index(dataset) -> Optional[int]:
@@ -396,9 +396,9 @@ def open_preset(path: str, read_output_side: bool):
   RemBertMaskedLM (`task.json`, `task.weights.h5`)."""
   folder = fileio.as_str(path).rstrip("/")
   try:
-    preset_loading.check_keras_preset(folder, weights=True,
+    keras_hub_loading.check_keras_preset(folder, weights=True,
                                       task=read_output_side, tokenizer=True)
-  except preset_loading.PresetError as e:
+  except keras_hub_loading.PresetError as e:
     raise weight_layout.ConversionError(str(e)) from None
   backbone = _registered_config(folder, _CONFIG_FILE, "RemBertBackbone")
   task = (_registered_config(folder, _TASK_FILE, "RemBertMaskedLM",

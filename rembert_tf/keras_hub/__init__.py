@@ -44,7 +44,7 @@ from rembert_tf.keras_hub.rembert_text_classifier import RemBertTextClassifier
 from rembert_tf.keras_hub.rembert_text_classifier_preprocessor import (
     RemBertTextClassifierPreprocessor)
 from rembert_tf.keras_hub.rembert_tokenizer import RemBertTokenizer
-from rembert_tf.keras_hub import preset_loading
+from rembert_tf.conversion import keras_hub_loading
 
 try:  # their preprocessing runs on tf.data: with TensorFlow only
   from rembert_tf.keras_hub.rembert_question_answerer import (
@@ -67,7 +67,7 @@ except ImportError as _tensorflow_missing:  # pylint: disable=invalid-name
     raise AttributeError(name)
 
 # Hugging Face RemBERT folders and the preset checks, for these classes only.
-preset_loading.attach([value for name, value in list(globals().items())
+keras_hub_loading.attach([value for name, value in list(globals().items())
                        if name.startswith("RemBert")])
 
 __all__ = [

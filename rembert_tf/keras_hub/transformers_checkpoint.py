@@ -24,7 +24,7 @@ at random (`bench/hf_from_preset_memory.py` measures the peak). A pooler the
 folder lacks (`RemBertForMaskedLM` has none) is left as the layer initialises
 it, as keras-hub leaves a head a checkpoint does not hold, with one warning
 line. keras-hub's own `from_preset` finds this module through the RemBERT
-classes alone (`preset_loading`); no other model's loading changes.
+classes alone (`rembert_tf.conversion.keras_hub_loading`); no other model's loading changes.
 
 Example:
 <!-- snippet: not run: needs a Hugging Face RemBERT folder (the suite loads a tiny one) -->
@@ -66,13 +66,6 @@ def convert_backbone_config(transformers_config):
   act = config.get("hidden_act", "gelu")
   config["hidden_act"] = HF_ACTIVATIONS.get(act, act)
   return rembert_backbone.backbone_kwargs(config)
-
-
-def convert_task_config(transformers_config):
-  """The masked-LM output side's width (`RemBertMaskedLM`); keras-hub's
-  loader passes what a task class does not take on to its constructor."""
-  return {"output_embedding_dim":
-          transformers_config.get("output_embedding_size")}
 
 
 class UnmappingSafetensorLoader(safetensor_utils.SafetensorLoader):

@@ -7,6 +7,7 @@ masked-LM folder) and `REMBERT_HF_OUTPUT` (where the parity figures go). On
 JAX and PyTorch the process cannot import TensorFlow (a `sitecustomize` on
 its path hides it), so these checks also show the classes need none there.
 """
+import inspect
 import json
 import logging
 import os
@@ -31,7 +32,8 @@ from keras_hub.src.utils import preset_utils
 from keras_hub.src.utils.transformers import preset_loader
 
 from rembert_tf import keras_hub as rk
-from rembert_tf.keras_hub import preset_loading
+from rembert_tf.conversion import keras_hub_loading
+from rembert_tf.keras_hub import transformers_checkpoint
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 ROOT, OUT = pathlib.Path(FIXTURES), pathlib.Path(OUTPUT)
@@ -97,6 +99,22 @@ def test_no_other_model_loads_differently():
     preset_utils.get_preset_loader(str(HF / "base"))
 
 
+def test_keras_hub_loader_calls_the_converter():
+  """What the RemBERT classes' loader relies on: keras-hub's Hugging Face
+  loader calls the converter's functions. Fails when keras-hub changes it."""
+  base = keras_hub_loading.RemBertTransformersLoader.__mro__[1]
+  assert base is preset_loader.TransformersPresetLoader
+  source = inspect.getsource(base)
+  for call in ("self.converter.convert_backbone_config",
+               "self.converter.convert_weights",
+               "self.converter.convert_tokenizer",
+               "self.converter.backbone_cls"):
+    assert call in source, call
+  loader = keras_hub_loading.RemBertTransformersLoader(
+      str(HF / "base"), {"model_type": "rembert"})
+  assert loader.converter is transformers_checkpoint
+
+
 def test_tensorflow_not_imported():
   if keras.backend.backend() == "tensorflow":
     pytest.skip("TensorFlow is this backend")
@@ -106,7 +124,7 @@ def test_tensorflow_not_imported():
 
 
 def _one_line(call, *expected):
-  with pytest.raises(preset_loading.PresetError) as raised:
+  with pytest.raises(keras_hub_loading.PresetError) as raised:
     call()
   message = str(raised.value)
   assert "\n" not in message, message
