@@ -274,19 +274,25 @@ class RemBertTransformersLoader(preset_loader.TransformersPresetLoader):
     return task
 
 
-def _transformers_loader(preset: str, config: Dict):
+def _transformers_loader(preset: str, config: Dict, tokenizer: bool = False):
   check_transformers_folder(preset, config)
+  name = transformers_checkpoint.SENTENCEPIECE_FILE
+  if tokenizer and not preset_utils.check_file_exists(preset, name):
+    raise PresetError(f"{_file(preset, name)}: not found; the tokenizer needs "
+                      "the SentencePiece model (transformers' RemBertTokenizer "
+                      "saves it), or pass preprocessor=None.")
+  if tokenizer and fileio.size(preset_utils.get_file(preset, name)) == 0:
+    raise PresetError(f"{_file(preset, name)}: empty (0 bytes); copy the "
+                      "SentencePiece model there again.")
   return RemBertTransformersLoader(preset, config)
 
 
 def _load(preset: str, what: str, load):
-  """Runs a Hugging Face load; a converter's ValueError (a tensor the folder
-  lacks) becomes one line naming the folder's weights."""
+  """Runs a Hugging Face load; the converter's CheckpointError (a tensor the
+  folder lacks) becomes one line naming the folder's weights."""
   try:
     return load()
-  except errors.RemBertError:
-    raise
-  except ValueError as e:
+  except transformers_checkpoint.CheckpointError as e:
     weights = (preset_utils.SAFETENSOR_CONFIG_FILE
                if preset_utils.check_file_exists(
                    preset, preset_utils.SAFETENSOR_CONFIG_FILE)
@@ -311,7 +317,8 @@ def _task_from_preset(cls, preset, load_weights=True, **kwargs):
   config = read_config(preset)
   load_task_weights = "num_classes" not in kwargs
   if "model_type" in config:
-    loader = _transformers_loader(preset, config)
+    loader = _transformers_loader(
+        preset, config, tokenizer="preprocessor" not in kwargs)
     return _load(preset, cls.__name__, lambda: loader.load_task(
         cls, load_weights, load_task_weights, **kwargs))
   own_task = (preset_utils.check_file_exists(preset,
@@ -329,7 +336,7 @@ def _preprocessor_from_preset(cls, preset,
                               **kwargs):
   config = read_config(preset)
   if "model_type" in config:
-    loader = _transformers_loader(preset, config)
+    loader = _transformers_loader(preset, config, tokenizer=True)
     return _load(preset, cls.__name__, lambda: loader.load_preprocessor(
         cls, config_file, **kwargs))
   check_keras_preset(preset, weights=False, tokenizer=True)
@@ -342,7 +349,7 @@ def _tokenizer_from_preset(cls, preset,
                            **kwargs):
   config = read_config(preset)
   if "model_type" in config:
-    loader = _transformers_loader(preset, config)
+    loader = _transformers_loader(preset, config, tokenizer=True)
     return _load(preset, cls.__name__, lambda: loader.load_tokenizer(
         cls, config_file, **kwargs))
   check_keras_preset(preset, weights=False, tokenizer=True)

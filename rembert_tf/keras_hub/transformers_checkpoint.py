@@ -60,6 +60,11 @@ POOLER = "bert/pooler/"
 backbone_cls = rembert_backbone.RemBertBackbone   # read by keras-hub's loader
 
 
+class CheckpointError(ValueError):
+  """The folder's weights are not those of the RemBERT its config.json
+  describes (a tensor missing, not a RemBERT model's)."""
+
+
 def convert_backbone_config(transformers_config):
   """RemBertBackbone's arguments from a Hugging Face `config.json`."""
   config = dict(transformers_config)
@@ -115,7 +120,7 @@ def weights_prefix(names) -> str:
   for prefix in (BASE_MODEL_PREFIX, ""):
     if prefix + WORD_EMBEDDINGS in names:
       return prefix
-  raise ValueError(
+  raise CheckpointError(
       f"no {BASE_MODEL_PREFIX}{WORD_EMBEDDINGS} nor {WORD_EMBEDDINGS}: the "
       "weights are not a RemBERT model's.")
 
@@ -129,7 +134,7 @@ def _hf_pairs(pairs, prefix, names):
     if canonical.startswith("cls/"):
       name, transpose = weight_layout.hf_name(canonical)
     if name not in names:
-      raise ValueError(f"no tensor {name}, which a RemBERT model of this "
+      raise CheckpointError(f"no tensor {name}, which a RemBERT model of this "
                        "config.json has")
     ported.append((name, transpose, variable))
   return ported
@@ -153,7 +158,7 @@ def _check_dropped_projection(loader, transformers_config, prefix) -> None:
   bias = loader.get_tensor(weight_layout.hf_name(
       weight_layout.PROJECTION_BIAS, prefix=prefix)[0])
   if not weight_layout.is_identity_projection(np.transpose(kernel), bias):
-    raise ValueError(
+    raise CheckpointError(
         "config.json: input_embedding_size equals hidden_size "
         f"({transformers_config['hidden_size']}) but the checkpoint's "
         "embedding projection is not the identity; RemBertBackbone has no "

@@ -140,6 +140,10 @@ def _copy(src, tmp_path, name="copy"):
 def test_bad_hugging_face_folders(tmp_path):
   _one_line(lambda: rk.RemBertBackbone.from_preset(str(HF / "bert")),
             HF / "bert" / "config.json", "'bert'")
+  # save_pretrained of a model writes no tokenizer.
+  _one_line(lambda: rk.RemBertTextClassifier.from_preset(str(HF / "base"),
+                                                         num_classes=2),
+            HF / "base" / "sentencepiece.model", "preprocessor=None")
   missing = _copy(HF / "base", tmp_path, "missing")
   (missing / "model.safetensors").unlink()
   _one_line(lambda: rk.RemBertBackbone.from_preset(str(missing)),
