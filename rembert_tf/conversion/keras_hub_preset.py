@@ -14,7 +14,10 @@ PRESET/task.weights.h5          decoupled head (transform, E_out table, bias),
 PRESET/preprocessor.json        and RemBertMaskedLMPreprocessor
 ```
 which `rembert_tf.keras_hub.RemBertBackbone.from_preset(PRESET)` and the
-tasks' `from_preset` load on any Keras 3 backend.
+tasks' `from_preset` load on any Keras 3 backend. Each `.weights.h5` carries
+the SHA-256 of its tensors (`keras_hub_loading.CHECKSUM_ATTRIBUTE`), which
+`from_preset` and `open_preset` check, with the rest of the preset
+(`keras_hub_loading.check_keras_preset`), before they read it.
 
 Builds on keras-hub's own preset writer and Keras' weights format, without
 building the model at full size (the released model is 4 GB; building it
