@@ -14,7 +14,10 @@ PRESET/task.weights.h5          decoupled head (transform, E_out table, bias),
 PRESET/preprocessor.json        and RemBertMaskedLMPreprocessor
 ```
 which `rembert_tf.keras_hub.RemBertBackbone.from_preset(PRESET)` and the
-tasks' `from_preset` load on any Keras 3 backend.
+tasks' `from_preset` load on any Keras 3 backend. Each `.weights.h5` carries
+the SHA-256 of its tensors (`keras_hub_loading.CHECKSUM_ATTRIBUTE`), which
+`from_preset` and `open_preset` check, with the rest of the preset
+(`keras_hub_loading.check_keras_preset`), before they read it.
 
 Builds on keras-hub's own preset writer and Keras' weights format, without
 building the model at full size (the released model is 4 GB; building it
@@ -55,6 +58,7 @@ from rembert_tf.common import outputs
 from rembert_tf.conversion import config_json
 from rembert_tf.conversion import weight_layout
 from rembert_tf.keras_hub import canonical_weights
+from rembert_tf.conversion import keras_hub_loading
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_masked_lm
 from rembert_tf.keras_hub import rembert_masked_lm_preprocessor
@@ -186,6 +190,8 @@ def _fill_weights(skeleton_file: str, output_file: str, targets: Dict[int, Tuple
   with h5py.File(skeleton_file, "r") as source, \
       h5py.File(output_file, "w") as target:
     copy(source, target)
+  # Checked by every from_preset and --from keras_hub before use.
+  keras_hub_loading.write_checksum(output_file)
 
 
 def _marker_index(dataset) -> Optional[int]:
@@ -392,12 +398,14 @@ def open_preset(path: str, read_output_side: bool):
   None). The output side is read when asked for and the preset's task is a
   RemBertMaskedLM (`task.json`, `task.weights.h5`)."""
   folder = fileio.as_str(path).rstrip("/")
+  try:
+    keras_hub_loading.check_keras_preset(folder, weights=True,
+                                      task=read_output_side, tokenizer=True)
+  except keras_hub_loading.PresetError as e:
+    raise weight_layout.ConversionError(str(e)) from None
   backbone = _registered_config(folder, _CONFIG_FILE, "RemBertBackbone")
   task = (_registered_config(folder, _TASK_FILE, "RemBertMaskedLM",
                              required=False) if read_output_side else None)
-  if task is not None and not fileio.isfile(fileio.join(folder,
-                                                        _WEIGHT_FILES[1])):
-    task = None
   cfg = config_json.model_config_from_json_dict(
       rembert_backbone.model_config_fields(backbone),
       fileio.join(folder, _CONFIG_FILE),

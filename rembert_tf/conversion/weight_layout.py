@@ -37,10 +37,10 @@ for s in slots: s.assign(tensors[s.name])            # and back
 """
 import dataclasses
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from rembert_tf.common import errors
 
@@ -84,7 +84,7 @@ class Slot:
     shape: canonical shape (may differ from the variable's by a reshape).
   """
   name: str
-  variable: tf.Variable
+  variable: Any   # a tf.Variable
   shape: Tuple[int, ...]
 
   def read(self) -> np.ndarray:
@@ -101,7 +101,10 @@ class Slot:
       raise ConversionError(f"{self.name}: shape {tuple(value.shape)}, "
                             f"expected {tuple(self.shape)}.")
     dtype = self.variable.dtype
-    if isinstance(value, tf.Tensor):
+    # TensorFlow is imported by the callers that hold TF models; the Keras 3
+    # classes read the Hugging Face names below without it.
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(value, tf.Tensor):
       self.variable.assign(tf.reshape(tf.cast(value, dtype), self.variable.shape))
       return
     array = np.reshape(np.asarray(value), self.variable.shape).astype(

@@ -15,6 +15,14 @@ rembert_tf` (the output side included), and start `rembert-train` from it
 with `task.init_checkpoint`. The reverse: `rembert-convert --from rembert_tf
 --to keras_hub` of a pre-training `model_dir`, then `pretrain(..., preset)`.
 
+A run killed part-way resumes with Keras' own `BackupAndRestore`: pass
+`callbacks=[keras.callbacks.BackupAndRestore(backup_dir, save_freq=N)]` and
+rerun the same call; it restores the weights and the optimizer from the last
+backup and trains to `steps` in all (`StopAtStep`), not `steps` more. The
+records are read again from their start (seeded by `seed`): the resumed
+steps see the first batches again, not the ones the killed run had not
+reached.
+
 Example:
 <!-- snippet: not run: needs the `[keras]` extra with JAX and pre-training records -->
 ```python
@@ -30,6 +38,7 @@ masked_lm.save_to_preset("presets/rembert_continued")
 from typing import Optional, Tuple, Union
 
 import keras
+from absl import logging
 
 from rembert_tf.common import errors
 from rembert_tf.keras_hub import pretraining_records
@@ -126,6 +135,8 @@ def pretrain(records_glob, model: ModelSource, steps: int, *,
     optimizer: any Keras optimizer instead (e.g. AdamW with a schedule).
     output_embedding_dim: E_out of a fresh head.
     seed: seeds Keras and the record shuffles.
+    callbacks: Keras callbacks for `fit`; with `BackupAndRestore`, a rerun
+      after a kill resumes to `steps` in all.
   Returns:
     (the trained RemBertMaskedLM, the fit History).
   """
@@ -141,5 +152,40 @@ def pretrain(records_glob, model: ModelSource, steps: int, *,
                                              seed=seed)
   history = masked_lm.fit(dataset, steps_per_epoch=steps, epochs=1,
                           shuffle=False,  # the dataset shuffles
-                          callbacks=callbacks, verbose=verbose)
+                          callbacks=[*(callbacks or []), StopAtStep(
+                              steps, masked_lm.optimizer)],
+                          verbose=verbose)
   return masked_lm, history
+
+
+def _step_count(optimizer) -> int:
+  return int(keras.ops.convert_to_numpy(optimizer.iterations))
+
+
+class StopAtStep(keras.callbacks.Callback):
+  """Ends `fit` once the optimizer has taken `steps` steps in all.
+
+  Keras' `BackupAndRestore` restores the weights and the optimizer (its
+  step count included) but starts the epoch again: without this, a run
+  killed at step 17 of 40 and rerun trains 40 more. Runs after the other
+  callbacks' `on_train_begin` (the restore), and counts batches from the
+  step count found there.
+  """
+
+  def __init__(self, steps: int, optimizer):
+    super().__init__()
+    self.steps = steps
+    self._left = steps
+    # An optimizer passed in may have stepped before this run.
+    self._start = _step_count(optimizer)
+
+  def on_train_begin(self, logs=None):
+    done = _step_count(self.model.optimizer) - self._start
+    self._left = self.steps - done
+    if done:
+      logging.info("resuming at step %d of %d", done, self.steps)
+
+  def on_train_batch_end(self, batch, logs=None):
+    self._left -= 1
+    if self._left <= 0:
+      self.model.stop_training = True

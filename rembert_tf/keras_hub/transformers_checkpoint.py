@@ -1,28 +1,30 @@
-"""Hugging Face RemBERT folders through `from_preset`, as keras-hub loads its own.
+"""Hugging Face RemBERT folders (`model_type: "rembert"`): keras-hub's converter.
 
-A local folder with `config.json` (`model_type: "rembert"`),
-`model.safetensors` (or shards) and `sentencepiece.model`, as
-`rembert-convert --to hf` and transformers' `RemBertModel` /
-`RemBertForMaskedLM` write it, loads with `RemBertBackbone.from_preset(path)`,
-`RemBertMaskedLM.from_preset(path)` (with the decoupled output side when the
-folder has it) and every task's `from_preset`; no conversion step.
+A folder with `config.json`, `model.safetensors` (or shards) and, for a
+tokenizer, `sentencepiece.model`, as transformers' `save_pretrained` writes it
+for `RemBertModel` (names without a prefix), `RemBertForMaskedLM` and the
+other task models (names under `rembert.`; the masked-LM model has no pooler)
+and as `rembert-convert --to hf` writes it, loads with
+`RemBertBackbone.from_preset(path)`, `RemBertMaskedLM.from_preset(path)`
+(with the decoupled output side when the folder has it) and every task's
+`from_preset`; no conversion step.
 
 Builds on keras-hub's Hugging Face loading: `TransformersPresetLoader`
 (keras_hub/src/utils/transformers/preset_loader.py) picks a converter module
-by `model_type` and calls its `convert_backbone_config`, `convert_weights`
-and `convert_tokenizer`, reading weights with keras-hub's `SafetensorLoader`
-(safetensors' `safe_open`). This module is that converter for RemBERT. It
+by `model_type` and calls its `convert_backbone_config`, `convert_weights`,
+`convert_tokenizer` and, for a task, `convert_head`, reading weights with
+keras-hub's `SafetensorLoader` (safetensors' `safe_open`). This module is that
+converter for RemBERT, written as keras-hub's own (`convert_bert.py`). It
 holds about one copy of the model while it loads: it reads through
 `UnmappingSafetensorLoader`, which closes the file after every tensor
 (`safe_open` memory-maps the file, and every page read stays resident,
 counted in the process's memory, until the file is closed), and the weights
 it is about to overwrite are built as zeros (`zero_initialised`), not drawn
-at random (`bench/hf_from_preset_memory.py` measures the peak). keras-hub chooses its converters in a fixed
-`if` chain with no registry, so `install()` (run by importing
-`rembert_tf.keras_hub`) puts a subclass of that loader in its place, which
-answers `model_type: "rembert"` and hands every other type to keras-hub; this
-is the project's only hook into keras-hub's internals, and
-tests/keras3/harness_checks.py fails if keras-hub changes what it relies on.
+at random (`bench/hf_from_preset_memory.py` measures the peak). A pooler the
+folder lacks (`RemBertForMaskedLM` has none) is left as the layer initialises
+it, as keras-hub leaves a head a checkpoint does not hold, with one warning
+line. keras-hub's own `from_preset` finds this module through the RemBERT
+classes alone (`rembert_tf.conversion.keras_hub_loading`); no other model's loading changes.
 
 Example:
 <!-- snippet: not run: needs a Hugging Face RemBERT folder (the suite loads a tiny one) -->
@@ -32,26 +34,35 @@ masked_lm = RemBertMaskedLM.from_preset("hf/rembert")   # a Hugging Face folder
 ```
 """
 import contextlib
-import sys
 
 import keras
 import numpy as np
+from absl import logging
 from keras_hub.src.utils import preset_utils
-from keras_hub.src.utils.transformers import preset_loader
 from keras_hub.src.utils.transformers import safetensor_utils
 
 from rembert_tf.conversion import weight_layout
 from rembert_tf.keras_hub import canonical_weights
 from rembert_tf.keras_hub import rembert_backbone
-from rembert_tf.keras_hub import rembert_masked_lm
 
 MODEL_TYPE = "rembert"
 SENTENCEPIECE_FILE = "sentencepiece.model"
 # Hugging Face's names of RemBERT's activations -> the backbone's.
 HF_ACTIVATIONS = {"gelu_new": "gelu_approx", "gelu_pytorch_tanh": "gelu_approx",
                   "silu": "swish"}
+# The weights' prefix in task models (`RemBertForMaskedLM`, ...);
+# `RemBertModel` writes its names without it.
+BASE_MODEL_PREFIX = "rembert."
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+OUTPUT_EMBEDDING = "cls.predictions.decoder.weight"
+POOLER = "bert/pooler/"
 
 backbone_cls = rembert_backbone.RemBertBackbone   # read by keras-hub's loader
+
+
+class CheckpointError(ValueError):
+  """The folder's weights are not those of the RemBERT its config.json
+  describes (a tensor missing, not a RemBERT model's)."""
 
 
 def convert_backbone_config(transformers_config):
@@ -78,6 +89,14 @@ class UnmappingSafetensorLoader(safetensor_utils.SafetensorLoader):
       self.close()
       self.safetensor_files.clear()
 
+  def tensor_names(self):
+    """Every tensor name the folder holds (headers only)."""
+    if self.safetensor_config is not None:
+      return set(self.safetensor_config["weight_map"])
+    path = preset_utils.get_file(self.preset, preset_utils.SAFETENSOR_FILE)
+    with safetensor_utils.safetensors.safe_open(path, framework="np") as file:
+      return set(file.keys())
+
 
 @contextlib.contextmanager
 def zero_initialised():
@@ -96,26 +115,50 @@ def zero_initialised():
     rembert_backbone.kernel_initializer = random_initializer
 
 
-def _port(loader, pairs) -> None:
-  """Assigns each canonical tensor, read by its Hugging Face name, one at a
-  time (torch [out, in] kernels transposed, then keras-hub's shapes)."""
+def weights_prefix(names) -> str:
+  """"rembert." for a task model's weights, "" for `RemBertModel`'s."""
+  for prefix in (BASE_MODEL_PREFIX, ""):
+    if prefix + WORD_EMBEDDINGS in names:
+      return prefix
+  raise CheckpointError(
+      f"no {BASE_MODEL_PREFIX}{WORD_EMBEDDINGS} nor {WORD_EMBEDDINGS}: the "
+      "weights are not a RemBERT model's.")
+
+
+def _hf_pairs(pairs, prefix, names):
+  """(Hugging Face name, transpose?, variable) of each canonical pair; a
+  missing name is an error naming it."""
+  ported = []
   for canonical, variable in pairs:
-    name, transpose = weight_layout.hf_name(canonical)
+    name, transpose = weight_layout.hf_name(canonical, prefix=prefix)
+    if canonical.startswith("cls/"):
+      name, transpose = weight_layout.hf_name(canonical)
+    if name not in names:
+      raise CheckpointError(f"no tensor {name}, which a RemBERT model of this "
+                       "config.json has")
+    ported.append((name, transpose, variable))
+  return ported
+
+
+def _port(loader, ported) -> None:
+  """Assigns each tensor, read by its Hugging Face name, one at a time
+  (torch [out, in] kernels transposed, then keras-hub's shapes)."""
+  for name, transpose, variable in ported:
     loader.port_weight(
         keras_variable=variable, hf_weight_key=name,
         hook_fn=lambda tensor, shape, t=transpose: np.reshape(
             np.transpose(tensor) if t else tensor, shape))
 
 
-def _check_dropped_projection(loader, transformers_config) -> None:
+def _check_dropped_projection(loader, transformers_config, prefix) -> None:
   """E_in == hidden: the backbone has no projection, Hugging Face always
   has one; it must be the identity to be dropped."""
-  kernel = loader.get_tensor(
-      weight_layout.hf_name(weight_layout.PROJECTION_KERNEL)[0])
+  kernel = loader.get_tensor(weight_layout.hf_name(
+      weight_layout.PROJECTION_KERNEL, prefix=prefix)[0])
   bias = loader.get_tensor(weight_layout.hf_name(
-      weight_layout.PROJECTION_KERNEL.replace("/kernel", "/bias"))[0])
+      weight_layout.PROJECTION_BIAS, prefix=prefix)[0])
   if not weight_layout.is_identity_projection(np.transpose(kernel), bias):
-    raise ValueError(
+    raise CheckpointError(
         "config.json: input_embedding_size equals hidden_size "
         f"({transformers_config['hidden_size']}) but the checkpoint's "
         "embedding projection is not the identity; RemBertBackbone has no "
@@ -123,72 +166,55 @@ def _check_dropped_projection(loader, transformers_config) -> None:
         "--to rembert_tf` instead.")
 
 
+def _initialise_pooler(backbone) -> None:
+  """The pooler as the layer builds it (truncated normal kernel, zero bias),
+  for a folder without one; built as zeros beside the loaded weights."""
+  dense = backbone.pooled_dense
+  # The backbone's own initialiser (truncated normal): this runs while
+  # `zero_initialised` replaces `kernel_initializer`.
+  initializer = keras.initializers.TruncatedNormal(
+      stddev=backbone.initializer_range)
+  dense.kernel.assign(initializer(dense.kernel.shape, dense.kernel.dtype))
+  dense.bias.assign(keras.ops.zeros(dense.bias.shape, dense.bias.dtype))
+
+
 def convert_weights(backbone, loader, transformers_config):
   """The backbone's weights from the safetensors (keras-hub calls this, with
   its own loader, which has opened nothing yet: read with one that unmaps)."""
   pairs = canonical_weights.canonical_variables(backbone)
   with UnmappingSafetensorLoader(loader.preset) as reader:
+    names = reader.tensor_names()
+    prefix = weights_prefix(names)
+    pooler_name = weight_layout.hf_name(POOLER + "dense/kernel", prefix)[0]
+    if pooler_name not in names:
+      pairs = [(c, v) for c, v in pairs if not c.startswith(POOLER)]
+      _initialise_pooler(backbone)
+      logging.warning(
+          "%s holds no pooler (%s, as RemBertForMaskedLM writes): "
+          "pooled_output comes from a freshly initialised pooler; fine-tune "
+          "before using it.", loader.preset, pooler_name)
+    ported = _hf_pairs(pairs, prefix, names)
     if backbone.embeddings_projection is None:
-      _check_dropped_projection(reader, transformers_config)
-    _port(reader, pairs)
+      _check_dropped_projection(reader, transformers_config, prefix)
+    _port(reader, ported)
 
 
-def convert_tokenizer(cls, preset, **kwargs):
-  return cls(proto=preset_utils.get_file(preset, SENTENCEPIECE_FILE), **kwargs)
-
-
-def _load_masked_lm_head(task, preset) -> None:
+def convert_head(task, loader, transformers_config):
+  """RemBertMaskedLM's decoupled output side, when the folder holds it
+  (`RemBertForMaskedLM`); otherwise the head stays as initialised."""
+  del transformers_config
   pairs = [(name, variable) for name, variable in
            canonical_weights.canonical_variables(task.backbone,
                                                  task.masked_lm_head)
            if name.startswith("cls/")]
-  with UnmappingSafetensorLoader(preset, prefix="") as loader:
-    _port(loader, pairs)
+  with UnmappingSafetensorLoader(loader.preset, prefix="") as reader:
+    _port(reader, _hf_pairs(pairs, "", reader.tensor_names()))
 
 
-class RemBertAwarePresetLoader(preset_loader.TransformersPresetLoader):
-  """keras-hub's Hugging Face loader, answering `model_type: "rembert"`."""
-
-  def __init__(self, preset, config):
-    if config.get("model_type") != MODEL_TYPE:
-      super().__init__(preset, config)
-      return
-    preset_utils.PresetLoader.__init__(self, preset, config)  # pylint: disable=non-parent-init-called
-    self.converter = sys.modules[__name__]
-
-  def load_backbone(self, cls, load_weights, **kwargs):
-    if self.converter is not sys.modules[__name__] or not load_weights:
-      return super().load_backbone(cls, load_weights, **kwargs)
-    with zero_initialised():
-      return super().load_backbone(cls, load_weights, **kwargs)
-
-  def load_preprocessor(
-      self, cls, config_file=preset_utils.PREPROCESSOR_CONFIG_FILE, **kwargs):
-    if self.converter is sys.modules[__name__]:
-      # No preprocessor.json: pack to what the position table covers.
-      kwargs.setdefault("sequence_length", min(
-          512, self.config.get("max_position_embeddings", 512)))
-    return super().load_preprocessor(cls, config_file, **kwargs)
-
-  def load_task(self, cls, load_weights, load_task_weights, **kwargs):
-    if self.converter is not sys.modules[__name__] or not issubclass(
-        cls, rembert_masked_lm.RemBertMaskedLM):
-      return super().load_task(cls, load_weights, load_task_weights, **kwargs)
-    kwargs.setdefault("output_embedding_dim",
-                      self.config.get("output_embedding_size"))
-    head_given = load_weights and load_task_weights and (
-        "RemBertForMaskedLM" in (self.config.get("architectures") or []))
-    # The head is built as zeros only when its weights follow.
-    with zero_initialised() if head_given else contextlib.nullcontext():
-      task = preset_utils.PresetLoader.load_task(
-          self, cls, load_weights, load_task_weights, **kwargs)
-    if head_given:
-      _load_masked_lm_head(task, self.preset)
-    return task
+def has_masked_lm_head(preset) -> bool:
+  with UnmappingSafetensorLoader(preset, prefix="") as reader:
+    return OUTPUT_EMBEDDING in reader.tensor_names()
 
 
-def install() -> None:
-  """Makes keras-hub's `from_preset` use `RemBertAwarePresetLoader` for
-  Hugging Face folders (keras-hub imports the loader class from its module
-  each time it opens one)."""
-  preset_loader.TransformersPresetLoader = RemBertAwarePresetLoader
+def convert_tokenizer(cls, preset, **kwargs):
+  return cls(proto=preset_utils.get_file(preset, SENTENCEPIECE_FILE), **kwargs)

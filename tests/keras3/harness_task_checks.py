@@ -279,27 +279,3 @@ class RemBertTransformersCheckpointTest(TestCase):
     self.assertEqual(max(depth for _, depth in events), 1)
     # One mapping per weight: the backbone's and the head's.
     self.assertGreaterEqual(len(events), len(masked_lm.weights))
-
-  def test_keras_hub_loader_hook(self):
-    """What the hook relies on: keras-hub opens a Hugging Face folder with
-    the `TransformersPresetLoader` of its module, and that loader calls the
-    converter's functions. Fails when keras-hub changes either."""
-    import inspect  # pylint: disable=g-import-not-at-top
-    from keras_hub.src.utils import preset_utils  # pylint: disable=g-import-not-at-top
-    from keras_hub.src.utils.transformers import preset_loader  # pylint: disable=g-import-not-at-top
-    from rembert_tf.keras_hub import transformers_checkpoint  # pylint: disable=g-import-not-at-top
-    loader = preset_utils.get_preset_loader(str(self.HF["tiny"]))
-    self.assertIsInstance(loader,
-                          transformers_checkpoint.RemBertAwarePresetLoader)
-    self.assertIs(loader.converter, transformers_checkpoint)
-    base = transformers_checkpoint.RemBertAwarePresetLoader.__mro__[1]
-    source = inspect.getsource(base)
-    for call in ("self.converter.convert_backbone_config",
-                 "self.converter.convert_weights",
-                 "self.converter.convert_tokenizer",
-                 "self.converter.backbone_cls"):
-      self.assertIn(call, source)
-    self.assertIn("TransformersPresetLoader",
-                  inspect.getsource(preset_utils.get_preset_loader))
-    self.assertIs(preset_loader.TransformersPresetLoader,
-                  transformers_checkpoint.RemBertAwarePresetLoader)

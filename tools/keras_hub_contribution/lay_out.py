@@ -76,7 +76,7 @@ def port_context(package_alias_target=None) -> source_rewrite.Context:
   """The port's modules, where each class lives, and its public names."""
   tree = ast.parse((PORT / "__init__.py").read_text(encoding="utf-8"))
   class_modules, public = {}, []
-  for node in tree.body:
+  for node in ast.walk(tree):   # also the imports under `try` (TensorFlow)
     if isinstance(node, ast.ImportFrom) and node.module.startswith(
         source_rewrite.PACKAGE + "."):
       for alias in node.names:
@@ -163,7 +163,7 @@ Written by tools/keras_hub_contribution/lay_out.py beside the files it lays out.
    and presets from `REMBERT_KERAS_FIXTURES`; point them at a test vocabulary in
    `keras_hub/src/tests/test_data/` and at presets converted from it.
 4. Convert and upload the preset:
-   `python {SCRIPT_FILE} --preset {PRESET} --source hf --input <Hugging Face folder>`, upload
+   `python {SCRIPT_FILE} --preset {PRESET} --source hf --checkpoint <Hugging Face folder>`, upload
    `./{PRESET}` and set its `kaggle_handle` in `rembert_presets.py`.
 """
 

@@ -1,0 +1,378 @@
+"""`from_preset` of the RemBERT classes: Hugging Face folders, and every preset checked first.
+
+Builds on keras-hub's preset loading (keras_hub/src/utils/preset_utils.py):
+`get_preset_loader` opens a Keras preset with `KerasPresetLoader` and a
+Hugging Face folder with `TransformersPresetLoader`, which picks a converter
+by `model_type` from a fixed list. The RemBERT classes (and only they) take a
+Hugging Face RemBERT folder to `RemBertTransformersLoader`, keras-hub's
+loader with the RemBERT converter (`transformers_checkpoint`); every other
+preset, and every other model of keras-hub, loads exactly as keras-hub loads
+it. `attach` gives each RemBERT class this `from_preset`.
+
+Before a preset is used (`check_keras_preset`, `check_transformers_folder`),
+each file the config implies is there and whole, else one line naming the
+file and what is wrong: `config.json` parses; every `.weights.h5` opens and
+every tensor in it reads back finite and, when the file carries the content
+checksum this project's writers put in (`rembert-convert --to keras_hub`),
+equal to it; a `task.json` comes with its `task.weights.h5`; the tokenizer's
+`vocabulary.spm` is not empty; every safetensors file is as long as its
+header says. `rembert-convert --from keras_hub` runs the same checks.
+"""
+import contextlib
+import hashlib
+import json
+import struct
+from typing import Dict
+
+import h5py
+import keras_hub
+import numpy as np
+from absl import logging
+from keras_hub.src.utils import preset_utils
+from keras_hub.src.utils.transformers import preset_loader
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.keras_hub import transformers_checkpoint
+
+# The HDF5 attribute holding the SHA-256 of a weights file's tensors.
+CHECKSUM_ATTRIBUTE = "rembert_tf_tensors_sha256"
+_VOCABULARY = f"{preset_utils.TOKENIZER_ASSET_DIR}/vocabulary.spm"
+_SHARDED_WEIGHTS = "model.weights.json"
+
+
+class PresetError(errors.InputError):
+  """A preset or Hugging Face folder is incomplete or damaged."""
+
+
+def _file(preset: str, name: str) -> str:
+  return fileio.join(preset.rstrip("/"), name)
+
+
+def read_config(preset: str) -> Dict:
+  """config.json, or one line saying what is wrong with it."""
+  path = _file(preset, preset_utils.CONFIG_FILE)
+  if not preset_utils.check_file_exists(preset, preset_utils.CONFIG_FILE):
+    raise PresetError(f"{path}: not found; a preset is the folder "
+                      "save_to_preset, rembert-convert --to keras_hub or "
+                      "transformers' save_pretrained writes.")
+  try:
+    return json.loads(fileio.read_text(
+        preset_utils.get_file(preset, preset_utils.CONFIG_FILE)))
+  except json.JSONDecodeError as e:
+    raise PresetError(
+        f"{path}: not valid JSON ({e.msg}, line {e.lineno} column "
+        f"{e.colno}): the file is cut short or edited; copy or convert the "
+        "preset again.") from None
+
+
+def tensors_sha256(weights: h5py.File) -> str:
+  """SHA-256 over every dataset's path, dtype, shape and bytes; raises
+  PresetError naming a dataset with non-finite values."""
+  digest, bad = hashlib.sha256(), []
+  def visit(key, item):
+    if not isinstance(item, h5py.Dataset):
+      return
+    value = np.asarray(item[()])
+    digest.update(f"{key}|{value.dtype.str}|{value.shape}|".encode())
+    digest.update(np.ascontiguousarray(value).tobytes())
+    if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+      bad.append(f"{key} ({int(np.sum(~np.isfinite(value)))} non-finite)")
+  weights.visititems(visit)
+  if bad:
+    raise PresetError(f"{', '.join(bad)}")
+  return digest.hexdigest()
+
+
+def write_checksum(path: str) -> None:
+  """Puts the tensors' checksum into a local `.weights.h5` just written."""
+  with h5py.File(path, "r+") as weights:
+    weights.attrs[CHECKSUM_ATTRIBUTE] = tensors_sha256(weights)
+
+
+def check_weights_file(preset: str, name: str) -> None:
+  """`name` opens, every tensor reads back finite, and equals the checksum
+  written at save time when the file has one; else one line."""
+  path = _file(preset, name)
+  if not preset_utils.check_file_exists(preset, name):
+    raise PresetError(f"{path}: not found; the preset's config needs it. "
+                      "Copy the whole preset folder, or convert it again.")
+  fix = "the file is damaged; copy or convert the preset again."
+  with fileio.local_copy(path) as local:
+    size = fileio.size(local)
+    try:
+      weights = h5py.File(local, "r")
+    except OSError:
+      raise PresetError(f"{path}: not a readable HDF5 weights file ({size} "
+                        f"bytes; empty or cut short): {fix}") from None
+    with weights:
+      try:
+        found = tensors_sha256(weights)
+      except PresetError as e:
+        raise PresetError(f"{path}: {e}: {fix}") from None
+      except (OSError, RuntimeError, ValueError, KeyError):
+        raise PresetError(f"{path}: a tensor cannot be read ({size} bytes; "
+                          f"overwritten or cut short): {fix}") from None
+      written = weights.attrs.get(CHECKSUM_ATTRIBUTE)
+  if written is not None and str(written) != found:
+    raise PresetError(f"{path}: its tensors differ from the checksum written "
+                      f"when it was saved ({CHECKSUM_ATTRIBUTE}): {fix}")
+
+
+def _task_class_name(preset: str) -> str:
+  task = json.loads(fileio.read_text(
+      preset_utils.get_file(preset, preset_utils.TASK_CONFIG_FILE)))
+  return str(task.get("registered_name", "")).split(">")[-1]
+
+
+def check_output_side(preset: str) -> None:
+  """A task.json comes with its task.weights.h5."""
+  if (preset_utils.check_file_exists(preset, preset_utils.TASK_CONFIG_FILE)
+      and not preset_utils.check_file_exists(
+          preset, preset_utils.TASK_WEIGHTS_FILE)):
+    raise PresetError(
+        f"{_file(preset, preset_utils.TASK_WEIGHTS_FILE)}: not found, but "
+        f"task.json ({_task_class_name(preset)}) is there: the task's own "
+        "weights (the masked-LM output side) would be lost. Copy "
+        "task.weights.h5 beside it, or delete task.json (rembert-convert: "
+        "--encoder_only) to use the encoder alone.")
+
+
+def check_vocabulary(preset: str) -> None:
+  if not preset_utils.check_file_exists(preset, preset_utils.TOKENIZER_CONFIG_FILE):
+    return
+  path = _file(preset, _VOCABULARY)
+  if not preset_utils.check_file_exists(preset, _VOCABULARY):
+    raise PresetError(f"{path}: not found; tokenizer.json needs it. Copy the "
+                      "whole preset folder, or convert it again.")
+  if fileio.size(preset_utils.get_file(preset, _VOCABULARY)) == 0:
+    raise PresetError(f"{path}: empty (0 bytes); copy the SentencePiece model "
+                      "there again, or convert the preset again.")
+
+
+def check_keras_preset(preset: str, weights: bool = True,
+                       task: bool = False, tokenizer: bool = False) -> None:
+  """The checks of a Keras preset, for what is about to be loaded."""
+  read_config(preset)
+  if tokenizer:
+    check_vocabulary(preset)
+  if not weights:
+    return
+  if not preset_utils.check_file_exists(preset, _SHARDED_WEIGHTS):
+    check_weights_file(preset, preset_utils.MODEL_WEIGHTS_FILE)
+  if task:
+    check_output_side(preset)
+    if preset_utils.check_file_exists(preset, preset_utils.TASK_WEIGHTS_FILE):
+      check_weights_file(preset, preset_utils.TASK_WEIGHTS_FILE)
+
+
+# --- Hugging Face folders -------------------------------------------------------
+
+
+def _safetensors_files(preset: str):
+  """The folder's safetensors files (one, or the index's shards)."""
+  index = preset_utils.SAFETENSOR_CONFIG_FILE
+  if preset_utils.check_file_exists(preset, index):
+    try:
+      weight_map = json.loads(fileio.read_text(
+          preset_utils.get_file(preset, index)))["weight_map"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+      raise PresetError(f"{_file(preset, index)}: not a safetensors index "
+                        "(JSON with a weight_map); save the model "
+                        "again.") from None
+    return sorted(set(weight_map.values()))
+  if preset_utils.check_file_exists(preset, preset_utils.SAFETENSOR_FILE):
+    return [preset_utils.SAFETENSOR_FILE]
+  others = [n for n in ("pytorch_model.bin", "tf_model.h5")
+            if preset_utils.check_file_exists(preset, n)]
+  raise PresetError(
+      f"{_file(preset, preset_utils.SAFETENSOR_FILE)}: not found (nor "
+      f"{index}){'; the folder has ' + others[0] if others else ''}: save the "
+      "model with transformers' save_pretrained (safetensors, its default).")
+
+
+def check_safetensors_file(preset: str, name: str) -> None:
+  """The file is as long as its header says (8-byte length, JSON header,
+  then the tensors' bytes)."""
+  path = _file(preset, name)
+  if not preset_utils.check_file_exists(preset, name):
+    raise PresetError(f"{path}: not found; the folder's index names it. Copy "
+                      "the whole folder again.")
+  fix = "the file is cut short or damaged; copy or save it again."
+  with fileio.open_file(preset_utils.get_file(preset, name), "rb") as file:
+    head = file.read(8)
+    length = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+    try:
+      header = json.loads(file.read(length)) if length else None
+    except (json.JSONDecodeError, UnicodeDecodeError, MemoryError,
+            OverflowError):
+      header = None
+    size = fileio.size(preset_utils.get_file(preset, name))
+  if not isinstance(header, dict):
+    raise PresetError(f"{path}: no safetensors header ({size} bytes): {fix}")
+  end = max([t["data_offsets"][1] for k, t in header.items()
+             if k != "__metadata__"] or [0])
+  if size != 8 + length + end:
+    raise PresetError(f"{path}: {size} bytes, its header describes "
+                      f"{8 + length + end}: {fix}")
+
+
+def check_transformers_folder(preset: str, config: Dict) -> None:
+  """A Hugging Face folder of RemBERT, with whole safetensors files."""
+  model_type = config.get("model_type")
+  if model_type != transformers_checkpoint.MODEL_TYPE:
+    architectures = ", ".join(config.get("architectures") or []) or "?"
+    raise PresetError(
+        f"{_file(preset, preset_utils.CONFIG_FILE)}: model_type "
+        f"{model_type!r} ({architectures}), not 'rembert': the folder holds "
+        "another architecture; load it with that model's keras-hub class.")
+  for name in _safetensors_files(preset):
+    check_safetensors_file(preset, name)
+
+
+class RemBertTransformersLoader(preset_loader.TransformersPresetLoader):
+  """keras-hub's Hugging Face loader with the RemBERT converter, for the
+  RemBERT classes' `from_preset` (keras-hub's list has no RemBERT)."""
+
+  def __init__(self, preset, config):  # pylint: disable=super-init-not-called
+    preset_utils.PresetLoader.__init__(self, preset, config)  # pylint: disable=non-parent-init-called
+    self.converter = transformers_checkpoint
+
+  def load_backbone(self, cls, load_weights, **kwargs):
+    if not load_weights:
+      return super().load_backbone(cls, load_weights, **kwargs)
+    with transformers_checkpoint.zero_initialised():
+      return super().load_backbone(cls, load_weights, **kwargs)
+
+  def load_preprocessor(
+      self, cls, config_file=preset_utils.PREPROCESSOR_CONFIG_FILE, **kwargs):
+    # No preprocessor.json: pack to what the position table covers.
+    kwargs.setdefault("sequence_length", min(
+        512, self.config.get("max_position_embeddings", 512)))
+    return super().load_preprocessor(cls, config_file, **kwargs)
+
+  def load_task(self, cls, load_weights, load_task_weights, **kwargs):
+    from rembert_tf.keras_hub import rembert_masked_lm  # pylint: disable=g-import-not-at-top
+    if not issubclass(cls, rembert_masked_lm.RemBertMaskedLM):
+      return preset_utils.PresetLoader.load_task(
+          self, cls, load_weights, load_task_weights, **kwargs)
+    kwargs.setdefault("output_embedding_dim",
+                      self.config.get("output_embedding_size"))
+    head_given = (load_weights and load_task_weights and
+                  transformers_checkpoint.has_masked_lm_head(self.preset))
+    if load_weights and load_task_weights and not head_given:
+      logging.warning(
+          "%s holds no masked-LM output side (%s): RemBertMaskedLM starts a "
+          "fresh head.", self.preset, transformers_checkpoint.OUTPUT_EMBEDDING)
+    # The head is built as zeros only when its weights follow.
+    with (transformers_checkpoint.zero_initialised() if head_given
+          else contextlib.nullcontext()):
+      task = preset_utils.PresetLoader.load_task(
+          self, cls, load_weights, load_task_weights, **kwargs)
+    if head_given:
+      transformers_checkpoint.convert_head(task, self, self.config)
+    return task
+
+
+def _transformers_loader(preset: str, config: Dict, tokenizer: bool = False):
+  check_transformers_folder(preset, config)
+  name = transformers_checkpoint.SENTENCEPIECE_FILE
+  if tokenizer and not preset_utils.check_file_exists(preset, name):
+    raise PresetError(f"{_file(preset, name)}: not found; the tokenizer needs "
+                      "the SentencePiece model (transformers' RemBertTokenizer "
+                      "saves it), or pass preprocessor=None.")
+  if tokenizer and fileio.size(preset_utils.get_file(preset, name)) == 0:
+    raise PresetError(f"{_file(preset, name)}: empty (0 bytes); copy the "
+                      "SentencePiece model there again.")
+  return RemBertTransformersLoader(preset, config)
+
+
+def _load(preset: str, what: str, load):
+  """Runs a Hugging Face load; the converter's CheckpointError (a tensor the
+  folder lacks) becomes one line naming the folder's weights."""
+  try:
+    return load()
+  except transformers_checkpoint.CheckpointError as e:
+    weights = (preset_utils.SAFETENSOR_CONFIG_FILE
+               if preset_utils.check_file_exists(
+                   preset, preset_utils.SAFETENSOR_CONFIG_FILE)
+               else preset_utils.SAFETENSOR_FILE)
+    raise PresetError(f"{_file(preset, weights)}: {e} (loading {what}); save "
+                      "the model again with transformers' save_pretrained, "
+                      "or check that config.json is its own.") from None
+
+
+def _backbone_from_preset(cls, preset, load_weights=True, **kwargs):
+  config = read_config(preset)
+  if "model_type" in config:
+    loader = _transformers_loader(preset, config)
+    return _load(preset, cls.__name__, lambda: loader.load_backbone(
+        cls, load_weights, **kwargs))
+  check_keras_preset(preset, weights=load_weights)
+  return keras_hub.models.Backbone.from_preset.__func__(
+      cls, preset, load_weights=load_weights, **kwargs)
+
+
+def _task_from_preset(cls, preset, load_weights=True, **kwargs):
+  config = read_config(preset)
+  load_task_weights = "num_classes" not in kwargs
+  if "model_type" in config:
+    loader = _transformers_loader(
+        preset, config, tokenizer="preprocessor" not in kwargs)
+    return _load(preset, cls.__name__, lambda: loader.load_task(
+        cls, load_weights, load_task_weights, **kwargs))
+  own_task = (preset_utils.check_file_exists(preset,
+                                             preset_utils.TASK_CONFIG_FILE)
+              and _task_class_name(preset) == cls.__name__)
+  check_keras_preset(preset, weights=load_weights,
+                     task=own_task and load_task_weights,
+                     tokenizer="preprocessor" not in kwargs)
+  return keras_hub.models.Task.from_preset.__func__(
+      cls, preset, load_weights=load_weights, **kwargs)
+
+
+def _preprocessor_from_preset(cls, preset,
+                              config_file=preset_utils.PREPROCESSOR_CONFIG_FILE,
+                              **kwargs):
+  config = read_config(preset)
+  if "model_type" in config:
+    loader = _transformers_loader(preset, config, tokenizer=True)
+    return _load(preset, cls.__name__, lambda: loader.load_preprocessor(
+        cls, config_file, **kwargs))
+  check_keras_preset(preset, weights=False, tokenizer=True)
+  return keras_hub.models.Preprocessor.from_preset.__func__(
+      cls, preset, config_file=config_file, **kwargs)
+
+
+def _tokenizer_from_preset(cls, preset,
+                           config_file=preset_utils.TOKENIZER_CONFIG_FILE,
+                           **kwargs):
+  config = read_config(preset)
+  if "model_type" in config:
+    loader = _transformers_loader(preset, config, tokenizer=True)
+    return _load(preset, cls.__name__, lambda: loader.load_tokenizer(
+        cls, config_file, **kwargs))
+  check_keras_preset(preset, weights=False, tokenizer=True)
+  return keras_hub.tokenizers.Tokenizer.from_preset.__func__(
+      cls, preset, config_file=config_file, **kwargs)
+
+
+_FROM_PRESET = ((keras_hub.models.Backbone, _backbone_from_preset),
+                (keras_hub.models.Task, _task_from_preset),
+                (keras_hub.models.Preprocessor, _preprocessor_from_preset),
+                (keras_hub.tokenizers.Tokenizer, _tokenizer_from_preset))
+
+
+def attach(classes) -> None:
+  """Gives each RemBERT class (a Backbone, Task, Preprocessor or Tokenizer)
+  the `from_preset` above, keeping keras-hub's docstring; keras-hub's own
+  classes and loaders stay as they are."""
+  for cls in classes:
+    for base, from_preset in _FROM_PRESET:
+      if isinstance(cls, type) and issubclass(cls, base):
+        def bound(klass, preset, *args, _load=from_preset, **kwargs):
+          return _load(klass, preset, *args, **kwargs)
+        bound.__doc__ = base.from_preset.__doc__
+        bound.__name__ = "from_preset"
+        cls.from_preset = classmethod(bound)
+        break
