@@ -47,9 +47,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 MODEL_DIR = "keras_hub/src/models/rembert"
 CONVERTER_FILE = "keras_hub/src/utils/transformers/convert_rembert.py"
 SCRIPT_FILE = "tools/checkpoint_conversion/convert_rembert_checkpoints.py"
-# Modules that tie the port to this project (pre-training from its TFRecords):
+# Modules that tie the port to this project (pre-training from its TFRecords,
+# XTREME rows and predictions read back):
 # they stay here, keras-hub reads its own data.
-PROJECT_ONLY = ("pretraining_records", "masked_lm_pretraining")
+PROJECT_ONLY = ("pretraining_records", "masked_lm_pretraining", "windowed_tasks")
 TESTS = {"harness_checks.py": "rembert_layers_test.py",
          "harness_task_checks.py": "rembert_tasks_test.py"}
 HOOK = ("RemBertAwarePresetLoader", "install")   # upstream: preset_loader.py
