@@ -24,21 +24,35 @@ import keras_hub
 from keras import ops
 
 from rembert_tf.keras_hub import rembert_backbone
-from rembert_tf.keras_hub import rembert_question_answerer_preprocessor
+from rembert_tf.keras_hub.rembert_question_answerer_preprocessor import (
+    RemBertQuestionAnswererPreprocessor)
 
 
 @keras.saving.register_keras_serializable(package="rembert_tf")
 class RemBertQuestionAnswerer(keras_hub.models.Task):
-  """Sequence output -> dense(2) -> {"start_logits", "end_logits"} [batch, seq].
+  """RemBERT for extractive question answering: answer start and end logits.
+
+  One dense layer from the backbone's `sequence_output` to two logits per
+  position: `{"start_logits": [batch, sequence_length], "end_logits":
+  [batch, sequence_length]}`. The default loss is the mean of the start
+  and end cross-entropies.
 
   Args:
     backbone: a `RemBertBackbone`.
     preprocessor: a `RemBertQuestionAnswererPreprocessor` or None.
+
+  Examples:
+  ```python
+  qa = keras_hub.models.RemBertQuestionAnswerer.from_preset("rembert_multi")
+  questions = ["Where is the tower?"]
+  contexts = ["The Eiffel Tower is in Paris."]
+  qa.fit(x=(questions, contexts), y=([23], ["Paris"]))
+  qa.predict(x=(questions, contexts))  # {"start_logits", "end_logits"}
+  ```
   """
 
   backbone_cls = rembert_backbone.RemBertBackbone
-  preprocessor_cls = (rembert_question_answerer_preprocessor
-                      .RemBertQuestionAnswererPreprocessor)
+  preprocessor_cls = RemBertQuestionAnswererPreprocessor
 
   def __init__(self, backbone, preprocessor=None, **kwargs):
     # === Layers ===

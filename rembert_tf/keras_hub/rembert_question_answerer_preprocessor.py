@@ -53,13 +53,34 @@ _FAR = 2**31 - 1   # past every index, for searches in padded rows
 
 @keras.saving.register_keras_serializable(package="rembert_tf")
 class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
-  """Extractive QA preprocessing (see the module docstring).
+  """RemBERT preprocessing for extractive question answering.
+
+  Takes `(questions, contexts)` and, for training, `(answer_starts,
+  answer_texts)`: the answer's first character in its context and its text.
+  The question is cut to `max_query_length` pieces; windows of the context's
+  pieces start every `doc_stride` pieces, each packed as `[CLS] question
+  [SEP] window [SEP]` (segment ids 1 from the window on). One window is kept
+  per example: the first holding the whole answer, with its first and last
+  piece positions as labels, else the first window, with the answer at
+  `[CLS]` (0). Encoding runs in TensorFlow ops, so `tf.data` maps it in
+  graph mode.
 
   Args:
     tokenizer: a `RemBertTokenizer`.
     sequence_length: packed length of each window.
     doc_stride: context pieces between the starts of two windows.
     max_query_length: question pieces kept.
+
+  Examples:
+  ```python
+  preprocessor = keras_hub.models.RemBertQuestionAnswererPreprocessor(
+      tokenizer, sequence_length=384, doc_stride=128)
+  x, y = preprocessor(
+      x=(["Where is the tower?"], ["The Eiffel Tower is in Paris."]),
+      y=([23], ["Paris"]),
+  )
+  y["start_logits"], y["end_logits"]  # The answer's first and last piece.
+  ```
   """
 
   backbone_cls = rembert_backbone.RemBertBackbone

@@ -29,13 +29,29 @@ from rembert_tf.keras_hub import rembert_token_classifier_preprocessor
 
 @keras.saving.register_keras_serializable(package="rembert_tf")
 class RemBertTokenClassifier(keras_hub.models.Task):
-  """Sequence output -> dropout -> dense logits [batch, seq, num_classes].
+  """RemBERT for per-word tagging (NER, POS): a tag's logits at every piece.
+
+  The backbone's `sequence_output`, dropout, then a dense layer to
+  `num_classes` logits at every position ([batch, sequence_length,
+  num_classes]). Trained on each word's first piece only: the
+  preprocessor gives it weight 1 and every other position 0, and `compile`'s
+  default metric is weighted.
 
   Args:
     backbone: a `RemBertBackbone`.
     num_classes: number of tags.
     preprocessor: a `RemBertTokenClassifierPreprocessor` or None.
     dropout: dropout rate before the dense layer.
+
+  Examples:
+  ```python
+  words = [["Ann", "lives", "in", "Rome"], ["the", "dog", "runs", "fast"]]
+  tags = [[1, 0, 0, 5], [0, 0, 0, 0]]
+  tagger = keras_hub.models.RemBertTokenClassifier.from_preset(
+      "rembert_multi", num_classes=7)
+  tagger.fit(x=words, y=tags, batch_size=2)
+  tagger.predict(words)  # [2, sequence_length, 7] logits.
+  ```
   """
 
   backbone_cls = rembert_backbone.RemBertBackbone

@@ -48,11 +48,34 @@ IGNORED_LABEL = -1
 
 @keras.saving.register_keras_serializable(package="rembert_tf")
 class RemBertTokenClassifierPreprocessor(keras_hub.models.Preprocessor):
-  """Per-word tagging preprocessing (see the module docstring).
+  """RemBERT preprocessing for per-word tagging (NER, POS).
+
+  Takes sentences as lists of words and, for training, one tag id per word.
+  Each word is tokenised on its own (a word with no piece gets the unknown
+  piece); its first piece carries the word's tag, its other pieces, `[CLS]`,
+  `[SEP]` and the padding are ignored. A row holds the sentence's first
+  words whose pieces fit `sequence_length`, never cutting a word off.
+  Encoding runs in TensorFlow ops, so `tf.data` maps it in graph mode.
+
+  Calling it returns `(x, y, sample_weight)`: `y` the per-piece tag ids (0
+  where ignored), `sample_weight` 1 at each word's first piece and 0
+  elsewhere (times a given per-sentence weight). One sentence (a list of
+  words) comes back without the batch axis.
 
   Args:
     tokenizer: a `RemBertTokenizer`.
     sequence_length: packed length of each row.
+
+  Examples:
+  ```python
+  preprocessor = keras_hub.models.RemBertTokenClassifierPreprocessor(
+      tokenizer, sequence_length=16)
+  x, y, sample_weight = preprocessor(
+      [["Ann", "lives", "in", "Rome"]], [[1, 0, 0, 5]])
+  ds = tf.data.Dataset.from_tensor_slices(
+      (tf.ragged.constant(words), tf.ragged.constant(tags)))
+  ds = ds.batch(8).map(preprocessor)
+  ```
   """
 
   backbone_cls = rembert_backbone.RemBertBackbone
