@@ -42,6 +42,7 @@ class RemBertQuestionAnswerer(keras_hub.models.Task):
     preprocessor: a `RemBertQuestionAnswererPreprocessor` or None.
 
   Examples:
+  <!-- snippet: not run: needs the `rembert_multi` preset, which keras-hub publishes -->
   ```python
   qa = keras_hub.models.RemBertQuestionAnswerer.from_preset("rembert_multi")
   questions = ["Where is the tower?"]

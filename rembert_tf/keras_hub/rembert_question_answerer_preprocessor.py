@@ -72,6 +72,7 @@ class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
     max_query_length: question pieces kept.
 
   Examples:
+  <!-- snippet: not run: needs a `RemBertTokenizer` (a SentencePiece model) -->
   ```python
   preprocessor = keras_hub.models.RemBertQuestionAnswererPreprocessor(
       tokenizer, sequence_length=384, doc_stride=128)
@@ -223,7 +224,7 @@ def _char_of_bytes(char_offsets, byte_offsets):
 
 def _char_spans(contexts, byte_starts, byte_ends):
   """Each piece's first and last character in its context (ragged [B, (D)]),
-  leading whitespace left out, as the project's span records."""
+  leading whitespace left out (as BERT's SQuAD code reads them)."""
   codepoints, char_offsets = tf.strings.unicode_decode_with_offsets(
       contexts, "UTF-8")
   num_chars = tf.cast(codepoints.row_lengths(), "int32")

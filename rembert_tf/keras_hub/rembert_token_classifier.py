@@ -44,6 +44,7 @@ class RemBertTokenClassifier(keras_hub.models.Task):
     dropout: dropout rate before the dense layer.
 
   Examples:
+  <!-- snippet: not run: needs the `rembert_multi` preset, which keras-hub publishes -->
   ```python
   words = [["Ann", "lives", "in", "Rome"], ["the", "dog", "runs", "fast"]]
   tags = [[1, 0, 0, 5], [0, 0, 0, 0]]

@@ -67,6 +67,7 @@ class RemBertTokenClassifierPreprocessor(keras_hub.models.Preprocessor):
     sequence_length: packed length of each row.
 
   Examples:
+  <!-- snippet: not run: needs a `RemBertTokenizer` (a SentencePiece model) and your tagging data -->
   ```python
   preprocessor = keras_hub.models.RemBertTokenClassifierPreprocessor(
       tokenizer, sequence_length=16)

@@ -35,6 +35,7 @@ Usage:
 import ast
 import os
 import pathlib
+import re
 import sys
 import textwrap
 
@@ -228,6 +229,12 @@ def drop_module_docstring(source: str) -> str:
       " (see the module docstring)", "")
 
 
+def drop_snippet_markers(source: str) -> str:
+  """The markers this project's docs tests read (`<!-- snippet: ... -->`
+  above a docstring example) have no meaning in keras-hub."""
+  return re.sub(r"(?m)^[ \t]*<!-- snippet:.*-->[ \t]*\n", "", source)
+
+
 def laid_out_files():
   """keras-hub path -> text of every file laid out."""
   ctx = port_context()
@@ -235,9 +242,9 @@ def laid_out_files():
   for path in sorted(PORT.glob("*.py")):
     if path.stem in ("__init__", "transformers_checkpoint", *PROJECT_ONLY):
       continue
-    files[f"{MODEL_DIR}/{path.name}"] = drop_module_docstring(
-        source_rewrite.rewrite_module(path.read_text(encoding="utf-8"), ctx,
-                                      str(path)))
+    files[f"{MODEL_DIR}/{path.name}"] = drop_snippet_markers(
+        drop_module_docstring(source_rewrite.rewrite_module(
+            path.read_text(encoding="utf-8"), ctx, str(path))))
   for path in sorted(UPSTREAM_TESTS.rglob("*.py")):
     files[str(path.relative_to(UPSTREAM_TESTS))] = path.read_text(
         encoding="utf-8")
