@@ -20,13 +20,14 @@ if _MISSING:
               allow_module_level=True)
 
 
-def test_in_graph_rows_equal_the_python_rows(tmp_path):
+def test_in_graph_rows_equal_the_python_rows():
   env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(REPO))
   env.pop("TF_USE_LEGACY_KERAS", None)
   result = subprocess.run(
       [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-       f"--junitxml={tmp_path / 'junit.xml'}", str(CHECKS)],
+       str(CHECKS)],
       capture_output=True, text=True, cwd=REPO, env=env, timeout=900,
       check=False)
   assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
-  assert "10 passed" in result.stdout, result.stdout[-2000:]
+  # 3 tagging lengths, 4 window settings, the answer's text, the readers.
+  assert "9 passed" in result.stdout, result.stdout[-2000:]
