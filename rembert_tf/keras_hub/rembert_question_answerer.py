@@ -4,47 +4,56 @@ Builds on `keras_hub.models.Task` (preset loading, `fit`, `save_to_preset`)
 with the head of Model Garden's `BertSpanLabeler`, which the project's QA
 fine-tuning uses: one dense layer from `sequence_output` to two logits per
 position, the answer's start and end. The loss is the mean of the start and
-end cross-entropies (as the project's span task). `predict_answers` reads the
-answer as the project's post-processing does (the SQuAD recipe): the
-`n_best_size` best starts and ends of every window, pairs inside the
-window's context with start <= end, at most `max_answer_length` pieces, the
-start read in its max-context window; the best start + end logit wins and its
-characters are cut from the untouched context.
+end cross-entropies (as the project's span task). `predict` returns the start
+and end logits, as keras-hub's tasks return their outputs; the answer text,
+over every window of a long context, is read back from them by the project's
+`windowed_tasks.predict_answers` (the SQuAD recipe of its post-processing).
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
 ```python
 from rembert_tf.keras_hub import RemBertQuestionAnswerer
 qa = RemBertQuestionAnswerer.from_preset("presets/rembert")
-features = qa.preprocessor.encode(questions, contexts, answer_starts, answer_texts)
-qa.fit(features.inputs, {"start_logits": features.start_positions,
-                         "end_logits": features.end_positions}, epochs=2)
-qa.predict_answers(["Where is the tower?"], ["The Eiffel Tower is in Paris."])
+qa.fit(x=(["Where is the tower?"], ["The Eiffel Tower is in Paris."]),
+       y=([23], ["Paris"]), epochs=2)
+qa.predict(x=(["Where is the tower?"], ["The Eiffel Tower is in Paris."]))
 ```
 """
-from typing import List, Sequence
-
 import keras
 import keras_hub
-import numpy as np
 from keras import ops
 
 from rembert_tf.keras_hub import rembert_backbone
-from rembert_tf.keras_hub import rembert_question_answerer_preprocessor
+from rembert_tf.keras_hub.rembert_question_answerer_preprocessor import (
+    RemBertQuestionAnswererPreprocessor)
 
 
 @keras.saving.register_keras_serializable(package="rembert_tf")
 class RemBertQuestionAnswerer(keras_hub.models.Task):
-  """Sequence output -> dense(2) -> {"start_logits", "end_logits"} [batch, seq].
+  """RemBERT for extractive question answering: answer start and end logits.
+
+  One dense layer from the backbone's `sequence_output` to two logits per
+  position: `{"start_logits": [batch, sequence_length], "end_logits":
+  [batch, sequence_length]}`. The default loss is the mean of the start
+  and end cross-entropies.
 
   Args:
     backbone: a `RemBertBackbone`.
     preprocessor: a `RemBertQuestionAnswererPreprocessor` or None.
+
+  Examples:
+  <!-- snippet: not run: needs the `rembert_multi` preset, which keras-hub publishes -->
+  ```python
+  qa = keras_hub.models.RemBertQuestionAnswerer.from_preset("rembert_multi")
+  questions = ["Where is the tower?"]
+  contexts = ["The Eiffel Tower is in Paris."]
+  qa.fit(x=(questions, contexts), y=([23], ["Paris"]))
+  qa.predict(x=(questions, contexts))  # {"start_logits", "end_logits"}
+  ```
   """
 
   backbone_cls = rembert_backbone.RemBertBackbone
-  preprocessor_cls = (rembert_question_answerer_preprocessor
-                      .RemBertQuestionAnswererPreprocessor)
+  preprocessor_cls = RemBertQuestionAnswererPreprocessor
 
   def __init__(self, backbone, preprocessor=None, **kwargs):
     # === Layers ===
@@ -74,37 +83,3 @@ class RemBertQuestionAnswerer(keras_hub.models.Task):
                  for name in ("start_logits", "end_logits")}
     super().compile(optimizer=optimizer, loss=loss, metrics=metrics,
                     **kwargs)
-
-  def predict_answers(self, questions: Sequence[str], contexts: Sequence[str],
-                      batch_size: int = 32, n_best_size: int = 20,
-                      max_answer_length: int = 30) -> List[str]:
-    """The answer text of each question ("" when no valid span)."""
-    features = self.preprocessor.encode(questions, contexts)
-    logits = self.predict(features.inputs, batch_size=batch_size, verbose=0)
-    starts = np.asarray(logits["start_logits"])
-    ends = np.asarray(logits["end_logits"])
-    best = [(None, "")] * len(questions)
-    for row, window in enumerate(features.windows):
-      for score, first, last in _window_spans(
-          window, starts[row], ends[row], n_best_size, max_answer_length):
-        if best[window.example][0] is None or score > best[window.example][0]:
-          text = contexts[window.example][
-              window.char_starts[first]:window.char_ends[last] + 1].strip()
-          best[window.example] = (score, text)
-    return [text for _, text in best]
-
-
-def _window_spans(window, start_logits, end_logits, n_best_size,
-                  max_answer_length):
-  """(score, first, last context piece) of the valid candidate spans."""
-  pieces = len(window.char_starts)
-  top = lambda logits: np.argsort(-logits, kind="stable")[:n_best_size]
-  for start in top(start_logits):
-    first = int(start) - window.doc_offset
-    if not 0 <= first < pieces or not window.max_context[first]:
-      continue
-    for end in top(end_logits):
-      last = int(end) - window.doc_offset
-      if not first <= last < pieces or last - first + 1 > max_answer_length:
-        continue
-      yield float(start_logits[start] + end_logits[end]), first, last

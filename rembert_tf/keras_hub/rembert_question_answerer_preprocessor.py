@@ -1,27 +1,26 @@
-"""RemBertQuestionAnswererPreprocessor: (question, context) -> windows over the context.
+"""RemBertQuestionAnswererPreprocessor: (question, context) -> a window over the context.
 
 Builds on `keras_hub.models.Preprocessor` (preset loading of the tokenizer,
 `from_preset`, `save_to_preset`); keras-hub has no extractive question
-answering, so the windows are RemBERT's own, the same as the project's span
-records (the SQuAD recipe of BERT):
+answering, so the window is RemBERT's own, the same as the first window of
+the project's span records (the SQuAD recipe of BERT). Encoding runs in
+TensorFlow ops (tensorflow-text SentencePiece with byte offsets, ragged
+tensors, as keras-hub's own preprocessors), so `tf.data` maps it without
+Python; eager calls run the same ops.
 
 * the question is cut to `max_query_length` pieces; the context is tokenised
-  once, with each piece's character span in the untouched context
-  (`RemBertTokenizer.tokenize_with_char_offsets`: no accent stripping);
+  once, with each piece's character span in the untouched context (a
+  piece's leading space is not part of its span);
 * windows of at most `sequence_length - len(question) - 3` context pieces
   start every `doc_stride` pieces, each packed as `[CLS] question [SEP]
-  window [SEP]` (segment ids 0, then 1 from the window on);
-* a training answer (character start and text) becomes the start and end
-  piece positions in each window holding it whole, 0 (`[CLS]`) in the
-  others; a question whose answer covers no piece is skipped;
-* each window records, per context piece, whether this window gives it its
-  most context (the "max context" rule), so answers are read once.
+  window [SEP]` (segment ids 0, then 1 from the window on); one is kept per
+  example: with a training answer `y = (answer_starts, answer_texts)` (the
+  answer's first character in the context, its text), the first window
+  holding the answer's pieces whole, with its start and end piece positions;
+  else the first window, with the answer at `[CLS]` (0).
 
-`encode` returns every window (`SpanFeatures`). Calling the layer on
-`(questions, contexts)` strings (one example or a batch, in Python and
-inside `tf.data`, so `fit` / `predict` take raw strings) keeps one window per
-example: with training answers `y = (answer_starts, answer_texts)`, the first
-window holding the answer, else the first. An encoded dict passes through.
+Every window of a long context, and answers read back from the logits, are
+the project's `windowed_tasks` (`encode_spans`, `predict_answers`).
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -29,86 +28,60 @@ Example:
 from rembert_tf.keras_hub import RemBertQuestionAnswererPreprocessor
 preprocessor = RemBertQuestionAnswererPreprocessor.from_preset(
     "presets/rembert", sequence_length=384, doc_stride=128)
-features = preprocessor.encode(["Where is the tower?"],
-                               ["The Eiffel Tower is in Paris."],
-                               answer_starts=[23], answer_texts=["Paris"])
-features.inputs["token_ids"].shape, features.start_positions, features.windows[0]
+x, y = preprocessor(x=(["Where is the tower?"], ["The Eiffel Tower is in Paris."]),
+                    y=([23], ["Paris"]))
+y["start_logits"], y["end_logits"]        # the answer's first and last piece
 ```
 """
-import dataclasses
-from typing import Dict, List, Optional, Sequence
-
 import keras
 import keras_hub
-import numpy as np
-import tensorflow as tf  # keras-hub's preprocessing runs on tf.data
+from keras_hub.src.utils.tensor_utils import assert_tf_libs_installed
+from keras_hub.src.utils.tensor_utils import preprocessing_function
 
-from rembert_tf.keras_hub import example_batching
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_tokenizer
 
+try:
+  import tensorflow as tf  # keras-hub's text preprocessing runs in tf ops
+except ImportError:
+  tf = None
 
-@dataclasses.dataclass
-class SpanWindow:
-  """One window: its `example`, where its context pieces begin in the row
-  (`doc_offset`), their character spans in the context, and whether each is
-  read in this window (`max_context`)."""
-  example: int
-  doc_offset: int
-  char_starts: List[int]
-  char_ends: List[int]
-  max_context: List[bool]
-
-
-@dataclasses.dataclass
-class SpanFeatures:
-  """Encoded windows: backbone `inputs` ([windows, sequence_length] int32),
-  answer `start_positions` / `end_positions` ([windows]; 0 without an answer
-  in the window), and the `windows`. `skipped`: training questions whose
-  answer covers no piece."""
-  inputs: Dict[str, np.ndarray]
-  start_positions: np.ndarray
-  end_positions: np.ndarray
-  windows: List[SpanWindow]
-  skipped: int = 0
-
-
-def window_starts(num_pieces: int, max_length: int, stride: int) -> List[int]:
-  """Starts of the windows of at most `max_length` pieces, every `stride`."""
-  starts, offset = [], 0
-  while offset < num_pieces:
-    starts.append(offset)
-    if offset + max_length >= num_pieces:
-      break
-    offset += min(max_length, stride)
-  return starts
-
-
-def is_max_context(starts: List[int], lengths: List[int], window: int,
-                   piece: int) -> bool:
-  """Whether `window` gives `piece` the most context among the windows that
-  hold it: the larger of min(pieces left, pieces right), ties to the longer
-  window (the rule of BERT's SQuAD code)."""
-  best, best_score = None, None
-  for index, (start, length) in enumerate(zip(starts, lengths)):
-    if not start <= piece < start + length:
-      continue
-    context = min(piece - start, start + length - 1 - piece)
-    score = context + 0.01 * length
-    if best_score is None or score > best_score:
-      best, best_score = index, score
-  return best == window
+# Code points Python's str.isspace() holds (none above U+3000).
+SPACES = [c for c in range(0x3001) if chr(c).isspace()]
+_FAR = 2**31 - 1   # past every index, for searches in padded rows
 
 
 @keras.saving.register_keras_serializable(package="rembert_tf")
 class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
-  """Extractive QA preprocessing (see the module docstring).
+  """RemBERT preprocessing for extractive question answering.
+
+  Takes `(questions, contexts)` and, for training, `(answer_starts,
+  answer_texts)`: the answer's first character in its context and its text.
+  The question is cut to `max_query_length` pieces; windows of the context's
+  pieces start every `doc_stride` pieces, each packed as `[CLS] question
+  [SEP] window [SEP]` (segment ids 1 from the window on). One window is kept
+  per example: the first holding the whole answer, with its first and last
+  piece positions as labels, else the first window, with the answer at
+  `[CLS]` (0). Encoding runs in TensorFlow ops, so `tf.data` maps it in
+  graph mode.
 
   Args:
     tokenizer: a `RemBertTokenizer`.
     sequence_length: packed length of each window.
     doc_stride: context pieces between the starts of two windows.
     max_query_length: question pieces kept.
+
+  Examples:
+  <!-- snippet: not run: needs a `RemBertTokenizer` (a SentencePiece model) -->
+  ```python
+  preprocessor = keras_hub.models.RemBertQuestionAnswererPreprocessor(
+      tokenizer, sequence_length=384, doc_stride=128)
+  x, y = preprocessor(
+      x=(["Where is the tower?"], ["The Eiffel Tower is in Paris."]),
+      y=([23], ["Paris"]),
+  )
+  y["start_logits"], y["end_logits"]  # The answer's first and last piece.
+  ```
   """
 
   backbone_cls = rembert_backbone.RemBertBackbone
@@ -123,134 +96,102 @@ class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
     self.max_query_length = max_query_length
 
   def build(self, input_shape=None):
-    # Nothing to build: the encoders read the tokenizer's vocabulary.
+    # Nothing to build: the encoder reads the tokenizer's vocabulary.
     self.built = True
 
-  def encode(self, questions: Sequence[str], contexts: Sequence[str],
-             answer_starts: Optional[Sequence[int]] = None,
-             answer_texts: Optional[Sequence[str]] = None,
-             one_window_each: bool = False) -> SpanFeatures:
-    """Questions and contexts (and training answers) -> `SpanFeatures`.
+  def _tokenize(self, texts, with_offsets=False):
+    self.tokenizer._maybe_initialized_tf()  # pylint: disable=protected-access
+    sentence_piece = self.tokenizer._sentence_piece  # pylint: disable=protected-access
+    if with_offsets:
+      return sentence_piece.tokenize_with_offsets(texts)
+    return sentence_piece.tokenize(texts)
 
-    one_window_each: one row per example (what `fit` and `predict` on raw
-      strings see): the first window holding the answer, else the first
-      window; a question whose answer covers no piece keeps its row, with
-      the answer at `[CLS]`.
-    """
-    rows, starts, ends, windows, skipped = [], [], [], [], 0
-    query_pieces = self.tokenizer.piece_ids(list(questions))
-    for example, (query, context) in enumerate(zip(query_pieces, contexts)):
-      query = query[:self.max_query_length]
-      doc, char_starts, char_ends = (
-          self.tokenizer.tokenize_with_char_offsets(context))
-      answer = None
-      if answer_starts is not None:
-        answer = self._answer_pieces(char_starts, char_ends,
-                                     answer_starts[example],
-                                     answer_texts[example])
-        if answer is None and not one_window_each:
-          skipped += 1
-          continue
-      kept = self._windows(example, query, doc, char_starts, char_ends,
-                           answer, at_least_one=one_window_each)
-      if one_window_each:
-        holding = [w for w in kept if w[1] > 0]
-        kept = (holding or kept)[:1]
-      for row, start, end, window in kept:
-        rows.append(row)
-        starts.append(start)
-        ends.append(end)
-        windows.append(window)
-    return SpanFeatures(self._pack(rows), np.array(starts, np.int32),
-                        np.array(ends, np.int32), windows, skipped)
+  def _answer_pieces(self, contexts, byte_starts, byte_ends, answer_starts,
+                     answer_texts):
+    """First and last context piece covering the answer's characters [B],
+    and whether any does."""
+    char_starts, char_ends = _char_spans(contexts, byte_starts, byte_ends)
+    last_char = answer_starts + tf.strings.length(answer_texts,
+                                                  unit="UTF8_CHAR") - 1
+    rows = char_starts.value_rowids()
+    covering = tf.logical_and(
+        char_ends.flat_values >= tf.gather(answer_starts, rows),
+        char_starts.flat_values <= tf.gather(last_char, rows))
+    index = tf.cast(tf.ragged.range(char_starts.row_lengths()).flat_values,
+                    "int32")
+    batch = tf.cast(char_starts.nrows(), "int32")
+    first = tf.math.unsorted_segment_min(
+        tf.where(covering, index, _FAR), rows, batch)
+    last = tf.math.unsorted_segment_max(
+        tf.where(covering, index, -1), rows, batch)
+    return first, last, last >= 0
 
-  def _windows(self, example, query, doc, char_starts, char_ends, answer,
-               at_least_one=False):
-    """(row, answer start, answer end, SpanWindow) of each window (an empty
-    context has none, or, `at_least_one`, one without context pieces)."""
-    room = self.sequence_length - len(query) - 3
-    if room <= 0:
-      raise ValueError(
-          f"sequence_length {self.sequence_length} leaves no room for the "
-          f"context after a {len(query)}-piece question; raise "
-          "sequence_length or lower max_query_length.")
-    offsets = window_starts(len(doc), room, self.doc_stride)
-    if at_least_one and not offsets:
-      offsets = [0]
-    lengths = [min(room, len(doc) - o) for o in offsets]
-    doc_offset = len(query) + 2
-    out = []
-    for index, (offset, length) in enumerate(zip(offsets, lengths)):
-      row = ([self.tokenizer.cls_token_id] + query
-             + [self.tokenizer.sep_token_id] + doc[offset:offset + length]
-             + [self.tokenizer.sep_token_id], doc_offset)
-      start = end = 0
-      if answer is not None and offset <= answer[0] and (
-          answer[1] < offset + length):
-        start, end = (answer[0] - offset + doc_offset,
-                      answer[1] - offset + doc_offset)
-      out.append((row, start, end, SpanWindow(
-          example, doc_offset, char_starts[offset:offset + length],
-          char_ends[offset:offset + length],
-          [is_max_context(offsets, lengths, index, offset + i)
-           for i in range(length)])))
-    return out
+  def _encode(self, questions, contexts, answer_starts=None,
+              answer_texts=None):
+    """Questions and contexts [B] -> token ids, segment ids, padding mask
+    [B, L] and answer start and end [B]."""
+    query = tf.cast(self._tokenize(questions), "int32")
+    query = query[:, :self.max_query_length]
+    doc, byte_starts, byte_ends = self._tokenize(contexts, with_offsets=True)
+    doc = tf.cast(doc, "int32")
+    query_length = tf.cast(query.row_lengths(), "int32")
+    doc_length = tf.cast(doc.row_lengths(), "int32")
+    room = self.sequence_length - query_length - 3
+    tf.debugging.assert_positive(
+        room, message=f"sequence_length {self.sequence_length} leaves no room "
+        "for the context after the question; raise sequence_length or lower "
+        "max_query_length.")
+    stride = tf.minimum(room, self.doc_stride)
+    window = tf.zeros_like(room)
+    start = end = tf.zeros_like(room)
+    if answer_starts is not None:
+      first, last, found = self._answer_pieces(
+          contexts, byte_starts, byte_ends,
+          tf.cast(answer_starts, "int32"), answer_texts)
+      # The first window whose end passes the answer's last piece.
+      window = tf.maximum(0, tf.math.floordiv(last - room, stride) + 1)
+      held = tf.logical_and(found, window * stride <= first)
+      window = tf.where(held, window, 0)
+      shift = query_length + 2 - window * stride
+      start = tf.where(held, first + shift, 0)
+      end = tf.where(held, last + shift, 0)
+    offset = window * stride
+    length = tf.maximum(tf.minimum(room, doc_length - offset), 0)
+    begin = tf.cast(doc.row_starts(), "int32") + offset
+    context = tf.gather(doc.flat_values, tf.ragged.range(begin, begin + length))
+    column = tf.ones([tf.shape(room)[0], 1], "int32")
+    tokens = tf.concat([column * self.tokenizer.cls_token_id, query,
+                        column * self.tokenizer.sep_token_id, context,
+                        column * self.tokenizer.sep_token_id], axis=1)
+    segments = tf.concat([column * 0, query * 0, column * 0, context * 0 + 1,
+                          column], axis=1)
+    shape = [None, self.sequence_length]
+    return (tokens.to_tensor(self.tokenizer.pad_token_id, shape=shape),
+            segments.to_tensor(0, shape=shape),
+            tf.sequence_mask(tokens.row_lengths(), self.sequence_length,
+                             dtype="int32"), start, end)
 
-  @staticmethod
-  def _answer_pieces(char_starts, char_ends, answer_start, answer_text):
-    """(first, last) context piece covering the answer's characters, or None."""
-    last_char = answer_start + len(answer_text) - 1
-    covering = [i for i, (s, e) in enumerate(zip(char_starts, char_ends))
-                if e >= answer_start and s <= last_char]
-    return (covering[0], covering[-1]) if covering else None
-
-  def _pack(self, rows) -> Dict[str, np.ndarray]:
-    shape = [len(rows), self.sequence_length]
-    token_ids = np.full(shape, self.tokenizer.pad_token_id, np.int32)
-    segment_ids = np.zeros(shape, np.int32)
-    padding_mask = np.zeros(shape, np.int32)
-    for i, (tokens, doc_offset) in enumerate(rows):
-      token_ids[i, :len(tokens)] = tokens
-      segment_ids[i, doc_offset:len(tokens)] = 1
-      padding_mask[i, :len(tokens)] = 1
-    return {"token_ids": token_ids, "segment_ids": segment_ids,
-            "padding_mask": padding_mask}
-
-  def _encode_arrays(self, questions, contexts, answer_starts=None,
-                     answer_texts=None):
-    """A batch -> token ids, segment ids, padding mask, answer start and end:
-    one row per example (`encode(..., one_window_each=True)`)."""
-    features = self.encode(questions, contexts, answer_starts, answer_texts,
-                           one_window_each=True)
-    return (features.inputs["token_ids"], features.inputs["segment_ids"],
-            features.inputs["padding_mask"], features.start_positions,
-            features.end_positions)
-
+  @preprocessing_function
   def call(self, x, y=None, sample_weight=None):
     """x: `(questions, contexts)`, one string each or a batch; y (training):
-    `(answer_starts, answer_texts)`, the answer's first character in the
-    context and its text. Returns the backbone inputs and, with y,
+    `(answer_starts, answer_texts)`. Returns the backbone inputs and, with y,
     `{"start_logits": start piece, "end_logits": end piece}`."""
     if isinstance(x, dict):   # already encoded (fit / predict on windows)
       return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
-    parts = list(x) + ([] if y is None else list(y))
-    if self._use_tf_workflow():
-      single = tf.convert_to_tensor(parts[0]).shape.rank == 0
-      arrays = example_batching.encode_in_graph(
-          self._encode_arrays, parts, [1] * len(parts), single,
-          [tf.int32] * 5, [[self.sequence_length]] * 3 + [[]] * 2)
-    else:
-      parts = [example_batching.to_python(p) for p in parts]
-      single = isinstance(parts[0], str)
-      arrays = self._encode_arrays(*([p] for p in parts) if single else parts)
-      if single:
-        arrays = example_batching.unbatch(arrays)
-    token_ids, segment_ids, padding_mask, starts, ends = arrays
-    inputs = {"token_ids": token_ids, "segment_ids": segment_ids,
-              "padding_mask": padding_mask}
-    labels = None if y is None else {"start_logits": starts,
-                                     "end_logits": ends}
-    return keras.utils.pack_x_y_sample_weight(inputs, labels, sample_weight)
+    assert_tf_libs_installed(type(self).__name__)
+    parts = [_to_tf(part) for part in list(x) + list(y or ())]
+    single = parts[0].shape.rank == 0
+    if single:
+      parts = [part[tf.newaxis] for part in parts]
+    token_ids, segment_ids, padding_mask, start, end = self._encode(*parts)
+    x = {"token_ids": token_ids, "segment_ids": segment_ids,
+         "padding_mask": padding_mask}
+    if single:
+      x = {key: value[0] for key, value in x.items()}
+      start, end = start[0], end[0]
+    labels = None if y is None else {"start_logits": start,
+                                     "end_logits": end}
+    return keras.utils.pack_x_y_sample_weight(x, labels, sample_weight)
 
   def get_config(self):
     config = super().get_config()
@@ -259,3 +200,59 @@ class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
                   max_query_length=self.max_query_length)
     return config
 
+
+def _to_tf(values):
+  """A string, list, NumPy array or backend tensor -> a TensorFlow tensor."""
+  if isinstance(values, tf.Tensor):
+    return values
+  if isinstance(values, (str, bytes, list, tuple)):
+    return tf.convert_to_tensor(values)
+  return tf.convert_to_tensor(keras.ops.convert_to_numpy(values))
+
+
+def _char_of_bytes(char_offsets, byte_offsets):
+  """Byte offsets -> the index of the character holding each byte (one past
+  the last character at the string's end); ragged [B, (n)] each."""
+  sorted_starts = char_offsets.to_tensor(_FAR)
+  sorted_starts = tf.concat([sorted_starts, tf.fill(
+      [tf.shape(sorted_starts)[0], 1], tf.constant(_FAR, "int64"))], axis=1)
+  found = tf.searchsorted(sorted_starts, byte_offsets.to_tensor(0),
+                          side="right") - 1
+  return tf.RaggedTensor.from_tensor(tf.cast(found, "int32"),
+                                     lengths=byte_offsets.row_lengths())
+
+
+def _char_spans(contexts, byte_starts, byte_ends):
+  """Each piece's first and last character in its context (ragged [B, (D)]),
+  leading whitespace left out (as BERT's SQuAD code reads them)."""
+  codepoints, char_offsets = tf.strings.unicode_decode_with_offsets(
+      contexts, "UTF-8")
+  num_chars = tf.cast(codepoints.row_lengths(), "int32")
+  byte_length = tf.strings.length(contexts)
+  char_offsets = tf.concat(
+      [char_offsets, tf.cast(byte_length, "int64")[:, tf.newaxis]], axis=1)
+  first = _char_of_bytes(char_offsets, byte_starts)
+  last = _char_of_bytes(char_offsets, tf.maximum(byte_ends - 1, byte_starts))
+  last = last.with_flat_values(tf.where(
+      byte_ends.flat_values > byte_starts.flat_values, last.flat_values,
+      first.flat_values))
+  top = tf.gather(num_chars - 1, first.value_rowids())
+  first = first.with_flat_values(tf.minimum(first.flat_values, top))
+  last = last.with_flat_values(
+      tf.minimum(tf.maximum(last.flat_values, first.flat_values), top))
+  # The first non-space character at or after `first`, but not past `last`.
+  space = tf.reduce_any(tf.equal(codepoints.flat_values[:, tf.newaxis],
+                                 tf.constant(SPACES, "int32")), axis=1)
+  positions = tf.cast(tf.ragged.range(codepoints.row_lengths()), "int32")
+  visible = tf.ragged.boolean_mask(
+      positions, codepoints.with_flat_values(tf.logical_not(space)))
+  visible = visible.to_tensor(_FAR)
+  visible = tf.concat([visible, tf.fill([tf.shape(visible)[0], 1], _FAR)],
+                      axis=1)
+  index = tf.searchsorted(visible, first.to_tensor(0), side="left")
+  following = tf.gather(visible, index, batch_dims=1)
+  following = tf.RaggedTensor.from_tensor(following,
+                                          lengths=first.row_lengths())
+  first = first.with_flat_values(
+      tf.minimum(following.flat_values, last.flat_values))
+  return first, last

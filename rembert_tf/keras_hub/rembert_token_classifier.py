@@ -6,7 +6,8 @@ which the project's PAN-X fine-tuning uses: dropout on `sequence_output`,
 then a dense layer to `num_classes` logits at every position. Training
 follows the project's tagging: only each word's first piece has a label
 (`RemBertTokenClassifierPreprocessor` gives it weight 1, every other position
-0), and `predict_tags` reads each word's tag at its first piece.
+0). `predict` returns the logits at every position, as keras-hub's tasks do;
+`windowed_tasks.predict_tags` reads each word's tag back from them.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -15,17 +16,12 @@ from rembert_tf.keras_hub import RemBertTokenClassifier
 tags = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
 tagger = RemBertTokenClassifier.from_preset("presets/rembert",
                                             num_classes=len(tags))
-features = tagger.preprocessor.encode(train_sentences, train_tag_ids)
-tagger.fit(features.inputs, features.labels.clip(0),
-           sample_weight=(features.labels >= 0).astype("float32"), epochs=3)
-tagger.predict_tags([["Ann", "Lee", "lives", "in", "Rome"]])   # [[1, 2, 0, 0, 5]]
+tagger.fit(x=[["Ann", "Lee", "lives", "in", "Rome"]], y=[[1, 2, 0, 0, 5]])
+tagger.predict([["Ann", "Lee", "lives", "in", "Rome"]])   # [1, 128, 7] logits
 ```
 """
-from typing import List, Sequence
-
 import keras
 import keras_hub
-import numpy as np
 
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_token_classifier_preprocessor
@@ -33,13 +29,30 @@ from rembert_tf.keras_hub import rembert_token_classifier_preprocessor
 
 @keras.saving.register_keras_serializable(package="rembert_tf")
 class RemBertTokenClassifier(keras_hub.models.Task):
-  """Sequence output -> dropout -> dense logits [batch, seq, num_classes].
+  """RemBERT for per-word tagging (NER, POS): a tag's logits at every piece.
+
+  The backbone's `sequence_output`, dropout, then a dense layer to
+  `num_classes` logits at every position ([batch, sequence_length,
+  num_classes]). Trained on each word's first piece only: the
+  preprocessor gives it weight 1 and every other position 0, and `compile`'s
+  default metric is weighted.
 
   Args:
     backbone: a `RemBertBackbone`.
     num_classes: number of tags.
     preprocessor: a `RemBertTokenClassifierPreprocessor` or None.
     dropout: dropout rate before the dense layer.
+
+  Examples:
+  <!-- snippet: not run: needs the `rembert_multi` preset, which keras-hub publishes -->
+  ```python
+  words = [["Ann", "lives", "in", "Rome"], ["the", "dog", "runs", "fast"]]
+  tags = [[1, 0, 0, 5], [0, 0, 0, 0]]
+  tagger = keras_hub.models.RemBertTokenClassifier.from_preset(
+      "rembert_multi", num_classes=7)
+  tagger.fit(x=words, y=tags, batch_size=2)
+  tagger.predict(words)  # [2, sequence_length, 7] logits.
+  ```
   """
 
   backbone_cls = rembert_backbone.RemBertBackbone
@@ -76,20 +89,6 @@ class RemBertTokenClassifier(keras_hub.models.Task):
       weighted_metrics = [keras.metrics.SparseCategoricalAccuracy()]
     super().compile(optimizer=optimizer, loss=loss,
                     weighted_metrics=weighted_metrics, **kwargs)
-
-  def predict_tags(self, sentences: Sequence[Sequence[str]],
-                   batch_size: int = 32) -> List[List[int]]:
-    """The tag id of every word of every sentence (long sentences are read in
-    several rows; each word's tag is the argmax at its first piece)."""
-    features = self.preprocessor.encode(sentences, split_long=True)
-    logits = np.asarray(self.predict(features.inputs, batch_size=batch_size,
-                                     verbose=0))
-    tags = [[0] * len(words) for words in sentences]
-    for row, located in enumerate(features.rows):
-      for offset, position in enumerate(located.positions):
-        tags[located.sentence][located.word_start + offset] = int(
-            np.argmax(logits[row, position]))
-    return tags
 
   def get_config(self):
     config = super().get_config()

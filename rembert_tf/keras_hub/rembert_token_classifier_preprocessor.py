@@ -2,22 +2,23 @@
 
 Builds on `keras_hub.models.Preprocessor` (preset loading of the tokenizer,
 `from_preset`, `save_to_preset`); keras-hub has no token classification, so
-the labelling is RemBERT's own, the same as the project's tagging records:
+the labelling is RemBERT's own, the same as the project's tagging records.
+Encoding runs in TensorFlow ops (tensorflow-text SentencePiece and ragged
+tensors, as keras-hub's own preprocessors), so `tf.data` maps it without
+Python; eager calls run the same ops.
 
 * each word is tokenised on its own (a word with no piece gets the unknown
-  piece); its FIRST piece carries the word's tag, its other pieces get
-  `IGNORED_LABEL` (-1), as do `[CLS]`, `[SEP]` and the padding;
-* `encode` splits a sentence whose pieces do not fit into several rows at
-  word boundaries, never cutting a word off (`rows` say where each row's
-  words are); calling the layer keeps the first row of each sentence, so one
-  sentence stays one example inside `fit`.
+  piece; a word longer than the row is cut to it); its FIRST piece carries the
+  word's tag, its other pieces get -1, as do `[CLS]`, `[SEP]` and the padding;
+* the row holds the sentence's first words whose pieces fit, never cutting a
+  word off (the rest of a long sentence is left out: one sentence stays one
+  example inside `fit`).
 
 Calling it returns `(x, y, sample_weight)`: `y` the per-piece class ids (0
 where ignored) and `sample_weight` 1 at first pieces, 0 elsewhere (times a
 given per-sentence weight). It takes one sentence (a list of words) or a
-batch, in Python and inside `tf.data` (`Dataset.map(preprocessor)`); one
-sentence comes back without the batch axis. A dict input (already encoded)
-passes through unchanged.
+batch (a list of lists, a dense or ragged string tensor); one sentence comes
+back without the batch axis. A dict input (already encoded) passes through.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -27,50 +28,55 @@ preprocessor = RemBertTokenClassifierPreprocessor.from_preset(
     "presets/rembert", sequence_length=128)
 x, y, weight = preprocessor([["Ann", "Lee", "lives", "in", "Rome"]],
                             [[1, 2, 0, 0, 5]])
-features = preprocessor.encode(sentences, tags)   # long sentences split in rows
-features.inputs["token_ids"].shape, features.labels.shape, features.rows[0]
 ```
 """
-import dataclasses
-from typing import Dict, List, Optional, Sequence
-
 import keras
 import keras_hub
-import numpy as np
-import tensorflow as tf  # keras-hub's preprocessing runs on tf.data
+from keras_hub.src.utils.tensor_utils import assert_tf_libs_installed
+from keras_hub.src.utils.tensor_utils import preprocessing_function
 
-from rembert_tf.keras_hub import example_batching
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_tokenizer
+
+try:
+  import tensorflow as tf  # keras-hub's text preprocessing runs in tf ops
+except ImportError:
+  tf = None
 
 IGNORED_LABEL = -1
 
 
-@dataclasses.dataclass
-class TaggedRow:
-  """Where one encoded row's words are: `sentence`, its first word
-  `word_start`, and the position of each word's first piece."""
-  sentence: int
-  word_start: int
-  positions: List[int]
-
-
-@dataclasses.dataclass
-class TaggedFeatures:
-  """Encoded sentences: backbone `inputs` ([rows, sequence_length] int32),
-  per-piece `labels` (IGNORED_LABEL where no tag), and `rows`."""
-  inputs: Dict[str, np.ndarray]
-  labels: np.ndarray
-  rows: List[TaggedRow]
-
-
 @keras.saving.register_keras_serializable(package="rembert_tf")
 class RemBertTokenClassifierPreprocessor(keras_hub.models.Preprocessor):
-  """Per-word tagging preprocessing (see the module docstring).
+  """RemBERT preprocessing for per-word tagging (NER, POS).
+
+  Takes sentences as lists of words and, for training, one tag id per word.
+  Each word is tokenised on its own (a word with no piece gets the unknown
+  piece); its first piece carries the word's tag, its other pieces, `[CLS]`,
+  `[SEP]` and the padding are ignored. A row holds the sentence's first
+  words whose pieces fit `sequence_length`, never cutting a word off.
+  Encoding runs in TensorFlow ops, so `tf.data` maps it in graph mode.
+
+  Calling it returns `(x, y, sample_weight)`: `y` the per-piece tag ids (0
+  where ignored), `sample_weight` 1 at each word's first piece and 0
+  elsewhere (times a given per-sentence weight). One sentence (a list of
+  words) comes back without the batch axis.
 
   Args:
     tokenizer: a `RemBertTokenizer`.
     sequence_length: packed length of each row.
+
+  Examples:
+  <!-- snippet: not run: needs a `RemBertTokenizer` (a SentencePiece model) and your tagging data -->
+  ```python
+  preprocessor = keras_hub.models.RemBertTokenClassifierPreprocessor(
+      tokenizer, sequence_length=16)
+  x, y, sample_weight = preprocessor(
+      [["Ann", "lives", "in", "Rome"]], [[1, 0, 0, 5]])
+  ds = tf.data.Dataset.from_tensor_slices(
+      (tf.ragged.constant(words), tf.ragged.constant(tags)))
+  ds = ds.batch(8).map(preprocessor)
+  ```
   """
 
   backbone_cls = rembert_backbone.RemBertBackbone
@@ -82,100 +88,104 @@ class RemBertTokenClassifierPreprocessor(keras_hub.models.Preprocessor):
     self.sequence_length = sequence_length
 
   def build(self, input_shape=None):
-    # Nothing to build: the encoders read the tokenizer's vocabulary.
+    # Nothing to build: the encoder reads the tokenizer's vocabulary.
     self.built = True
 
-  def encode(self, sentences: Sequence[Sequence[str]],
-             tags: Optional[Sequence[Sequence[int]]] = None,
-             split_long: bool = True) -> TaggedFeatures:
-    """Sentences (lists of words) and optional tag ids -> `TaggedFeatures`.
+  def _word_pieces(self, words):
+    """Flat words [N] -> their pieces, ragged [N, (pieces)], at least the
+    unknown piece and at most a row's room each."""
+    self.tokenizer._maybe_initialized_tf()  # pylint: disable=protected-access
+    pieces = self.tokenizer._sentence_piece.tokenize(words)  # pylint: disable=protected-access
+    pieces = tf.cast(pieces, "int32")
+    unknown = tf.fill([tf.shape(words)[0], 1], self.tokenizer.unk_token_id)
+    padded = tf.concat(
+        [pieces.to_tensor(default_value=self.tokenizer.unk_token_id), unknown],
+        axis=1)
+    lengths = tf.minimum(tf.maximum(pieces.row_lengths(), 1),
+                         self.sequence_length - 2)
+    return tf.RaggedTensor.from_tensor(padded, lengths=lengths)
 
-    split_long: a sentence that does not fit continues in further rows;
-      False keeps its first row only.
-    """
-    room = self.sequence_length - 2
-    rows, token_rows, label_rows = [], [], []
-    for index, words in enumerate(sentences):
-      pieces = [(p or [self.tokenizer.unk_token_id])[:room]
-                for p in self.tokenizer.piece_ids(list(words))]
-      start = 0
-      while start < len(words):
-        end, used = start, 0
-        while end < len(words) and used + len(pieces[end]) <= room:
-          used += len(pieces[end])
-          end += 1
-        tokens, labels, positions = [self.tokenizer.cls_token_id], [
-            IGNORED_LABEL], []
-        for word in range(start, end):
-          positions.append(len(tokens))
-          tokens += pieces[word]
-          first = IGNORED_LABEL if tags is None else int(tags[index][word])
-          labels += [first] + [IGNORED_LABEL] * (len(pieces[word]) - 1)
-        tokens.append(self.tokenizer.sep_token_id)
-        labels.append(IGNORED_LABEL)
-        rows.append(TaggedRow(index, start, positions))
-        token_rows.append(tokens)
-        label_rows.append(labels)
-        start = end
-        if not split_long:
-          break
-    return TaggedFeatures(self._pack(token_rows),
-                          self._pad(label_rows, IGNORED_LABEL), rows)
+  def _encode(self, words, tags):
+    """Ragged words [B, (W)] and tags -> token ids and labels [B, L]."""
+    pieces = self._word_pieces(words.flat_values)
+    lengths = pieces.row_lengths()
+    # Pieces used up to each word, within its sentence.
+    ends = tf.math.cumsum(lengths)
+    firsts = tf.gather(tf.concat([[0], ends], 0), words.row_starts())
+    within = ends - tf.repeat(firsts, words.row_lengths())
+    kept = within <= self.sequence_length - 2
+    sentence = words.value_rowids()
+    piece_kept = tf.repeat(kept, lengths)
+    piece_sentence = tf.boolean_mask(tf.repeat(sentence, lengths), piece_kept)
+    batch = words.nrows()
+    tokens = tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(pieces.flat_values, piece_kept), piece_sentence,
+        nrows=batch)
+    first = tf.equal(tf.ragged.range(lengths).flat_values, 0)
+    word_tags = tf.cast(tags.flat_values, "int32")
+    piece_tags = tf.where(first, tf.repeat(word_tags, lengths), IGNORED_LABEL)
+    labels = tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(piece_tags, piece_kept), piece_sentence, nrows=batch)
+    column = tf.ones([batch, 1], "int32")
+    tokens = tf.concat([column * self.tokenizer.cls_token_id, tokens,
+                        column * self.tokenizer.sep_token_id], axis=1)
+    labels = tf.concat([column * IGNORED_LABEL, labels,
+                        column * IGNORED_LABEL], axis=1)
+    shape = [None, self.sequence_length]
+    return (tokens.to_tensor(self.tokenizer.pad_token_id, shape=shape),
+            tf.sequence_mask(tokens.row_lengths(), self.sequence_length,
+                             dtype="int32"),
+            labels.to_tensor(IGNORED_LABEL, shape=shape))
 
-  def _pad(self, rows: List[List[int]], value: int) -> np.ndarray:
-    out = np.full([len(rows), self.sequence_length], value, np.int32)
-    for i, row in enumerate(rows):
-      out[i, :len(row)] = row
-    return out
-
-  def _pack(self, token_rows: List[List[int]]) -> Dict[str, np.ndarray]:
-    token_ids = self._pad(token_rows, self.tokenizer.pad_token_id)
-    padding_mask = self._pad([[1] * len(r) for r in token_rows], 0)
-    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
-            "padding_mask": padding_mask}
-
-  def _encode_arrays(self, words, tags=None):
-    """A batch of sentences -> token ids, segment ids, padding mask, labels
-    (0 where ignored), first-piece weights: one row per sentence."""
-    features = self.encode(words, tags, split_long=False)
-    return (features.inputs["token_ids"], features.inputs["segment_ids"],
-            features.inputs["padding_mask"],
-            np.maximum(features.labels, 0).astype("int32"),
-            (features.labels != IGNORED_LABEL).astype("float32"))
-
+  @preprocessing_function
   def call(self, x, y=None, sample_weight=None):
     if isinstance(x, dict):   # already encoded
       return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
-    if self._use_tf_workflow():
-      single = x.shape.rank == 1   # one sentence of words
-      arrays = example_batching.encode_in_graph(
-          self._encode_arrays, [x] if y is None else [x, y],
-          [2] if y is None else [2, 2], single,
-          [tf.int32] * 4 + [tf.float32], [[self.sequence_length]] * 5)
-      if sample_weight is not None:
-        sample_weight = tf.cast(sample_weight, tf.float32)[..., tf.newaxis]
-    else:
-      words = example_batching.to_python(x)
-      tags = None if y is None else example_batching.to_python(y)
-      single = bool(words) and isinstance(words[0], str)
-      if single:
-        words, tags = [words], None if tags is None else [tags]
-      arrays = self._encode_arrays(words, tags)
-      if single:
-        arrays = example_batching.unbatch(arrays)
-      if sample_weight is not None:
-        sample_weight = np.asarray(example_batching.to_python(sample_weight),
-                                   "float32")[..., None]
-    token_ids, segment_ids, padding_mask, labels, weights = arrays
-    inputs = {"token_ids": token_ids, "segment_ids": segment_ids,
-              "padding_mask": padding_mask}
-    if y is None:
-      return inputs
+    assert_tf_libs_installed(type(self).__name__)
+    words = _ragged(x)
+    single = words.shape.rank == 1
+    if single:
+      words = tf.RaggedTensor.from_tensor(words[tf.newaxis])
+    tags = words.with_flat_values(tf.zeros_like(words.flat_values, "int32"))
+    if y is not None:
+      tags = _ragged(y)
+      tags = tf.RaggedTensor.from_tensor(tags[tf.newaxis]) if single else tags
+    token_ids, padding_mask, labels = self._encode(words, tags)
+    x = {"token_ids": token_ids, "segment_ids": tf.zeros_like(token_ids),
+         "padding_mask": padding_mask}
+    weights = tf.cast(tf.not_equal(labels, IGNORED_LABEL), "float32")
     if sample_weight is not None:
-      weights = weights * sample_weight
-    return inputs, labels, weights
+      sample_weight = tf.cast(_to_tf(sample_weight), "float32")
+      weights *= sample_weight[..., tf.newaxis] if not single else (
+          sample_weight)
+    labels = tf.maximum(labels, 0)
+    if single:
+      x = {key: value[0] for key, value in x.items()}
+      labels, weights = labels[0], weights[0]
+    if y is None:
+      return x
+    return x, labels, weights
 
   def get_config(self):
     config = super().get_config()
     config.update(sequence_length=self.sequence_length)
     return config
+
+
+def _to_tf(values):
+  """A list, NumPy array or backend tensor -> a TensorFlow tensor (nested
+  lists of unequal lengths -> a ragged one)."""
+  if isinstance(values, (tf.Tensor, tf.RaggedTensor)):
+    return values
+  if isinstance(values, (list, tuple)):
+    return tf.ragged.constant(values)
+  return tf.convert_to_tensor(keras.ops.convert_to_numpy(values))
+
+
+def _ragged(values):
+  """Words or tags -> a ragged tensor of rank 2, or a dense one of rank 1
+  (one sentence)."""
+  values = _to_tf(values)
+  if isinstance(values, tf.Tensor) and values.shape.rank == 2:
+    return tf.RaggedTensor.from_tensor(values)
+  return values

@@ -13,7 +13,7 @@ import shutil
 from absl import flags
 
 import testlib
-from rembert_tf import pretraining
+from rembert_tf.pretraining import experiments
 from rembert_tf.cli import flag_checks
 from rembert_tf.finetuning import finetuning_experiment
 
@@ -88,8 +88,8 @@ def test_rembert_finetune_names_keys_and_the_other_trainer(tmp_path):
 
 def test_a_section_with_every_field_commented_out_changes_nothing(tmp_path):
   no_changes = str(_commented_out_trainer(tmp_path))
-  pre = pretraining.load_experiment_config(["pretrain_tiny_demo", no_changes])
-  assert pre.trainer.train_steps == pretraining.load_experiment_config(
+  pre = experiments.load_experiment_config(["pretrain_tiny_demo", no_changes])
+  assert pre.trainer.train_steps == experiments.load_experiment_config(
       ["pretrain_tiny_demo"]).trainer.train_steps
   ft = finetuning_experiment.load_finetuning_config(["xtreme_xnli", no_changes])
   assert ft.trainer.learning_rate == finetuning_experiment.load_finetuning_config(

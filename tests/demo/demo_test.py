@@ -97,8 +97,8 @@ def test_the_guide_trains_past_the_demos_failure_line_with_headroom():
   """docs/demo.md's runs pre-train at least the steps its figures were
   measured at (the experiment's own): fewer ended at 2.2x the baseline, just
   above the 2x a run fails below."""
-  from rembert_tf import pretraining  # pylint: disable=g-import-not-at-top
-  measured = pretraining.load_experiment_config(
+  from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
+  measured = experiments.load_experiment_config(
       [runner.DemoSettings().experiment]).trainer.train_steps
   guide = (pathlib.Path(__file__).resolve().parents[2] / "docs" /
            "demo.md").read_text(encoding="utf-8")

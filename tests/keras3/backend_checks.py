@@ -6,6 +6,7 @@ TensorFlow code, XTREME inputs) and `REMBERT_KERAS_OUTPUT` (where the parity
 figures, losses and XTREME predictions go; that test scores them). Keras 3
 and keras-hub only: no tf-keras, none of the project's TensorFlow modules.
 """
+import functools
 import json
 import os
 import pathlib
@@ -17,6 +18,7 @@ import pytest
 import tensorflow as tf  # tf.data: what keras-hub's fit maps preprocessing on
 
 from rembert_tf import keras_hub as rk
+from rembert_tf.keras_hub import windowed_tasks
 
 FIXTURES = os.environ.get("REMBERT_KERAS_FIXTURES")
 OUTPUT = os.environ.get("REMBERT_KERAS_OUTPUT")
@@ -132,14 +134,14 @@ def test_tagging_rows_equal_the_project_records():
   preprocessor = _xtreme_preset(rk.RemBertTokenClassifierPreprocessor,
                                 sequence_length=XTREME["tagging_length"])
   words, tags = zip(*XTREME["panx_train"])
-  features = preprocessor.encode(words, tags)
+  features = windowed_tasks.encode_tagged(preprocessor, words, tags)
   records = XTREME["records"]["panx_train"]
   np.testing.assert_array_equal(features.inputs["token_ids"],
                                 records["input_word_ids"])
   np.testing.assert_array_equal(features.inputs["padding_mask"],
                                 records["input_mask"])
   np.testing.assert_array_equal(features.labels, records["label_ids"])
-  dev = preprocessor.encode(XTREME["panx_dev"]["en"])
+  dev = windowed_tasks.encode_tagged(preprocessor, XTREME["panx_dev"]["en"])
   np.testing.assert_array_equal(dev.inputs["token_ids"],
                                 XTREME["records"]["panx_dev_en"]["input_word_ids"])
 
@@ -154,7 +156,8 @@ def _span_preprocessor():
 def test_span_windows_equal_the_project_records():
   preprocessor = _span_preprocessor()
   questions, contexts, starts, answers = zip(*XTREME["squad_train"])
-  train = preprocessor.encode(questions, contexts, starts, answers)
+  train = windowed_tasks.encode_spans(preprocessor, questions, contexts,
+                                      starts, answers)
   records = XTREME["records"]["squad_train"]
   assert len(train.windows) > len(questions)   # contexts span windows
   for key, actual in (("input_word_ids", train.inputs["token_ids"]),
@@ -163,7 +166,7 @@ def test_span_windows_equal_the_project_records():
                       ("end_position", train.end_positions[:, None])):
     np.testing.assert_array_equal(actual, records[key], err_msg=key)
   _, questions, contexts = zip(*XTREME["xquad_test"]["zh"])
-  test = preprocessor.encode(questions, contexts)
+  test = windowed_tasks.encode_spans(preprocessor, questions, contexts)
   np.testing.assert_array_equal(
       test.inputs["token_ids"],
       XTREME["records"]["xquad_test_zh"]["input_word_ids"])
@@ -221,7 +224,7 @@ def test_token_classifier_runs_panx():
       preprocessor=_xtreme_preset(rk.RemBertTokenClassifierPreprocessor,
                                   sequence_length=XTREME["tagging_length"]))
   tagger.compile(optimizer=keras.optimizers.Adam(3e-3))
-  features = tagger.preprocessor.encode(words, tags)
+  features = windowed_tasks.encode_tagged(tagger.preprocessor, words, tags)
   losses = _fit(tagger, features.inputs, np.maximum(features.labels, 0),
                 sample_weight=(features.labels >= 0).astype("float32"),
                 batch_size=6, epochs=30)
@@ -230,7 +233,8 @@ def test_token_classifier_runs_panx():
   folder = OUT / "predictions" / "panx"
   folder.mkdir(parents=True, exist_ok=True)
   for lang, predicted in _by_language(XTREME["panx_dev"],
-                                      tagger.predict_tags):
+                                      functools.partial(
+                                          windowed_tasks.predict_tags, tagger)):
     (folder / f"dev-{lang}.tsv").write_text("".join(
         "".join(XTREME["labels"][t] + "\n" for t in row) + "\n"
         for row in predicted), encoding="utf-8")
@@ -241,7 +245,8 @@ def test_question_answerer_runs_xquad():
   qa = _xtreme_preset(rk.RemBertQuestionAnswerer,
                       preprocessor=_span_preprocessor())
   qa.compile(optimizer=keras.optimizers.Adam(3e-3))
-  features = qa.preprocessor.encode(questions, contexts, starts, answers)
+  features = windowed_tasks.encode_spans(qa.preprocessor, questions, contexts,
+                                         starts, answers)
   losses = _fit(qa, features.inputs,
                 {"start_logits": features.start_positions,
                  "end_logits": features.end_positions},
@@ -252,7 +257,7 @@ def test_question_answerer_runs_xquad():
   folder.mkdir(parents=True, exist_ok=True)
   def answer(examples):
     _, questions, contexts = zip(*examples)
-    return qa.predict_answers(questions, contexts)
+    return windowed_tasks.predict_answers(qa, questions, contexts)
 
   for lang, answers in _by_language(XTREME["xquad_test"], answer):
     ids = [qid for qid, _, _ in XTREME["xquad_test"][lang]]

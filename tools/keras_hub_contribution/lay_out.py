@@ -12,7 +12,8 @@ those files into `--output_dir`, in keras-hub's tree, from the port as it is in
 | ------------------------------------------------------------ | ------------------------------------------------------ |
 | keras_hub/src/models/rembert/rembert_*.py (+ helpers)        | rembert_tf/keras_hub/, imports rewritten               |
 | keras_hub/src/models/rembert/__init__.py, rembert_presets.py | generated: the classes; the released model's preset    |
-| keras_hub/src/models/rembert/rembert_layers_test.py, rembert_tasks_test.py | tests/keras3/harness_checks.py, harness_task_checks.py |
+| keras_hub/src/models/rembert/rembert_*_test.py, keras_hub/src/utils/transformers/convert_rembert_test.py | tools/keras_hub_contribution/upstream/ (keras-hub's tests, one file per class) |
+| keras_hub/src/tests/test_data/rembert_test_vocab.spm, tools/sentencepiece_testing/create_rembert_test_proto.py | generated: the tests' vocabulary (albert's recipe) and its script |
 | keras_hub/src/utils/transformers/convert_rembert.py          | rembert_tf/keras_hub/transformers_checkpoint.py without its hook, with the Hugging Face names it reads |
 | tools/checkpoint_conversion/convert_rembert_checkpoints.py   | tools/keras_hub_contribution/convert_rembert_checkpoints.py |
 | UPSTREAM.md                                                  | generated: the edits to keras-hub's shared files made by hand |
@@ -20,8 +21,12 @@ those files into `--output_dir`, in keras-hub's tree, from the port as it is in
 The rewrites (tools/keras_hub_contribution/source_rewrite.py) act on the
 syntax tree: imports of the port become keras-hub's, public keras-hub names
 (`keras_hub.models.Backbone`) are imported from their own modules, classes
-register through `keras_hub_export`. Needs Keras 3 and keras-hub (the
-`[keras]` extra): the public names are looked up in the installed keras-hub.
+register through `keras_hub_export`; module docstrings are left out (keras-hub's
+modules have none). The Python files are then formatted as keras-hub's
+pre-commit does (tools/keras_hub_contribution/keras_hub_style.py: ruff with
+keras-hub's pyproject.toml, a copy in keras_hub_ci/). Needs Keras 3 and
+keras-hub (the `[keras]` extra): the public names are looked up in the
+installed keras-hub; and ruff unless --noformat.
 
 Usage:
   python tools/keras_hub_contribution/lay_out.py --output_dir /tmp/keras-hub-rembert
@@ -30,7 +35,9 @@ Usage:
 import ast
 import os
 import pathlib
+import re
 import sys
+import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from absl import flags  # noqa: E402
@@ -39,6 +46,7 @@ from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from rembert_tf.common import fileio  # noqa: E402
 from rembert_tf.common import outputs  # noqa: E402
+import keras_hub_style  # noqa: E402  pylint: disable=g-bad-import-order
 import source_rewrite  # noqa: E402  pylint: disable=g-bad-import-order
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -47,11 +55,23 @@ HERE = pathlib.Path(__file__).resolve().parent
 MODEL_DIR = "keras_hub/src/models/rembert"
 CONVERTER_FILE = "keras_hub/src/utils/transformers/convert_rembert.py"
 SCRIPT_FILE = "tools/checkpoint_conversion/convert_rembert_checkpoints.py"
-# Modules that tie the port to this project (pre-training from its TFRecords):
+# Modules that tie the port to this project (pre-training from its TFRecords,
+# XTREME rows and predictions read back):
 # they stay here, keras-hub reads its own data.
-PROJECT_ONLY = ("pretraining_records", "masked_lm_pretraining")
-TESTS = {"harness_checks.py": "rembert_layers_test.py",
-         "harness_task_checks.py": "rembert_tasks_test.py"}
+PROJECT_ONLY = ("pretraining_records", "masked_lm_pretraining", "windowed_tasks")
+# keras-hub's tests of the model, one file per class as keras-hub's albert/
+# has, written in keras-hub's form: copied as they are.
+UPSTREAM_TESTS = HERE / "upstream"
+TEST_VOCAB_FILE = "keras_hub/src/tests/test_data/rembert_test_vocab.spm"
+TEST_VOCAB_SCRIPT = "tools/sentencepiece_testing/create_rembert_test_proto.py"
+# The test vocabulary: keras-hub's WORD-model recipe (albert's), with
+# RemBERT's special pieces.
+TEST_VOCAB_SENTENCES = ("the quick brown fox", "the earth is round",
+                        "where is the fox")
+TEST_VOCAB_OPTIONS = dict(
+    vocab_size=14, model_type="WORD", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+    pad_piece="<pad>", unk_piece="<unk>", bos_piece="[CLS]",
+    eos_piece="[SEP]", user_defined_symbols="[MASK]")
 HOOK = ("RemBertAwarePresetLoader", "install")   # upstream: preset_loader.py
 PRESET = "rembert_multi"
 PROG = "keras-hub-lay-out"
@@ -60,6 +80,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "A new folder the keras-hub tree is "
                     "written into.")
 flags.DEFINE_bool("overwrite", False, "Replace --output_dir if it exists.")
+flags.DEFINE_bool("format", True, "Format the Python files with ruff and "
+                  "keras-hub's settings (`ruff format`, then `ruff check "
+                  "--fix`), as keras-hub's pre-commit does.")
 
 CONVERTER_DOC = '''"""Hugging Face RemBERT (`model_type: "rembert"`) in keras-hub.
 
@@ -140,7 +163,10 @@ def presets_source() -> str:
       "backbone_presets = {\n"
       f'    "{PRESET}": {{\n'
       '        "metadata": {\n'
-      f'            "description": ({description!r}),\n'
+      '            "description": (\n'
+      + "".join(f"                {part!r}\n" for part in textwrap.wrap(
+          description, 58, drop_whitespace=False))
+      + "            ),\n"
       f'            "params": {counts.ft_params + counts.pooler_params},\n'
       '            "path": "rembert",\n'
       "        },\n"
@@ -159,13 +185,54 @@ Written by tools/keras_hub_contribution/lay_out.py beside the files it lays out.
    `output_embedding_dim` and calls `convert_rembert._load_masked_lm_head(task, preset)`.
 2. Export the public names: run keras-hub's API generator (`./shell/api_gen.sh`); the classes
    carry `keras_hub_export`.
-3. Tests: `rembert_layers_test.py` and `rembert_tasks_test.py` read their SentencePiece model
-   and presets from `REMBERT_KERAS_FIXTURES`; point them at a test vocabulary in
-   `keras_hub/src/tests/test_data/` and at presets converted from it.
+3. Tests: one `*_test.py` per class beside the model and `convert_rembert_test.py`, on tiny
+   configs and `{TEST_VOCAB_FILE}` (written by `{TEST_VOCAB_SCRIPT}`);
+   `pytest keras_hub/src/models/rembert keras_hub/src/utils/transformers/convert_rembert_test.py`.
 4. Convert and upload the preset:
    `python {SCRIPT_FILE} --preset {PRESET} --source hf --checkpoint <Hugging Face folder>`, upload
    `./{PRESET}` and set its `kaggle_handle` in `rembert_presets.py`.
 """
+
+
+def test_vocab_script() -> str:
+  """keras-hub's script that writes the test vocabulary (as albert's)."""
+  options = "".join(f"        {k}={v!r},\n" for k, v in TEST_VOCAB_OPTIONS.items())
+  return ("from tools.sentencepiece_testing.utils import train_sentencepiece\n"
+          "\n\ndef main():\n    train_sentencepiece(\n"
+          f"        {list(TEST_VOCAB_SENTENCES)!r},\n"
+          f'        "{pathlib.PurePosixPath(TEST_VOCAB_FILE).name}",\n'
+          f"{options}    )\n\n\nif __name__ == \"__main__\":\n    main()\n")
+
+
+def test_vocab_bytes() -> bytes:
+  """The test vocabulary, trained as the script above trains it (SentencePiece
+  training is deterministic: the same bytes every run)."""
+  import io  # pylint: disable=g-import-not-at-top
+  import sentencepiece  # pylint: disable=g-import-not-at-top
+  model = io.BytesIO()
+  sentencepiece.SentencePieceTrainer.train(
+      sentence_iterator=iter(TEST_VOCAB_SENTENCES), model_writer=model,
+      minloglevel=2, **TEST_VOCAB_OPTIONS)
+  return model.getvalue()
+
+
+def drop_module_docstring(source: str) -> str:
+  """keras-hub's modules have none: the classes' docstrings are the API's,
+  and this project's module docstrings speak of the project."""
+  tree = ast.parse(source)
+  first = tree.body[0] if tree.body else None
+  if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+          and isinstance(first.value.value, str)):
+    return source
+  lines = source.splitlines(keepends=True)
+  return "".join(lines[first.end_lineno:]).lstrip("\n").replace(
+      " (see the module docstring)", "")
+
+
+def drop_snippet_markers(source: str) -> str:
+  """The markers this project's docs tests read (`<!-- snippet: ... -->`
+  above a docstring example) have no meaning in keras-hub."""
+  return re.sub(r"(?m)^[ \t]*<!-- snippet:.*-->[ \t]*\n", "", source)
 
 
 def laid_out_files():
@@ -175,12 +242,13 @@ def laid_out_files():
   for path in sorted(PORT.glob("*.py")):
     if path.stem in ("__init__", "transformers_checkpoint", *PROJECT_ONLY):
       continue
-    files[f"{MODEL_DIR}/{path.name}"] = source_rewrite.rewrite_module(
-        path.read_text(encoding="utf-8"), ctx, str(path))
-  for test, name in TESTS.items():
-    path = REPO / "tests" / "keras3" / test
-    files[f"{MODEL_DIR}/{name}"] = source_rewrite.rewrite_module(
-        path.read_text(encoding="utf-8"), ctx, str(path))
+    files[f"{MODEL_DIR}/{path.name}"] = drop_snippet_markers(
+        drop_module_docstring(source_rewrite.rewrite_module(
+            path.read_text(encoding="utf-8"), ctx, str(path))))
+  for path in sorted(UPSTREAM_TESTS.rglob("*.py")):
+    files[str(path.relative_to(UPSTREAM_TESTS))] = path.read_text(
+        encoding="utf-8")
+  files[TEST_VOCAB_SCRIPT] = test_vocab_script()
   files[CONVERTER_FILE] = converter_source(ctx)
   files[f"{MODEL_DIR}/__init__.py"] = init_source(ctx)
   files[f"{MODEL_DIR}/rembert_presets.py"] = presets_source()
@@ -197,13 +265,20 @@ def main(argv):
   del argv
   try:
     files = laid_out_files()
-  except source_rewrite.LayoutError as e:
+    if FLAGS.format:
+      files.update(keras_hub_style.keras_hub_style(
+          {name: text for name, text in files.items() if name.endswith(".py")}))
+  except (source_rewrite.LayoutError, keras_hub_style.StyleError) as e:
     raise errors.InputError(str(e)) from None
+  files[TEST_VOCAB_FILE] = test_vocab_bytes()
   with outputs.atomic_directory(FLAGS.output_dir, overwrite=FLAGS.overwrite) as tmp:
-    for name, text in files.items():
+    for name, content in files.items():
       path = fileio.join(tmp, name)
       fileio.makedirs(fileio.dirname(path))
-      fileio.write_text(path, text)
+      if isinstance(content, bytes):
+        fileio.write_bytes(path, content)
+      else:
+        fileio.write_text(path, content)
   print(f"Wrote {len(files)} files under {FLAGS.output_dir}; the edits made by "
         f"hand are in {fileio.join(FLAGS.output_dir, 'UPSTREAM.md')}")
 
