@@ -23,22 +23,22 @@ PACKAGE = REPO / "rembert_tf"
 # helper of a later stage), or its own code grew: lower what it reaches, or
 # raise its figure here in the same change, saying why.
 CLOSURE_LINES = {
-    "rembert_tf.cli.train": 11_050,
-    "rembert_tf.train": 11_050,
-    "rembert_tf.cli.finetune": 12_450,
-    "rembert_tf.finetune": 12_450,
-    "rembert_tf.demo.__main__": 20_500,
-    "rembert_tf.cli.make_demo_corpus": 4_100,
-    "rembert_tf.cli.train_sentencepiece": 5_100,
-    "rembert_tf.cli.create_pretraining_data": 6_350,
+    "rembert_tf.cli.train": 10_850,
+    "rembert_tf.train": 10_900,
+    "rembert_tf.cli.finetune": 12_600,
+    "rembert_tf.finetune": 12_600,
+    "rembert_tf.demo.__main__": 20_400,
+    "rembert_tf.cli.make_demo_corpus": 4_300,
+    "rembert_tf.cli.train_sentencepiece": 5_050,
+    "rembert_tf.cli.create_pretraining_data": 6_300,
     "rembert_tf.cli.create_finetuning_data": 6_300,
-    "rembert_tf.cli.export_savedmodel": 6_900,
-    "rembert_tf.cli.convert_checkpoint": 10_150,
-    "rembert_tf.cli.evaluate_xtreme": 4_100,
-    "rembert_tf.cli.param_table": 3_950,
-    "rembert_tf.cli.run_ablation": 21_950,
-    "rembert_tf.cli.layer_similarity": 6_700,
-    "rembert_tf.cli.retrieve": 10_100,
+    "rembert_tf.cli.export_savedmodel": 6_800,
+    "rembert_tf.cli.convert_checkpoint": 10_350,
+    "rembert_tf.cli.evaluate_xtreme": 4_050,
+    "rembert_tf.cli.param_table": 3_900,
+    "rembert_tf.cli.run_ablation": 21_800,
+    "rembert_tf.cli.layer_similarity": 6_600,
+    "rembert_tf.cli.retrieve": 9_900,
 }
 # The packages of the stages after a command's, which it must not reach: the
 # corpus generator and the data commands come before the trainers.
