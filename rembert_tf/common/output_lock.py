@@ -309,8 +309,8 @@ def _named_for_the_output(path: str, parent: str) -> Iterator[None]:
   try:
     yield
   except errors.user_error_types() as e:  # pylint: disable=catching-non-exception
-    if isinstance(e, errors.RemBertError):
-      raise
+    if isinstance(e, errors.RemBertError) or fileio.is_disk_full(e):
+      raise  # a full disk is named by the writer (outputs' disk-full line)
     why = (e.strerror if isinstance(e, OSError) and e.strerror
            else errors.one_line(e).rsplit(": ", 1)[-1])
     raise errors.UsageError(
