@@ -331,30 +331,28 @@ def _task_from_preset(cls, preset, load_weights=True, **kwargs):
       cls, preset, load_weights=load_weights, **kwargs)
 
 
-def _preprocessor_from_preset(cls, preset,
-                              config_file=preset_utils.PREPROCESSOR_CONFIG_FILE,
-                              **kwargs):
-  config = read_config(preset)
-  if "model_type" in config:
-    loader = _transformers_loader(preset, config, tokenizer=True)
-    return _load(preset, cls.__name__, lambda: loader.load_preprocessor(
-        cls, config_file, **kwargs))
-  check_keras_preset(preset, weights=False, tokenizer=True)
-  return keras_hub.models.Preprocessor.from_preset.__func__(
-      cls, preset, config_file=config_file, **kwargs)
+def _config_file_loading(base, default_config_file: str, load: str):
+  """`from_preset` of a class built from one config file (a preprocessor, a
+  tokenizer): a Hugging Face folder through the loader's method `load`, a
+  Keras preset through `base`'s own, each after its checks."""
+  def from_preset(cls, preset, config_file=default_config_file, **kwargs):
+    config = read_config(preset)
+    if "model_type" in config:
+      loader = _transformers_loader(preset, config, tokenizer=True)
+      return _load(preset, cls.__name__, lambda: getattr(loader, load)(
+          cls, config_file, **kwargs))
+    check_keras_preset(preset, weights=False, tokenizer=True)
+    return base.from_preset.__func__(cls, preset, config_file=config_file,
+                                     **kwargs)
+  return from_preset
 
 
-def _tokenizer_from_preset(cls, preset,
-                           config_file=preset_utils.TOKENIZER_CONFIG_FILE,
-                           **kwargs):
-  config = read_config(preset)
-  if "model_type" in config:
-    loader = _transformers_loader(preset, config, tokenizer=True)
-    return _load(preset, cls.__name__, lambda: loader.load_tokenizer(
-        cls, config_file, **kwargs))
-  check_keras_preset(preset, weights=False, tokenizer=True)
-  return keras_hub.tokenizers.Tokenizer.from_preset.__func__(
-      cls, preset, config_file=config_file, **kwargs)
+_preprocessor_from_preset = _config_file_loading(
+    keras_hub.models.Preprocessor, preset_utils.PREPROCESSOR_CONFIG_FILE,
+    "load_preprocessor")
+_tokenizer_from_preset = _config_file_loading(
+    keras_hub.tokenizers.Tokenizer, preset_utils.TOKENIZER_CONFIG_FILE,
+    "load_tokenizer")
 
 
 _FROM_PRESET = ((keras_hub.models.Backbone, _backbone_from_preset),
