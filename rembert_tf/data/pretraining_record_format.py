@@ -132,70 +132,52 @@ def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
 
 
 # Staging directories are `.create_pretraining_data.tmp-*` (fileio's naming of
-# temporaries for the name `create_pretraining_data`), old records wait in
-# `.create_pretraining_data.old-*` during a swap.
+# temporaries for the name `create_pretraining_data`); during a swap the old
+# records wait in `.create_pretraining_data.old-*` (`outputs.swap_in`).
 _STAGING_NAME = "create_pretraining_data"
 STAGING_PREFIX = "." + _STAGING_NAME
-
-
-def old_record_copies(directory) -> List[str]:
-  """Folders in `directory` holding old records a swap has moved aside."""
-  if not fileio.isdir(directory):
-    return []
-  prefix = f"{STAGING_PREFIX}.old-"
-  return [fileio.join(directory, n) for n in fileio.listdir(directory)
-          if n.startswith(prefix)]
 
 
 def refuse_existing_records(directory, overwrite: bool) -> None:
   """Raises errors.OutputExistsError if `directory` holds records and not `overwrite`.
 
-  Records moved aside by a run killed during its swap count as present.
   Deletes no record: writers stage the new records and swap them in
   (`swap_in_records`), so the old ones stay until the new ones are complete.
-  The staging folders of killed runs go first (callers hold the lock).
+  A swap a killed run left is finished first, and its staging folders go
+  (callers hold the lock).
   """
   if fileio.isdir(directory):
     remove_stale_staging(directory)
-  found, aside = existing_records(directory), old_record_copies(directory)
-  if (found or aside) and not overwrite:
-    listed = [", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
-              ] if found else []
-    listed += [f"records a killed run moved aside into {path}" for path in aside]
+  found = existing_records(directory)
+  if found and not overwrite:
+    listed = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
     raise errors.OutputExistsError(
         f"output directory {directory} already holds pre-training records "
-        f"({'; '.join(listed)}); choose an empty directory or pass --overwrite "
+        f"({listed}); choose an empty directory or pass --overwrite "
         "(overwrite=True) to replace them (the old records stay until the new "
         "ones are complete).")
 
 
-def remove_stale_staging(directory) -> List[str]:
-  """Removes staging directories a killed or failed run left in `directory`."""
-  return outputs.remove_stale_temporaries(
-      fileio.join(directory, _STAGING_NAME), lock_of=directory)
+def remove_stale_staging(directory) -> None:
+  """Finishes a swap a killed run left in `directory` and removes the staging
+  directories of killed or failed runs."""
+  outputs.recover_interrupted_swap(fileio.join(directory, _STAGING_NAME),
+                                   target=directory)
 
 
 def swap_in_records(staging: str, directory) -> None:
   """Replaces the records of `directory` by the complete ones in `staging`.
 
   Other files of `directory` are kept. metadata.json leaves first and comes
-  back last, so a reader never sees metadata next to a partial set of shards;
-  the old files wait in an `.old-` folder until the new ones are in place,
-  and the swap is journaled (`outputs.swap_in`): a run killed half-way is
-  finished or rolled back by the next run on `directory`.
+  back last, so a reader never sees metadata next to a partial set of shards
+  (`outputs.swap_in`: a run killed half-way is finished or rolled back by the
+  next run on `directory`).
   """
   directory = fileio.as_str(directory).rstrip("/")
-  old_dir = fileio.temporary_path(fileio.join(directory, _STAGING_NAME), ".old-")
   old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
   new_files = sorted((n for n in fileio.listdir(staging) if is_record_file(n)),
                      key=lambda n: n == METADATA_FILE)
-  outputs.swap_in(
-      directory,
-      aside=[(fileio.join(directory, n), fileio.join(old_dir, n))
-             for n in old_files],
-      into=[(fileio.join(staging, n), fileio.join(directory, n))
-            for n in new_files],
-      new=[staging], old=[old_dir] + old_record_copies(directory))
+  outputs.swap_in(directory, staging, old_files, new_files)
 
 
 def new_staging_directory(directory) -> str:
@@ -463,7 +445,7 @@ def write_pretraining_records(
   except BaseException:
     fileio.rmtree(staging)
     raise
-  swap_in_records(staging, output_dir)  # Its journal owns `staging` now.
+  swap_in_records(staging, output_dir)
   return meta
 
 

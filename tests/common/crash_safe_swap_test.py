@@ -1,6 +1,6 @@
 """Crash-safe swap: a run killed at any step of `--overwrite` loses neither the old nor the new output.
 
-Each step of a swap (every rename, and the journal's writes and removals) is
+Each step of a swap (every rename, the marker's write, every removal) is
 made to fail in turn, the way a kill would: a `Killed` exception that no
 handler of the code under test catches. Every such run is followed by a rerun
 without `--overwrite` (refused: the old or the new output is there, whole)
@@ -18,7 +18,6 @@ import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
-from rembert_tf.common import output_lock
 from rembert_tf.data import pretraining_record_format
 
 OLD = {"a.txt": b"old a", "sub/b.txt": b"old b"}
@@ -67,8 +66,8 @@ def _killed_overwrite(monkeypatch, write, step):
       pass
   if faults.count < step:
     return False
-  running = output_lock.pid_running
-  monkeypatch.setattr(output_lock, "pid_running",
+  running = outputs.pid_running
+  monkeypatch.setattr(outputs, "pid_running",
                       lambda pid: pid != os.getpid() and running(pid))
   return True
 
@@ -87,7 +86,8 @@ def test_a_directory_swap_killed_at_every_step(filesystem, tmp_path, monkeypatch
           monkeypatch, lambda f: _write_directory(out, NEW, True, f), step)
       if not killed:
         break
-      journal_left = any(".out.swap-" in n for n in fileio.listdir(root))
+      swap_left = any(".out.old-" in n or ".out.into-" in n
+                      for n in fileio.listdir(root))
       if rerun_overwrites:
         _write_directory(out, NEWER, overwrite=True)
         assert _tree(out) == NEWER, step
@@ -97,12 +97,14 @@ def test_a_directory_swap_killed_at_every_step(filesystem, tmp_path, monkeypatch
         outcomes.append("old" if _tree(out) == OLD else "new")
         assert _tree(out) in (OLD, NEW), step
       assert fileio.listdir(root) == ["out"], step
-      repaired = "finished the replacement a killed run had begun"
-      assert (repaired in capsys.readouterr().err) == journal_left, step
+      err = capsys.readouterr().err  # Completed, or the old output put back:
+      repaired = ("finished the replacement a killed run had begun" in err
+                  or "where a killed run had moved it" in err)
+      assert repaired == swap_left, step
     if not killed:
       break
-  # Journal, the move(s) aside, marker, the move(s) in, the clean-up: old
-  # before the marker, new after it.
+  # The move(s) aside, the marker, the move(s) in, the clean-up: old before
+  # the marker, new after it.
   assert step > (6 if filesystem == "local" else 10)
   assert outcomes == sorted(outcomes, reverse=True) and {"old", "new"} <= set(outcomes)
 
@@ -188,27 +190,27 @@ def test_an_old_copy_without_output_is_restored(tmp_path, capsys):
   assert _tree(str(tmp_path / ".export.old-1-a")) == OLD
 
 
-def test_a_journal_cut_short_means_nothing_was_moved(tmp_path):
+def test_a_killed_writers_temporaries_are_removed_by_the_next(tmp_path):
   out = str(tmp_path / "out")
   _write_directory(out, OLD, overwrite=False)
-  (tmp_path / ".out.swap-99@elsewhere-aaaa.json").write_text('{"aside": [["ou')
   (tmp_path / ".out.tmp-99@elsewhere-bbbb").mkdir()
   _write_directory(out, NEW, overwrite=True)
   assert _tree(out) == NEW and os.listdir(tmp_path) == ["out"]
 
 
-def test_old_records_moved_aside_count_as_present(tmp_path):
+def test_old_records_moved_aside_are_put_back_and_count_as_present(tmp_path):
   out = tmp_path / "records"
   shape = dict(seq_length=16, max_predictions_per_seq=3, vocab_size=100)
   pretraining_record_format.write_pretraining_records(out, [[10, 11]] * 4, **shape)
+  before = {p.name: p.read_bytes() for p in out.iterdir()}
   aside = out / ".create_pretraining_data.old-4242"  # An older run, killed.
   aside.mkdir()
   for name in pretraining_record_format.existing_records(out):
     os.rename(out / name, aside / name)
   with pytest.raises(errors.OutputExistsError,
-                     match=r"already holds pre-training records \(.*old-4242\)"):
+                     match=r"already holds pre-training records \(metadata.json"):
     pretraining_record_format.write_pretraining_records(out, [[20, 21]] * 4, **shape)
-  assert len(os.listdir(aside)) == 2
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before
   pretraining_record_format.write_pretraining_records(out, [[20, 21]] * 4,
                                                 overwrite=True, **shape)
   assert sorted(os.listdir(out)) == ["metadata.json", "pretrain-00000-of-00001.tfrecord"]
