@@ -113,11 +113,11 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 # one temporary it writes beside each output (TensorFlow is not imported).
 _LOCK_HOLDER = r"""
 import contextlib, os, sys
-from rembert_tf.common import fileio, outputs
+from rembert_tf.common import fileio, output_lock
 with contextlib.ExitStack() as stack:
   temporaries = []
   for path in sys.argv[1:]:
-    stack.enter_context(outputs.hold(path))
+    stack.enter_context(output_lock.hold(path))
     temporaries.append(fileio.temporary_path(path))
     os.makedirs(temporaries[-1])
   print(os.getpid(), *temporaries, flush=True)

@@ -18,6 +18,7 @@ import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.common import output_lock
 from rembert_tf.data import pretraining_record_format
 
 OLD = {"a.txt": b"old a", "sub/b.txt": b"old b"}
@@ -66,8 +67,8 @@ def _killed_overwrite(monkeypatch, write, step):
       pass
   if faults.count < step:
     return False
-  running = outputs.pid_running
-  monkeypatch.setattr(outputs, "pid_running",
+  running = output_lock.pid_running
+  monkeypatch.setattr(output_lock, "pid_running",
                       lambda pid: pid != os.getpid() and running(pid))
   return True
 
@@ -196,6 +197,33 @@ def test_a_killed_writers_temporaries_are_removed_by_the_next(tmp_path):
   (tmp_path / ".out.tmp-99@elsewhere-bbbb").mkdir()
   _write_directory(out, NEW, overwrite=True)
   assert _tree(out) == NEW and os.listdir(tmp_path) == ["out"]
+
+
+def test_a_replacement_that_cannot_be_finished_is_one_line(tmp_path,
+                                                           monkeypatch):
+  out = str(tmp_path / "out")
+  (tmp_path / ".out.tmp-99@elsewhere-bbbb").mkdir()
+  (tmp_path / ".out.tmp-99@elsewhere-bbbb" / "a.txt").write_text("new")
+  (tmp_path / ".out.into-99@elsewhere-bbbb").write_text("complete")
+
+  rename_one = fileio._rename_one
+
+  def forbidden(src, dst, overwrite):
+    if ".out.tmp-99" in src:
+      raise PermissionError(13, "Permission denied", src)
+    rename_one(src, dst, overwrite)
+  monkeypatch.setattr(fileio, "_rename_one", forbidden)
+  with pytest.raises(errors.InputError) as refused:
+    _write_directory(out, NEW, overwrite=True)
+  line = errors.one_line(refused.value)
+  assert line.startswith(f"{out}: a run killed while replacing it left its old "
+                         f"files in {tmp_path}/.out.old-99@elsewhere-bbbb and its "
+                         f"new ones in {tmp_path}/.out.tmp-99@elsewhere-bbbb; "
+                         "finishing that failed ("), line
+  monkeypatch.undo()
+  with pytest.raises(errors.OutputExistsError):  # The next run finishes it.
+    _write_directory(out, NEW, overwrite=False)
+  assert _tree(out) == {"a.txt": b"new"} and os.listdir(tmp_path) == ["out"]
 
 
 def test_old_records_moved_aside_are_put_back_and_count_as_present(tmp_path):

@@ -10,16 +10,17 @@ import pytest
 import testlib
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.common import output_lock
 
 
 def _lock_files(path):
-  parent, prefix = outputs.lock_location(path)
+  parent, prefix = output_lock.lock_location(path)
   return [n for n in fileio.listdir(parent) if n.startswith(prefix)]
 
 
 def _write_lock_file(path, host, pid, refreshed, since=None):
   """A lock file as another run would have written it."""
-  parent, prefix = outputs.lock_location(path)
+  parent, prefix = output_lock.lock_location(path)
   lock_file = fileio.join(parent, f"{prefix}{pid}@{host}-0000")
   fileio.write_json(lock_file, {"host": host, "pid": pid, "since": since or refreshed,
                                 "refreshed": refreshed})
@@ -29,8 +30,8 @@ def _write_lock_file(path, host, pid, refreshed, since=None):
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
   out = tmp_path / "records"
   with testlib.held_by_another_process(out) as (pid, _):
-    with pytest.raises(outputs.OutputLockedError) as refused:
-      with outputs.hold(out):
+    with pytest.raises(output_lock.OutputLockedError) as refused:
+      with output_lock.hold(out):
         pass
     message = str(refused.value)
     assert f"{out} is being written by another run (pid {pid} on this host, " \
@@ -39,7 +40,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
     assert f"lock file {tmp_path / lock_file})" in message
     assert "Wait for it to end or stop it" in message and "\n" not in message
     assert lock_file.startswith(f".records.lock-{pid}@{fileio.HOST}-")
-  with outputs.hold(out) as taken:  # Released when the holder ended.
+  with output_lock.hold(out) as taken:  # Released when the holder ended.
     assert taken
     (mine,) = _lock_files(out)
     info = json.loads((tmp_path / mine).read_text())
@@ -51,13 +52,13 @@ def test_the_lock_of_a_killed_run_is_taken_over(tmp_path):
   out = tmp_path / "export"
   killed = subprocess.Popen(
       [sys.executable, "-c", "import os, sys\n"
-       "from rembert_tf.common import outputs\n"
-       "held = outputs.hold(sys.argv[1])\nheld.__enter__()\nos._exit(9)", str(out)],
+       "from rembert_tf.common import output_lock\n"
+       "held = output_lock.hold(sys.argv[1])\nheld.__enter__()\nos._exit(9)", str(out)],
       env=dict(os.environ, PYTHONPATH=str(testlib.REPO)))
   assert killed.wait() == 9
   (left,) = _lock_files(out)
   assert left.startswith(f".export.lock-{killed.pid}@{fileio.HOST}-")
-  with outputs.hold(out):
+  with output_lock.hold(out):
     assert left not in _lock_files(out) and len(_lock_files(out)) == 1
 
 
@@ -67,15 +68,15 @@ def test_another_hosts_lock_holds_until_it_is_not_refreshed(root, tmp_path):
   out = fileio.join(base, "model_dir")
   fileio.makedirs(base)
   lock_file = _write_lock_file(out, "tpu-vm-7", 4242, time.time() - 30)
-  with pytest.raises(outputs.OutputLockedError,
+  with pytest.raises(output_lock.OutputLockedError,
                      match=r"pid 4242 on host tpu-vm-7, since .* last refreshed "
                            r"3\ds ago; lock file .*model_dir.lock-4242@tpu-vm-7"):
-    with outputs.hold(out):
+    with output_lock.hold(out):
       pass
   assert fileio.exists(lock_file)
   _write_lock_file(out, "tpu-vm-7", 4242,
-                   time.time() - outputs.STALE_AFTER_S - 1)
-  with outputs.hold(out):
+                   time.time() - output_lock.STALE_AFTER_S - 1)
+  with output_lock.hold(out):
     assert not fileio.exists(lock_file)
 
 
@@ -84,22 +85,33 @@ def test_a_dead_pid_of_this_host_is_stale_a_live_one_is_not(tmp_path):
   finished.wait()
   dead = _write_lock_file(tmp_path / "a", fileio.HOST, finished.pid, time.time())
   live = _write_lock_file(tmp_path / "b", fileio.HOST, os.getppid(), 0)
-  with outputs.hold(tmp_path / "a"):
+  with output_lock.hold(tmp_path / "a"):
     assert not os.path.exists(dead)
-  with pytest.raises(outputs.OutputLockedError, match=f"pid {os.getppid()} "):
-    with outputs.hold(tmp_path / "b"):
+  with pytest.raises(output_lock.OutputLockedError, match=f"pid {os.getppid()} "):
+    with output_lock.hold(tmp_path / "b"):
       pass
   assert os.path.exists(live)
 
 
+def test_a_pid_now_used_by_another_process_or_boot_is_stale(tmp_path):
+  """A killed run's pid taken by a new process (a restarted container), or a
+  lock from before a reboot: taken over, not named as a live writer."""
+  for n, field in enumerate(({"process_start": "1"}, {"boot_id": "another-boot"})):
+    out = tmp_path / f"out{n}"
+    lock_file = _write_lock_file(out, fileio.HOST, os.getppid(), time.time())
+    fileio.write_json(lock_file, dict(fileio.read_json(lock_file), **field))
+    with output_lock.hold(out):
+      assert not os.path.exists(lock_file)
+
+
 def test_hold_nests_and_leaves_nothing_behind(tmp_path):
   out = tmp_path / "new" / "deeper" / "out"
-  with outputs.hold(out) as outer:
-    with outputs.hold(str(out) + "/") as inner:
+  with output_lock.hold(out) as outer:
+    with output_lock.hold(str(out) + "/") as inner:
       assert (outer, inner) == (True, False)
-      assert outputs.held_by_this_process(out)
+      assert output_lock.held_by_this_process(out)
     assert len(_lock_files(out)) == 1
-  assert not outputs.held_by_this_process(out)
+  assert not output_lock.held_by_this_process(out)
   assert not (tmp_path / "new").exists()  # The folders it made are gone too.
 
 
@@ -111,28 +123,28 @@ def test_runs_starting_together_retry_and_never_both_hold(tmp_path, monkeypatch)
   def rival_withdraws():
     pauses.append("withdrawn")
     os.remove(rival)
-  monkeypatch.setattr(outputs, "_collision_pause", rival_withdraws)
-  with outputs.hold(out):
+  monkeypatch.setattr(output_lock, "_collision_pause", rival_withdraws)
+  with output_lock.hold(out):
     assert pauses == ["withdrawn"] and len(_lock_files(out)) == 1
   rival = _write_lock_file(out, fileio.HOST, os.getppid(), time.time())
-  monkeypatch.setattr(outputs, "_collision_pause",
+  monkeypatch.setattr(output_lock, "_collision_pause",
                       lambda: pauses.append("stays"))
-  with pytest.raises(outputs.OutputLockedError):
-    with outputs.hold(out):
+  with pytest.raises(output_lock.OutputLockedError):
+    with output_lock.hold(out):
       pass
   assert pauses[1:] == ["stays"] and _lock_files(out) == [os.path.basename(rival)]
 
 
 def test_holders_refresh_their_lock_files(tmp_path, capsys):
   out = tmp_path / "model_dir"
-  with outputs.hold(out):
+  with output_lock.hold(out):
     (name,) = _lock_files(out)
     before = json.loads((tmp_path / name).read_text())["refreshed"]
     time.sleep(0.01)
-    outputs.refresh_held_locks()
+    output_lock.refresh_held_locks()
     assert json.loads((tmp_path / name).read_text())["refreshed"] > before
     os.remove(tmp_path / name)
-    outputs.refresh_held_locks()
+    output_lock.refresh_held_locks()
     assert "was removed by another process" in capsys.readouterr().err
     assert _lock_files(out) == []
 
@@ -141,7 +153,7 @@ def test_a_training_directory_is_written_by_one_process(tmp_path):
   """The trainers' API: `outputs.writing_output(model_dir)` on the chief."""
   model_dir = tmp_path / "pretrain"
   with testlib.held_by_another_process(model_dir) as (pid, _):
-    with pytest.raises(outputs.OutputLockedError, match=f"pid {pid} "):
+    with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
       with outputs.writing_output(model_dir):
         pass
   with outputs.writing_output(model_dir):
@@ -158,7 +170,7 @@ def test_a_training_directory_is_written_by_one_process(tmp_path):
 ])
 def test_only_the_chief_of_a_multi_worker_run_writes(tf_config, chief, monkeypatch):
   monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config) if tf_config else "")
-  assert outputs.is_chief_process() is chief
+  assert output_lock.is_chief_process() is chief
 
 
 def test_a_shared_output_is_locked_by_the_chief_alone(tmp_path, monkeypatch):
@@ -166,7 +178,7 @@ def test_a_shared_output_is_locked_by_the_chief_alone(tmp_path, monkeypatch):
   non-chief worker (TF_CONFIG, or told) takes no lock and is not refused."""
   out = tmp_path / "model_dir"
   with testlib.held_by_another_process(out) as (pid, _):
-    with pytest.raises(outputs.OutputLockedError, match=f"pid {pid} "):
+    with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
       with outputs.writing_shared_output(out, is_chief=True):
         pass
     with outputs.writing_shared_output(out, is_chief=False):
@@ -177,7 +189,7 @@ def test_a_shared_output_is_locked_by_the_chief_alone(tmp_path, monkeypatch):
     with outputs.writing_shared_output(out):
       pass
     monkeypatch.setenv("TF_CONFIG", "")
-    with pytest.raises(outputs.OutputLockedError):
+    with pytest.raises(output_lock.OutputLockedError):
       with outputs.writing_shared_output(out):
         pass
 
@@ -234,14 +246,14 @@ def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
       "ablation": lambda out: run_ablation.run_suite(
           suite.SuiteOptions(output_dir=out)),
   }
-  paths = {name: str(tmp_path / name) for name in commands}
-  with testlib.held_by_another_process(*paths.values()) as (pid, _):
+  outputs = {name: str(tmp_path / name) for name in commands}
+  with testlib.held_by_another_process(*outputs.values()) as (pid, _):
     for name, command in commands.items():
-      with pytest.raises((outputs.OutputLockedError, SystemExit)) as refused:
-        command(paths[name])
+      with pytest.raises((output_lock.OutputLockedError, SystemExit)) as refused:
+        command(outputs[name])
       message = (capsys.readouterr().err if refused.type is SystemExit
                  else str(refused.value))
-      assert f"{paths[name]} is being written by another run (pid {pid} " \
+      assert f"{outputs[name]} is being written by another run (pid {pid} " \
              "on this host" in message, name
   # Nothing but the holder's temporaries: the refused runs wrote nothing.
   leftovers = sorted(n.rsplit("-", 1)[0] for n in os.listdir(tmp_path))
@@ -263,7 +275,7 @@ def test_an_unwritable_parent_names_the_output_not_the_lock_file(
   monkeypatch.setattr(fileio, "write_text", read_only)
   output = tmp_path / "ro" / "exp"
   (tmp_path / "ro").mkdir()
-  for take in (lambda: outputs.hold(output),
+  for take in (lambda: output_lock.hold(output),
                lambda: outputs.atomic_directory(output),
                lambda: outputs.writing_shared_output(output)):
     with pytest.raises(errors.UsageError) as refused:

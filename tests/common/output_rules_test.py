@@ -7,6 +7,7 @@ import pytest
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
 from rembert_tf.common import outputs
 
 
@@ -48,7 +49,7 @@ def test_a_second_writer_through_a_symbolic_link_is_refused(tmp_path):
   model_dir.mkdir()
   os.symlink(model_dir, tmp_path / "alias")
   with testlib.held_by_another_process(model_dir):
-    with pytest.raises(outputs.OutputLockedError,
+    with pytest.raises(output_lock.OutputLockedError,
                        match="is being written by another run"):
       with outputs.writing_output(tmp_path / "alias"):
         pass

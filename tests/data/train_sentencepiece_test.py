@@ -8,7 +8,7 @@ import pytest
 import data_testlib
 import testlib
 from rembert_tf.common import errors
-from rembert_tf.common import outputs
+from rembert_tf.common import output_lock
 from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import sentencepiece_training
 from rembert_tf.data import text_inputs
@@ -178,7 +178,7 @@ def test_overwrite_cut_at_every_write_keeps_one_whole_trio(fault, tmp_path,
     if faults.count < step:
       break
     with monkeypatch.context() as patch:  # The killed run is gone.
-      patch.setattr(outputs, "pid_running", lambda pid: False)
+      patch.setattr(output_lock, "pid_running", lambda pid: False)
       with pytest.raises(errors.OutputExistsError, match="--overwrite"):
         train(out, 3)  # The next run finishes or undoes the swap first.
     outcomes.append("old" if _trio(out) == old else "new")

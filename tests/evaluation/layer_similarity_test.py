@@ -6,6 +6,7 @@ import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.common import output_lock
 from rembert_tf.evaluation import layer_similarity
 
 
@@ -79,7 +80,7 @@ def test_results_are_one_set_replaced_only_with_overwrite(root, tmp_path,
   with pytest.raises(errors.OutputExistsError, match="--overwrite"):
     layer_similarity.write_similarity(_similarity(0.7), out)
   with monkeypatch.context() as patch:  # Killed while the new set moves in:
-    # the journal, three moves aside, the marker, the second move in.
+    # three moves aside, the marker, the third move in.
     faults = testlib.StepFaults(patch, at=7)
     original = outputs.swap_in
     patch.setattr(outputs, "swap_in", lambda *a, **k: (
@@ -87,7 +88,7 @@ def test_results_are_one_set_replaced_only_with_overwrite(root, tmp_path,
     with pytest.raises(testlib.Killed):
       layer_similarity.write_similarity(_similarity(0.7), out, overwrite=True)
   with monkeypatch.context() as patch:  # The next run finishes the swap.
-    patch.setattr(outputs, "pid_running", lambda pid: False)
+    patch.setattr(output_lock, "pid_running", lambda pid: False)
     with pytest.raises(errors.OutputExistsError):
       layer_similarity.write_similarity(_similarity(0.9), out)
   matrix = layer_similarity.read_similarity(out).matrix

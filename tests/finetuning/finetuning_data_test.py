@@ -10,7 +10,7 @@ import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.finetuning import example_records
-from rembert_tf.common import outputs
+from rembert_tf.common import output_lock
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import task_types
@@ -183,7 +183,7 @@ def test_every_xtreme_dataset_names_a_registered_task_type():
 
 def test_a_task_another_run_writes_is_refused(sp_model, download_dir, tmp_path):
   with testlib.held_by_another_process(tmp_path / "xnli") as (pid, _):
-    with pytest.raises(outputs.OutputLockedError,
+    with pytest.raises(output_lock.OutputLockedError,
                        match=rf"xnli is being written by another run \(pid {pid} "):
       finetuning_data.create_finetuning_data(
           "xnli", download_dir, sp_model, tmp_path, seq_length=24,

@@ -207,10 +207,10 @@ def test_an_output_dir_another_sweep_writes_is_refused(xnli_records,
                                                        checkpoint_dir, tmp_path):
   """One writer per output_dir: a second sweep exits before writing anything."""
   import testlib  # pylint: disable=g-import-not-at-top
-  from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
   out = tmp_path / "o"
   with testlib.held_by_another_process(out) as (pid, _):
-    with pytest.raises(outputs.OutputLockedError,
+    with pytest.raises(output_lock.OutputLockedError,
                        match=rf"o is being written by another run \(pid {pid} "):
       _run("xnli", xnli_records, out, checkpoint_dir)
   assert not out.exists()

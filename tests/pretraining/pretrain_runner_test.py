@@ -280,10 +280,10 @@ def test_most_frequent_token_baseline_matches_a_direct_count(records):
 def test_a_model_dir_another_run_writes_is_refused(records, tmp_path):
   """One writer per model_dir: a second run exits before writing anything."""
   import testlib  # pylint: disable=g-import-not-at-top
-  from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "model"
   with testlib.held_by_another_process(model_dir) as (pid, _):
-    with pytest.raises(outputs.OutputLockedError,
+    with pytest.raises(output_lock.OutputLockedError,
                        match=rf"model is being written by another run \(pid {pid} "):
       runner.run(make_config(records), str(model_dir), print_fn=lambda _: None)
   assert not model_dir.exists() or os.listdir(model_dir) == []

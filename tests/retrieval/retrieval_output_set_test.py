@@ -14,7 +14,7 @@ import tensorflow as tf
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import outputs
+from rembert_tf.common import output_lock
 from rembert_tf.retrieval import download_layout
 from rembert_tf.retrieval import retrieval_runner
 
@@ -93,8 +93,8 @@ def test_a_rerun_stopped_at_any_write_leaves_one_runs_set(
     if faults.count < step:
       break
     with monkeypatch.context() as patch:  # The killed run's process is gone.
-      running = outputs.pid_running
-      patch.setattr(outputs, "pid_running",
+      running = output_lock.pid_running
+      patch.setattr(output_lock, "pid_running",
                     lambda pid: pid != os.getpid() and running(pid))
       with pytest.raises(errors.OutputExistsError, match="--overwrite"):
         _run(demo_sets, out, "newest", overwrite=False)

@@ -1,0 +1,322 @@
+"""One writer per output: a lock file beside the output names the run writing it.
+
+Builds on `rembert_tf.common.fileio` (tf.io.gfile for `scheme://` paths). The
+writer of output `DIR/NAME` writes its own lock file
+`DIR/.NAME.lock-PID@HOST-XXXX` (JSON: host, pid, process start and boot id,
+command, since, refreshed), then lists the others: a live one makes it remove
+its own and fail with `OutputLockedError`, one line naming that run. Two runs
+that start in the same instant both withdraw and try again after a random
+pause; they never both hold it, since each wrote before it listed. A new file
+that appears whole and a listing that shows it are all this needs, so it holds
+on Cloud Storage, which has no exclusive create. The output's real path is
+locked: a symbolic link shares its target's lock.
+
+A lock is stale when its run is gone: on this host its pid has ended (or is
+another process now: another start time, another boot); from another host
+it was not refreshed (a daemon thread rewrites it every `REFRESH_S`) for
+`STALE_AFTER_S`. A multi-worker job is one writer: its chief.
+
+Example:
+```python
+from rembert_tf.common import output_lock
+with output_lock.hold("records"):
+  ...  # a second process asking for ./records gets OutputLockedError
+```
+"""
+import contextlib
+import json
+import os
+import random
+import secrets
+import sys
+import threading
+import time
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from rembert_tf.common import errors
+from rembert_tf.common import fileio
+
+PathLike = fileio.PathLike
+
+STALE_AFTER_S = 300.0
+REFRESH_S = 30.0
+# A rival lock file younger than this may be a run that started at the same
+# moment and withdraws too: look again after a random pause.
+_COLLISION_WINDOW_S = 10.0
+_MAX_TRIES = 4
+_LOCK = ".lock-"
+
+
+class OutputLockedError(errors.RemBertError, RuntimeError):
+  """Another live run holds the output's lock."""
+
+
+def is_chief_process() -> bool:
+  """False on the non-chief workers of a multi-worker run (from TF_CONFIG):
+  the chief (or worker 0 of a cluster without one) is its one writer."""
+  try:
+    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+  except ValueError:
+    return True
+  task = config.get("task") or {}
+  if task.get("type") in (None, "chief"):
+    return True
+  return (task.get("type") == "worker" and int(task.get("index", 0)) == 0
+          and "chief" not in (config.get("cluster") or {}))
+
+
+def _proc_stat(pid: int) -> Optional[List[str]]:
+  """Fields of /proc/PID/stat after "pid (command)" (Linux), else None."""
+  try:
+    stat = fileio.read_bytes(f"/proc/{pid}/stat").decode("utf-8", "replace")
+  except OSError:
+    return None
+  return stat[stat.rfind(")") + 2:].split()
+
+
+def _boot_id() -> Optional[str]:
+  try:
+    return fileio.read_bytes("/proc/sys/kernel/random/boot_id").decode().strip()
+  except OSError:
+    return None
+
+
+_BOOT_ID = _boot_id()
+
+
+def pid_running(pid: int) -> bool:
+  """True if a process (not a zombie) with this pid runs on this host."""
+  if pid <= 0:
+    return False
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    pass  # Another user's process: it runs.
+  fields = _proc_stat(pid)
+  return not (fields and fields[0] == "Z")
+
+
+def _process_start(pid: int) -> Optional[str]:
+  """The process's start time in clock ticks since boot (Linux), else None."""
+  fields = _proc_stat(pid)
+  return fields[19] if fields and len(fields) > 19 else None
+
+
+def lock_location(path: PathLike) -> Tuple[str, str]:
+  """(directory, name prefix) of the lock files of output `path`."""
+  path = fileio.real_path(path).rstrip("/")
+  return fileio.temporaries_dir(path), f".{fileio.basename(path)}{_LOCK}"
+
+
+def _holders(path: str) -> List[Dict]:
+  """Every lock file of output `path` (live and stale), oldest first."""
+  parent, prefix = lock_location(path)
+  try:
+    names = [n for n in fileio.listdir(parent) if n.startswith(prefix)]
+  except Exception:  # pylint: disable=broad-except
+    return []  # No parent yet: no lock.
+  found = []
+  for name in names:
+    lock_file = fileio.join(parent, name)
+    try:
+      text = fileio.read_text(lock_file)
+    except Exception:  # pylint: disable=broad-except
+      continue  # Released since the listing.
+    try:
+      info = dict(json.loads(text))
+    except (ValueError, TypeError):
+      info = {}  # Not written whole by a holder: stale.
+    found.append(dict(info, lock_file=lock_file))
+  return sorted(found, key=lambda h: float(h.get("since", 0)))
+
+
+def _stale(holder: Dict, now: float) -> bool:
+  """Its run is gone: from another host, not refreshed for STALE_AFTER_S; on
+  this one, its pid ended or is now another process (another start, a boot
+  since)."""
+  if holder.get("host") != fileio.HOST:
+    return now - float(holder.get("refreshed", 0)) > STALE_AFTER_S
+  pid, start = int(holder.get("pid", -1)), holder.get("process_start")
+  if holder.get("boot_id") not in (None, _BOOT_ID) or not pid_running(pid):
+    return True
+  return bool(start and start != _process_start(pid))
+
+
+def _describe(holder: Dict, output: str) -> str:
+  since = time.strftime("%Y-%m-%d %H:%M:%S",
+                        time.localtime(float(holder.get("since", 0))))
+  pid, host, lock_file = holder.get("pid"), holder.get("host"), holder["lock_file"]
+  if host == fileio.HOST:
+    return (f"{output} is being written by another run (pid {pid} on this "
+            f"host, {host}, since {since}; lock file {lock_file}). Wait for it "
+            "to end or stop it; the lock of a run that has ended is taken over "
+            "by the next run.")
+  age = max(0, int(time.time() - float(holder.get("refreshed", 0))))
+  return (f"{output} is being written by another run (pid {pid} on host "
+          f"{host}, since {since}, last refreshed {age}s ago; lock file "
+          f"{lock_file}). Wait for it to end; if that run is gone, its lock is "
+          f"taken over {int(STALE_AFTER_S)}s after its last refresh, or remove "
+          "the lock file and run again.")
+
+
+def owner_is_running(tag: str, path: PathLike) -> bool:
+  """Whether the writer named by `tag` (`fileio.owner_tag`) may still write:
+  on this host its pid runs; from another, it holds a live lock on `path`."""
+  owner = fileio.parse_owner(tag)
+  if owner is None:
+    return False
+  pid, host = owner
+  if host == fileio.HOST:
+    return pid_running(pid)
+  now = time.time()
+  return any(h.get("host") == host and h.get("pid") == pid and not _stale(h, now)
+             for h in _holders(fileio.as_str(path)))
+
+
+def _remove(path: str) -> None:
+  with contextlib.suppress(Exception):  # Already gone.
+    fileio.remove(path)
+
+
+@contextlib.contextmanager
+def _named_for_the_output(path: str, parent: str) -> Iterator[None]:
+  """A parent that cannot be written (read-only, no permission) is named as
+  the output's problem: the lock file is this module's detail."""
+  try:
+    yield
+  except errors.user_error_types() as e:  # pylint: disable=catching-non-exception
+    if isinstance(e, errors.RemBertError) or fileio.is_disk_full(e):
+      raise  # A full disk is named by the writer's disk-full line.
+    why = (e.strerror if isinstance(e, OSError) and e.strerror
+           else errors.one_line(e).rsplit(": ", 1)[-1])
+    raise errors.UsageError(
+        f"{path}: cannot write this output ({why} in {parent}); choose an "
+        "output on a file system and folder you can write to.") from None
+
+
+def _makedirs(path: str) -> List[str]:
+  """Creates `path` and its parents; returns the local ones it created."""
+  created = []
+  while not fileio.is_remote(path) and path and not fileio.isdir(path):
+    created.append(path)
+    path = fileio.dirname(path)
+  fileio.makedirs(created[0] if created else path)
+  return created
+
+
+def _remove_created(created: List[str]) -> None:
+  for directory in created:  # Innermost first, while empty.
+    try:
+      os.rmdir(directory)
+    except OSError:
+      return
+
+
+def _collision_pause() -> None:
+  time.sleep(random.uniform(0.05, 0.5))
+
+
+def _acquire(path: str) -> Dict:
+  parent, prefix = lock_location(path)
+  with _named_for_the_output(path, parent):
+    created = _makedirs(parent)
+  for attempt in range(_MAX_TRIES):
+    now = time.time()
+    info = {"host": fileio.HOST, "pid": os.getpid(), "since": now,
+            "refreshed": now, "process_start": _process_start(os.getpid()),
+            "boot_id": _BOOT_ID, "output": path,
+            "command": " ".join(sys.argv)[:500]}
+    lock_file = fileio.join(
+        parent, f"{prefix}{fileio.owner_tag()}-{secrets.token_hex(4)}")
+    with _named_for_the_output(path, parent):
+      fileio.write_text(lock_file, json.dumps(info, indent=1) + "\n")
+    others = []
+    for holder in _holders(path):
+      if holder["lock_file"] != lock_file:
+        if _stale(holder, now):
+          _remove(holder["lock_file"])
+        else:
+          others.append(holder)
+    if not others:
+      return {"lock_file": lock_file, "info": info, "created": created,
+              "count": 1, "lost": False}
+    _remove(lock_file)
+    if attempt + 1 < _MAX_TRIES and any(
+        time.time() - float(h.get("since", 0)) < _COLLISION_WINDOW_S
+        for h in others):
+      _collision_pause()
+      current = {h["lock_file"] for h in _holders(path)}
+      if not any(h["lock_file"] in current for h in others):
+        continue  # They withdrew too: a simultaneous start. Try again.
+    _remove_created(created)
+    raise OutputLockedError(_describe(others[0], path))
+  raise AssertionError("unreachable")
+
+
+_HELD: Dict[str, Dict] = {}
+_MUTEX = threading.RLock()
+_REFRESHER: List[threading.Thread] = []
+if hasattr(os, "register_at_fork"):  # A forked worker holds nothing.
+  os.register_at_fork(after_in_child=_HELD.clear)
+
+
+def refresh_held_locks() -> None:
+  """Rewrites this process's lock files with the time now (the daemon's job)."""
+  with _MUTEX:
+    for path, held in list(_HELD.items()):
+      if held["lost"]:
+        continue
+      if not fileio.exists(held["lock_file"]):
+        held["lost"] = True
+        print(f"warning: the lock file {held['lock_file']} of {path} was "
+              "removed by another process; another run may write there now.",
+              file=sys.stderr, flush=True)
+        continue
+      held["info"]["refreshed"] = time.time()
+      with contextlib.suppress(Exception):
+        fileio.write_text(held["lock_file"],
+                          json.dumps(held["info"], indent=1) + "\n")
+
+
+def _refresh_forever() -> None:
+  while True:
+    time.sleep(REFRESH_S)
+    refresh_held_locks()
+
+
+@contextlib.contextmanager
+def hold(path: PathLike) -> Iterator[bool]:
+  """Holds the lock of output `path` for the block; raises OutputLockedError.
+
+  Yields True when this call took it, False when this process already held
+  it (nested). The output's parent is created if needed, and removed again
+  when this created it and it stayed empty.
+  """
+  path = fileio.real_path(path).rstrip("/")
+  with _MUTEX:
+    taken = path not in _HELD
+    if taken:
+      _HELD[path] = _acquire(path)
+      if not any(t.is_alive() for t in _REFRESHER):
+        _REFRESHER[:] = [threading.Thread(target=_refresh_forever, daemon=True,
+                                          name="rembert_tf-output-lock")]
+        _REFRESHER[0].start()
+    else:
+      _HELD[path]["count"] += 1
+  try:
+    yield taken
+  finally:
+    with _MUTEX:
+      held = _HELD[path]
+      held["count"] -= 1
+      if held["count"] == 0:
+        del _HELD[path]
+        _remove(held["lock_file"])
+        _remove_created(held["created"])
+
+
+def held_by_this_process(path: PathLike) -> bool:
+  with _MUTEX:
+    return fileio.real_path(path).rstrip("/") in _HELD
