@@ -24,10 +24,8 @@ assert fileio.read_json("ram://demo/run/params.json") == {"steps": 10}
 """
 import contextlib
 import errno
-import functools
 import glob as glob_lib
 import hashlib
-import inspect
 import io
 import json
 import os
@@ -35,9 +33,8 @@ import posixpath
 import re
 import secrets
 import socket
-import sys
 import tempfile
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Optional, Tuple, Union
 
 import yaml
 

@@ -222,20 +222,16 @@ def swap_in(target: str, tmp: str, old_names: Optional[Sequence[str]] = None,
     raise
 
 
-def _finish(target: str, tmp: str) -> str:
+def _finish(target: str, tmp: str) -> None:
   """Completes (with the marker) or undoes the swap of `tmp` into `target`."""
   old, marker = _companion(tmp, _OLD), _companion(tmp, _INTO)
   if fileio.exists(marker):
     _move(tmp, target)
     fileio.rmtree(old)
-    outcome = "new"
+    fileio.remove(marker)
   else:
     _move(old, target)
     fileio.rmtree(tmp)
-    outcome = "old"
-  if fileio.exists(marker):
-    fileio.remove(marker)
-  return outcome
 
 
 def _finish_or_say(target: str, tmp: str) -> None:
@@ -266,8 +262,9 @@ def recover_interrupted_swap(root: PathLike, target: Optional[PathLike] = None
   stderr; several old copies without a marker are refused (InputError)."""
   root = fileio.as_str(root).rstrip("/")
   target = fileio.as_str(target or root).rstrip("/")
-  as_tmp = lambda p, tag: p.replace(f".{fileio.basename(root)}{tag}",
-                                    f".{fileio.basename(root)}{fileio.TEMPORARY_TAG}", 1)
+  name = f".{fileio.basename(root)}"
+  as_tmp = lambda p, tag: fileio.join(fileio.dirname(p), name + fileio.TEMPORARY_TAG
+                                      + fileio.basename(p)[len(name + tag):])
   for marker in _beside(root, _INTO):
     _finish_or_say(target, as_tmp(marker, _INTO))
     _say(f"{target}: finished the replacement a killed run had begun (the new "
