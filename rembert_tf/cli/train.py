@@ -14,6 +14,11 @@ Example (CPU, the tiny demo experiment on records made by the data tools):
 runtime.distribution_strategy, runtime.tpu and runtime.mixed_precision_dtype
 (a note names both when they differ); left out, the experiment's fields hold.
 
+`--mode continuous_eval` is the evaluator job beside a trainer: it evaluates
+each new checkpoint of the trainer's --model_dir as it appears (summaries in
+MODEL_DIR/validation/, no checkpoint written) and exits 0 after the one at
+trainer.train_steps, trainer.continuous_eval_timeout seconds later.
+
 Run the same command again to resume from the newest checkpoint in
 --model_dir (any TensorFlow filesystem: a local path, gs://...); run again
 after the end, it says the job is complete and writes nothing. Exit codes:
@@ -49,8 +54,11 @@ flags.DEFINE_string("experiment", "rembert_pretraining",
                     "Registered experiment giving the defaults (exp_factory).")
 flags.DEFINE_string("model_dir", None,
                     "Checkpoints, summaries, encoder export (local or gs://).")
-flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
-                  "What to run.")
+flags.DEFINE_enum("mode", "train",
+                  ["train", "eval", "train_and_eval", "continuous_eval"],
+                  "What to run; continuous_eval: the evaluator job beside a "
+                  "trainer, evaluating each new checkpoint of --model_dir "
+                  "until the one at trainer.train_steps.")
 
 
 @errors.command(PROG)
@@ -61,7 +69,8 @@ def main(argv):
   from rembert_tf.pretraining import pretraining_errors  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
-  command_output.set_log_label(strategies.process_label())
+  command_output.set_log_label("evaluator" if FLAGS.mode == "continuous_eval"
+                               else strategies.process_label())
   try:
     config = experiments.load_experiment_config(
         FLAGS.config, FLAGS.params_override, experiment=FLAGS.experiment)
