@@ -139,7 +139,7 @@ def rembert_pretraining() -> cfg.ExperimentConfig:
 
 
 # Where an experiment's keys come from, for the line naming a wrong one.
-_SOURCE = "--config / --params_override"
+_SOURCE = "--config_file / --params_override"
 
 
 def load_experiment_config(
@@ -183,7 +183,7 @@ def load_experiment_config(
   out_of_range = config_ranges.first_out_of_range(config)
   if out_of_range:
     raise experiment_files.ExperimentConfigError(
-        f"experiment config: {out_of_range} Fix it in --config or "
+        f"experiment config: {out_of_range} Fix it in --config_file or "
         "--params_override.")
   config.task.model.validate()
   check_trainer_config(config.trainer)

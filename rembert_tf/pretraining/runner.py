@@ -345,7 +345,7 @@ def _build_experiment_runner(config, task, trainer, strategy, mode,
   except ValueError as e:  # orbit / Model Garden refusing a trainer setting
     raise pretraining_errors.PretrainingError(
         f"experiment config: {errors.one_line(e)}. Fix the named trainer.* "
-        "field in --config or --params_override.") from None
+        "field in --config_file or --params_override.") from None
 
 
 def _final_metrics(trainer, final_checkpoint, model_dir, progress,
