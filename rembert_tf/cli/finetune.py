@@ -68,6 +68,10 @@ def main(argv):
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
+  for name in ("experiment", "mode", "model_dir"):  # Model Garden's as well
+    if FLAGS[name].present:
+      raise errors.UsageError(f"--{name} is rembert-train's; rembert-finetune "
+                              "runs every run of its sweep into --output_dir.")
   config = experiment_config()
   data = config.data
   if not data.records_dir and not data.data_dir and data.data_source != "tfds":

@@ -20,7 +20,7 @@ runtime.distribution_strategy, runtime.tpu and runtime.mixed_precision_dtype
 `--mode continuous_eval` is the evaluator job beside a trainer: it evaluates
 each new checkpoint of the trainer's --model_dir as it appears (summaries in
 MODEL_DIR/validation/, no checkpoint written) and exits 0 after the one at
-trainer.train_steps, trainer.continuous_eval_timeout seconds later.
+trainer.train_steps (trainer.continuous_eval_timeout, 60 seconds, later).
 
 Run the same command again to resume from the newest checkpoint in
 --model_dir (any TensorFlow filesystem: a local path, gs://...); run again

@@ -126,6 +126,9 @@ def rembert_pretraining() -> cfg.ExperimentConfig:
           # Non-finite losses stop the run (rembert_tf.pretraining.runner),
           # rather than Model Garden's restore-and-retry.
           recovery_max_trials=-1,
+          # --mode continuous_eval exits this long after the final checkpoint
+          # (orbit checks for the end only once no checkpoint came as long).
+          continuous_eval_timeout=60,
           optimizer_config=adamw_optimization()),
       # No strategy unless the YAML names one: the train command's
       # --strategy (one_device by default) chooses then.

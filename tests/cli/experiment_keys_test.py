@@ -83,6 +83,10 @@ def test_rembert_finetune_names_keys_and_the_other_trainer(tmp_path):
         f"rembert-finetune runs the fine-tuning ones {FT_EXPERIMENTS}."]),
       (["--config_file", "nope"],
        [f"fine-tuning experiments in", "xtreme_xnli"]),
+      # Model Garden's flags that fine-tuning has no use for.
+      (["--config_file", "xtreme_xnli", "--model_dir", "m"],
+       ["--model_dir is rembert-train's; rembert-finetune runs every run of "
+        "its sweep into --output_dir."]),
   ]
   results = testlib.run_command_cases(FINETUNE, [a + common for a, _ in cases])
   for (_, parts), result in zip(cases, results):
