@@ -55,6 +55,7 @@ LONGEST_FIRST = (
     "tests/retrieval/retrieve_tfds_test.py",
     "tests/pretraining/pretrain_preemption_test.py",
     "tests/pretraining/pretrain_live_readers_test.py",
+    "tests/pretraining/pretrain_continuous_eval_test.py",
 )
 
 

@@ -1,29 +1,17 @@
-"""`--config` and `--params_override`: the experiment flags of `rembert-train`
-and `rembert-finetune`, defined once (absl keeps one flag registry per process
-and a name can be defined only once in it; the ablation suite loads both
-commands into one process).
+"""The trainers' experiment flags: Model Garden's (`official.common.flags`:
+--experiment, --config_file, --params_override, --mode, --model_dir, --tpu),
+defined once per process (the ablation suite loads both trainers into one).
+The YAMLs layer as in Model Garden's `train.py`: the registered defaults, each
+--config_file in order (a bare NAME: configs/experiments/NAME.yaml), then
+--params_override (`runtime.experiment_files.layered_values`).
 
-As in Model Garden's `official/nlp/train.py`: the registered experiment's
-defaults, then each --config YAML in order, then --params_override
-(`runtime.experiment_files.layered_values`).
-
-Example (a command module):
-```python
-from absl import flags
-from rembert_tf.cli import experiment_flags
-flags.adopt_module_key_flags(experiment_flags)
-# flags.FLAGS.config: a list of YAMLs / names; flags.FLAGS.params_override
-```
+Example: `flags.adopt_module_key_flags(experiment_flags)` in a trainer.
 """
 from absl import flags
+from official.common import flags as tfm_flags
 
-flags.DEFINE_multi_string(
-    "config", None,
-    "Experiment YAML (configs/experiments/NAME.yaml or a bare NAME); repeat to "
-    "layer several files, later ones win.")
-flags.DEFINE_string(
-    "params_override", None,
-    "Dotted overrides applied after --config, e.g. "
-    "'trainer.train_steps=1000,task.train_data.global_batch_size=64' "
-    "(rembert-finetune: 'trainer.warmup_proportion=0.2,sweep.num_seeds=3'), "
-    "or a YAML/JSON mapping or file.")
+tfm_flags.define_flags()
+# What the trainers list under --help (Model Garden defines a few more).
+for _name in ("experiment", "config_file", "params_override", "mode",
+              "model_dir", "tpu"):
+  flags.declare_key_flag(_name)

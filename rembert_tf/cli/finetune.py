@@ -14,14 +14,14 @@ checkpoint of the step reached (within about a second) and exits with code 42.
 
 The settings are the fields of the fine-tuning experiment
 (`rembert_finetuning`; configs/experiments/xtreme_<task>.yaml set the task):
---config and --params_override set them as rembert-train's do, and each
+--config_file and --params_override set them as rembert-train's do, and each
 flag below is an alias of one field (`rembert_tf.cli.finetune_flags`); a flag
 given beside a YAML or override value of its field wins, and a note says so.
 
 Example:
 
   # records made by rembert-create-finetuning-data --task xnli --output_dir records
-  rembert-finetune --config xtreme_xnli --output_dir ft/xnli \
+  rembert-finetune --config_file xtreme_xnli --output_dir ft/xnli \
     --params_override "data.records_dir=records/xnli,encoder.init_checkpoint=pretrain_dir,sweep.learning_rates=[1e-5,2e-5,3e-5],sweep.num_seeds=3"
   # or with flags, the paper's averages beside the results
   rembert-finetune --task xnli --records_dir records/xnli \
@@ -58,7 +58,8 @@ finetune_flags.define_flags()
 for _module in finetune_flags.SHARED_FLAG_MODULES:
   flags.adopt_module_key_flags(_module)  # listed under --help
 flags.adopt_module_key_flags(finetune_flags)
-flags.adopt_module_key_flags(experiment_flags)  # --config, --params_override
+for _name in ("config_file", "params_override"):  # Model Garden's
+  flags.declare_key_flag(_name)
 
 
 @errors.command(PROG)
@@ -67,6 +68,10 @@ def main(argv):
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
+  for name in ("experiment", "mode", "model_dir"):  # Model Garden's as well
+    if FLAGS[name].present:
+      raise errors.UsageError(f"--{name} is rembert-train's; rembert-finetune "
+                              "runs every run of its sweep into --output_dir.")
   config = experiment_config()
   data = config.data
   if not data.records_dir and not data.data_dir and data.data_source != "tfds":
@@ -82,16 +87,16 @@ def main(argv):
 
 
 def experiment_config():
-  """The experiment of --config and --params_override, with the flags given
+  """The experiment of --config_file and --params_override, with the flags given
   set over it (a note for each flag that overrides another value)."""
   from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import experiment_files  # pylint: disable=g-import-not-at-top
-  layered = experiment_files.layered_values(FLAGS.config or (),
+  layered = experiment_files.layered_values(FLAGS.config_file or (),
                                             FLAGS.params_override,
                                             experiment_files.FINETUNING)
   config = finetuning_experiment.load_finetuning_config(
       params_override=layered,
-      source=f"experiment config {FLAGS.config or []} + overrides")
+      source=f"experiment config {FLAGS.config_file or []} + overrides")
   # The runtime flags are runtime_flags' to decide, with their own notes.
   given = {field: value for field, value in
            finetune_flags.given_overrides().items()

@@ -53,7 +53,7 @@ FLAG_FIELDS = {
        for flag, field in runtime_flags.EXPERIMENT_FIELDS.items()},
 }
 # Flags defined once for several commands (runtime_flags, xtreme_source_flags;
-# --config and --params_override: experiment_flags, not a setting of a run).
+# --config_file and --params_override: experiment_flags, not a setting of a run).
 _SHARED_FLAGS = ("strategy", "tpu", "mixed_precision", "deterministic", "seed",
                  "allow_sentencepiece_mismatch", "data_source", "tfds_data_dir")
 # The modules of those flags (rembert-finetune lists their flags under --help).

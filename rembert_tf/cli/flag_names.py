@@ -9,6 +9,7 @@
 | the directory a trainer writes and resumes from | `--model_dir` (Model Garden's) |
 | the directory a command writes its results in | `--output_dir` |
 | the one file a command writes its result in | `--output_file` |
+| the experiment YAMLs a trainer layers | `--config_file` (Model Garden's) |
 
 `AGREED_FLAGS` is that table; tests/architecture_test.py refuses a command
 flag that names one of these concepts otherwise. `DEPRECATED_FLAGS` keeps
@@ -44,6 +45,7 @@ AGREED_FLAGS = {
     "model_dir": "the directory a trainer writes and resumes from",
     "output_dir": "the directory a command writes its results in",
     "output_file": "the one file a command writes its result in",
+    "config_file": "the experiment YAMLs a trainer layers (Model Garden's)",
 }
 # Command module of rembert_tf.cli -> {deprecated flag: agreed flag}.
 DEPRECATED_FLAGS = {
@@ -54,8 +56,10 @@ DEPRECATED_FLAGS = {
     "layer_similarity": {"checkpoint_a": "checkpoint",
                          "sp_model": "sentencepiece_model"},
     "retrieve": {"sp_model": "sentencepiece_model"},
+    "train": {"config": "config_file"},
     "finetune": {"sp_model": "sentencepiece_model",
-                 "allow_sp_model_mismatch": "allow_sentencepiece_mismatch"},
+                 "allow_sp_model_mismatch": "allow_sentencepiece_mismatch",
+                 "config": "config_file"},
     "create_finetuning_data": {"sp_model": "sentencepiece_model"},
     "run_ablation": {"sp_model": "sentencepiece_model"},
 }

@@ -84,9 +84,10 @@ def define_flags() -> None:
                     "flags for every fine-tuning run, comma-separated "
                     "(--finetune_flags=--num_train_epochs=2); each sets its "
                     "field, as --finetune_params_override does.")
-  flags.DEFINE_string("params_override", None, "Applied to every row's "
-                      "experiment (dotted keys or YAML), e.g. "
-                      "trainer.train_steps=100000.")
+  flags.declare_key_flag("params_override")  # Model Garden's (runtime_flags)
+  FLAGS["params_override"].help = ("Applied to every row's experiment (dotted "
+                                   "keys or YAML), e.g. "
+                                   "trainer.train_steps=100000.")
   flags.DEFINE_bool("allow_different_schedules", False, "Run rows whose "
                     "experiments differ outside the model.")
   flags.DEFINE_string("similarity_sentences", None, "Sentences for the layer "

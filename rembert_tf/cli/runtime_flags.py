@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from absl import flags
 
+from rembert_tf.cli import experiment_flags  # noqa: F401  (--tpu)
 from rembert_tf.common import errors
 from rembert_tf.runtime import choices
 
@@ -29,9 +30,7 @@ flags.DEFINE_enum(
     "tf.distribute strategy (`default`: TensorFlow's default strategy, no "
     "tf.distribute scope); overrides an experiment's "
     "runtime.distribution_strategy.")
-flags.DEFINE_string(
-    "tpu", None, "TPU name or grpc://host:port (TPUClusterResolver); omit on a "
-    "TPU VM. Overrides an experiment's runtime.tpu.")
+flags.declare_key_flag("tpu")  # Model Garden's (experiment_flags)
 flags.DEFINE_enum(
     "mixed_precision", None, list(choices.PRECISION_FLAG_VALUES),
     "Compute precision; overrides the experiment's "

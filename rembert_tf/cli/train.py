@@ -6,13 +6,21 @@ A thin absl front end over `rembert_tf.pretraining.runner.run` (Model Garden's
 
 Example (CPU, the tiny demo experiment on records made by the data tools):
 
-  rembert-train --config configs/experiments/pretrain_tiny_demo.yaml \
+  rembert-train --config_file configs/experiments/pretrain_tiny_demo.yaml \
     --params_override "task.train_data.input_path=/tmp/records/train/*.tfrecord,task.validation_data.input_path=/tmp/records/eval/*.tfrecord" \
     --model_dir /tmp/pretrain_tiny --mode train_and_eval --strategy one_device
 
+The flags --experiment, --config_file (repeat it to layer YAMLs),
+--params_override, --mode, --model_dir and --tpu are Model Garden's
+(`official.common.flags`); --config is an older name of --config_file.
 --strategy, --tpu and --mixed_precision override the experiment's
 runtime.distribution_strategy, runtime.tpu and runtime.mixed_precision_dtype
 (a note names both when they differ); left out, the experiment's fields hold.
+
+`--mode continuous_eval` is the evaluator job beside a trainer: it evaluates
+each new checkpoint of the trainer's --model_dir as it appears (summaries in
+MODEL_DIR/validation/, no checkpoint written) and exits 0 after the one at
+trainer.train_steps (trainer.continuous_eval_timeout, 60 seconds, later).
 
 Run the same command again to resume from the newest checkpoint in
 --model_dir (any TensorFlow filesystem: a local path, gs://...); run again
@@ -44,13 +52,7 @@ PROG = command_names.console_script(__spec__.name)  # rembert-train
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(runtime_flags)  # listed under --help
-flags.adopt_module_key_flags(experiment_flags)  # --config, --params_override
-flags.DEFINE_string("experiment", "rembert_pretraining",
-                    "Registered experiment giving the defaults (exp_factory).")
-flags.DEFINE_string("model_dir", None,
-                    "Checkpoints, summaries, encoder export (local or gs://).")
-flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
-                  "What to run.")
+flags.adopt_module_key_flags(experiment_flags)  # Model Garden's: --mode ...
 
 
 @errors.command(PROG)
@@ -61,15 +63,17 @@ def main(argv):
   from rembert_tf.pretraining import pretraining_errors  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
-  command_output.set_log_label(strategies.process_label())
+  command_output.set_log_label("evaluator" if FLAGS.mode == "continuous_eval"
+                               else strategies.process_label())
   try:
     config = experiments.load_experiment_config(
-        FLAGS.config, FLAGS.params_override, experiment=FLAGS.experiment)
+        FLAGS.config_file, FLAGS.params_override,
+        experiment=FLAGS.experiment or experiments.EXPERIMENT_NAME)
     runtime, notes = runtime_flags.experiment_runtime(config.runtime)
     for note in notes:
       _say(f"{PROG}: note: {note}.")
     metrics = runner.run(
-        config, FLAGS.model_dir, mode=FLAGS.mode, strategy=runtime["strategy"],
+        config, FLAGS.model_dir, mode=FLAGS.mode or "train", strategy=runtime["strategy"],
         tpu=runtime["tpu"], mixed_precision=runtime["mixed_precision"],
         deterministic=FLAGS.deterministic, seed=FLAGS.seed,
         allow_sentencepiece_mismatch=FLAGS.allow_sentencepiece_mismatch,
@@ -108,8 +112,9 @@ def run():
   written: every checkpoint is complete by then."""
   # Required only when run as a command: importing this module must not
   # constrain the flags of other commands in the same process.
-  flags.mark_flag_as_required("config")
-  flags.mark_flag_as_required("model_dir")
+  flags.mark_flags_as_required(["config_file", "model_dir"])
+  FLAGS.set_default("experiment", "rembert_pretraining")
+  FLAGS.set_default("mode", "train")
   harness.run_command(main, __doc__, PROG,
                       output_dir_flag="model_dir",
                       keep_log_exit_codes=(errors.EXIT_OK,

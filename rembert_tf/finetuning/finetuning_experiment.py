@@ -217,7 +217,7 @@ def check_settings(experiment: FinetuningExperimentConfig) -> None:
   config, num_seeds = experiment.trainer, experiment.sweep.num_seeds
   if experiment.data.task not in xtreme_tasks.FINETUNING_TASKS:
     fail("--task (data.task)", experiment.data.task, "give one of "
-         f"{', '.join(xtreme_tasks.FINETUNING_TASKS)} (or --config xtreme_xnli)")
+         f"{', '.join(xtreme_tasks.FINETUNING_TASKS)} (or --config_file xtreme_xnli)")
   for rate in list(experiment.sweep.learning_rates) or [config.learning_rate]:
     if isinstance(rate, bool) or not (isinstance(rate, numbers.Real)
                                       and math.isfinite(rate) and rate > 0):

@@ -126,6 +126,9 @@ def rembert_pretraining() -> cfg.ExperimentConfig:
           # Non-finite losses stop the run (rembert_tf.pretraining.runner),
           # rather than Model Garden's restore-and-retry.
           recovery_max_trials=-1,
+          # --mode continuous_eval exits this long after the final checkpoint
+          # (orbit checks for the end only once no checkpoint came as long).
+          continuous_eval_timeout=60,
           optimizer_config=adamw_optimization()),
       # No strategy unless the YAML names one: the train command's
       # --strategy (one_device by default) chooses then.
@@ -139,7 +142,7 @@ def rembert_pretraining() -> cfg.ExperimentConfig:
 
 
 # Where an experiment's keys come from, for the line naming a wrong one.
-_SOURCE = "--config / --params_override"
+_SOURCE = "--config_file / --params_override"
 
 
 def load_experiment_config(
@@ -183,7 +186,7 @@ def load_experiment_config(
   out_of_range = config_ranges.first_out_of_range(config)
   if out_of_range:
     raise experiment_files.ExperimentConfigError(
-        f"experiment config: {out_of_range} Fix it in --config or "
+        f"experiment config: {out_of_range} Fix it in --config_file or "
         "--params_override.")
   config.task.model.validate()
   check_trainer_config(config.trainer)

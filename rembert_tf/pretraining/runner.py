@@ -56,7 +56,7 @@ from rembert_tf.runtime import process_settings
 from rembert_tf.runtime import stop_checks
 from rembert_tf.runtime import strategies
 
-MODES = ("train", "eval", "train_and_eval")
+MODES = ("train", "eval", "train_and_eval", "continuous_eval")
 
 
 def run(experiment_config: cfg.ExperimentConfig,
@@ -76,8 +76,8 @@ def run(experiment_config: cfg.ExperimentConfig,
     experiment_config: From `experiments.load_experiment_config`.
     model_dir: What `model_directory` lists, and TensorBoard summaries; on
       any TensorFlow filesystem (a local path, gs://, ram://).
-    mode: "train", "eval" (needs a checkpoint in model_dir) or
-      "train_and_eval" (every trainer.validation_interval steps and at the end).
+    mode: One of MODES, as in Model Garden ("continuous_eval": beside a live
+      trainer, writing model_dir/validation/ only).
     strategy: A name of `runtime.strategies.STRATEGIES` or a
       tf.distribute.Strategy instance.
     tpu: TPU name / grpc address for strategy "tpu" (none on a TPU VM).
@@ -112,8 +112,8 @@ def run(experiment_config: cfg.ExperimentConfig,
   strategy = _strategy(strategy, tpu, created)
   settings = process_settings.training_settings(
       _precision(config), deterministic=deterministic, seed=seed)
-  with outputs.writing_shared_output(
-      model_dir, strategies.is_chief(strategy)), settings:
+  writes_run = strategies.is_chief(strategy) and mode != "continuous_eval"
+  with outputs.writing_shared_output(model_dir, writes_run), settings:
     try:
       return _run(config, model_dir, mode, strategy,
                   allow_sentencepiece_mismatch, print_fn)
@@ -236,7 +236,7 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
   experiments.check_async_checkpointing(
       config, strategies.is_multi_worker(strategy))
   is_chief = strategies.is_chief(strategy)
-  if is_chief:  # Nothing was written before this point.
+  if is_chief and mode != "continuous_eval":  # nothing written before this
     model_directory.prepare(config, model_dir, latest)
   writer = model_directory.ArtifactWriter(
       config, model_dir, trainer.model.encoder, is_chief)
@@ -345,7 +345,7 @@ def _build_experiment_runner(config, task, trainer, strategy, mode,
   except ValueError as e:  # orbit / Model Garden refusing a trainer setting
     raise pretraining_errors.PretrainingError(
         f"experiment config: {errors.one_line(e)}. Fix the named trainer.* "
-        "field in --config or --params_override.") from None
+        "field in --config_file or --params_override.") from None
 
 
 def _final_metrics(trainer, final_checkpoint, model_dir, progress,

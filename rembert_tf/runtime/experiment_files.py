@@ -92,7 +92,7 @@ def resolve_experiment_path(path: Union[str, os.PathLike],
   with `kind`, the choices named are that trainer's own."""
   if fileio.isdir(path):
     raise ExperimentConfigError(
-        f"--config {path}: a directory; give an experiment YAML file (e.g. "
+        f"--config_file {path}: a directory; give an experiment YAML file (e.g. "
         f"{fileio.join(path, 'experiment.yaml')}) or the bare name of one.")
   if fileio.exists(path):
     return fileio.as_str(path)
@@ -102,7 +102,7 @@ def resolve_experiment_path(path: Union[str, os.PathLike],
     return str(named)
   available = ", ".join(experiment_names(kind))
   raise ExperimentConfigError(
-      f"--config {path}: no such file. Give a YAML path or one of the "
+      f"--config_file {path}: no such file. Give a YAML path or one of the "
       f"{kind + ' ' if kind else ''}experiments in {EXPERIMENT_CONFIG_DIR}: "
       f"{available}.")
 
@@ -114,8 +114,8 @@ def _check_kind(path, values: Dict[str, Any], kind: Optional[str]) -> None:
     return
   name = os.path.splitext(fileio.basename(fileio.as_str(path)))[0]
   raise ExperimentConfigError(
-      f"--config {path}: {name} is a {found} experiment: use "
-      f"{_KINDS[found][1]} --config {path}; {_KINDS[kind][1]} runs the {kind}"
+      f"--config_file {path}: {name} is a {found} experiment: use "
+      f"{_KINDS[found][1]} --config_file {path}; {_KINDS[kind][1]} runs the {kind}"
       f" ones ({', '.join(experiment_names(kind))}).")
 
 
@@ -306,5 +306,5 @@ def check_field_types(config: Any, path: str = "") -> None:
     elif _type_matches(value, hints.get(field.name)) is False:
       raise ExperimentConfigError(
           f"experiment config: {name} is {value!r}; it must be "
-          f"{_expected(hints[field.name])}. Fix it in --config or "
+          f"{_expected(hints[field.name])}. Fix it in --config_file or "
           "--params_override.")

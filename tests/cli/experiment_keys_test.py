@@ -2,7 +2,7 @@
 
 A key that is not a field is named with the closest field; a field given
 sub-keys is named with the form it takes; an experiment of the other
-trainer names the command that runs it; `--config` lists only the trainer's
+trainer names the command that runs it; `--config_file` lists only the trainer's
 own experiments; a directory or a section whose fields are all commented
 out is not a traceback. A leading `~` of a path flag is the home directory.
 All are refused before any TensorFlow work, so each command's cases share
@@ -35,22 +35,27 @@ def test_rembert_train_names_keys_files_and_the_other_trainer(tmp_path):
   model_dir = tmp_path / "m"
   common = ["--model_dir", str(model_dir)]
   cases = [
-      (["--config", "pretrain_tiny_demo", "--params_override",
+      (["--config_file", "pretrain_tiny_demo", "--params_override",
         "trainer.train_step=3"],
        ["'train_step' does not exist in trainer; did you mean "
         "trainer.train_steps?"]),
-      (["--config", "xtreme_xnli"],
-       ["--config xtreme_xnli: xtreme_xnli is a fine-tuning experiment: use "
-        "rembert-finetune --config xtreme_xnli;", "pretrain_tiny_demo"]),
-      (["--config", "nope"],
-       ["--config nope: no such file", "pre-training experiments",
+      (["--config_file", "xtreme_xnli"],
+       ["--config_file xtreme_xnli: xtreme_xnli is a fine-tuning experiment: use "
+        "rembert-finetune --config_file xtreme_xnli;", "pretrain_tiny_demo"]),
+      (["--config_file", "nope"],
+       ["--config_file nope: no such file", "pre-training experiments",
         "pretrain_tiny_demo"]),
-      (["--config", str(tmp_path / "cfgdir")],
-       [f"--config {tmp_path / 'cfgdir'}: a directory; give an experiment "
+      (["--config_file", str(tmp_path / "cfgdir")],
+       [f"--config_file {tmp_path / 'cfgdir'}: a directory; give an experiment "
         "YAML file"]),
-      (["--config", "pretrain_tiny_demo", "--params_override",
+      (["--config_file", "pretrain_tiny_demo", "--params_override",
         "trainer.train_steps.x=3"],
        ["trainer.train_steps is a field, not a section (trainer.train_steps.x names nothing); set it whole, e.g. trainer.train_steps="]),
+      # Model Garden's --mode lists modes this runner does not have.
+      (["--config_file", "pretrain_tiny_demo", "--mode",
+        "continuous_train_and_eval"],
+       ["--mode 'continuous_train_and_eval': expected one of train, eval, "
+        "train_and_eval, continuous_eval."]),
   ]
   results = testlib.run_command_cases(TRAIN, [a + common for a, _ in cases])
   for (argv, parts), result in zip(cases, results):
@@ -64,20 +69,24 @@ def test_rembert_finetune_names_keys_and_the_other_trainer(tmp_path):
   common = ["--output_dir", str(tmp_path / "ft"), "--data_dir",
             str(tmp_path / "download")]
   cases = [
-      (["--config", "xtreme_xnli", "--params_override",
+      (["--config_file", "xtreme_xnli", "--params_override",
         "trainer.learning_rat=1e-4"],
        ["'learning_rat' does not exist in trainer; did you mean "
         "trainer.learning_rate?"]),
-      (["--config", "xtreme_xnli", "--params_override",
+      (["--config_file", "xtreme_xnli", "--params_override",
         "data.languages.en=1"],
        ["data.languages is a field, not a section (data.languages.en names "
         "nothing); set it whole, e.g. data.languages=[en]."]),
-      (["--config", "pretrain_tiny_demo"],
-       ["--config pretrain_tiny_demo: pretrain_tiny_demo is a pre-training "
-        "experiment: use rembert-train --config pretrain_tiny_demo; "
+      (["--config_file", "pretrain_tiny_demo"],
+       ["--config_file pretrain_tiny_demo: pretrain_tiny_demo is a pre-training "
+        "experiment: use rembert-train --config_file pretrain_tiny_demo; "
         f"rembert-finetune runs the fine-tuning ones {FT_EXPERIMENTS}."]),
-      (["--config", "nope"],
+      (["--config_file", "nope"],
        [f"fine-tuning experiments in", "xtreme_xnli"]),
+      # Model Garden's flags that fine-tuning has no use for.
+      (["--config_file", "xtreme_xnli", "--model_dir", "m"],
+       ["--model_dir is rembert-train's; rembert-finetune runs every run of "
+        "its sweep into --output_dir."]),
   ]
   results = testlib.run_command_cases(FINETUNE, [a + common for a, _ in cases])
   for (_, parts), result in zip(cases, results):

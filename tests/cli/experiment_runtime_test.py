@@ -85,7 +85,7 @@ def test_rembert_train_says_the_override_before_its_checks(tmp_path, capsys):
   yaml = tmp_path / "on_tpu.yaml"
   yaml.write_text("runtime:\n  distribution_strategy: tpu\n")
   flags.FLAGS.unparse_flags()
-  flags.FLAGS(["rembert-train", "--config", "pretrain_tiny_demo", "--config",
+  flags.FLAGS(["rembert-train", "--config_file", "pretrain_tiny_demo", "--config_file",
                str(yaml), "--model_dir", str(tmp_path / "run"),
                "--strategy", "one_device", "--params_override",
                f"task.train_data.input_path={tmp_path}/none/*.tfrecord"])

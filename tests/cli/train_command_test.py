@@ -16,7 +16,7 @@ def test_no_tpu_leaves_no_empty_model_dir(tmp_path, monkeypatch):
     monkeypatch.delenv(variable, raising=False)
   model_dir = tmp_path / "runs" / "pretrain"
   (result,) = testlib.run_command_cases(TRAIN, [[
-      "--config", "pretrain_tiny_demo", "--model_dir", str(model_dir),
+      "--config_file", "pretrain_tiny_demo", "--model_dir", str(model_dir),
       "--strategy", "tpu",
       "--params_override", "task.train_data.input_path=synthetic"]])
   testlib.assert_one_line_error("rembert-train", result,

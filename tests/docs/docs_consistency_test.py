@@ -3,7 +3,8 @@ and docs/ resolves, and every command shown in a shell code block uses only
 flags that command defines (what its `--helpfull` lists).
 
 A command's flags are read from its module's source (absl `DEFINE_*` calls,
-wherever they are, plus the flags of the `cli/*_flags` modules it adopts,
+wherever they are, plus the flags of the `cli/*_flags` modules it adopts and of
+Model Garden's `official.common.flags`,
 `--verbose`, `--log_dir` and absl's own flags): the commands cannot all be imported into
 one process (several define a flag of the same name), and reading the source
 needs no process per command. One command's
@@ -12,6 +13,7 @@ honest.
 """
 import ast
 import functools
+import importlib.util
 import pathlib
 import re
 import shlex
@@ -188,6 +190,12 @@ def defined_flags(path: pathlib.Path) -> Tuple[frozenset, frozenset]:
       elif name in ("add_argument", "add") and value and value.startswith("--"):
         names.add(value[2:])
         names.add(value[2:].replace("-", "_"))
+    elif isinstance(node, ast.ImportFrom) and node.module == "official.common":
+      if any(alias.name == "flags" for alias in node.names):  # Model Garden's
+        more, more_bools = defined_flags(pathlib.Path(
+            importlib.util.find_spec("official.common.flags").origin))
+        names |= more
+        bools |= more_bools
     elif isinstance(node, ast.ImportFrom) and node.module == "rembert_tf.cli":
       for alias in node.names:
         if alias.name.endswith("_flags"):  # runtime_flags, text_input_flags

@@ -291,7 +291,7 @@ def test_the_commands_print_one_line(download_dir, sp_model, xnli_records,
            ([f"--output_dir={xnli_records}/ft"], f"--output_dir {xnli_records}"
             f"/ft lies inside --records_dir {xnli_records}"),
            (["--params_override=trainer.nope=1"], "'nope' does not exist in"),
-           (["--config=xtreme_pawsx", "--params_override=sweep.num_seeds=0"],
+           (["--config_file=xtreme_pawsx", "--params_override=sweep.num_seeds=0"],
             "--num_seeds 0: give at least 1 run per rate")]
   results = testlib.run_command_cases("rembert_tf.cli.finetune",
                                       [base + argv for argv, _ in cases])

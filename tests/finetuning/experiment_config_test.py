@@ -5,7 +5,7 @@ The experiment `rembert_finetuning` loads by bare name and by YAML path,
 field the flag -> field table names (each flag given on a command line), a
 flag given beside an override of its field wins with one note, a bad
 override names the field, and rembert-run-ablation's --finetune_flags go
-through the same table. (The command end to end with --config and
+through the same table. (The command end to end with --config_file and
 --params_override: resume_test.py; a bad override on its command line:
 bad_input_test.py.)
 """
@@ -107,7 +107,7 @@ def _sample(flag):
 
 def test_the_table_holds_every_flag_of_the_command():
   command_flags = {f.name for f in flags.FLAGS.get_key_flags_for_module(finetune)}
-  assert command_flags - {"output_dir", "overwrite", "config",
+  assert command_flags - {"output_dir", "overwrite", "config_file",
                           "params_override"} == set(finetune_flags.FLAG_FIELDS)
 
 
@@ -117,7 +117,7 @@ def test_every_flag_sets_its_field(flag, field):
   expected = finetune_flags.field_value(flag, value)
   if flag == "learning_rates":
     expected = [1e-5, 3e-5]
-  config = _parsed("--config=xtreme_xnli", text)
+  config = _parsed("--config_file=xtreme_xnli", text)
   section, name = field.split(".")
   assert getattr(getattr(config, section), name) == expected
   # rembert-run-ablation's --finetune_flags: the same table, the same field.
@@ -128,7 +128,7 @@ def test_every_flag_sets_its_field(flag, field):
 
 
 def test_a_flag_wins_over_an_override_of_its_field_and_says_so(capsys):
-  config = _parsed("--config=xtreme_xnli",
+  config = _parsed("--config_file=xtreme_xnli",
                    "--params_override=trainer.warmup_proportion=0.3",
                    "--warmup_proportion=0.2", "--train_batch_size=8")
   assert config.trainer.warmup_proportion == 0.2
@@ -146,13 +146,13 @@ def test_one_rate_flag_wins_over_a_yamls_list_of_rates_and_says_so(
     capsys, tmp_path):
   yaml = tmp_path / "sweep.yaml"
   yaml.write_text("data:\n  task: xnli\nsweep:\n  learning_rates: [0.0005]\n")
-  config = _parsed(f"--config={yaml}", "--learning_rate=1e-4")
+  config = _parsed(f"--config_file={yaml}", "--learning_rate=1e-4")
   assert [o["learning_rate"] for o in
           finetuning_experiment.run_overrides(config)] == [1e-4]
   assert capsys.readouterr().out.splitlines() == [
       "rembert-finetune: note: --learning_rate 0.0001 overrides the "
       "experiment's sweep.learning_rates: [0.0005]."]
-  both = _parsed(f"--config={yaml}", "--learning_rate=1e-4",
+  both = _parsed(f"--config_file={yaml}", "--learning_rate=1e-4",
                  "--learning_rates=1e-5,2e-5")
   assert both.sweep.learning_rates == [1e-5, 2e-5]
 
@@ -195,7 +195,7 @@ def test_the_readmes_flag_and_config_commands_are_one_experiment():
   commands = [argv for language, body, _ in docs.code_blocks(docs.REPO / "README.md")
               if language == "bash" for argv in docs.shell_commands(body)
               if argv[0] == "rembert-finetune"]
-  assert len(commands) == 2 and "--config" in commands[1], commands
+  assert len(commands) == 2 and "--config_file" in commands[1], commands
   flag_form, config_form = (_parsed(*argv[1:]) for argv in commands)
   assert flag_form.as_dict() == config_form.as_dict()
   assert config_form.trainer.learning_rate == 5e-4

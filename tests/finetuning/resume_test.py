@@ -17,9 +17,9 @@ SWEEP = dict(learning_rates=[1e-3, 2e-3], num_train_steps=6, steps_per_loop=2,
 
 
 def _flags(records, checkpoint, out):
-  """The command as --config and --params_override, some settings as flags
+  """The command as --config_file and --params_override, some settings as flags
   (aliases of the same fields); the library resumes it."""
-  return ["--config=xtreme_xnli", f"--output_dir={out}",
+  return ["--config_file=xtreme_xnli", f"--output_dir={out}",
           f"--params_override=data.records_dir={records},"
           f"encoder.init_checkpoint={checkpoint},"
           "sweep.learning_rates=[1e-3,2e-3],trainer.num_train_steps=6,"

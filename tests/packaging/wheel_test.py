@@ -114,7 +114,7 @@ def test_console_scripts_resolve_and_list_their_flags(installed):
   assert "Traceback" not in demo.stderr and "USAGE" in demo.stdout, demo.stderr
   train = run("rembert-train", "--help")
   assert "Traceback" not in train.stderr, train.stderr
-  for flag in ("--config", "--model_dir", "--params_override", "--[no]verbose",
+  for flag in ("--config_file", "--mode", "--model_dir", "--params_override", "--[no]verbose",
                "--log_dir"):
     assert flag in train.stdout, flag
 
@@ -150,7 +150,7 @@ def test_tiny_training_run_with_a_shipped_experiment(installed):
                "task.validation_data.global_batch_size=4,"
                "trainer.train_steps=4,trainer.steps_per_loop=2,"
                "trainer.validation_interval=4,trainer.validation_steps=1")
-  done = run("rembert-train", "--config", "pretrain_tiny_demo",
+  done = run("rembert-train", "--config_file", "pretrain_tiny_demo",
              "--params_override", overrides, "--model_dir", "run",
              "--mode", "train_and_eval")
   assert done.returncode == 0, done.stdout + done.stderr

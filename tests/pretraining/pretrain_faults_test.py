@@ -133,7 +133,7 @@ def test_a_number_out_of_its_range_names_the_field(override, message):
     experiments.load_experiment_config(["pretrain_tiny_demo"], override)
   assert message in one_line(e.value)
   assert one_line(e.value).startswith("experiment config: ")
-  assert one_line(e.value).endswith("Fix it in --config or --params_override.")
+  assert one_line(e.value).endswith("Fix it in --config_file or --params_override.")
 
 
 def test_every_shipped_experiment_is_in_range_and_an_integer_rate_is_a_float():
@@ -172,7 +172,7 @@ def test_train_command_reports_config_error_in_one_line(override, field,
   from absl import flags  # pylint: disable=g-import-not-at-top
   from rembert_tf.cli import train  # pylint: disable=g-import-not-at-top
   flags.FLAGS.unparse_flags()
-  flags.FLAGS(["train", "--config", "pretrain_tiny_demo", "--model_dir",
+  flags.FLAGS(["train", "--config_file", "pretrain_tiny_demo", "--model_dir",
                str(tmp_path / "m"), "--params_override", override])
   try:
     with pytest.raises(SystemExit) as e:

@@ -154,7 +154,7 @@ def test_a_two_worker_job_survives_every_restart(records, tmp_path):
       tmp_path / "exp.yaml", records, train_steps=1000, steps_per_loop=2,
       checkpoint_interval=2)
   model_dir = str(tmp_path / "model")
-  args = ["--config", config, "--model_dir", model_dir, "--strategy",
+  args = ["--config_file", config, "--model_dir", model_dir, "--strategy",
           "multi_worker_mirrored"]
   root = str(tmp_path)
 

@@ -75,7 +75,7 @@ def write_experiment_yaml(path, records_dir, **kwargs):
 def train_command(config_path, model_dir, *extra):
   # --verbose keeps absl's log lines on stderr, where the signal and
   # multi-worker tests read them (without it they go to MODEL_DIR/logs).
-  return [sys.executable, "-m", "rembert_tf.train", "--config", config_path,
+  return [sys.executable, "-m", "rembert_tf.train", "--config_file", config_path,
           "--model_dir", model_dir, "--verbose", *extra]
 
 
