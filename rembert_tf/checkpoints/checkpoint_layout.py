@@ -305,6 +305,32 @@ def read_model_config(path) -> rembert_config.RemBertConfig:
 
 
 # === writing ===
+def wait_for_writes(checkpoint: tf.train.Checkpoint) -> None:
+  """Returns once every write of `checkpoint` started so far is complete, and
+  raises the error of one that failed (OSError / tf.errors.OpError).
+
+  Asynchronous saves (`tf.train.CheckpointOptions(enable_async=True)`) write
+  the shards under `ckpt-N_temp/` and name `ckpt-N` in the `checkpoint` index
+  only once whole; `Checkpoint.sync` waits for them but keeps a failed
+  write's error until the next save, so it is read here.
+  """
+  checkpoint.sync()
+  helper = getattr(checkpoint, "_async_checkpointer_impl", None)
+  if helper is not None:  # exists once a write was asynchronous
+    helper._check_async_thread_error()  # pylint: disable=protected-access
+
+
+def remove_temporaries(directories) -> list:
+  """Removes the `ckpt-N_temp` folders a failed or killed save left in
+  `directories` (no reader uses them); returns what was removed."""
+  removed = []
+  for directory in directories:
+    for stale in fileio.glob(fileio.join(directory, "ckpt-*_temp")):
+      fileio.rmtree(stale)
+      removed.append(stale)
+  return removed
+
+
 def write_encoder_checkpoint(encoder, directory, step: int = 0,
                              max_to_keep: int = 3) -> str:
   """Saves `encoder` as DIR/encoder/ckpt-<step> with a CheckpointManager.
