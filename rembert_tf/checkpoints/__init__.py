@@ -8,13 +8,11 @@ the ablation suite) takes its checkpoints from here.
 
 | module | what it holds |
 | --- | --- |
-| `checkpoint_layout` | the directory layout, `resolve(source)` of any checkpoint source, writing a checkpoint directory |
+| `checkpoint_layout` | the directory layout, `resolve(source)` of any checkpoint source, writing a checkpoint directory, waiting for asynchronous writes, removing a killed save's `ckpt-N_temp` |
 | `checkpoint_reading` | tensors of a checkpoint by name, without building a model |
 | `checkpoint_restore` | an encoder or pretrainer built from a source's config and its weights restored |
 | `checkpoint_integrity` | whether a checkpoint's index and shards are complete (the newest intact one is used) |
 | `checkpoint_snapshot` | a copy of a live `model_dir`'s newest intact checkpoint, held while it is read |
-| `async_checkpoints` | background checkpoint writes: options, waiting, surfacing a failed write |
-| `checkpoint_temporaries` | removing the `ckpt-N_temp` directories a killed save leaves |
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory -->

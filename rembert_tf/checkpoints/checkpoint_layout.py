@@ -305,6 +305,26 @@ def read_model_config(path) -> rembert_config.RemBertConfig:
 
 
 # === writing ===
+def wait_for_writes(checkpoint: tf.train.Checkpoint) -> None:
+  """Returns once every write of `checkpoint` started so far (asynchronous
+  ones too) is complete; raises a failed one's error, which
+  `Checkpoint.sync` alone keeps until the next save."""
+  checkpoint.sync()
+  helper = getattr(checkpoint, "_async_checkpointer_impl", None)
+  if helper is not None:  # exists once a write was asynchronous
+    helper._check_async_thread_error()  # pylint: disable=protected-access
+
+
+def remove_temporaries(directories) -> list:
+  """Removes the `ckpt-N_temp` folders a failed or killed save left in
+  `directories` (no reader uses them); returns what was removed."""
+  removed = [stale for directory in directories
+             for stale in fileio.glob(fileio.join(directory, "ckpt-*_temp"))]
+  for stale in removed:
+    fileio.rmtree(stale)
+  return removed
+
+
 def write_encoder_checkpoint(encoder, directory, step: int = 0,
                              max_to_keep: int = 3) -> str:
   """Saves `encoder` as DIR/encoder/ckpt-<step> with a CheckpointManager.
@@ -313,21 +333,21 @@ def write_encoder_checkpoint(encoder, directory, step: int = 0,
   when complete, and updates the `checkpoint` index file last, so a kill
   midway never leaves a half-written checkpoint as the newest one.
   """
-  manager = tf.train.CheckpointManager(
-      tf.train.Checkpoint(encoder=encoder),
-      directory=fileio.join(directory, ENCODER_SUBDIR),
-      max_to_keep=max_to_keep)
-  return manager.save(checkpoint_number=step)
+  return _save(ENCODER_SUBDIR, {"encoder": encoder}, directory, step,
+               max_to_keep)
 
 
 def write_pretrainer_checkpoint(pretrainer, directory, step: int = 0,
                                 max_to_keep: int = 1) -> str:
   """Saves encoder + output side as DIR/pretrainer/ckpt-<step> (key `model`)."""
-  manager = tf.train.CheckpointManager(
-      tf.train.Checkpoint(model=pretrainer),
-      directory=fileio.join(directory, PRETRAINER_SUBDIR),
-      max_to_keep=max_to_keep)
-  return manager.save(checkpoint_number=step)
+  return _save(PRETRAINER_SUBDIR, {"model": pretrainer}, directory, step,
+               max_to_keep)
+
+
+def _save(subdir, items, directory, step: int, max_to_keep: int) -> str:
+  return tf.train.CheckpointManager(
+      tf.train.Checkpoint(**items), directory=fileio.join(directory, subdir),
+      max_to_keep=max_to_keep).save(checkpoint_number=step)
 
 
 def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,

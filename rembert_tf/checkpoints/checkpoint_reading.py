@@ -1,22 +1,13 @@
 """Reading many tensors of a checkpoint in few RestoreV2 calls, in bounded memory.
 
-Every `RestoreV2` call opens the checkpoint anew: its `.index` (footer,
-index block, header) and data files, on gs:// network round trips each,
-before it reads the tensors asked for (those over 16M elements on 8 threads
-at once). Reading a model one variable at a time pays that opening once per
-variable (the released RemBERT: 527 tensors); `tf.train.Checkpoint.restore`
-avoids it by reading everything in one call, which needs a second copy of
-the whole model in memory. `read_tensors` takes the middle road: it asks for
-consecutive runs of tensors whose sizes add up to at most a byte budget
-(`BATCH_BYTES`, 256 MB; a tensor above the budget comes alone), so the
-checkpoint is opened once per run (the released model: about a dozen), and
-never more than the budget (or the one larger tensor) is in memory beside
-what the caller keeps. Tensors come back in the order asked for, as they
-are stored (any dtype, scalars included).
-
-Builds on TensorFlow's checkpoint reader (`NewCheckpointReader`, for the
-index: names, shapes, dtypes) and its `RestoreV2` op (the data); every
-TensorFlow filesystem works (gs://, ram://, local).
+`read_tensors` asks TensorFlow's `RestoreV2` op for consecutive runs of
+tensors whose sizes add up to at most `BATCH_BYTES` (a larger tensor comes
+alone): the checkpoint is opened once per run, not once per tensor (on
+gs://, network round trips each), and never more than one run is in memory
+beside what the caller keeps (`tf.train.Checkpoint.restore` reads the whole
+model at once: a second copy of it). Tensors come back in the order asked
+for, as stored (any dtype). Builds on TensorFlow's checkpoint reader (names,
+shapes, dtypes) and `RestoreV2` (the data), on every TensorFlow filesystem.
 
 Example:
 <!-- snippet: not run: a fragment: `checkpoint_reading` comes from the caller's code -->

@@ -55,7 +55,6 @@ from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import predictions
 from rembert_tf.finetuning import training_loop
 from rembert_tf.checkpoints import checkpoint_layout
-from rembert_tf.checkpoints import checkpoint_temporaries
 
 RUN_RESULT_FILE = "run.json"
 RUN_CONFIG_FILE = "run_config.json"
@@ -214,7 +213,7 @@ def run_once(context: SweepContext, run_dir: str,
                        f"({result_file})")
       return done
     redone = _predict_again(run_dir, label, context.progress)
-  for stale in checkpoint_temporaries.remove([run_dir]):
+  for stale in checkpoint_layout.remove_temporaries([run_dir]):
     logging.info("Removed %s (left by a killed checkpoint save).", stale)
   try:
     task, model = training_loop.train_run(
@@ -228,7 +227,7 @@ def run_once(context: SweepContext, run_dir: str,
   except Exception as e:  # pylint: disable=broad-except
     if not fileio.is_disk_full(e):
       raise
-    checkpoint_temporaries.remove([run_dir])
+    checkpoint_layout.remove_temporaries([run_dir])
     raise run_disk_full_error(run_dir, e) from None
   result = {"learning_rate": config.learning_rate, "seed": config.seed,
             "num_train_steps": steps, "scores": scores_by_split,

@@ -39,6 +39,7 @@ writer.wait()                 # every export complete
 writer.close()
 ```
 """
+import collections
 import os
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -48,12 +49,9 @@ import tensorflow as tf
 import tf_keras
 from official.core import base_trainer
 from official.core import config_definitions as cfg
-from tensorflow.python.checkpoint import graph_view  # pylint: disable=g-direct-tensorflow-import
 
-from rembert_tf.checkpoints import async_checkpoints
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
-from rembert_tf.checkpoints import checkpoint_temporaries
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
@@ -189,15 +187,20 @@ def _escape(name: str) -> str:
 
 def expected_checkpoint_variables(checkpoint: tf.train.Checkpoint,
                                   model: tf_keras.Model) -> Dict[str, List[int]]:
-  """Checkpoint keys -> shapes of the model's variables in `checkpoint`."""
-  _, paths = graph_view.ObjectGraphView(checkpoint).breadth_first_traversal()
-  expected = {}
-  for variable in model.variables:
-    refs = paths.get(variable)
-    if refs is not None:
-      key = "/".join(_escape(r.name) for r in refs)
-      expected[key + _VARIABLE_SUFFIX] = list(variable.shape)
-  return expected
+  """Checkpoint keys -> shapes of the model's variables in `checkpoint`.
+
+  A key is the names on the first path to the variable in a breadth-first
+  walk from the root, the walk `tf.train.Checkpoint` names its keys by.
+  """
+  paths, queue = {id(checkpoint): ()}, collections.deque([checkpoint])
+  while queue:
+    node = queue.popleft()
+    for name, child in tf.train.TrackableView.children(node).items():
+      if id(child) not in paths:
+        paths[id(child)] = paths[id(node)] + (_escape(name),)
+        queue.append(child)
+  return {"/".join(paths[id(v)]) + _VARIABLE_SUFFIX: list(v.shape)
+          for v in model.variables if id(v) in paths}
 
 
 def _model_config_differences(model_dir: str,
@@ -371,7 +374,7 @@ def prepare(config: cfg.ExperimentConfig, model_dir: str,
 def remove_temporaries(model_dir: str) -> List[str]:
   """Removes what a save that failed or was killed left (`ckpt-N_temp` in
   model_dir and `encoder/`, temporaries of params.yaml); returns the paths."""
-  removed = checkpoint_temporaries.remove(
+  removed = checkpoint_layout.remove_temporaries(
       [model_dir, fileio.join(model_dir, checkpoint_layout.ENCODER_SUBDIR)])
   removed += outputs.remove_stale_temporaries(
       fileio.join(model_dir, PARAMS_FILE), lock_of=model_dir)
@@ -408,15 +411,15 @@ class ArtifactWriter:
         encoder, self._export_dir, max_to_keep=config.trainer.max_to_keep,
         every_n_saves=getattr(config.trainer,
                               "encoder_export_every_n_checkpoints", 1),
-        options=async_checkpoints.options(
-            config.trainer.enable_async_checkpointing))
+        options=tf.train.CheckpointOptions(
+            enable_async=config.trainer.enable_async_checkpointing))
 
   def __call__(self, step: int, final: bool = False):
     if step not in self._exported_steps:
       # The final export (the last save, a preemption save) is written
       # before the call returns: the run ends right after it.
       if self.encoder_writer.save(step, final=final, options=(
-          async_checkpoints.options(False) if final else None)) is not None:
+          tf.train.CheckpointOptions() if final else None)) is not None:
         self._exported_steps.add(step)
     if not self._is_chief:
       return
@@ -433,7 +436,7 @@ class ArtifactWriter:
 
   def wait(self):
     """Returns once every export started so far is written (raises a failed one's error)."""
-    async_checkpoints.wait_for_writes(self.encoder_writer.checkpoint)
+    checkpoint_layout.wait_for_writes(self.encoder_writer.checkpoint)
 
   def close(self):
     if not self._is_chief:

@@ -31,7 +31,7 @@ import tensorflow as tf
 from official.core import base_trainer
 from official.core import train_utils
 
-from rembert_tf.checkpoints import async_checkpoints
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.pretraining import model_directory
@@ -132,7 +132,7 @@ def finish_writes(saves: orbit_loop.Checkpoints,
   logged (on the way out of a run that failed already)."""
   saves.finish_writes()
   try:
-    async_checkpoints.wait_for_writes(writer.encoder_writer.checkpoint)
+    checkpoint_layout.wait_for_writes(writer.encoder_writer.checkpoint)
   except (OSError, tf.errors.OpError) as e:
     logging.warning("an encoder export in flight failed: %s", e)
 

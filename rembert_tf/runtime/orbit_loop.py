@@ -51,7 +51,7 @@ import numpy as np
 import orbit
 import tensorflow as tf
 
-from rembert_tf.checkpoints import async_checkpoints
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.common import console
 from rembert_tf.common import fileio
 from rembert_tf.runtime import stop_checks
@@ -143,16 +143,16 @@ class Checkpoints:
     step = int(self._global_step.numpy()) if step is None else step
     try:
       if final:
-        async_checkpoints.wait_for_writes(self._manager.checkpoint)
+        checkpoint_layout.wait_for_writes(self._manager.checkpoint)
       if step != self._saved_step:
         self._manager.save(checkpoint_number=step, check_interval=False,
-                           options=async_checkpoints.options(
-                               self._asynchronous and not final))
+                           options=tf.train.CheckpointOptions(
+                               enable_async=self._asynchronous and not final))
         self._saved_step = step
       if self._after_save is not None:
         self._after_save(step, final)
       if final:
-        async_checkpoints.wait_for_writes(self._manager.checkpoint)
+        checkpoint_layout.wait_for_writes(self._manager.checkpoint)
     except (OSError, tf.errors.OpError) as e:
       if self._on_failure is None:
         raise
@@ -168,7 +168,7 @@ class Checkpoints:
     if self._manager is None:
       return
     try:
-      async_checkpoints.wait_for_writes(self._manager.checkpoint)
+      checkpoint_layout.wait_for_writes(self._manager.checkpoint)
     except (OSError, tf.errors.OpError) as e:
       logging.warning("a checkpoint write in flight failed: %s", e)
 

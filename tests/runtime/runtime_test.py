@@ -14,8 +14,7 @@ from official.common import distribute_utils
 from tensorflow.python.framework import config as tf_config
 
 from rembert_tf.common import errors
-from rembert_tf.checkpoints import async_checkpoints
-from rembert_tf.checkpoints import checkpoint_temporaries
+from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.runtime import cluster_failures
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
@@ -368,8 +367,8 @@ def test_async_writes_are_waited_for_and_a_failure_is_raised(tmp_path,
   manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step),
                                        str(tmp_path), max_to_keep=2)
   path = manager.save(checkpoint_number=3,
-                      options=async_checkpoints.options(True))
-  async_checkpoints.wait_for_writes(manager.checkpoint)
+                      options=tf.train.CheckpointOptions(enable_async=True))
+  checkpoint_layout.wait_for_writes(manager.checkpoint)
   assert tf.train.latest_checkpoint(str(tmp_path)) == path
   assert tf.train.load_variable(path, "step/.ATTRIBUTES/VARIABLE_VALUE") == 3
 
@@ -378,9 +377,10 @@ def test_async_writes_are_waited_for_and_a_failure_is_raised(tmp_path,
     raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
   monkeypatch.setattr(gen_io_ops, "merge_v2_checkpoints", full_disk)
   step.assign(4)
-  manager.save(checkpoint_number=4, options=async_checkpoints.options(True))
+  manager.save(checkpoint_number=4,
+               options=tf.train.CheckpointOptions(enable_async=True))
   with pytest.raises(tf.errors.ResourceExhaustedError, match="No space"):
-    async_checkpoints.wait_for_writes(manager.checkpoint)
+    checkpoint_layout.wait_for_writes(manager.checkpoint)
   assert tf.train.latest_checkpoint(str(tmp_path)) == path  # never ckpt-4
 
 
@@ -394,7 +394,7 @@ def test_checkpoint_temporaries_are_removed(root, tmp_path):
     tf.io.gfile.makedirs(os.path.dirname(path))
     with tf.io.gfile.GFile(path, "w") as f:
       f.write("x")
-  removed = checkpoint_temporaries.remove([base, encoder])
+  removed = checkpoint_layout.remove_temporaries([base, encoder])
   assert sorted(removed) == sorted([f"{base}/ckpt-4_temp", f"{encoder}/ckpt-4_temp"])
   assert tf.io.gfile.exists(f"{base}/ckpt-2.index")
   assert tf.io.gfile.exists(f"{encoder}/ckpt-2.index")
