@@ -92,9 +92,9 @@ class Saver:
 
   def __init__(self, trainer, directory, asynchronous):
     from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
-    from rembert_tf.checkpoints import async_checkpoints  # pylint: disable=g-import-not-at-top
-    self._wait = async_checkpoints.wait_for_writes
-    self.options = async_checkpoints.options(asynchronous)
+    from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
+    self._wait = checkpoint_layout.wait_for_writes
+    self.options = tf.train.CheckpointOptions(enable_async=asynchronous)
     checkpoint = tf.train.Checkpoint(
         global_step=trainer.global_step, model=trainer.model,
         optimizer=trainer.optimizer,
