@@ -12,11 +12,8 @@ Records (tf.train.Example, all int64 unless noted), `seq_length` S and
 | masked_lm_ids         | [P]   | yes           | no              |
 | masked_lm_weights     | [P] float | yes       | no              |
 
-A sequence is `[CLS] tokens... [SEP] <pad>...`; type ids are 0 (RemBERT
-pre-trains with MLM only, no next-sentence pairs). Static masking follows BERT:
-`masked_lm_prob` of the maskable tokens (not [CLS]/[SEP]/<pad>), at most P and
-at least 1, are predicted; each is replaced by [MASK] (`mask_token_rate`, 0.8),
-by a random non-special token (`random_token_rate`, 0.1) or kept.
+A sequence is `[CLS] tokens... [SEP] <pad>...` with type ids 0 (MLM only);
+static masking is BERT's (`Masking`).
 
 `metadata.json` beside the shards (the input pipeline checks it):
 ```
@@ -29,11 +26,9 @@ by a random non-special token (`random_token_rate`, 0.1) or kept.
 ```
 
 Builds on BERT's record layout as Model Garden's `official/nlp/data/
-create_pretraining_data.py` writes it (v2 feature names), without NSP. Records
-are written into a staging directory inside the output directory and swapped
-in when complete (`new_staging_directory`, `swap_in_records`);
-`write_pretraining_records` writes fixtures from tokenised examples, records
-from raw text are `pretraining_record_creation`'s.
+create_pretraining_data.py` writes it (v2 feature names), without NSP.
+Records are staged inside the output directory and swapped in when complete
+(`swap_in_records`).
 
 Example (test fixtures from already tokenised text):
 ```python
@@ -72,20 +67,7 @@ class RecordsError(errors.RemBertError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Masking:
-  """How static masking chooses and replaces tokens (BERT's 80/10/10 by default).
-
-  `masked_lm_prob` of a sequence's maskable tokens (at least 1, at most
-  `max_predictions_per_seq`) are predicted; each is replaced by [MASK] with
-  `mask_token_rate`, by a random non-special token with `random_token_rate`,
-  and kept otherwise.
-
-  Example:
-  ```python
-  from rembert_tf.data.pretraining_record_format import Masking
-  masking = Masking(masked_lm_prob=0.2).check()  # UsageError naming the flag when out of range
-  masking.as_metadata()    # {"masked_lm_prob": 0.2, "mask_token_rate": 0.8, ...}
-  ```
-  """
+  """How static masking chooses and replaces tokens (BERT's 80/10/10 by default)."""
   masked_lm_prob: float = 0.15
   mask_token_rate: float = 0.8
   random_token_rate: float = 0.1
@@ -150,10 +132,8 @@ def old_record_copies(directory) -> List[str]:
 def refuse_existing_records(directory, overwrite: bool) -> None:
   """Raises errors.OutputExistsError if `directory` holds records and not `overwrite`.
 
-  Records moved aside by a run killed during its swap count as present.
-  Deletes no record: writers stage the new records and swap them in
-  (`swap_in_records`), so the old ones stay until the new ones are complete.
-  The staging folders of killed runs go first (callers hold the lock).
+  Records moved aside by a run killed during its swap count as present; the
+  staging folders of killed runs are removed first (callers hold the lock).
   """
   if fileio.isdir(directory):
     remove_stale_staging(directory)
@@ -178,11 +158,9 @@ def remove_stale_staging(directory) -> List[str]:
 def swap_in_records(staging: str, directory) -> None:
   """Replaces the records of `directory` by the complete ones in `staging`.
 
-  Other files of `directory` are kept. metadata.json leaves first and comes
-  back last, so a reader never sees metadata next to a partial set of shards;
-  the old files wait in an `.old-` folder until the new ones are in place,
-  and the swap is journaled (`outputs.swap_in`): a run killed half-way is
-  finished or rolled back by the next run on `directory`.
+  Other files are kept. metadata.json leaves first and comes back last, so a
+  reader never sees it beside a partial set of shards; the swap is journaled
+  (`outputs.swap_in`), so the next run finishes or rolls back a killed one.
   """
   directory = fileio.as_str(directory).rstrip("/")
   old_dir = fileio.temporary_path(fileio.join(directory, _STAGING_NAME), ".old-")
@@ -252,12 +230,7 @@ _UNMASKED_ENCODER = example_encoding.FixedShapeEncoder(list(SEQUENCE_FEATURES))
 
 def random_non_special_ids(rng: np.random.Generator, size,
                            special: tokenizer.SpecialTokens) -> np.ndarray:
-  """Uniform ids of the vocabulary that are not special pieces.
-
-  Draws from the `vocab_size - #special` ordinary ids and steps each draw
-  over the special ids below it (ascending), so any layout works: the
-  project's 0-4 as well as the released RemBERT's [CLS]=312.
-  """
+  """Uniform ids of the vocabulary that are not special pieces (any id layout)."""
   excluded = sorted({i for i in special.as_dict().values() if i >= 0})
   draws = rng.integers(0, special.vocab_size - len(excluded), size=size)
   for special_id in excluded:
@@ -270,10 +243,8 @@ def mask_batch(ids: np.ndarray, content_lengths: np.ndarray,
                max_predictions_per_seq: int, masking: Masking = Masking()):
   """BERT masking of a batch of `[CLS] content [SEP] <pad>...` rows (numpy).
 
-  Per row, k = min(P, max(1, round(n * masked_lm_prob))) of the n content
-  positions (never [CLS], [SEP] or padding) are chosen uniformly; each is
-  replaced by [MASK] (mask_token_rate), a random non-special token
-  (random_token_rate) or kept.
+  Per row, min(P, max(1, round(n * masked_lm_prob))) of the n content positions
+  are chosen uniformly and replaced as `Masking` says.
 
   Returns:
     (masked_ids [b, S], positions [b, P], labels [b, P], weights [b, P]);
