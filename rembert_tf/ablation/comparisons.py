@@ -1,16 +1,10 @@
 """The paper's two claims, tested on the suite's rows with their seed noise.
 
-Each claim compares two rows that differ in one embedding choice, on
-zero-shot cross-lingual transfer: a fine-tuning run's score averaged over
-every language but English (the model is fine-tuned on English alone). The
-seeds of the selected learning rate give each row a mean and a sample
-standard deviation (`finetuning.sweep.mean_and_std`); the difference of the
-two rows' means gets a Welch t 95% confidence interval (`scipy.stats.t`;
-unequal variances, few seeds). The verdict reads the interval: above zero,
-the claim is reproduced at this scale; below zero, not reproduced (the
-opposite is measured); across zero, inconclusive. The seeds are fine-tuning
-seeds of one pre-training per row, so the interval holds the fine-tuning
-noise, not the pre-training noise.
+Each claim compares two rows that differ in one embedding choice on
+zero-shot transfer (the mean over the languages other than English). The
+difference of the rows' means over fine-tuning seeds gets a Welch t 95%
+confidence interval (`scipy.stats.t`): above zero, reproduced; below zero,
+not reproduced; across zero, inconclusive.
 
 Example:
 ```python

@@ -1,9 +1,7 @@
 """Completion markers: how the suite knows a step finished and skips it.
 
-A step writes `<dir>/ablation_complete.json` (atomically, via
-`fileio.write_json`) after its outputs are whole, with the figures later steps
-need. A directory without the marker is unfinished: its step runs again
-(pre-training then resumes from its newest checkpoint).
+A step writes `<dir>/ablation_complete.json` (atomically) after its outputs
+are whole, with the figures later steps need; without it the step runs again.
 
 Example:
 ```python

@@ -2,7 +2,7 @@
 and the demo's XNLI-like task in the XTREME `download/` layout.
 
 The one module of the suite that touches the demo's code; every piece is
-written once under `data_dir` and reused when the suite runs again.
+written once under `data_dir` and reused.
 
 Example:
 <!-- snippet: not run: builds the demo corpus, vocabulary and records (a minute on a CPU); tests/ablation builds them -->
@@ -33,9 +33,8 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
             say: Callable[[str], None] = print) -> Dict[str, str]:
   """Writes what is missing under data_dir; returns the paths the suite uses.
 
-  `unmasked_train`: training records without masks, for an experiment that
-  masks dynamically (a fresh mask each time a sequence comes back); held-out
-  records are always masked once, so every evaluation scores the same tokens.
+  `unmasked_train`: training records without masks, for dynamic masking;
+  held-out records are always masked once.
   """
   corpus = fileio.join(data_dir, "corpus")
   heldout = fileio.join(data_dir, "corpus_heldout")

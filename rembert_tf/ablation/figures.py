@@ -1,13 +1,8 @@
 """The suite's pictures: MLM curves, the results bar chart, layer similarity.
 
-* `mlm_curves.png`: MLM loss and accuracy per step of every pre-training run,
-  read from the TensorBoard event files the trainer writes
-  (`<model_dir>/train/events.*`, tags `training_loss` and `masked_lm_accuracy`;
-  held-out points from `<model_dir>/validation/`);
-* `results.png`: the results table as grouped bars (one group per task, or
-  per language when the suite has one task), with the std over seeds;
-* `layer_similarity.png`: linear CKA between each pre-trained model and its
-  fine-tuned version, per layer, all models in one plot.
+`mlm_curves.png` (from the trainer's TensorBoard events), `results.png`
+(the results table as grouped bars, std over seeds) and
+`layer_similarity.png` (CKA per layer, pre-trained vs fine-tuned).
 
 Example:
 <!-- snippet: not run: needs a pre-training run's TensorBoard summaries -->

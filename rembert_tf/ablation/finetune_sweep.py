@@ -1,16 +1,10 @@
 """The paper's fine-tuning protocol for the suite, on the fine-tuning library.
 
-Each (learning rate, seed) is one call of `finetuning_runner.run_finetuning`
-(what `rembert-finetune` runs) into its own directory, finished by a
-completion marker, so a sweep killed midway redoes only the run that was
-interrupted. A run's config is the fine-tuning experiment with the suite's
-overrides (fields of `finetuning_experiment`, e.g.
-`{"trainer.num_train_epochs": 2}`) and the fields the suite sets per run
-(`SET_PER_RUN`: task, encoder, rate, seed, data). The rate is then selected
-and the selected rate's seeds summarized by the fine-tuning sweep's one rule
-(`finetuning.sweep`: best mean English dev score, ties to the smaller rate;
-mean and sample standard deviation over seeds); the summary has the shape of
-the command's own `results.json`, plus the run directories.
+Each (learning rate, seed) is one `finetuning_runner.run_finetuning` call
+into its own directory, finished by a completion marker, so a killed sweep
+redoes only the interrupted run. The rate is selected and the seeds
+summarized by `finetuning.sweep`'s rule; the summary has the shape of
+`rembert-finetune`'s `results.json`, plus the run directories.
 
 Example:
 <!-- snippet: not run: needs XTREME's download/ folder -->
@@ -149,13 +143,10 @@ def run_sweep(task: str, sweep_dir: str, init_checkpoint: Optional[str],
               model_config: Optional[str] = None) -> Dict:
   """Every (rate, seed) run of one model on one task, then the summary.
 
-  `data()` gives the data fields of the next run (`data.records_dir`, or
-  `data.data_dir` with `data.sentencepiece_model` and `data.seq_length`);
-  `overrides` are fields of the fine-tuning experiment for every run
-  (`checked_overrides`);
-  `on_run_done(run_dir, skipped)` is called after each run; without
-  `init_checkpoint` every run starts from random weights (`model_config`). A
-  sweep that finished with the same rates and seeds is not redone.
+  `data()` gives the data fields of the next run; `overrides` are fields of the
+  fine-tuning experiment for every run; `on_run_done(run_dir, skipped)` is
+  called after each run; without `init_checkpoint` runs start from random
+  weights (`model_config`). A finished sweep is not redone.
   """
   seeds = list(range(first_seed, first_seed + num_seeds))
   done = completion.read_complete(sweep_dir)

@@ -1,8 +1,7 @@
 """Phase 5 of the ablation suite: `results.md`, `results.json` and the figures.
 
-The table and its markdown are `results_table`'s; the figures `figures`'s.
-This module writes them under the suite's output directory (always rewritten,
-from the rows' stored results).
+Writes `results_table`'s table and `figures`' pictures under the suite's
+output directory (always rewritten, from the rows' stored results).
 
 Example:
 <!-- snippet: not run: a fragment: `row_results` and `model_dirs` come from the suite -->

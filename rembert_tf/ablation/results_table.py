@@ -1,14 +1,10 @@
 """The paper-style results table of the suite, as JSON and markdown.
 
-One row per model: E_in, E_out, layers (encoder + output-side), #PT, #FT,
-held-out MLM accuracy, each task's score (the task's main metric averaged over
-languages: accuracy, F1, or the mean of EM and F1 for QA; mean ± std over
-seeds at the rate chosen on English dev), the average over tasks, and, for
-the rows the paper reports, the paper's numbers in brackets. A second table
-per task gives every language's score; a third, each row's zero-shot transfer
-(the mean over the languages other than English) per seed with the paper's
-two claims tested on it (`comparisons`); a fourth the per-layer linear CKA
-between each pre-trained model and its fine-tuned version.
+One row per model: E_in, E_out, layers, #PT, #FT, held-out MLM accuracy,
+each task's score (mean ± std over seeds at the rate chosen on English dev),
+their average, and the paper's numbers where it reports the row. Further
+tables: per language, zero-shot transfer per seed with the claims tested
+(`comparisons`), and per-layer CKA.
 
 Example:
 <!-- snippet: not run: a fragment: `row_results` comes from the caller's code -->

@@ -1,14 +1,10 @@
 """The suite's rows: which models are compared, each with its experiment.
 
-At base scale a row is one experiment YAML `configs/experiments/ablation_*.yaml`
-(the paper's base-scale rows; each names its model preset). At demo and small
-scale every row uses its scale's shared schedule
-(`configs/experiments/demo_ablation.yaml`, with `small_ablation.yaml` read on
-top of it at small scale: longer, on a larger vocabulary) with its own preset
-`configs/models/demo_ablation_<row>.yaml` (demo-size versions of the paper's
-rows). Every row is pre-trained on the same records with the same schedule:
-`check_same_schedule` refuses rows whose experiments differ in anything but
-the model.
+At base scale a row is one experiment `configs/experiments/ablation_*.yaml`;
+at demo and small scale every row shares its scale's schedule
+(`demo_ablation.yaml`, plus `small_ablation.yaml`) with its own preset
+`configs/models/demo_ablation_<row>.yaml`. `check_same_schedule` refuses rows
+whose experiments differ in anything but the model.
 
 Example:
 ```python

@@ -1,18 +1,10 @@
 r"""The ablation suite: pre-train every row, fine-tune each with the paper's
 protocol, compare layers, and write the paper-style table and pictures.
 
-Phases, each resumable (a finished step is detected by its completion marker,
-see `completion.py`, and skipped with a console line saying so):
-1. data (demo and small scale): demo corpus, vocabulary, records, XNLI-like
-   task;
-2. pre-training of every row on the same records with the same schedule
-   (`pretraining.runner.run`; an interrupted run resumes from its newest checkpoint);
-3. fine-tuning sweeps (`finetune_sweep`: the fine-tuning library per rate and
-   seed; rate chosen on English dev, mean / std over seeds);
-4. layer similarity: linear CKA of each pre-trained encoder against its
-   fine-tuned version (`evaluation.layer_similarity`);
-5. `results.json`, `results.md` and `figures/*.png` (always rewritten;
-   `report`).
+Phases, each resumable through `completion` markers: data (demo and small
+scale, `demo_data`), pre-training of every row (`pretraining.runner.run`),
+fine-tuning sweeps (`finetune_sweep`), layer similarity
+(`evaluation.layer_similarity`), and the report (`report`).
 
 Layout under `output_dir`:
 ```
@@ -284,12 +276,7 @@ def _release_memory() -> None:
 
 
 class FinetuneData:
-  """Data arguments of each fine-tuning run; records are built once per task.
-
-  With an XTREME download/ folder the first run of a task writes its records
-  (under its own output directory); every later run of any row reads them
-  (all rows share the vocabulary: they were pre-trained on the same records).
-  """
+  """Data arguments of each fine-tuning run; records are built once per task and shared by every row."""
 
   def __init__(self, output_dir: str, data: Dict[str, Any]):
     self.data = data

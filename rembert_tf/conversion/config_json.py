@@ -1,12 +1,7 @@
 """The JSON model config of the released TF1 checkpoint and of Hugging Face RemBERT.
 
-Both use the same keys (vocab_size, hidden_size, num_hidden_layers,
-num_attention_heads, input_embedding_size, output_embedding_size,
-intermediate_size, hidden_act, max_position_embeddings, type_vocab_size,
-layer_norm_eps, initializer_range, dropout probabilities), which are also the
-field names of `RemBertConfig`, so reading is a validated copy. Keys that only
-matter to `transformers` (model_type, architectures, token ids, ...) are
-ignored; other unknown keys are logged.
+Both use the field names of `RemBertConfig`, so reading is a validated copy;
+keys only `transformers` uses are ignored, other unknown keys logged.
 
 Example:
 <!-- snippet: not run: needs the released RemBERT checkpoint (a 2.3 GB download) -->

@@ -15,31 +15,19 @@
 | hf          | config.json, model.safetensors, [sentencepiece.model]        |
 | keras_hub   | a keras-hub preset (`keras_hub_preset`): config.json, model.weights.h5, tokenizer, [task.json + task.weights.h5] |
 
-Every tensor goes through the canonical layout of `weight_layout`, one at a
-time: the input is never read whole, and a Hugging Face output is streamed
-to disk, so peak memory is the converted model plus one tensor. Names and
-shapes are checked against the config before any tensor is read: all
-mismatches come as one ConversionError. The output directory is written
-under a temporary sibling and swapped in when complete
-(`outputs.atomic_directory`), so a failure leaves nothing under `output_dir`
-and `overwrite` keeps the old output until the new one is whole. Paths may be
-on any TF filesystem (gs://).
+Every tensor goes through `weight_layout`'s canonical layout one at a time,
+so peak memory is the converted model plus one tensor; names and shapes are
+checked before any tensor is read (one ConversionError listing every
+mismatch). The output is written under a temporary sibling and swapped in
+when complete. `with_output_side` matches the released checkpoint's
+undocumented output-side names by role and shape and writes
+`pretrainer/ckpt-0`. With E_in == hidden, a Hugging Face
+`embedding_hidden_mapping_in` is written as an exact identity, and read only
+if it is one.
 
-The released checkpoint's output side (MLM transform, output embedding,
-output bias) has undocumented names: `with_output_side` matches it by role
-and shape (`weight_layout.match_output_side`) and writes `pretrainer/ckpt-0`
-beside `encoder/ckpt-0`, the directory a pre-training run continues from.
-
-E_in == hidden: Hugging Face RemBERT always has `embedding_hidden_mapping_in`;
-the rembert_tf encoder has no projection then. Writing HF stores an exact
-identity (kernel I, bias 0, bit-exact outputs); reading accepts the
-projection only if it is exactly that identity, and otherwise refuses (it
-would be a learned layer the rembert_tf encoder cannot hold).
-
-Builds on Model Garden's checkpoint conversion approach
-(`official/nlp/tools/tf1_bert_checkpoint_converter_lib.py`: read the TF1
-checkpoint by name, map names, assign into the TF2 model, save a
-`tf.train.Checkpoint`), with a name table of its own for RemBERT.
+Builds on Model Garden's `official/nlp/tools/tf1_bert_checkpoint_converter_lib.py`
+(read the TF1 checkpoint by name, map names, save a `tf.train.Checkpoint`),
+with RemBERT's own name table.
 
 Example:
 <!-- snippet: not run: needs the released RemBERT checkpoint (a 2.3 GB download) -->
@@ -97,12 +85,7 @@ def _checkpoint_folder(input_path: str) -> str:
 
 
 def release_vocabulary_advice(input_path: str) -> str:
-  """Where the released checkpoint's vocabulary is, and the flag that takes it.
-
-  The release ships its SentencePiece model beside the TF1 checkpoint
-  (`rembert/sentencepiece.model` next to `rembert/model.ckpt.*`): a
-  converted release keeps that vocabulary; training another one would not
-  match the checkpoint's embeddings."""
+  """Where the released checkpoint's vocabulary is, and the flag that takes it."""
   beside = fileio.join(_checkpoint_folder(input_path),
                        checkpoint_layout.SENTENCEPIECE_FILE)
   if fileio.isfile(beside):
@@ -409,31 +392,26 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   Args:
     from_format: "tf1", "hf", "rembert_tf" or "keras_hub".
     to_format: "rembert_tf", "hf" or "keras_hub".
-    input_path: checkpoint prefix / directory (see module docstring).
+    input_path: checkpoint prefix / directory.
     output_dir: the directory to create (must not exist unless overwrite).
     config: tf1: the JSON config (default: config.json beside the
       checkpoint); hf: overrides DIR/config.json; rembert_tf: a preset name
-      or YAML path used when the directory has no model_config.yaml.
-    sp_model: SentencePiece model to copy into the output (defaults to the
-      input directory's sentencepiece.model for hf and rembert_tf). Its
-      special ids (by piece name) go into a Hugging Face config.json.
+      or YAML path when the directory has no model_config.yaml.
+    sp_model: SentencePiece model to copy into the output (default: the
+      input directory's for hf and rembert_tf).
     encoder_only: drop the output side even when the input has one.
-    with_output_side: convert the output side too; tf1 inputs convert it only
-      when asked (it is matched by role and shape), other inputs whenever
-      they have one. An input without one is then an error.
-    overwrite: replace an existing output_dir (atomically).
-    allow_missing_pooler: accept an input without `pooler.dense` (Hugging
-      Face RemBertForMaskedLM has none); the pooler keeps its initialisation.
+    with_output_side: convert the output side too (tf1: only when asked);
+      an input without one is then an error.
+    overwrite: replace an existing output_dir.
+    allow_missing_pooler: accept an input without `pooler.dense`.
 
   Returns:
     The output directory (str).
 
   Raises:
-    ConversionError: listing every missing / unexpected / misshapen tensor,
-      or the config problem; nothing is written then. errors.UsageError,
-      errors.OutputExistsError, tokenizer.TokenizerError (a
-      --sentencepiece_model that is not a SentencePiece model with the special
-      pieces): before any work.
+    ConversionError listing every missing / unexpected / misshapen tensor or
+    the config problem (nothing written); errors.UsageError,
+    errors.OutputExistsError, tokenizer.TokenizerError before any work.
   """
   input_path, output_dir = fileio.as_str(input_path), fileio.as_str(output_dir)
   _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,

@@ -1,22 +1,15 @@
 """`from_preset` of the RemBERT classes: Hugging Face folders, and every preset checked first.
 
-Builds on keras-hub's preset loading (keras_hub/src/utils/preset_utils.py):
-`get_preset_loader` opens a Keras preset with `KerasPresetLoader` and a
-Hugging Face folder with `TransformersPresetLoader`, which picks a converter
-by `model_type` from a fixed list. The RemBERT classes (and only they) take a
-Hugging Face RemBERT folder to `RemBertTransformersLoader`, keras-hub's
-loader with the RemBERT converter (`transformers_checkpoint`); every other
-preset, and every other model of keras-hub, loads exactly as keras-hub loads
-it. `attach` gives each RemBERT class this `from_preset`.
+Builds on keras-hub's preset loading (`get_preset_loader`): the RemBERT
+classes take a Hugging Face RemBERT folder to `RemBertTransformersLoader`,
+keras-hub's `TransformersPresetLoader` with the RemBERT converter
+(`transformers_checkpoint`); every other preset loads as keras-hub loads it.
+`attach` gives each RemBERT class this `from_preset`.
 
 Before a preset is used (`check_keras_preset`, `check_transformers_folder`),
-each file the config implies is there and whole, else one line naming the
-file and what is wrong: `config.json` parses; every `.weights.h5` opens and
-every tensor in it reads back finite and, when the file carries the content
-checksum this project's writers put in (`rembert-convert --to keras_hub`),
-equal to it; a `task.json` comes with its `task.weights.h5`; the tokenizer's
-`vocabulary.spm` is not empty; every safetensors file is as long as its
-header says. `rembert-convert --from keras_hub` runs the same checks.
+every file its config implies must be there and whole (configs parse,
+weights read back finite and match their content checksum, safetensors are
+as long as their headers say), else one line names the file.
 """
 import contextlib
 import hashlib

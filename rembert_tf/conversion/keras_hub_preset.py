@@ -13,25 +13,15 @@ PRESET/task.json              with the output side: RemBertMaskedLM and its
 PRESET/task.weights.h5          decoupled head (transform, E_out table, bias),
 PRESET/preprocessor.json        and RemBertMaskedLMPreprocessor
 ```
-which `rembert_tf.keras_hub.RemBertBackbone.from_preset(PRESET)` and the
-tasks' `from_preset` load on any Keras 3 backend. Each `.weights.h5` carries
-the SHA-256 of its tensors (`keras_hub_loading.CHECKSUM_ATTRIBUTE`), which
-`from_preset` and `open_preset` check, with the rest of the preset
-(`keras_hub_loading.check_keras_preset`), before they read it.
+loaded by `RemBertBackbone.from_preset(PRESET)` and the tasks' `from_preset`
+on any Keras 3 backend. Each `.weights.h5` carries the SHA-256 of its
+tensors (`keras_hub_loading.CHECKSUM_ATTRIBUTE`).
 
-Builds on keras-hub's own preset writer and Keras' weights format, without
-building the model at full size (the released model is 4 GB; building it
-costs twice that in initialisation scratch): a *skeleton* of the same
-architecture with every width shrunk to 1-2 is saved with keras-hub's
-`save_to_preset`, each weight filled with a marker value naming its
-canonical tensor. The preset is that skeleton's, with its JSON configs given
-the real sizes and each marked dataset of its `.weights.h5` files replaced by
-the real tensor, read from the source and written one at a time (HDF5
-through h5py, as Keras itself writes it). Peak memory is one tensor.
-Reading inverts the map: a marked skeleton of the preset's architecture
-says which dataset holds which canonical tensor (`PresetSource`), so a
-model trained in Keras 3 (on JAX, say) and saved with `save_to_preset`
-converts back to the project's checkpoints, its output side included.
+Builds on keras-hub's `save_to_preset` without building the model at full
+size: a skeleton with every width shrunk to 1-2 is saved with each weight
+filled by a marker naming its canonical tensor, then the configs get the
+real sizes and each marked HDF5 dataset is replaced by the real tensor, one
+at a time. Reading inverts that map (`PresetSource`).
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -243,10 +233,8 @@ def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
                  overwrite) -> None:
   """Writes the preset of `names` (canonical tensors of `source`) to output_dir.
 
-  A tensor of the architecture missing from `names` (the pooler of an
-  MLM-only export) keeps a fresh initialisation. The directory is written
-  under a temporary sibling and swapped in when complete
-  (`outputs.atomic_directory`).
+  A tensor missing from `names` (the pooler of an MLM-only export) keeps a
+  fresh initialisation.
   """
   _warn_about(cfg, sp_model)
   sp_bytes = fileio.read_bytes(sp_model) if sp_model else None
@@ -328,11 +316,8 @@ def _marked_datasets(skeleton: str) -> Dict[int, Tuple[str, str]]:
 class PresetSource:
   """Canonical tensors of a rembert_tf.keras_hub preset, one dataset at a time.
 
-  Which dataset of `model.weights.h5` / `task.weights.h5` holds which
-  canonical tensor is read off a marked skeleton saved the same way (the
-  writer's map, inverted): Keras' weight paths depend on the architecture,
-  not on the widths. A remote preset's weight files are copied locally
-  (h5py reads local files).
+  The dataset of each canonical tensor is read off a marked skeleton saved the
+  same way; a remote preset's weight files are copied locally for h5py.
   """
 
   def __init__(self, folder: str, cfg, with_output_side: bool):

@@ -1,27 +1,17 @@
 """Lazy, name-by-name readers of canonical tensors, and a streaming safetensors writer.
 
-A source exposes `shapes()` (canonical name -> shape, read from the index
-only, no tensor data), `get(name)` (one tensor, read on demand: a numpy
-array or a tf.Tensor), `read(names)` ((name, tensor) pairs in that order),
-`display(name)` (the name as the user's file spells it, for error messages)
-and `close()`. Reading a bounded number of bytes at a time keeps memory at
-the size of the target model plus one batch (or one larger tensor), which
-is what makes the 12 GB released checkpoint convertible.
+A source exposes `shapes()` (from the index only), `get(name)` (one tensor
+on demand), `read(names)`, `display(name)` (the user's spelling, for errors)
+and `close()`, so memory stays at the target model plus one batch:
 
-- `Tf1Source`: a TF1 name-based checkpoint (any TF filesystem), the released
-  RemBERT layout, read in batches of several tensors per RestoreV2
-  (`checkpoints.checkpoint_reading`). Optimizer slots and
-  global_step are skipped; tensors outside the encoder are the output side,
-  matched by role and shape (`weight_layout.match_output_side`) when asked
-  for, skipped and listed otherwise.
-- `HfSource`: Hugging Face `model.safetensors` (or sharded) read with the
-  safetensors package on numpy (memory-mapped; a gs:// file is copied to a
-  local temporary first); torch Linear weights are transposed.
+- `Tf1Source`: a TF1 name-based checkpoint (the released layout), read in
+  batches per RestoreV2; optimizer slots skipped, the output side matched by
+  role and shape when asked for (`weight_layout.match_output_side`).
+- `HfSource`: Hugging Face safetensors (memory-mapped numpy; torch Linear
+  weights transposed).
 - `ModelSource`: the variables of a built rembert_tf model.
 
-`write_safetensors` writes the safetensors format one tensor at a time (the
-safetensors package's own writer first turns every tensor into bytes, which
-doubles the memory of a 4 GB model).
+`write_safetensors` streams the safetensors format one tensor at a time.
 
 Example:
 <!-- snippet: not run: a fragment: `tensor_sources` comes from the caller's code -->
@@ -367,12 +357,9 @@ def write_safetensors(path: str, shapes: Dict[str, Tuple[int, ...]],
                       progress: Callable[[int, int, str], None] = None) -> None:
   """Writes float32 tensors as a safetensors file, taking one tensor at a time.
 
-  `tensors` yields (name, array) for every name of `shapes` in sorted order
-  (the file's order), each consumed before the next is taken.
-
+  `tensors` yields (name, array) for every name of `shapes` in sorted order.
   The format: an 8-byte little-endian header size, a JSON header (name ->
-  dtype, shape, [begin, end) byte offsets; padded with spaces to a multiple
-  of 8), then the raw little-endian data in header order.
+  dtype, shape, byte offsets; space-padded to a multiple of 8), then the data.
   """
   names = sorted(shapes)
   header, offset = {}, 0

@@ -1,12 +1,9 @@
 """One neutral weight layout shared by every checkpoint format (TF1, HF, rembert_tf).
 
-Every converter goes through "canonical tensors": numpy arrays keyed by the
-released TF1 RemBERT / BERT variable names (`bert/encoder/layer_3/attention/
-self/query/kernel`, ...), with the TF1 shapes (dense kernels 2-D [in, out]).
-The encoder names are the documented ones of the released checkpoint. The
-output side (pre-training only) uses names chosen by this project, because the
-release does not document its own (`match_output_side` finds the release's
-output-side tensors by role and shape instead of by name):
+Canonical tensors are numpy arrays keyed by the released TF1 RemBERT / BERT
+variable names (`bert/encoder/layer_3/attention/self/query/kernel`, ...)
+with the TF1 shapes. The output side, whose released names are undocumented,
+has names of this project's:
 
 ```
 cls/predictions/transform/dense/{kernel,bias}      [H, E_out], [E_out]
@@ -16,15 +13,10 @@ cls/predictions/output_bias                        [V]
 cls/output_layers/layer_N/...                      extra output-side blocks
 ```
 
-`slots_for_encoder(encoder)` / `slots_for_pretrainer(pretrainer)` list, for a
-built model, which Keras variable holds each canonical tensor and how to
-reshape between the two (Model Garden's MultiHeadAttention keeps per-head
-kernels [H, heads, head_dim]; TF1 keeps [H, H]). `hf_name(canonical)` gives
-the Hugging Face `transformers` name and whether the tensor is transposed.
-
-Builds on the name mapping idea of Model Garden's
-`official/nlp/tools/tf1_bert_checkpoint_converter_lib.py` (TF1 BERT names to
-the TF2 encoder), written for the RemBERT encoder's own layers.
+`slots_for_encoder` / `slots_for_pretrainer` list which Keras variable of a
+built model holds each canonical tensor and how to reshape between them;
+`hf_name` gives the Hugging Face name. Builds on the name mapping of Model
+Garden's `official/nlp/tools/tf1_bert_checkpoint_converter_lib.py`.
 
 Example:
 <!-- snippet: not run: a fragment: `encoder` comes from the caller's code -->
@@ -91,12 +83,7 @@ class Slot:
     return np.reshape(self.variable.numpy(), self.shape)
 
   def assign(self, value):
-    """Assigns a numpy array or a tf.Tensor of the canonical shape.
-
-    A tensor is assigned as is; a large numpy array in row blocks, because
-    turning a numpy array into a tensor costs twice its size in scratch
-    memory (the released output embedding alone is 1.7 GB).
-    """
+    """Assigns a numpy array (in row blocks, to bound scratch memory) or a tf.Tensor."""
     if tuple(value.shape) != tuple(self.shape):
       raise ConversionError(f"{self.name}: shape {tuple(value.shape)}, "
                             f"expected {tuple(self.shape)}.")
@@ -365,12 +352,7 @@ def _in_norm(name: str) -> bool:
 
 
 def output_side_roles(cfg) -> List[Tuple[str, Tuple[int, ...], object]]:
-  """(canonical name, shape, name test) of each output-side tensor of BERT's MLM head.
-
-  The release does not document its output-side names, so a tensor is
-  recognised by its shape and by what its name says about its role (a
-  kernel, a bias, a LayerNorm scale or offset), not by a fixed name.
-  """
+  """(canonical name, shape, name test) of each output-side tensor of BERT's MLM head."""
   h, e_out, v = cfg.hidden_size, cfg.output_embedding_size, cfg.vocab_size
   return [
       ("cls/predictions/transform/dense/kernel", (h, e_out),
@@ -395,13 +377,11 @@ def match_output_side(source: str, shapes: Dict[str, Sequence[int]],
   """Canonical output-side name -> the checkpoint's name, by role and shape.
 
   `shapes` holds the checkpoint's tensors that are neither encoder weights nor
-  optimizer slots. Among several [vocab, E_out] candidates, those whose name
-  contains `output_embedding` win (the released checkpoint's output
-  embedding has such a name).
+  optimizer slots; among several [vocab, E_out] candidates, a name containing
+  `output_embedding` wins.
 
   Raises:
-    ConversionError: listing every role with no candidate or with several
-      (the candidates named), and the fix.
+    ConversionError listing every role with no candidate or with several.
   """
   if cfg.num_output_layers:
     raise ConversionError(

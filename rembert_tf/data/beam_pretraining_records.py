@@ -1,35 +1,14 @@
-"""Pre-training records on Apache Beam: the record engine's steps as a
-pipeline, at Wikipedia / mC4 scale.
+"""Pre-training records on Apache Beam: the record engine's steps as a pipeline.
 
-`create_pretraining_data(..., runner="DataflowRunner")` (or `--runner` on the
-command line) runs the steps of `pretraining_record_engine` on Dataflow,
-Flink, Spark or Beam's local runner:
+Runs `pretraining_record_engine`'s steps on Dataflow, Flink, Spark or Beam's
+local runner: bytes per language per input file, then the language plan; one
+input file per element becomes its records (`unit_records`); a shard's
+records are grouped, put in unit order and written (`write_shard`), then
+metadata.json. The shards are byte-identical to the local engine's for a
+seed. A shard is assembled in one worker's memory, so choose
+`--num_output_shards` accordingly. Needs `pip install 'rembert_tf[beam]'`.
 
-1. **First pass**: bytes of input per language
-   (`text_inputs.file_language_bytes`, one element per input file), summed
-   per language; the smoothed language plan
-   (`pretraining_instances.plan_languages`) is computed from that sum.
-2. **Records**: input files are spread over the workers; each becomes its
-   records (`unit_records`), framed and batched per shard, as a local worker
-   spills them. An input file is the unit of work on every engine: split a
-   few very large files to use more workers.
-3. **Shards**: a shard's batches are grouped, put back in unit order and
-   written (`write_shard`); then `metadata.json` (`write_metadata`).
-
-Hence, for a seed, every shard and metadata.json are byte-identical to the
-local engine's, whatever the runner or the worker count. Everything is
-written into the caller's staging directory
-(`pretraining_record_creation.staged_output`), which is swapped in only after
-the pipeline has succeeded. A shard is assembled in one worker's memory:
-choose `--num_output_shards` so a shard stays well below a worker's memory
-(e.g. 200-500 MB per shard).
-
-Apache Beam is an optional dependency (`pip install 'rembert_tf[beam]'`); this
-module is imported only when a runner is asked for. The runner helpers (the
-Python local runner for the direct names, one-line failures) are
-`beam_runner`'s.
-
-Example (Beam's local runner, two worker processes):
+Example:
 <!-- snippet: not run: needs a corpus, a SentencePiece model and Apache Beam -->
 ```python
 from rembert_tf.data import pretraining_record_creation

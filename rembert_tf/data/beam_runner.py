@@ -1,17 +1,8 @@
-"""Running an Apache Beam pipeline of the data commands: options, runner, errors.
+"""Running the data commands' Apache Beam pipelines: options, runner, errors.
 
-Both Beam pipelines of `rembert_tf.data` (the pre-training records,
-`beam_pretraining_records`, and the SentencePiece training sample,
-`beam_sentencepiece_sample`) run through these helpers:
-
-* the direct runner names run on Beam's Python `FnApiRunner`, which needs
-  nothing beyond the installed package (Beam's `DirectRunner` would first try
-  its Go-based local runner, downloaded at run time);
-* a pipeline failure reaches the user as one line (`errors.RemBertError`)
-  naming the worker's exception, not the runner's wrapped traceback.
-
-Apache Beam is an optional dependency (`pip install 'rembert_tf[beam]'`); this
-module imports without it and its callers say how to install it.
+The direct runner names run on Beam's Python `FnApiRunner` (Beam's
+`DirectRunner` would download its Go runner), and a pipeline failure reaches
+the user as one line naming the worker's exception. Imports without Beam.
 
 Example:
 ```python
@@ -50,12 +41,7 @@ def pipeline_options(runner: str, num_workers: int, beam_args: Sequence[str]):
 
 
 def runner(name: str):
-  """The runner object: Beam's Python local runner for the direct names.
-
-  Beam's DirectRunner would first try its Go-based local runner, which it
-  downloads at run time; the Python FnApiRunner needs nothing beyond the
-  installed package and honours --direct_num_workers / --direct_running_mode.
-  """
+  """The runner object: Beam's Python local runner for the direct names."""
   if name in DIRECT_RUNNERS:
     from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
     return fn_runner.FnApiRunner()
@@ -63,11 +49,7 @@ def runner(name: str):
 
 
 def run_to_completion(pipeline, runner_name: str) -> None:
-  """Runs `pipeline` and waits; a failure becomes one line (errors.RemBertError).
-
-  A worker's exception reaches the launcher wrapped in the runner's own error
-  with the worker's traceback; its last line names the exception and the step.
-  """
+  """Runs `pipeline` and waits; a failure becomes one line (errors.RemBertError)."""
   try:
     pipeline.run().wait_until_finish()
   except Exception as e:  # pylint: disable=broad-except

@@ -1,25 +1,12 @@
-"""The SentencePiece training sample drawn by an Apache Beam pipeline: the
-local sampler's steps, run where the text is.
+"""The SentencePiece training sample drawn by an Apache Beam pipeline.
 
-For terabytes of text the vocabulary's only single-machine step should be
-SentencePiece itself, on a sample of a few million lines. This pipeline runs
-the steps of `sentencepiece_sample` on Dataflow, Flink, Spark or Beam's local
-runner, one input file per element:
+Runs `sentencepiece_sample`'s steps where the text is, one input file per
+element: counts per file, one `plan_sample`, each file's lines drawn, then
+the lines in corpus order written to one file with their per-language counts
+beside it (`PATH.json`). The sample is the local sampler's, byte for byte.
+`rembert-train-sentencepiece --sample_with_beam` runs it.
 
-1. **First pass**: lines and bytes per language of each file
-   (`count_languages`).
-2. **Plan**: `plan_sample` from every file's counts, in one step: the
-   language shares, and which lines are repeated or left out (its size is
-   the sample's, not the corpus's).
-3. **Draw**: each file's copies of its lines (`draw_file`).
-4. **Write**: the files' lines in corpus order to one text file (any
-   filesystem) and their per-language counts beside it (`PATH.json`).
-
-Hence the sample is the local sampler's, byte for byte, for a seed.
-`rembert-train-sentencepiece --sample_with_beam` runs it, then trains on the
-sample; with `--sample_only` it stops after writing the sample.
-
-Example (Beam's local runner):
+Example:
 <!-- snippet: not run: needs a corpus and Apache Beam -->
 ```python
 from rembert_tf.data import beam_sentencepiece_sample, sentencepiece_sample

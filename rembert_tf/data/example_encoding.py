@@ -1,11 +1,7 @@
-"""Fast, TensorFlow-free encoding of `tf.train.Example` protos with fixed-length features.
+"""TensorFlow-free encoding of `tf.train.Example` protos with fixed-length features.
 
-The record writers build millions of small Examples with a handful of int64 /
-float32 lists. Building them through the protobuf API costs tens of
-microseconds each; this module writes the same wire bytes directly (packed
-varints via numpy), so worker processes need neither TensorFlow nor a protobuf
-object per record. The output parses with `tf.io.parse_single_example` /
-`tf.io.parse_example` like any Example (see tests/data/example_encoding_test.py).
+Writes the protobuf wire bytes directly (packed varints via numpy), so the
+record workers need neither TensorFlow nor a protobuf object per record.
 
 Example:
 ```python
@@ -14,7 +10,6 @@ from rembert_tf.data import example_encoding
 record = example_encoding.encode_example(
     int_features={"input_word_ids": np.array([2, 17, 3, 0])},
     float_features={"masked_lm_weights": np.array([1.0, 0.0])})
-# tf.train.Example.FromString(record) gives the same features.
 ```
 """
 from typing import Dict, List, Mapping, Optional, Sequence

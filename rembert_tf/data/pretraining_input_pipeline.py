@@ -1,29 +1,14 @@
 """The pre-training input pipeline: record shards -> static-shape batches.
 
-Builds on Model Garden's `official.core.input_reader.InputReader` (file
-matching, per-host file sharding with `tf.distribute.InputContext`, file and
-record shuffling, repeat, prefetch) and follows `official.nlp.data.
-pretrain_dataloader.BertPretrainDataLoader`, with three changes: records are
-batched *before* parsing (one vectorised `tf.io.parse_example` per batch, not
-one parse per record), the batch always has a static shape
-(`drop_remainder=True` by default), and optional dynamic masking runs in the
-pipeline with tensorflow-text's `mask_language_model` / `RandomItemSelector` /
-`MaskValuesChooser` for records written in the unmasked layout. The loader is
-registered with `official.nlp.data.data_loader_factory`.
+Builds on Model Garden's `official.core.input_reader.InputReader` and follows
+`official.nlp.data.pretrain_dataloader.BertPretrainDataLoader`, but parses a
+batch at a time, keeps static shapes, and can mask dynamically with
+tensorflow-text's `mask_language_model` (records in the unmasked layout). The
+loader is registered with `official.nlp.data.data_loader_factory`.
 
-Every load first checks the records it is about to read, each fault one
-line (`DataMismatchError`): an empty `input_path` or a glob matching no file;
-the `metadata.json` beside the shards (sequence length, predictions per
-sequence, layout, vocabulary, every listed shard present), also against the
-model config when the loader is given one (`check_records_compatible`); and
-the first record of each shard, so that a shard of another shape is named at
-start-up instead of failing to parse far into training. When reading fails
-mid-run, `unreadable_shard` and `shard_of_other_shape` name the shard.
-
-Output of `load()`: a `tf.data.Dataset` of dicts with int32 `input_word_ids`,
-`input_mask`, `input_type_ids` [batch, seq_length], int32 `masked_lm_positions`,
-`masked_lm_ids` and float32 `masked_lm_weights` [batch, max_predictions_per_seq];
-batch = global_batch_size / num_replicas_in_sync under a distribution strategy.
+Each load first checks `metadata.json` (also against a model config,
+`check_records_compatible`) and the first record of each shard, raising
+`DataMismatchError` with one line naming the fault.
 
 Example:
 <!-- snippet: not run: needs pre-training records (docs/data.md's example makes some and loads them) -->
@@ -35,11 +20,6 @@ params = pretraining_input_pipeline.RemBertPretrainDataConfig(
     seq_length=128, max_predictions_per_seq=20, is_training=True)
 dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
     params, model_config=rembert_config.load_model_config("tiny")).load()
-# Or through Model Garden (no model config):
-# data_loader_factory.get_data_loader(params).load()
-# Under a strategy: strategy.distribute_datasets_from_function(
-#     lambda ctx: pretraining_input_pipeline.RemBertPretrainDataLoader(
-#         params).load(ctx))
 ```
 """
 import dataclasses
@@ -79,15 +59,12 @@ class RemBertPretrainDataConfig(cfg.DataConfig):
     input_path: glob(s) of record shards, comma-separated or a list.
     global_batch_size: examples per step over all replicas.
     is_training: shuffle and repeat forever when True.
-    seq_length: S of the records (must equal metadata.json's seq_length).
-    max_predictions_per_seq: P of the batches (static layout: must equal the
-      records'; dynamic masking: any P).
-    use_dynamic_masking: mask in the pipeline (records in the "unmasked"
-      layout, see rembert-create-pretraining-data --unmasked).
+    seq_length: S of the records (must equal metadata.json's).
+    max_predictions_per_seq: P (static layout: the records'; dynamic: any).
+    use_dynamic_masking: mask in the pipeline (records in the unmasked layout).
     masked_lm_prob, mask_token_rate, random_token_rate: dynamic masking rates.
     vocab_size: 0 reads it from metadata.json; else it must match it.
-    check_metadata: read and check metadata.json (turn off only for records
-      made by other tools; then every field must be set here).
+    check_metadata: read and check metadata.json (off: every field set here).
   """
   input_path: str = ""
   global_batch_size: int = 512

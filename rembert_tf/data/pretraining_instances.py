@@ -1,40 +1,21 @@
 """Raw text -> pre-training instances: the steps of the record engine.
 
-What decides the records, in the order they happen (the engine that runs
-these steps: `pretraining_record_engine`, on this machine or as an Apache
-Beam pipeline, `beam_pretraining_records`; the entry point:
-`pretraining_record_creation.create_pretraining_data`):
+Follows Model Garden's `official/nlp/data/create_pretraining_data.py` for
+packing and masking, without next-sentence pairs. The engine that runs these
+steps is `pretraining_record_engine` (locally or as Beam,
+`beam_pretraining_records`):
 
-1. Inputs are resolved to (language, file) pairs (`text_inputs`); each input
-   file is one unit of work, numbered in sorted order (`prepare`).
-2. Languages are mixed by smoothed sampling (`plan_languages`): with p_l the
-   byte share of language l and q_l ~ p_l**alpha, every document of l is
-   processed r_l = dupe_factor * (q_l / p_l) / min_k(q_k / p_k) times on
-   average (the largest language exactly `dupe_factor` times, smaller ones
-   more: nothing is dropped, low-resource languages are upsampled). The
-   fractional part of r_l is a per-document coin flip.
-3. A document's lines are tokenised once with SentencePiece; each pass packs
-   consecutive lines into `[CLS] tokens [SEP]` sequences of up to
-   seq_length - 2 tokens (`pack_document`; with probability `short_seq_prob`
-   a shorter random target length, as BERT does); a line longer than a
-   sequence is split, never dropped. Static masking (BERT 80/10/10, see
-   `pretraining_record_format`) or the unmasked layout (`unmasked=True`) for
-   dynamic masking in the input pipeline.
-4. Every sequence goes to a random output shard; each shard is shuffled
-   (`shard_permutation`) and described in metadata.json (`build_metadata`).
+1. inputs resolve to (language, file) units of work (`prepare`);
+2. languages are mixed by smoothed sampling (`plan_languages`): each
+   document is processed r_l times, the largest language `dupe_factor` times
+   and smaller ones more (nothing is dropped);
+3. each pass packs a document's tokenised lines into `[CLS] tokens [SEP]`
+   sequences (`pack_document`), masked statically or left unmasked;
+4. every sequence goes to a random shard; each shard is shuffled.
 
-Determinism: documents of a file are processed in fixed chunks of
-DOCUMENTS_PER_CHUNK; all randomness of a chunk (passes, packing, masking,
-shard choice) comes from `numpy.random.default_rng([seed, unit_index,
-chunk_index])` (`chunk_records`), and shards are assembled in unit order and
-shuffled with `[seed, shard_index]`; so the records are byte-identical for a
-seed whatever the engine or the number of workers. Masking and Example
-encoding run vectorised over a chunk.
-
-Compared with Model Garden's `official/nlp/data/create_pretraining_data.py`
-(which this follows for masking and packing): no next-sentence pairs (RemBERT
-is MLM-only), language-smoothed mixing, multi-process work split with
-worker-count-independent output, and vectorised masking / encoding.
+All randomness of a chunk of DOCUMENTS_PER_CHUNK documents comes from
+`numpy.random.default_rng([seed, unit, chunk])`, so the records are
+byte-identical for a seed whatever the engine or the number of workers.
 
 Example:
 ```python
@@ -43,7 +24,6 @@ from rembert_tf.data import pretraining_instances
 rng = np.random.default_rng(0)
 lines = [np.arange(5) + 100, np.arange(70) + 200]
 sequences = pretraining_instances.pack_document(lines, 30, 0.1, rng)
-# every token in exactly one sequence of at most 30 tokens
 ```
 """
 import dataclasses
@@ -172,10 +152,8 @@ def pack_document(lines_ids: Sequence[Sequence[int]], max_num_tokens: int,
                   ) -> List[np.ndarray]:
   """Greedy packing of a document's tokenised lines into sequences.
 
-  Consecutive lines are appended while they fit the target length
-  (max_num_tokens, or with probability short_seq_prob a random length in
-  [2, max_num_tokens]); a line longer than the target is split into pieces.
-  Every token of the document ends up in exactly one sequence.
+  Lines are appended while they fit the target length (max_num_tokens, or with
+  probability short_seq_prob a random shorter one); a longer line is split.
   """
   def new_target():
     if short_seq_prob > 0 and rng.random() < short_seq_prob:
@@ -260,12 +238,7 @@ def sentencepiece_processor(path: str):
 def chunk_records(chunk: Sequence[Tuple[str, List[str]]], unit_index: int,
                   chunk_index: int, passes: Mapping[str, float],
                   job: RecordJob) -> ChunkRecords:
-  """Tokenises, packs, masks and encodes one chunk; assigns each record a shard.
-
-  All randomness of a chunk (a fixed run of documents of one file) comes from
-  its own generator, seeded by (seed, unit, chunk): the result does not depend
-  on which process or Beam worker runs it.
-  """
+  """Tokenises, packs, masks and encodes one chunk; assigns each record a shard."""
   options = job.options
   sp = sentencepiece_processor(job.sentencepiece_model)
   flat = [line for _, lines in chunk for line in lines]

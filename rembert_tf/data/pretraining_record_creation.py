@@ -1,27 +1,17 @@
 """Raw multilingual text -> sharded pre-training TFRecords + metadata.json.
 
-`create_pretraining_data` (wrapped by `rembert-create-pretraining-data`)
-checks the flags, the SentencePiece model, the inputs and the output before
-any work (`pretraining_instances.prepare`), then runs the record engine
-(`pretraining_record_engine`): in worker processes on this machine (default),
-or its steps as an Apache Beam pipeline (`beam_pretraining_records`,
-`runner=`) for Wikipedia / mC4 scale on Dataflow, Flink or Spark; the same
-bytes for a seed either way.
-
-The records are written into a staging directory
-`.create_pretraining_data.tmp-*` inside the output directory (`staged_output`),
-which is swapped in when complete (`pretraining_record_format.
-swap_in_records`): old records stay until the new ones are complete, a failed
-run removes its staging directory, and the next run removes one a killed run
-left. A directory that already holds records is refused unless
-`overwrite=True`. The output may be on any filesystem (`gs://`).
+`create_pretraining_data` (the `rembert-create-pretraining-data` command)
+checks the flags, model, inputs and output before any work, then runs the
+record engine in local worker processes (`pretraining_record_engine`) or as
+an Apache Beam pipeline (`beam_pretraining_records`, `runner=`); the same
+bytes for a seed either way. Records are written into a staging directory
+inside the output directory and swapped in when complete (`staged_output`).
 
 Example:
 <!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_creation
-from rembert_tf.data import tfds_text_inputs
 meta = pretraining_record_creation.create_pretraining_data(
     inputs=["/tmp/corpus/{lang}/*.txt"], output_dir="/tmp/records",
     sentencepiece_model="/tmp/spm/sentencepiece.model",
@@ -29,12 +19,6 @@ meta = pretraining_record_creation.create_pretraining_data(
                                                 max_predictions_per_seq=20,
                                                 num_output_shards=4),
     num_workers=2)
-print(meta["num_examples"], meta["languages"]["en"]["sequences"])
-# Text from TFDS datasets prepared on Cloud Storage:
-meta = pretraining_record_creation.create_pretraining_data(
-    inputs=["tfds:wiki40b/{lang}"], output_dir="gs://b/records",
-    sentencepiece_model="gs://b/spm/sentencepiece.model",
-    tfds=tfds_text_inputs.TfdsTextOptions(data_dir="gs://b/tensorflow_datasets"))
 ```
 """
 import dataclasses
@@ -53,9 +37,8 @@ from rembert_tf.data import tfds_text_inputs
 class staged_output:  # pylint: disable=invalid-name
   """Context: a staging directory inside the output, swapped in on success.
 
-  On any failure the staging directory (and the output directory, when this
-  run created it and it is empty) is removed; the old records are untouched.
-  A full disk is reported naming the output directory.
+  On failure the staging directory (and an output directory this run created)
+  is removed; the old records are untouched.
   """
 
   def __init__(self, output_dir: str):
@@ -102,29 +85,20 @@ def create_pretraining_data(inputs: Sequence[str],
   """Makes pre-training records; returns the metadata written to metadata.json.
 
   Args:
-    inputs: input specs (`corpus/{lang}/*.txt`, `en=path/*.json`; see
-      text_inputs): plain text, wikiextractor or C4/mC4 JSON lines, gzipped
-      or not, on any filesystem.
+    inputs: input specs (see text_inputs and tfds_text_inputs).
     output_dir: gets `pretrain-XXXXX-of-YYYYY.tfrecord` and metadata.json.
-    sentencepiece_model: any SentencePiece model with [CLS], [SEP], [MASK], a
-      padding and an unknown piece (ids by piece name).
-    options: the record settings (`pretraining_instances.RecordOptions`);
-      keyword arguments named like its fields (`seq_length=128`,
-      `masking=Masking(...)`) override it.
-    input_format, languages, language_field: see `text_inputs.resolve_inputs`;
-      `tfds:` inputs are read from `tfds.data_dir` (`tfds_text_inputs`).
-    num_workers: processes (local) or Beam workers; the output does not depend
-      on it.
-    runner: None for the local multiprocess engine, or an Apache Beam runner
-      name (`DirectRunner`, `DataflowRunner`, `FlinkRunner`, `SparkRunner`);
-      `beam_args` are Beam pipeline options (`--project=...`). Both engines
-      write the same bytes for a seed.
-    overwrite: replace records already in output_dir (the old ones stay until
-      the new ones are complete).
+    sentencepiece_model: a model with [CLS], [SEP], [MASK], a padding and an
+      unknown piece.
+    options: `pretraining_instances.RecordOptions`; keyword arguments named
+      like its fields override it.
+    input_format, languages, language_field: see `text_inputs.resolve_inputs`.
+    num_workers: processes or Beam workers; the output does not depend on it.
+    runner: None (local engine) or an Apache Beam runner name, with
+      `beam_args` as pipeline options.
+    overwrite: replace records already in output_dir.
   Raises:
-    text_inputs.TextInputError (missing / empty input),
-    errors.OutputExistsError (records exist), tokenizer.TokenizerError (bad
-    model), errors.UsageError (bad flag): all `errors.RemBertError`.
+    errors.RemBertError subclasses (TextInputError, OutputExistsError,
+    TokenizerError, UsageError).
   """
   options = dataclasses.replace(
       options or pretraining_instances.RecordOptions(), **option_fields)

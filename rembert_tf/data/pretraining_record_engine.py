@@ -1,25 +1,14 @@
-"""The record engine: the steps of one input file and of one shard, and the
-local run of them (one worker process per input file).
+"""The record engine: the steps of one input file and of one shard, run locally.
 
-A unit (one input file) becomes records (`unit_records`, on the steps of
-`pretraining_instances`), framed as TFRecords and kept per output shard; a
-shard is its records in unit order, shuffled (`write_shard`); then
-metadata.json (`write_metadata`). Here, worker processes (`spawn`) import
-neither TensorFlow nor protobuf: they encode Examples with `example_encoding`
-and frame them (numpy CRC32C, `tfrecord_writer`) into per-unit local
-temporary files ("spills", one per output shard); the parent concatenates
-them into `pretrain-XXXXX-of-YYYYY.tfrecord` shards and `metadata.json` in
-the staging directory it is given. The output may be on any filesystem
-(`gs://`): the spills are then in a local temporary directory.
-`beam_pretraining_records` runs the same three steps as an Apache Beam
-pipeline.
+A unit (one input file) becomes framed records per output shard
+(`unit_records`, on `pretraining_instances`' steps); a shard is its records
+in unit order, shuffled (`write_shard`); then metadata.json. Worker
+processes (`common.worker_pool`, `spawn`) import neither TensorFlow nor
+protobuf: they encode with `example_encoding` and frame with
+`tfrecord_writer` into local spill files the parent concatenates.
+`beam_pretraining_records` runs the same steps as a Beam pipeline.
 
-Builds on `common.worker_pool` (a `spawn` process pool that ends on a worker's
-error), a `multiprocessing` queue for progress, and
-`console.Progress` (one bar over the input files, with an ETA).
-
-Example (what `pretraining_record_creation.create_pretraining_data` does
-without a Beam runner; `staging` is then its staging directory):
+Example:
 <!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
 from rembert_tf.data import pretraining_record_engine, pretraining_instances
@@ -51,11 +40,7 @@ from rembert_tf.data import tfrecord_writer
 
 
 class _ShardSpill:
-  """Per-unit local temporary files, one per output shard, of framed records.
-
-  Records are framed (CRCs computed) here, in the worker, so the parent only
-  shuffles and concatenates.
-  """
+  """Per-unit local temporary files, one per output shard, of framed records."""
 
   def __init__(self, spill_dir: str, unit_index: int, num_shards: int):
     self._paths = [spill_path(spill_dir, unit_index, k)

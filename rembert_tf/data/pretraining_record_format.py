@@ -12,11 +12,8 @@ Records (tf.train.Example, all int64 unless noted), `seq_length` S and
 | masked_lm_ids         | [P]   | yes           | no              |
 | masked_lm_weights     | [P] float | yes       | no              |
 
-A sequence is `[CLS] tokens... [SEP] <pad>...`; type ids are 0 (RemBERT
-pre-trains with MLM only, no next-sentence pairs). Static masking follows BERT:
-`masked_lm_prob` of the maskable tokens (not [CLS]/[SEP]/<pad>), at most P and
-at least 1, are predicted; each is replaced by [MASK] (`mask_token_rate`, 0.8),
-by a random non-special token (`random_token_rate`, 0.1) or kept.
+A sequence is `[CLS] tokens... [SEP] <pad>...` with type ids 0 (MLM only);
+static masking is BERT's (`Masking`).
 
 `metadata.json` beside the shards (the input pipeline checks it):
 ```
@@ -29,11 +26,9 @@ by a random non-special token (`random_token_rate`, 0.1) or kept.
 ```
 
 Builds on BERT's record layout as Model Garden's `official/nlp/data/
-create_pretraining_data.py` writes it (v2 feature names), without NSP. Records
-are written into a staging directory inside the output directory and swapped
-in when complete (`new_staging_directory`, `swap_in_records`);
-`write_pretraining_records` writes fixtures from tokenised examples, records
-from raw text are `pretraining_record_creation`'s.
+create_pretraining_data.py` writes it (v2 feature names), without NSP.
+Records are staged inside the output directory and swapped in when complete
+(`swap_in_records`).
 
 Example (test fixtures from already tokenised text):
 ```python
@@ -72,20 +67,7 @@ class RecordsError(errors.RemBertError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Masking:
-  """How static masking chooses and replaces tokens (BERT's 80/10/10 by default).
-
-  `masked_lm_prob` of a sequence's maskable tokens (at least 1, at most
-  `max_predictions_per_seq`) are predicted; each is replaced by [MASK] with
-  `mask_token_rate`, by a random non-special token with `random_token_rate`,
-  and kept otherwise.
-
-  Example:
-  ```python
-  from rembert_tf.data.pretraining_record_format import Masking
-  masking = Masking(masked_lm_prob=0.2).check()  # UsageError naming the flag when out of range
-  masking.as_metadata()    # {"masked_lm_prob": 0.2, "mask_token_rate": 0.8, ...}
-  ```
-  """
+  """How static masking chooses and replaces tokens (BERT's 80/10/10 by default)."""
   masked_lm_prob: float = 0.15
   mask_token_rate: float = 0.8
   random_token_rate: float = 0.1
@@ -234,12 +216,7 @@ _UNMASKED_ENCODER = example_encoding.FixedShapeEncoder(list(SEQUENCE_FEATURES))
 
 def random_non_special_ids(rng: np.random.Generator, size,
                            special: tokenizer.SpecialTokens) -> np.ndarray:
-  """Uniform ids of the vocabulary that are not special pieces.
-
-  Draws from the `vocab_size - #special` ordinary ids and steps each draw
-  over the special ids below it (ascending), so any layout works: the
-  project's 0-4 as well as the released RemBERT's [CLS]=312.
-  """
+  """Uniform ids of the vocabulary that are not special pieces (any id layout)."""
   excluded = sorted({i for i in special.as_dict().values() if i >= 0})
   draws = rng.integers(0, special.vocab_size - len(excluded), size=size)
   for special_id in excluded:
@@ -252,10 +229,8 @@ def mask_batch(ids: np.ndarray, content_lengths: np.ndarray,
                max_predictions_per_seq: int, masking: Masking = Masking()):
   """BERT masking of a batch of `[CLS] content [SEP] <pad>...` rows (numpy).
 
-  Per row, k = min(P, max(1, round(n * masked_lm_prob))) of the n content
-  positions (never [CLS], [SEP] or padding) are chosen uniformly; each is
-  replaced by [MASK] (mask_token_rate), a random non-special token
-  (random_token_rate) or kept.
+  Per row, min(P, max(1, round(n * masked_lm_prob))) of the n content positions
+  are chosen uniformly and replaced as `Masking` says.
 
   Returns:
     (masked_ids [b, S], positions [b, P], labels [b, P], weights [b, P]);

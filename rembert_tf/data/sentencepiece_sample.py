@@ -1,17 +1,11 @@
-"""The language-balanced training sample of the SentencePiece model: its steps, and the local run of them.
+"""The language-balanced training sample of the SentencePiece model, drawn locally.
 
-Steps (1)-(2) of `sentencepiece_training`: (1) count the lines of every
-language, (2) give each language a share q_l of the training sample by
-exponentially smoothed sampling (q_l ~ p_l**alpha, mBERT's alpha=0.7; p_l from
-input bytes, see `text_inputs`), drawing lines without replacement when a
-language has more than its share and repeating lines when it has fewer. The
-sample is written as one text file (any filesystem), under a temporary name
-first.
-
-The steps are functions of one file each (`count_languages`, `draw_file`)
-around one plan (`plan_sample`), which `draw_sample` runs here and
-`beam_sentencepiece_sample` runs as an Apache Beam pipeline: the same sample
-for a seed; `sentencepiece_training.draw_training_sample` picks one of the two.
+Counts the lines of every language (`count_languages`), gives each language
+a share q_l ~ p_l**alpha of the sample (`plan_sample`: lines drawn without
+replacement, or repeated where a language has too few) and draws each file's
+lines (`draw_file`). `draw_sample` runs the steps here;
+`beam_sentencepiece_sample` runs them on Beam, giving the same sample for a
+seed.
 
 Example:
 <!-- snippet: not run: needs a corpus -->
@@ -22,7 +16,6 @@ summary = sentencepiece_sample.draw_sample(
     files, "/tmp/spm_sample.txt",
     sentencepiece_sample.SampleOptions(sample_size=100_000), log=print,
     inputs=["/tmp/corpus/{lang}/*.txt"])
-summary["languages"]["en"]["sample_lines"]
 ```
 """
 import dataclasses
@@ -109,11 +102,12 @@ def count_languages(files: Sequence[text_inputs.InputFile],
 
 @dataclasses.dataclass
 class SamplePlan:
-  """How often each line goes into the sample (steps 1-2, before any line is
-  written): every line of a language `copies[l][0]` times, the lines at the
-  positions `copies[l][1]` (sorted; a language's lines numbered in file
-  order across the files) once more; `offsets[i]`: per language, the
-  position of file i's first line."""
+  """How often each line goes into the sample.
+
+  Every line of language l `copies[l][0]` times, the lines at positions
+  `copies[l][1]` (numbered across the files) once more; `offsets[i]`: per
+  language, the position of file i's first line.
+  """
   counts: LanguageCounts
   probabilities: Dict[str, float]
   copies: Dict[str, Tuple[int, np.ndarray]]

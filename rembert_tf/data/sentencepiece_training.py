@@ -1,24 +1,12 @@
 """Trains the multilingual SentencePiece unigram model on a language-balanced sample.
 
-Steps: (1) count the lines of every language, (2) give each language a share
-q_l of the training sample by exponentially smoothed sampling (q_l ~ p_l**alpha,
-mBERT's alpha=0.7; p_l from input bytes, see `text_inputs`), drawing lines
-without replacement when a language has more than its share and repeating
-lines when it has fewer, (3) for small vocabularies, count whole-word seed
-pieces by token frequency (`write_seed_pieces`: works around SentencePiece
-0.2's type-frequency seeds, which split frequent short words), (4) train a unigram model with high
-character coverage and the fixed special ids of `rembert_tf.data.tokenizer`, (5) write
-`<prefix>.model`, `<prefix>.vocab` and `<prefix>.json` (vocab size, special
-ids, sha256), all under temporary names first, on any filesystem (`gs://`).
-
-Steps (1)-(2) draw the sample, on this machine (`sentencepiece_sample`) or as
-an Apache Beam pipeline (`sample_with_beam=True`, `beam_sentencepiece_sample`),
-so a vocabulary for terabytes of text needs only the sample on one machine;
-`draw_training_sample` picks one.
-
 Builds on `sentencepiece.SentencePieceTrainer` as Model Garden's
-`official/nlp/data/train_sentencepiece.py` does; that script samples from TFDS
-without language balancing and reserves other ids, hence this module.
+`official/nlp/data/train_sentencepiece.py` does, with a language-balanced
+sample (q_l ~ p_l**alpha, drawn by `sentencepiece_sample` or, with
+`sample_with_beam=True`, `beam_sentencepiece_sample`), whole-word seed pieces
+for small vocabularies (`write_seed_pieces`) and the fixed special ids of
+`rembert_tf.data.tokenizer`. Writes `<prefix>.model`, `.vocab` and `.json`
+(vocab size, special ids, sha256) on any filesystem.
 
 Example:
 <!-- snippet: not run: needs a corpus (docs/data.md's example trains a vocabulary) -->
@@ -26,7 +14,6 @@ Example:
 from rembert_tf.data import sentencepiece_training
 meta = sentencepiece_training.train_sentencepiece(
     ["/tmp/corpus/{lang}/*.txt"], "/tmp/spm", vocab_size=2000)
-# /tmp/spm/sentencepiece.model, .vocab, .json; meta["sha256"], meta["sample"]
 ```
 """
 import collections
@@ -109,14 +96,10 @@ def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
                 character_coverage: float, num_threads: int,
                 max_sentence_length: int, seed_pieces: str, inputs,
                 seed: int = 0) -> None:
-  """Step 3-4: a unigram model with the fixed special ids (local files).
+  """A unigram model with the fixed special ids (local files).
 
-  Deterministic: the trainer reads the whole sample in order (no sampling,
-  no shuffling), its random generator is seeded, and the thread count is
-  given (the EM sums depend on how the sample is split over threads). The
-  local paths SentencePiece records in the model are cut to file names
-  (`model_without_local_paths`), so the bytes do not depend on the
-  temporary directory either.
+  Deterministic: the sample is read in order, the generator is seeded and the
+  thread count given; recorded paths are cut to file names.
   """
   seed_options = {}
   if seed_pieces == "words" or (seed_pieces == "auto" and
@@ -157,8 +140,8 @@ _PATH_FIELDS = (1, 2, 54)
 def model_without_local_paths(model: bytes) -> bytes:
   """The serialized model with its trainer's file paths cut to file names.
 
-  Edits the protobuf wire format directly: the package's generated
-  `sentencepiece_model_pb2` needs a newer protobuf runtime than TensorFlow's.
+  Edits the protobuf wire format: the package's `sentencepiece_model_pb2`
+  needs a newer protobuf runtime than TensorFlow's.
   """
   fields = []
   for number, wire_type, raw, payload in _wire_fields(model):
@@ -296,28 +279,21 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
   """Trains `<output_dir>/<model_prefix>.model`; returns its metadata dict.
 
   Args:
-    inputs: input specs (files: `text_inputs`; `tfds:` inputs from
-      `tfds.data_dir`: `tfds_text_inputs`), any filesystem.
-    output_dir: created if needed (any filesystem).
+    inputs: input specs (`text_inputs`, or `tfds:` inputs), any filesystem.
+    output_dir: created if needed.
     vocab_size: exact vocabulary size (special pieces included).
     language_sampling_alpha: smoothing exponent of the language mix.
-    sample_size: lines in the training sample (at most the total line count:
-      the mix is rebalanced, low-resource lines are repeated).
-    character_coverage: SentencePiece's (high for many scripts; <unk> else).
-    num_threads: trainer threads. The model depends on it (not on the
-      machine): the same inputs and arguments give a byte-identical model.
-    seed_pieces: "sentencepiece" (the library's own seed extraction, for
-      large vocabularies), "words" (whole-word seeds counted by token
-      frequency, `write_seed_pieces`; for small vocabularies), or "auto"
+    sample_size: lines in the training sample (at most the total line count).
+    character_coverage: SentencePiece's.
+    num_threads: trainer threads; the model depends on it, not on the machine.
+    seed_pieces: "sentencepiece", "words" (`write_seed_pieces`) or "auto"
       (words when vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB).
     sample_with_beam: draw the sample with Apache Beam on `runner` (options:
-      `beam_args`) into `sample_path` (remote runners: gs://) or a temp file.
+      `beam_args`) into `sample_path` or a temp file.
     overwrite: replace an existing model of that prefix.
   Raises:
-    errors.RemBertError subclasses: text_inputs.TextInputError (missing /
-    empty input), errors.OutputExistsError (the model exists, no overwrite),
-    errors.UsageError (a flag out of range), TrainingError (SentencePiece
-    cannot build `vocab_size` pieces; the message says which way to go).
+    text_inputs.TextInputError, errors.OutputExistsError, errors.UsageError,
+    TrainingError (SentencePiece cannot build `vocab_size` pieces).
   """
   log = print if verbose else (lambda *a, **k: None)
   output_dir = fileio.as_str(output_dir).rstrip("/")
@@ -354,14 +330,7 @@ def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
 def _sample_and_train(files, options, output: Tuple[str, str, bool],
                       vocab_size: int, inputs, log, sampling: Dict[str, Any],
                       trainer: Dict[str, Any]):
-  """Steps 1-5 in a local scratch directory: (sample summary, metadata).
-
-  `output`: (output_dir, model_prefix, overwrite); `sampling`: `sample_path`
-  and the engine arguments of `draw_training_sample`; `trainer`: the keyword
-  arguments of `train_model` (its seed is the sample's). The scratch
-  directory carries this run's owner tag: a killed run's is removed by the
-  next run (`outputs.local_scratch_dir`).
-  """
+  """Samples and trains in a local scratch directory: (sample summary, metadata)."""
   output_dir, model_prefix, overwrite = output
   start = time.time()
   fileio.check_output_location(output_dir)
@@ -386,16 +355,11 @@ def _sample_and_train(files, options, output: Tuple[str, str, bool],
 
 def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,
                       max_piece_length: int = 16) -> int:
-  """Writes whole-word SentencePiece seed pieces (`piece<TAB>count`) by token count.
+  """Writes whole-word seed pieces (`piece<TAB>count`) weighted by token count.
 
-  SentencePiece's unigram trainer (0.2.x) extracts its seed pieces from the
-  distinct whitespace-separated words (type frequency), so on a small or
-  repetitive corpus a frequent short word ("the") can miss the vocabulary and
-  be split into letters. These seeds are the corpus's words, split like
-  SentencePiece pre-tokenises (letter runs apart from digits and
-  punctuation; the first run of a whitespace token carries the word-start
-  marker), weighted by how often they occur. Characters are always added by
-  the trainer. Returns the number of seed pieces written.
+  SentencePiece 0.2 seeds by type frequency, so on a small corpus a frequent
+  short word can be split into letters. Words are split as SentencePiece
+  pre-tokenises. Returns the number of seed pieces written.
   """
   counts = collections.Counter()
   with fileio.open_file(sample_file, "r") as f:

@@ -1,35 +1,15 @@
 """Raw text inputs: which files, which language, which documents; language sampling.
 
-Input layouts read (one or more files per language):
-* plain text (`*.txt`, any other suffix): one sentence or paragraph per line,
-  documents separated by blank lines (BERT's create_pretraining_data layout);
-* JSON-lines (`*.json`, `*.jsonl`, or `--input_format=jsonl`): one object
-  per line with a `text` field; one object is one document, its `text` split
-  into lines. This reads wikiextractor's `{"id", "url", "title", "text"}` and
-  C4 / mC4's `{"text", "timestamp", "url"}` alike;
-* any of these compressed with gzip (`*.gz`, e.g. mC4's
-  `c4-{lang}.tfrecord-00000-of-01024.json.gz`).
+Reads plain text (one line per sentence or paragraph, documents separated by
+blank lines, as BERT's create_pretraining_data) and JSON-lines with a `text`
+field (wikiextractor, C4 / mC4), gzipped or not, on any filesystem through
+`rembert_tf.common.fileio`. Specs: `corpus/{lang}/*.txt` (the `{lang}` part
+names the language), `en=wiki/en/**/wiki_*`, or a JSON `language_field`.
+`tfds:` inputs are `tfds_text_inputs`'s units, which every function here
+also takes. Invalid UTF-8 and unparsable JSON lines are counted, never fatal.
 
-Input specs (`--input`, repeatable / comma-separated):
-* `corpus/{lang}/*.txt`: a glob whose `{lang}` part names the language;
-* `en=wiki/en/**/wiki_*`: an explicit language for a glob;
-* `--language_field NAME` (JSON-lines): a document's language is its field
-  `NAME` when present (files holding many languages), else the spec's.
-
-Paths may be on any filesystem TensorFlow reads (`gs://...`), through
-`rembert_tf.common.fileio`. Text from prepared TensorFlow Datasets
-(`tfds:wiki40b/{lang}`) is `tfds_text_inputs`'s: its units (one per shard of
-a split) read their documents themselves (`language_documents`,
-`language_bytes`), and every function here that takes an input file takes
-them too.
-
-Invalid UTF-8 is replaced by U+FFFD and counted (never a crash); JSON lines
-that do not parse are skipped and counted.
-
-Language mixing follows mBERT / XLM-R: with n_l the size of language l (bytes
-of its input files) and p_l = n_l / sum(n), languages are sampled with
-q_l proportional to p_l ** alpha (alpha=0.7 by default; 1 keeps the natural mix,
-0 makes it uniform).
+Languages are mixed as mBERT / XLM-R do: q_l proportional to p_l ** alpha,
+with p_l the byte share of language l.
 
 Example:
 <!-- snippet: not run: needs a corpus -->
@@ -125,9 +105,8 @@ def resolve_inputs(specs: Sequence[str],
   """Input specs -> sorted InputFile list (language from `{lang}` or `lang=`).
 
   Args:
-    specs: globs with `{lang}`, or `lang=glob`; comma-separated allowed.
-      With `language_field`, a plain glob is allowed too (its documents
-      without the field are skipped and counted).
+    specs: globs with `{lang}`, or `lang=glob`; comma-separated allowed (a
+      plain glob too with `language_field`).
     input_format: "auto" (by suffix), "text" or "jsonl".
     languages: keep only these languages (None: all found).
     language_field: JSON field naming each document's language.
@@ -339,12 +318,7 @@ def iter_documents(input_file: InputFile,
 
 def file_language_bytes(input_file: InputFile,
                         keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
-  """The first pass of one file: bytes of input per language.
-
-  An uncompressed file of one language is its size on disk (no read); a
-  gzipped file counts its uncompressed bytes, and a file whose documents name
-  their language (`language_field`) counts the bytes of each document's line.
-  """
+  """Bytes of input per language in one file (its size on disk when it can be)."""
   if not isinstance(input_file, InputFile):  # another source's unit (TFDS)
     return input_file.language_bytes(keep)
   if input_file.languages_known_from_path and not input_file.compressed:

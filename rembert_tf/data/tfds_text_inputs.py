@@ -1,31 +1,14 @@
 """Pre-training text from prepared TensorFlow Datasets: `--input 'tfds:NAME/CONFIG[:SPLIT]'`.
 
-Input specs (beside the file specs of `text_inputs`, in the same `--input`):
-* `tfds:wiki40b/{lang}`, `tfds:wikipedia/20230601.{lang}`: `{lang}` in the
-  config; the languages are the builder's configs that match, prepared in
-  the TFDS data dir (with `languages`: those, each of which must be);
-* `tfds:c4/multilingual:{lang}`: `{lang}` in the split (the config's
-  languages, or the split names, that match);
-* `en=tfds:wikipedia/20230601.en`: an explicit language;
-* the split defaults to `train`; a builder without configs is `tfds:NAME`.
-
-The data is read from the given data dir only (`common.tfds_reader`: never
-downloaded, no Cloud Storage lookups); a builder, config, split or text
-feature that does not exist, or a dataset that is not prepared, is a one-line
-`TfdsError` naming it and the fix.
+Specs: `tfds:wiki40b/{lang}` (`{lang}` in the config),
+`tfds:c4/multilingual:{lang}` (in the split), `en=tfds:wikipedia/20230601.en`;
+the split defaults to `train`. Data is read from the given data dir only
+(`common.tfds_reader`); anything missing is a one-line `TfdsError`.
 
 Each shard of a split is one unit of work (`TfdsShard`), read as
-`tfds.beam.ReadFromTFDS` reads it (`split[kshard]`, in file order), so the
-local engine's workers and Beam's read the same documents in the same order
-and write the same records. A unit's size for the language sampling is the
-split's prepared bytes spread over its shards by example count (its example
-count where TFDS recorded no bytes); the sampling itself is unchanged.
-
-An example is one document: the lines of its text feature (`text_feature`,
-default the builder's, `text` for every corpus known here), stripped, empty
-ones dropped, as a JSON-lines document. Known corpora's markup is undone
-(`CORPORA`): wiki40b's `_START_ARTICLE_` / `_START_SECTION_` /
-`_START_PARAGRAPH_` lines are dropped and its `_NEWLINE_` breaks lines.
+`tfds.beam.ReadFromTFDS` reads it, so the local and Beam engines write the
+same records. An example is one document: the lines of its text feature,
+with known corpora's markup undone (`CORPORA`, e.g. wiki40b's).
 
 Example:
 <!-- snippet: not run: reads TFDS data from `gs://` -->
@@ -34,7 +17,6 @@ from rembert_tf.data import tfds_text_inputs
 units = tfds_text_inputs.resolve_inputs(
     ["tfds:wiki40b/{lang}"], languages=["en", "de"],
     tfds=tfds_text_inputs.TfdsTextOptions(data_dir="gs://b/tensorflow_datasets"))
-units[0].language, units[0].path       # 'de', 'tfds:wiki40b/de:train[0shard]'
 ```
 """
 import dataclasses

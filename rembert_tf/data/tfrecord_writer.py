@@ -1,16 +1,10 @@
 """Writes TFRecord files without TensorFlow (numpy CRC32C, vectorised over records).
 
-A TFRecord file is a sequence of
-`uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)`
-(little-endian). Record creation runs in plain worker processes and in tools
-that should not pay TensorFlow's import time, so the CRC32C (Castagnoli) is
-computed here with numpy: the records of a batch are left-padded with zero
-bytes to one length and the table-driven CRC runs over all of them at once,
-one byte column at a time. With a zero initial register, leading zero bytes do
-not change the CRC; the standard initial value 0xFFFFFFFF is added back using
-linearity (its effect after n bytes is precomputed for every n).
-The files read with `tf.data.TFRecordDataset` (checksums verified; see
-tests/data/tfrecord_writer_test.py).
+A record is `uint64 length | uint32 masked_crc32c(length) | data |
+uint32 masked_crc32c(data)` (little-endian). Worker processes do not import
+TensorFlow, so the CRC32C runs here in numpy over a batch of records
+left-padded to one length (leading zeros do not change a zero-initialised
+CRC; the standard initial value is added back by linearity).
 
 Example:
 ```python

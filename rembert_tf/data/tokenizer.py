@@ -1,10 +1,8 @@
 """The SentencePiece tokenizer every rembert_tf command shares, and its special tokens.
 
-Special ids are always resolved **by piece name** from the model file
-(`SpecialTokens.from_model`): the released RemBERT's model has `[CLS]` at 312
-and `[SEP]` at 313, and its padding piece is `[PAD]`; a model trained by this
-project (`rembert_tf.data.sentencepiece_training`) has the fixed layout below,
-which is simply one case of the lookup.
+Special ids are resolved by piece name from the model file
+(`SpecialTokens.from_model`), so the released model ([CLS] at 312) and the
+models this project trains share one lookup:
 
 | piece     | id in models this project trains | also accepted    |
 | --------- | -------------------------------- | ---------------- |
@@ -14,22 +12,15 @@ which is simply one case of the lookup.
 | `[SEP]`   | 3                                |                  |
 | `[MASK]`  | 4                                |                  |
 
-`[CLS]`, `[SEP]` and `[MASK]` are SentencePiece *control* symbols in models this
-project trains: they own ids but are never produced from text, so a literal
-"[MASK]" in a corpus stays text.
-Next to `<prefix>.model` lives `<prefix>.json`:
-`{"vocab_size", "pad_id", "unk_id", "cls_id", "sep_id", "mask_id", "sha256"}`.
-
-Builds on the `sentencepiece` library directly (as Model Garden's
-`official/nlp/tools/tokenization.py` does). Model files are read through
-`rembert_tf.common.fileio`, so `gs://` paths work.
+Next to `<prefix>.model` lives `<prefix>.json` (vocab size, the ids, sha256).
+Builds on the `sentencepiece` library, as Model Garden's
+`official/nlp/tools/tokenization.py` does; files through `common.fileio`.
 
 Example:
 <!-- snippet: not run: needs a SentencePiece model -->
 ```python
 from rembert_tf.data import tokenizer
 special = tokenizer.SpecialTokens.from_model("/tmp/spm/sentencepiece.model")
-special.cls_id, special.sep_id, special.pad_id, special.mask_id
 sp = tokenizer.load_sentencepiece("/tmp/spm/sentencepiece.model")
 ids = [special.cls_id] + sp.encode("hello world") + [special.sep_id]
 ```
@@ -119,11 +110,7 @@ def load_sentencepiece(path) -> spm.SentencePieceProcessor:
 
 @dataclasses.dataclass(frozen=True)
 class SpecialTokens:
-  """The special ids of one SentencePiece model, found by piece name.
-
-  The one place every consumer (record creation, dynamic masking, the
-  preprocessing SavedModel, fine-tuning data, converters) takes ids from.
-  """
+  """The special ids of one SentencePiece model, found by piece name."""
   pad_id: int
   unk_id: int
   cls_id: int

@@ -1,31 +1,13 @@
 """The demo's pre-training corpus: stories in seven languages, written to files.
 
-A document follows a protagonist through 6-12 sentences in one tense, often in
-one place, coming back to two or three actions with fixed objects, so a masked
-word can often be read off the rest of the story. English documents are
-monolingual. Each other language's documents are of three kinds, mixed like
-the cross-lingual material of real multilingual corpora:
-
-- **parallel** (`parallel_fraction`): each sentence followed by its English
-  rendering, in the same pre-training sequence, so a masked word can be read
-  off its translation (translation language modelling);
-- **code-switched** (`code_switched_fraction`): each sentence follows the
-  grammar of the language or of English, and each of its content words
-  (noun, verb, adjective, place, time, manner), its negation and its
-  locative preposition (`lexicon.FUNCTION_WORDS`) is written in the other
-  language with probability `switch_probability`, inflected as that
-  language's own clause writes it (`grammar.word_forms`), so the switched
-  token is the one its monolingual text uses; the other function words
-  (articles, case markers, auxiliaries) stay in the sentence's own
-  language. A word then appears where its translation does, which ties the
-  two forms together, and the function words of both languages appear next
-  to the same content words;
-- **monolingual**: the rest.
-
-Every language also shares digits, the protagonists' Latin-script names and
-a few loanwords (`lexicon.LOANWORDS`). Sizes differ per language (`en` the
-largest, `hi` the smallest) so that the data tools' language smoothing has
-something to do.
+A document follows a protagonist through 6-12 sentences coming back to two
+or three actions, so a masked word can often be read off the story. English
+documents are monolingual; each other language's are **parallel** (each
+sentence followed by its English rendering), **code-switched** (content
+words and some function words written in the other language with
+`switch_probability`, inflected as that language's clause writes them) or
+monolingual. Languages also share digits, names and `lexicon.LOANWORDS`, and
+differ in size so the data tools' language smoothing has something to do.
 
 Example:
 ```python
@@ -137,13 +119,7 @@ def sample_code_switched_document(rng: random.Random, lang: str,
                                   switch_probability: float = SWITCH_PROBABILITY,
                                   num_sentences: Optional[int] = None
                                   ) -> List[str]:
-  """A document mixing `lang` and English within its sentences.
-
-  Each sentence follows the grammar of `lang` or of English (one or the
-  other at random, as bilingual writers alternate) and writes each of its
-  `switchable_keys` in the other language with probability
-  `switch_probability`, as the other language inflects it in that clause.
-  """
+  """A document mixing `lang` and English within its sentences (see the module docstring)."""
   host, english = lx.lexicon(lang), lx.lexicon("en")
   lines = []
   for frame in sample_document_frames(rng, num_sentences):
@@ -212,21 +188,18 @@ def generate_corpus(output_dir,
   """Writes `output_dir/{lang}/part-NNNNN.txt` files; returns per-language stats.
 
   Args:
-    output_dir: root folder, any file system `fileio` reads (created).
+    output_dir: root folder (created; swapped in whole).
     languages: subset of `lexicon.LANGUAGES`.
-    target_megabytes: approximate total UTF-8 size over all languages (> 0).
+    target_megabytes: approximate total UTF-8 size (> 0).
     language_sizes: relative size per language (DEFAULT_LANGUAGE_SIZES).
     files_per_language: documents are dealt round-robin over this many files.
     seed: the corpus is a pure function of the arguments.
-    parallel_fraction, code_switched_fraction, switch_probability: the mix of
-      each non-English language's documents (see the module docstring).
-    overwrite: replace an existing `output_dir` (the corpus is written aside
-      and swapped in whole, `outputs.atomic_directory`).
+    parallel_fraction, code_switched_fraction, switch_probability: the mix.
+    overwrite: replace an existing `output_dir`.
   Returns:
     {lang: {"documents", "sentences", "bytes", "files"}}.
   Raises:
-    errors.UsageError: an unknown language, a size <= 0, a bad fraction.
-    errors.OutputExistsError: `output_dir` exists and `overwrite` is false.
+    errors.UsageError, errors.OutputExistsError.
   """
   _check_arguments(languages, target_megabytes, files_per_language,
                    {"parallel_fraction": parallel_fraction,

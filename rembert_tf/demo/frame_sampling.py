@@ -1,10 +1,8 @@
 """Random clause meanings (`grammar.Frame`) for the demo corpus and the NLI pairs.
 
 `sample_frame` draws a frame that respects selectional restrictions (people
-read letters, animals chase animals, swimming happens at the river ...), from
-the concepts of `rembert_tf.demo.lexicon`; `rembert_tf.demo.grammar` renders
-it in each language. All randomness comes from the `random.Random` passed in,
-so a seed gives the same frames.
+read letters, animals chase animals ...); all randomness comes from the
+`random.Random` passed in.
 
 Example:
 ```python

@@ -1,25 +1,11 @@
 """The demo's concepts and their word forms in seven languages.
 
-English forms are plain English, written for this module. The other six
-languages are *synthetic*: their word forms are invented, deterministically,
-from per-script syllable inventories, and each is named after the language
-whose script it uses (`es` Latin, `ru` Cyrillic, `el` Greek, `ar` Arabic,
-`hi` Devanagari, `zh` CJK). What real multilingual text shares across
-languages is shared here too, and only that:
-
-- digits and the protagonists' names (Latin script in every language);
-- loanwords (`LOANWORDS`): a few concepts whose English form every language
-  uses, unchanged and in Latin script, like "pizza", "radio" or "hotel";
-- code-switching: `Lexicon.switched(keys, forms)` is a language's lexicon in
-  which the given concepts (and function words, `FUNCTION_WORDS`: the
-  negation and the locative preposition) take their English form (a
-  bilingual writer's English words inside a sentence of the other language),
-  and `lexicon("en").borrowing(lang, keys, forms)` the English lexicon with
-  those concepts in `lang`'s words (the other way round). `forms` gives the
-  switched words as the other language inflects them in the same clause
-  (`grammar.word_forms`): a switched word is written as its own language
-  writes it, never as a bare stem no monolingual sentence contains, so the
-  code-switched token is the very token of the monolingual text.
+English forms are plain English; the other six languages are synthetic,
+their forms invented deterministically from per-script syllable inventories
+and named after the language whose script they use. They share only what
+real multilingual text shares: digits, names, loanwords (`LOANWORDS`) and
+code-switching (`Lexicon.switched`, `Lexicon.borrowing`), where a switched
+word is written as its own language inflects it in that clause.
 
 A concept key is `KIND:NAME`, KIND one of `n` (noun), `p` (place), `t` (time
 word), `m` (manner), `a` (adjective), `v` (verb): `n:cat`, `v:eat`.
@@ -44,9 +30,6 @@ import zlib
 from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 LANGUAGES = ("en", "es", "ru", "el", "ar", "hi", "zh")
-LANGUAGE_SCRIPTS = {"en": "Latin", "es": "Latin", "ru": "Cyrillic",
-                    "el": "Greek", "ar": "Arabic", "hi": "Devanagari",
-                    "zh": "CJK"}
 TENSES = ("past", "present", "future")
 
 # ---------------------------------------------------------------------------

@@ -1,18 +1,9 @@
 """XNLI-like pairs from the demo grammar, written as XTREME's download/ folder.
 
-`make_nli_pair` builds (premise, hypothesis, label) from frames: entailment
-drops modifiers from a positive premise (adds a place, manner or time to a
-negated one), neutral does the reverse or talks about someone else,
-contradiction flips the negation or moves a positive premise's event to
-another place. The label depends only on the frames, so the same pair
-rendered in every language has the same label, as XNLI's translations do:
-fine-tune on English, evaluate zero-shot on the others.
-
-`write_xnli_files` writes the pairs exactly as XTREME's download leaves XNLI
-(`xnli/train-en.tsv`, `xnli/dev-<lang>.tsv`: `premise<TAB>hypothesis<TAB>label`;
-`xnli/test-<lang>.tsv` without labels), so the regular XNLI code path
-(`finetuning.finetuning_runner.run_finetuning`) reads them; `zero_shot`
-fine-tunes on them. Nothing here imports TensorFlow or a trainer.
+`make_nli_pair` builds (premise, hypothesis, label) from frames, so the label
+holds in every language, as XNLI's translations; `write_xnli_files` writes
+the pairs as XTREME's download leaves XNLI, for the regular fine-tuning path.
+Imports no TensorFlow.
 
 Example:
 ```python
@@ -90,12 +81,9 @@ def make_nli_pair(rng: random.Random, label: Optional[str] = None
                   ) -> Tuple[grammar.Frame, grammar.Frame, str]:
   """(premise, hypothesis, label) with label in NLI_LABELS (random if None).
 
-  Entailment: a positive premise with modifiers dropped, or a negated premise
-  with an event modifier (place, manner, time) added: negation reverses the
-  direction. Neutral: the reverse of that (a positive premise with a modifier
-  added, a negated one with an event modifier dropped), or a clause about
-  another subject. Contradiction: the negation flipped, or a positive
-  premise's place changed (one event cannot happen in two places).
+  Entailment drops modifiers from a positive premise (adds an event modifier
+  to a negated one); neutral does the reverse or changes the subject;
+  contradiction flips the negation or moves a positive premise's place.
   """
   label = label or rng.choice(NLI_LABELS)
   if label not in NLI_LABELS:
@@ -124,11 +112,7 @@ def make_nli_pair(rng: random.Random, label: Optional[str] = None
 
 def nli_examples(num_examples: int, seed: int = 0,
                  language: str = "en") -> List[Dict[str, str]]:
-  """`num_examples` balanced NLI rows {"premise", "hypothesis", "label"}.
-
-  The frames depend only on `seed`, not on `language`: the same seed gives
-  the same pairs (and labels) in every language, like XNLI's translations.
-  """
+  """`num_examples` balanced NLI rows; the same seed gives the same pairs in every language."""
   rng = random.Random(seed)
   rows = []
   for i in range(num_examples):

@@ -1,16 +1,10 @@
 """Tatoeba- and BUCC-like retrieval sets in the demo's languages, in XTREME's download layout.
 
-Sentences are fresh clauses of the demo grammar (`frame_sampling.sample_frame`),
-each rendered in English and in another demo language, so every pair is an
-exact translation. Written as XTREME's download script leaves the real sets
-(the retrieval tasks' `BitextLayout` in rembert_tf/evaluation/xtreme_tasks.py):
-
-* `tatoeba/<l>-en.<l>` and `tatoeba/<l>-en.en` (the English side sorted, as
-  XTREME does), and the gold in the scorer's layout,
-  `labels/tatoeba/test-<l>.tsv`;
-* `bucc2018/<l>-en.{dev,test}.{<l>,en,gold}`: aligned pairs hidden among
-  sentences with no translation on the other side (`unaligned` of each
-  side per aligned pair), shuffled, with BUCC-style ids.
+Each sentence is a fresh clause rendered in English and another demo
+language, written as XTREME's download script leaves the real sets:
+`tatoeba/<l>-en.{<l>,en}` with gold in `labels/tatoeba/test-<l>.tsv`, and
+`bucc2018/<l>-en.{dev,test}.{<l>,en,gold}` (aligned pairs among unaligned
+sentences, BUCC-style ids).
 
 Example:
 ```python

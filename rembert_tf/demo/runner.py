@@ -1,25 +1,11 @@
 r"""The main job end to end on the embedded demo (`bash run.sh demo`).
 
 raw text -> SentencePiece -> TFRecords -> pre-train -> export -> fine-tune ->
-evaluate, through the library entry points each command-line tool wraps. Each
-step is one function of this module:
-
-1. `make_corpora`: the demo corpus (7 languages, 6 scripts) and a held-out
-   corpus with another seed (`rembert_tf.demo.corpus`);
-2. `train_vocabulary`: the SentencePiece model (`data.sentencepiece_training`);
-3. `make_records`: unmasked training records (masked anew at every step in
-   the input pipeline) and statically masked held-out records
-   (`data.pretraining_record_creation`);
-4. `pretrain`: the `pretrain_tiny_demo` experiment (`pretraining.runner.run`) and the
-   most-frequent-token baseline it must beat;
-5. `export`: the encoder-only and text-preprocessing SavedModels (`export`);
-6. `zero_shot`: fine-tune on English XNLI-like pairs, accuracy in every
-   language, beside the same fine-tuning from a randomly initialised encoder
-   (`rembert_tf.demo.nli`);
-
-and `summary` prints what was built where and the figures. Everything goes
-under one run directory; a step whose output exists is skipped, so a run
-interrupted after pre-training resumes there.
+evaluate, through the library entry points the commands wrap, one function
+per step: `make_corpora`, `train_vocabulary`, `make_records`, `pretrain`
+(and the most-frequent-token baseline it must beat), `export`, `zero_shot`,
+then `summary`. A step whose output exists is skipped, so an interrupted run
+resumes.
 
 Example:
 <!-- snippet: not run: runs the whole demo (minutes on a CPU); tests/demo runs it on tiny settings -->
@@ -47,23 +33,20 @@ REQUIRED_MLM_RATIO = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class DemoSettings:
-  """What a demo run does; the defaults are `bash run.sh demo`'s (docs/demo.md).
+  """What a demo run does; the defaults are `bash run.sh demo`'s.
 
   Attributes:
-    seed: seeds the corpus, the vocabulary, the records, pre-training and
-      fine-tuning.
+    seed: seeds every step.
     train_steps: pre-training steps (None: the experiment's).
     corpus_megabytes, heldout_megabytes: sizes of the two corpora.
     parallel_fraction, code_switched_fraction, switch_probability: the
-      corpus mix (`rembert_tf.demo.corpus`).
+      corpus mix.
     num_workers: processes making the records.
-    finetune: run step 6.
-    random_init_baseline: in step 6, also fine-tune a random encoder.
-    recipe: the fine-tuning recipe of step 6.
+    finetune: run the zero-shot step.
+    random_init_baseline: also fine-tune a random encoder.
+    recipe: the fine-tuning recipe.
     experiment: the pre-training experiment (a name or a YAML path).
-    deterministic: pre-train and fine-tune with the trainers' own
-      determinism (`rembert-train --deterministic`, `trainer.deterministic`):
-      a seed then gives the same figures however busy the machine is.
+    deterministic: the trainers' own determinism (same figures for a seed).
   """
   seed: int = 0
   train_steps: Optional[int] = None
@@ -141,12 +124,7 @@ def train_vocabulary(run_dir, corpus_dir: str, vocab_size: int,
 
 def make_records(run_dir, corpora: Dict[str, str], sp_model: str, experiment,
                  settings: DemoSettings) -> None:
-  """Step 3: training and held-out records in the layouts the experiment reads.
-
-  Training records are unmasked when the experiment masks dynamically (a
-  fresh mask every time a sequence comes back); held-out records are masked
-  once, so every evaluation scores the same predictions.
-  """
+  """Step 3: training records (unmasked for dynamic masking) and held-out records masked once."""
   from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
   data = experiment.task.train_data
   for split, source, shards, unmasked in (

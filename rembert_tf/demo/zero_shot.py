@@ -2,9 +2,7 @@
 accuracy in every language, beside the same fine-tuning from a randomly
 initialised encoder.
 
-Builds on `demo.nli` (the pairs, in XTREME's download/ layout) and the
-fine-tuning command's library (`finetuning.finetuning_runner`), which it
-imports only when it runs.
+Builds on `demo.nli` and `finetuning.finetuning_runner` (imported only when it runs).
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -54,16 +52,13 @@ def zero_shot_accuracy(pretrain_dir, work_dir,
 
   Args:
     pretrain_dir: a pre-training model_dir or rembert_tf checkpoint directory.
-    work_dir: gets download/ (the TSV files), pretrained/ and random_init/
-      (each `run_finetuning`'s output: records, runs, results.json).
+    work_dir: gets download/, pretrained/ and random_init/.
     recipe: the fine-tuning recipe, the same for both encoders.
     sp_model: default `pretrain_dir/sentencepiece.model`.
     languages: default every demo language.
-    random_init_baseline: also fine-tune the same architecture from random
-      weights (what pre-training adds).
+    random_init_baseline: also fine-tune the same architecture from random weights.
     seed: seeds the pairs and the fine-tuning.
-    deterministic: fine-tunes with `trainer.deterministic` (the same
-      accuracies for a seed, however busy the machine is).
+    deterministic: fine-tune with `trainer.deterministic`.
   Returns:
     {"pretrained": {lang: accuracy}, "random_init": {lang: accuracy}}.
   """

@@ -5,15 +5,10 @@ representations of the same n inputs, X [n, p] and Y [n, q]:
 
     CKA(X, Y) = ||Yc^T Xc||_F^2 / (||Xc^T Xc||_F * ||Yc^T Yc||_F)
 
-with Xc, Yc the column-centred matrices. It is 1 for identical
-representations, and stays 1 under any orthogonal transform and any isotropic
-scaling of either side, so layers of different models (or of one model before
-and after fine-tuning) can be compared although their coordinates differ.
-
-What is compared: the output of every Transformer block, for each input either
-mean-pooled over its real tokens (`pooling="mean"`: one row per sentence, so
-two languages' parallel sentences can be compared) or every real token
-(`pooling="tokens"`: both sides must see the same token sequences).
+with Xc, Yc the column-centred matrices; it is invariant to orthogonal
+transforms and isotropic scaling, so layers of different models compare.
+Every Transformer block's output is compared, mean-pooled over each input's
+real tokens (`pooling="mean"`) or token by token (`pooling="tokens"`).
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -69,12 +64,7 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
 
 def cka_matrix(layers_a: Sequence[np.ndarray],
                layers_b: Sequence[np.ndarray]) -> np.ndarray:
-  """[len(layers_a), len(layers_b)] linear CKA of every pair of layers.
-
-  Every array holds the same n rows (inputs). Works in the smaller of the two
-  spaces: centred n x n Gram matrices when n is below the feature width,
-  feature-space cross products otherwise (same value, less memory and time).
-  """
+  """[len(layers_a), len(layers_b)] linear CKA of every pair of layers (same n rows each)."""
   a = [_centered(x) for x in layers_a]
   b = [_centered(y) for y in layers_b]
   rows = {x.shape[0] for x in a + b}
@@ -285,15 +275,10 @@ def analyze_checkpoints(checkpoint_a: str,
                         overwrite: bool = False) -> LayerSimilarity:
   """CKA of every layer pair of two checkpoints (or one, on two input sets).
 
-  A checkpoint is any source of `checkpoint_layout.resolve` (a pre-training
-  model_dir, a fine-tuning run kept with --keep_checkpoints, a SavedModel, ...).
-  `checkpoint_b` None compares checkpoint_a with itself (then `sentences_b`,
-  e.g. the same sentences in another language, is the interesting part).
-  `sp_model` defaults to checkpoint_a's sentencepiece.model; `model_config`
-  (default: checkpoint_a's) is used for a checkpoint without its own config.
-  An existing result in `output_dir` is replaced only with `overwrite`; an
-  `output_dir` that is, holds or lies inside a checkpoint or the
-  SentencePiece model is refused before any work.
+  A checkpoint is any source of `checkpoint_layout.resolve`. `checkpoint_b`
+  None compares checkpoint_a with itself (on `sentences_b`). `sp_model` and
+  `model_config` default to checkpoint_a's. An existing result is replaced
+  only with `overwrite`; an `output_dir` overlapping an input is refused.
   """
   sentences_b = _check_inputs(sentences_a, sentences_b, seq_length, pooling)
   if sp_model is None:

@@ -1,9 +1,7 @@
 """The most-frequent-token baseline of masked-LM accuracy.
 
-What a pre-trained model's held-out MLM accuracy is compared with: always
-predicting the one token that is masked most often. Reads the same batches as
-training (`rembert_tf.data.pretraining_input_pipeline`), weighted by
-`masked_lm_weights` exactly as the `masked_lm_accuracy` metric is.
+Always predicting the token masked most often, on the batches training
+reads (`pretraining_input_pipeline`), weighted as `masked_lm_accuracy` is.
 
 Example:
 <!-- snippet: not run: a fragment: `config` comes from the caller's code -->

@@ -1,8 +1,7 @@
 """Figures as PNG files on any filesystem: matplotlib without a display.
 
-The Agg backend renders off-screen (CI, TPU VMs); figures are rendered into
-memory and written with `fileio.write_bytes`, so a PNG on gs:// or a local
-disk appears whole or not at all.
+The Agg backend renders off-screen; a figure is rendered into memory and
+written with `fileio.write_bytes`.
 
 Example:
 ```python

@@ -1,8 +1,7 @@
 """The XTREME benchmark as a whole: its categories and the XTREME score.
 
-The tasks, their languages and categories are the entries of `xtreme_tasks`;
-the categories, agreeing with the official scorer (google-research/xtreme
-`evaluate.py`, version "xtreme"):
+The categories agree with the official scorer (google-research/xtreme
+`evaluate.py`):
 
 | category (results key)                  | tasks                 |
 | --------------------------------------- | --------------------- |
@@ -11,15 +10,10 @@ the categories, agreeing with the official scorer (google-research/xtreme
 | question answering (`qa`)               | xquad, mlqa, tydiqa   |
 | retrieval (`retrieval`)                 | bucc2018, tatoeba     |
 
-A task's score is its `avg_metric` (the mean over its languages of accuracy,
-F1, or for QA the mean of exact match and F1); a category's score is the mean
-of its tasks' scores and the XTREME score the mean of all nine.
-
-The official scorer reports the XTREME score (`all_task`) only when all nine
-tasks are scored and a category only when all its tasks are. `summarize`
-computes them over the tasks present and says which are missing;
-`official_report` writes the official keys where the official scorer would,
-beside that summary.
+A category's score is the mean of its tasks' `avg_metric`, the XTREME score
+the mean of all nine. `summarize` computes them over the tasks present and
+says what is missing; `official_report` writes the official keys only where
+the official scorer would (every task present).
 
 Example:
 <!-- snippet: not run: needs predictions and labels in XTREME's layout -->
@@ -92,12 +86,7 @@ def summarize(results: Mapping[str, Dict]) -> Dict:
 
 
 def official_report(results: Mapping[str, Dict]) -> Dict:
-  """What results.json holds: the official scorer's output, plus the summary.
-
-  `all_task` and each category key appear exactly when the official scorer
-  writes them (every task of theirs present); `xtreme` holds `summarize`'s
-  partial means and what is missing; then every task's scores.
-  """
+  """What results.json holds: the official scorer's keys, `summarize`'s under `xtreme`, every task's scores."""
   summary = summarize(results)
   report = {}
   if not summary["missing_tasks"]:

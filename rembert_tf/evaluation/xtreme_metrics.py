@@ -13,14 +13,9 @@ Written to agree with the benchmark's official scorer (google-research/xtreme
 * xquad, tydiqa: SQuAD v1.1 exact match and token F1, maximum over the gold
   answers; answers are lower-cased, ASCII punctuation removed, English articles
   (a, an, the) removed and whitespace collapsed.
-* mlqa: MLQA v1 normalisation, per answer language: lower-case, remove every
-  Unicode punctuation character (category P*) and ASCII punctuation, remove the
-  language's articles (en a/an/the; es un/una/unos/unas/el/la/los/las; de
-  ein/eine/einen/einem/eines/einer/der/die/das/den/dem/des; vi của/là/cái/chiếc/
-  những; ar: every occurrence of the prefix "ال"; hi, zh: none), then tokens are
-  whitespace-split, except zh, where every CJK ideograph (U+4E00..U+9FA5) is a
-  token of its own and the text between ideographs is whitespace-split
-  ("mixed segmentation").
+* mlqa: MLQA v1 normalisation per answer language (Unicode punctuation and
+  the language's articles removed; zh split into single CJK ideographs
+  between whitespace-split text).
 
 All scores are fractions in [0, 1] here; the scorer reports percent.
 

@@ -1,10 +1,7 @@
 """Scores XTREME prediction folders against label folders, like the official scorer.
 
-Builds on the metric definitions in `xtreme_metrics` (no Model Garden piece
-covers XTREME scoring) and the task table `xtreme_tasks`, whose entry names
-a task's metric. How a family of tasks is scored (file type, reader, metric,
-the headline score) is one `TaskMetric` of `METRICS`. Every path goes through
-`rembert_tf.common.fileio` (gs:// works); a missing, empty, binary or
+Builds on `xtreme_metrics` and the task table `xtreme_tasks`; a family of
+tasks is scored by one `TaskMetric` of `METRICS`. A missing, empty or
 malformed file is a `ScoringError` naming the file and the field.
 Folder layout, for both predictions and labels:
 
@@ -25,11 +22,8 @@ A label TSV of the one-value-per-line tasks may also be a raw XTREME data
 file (`sentence1<TAB>sentence2<TAB>label`, `token<TAB>tag`): the last
 tab-separated field of a line is the label.
 
-The result has the official scorer's shape, scores in percent:
-`{task: {metric: {lang: score}, "avg_<metric>": x, "avg_metric": y}}`, where
-`avg_metric` is accuracy (xnli, pawsx, tatoeba), F1 (panx, udpos, bucc2018)
-or the mean of exact match and F1 (QA tasks). `xtreme_benchmark` adds the
-XTREME score and the category means.
+The result has the official scorer's shape, in percent:
+`{task: {metric: {lang: score}, "avg_<metric>": x, "avg_metric": y}}`.
 
 Example:
 <!-- snippet: not run: needs predictions and labels in XTREME's layout -->
@@ -250,10 +244,9 @@ def _qa_scorer(score_fn):
 class TaskMetric:
   """How the benchmark scores one family of tasks.
 
-  `extension`: the file type of predictions and labels; `metrics`: what
-  `score` returns (fractions); `table_metrics`: the ones shown in tables;
-  `headline`: the metrics whose mean is a language's single score (the
-  benchmark's `avg_metric`, and the English-dev selection score).
+  `extension`: the file type; `metrics`: what `score` returns (fractions);
+  `table_metrics`: those shown in tables; `headline`: those whose mean is a
+  language's single score.
   """
   name: str
   extension: str

@@ -1,31 +1,14 @@
 """The XTREME tasks: one table entry per task, read by fine-tuning, retrieval and scoring.
 
-An entry holds every fact of a task that is not behaviour: its benchmark
-category (a key of `xtreme_benchmark.CATEGORY_LABELS`) and languages (in the
-benchmark's order), the metric it is scored with (a `TaskMetric.name` of
-`xtreme_scorer`, whose behaviour lives there), where its files lie in XTREME's
-`download/` folder (`DownloadLayout`, `BitextLayout`), which TensorFlow
-Datasets builder, config and split hold each of its splits and which features
-hold its fields (`TfdsLayout`), its labels, its task type (a key of
-`task_types.TASK_TYPES`, the behaviour per type; `retrieval` for the two tasks
-that are not fine-tuned), the split whose scores a run reports and the paper's
-averages. A new task, or a new source of an existing one, is one entry (or one
-field of an entry) here.
-
-It imports only common/ (a metric is named by key), so the scorer, the
-benchmark, fine-tuning and retrieval all read it.
-
-The entries below give both sources of every task: the files XTREME's
-download script leaves under `download/`, and the TFDS `name/config:split`
-of each split (docs/xtreme.md tabulates both). BUCC's sample set is its
-`dev`, its training set its `test` (whose gold file the script deletes).
-XQuAD has no dev set and XTREME's "test" for TyDiQA-GoldP is TyDi QA's public
-dev set, so those two are scored on their `test` split when its files carry
-answers (XTREME's download strips them; the original files have them).
-TFDS's `xtreme_xnli` and `xtreme_pawsx` hold XTREME's machine-translated
-training sets, which zero-shot transfer does not use; its `xtreme_pos` swaps
-the configs of Tamil (`xtreme_pos_tl`) and Tagalog (`xtreme_pos_ta`), which
-the entry maps back.
+An entry holds every fact of a task that is not behaviour: category,
+languages, metric (a `TaskMetric.name` of `xtreme_scorer`), where its files
+lie in XTREME's `download/` folder (`DownloadLayout`, `BitextLayout`), its
+TensorFlow Datasets splits and features (`TfdsLayout`), labels, task type (a
+key of `task_types.TASK_TYPES`), the reported split and the paper's
+averages. A new task, or a new source of one, is one entry. Imports only
+common/. BUCC's sample set is its `dev`; XQuAD and TyDiQA-GoldP have no dev
+set and are scored on `test` when its files carry answers; TFDS's
+`xtreme_pos` swaps the Tamil and Tagalog configs, which the entry maps back.
 
 Example:
 ```python

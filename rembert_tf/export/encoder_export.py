@@ -1,31 +1,16 @@
 """Exports the RemBERT encoder alone as a SavedModel with the TF-Hub BERT encoder API.
 
-The SavedModel holds the encoder's variables and nothing else: no output
-embedding, no MLM head, no extra output layers (its size is #FT). Its root
-object is callable, and its `serving_default` signature takes, like every
-TF-Hub BERT encoder, a dict of int32 `input_word_ids`, `input_mask`,
-`input_type_ids` of shape [batch, seq] (both dynamic, seq up to
-max_position_embeddings) and returns `sequence_output` [batch, seq, hidden],
-`pooled_output` [batch, hidden], `default` (= pooled_output) and
-`encoder_outputs` (a list with one [batch, seq, hidden] per Transformer block;
-`serving_default` returns it stacked as [num_layers, batch, seq, hidden]
-because signatures cannot return lists, and computes the real tokens only:
-zeros at padded positions of the sequence outputs, see `serving_signature`).
+The SavedModel holds the encoder's variables alone. Its callable takes a
+dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` [batch, seq]
+and returns `sequence_output`, `pooled_output`, `default` and
+`encoder_outputs` (one per block); `serving_default` returns the same with
+`encoder_outputs` stacked (see `serving_signature`). `model_config.yaml`
+beside it lets `checkpoint_restore` read it without a config.
 
-Builds on Model Garden's `official/nlp/tools/export_tfhub_lib.py`: the same
-Keras-model-around-the-encoder construction (dict inputs, a `default` alias
-for `pooled_output`, the SentencePiece model attached as `sp_model_file`
-asset) saved with `save_format="tf"`, which is what makes the result a
-trainable `hub.KerasLayer`. Its `export_model` is not called directly because
-it builds Model Garden's own encoder classes from an `EncoderConfig`.
-
-Peak memory is about one copy of the encoder: the expected outputs of the
-check are computed before saving, the in-memory encoder is released, and
-only then is the SavedModel loaded back and compared (loading it beside the
-in-memory encoder would hold two copies).
-
-The SavedModel directory also holds `model_config.yaml`, so
-`rembert_tf.checkpoints.checkpoint_restore` reads its encoder without a config.
+Builds on Model Garden's `official/nlp/tools/export_tfhub_lib.py` (a Keras
+model around the encoder, the SentencePiece model as `sp_model_file` asset,
+`save_format="tf"`, so it loads as a trainable `hub.KerasLayer`); its
+`export_model` builds Model Garden's own encoder classes, so it is not called.
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -84,16 +69,9 @@ def _find_encoder(model: tf_keras.Model) -> rembert_encoder.RemBertEncoder:
 def serving_signature(model: tf_keras.Model):
   """`serving_default`: keyword int32 inputs -> a flat dict of tensors.
 
-  Signatures cannot return lists, so `encoder_outputs` is stacked there into
-  one [num_layers, batch, seq, hidden] tensor (the callable returns the list).
-
-  The signature is for CPU serving: the encoder runs with `remove_padding`
-  (the row-wise work on the real tokens only, see
-  rembert_tf/modeling/padding_removal.py), so `sequence_output` and
-  `encoder_outputs` hold zeros at padded positions (real positions as the
-  callable computes them). The SavedModel's callable (`loaded(inputs)`, what
-  `hub.KerasLayer` and `jit_compile=True` callers use) keeps the padded
-  computation and static shapes.
+  `encoder_outputs` is stacked into [num_layers, batch, seq, hidden]. The
+  encoder runs with `remove_padding` (CPU serving), so the sequence outputs
+  hold zeros at padded positions; the callable keeps the padded computation.
   """
   spec = tf.TensorSpec([None, None], tf.int32)
   encoder = _find_encoder(model)
@@ -180,11 +158,7 @@ def verify_export(export_dir, cases: List[Dict], tolerance: float = 1e-5) -> flo
 
 @contextlib.contextmanager
 def float32_policy():
-  """Builds the exported encoder in float32 even if a mixed policy is global.
-
-  A process that pre-trained under `mixed_bfloat16` (e.g. the demo) would
-  otherwise export a bfloat16-compute encoder.
-  """
+  """Builds the exported encoder in float32 even if a mixed policy is global."""
   previous = tf_keras.mixed_precision.global_policy()
   tf_keras.mixed_precision.set_global_policy("float32")
   try:
@@ -212,17 +186,13 @@ def export_encoder(checkpoint_dir, output_dir, *, config=None,
   """Exports the encoder of a checkpoint source as an encoder-only SavedModel.
 
   Args:
-    checkpoint_dir: any source of `rembert_tf.checkpoints.checkpoint_layout` (a
-      converted checkpoint directory, a pre-training model_dir, a checkpoint
-      prefix, another SavedModel).
-    output_dir: SavedModel directory to create; written under a temporary
-      sibling and swapped in when complete and verified.
+    checkpoint_dir: any source of `rembert_tf.checkpoints.checkpoint_layout`.
+    output_dir: SavedModel directory to create (swapped in when complete and
+      verified).
     config: preset name / YAML path, only needed without model_config.yaml.
     sp_model: SentencePiece model attached as the `sp_model_file` asset
-      (default: the source's sentencepiece.model when present); a file that
-      is not a SentencePiece model is refused.
-    overwrite: replace an existing output_dir (the old one stays until the
-      new one is complete).
+      (default: the source's sentencepiece.model when present).
+    overwrite: replace an existing output_dir.
     verify: reload the SavedModel and check it matches the encoder (1e-5).
 
   Returns:

@@ -1,32 +1,14 @@
 """Exports the preprocessing SavedModel: raw strings -> encoder inputs, in-graph.
 
-Follows the TF-Hub BERT preprocessor API, so text goes to embeddings with two
-SavedModels and no Python tokenizer:
+Follows the TF-Hub BERT preprocessor API: the root call (strings -> int32
+`input_word_ids`, `input_mask`, `input_type_ids`), `tokenize`,
+`bert_pack_inputs` (pairs, round-robin truncation) and a `serving_default`
+whose outputs are the encoder's `serving_default` inputs. Special ids come
+from `tokenizer.SpecialTokens`; the model's own normaliser is kept.
 
-- root call: `preprocessor(tf.constant(["a sentence", ...]))` -> dict of int32
-  `input_word_ids`, `input_mask`, `input_type_ids` [batch, seq_length]
-  (`[CLS] a [SEP]`, truncated, padded with the padding id);
-- `preprocessor.tokenize(strings)` -> RaggedTensor [batch, (pieces)];
-- `preprocessor.bert_pack_inputs([tokens_a, tokens_b], seq_length=...)`
-  -> the same dict for pairs, `[CLS] a [SEP] b [SEP]`, type ids 0 then 1,
-  round-robin truncation;
-- `preprocessor.tokenize.get_special_tokens_dict()`;
-- `serving_default` signature: `sentences` (string [batch]) -> the same
-  three names, the encoder's `serving_default` inputs, so TF Serving or
-  `saved_model_cli` users chain the two by name.
-
-Tokenisation is tensorflow-text's SentencepieceTokenizer on the model's own
-normaliser (no lower-casing, no accent stripping: RemBERT keeps both).
-Special ids come from `tokenizer.SpecialTokens`, looked up by piece name in
-the model itself (`[CLS]`=312, `[SEP]`=313, `[PAD]`=0 in the released
-RemBERT's model; 2, 3, 0 in the models this project trains).
-
-Builds on Model Garden: `official.nlp.modeling.layers.SentencepieceTokenizer`
-and `BertPackInputs`, assembled the way
-`official/nlp/tools/export_tfhub_lib.create_preprocessing` does (and reusing
-its `BertPackInputsSavedModelWrapper`), but without the ALBERT-style
-lower-casing and diacritics stripping that function hard-wires for
-SentencePiece models.
+Builds on Model Garden's `layers.SentencepieceTokenizer` and
+`BertPackInputs`, assembled as `export_tfhub_lib.create_preprocessing`
+does, without the lower-casing it hard-wires for SentencePiece models.
 
 Example:
 <!-- snippet: not run: a fragment: `export_preprocessor` comes from the caller's code -->
@@ -120,15 +102,14 @@ def check_seq_length(seq_length: int,
 def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
                         max_seq_length: Optional[int] = None,
                         overwrite: bool = False) -> str:
-  """Writes the preprocessing SavedModel (temporary sibling, swapped in when complete).
+  """Writes the preprocessing SavedModel (swapped in when complete).
 
   Args:
     sp_model_path: the SentencePiece model the encoder was trained with.
     output_dir: SavedModel directory to create.
     seq_length: default packed length of the root call / bert_pack_inputs.
     max_seq_length: the encoder's max_position_embeddings, to check against.
-    overwrite: replace an existing output_dir (the old one stays until the
-      new one is complete).
+    overwrite: replace an existing output_dir.
   """
   output_dir = fileio.as_str(output_dir).rstrip("/")
   check_seq_length(seq_length, max_seq_length)

@@ -1,11 +1,8 @@
 """RemBERT for Keras 3 and keras-hub: backbone, tokenizer, preprocessors, tasks.
 
-Runs on every Keras 3 backend (TensorFlow, JAX, PyTorch); imports Keras 3 and
-keras-hub only (no tf-keras, none of the project's TensorFlow modeling code).
-Presets come from this project's checkpoints, Hugging Face or the released
-TF1 checkpoint through `rembert-convert --to keras_hub` (see
-docs/keras_hub.md); a Hugging Face RemBERT folder also loads directly with
-`from_preset` (`transformers_checkpoint`).
+Runs on every Keras 3 backend; imports Keras 3 and keras-hub only (no
+tf-keras). Presets come from `rembert-convert --to keras_hub`, or a Hugging
+Face RemBERT folder loads directly with `from_preset`.
 
 | class                                  | what it is                                     |
 | -------------------------------------- | ---------------------------------------------- |
@@ -21,10 +18,8 @@ docs/keras_hub.md); a Hugging Face RemBERT folder also loads directly with
 | `RemBertQuestionAnswererPreprocessor`  | (question, context) -> windows                 |
 | `RemBertQuestionAnswerer`              | extractive span QA                             |
 
-Pre-training `RemBertMaskedLM` with `fit` on the project's pre-training
-records, data-parallel on JAX: `masked_lm_pretraining.pretrain` (records read
-by `pretraining_records`); `rembert-convert --from keras_hub` takes the
-result back to the TensorFlow path.
+`masked_lm_pretraining.pretrain` pre-trains `RemBertMaskedLM` with `fit` on
+the project's records, data-parallel on JAX.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->

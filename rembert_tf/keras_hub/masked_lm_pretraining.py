@@ -1,27 +1,14 @@
 """Pre-training RemBertMaskedLM with `fit` on the project's records, data-parallel on JAX.
 
-`pretrain(records_glob, model, steps)` sets `keras.distribution.DataParallel`
-over every device Keras sees when there are several (JAX: the global batch
-is split over them, the weights are replicated), builds or loads the
-`RemBertMaskedLM` (decoupled output side) under it, compiles it with
-keras-hub's `MaskedLM` defaults and fits it on `pretraining_records` for
-`steps` steps. The loss is keras-hub's sparse cross-entropy on logits,
-averaged over the real predictions (`mean_with_sample_weight`: the masked
-positions weighted 1 in the records), the TensorFlow path's MLM loss.
+`pretrain` sets `keras.distribution.DataParallel` over every device, builds
+or loads the `RemBertMaskedLM`, compiles it with keras-hub's `MaskedLM`
+defaults (loss averaged over the real predictions, as on the TensorFlow
+path) and fits it on `pretraining_records`. `rembert-convert --from
+keras_hub` takes the result back to the TensorFlow path.
 
-A model pre-trained here continues on the TensorFlow path: save it with
-`save_to_preset`, convert it with `rembert-convert --from keras_hub --to
-rembert_tf` (the output side included), and start `rembert-train` from it
-with `task.init_checkpoint`. The reverse: `rembert-convert --from rembert_tf
---to keras_hub` of a pre-training `model_dir`, then `pretrain(..., preset)`.
-
-A run killed part-way resumes with Keras' own `BackupAndRestore`: pass
-`callbacks=[keras.callbacks.BackupAndRestore(backup_dir, save_freq=N)]` and
-rerun the same call; it restores the weights and the optimizer from the last
-backup and trains to `steps` in all (`StopAtStep`), not `steps` more. The
-records are read again from their start (seeded by `seed`): the resumed
-steps see the first batches again, not the ones the killed run had not
-reached.
+A killed run resumes with `keras.callbacks.BackupAndRestore` passed in
+`callbacks` and the same call rerun: it trains to `steps` in all
+(`StopAtStep`), reading the records again from their start.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra with JAX and pre-training records -->
@@ -124,19 +111,16 @@ def pretrain(records_glob, model: ModelSource, steps: int, *,
   """Fits a RemBertMaskedLM on pre-training records for `steps` steps.
 
   Args:
-    records_glob: the shards' glob(s) (see `pretraining_records`).
-    model: a preset path (from `rembert-convert --to keras_hub
-      --with_output_side` or `save_to_preset`), a RemBertBackbone (a fresh
-      head) or a RemBertMaskedLM. A model passed built must be built after
-      `set_data_parallel()` when there are several devices.
-    steps: optimizer steps (one epoch of `steps` batches).
+    records_glob: the shards' glob(s).
+    model: a preset path, a RemBertBackbone (a fresh head) or a
+      RemBertMaskedLM (built after `set_data_parallel()` on several devices).
+    steps: optimizer steps.
     batch_size: the global batch, split over the devices.
     learning_rate: of keras-hub's MaskedLM default optimizer (Adam).
-    optimizer: any Keras optimizer instead (e.g. AdamW with a schedule).
+    optimizer: any Keras optimizer instead.
     output_embedding_dim: E_out of a fresh head.
     seed: seeds Keras and the record shuffles.
-    callbacks: Keras callbacks for `fit`; with `BackupAndRestore`, a rerun
-      after a kill resumes to `steps` in all.
+    callbacks: Keras callbacks for `fit`.
   Returns:
     (the trained RemBertMaskedLM, the fit History).
   """
@@ -165,11 +149,8 @@ def _step_count(optimizer) -> int:
 class StopAtStep(keras.callbacks.Callback):
   """Ends `fit` once the optimizer has taken `steps` steps in all.
 
-  Keras' `BackupAndRestore` restores the weights and the optimizer (its
-  step count included) but starts the epoch again: without this, a run
-  killed at step 17 of 40 and rerun trains 40 more. Runs after the other
-  callbacks' `on_train_begin` (the restore), and counts batches from the
-  step count found there.
+  `BackupAndRestore` restores the optimizer's step count but restarts the
+  epoch; this counts from the restored step.
   """
 
   def __init__(self, steps: int, optimizer):

@@ -1,9 +1,7 @@
 """The project's pre-training records as `(x, y, sample_weight)` for RemBertMaskedLM.fit.
 
-Reads the shards `rembert-create-pretraining-data` writes (static layout:
-masked when written, so nothing is masked again here) with tf.data, the
-feature names from `rembert_tf.data.pretraining_record_format`, and yields
-what keras-hub's `MaskedLMPreprocessor` yields for a masked-LM task:
+Reads the static-layout shards of `rembert-create-pretraining-data` with
+tf.data and yields what keras-hub's `MaskedLMPreprocessor` yields:
 
 | x / y / sample_weight          | record feature        | shape     |
 | ------------------------------ | --------------------- | --------- |
@@ -14,13 +12,10 @@ what keras-hub's `MaskedLMPreprocessor` yields for a masked-LM task:
 | y                              | masked_lm_ids         | [batch, P] |
 | sample_weight                  | masked_lm_weights     | [batch, P] |
 
-Batches have a static shape (`drop_remainder`), what XLA on JAX and
-`keras.distribution.DataParallel` need. The `metadata.json` beside the
-shards gives S and P; records of another layout, or none matching, are
-refused with one line (`RecordsError`). Builds on Model Garden's BERT
-pre-training reader as the TensorFlow path's `pretraining_input_pipeline`
-does (batch, then one vectorised `tf.io.parse_example`), without Model
-Garden: this module runs beside Keras 3 on any backend.
+Batches have a static shape (`drop_remainder`), as XLA on JAX needs; S and
+P come from `metadata.json`, and other layouts are refused (`RecordsError`).
+Batches first, then one `tf.io.parse_example`, as `pretraining_input_pipeline`
+does, without Model Garden (this runs beside Keras 3 on any backend).
 
 Example (records written here with the project's writer):
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) -->

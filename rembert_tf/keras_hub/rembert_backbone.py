@@ -1,16 +1,10 @@
 """RemBertBackbone: the RemBERT encoder as a keras-hub `Backbone` (Keras 3).
 
-Builds on keras-hub: `keras_hub.models.Backbone` (a functional `keras.Model`
-with `from_preset` / `save_to_preset`), `keras_hub.layers.PositionEmbedding`
-and `keras_hub.layers.TransformerEncoder` (the post-LayerNorm BERT block), laid
-out as keras-hub's ALBERT backbone lays out its factorised embedding. RemBERT
-adds what ALBERT lacks: its own LayerNorm epsilon, the exact GELU, one block
-per layer (no sharing), and the E_in -> hidden projection only when the widths
-differ (this project's TensorFlow encoder has none when they are equal).
-
-The backbone owns no output embedding: the decoupled output side (transform,
-E_out table, bias) belongs to `RemBertMaskedLM`, so a fine-tuning preset holds
-exactly what fine-tuning keeps.
+Builds on keras-hub's `Backbone`, `PositionEmbedding` and
+`TransformerEncoder` (the post-LayerNorm BERT block), laid out as keras-hub's
+ALBERT backbone lays out its factorised embedding, with RemBERT's LayerNorm
+epsilon, exact GELU, unshared blocks, and the E_in -> hidden projection only
+when the widths differ. The output side belongs to `RemBertMaskedLM`.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -75,12 +69,7 @@ _BACKBONE_ARGUMENTS = (
 
 
 def backbone_kwargs(model_config: Mapping[str, Any]) -> Dict[str, Any]:
-  """RemBertBackbone's arguments from RemBERT config fields (the project's
-  model YAML, the released / Hugging Face `config.json` keys); the output
-  side's fields (`output_embedding_size`, ...) are not the backbone's.
-  E.g. `RemBertBackbone(**backbone_kwargs(fileio.read_yaml(
-  "configs/models/rembert.yaml")))`: the released size, fresh weights.
-  """
+  """RemBertBackbone's arguments from RemBERT config fields (model YAML or `config.json` keys)."""
   return {argument: (model_config[field] if default is None
                      else model_config.get(field, default))
           for field, argument, default in _BACKBONE_ARGUMENTS}
@@ -113,9 +102,9 @@ def head_dense(backbone, units: int, name: str, activation=None):
 class RemBertBackbone(keras_hub.models.Backbone):
   """RemBERT encoder: factorised input embedding, post-LN blocks, tanh pooler.
 
-  Inputs (int32, [batch, seq]): `token_ids`, `segment_ids`, `padding_mask`
-  (1 at real tokens). Outputs: `sequence_output` [batch, seq, hidden_dim] and
-  `pooled_output` [batch, hidden_dim] (dense + tanh on the first position).
+  Inputs (int32, [batch, seq]): `token_ids`, `segment_ids`, `padding_mask`.
+  Outputs: `sequence_output` [batch, seq, hidden_dim], `pooled_output`
+  [batch, hidden_dim].
 
   Args:
     vocabulary_size: SentencePiece vocabulary size.
@@ -123,18 +112,14 @@ class RemBertBackbone(keras_hub.models.Backbone):
     num_heads: attention heads; must divide `hidden_dim`.
     hidden_dim: Transformer width.
     intermediate_dim: feed-forward inner width.
-    embedding_dim: E_in, the width of the word, position and segment tables;
-      projected to `hidden_dim` (dense with bias) when it differs.
-    hidden_act: "gelu" (exact, the released model), "gelu_approx", "relu",
-      "tanh" or "swish".
-    dropout: dropout on the embeddings, attention probabilities and block
-      outputs (keras-hub's block has one rate for both).
+    embedding_dim: E_in, the width of the embedding tables.
+    hidden_act: "gelu" (exact), "gelu_approx", "relu", "tanh" or "swish".
+    dropout: on embeddings, attention probabilities and block outputs.
     max_sequence_length: positions the position table covers.
     num_segments: segment (token type) ids.
-    layer_norm_epsilon: epsilon of every LayerNorm (1e-12 in the release).
+    layer_norm_epsilon: epsilon of every LayerNorm.
     initializer_range: stddev of the truncated-normal initialiser.
-    dtype: a Keras dtype policy (e.g. "mixed_bfloat16"); LayerNorm and softmax
-      stay in float32 under mixed precision.
+    dtype: a Keras dtype policy (e.g. "mixed_bfloat16").
   """
 
   def __init__(self,

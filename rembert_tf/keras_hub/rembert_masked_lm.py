@@ -1,12 +1,8 @@
 """RemBertMaskedLM: the backbone with RemBERT's decoupled masked-LM output side.
 
-Builds on `keras_hub.models.MaskedLM` (compile defaults: Adam 5e-5, sparse
-cross-entropy on logits, weighted accuracy at the masked positions) with
-`RemBertMaskedLMHead`: transform to E_out, a separate [vocabulary, E_out]
-output embedding and bias, so pre-training can continue from the released
-model. A preset converted with `rembert-convert --with_output_side` holds the
-head (`task.json`, `task.weights.h5`); `from_preset` on an encoder-only preset
-starts a fresh head of width `output_embedding_dim`.
+Builds on `keras_hub.models.MaskedLM` with `RemBertMaskedLMHead`, so
+pre-training can continue from the released model; `from_preset` on an
+encoder-only preset starts a fresh head of width `output_embedding_dim`.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->

@@ -1,12 +1,9 @@
 """RemBertMaskedLMHead: the decoupled masked-LM output side as a Keras 3 layer.
 
-Builds on the layout of keras-hub's `MaskedLMHead` (gather the masked
-positions, dense + activation, LayerNorm, logits, bias), which cannot express
-RemBERT's output side: its transform keeps the hidden width and its logits
-use either the input embedding or a [hidden, vocab] kernel. RemBERT's
-transform projects to E_out and the logits multiply by a separate
-[vocabulary_size, E_out] output embedding (the project's `DecoupledMaskedLM`;
-the same variables in the same layout, so converted weights load unchanged).
+Builds on the layout of keras-hub's `MaskedLMHead` (gather, dense,
+LayerNorm, logits, bias), but the transform projects to E_out and the logits
+multiply by a separate [vocabulary_size, E_out] output embedding, the
+variables of the project's `DecoupledMaskedLM`.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->

@@ -1,11 +1,7 @@
 """RemBertMaskedLMPreprocessor: strings -> masked backbone inputs and targets.
 
-Builds on `keras_hub.models.MaskedLMPreprocessor` (pack as the text classifier
-preprocessor does, then keras-hub's `MaskedLMMaskGenerator`: select
-`mask_selection_rate` of the tokens, replace 80% by `[MASK]`, 10% by a random
-id, keep 10%). The special pieces of `RemBertTokenizer` (padding, `[CLS]`,
-`[SEP]`, `[MASK]`) are never selected, the same ids the project's
-pre-training masking skips.
+Builds on `keras_hub.models.MaskedLMPreprocessor` (BERT's 80/10/10 masking);
+the special pieces are never selected, as in the project's pre-training data.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->

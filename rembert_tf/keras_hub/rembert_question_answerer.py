@@ -1,23 +1,9 @@
 """RemBertQuestionAnswerer: extractive span QA on RemBERT, as a keras-hub Task.
 
-Builds on `keras_hub.models.Task` (preset loading, `fit`, `save_to_preset`)
-with the head of Model Garden's `BertSpanLabeler`, which the project's QA
-fine-tuning uses: one dense layer from `sequence_output` to two logits per
-position, the answer's start and end. The loss is the mean of the start and
-end cross-entropies (as the project's span task). `predict` returns the start
-and end logits, as keras-hub's tasks return their outputs; the answer text,
-over every window of a long context, is read back from them by the project's
-`windowed_tasks.predict_answers` (the SQuAD recipe of its post-processing).
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-from rembert_tf.keras_hub import RemBertQuestionAnswerer
-qa = RemBertQuestionAnswerer.from_preset("presets/rembert")
-qa.fit(x=(["Where is the tower?"], ["The Eiffel Tower is in Paris."]),
-       y=([23], ["Paris"]), epochs=2)
-qa.predict(x=(["Where is the tower?"], ["The Eiffel Tower is in Paris."]))
-```
+Builds on `keras_hub.models.Task` with the head of Model Garden's
+`BertSpanLabeler` (start and end logits per position; the loss is the mean
+of both cross-entropies); `windowed_tasks.predict_answers` reads answer
+texts back from `predict`'s logits.
 """
 import keras
 import keras_hub

@@ -1,37 +1,11 @@
 """RemBertQuestionAnswererPreprocessor: (question, context) -> a window over the context.
 
-Builds on `keras_hub.models.Preprocessor` (preset loading of the tokenizer,
-`from_preset`, `save_to_preset`); keras-hub has no extractive question
-answering, so the window is RemBERT's own, the same as the first window of
-the project's span records (the SQuAD recipe of BERT). Encoding runs in
-TensorFlow ops (tensorflow-text SentencePiece with byte offsets, ragged
-tensors, as keras-hub's own preprocessors), so `tf.data` maps it without
-Python; eager calls run the same ops.
-
-* the question is cut to `max_query_length` pieces; the context is tokenised
-  once, with each piece's character span in the untouched context (a
-  piece's leading space is not part of its span);
-* windows of at most `sequence_length - len(question) - 3` context pieces
-  start every `doc_stride` pieces, each packed as `[CLS] question [SEP]
-  window [SEP]` (segment ids 0, then 1 from the window on); one is kept per
-  example: with a training answer `y = (answer_starts, answer_texts)` (the
-  answer's first character in the context, its text), the first window
-  holding the answer's pieces whole, with its start and end piece positions;
-  else the first window, with the answer at `[CLS]` (0).
-
-Every window of a long context, and answers read back from the logits, are
-the project's `windowed_tasks` (`encode_spans`, `predict_answers`).
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-from rembert_tf.keras_hub import RemBertQuestionAnswererPreprocessor
-preprocessor = RemBertQuestionAnswererPreprocessor.from_preset(
-    "presets/rembert", sequence_length=384, doc_stride=128)
-x, y = preprocessor(x=(["Where is the tower?"], ["The Eiffel Tower is in Paris."]),
-                    y=([23], ["Paris"]))
-y["start_logits"], y["end_logits"]        # the answer's first and last piece
-```
+Builds on `keras_hub.models.Preprocessor`; keras-hub has no extractive QA,
+so the window is BERT's SQuAD recipe, the same as the first window of the
+project's span records. Encoding runs in TensorFlow ops (tensorflow-text
+SentencePiece with offsets), so `tf.data` maps it without Python. Every
+window of a long context, and answers read back from the logits, are
+`windowed_tasks`'.
 """
 import keras
 import keras_hub
@@ -56,14 +30,10 @@ class RemBertQuestionAnswererPreprocessor(keras_hub.models.Preprocessor):
   """RemBERT preprocessing for extractive question answering.
 
   Takes `(questions, contexts)` and, for training, `(answer_starts,
-  answer_texts)`: the answer's first character in its context and its text.
-  The question is cut to `max_query_length` pieces; windows of the context's
-  pieces start every `doc_stride` pieces, each packed as `[CLS] question
-  [SEP] window [SEP]` (segment ids 1 from the window on). One window is kept
-  per example: the first holding the whole answer, with its first and last
-  piece positions as labels, else the first window, with the answer at
-  `[CLS]` (0). Encoding runs in TensorFlow ops, so `tf.data` maps it in
-  graph mode.
+  answer_texts)`. Windows of the context start every `doc_stride` pieces,
+  each packed as `[CLS] question [SEP] window [SEP]`; one is kept per example:
+  the first holding the whole answer (its first and last piece positions as
+  labels), else the first window with the answer at `[CLS]` (0).
 
   Args:
     tokenizer: a `RemBertTokenizer`.

@@ -1,10 +1,7 @@
 """RemBertTextClassifier: a classifier on RemBERT's pooled output.
 
-Builds on `keras_hub.models.TextClassifier` (compile defaults: Adam 5e-5,
-sparse categorical cross-entropy on logits, accuracy) with the head of Model
-Garden's `BertClassifier` and keras-hub's BERT classifier, which the project's
-sentence-pair tasks use: dropout on `pooled_output`, then a dense layer to
-`num_classes` logits (truncated-normal initialiser of the backbone's range).
+Builds on `keras_hub.models.TextClassifier` with the head of Model Garden's
+`BertClassifier`: dropout on `pooled_output`, then dense logits.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->

@@ -1,10 +1,8 @@
 """RemBertTextClassifierPreprocessor: strings (or pairs) -> backbone inputs.
 
-Builds on `keras_hub.models.TextClassifierPreprocessor` (tokenise each segment,
-pack with `keras_hub.layers.MultiSegmentPacker`), which packs exactly as the
-project's preprocessing SavedModel does: `[CLS] a [SEP]` or
-`[CLS] a [SEP] b [SEP]`, segment ids 0 then 1, round-robin truncation of a
-pair, padding with the padding piece; `padding_mask` is 1 at the real tokens.
+Builds on `keras_hub.models.TextClassifierPreprocessor`, which packs as the
+project's preprocessing SavedModel does (`[CLS] a [SEP] b [SEP]`, segment
+ids 0 then 1, round-robin truncation).
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->

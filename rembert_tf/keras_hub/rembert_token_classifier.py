@@ -1,24 +1,9 @@
 """RemBertTokenClassifier: per-word tagging (NER, POS) on RemBERT, as a keras-hub Task.
 
-Builds on `keras_hub.models.Task` (preset loading, `fit` with preprocessing,
-`save_to_preset`) with the head of Model Garden's `BertTokenClassifier`,
-which the project's PAN-X fine-tuning uses: dropout on `sequence_output`,
-then a dense layer to `num_classes` logits at every position. Training
-follows the project's tagging: only each word's first piece has a label
-(`RemBertTokenClassifierPreprocessor` gives it weight 1, every other position
-0). `predict` returns the logits at every position, as keras-hub's tasks do;
-`windowed_tasks.predict_tags` reads each word's tag back from them.
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-from rembert_tf.keras_hub import RemBertTokenClassifier
-tags = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
-tagger = RemBertTokenClassifier.from_preset("presets/rembert",
-                                            num_classes=len(tags))
-tagger.fit(x=[["Ann", "Lee", "lives", "in", "Rome"]], y=[[1, 2, 0, 0, 5]])
-tagger.predict([["Ann", "Lee", "lives", "in", "Rome"]])   # [1, 128, 7] logits
-```
+Builds on `keras_hub.models.Task` with the head of Model Garden's
+`BertTokenClassifier` (dropout, then dense logits at every position),
+trained on each word's first piece only; `windowed_tasks.predict_tags` reads
+each word's tag back from `predict`'s logits.
 """
 import keras
 import keras_hub

@@ -1,34 +1,11 @@
 """RemBertTokenClassifierPreprocessor: words and per-word tags -> per-piece inputs.
 
-Builds on `keras_hub.models.Preprocessor` (preset loading of the tokenizer,
-`from_preset`, `save_to_preset`); keras-hub has no token classification, so
-the labelling is RemBERT's own, the same as the project's tagging records.
-Encoding runs in TensorFlow ops (tensorflow-text SentencePiece and ragged
-tensors, as keras-hub's own preprocessors), so `tf.data` maps it without
-Python; eager calls run the same ops.
-
-* each word is tokenised on its own (a word with no piece gets the unknown
-  piece; a word longer than the row is cut to it); its FIRST piece carries the
-  word's tag, its other pieces get -1, as do `[CLS]`, `[SEP]` and the padding;
-* the row holds the sentence's first words whose pieces fit, never cutting a
-  word off (the rest of a long sentence is left out: one sentence stays one
-  example inside `fit`).
-
-Calling it returns `(x, y, sample_weight)`: `y` the per-piece class ids (0
-where ignored) and `sample_weight` 1 at first pieces, 0 elsewhere (times a
-given per-sentence weight). It takes one sentence (a list of words) or a
-batch (a list of lists, a dense or ragged string tensor); one sentence comes
-back without the batch axis. A dict input (already encoded) passes through.
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-from rembert_tf.keras_hub import RemBertTokenClassifierPreprocessor
-preprocessor = RemBertTokenClassifierPreprocessor.from_preset(
-    "presets/rembert", sequence_length=128)
-x, y, weight = preprocessor([["Ann", "Lee", "lives", "in", "Rome"]],
-                            [[1, 2, 0, 0, 5]])
-```
+Builds on `keras_hub.models.Preprocessor`; keras-hub has no token
+classification, so the labelling is the project's tagging records': each
+word's first piece carries its tag, other positions -1; a row holds the
+sentence's first words whose pieces fit. Encoding runs in TensorFlow ops
+(tensorflow-text SentencePiece), so `tf.data` maps it without Python.
+Returns `(x, y, sample_weight)`, the weight 1 at first pieces.
 """
 import keras
 import keras_hub

@@ -1,12 +1,8 @@
 """RemBertTokenizer: SentencePiece with RemBERT's special pieces found by name.
 
-Builds on `keras_hub.tokenizers.SentencePieceTokenizer` (in-graph
-tensorflow-text tokenisation inside `tf.data`, the `sentencepiece` package in
-eager calls; the model's own normaliser: no lower-casing, no accent
-stripping) and keras-hub's special-token registry (`cls_token_id`, ...), as
-keras-hub's ALBERT tokenizer does. RemBERT vocabularies come in two layouts,
-so each special piece is looked up by name, with the same accepted names as
-the project's `SpecialTokens`:
+Builds on `keras_hub.tokenizers.SentencePieceTokenizer` and keras-hub's
+special-token registry, as keras-hub's ALBERT tokenizer does; each special
+piece is looked up by name, as the project's `SpecialTokens`:
 
 | role              | piece(s), first present wins | released model | models this project trains |
 | ----------------- | ---------------------------- | -------------: | -------------------------: |
@@ -16,8 +12,7 @@ the project's `SpecialTokens`:
 | mask              | `[MASK]`                     | 314            | 4                          |
 | unknown           | `<unk>`, `[UNK]`             | 1              | 1                          |
 
-The unknown piece is not a special token here (a masked-LM preprocessor may
-mask it, as the project's pre-training data does).
+The unknown piece is not a special token (a masked-LM preprocessor may mask it).
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->

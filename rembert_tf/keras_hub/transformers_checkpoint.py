@@ -1,30 +1,16 @@
 """Hugging Face RemBERT folders (`model_type: "rembert"`): keras-hub's converter.
 
-A folder with `config.json`, `model.safetensors` (or shards) and, for a
-tokenizer, `sentencepiece.model`, as transformers' `save_pretrained` writes it
-for `RemBertModel` (names without a prefix), `RemBertForMaskedLM` and the
-other task models (names under `rembert.`; the masked-LM model has no pooler)
-and as `rembert-convert --to hf` writes it, loads with
-`RemBertBackbone.from_preset(path)`, `RemBertMaskedLM.from_preset(path)`
-(with the decoupled output side when the folder has it) and every task's
+A folder as transformers' `save_pretrained` (or `rembert-convert --to hf`)
+writes it loads with `RemBertBackbone.from_preset(path)`, `RemBertMaskedLM`
+(with the decoupled output side when present) and every task's
 `from_preset`; no conversion step.
 
-Builds on keras-hub's Hugging Face loading: `TransformersPresetLoader`
-(keras_hub/src/utils/transformers/preset_loader.py) picks a converter module
-by `model_type` and calls its `convert_backbone_config`, `convert_weights`,
-`convert_tokenizer` and, for a task, `convert_head`, reading weights with
-keras-hub's `SafetensorLoader` (safetensors' `safe_open`). This module is that
-converter for RemBERT, written as keras-hub's own (`convert_bert.py`). It
-holds about one copy of the model while it loads: it reads through
-`UnmappingSafetensorLoader`, which closes the file after every tensor
-(`safe_open` memory-maps the file, and every page read stays resident,
-counted in the process's memory, until the file is closed), and the weights
-it is about to overwrite are built as zeros (`zero_initialised`), not drawn
-at random (`bench/hf_from_preset_memory.py` measures the peak). A pooler the
-folder lacks (`RemBertForMaskedLM` has none) is left as the layer initialises
-it, as keras-hub leaves a head a checkpoint does not hold, with one warning
-line. keras-hub's own `from_preset` finds this module through the RemBERT
-classes alone (`rembert_tf.conversion.keras_hub_loading`); no other model's loading changes.
+Builds on keras-hub's `TransformersPresetLoader`: this is the converter
+module it calls by `model_type`, written as keras-hub's `convert_bert.py`.
+It holds about one copy of the model while loading: the file is unmapped
+after every tensor (`UnmappingSafetensorLoader`) and overwritten weights are
+built as zeros (`zero_initialised`). A missing pooler (`RemBertForMaskedLM`)
+keeps its initialisation, with one warning line.
 
 Example:
 <!-- snippet: not run: needs a Hugging Face RemBERT folder (the suite loads a tiny one) -->
@@ -76,10 +62,8 @@ def convert_backbone_config(transformers_config):
 class UnmappingSafetensorLoader(safetensor_utils.SafetensorLoader):
   """keras-hub's SafetensorLoader, unmapping the file after each tensor.
 
-  Held open through a whole model, safetensors' memory map keeps the pages
-  of every tensor read resident: a second copy of the weights beside the
-  model's variables. Reopening costs a header parse per tensor (a few
-  hundred for RemBERT), no tensor data.
+  A memory map held open keeps every page read resident: a second copy of the
+  weights. Reopening costs a header parse per tensor.
   """
 
   def get_tensor(self, hf_weight_key):
@@ -100,13 +84,7 @@ class UnmappingSafetensorLoader(safetensor_utils.SafetensorLoader):
 
 @contextlib.contextmanager
 def zero_initialised():
-  """RemBERT's layers built inside start with zeros, not random draws.
-
-  For weights that are overwritten at once: on TensorFlow a random initial
-  value costs about three times its size (the draw and its temporaries,
-  kept by the process), zeros one copy. Every random initialiser of the
-  backbone and the masked-LM head comes from `kernel_initializer`.
-  """
+  """RemBERT's layers built inside start with zeros (for weights overwritten at once)."""
   random_initializer = rembert_backbone.kernel_initializer
   rembert_backbone.kernel_initializer = lambda stddev: keras.initializers.Zeros()
   try:

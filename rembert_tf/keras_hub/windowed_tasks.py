@@ -1,27 +1,15 @@
 """Tagging and span QA in several rows per example, and predictions read back.
 
-The project's XTREME fine-tuning (PAN-X tagging; XQuAD, MLQA and TyDiQA
-extractive QA) splits a long sentence or context into several rows and reads
-predictions back to words and answer texts. keras-hub's tasks have no such
-methods (a preprocessor's call gives one row per example, a task's `predict`
-its logits), so they live here, on top of
-`RemBertTokenClassifierPreprocessor` / `RemBertTokenClassifier` and
-`RemBertQuestionAnswererPreprocessor` / `RemBertQuestionAnswerer`, in
-Python (the encoders read the tokenizer's pieces in Python, the readers
-`predict`'s NumPy logits). The first row of each example is the row the
-preprocessors' in-graph call gives.
+keras-hub's preprocessors give one row per example and its tasks' `predict`
+gives logits, so XTREME's long sentences and contexts are split into rows
+here, in Python, on top of the tagging and QA preprocessors and tasks; the
+first row of each example is the preprocessor's own.
 
-* Tagging (`encode_tagged`, `predict_tags`): each word tokenised on its own
-  (no piece -> the unknown piece); its FIRST piece carries its tag, other
-  pieces and `[CLS]` / `[SEP]` / padding get `IGNORED_LABEL`; a sentence whose
-  pieces do not fit continues in further rows at word boundaries.
-* Span QA (`encode_spans`, `predict_answers`): the SQuAD recipe of BERT, as the
-  project's span records: windows every `doc_stride` context pieces, each
-  packed `[CLS] question [SEP] window [SEP]`; answers as start and end piece
-  positions (0 where the window lacks the answer); per context piece whether
-  this window gives it its most context; predictions read back as the
-  project's post-processing does (`n_best_size` starts and ends, at most
-  `max_answer_length` pieces, start in its max-context window).
+* Tagging (`encode_tagged`, `predict_tags`): each word's first piece carries
+  its tag, other positions `IGNORED_LABEL`; a long sentence continues in
+  further rows at word boundaries.
+* Span QA (`encode_spans`, `predict_answers`): BERT's SQuAD recipe, as the
+  project's span records and post-processing.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -93,8 +81,7 @@ def _tagged_rows(tokenizer, pieces, sentence_tags, room, split_long):
 def encode_tagged(preprocessor, sentences: Sequence[Sequence[str]],
                   tags: Optional[Sequence[Sequence[int]]] = None,
                   split_long: bool = True) -> TaggedFeatures:
-  """Sentences (lists of words) and optional tag ids -> `TaggedFeatures`,
-  with `preprocessor`'s tokenizer and `sequence_length`.
+  """Sentences (lists of words) and optional tag ids -> `TaggedFeatures`.
 
   split_long: a sentence that does not fit continues in further rows;
     False keeps its first row only (the preprocessor's call).
@@ -246,13 +233,9 @@ def encode_spans(preprocessor, questions: Sequence[str],
                  answer_starts: Optional[Sequence[int]] = None,
                  answer_texts: Optional[Sequence[str]] = None,
                  one_window_each: bool = False) -> SpanFeatures:
-  """Questions and contexts (and training answers) -> `SpanFeatures`, with
-  `preprocessor`'s tokenizer, `sequence_length`, `doc_stride` and
-  `max_query_length`.
+  """Questions and contexts (and training answers) -> `SpanFeatures`.
 
-  one_window_each: one row per example (the preprocessor's call): the first
-    window holding the answer, else the first window; a question whose
-    answer covers no piece keeps its row, with the answer at `[CLS]`.
+  one_window_each: one row per example, as the preprocessor's call.
   """
   tokenizer = preprocessor.tokenizer
   rows, starts, ends, windows, skipped = [], [], [], [], 0

@@ -1,15 +1,10 @@
 """DecoupledMaskedLM: the MLM head with its own output embedding (pre-training only).
 
-Builds on Model Garden's `layers.MaskedLM` (same gather-then-transform layout
-and variable roles), with two RemBERT changes: the transform projects to the
-output embedding width E_out instead of the input table's width, and the
-logits multiply by the head's own [vocab_size, E_out] output embedding, not by
-the encoder's input word-embedding table. Passing `embedding_table` gives the
-coupled BERT baseline: the same head, logits against the shared input table.
-
-Logits are computed only at the masked positions ([batch, num_predictions,
-vocab]), never for the whole sequence: at vocab 250k that is the difference
-between 20 and 512 rows per example.
+Builds on Model Garden's `layers.MaskedLM` (gather, transform, logits), but
+the transform projects to the output embedding width E_out and the logits
+multiply by the head's own [vocab_size, E_out] table. Passing
+`embedding_table` gives the coupled BERT baseline. Logits are computed at the
+masked positions only.
 
 Example:
 <!-- snippet: not run: a fragment: `DecoupledMaskedLM` comes from the caller's code -->

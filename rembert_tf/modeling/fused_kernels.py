@@ -1,29 +1,14 @@
 """Element-wise parts of the Transformer block as small XLA-compiled kernels.
 
-Without XLA, TensorFlow runs GELU, LayerNorm, the masked softmax and dropout
-as chains of separate element-wise ops, each reading and writing the whole
-activation tensor and each paying the thread-pool hand-off. Here each
-chain is one `tf.function(jit_compile=True)` for the forward and one for a
-hand-written gradient (`tf.custom_gradient`), so XLA fuses it into a single
-loop per direction, while the matmuls stay on TensorFlow's oneDNN kernels
-(and so does the softmax's forward, faster than XLA's on CPU).
-The arithmetic is the one of Model Garden's `TransformerEncoderBlock` and
-Keras' `MultiHeadAttention` (exact or tanh GELU, LayerNorm over the last axis
-in float32, scaled scores, softmax adding -1e9 at masked keys, inverted
-dropout on the probabilities, context); results
-agree with them to float rounding.
+GELU, LayerNorm, the masked softmax and dropout each run as one
+`tf.function(jit_compile=True)` forward and one hand-written gradient
+(`tf.custom_gradient`), while the matmuls stay on TensorFlow's kernels. The
+arithmetic is that of Model Garden's `TransformerEncoderBlock` and Keras'
+`MultiHeadAttention`, to float rounding. For the training path on CPU; under
+an outer `jit_compile=True` (TPU) they are simply inlined.
 
-Under an outer `jit_compile=True` (TPU) the kernels are simply inlined. They
-are meant for the training path: for inference without gradients the plain
-ops are as good (grappler fuses MatMul + BiasAdd + GELU into one oneDNN call)
-and keep exported SavedModels free of XLA-compiled functions.
-
-Dropout takes a `seed` from `dropout_seed()` and draws its mask inside the
-kernels from a counter-based hash of each entry's index (`_random_bits`): no
-noise tensor is written (the attention's backward recomputes its mask, the
-LayerNorm and dropout kernels hand a bool mask to theirs), and an entry is
-kept when its 32 random bits are at least `rate` x 2^32, i.e. with
-probability 1 - rate up to 2^-32, and scaled by 1 / (1 - rate).
+Dropout draws its mask inside the kernels from a counter-based hash of each
+entry's index under a `seed` from `dropout_seed()`: no noise tensor is written.
 
 Example:
 <!-- snippet: not run: a fragment: `fused_kernels` comes from the caller's code -->
@@ -84,12 +69,7 @@ def gelu(x: tf.Tensor, approximate: bool = False) -> tf.Tensor:
 # === residual add + LayerNorm ===
 @tf.function(jit_compile=True)
 def _add_layer_norm_forward(x, residual, gamma, beta, epsilon, seed, rate):
-  """(output, dropout mask or None, normalized, 1 / std), in float32.
-
-  The backward reads the normalized sum and 1 / std (recomputing them took
-  two more reductions over the rows) and the bool mask (XLA would duplicate
-  the hash into each of the backward's loops).
-  """
+  """(output, dropout mask or None, normalized, 1 / std), in float32, for the backward."""
   keep = None if seed is None else _keep(tf.shape(x), seed, rate)
   total = _apply_keep(tf.cast(x, tf.float32), keep, rate) + tf.cast(
       residual, tf.float32)
@@ -122,10 +102,8 @@ def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
                    rate: float = 0.0) -> tf.Tensor:
   """LayerNorm(dropout(x) + residual) over the last axis of [rows, width].
 
-  Everything in float32 (under mixed precision Model Garden's block adds the
-  first residual in bfloat16 before its float32 LayerNorm; adding in float32
-  differs from that by bfloat16 rounding only); gamma/beta float32 [width];
-  seed from `dropout_seed()` (None: no dropout); returns float32.
+  Everything in float32; gamma/beta float32 [width]; seed from
+  `dropout_seed()` (None: no dropout); returns float32.
   """
   seed, rate = _dropout_args(seed, rate)
   gamma = tf.convert_to_tensor(gamma)  # variables -> values: the gradient
@@ -146,11 +124,10 @@ def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
 
 # === dropout ===
 def dropout_seed(rate: float = 1.0) -> Optional[tf.Tensor]:
-  """int32 [2] seed of one dropout call at `rate`; None when rate is 0 (no
-  dropout, and nothing drawn).
+  """int32 [2] seed of one dropout call at `rate` (None when rate is 0).
 
-  Drawn from TensorFlow's stateful generator, so runs are repeatable under
-  `tf.random.set_seed` as with Keras' dropout, and every call differs.
+  Drawn from TensorFlow's stateful generator: repeatable under
+  `tf.random.set_seed`, and every call differs.
   """
   if rate == 0:
     return None
@@ -171,12 +148,8 @@ def _mix32(x):
 def _random_bits(shape, seed):
   """uint32 [shape]: every entry's flat index hashed under the seed.
 
-  A counter-based generator computed where it is used: inside a compiled
-  kernel it costs a few integer instructions per entry and writes no noise
-  tensor (the backward recomputes it). The index is
-  first keyed by one seed word, then mixed with the other: distinct entries
-  of a call get distinct values (the mix is a bijection; up to 2^32
-  entries), and calls with different seeds get unrelated masks.
+  The mix is a bijection, so distinct entries of a call (up to 2^32) get
+  distinct values, and different seeds give unrelated masks.
   """
   seed = tf.bitcast(tf.cast(seed, tf.int32), tf.uint32)
   shape = tf.cast(shape, tf.int32)
@@ -278,14 +251,7 @@ def attention(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor,
   query [batch, heads, q, d], key and value [batch, heads, s, d]; mask_bias
   broadcastable to [batch, heads, q, s] (0 where attending, -1e9 where
   masked; no gradient) or None; seed from `dropout_seed()` (None: no
-  dropout). The softmax is in float32, the rest in the inputs' dtype, as
-  Keras' MultiHeadAttention.
-
-  Forward: the score MatMul, scale and mask add are one oneDNN kernel (TF's
-  graph optimizer fuses BatchMatMul + Mul + Add), then TensorFlow's softmax
-  and one compiled dropout loop. Backward: the scores' gradient is one
-  compiled element-wise loop (dropout mask recomputed from the seed, the
-  softmax row sum from the context), between the four BatchMatMuls.
+  dropout). The softmax is in float32, the rest in the inputs' dtype.
   """
   scale = float(scale)
   seed, rate = _dropout_args(seed, rate)

@@ -1,12 +1,8 @@
 """The global-batch weighted mean loss that pre-training and fine-tuning share.
 
-Under tf.distribute each replica computes a share of the loss and the
-gradients of all shares are summed. Dividing each replica's weighted sum by
-the all-reduced weight of the WHOLE batch (not by its own weight) makes the
-shares add up to the loss of the global batch, so the gradient equals a
-single device's even when replicas hold unequal numbers of real items
-(masked tokens, labelled words, answerable windows). Model Garden's tasks
-divide by each replica's own weight instead.
+Each replica divides its weighted sum by the all-reduced weight of the whole
+batch, so the replicas' shares add up to the global batch's loss even when
+they hold unequal numbers of real items.
 
 Example:
 <!-- snippet: not run: a fragment: `losses` comes from the caller's code -->

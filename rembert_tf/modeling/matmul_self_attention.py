@@ -1,23 +1,12 @@
 """MatMulSelfAttention: multi-head self-attention computed with plain MatMuls.
 
-Builds on Keras' `MultiHeadAttention`, the attention of Model Garden's
-`TransformerEncoderBlock`: the same four projections as sublayers with the
-same attribute and variable names (`_query_dense`/`query`, `_key_dense`/`key`,
-`_value_dense`/`value` with kernels [hidden, heads, head_dim] and biases
-[heads, head_dim]; `_output_dense`/`attention_output` with kernel [heads,
-head_dim, hidden]), so checkpoints and converted weights are the same, and the
-same arithmetic (query scaled by 1/sqrt(head_dim), masked softmax adding
--1e9 at masked keys, dropout on the probabilities).
-
-It differs in the computation, for speed without XLA: the three input
-projections are one MatMul by the kernels side by side ([hidden, 3 x
-hidden]: one GEMM and one input gradient instead of three plus a sum); heads
-are split by one transpose (on packed rows, one gather); every projection is
-MatMul + BiasAdd on [batch x seq, width] rows (`ProjectionDense`). When
-training, scores, scale, mask, softmax, dropout and context are one
-custom-gradient computation (`fused_kernels.attention`); at inference the
-scale is folded into the query kernel. Self-attention only (query = key =
-value input), which is all an encoder block needs.
+Builds on Keras' `MultiHeadAttention` as Model Garden's
+`TransformerEncoderBlock` uses it: the same sublayers, variable names and
+shapes (so checkpoints are interchangeable) and the same arithmetic. The
+query, key and value projections are one MatMul by the kernels side by side,
+every projection is a `ProjectionDense`, and when training the scores,
+softmax, dropout and context are `fused_kernels.attention`. Self-attention
+only, which is all an encoder block needs.
 
 Example:
 <!-- snippet: not run: a fragment: `MatMulSelfAttention` comes from the caller's code -->
@@ -98,16 +87,13 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
     """Self-attention of [batch, seq, hidden] inputs.
 
     Args:
-      inputs: [batch, seq, hidden]; with `layout`, the packed [rows, hidden]
-        rows of `padding_removal.TokenLayout` instead.
-      attention_mask: [batch, seq, seq] (1 = attend), [batch, 1, seq] (the
-        same keys for every query) or None.
+      inputs: [batch, seq, hidden], or with `layout` the packed [rows, hidden]
+        rows of a `padding_removal.TokenLayout` (the result is packed too).
+      attention_mask: [batch, seq, seq] (1 = attend), [batch, 1, seq] or None.
       training: dropout on the probabilities, fused softmax kernel.
-      output_range: queries at the first `output_range` positions only (keys
-        and values still at every position), as Model Garden's block's
-        `output_range`: the result is [batch, output_range, hidden].
-      layout: the inputs are packed rows (see padding_removal); the result
-        is packed rows too (or [batch, output_range, hidden]).
+      output_range: queries at the first `output_range` positions only: the
+        result is [batch, output_range, hidden].
+      layout: see `inputs`.
     """
     heads, head_dim = self._num_heads, self._key_dim
     if layout is None:
@@ -154,12 +140,9 @@ class MatMulSelfAttention(tf_keras.layers.Layer):
     return tf.reshape(self._output_dense(context), tf.shape(inputs))
 
   def _project(self, rows, names, scale_query=False):
-    """One MatMul of the [rows, H] rows by the named projections' kernels
-    side by side -> [rows, len(names) x W].
-
-    scale_query: fold the 1/sqrt(head_dim) scale into the query kernel and
-    bias ([H, W] and [W], cheap) instead of multiplying the [B, N, S, D]
-    queries or the scores.
+    """One MatMul of the [rows, H] rows by the named projections' kernels side by
+    side -> [rows, len(names) x W]; scale_query folds 1/sqrt(head_dim) into the
+    query kernel and bias.
     """
     denses = dict(query=self._query_dense, key=self._key_dense,
                   value=self._value_dense)

@@ -1,31 +1,16 @@
 """Padding removal: the encoder's row-wise work on real tokens only.
 
-Fine-tuning and serving batches are padded to a fixed sequence length (the
-benchmark batches are 25% padding, real XNLI batches far more). The
-projections, the FFN, LayerNorms, GELU and dropout act on each token's row
-independently, so on CPU without XLA they can run on the [tokens, hidden]
-rows of the real tokens alone: `TokenLayout.from_mask` lists those rows once
-after the embedding lookup, `pack` gathers them, and `unpack` gathers rows
-back to [batch, seq, width] where a computation needs the padded layout (the
-attention scores and context, and the encoder's outputs). Gathers by index
-are exact, so the real tokens' values are the padded computation's to float
-rounding. Both directions are gathers, forward and backward: the autodiff
-gradient of a gather is a scatter, slower on CPU, so each op has a
-hand-written gradient, the other direction's gather.
+The projections, the FFN, LayerNorms, GELU and dropout act on each token's
+row independently, so on CPU without XLA they run on the [tokens, hidden]
+rows of the real tokens alone: `TokenLayout.from_mask` lists those rows,
+`pack` gathers them and `unpack` gathers them back to [batch, seq, width]
+where the padded layout is needed (attention and the encoder's outputs).
+Each gather has the other direction's gather as its gradient.
 
-When training, the number of packed rows is rounded up to a multiple of 1/64
-of batch x seq with padding positions (computed as the padded computation
-would, and never written to the outputs), so the fused kernels of the
-training path (which XLA compiles per shape) see at most 64 shapes instead of
-one per batch; inference, which has no such kernel, packs the real tokens
-exactly. The granularity trades row-wise work for compilations: filler rows
-cost half a bucket per batch on average, while each new row count compiles
-the kernels once per run.
-
-Shapes depend on the data, so this is for CPU execution without XLA only;
-`in_xla_context()` tells the encoder when it is traced under
-`jit_compile=True` (TPU), where it keeps the padded layout (Model Garden's
-encoders have no such mode).
+When training, the row count is rounded up to a multiple of 1/64 of
+batch x seq with padding positions, so the XLA-compiled kernels of the
+training path see at most 64 shapes. Under `jit_compile=True`
+(`in_xla_context()`) the encoder keeps the padded layout.
 
 Example:
 <!-- snippet: not run: a fragment: `tf` comes from the caller's code -->
@@ -36,7 +21,6 @@ layout = TokenLayout.from_mask(mask, bucketed=False)   # 43 rows: real tokens
 rows = layout.pack(tf.random.normal([2, 64, 8]))  # [43, 8]
 padded = layout.unpack(rows)                      # [2, 64, 8] for attention
 outputs = layout.unpack(rows, real_only=True)     # zeros at padded positions
-# Examples without any real token have no row: their outputs are zeros.
 ```
 """
 from typing import List, NamedTuple
@@ -110,11 +94,9 @@ class TokenLayout(NamedTuple):
   def unpack(self, rows: tf.Tensor, real_only: bool = False) -> tf.Tensor:
     """[rows, width] -> [batch, seq, width].
 
-    By default positions without a row hold arbitrary finite values (as
-    masked keys they carry no weight), and the gradient assumes they get
-    none: it is exact for attention keys and values at masked positions and
-    for outputs that are not used. real_only: zeros at every padded
-    position (filler rows dropped), exact gradients always.
+    By default positions without a row hold arbitrary finite values and get no
+    gradient (exact for masked attention keys and values and for unused
+    outputs). real_only: zeros at every padded position, exact gradients always.
     """
 
     @tf.custom_gradient
@@ -133,11 +115,7 @@ class TokenLayout(NamedTuple):
     """[rows, parts x heads x head_dim] -> `parts` tensors [batch, heads, seq,
     head_dim] (query, key, value), as `unpack` then a split into heads.
 
-    One gather of head_dim-wide slices straight into the head-major layout
-    replaces the gather of whole rows and the transpose, both ways. As with
-    `unpack`, positions without a row hold arbitrary finite values and get
-    no gradient (exact for masked keys and values, and for queries whose
-    outputs are dropped).
+    Positions without a row behave as in `unpack`.
     """
     head_dim = rows.shape[-1] // (parts * heads)
     batch, seq, slices = self.batch_size, self.seq_length, parts * heads

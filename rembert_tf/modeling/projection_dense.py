@@ -1,32 +1,17 @@
 """ProjectionDense: a dense projection whose kernel keeps an EinsumDense shape.
 
-Builds on Keras' `EinsumDense` as Model Garden's `TransformerEncoderBlock` and
-Keras' `MultiHeadAttention` use it for the query/key/value, attention-output
-and FFN projections: the same variables, with the same names (`kernel`,
-`bias`) and shapes (query/key/value kernel [hidden, heads, head_dim] and bias
-[heads, head_dim]; attention-output kernel [heads, head_dim, hidden]; FFN
-kernels [in, out]), so checkpoints, converted weights and SavedModels are
-interchangeable with the Model Garden block.
-
-It differs in how it computes: one 2-D `MatMul` of the inputs flattened to
-[rows, in] by a reshaped view of the kernel [prod(input_dims),
-prod(output_dims)], then `BiasAdd`. Without XLA, EinsumDense runs an `Einsum`
-op plus a broadcast add; its gradient is two more `Einsum`s (with transposes
-for the weight gradient) and a generic broadcast-reduction for the bias,
-which together cost more than the projection itself on CPU. MatMul + BiasAdd
-have dedicated oneDNN kernels for both directions (and grappler fuses them,
-with a following GELU at inference). Reshapes of contiguous tensors are free,
-and XLA compiles both forms to the same dot.
+Builds on Keras' `EinsumDense` as Model Garden's `TransformerEncoderBlock`
+uses it: the same variable names and shapes, so checkpoints are
+interchangeable. It computes one 2-D `MatMul` of the inputs flattened to
+[rows, in] by a reshaped view of the kernel, then `BiasAdd`, which have
+dedicated CPU kernels in both directions (XLA compiles both forms alike).
 
 Example:
 <!-- snippet: not run: a fragment: `ProjectionDense` comes from the caller's code -->
 ```python
 dense = ProjectionDense(output_dims=[4, 8], name="query")  # kernel [H, 4, 8]
 y = dense(tf.ones([2, 16, 32]))   # [2, 16, 32]: heads flattened
-dense.kernel.shape                 # [32, 4, 8]
 dense.flat_kernel().shape          # [32, 32]
-out = ProjectionDense(output_dims=[32], input_dims=[4, 8], name="attention_output")
-out(y).shape                       # [2, 16, 32], kernel [4, 8, 32]
 ```
 """
 from typing import Any, Dict, Optional, Sequence
@@ -46,10 +31,6 @@ class ProjectionDense(tf_keras.layers.Layer):
     input_dims: leading shape of the kernel; its product must be the inputs'
       last dimension. Default: [inputs' last dimension].
     kernel_initializer, bias_initializer: as for Keras' EinsumDense.
-
-  Inputs [..., prod(input_dims)] (already flattened), outputs
-  [..., prod(output_dims)] (flattened too: callers reshape into heads only
-  where they need to).
   """
 
   def __init__(self,
@@ -125,14 +106,10 @@ def project_rows(inputs: tf.Tensor, kernel: tf.Tensor,
 
 
 def matmul(rows: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
-  """rows @ kernel, whose kernel gradient is computed in the faster
-  orientation.
+  """rows @ kernel, with the kernel gradient computed as (grad^T @ rows)^T.
 
-  TensorFlow's MatMul gradient computes the kernel gradient [in, out] as
-  rows^T @ grad. On oneDNN that GEMM is slower when in > out (the FFN output
-  projection, [4 x hidden, hidden]) than the same product computed as
-  (grad^T @ rows)^T, whose output has the smaller dimension first. Same products and sums, so the gradient agrees to float
-  rounding; XLA compiles both to one dot.
+  On oneDNN that orientation is faster when in > out; the result agrees to
+  float rounding.
   """
   if kernel.shape[0] is None or kernel.shape[1] is None or (
       kernel.shape[0] <= kernel.shape[1]):

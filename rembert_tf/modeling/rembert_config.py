@@ -29,13 +29,9 @@ from rembert_tf.common import fileio
 
 
 def config_root() -> pathlib.Path:
-  """The folder of the shipped presets: `models/` and `experiments/`.
+  """The folder of the shipped presets (`models/`, `experiments/`).
 
-  The repository's top-level `configs/` is the one place they are edited.
-  A wheel ships it inside the package as `rembert_tf/configs/` (setup.py maps
-  the package `rembert_tf.configs` to `configs/`), read with
-  `importlib.resources`; a checkout (editable install, or `PYTHONPATH`
-  pointing at the repository) reads `configs/` beside the package.
+  The repository's `configs/`, shipped in a wheel as `rembert_tf/configs/`.
   """
   # files() of a regular (non-zipped) package is a pathlib.Path.
   package_dir = importlib.resources.files("rembert_tf")

@@ -1,22 +1,13 @@
 """RemBertEncoder: the fine-tuning-side network with a factorised input embedding.
 
-Builds on Model Garden's `official.nlp.modeling`: it is the layout of
-`networks.BertEncoderV2` with `embedding_width` (word/position/type embeddings of
-width E_in, LayerNorm over E_in, dropout, a biased E_in -> hidden projection,
-post-LayerNorm Transformer blocks, a tanh pooler on the first token),
-assembled from the same Model Garden layers. It is written out here rather
-than instantiated from `BertEncoderV2` because BertEncoderV2 fixes every
-LayerNorm epsilon at 1e-12, while RemBERT configs carry `layer_norm_eps`.
-
-The blocks are `RemBertTransformerBlock`, a subclass of Model Garden's
-`layers.TransformerEncoderBlock` with the same variables (names, shapes,
-checkpoint keys) computed with MatMul + BiasAdd instead of EinsumDense and,
-when training, fused kernels for GELU, LayerNorm, softmax and dropout: it is
-faster on CPU without XLA and the same under XLA (see transformer_block.py).
-
-The encoder owns no output-side variable: the MLM head and the output
-embedding live in `RemBertPretrainer`, so an encoder checkpoint or SavedModel
-is exactly what fine-tuning keeps.
+Builds on Model Garden's `official.nlp.modeling`: the layout of
+`networks.BertEncoderV2` with `embedding_width` (embeddings of width E_in,
+LayerNorm, dropout, an E_in -> hidden projection, post-LayerNorm blocks, a
+tanh pooler), assembled from the same layers but with the config's
+`layer_norm_eps` (BertEncoderV2 fixes 1e-12). The blocks are
+`RemBertTransformerBlock` (transformer_block.py). The MLM head and output
+embedding live in `RemBertPretrainer`, so an encoder checkpoint is exactly
+what fine-tuning keeps.
 
 Example:
 <!-- snippet: not run: a fragment: `tf` comes from the caller's code -->
@@ -28,8 +19,6 @@ outputs = encoder(dict(input_word_ids=tf.ones([2, 16], tf.int32),
                        input_mask=tf.ones([2, 16], tf.int32),
                        input_type_ids=tf.zeros([2, 16], tf.int32)))
 outputs["sequence_output"].shape   # [2, 16, 128]
-outputs["pooled_output"].shape     # [2, 128]
-len(outputs["encoder_outputs"])    # 2, one per Transformer block
 ```
 """
 from typing import Any, Dict, List, Optional
@@ -51,17 +40,11 @@ from rembert_tf.modeling import transformer_block
 class RemBertEncoder(tf_keras.layers.Layer):
   """Transformer encoder with decoupled, factorised input embeddings.
 
-  Call it on a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids`
-  of shape [batch, seq]. Returns a dict with `sequence_output`
-  [batch, seq, hidden], `pooled_output` [batch, hidden] and `encoder_outputs`
-  (a list with every Transformer block's output, first to last).
-
-  Two settings change the computation, never the variables (see
-  `build_encoder`): `output_range` (the last block computes the first
-  positions only, as Model Garden's BertEncoder's `output_range`; a
-  classifier needs position 0 alone) and `remove_padding` (CPU without XLA:
-  the row-wise work on the real tokens only; zeros at padded positions of
-  `sequence_output` and `encoder_outputs`; ignored under `jit_compile=True`).
+  Called on a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids`
+  [batch, seq]; returns `sequence_output` [batch, seq, hidden],
+  `pooled_output` [batch, hidden] and `encoder_outputs` (every block's output).
+  `output_range` and `remove_padding` change the computation, never the
+  variables (see `build_encoder`).
   """
 
   def __init__(self,
@@ -172,13 +155,7 @@ class RemBertEncoder(tf_keras.layers.Layer):
         name="pooler_transform")
 
   def input_embedding_layers(self) -> List[tf_keras.layers.Layer]:
-    """The layers up to the first Transformer block (word, position and type
-    embeddings, their LayerNorm, the E_in -> hidden projection).
-
-    Fine-tuning can freeze them (`--freeze_input_embeddings`) to keep the
-    pre-trained alignment of the languages' words: English fine-tuning data
-    moves only English rows of the word table, away from their translations.
-    """
+    """The layers up to the first Transformer block (what `--freeze_input_embeddings` freezes)."""
     return [layer for layer in (
         self._embedding_layer, self._position_embedding_layer,
         self._type_embedding_layer, self._embedding_norm_layer,
@@ -337,12 +314,9 @@ def build_encoder(cfg: rembert_config.RemBertConfig,
   """Builds (and creates the variables of) the encoder for a model config.
 
   output_range: the last block computes the first `output_range` positions
-    only (1: the [CLS] position a classifier pools); `sequence_output` and
-    the last `encoder_outputs` entry are then [batch, output_range, hidden].
+    only (1: the [CLS] position a classifier pools).
   remove_padding: run the row-wise work on the real tokens only when not
-    under XLA (CPU fine-tuning / serving; see padding_removal.py). Padded
-    positions of `sequence_output` and `encoder_outputs` then hold zeros.
-  Neither changes the variables.
+    under XLA (padding_removal.py); padded positions of the outputs are zeros.
   """
   encoder = RemBertEncoder(
       vocab_size=cfg.vocab_size,

@@ -2,12 +2,9 @@
 
 Builds on Model Garden's `models.BertPretrainerV2` through its
 `customized_masked_lm` hook: the head is a `DecoupledMaskedLM`, and `call`
-adds the optional output-side Transformer blocks between the encoder and the
-head (BertPretrainerV2 feeds the head the encoder output directly).
-
-Every output-side variable lives outside `encoder`, so `checkpoint_items`
-gives the encoder alone for fine-tuning and export, and counting
-`encoder.count_params()` gives the paper's #FT.
+adds the optional output-side Transformer blocks before it. Every output-side
+variable lives outside `encoder`, so `checkpoint_items` gives the encoder
+alone for fine-tuning and export.
 
 Example:
 <!-- snippet: not run: a fragment: `ids` comes from the caller's code -->

@@ -1,29 +1,15 @@
 """RemBertTransformerBlock: Model Garden's post-LayerNorm encoder block on MatMuls.
 
-Builds on Model Garden's `layers.TransformerEncoderBlock` (it is a subclass:
-same constructor arguments, `get_config`, attributes and arithmetic). Its
-sublayers carry the same attribute names, layer names and variable shapes
-(`_attention_layer` "self_attention" with `_query_dense` ... `_output_dense`,
-`_attention_layer_norm` "self_attention_layer_norm", `_intermediate_dense`
-"intermediate" [hidden, inner_dim], `_output_dense` "output" [inner_dim,
-hidden], `_output_layer_norm` "output_layer_norm"), so a checkpoint, a
-converted TF1 / Hugging Face checkpoint or a SavedModel of either block
-restores into the other, and the outputs agree to float rounding.
+A subclass of Model Garden's `layers.TransformerEncoderBlock` with the same
+constructor, `get_config`, sublayer names, variable shapes and arithmetic, so
+checkpoints and SavedModels of either block restore into the other. Every
+projection is a MatMul + BiasAdd over [batch x seq, hidden] rows
+(`ProjectionDense`, `MatMulSelfAttention`) instead of `EinsumDense`.
 
-It differs in the projections: Model Garden computes them with Keras'
-`EinsumDense` (and `MultiHeadAttention`); here the activations stay as
-[batch x seq, hidden] rows between the LayerNorms and every projection is
-one MatMul + BiasAdd over a reshaped view of the EinsumDense-shaped kernel
-(`ProjectionDense`, which says why; `MatMulSelfAttention`, where query, key
-and value are one fused MatMul).
-
-Only the configuration RemBERT uses is supported (post-LayerNorm, biases,
-query residual, key_dim = hidden / heads, full self-attention); anything else
-raises ValueError and should use Model Garden's block. `output_range` is
-supported as in Model Garden (constructor or call argument: outputs for the
-first positions only, keys and values over all), and, beyond Model Garden,
-`layout=` runs the block on the packed rows of the real tokens (CPU without
-XLA, see padding_removal.py).
+Only RemBERT's configuration is supported (post-LayerNorm, biases, key_dim =
+hidden / heads, full self-attention); anything else raises ValueError.
+`output_range` works as in Model Garden, and `layout=` runs the block on the
+packed rows of padding_removal.py.
 
 Example:
 <!-- snippet: not run: a fragment: `RemBertTransformerBlock` comes from the caller's code -->
@@ -145,15 +131,10 @@ class RemBertTransformerBlock(layers.TransformerEncoderBlock):
 
     Args:
       inputs: `[inputs, attention_mask]` or `inputs` alone.
-      output_range: compute the outputs of the first `output_range`
-        positions only (their queries, attention outputs and FFN; keys and
-        values still at every position): the result is [batch, output_range,
-        hidden], equal to the first positions of the full result. Default:
-        the constructor's `output_range` (as Model Garden's block).
+      output_range: outputs of the first `output_range` positions only
+        (default: the constructor's).
       training: dropout, fused kernels.
-      layout: a `padding_removal.TokenLayout`: `inputs` are the packed
-        [rows, hidden] rows of the real tokens and so is the result (or
-        [batch, output_range, hidden] with an output_range).
+      layout: a `padding_removal.TokenLayout`: inputs and result are packed rows.
     """
     if isinstance(inputs, (list, tuple)):
       if len(inputs) != 2:

@@ -1,14 +1,9 @@
 """A retrieval task's data for one language: two sides of sentences and, when known, the gold alignment.
 
-XTREME's retrieval tasks (BUCC 2018, Tatoeba) pair sentences of another
-language (the *source* side) with English ones (the *target* side). Whatever
-holds the data (XTREME's `download/` folder, see `download_layout`; any other
-source with the same signature) yields a `Bitext` for each (task, split,
-language): a `BitextSource` is a callable `source(task, split, language)`.
-
-Ids are the benchmark's: BUCC's sentence ids (`de-000001`, `en-000042`),
-Tatoeba's 0-based line numbers (as strings). `gold` holds the aligned
-(source id, target id) pairs when the source knows them, else None.
+A `BitextSource` is a callable `source(task, split, language)` -> `Bitext`:
+sentences of another language (source side) and English ones (target side),
+with the benchmark's ids (BUCC's `de-000001`, Tatoeba's line numbers) and
+the gold (source id, target id) pairs when known, else None.
 
 Example:
 ```python

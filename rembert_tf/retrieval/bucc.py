@@ -1,21 +1,12 @@
 """BUCC 2018 bitext mining: ratio-margin scores over 4 neighbours both ways, a threshold from the sample set.
 
 The procedure of XTREME's BUCC baseline (LASER's margin-based mining):
-
-1. Each side's distinct sentences are embedded once.
-2. For every source sentence x, its k = 4 nearest English sentences by
-   cosine (fewer if the other side is smaller), and the same the other way.
-   mean_x is the mean similarity of x's k neighbours.
-3. The ratio margin of a pair: cos(x, y) / ((mean_x + mean_y) / 2).
-4. Each sentence's best pair among its k neighbours (by margin), forward
-   and backward; all of them, best margin first, are kept when neither
-   sentence has been paired yet and the margin is above 0.
-5. Sentences map back to ids; a sentence written under two ids is dropped
-   (it cannot be told apart), and a pair keeps its best margin.
-6. The threshold: on the sample set ("dev", whose gold alignment is known),
-   the candidates sorted by margin, the prefix with the best F1 against the
-   gold decides it (halfway between its last margin and the next). The
-   test set's candidates at or above it are the predictions.
+each side's distinct sentences are embedded once; the ratio margin of a pair
+is cos(x, y) / ((mean_x + mean_y) / 2) over each side's k = 4 nearest
+neighbours; each sentence's best pair, forward and backward, is kept while
+neither sentence is paired yet; the threshold is chosen on the sample set
+("dev") where F1 against the gold is best, and the test set's candidates at
+or above it are the predictions.
 
 Example:
 <!-- snippet: not run: a fragment: `dev_candidates` comes from the caller's code -->

@@ -1,15 +1,8 @@
 """BUCC 2018 and Tatoeba in XTREME's `download/` folder: reading the files.
 
-Where each file lies (the source side, the English side, the gold alignment
-per split) and how its lines are written are the task table's entries
-(`xtreme_tasks.get(task).download`, a `BitextLayout`); this module checks
-and reads them. BUCC lines are `<id><TAB><sentence>` (the sentence is the
-second field), gold lines `<source id><TAB><English id>`; Tatoeba files hold
-one sentence per line, a sentence's id its 0-based line number.
-
-`DownloadSource(data_dir)` is a `bitext.BitextSource`; its
-`discover_languages` and `check` (`check_files`: a missing file is found
-before any work starts) are those of `tfds_source.TfdsSource` too.
+Where each file lies and how its lines are written are the task table's
+entries (`xtreme_tasks.get(task).download`); this module checks and reads
+them. `DownloadSource(data_dir)` is a `bitext.BitextSource`.
 
 Example:
 <!-- snippet: not run: needs XTREME's download/ folder -->

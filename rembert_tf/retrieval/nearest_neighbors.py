@@ -1,16 +1,10 @@
 """Exact k-nearest neighbours by cosine similarity, on the strategy's devices.
 
-The rows of both sides are L2-normalised sentence embeddings, so the inner
-product is the cosine. The database is held once per replica (a variable
-created under the strategy's scope: on a TPU it lives in device memory); the
-queries go through in fixed-size batches (`replica_batches`), each replica
-computing one [queries, database] similarity block with a matmul and keeping
-its top k (`tf.math.top_k`, ties to the lower index). The block is sized so
-its similarities stay under `max_block_bytes`.
-
-This is the exhaustive search XTREME's retrieval baselines run (faiss's
-IndexFlatIP on normalised vectors), here in TensorFlow so that it runs where
-the encoder runs.
+The exhaustive search of XTREME's retrieval baselines (faiss's IndexFlatIP
+on normalised vectors), in TensorFlow so it runs where the encoder runs: the
+database is a variable on each replica, queries go in fixed-size batches
+(`replica_batches`), each a matmul and `tf.math.top_k` (ties to the lower
+index), in blocks under `max_block_bytes`.
 
 Example:
 ```python

@@ -1,21 +1,10 @@
 """Runs a per-replica function over numpy arrays in fixed-size batches under a tf.distribute strategy.
 
-Inference for retrieval (embedding sentences, searching neighbours) maps a
-function over many rows. Here the rows are cut into global batches of one
-fixed size; the rows left over go in one smaller batch, padded with zero rows
-up to the replica count times a power of two (so a few rows never cost a
-whole batch, and the shapes stay few). Each global batch is split evenly over
-the strategy's replicas (`experimental_distribute_values_from_function`), the
-function runs on every replica (`strategy.run` inside one `tf.function`,
-compiled by XLA on a TPU, or with `jit_compile=True`), and the outputs come
-back to the host in row order with the padding dropped. Shapes are static
-per batch, so a TPU compiles once per distinct batch shape (the full one and
-at most log2(batch) smaller ones). The host converts a step's outputs while
-the device runs the next step.
-
-Builds on tf.distribute alone (the strategy comes from the caller, e.g. the
-command's `--strategy`); works with OneDeviceStrategy, MirroredStrategy and
-TPUStrategy on one host.
+Builds on tf.distribute alone. Rows are cut into global batches of one size
+(the last padded to the replica count times a power of two), split evenly
+over the replicas, run with `strategy.run` in one `tf.function`, and
+returned in row order without the padding; a TPU compiles once per batch
+shape.
 
 Example:
 ```python

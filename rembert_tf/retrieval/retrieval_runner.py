@@ -1,29 +1,15 @@
 """The work of `rembert-retrieve`: BUCC 2018 and Tatoeba predictions, and their scores where gold is known.
 
-For each task and language, the data comes from a `bitext.BitextSource`
-(XTREME's download folder: `download_layout.DownloadSource`; prepared
-TensorFlow Datasets: `tfds_source.TfdsSource`), the sentences
-are embedded by a `sentence_embedder.SentenceEmbedder`, and:
-
-* tatoeba: each English sentence's nearest sentence (`tatoeba`);
-* bucc2018: margin mining on the sample set ("dev") chooses the threshold,
-  mining on the test set with that threshold gives the pairs (`bucc`).
-
-Outputs, under OUTPUT_DIR, in the layout the XTREME scorer reads:
+For each task and language, a `bitext.BitextSource` gives the data, a
+`sentence_embedder.SentenceEmbedder` embeds it, and `tatoeba` or `bucc`
+(threshold from the sample set) predicts. Outputs, in the scorer's layout:
 ```
 predictions/<task>/test-<lang>.tsv   the submission files
-labels/<task>/test-<lang>.tsv        gold, where the source knows it (BUCC's
-                                     test gold when kept, any source's
-                                     aligned pairs)
-results.json, results.md             settings, BUCC thresholds and sample-set
-                                     scores, test scores (official shape)
+labels/<task>/test-<lang>.tsv        gold, where the source knows it
+results.json, results.md             settings, BUCC thresholds, scores
 ```
-Every file is computed before the first one is written; the predictions,
-labels and results are built under a temporary name and swapped in as one
-set (`outputs.atomic_file_set`), so a failure or a kill leaves the previous
-run's output or this one's, never a mix.
-Test scores use `label_folder` (a folder in the scorer's layout, e.g. the
-benchmark's Tatoeba labels) when given, else the labels written here.
+All are computed first, then swapped in as one set. Test scores use
+`label_folder` when given, else the labels written here.
 
 Example:
 <!-- snippet: not run: a fragment: `strategy` comes from the caller's code -->

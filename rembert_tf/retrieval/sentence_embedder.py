@@ -1,25 +1,10 @@
 """Sentence embeddings from one layer of a RemBERT encoder: mean-pooled hidden states, L2-normalised.
 
-What XTREME's retrieval baselines embed a sentence as: `[CLS] pieces [SEP]`
-through the encoder, the hidden states of one Transformer block averaged over
-the sentence's tokens ([CLS] and [SEP] included, padding excluded), then
-normalised to unit length so that inner products are cosines. XTREME takes a
-middle layer: block 8 of 12 (mBERT), 14 of 24 (XLM-R); `default_layer` is
-that rule for any depth (`num_layers // 2 + 2`, at most the last block).
-Layers are numbered from 1 (the first block's output) to the depth.
-
-Only the blocks up to the chosen layer are built and run: the encoder is
-built with `num_hidden_layers = layer` and the first `layer` blocks are read
-from the checkpoint (the later ones are never loaded), so a middle layer costs
-about half a full forward pass.
-
-Sentences are sorted by length into buckets of static shape (16, 24, 32,
-48, 64, 96, ... pieces: two per octave, so at most a third of a batch is
-padding; up to `seq_length`), each bucket run in fixed-size batches of about
-the same number of tokens under the strategy (`replica_batches`; by default
-32 sentences per replica at `seq_length`, proportionally more in shorter
-buckets): a TPU compiles once per bucket and batch shape. Without XLA (CPU,
-GPU) the encoder computes the real tokens only (`remove_padding`).
+As XTREME's retrieval baselines: `[CLS] pieces [SEP]` through the encoder,
+one block's hidden states averaged over the real tokens and normalised.
+`default_layer` is XTREME's middle-layer rule for any depth (layers numbered
+from 1); only the blocks up to that layer are built and loaded. Sentences
+run in length buckets of static shape under the strategy (`replica_batches`).
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->

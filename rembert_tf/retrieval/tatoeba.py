@@ -1,11 +1,7 @@
 """Tatoeba sentence retrieval: each English sentence's nearest sentence of the other language.
 
-As XTREME's Tatoeba baseline: both sides embedded, and for every English
-sentence (a line of `<lang>-en.en`) the source-language sentence with the
-highest cosine is its prediction. The prediction file has one line per
-English sentence, in order: the 0-based line number of the predicted
-sentence in `<lang>-en.<lang>`; the label file has the same shape, with the
-aligned sentence's line number. Accuracy is the share of equal lines.
+As XTREME's Tatoeba baseline: for every English sentence, the prediction is
+the 0-based line number of the most similar sentence of the other language.
 
 Example:
 <!-- snippet: not run: a fragment: `source_vectors` comes from the caller's code -->

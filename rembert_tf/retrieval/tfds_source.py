@@ -1,9 +1,7 @@
 """BUCC 2018 and Tatoeba from TensorFlow Datasets prepared in a folder: a `bitext.BitextSource`.
 
-Where each split lies is the task's entry of
-`rembert_tf/evaluation/xtreme_tasks.py`, and reading one is
-`finetuning.xtreme_tfds.retrieval_sides` (prepared data only, from the given
-folder, local or gs://; never downloaded):
+Reads the splits of the task table's entries with
+`finetuning.xtreme_tfds.retrieval_sides` (prepared data only, never downloaded):
 
 | task     | split | TFDS dataset:split                              |
 | -------- | ----- | ----------------------------------------------- |
@@ -11,15 +9,9 @@ folder, local or gs://; never downloaded):
 | bucc2018 | test  | bucc/bucc_<l>:test                              |
 | tatoeba  | test  | tatoeba/tatoeba_<l>:train                       |
 
-Both tasks' splits carry their gold alignment, so every language can be
-scored. TFDS's `bucc` holds BUCC's aligned pairs only (not the corpora they
-were mined from), which makes mining far easier than on the official data;
-TFDS's `tatoeba` holds each language's pairs in order (ids are positions).
-
-`TfdsSource` also finds the prepared languages of a task and checks, before
-any work, that every split of the chosen ones is there: a dataset that is not
-prepared or lacks a split is one line naming it and the `tfds build` command
-that prepares it.
+Both tasks' splits carry their gold alignment. `TfdsSource` finds the
+prepared languages and checks every split before any work: a missing one is
+one line naming the `tfds build` command that prepares it.
 
 Example:
 <!-- snippet: not run: reads TFDS data from `gs://` -->
