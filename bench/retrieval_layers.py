@@ -85,7 +85,13 @@ def main(argv):
   del argv
   if not FLAGS.checkpoint:
     raise app.UsageError("--checkpoint is required.")
+  from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.demo import retrieval_sets  # pylint: disable=g-import-not-at-top
+  try:  # a missing or unusable checkpoint is one line before the sets are made
+    checkpoint_layout.resolve(FLAGS.checkpoint)
+  except errors.RemBertError as e:
+    sys.exit(f"--checkpoint: {errors.one_line(e)}")
   languages = FLAGS.languages or list(retrieval_sets.DEFAULT_LANGUAGES)
   root = FLAGS.work_dir or tempfile.mkdtemp(prefix="retrieval_layers_")
   retrieval_sets.write_retrieval_sets(
