@@ -94,9 +94,12 @@ def main(argv):
     sys.exit(f"--checkpoint: {errors.one_line(e)}")
   languages = FLAGS.languages or list(retrieval_sets.DEFAULT_LANGUAGES)
   root = FLAGS.work_dir or tempfile.mkdtemp(prefix="retrieval_layers_")
-  retrieval_sets.write_retrieval_sets(
-      root, languages=languages, num_sentences=FLAGS.num_sentences,
-      bucc_aligned=FLAGS.bucc_aligned, seed=FLAGS.seed)
+  try:
+    retrieval_sets.write_retrieval_sets(
+        root, languages=languages, num_sentences=FLAGS.num_sentences,
+        bucc_aligned=FLAGS.bucc_aligned, seed=FLAGS.seed)
+  except ValueError as e:  # the demo grammar refuses an unknown language
+    sys.exit(f"--languages: {e}")
   print(f"{FLAGS.checkpoint}: Tatoeba {FLAGS.num_sentences} pairs and BUCC "
         f"{FLAGS.bucc_aligned} aligned pairs (+2 unaligned sentences per side "
         f"each) per language and split, in {root}", flush=True)
