@@ -26,6 +26,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sidebyside  # noqa: F401  pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+import bench_command  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Encoder checkpoint (e.g. the demo's "
@@ -115,4 +116,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)
