@@ -41,13 +41,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sidebyside  # pylint: disable=g-import-not-at-top,wrong-import-position
+import bench_command  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("seq_length", 128, "Sequence length.")
@@ -61,11 +61,10 @@ flags.DEFINE_string("model_dir", "", "Where the checkpoints go (default: a "
 flags.DEFINE_string("json_out", "", "Also write the rows as JSON here.")
 
 
-def build_trainer():
+def build_trainer(model_dir):
   from official.core import task_factory  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import training_loop  # pylint: disable=g-import-not-at-top
-  from rembert_tf.runtime import stop_checks  # pylint: disable=g-import-not-at-top
   model = dict(sidebyside.REFERENCE_MODEL)
   model["max_position_embeddings"] = max(model["max_position_embeddings"],
                                          FLAGS.seq_length)
@@ -80,9 +79,8 @@ def build_trainer():
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   with strategy.scope():
     task = task_factory.get_task(config.task)
-  trainer = training_loop.create_trainer(config, task, strategy)
-  trainer.stop_checks = stop_checks.StopCheckSchedule(
-      fixed_steps=FLAGS.steps_between_saves)
+  # trainer.train(n) runs n steps in one call: the cycle is the device call.
+  trainer = training_loop.create_trainer(config, task, strategy, model_dir)
   return strategy, trainer
 
 
@@ -160,8 +158,8 @@ def measure(strategy, trainer, savers):
 
 def main(argv):
   del argv
-  strategy, trainer = build_trainer()
   root = FLAGS.model_dir or tempfile.mkdtemp(prefix="save_cost-")
+  strategy, trainer = build_trainer(root)
   savers = {"no save": None}
   for name, asynchronous in (("synchronous", False), ("asynchronous", True)):
     savers[name] = Saver(trainer, f"{root}/{name}", asynchronous)
@@ -194,4 +192,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

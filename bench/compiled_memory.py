@@ -65,7 +65,6 @@ os.environ["XLA_FLAGS"] = " ".join(filter(None, [
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -259,4 +258,5 @@ def print_table(shape, rows):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  import bench_command  # pylint: disable=g-import-not-at-top
+  bench_command.run(main)

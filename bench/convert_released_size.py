@@ -154,6 +154,10 @@ def parameter_counts(cfg):
 
 def main(argv):
   del argv
+  unknown = [s for s in FLAGS.steps if s not in STEPS]
+  if unknown:
+    sys.exit(f"--steps: unknown step(s) {', '.join(unknown)}; "
+             f"choose from {', '.join(STEPS)}")
   cfg = model_config()
   if FLAGS.write_checkpoint:
     write_checkpoint(FLAGS.write_checkpoint, cfg)

@@ -46,6 +46,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sidebyside  # pylint: disable=g-import-not-at-top,wrong-import-position
+import bench_command  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = dict(num_hidden_layers=2, vocab_size=20000)
@@ -266,4 +267,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

@@ -54,11 +54,11 @@ import json
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sidebyside  # pylint: disable=g-import-not-at-top,wrong-import-position
+import bench_command  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROWS = {
     "rembert_tf": dict(impl="rembert_tf", backend="tensorflow", xla="off"),
@@ -319,4 +319,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

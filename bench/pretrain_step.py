@@ -194,7 +194,8 @@ def model_values_from_flags():
 def main(argv):
   if FLAGS.peers:
     try:
-      import transformers  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
+      # transformers 5 imports but has no TF models: ask for the peer's class.
+      from transformers import TFRemBertForMaskedLM  # noqa: F401 pylint: disable=g-import-not-at-top,unused-import
     except ImportError:
       python = sidebyside.peers_python(FLAGS.peer_python)
       if python and not FLAGS.only:
@@ -203,8 +204,8 @@ def main(argv):
         print(f"re-running under {python} (has transformers)", flush=True)
         os.execv(python, [python, os.path.abspath(__file__), "--only=all"]
                  + sys.argv[1:])
-      print("skipping peers: transformers is not installed here and there is "
-            "no peers venv; run `bash bench/setup_peers.sh`",
+      print("skipping peers: transformers with TF models (4.x) is not here "
+            "and there is no peers venv; run `bash bench/setup_peers.sh`",
             flush=True)
       FLAGS.peers = []
   model_values = model_values_from_flags()

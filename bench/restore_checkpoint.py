@@ -47,7 +47,6 @@ import time
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -256,4 +255,5 @@ def print_table(rows):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  import bench_command  # pylint: disable=g-import-not-at-top
+  bench_command.run(main)

@@ -41,11 +41,11 @@ import os
 import sys
 import tempfile
 
-from absl import app
 from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sidebyside  # pylint: disable=g-import-not-at-top,wrong-import-position
+import bench_command  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("examples", 256, "Sentences encoded per timed step.")
@@ -267,4 +267,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

@@ -26,6 +26,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sidebyside  # noqa: F401  pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+import bench_command  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Encoder checkpoint (e.g. the demo's "
@@ -85,12 +86,21 @@ def main(argv):
   del argv
   if not FLAGS.checkpoint:
     raise app.UsageError("--checkpoint is required.")
+  from rembert_tf.common import errors  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.demo import retrieval_sets  # pylint: disable=g-import-not-at-top
+  try:  # a missing or unusable checkpoint is one line before the sets are made
+    checkpoint_layout.resolve(FLAGS.checkpoint)
+  except errors.RemBertError as e:
+    sys.exit(f"--checkpoint: {errors.one_line(e)}")
   languages = FLAGS.languages or list(retrieval_sets.DEFAULT_LANGUAGES)
   root = FLAGS.work_dir or tempfile.mkdtemp(prefix="retrieval_layers_")
-  retrieval_sets.write_retrieval_sets(
-      root, languages=languages, num_sentences=FLAGS.num_sentences,
-      bucc_aligned=FLAGS.bucc_aligned, seed=FLAGS.seed)
+  try:
+    retrieval_sets.write_retrieval_sets(
+        root, languages=languages, num_sentences=FLAGS.num_sentences,
+        bucc_aligned=FLAGS.bucc_aligned, seed=FLAGS.seed)
+  except ValueError as e:  # the demo grammar refuses an unknown language
+    sys.exit(f"--languages: {e}")
   print(f"{FLAGS.checkpoint}: Tatoeba {FLAGS.num_sentences} pairs and BUCC "
         f"{FLAGS.bucc_aligned} aligned pairs (+2 unaligned sentences per side "
         f"each) per language and split, in {root}", flush=True)
@@ -106,4 +116,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  bench_command.run(main)

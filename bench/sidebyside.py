@@ -54,11 +54,15 @@ def peers_python(flag_value: str = "") -> Optional[str]:
 
 
 def python_has(python: str, module: str) -> bool:
-  """Whether `python` can import `module` (checked in a subprocess)."""
-  return subprocess.run(
-      [python, "-c", f"import importlib.util, sys; sys.exit("
-       f"importlib.util.find_spec({module!r}) is None)"],
-      capture_output=True, check=False).returncode == 0
+  """Whether `python` can import `module` (checked in a subprocess);
+  `module:attribute` also asks for that attribute of the module."""
+  module, _, attribute = module.partition(":")
+  check = (f"import importlib.util, sys; sys.exit("
+           f"importlib.util.find_spec({module!r}) is None)")
+  if attribute:  # transformers 5 is installed but has no TF models
+    check = f"import {module}; {module}.{attribute}"
+  return subprocess.run([python, "-c", check], capture_output=True,
+                        check=False).returncode == 0
 
 
 def find_pythons(peers: Sequence[str], peer_python_flag: str = "") -> Dict:
@@ -69,15 +73,17 @@ def find_pythons(peers: Sequence[str], peer_python_flag: str = "") -> Dict:
   """
   pythons = dict(rembert_tf=sys.executable)
   candidates = [p for p in (sys.executable, peers_python(peer_python_flag)) if p]
-  needs = dict(hf_tf=("transformers",), torch=("transformers", "torch"))
+  needs = dict(hf_tf=("transformers:TFRemBertModel",),
+               torch=("transformers", "torch"))
   for name in peers:
     found = next((p for p in candidates
                   if all(python_has(p, m) for m in needs[name])), None)
     if found:
       pythons[name] = found
     else:
-      print(f"skipping peer {name}: {' and '.join(needs[name])} not found "
-            "here nor in the peers venv; run `bash bench/setup_peers.sh`")
+      wanted = " and ".join(m.replace(":", ".") for m in needs[name])
+      print(f"skipping peer {name}: {wanted} not found here nor in the "
+            "peers venv; run `bash bench/setup_peers.sh`")
   return pythons
 
 

@@ -41,7 +41,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -173,4 +172,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  import bench_command  # pylint: disable=g-import-not-at-top
+  bench_command.run(main)
