@@ -23,22 +23,22 @@ PACKAGE = REPO / "rembert_tf"
 # helper of a later stage), or its own code grew: lower what it reaches, or
 # raise its figure here in the same change, saying why.
 CLOSURE_LINES = {
-    "rembert_tf.cli.train": 10_850,
-    "rembert_tf.train": 10_900,
-    "rembert_tf.cli.finetune": 12_600,
-    "rembert_tf.finetune": 12_600,
-    "rembert_tf.demo.__main__": 20_400,
-    "rembert_tf.cli.make_demo_corpus": 4_300,
-    "rembert_tf.cli.train_sentencepiece": 5_050,
-    "rembert_tf.cli.create_pretraining_data": 6_300,
-    "rembert_tf.cli.create_finetuning_data": 6_300,
-    "rembert_tf.cli.export_savedmodel": 6_800,
-    "rembert_tf.cli.convert_checkpoint": 10_350,
-    "rembert_tf.cli.evaluate_xtreme": 4_050,
-    "rembert_tf.cli.param_table": 3_900,
-    "rembert_tf.cli.run_ablation": 21_800,
-    "rembert_tf.cli.layer_similarity": 6_600,
-    "rembert_tf.cli.retrieve": 9_900,
+    "rembert_tf.cli.train": 10_350,
+    "rembert_tf.train": 10_350,
+    "rembert_tf.cli.finetune": 12_100,
+    "rembert_tf.finetune": 12_100,
+    "rembert_tf.demo.__main__": 19_450,
+    "rembert_tf.cli.make_demo_corpus": 4_000,
+    "rembert_tf.cli.train_sentencepiece": 4_700,
+    "rembert_tf.cli.create_pretraining_data": 5_850,
+    "rembert_tf.cli.create_finetuning_data": 6_000,
+    "rembert_tf.cli.export_savedmodel": 6_350,
+    "rembert_tf.cli.convert_checkpoint": 9_750,
+    "rembert_tf.cli.evaluate_xtreme": 3_800,
+    "rembert_tf.cli.param_table": 3_750,
+    "rembert_tf.cli.run_ablation": 20_900,
+    "rembert_tf.cli.layer_similarity": 6_200,
+    "rembert_tf.cli.retrieve": 9_450,
 }
 # The packages of the stages after a command's, which it must not reach: the
 # corpus generator and the data commands come before the trainers.
