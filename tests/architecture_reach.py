@@ -12,6 +12,7 @@ import ast
 import pathlib
 from typing import Dict, List, Optional, Set
 
+from architecture_testlib import modules as _modules
 from architecture_testlib import parse as _parse
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -54,16 +55,6 @@ LATER_STAGES = {
 # keras_hub/ (its classes are its public API, as keras-hub's own are).
 INITS_THAT_IMPORT = frozenset({"rembert_tf", "rembert_tf.keras_hub"})
 
-
-def _modules(package: pathlib.Path) -> Dict[str, pathlib.Path]:
-  """Dotted module name -> file (a package: its `__init__.py`)."""
-  modules = {}
-  for path in sorted(package.rglob("*.py")):
-    parts = list(path.relative_to(package.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-      parts.pop()
-    modules[".".join(parts)] = path
-  return modules
 
 
 def _names(node: ast.AST, base: str) -> Set[str]:

@@ -9,6 +9,7 @@ import pathlib
 import re
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
+from architecture_testlib import modules as _sources
 from architecture_testlib import parse as _parse
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -27,16 +28,6 @@ OTHER_CONCEPTS = frozenset({"checkpoint_interval", "keep_checkpoints"})
 STRATEGY_NAMES = frozenset({"one_device", "mirrored", "multi_worker_mirrored",
                             "tpu", "parameter_server", "central_storage"})
 
-
-def _sources(package: pathlib.Path) -> Dict[str, pathlib.Path]:
-  """Dotted module name -> file, for every module of `package`."""
-  modules = {}
-  for path in sorted(package.rglob("*.py")):
-    parts = list(path.relative_to(package.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-      parts.pop()
-    modules[".".join(parts)] = path
-  return modules
 
 
 def _known(name: str, modules) -> Optional[str]:

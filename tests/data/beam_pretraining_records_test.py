@@ -21,16 +21,6 @@ SEQ = 32
 PRED = 5
 
 
-def _tiny_corpus(root):
-  """2 languages x 2 files, about 300 lines in all, cut from the demo corpus."""
-  for lang in ("el", "zh"):
-    for k, path in enumerate(sorted((data_testlib.corpus_dir() / lang).glob("*.txt"))):
-      lines = path.read_text(encoding="utf-8").splitlines()[:80]
-      (root / lang).mkdir(parents=True, exist_ok=True)
-      (root / lang / f"part-{k}.txt").write_text("\n".join(lines) + "\n",
-                                                 encoding="utf-8")
-  return [str(root / "{lang}" / "*.txt")]
-
 
 def _make(inputs, out, **kwargs):
   args = dict(seq_length=SEQ, max_predictions_per_seq=PRED,
@@ -46,7 +36,7 @@ def _files(directory):
 
 
 def test_beam_with_two_worker_processes_writes_the_local_bytes(tmp_path):
-  inputs = _tiny_corpus(tmp_path / "corpus")
+  inputs = data_testlib.tiny_corpus(tmp_path / "corpus")
   local = _make(inputs, tmp_path / "local", num_workers=1)
   beam_meta = _make(inputs, tmp_path / "beam", runner="DirectRunner",
                     num_workers=2)
@@ -93,7 +83,7 @@ def test_beam_empty_input_is_one_clear_error(tmp_path):
 
 def test_beam_worker_failure_is_one_error_and_keeps_old_records(tmp_path,
                                                                 monkeypatch):
-  inputs = _tiny_corpus(tmp_path / "corpus")
+  inputs = data_testlib.tiny_corpus(tmp_path / "corpus")
   out = tmp_path / "out"
   _make(inputs, out, num_output_shards=1, languages=["el"])
   before = _files(out)

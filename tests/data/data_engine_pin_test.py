@@ -32,16 +32,6 @@ NUM_EXAMPLES = 219
 SAMPLE_DIGEST = "34631415a2d0e185bd4db249480e126123791b180a13bdcf2dc581e772472026"
 
 
-def _tiny_corpus(root):
-  """2 languages x 2 files, 80 lines each, cut from the demo corpus."""
-  for lang in ("el", "zh"):
-    for k, path in enumerate(sorted((data_testlib.corpus_dir() / lang).glob("*.txt"))):
-      lines = path.read_text(encoding="utf-8").splitlines()[:80]
-      (root / lang).mkdir(parents=True, exist_ok=True)
-      (root / lang / f"part-{k}.txt").write_text("\n".join(lines) + "\n",
-                                                 encoding="utf-8")
-  return [str(root / "{lang}" / "*.txt")]
-
 
 def _sha256(path) -> str:
   return hashlib.sha256(open(path, "rb").read()).hexdigest()
@@ -56,7 +46,7 @@ def _engine(name):
 
 @pytest.mark.parametrize("engine", ["local-1", "local-2", "beam"])
 def test_the_records_of_a_fixed_corpus_and_seed(engine, tmp_path):
-  inputs = _tiny_corpus(tmp_path / "corpus")
+  inputs = data_testlib.tiny_corpus(tmp_path / "corpus")
   meta = pretraining_record_creation.create_pretraining_data(
       inputs, tmp_path / "records", data_testlib.sentencepiece_model(),
       seq_length=32, max_predictions_per_seq=5, num_output_shards=3,
@@ -73,7 +63,7 @@ def test_the_sentencepiece_sample_of_a_fixed_corpus_and_seed(sample_with_beam,
                                                              tmp_path):
   if sample_with_beam:
     pytest.importorskip("apache_beam")
-  inputs = _tiny_corpus(tmp_path / "corpus")
+  inputs = data_testlib.tiny_corpus(tmp_path / "corpus")
   sample = tmp_path / "sample.txt"
   sentencepiece_training.draw_training_sample(
       text_inputs.resolve_inputs(inputs), str(sample),
