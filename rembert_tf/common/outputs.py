@@ -149,21 +149,21 @@ def _staging(path: str) -> Iterator[str]:
   """A new temporary directory beside `path`, removed when the block fails."""
   tmp = fileio.temporary_path(path)
   fileio.makedirs(tmp)
-  try:
-    yield tmp
-  except BaseException as e:
-    fileio.rmtree(tmp)
-    if fileio.is_disk_full(e):
-      raise fileio.disk_full_error(path, e) from None
-    raise
+  with _disk_full_names(path):
+    try:
+      yield tmp
+    except BaseException:
+      fileio.rmtree(tmp)
+      raise
 
 
 @contextlib.contextmanager
 def _disk_full_names(path: str) -> Iterator[None]:
-  """A full disk reads as one line naming the output `path`."""
+  """A full disk (an OSError or TensorFlow's file-system error) reads as one
+  line naming the output `path`."""
   try:
     yield
-  except OSError as e:
+  except Exception as e:  # pylint: disable=broad-except
     if fileio.is_disk_full(e):
       raise fileio.disk_full_error(path, e) from None
     raise
@@ -339,9 +339,10 @@ def local_scratch_dir(prefix: str) -> Iterator[str]:
   libraries that need local files; those of ended runs go first."""
   root = tempfile.gettempdir()
   for name in os.listdir(root):
+    if not name.startswith(prefix):  # TMPDIR holds other programs' files too
+      continue
     owner = fileio.parse_owner(name[len(prefix):].rsplit("-", 1)[0])
-    if name.startswith(prefix) and owner and owner[1] == fileio.HOST and (
-        not output_lock.pid_running(owner[0])):
+    if owner and owner[1] == fileio.HOST and not output_lock.pid_running(owner[0]):
       fileio.rmtree(os.path.join(root, name))
   path = tempfile.mkdtemp(prefix=f"{prefix}{fileio.owner_tag()}-", dir=root)
   try:
