@@ -149,21 +149,22 @@ def _staging(path: str) -> Iterator[str]:
   """A new temporary directory beside `path`, removed when the block fails."""
   tmp = fileio.temporary_path(path)
   fileio.makedirs(tmp)
-  with _disk_full_names(path):
-    try:
-      yield tmp
-    except BaseException:
-      fileio.rmtree(tmp)
-      raise
+  try:
+    yield tmp
+  except BaseException as e:
+    fileio.rmtree(tmp)
+    if fileio.is_disk_full(e):  # TensorFlow's file-system error as well
+      raise fileio.disk_full_error(path, e) from None
+    raise
 
 
 @contextlib.contextmanager
 def _disk_full_names(path: str) -> Iterator[None]:
-  """A full disk (an OSError or TensorFlow's file-system error) reads as one
-  line naming the output `path`."""
+  """A full disk (an OSError of the file system) reads as one line naming the
+  output `path`; a command's own errors inside the block keep their words."""
   try:
     yield
-  except Exception as e:  # pylint: disable=broad-except
+  except OSError as e:
     if fileio.is_disk_full(e):
       raise fileio.disk_full_error(path, e) from None
     raise
