@@ -6,14 +6,15 @@ baseline), that English fine-tuning learns the task, and that the summary
 shows the zero-shot table with chance and the random-init column.
 
 The run is deterministic (`DemoSettings(deterministic=True)`: both trainers'
-own determinism), so its figures are the same on a quiet or a busy machine.
-Measured with exactly this configuration (seed 0, two runs beside two CPU
-hogs on a busy 2-core machine, the same figures in both): held-out MLM accuracy
-0.184 against a baseline of 0.102 (1.81x; required 1.5x), English dev accuracy
-53.3% (20.0 points above chance; required 15; the other languages
-33.3-34.7%). Zero-shot transfer itself is not asserted: at this size it stays
-at or near chance (33.3), so no margin above chance is reliable
-(docs/demo.md).
+own determinism), so its figures are the same for a seed on one machine; on
+another CPU the floating-point sums differ and so do the figures, as with
+another seed. The margins hold for every seed measured with exactly this
+configuration on a 2-core machine (seeds 0, 2 and 4; seeds 1 and 3 give a
+corpus too small for the 2500-piece vocabulary): held-out MLM accuracy
+1.84x-1.99x the most-frequent-token baseline (required 1.5x), English dev
+accuracy 65.3-75.3% (required 48.3: 15 points above chance). Zero-shot transfer itself is not asserted: at
+this size it stays at or near chance (33.3), so no margin above chance is
+reliable (docs/demo.md).
 """
 import json
 import pathlib
@@ -24,12 +25,12 @@ from rembert_tf.demo import runner
 from rembert_tf.demo import zero_shot
 
 CHANCE = 100.0 / len(nli.NLI_LABELS)
-MLM_RATIO = 1.5  # measured: 1.81
-ENGLISH_MARGIN = 15.0  # points above chance (measured: 20.0)
+MLM_RATIO = 1.5  # measured: 1.84-1.99
+ENGLISH_MARGIN = 15.0  # points above chance (measured: 32.0-42.0)
 SMALL = runner.DemoSettings(
     seed=0, train_steps=400, corpus_megabytes=1.5, heldout_megabytes=0.1,
     num_workers=1, random_init_baseline=False,
-    recipe=zero_shot.FinetuneRecipe(num_train=1500, num_dev=150),
+    recipe=zero_shot.FinetuneRecipe(num_train=3000, num_dev=150),
     deterministic=True)
 
 

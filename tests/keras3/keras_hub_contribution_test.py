@@ -211,9 +211,10 @@ def test_laid_out_tree_passes_keras_hubs_ci(laid_out, tmp_path):
   files: `ruff format --check` and `ruff check` with its settings report
   nothing on them, and its pytest run of the model's folder and converter
   test passes on JAX with no variable of this project set (`large` and
-  `extra_large` tests skipped, as keras-hub's CI runs by default). Its
-  tasks' `*_basics` (keras-hub's `run_task_test`) are the JAX run of that
-  harness method: keras_backends_test.py leaves them to this test there."""
+  `extra_large` tests skipped, as keras-hub's CI runs by default). It is
+  the JAX run of the harness methods keras-hub's files share with
+  keras_backends_test.py (its RUN_BY_KERAS_HUB_CI), which leaves them to
+  this test there."""
   root = tmp_path / "keras-hub"
   _keras_hub_checkout(root, laid_out)
   python_files = sorted(str(p.relative_to(laid_out))
