@@ -522,3 +522,41 @@ def test_output_layers_refused_before_any_work(tmp_path):
                                  tmp_path / "out")
   assert not (tmp_path / "out").exists()
   assert "rembert_tf.conversion.keras_hub_preset" not in sys.modules
+
+
+def _harness_calls(path: pathlib.Path):
+  """class -> method -> the harness methods (`self.run_*`) it calls, through
+  the class's own helpers (`self._*`)."""
+  import ast  # pylint: disable=g-import-not-at-top
+  calls = {}
+  for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    if not isinstance(node, ast.ClassDef):
+      continue
+    methods = {f.name: {c.func.attr for c in ast.walk(f)
+                        if isinstance(c, ast.Call)
+                        and isinstance(c.func, ast.Attribute)
+                        and isinstance(c.func.value, ast.Name)
+                        and c.func.value.id == "self"}
+               for f in node.body if isinstance(f, ast.FunctionDef)}
+    calls[node.name] = {
+        name: {c for c in called | set().union(
+            *(methods.get(h, set()) for h in called if h.startswith("_")))
+               if c.startswith("run_")}
+        for name, called in methods.items()}
+  return calls
+
+
+def test_harness_left_to_keras_hubs_ci_is_called_there():
+  """Each harness test deselected on JAX: keras-hub's files of the port call
+  the same harness methods on the same class (so JAX runs them there)."""
+  upstream = {}
+  for path in (REPO / "tools" / "keras_hub_contribution" / "upstream").rglob(
+      "*_test.py"):
+    for name, methods in _harness_calls(path).items():
+      upstream.setdefault(name, set()).update(*methods.values())
+  ours = {path.name: _harness_calls(path) for path in HARNESS}
+  for test in _HARNESS_RUN_BY_KERAS_HUB_CI:
+    file, name, method = test.split("::")
+    called = ours[file][name][method]
+    assert called, test
+    assert called <= upstream.get(name, set()), (test, called, upstream.get(name))
