@@ -56,7 +56,6 @@ LATER_STAGES = {
 INITS_THAT_IMPORT = frozenset({"rembert_tf", "rembert_tf.keras_hub"})
 
 
-
 def _names(node: ast.AST, base: str) -> Set[str]:
   """The dotted names an import node names (`base`: the package it is in)."""
   if isinstance(node, ast.Import):

@@ -29,7 +29,6 @@ STRATEGY_NAMES = frozenset({"one_device", "mirrored", "multi_worker_mirrored",
                             "tpu", "parameter_server", "central_storage"})
 
 
-
 def _known(name: str, modules) -> Optional[str]:
   """The module of the package that `name` (a module, or a name in one) is."""
   while name and name not in modules:

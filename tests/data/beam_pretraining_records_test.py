@@ -21,7 +21,6 @@ SEQ = 32
 PRED = 5
 
 
-
 def _make(inputs, out, **kwargs):
   args = dict(seq_length=SEQ, max_predictions_per_seq=PRED,
               num_output_shards=3, verbose=False)

@@ -32,7 +32,6 @@ NUM_EXAMPLES = 219
 SAMPLE_DIGEST = "34631415a2d0e185bd4db249480e126123791b180a13bdcf2dc581e772472026"
 
 
-
 def _sha256(path) -> str:
   return hashlib.sha256(open(path, "rb").read()).hexdigest()
 

@@ -19,6 +19,7 @@ processes write with the project's scorer and counts the harness's tests.
 
 A backend that is not installed is skipped with the reason printed.
 """
+import ast
 import importlib.util
 import json
 import os
@@ -525,24 +526,24 @@ def test_output_layers_refused_before_any_work(tmp_path):
 
 
 def _harness_calls(path: pathlib.Path):
-  """class -> method -> the harness methods (`self.run_*`) it calls, through
-  the class's own helpers (`self._*`)."""
-  import ast  # pylint: disable=g-import-not-at-top
+  """class -> method -> the harness methods (`self.run_*`) it calls, directly
+  or through the class's own helpers (`self._*`)."""
   calls = {}
   for node in ast.parse(path.read_text(encoding="utf-8")).body:
     if not isinstance(node, ast.ClassDef):
       continue
-    methods = {f.name: {c.func.attr for c in ast.walk(f)
+    on_self = {f.name: {c.func.attr for c in ast.walk(f)
                         if isinstance(c, ast.Call)
                         and isinstance(c.func, ast.Attribute)
                         and isinstance(c.func.value, ast.Name)
                         and c.func.value.id == "self"}
                for f in node.body if isinstance(f, ast.FunctionDef)}
-    calls[node.name] = {
-        name: {c for c in called | set().union(
-            *(methods.get(h, set()) for h in called if h.startswith("_")))
-               if c.startswith("run_")}
-        for name, called in methods.items()}
+    calls[node.name] = {}
+    for name, called in on_self.items():
+      through_helpers = [on_self.get(h, set()) for h in called
+                         if h.startswith("_")]
+      calls[node.name][name] = {c for c in called.union(*through_helpers)
+                                if c.startswith("run_")}
   return calls
 
 
