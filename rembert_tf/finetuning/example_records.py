@@ -1,21 +1,15 @@
 """XTREME examples -> fine-tuning records, with the side rows that map back.
 
 Each builder yields `(serialized tf.train.Example, side row or None)`;
-records have static shapes (int64, length `seq_length`): `input_word_ids`,
-`input_mask`, `input_type_ids`, `feature_index` [1]; plus `label_id` [1]
-(classification), `label_ids` [seq_length] (tagging, -1 = ignored), or
-`start_position`, `end_position` [1] (span; 0 = the [CLS] target).
+records have static int64 shapes: `input_word_ids`, `input_mask`,
+`input_type_ids` [seq_length], `feature_index` [1]; plus `label_id` [1],
+`label_ids` [seq_length] (tagging, -1 = ignored) or `start_position`,
+`end_position` [1] (span; 0 = [CLS]).
 
-* Sentence pairs: `[CLS] a [SEP] b [SEP]`, truncated with Model Garden's
-  `classifier_data_lib` rule.
-* Tagging: the first piece of each word carries the tag, the others get
-  label id -1 (ignored in loss and metrics); sentences longer than the
-  sequence are split into several records, never cut.
-* Span QA: windows over the context every `doc_stride` pieces, with Model
-  Garden's `squad_lib_sp` "max context" rule. Its feature converter is not
-  used: it strips accents and combining marks before SentencePiece, which
-  breaks Vietnamese, Hindi or Arabic text; here SentencePiece's own byte
-  offsets map pieces to characters of the untouched context.
+Builds on Model Garden's `classifier_data_lib` truncation rule (pairs) and
+`squad_lib_sp`'s "max context" rule (QA windows). Its QA feature converter
+is not used: it strips accents before SentencePiece, which breaks Hindi or
+Arabic text; SentencePiece's own byte offsets map pieces to characters.
 
 Example:
 <!-- snippet: not run: needs XTREME's download/ folder -->
@@ -50,11 +44,7 @@ IGNORED_LABEL_ID = -1
 
 
 class SentencePieceTokenizer:
-  """Text -> SentencePiece piece ids, with the model's special ids.
-
-  The special ids are looked up by piece name in the model (the released
-  RemBERT has [CLS]=312), so records match the checkpoint's vocabulary.
-  """
+  """Text -> SentencePiece piece ids, with the model's special ids (by piece name)."""
 
   def __init__(self, sp_model_path):
     self.sp = tokenizer_lib.load_sentencepiece(sp_model_path)

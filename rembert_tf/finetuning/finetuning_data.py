@@ -1,22 +1,10 @@
 """Turns an XTREME task (its `download/` files, or TFDS) into fine-tuning TFRecords.
 
-The steps, each in its own module: where a task's data lies
-(`evaluation.xtreme_tasks`), which splits to read and how (`task_sources`: the
-download readers `xtreme_readers`, or TFDS through `xtreme_tfds`, both
-through the task type), examples -> records with their side rows
-(`example_records`), and what differs per task type (`task_types`: reader,
-record builder, gold labels). This module writes the records and metadata.
-
-Output, for `--output_dir O` and task T (written atomically):
-```
-O/T/metadata.json                   task, task_type, seq_length, labels, splits,
-                                    each split's file by sha256 (sources_sha256)
-O/T/train-en.tfrecord               English training records
-O/T/<split>-<lang>.tfrecord         dev / test records of each language
-O/T/<split>-<lang>.side.jsonl       raw ids to write predictions back (tagging, QA)
-O/T/labels/T/<split>-<lang>.tsv|json   gold labels in the benchmark layout
-```
-The record features are described in `example_records`.
+Writes, for `--output_dir O` and task T (atomically): `O/T/metadata.json`
+(settings, labels, splits, each source file by sha256), `train-en.tfrecord`,
+`<split>-<lang>.tfrecord` and `.side.jsonl` (what maps predictions back),
+and the gold labels under `labels/T/`. Reading is `task_sources`, records
+are `example_records`, what differs per type is `task_types`.
 
 Example:
 <!-- snippet: not run: needs a corpus and a SentencePiece model -->
@@ -133,8 +121,7 @@ def _write_one_split(kind, dataset, source, split, lang, tokenizer,
 def _plan(task: str, data_dir, sp_model, seq_length, doc_stride: int,
           max_query_length: int, languages, splits, data_source: str,
           tfds_data_dir):
-  """(dataset, task type, source, (split, language) jobs, the identity of
-  the records: `records_identity`), every input checked to be there."""
+  """(dataset, task type, source, (split, language) jobs, `records_identity`)."""
   dataset = xtreme_tasks.get_finetuning_task(task)
   kind = task_types.get(dataset.task_type)
   seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
@@ -162,20 +149,17 @@ def records_identity(task: str, data_dir, sp_model,
                      splits: Sequence[str] = ("dev", "test"),
                      data_source: str = "download",
                      tfds_data_dir=None) -> Dict:
-  """What the records of these arguments are made from, by content: the
-  fields of their metadata.json that `records_changes` compares (the
-  settings, the SentencePiece model and each split's file by sha256; no
-  path)."""
+  """The fields of metadata.json that `records_changes` compares (by content, no path)."""
   return _plan(task, data_dir, sp_model, seq_length, doc_stride,
                max_query_length, languages, splits, data_source,
                tfds_data_dir)[-1]
 
 
 def records_changes(meta: Dict, identity: Dict) -> List[Tuple[str, Any, Any]]:
-  """(setting, value in `meta`, value in `identity`, as text) of each difference
-  between the records `meta` describes and `records_identity`'s; a split
-  file is named `<split>-<lang>`, a field of records an earlier version
-  made without it is not held against them."""
+  """(setting, value in `meta`, value in `identity`) of each difference, as text.
+
+  A field that older records lack is not held against them.
+  """
   changes = [(key, _shown(meta[key]), _shown(identity[key]))
              for key in TRAINING_SETTINGS
              if key in meta and meta[key] != identity[key]]
@@ -206,13 +190,11 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
                            allow_unlabelled_dev: bool = False) -> Dict:
   """Writes the records of one task; returns its metadata dict.
 
-  The examples come from `data_dir` (XTREME's download/ folder) or, with
-  `data_source="tfds"`, from the TFDS datasets prepared in `tfds_data_dir`
-  (`task_sources`). `languages`: the dev / test languages to write (default:
-  every language present); a requested language that is missing is an
-  error, so is a dev split without labels or examples unless
-  `allow_unlabelled_dev`. The output directory appears complete or not at
-  all; with `overwrite` the old one stays until the new one is whole.
+  Examples come from `data_dir` (XTREME's download/) or, with
+  `data_source="tfds"`, from `tfds_data_dir`. `languages` defaults to every
+  language present; a missing requested language is an error, and so is an
+  unlabelled dev split unless `allow_unlabelled_dev`. With `overwrite` the
+  old output stays until the new one is whole.
   """
   outputs.refuse_overlap(fileio.join(output_dir, task), {
       "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
@@ -258,10 +240,8 @@ def read_metadata(records_dir) -> Dict:
 
 
 def check_records_intact(meta: Dict, records_dir, splits: Sequence[str]) -> None:
-  """Every records file a run reads holds the records metadata.json counts
-  (the English training file and the dev / test files of `splits`), read
-  through before training: a file cut short (a copy or a disk that ran out)
-  is named with the fix, not found by the dev predictions after training."""
+  """Raises, naming the file and the fix, if a records file a run reads holds
+  fewer records than metadata.json counts (a cut-short copy)."""
   needed = [("train", "en")] + [(split, lang) for split in splits
                                 for lang in sorted(meta["splits"].get(split, {}))]
   for split, lang in needed:

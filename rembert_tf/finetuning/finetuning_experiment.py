@@ -1,20 +1,10 @@
 """The fine-tuning experiment: its settings, defined once, and each run's Model Garden config.
 
-Builds on Model Garden: `official.core.exp_factory` (the experiment
-`rembert_finetuning` is registered there, as pre-training's
-`rembert_pretraining` is), `official.modeling.hyperparams` (typed sections,
-`override`), `official.core.config_definitions.ExperimentConfig` (what
-`train_lib` / orbit run for one run) and `official.modeling.optimization`
-(AdamW with weight decay, linear warmup, linear decay to 0). The paper
-fine-tunes with batch 32 and a learning rate swept per task (`sweep`).
-
-`FinetuningExperimentConfig` holds a whole `rembert-finetune` run: `data`
-(the task and where its records come from), `encoder` (the checkpoint it
-starts from), `sweep` (the rates and seeds), `trainer` (one run's
-hyper-parameters, `FinetuningConfig`) and `runtime` (Model Garden's). The
-YAMLs `configs/experiments/xtreme_<task>.yaml` set `data.task`; they load by
-bare name, layered like pre-training's (`load_finetuning_config`). Each run
-of the sweep is the base `trainer` plus its overrides (`run_overrides`).
+Builds on Model Garden's `exp_factory` (registers `rembert_finetuning`),
+`hyperparams`, `ExperimentConfig` and `optimization` (AdamW, linear warmup
+and decay). `FinetuningExperimentConfig` holds a whole `rembert-finetune`
+sweep (`data`, `encoder`, `sweep`, `trainer`, `runtime`); each run is the
+base `trainer` plus its overrides (`run_overrides`).
 
 Example:
 ```python
@@ -74,10 +64,9 @@ class FinetuningConfig(hyperparams.Config):
 
 @dataclasses.dataclass
 class FinetuningDataConfig(hyperparams.Config):
-  """The task and where its records come from: `records_dir`
-  (rembert-create-finetuning-data's OUTPUT/<task>), or records written under
-  the output directory from XTREME's `download/` (`data_dir`) or from TFDS
-  (`data_source: tfds`, `tfds_data_dir`) with `sentencepiece_model`."""
+  """The task and its records: `records_dir`, or records written from
+  `data_dir` (XTREME download/) or TFDS (`data_source: tfds`).
+  """
   task: Optional[str] = None
   records_dir: Optional[str] = None
   data_dir: Optional[str] = None
@@ -93,18 +82,14 @@ class FinetuningDataConfig(hyperparams.Config):
 
 @dataclasses.dataclass
 class FinetuningEncoderConfig(hyperparams.Config):
-  """The encoder a run starts from: a checkpoint (a pre-training model_dir,
-  a converted checkpoint directory, an encoder prefix, a SavedModel), or
-  random weights of `model_config` (a name or YAML) when there is none."""
+  """The encoder a run starts from: a checkpoint, or random weights of `model_config`."""
   init_checkpoint: Optional[str] = None
   model_config: Optional[str] = None
 
 
 @dataclasses.dataclass
 class FinetuningSweepConfig(hyperparams.Config):
-  """The runs: each rate x `num_seeds` seeds counted up from trainer.seed
-  (no rates: trainer.learning_rate alone); the rate is selected on English
-  dev (`sweep`)."""
+  """The runs: each rate x `num_seeds` seeds from trainer.seed (no rates: trainer.learning_rate)."""
   learning_rates: List[float] = dataclasses.field(default_factory=list)
   num_seeds: int = 1
   compare_paper: bool = False  # the paper's averages beside the results
@@ -112,8 +97,7 @@ class FinetuningSweepConfig(hyperparams.Config):
 
 @dataclasses.dataclass
 class FinetuningExperimentConfig(hyperparams.Config):
-  """A whole fine-tuning sweep; `rembert-finetune`'s flags are aliases of
-  its fields (`rembert_tf.cli.finetune_flags`)."""
+  """A whole fine-tuning sweep; `rembert-finetune`'s flags are aliases of its fields."""
   data: FinetuningDataConfig = dataclasses.field(
       default_factory=FinetuningDataConfig)
   encoder: FinetuningEncoderConfig = dataclasses.field(
@@ -205,12 +189,8 @@ def run_overrides(config: FinetuningExperimentConfig) -> List[Dict[str, Any]]:
 
 
 def check_settings(experiment: FinetuningExperimentConfig) -> None:
-  """The settings of a sweep, refused before any work with the flag to fix.
-
-  Model Garden would take them and fail mid-run (a batch of 0: a TensorFlow
-  error) or run to the end on a meaningless setting (a negative rate; 0
-  steps, read as "use the epochs").
-  """
+  """Refuses unusable settings before any work, naming the flag to fix (Model
+  Garden would fail mid-run or run on a meaningless value)."""
   def fail(flag, value, rule):
     raise errors.UsageError(f"{flag} {value}: {rule}.")
 

@@ -1,37 +1,14 @@
 """Fine-tunes a RemBERT encoder on an XTREME task and evaluates every language.
 
-The steps of `run_finetuning`, each in its own module:
-1. the records (`run_inputs`: given, or written from XTREME's `download/`;
-   checked against the task and the checkpoint's SentencePiece model);
-2. the training runtime (`rembert_tf.runtime`: precision, determinism, the
-   SIGTERM stop flag, the tf.distribute strategy);
-3. the encoder (`run_inputs.encoder_source`: a checkpoint, or random weights);
-4. the sweep of learning rates x seeds (`sweep`: each run trains on English
-   with Model Garden's `train_lib` / orbit loop (`training_loop`), predicts
-   every language in the benchmark layout and scores it (`predictions`);
-   finished runs are skipped, an interrupted one resumes);
-5. the results (`sweep.summarize_runs`: the rate selected on English dev,
-   mean / std over seeds), written as results.json and results.md.
+`run_finetuning` prepares the records (`run_inputs`), the runtime
+(`rembert_tf.runtime`) and the encoder, runs the sweep of learning rates x
+seeds (`sweep`: each run trains on English on Model Garden's `train_lib` /
+orbit loop and predicts every language), and writes results.json and
+results.md under `output_dir`, beside `runs/lr-<lr>_seed-<s>/`. With
+`deterministic` a killed and rerun sweep ends with the results of an
+uninterrupted one.
 
-With `deterministic` (op determinism, fixed seeds, checkpointed dropout
-generators, replayed input stream) a killed and rerun sweep ends with the
-results of an uninterrupted one. SIGTERM saves a checkpoint of the step reached
-(after the current device call, about a second of steps) and raises
-`runtime.preemption.TrainingPreempted`.
-
-Output of `run_finetuning(...)` under `output_dir`:
-```
-runs/lr-<lr>_seed-<s>/predictions/<task>/{dev,test}-<lang>.{tsv,json}
-runs/lr-<lr>_seed-<s>/scores.json      the official scorer's shape
-runs/lr-<lr>_seed-<s>/run.json         the run's result (marks it finished)
-runs/lr-<lr>_seed-<s>/run_config.json  what the run was started with
-runs/lr-<lr>_seed-<s>/train/           TensorBoard summaries
-results.json                           selected rate, mean / std over seeds
-results.md                             markdown table (optionally vs the paper)
-```
-
-Example (the stable entry point; the demo and the ablation suite call it
-with the fine-tuning experiment, `finetuning_experiment`):
+Example:
 <!-- snippet: not run: needs fine-tuning records and a checkpoint -->
 ```python
 from rembert_tf.finetuning import finetuning_experiment, finetuning_runner
@@ -82,8 +59,7 @@ def _results_markdown(task: str, score_split: str, summary: Dict,
 
 def write_results(task: str, meta: Dict, runs: List[Dict], output_dir: str,
                   records_dir: str, compare_paper: bool, progress) -> Dict:
-  """results.json and results.md: the selected rate, mean / std over its
-  seeds, and the runs that predicted again after their records changed."""
+  """results.json and results.md: the selected rate and mean / std over its seeds."""
   score_split = meta["score_split"]
   summary = sweep.summarize_runs(runs, score_split)
   results = dict(summary, task=task, score_split=score_split, runs=runs,
@@ -102,19 +78,12 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
                    distribution_strategy=None, overwrite: bool = False) -> Dict:
   """Fine-tunes on English, predicts every language, scores; returns results.
 
-  `config`: the fine-tuning experiment (`load_finetuning_config`). Records:
-  `data.records_dir` (rembert-create-finetuning-data's O/<task>), or written
-  to output_dir/records from `data.data_dir` (XTREME download/) or TFDS
-  (`data.data_source: tfds`) with `data.sentencepiece_model` (default: the
-  checkpoint's). The rate is selected on English dev, mean / std over seeds
-  reported (`sweep`); a rerun after a kill resumes where it stopped, a
-  rerun with another rate or seed adds to the sweep, one with other inputs
-  or settings is refused (`sweep`, `run_inputs.prepare_records`) unless
-  `overwrite`, which first removes output_dir's runs and results.
-  `distribution_strategy`: a strategy built by the caller (else
-  `config.runtime`'s). Returns a dict: task, selected_learning_rate,
-  english_dev_by_rate, num_seeds, score_split, scores (official shape, mean
-  over seeds), std, runs, markdown.
+  A rerun after a kill resumes; one with another rate or seed adds to the
+  sweep; one with other inputs or settings is refused unless `overwrite`
+  (which first removes the runs and results). `distribution_strategy`: a
+  strategy built by the caller (else `config.runtime`'s). Returns a dict:
+  task, selected_learning_rate, english_dev_by_rate, num_seeds, score_split,
+  scores (mean over seeds), std, runs, markdown.
   """
   output_dir = fileio.as_str(output_dir)
   finetuning_experiment.check_settings(config)
@@ -169,8 +138,7 @@ def _remove_runs(output_dir: str, progress) -> None:
 def _with_jit_compile(config: finetuning_experiment.FinetuningConfig,
                       strategy, progress
                       ) -> finetuning_experiment.FinetuningConfig:
-  """`config` with jit_compile decided: as given, else what is faster on the
-  strategy's devices (`strategies.jit_compile_default`)."""
+  """`config` with jit_compile as given, else the strategy's faster default."""
   if config.jit_compile is not None:
     on = bool(config.jit_compile)
     progress(f"[finetune] XLA {'on' if on else 'off'}: trainer.jit_compile="

@@ -1,25 +1,13 @@
 """Fine-tuning's Model Garden Task (every task type), run by `train_lib`/orbit.
 
-Builds on `official.core.base_task.Task` (the interface `train_lib` drives:
-inputs, model, metrics, train step, checkpoint initialisation). Model Garden's
-`official.nlp.tasks` sentence_prediction / tagging / question_answering tasks
-are not used as they stand: they build their encoder from
-`encoders.EncoderConfig` (which has no decoupled RemBERT encoder), read other
-record layouts, and average the tagging loss per replica. What differs per
-task type comes from the one registry `task_types.TASK_TYPES`; the heads are
-Model Garden's (`official.nlp.modeling.models`).
-
-* Inputs: `distribute_datasets_from_function` calls `build_inputs` with an
-  `InputContext` (per-replica batch size; records sharded over input
-  pipelines); on resume the consumed batches are skipped, so a resumed run
-  sees the batches an uninterrupted one would.
-* Loss: mean cross-entropy over the *global* batch's real items (examples;
-  for tagging the labelled first pieces): each replica divides its weighted
-  sum by the all-reduced weight total, so the summed per-replica gradients
-  are the single-device gradient of the whole batch.
-* Forward + backward compile with XLA when `jit_compile` (as pre-training's
-  `task.jit_compile`); shapes are static (drop_remainder batches; evaluation
-  sets padded with dummy records whose feature_index is -1).
+Builds on `official.core.base_task.Task`; the heads are Model Garden's
+(`official.nlp.modeling.models`), and what differs per task type comes from
+`task_types.TASK_TYPES`. Model Garden's `official.nlp.tasks` are not used:
+they build encoders from `encoders.EncoderConfig`, which has no decoupled
+RemBERT encoder. The loss is the mean over the *global* batch's real items
+(each replica divides by the all-reduced weight), so the summed replica
+gradients are the single-device gradient; a resumed run skips the batches
+already consumed.
 
 Example:
 ```python
@@ -111,14 +99,8 @@ def _padding_dataset(task_type: str, seq_length: int, count: int):
 
 
 def init_random_generators(model: tf_keras.Model) -> None:
-  """Creates the dropout layers' random generators now, as model variables.
-
-  With `tf_keras.backend.experimental.enable_tf_random_generator()` each
-  dropout layer draws from a `tf.random.Generator` whose state is a variable;
-  created here (not lazily inside the first compiled step) it is saved in
-  every checkpoint and restored on resume, so a resumed run draws the same
-  dropout masks as an uninterrupted one.
-  """
+  """Creates the dropout layers' `tf.random.Generator` states now, as model
+  variables, so checkpoints hold them and a resumed run draws the same masks."""
   for layer in model.submodules:
     generator = getattr(layer, "_random_generator", None)
     if generator is not None and hasattr(generator, "_maybe_init"):
@@ -147,12 +129,8 @@ class FinetuningTask(base_task.Task):
   def build_model(self) -> tf_keras.Model:
     """The task type's head over a RemBertEncoder built for this task.
 
-    The encoder's variables are always the same; how it computes follows the
-    task: the last block computes only the positions the head reads (the
-    type's `encoder_output_range`: [CLS] for classification), and without
-    XLA (`jit_compile` false: CPU) the row-wise work runs on the real tokens
-    only (`remove_padding`; shapes then depend on the data, which XLA does
-    not allow).
+    The variables never change with the task; the last block computes only the
+    positions the head reads, and without XLA the row-wise work skips padding.
     """
     model_config = self.task_config.model
     encoder = rembert_encoder.build_encoder(
@@ -178,7 +156,7 @@ class FinetuningTask(base_task.Task):
   def build_inputs(self, params: FinetuningDataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None
                    ) -> tf.data.Dataset:
-    """Per-replica batches of one records file (see the module docstring)."""
+    """Per-replica batches of one records file (evaluation sets padded to whole steps)."""
     batch_size = params.global_batch_size
     num_pipelines, pipeline_id = 1, 0
     if input_context is not None:

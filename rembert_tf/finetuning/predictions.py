@@ -1,12 +1,9 @@
 """A fine-tuned model's predictions in the benchmark layout, and their scores.
 
-Every split of every language is predicted (one traced step per run, the
-last batch padded with dummy records that are dropped again) and written as
-XTREME's scorer reads it: `predictions/<task>/<split>-<lang>.{tsv,json}`.
-What a prediction file holds comes from the task type
-(`task_types.TaskType.prediction_text`; QA uses Model Garden's
-`squad_lib_sp.postprocess_output`). Labelled splits are scored with
-`evaluation.xtreme_scorer`, the official scorer's metrics.
+Writes `predictions/<task>/<split>-<lang>.{tsv,json}` as XTREME's scorer
+reads it (the text comes from `task_types.TaskType.prediction_text`; QA from
+Model Garden's `squad_lib_sp.postprocess_output`) and scores labelled
+splits with `evaluation.xtreme_scorer`.
 
 Example:
 <!-- snippet: not run: a fragment: `task` comes from the caller's code -->
@@ -91,8 +88,7 @@ def write_predictions(predictor: Predictor, meta: Dict, records_dir: str,
 
 
 def english_dev_metric(meta: Dict, scores_by_split: Dict) -> Optional[float]:
-  """English's headline score on dev (else on the scored split): what a sweep
-  selects its learning rate on."""
+  """English's headline dev score (else on the scored split): what a sweep selects on."""
   for split in ("dev", meta["score_split"]):
     if scores_by_split.get(split):
       score = xtreme_scorer.headline_score(meta["task"],

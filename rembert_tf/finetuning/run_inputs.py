@@ -1,15 +1,10 @@
 """What fine-tuning starts from: the task's records and the encoder.
 
-* Records: a given records directory, or records written from XTREME's
-  `download/` folder or from TFDS (`data_source`) under
-  `<output_dir>/records/` with the checkpoint's SentencePiece model (a rerun
-  from the same files and settings, by content, reuses them; other dev / test
-  files make them again with a note; other training inputs under finished
-  runs are refused); their `metadata.json` must name the task, and come from
-  the checkpoint's SentencePiece model (by sha256).
-* Encoder: anything `checkpoints.checkpoint_layout` resolves (only its config is read
-  now; the weights are read into each run's encoder when the run starts
-  fresh), or random weights of `--model_config`.
+Records are given, or written under `<output_dir>/records/` from XTREME's
+`download/` or TFDS and reused while their inputs are the same by content;
+they must name the task and come from the checkpoint's SentencePiece model.
+The encoder is anything `checkpoints.checkpoint_layout` resolves, or random
+weights of `--model_config`.
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -56,13 +51,9 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
                     tfds_data_dir=None,
                     allow_unlabelled_dev: bool = False,
                     holds_runs: bool = False) -> str:
-  """The records directory: given, or written from the XTREME download or
-  from TFDS (`data_source` "tfds" with `tfds_data_dir`, by default TFDS's
-  own data directory) under output_dir/records/<task>, where records of the
-  same inputs (by content, `finetuning_data.records_changes`) are reused.
-  `holds_runs`: output_dir holds runs trained on the records there. First
-  of all, an output_dir that is, holds or lies inside an input is
-  refused."""
+  """The records directory: given, or written under output_dir/records/<task>
+  (reused for the same inputs). `holds_runs`: output_dir holds runs trained
+  on those records. An output_dir that is, holds or lies in an input is refused."""
   outputs.refuse_overlap(output_dir, {
       "--init_checkpoint": init_checkpoint, "--records_dir": records_dir,
       "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
@@ -107,10 +98,8 @@ def prepare_records(task, output_dir, records_dir, data_dir, sp_model,
 
 def _check_records_change(output_dir: str, existing: str, changes,
                           holds_runs: bool, progress) -> None:
-  """Records of other inputs under finished runs: refused when the training
-  records change (the runs were trained on the old ones); rebuilt with a
-  note when only the dev / test files change (the runs then predict the new
-  ones, `sweep.run_once`)."""
+  """Under finished runs, changed training records are refused; changed dev /
+  test files are rebuilt with a note (the runs then predict them again)."""
   if not holds_runs:
     return
   said = "; ".join(f"{name} is {there} there, {now} now"
@@ -145,9 +134,8 @@ def read_task_metadata(task: str, records_dir: str) -> Dict:
 def checked_metadata(task: str, records_dir: str, init_checkpoint, splits,
                      num_learning_rates: int, allow_unlabelled_dev: bool,
                      allow_sp_model_mismatch: bool, progress) -> Dict:
-  """The records' metadata.json once the records pass every check: the
-  task's, with training records, labelled dev files (unless
-  `allow_unlabelled_dev`), made with the checkpoint's SentencePiece model."""
+  """The records' metadata.json once every check passes (task, training records,
+  labelled dev files, the checkpoint's SentencePiece model)."""
   meta = read_task_metadata(task, records_dir)
   check_labels(meta, records_dir, splits, num_learning_rates,
                allow_unlabelled_dev)
@@ -158,9 +146,8 @@ def checked_metadata(task: str, records_dir: str, init_checkpoint, splits,
 
 def check_labels(meta: Dict, records_dir: str, splits, num_learning_rates: int,
                  allow_unlabelled_dev: bool) -> None:
-  """Dev files without labels (or without examples) would give no dev score:
-  refused unless `allow_unlabelled_dev`; a sweep of several rates then has
-  nothing to select on and takes the smallest."""
+  """Refuses dev files without labels unless `allow_unlabelled_dev` (a sweep of
+  several rates then takes the smallest)."""
   if allow_unlabelled_dev or "dev" not in splits:
     return
   metadata = fileio.join(records_dir, finetuning_data.METADATA_FILE)
@@ -205,11 +192,7 @@ def check_tokenizer(meta: Dict, records_dir: str, init_checkpoint,
 def encoder_source(init_checkpoint, model_config, meta, records_dir
                    ) -> Tuple[rembert_config.RemBertConfig,
                               Optional[Callable], str]:
-  """(model config, restore_encoder(encoder) or None, description).
-
-  Reads only the config now; the weights are read into each run's encoder
-  by `checkpoints.checkpoint_restore.restore_encoder` when the run starts fresh.
-  """
+  """(model config, restore_encoder(encoder) or None, description); reads only the config now."""
   if not init_checkpoint:
     if model_config is None:
       raise FinetuningError("Give --init_checkpoint, or --model_config to "

@@ -1,29 +1,18 @@
 """The paper's fine-tuning protocol: a sweep of learning rates x seeds, resumable.
 
-Both `rembert-finetune` (`finetuning_runner.run_finetuning`) and the ablation
-suite use this module; the selection rule below is the only one.
+Used by `rembert-finetune` and the ablation suite; the selection rule here is
+the only one.
 
-* Each (rate, seed) run lives in `runs/lr-<lr>_seed-<s>/`. Its
-  `run_config.json` holds what changes its weights (the run fingerprint:
-  the settings, the training records, the initial weights and the model
-  config by content, never a path). The output directory's sweep is every
-  run asked for and every run it already holds (another rate or seed of an
-  earlier command); a run made with other settings is refused before any
-  run starts. A finished run (its `run.json` exists) is skipped and its
-  stored result returned, unless the records or splits it predicted changed
-  since: then it predicts them again, from its kept checkpoint or trained
-  again, and its result says which (`redone`). An interrupted run resumes
-  from its newest checkpoint (`training_loop`), after the `ckpt-N_temp`
-  directories a killed save left are removed.
-* Selection: the rate with the best mean English dev score over its seeds
-  (English's headline score; on the scored split when the task has no dev
-  set). A rate without any English dev score ranks below every scored rate;
-  among rates with equal scores the SMALLER learning rate is selected, so the
-  choice does not depend on the order the rates were given in.
-* Summary of the selected rate: the mean and the sample standard deviation
-  (ddof=1; 0 for a single seed) over its seeds of every number in the
-  official-shape scores, averages included (an `avg_*` is the mean over seeds
-  of each seed's average over languages).
+* Each (rate, seed) run lives in `runs/lr-<lr>_seed-<s>/`; its
+  `run_config.json` is the run's fingerprint (settings, records, initial
+  weights, by content). A run made with other settings is refused before any
+  run starts; a finished run (`run.json`) is skipped unless the records it
+  predicted changed (then it predicts again, `redone`); an interrupted one
+  resumes from its newest checkpoint.
+* Selection: the best mean English dev score over seeds; unscored rates rank
+  last, and ties go to the SMALLER rate (independent of the order given).
+* Summary: mean and sample std (ddof=1; 0 for one seed) over the selected
+  rate's seeds of every number in the official-shape scores.
 
 Example:
 <!-- snippet: not run: a fragment: `runs` comes from the caller's code -->
@@ -58,10 +47,8 @@ from rembert_tf.checkpoints import checkpoint_layout
 
 RUN_RESULT_FILE = "run.json"
 RUN_CONFIG_FILE = "run_config.json"
-# Fields of a run's configuration that change its result.
-# Every setting that changes a run's result (its weights, predictions or
-# scores), and none that does not (paths as spelled, loop and checkpoint
-# cadence, log verbosity, the evaluation batch).
+# Every setting that changes a run's result, and none that does not (paths,
+# loop and checkpoint cadence, log verbosity, the evaluation batch).
 _RESULT_FIELDS = ("learning_rate", "seed", "num_train_steps",
                   "warmup_proportion", "train_batch_size", "weight_decay_rate",
                   "deterministic", "freeze_input_embeddings", "n_best_size",
@@ -84,8 +71,7 @@ class SweepContext:
 
   @functools.cached_property
   def records_sha256(self) -> Dict[str, str]:
-    """Every records file (labels and side files too) by sha256; not
-    metadata.json, which names paths."""
+    """Every records file by sha256 (not metadata.json, which names paths)."""
     return {name: fileio.sha256(fileio.join(self.records_dir, name))
             for name in fileio.files_under(fileio.as_str(self.records_dir))
             if name != finetuning_data.METADATA_FILE}
@@ -124,8 +110,7 @@ def run_directory(output_dir: str,
 
 def run_fingerprint(config: finetuning_experiment.FinetuningConfig,
                     steps: int, identity: Dict[str, Any]) -> Dict[str, Any]:
-  """What a run's weights depend on (written to its run_config.json): its
-  result settings and `identity` (`SweepContext.identity`)."""
+  """What a run's weights depend on (its run_config.json): result settings and identity."""
   values = {k: getattr(config, k) for k in _RESULT_FIELDS}
   values["num_train_steps"] = steps
   values.update(identity)
@@ -133,8 +118,7 @@ def run_fingerprint(config: finetuning_experiment.FinetuningConfig,
 
 
 def _checkpoint_identity(init_checkpoint) -> str:
-  """The sha256 of the index of the checkpoint `init_checkpoint` resolves
-  to; its path when it is not a checkpoint of ours; "" for none."""
+  """The sha256 of the checkpoint's index; its path if not ours; "" for none."""
   if not init_checkpoint:
     return ""
   try:
@@ -161,9 +145,7 @@ def check_run_config(run_dir: str, fingerprint: Dict[str, Any]) -> None:
 
 def _differences(saved: Dict[str, Any], now: Dict[str, Any],
                  prefix: str = "") -> List[str]:
-  """"FIELD is A there, B now" for each field of both that differs (a
-  dict field by its own fields); a setting that a run directory of an
-  earlier version did not record is not held against it."""
+  """"FIELD is A there, B now" for each differing field (a field older runs lack is skipped)."""
   diffs = []
   for key, value in now.items():
     if key not in saved or saved[key] == value:
@@ -176,9 +158,8 @@ def _differences(saved: Dict[str, Any], now: Dict[str, Any],
 
 
 def _predict_again(run_dir: str, label: str, progress) -> str:
-  """A finished run whose records or splits changed: its predictions and
-  result removed (run.json last), so that it predicts again, from its kept
-  checkpoint or trained again; returns which."""
+  """Removes a finished run's predictions and result (run.json last) so that it
+  predicts again; returns whether from its checkpoint or trained again."""
   kept = fileio.glob(fileio.join(run_dir, "ckpt-*.index"))
   how = ("predicted again from its kept checkpoint" if kept else
          "trained again (its checkpoint was not kept; --keep_checkpoints "
@@ -244,8 +225,7 @@ def run_once(context: SweepContext, run_dir: str,
 
 def run_disk_full_error(run_dir: str, error: BaseException
                         ) -> errors.InputError:
-  """A run's write (a checkpoint, predictions) that ran out of space: the
-  run named, its unfinished checkpoint removed, the earlier ones kept."""
+  """A run's full disk: the run named, its unfinished checkpoint removed."""
   reason = ("disk quota exceeded" if "quota" in str(error).lower()
             else "no space left on the device")
   return errors.InputError(
@@ -257,11 +237,8 @@ def run_disk_full_error(run_dir: str, error: BaseException
 def run_sweep(context: SweepContext, output_dir: str,
               run_configs: Sequence[finetuning_experiment.FinetuningConfig]
               ) -> List[Dict]:
-  """Every run in order (`run_configs`: the base trainer config with each
-  run's overrides, `finetuning_experiment.run_overrides`), then every other
-  run output_dir holds (an earlier command's rate or seed), each checked
-  against its run_config.json before any run starts; finished ones are
-  skipped."""
+  """Every run asked for, then every other run output_dir holds, each checked
+  against its run_config.json before any run starts; finished ones skipped."""
   asked = {(c.learning_rate, c.seed) for c in run_configs}
   configs = list(run_configs) + [
       run_configs[0].replace(learning_rate=rate, seed=seed)
@@ -301,8 +278,7 @@ def earlier_runs(output_dir: str) -> List[Tuple[float, int]]:
 
 def select_learning_rate(english_dev_by_rate: Dict[float, Optional[float]]
                          ) -> float:
-  """The rate with the best English dev score (see the module docstring):
-  unscored rates rank last, ties go to the smaller rate."""
+  """The rate with the best English dev score; unscored last, ties to the smaller."""
   return max(english_dev_by_rate,
              key=lambda rate: (english_dev_by_rate[rate] is not None,
                                english_dev_by_rate[rate] or 0.0, -rate))
@@ -327,8 +303,8 @@ def _leafwise(score_dicts: List[Dict]) -> Tuple[Dict, Dict]:
 
 def mean_and_std_over_seeds(score_dicts: List[Optional[Dict]]
                             ) -> Tuple[Optional[Dict], Optional[Dict]]:
-  """Mean and sample std over runs of every number in official-shape scores;
-  (None, None) when a run has none (no labelled files)."""
+  """Mean and sample std of every number in official-shape scores; (None, None)
+  if any run has none."""
   if not score_dicts or not all(score_dicts):
     return None, None
   return _leafwise(score_dicts)
@@ -357,8 +333,7 @@ def summarize_runs(runs: List[Dict], score_split: str) -> Dict:
 
 
 def selection_markdown(summary: Dict) -> str:
-  """Markdown: each rate's English dev score (mean over its seeds), the
-  selected rate marked; what chose the rate, as `summarize_runs` saw it."""
+  """Markdown: each rate's mean English dev score, the selected one marked."""
   selected = f"{summary['selected_learning_rate']:g}"
   lines = ["| learning rate | English dev (mean over seeds) | |",
            "| ---: | ---: | --- |"]

@@ -1,16 +1,9 @@
 """Where a task's examples come from: XTREME's `download/` folder or prepared TFDS.
 
-A source answers three questions for `finetuning_data`: which (split,
-language) pairs to write (every one checked to exist before anything is
-written), how one is read (a task type's `SplitData`), and what to record as
-its origin in the metadata. Both sources give a task type the same examples
-for the same data: files go through `xtreme_readers` (the task type's
-`read`), TFDS splits through `xtreme_tfds` rows (its `from_rows`).
-
-| `data_source` | root                          | layout (per task)                        |
-| ------------- | ----------------------------- | ---------------------------------------- |
-| download      | `data_dir`: XTREME `download/` | `xtreme_tasks` entry's `download`       |
-| tfds          | `tfds_data_dir` (local, gs://) | `xtreme_tasks` entry's `tfds`           |
+A source lists the (split, language) pairs to write (each checked to exist
+before anything is written), reads one as a task type's `SplitData`, and
+names its origin. Both give the same examples for the same data: files go
+through `xtreme_readers`, TFDS splits through `xtreme_tfds` rows.
 
 Example:
 <!-- snippet: not run: reads TFDS data from `gs://` -->

@@ -1,22 +1,10 @@
 """The fine-tuning task types: one registry entry per type, the only switch.
 
-A task type (sentence-pair classification, per-word tagging, extractive span
-QA) is everything fine-tuning does differently per type, in one `TaskType`:
-
-* data: how a task file is read, how rows from another source (TFDS,
-  `xtreme_tfds`) become the same examples, how examples become records (with
-  side rows to write predictions back), where the gold labels go;
-* the record spec (label features beside the shared model inputs);
-* the head, on Model Garden's `official.nlp.modeling.models`
-  (`BertClassifier`, `BertTokenClassifier`, `BertSpanLabeler`);
-* per-item statistics (cross-entropy, correctness, weight) from which the
-  task computes its global-batch loss and its `accuracy` metric;
-* the prediction writer (benchmark layout); the scorer metric is
-  `rembert_tf.evaluation.xtreme_scorer.task_metric(task)`.
-
-Nothing else in rembert_tf branches on the task type: a new type is a new
-entry here (and `xtreme_tasks.XTREME_TASKS` names which XTREME task
-uses it).
+A `TaskType` (sentence-pair classification, per-word tagging, span QA) holds
+all that differs per type: reading files and TFDS rows, records and their
+spec, gold labels, the head (Model Garden's `BertClassifier`,
+`BertTokenClassifier`, `BertSpanLabeler`), per-item loss statistics and the
+prediction writer. Nothing else in rembert_tf branches on the task type.
 
 Example:
 ```python
@@ -190,8 +178,7 @@ def _read_tagged(path, dataset, is_training) -> SplitData:
 
 
 def _tagged_from_rows(rows, dataset, is_training, origin) -> SplitData:
-  """Rows of words and tags; sentences without words are left out (a file
-  cannot hold one)."""
+  """Rows of words and tags; sentences without words are left out."""
   sentences = [([w.strip() for w in r["words"]],
                 xtreme_readers.check_tags(list(r["tags"]), r["where"], dataset)
                 if r.get("tags") is not None else None)

@@ -1,15 +1,10 @@
 """Trains (or resumes) one fine-tuning run on Model Garden's orbit loop.
 
-Builds on `official.core.train_lib.OrbitExperimentRunner` (what
-`train_lib.run_experiment` drives: orbit's Controller + Model Garden's
-`base_trainer.Trainer`) on the `finetuning_task.FinetuningTask`, with the
-orbit actions pre-training shares (`runtime.orbit_loop`,
-`runtime.preemption`): TensorBoard summaries (`<run>/train`), a checkpoint
-every `checkpoint_interval` steps and resume from the newest, one console
-line per loop of `steps_per_loop` steps, and on SIGTERM (seen between device
-calls of about a second) a checkpoint of the step reached, then
-`runtime.preemption.TrainingPreempted` (exit code 42); on several workers
-TensorFlow's preemption handler has every worker save and stop together.
+Builds on `official.core.train_lib.OrbitExperimentRunner` with the
+`finetuning_task.FinetuningTask` and the orbit actions pre-training shares
+(`runtime.orbit_loop`, `runtime.preemption`): summaries in `<run>/train`,
+checkpoints every `checkpoint_interval` steps, resume from the newest, and
+on SIGTERM a checkpoint then `TrainingPreempted` (exit code 42).
 
 Example:
 <!-- snippet: not run: a fragment: `meta` comes from the caller's code -->
@@ -44,8 +39,7 @@ def _checkpoint_step(path: str) -> int:
 
 def _resume_step(task: finetuning_task.FinetuningTask, run_dir: str,
                  total_steps: int, label: str, progress) -> None:
-  """Starts the task's input stream after the newest intact checkpoint's
-  step (named in run_dir's `checkpoint` file, which the manager restores)."""
+  """Starts the task's input stream after the newest intact checkpoint's step."""
   latest = checkpoint_layout.latest_checkpoint(run_dir, report=progress)
   if latest is not None:
     checkpoint_layout.name_as_latest(run_dir, latest)

@@ -1,21 +1,15 @@
 """Readers of XTREME's task files, one per file format; errors name file and line.
 
 * `read_sentence_pairs`: `sentence1<TAB>sentence2[<TAB>label]` rows (XNLI,
-  PAWS-X), on the TSV reader of Model Garden's
-  `official.nlp.data.classifier_data_lib` (whose XNLI / PAWS-X processors
-  merge languages and fix the language lists, so the per-language reading and
-  the label checks with line numbers are added here);
-* `read_tagged_sentences`: `token<TAB>tag` lines, a blank line between
-  sentences (UD-POS, PAN-X; test files carry tokens only);
+  PAWS-X), on the TSV reader of Model Garden's `classifier_data_lib` (its
+  processors merge languages, so reading per language is added here);
+* `read_tagged_sentences`: `token<TAB>tag` lines, sentences separated by a
+  blank line (UD-POS, PAN-X);
 * `read_squad_examples`: SQuAD v1.1 JSON (XQuAD, MLQA, TyDiQA-GoldP) into
-  `official.nlp.data.squad_lib_sp.SquadExample`s.
+  `squad_lib_sp.SquadExample`s.
 
-The examples themselves are made by `sentence_pair_examples`, `check_tags`
-and `squad_examples`, which the TFDS source (`xtreme_tfds` rows, through
-the task types) calls too: the same examples from either source.
-
-Which reader a task uses is its task type's (`task_types`); where its files
-lie is its `evaluation.xtreme_tasks` entry.
+`sentence_pair_examples`, `check_tags` and `squad_examples` also serve the
+TFDS source, so both sources make the same examples.
 
 Example:
 <!-- snippet: not run: needs XTREME's download/ folder -->
@@ -81,8 +75,7 @@ def sentence_pair_examples(rows, dataset: xtreme_tasks.XtremeTask,
                            ) -> List[classifier_data_lib.InputExample]:
   """(where, sentence1, sentence2, label or None) rows -> InputExamples.
 
-  Rows are all labelled or all not: a row without its label among labelled
-  ones is refused (it is not unlabelled data, it is a broken row).
+  A row without its label among labelled ones is refused as broken.
   """
   if any(label is not None for *_, label in rows):
     for where, *_, label in rows:
@@ -190,8 +183,7 @@ def _squad_paragraphs(data, path):
 
 
 def _training_answer(path, context: str, qa) -> Optional[Tuple[str, int]]:
-  """(text, character start) of a training question's first answer; None
-  when the text is nowhere in its context."""
+  """(text, character start) of a question's first answer; None if not in its context."""
   if not qa.get("answers"):
     raise TaskDataError(f"{path}: training question {qa['id']} has no answer.")
   answer = qa["answers"][0]
@@ -220,8 +212,7 @@ def read_squad_examples(path, dataset: xtreme_tasks.XtremeTask,
 
 def squad_examples(data, path, is_training: bool
                    ) -> List[squad_lib_sp.SquadExample]:
-  """SQuAD v1.1 JSON read from `path` -> SquadExample list; a training set
-  where no answer is found in its context is refused."""
+  """SQuAD v1.1 JSON -> SquadExamples; a training set with no answer found is refused."""
   examples, questions = [], 0
   for context, qas in _squad_paragraphs(data, path):
     for qa in qas:

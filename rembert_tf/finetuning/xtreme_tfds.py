@@ -1,28 +1,18 @@
 """XTREME tasks read from prepared TensorFlow Datasets instead of `download/`.
 
-Which builder, config and split hold a task's split, and which features hold
-its fields, is the task's `evaluation.xtreme_tasks` entry (`TfdsLayout`);
-reading a prepared split is `common.tfds_reader` (the given data dir only, no
-download, no Cloud Storage lookups, one-line errors). This module turns a split's
-examples into *rows*: dicts keyed by the task type's fields, in the task's
-own terms:
+Where a task's splits and fields lie is its `evaluation.xtreme_tasks` entry
+(`TfdsLayout`); reading a split is `common.tfds_reader` (the given data dir
+only, no download). This module turns a split's examples into *rows*, dicts
+in the task's own terms (class labels as the task's names, translations as
+the split language's text), which the task types turn into the same examples
+the download readers make:
 
 | task type      | row fields                                                  |
 | -------------- | ----------------------------------------------------------- |
-| classification | text_a, text_b, label (the task's label)                    |
-| tagging        | words, tags (the task's tags)                               |
+| classification | text_a, text_b, label                                       |
+| tagging        | words, tags                                                 |
 | span           | id, question, context, answers {text: [...], answer_start: [...]} |
 | retrieval      | source, target (+ source_id, target_id: BUCC)               |
-
-A class label becomes its name in the builder (`label_names` renames it to
-the task's label where the two differ); a multilingual text feature (xnli's
-`Translation`) becomes its text in the split's language. The task types turn
-rows into the examples the download readers make (`task_types.TaskType.
-from_rows`), so the records of the same examples are the same from both
-sources.
-
-`retrieval_sides` gives the retrieval command both sides of a BUCC or
-Tatoeba split and their gold alignment.
 
 Example:
 <!-- snippet: not run: reads TFDS data from `gs://` -->
@@ -160,15 +150,11 @@ def retrieval_sides(task: str, split: str, lang: str, data_dir
                     ) -> Dict[str, Any]:
   """Both sides of a retrieval split and their gold alignment.
 
-  Returns a dict with the fields of the retrieval command's `Bitext` less
-  task, split and language: source_ids, source_sentences (the other
-  language), target_ids, target_sentences (English), gold (a frozenset of
-  (source id, target id) pairs) and origin (the TFDS split).
-
-  TFDS's `bucc` holds BUCC's aligned pairs only (not the corpora they were
-  mined from), so its sides are the pairs' sentences; its ids are BUCC's.
-  TFDS's `tatoeba` holds the aligned pairs in order; ids are the 0-based
-  positions, each sentence aligned with the other side's at its position.
+  Returns the fields of the retrieval command's `Bitext` less task, split and
+  language: source_ids, source_sentences, target_ids, target_sentences
+  (English), gold (frozenset of (source id, target id)) and origin. TFDS's
+  `bucc` holds only the aligned pairs (ids are BUCC's); `tatoeba` holds them in
+  order (ids are 0-based positions).
   """
   dataset = xtreme_tasks.get(task)
   if dataset.task_type != xtreme_tasks.RETRIEVAL:
