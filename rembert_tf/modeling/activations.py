@@ -1,9 +1,7 @@
 """Activation functions by the names RemBERT configs use.
 
-`gelu` is the exact (erf) GELU of the released RemBERT config; `gelu_approx`
-is the tanh approximation of the original BERT code (and Model Garden's
-default `inner_activation`). Both are registered Keras serializables so that
-layers carrying them round-trip through `get_config`.
+`gelu` is the exact (erf) GELU of the released RemBERT config, `gelu_approx`
+the tanh approximation of BERT; both are registered Keras serializables.
 """
 import tensorflow as tf
 import tf_keras

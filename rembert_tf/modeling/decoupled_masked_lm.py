@@ -1,10 +1,9 @@
 """DecoupledMaskedLM: the MLM head with its own output embedding (pre-training only).
 
-Builds on Model Garden's `layers.MaskedLM` (gather, transform, logits), but
-the transform projects to the output embedding width E_out and the logits
-multiply by the head's own [vocab_size, E_out] table. Passing
-`embedding_table` gives the coupled BERT baseline. Logits are computed at the
-masked positions only.
+Builds on Model Garden's `layers.MaskedLM`, but the transform projects to the
+output width E_out and the logits use the head's own [vocab_size, E_out]
+table (`embedding_table` gives the coupled BERT baseline). Logits are
+computed at the masked positions only.
 
 Example:
 <!-- snippet: not run: a fragment: `DecoupledMaskedLM` comes from the caller's code -->

@@ -1,14 +1,11 @@
 """Element-wise parts of the Transformer block as small XLA-compiled kernels.
 
 GELU, LayerNorm, the masked softmax and dropout each run as one
-`tf.function(jit_compile=True)` forward and one hand-written gradient
-(`tf.custom_gradient`), while the matmuls stay on TensorFlow's kernels. The
-arithmetic is that of Model Garden's `TransformerEncoderBlock` and Keras'
-`MultiHeadAttention`, to float rounding. For the training path on CPU; under
-an outer `jit_compile=True` (TPU) they are simply inlined.
-
-Dropout draws its mask inside the kernels from a counter-based hash of each
-entry's index under a `seed` from `dropout_seed()`: no noise tensor is written.
+`tf.function(jit_compile=True)` forward and a hand-written gradient, while
+the matmuls stay on TensorFlow's kernels; the arithmetic is Model Garden's
+`TransformerEncoderBlock`'s to float rounding. For the CPU training path;
+under an outer `jit_compile=True` (TPU) they are inlined. Dropout hashes each
+entry's index under a seed (`dropout_seed()`): no noise tensor is written.
 
 Example:
 <!-- snippet: not run: a fragment: `fused_kernels` comes from the caller's code -->
@@ -124,11 +121,8 @@ def add_layer_norm(x: tf.Tensor, residual: tf.Tensor, gamma: tf.Tensor,
 
 # === dropout ===
 def dropout_seed(rate: float = 1.0) -> Optional[tf.Tensor]:
-  """int32 [2] seed of one dropout call at `rate` (None when rate is 0).
-
-  Drawn from TensorFlow's stateful generator: repeatable under
-  `tf.random.set_seed`, and every call differs.
-  """
+  """int32 [2] seed of one dropout call (None when rate is 0); repeatable under
+  `tf.random.set_seed`."""
   if rate == 0:
     return None
   return tf.random.uniform([2], minval=-2**31, maxval=2**31 - 1,
@@ -146,11 +140,7 @@ def _mix32(x):
 
 
 def _random_bits(shape, seed):
-  """uint32 [shape]: every entry's flat index hashed under the seed.
-
-  The mix is a bijection, so distinct entries of a call (up to 2^32) get
-  distinct values, and different seeds give unrelated masks.
-  """
+  """uint32 [shape]: each entry's flat index hashed under the seed (a bijection)."""
   seed = tf.bitcast(tf.cast(seed, tf.int32), tf.uint32)
   shape = tf.cast(shape, tf.int32)
   width = shape[-1]

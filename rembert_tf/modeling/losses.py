@@ -1,15 +1,8 @@
 """The global-batch weighted mean loss that pre-training and fine-tuning share.
 
 Each replica divides its weighted sum by the all-reduced weight of the whole
-batch, so the replicas' shares add up to the global batch's loss even when
-they hold unequal numbers of real items.
-
-Example:
-<!-- snippet: not run: a fragment: `losses` comes from the caller's code -->
-```python
-share = losses.global_batch_mean(per_item_loss, weights,
-                                 global_weight=all_reduced_weight_sum)
-```
+batch, so the shares add up to the global batch's loss even when replicas
+hold unequal numbers of real items.
 """
 from typing import Optional, Sequence
 

@@ -1,12 +1,10 @@
 """MatMulSelfAttention: multi-head self-attention computed with plain MatMuls.
 
 Builds on Keras' `MultiHeadAttention` as Model Garden's
-`TransformerEncoderBlock` uses it: the same sublayers, variable names and
-shapes (so checkpoints are interchangeable) and the same arithmetic. The
-query, key and value projections are one MatMul by the kernels side by side,
-every projection is a `ProjectionDense`, and when training the scores,
-softmax, dropout and context are `fused_kernels.attention`. Self-attention
-only, which is all an encoder block needs.
+`TransformerEncoderBlock` uses it: the same sublayers, variable names, shapes
+and arithmetic (checkpoints are interchangeable). Q, K and V are one MatMul
+by the kernels side by side; when training, scores to context are
+`fused_kernels.attention`.
 
 Example:
 <!-- snippet: not run: a fragment: `MatMulSelfAttention` comes from the caller's code -->

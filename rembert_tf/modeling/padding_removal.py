@@ -1,16 +1,11 @@
 """Padding removal: the encoder's row-wise work on real tokens only.
 
-The projections, the FFN, LayerNorms, GELU and dropout act on each token's
-row independently, so on CPU without XLA they run on the [tokens, hidden]
-rows of the real tokens alone: `TokenLayout.from_mask` lists those rows,
-`pack` gathers them and `unpack` gathers them back to [batch, seq, width]
-where the padded layout is needed (attention and the encoder's outputs).
-Each gather has the other direction's gather as its gradient.
-
-When training, the row count is rounded up to a multiple of 1/64 of
-batch x seq with padding positions, so the XLA-compiled kernels of the
-training path see at most 64 shapes. Under `jit_compile=True`
-(`in_xla_context()`) the encoder keeps the padded layout.
+Projections, FFN, LayerNorms, GELU and dropout act on each token's row, so
+on CPU without XLA they run on the [tokens, hidden] rows of real tokens:
+`TokenLayout.pack` gathers them, `unpack` scatters back to [batch, seq,
+width] for attention and the outputs. When training, the row count is
+rounded up to 1/64 of batch x seq so the compiled kernels see at most 64
+shapes. Under `jit_compile=True` the encoder keeps the padded layout.
 
 Example:
 <!-- snippet: not run: a fragment: `tf` comes from the caller's code -->

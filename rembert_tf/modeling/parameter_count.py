@@ -1,11 +1,8 @@
 """#PT and #FT parameter counts, from built Keras models and in closed form.
 
-The paper counts parameters twice: #PT, everything trained in pre-training
-(encoder + output side), and #FT, what fine-tuning keeps. Its #FT for RemBERT
-(575M) and its base-scale rows are the embeddings and Transformer blocks
-without the 1.3M-parameter pooler (with it RemBERT has 575.9M), while its #PT
-(995M) includes the pooler; we report the pooler separately so that both
-paper figures are reproduced and nothing is hidden.
+#PT is everything pre-training trains, #FT what fine-tuning keeps. The
+paper's #FT excludes the pooler and its #PT includes it, so the pooler is
+reported separately and both paper figures are reproduced.
 """
 import dataclasses
 

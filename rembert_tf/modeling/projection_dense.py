@@ -1,10 +1,8 @@
 """ProjectionDense: a dense projection whose kernel keeps an EinsumDense shape.
 
 Builds on Keras' `EinsumDense` as Model Garden's `TransformerEncoderBlock`
-uses it: the same variable names and shapes, so checkpoints are
-interchangeable. It computes one 2-D `MatMul` of the inputs flattened to
-[rows, in] by a reshaped view of the kernel, then `BiasAdd`, which have
-dedicated CPU kernels in both directions (XLA compiles both forms alike).
+uses it (same variable names and shapes), but computes one 2-D `MatMul` on
+[rows, in] plus `BiasAdd`, which have dedicated CPU kernels both ways.
 
 Example:
 <!-- snippet: not run: a fragment: `ProjectionDense` comes from the caller's code -->

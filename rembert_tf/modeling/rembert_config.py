@@ -1,12 +1,8 @@
 """The typed model config of RemBERT and its YAML presets.
 
-Builds on Model Garden's `official.modeling.hyperparams.Config` (the dataclass
-config base used by every Model Garden experiment), so a model config nests
-inside an `ExperimentConfig` and takes `--params_override` like any other.
-
-Field names follow the released RemBERT / Hugging Face config keys
-(`input_embedding_size`, `output_embedding_size`, ...), so converting a
-checkpoint's `config.json` is a rename-free copy.
+Builds on Model Garden's `hyperparams.Config`, so a model config nests in an
+`ExperimentConfig` and takes `--params_override`. Field names are the
+released RemBERT / Hugging Face config keys.
 
 Example:
 ```python
@@ -29,10 +25,8 @@ from rembert_tf.common import fileio
 
 
 def config_root() -> pathlib.Path:
-  """The folder of the shipped presets (`models/`, `experiments/`).
-
-  The repository's `configs/`, shipped in a wheel as `rembert_tf/configs/`.
-  """
+  """The folder of the shipped presets (the wheel's `rembert_tf/configs/`, or
+  the checkout's `configs/`)."""
   # files() of a regular (non-zipped) package is a pathlib.Path.
   package_dir = importlib.resources.files("rembert_tf")
   packaged = package_dir / "configs"

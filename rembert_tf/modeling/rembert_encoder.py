@@ -1,13 +1,10 @@
 """RemBertEncoder: the fine-tuning-side network with a factorised input embedding.
 
 Builds on Model Garden's `official.nlp.modeling`: the layout of
-`networks.BertEncoderV2` with `embedding_width` (embeddings of width E_in,
-LayerNorm, dropout, an E_in -> hidden projection, post-LayerNorm blocks, a
-tanh pooler), assembled from the same layers but with the config's
-`layer_norm_eps` (BertEncoderV2 fixes 1e-12). The blocks are
-`RemBertTransformerBlock` (transformer_block.py). The MLM head and output
-embedding live in `RemBertPretrainer`, so an encoder checkpoint is exactly
-what fine-tuning keeps.
+`networks.BertEncoderV2` with `embedding_width` (E_in embeddings, E_in ->
+hidden projection, post-LayerNorm blocks, tanh pooler) from the same layers,
+but with the config's `layer_norm_eps`. The MLM head lives in
+`RemBertPretrainer`, so an encoder checkpoint is what fine-tuning keeps.
 
 Example:
 <!-- snippet: not run: a fragment: `tf` comes from the caller's code -->

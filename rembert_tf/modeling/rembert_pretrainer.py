@@ -1,10 +1,8 @@
 """RemBertPretrainer: encoder + output side (extra output layers, MLM head).
 
 Builds on Model Garden's `models.BertPretrainerV2` through its
-`customized_masked_lm` hook: the head is a `DecoupledMaskedLM`, and `call`
-adds the optional output-side Transformer blocks before it. Every output-side
-variable lives outside `encoder`, so `checkpoint_items` gives the encoder
-alone for fine-tuning and export.
+`customized_masked_lm` hook. Every output-side variable lives outside
+`encoder`, so `checkpoint_items` gives the encoder alone.
 
 Example:
 <!-- snippet: not run: a fragment: `ids` comes from the caller's code -->

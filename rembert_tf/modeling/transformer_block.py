@@ -1,15 +1,10 @@
 """RemBertTransformerBlock: Model Garden's post-LayerNorm encoder block on MatMuls.
 
 A subclass of Model Garden's `layers.TransformerEncoderBlock` with the same
-constructor, `get_config`, sublayer names, variable shapes and arithmetic, so
-checkpoints and SavedModels of either block restore into the other. Every
-projection is a MatMul + BiasAdd over [batch x seq, hidden] rows
-(`ProjectionDense`, `MatMulSelfAttention`) instead of `EinsumDense`.
-
-Only RemBERT's configuration is supported (post-LayerNorm, biases, key_dim =
-hidden / heads, full self-attention); anything else raises ValueError.
-`output_range` works as in Model Garden, and `layout=` runs the block on the
-packed rows of padding_removal.py.
+constructor, `get_config`, variables and arithmetic (checkpoints of either
+restore into the other); projections are MatMuls over [batch x seq, hidden]
+rows. Only RemBERT's configuration is supported (anything else raises
+ValueError); `layout=` runs it on padding_removal.py's packed rows.
 
 Example:
 <!-- snippet: not run: a fragment: `RemBertTransformerBlock` comes from the caller's code -->
