@@ -1,15 +1,7 @@
 """The JSON model config of the released TF1 checkpoint and of Hugging Face RemBERT.
 
-Both use the field names of `RemBertConfig`, so reading is a validated copy;
-keys only `transformers` uses are ignored, other unknown keys logged.
-
-Example:
-<!-- snippet: not run: needs the released RemBERT checkpoint (a 2.3 GB download) -->
-```python
-from rembert_tf.conversion import config_json
-cfg = config_json.read_json_config("rembert/config.json")
-config_json.write_hf_config(cfg, "out/config.json")
-```
+Both use `RemBertConfig`'s field names, so reading is a validated copy; keys
+only `transformers` uses are ignored, other unknown keys logged.
 """
 import json
 from typing import Any, Dict, Optional
@@ -117,11 +109,7 @@ def read_json_config(path, output_embedding_size: Optional[int] = None
 def hf_config_dict(cfg: rembert_config.RemBertConfig, with_output_side: bool,
                    special: Optional[tokenizer.SpecialTokens] = None
                    ) -> Dict[str, Any]:
-  """The `config.json` of a Hugging Face RemBERT for this config.
-
-  With the SentencePiece model's `special` tokens, `pad_token_id`,
-  `bos_token_id` ([CLS]) and `eos_token_id` ([SEP]) are its ids.
-  """
+  """The `config.json` of a Hugging Face RemBERT (with the special tokens' ids when given)."""
   values = {
       "architectures": ["RemBertForMaskedLM" if with_output_side
                         else "RemBertModel"],

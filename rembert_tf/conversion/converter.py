@@ -1,33 +1,18 @@
 """Checkpoint conversion between the released TF1 layout, Hugging Face and rembert_tf.
 
-`convert_checkpoint(from_format, to_format, input_path, output_dir, ...)`:
+`convert_checkpoint(from_format, to_format, input_path, output_dir, ...)`
+reads `tf1` (a name-based checkpoint + JSON config), `hf` (config.json +
+safetensors), `rembert_tf` (a checkpoint directory or model_dir) or
+`keras_hub` (a preset), and writes `rembert_tf` (model_config.yaml,
+encoder/ckpt-0, [pretrainer/ckpt-0]), `hf` or `keras_hub`, each with the
+SentencePiece model when known.
 
-| from        | input                                                        |
-| ----------- | ------------------------------------------------------------ |
-| tf1         | TF1 name-based checkpoint prefix (or its directory) + JSON config; the output side with `with_output_side` |
-| hf          | directory with config.json + model.safetensors (or shards)   |
-| rembert_tf  | rembert_tf checkpoint directory or pre-training model_dir     |
-| keras_hub   | a preset of rembert_tf.keras_hub (`save_to_preset`, e.g. after pre-training on JAX); with RemBertMaskedLM's task files its output side too |
-
-| to          | output directory                                             |
-| ----------- | ------------------------------------------------------------ |
-| rembert_tf  | model_config.yaml, encoder/ckpt-0, [pretrainer/ckpt-0], [sentencepiece.model] |
-| hf          | config.json, model.safetensors, [sentencepiece.model]        |
-| keras_hub   | a keras-hub preset (`keras_hub_preset`): config.json, model.weights.h5, tokenizer, [task.json + task.weights.h5] |
-
-Every tensor goes through `weight_layout`'s canonical layout one at a time,
-so peak memory is the converted model plus one tensor; names and shapes are
-checked before any tensor is read (one ConversionError listing every
-mismatch). The output is written under a temporary sibling and swapped in
-when complete. `with_output_side` matches the released checkpoint's
-undocumented output-side names by role and shape and writes
-`pretrainer/ckpt-0`. With E_in == hidden, a Hugging Face
-`embedding_hidden_mapping_in` is written as an exact identity, and read only
-if it is one.
-
-Builds on Model Garden's `official/nlp/tools/tf1_bert_checkpoint_converter_lib.py`
-(read the TF1 checkpoint by name, map names, save a `tf.train.Checkpoint`),
-with RemBERT's own name table.
+Builds on Model Garden's `tf1_bert_checkpoint_converter_lib` (read TF1 by
+name, map names, save a `tf.train.Checkpoint`) with RemBERT's own name
+table. Tensors go through `weight_layout`'s canonical layout one at a time
+(peak memory: the model plus one tensor); names and shapes are checked before
+any is read. `with_output_side` matches the release's undocumented output-side
+names by role and shape.
 
 Example:
 <!-- snippet: not run: needs the released RemBERT checkpoint (a 2.3 GB download) -->
@@ -97,8 +82,8 @@ def release_vocabulary_advice(input_path: str) -> str:
 
 
 def _check_sp_model(from_format, input_path, sp_model) -> None:
-  """A --sentencepiece_model that is no SentencePiece model with the special
-  pieces is refused; for the release, the line says where its own one is."""
+  """Refuses a --sentencepiece_model without the special pieces (for the release,
+  saying where its own one is)."""
   if from_format == "tf1" and not fileio.isfile(sp_model):
     raise errors.UsageError(f"--sentencepiece_model {sp_model}: no such file; "
                             f"{release_vocabulary_advice(input_path)}.")
@@ -106,8 +91,7 @@ def _check_sp_model(from_format, input_path, sp_model) -> None:
 
 
 def _check_tf1_inputs(input_path, config, sp_model) -> None:
-  """Every missing input of a release conversion in one line, each with
-  where it comes from (a vocabulary missing alone: `_check_sp_model`)."""
+  """Every missing input of a release conversion in one line, each with its origin."""
   missing = []
   if not fileio.exists(input_path + ".index") and not fileio.isdir(input_path):
     missing.append(f"--checkpoint {input_path} (no {input_path}.index: the "
@@ -387,26 +371,22 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
                        with_output_side: bool = False,
                        overwrite: bool = False,
                        allow_missing_pooler: bool = False) -> str:
-  """Converts a checkpoint; see the module docstring for formats.
+  """Converts a checkpoint; returns the output directory.
 
   Args:
     from_format: "tf1", "hf", "rembert_tf" or "keras_hub".
     to_format: "rembert_tf", "hf" or "keras_hub".
     input_path: checkpoint prefix / directory.
-    output_dir: the directory to create (must not exist unless overwrite).
+    output_dir: the directory to create (must not exist unless overwrite);
+      written under a temporary sibling and swapped in when complete.
     config: tf1: the JSON config (default: config.json beside the
       checkpoint); hf: overrides DIR/config.json; rembert_tf: a preset name
       or YAML path when the directory has no model_config.yaml.
-    sp_model: SentencePiece model to copy into the output (default: the
-      input directory's for hf and rembert_tf).
+    sp_model: SentencePiece model to copy (default: the input directory's).
     encoder_only: drop the output side even when the input has one.
-    with_output_side: convert the output side too (tf1: only when asked);
-      an input without one is then an error.
+    with_output_side: convert the output side too (an error if absent).
     overwrite: replace an existing output_dir.
     allow_missing_pooler: accept an input without `pooler.dense`.
-
-  Returns:
-    The output directory (str).
 
   Raises:
     ConversionError listing every missing / unexpected / misshapen tensor or

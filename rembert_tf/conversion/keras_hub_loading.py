@@ -1,15 +1,11 @@
 """`from_preset` of the RemBERT classes: Hugging Face folders, and every preset checked first.
 
-Builds on keras-hub's preset loading (`get_preset_loader`): the RemBERT
-classes take a Hugging Face RemBERT folder to `RemBertTransformersLoader`,
-keras-hub's `TransformersPresetLoader` with the RemBERT converter
-(`transformers_checkpoint`); every other preset loads as keras-hub loads it.
-`attach` gives each RemBERT class this `from_preset`.
-
-Before a preset is used (`check_keras_preset`, `check_transformers_folder`),
-every file its config implies must be there and whole (configs parse,
-weights read back finite and match their content checksum, safetensors are
-as long as their headers say), else one line names the file.
+Builds on keras-hub's preset loading (`get_preset_loader`): a Hugging Face
+RemBERT folder goes to `RemBertTransformersLoader` (keras-hub's
+`TransformersPresetLoader` with the RemBERT converter); every other preset
+loads as keras-hub loads it. Before use, every file a preset's config implies
+must be there and whole (weights finite and matching their checksum), else
+one line names the file.
 """
 import contextlib
 import hashlib
@@ -84,8 +80,7 @@ def write_checksum(path: str) -> None:
 
 
 def check_weights_file(preset: str, name: str) -> None:
-  """`name` opens, every tensor reads back finite, and equals the checksum
-  written at save time when the file has one; else one line."""
+  """`name` opens, reads back finite and matches its saved checksum; else one line."""
   path = _file(preset, name)
   if not preset_utils.check_file_exists(preset, name):
     raise PresetError(f"{path}: not found; the preset's config needs it. "
@@ -185,8 +180,7 @@ def _safetensors_files(preset: str):
 
 
 def check_safetensors_file(preset: str, name: str) -> None:
-  """The file is as long as its header says (8-byte length, JSON header,
-  then the tensors' bytes)."""
+  """The file is as long as its header says."""
   path = _file(preset, name)
   if not preset_utils.check_file_exists(preset, name):
     raise PresetError(f"{path}: not found; the folder's index names it. Copy "
@@ -224,8 +218,8 @@ def check_transformers_folder(preset: str, config: Dict) -> None:
 
 
 class RemBertTransformersLoader(preset_loader.TransformersPresetLoader):
-  """keras-hub's Hugging Face loader with the RemBERT converter, for the
-  RemBERT classes' `from_preset` (keras-hub's list has no RemBERT)."""
+  """keras-hub's Hugging Face loader with the RemBERT converter (keras-hub's own
+  list has no RemBERT)."""
 
   def __init__(self, preset, config):  # pylint: disable=super-init-not-called
     preset_utils.PresetLoader.__init__(self, preset, config)  # pylint: disable=non-parent-init-called
@@ -281,8 +275,7 @@ def _transformers_loader(preset: str, config: Dict, tokenizer: bool = False):
 
 
 def _load(preset: str, what: str, load):
-  """Runs a Hugging Face load; the converter's CheckpointError (a tensor the
-  folder lacks) becomes one line naming the folder's weights."""
+  """Runs a Hugging Face load; a tensor the folder lacks becomes one line."""
   try:
     return load()
   except transformers_checkpoint.CheckpointError as e:
@@ -326,8 +319,7 @@ def _task_from_preset(cls, preset, load_weights=True, **kwargs):
 
 def _config_file_loading(base, default_config_file: str, load: str):
   """`from_preset` of a class built from one config file (a preprocessor, a
-  tokenizer): a Hugging Face folder through the loader's method `load`, a
-  Keras preset through `base`'s own, each after its checks."""
+  tokenizer), for Hugging Face folders and Keras presets, after their checks."""
   def from_preset(cls, preset, config_file=default_config_file, **kwargs):
     config = read_config(preset)
     if "model_type" in config:
@@ -355,9 +347,7 @@ _FROM_PRESET = ((keras_hub.models.Backbone, _backbone_from_preset),
 
 
 def attach(classes) -> None:
-  """Gives each RemBERT class (a Backbone, Task, Preprocessor or Tokenizer)
-  the `from_preset` above, keeping keras-hub's docstring; keras-hub's own
-  classes and loaders stay as they are."""
+  """Gives each RemBERT class the `from_preset` above, keeping keras-hub's docstring."""
   for cls in classes:
     for base, from_preset in _FROM_PRESET:
       if isinstance(cls, type) and issubclass(cls, base):

@@ -1,27 +1,16 @@
 """Writes and reads keras-hub preset directories, one tensor at a time.
 
-The output of `rembert-convert --to keras_hub` (`converter.convert_checkpoint`),
-and the input of `--from keras_hub` (`open_preset`):
-
-```
-PRESET/config.json            RemBertBackbone's serialized config
-PRESET/model.weights.h5       the backbone's weights
-PRESET/metadata.json          keras / keras-hub versions, parameter count, tasks
-PRESET/tokenizer.json         RemBertTokenizer (with a SentencePiece model)
-PRESET/assets/tokenizer/vocabulary.spm
-PRESET/task.json              with the output side: RemBertMaskedLM and its
-PRESET/task.weights.h5          decoupled head (transform, E_out table, bias),
-PRESET/preprocessor.json        and RemBertMaskedLMPreprocessor
-```
-loaded by `RemBertBackbone.from_preset(PRESET)` and the tasks' `from_preset`
-on any Keras 3 backend. Each `.weights.h5` carries the SHA-256 of its
-tensors (`keras_hub_loading.CHECKSUM_ATTRIBUTE`).
+The output of `rembert-convert --to keras_hub` and the input of `--from
+keras_hub` (`open_preset`): config.json and model.weights.h5 (the backbone),
+metadata.json, tokenizer.json with its SentencePiece model, and with the
+output side task.json, task.weights.h5 and preprocessor.json
+(RemBertMaskedLM). Each `.weights.h5` carries the SHA-256 of its tensors.
 
 Builds on keras-hub's `save_to_preset` without building the model at full
-size: a skeleton with every width shrunk to 1-2 is saved with each weight
-filled by a marker naming its canonical tensor, then the configs get the
-real sizes and each marked HDF5 dataset is replaced by the real tensor, one
-at a time. Reading inverts that map (`PresetSource`).
+size: a skeleton with widths of 1-2 is saved with each weight filled by a
+marker naming its canonical tensor, then the configs get the real sizes and
+each marked HDF5 dataset is replaced by the real tensor. Reading inverts
+that map (`PresetSource`).
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -78,8 +67,7 @@ def _skeleton_config(cfg) -> Dict:
 
 
 def keras_shape(name: str, canonical_shape, cfg) -> Tuple[int, ...]:
-  """The Keras variable's shape of a canonical tensor: attention kernels are
-  per head ([H, heads, H / heads], output [heads, H / heads, H])."""
+  """The Keras variable's shape of a canonical tensor (attention kernels per head)."""
   heads = cfg.num_attention_heads
   head_dim = cfg.hidden_size // heads
   if "/attention/self/" in name:
@@ -155,11 +143,8 @@ def _write_json(path, value):
 
 def _fill_weights(skeleton_file: str, output_file: str, targets: Dict[int, Tuple],
                   read, bar) -> None:
-  """Copies the skeleton's HDF5 file; a marked dataset becomes the real tensor.
-
-  targets: marker index -> (canonical name, Keras shape); read(name) gives
-  the canonical tensor.
-  """
+  """Copies the skeleton's HDF5 file, each marked dataset replaced by its real
+  tensor (`targets`: marker -> (canonical name, Keras shape))."""
   def copy(source_group, target_group):
     target_group.attrs.update(source_group.attrs)
     for key, item in source_group.items():
@@ -231,11 +216,8 @@ def _warn_about(cfg, sp_model) -> None:
 
 def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
                  overwrite) -> None:
-  """Writes the preset of `names` (canonical tensors of `source`) to output_dir.
-
-  A tensor missing from `names` (the pooler of an MLM-only export) keeps a
-  fresh initialisation.
-  """
+  """Writes the preset of `names` (canonical tensors of `source`) to output_dir;
+  a tensor not in `names` keeps a fresh initialisation."""
   _warn_about(cfg, sp_model)
   sp_bytes = fileio.read_bytes(sp_model) if sp_model else None
   model, tokenizer, pairs = _build_skeleton(cfg, with_output_side, sp_bytes)
@@ -275,8 +257,7 @@ def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
 
 def _registered_config(folder: str, file_name: str, class_name: str,
                        required: bool = True) -> Optional[Dict]:
-  """The `config` of FILE when it serializes rembert_tf's CLASS; None when
-  the file is absent or holds another class and not `required`."""
+  """FILE's `config` if it serializes rembert_tf's CLASS; else None (or an error if `required`)."""
   path = fileio.join(folder, file_name)
   if not fileio.isfile(path):
     if not required:
@@ -314,11 +295,7 @@ def _marked_datasets(skeleton: str) -> Dict[int, Tuple[str, str]]:
 
 
 class PresetSource:
-  """Canonical tensors of a rembert_tf.keras_hub preset, one dataset at a time.
-
-  The dataset of each canonical tensor is read off a marked skeleton saved the
-  same way; a remote preset's weight files are copied locally for h5py.
-  """
+  """Canonical tensors of a rembert_tf.keras_hub preset, one dataset at a time."""
 
   def __init__(self, folder: str, cfg, with_output_side: bool):
     self.description = f"keras-hub preset {folder}"
@@ -379,9 +356,8 @@ class PresetSource:
 
 
 def open_preset(path: str, read_output_side: bool):
-  """-> (RemBertConfig, PresetSource, the preset's SentencePiece model or
-  None). The output side is read when asked for and the preset's task is a
-  RemBertMaskedLM (`task.json`, `task.weights.h5`)."""
+  """-> (RemBertConfig, PresetSource, SentencePiece model or None); the output
+  side is read when asked for and the task is a RemBertMaskedLM."""
   folder = fileio.as_str(path).rstrip("/")
   try:
     keras_hub_loading.check_keras_preset(folder, weights=True,

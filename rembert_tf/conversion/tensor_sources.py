@@ -1,25 +1,11 @@
 """Lazy, name-by-name readers of canonical tensors, and a streaming safetensors writer.
 
-A source exposes `shapes()` (from the index only), `get(name)` (one tensor
-on demand), `read(names)`, `display(name)` (the user's spelling, for errors)
-and `close()`, so memory stays at the target model plus one batch:
-
-- `Tf1Source`: a TF1 name-based checkpoint (the released layout), read in
-  batches per RestoreV2; optimizer slots skipped, the output side matched by
-  role and shape when asked for (`weight_layout.match_output_side`).
-- `HfSource`: Hugging Face safetensors (memory-mapped numpy; torch Linear
-  weights transposed).
-- `ModelSource`: the variables of a built rembert_tf model.
-
-`write_safetensors` streams the safetensors format one tensor at a time.
-
-Example:
-<!-- snippet: not run: a fragment: `tensor_sources` comes from the caller's code -->
-```python
-source = tensor_sources.Tf1Source("rembert/model.ckpt")
-shapes = source.shapes()                    # no tensor read yet
-kernel = source.get("bert/pooler/dense/kernel")
-```
+A source has `shapes()` (from the index only), `get(name)`, `read(names)`,
+`display(name)` (the user's spelling, for errors) and `close()`, so memory
+stays at the target model plus one batch: `Tf1Source` (a TF1 name-based
+checkpoint, read in batches per RestoreV2), `HfSource` (safetensors,
+memory-mapped; torch Linear weights transposed) and `ModelSource` (a built
+rembert_tf model).
 """
 import contextlib
 import json
@@ -112,8 +98,7 @@ class Tf1Source:
     return value
 
   def read(self, names: Iterable[str]) -> Iterator[Tuple[str, tf.Tensor]]:
-    """(name, float32 tf.Tensor) for each name, in order; several tensors
-    per RestoreV2, at most `checkpoint_reading.BATCH_BYTES` at a time."""
+    """(name, float32 tf.Tensor) for each name, in order, batched per RestoreV2."""
     names = list(names)
     stream = self._reader.read([self._file_names.get(n, n) for n in names])
     for name in names:
@@ -215,8 +200,7 @@ def _index_files(index_path: str) -> List[str]:
 
 
 class _ReadOneByOne:
-  """`read(names)` for sources whose `get` costs no round trip (memory-mapped
-  files, a model in memory)."""
+  """`read(names)` for sources whose `get` costs no round trip."""
 
   def read(self, names: Iterable[str]) -> Iterator[Tuple[str, object]]:
     return ((name, self.get(name)) for name in names)
@@ -358,8 +342,6 @@ def write_safetensors(path: str, shapes: Dict[str, Tuple[int, ...]],
   """Writes float32 tensors as a safetensors file, taking one tensor at a time.
 
   `tensors` yields (name, array) for every name of `shapes` in sorted order.
-  The format: an 8-byte little-endian header size, a JSON header (name ->
-  dtype, shape, byte offsets; space-padded to a multiple of 8), then the data.
   """
   names = sorted(shapes)
   header, offset = {}, 0

@@ -1,22 +1,13 @@
 """One neutral weight layout shared by every checkpoint format (TF1, HF, rembert_tf).
 
 Canonical tensors are numpy arrays keyed by the released TF1 RemBERT / BERT
-variable names (`bert/encoder/layer_3/attention/self/query/kernel`, ...)
-with the TF1 shapes. The output side, whose released names are undocumented,
-has names of this project's:
-
-```
-cls/predictions/transform/dense/{kernel,bias}      [H, E_out], [E_out]
-cls/predictions/transform/LayerNorm/{gamma,beta}   [E_out]
-cls/predictions/output_embedding                   [V, E_out]
-cls/predictions/output_bias                        [V]
-cls/output_layers/layer_N/...                      extra output-side blocks
-```
-
-`slots_for_encoder` / `slots_for_pretrainer` list which Keras variable of a
-built model holds each canonical tensor and how to reshape between them;
+variable names and shapes; the output side, whose released names are
+undocumented, gets this project's (`cls/predictions/transform/...`,
+`cls/predictions/output_embedding` [V, E_out], `cls/predictions/output_bias`,
+`cls/output_layers/layer_N/...`). `slots_for_encoder` /
+`slots_for_pretrainer` say which Keras variable holds each canonical tensor;
 `hf_name` gives the Hugging Face name. Builds on the name mapping of Model
-Garden's `official/nlp/tools/tf1_bert_checkpoint_converter_lib.py`.
+Garden's `tf1_bert_checkpoint_converter_lib`.
 
 Example:
 <!-- snippet: not run: a fragment: `encoder` comes from the caller's code -->
@@ -52,10 +43,7 @@ _BOOKKEEPING_NAMES = ("global_step", "_CHECKPOINTABLE_OBJECT_GRAPH",
 
 
 class ConversionError(errors.RemBertError, ValueError):
-  """A checkpoint does not match its config or the target layout.
-
-  The message lists every offending name at once.
-  """
+  """A checkpoint does not match its config or the target layout (every offending name listed)."""
 
 
 def is_optimizer_or_bookkeeping(name: str) -> bool:
@@ -153,11 +141,8 @@ def _table_slot(name, layer) -> Slot:
 
 
 def slots_for_encoder(encoder) -> List[Slot]:
-  """Canonical slots of a RemBertEncoder, in a fixed order.
-
-  When the encoder has no E_in -> hidden projection (E_in == hidden) there is
-  no `embedding_hidden_mapping_in` slot; see `identity_projection`.
-  """
+  """Canonical slots of a RemBertEncoder, in a fixed order (no projection slot
+  when E_in == hidden)."""
   e = encoder
   slots = [
       _table_slot("bert/embeddings/word_embeddings", e._embedding_layer),  # pylint: disable=protected-access
@@ -177,11 +162,8 @@ def slots_for_encoder(encoder) -> List[Slot]:
 
 
 def slots_for_output_side(pretrainer) -> List[Slot]:
-  """Canonical slots of a RemBertPretrainer's output side (not the encoder).
-
-  Raises ConversionError for a coupled head: its output embedding is the
-  encoder's word-embedding table and has no slot of its own.
-  """
+  """Canonical slots of a RemBertPretrainer's output side; ConversionError for a
+  coupled head (its output embedding is the encoder's table)."""
   head = pretrainer.masked_lm
   if head.coupled:
     raise ConversionError(
@@ -205,11 +187,8 @@ def slots_for_pretrainer(pretrainer) -> List[Slot]:
 
 
 def identity_projection(size: int) -> Dict[str, np.ndarray]:
-  """The E_in -> hidden projection of an encoder without one (E_in == hidden).
-
-  Hugging Face's RemBERT always has `embedding_hidden_mapping_in`; an exact
-  identity (kernel I, bias 0) computes the same numbers bit for bit.
-  """
+  """An exact identity E_in -> hidden projection, for Hugging Face's RemBERT,
+  which always has `embedding_hidden_mapping_in` (same numbers bit for bit)."""
   return {PROJECTION_KERNEL: np.eye(size, dtype=np.float32),
           PROJECTION_BIAS: np.zeros([size], np.float32)}
 
@@ -248,8 +227,8 @@ def check_names_and_shapes(source: str,
 def hf_name(canonical: str, prefix: str = "rembert.") -> Tuple[str, bool]:
   """Canonical name -> (HF transformers name, transpose?).
 
-  torch Linear weights are [out, in]: kernels are transposed; embedding tables
-  and the output embedding ([V, E_out], already [out, in]) are not.
+  torch Linear weights are [out, in], so kernels are transposed; embedding
+  tables and the output embedding are not.
   """
   if canonical == "cls/predictions/output_embedding":
     return "cls.predictions.decoder.weight", False
@@ -376,12 +355,10 @@ def match_output_side(source: str, shapes: Dict[str, Sequence[int]],
                       cfg) -> Dict[str, str]:
   """Canonical output-side name -> the checkpoint's name, by role and shape.
 
-  `shapes` holds the checkpoint's tensors that are neither encoder weights nor
+  `shapes`: the checkpoint's tensors that are neither encoder weights nor
   optimizer slots; among several [vocab, E_out] candidates, a name containing
-  `output_embedding` wins.
-
-  Raises:
-    ConversionError listing every role with no candidate or with several.
+  `output_embedding` wins. Raises ConversionError listing every role with no
+  candidate or several.
   """
   if cfg.num_output_layers:
     raise ConversionError(
