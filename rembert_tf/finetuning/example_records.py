@@ -10,20 +10,6 @@ Builds on Model Garden's `classifier_data_lib` truncation rule (pairs) and
 `squad_lib_sp`'s "max context" rule (QA windows). Its QA feature converter
 is not used: it strips accents before SentencePiece, which breaks Hindi or
 Arabic text; SentencePiece's own byte offsets map pieces to characters.
-
-Example:
-<!-- snippet: not run: needs XTREME's download/ folder -->
-```python
-from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import example_records, xtreme_readers
-xnli = xtreme_tasks.get("xnli")
-examples = xtreme_readers.read_sentence_pairs("download/xnli/dev-de.tsv", xnli,
-                                              with_labels=True)
-tokenizer = example_records.SentencePieceTokenizer("spm/sentencepiece.model")
-for record, side in example_records.classification_records(
-    examples, xnli, tokenizer, seq_length=128):
-  ...  # record: bytes of a tf.train.Example; side: None for pairs
-```
 """
 import bisect
 import collections

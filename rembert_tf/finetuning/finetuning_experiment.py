@@ -111,10 +111,7 @@ class FinetuningExperimentConfig(hyperparams.Config):
           distribution_strategy=None, mixed_precision_dtype=None))
 
 
-# One experiment with the task as a field, not one per task: the task table
-# (evaluation/xtreme_tasks.py) already holds what differs per task (type,
-# languages, metric), so the settings are the same dataclasses for all; the
-# YAML of a task only names it.
+# One experiment with the task as a field: the task table holds what differs per task.
 @exp_factory.register_config_factory(EXPERIMENT_NAME)
 def rembert_finetuning() -> FinetuningExperimentConfig:
   """Fine-tuning on English, zero-shot evaluation of every language."""

@@ -4,17 +4,6 @@ Writes `predictions/<task>/<split>-<lang>.{tsv,json}` as XTREME's scorer
 reads it (the text comes from `task_types.TaskType.prediction_text`; QA from
 Model Garden's `squad_lib_sp.postprocess_output`) and scores labelled
 splits with `evaluation.xtreme_scorer`.
-
-Example:
-<!-- snippet: not run: a fragment: `task` comes from the caller's code -->
-```python
-from rembert_tf.finetuning import predictions
-predictor = predictions.Predictor(task, model, strategy, eval_batch_size=32)
-scores = predictions.predict_and_score(predictor, meta, "records/xnli",
-                                       "ft/xnli/runs/lr-2e-05_seed-0", config,
-                                       splits=("dev",))
-scores["dev"]["accuracy"]["de"]
-```
 """
 import collections
 from typing import Dict, Optional, Sequence

@@ -5,22 +5,6 @@ Records are given, or written under `<output_dir>/records/` from XTREME's
 they must name the task and come from the checkpoint's SentencePiece model.
 The encoder is anything `checkpoints.checkpoint_layout` resolves, or random
 weights of `--model_config`.
-
-Example:
-<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
-```python
-from rembert_tf.finetuning import run_inputs
-records_dir = run_inputs.prepare_records(
-    "xnli", "ft/xnli", records_dir=None, data_dir="download", sp_model=None,
-    init_checkpoint="pretrain_dir", seq_length=128, languages=None,
-    splits=("dev",), progress=print, holds_runs=False)
-meta = run_inputs.checked_metadata(
-    "xnli", records_dir, "pretrain_dir", splits=("dev",),
-    num_learning_rates=1, allow_unlabelled_dev=False,
-    allow_sp_model_mismatch=False, progress=print)
-model_config, restore_encoder, source = run_inputs.encoder_source(
-    "pretrain_dir", None, meta, records_dir)
-```
 """
 from typing import Callable, Dict, Optional, Tuple
 

@@ -4,17 +4,6 @@ A source lists the (split, language) pairs to write (each checked to exist
 before anything is written), reads one as a task type's `SplitData`, and
 names its origin. Both give the same examples for the same data: files go
 through `xtreme_readers`, TFDS splits through `xtreme_tfds` rows.
-
-Example:
-<!-- snippet: not run: reads TFDS data from `gs://` -->
-```python
-from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import task_sources, task_types
-panx = xtreme_tasks.get("panx")
-source = task_sources.make_source(panx, "tfds", tfds_data_dir="gs://b/tfds")
-jobs = source.jobs(languages=None, splits=("dev",))  # [("train", "en"), ...]
-data = source.read(task_types.get(panx.task_type), "dev", "de")
-```
 """
 from typing import List, Optional, Sequence, Tuple
 

@@ -5,16 +5,6 @@ Builds on `official.core.train_lib.OrbitExperimentRunner` with the
 (`runtime.orbit_loop`, `runtime.preemption`): summaries in `<run>/train`,
 checkpoints every `checkpoint_interval` steps, resume from the newest, and
 on SIGTERM a checkpoint then `TrainingPreempted` (exit code 42).
-
-Example:
-<!-- snippet: not run: a fragment: `meta` comes from the caller's code -->
-```python
-from rembert_tf.finetuning import training_loop
-task, model = training_loop.train_run(
-    meta, "records/xnli", "ft/xnli/runs/lr-2e-05_seed-0", model_config,
-    restore_encoder=None, config=config, strategy=strategy,
-    label="xnli lr=2e-05 seed=0", progress=print)
-```
 """
 import threading
 from typing import Optional

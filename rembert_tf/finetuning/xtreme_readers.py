@@ -10,17 +10,6 @@
 
 `sentence_pair_examples`, `check_tags` and `squad_examples` also serve the
 TFDS source, so both sources make the same examples.
-
-Example:
-<!-- snippet: not run: needs XTREME's download/ folder -->
-```python
-from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import xtreme_readers
-xnli = xtreme_tasks.get("xnli")
-examples = xtreme_readers.read_sentence_pairs(
-    xnli.download.path("download", "dev", "de"), xnli, with_labels=True)
-examples[0].text_a, examples[0].label
-```
 """
 import json
 from typing import List, Optional, Tuple

@@ -13,18 +13,6 @@ the download readers make:
 | tagging        | words, tags                                                 |
 | span           | id, question, context, answers {text: [...], answer_start: [...]} |
 | retrieval      | source, target (+ source_id, target_id: BUCC)               |
-
-Example:
-<!-- snippet: not run: reads TFDS data from `gs://` -->
-```python
-from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import xtreme_tfds
-panx = xtreme_tasks.get("panx")
-xtreme_tfds.split_languages(panx, "dev", "gs://bucket/tensorflow_datasets")
-rows, origin = xtreme_tfds.read_rows(panx, "dev", "de",
-                                     "gs://bucket/tensorflow_datasets")
-rows[0]["words"], rows[0]["tags"]        # ['Anna', ...], ['B-PER', ...]
-```
 """
 from typing import Any, Dict, List, Optional, Tuple
 
