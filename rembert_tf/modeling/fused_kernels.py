@@ -6,16 +6,6 @@ the matmuls stay on TensorFlow's kernels; the arithmetic is Model Garden's
 `TransformerEncoderBlock`'s to float rounding. For the CPU training path;
 under an outer `jit_compile=True` (TPU) they are inlined. Dropout hashes each
 entry's index under a seed (`dropout_seed()`): no noise tensor is written.
-
-Example:
-<!-- snippet: not run: a fragment: `fused_kernels` comes from the caller's code -->
-```python
-y = fused_kernels.gelu(x, approximate=False)
-out = fused_kernels.add_layer_norm(x, residual, gamma, beta, epsilon=1e-12,
-                                   seed=fused_kernels.dropout_seed(), rate=0.1)
-context = fused_kernels.attention(query, key, value, mask_bias, scale=0.125,
-                                  seed=fused_kernels.dropout_seed(), rate=0.1)
-```
 """
 import math
 from typing import Optional
