@@ -1,13 +1,9 @@
 r"""Linear CKA between the layers of trained encoders, as a table and a heatmap.
 
-Centered kernel alignment with a linear kernel compares two sets of
-representations of the same n inputs, X [n, p] and Y [n, q]:
-
-    CKA(X, Y) = ||Yc^T Xc||_F^2 / (||Xc^T Xc||_F * ||Yc^T Yc||_F)
-
-with Xc, Yc the column-centred matrices; it is invariant to orthogonal
-transforms and isotropic scaling, so layers of different models compare.
-Every Transformer block's output is compared, mean-pooled over each input's
+CKA(X, Y) = ||Yc^T Xc||_F^2 / (||Xc^T Xc||_F * ||Yc^T Yc||_F) for
+column-centred representations X [n, p], Y [n, q] of the same n inputs; it
+is invariant to orthogonal transforms and isotropic scaling, so layers of
+different models compare. Every block's output is compared, mean-pooled over
 real tokens (`pooling="mean"`) or token by token (`pooling="tokens"`).
 
 Example:
@@ -224,8 +220,7 @@ RESULT_FILES = (RESULT_JSON, RESULT_MARKDOWN, RESULT_HEATMAP)
 
 def write_similarity(similarity: LayerSimilarity, output_dir,
                      overwrite: bool = False) -> Dict[str, str]:
-  """layer_similarity.{json,md,png} under output_dir, replaced as one set
-  (`outputs.atomic_file_set`); returns their paths."""
+  """layer_similarity.{json,md,png} under output_dir, replaced as one set; returns their paths."""
   output_dir = fileio.as_str(output_dir).rstrip("/")
   with outputs.atomic_file_set(output_dir, RESULT_FILES, overwrite) as staging:
     plot_heatmap(similarity, fileio.join(staging, RESULT_HEATMAP))
@@ -240,8 +235,8 @@ def write_similarity(similarity: LayerSimilarity, output_dir,
 def _check_inputs(sentences_a: Sequence[str],
                   sentences_b: Optional[Sequence[str]], seq_length,
                   pooling: str) -> List[str]:
-  """The second input set (default: the first), once the sequence length and
-  the two sets are known to fit each other and `pooling`."""
+  """The second input set (default: the first), checked to fit the first,
+  seq_length and `pooling`."""
   if isinstance(seq_length, bool) or not isinstance(seq_length, int) or (
       seq_length < MIN_SEQ_LENGTH):
     raise LayerSimilarityError(
@@ -275,10 +270,10 @@ def analyze_checkpoints(checkpoint_a: str,
                         overwrite: bool = False) -> LayerSimilarity:
   """CKA of every layer pair of two checkpoints (or one, on two input sets).
 
-  A checkpoint is any source of `checkpoint_layout.resolve`. `checkpoint_b`
-  None compares checkpoint_a with itself (on `sentences_b`). `sp_model` and
-  `model_config` default to checkpoint_a's. An existing result is replaced
-  only with `overwrite`; an `output_dir` overlapping an input is refused.
+  `checkpoint_b` None compares checkpoint_a with itself on `sentences_b`;
+  `sp_model` and `model_config` default to checkpoint_a's. An existing result
+  is replaced only with `overwrite`; an `output_dir` overlapping an input is
+  refused.
   """
   sentences_b = _check_inputs(sentences_a, sentences_b, seq_length, pooling)
   if sp_model is None:

@@ -1,17 +1,7 @@
 """The most-frequent-token baseline of masked-LM accuracy.
 
-Always predicting the token masked most often, on the batches training
-reads (`pretraining_input_pipeline`), weighted as `masked_lm_accuracy` is.
-
-Example:
-<!-- snippet: not run: a fragment: `config` comes from the caller's code -->
-```python
-from rembert_tf.evaluation import mlm_baseline
-baseline = mlm_baseline.most_frequent_token_baseline(
-    config.task.validation_data, vocab_size=1000,
-    train_data_config=config.task.train_data)
-baseline["accuracy"], baseline["token_id"], baseline["num_predictions"]
-```
+Always predicting the token masked most often, on the batches training reads,
+weighted as `masked_lm_accuracy` is.
 """
 from typing import Any, Dict, Optional
 
@@ -41,12 +31,10 @@ def most_frequent_token_baseline(eval_data_config,
                                  train_data_config=None,
                                  max_batches: Optional[int] = None
                                  ) -> Dict[str, Any]:
-  """Accuracy of always predicting the most frequent masked token.
+  """{"accuracy", "token_id", "num_predictions"} of always predicting one token.
 
   The token is chosen on `train_data_config`'s predictions when given (the
   fair baseline), otherwise on the eval predictions themselves.
-
-  Returns {"accuracy", "token_id", "num_predictions"}.
   """
   eval_counts = masked_token_counts(eval_data_config, vocab_size, max_batches)
   reference = (masked_token_counts(train_data_config, vocab_size, max_batches)

@@ -1,7 +1,4 @@
-"""Figures as PNG files on any filesystem: matplotlib without a display.
-
-The Agg backend renders off-screen; a figure is rendered into memory and
-written with `fileio.write_bytes`.
+"""Figures as PNG files on any filesystem: matplotlib's Agg backend, written with `fileio`.
 
 Example:
 ```python

@@ -1,30 +1,9 @@
 """The XTREME benchmark as a whole: its categories and the XTREME score.
 
-The categories agree with the official scorer (google-research/xtreme
-`evaluate.py`):
-
-| category (results key)                  | tasks                 |
-| --------------------------------------- | --------------------- |
-| classification (`classification`)       | xnli, pawsx           |
-| structured prediction (`tagging`)       | udpos, panx           |
-| question answering (`qa`)               | xquad, mlqa, tydiqa   |
-| retrieval (`retrieval`)                 | bucc2018, tatoeba     |
-
-A category's score is the mean of its tasks' `avg_metric`, the XTREME score
-the mean of all nine. `summarize` computes them over the tasks present and
-says what is missing; `official_report` writes the official keys only where
-the official scorer would (every task present).
-
-Example:
-<!-- snippet: not run: needs predictions and labels in XTREME's layout -->
-```python
-from rembert_tf.evaluation import xtreme_benchmark, xtreme_scorer
-results = xtreme_scorer.evaluate_folders("preds/", "labels/")
-summary = xtreme_benchmark.summarize(results)
-summary["score"], summary["missing_tasks"]        # e.g. 61.2, ["bucc2018", ...]
-print(xtreme_benchmark.format_markdown(summary))
-report = xtreme_benchmark.official_report(results)   # what results.json holds
-```
+The categories are the official scorer's (classification, tagging, qa,
+retrieval; each task's entry in `xtreme_tasks` names its own). A category's
+score is the mean of its tasks' `avg_metric`, the XTREME score the mean of
+all nine; `summarize` scores the tasks present and names what is missing.
 """
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -73,7 +52,6 @@ def missing_languages(results: Mapping[str, Dict]) -> Dict[str, List[str]]:
 def summarize(results: Mapping[str, Dict]) -> Dict:
   """The XTREME score and category means over the tasks in `results`.
 
-  `results`: {task: scores with "avg_metric"} (`xtreme_scorer` output).
   Returns {"score", "tasks", "missing_tasks", "missing_languages",
   "categories": {key: {"score", "tasks", "missing_tasks"}}}; a score is None
   where no task of it is present.

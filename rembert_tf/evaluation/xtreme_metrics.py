@@ -1,23 +1,15 @@
 """The metric definitions of the XTREME benchmark, per task.
 
-Written to agree with the benchmark's official scorer (google-research/xtreme
-`evaluate.py`, which defers to the SQuAD v1.1 and MLQA v1 evaluation scripts):
+They agree with the official scorer (google-research/xtreme `evaluate.py`,
+which defers to the SQuAD v1.1 and MLQA v1 scripts):
 
-* xnli, pawsx: accuracy of the label strings (after stripping whitespace).
-* panx, udpos: precision / recall / F1 of `seqeval.metrics` (its default,
-  conlleval-like mode) over the tag sequences, as the official scorer calls
-  it (for UD-POS's plain tags too).
-* tatoeba: accuracy of the predicted line numbers.
-* bucc2018: precision / recall / F1 of the set of predicted
-  (source id, English id) pairs against the gold set (duplicates count once).
-* xquad, tydiqa: SQuAD v1.1 exact match and token F1, maximum over the gold
-  answers; answers are lower-cased, ASCII punctuation removed, English articles
-  (a, an, the) removed and whitespace collapsed.
-* mlqa: MLQA v1 normalisation per answer language (Unicode punctuation and
-  the language's articles removed; zh split into single CJK ideographs
-  between whitespace-split text).
+* xnli, pawsx, tatoeba: accuracy (labels stripped; line numbers);
+* panx, udpos: `seqeval.metrics` precision / recall / F1 over tag sequences;
+* bucc2018: precision / recall / F1 of the set of (source id, English id) pairs;
+* xquad, tydiqa: SQuAD v1.1 exact match and token F1, best over gold answers;
+* mlqa: the same with MLQA v1 normalisation per answer language.
 
-All scores are fractions in [0, 1] here; the scorer reports percent.
+Scores are fractions in [0, 1] here; the scorer reports percent.
 
 Example:
 ```python
@@ -153,10 +145,7 @@ def qa_scores(gold_answers: Dict[str, List[str]],
               predictions: Dict[str, str],
               exact_match_fn: Callable[[str, str], float],
               f1_fn: Callable[[str, str], float]) -> Dict[str, float]:
-  """Mean over questions of the best score over each question's gold answers.
-
-  A question without a prediction scores 0 (as in the official scripts).
-  """
+  """Mean over questions of the best score over gold answers (no prediction: 0)."""
   if not gold_answers:
     raise ValueError("No questions to score.")
   exact_match = f1 = 0.0

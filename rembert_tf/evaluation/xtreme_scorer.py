@@ -1,29 +1,14 @@
 """Scores XTREME prediction folders against label folders, like the official scorer.
 
-Builds on `xtreme_metrics` and the task table `xtreme_tasks`; a family of
-tasks is scored by one `TaskMetric` of `METRICS`. A missing, empty or
-malformed file is a `ScoringError` naming the file and the field.
-Folder layout, for both predictions and labels:
-
-```
-FOLDER/<task>/<split>-<lang>.tsv    xnli, pawsx: one label per line
-                                     tatoeba: one line per English sentence,
-                                     the 0-based line number of its match
-                                     among the other language's sentences
-                                     panx, udpos: one tag per line, blank line
-                                     between sentences
-                                     bucc2018: one `<source id><TAB><English
-                                     id>` pair per line (any order)
-FOLDER/<task>/<split>-<lang>.json   xquad, mlqa, tydiqa: predictions
-                                     {question_id: answer_text}; labels are
-                                     SQuAD v1.1 JSON ({"data": [...]})
-```
-A label TSV of the one-value-per-line tasks may also be a raw XTREME data
-file (`sentence1<TAB>sentence2<TAB>label`, `token<TAB>tag`): the last
-tab-separated field of a line is the label.
-
-The result has the official scorer's shape, in percent:
-`{task: {metric: {lang: score}, "avg_<metric>": x, "avg_metric": y}}`.
+Builds on `xtreme_metrics` and the task table `xtreme_tasks`; each family of
+tasks is scored by one `TaskMetric` of `METRICS`. Files are
+`FOLDER/<task>/<split>-<lang>.tsv` (one label, tag or line number per line;
+`<source id><TAB><English id>` for bucc2018) or `.json` (QA: predictions
+{question_id: text}, labels SQuAD v1.1); a label TSV may be a raw XTREME file
+(the last tab-separated field is the label). A missing or malformed file is
+a `ScoringError` naming the file and field. Results have the official
+shape, in percent: `{task: {metric: {lang: score}, "avg_<metric>": x,
+"avg_metric": y}}`.
 
 Example:
 <!-- snippet: not run: needs predictions and labels in XTREME's layout -->
@@ -244,9 +229,8 @@ def _qa_scorer(score_fn):
 class TaskMetric:
   """How the benchmark scores one family of tasks.
 
-  `extension`: the file type; `metrics`: what `score` returns (fractions);
-  `table_metrics`: those shown in tables; `headline`: those whose mean is a
-  language's single score.
+  `metrics`: what `score` returns (fractions); `table_metrics`: those shown in
+  tables; `headline`: those whose mean is a language's single score.
   """
   name: str
   extension: str
@@ -408,8 +392,7 @@ def format_markdown(results: Dict[str, Dict], compare_paper: bool = False,
                     std: Optional[Dict[str, Dict]] = None) -> str:
   """Markdown: a task x language table per metric, then the task averages.
 
-  `std` (same shape as `results`) adds "± std" to each cell (seed sweeps).
-  `compare_paper` puts the paper's coupled / decoupled averages beside ours.
+  `std` adds "± std" to each cell; `compare_paper` shows the paper's averages.
   """
   lines = []
   for task, scores in results.items():

@@ -1,14 +1,10 @@
 """The XTREME tasks: one table entry per task, read by fine-tuning, retrieval and scoring.
 
 An entry holds every fact of a task that is not behaviour: category,
-languages, metric (a `TaskMetric.name` of `xtreme_scorer`), where its files
-lie in XTREME's `download/` folder (`DownloadLayout`, `BitextLayout`), its
-TensorFlow Datasets splits and features (`TfdsLayout`), labels, task type (a
-key of `task_types.TASK_TYPES`), the reported split and the paper's
-averages. A new task, or a new source of one, is one entry. Imports only
-common/. BUCC's sample set is its `dev`; XQuAD and TyDiQA-GoldP have no dev
-set and are scored on `test` when its files carry answers; TFDS's
-`xtreme_pos` swaps the Tamil and Tagalog configs, which the entry maps back.
+languages, metric, its files in XTREME's `download/` (`DownloadLayout`,
+`BitextLayout`), its TFDS splits and features (`TfdsLayout`), labels, task
+type, scored split and the paper's averages. A new task, or a new source of
+one, is one entry. Imports only common/.
 
 Example:
 ```python
@@ -82,9 +78,8 @@ def _languages_in(data_dir, pattern: str) -> List[str]:
 
 @dataclasses.dataclass(frozen=True)
 class BitextLayout:
-  """Where a retrieval task's files lie under XTREME's `download/` folder:
-  per split, each side's file (`source`: the other language, `target`:
-  English, `gold`: the alignment, where the split has one)."""
+  """A retrieval task's files per split and side (`source`: the other language,
+  `target`: English, `gold`: the alignment) under XTREME's `download/`."""
   # split -> side -> file pattern with {lang}.
   files: Dict[str, Dict[str, str]]
   # (split, side) of the files each language needs; the others are optional.
@@ -249,6 +244,7 @@ XTREME_TASKS = {t.name: t for t in (
         "udpos", "tagging", _tsv_per_language("udpos"),
         _tfds_per_config("xtreme_pos", f"xtreme_pos_{_LANG}", dev="dev",
                          fields={"words": "tokens", "tags": "upos"},
+                         # TFDS's xtreme_pos swaps the Tamil and Tagalog configs.
                          builder_languages={"ta": "tl", "tl": "ta"},
                          join_word_parts=True),
         category="tagging", metric="entity_f1",
