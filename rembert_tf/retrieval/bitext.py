@@ -1,9 +1,8 @@
 """A retrieval task's data for one language: two sides of sentences and, when known, the gold alignment.
 
 A `BitextSource` is a callable `source(task, split, language)` -> `Bitext`:
-sentences of another language (source side) and English ones (target side),
-with the benchmark's ids (BUCC's `de-000001`, Tatoeba's line numbers) and
-the gold (source id, target id) pairs when known, else None.
+the other language's sentences (source side) and English ones (target),
+with the benchmark's ids and the gold (source id, target id) pairs or None.
 
 Example:
 ```python
@@ -68,8 +67,7 @@ class Bitext:
     self._check_gold()
 
   def _check_gold(self) -> None:
-    """Gold pairs name sentences of the two sides: gold from other files
-    would score as 0 (and BUCC's threshold would be 0)."""
+    """Gold pairs must name sentences of the two sides (else every score is 0)."""
     if self.gold is None:
       return
     where = self.gold_origin or self.origin

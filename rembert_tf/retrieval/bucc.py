@@ -1,20 +1,10 @@
 """BUCC 2018 bitext mining: ratio-margin scores over 4 neighbours both ways, a threshold from the sample set.
 
-The procedure of XTREME's BUCC baseline (LASER's margin-based mining):
-each side's distinct sentences are embedded once; the ratio margin of a pair
-is cos(x, y) / ((mean_x + mean_y) / 2) over each side's k = 4 nearest
+XTREME's BUCC baseline (LASER's margin-based mining): the ratio margin of a
+pair is cos(x, y) / ((mean_x + mean_y) / 2) over each side's k = 4 nearest
 neighbours; each sentence's best pair, forward and backward, is kept while
-neither sentence is paired yet; the threshold is chosen on the sample set
-("dev") where F1 against the gold is best, and the test set's candidates at
-or above it are the predictions.
-
-Example:
-<!-- snippet: not run: a fragment: `dev_candidates` comes from the caller's code -->
-```python
-from rembert_tf.retrieval import bucc
-threshold, dev_scores = bucc.choose_threshold(dev_candidates, dev.gold)
-pairs = bucc.extract(test_candidates, threshold)   # [(source id, English id)]
-```
+neither sentence is paired; the threshold is the best-F1 one on the sample
+set ("dev"), and test candidates at or above it are the predictions.
 """
 import collections
 from typing import Dict, FrozenSet, List, Sequence, Tuple
@@ -99,10 +89,8 @@ def candidates(data: bitext.Bitext, embed, strategy,
 
 def choose_threshold(scores: Dict[Pair, float], gold: FrozenSet[Pair]
                      ) -> Tuple[float, Dict[str, float]]:
-  """(threshold, {f1, precision, recall} of the sample set there) (step 6).
-
-  With no correct candidate at all the threshold is 0, as in XTREME.
-  """
+  """(threshold, {f1, precision, recall} of the sample set there); 0 with no
+  correct candidate, as in XTREME."""
   ranked = sorted(scores.items(), key=lambda item: -item[1])
   threshold, best_f1, correct = 0.0, 0.0, 0
   for i, (pair, margin) in enumerate(ranked):

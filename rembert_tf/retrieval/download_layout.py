@@ -1,8 +1,7 @@
 """BUCC 2018 and Tatoeba in XTREME's `download/` folder: reading the files.
 
-Where each file lies and how its lines are written are the task table's
-entries (`xtreme_tasks.get(task).download`); this module checks and reads
-them. `DownloadSource(data_dir)` is a `bitext.BitextSource`.
+Where each file lies is the task table's (`xtreme_tasks.get(task).download`);
+`DownloadSource(data_dir)` is a `bitext.BitextSource`.
 
 Example:
 <!-- snippet: not run: needs XTREME's download/ folder -->

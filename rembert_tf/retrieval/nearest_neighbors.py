@@ -1,10 +1,9 @@
 """Exact k-nearest neighbours by cosine similarity, on the strategy's devices.
 
-The exhaustive search of XTREME's retrieval baselines (faiss's IndexFlatIP
-on normalised vectors), in TensorFlow so it runs where the encoder runs: the
-database is a variable on each replica, queries go in fixed-size batches
-(`replica_batches`), each a matmul and `tf.math.top_k` (ties to the lower
-index), in blocks under `max_block_bytes`.
+XTREME's exhaustive search (faiss's IndexFlatIP on normalised vectors) in
+TensorFlow, so it runs where the encoder runs: the database is a variable on
+each replica, queries go in fixed-size batches, each a matmul and
+`tf.math.top_k` (ties to the lower index).
 
 Example:
 ```python
@@ -61,10 +60,8 @@ class NeighborSearch:
 
   def top_k(self, queries: np.ndarray, k: int
             ) -> Tuple[np.ndarray, np.ndarray]:
-    """([queries, k] similarities, [queries, k] database rows), best first.
-
-    k is capped at the database size (as XTREME's mining does).
-    """
+    """([queries, k] similarities, [queries, k] database rows), best first; k is
+    capped at the database size."""
     k = min(k, self.size)
     out = self._mapper(k)({"queries": np.asarray(queries, np.float32)})
     return out["similarities"], out["indices"].astype(np.int64)

@@ -1,10 +1,8 @@
 """Runs a per-replica function over numpy arrays in fixed-size batches under a tf.distribute strategy.
 
-Builds on tf.distribute alone. Rows are cut into global batches of one size
-(the last padded to the replica count times a power of two), split evenly
-over the replicas, run with `strategy.run` in one `tf.function`, and
-returned in row order without the padding; a TPU compiles once per batch
-shape.
+Rows are cut into global batches of one size (the last padded to the replica
+count times a power of two, so a TPU compiles few shapes), run with
+`strategy.run` in one `tf.function`, and returned in row order.
 
 Example:
 ```python
@@ -35,11 +33,8 @@ def replica_batch_size(global_batch_size: int, strategy) -> int:
 
 
 class BatchMapper:
-  """`mapper(arrays)` -> outputs: one traced step, reused for every call.
-
-  `per_replica_fn(inputs: Dict[str, Tensor]) -> Dict[str, Tensor]` maps a
-  replica's rows to outputs with the same leading dimension.
-  """
+  """`mapper(arrays)` -> outputs, with one traced step reused for every call;
+  `per_replica_fn` keeps the leading dimension."""
 
   def __init__(self, strategy, per_replica_fn: Callable,
                global_batch_size: int, jit_compile: bool = False):

@@ -1,15 +1,9 @@
 """The work of `rembert-retrieve`: BUCC 2018 and Tatoeba predictions, and their scores where gold is known.
 
-For each task and language, a `bitext.BitextSource` gives the data, a
-`sentence_embedder.SentenceEmbedder` embeds it, and `tatoeba` or `bucc`
-(threshold from the sample set) predicts. Outputs, in the scorer's layout:
-```
-predictions/<task>/test-<lang>.tsv   the submission files
-labels/<task>/test-<lang>.tsv        gold, where the source knows it
-results.json, results.md             settings, BUCC thresholds, scores
-```
-All are computed first, then swapped in as one set. Test scores use
-`label_folder` when given, else the labels written here.
+For each task and language a `bitext.BitextSource` gives the data, a
+`SentenceEmbedder` embeds it and `tatoeba` or `bucc` predicts. Writes
+`predictions/`, `labels/` (where gold is known) and results.json / .md,
+swapped in as one set.
 
 Example:
 <!-- snippet: not run: a fragment: `strategy` comes from the caller's code -->
@@ -95,8 +89,7 @@ OUTPUT_SET = ("predictions", "labels", RESULTS_MARKDOWN, RESULTS_JSON)
 
 
 def check_outputs(output_dir, tasks: Sequence[str], overwrite: bool) -> None:
-  """Refuses, before any work, to replace an earlier run's output unasked
-  (of any task: its results.json would be replaced too)."""
+  """Refuses, before any work, to replace an earlier run's output unasked."""
   del tasks  # Every task's output is one set.
   outputs.refuse_existing_members(output_dir, OUTPUT_SET, overwrite)
 
@@ -153,8 +146,7 @@ def markdown(results: Dict) -> str:
 
 def read_all(tasks: Dict[str, List[str]], source: bitext.BitextSource
              ) -> Dict[Tuple[str, str, str], bitext.Bitext]:
-  """Every split of every (task, language), read (and so checked: the two
-  sides, their gold) before any sentence is embedded."""
+  """Every split of every (task, language), read and checked before any embedding."""
   return {(task, split, lang): source(task, split, lang)
           for task, languages in tasks.items() for lang in languages
           for split in bitext.SPLITS[task]}
@@ -164,10 +156,8 @@ def run_retrieval(tasks: Dict[str, List[str]], source: bitext.BitextSource,
                   embedder, strategy, output_dir,
                   label_folder: Optional[str] = None, overwrite: bool = False,
                   progress: Callable[[str], None] = print) -> Dict:
-  """Predicts every (task, language) of `tasks`; writes and scores them.
-
-  `tasks`: {task: [languages]}. Returns the results dict of results.json.
-  """
+  """Predicts, writes and scores every (task, language) of `tasks` ({task:
+  [languages]}); returns the results dict of results.json."""
   output_dir = fileio.as_str(output_dir)
   check_outputs(output_dir, tasks, overwrite)
   start = time.perf_counter()
@@ -185,8 +175,7 @@ def run_retrieval(tasks: Dict[str, List[str]], source: bitext.BitextSource,
 
 def _write_results(output_dir: str, task_outputs: Dict[str, "TaskOutput"],
                    embedder, label_folder: Optional[str], start: float) -> Dict:
-  """Writes the predictions, labels and results of every task into
-  `output_dir` (the staging folder); returns the results dict."""
+  """Writes every task's files and the results into the staging folder; returns the results."""
   for task, output in task_outputs.items():
     _write_task_files(fileio.join(output_dir, "predictions"), task,
                       output.predictions)

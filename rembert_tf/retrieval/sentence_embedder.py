@@ -1,10 +1,8 @@
 """Sentence embeddings from one layer of a RemBERT encoder: mean-pooled hidden states, L2-normalised.
 
 As XTREME's retrieval baselines: `[CLS] pieces [SEP]` through the encoder,
-one block's hidden states averaged over the real tokens and normalised.
-`default_layer` is XTREME's middle-layer rule for any depth (layers numbered
-from 1); only the blocks up to that layer are built and loaded. Sentences
-run in length buckets of static shape under the strategy (`replica_batches`).
+one block's hidden states averaged over real tokens (`default_layer`: XTREME's
+middle-layer rule); only the blocks up to that layer are built and loaded.
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->

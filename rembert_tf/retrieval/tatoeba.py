@@ -1,15 +1,6 @@
 """Tatoeba sentence retrieval: each English sentence's nearest sentence of the other language.
 
-As XTREME's Tatoeba baseline: for every English sentence, the prediction is
-the 0-based line number of the most similar sentence of the other language.
-
-Example:
-<!-- snippet: not run: a fragment: `source_vectors` comes from the caller's code -->
-```python
-from rembert_tf.retrieval import tatoeba
-nearest = tatoeba.nearest_sources(source_vectors, target_vectors, strategy)
-text = tatoeba.prediction_text(data, nearest)      # "12\\n3\\n..."
-```
+As XTREME's baseline, the prediction is that sentence's 0-based line number.
 """
 from typing import Optional
 

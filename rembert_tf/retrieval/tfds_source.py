@@ -1,17 +1,9 @@
 """BUCC 2018 and Tatoeba from TensorFlow Datasets prepared in a folder: a `bitext.BitextSource`.
 
-Reads the splits of the task table's entries with
-`finetuning.xtreme_tfds.retrieval_sides` (prepared data only, never downloaded):
-
-| task     | split | TFDS dataset:split                              |
-| -------- | ----- | ----------------------------------------------- |
-| bucc2018 | dev   | bucc/bucc_<l>:validation (BUCC's sample set)    |
-| bucc2018 | test  | bucc/bucc_<l>:test                              |
-| tatoeba  | test  | tatoeba/tatoeba_<l>:train                       |
-
-Both tasks' splits carry their gold alignment. `TfdsSource` finds the
-prepared languages and checks every split before any work: a missing one is
-one line naming the `tfds build` command that prepares it.
+Reads with `finetuning.xtreme_tfds.retrieval_sides` (prepared data only):
+bucc2018 dev and test from `bucc/bucc_<l>:validation` and `:test`, tatoeba
+test from `tatoeba/tatoeba_<l>:train`, each with its gold alignment. A
+missing split is one line naming the `tfds build` command that prepares it.
 
 Example:
 <!-- snippet: not run: reads TFDS data from `gs://` -->
