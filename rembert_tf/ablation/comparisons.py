@@ -1,10 +1,9 @@
 """The paper's two claims, tested on the suite's rows with their seed noise.
 
-Each claim compares two rows that differ in one embedding choice on
-zero-shot transfer (the mean over the languages other than English). The
-difference of the rows' means over fine-tuning seeds gets a Welch t 95%
-confidence interval (`scipy.stats.t`): above zero, reproduced; below zero,
-not reproduced; across zero, inconclusive.
+Each claim compares two rows differing in one embedding choice on zero-shot
+transfer (the mean over non-English languages): the difference of their
+means over seeds gets a Welch t 95% interval (`scipy.stats.t`); above zero,
+reproduced; below, not reproduced; across zero, inconclusive.
 
 Example:
 ```python
@@ -85,8 +84,8 @@ def verdict(interval: Optional[Tuple[float, float]]) -> str:
 
 
 def compare_claims(seed_scores: Dict[str, Sequence[float]]) -> List[Dict]:
-  """Each claim whose rows both ran: the two rows, the difference, interval,
-  verdict. `seed_scores`: row name -> its per-seed transfer scores."""
+  """Each claim whose rows both ran (row name -> per-seed transfer scores): the
+  rows, the difference, its interval and the verdict."""
   results = []
   for claim in CLAIMS:
     pair = next(((better, base) for better, base in claim.pairs

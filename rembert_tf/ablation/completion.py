@@ -1,7 +1,7 @@
 """Completion markers: how the suite knows a step finished and skips it.
 
-A step writes `<dir>/ablation_complete.json` (atomically) after its outputs
-are whole, with the figures later steps need; without it the step runs again.
+A step writes `<dir>/ablation_complete.json` once its outputs are whole, with
+the figures later steps need; without it the step runs again.
 
 Example:
 ```python

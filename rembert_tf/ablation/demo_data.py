@@ -1,8 +1,6 @@
 """Data of the demo-scale suite: the demo corpus, its vocabulary and records,
-and the demo's XNLI-like task in the XTREME `download/` layout.
-
-The one module of the suite that touches the demo's code; every piece is
-written once under `data_dir` and reused.
+and the demo's XNLI-like task in the XTREME `download/` layout, each written
+once under `data_dir` and reused.
 
 Example:
 <!-- snippet: not run: builds the demo corpus, vocabulary and records (a minute on a CPU); tests/ablation builds them -->

@@ -1,18 +1,4 @@
-"""The suite's pictures: MLM curves, the results bar chart, layer similarity.
-
-`mlm_curves.png` (from the trainer's TensorBoard events), `results.png`
-(the results table as grouped bars, std over seeds) and
-`layer_similarity.png` (CKA per layer, pre-trained vs fine-tuned).
-
-Example:
-<!-- snippet: not run: needs a pre-training run's TensorBoard summaries -->
-```python
-from rembert_tf.ablation import figures
-curves = figures.read_scalars("/tmp/suite/models/coupled/pretrain/train",
-                              ["training_loss", "masked_lm_accuracy"])
-curves["training_loss"]    # [(step, value), ...]
-```
-"""
+"""The suite's pictures: MLM curves, the results bar chart, layer similarity."""
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -26,9 +12,8 @@ ACCURACY_TAG = "masked_lm_accuracy"
 
 def read_scalars(summary_dir, tags: Sequence[str]
                  ) -> Dict[str, List[Tuple[int, float]]]:
-  """{tag: [(step, value), ...]} sorted by step, from every event file in the
-  directory (TF2 summaries store scalars as tensors; TF1 ones as simple_value).
-  A step written twice (a resumed run) keeps its last value."""
+  """{tag: [(step, value), ...]} by step from every event file in the directory
+  (TF2 and TF1 summaries); a step written twice keeps its last value."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   found: Dict[str, Dict[int, float]] = {tag: {} for tag in tags}
   for path in fileio.glob(fileio.join(summary_dir, "events.out.tfevents.*")):

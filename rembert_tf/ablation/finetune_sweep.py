@@ -1,22 +1,8 @@
 """The paper's fine-tuning protocol for the suite, on the fine-tuning library.
 
-Each (learning rate, seed) is one `finetuning_runner.run_finetuning` call
-into its own directory, finished by a completion marker, so a killed sweep
-redoes only the interrupted run. The rate is selected and the seeds
-summarized by `finetuning.sweep`'s rule; the summary has the shape of
-`rembert-finetune`'s `results.json`, plus the run directories.
-
-Example:
-<!-- snippet: not run: needs XTREME's download/ folder -->
-```python
-from rembert_tf.ablation import finetune_sweep
-summary = finetune_sweep.run_sweep(
-    "xnli", "/tmp/suite/models/coupled/finetune/xnli",
-    init_checkpoint="/tmp/suite/models/coupled/pretrain",
-    data=lambda: {"data.data_dir": "download", "data.seq_length": 64},
-    learning_rates=[1e-4, 3e-4], num_seeds=2)
-summary["selected_learning_rate"], summary["scores"]["avg_metric"]
-```
+Each (learning rate, seed) is one `finetuning_runner.run_finetuning` call in
+its own directory with a completion marker, so a killed sweep redoes only the
+interrupted run; selection and summary are `finetuning.sweep`'s.
 """
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -44,9 +30,8 @@ SET_PER_RUN = {
 
 
 def checked_overrides(overrides: Any) -> Dict[str, Any]:
-  """The suite's fine-tuning overrides (a dict, or "a.b=c" strings) as
-  {field: value}, refused now (not after pre-training) when a field does
-  not exist, holds a value of the wrong type, or is one the suite sets."""
+  """The suite's fine-tuning overrides as {field: value}, refused now (not after
+  pre-training) when a field is unknown, mistyped or one the suite sets."""
   flat = finetuning_experiment.flat_overrides(overrides)
   for field in flat:
     if field in SET_PER_RUN:
@@ -64,9 +49,8 @@ def run_directory(sweep_dir, learning_rate: float, seed: int) -> str:
 def run_settings(task: str, init_checkpoint: Optional[str],
                  learning_rate: float, seed: int, overrides: Dict[str, Any],
                  model_config: Optional[str] = None) -> Dict[str, Any]:
-  """A run's fields (the data aside): stored in its completion marker as
-  `args`, and compared to skip a finished run. Without `init_checkpoint` the
-  encoder starts from random weights, built from `model_config`."""
+  """A run's fields (the data aside), stored in its completion marker and
+  compared to skip a finished run."""
   return {**overrides, "data.task": task,
           "encoder.init_checkpoint": init_checkpoint and str(init_checkpoint),
           "encoder.model_config": None if init_checkpoint else str(model_config),
@@ -79,8 +63,7 @@ def run_one(task: str, run_dir: str, init_checkpoint: Optional[str],
             overrides: Optional[Dict[str, Any]] = None,
             say: Callable[[str], None] = print,
             model_config: Optional[str] = None) -> Dict:
-  """One fine-tuning run (or its stored result when it already finished with
-  the same settings; the data may differ: the records are the same)."""
+  """One fine-tuning run, or its stored result when it finished with the same settings."""
   args = run_settings(task, init_checkpoint, learning_rate, seed,
                       dict(overrides or {}), model_config)
   done = completion.read_complete(run_dir)
@@ -143,10 +126,10 @@ def run_sweep(task: str, sweep_dir: str, init_checkpoint: Optional[str],
               model_config: Optional[str] = None) -> Dict:
   """Every (rate, seed) run of one model on one task, then the summary.
 
-  `data()` gives the data fields of the next run; `overrides` are fields of the
-  fine-tuning experiment for every run; `on_run_done(run_dir, skipped)` is
-  called after each run; without `init_checkpoint` runs start from random
-  weights (`model_config`). A finished sweep is not redone.
+  `data()` gives the data fields of the next run; `overrides` apply to every
+  run; `on_run_done(run_dir, skipped)` is called after each; without
+  `init_checkpoint` runs start from random weights (`model_config`). A
+  finished sweep is not redone.
   """
   seeds = list(range(first_seed, first_seed + num_seeds))
   done = completion.read_complete(sweep_dir)

@@ -1,15 +1,5 @@
-"""Phase 5 of the ablation suite: `results.md`, `results.json` and the figures.
-
-Writes `results_table`'s table and `figures`' pictures under the suite's
-output directory (always rewritten, from the rows' stored results).
-
-Example:
-<!-- snippet: not run: a fragment: `row_results` and `model_dirs` come from the suite -->
-```python
-from rembert_tf.ablation import report
-outputs = report.write_outputs("/tmp/suite", row_results, model_dirs, say=print)
-outputs["figures"]["layer_similarity"]
-```
+"""The suite's report: `results.md`, `results.json` and the figures, rewritten
+each time from the rows' stored results.
 """
 from typing import Any, Dict, List
 

@@ -1,18 +1,8 @@
 """The paper-style results table of the suite, as JSON and markdown.
 
-One row per model: E_in, E_out, layers, #PT, #FT, held-out MLM accuracy,
-each task's score (mean ± std over seeds at the rate chosen on English dev),
-their average, and the paper's numbers where it reports the row. Further
-tables: per language, zero-shot transfer per seed with the claims tested
-(`comparisons`), and per-layer CKA.
-
-Example:
-<!-- snippet: not run: a fragment: `row_results` comes from the caller's code -->
-```python
-from rembert_tf.ablation import results_table
-table = results_table.build_table(row_results)    # list of per-row dicts
-print(results_table.to_markdown(table))
-```
+One row per model (E_in, E_out, layers, #PT, #FT, MLM accuracy, each task's
+mean ± std over seeds, their average, the paper's numbers), then tables per
+language, of zero-shot transfer with the claims tested, and of CKA.
 """
 from typing import Dict, List, Optional
 

@@ -1,10 +1,9 @@
 """The suite's rows: which models are compared, each with its experiment.
 
 At base scale a row is one experiment `configs/experiments/ablation_*.yaml`;
-at demo and small scale every row shares its scale's schedule
-(`demo_ablation.yaml`, plus `small_ablation.yaml`) with its own preset
-`configs/models/demo_ablation_<row>.yaml`. `check_same_schedule` refuses rows
-whose experiments differ in anything but the model.
+at demo and small scale rows share their scale's schedule with their own
+preset `configs/models/demo_ablation_<row>.yaml`. `check_same_schedule`
+refuses rows whose experiments differ in anything but the model.
 
 Example:
 ```python

@@ -1,22 +1,11 @@
 r"""The ablation suite: pre-train every row, fine-tune each with the paper's
 protocol, compare layers, and write the paper-style table and pictures.
 
-Phases, each resumable through `completion` markers: data (demo and small
-scale, `demo_data`), pre-training of every row (`pretraining.runner.run`),
-fine-tuning sweeps (`finetune_sweep`), layer similarity
-(`evaluation.layer_similarity`), and the report (`report`).
-
-Layout under `output_dir`:
-```
-suite.json                               the settings of the run
-data/                                    demo scale: corpus, records, download/
-finetune_records.json                    task -> records made by the first run
-models/<row>/pretrain/                   pre-training model_dir
-models/<row>/finetune/<task>/lr-<lr>_seed-<s>/   one fine-tuning run
-models/<row>/finetune/<task>/sweep.json  selected rate, mean / std over seeds
-models/<row>/layer_similarity/           CKA table, heatmap (pre-trained vs fine-tuned)
-results.json, results.md, figures/{mlm_curves,results,layer_similarity}.png
-```
+Phases, each resumable through `completion` markers: data (`demo_data`),
+pre-training of every row (`pretraining.runner.run`), fine-tuning sweeps
+(`finetune_sweep`), layer similarity and the report (`report`), under
+`output_dir`'s `data/`, `models/<row>/{pretrain,finetune/<task>,
+layer_similarity}/`, `results.{json,md}` and `figures/`.
 
 Example (the CI-sized demo suite):
 <!-- snippet: not run: runs the whole ablation suite (tens of minutes on a CPU) -->
@@ -258,8 +247,7 @@ def _model_facts(config) -> Dict[str, Any]:
 
 
 def _random_init_row(row, config, model_dir: str, say) -> Dict[str, Any]:
-  """A row fine-tuned from random weights: only its model config is written
-  (what fine-tuning builds the encoder from); no MLM accuracy."""
+  """A row fine-tuned from random weights: only its model config is written."""
   say(f"[ablation] {row.name}: no pre-training (fine-tuned from random weights)")
   fileio.makedirs(model_dir)
   rembert_config.save_model_config(
@@ -276,7 +264,8 @@ def _release_memory() -> None:
 
 
 class FinetuneData:
-  """Data arguments of each fine-tuning run; records are built once per task and shared by every row."""
+  """Data arguments of each fine-tuning run; records are built once per task and
+  shared by every row."""
 
   def __init__(self, output_dir: str, data: Dict[str, Any]):
     self.data = data
