@@ -1,16 +1,14 @@
 """Exports the RemBERT encoder alone as a SavedModel with the TF-Hub BERT encoder API.
 
-The SavedModel holds the encoder's variables alone. Its callable takes a
-dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` [batch, seq]
-and returns `sequence_output`, `pooled_output`, `default` and
-`encoder_outputs` (one per block); `serving_default` returns the same with
-`encoder_outputs` stacked (see `serving_signature`). `model_config.yaml`
-beside it lets `checkpoint_restore` read it without a config.
+The callable takes a dict of int32 `input_word_ids`, `input_mask`,
+`input_type_ids` [batch, seq] and returns `sequence_output`,
+`pooled_output`, `default` and `encoder_outputs`; `serving_default` returns
+the same with `encoder_outputs` stacked. `model_config.yaml` lies beside it.
 
-Builds on Model Garden's `official/nlp/tools/export_tfhub_lib.py` (a Keras
-model around the encoder, the SentencePiece model as `sp_model_file` asset,
-`save_format="tf"`, so it loads as a trainable `hub.KerasLayer`); its
-`export_model` builds Model Garden's own encoder classes, so it is not called.
+Builds on Model Garden's `export_tfhub_lib.py` (a Keras model around the
+encoder, the SentencePiece model as `sp_model_file` asset, loadable as a
+trainable `hub.KerasLayer`); its `export_model` builds Model Garden's own
+encoder classes, so it is not called.
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -69,9 +67,8 @@ def _find_encoder(model: tf_keras.Model) -> rembert_encoder.RemBertEncoder:
 def serving_signature(model: tf_keras.Model):
   """`serving_default`: keyword int32 inputs -> a flat dict of tensors.
 
-  `encoder_outputs` is stacked into [num_layers, batch, seq, hidden]. The
-  encoder runs with `remove_padding` (CPU serving), so the sequence outputs
-  hold zeros at padded positions; the callable keeps the padded computation.
+  `encoder_outputs` is stacked into [num_layers, batch, seq, hidden]; the
+  sequence outputs hold zeros at padded positions (`remove_padding`).
   """
   spec = tf.TensorSpec([None, None], tf.int32)
   encoder = _find_encoder(model)
@@ -105,11 +102,7 @@ def random_encoder_inputs(cfg, batch_size: int = 3, seq_length: int = 11,
 
 
 def max_abs_difference(expected, actual, input_mask=None) -> float:
-  """Largest |difference| over sequence_output, pooled_output, encoder_outputs.
-
-  input_mask: compare the sequence outputs at real tokens only (the serving
-  signature holds zeros at padded positions).
-  """
+  """Largest |difference| over the outputs (`input_mask`: real tokens only)."""
   weights = 1.0
   if input_mask is not None:
     weights = np.asarray(input_mask)[..., None].astype(np.float32)

@@ -1,14 +1,10 @@
 """Exports the preprocessing SavedModel: raw strings -> encoder inputs, in-graph.
 
-Follows the TF-Hub BERT preprocessor API: the root call (strings -> int32
-`input_word_ids`, `input_mask`, `input_type_ids`), `tokenize`,
-`bert_pack_inputs` (pairs, round-robin truncation) and a `serving_default`
-whose outputs are the encoder's `serving_default` inputs. Special ids come
-from `tokenizer.SpecialTokens`; the model's own normaliser is kept.
-
-Builds on Model Garden's `layers.SentencepieceTokenizer` and
-`BertPackInputs`, assembled as `export_tfhub_lib.create_preprocessing`
-does, without the lower-casing it hard-wires for SentencePiece models.
+Follows the TF-Hub BERT preprocessor API (the root call, `tokenize`,
+`bert_pack_inputs`, and a `serving_default` feeding the encoder's). Builds
+on Model Garden's `layers.SentencepieceTokenizer` and `BertPackInputs`,
+assembled as `export_tfhub_lib.create_preprocessing` does, without the
+lower-casing it hard-wires for SentencePiece models.
 
 Example:
 <!-- snippet: not run: a fragment: `export_preprocessor` comes from the caller's code -->
@@ -65,9 +61,8 @@ def create_preprocessor(sp_model_path, seq_length: int = 128) -> tf_keras.Model:
 
 
 def serving_signature(preprocessor: tf_keras.Model):
-  """`sentences` -> `input_word_ids`, `input_mask`, `input_type_ids`: the
-  names the encoder's `serving_default` takes (Keras would name the outputs
-  after the packing layer: `bert_pack_inputs`, `_1`, `_2`)."""
+  """`sentences` -> the input names the encoder's `serving_default` takes (Keras
+  would name them after the packing layer)."""
 
   @tf.function(input_signature=[
       tf.TensorSpec([None], tf.string, name="sentences")])
