@@ -2,23 +2,9 @@
 
 Runs on every Keras 3 backend; imports Keras 3 and keras-hub only (no
 tf-keras). Presets come from `rembert-convert --to keras_hub`, or a Hugging
-Face RemBERT folder loads directly with `from_preset`.
-
-| class                                  | what it is                                     |
-| -------------------------------------- | ---------------------------------------------- |
-| `RemBertBackbone`                      | the encoder (no output embedding)              |
-| `RemBertTokenizer`                     | SentencePiece, special pieces found by name    |
-| `RemBertTextClassifierPreprocessor`    | strings / pairs -> packed inputs               |
-| `RemBertTextClassifier`                | pooled output -> class logits                  |
-| `RemBertMaskedLMPreprocessor`          | strings -> masked inputs and targets           |
-| `RemBertMaskedLMHead`                  | the decoupled output side as a layer           |
-| `RemBertMaskedLM`                      | backbone + decoupled output side               |
-| `RemBertTokenClassifierPreprocessor`   | words + tags -> first-piece labels             |
-| `RemBertTokenClassifier`               | per-word tagging                               |
-| `RemBertQuestionAnswererPreprocessor`  | (question, context) -> windows                 |
-| `RemBertQuestionAnswerer`              | extractive span QA                             |
-
-`masked_lm_pretraining.pretrain` pre-trains `RemBertMaskedLM` with `fit` on
+Face RemBERT folder loads directly with `from_preset`. The tasks are text
+classification, masked LM (with the decoupled output side), token
+classification and span QA; `masked_lm_pretraining.pretrain` pre-trains on
 the project's records, data-parallel on JAX.
 
 Example:

@@ -1,12 +1,9 @@
 """The canonical name of every weight of RemBertBackbone and RemBertMaskedLMHead.
 
-The project names a RemBERT tensor once, canonically (the released TF1
-checkpoint's names, `rembert_tf.conversion.weight_layout`); this pairs each
-name with its Keras 3 variable, for the preset writer
-(`rembert_tf.conversion.keras_hub_preset`) and the Hugging Face loader
-(`transformers_checkpoint`). Attention kernels keep keras-hub's per-head
-shapes ([hidden, heads, head_dim], output [heads, head_dim, hidden]): a
-canonical [in, out] matrix reshapes to them as it is.
+Pairs each canonical name (`rembert_tf.conversion.weight_layout`) with its
+Keras 3 variable, for the preset writer and the Hugging Face loader.
+Attention kernels keep keras-hub's per-head shapes, to which a canonical
+[in, out] matrix reshapes as it is.
 """
 from typing import List, Tuple
 

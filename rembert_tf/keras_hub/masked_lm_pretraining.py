@@ -1,14 +1,9 @@
 """Pre-training RemBertMaskedLM with `fit` on the project's records, data-parallel on JAX.
 
-`pretrain` sets `keras.distribution.DataParallel` over every device, builds
-or loads the `RemBertMaskedLM`, compiles it with keras-hub's `MaskedLM`
-defaults (loss averaged over the real predictions, as on the TensorFlow
-path) and fits it on `pretraining_records`. `rembert-convert --from
-keras_hub` takes the result back to the TensorFlow path.
-
-A killed run resumes with `keras.callbacks.BackupAndRestore` passed in
-`callbacks` and the same call rerun: it trains to `steps` in all
-(`StopAtStep`), reading the records again from their start.
+`pretrain` sets `keras.distribution.DataParallel` over every device, compiles
+the `RemBertMaskedLM` with keras-hub's `MaskedLM` defaults and fits it on
+`pretraining_records`. A killed run resumes with
+`keras.callbacks.BackupAndRestore` in `callbacks` and the same call rerun.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra with JAX and pre-training records -->
@@ -37,9 +32,8 @@ ModelSource = Union[str, rembert_backbone.RemBertBackbone,
 
 
 def set_data_parallel() -> Optional["keras.distribution.Distribution"]:
-  """DataParallel over every device when there are several (JAX only: Keras'
-  distribution API); the distribution in force, or None on one device. A
-  distribution the caller set already (ModelParallel, ...) is kept."""
+  """DataParallel over every device when there are several (JAX only); returns
+  the distribution in force, or None. A distribution already set is kept."""
   if keras.backend.backend() != "jax":
     return None
   if keras.distribution.distribution() is not None:
@@ -55,9 +49,8 @@ def set_data_parallel() -> Optional["keras.distribution.Distribution"]:
 def build_masked_lm(model: ModelSource,
                     output_embedding_dim: Optional[int] = None
                     ) -> rembert_masked_lm.RemBertMaskedLM:
-  """A RemBertMaskedLM from a preset (with its head when the preset holds
-  one), a backbone (a fresh head) or itself; no preprocessor (the records
-  are already tokenised and masked)."""
+  """A RemBertMaskedLM from a preset, a backbone (a fresh head) or itself; no
+  preprocessor (the records are already tokenised and masked)."""
   if isinstance(model, rembert_masked_lm.RemBertMaskedLM):
     return model
   if isinstance(model, rembert_backbone.RemBertBackbone):

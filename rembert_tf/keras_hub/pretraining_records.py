@@ -1,7 +1,8 @@
 """The project's pre-training records as `(x, y, sample_weight)` for RemBertMaskedLM.fit.
 
-Reads the static-layout shards of `rembert-create-pretraining-data` with
-tf.data and yields what keras-hub's `MaskedLMPreprocessor` yields:
+Reads the shards of `rembert-create-pretraining-data` with tf.data (no Model
+Garden: this runs beside Keras 3) and yields what keras-hub's
+`MaskedLMPreprocessor` yields, in static-shape batches:
 
 | x / y / sample_weight          | record feature        | shape     |
 | ------------------------------ | --------------------- | --------- |
@@ -12,10 +13,7 @@ tf.data and yields what keras-hub's `MaskedLMPreprocessor` yields:
 | y                              | masked_lm_ids         | [batch, P] |
 | sample_weight                  | masked_lm_weights     | [batch, P] |
 
-Batches have a static shape (`drop_remainder`), as XLA on JAX needs; S and
-P come from `metadata.json`, and other layouts are refused (`RecordsError`).
-Batches first, then one `tf.io.parse_example`, as `pretraining_input_pipeline`
-does, without Model Garden (this runs beside Keras 3 on any backend).
+S and P come from `metadata.json`; other layouts are refused (`RecordsError`).
 
 Example (records written here with the project's writer):
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) -->
@@ -55,8 +53,7 @@ def _patterns(records_glob: Union[str, Sequence[str]]) -> List[str]:
 
 def records_metadata(records_glob: Union[str, Sequence[str]]
                      ) -> Dict[str, Any]:
-  """The metadata.json beside the shards (one folder's, all folders equal in
-  shape and layout), checked to be the static layout."""
+  """The shards' metadata.json (all folders alike), checked to be the static layout."""
   metas = [record_format.read_metadata(fileio.dirname(p))
            for p in _patterns(records_glob)]
   meta = metas[0]

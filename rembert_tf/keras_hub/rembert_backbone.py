@@ -1,10 +1,9 @@
 """RemBertBackbone: the RemBERT encoder as a keras-hub `Backbone` (Keras 3).
 
 Builds on keras-hub's `Backbone`, `PositionEmbedding` and
-`TransformerEncoder` (the post-LayerNorm BERT block), laid out as keras-hub's
-ALBERT backbone lays out its factorised embedding, with RemBERT's LayerNorm
-epsilon, exact GELU, unshared blocks, and the E_in -> hidden projection only
-when the widths differ. The output side belongs to `RemBertMaskedLM`.
+`TransformerEncoder`, laid out as keras-hub's ALBERT lays out its factorised
+embedding, with RemBERT's epsilon, exact GELU and unshared blocks. The
+output side belongs to `RemBertMaskedLM`.
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -76,9 +75,8 @@ def backbone_kwargs(model_config: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def model_config_fields(backbone_config: Mapping[str, Any]) -> Dict[str, Any]:
-  """The inverse of `backbone_kwargs`: RemBERT config fields of a
-  RemBertBackbone config (its `get_config()`, a preset's config.json); the
-  backbone's one dropout rate is both of RemBERT's."""
+  """RemBERT config fields of a RemBertBackbone config (`backbone_kwargs`'
+  inverse); the backbone's one dropout rate is both of RemBERT's."""
   fields = {field: backbone_config[argument]
             for field, argument, _ in _BACKBONE_ARGUMENTS}
   fields["attention_probs_dropout_prob"] = fields["hidden_dropout_prob"]
@@ -219,10 +217,8 @@ class RemBertBackbone(keras_hub.models.Backbone):
     return inputs, {"sequence_output": x, "pooled_output": pooled}
 
   def load_weights(self, filepath, *args, **kwargs):
-    """Keras' `load_weights`, refused when the file holds the weights of
-    another architecture: Keras matches an `.weights.h5` to the model layer
-    by layer and loads a preset whose config.json was edited to fewer
-    layers without a word."""
+    """Keras' `load_weights`, refused when the file holds another architecture's
+    weights (Keras would load a preset edited to fewer layers without a word)."""
     check_weights_file(self, str(filepath))
     return super().load_weights(filepath, *args, **kwargs)
 

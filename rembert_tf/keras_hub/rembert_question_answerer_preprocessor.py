@@ -1,11 +1,8 @@
 """RemBertQuestionAnswererPreprocessor: (question, context) -> a window over the context.
 
-Builds on `keras_hub.models.Preprocessor`; keras-hub has no extractive QA,
-so the window is BERT's SQuAD recipe, the same as the first window of the
-project's span records. Encoding runs in TensorFlow ops (tensorflow-text
-SentencePiece with offsets), so `tf.data` maps it without Python. Every
-window of a long context, and answers read back from the logits, are
-`windowed_tasks`'.
+Builds on `keras_hub.models.Preprocessor` (keras-hub has no extractive QA):
+the window is BERT's SQuAD recipe, as the project's span records, in
+TensorFlow ops so `tf.data` maps it. Longer contexts: `windowed_tasks`.
 """
 import keras
 import keras_hub

@@ -1,11 +1,8 @@
 """RemBertTokenClassifierPreprocessor: words and per-word tags -> per-piece inputs.
 
-Builds on `keras_hub.models.Preprocessor`; keras-hub has no token
-classification, so the labelling is the project's tagging records': each
-word's first piece carries its tag, other positions -1; a row holds the
-sentence's first words whose pieces fit. Encoding runs in TensorFlow ops
-(tensorflow-text SentencePiece), so `tf.data` maps it without Python.
-Returns `(x, y, sample_weight)`, the weight 1 at first pieces.
+Builds on `keras_hub.models.Preprocessor` (keras-hub has no token
+classification), labelling as the project's tagging records do, in
+TensorFlow ops so `tf.data` maps it.
 """
 import keras
 import keras_hub
@@ -29,15 +26,12 @@ class RemBertTokenClassifierPreprocessor(keras_hub.models.Preprocessor):
 
   Takes sentences as lists of words and, for training, one tag id per word.
   Each word is tokenised on its own (a word with no piece gets the unknown
-  piece); its first piece carries the word's tag, its other pieces, `[CLS]`,
-  `[SEP]` and the padding are ignored. A row holds the sentence's first
-  words whose pieces fit `sequence_length`, never cutting a word off.
-  Encoding runs in TensorFlow ops, so `tf.data` maps it in graph mode.
+  piece); its first piece carries the word's tag. A row holds the sentence's
+  first words whose pieces fit `sequence_length`, never cutting a word off.
 
-  Calling it returns `(x, y, sample_weight)`: `y` the per-piece tag ids (0
-  where ignored), `sample_weight` 1 at each word's first piece and 0
-  elsewhere (times a given per-sentence weight). One sentence (a list of
-  words) comes back without the batch axis.
+  Returns `(x, y, sample_weight)`: `y` the per-piece tag ids (0 where
+  ignored), `sample_weight` 1 at each word's first piece, 0 elsewhere (times
+  a given per-sentence weight). One sentence comes back without the batch axis.
 
   Args:
     tokenizer: a `RemBertTokenizer`.

@@ -1,18 +1,11 @@
 """RemBertTokenizer: SentencePiece with RemBERT's special pieces found by name.
 
 Builds on `keras_hub.tokenizers.SentencePieceTokenizer` and keras-hub's
-special-token registry, as keras-hub's ALBERT tokenizer does; each special
-piece is looked up by name, as the project's `SpecialTokens`:
-
-| role              | piece(s), first present wins | released model | models this project trains |
-| ----------------- | ---------------------------- | -------------: | -------------------------: |
-| start (`[CLS]`)   | `[CLS]`                      | 312            | 2                          |
-| end (`[SEP]`)     | `[SEP]`                      | 313            | 3                          |
-| padding           | `<pad>`, `[PAD]`             | 0              | 0                          |
-| mask              | `[MASK]`                     | 314            | 4                          |
-| unknown           | `<unk>`, `[UNK]`             | 1              | 1                          |
-
-The unknown piece is not a special token (a masked-LM preprocessor may mask it).
+special-token registry, as keras-hub's ALBERT tokenizer does; each role's
+piece is looked up by name (`[CLS]`, `[SEP]`, `<pad>`/`[PAD]`, `[MASK]`,
+`<unk>`/`[UNK]`, first present wins), so the released model (ids 312, 313,
+0, 314, 1) and the models this project trains (2, 3, 0, 4, 1) both work. The
+unknown piece is not a special token (a masked-LM preprocessor may mask it).
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -79,9 +72,7 @@ class RemBertTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
     super()._update_special_token_ids()
 
   def piece_ids(self, texts: List[str]) -> List[List[int]]:
-    """The piece ids of each text, in Python (no tensors): the same ids as
-    calling the tokenizer, for the Python-side encoders of the tagging and
-    question-answering preprocessors."""
+    """The piece ids of each text in Python, as calling the tokenizer gives them."""
     self._check_vocabulary()
     return [list(ids) for ids in self._sentence_piece_spm.encode(
         list(texts), out_type=int)]
@@ -90,10 +81,8 @@ class RemBertTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
                                  ) -> Tuple[List[int], List[int], List[int]]:
     """Piece ids of `text` with each piece's first and last character index.
 
-    SentencePiece reports byte offsets; these are turned into character
-    indices of `text`, and a piece's leading space ("▁") is not part of its
-    span, so `text[start:end + 1]` is the piece's own text. Question
-    answering maps predicted pieces back to the context with them.
+    A piece's leading space ("▁") is not part of its span, so
+    `text[start:end + 1]` is the piece's own text.
     """
     self._check_vocabulary()
     processor = self._sentence_piece_spm

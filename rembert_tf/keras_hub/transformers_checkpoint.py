@@ -1,16 +1,12 @@
 """Hugging Face RemBERT folders (`model_type: "rembert"`): keras-hub's converter.
 
 A folder as transformers' `save_pretrained` (or `rembert-convert --to hf`)
-writes it loads with `RemBertBackbone.from_preset(path)`, `RemBertMaskedLM`
-(with the decoupled output side when present) and every task's
-`from_preset`; no conversion step.
-
-Builds on keras-hub's `TransformersPresetLoader`: this is the converter
-module it calls by `model_type`, written as keras-hub's `convert_bert.py`.
-It holds about one copy of the model while loading: the file is unmapped
-after every tensor (`UnmappingSafetensorLoader`) and overwritten weights are
-built as zeros (`zero_initialised`). A missing pooler (`RemBertForMaskedLM`)
-keeps its initialisation, with one warning line.
+writes it loads with `RemBertBackbone.from_preset(path)` and every task's
+`from_preset`, with no conversion step. Builds on keras-hub's
+`TransformersPresetLoader`: this is the converter module it calls by
+`model_type`, written as keras-hub's `convert_bert.py`, holding about one
+copy of the model while loading (the file is unmapped after each tensor,
+overwritten weights are built as zeros).
 
 Example:
 <!-- snippet: not run: needs a Hugging Face RemBERT folder (the suite loads a tiny one) -->
@@ -60,11 +56,8 @@ def convert_backbone_config(transformers_config):
 
 
 class UnmappingSafetensorLoader(safetensor_utils.SafetensorLoader):
-  """keras-hub's SafetensorLoader, unmapping the file after each tensor.
-
-  A memory map held open keeps every page read resident: a second copy of the
-  weights. Reopening costs a header parse per tensor.
-  """
+  """keras-hub's SafetensorLoader, unmapping the file after each tensor (an
+  open memory map keeps every page read resident: a second copy)."""
 
   def get_tensor(self, hf_weight_key):
     try:
@@ -157,8 +150,7 @@ def _initialise_pooler(backbone) -> None:
 
 
 def convert_weights(backbone, loader, transformers_config):
-  """The backbone's weights from the safetensors (keras-hub calls this, with
-  its own loader, which has opened nothing yet: read with one that unmaps)."""
+  """The backbone's weights from the safetensors, read with a loader that unmaps."""
   pairs = canonical_weights.canonical_variables(backbone)
   with UnmappingSafetensorLoader(loader.preset) as reader:
     names = reader.tensor_names()

@@ -1,15 +1,10 @@
 """Tagging and span QA in several rows per example, and predictions read back.
 
 keras-hub's preprocessors give one row per example and its tasks' `predict`
-gives logits, so XTREME's long sentences and contexts are split into rows
-here, in Python, on top of the tagging and QA preprocessors and tasks; the
-first row of each example is the preprocessor's own.
-
-* Tagging (`encode_tagged`, `predict_tags`): each word's first piece carries
-  its tag, other positions `IGNORED_LABEL`; a long sentence continues in
-  further rows at word boundaries.
-* Span QA (`encode_spans`, `predict_answers`): BERT's SQuAD recipe, as the
-  project's span records and post-processing.
+gives logits, so long sentences and contexts are split into rows here, in
+Python, on top of the tagging and QA preprocessors (the first row of each
+example is the preprocessor's own): `encode_tagged` / `predict_tags`, and
+`encode_spans` / `predict_answers` (BERT's SQuAD recipe).
 
 Example:
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
@@ -134,10 +129,9 @@ class SpanWindow:
 
 @dataclasses.dataclass
 class SpanFeatures:
-  """Encoded windows: backbone `inputs` ([windows, sequence_length] int32),
-  answer `start_positions` / `end_positions` ([windows]; 0 without an answer
-  in the window), and the `windows`. `skipped`: training questions whose
-  answer covers no piece."""
+  """Encoded windows: backbone `inputs`, answer `start_positions` /
+  `end_positions` (0 without an answer in the window), the `windows`, and
+  `skipped` training questions whose answer covers no piece."""
   inputs: Dict[str, np.ndarray]
   start_positions: np.ndarray
   end_positions: np.ndarray
