@@ -65,8 +65,7 @@ class FinetuningConfig(hyperparams.Config):
 @dataclasses.dataclass
 class FinetuningDataConfig(hyperparams.Config):
   """The task and its records: `records_dir`, or records written from
-  `data_dir` (XTREME download/) or TFDS (`data_source: tfds`).
-  """
+  `data_dir` (XTREME download/) or TFDS (`data_source: tfds`)."""
   task: Optional[str] = None
   records_dir: Optional[str] = None
   data_dir: Optional[str] = None

@@ -1,9 +1,8 @@
 """RemBertQuestionAnswerer: extractive span QA on RemBERT, as a keras-hub Task.
 
 Builds on `keras_hub.models.Task` with the head of Model Garden's
-`BertSpanLabeler` (start and end logits per position; the loss is the mean
-of both cross-entropies); `windowed_tasks.predict_answers` reads answer
-texts back from `predict`'s logits.
+`BertSpanLabeler`; `windowed_tasks.predict_answers` reads answer texts back
+from `predict`'s logits.
 """
 import keras
 import keras_hub

@@ -1,9 +1,8 @@
 """RemBertTokenClassifier: per-word tagging (NER, POS) on RemBERT, as a keras-hub Task.
 
 Builds on `keras_hub.models.Task` with the head of Model Garden's
-`BertTokenClassifier` (dropout, then dense logits at every position),
-trained on each word's first piece only; `windowed_tasks.predict_tags` reads
-each word's tag back from `predict`'s logits.
+`BertTokenClassifier`; `windowed_tasks.predict_tags` reads each word's tag
+back from `predict`'s logits.
 """
 import keras
 import keras_hub
