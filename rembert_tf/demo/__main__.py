@@ -49,9 +49,6 @@ def main(argv):
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; the demo takes "
                             "only flags (see --help).")
   from rembert_tf.demo import runner  # pylint: disable=g-import-not-at-top
-  if FLAGS.corpus_megabytes <= 0:
-    raise errors.UsageError(f"--corpus_megabytes is {FLAGS.corpus_megabytes:g};"
-                            " give a size above 0 (e.g. 3).")
   run_dir = FLAGS.run_dir
   settings = runner.DemoSettings(
       seed=FLAGS.seed, train_steps=FLAGS.train_steps,
