@@ -70,10 +70,9 @@ def main(argv):
 
 
 def run():
-  flags.mark_flags_as_required(["task", "sentencepiece_model", "output_dir"])
-  command.run(main, __doc__, program=PROG,
-              output_dir_flag="output_dir",
-              artefact=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              artefact=True,
+              required=["task", "sentencepiece_model", "output_dir"])
 
 
 if __name__ == "__main__":

@@ -107,12 +107,9 @@ def main(argv):
 
 
 def run():
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["input", "output_dir", "sentencepiece_model"])
-  command.run(main, __doc__, program=PROG,
-              output_dir_flag="output_dir",
-              artefact=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              artefact=True,
+              required=["input", "output_dir", "sentencepiece_model"])
 
 
 if __name__ == "__main__":

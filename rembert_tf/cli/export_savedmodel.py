@@ -113,12 +113,8 @@ def _check_same_vocabulary(sp_model, source) -> None:
 
 
 def run():
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["checkpoint", "output_dir"])
-  command.run(main, __doc__, program=PROG,
-              output_dir_flag="output_dir",
-              artefact=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              artefact=True, required=["checkpoint", "output_dir"])
 
 
 if __name__ == "__main__":

@@ -119,9 +119,8 @@ def run():
   teardown once the log is written (every result and checkpoint is complete
   by then; with the datasets and the strategy alive, the teardown takes
   seconds, a minute and more on a busy CPU)."""
-  flags.mark_flags_as_required(["output_dir"])
-  command.run(main, __doc__, program=PROG,
-              output_dir_flag="output_dir", exit_without_teardown=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              exit_without_teardown=True, required=["output_dir"])
 
 
 if __name__ == "__main__":

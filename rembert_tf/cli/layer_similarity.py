@@ -85,10 +85,8 @@ def main(argv) -> int:
 
 def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["checkpoint", "sentences", "output_dir"])
-  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir")
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              required=["checkpoint", "sentences", "output_dir"])
 
 
 if __name__ == "__main__":

@@ -85,12 +85,8 @@ def main(argv):
 
 
 def run():
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flag_as_required("output_dir")
-  command.run(main, __doc__, PROG,
-              output_dir_flag="output_dir",
-              artefact=True)
+  command.run(main, __doc__, PROG, output_dir_flag="output_dir", artefact=True,
+              required=["output_dir"])
 
 
 if __name__ == "__main__":

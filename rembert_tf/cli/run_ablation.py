@@ -202,8 +202,8 @@ def _refuse_output_overlapping_inputs(args) -> None:
 def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
   define_flags()
-  flags.mark_flag_as_required("output_dir")
-  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir")
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              required=["output_dir"])
 
 
 if __name__ == "__main__":

@@ -112,13 +112,11 @@ def run():
   preempted, non-finite loss, and an error once model_dir holds the run).
   The process ends without the interpreter's teardown once the log is
   written: every checkpoint is complete by then."""
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["config_file", "model_dir"])
   FLAGS.set_default("experiment", "rembert_pretraining")
   FLAGS.set_default("mode", "train")
   command.run(main, __doc__, PROG, output_dir_flag="model_dir",
-              keep_log=_log_kept, exit_without_teardown=True)
+              keep_log=_log_kept, exit_without_teardown=True,
+              required=["config_file", "model_dir"])
 
 
 if __name__ == "__main__":

@@ -422,10 +422,14 @@ def run_logged(main: Callable, argv: Any, log: CommandLog,
 def run(main: Callable, doc: str, program: Optional[str] = None,
         output_dir_flag: Optional[str] = None, artefact: bool = False,
         keep_log: Optional[Callable[[int, str], bool]] = None,
-        exit_without_teardown: bool = False) -> None:
+        exit_without_teardown: bool = False,
+        required: Sequence[str] = ()) -> None:
   """Parses absl flags and runs `main` under the console script's name, with
   its log file (`start_log`; `artefact`: the output is something a user
-  uploads or serves, its log goes beside it)."""
+  uploads or serves, its log goes beside it). The `required` flags are marked
+  here, not where they are defined: importing a command module must not
+  constrain the flags of another command run in the same process."""
+  flags.mark_flags_as_required(list(required))
   main_module = sys.modules.get("__main__")
   if main_module is not None:  # absl's --help prints __main__'s docstring
     main_module.__doc__ = doc

@@ -284,6 +284,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("output_dir")
-  command.run(main, __doc__, program=PROG,
-              output_dir_flag="output_dir", artefact=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              artefact=True, required=["output_dir"])
