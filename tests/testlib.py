@@ -148,15 +148,15 @@ _COMMAND_DRIVER = r"""
 import contextlib, importlib, io, json, logging, sys
 from absl import flags
 module = importlib.import_module(sys.argv[1])
-from rembert_tf.cli import flag_checks, harness
-prog = harness.program_name(module.main)
+from rembert_tf.common import command
+prog = command.program_name(module.main)
 for argv in json.loads(sys.argv[2]):
   flags.FLAGS.unparse_flags()
   out, err = io.StringIO(), io.StringIO()
   code = 0
   with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
     try:
-      code = module.main(flag_checks.parse_flags(prog, ["prog"] + argv))
+      code = module.main(command.parse_flags(prog, ["prog"] + argv))
     except SystemExit as e:
       code = e.code
   print(json.dumps({"code": code or 0, "stdout": out.getvalue(),

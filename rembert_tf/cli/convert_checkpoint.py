@@ -37,10 +37,9 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from rembert_tf.common import outputs  # noqa: E402
 from absl import flags  # noqa: E402
@@ -96,12 +95,9 @@ def main(argv):
 
 
 def run():
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["from", "to", "checkpoint", "output_dir"])
-  harness.run_command(main, __doc__, program=PROG,
-                  output_dir_flag="output_dir",
-                  output_is_artefact=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              artefact=True,
+              required=["from", "to", "checkpoint", "output_dir"])
 
 
 if __name__ == "__main__":

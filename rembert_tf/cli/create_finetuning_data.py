@@ -21,10 +21,9 @@ Example:
 """
 from absl import flags
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors
 from rembert_tf.evaluation import xtreme_tasks  # the task names; no TensorFlow
@@ -71,10 +70,9 @@ def main(argv):
 
 
 def run():
-  flags.mark_flags_as_required(["task", "sentencepiece_model", "output_dir"])
-  harness.run_command(main, __doc__, program=PROG,
-                  output_dir_flag="output_dir",
-                  output_is_artefact=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              artefact=True,
+              required=["task", "sentencepiece_model", "output_dir"])
 
 
 if __name__ == "__main__":

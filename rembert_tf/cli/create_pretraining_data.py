@@ -29,10 +29,9 @@ Usage:
 """
 from absl import flags
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
 from rembert_tf.data import pretraining_instances
@@ -108,12 +107,9 @@ def main(argv):
 
 
 def run():
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["input", "output_dir", "sentencepiece_model"])
-  harness.run_command(main, __doc__, program=PROG,
-                  output_dir_flag="output_dir",
-                  output_is_artefact=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              artefact=True,
+              required=["input", "output_dir", "sentencepiece_model"])
 
 
 if __name__ == "__main__":

@@ -18,10 +18,9 @@ Example:
 """
 from absl import flags
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
@@ -80,7 +79,7 @@ def main(argv):
 
 
 def run():
-  harness.run_command(main, __doc__, program=PROG)
+  command.run(main, __doc__, program=PROG)
 
 
 if __name__ == "__main__":

@@ -42,12 +42,11 @@ import sys
 
 from absl import flags
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import experiment_flags  # noqa: E402
 from rembert_tf.cli import finetune_flags  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 
@@ -120,9 +119,8 @@ def run():
   teardown once the log is written (every result and checkpoint is complete
   by then; with the datasets and the strategy alive, the teardown takes
   seconds, a minute and more on a busy CPU)."""
-  flags.mark_flags_as_required(["output_dir"])
-  harness.run_command(main, __doc__, program=PROG,
-                      output_dir_flag="output_dir", exit_without_teardown=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              exit_without_teardown=True, required=["output_dir"])
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ from typing import Any, Dict, List, Sequence
 
 from absl import flags
 
-from rembert_tf.cli import flag_checks
 from rembert_tf.cli import runtime_flags
 from rembert_tf.cli import xtreme_source_flags
+from rembert_tf.common import command
 from rembert_tf.common import errors
 from rembert_tf.evaluation import xtreme_tasks  # the task names; no TensorFlow
 
@@ -104,8 +104,8 @@ def _define_sweep_flags(flag_values: flags.FlagValues) -> None:
                        lower_bound=1, **fv)
   flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
                     "decoupled averages beside the results.", **fv)
-  flag_checks.require("learning_rate", lambda rate: rate > 0, "a learning rate "
-                      "must be a positive number (e.g. 2e-5)", flag_values)
+  command.require("learning_rate", lambda rate: rate > 0, "a learning rate "
+                  "must be a positive number (e.g. 2e-5)", flag_values)
 
 
 def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
@@ -125,10 +125,10 @@ def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
   flags.DEFINE_integer("checkpoint_interval", None, "Checkpoint every N steps "
                        "(a killed sweep resumes from there).", lower_bound=1,
                        **fv)
-  flag_checks.require_above("num_train_epochs", 0, flag_values)
-  flag_checks.require("num_train_steps", lambda steps: steps >= 1, "train at "
-                      "least 1 step, or leave it out to train "
-                      "--num_train_epochs epochs", flag_values)
+  command.require_above("num_train_epochs", 0, flag_values)
+  command.require("num_train_steps", lambda steps: steps >= 1, "train at "
+                  "least 1 step, or leave it out to train "
+                  "--num_train_epochs epochs", flag_values)
   flags.DEFINE_bool("jit_compile", None, "Compile the training and prediction "
                     "steps with XLA (default: on for a TPU or GPU, off on a "
                     "CPU, where it is slower).", **fv)
@@ -204,7 +204,7 @@ def overrides_from_args(args: Sequence[str],
   try:
     extra = flag_values([program, *args])
   except flags.Error as e:
-    code, line = flag_checks.explain(e, flag_values)
+    code, line = command.explain(e, flag_values=flag_values)
     raise (errors.UsageError if code == errors.EXIT_USAGE else
            errors.InputError)(f"{program} {line}") from None
   if extra[1:]:

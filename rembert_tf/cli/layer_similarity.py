@@ -20,10 +20,9 @@ Example:
 """
 from absl import flags
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-layer-similarity
@@ -86,10 +85,8 @@ def main(argv) -> int:
 
 def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["checkpoint", "sentences", "output_dir"])
-  harness.run_command(main, __doc__, program=PROG, output_dir_flag="output_dir")
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              required=["checkpoint", "sentences", "output_dir"])
 
 
 if __name__ == "__main__":

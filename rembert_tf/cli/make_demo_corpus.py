@@ -16,11 +16,9 @@ Usage:
 """
 from absl import flags
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import flag_checks  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
@@ -45,8 +43,8 @@ flags.DEFINE_float("code_switched_fraction", corpus.CODE_SWITCHED_FRACTION,
                    "Share of each non-English language's documents that are "
                    "code-switched (some content words in English).",
                    lower_bound=0, upper_bound=1)
-flag_checks.require("megabytes", lambda size: size > 0,
-                    "give a size above 0 (e.g. --megabytes 2)")
+command.require("megabytes", lambda size: size > 0,
+                "give a size above 0 (e.g. --megabytes 2)")
 flags.DEFINE_string("xnli_dir", None, "Also write XNLI-like pairs of the "
                     "--languages here, in XTREME's download/ layout "
                     "(XNLI_DIR/xnli/train-en.tsv, dev-LANG.tsv): the "
@@ -87,12 +85,8 @@ def main(argv):
 
 
 def run():
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flag_as_required("output_dir")
-  harness.run_command(main, __doc__, PROG,
-                  output_dir_flag="output_dir",
-                  output_is_artefact=True)
+  command.run(main, __doc__, PROG, output_dir_flag="output_dir", artefact=True,
+              required=["output_dir"])
 
 
 if __name__ == "__main__":

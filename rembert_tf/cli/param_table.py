@@ -15,10 +15,9 @@ Usage:
 import json
 import os
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 
@@ -73,7 +72,7 @@ def main(argv):
 
 
 def run():
-  harness.run_command(main, __doc__, PROG)
+  command.run(main, __doc__, PROG)
 
 
 if __name__ == "__main__":

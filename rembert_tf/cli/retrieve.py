@@ -33,11 +33,9 @@ Example:
 """
 from absl import flags
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import flag_checks  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, ...)
 from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors  # noqa: E402
@@ -72,8 +70,8 @@ flags.DEFINE_integer("seq_length", None, "Pieces per sentence with [CLS] and "
 flags.DEFINE_integer("batch_size", None, "Global batch of sentences at "
                      "--seq_length, shorter buckets proportionally more "
                      "(default: 32 per replica).", lower_bound=1)
-flag_checks.require("layer", lambda layer: layer != 0, "blocks count from 1 "
-                    "(-1: the last); give 1..depth or -1")
+command.require("layer", lambda layer: layer != 0, "blocks count from 1 "
+                "(-1: the last); give 1..depth or -1")
 flags.DEFINE_string("label_folder", None, "Gold labels in the scorer's layout "
                     "(<task>/test-<lang>.tsv) to score the predictions with.")
 flags.DEFINE_bool("jit_compile", False, "Compile the embedding step with XLA "
@@ -197,7 +195,7 @@ def main(argv):
 
 
 def run():
-  harness.run_command(main, __doc__, program=PROG, output_dir_flag="output_dir")
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir")
 
 
 if __name__ == "__main__":

@@ -25,12 +25,10 @@ import sys
 
 from absl import flags
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import finetune_flags  # noqa: E402
-from rembert_tf.cli import flag_names  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, --mixed_precision)
 from rembert_tf.common import errors  # noqa: E402
 
@@ -122,7 +120,7 @@ def _finetune_overrides():
     return FLAGS.finetune_params_override
   program = f"{PROG} --finetune_flags"
   overrides = finetune_flags.overrides_from_args(
-      flag_names.current_flag_names("finetune", given, program), program)
+      command.current_flag_names("finetune", given, program), program)
   override = ",".join(f"{k}={_as_override_text(v)}"
                       for k, v in overrides.items())
   print(f"{PROG}: --finetune_flags is deprecated; use "
@@ -204,8 +202,8 @@ def _refuse_output_overlapping_inputs(args) -> None:
 def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
   define_flags()
-  flags.mark_flag_as_required("output_dir")
-  harness.run_command(main, __doc__, program=PROG, output_dir_flag="output_dir")
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              required=["output_dir"])
 
 
 if __name__ == "__main__":

@@ -36,16 +36,14 @@ import sys
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before `main` imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
 from rembert_tf.cli import command_names  # noqa: E402
 from rembert_tf.cli import experiment_flags  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: E402  (--strategy, --tpu, ...)
-from rembert_tf.common import command_output  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-train
@@ -63,8 +61,8 @@ def main(argv):
   from rembert_tf.pretraining import pretraining_errors  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
-  command_output.set_log_label("evaluator" if FLAGS.mode == "continuous_eval"
-                               else strategies.process_label())
+  command.set_log_label("evaluator" if FLAGS.mode == "continuous_eval"
+                        else strategies.process_label())
   try:
     config = experiments.load_experiment_config(
         FLAGS.config_file, FLAGS.params_override,
@@ -97,8 +95,12 @@ def _say(line: str) -> None:
 
 
 def _log_kept(exit_code: int, model_dir: str) -> bool:
-  """Errors keep the log once the run got past its checks (model_dir holds
-  the run); a refused start writes nothing into model_dir."""
+  """Done, preempted and a non-finite loss keep the log; an error once the
+  run got past its checks (model_dir holds the run): a refused start writes
+  nothing into model_dir."""
+  if exit_code in (errors.EXIT_OK, errors.EXIT_NON_FINITE_LOSS,
+                   errors.EXIT_PREEMPTED):
+    return True
   if exit_code != errors.EXIT_ERROR:
     return False
   from rembert_tf.pretraining import model_directory  # pylint: disable=g-import-not-at-top
@@ -110,17 +112,11 @@ def run():
   preempted, non-finite loss, and an error once model_dir holds the run).
   The process ends without the interpreter's teardown once the log is
   written: every checkpoint is complete by then."""
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["config_file", "model_dir"])
   FLAGS.set_default("experiment", "rembert_pretraining")
   FLAGS.set_default("mode", "train")
-  harness.run_command(main, __doc__, PROG,
-                      output_dir_flag="model_dir",
-                      keep_log_exit_codes=(errors.EXIT_OK,
-                                           errors.EXIT_NON_FINITE_LOSS,
-                                           errors.EXIT_PREEMPTED),
-                      keep_log_when=_log_kept, exit_without_teardown=True)
+  command.run(main, __doc__, PROG, output_dir_flag="model_dir",
+              keep_log=_log_kept, exit_without_teardown=True,
+              required=["config_file", "model_dir"])
 
 
 if __name__ == "__main__":

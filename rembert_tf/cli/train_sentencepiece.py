@@ -21,11 +21,9 @@ Usage:
 """
 from absl import flags
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
-from rembert_tf.cli import flag_checks  # noqa: E402
 from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
 from rembert_tf.data import sentencepiece_sample
@@ -45,7 +43,7 @@ flags.DEFINE_integer("sample_size", 2_000_000, "Lines in the training sample.",
                      lower_bound=1)
 flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character "
                    "coverage (high: many scripts).", upper_bound=1)
-flag_checks.require_above("character_coverage", 0)
+command.require_above("character_coverage", 0)
 flags.DEFINE_integer(
     "num_threads", sentencepiece_training.DEFAULT_NUM_THREADS,
     "Trainer threads. The model depends on the thread count, not on the "
@@ -111,12 +109,8 @@ def _sample_only(beam_args):
 
 
 def run():
-  # Required only when run as a command: importing this module must not
-  # constrain the flags of other commands in the same process.
-  flags.mark_flags_as_required(["input"])
-  harness.run_command(main, __doc__, program=PROG,
-                  output_dir_flag="output_dir",
-                  output_is_artefact=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              artefact=True, required=["input"])
 
 
 if __name__ == "__main__":

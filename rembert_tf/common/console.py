@@ -1,26 +1,11 @@
-r"""Console output for people: one line per loop, a progress bar, a quiet start-up.
+"""What a person reads on the console: one line per training loop, progress bars with an ETA.
 
-Every command of rembert_tf prints what a person wants to read and nothing
-else:
-
-* a training loop prints one line per loop (`loop_line`): step, loss,
-  accuracy, examples/s, learning rate, ETA;
-* long work without loops (records, conversion, export, sweeps) shows a
-  progress bar with an ETA (`progress`); when stderr is not a
-  terminal (CI, `nohup`, a pipe) the bar becomes one plain line every
-  `interval` seconds;
-* everything else (absl, TensorFlow's C++ and Python logs, orbit's controller
-  log, Python warnings) stays off the console: TensorFlow's start-up lines
-  (`quiet_tensorflow_import`), orbit's prints (`orbit_logs_to_file`); the log
-  file that receives them is `rembert_tf.common.command_output`'s.
-  `--verbose` (`define_verbose_flag`) shows it all on the console as well.
-
-TensorFlow reads `TF_CPP_MIN_LOG_LEVEL` when it is imported, before flags are
-parsed, so `quiet_tensorflow_import()` runs at the import of the command
-modules and looks at `sys.argv` for `--verbose` itself.
-
-This module imports neither TensorFlow nor orbit at module level: it runs
-before them.
+A training loop prints one line per loop (`loop_line`, from
+`runtime.orbit_loop`); long work without loops shows a progress bar
+(`progress`), redrawn in place on a terminal, else one plain line every
+`interval` seconds (CI, `nohup`, a pipe). orbit's controller prints go to the
+log only (`orbit_logs_to_file`); the log file itself is
+`rembert_tf.common.command`'s. Imports neither TensorFlow nor orbit.
 
 Example:
 ```python
@@ -37,34 +22,25 @@ with console.progress("writing records", total=8, unit="files") as bar:
 import contextlib
 import io
 import math
-import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional, TextIO
+from typing import Any, Callable, Mapping, Optional, TextIO
 
-from absl import flags
 from absl import logging
 
-VERBOSE_FLAG = "verbose"
 
-
-# ---------------------------------------------------------------------------
-# Formatting.
 def format_duration(seconds: Optional[float]) -> str:
   """`62.4` -> `1:02`, `3723` -> `1:02:03`; unknown or infinite -> `?`."""
   if seconds is None or not math.isfinite(seconds) or seconds < 0:
     return "?"
-  seconds = int(round(seconds))
-  hours, rest = divmod(seconds, 3600)
+  hours, rest = divmod(int(round(seconds)), 3600)
   minutes, secs = divmod(rest, 60)
-  if hours:
-    return f"{hours}:{minutes:02d}:{secs:02d}"
-  return f"{minutes}:{secs:02d}"
+  return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def format_count(value: float) -> str:
-  """`950` -> `950`, `812.4` -> `812`, `2.5` -> `2.5`, `12_345` -> `12.3k`, `4.5e6` -> `4.5M`."""
+  """`950`, `812.4` -> `812`, `2.5`, `12_345` -> `12.3k`, `4.5e6` -> `4.5M`."""
   for threshold, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
     if abs(value) >= threshold:
       return f"{value / threshold:.1f}{suffix}"
@@ -79,33 +55,24 @@ def format_rate(per_second: float, unit: str) -> str:
   return f"{per_second:.2f} {unit}/s"
 
 
-def loop_line(step: int,
-              total_steps: Optional[int] = None,
-              *,
-              loss: Optional[float] = None,
-              accuracy: Optional[float] = None,
+def loop_line(step: int, total_steps: Optional[int] = None, *,
+              loss: Optional[float] = None, accuracy: Optional[float] = None,
               accuracy_name: str = "acc",
               examples_per_second: Optional[float] = None,
               learning_rate: Optional[float] = None,
               eta_seconds: Optional[float] = None,
               extra: Optional[Mapping[str, Any]] = None) -> str:
-  """The one console line of a training loop; absent values are left out.
-
-  `step  40/300 | loss 5.2104 | acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02`
-  (the step is padded to the width of the total, so lines stay aligned).
-  """
-  if total_steps:
-    width = len(str(total_steps))
-    parts = [f"step {step:>{width}d}/{total_steps}"]
-  else:
-    parts = [f"step {step}"]
+  """The one console line of a training loop; absent values are left out:
+  `step  40/300 | loss 5.2104 | acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02`."""
+  width = len(str(total_steps)) if total_steps else 0
+  parts = [f"step {step:>{width}d}/{total_steps}" if total_steps
+           else f"step {step}"]
   if loss is not None:
     parts.append(f"loss {loss:.4f}")
   if accuracy is not None:
     parts.append(f"{accuracy_name} {accuracy:.4f}")
-  for name, value in (extra or {}).items():
-    parts.append(f"{name} {value:.4g}" if isinstance(value, float)
-                 else f"{name} {value}")
+  parts += [f"{name} {value:.4g}" if isinstance(value, float)
+            else f"{name} {value}" for name, value in (extra or {}).items()]
   if examples_per_second is not None:
     parts.append(f"{format_count(examples_per_second)} ex/s")
   if learning_rate is not None:
@@ -116,25 +83,17 @@ def loop_line(step: int,
 
 
 class Eta:
-  """Remaining time from the average pace since the first observation.
+  """Remaining time at the average pace since the first observation (the
+  first step's compilation does not count)."""
 
-  The first observation is the reference point, so the time to compile the
-  first step (or open the first file) does not inflate the estimate.
-
-  >>> clock = iter([0.0, 10.0]).__next__
-  >>> eta = Eta(total=100, clock=clock)
-  >>> eta.observe(20), eta.observe(40)
-  (None, 30.0)
-  """
-
-  def __init__(self, total: Optional[float], clock: Callable[[], float] = time.monotonic):
-    self.total = total
-    self._clock = clock
-    self._start = None  # (time, done) of the first observation.
-    self.rate = None  # Units per second since the first observation.
+  def __init__(self, total: Optional[float],
+               clock: Callable[[], float] = time.monotonic):
+    self.total, self._clock = total, clock
+    self._start = None  # (time, done) of the first observation
+    self.rate = None  # units per second since then
 
   def observe(self, done: float) -> Optional[float]:
-    """Records progress `done`; returns the seconds left (None: unknown)."""
+    """Records progress `done`; the seconds left (None: unknown)."""
     now = self._clock()
     if self._start is None:
       self._start = (now, done)
@@ -143,42 +102,24 @@ class Eta:
     if now <= start_time or done <= start_done:
       return None
     self.rate = (done - start_done) / (now - start_time)
-    if self.total is None:
-      return None
-    return max(self.total - done, 0) / self.rate
+    return None if self.total is None else max(self.total - done, 0) / self.rate
 
 
-# ---------------------------------------------------------------------------
-# Progress bar.
 class Progress:
-  """A progress bar with rate and ETA on stderr; plain periodic lines off a TTY.
-
-  On a terminal the bar is redrawn in place at most every `redraw_seconds`;
-  elsewhere one line is written every `interval` seconds. Either way a last
-  line with the total time is written by `close()` (or leaving the `with`
-  block), and periodic lines also go to the log file. Thread-safe: workers'
-  results may be counted from a reader thread.
-  """
+  """A progress bar with rate and ETA on stderr, redrawn in place on a
+  terminal, else one line every `interval` seconds (also in the log); a
+  closing line with the total time. Thread-safe."""
 
   def __init__(self, description: str, total: Optional[int] = None,
                unit: str = "items", stream: Optional[TextIO] = None,
                interval: float = 30.0, redraw_seconds: float = 0.2,
                width: int = 24, clock: Callable[[], float] = time.monotonic,
                tty: Optional[bool] = None):
-    self.description = description
-    self.total = total
-    self.unit = unit
-    self.done = 0
-    self.note = ""
-    self._stream = stream
-    self._interval = interval
-    self._redraw_seconds = redraw_seconds
-    self._width = width
-    self._clock = clock
-    self._started = clock()
-    self._last_output = self._started
-    self._tty = tty
-    self._drawn = False
+    self.description, self.total, self.unit = description, total, unit
+    self.done, self.note = 0, ""
+    self._stream, self._interval, self._redraw = stream, interval, redraw_seconds
+    self._width, self._clock, self._tty = width, clock, tty
+    self._started = self._last_output = clock()
     self._closed = False
     self._lock = threading.Lock()
     self._eta = Eta(total, clock)
@@ -204,48 +145,35 @@ class Progress:
     """Sets the units done (absolute), or adds `advance` when `done` is None."""
     with self._lock:
       self.done = self.done + advance if done is None else done
-      if note is not None:
-        self.note = note
+      self.note = self.note if note is None else note
       eta = self._eta.observe(self.done)
       now = self._clock()
-      wait = self._redraw_seconds if self.is_tty else self._interval
-      if now - self._last_output < wait:
+      if now - self._last_output < (self._redraw if self.is_tty
+                                    else self._interval):
         return
       self._last_output = now
-      self._emit(self._status(eta), final=False)
-
-  def _status(self, eta: Optional[float]) -> str:
-    rate = self._eta.rate
-    if self.total:
-      share = min(self.done / self.total, 1.0)
-      counts = (f"{share:4.0%} {format_count(self.done)}/"
-                f"{format_count(self.total)} {self.unit}")
-    else:
       counts = f"{format_count(self.done)} {self.unit}"
-    parts = [counts]
-    if rate:
-      parts.append(format_rate(rate, self.unit))
-    if self.total:
-      parts.append(f"ETA {format_duration(eta)}")
-    if self.note:
-      parts.append(self.note)
-    return " | ".join(parts)
-
-  def _bar(self) -> str:
-    if not self.total:
-      return ""
-    filled = int(self._width * min(self.done / self.total, 1.0))
-    return "[" + "#" * filled + "." * (self._width - filled) + "] "
+      if self.total:
+        counts = (f"{min(self.done / self.total, 1.0):4.0%} "
+                  f"{format_count(self.done)}/{format_count(self.total)} "
+                  f"{self.unit}")
+      parts = [counts]
+      if self._eta.rate:
+        parts.append(format_rate(self._eta.rate, self.unit))
+      if self.total:
+        parts.append(f"ETA {format_duration(eta)}")
+      self._emit(" | ".join(parts + ([self.note] if self.note else [])), False)
 
   def _emit(self, status: str, final: bool) -> None:
     if self.is_tty:
-      line = f"{self.description} {self._bar()}{status}"
-      end = "\n" if final else ""
-      self.stream.write("\r" + line + "\x1b[K" + end)
-      self._drawn = not final
+      bar = ""
+      if self.total:
+        filled = int(self._width * min(self.done / self.total, 1.0))
+        bar = "[" + "#" * filled + "." * (self._width - filled) + "] "
+      self.stream.write(f"\r{self.description} {bar}{status}\x1b[K"
+                        + ("\n" if final else ""))
     else:
-      line = f"{self.description}: {status}"
-      self.stream.write(line + "\n")
+      self.stream.write(f"{self.description}: {status}\n")
     self.stream.flush()
     logging.info("%s: %s", self.description, status)
 
@@ -259,9 +187,7 @@ class Progress:
       rate = self.done / elapsed if elapsed > 0 else 0.0
       status = (f"{format_count(self.done)} {self.unit} in "
                 f"{format_duration(elapsed)} ({format_rate(rate, self.unit)})")
-      if self.note:
-        status += f" | {self.note}"
-      self._emit(status, final=True)
+      self._emit(status + (f" | {self.note}" if self.note else ""), True)
 
   def __enter__(self) -> "Progress":
     return self
@@ -277,36 +203,9 @@ def progress(description: str, total: Optional[int] = None,
   return Progress(description, total=total, unit=unit, **kwargs)
 
 
-# ---------------------------------------------------------------------------
-# Quiet start-up: what stays off the console.
-def verbose_requested(argv: Optional[Iterable[str]] = None) -> bool:
-  """True when the command line asks for `--verbose` (before flags are parsed)."""
-  argv = sys.argv if argv is None else argv
-  return any(a in ("--verbose", "--verbose=true", "--verbose=True",
-                   "--verbose=1") for a in argv)
-
-
-def quiet_tensorflow_import(argv: Optional[Iterable[str]] = None) -> None:
-  """Hides TensorFlow's import-time INFO/WARNING lines unless `--verbose`.
-
-  (oneDNN, cpu_feature_guard, "Could not find cuda drivers"); an explicit
-  `TF_CPP_MIN_LOG_LEVEL` in the environment wins. Call before TF is imported.
-  """
-  if not verbose_requested(argv):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
-def define_verbose_flag() -> None:
-  """Defines `--verbose` once per process (every command shares it)."""
-  if VERBOSE_FLAG not in flags.FLAGS:
-    flags.DEFINE_bool(VERBOSE_FLAG, False, "Show every log line on the console "
-                      "(absl, TensorFlow, orbit); by default they go to the "
-                      "log file only.")
-
-
 class _WithoutOrbitPrints(io.TextIOBase):
-  """A stdout that drops what orbit's controller module prints (it logs the
-  same line first) and passes everything else on to the stream it replaced."""
+  """A stdout that drops what orbit's controller prints (it logs the same
+  line first) and passes everything else on."""
 
   def __init__(self, stream: TextIO):
     super().__init__()
@@ -325,7 +224,7 @@ class _WithoutOrbitPrints(io.TextIOBase):
 
 @contextlib.contextmanager
 def orbit_logs_to_file():
-  """orbit's controller logs every line and prints it as well; in the block
-  its lines go to the log only (the console has the trainer's own lines)."""
+  """In the block, orbit's controller lines go to the log only (the console
+  has the trainer's own lines)."""
   with contextlib.redirect_stdout(_WithoutOrbitPrints(sys.stdout)):
     yield

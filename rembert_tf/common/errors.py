@@ -32,7 +32,7 @@ from absl import logging
 # Exit codes shared by the commands (documented in docs/errors.md).
 EXIT_OK = 0
 EXIT_ERROR = 1
-EXIT_USAGE = 2  # absl could not parse the command line (harness.flag_parser)
+EXIT_USAGE = 2  # absl could not parse the command line (command.parse_flags)
 EXIT_NON_FINITE_LOSS = 3
 EXIT_PREEMPTED = 42
 EXIT_INTERRUPTED = 130

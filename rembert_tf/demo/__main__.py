@@ -14,11 +14,9 @@ USAGE:
 import sys
 import time
 
-from rembert_tf.common import console  # noqa: E402
-console.quiet_tensorflow_import()  # before anything below imports TensorFlow
+from rembert_tf.common import command  # noqa: E402
+command.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.cli import command_names  # noqa: E402
-from rembert_tf.cli import flag_checks  # noqa: E402
-from rembert_tf.cli import harness  # noqa: E402
 from absl import flags  # noqa: E402  pylint: disable=g-bad-import-order
 
 from rembert_tf.common import errors  # noqa: E402
@@ -36,8 +34,8 @@ flags.DEFINE_integer("train_steps", None, "Pre-training steps (default: the "
                      "pretrain_tiny_demo experiment's).",
                      lower_bound=1)
 flags.DEFINE_float("corpus_megabytes", 3.0, "Size of the demo corpus.")
-flag_checks.require("corpus_megabytes", lambda size: size > 0,
-                    "give a size above 0 (e.g. --corpus_megabytes 3)")
+command.require("corpus_megabytes", lambda size: size > 0,
+                "give a size above 0 (e.g. --corpus_megabytes 3)")
 flags.DEFINE_integer("num_workers", 2, "Processes making the records.",
                      lower_bound=1)
 flags.DEFINE_bool("finetune", True, "Fine-tune and evaluate zero-shot.")
@@ -51,9 +49,6 @@ def main(argv):
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; the demo takes "
                             "only flags (see --help).")
   from rembert_tf.demo import runner  # pylint: disable=g-import-not-at-top
-  if FLAGS.corpus_megabytes <= 0:
-    raise errors.UsageError(f"--corpus_megabytes is {FLAGS.corpus_megabytes:g};"
-                            " give a size above 0 (e.g. 3).")
   run_dir = FLAGS.run_dir
   settings = runner.DemoSettings(
       seed=FLAGS.seed, train_steps=FLAGS.train_steps,
@@ -72,8 +67,8 @@ def main(argv):
 
 def run():
   """Console-script entry point (`rembert-demo`)."""
-  harness.run_command(main, __doc__, program=PROG, output_dir_flag="run_dir",
-                  keep_log_exit_codes=(0, errors.EXIT_ERROR))
+  command.run(main, __doc__, program=PROG, output_dir_flag="run_dir",
+              keep_log=lambda code, run_dir: code in (0, errors.EXIT_ERROR))
 
 
 if __name__ == "__main__":

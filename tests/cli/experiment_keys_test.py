@@ -14,7 +14,7 @@ from absl import flags
 
 import testlib
 from rembert_tf.pretraining import experiments
-from rembert_tf.cli import flag_checks
+from rembert_tf.common import command
 from rembert_tf.finetuning import finetuning_experiment
 
 TRAIN = "rembert_tf.cli.train"
@@ -128,7 +128,7 @@ def test_tilde_expansion_covers_text_and_list_flags(monkeypatch):
   flags.DEFINE_list("inputs", None, "", flag_values=values)
   flags.DEFINE_string("pattern", None, "", flag_values=values)
   values(["prog", "--output_dir=~/c", "--inputs=~/a,b/~c,~", "--pattern=a~b"])
-  flag_checks.expand_home_in_flags(values)
+  command.expand_home_in_flags(values)
   assert values.output_dir == "/home/someone/c"
   assert values.inputs == ["/home/someone/a", "b/~c", "/home/someone"]
   assert values.pattern == "a~b"

@@ -12,7 +12,7 @@ import pytest
 from absl import flags
 
 import testlib
-from rembert_tf.cli import flag_checks
+from rembert_tf.common import command
 
 SP = "rembert_tf.cli.train_sentencepiece"
 PRE = "rembert_tf.cli.create_pretraining_data"
@@ -151,7 +151,8 @@ def test_an_unknown_flag_is_a_usage_error():
   assert unknown["code"] == 2
   assert unknown["stderr"].strip() == ("rembert-make-demo-corpus: error: "
                                        "Unknown command line flag 'megabites'. "
-                                       "Did you mean: megabytes ?")
+                                       "Did you mean: megabytes ? (see "
+                                       "rembert-make-demo-corpus --help)")
 
 
 def test_a_missing_required_flag_is_a_usage_error():
@@ -160,5 +161,5 @@ def test_a_missing_required_flag_is_a_usage_error():
   flags.mark_flag_as_required("output_dir", flag_values=flag_values)
   with pytest.raises(flags.Error) as e:
     flag_values(["prog"])
-  assert flag_checks.explain(e.value, flag_values) == (
-      2, "--output_dir is required; give it a value.")
+  assert command.explain(e.value, "prog", flag_values) == (
+      2, "--output_dir is required (see prog --help)")

@@ -1,7 +1,5 @@
-"""Console output: loop lines, progress bars with ETA, quiet start-up, program names."""
+"""Console output: loop lines, progress bars with ETA, orbit's lines kept off the console."""
 import io
-import os
-import sys
 
 import pytest
 
@@ -91,17 +89,6 @@ def test_progress_without_total_counts():
   assert stream.getvalue().startswith("reading: 3 items in 0:00 (")
 
 
-def test_quiet_tensorflow_import_respects_verbose_and_the_environment(monkeypatch):
-  monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
-  console.quiet_tensorflow_import(["rembert-train", "--verbose"])
-  assert "TF_CPP_MIN_LOG_LEVEL" not in os.environ
-  console.quiet_tensorflow_import(["rembert-train"])
-  assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
-  monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
-  console.quiet_tensorflow_import(["rembert-train"])
-  assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
-
-
 def test_orbit_controller_lines_go_to_the_log_only(capsys):
   from orbit import controller  # pylint: disable=g-import-not-at-top
   original = controller._log
@@ -109,18 +96,3 @@ def test_orbit_controller_lines_go_to_the_log_only(capsys):
     controller._log("train | step: 2 | output: {...}")
   assert controller._log is original
   assert "train | step" not in capsys.readouterr().out
-
-
-def test_program_names_follow_the_command_module(monkeypatch):
-  from rembert_tf.cli import harness  # pylint: disable=g-import-not-at-top
-
-  def command(module):
-    def main(argv):
-      return argv
-    main.__module__ = module
-    return main
-  assert harness.program_name(command("rembert_tf.cli.param_table")) == "rembert-param-table"
-  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/demo/__main__.py"])
-  assert harness.program_name(command("__main__")) == "rembert-demo"
-  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/train.py"])
-  assert harness.program_name(command("__main__")) == "rembert-train"

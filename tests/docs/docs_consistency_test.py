@@ -202,7 +202,7 @@ def defined_flags(path: pathlib.Path) -> Tuple[frozenset, frozenset]:
           more, more_bools = defined_flags(module_file(f"rembert_tf.cli.{alias.name}"))
           names |= more
           bools |= more_bools
-  if "absl" in path.read_text() and "harness" in path.read_text():
+  if "absl" in path.read_text() and "command.run(" in path.read_text():
     names |= ABSL_FLAGS | {"verbose", "log_dir"}
     bools |= ABSL_BOOLS | {"verbose"}
   return frozenset(names), frozenset(bools)

@@ -42,7 +42,7 @@ import textwrap
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from absl import flags  # noqa: E402
 
-from rembert_tf.cli import harness  # noqa: E402
+from rembert_tf.common import command  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from rembert_tf.common import fileio  # noqa: E402
 from rembert_tf.common import outputs  # noqa: E402
@@ -284,6 +284,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("output_dir")
-  harness.run_command(main, __doc__, program=PROG,
-                      output_dir_flag="output_dir", output_is_artefact=True)
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              artefact=True, required=["output_dir"])

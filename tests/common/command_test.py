@@ -1,4 +1,5 @@
-"""The log file of a command run: the noise goes there, and into the output only on success."""
+"""How a command runs: the log file (the noise goes there, into the output only on success),
+a quiet start-up, program names."""
 import os
 import subprocess
 import sys
@@ -6,7 +7,7 @@ import textwrap
 
 import pytest
 
-from rembert_tf.common import command_output
+from rembert_tf.common import command
 
 
 # The log file moves file descriptor 2 and sys.stderr: a process of its own.
@@ -14,8 +15,8 @@ from rembert_tf.common import command_output
 _COMMAND = textwrap.dedent("""
     import os, sys
     from absl import flags, logging
-    from rembert_tf.common import command_output
-    out = command_output.start_command_output(
+    from rembert_tf.common import command
+    out = command.start_log(
         "rembert-x", sys.argv[1], verbose=False, artefact=len(sys.argv) > 3)
     if len(sys.argv) > 4:
       out.flags_parsed(sys.argv[1], log_dir=sys.argv[4])
@@ -28,7 +29,7 @@ _COMMAND = textwrap.dedent("""
       print("message on stderr", file=sys.stderr)
       return int(sys.argv[2])
     try:
-      command_output.run_with_command_output(main, [], out)
+      command.run_logged(main, [], out)
     finally:
       print("LOG", out.log_path, out.final_log_path)
 """)
@@ -81,46 +82,35 @@ def test_an_artefact_keeps_its_log_beside_it_or_in_the_log_dir(tmp_path):
                                           "other"]
 
 
-@pytest.mark.parametrize("root", ["ram://command_output_test", "runs", "gs://b"])
+@pytest.mark.parametrize("root", ["ram://command_test", "runs", "gs://b"])
 def test_log_dir_for_is_one_rule_on_every_filesystem(root):
-  assert command_output.log_dir_for(f"{root}/export/", artefact=True) == (
+  assert command.log_dir_for(f"{root}/export/", artefact=True) == (
       f"{root}/export.logs")
-  assert command_output.log_dir_for(f"{root}/run", artefact=False) == (
+  assert command.log_dir_for(f"{root}/run", artefact=False) == (
       f"{root}/run/logs")
-  assert command_output.log_dir_for(f"{root}/run", False, "elsewhere") == (
+  assert command.log_dir_for(f"{root}/run", False, "elsewhere") == (
       "elsewhere")
 
 
 def test_an_artefact_on_ram_keeps_its_log_beside_it(tmp_path):
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
-  output_dir = "ram://command_output_test/presets/mine"
+  output_dir = "ram://command_test/presets/mine"
   fileio.makedirs(output_dir)
-  output = command_output.CommandOutput("rembert-x", output_dir, verbose=False,
-                                        artefact=True)
+  output = command.CommandLog("rembert-x", output_dir, artefact=True)
   output.log_path = str(tmp_path / "running.log")
-  output._log_file = open(output.log_path, "a", encoding="utf-8")  # pylint: disable=protected-access
+  output.file = open(output.log_path, "a", encoding="utf-8")
   target = output.finish(0)
-  output._log_file.close()  # pylint: disable=protected-access
+  output.file.close()
   assert target == f"{output_dir}.logs/{output.log_name}"
   assert "(exit code 0)" in fileio.read_text(target)
   # (ram:// lists by name prefix: `mine` shows `mine.logs`' tail, `.logs`.)
-  assert sorted(fileio.listdir("ram://command_output_test/presets")) == [
+  assert sorted(fileio.listdir("ram://command_test/presets")) == [
       "mine", "mine.logs"]
   assert not (tmp_path / "running.log").exists()
 
 
-def test_set_output_dir_names_where_the_running_command_log_goes(monkeypatch):
-  output = command_output.CommandOutput("rembert-demo", None, verbose=False)
-  monkeypatch.setattr(command_output, "_current", output)
-  command_output.set_output_dir("runs/demo-1")
-  assert output.output_dir == "runs/demo-1"
-  monkeypatch.setattr(command_output, "_current", None)
-  command_output.set_output_dir("elsewhere")  # Outside a command: nothing happens.
-  assert output.output_dir == "runs/demo-1"
-
-
 def test_logs_of_failed_runs_are_removed_after_a_week(tmp_path, monkeypatch):
-  monkeypatch.setattr(command_output, "LOG_TMP_DIR", str(tmp_path))
+  monkeypatch.setattr(command, "LOG_TMP_DIR", str(tmp_path))
   old, recent, other = (tmp_path / "rembert-x-1.log", tmp_path / "rembert-x-2.log",
                         tmp_path / "notes.txt")
   for path in (old, recent, other):
@@ -128,21 +118,21 @@ def test_logs_of_failed_runs_are_removed_after_a_week(tmp_path, monkeypatch):
   eight_days_ago = os.path.getmtime(recent) - 8 * 86400
   os.utime(old, (eight_days_ago, eight_days_ago))
   os.utime(other, (eight_days_ago, eight_days_ago))
-  command_output.remove_old_logs()
+  command.remove_old_logs()
   assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "rembert-x-2.log"]
 
 
-# A command that ends without the interpreter's teardown (`run_and_exit_now`),
-# keeps the log of further exit codes (`keep_log_when`) and labels its log.
+# A command that ends without the interpreter's teardown (`exit_now`),
+# keeps the log of further exit codes (`keep_log`) and labels its log.
 _EXIT_NOW_COMMAND = textwrap.dedent("""
     import os, sys, threading
     from absl import logging
-    from rembert_tf.common import command_output
-    out = command_output.start_command_output(
+    from rembert_tf.common import command
+    out = command.start_log(
         "rembert-x", sys.argv[1], verbose=False,
-        keep_log_when=lambda code, output_dir: code == 1 and os.path.exists(
-            os.path.join(output_dir, "started")))
-    command_output.set_log_label("worker1")
+        keep_log=lambda code, output_dir: code == 0 or code == 1 and
+        os.path.exists(os.path.join(output_dir, "started")))
+    command.set_log_label("worker1")
     class LogsWhenFinalised:
       def __del__(self):
         logging.warning("finalised during the teardown")
@@ -155,7 +145,7 @@ _EXIT_NOW_COMMAND = textwrap.dedent("""
       if sys.argv[2] == "bug":
         raise KeyError("a bug")
       sys.exit(int(sys.argv[2]))
-    command_output.run_and_exit_now(main, [], out)
+    command.run_logged(main, [], out, exit_now=True)
     print("never reached")
 """)
 
@@ -185,3 +175,27 @@ def test_exit_now_keeps_the_log_and_ends_without_teardown(
     text = logs[0].read_text()
     assert "ZeroDivisionError" in text and "watcher" in text
     assert text.rstrip().endswith(f"(exit code {int(exit_code)})")
+
+
+def test_quiet_tensorflow_import_respects_verbose_and_the_environment(monkeypatch):
+  monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+  command.quiet_tensorflow_import(["rembert-train", "--verbose"])
+  assert "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+  command.quiet_tensorflow_import(["rembert-train"])
+  assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
+  monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+  command.quiet_tensorflow_import(["rembert-train"])
+  assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
+
+
+def test_program_names_follow_the_command_module(monkeypatch):
+  def main_of(module):
+    def main(argv):
+      return argv
+    main.__module__ = module
+    return main
+  assert command.program_name(main_of("rembert_tf.cli.param_table")) == "rembert-param-table"
+  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/demo/__main__.py"])
+  assert command.program_name(main_of("__main__")) == "rembert-demo"
+  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/train.py"])
+  assert command.program_name(main_of("__main__")) == "rembert-train"
