@@ -45,10 +45,10 @@ KERAS_EXTRA = ["keras-hub>=0.32,<0.33", "keras>=3.15,<4", "jax[cpu]>=0.10,<0.11"
 CONFIGS_PACKAGE = "rembert_tf.configs"
 
 # The console scripts and the module of each: one table,
-# rembert_tf/cli/command_names.py (the commands name themselves from it), read
+# rembert_tf/common/command_names.py (the commands name themselves from it), read
 # here without importing the package.
 COMMAND_NAMES = runpy.run_path(os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "rembert_tf", "cli",
+    os.path.dirname(os.path.abspath(__file__)), "rembert_tf", "common",
     "command_names.py"))
 CONSOLE_SCRIPTS = [f"{name} = {module}:run"
                    for name, module in COMMAND_NAMES["CONSOLE_SCRIPTS"].items()]

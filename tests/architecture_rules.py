@@ -18,7 +18,7 @@ RUNTIME = PACKAGE / "runtime"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 # A flag name with one of these words names a concept of
-# rembert_tf/cli/command_names.py (a SentencePiece model, a checkpoint, an output).
+# rembert_tf/common/command_names.py (a SentencePiece model, a checkpoint, an output).
 CONCEPT_WORDS = re.compile(r"sp_?model|sentencepiece|spm|checkpoint|ckpt|"
                            r"model_dir|^output|^out$")
 # Flags with those words that name something else: settings of the
@@ -190,8 +190,8 @@ def defined_flags(path: pathlib.Path) -> Iterator[Tuple[str, int]]:
 
 def flags_outside_the_agreed_set(package: pathlib.Path = PACKAGE) -> List[str]:
   """`path:line --name: ...` of every flag that names a shared concept
-  otherwise than cli/command_names.py agrees."""
-  table = package / "cli" / "command_names.py"
+  otherwise than common/command_names.py agrees."""
+  table = package / "common" / "command_names.py"
   agreed = _constant(table, "AGREED_FLAGS")
   deprecated = _constant(table, "DEPRECATED_FLAGS")
   found = []

@@ -17,7 +17,7 @@
   (from its `def` line to its last line);
 * one flag name per concept: an absl flag whose name speaks of a
   SentencePiece model, a checkpoint or an output is one of
-  `rembert_tf.cli.command_names.AGREED_FLAGS`, and no command defines a name
+  `rembert_tf.common.command_names.AGREED_FLAGS`, and no command defines a name
   that its `DEPRECATED_FLAGS` keeps as an alias.
 * one progress printer: the per-loop console line (`console.loop_line`) is
   called by rembert_tf/runtime/orbit_loop.py alone (its `ProgressPrinter`,
@@ -89,7 +89,7 @@ def test_the_strategy_table_lives_in_the_runtime_alone():
 
 def test_every_flag_of_a_shared_concept_has_its_agreed_name():
   found = flags_outside_the_agreed_set()
-  assert not found, ("flag names outside rembert_tf/cli/command_names.py's "
+  assert not found, ("flag names outside rembert_tf/common/command_names.py's "
                      "agreed set:\n" + "\n".join(found))
 
 
@@ -210,7 +210,7 @@ def test_long_modules_and_functions_are_found(tmp_path):
 def test_a_flag_name_outside_the_agreed_set_is_found(tmp_path):
   package = _write_package(tmp_path, {
       "__init__.py": "",
-      "cli/command_names.py": """
+      "common/command_names.py": """
           AGREED_FLAGS = {"sentencepiece_model": "", "checkpoint": "",
                           "output_dir": ""}
           DEPRECATED_FLAGS = {"export": {"model_dir": "checkpoint",
@@ -238,7 +238,7 @@ def test_a_flag_name_outside_the_agreed_set_is_found(tmp_path):
       "pkg/cli/convert.py:6 --model_dir: not an agreed name "
       "(--sentencepiece_model, --checkpoint, --output_dir)",
       "pkg/cli/export.py:4 --model_dir: a deprecated alias; define --checkpoint",
-      "pkg/cli/command_names.py: export --vocab -> --spm_file: not an agreed name",
+      "pkg/common/command_names.py: export --vocab -> --spm_file: not an agreed name",
   ]
 
 
@@ -423,7 +423,7 @@ def test_no_command_reaches_past_its_figure():
 
 
 def test_every_command_has_a_figure():
-  names = runpy.run_path(str(PACKAGE / "cli" / "command_names.py"))
+  names = runpy.run_path(str(PACKAGE / "common" / "command_names.py"))
   commands = set(names["CONSOLE_SCRIPTS"].values())
   commands |= {"rembert_tf.train", "rembert_tf.finetune"}  # python -m
   assert commands == set(CLOSURE_LINES)

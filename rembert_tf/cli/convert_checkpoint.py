@@ -39,7 +39,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
-from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from rembert_tf.common import outputs  # noqa: E402
 from absl import flags  # noqa: E402

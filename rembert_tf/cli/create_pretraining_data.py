@@ -31,7 +31,7 @@ from absl import flags
 
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
-from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
 from rembert_tf.data import pretraining_instances

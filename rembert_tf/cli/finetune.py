@@ -44,7 +44,7 @@ from absl import flags
 
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
-from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import experiment_flags  # noqa: E402
 from rembert_tf.cli import finetune_flags  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: E402

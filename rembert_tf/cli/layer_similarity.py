@@ -22,7 +22,7 @@ from absl import flags
 
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
-from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-layer-similarity

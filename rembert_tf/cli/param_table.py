@@ -17,7 +17,7 @@ import os
 
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
-from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 

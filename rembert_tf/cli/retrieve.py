@@ -35,7 +35,7 @@ from absl import flags
 
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
-from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, ...)
 from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors  # noqa: E402

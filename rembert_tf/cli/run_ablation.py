@@ -27,7 +27,7 @@ from absl import flags
 
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
-from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import finetune_flags  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, --mixed_precision)
 from rembert_tf.common import errors  # noqa: E402

@@ -41,7 +41,7 @@ command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
-from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import experiment_flags  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: E402  (--strategy, --tpu, ...)
 from rembert_tf.common import errors  # noqa: E402

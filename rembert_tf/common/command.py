@@ -45,7 +45,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from rembert_tf.cli import command_names
+from rembert_tf.common import command_names
 from rembert_tf.common import errors
 
 # Where a command's log is written while it runs: nothing may appear beside or

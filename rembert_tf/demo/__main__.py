@@ -16,7 +16,7 @@ import time
 
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before anything below imports TensorFlow
-from rembert_tf.cli import command_names  # noqa: E402
+from rembert_tf.common import command_names  # noqa: E402
 from absl import flags  # noqa: E402  pylint: disable=g-bad-import-order
 
 from rembert_tf.common import errors  # noqa: E402

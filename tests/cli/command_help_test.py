@@ -1,6 +1,6 @@
 """Every command answers `--help` at once, on absl flags, under its console script's name.
 
-For each console script of setup.py (the table `rembert_tf.cli.command_names`
+For each console script of setup.py (the table `rembert_tf.common.command_names`
 it reads) and each `python -m` form, in a fresh process (a `tools/NAME.py`
 file only calls its command's `run()`): `--help` exits 0, prints the command's docstring as written (no
 Markdown fence; a `\\` ending an example line kept) under the console
@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from rembert_tf.cli import command_names
+from rembert_tf.common import command_names
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HEAVY = ("tensorflow", "official", "keras", "tensorflow_text",

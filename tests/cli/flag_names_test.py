@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import testlib
-from rembert_tf.cli import command_names
+from rembert_tf.common import command_names
 from rembert_tf.common import command
 
 # Parses each argv of argv[3] (JSON) as `program` does and prints the values
@@ -24,7 +24,7 @@ from rembert_tf.common import command
 _DRIVER = r"""
 import contextlib, importlib, io, json, sys
 from absl import flags
-from rembert_tf.cli import command_names
+from rembert_tf.common import command_names
 from rembert_tf.common import command
 module_name, program, argvs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 module = importlib.import_module(module_name)

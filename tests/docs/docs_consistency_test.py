@@ -112,7 +112,7 @@ def anchors(path: pathlib.Path) -> Set[str]:
 @functools.lru_cache(maxsize=None)
 def console_scripts() -> Dict[str, str]:
   """`rembert-NAME` -> the module of its `run()` (the table setup.py reads)."""
-  from rembert_tf.cli import command_names  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import command_names  # pylint: disable=g-import-not-at-top
   return dict(command_names.CONSOLE_SCRIPTS)
 
 
