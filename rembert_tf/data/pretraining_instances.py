@@ -2,8 +2,7 @@
 
 Follows Model Garden's `official/nlp/data/create_pretraining_data.py` for
 packing and masking, without next-sentence pairs. The engine that runs these
-steps is `pretraining_record_engine` (locally or as Beam,
-`beam_pretraining_records`):
+steps is `pretraining_record_creation` (locally or on Apache Beam):
 
 1. inputs resolve to (language, file) units of work (`prepare`);
 2. languages are mixed by smoothed sampling (`plan_languages`): each

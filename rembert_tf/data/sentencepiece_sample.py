@@ -1,11 +1,10 @@
-"""The language-balanced training sample of the SentencePiece model, drawn locally.
+"""The language-balanced training sample of the SentencePiece model.
 
 Counts the lines of every language (`count_languages`), gives each language
 a share q_l ~ p_l**alpha of the sample (`plan_sample`: lines drawn without
 replacement, or repeated where a language has too few) and draws each file's
-lines (`draw_file`). `draw_sample` runs the steps here;
-`beam_sentencepiece_sample` runs them on Beam, giving the same sample for a
-seed.
+lines (`draw_file`). `draw_sample` runs these steps on `data_engine`, in this
+process or as an Apache Beam pipeline: the same sample for a seed.
 
 Example:
 <!-- snippet: not run: needs a corpus -->
@@ -19,12 +18,14 @@ summary = sentencepiece_sample.draw_sample(
 ```
 """
 import dataclasses
+import functools
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.data import data_engine
 from rembert_tf.data import text_inputs
 
 
@@ -176,22 +177,86 @@ def draw_file(input_file: text_inputs.InputFile, file_index: int,
         yield language, line.replace("\n", " ")
 
 
-def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
-                options: SampleOptions, log: Callable[[str], None],
-                inputs: Sequence[str]) -> Dict[str, Any]:
-  """Steps 1-2 on this machine: counts, then the balanced sample file."""
-  log(f"train_sentencepiece: counting lines in {len(files)} files")
-  plan = plan_sample([count_languages([f], log, options.languages,
-                                      options.max_line_bytes) for f in files],
-                     options)
-  check_has_text(plan.counts, inputs, log, options.max_line_bytes)
+def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
+                options: SampleOptions, *, log: Callable[..., None] = print,
+                inputs: Sequence[str] = (), runner: Optional[str] = None,
+                beam_args: Sequence[str] = ()) -> Dict[str, Any]:
+  """Counts, plans and draws (module doc) into `sample_path` and `PATH.json`,
+  locally or on the Apache Beam `runner`; returns the per-language summary."""
+  if runner:
+    data_engine.require_beam("--sample_with_beam")
+    if (runner not in data_engine.DIRECT_RUNNERS and
+        not fileio.is_remote(sample_path)):
+      raise errors.UsageError(
+          f"--sample_path {sample_path!r} is local, but the {runner} workers "
+          "cannot write to this machine; give a shared location "
+          "(--sample_path gs://bucket/spm/sample.txt).")
+  log(f"train_sentencepiece: drawing the sample of {len(files)} files"
+      f"{f' with Apache Beam {runner}' if runner else ''} -> {sample_path}")
+  steps = [
+      data_engine.Step("Count", files, functools.partial(
+          _count, options=options, log=log), functools.partial(
+              _plan, options=options)),
+      data_engine.Step("Draw", list(enumerate(files)), functools.partial(
+          _draw_part, options=options, sample_path=sample_path),
+                       functools.partial(_write_sample, options=options,
+                                         sample_path=sample_path))]
+  try:
+    data_engine.run(steps, runner=runner, beam_args=beam_args)
+  finally:
+    for part in fileio.glob(sample_path + ".part-*"):
+      fileio.remove(part)
+  summary = fileio.read_json(sample_path + ".json")
+  try:
+    check_has_text(counts_of_summary(summary), inputs, log,
+                   options.max_line_bytes)
+  except text_inputs.TextInputError:
+    for written in (sample_path, sample_path + ".json"):
+      fileio.remove(written)
+    raise  # also an input without any text
+  return summary
+
+
+def _count(input_file, unused_previous, options: SampleOptions, log):
+  return count_languages([input_file], log, options.languages,
+                         options.max_line_bytes)
+
+
+def _plan(per_file, unused_previous, options: SampleOptions) -> SamplePlan:
+  return plan_sample(per_file, options)
+
+
+def _part_path(sample_path: str, file_index: int) -> str:
+  return f"{sample_path}.part-{file_index:06d}"
+
+
+def _draw_part(task, plan: SamplePlan, options: SampleOptions,
+               sample_path: str) -> Dict[str, int]:
+  """One file's drawn lines into its part of the sample; their counts."""
+  file_index, input_file = task
   written: Dict[str, int] = {}
-  with fileio.atomic_write(sample_file, "w") as out:
-    for i, f in enumerate(files):
-      for language, line in draw_file(f, i, plan, options):
-        written[language] = written.get(language, 0) + 1
-        out.write(line + "\n")
-  return sample_summary(plan.counts, plan.probabilities, written, options)
+  lines = []
+  for language, line in draw_file(input_file, file_index, plan, options):
+    written[language] = written.get(language, 0) + 1
+    lines.append(line + "\n")
+  fileio.write_bytes(_part_path(sample_path, file_index),
+                     "".join(lines).encode("utf-8"))
+  return written
+
+
+def _write_sample(per_file: List[Dict[str, int]], plan: SamplePlan,
+                  options: SampleOptions, sample_path: str) -> None:
+  """The parts in file order as the sample, its summary as `PATH.json`."""
+  written: Dict[str, int] = {}
+  with fileio.atomic_write(sample_path, "wb") as out:
+    for file_index, counts in enumerate(per_file):
+      part = _part_path(sample_path, file_index)
+      out.write(fileio.read_bytes(part))
+      fileio.remove(part)
+      for language, n in counts.items():
+        written[language] = written.get(language, 0) + n
+  fileio.write_json(sample_path + ".json", sample_summary(
+      plan.counts, plan.probabilities, written, options))
 
 
 def check_has_text(counts: LanguageCounts, inputs, log,

@@ -2,8 +2,8 @@
 
 Builds on `sentencepiece.SentencePieceTrainer` as Model Garden's
 `official/nlp/data/train_sentencepiece.py` does, with a language-balanced
-sample (q_l ~ p_l**alpha, drawn by `sentencepiece_sample` or, with
-`sample_with_beam=True`, `beam_sentencepiece_sample`), whole-word seed pieces
+sample (q_l ~ p_l**alpha, drawn by `sentencepiece_sample`, locally or on
+Apache Beam), whole-word seed pieces
 for small vocabularies (`write_seed_pieces`) and the fixed special ids of
 `rembert_tf.data.tokenizer`. Writes `<prefix>.model`, `.vocab` and `.json`
 (vocab size, special ids, sha256) on any filesystem.
@@ -205,16 +205,9 @@ def draw_training_sample(files: Sequence[text_inputs.InputFile],
                          beam_args: Sequence[str] = (), inputs=(),
                          log: Callable[..., None] = print) -> Dict[str, Any]:
   """Steps 1-2 (locally or with Apache Beam): writes the sample, returns its summary."""
-  if sample_with_beam:
-    # Imported only when asked for: loading Apache Beam takes seconds.
-    from rembert_tf.data import beam_sentencepiece_sample  # pylint: disable=g-import-not-at-top
-    sample = beam_sentencepiece_sample.draw_sample(
-        files, sample_path, options, runner=runner, beam_args=beam_args,
-        inputs=inputs, log=log)
-  else:
-    sample = sentencepiece_sample.draw_sample(files, sample_path, options,
-                                              log, inputs)
-    fileio.write_json(sample_path + ".json", sample)
+  sample = sentencepiece_sample.draw_sample(
+      files, sample_path, options, log=log, inputs=inputs,
+      runner=runner if sample_with_beam else None, beam_args=beam_args)
   for lang, m in sample["languages"].items():
     log(f"  {lang}: {m['lines']} lines -> {m['sample_lines']} in the sample "
         f"(q={m['sampling_probability']:.3f})")
