@@ -1,6 +1,6 @@
-"""TensorFlow-free encoding of `tf.train.Example` protos with fixed-length features.
+"""`tf.train.Example` protos of fixed-length features, encoded without TensorFlow.
 
-Writes the protobuf wire bytes directly (packed varints via numpy), so the
+Writes the protobuf wire bytes directly (packed varints through numpy), so
 record workers need neither TensorFlow nor a protobuf object per record.
 
 Example:

@@ -1,26 +1,12 @@
 """The pre-training input pipeline: record shards -> static-shape batches.
 
 Builds on Model Garden's `official.core.input_reader.InputReader` and follows
-`official.nlp.data.pretrain_dataloader.BertPretrainDataLoader`, but parses a
-batch at a time, keeps static shapes, and can mask dynamically with
-tensorflow-text's `mask_language_model` (records in the unmasked layout). The
-loader is registered with `official.nlp.data.data_loader_factory`.
-
-Each load first checks `metadata.json` (also against a model config,
-`check_records_compatible`) and the first record of each shard, raising
-`DataMismatchError` with one line naming the fault.
-
-Example:
-<!-- snippet: not run: needs pre-training records (docs/data.md's example makes some and loads them) -->
-```python
-from rembert_tf.data import pretraining_input_pipeline
-from rembert_tf.modeling import rembert_config
-params = pretraining_input_pipeline.RemBertPretrainDataConfig(
-    input_path="/tmp/records/pretrain-*.tfrecord", global_batch_size=32,
-    seq_length=128, max_predictions_per_seq=20, is_training=True)
-dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
-    params, model_config=rembert_config.load_model_config("tiny")).load()
-```
+`official.nlp.data.pretrain_dataloader.BertPretrainDataLoader`, registered
+with its `data_loader_factory`; parses a batch at a time, keeps static shapes,
+and can mask dynamically with tensorflow-text's `mask_language_model` (the
+unmasked layout). Each load first checks `metadata.json` (against the model
+config too, `check_records_compatible`) and the first record of each shard:
+a fault is one `DataMismatchError` line.
 """
 import dataclasses
 from typing import Any, Dict, List, Optional

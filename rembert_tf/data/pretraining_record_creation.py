@@ -10,20 +10,6 @@ shuffled (`write_shard`), then metadata.json. Workers import neither
 TensorFlow nor protobuf (`example_encoding`, `tfrecord_writer`). Records are
 written into a staging directory inside the output directory and swapped in
 when complete (`staged_output`).
-
-Example:
-<!-- snippet: not run: needs a corpus and a SentencePiece model -->
-```python
-from rembert_tf.data import pretraining_instances
-from rembert_tf.data import pretraining_record_creation
-meta = pretraining_record_creation.create_pretraining_data(
-    inputs=["/tmp/corpus/{lang}/*.txt"], output_dir="/tmp/records",
-    sentencepiece_model="/tmp/spm/sentencepiece.model",
-    options=pretraining_instances.RecordOptions(seq_length=128,
-                                                max_predictions_per_seq=20,
-                                                num_output_shards=4),
-    num_workers=2)
-```
 """
 import contextlib
 import dataclasses

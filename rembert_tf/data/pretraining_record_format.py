@@ -1,34 +1,12 @@
-"""The pre-training record format: layout, masking, `metadata.json`, staged writing.
+"""The pre-training record format: features, BERT masking, `metadata.json`, staged writing.
 
-Records (tf.train.Example, all int64 unless noted), `seq_length` S and
-`max_predictions_per_seq` P:
-
-| feature               | shape | static layout | unmasked layout |
-| --------------------- | ----- | ------------- | --------------- |
-| input_word_ids        | [S]   | yes (masked)  | yes (original)  |
-| input_mask            | [S]   | yes           | yes             |
-| input_type_ids        | [S]   | yes           | yes             |
-| masked_lm_positions   | [P]   | yes           | no              |
-| masked_lm_ids         | [P]   | yes           | no              |
-| masked_lm_weights     | [P] float | yes       | no              |
-
-A sequence is `[CLS] tokens... [SEP] <pad>...` with type ids 0 (MLM only);
-static masking is BERT's (`Masking`).
-
-`metadata.json` beside the shards (the input pipeline checks it):
-```
-{"format": "rembert_tf.pretraining_records", "format_version": 1,
- "layout": "static" | "unmasked", "seq_length": S, "max_predictions_per_seq": P,
- "vocab_size": V, "special_ids": {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id"} (the model's),
- "masking": {"masked_lm_prob", "mask_token_rate", "random_token_rate", ...},
- "num_examples": N, "shards": [{"file", "num_examples", "num_examples_per_language"}, ...],
- ...}  # create_pretraining_data adds languages, inputs, tokenizer checksum...
-```
-
-Builds on BERT's record layout as Model Garden's `official/nlp/data/
-create_pretraining_data.py` writes it (v2 feature names), without NSP.
-Records are staged inside the output directory and swapped in when complete
-(`swap_in_records`).
+Builds on BERT's record layout as Model Garden's
+`official/nlp/data/create_pretraining_data.py` writes it (v2 feature names,
+no next-sentence pairs): `[CLS] tokens [SEP] <pad>...` as `input_word_ids`,
+`input_mask`, `input_type_ids` [seq_length], and in the static layout
+`masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights` (float)
+[max_predictions_per_seq]; docs/data.md lists `metadata.json`'s fields.
+Records are staged inside the output directory and swapped in when complete.
 
 Example (test fixtures from already tokenised text):
 ```python
@@ -113,21 +91,14 @@ def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
   return [name for name in fileio.listdir(directory) if is_record_file(name)]
 
 
-# Staging directories are `.create_pretraining_data.tmp-*` (fileio's naming of
-# temporaries for the name `create_pretraining_data`); during a swap the old
-# records wait in `.create_pretraining_data.old-*` (`outputs.swap_in`).
+# Staging directories: `.create_pretraining_data.tmp-*` (fileio's temporaries).
 _STAGING_NAME = "create_pretraining_data"
 STAGING_PREFIX = "." + _STAGING_NAME
 
 
 def refuse_existing_records(directory, overwrite: bool) -> None:
-  """Raises errors.OutputExistsError if `directory` holds records and not `overwrite`.
-
-  Deletes no record: writers stage the new records and swap them in
-  (`swap_in_records`), so the old ones stay until the new ones are complete.
-  A swap a killed run left is finished first, and its staging folders go
-  (callers hold the lock).
-  """
+  """errors.OutputExistsError if `directory` holds records and not
+  `overwrite`; first finishes a swap a killed run left (callers hold the lock)."""
   if fileio.isdir(directory):
     remove_stale_staging(directory)
   found = existing_records(directory)
@@ -148,13 +119,8 @@ def remove_stale_staging(directory) -> None:
 
 
 def swap_in_records(staging: str, directory) -> None:
-  """Replaces the records of `directory` by the complete ones in `staging`.
-
-  Other files of `directory` are kept. metadata.json leaves first and comes
-  back last, so a reader never sees metadata next to a partial set of shards
-  (`outputs.swap_in`: a run killed half-way is finished or rolled back by the
-  next run on `directory`).
-  """
+  """Replaces the records of `directory` by those in `staging` (other files
+  kept; metadata.json leaves first and comes back last, `outputs.swap_in`)."""
   directory = fileio.as_str(directory).rstrip("/")
   old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
   new_files = sorted((n for n in fileio.listdir(staging) if is_record_file(n)),
@@ -202,7 +168,7 @@ PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weight
 
 def parse_features(seq_length: int, max_predictions_per_seq: int,
                    masked: bool = True) -> Dict[str, Any]:
-  """`tf.io.parse_example`'s spec of a record (the table above)."""
+  """`tf.io.parse_example`'s spec of a record (the module doc's features)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   names = SEQUENCE_FEATURES + (PREDICTION_FEATURES if masked else ())
   return {n: tf.io.FixedLenFeature(

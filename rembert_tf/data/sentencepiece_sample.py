@@ -5,17 +5,6 @@ a share q_l ~ p_l**alpha of the sample (`plan_sample`: lines drawn without
 replacement, or repeated where a language has too few) and draws each file's
 lines (`draw_file`). `draw_sample` runs these steps on `data_engine`, in this
 process or as an Apache Beam pipeline: the same sample for a seed.
-
-Example:
-<!-- snippet: not run: needs a corpus -->
-```python
-from rembert_tf.data import sentencepiece_sample, text_inputs
-files = text_inputs.resolve_inputs(["/tmp/corpus/{lang}/*.txt"])
-summary = sentencepiece_sample.draw_sample(
-    files, "/tmp/spm_sample.txt",
-    sentencepiece_sample.SampleOptions(sample_size=100_000), log=print,
-    inputs=["/tmp/corpus/{lang}/*.txt"])
-```
 """
 import dataclasses
 import functools

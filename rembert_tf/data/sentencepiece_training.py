@@ -1,20 +1,11 @@
 """Trains the multilingual SentencePiece unigram model on a language-balanced sample.
 
 Builds on `sentencepiece.SentencePieceTrainer` as Model Garden's
-`official/nlp/data/train_sentencepiece.py` does, with a language-balanced
-sample (q_l ~ p_l**alpha, drawn by `sentencepiece_sample`, locally or on
-Apache Beam), whole-word seed pieces
-for small vocabularies (`write_seed_pieces`) and the fixed special ids of
-`rembert_tf.data.tokenizer`. Writes `<prefix>.model`, `.vocab` and `.json`
-(vocab size, special ids, sha256) on any filesystem.
-
-Example:
-<!-- snippet: not run: needs a corpus (docs/data.md's example trains a vocabulary) -->
-```python
-from rembert_tf.data import sentencepiece_training
-meta = sentencepiece_training.train_sentencepiece(
-    ["/tmp/corpus/{lang}/*.txt"], "/tmp/spm", vocab_size=2000)
-```
+`official/nlp/data/train_sentencepiece.py` does, with the sample of
+`sentencepiece_sample` (q_l ~ p_l**alpha), whole-word seed pieces for small
+vocabularies (`write_seed_pieces`) and the fixed special ids of `tokenizer`.
+Writes `<prefix>.model`, `.vocab` and `.json` (vocab size, special ids,
+sha256) on any filesystem.
 """
 import collections
 import contextlib

@@ -1,23 +1,11 @@
 """Pre-training text from prepared TensorFlow Datasets: `--input 'tfds:NAME/CONFIG[:SPLIT]'`.
 
-Specs: `tfds:wiki40b/{lang}` (`{lang}` in the config),
-`tfds:c4/multilingual:{lang}` (in the split), `en=tfds:wikipedia/20230601.en`;
-the split defaults to `train`. Data is read from the given data dir only
-(`common.tfds_reader`); anything missing is a one-line `TfdsError`.
-
-Each shard of a split is one unit of work (`TfdsShard`), read as
-`tfds.beam.ReadFromTFDS` reads it, so the local and Beam engines write the
-same records. An example is one document: the lines of its text feature,
-with known corpora's markup undone (`CORPORA`, e.g. wiki40b's).
-
-Example:
-<!-- snippet: not run: reads TFDS data from `gs://` -->
-```python
-from rembert_tf.data import tfds_text_inputs
-units = tfds_text_inputs.resolve_inputs(
-    ["tfds:wiki40b/{lang}"], languages=["en", "de"],
-    tfds=tfds_text_inputs.TfdsTextOptions(data_dir="gs://b/tensorflow_datasets"))
-```
+Specs: `tfds:wiki40b/{lang}`, `tfds:c4/multilingual:{lang}`,
+`en=tfds:wikipedia/20230601.en` (split `train` by default), read from the
+given data dir only (`common.tfds_reader`); anything missing is one
+`TfdsError` line. Each shard of a split is a unit of work (`TfdsShard`), read
+as `tfds.beam.ReadFromTFDS` reads it; an example is one document, its text's
+lines with known corpora's markup undone (`CORPORA`).
 """
 import dataclasses
 import re

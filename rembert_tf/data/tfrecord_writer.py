@@ -1,10 +1,9 @@
-"""Writes TFRecord files without TensorFlow (numpy CRC32C, vectorised over records).
+"""TFRecord files written without TensorFlow (CRC32C in numpy, over many records at once).
 
 A record is `uint64 length | uint32 masked_crc32c(length) | data |
-uint32 masked_crc32c(data)` (little-endian). Worker processes do not import
-TensorFlow, so the CRC32C runs here in numpy over a batch of records
-left-padded to one length (leading zeros do not change a zero-initialised
-CRC; the standard initial value is added back by linearity).
+uint32 masked_crc32c(data)` (little-endian). The CRC runs over a batch of
+records left-padded to one length (leading zeros leave a zero-initialised CRC
+unchanged; the standard initial value is added back by linearity).
 
 Example:
 ```python

@@ -1,20 +1,11 @@
 """The SentencePiece tokenizer every rembert_tf command shares, and its special tokens.
 
-Special ids are resolved by piece name from the model file
-(`SpecialTokens.from_model`), so the released model ([CLS] at 312) and the
-models this project trains share one lookup:
-
-| piece     | id in models this project trains | also accepted    |
-| --------- | -------------------------------- | ---------------- |
-| `<pad>`   | 0                                | `[PAD]`          |
-| `<unk>`   | 1                                | `[UNK]`          |
-| `[CLS]`   | 2                                |                  |
-| `[SEP]`   | 3                                |                  |
-| `[MASK]`  | 4                                |                  |
-
-Next to `<prefix>.model` lives `<prefix>.json` (vocab size, the ids, sha256).
 Builds on the `sentencepiece` library, as Model Garden's
 `official/nlp/tools/tokenization.py` does; files through `common.fileio`.
+Special ids are found by piece name (`SpecialTokens.from_model`), so models
+this project trains (`<pad>`=0, `<unk>`=1, `[CLS]`=2, `[SEP]`=3, `[MASK]`=4)
+and the released one (`[CLS]`=312, `[PAD]`) share one lookup. Next to
+`<prefix>.model` lives `<prefix>.json` (vocab size, the ids, sha256).
 
 Example:
 <!-- snippet: not run: needs a SentencePiece model -->
