@@ -9,7 +9,7 @@ each input file's records spilled per output shard (`process_unit`, on
 shuffled (`write_shard`), then metadata.json. Workers import neither
 TensorFlow nor protobuf (`example_encoding`, `tfrecord_writer`). Records are
 written into a staging directory inside the output directory and swapped in
-when complete (`staged_output`).
+when complete (`pretraining_record_format.staged_records`).
 """
 import contextlib
 import dataclasses
@@ -30,36 +30,6 @@ from rembert_tf.data import tfds_text_inputs
 from rembert_tf.data import tfrecord_writer
 
 UnitResult = pretraining_instances.UnitResult
-
-
-class staged_output:  # pylint: disable=invalid-name
-  """Context: a staging directory inside the output, swapped in on success.
-
-  On failure the staging directory (and an output directory this run created)
-  is removed; the old records are untouched.
-  """
-
-  def __init__(self, output_dir: str):
-    self.output_dir = output_dir
-    self.created = not fileio.exists(output_dir)
-    self.staging = None
-
-  def __enter__(self) -> str:
-    self.staging = pretraining_record_format.new_staging_directory(
-        self.output_dir)
-    return self.staging
-
-  def __exit__(self, exc_type, exc, tb):
-    if exc_type is None:
-      pretraining_record_format.swap_in_records(self.staging, self.output_dir)
-      return False
-    fileio.rmtree(self.staging)
-    if self.created and fileio.isdir(self.output_dir) and not fileio.listdir(
-        self.output_dir):
-      fileio.rmtree(self.output_dir)
-    if fileio.is_disk_full(exc):  # Name the output, not a staging file.
-      raise fileio.disk_full_error(self.output_dir, exc) from None
-    return False
 
 
 @outputs.writes_output("output_dir")
@@ -110,7 +80,7 @@ def create_pretraining_data(inputs: Sequence[str],
       language_field=language_field, tfds=tfds, overwrite=overwrite)
   if runner:
     data_engine.require_beam()
-  with staged_output(prepared.output_dir) as staging:
+  with pretraining_record_format.staged_records(prepared.output_dir) as staging:
     meta = create_records(prepared, staging, num_workers, runner, beam_args,
                           log, verbose)
   languages = meta["languages"].values()

@@ -16,10 +16,11 @@ meta = pretraining_record_format.write_pretraining_records(
     seq_length=16, max_predictions_per_seq=4, vocab_size=2000, num_shards=2)
 ```
 """
+import contextlib
 import dataclasses
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -128,14 +129,27 @@ def swap_in_records(staging: str, directory) -> None:
   outputs.swap_in(directory, staging, old_files, new_files)
 
 
-def new_staging_directory(directory) -> str:
-  """A fresh staging directory inside `directory` (stale ones removed first)."""
-  fileio.check_output_location(directory)
-  fileio.makedirs(directory)
-  remove_stale_staging(directory)
-  staging = fileio.temporary_path(fileio.join(directory, _STAGING_NAME))
+@contextlib.contextmanager
+def staged_records(output_dir: str) -> Iterator[str]:
+  """A staging directory inside `output_dir`, swapped in when the block
+  succeeds; on failure it goes (and an output directory it created), the old
+  records untouched."""
+  created = not fileio.exists(output_dir)
+  fileio.check_output_location(output_dir)
+  fileio.makedirs(output_dir)
+  remove_stale_staging(output_dir)
+  staging = fileio.temporary_path(fileio.join(output_dir, _STAGING_NAME))
   fileio.makedirs(staging)
-  return staging
+  try:
+    yield staging
+  except BaseException as e:
+    fileio.rmtree(staging)
+    if created and fileio.isdir(output_dir) and not fileio.listdir(output_dir):
+      fileio.rmtree(output_dir)
+    if fileio.is_disk_full(e):  # Name the output, not a staging file.
+      raise fileio.disk_full_error(output_dir, e) from None
+    raise
+  swap_in_records(staging, output_dir)
 
 
 def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
@@ -277,10 +291,10 @@ def encode_sequences(contents: Sequence[Sequence[int]],
       dict(masked_lm_weights=weights))
 
 
-def _encode_feature_dict(example: Mapping[str, Sequence], seq_length: int,
-                         max_predictions_per_seq: int, layout: str,
-                         pad_id: int) -> bytes:
-  """Pads an already-built feature dict to the static lengths and encodes it."""
+def _padded_features(example: Mapping[str, Sequence], seq_length: int,
+                     max_predictions_per_seq: int, layout: str,
+                     pad_id: int) -> Dict[str, np.ndarray]:
+  """An already-built feature dict padded to the static lengths."""
   def padded(name, length, dtype, fill=0):
     values = np.asarray(example[name], dtype=dtype)
     if len(values) > length:
@@ -296,17 +310,19 @@ def _encode_feature_dict(example: Mapping[str, Sequence], seq_length: int,
     input_mask = (word_ids != pad_id).astype(np.int64)
   type_ids = (padded("input_type_ids", seq_length, np.int64)
               if "input_type_ids" in example else np.zeros(seq_length, np.int64))
+  features = dict(input_word_ids=word_ids, input_mask=input_mask,
+                  input_type_ids=type_ids)
   if layout == LAYOUT_UNMASKED:
-    return example_encoding.pretraining_example(word_ids, input_mask, type_ids)
-  positions = padded("masked_lm_positions", max_predictions_per_seq, np.int64)
-  lm_ids = padded("masked_lm_ids", max_predictions_per_seq, np.int64)
+    return features
+  p = max_predictions_per_seq
+  features["masked_lm_positions"] = padded("masked_lm_positions", p, np.int64)
+  features["masked_lm_ids"] = padded("masked_lm_ids", p, np.int64)
   if "masked_lm_weights" in example:
-    weights = padded("masked_lm_weights", max_predictions_per_seq, np.float32)
+    features["masked_lm_weights"] = padded("masked_lm_weights", p, np.float32)
   else:
-    weights = np.zeros(max_predictions_per_seq, np.float32)
-    weights[:len(example["masked_lm_positions"])] = 1.0
-  return example_encoding.pretraining_example(
-      word_ids, input_mask, type_ids, positions, lm_ids, weights)
+    features["masked_lm_weights"] = np.zeros(p, np.float32)
+    features["masked_lm_weights"][:len(example["masked_lm_positions"])] = 1.0
+  return features
 
 
 def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
@@ -375,18 +391,13 @@ def write_pretraining_records(
   records = _encode_examples(examples, seq_length, max_predictions_per_seq,
                              special, layout, masking,
                              np.random.default_rng(seed))
-  staging = new_staging_directory(output_dir)
-  try:
+  with staged_records(fileio.as_str(output_dir)) as staging:
     shard_meta = _write_shards(staging, records, num_shards)
     meta["num_examples"] = sum(s["num_examples"] for s in shard_meta)
     meta["shards"] = shard_meta
     meta["seed"] = seed
     meta.update(extra_metadata or {})
     fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
-  except BaseException:
-    fileio.rmtree(staging)
-    raise
-  swap_in_records(staging, output_dir)
   return meta
 
 
@@ -395,15 +406,16 @@ def _encode_examples(examples, seq_length: int, max_predictions_per_seq: int,
                      masking: Masking, rng: np.random.Generator
                      ) -> List[bytes]:
   """Feature dicts padded as given, then token lists masked here, in order."""
+  rows = [_padded_features(e, seq_length, max_predictions_per_seq, layout,
+                           special.pad_id)
+          for e in examples if isinstance(e, Mapping)]
   records = []
-  token_lists = []
-  for example in examples:
-    if isinstance(example, Mapping):
-      records.append(_encode_feature_dict(example, seq_length,
-                                          max_predictions_per_seq, layout,
-                                          special.pad_id))
-    else:
-      token_lists.append(example)
+  if rows:
+    encoder = (_UNMASKED_ENCODER if layout == LAYOUT_UNMASKED
+               else _STATIC_ENCODER)
+    stacked = {name: np.stack([r[name] for r in rows]) for name in rows[0]}
+    records = encoder.encode(stacked, stacked)
+  token_lists = [e for e in examples if not isinstance(e, Mapping)]
   records.extend(encode_sequences(
       token_lists, seq_length=seq_length,
       max_predictions_per_seq=max_predictions_per_seq, special=special,
