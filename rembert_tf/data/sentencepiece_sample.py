@@ -197,8 +197,7 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
       fileio.remove(part)
   summary = fileio.read_json(sample_path + ".json")
   try:
-    check_has_text(counts_of_summary(summary), inputs, log,
-                   options.max_line_bytes)
+    check_has_text(summary, inputs, log, options.max_line_bytes)
   except text_inputs.TextInputError:
     for written in (sample_path, sample_path + ".json"):
       fileio.remove(written)
@@ -248,24 +247,25 @@ def _write_sample(per_file: List[Dict[str, int]], plan: SamplePlan,
       plan.counts, plan.probabilities, written, options))
 
 
-def check_has_text(counts: LanguageCounts, inputs, log,
-                    max_line_bytes: int = 8192) -> None:
+def check_has_text(summary: Dict[str, Any], inputs, log,
+                   max_line_bytes: int = 8192) -> None:
   """Refuses a language whose every line SentencePiece would skip (it would
   get no piece, silently); skips languages without text, saying so."""
-  only_long = sorted(l for l, n in counts.lines.items()
-                     if n == 0 and l in counts.longest_skipped)
+  languages = summary["languages"]
+  only_long = sorted(l for l, m in languages.items()
+                     if m["lines"] == 0 and "longest_skipped_line_bytes" in m)
   if only_long:
     lang = only_long[0]
     raise text_inputs.TextInputError(
         f"inputs {list(inputs)}: language {', '.join(only_long)}: every line "
         f"is longer than {max_line_bytes} bytes (the longest has "
-        f"{counts.longest_skipped[lang]}), and SentencePiece skips such "
-        "lines. Split the text into lines: one sentence or paragraph per "
-        f"line, or leave {lang} out (--languages).")
-  empty = sorted(l for l, n in counts.lines.items() if n == 0)
+        f"{languages[lang]['longest_skipped_line_bytes']}), and SentencePiece "
+        "skips such lines. Split the text into lines: one sentence or "
+        f"paragraph per line, or leave {lang} out (--languages).")
+  empty = sorted(l for l, m in languages.items() if m["lines"] == 0)
   if empty:
     log(f"  languages without text (skipped): {', '.join(empty)}")
-  if sum(counts.lines.values()) == 0:
+  if not any(m["lines"] for m in languages.values()):
     raise text_inputs.TextInputError(
         f"inputs {list(inputs)} contain no text (every file is empty or "
         "blank); nothing to train on.")
@@ -288,14 +288,3 @@ def sample_summary(counts: LanguageCounts, probabilities: Dict[str, float],
           counts.longest_skipped[lang])
   return {"alpha": options.language_sampling_alpha,
           "lines": int(sum(written.values())), "languages": per_language}
-
-
-def counts_of_summary(summary: Dict[str, Any]) -> LanguageCounts:
-  """The first pass's counts, read back from a sample's summary."""
-  languages = summary["languages"]
-  return LanguageCounts(
-      lines={l: m["lines"] for l, m in languages.items()},
-      sizes={l: m["input_bytes"] for l, m in languages.items()},
-      longest_skipped={l: m["longest_skipped_line_bytes"]
-                       for l, m in languages.items()
-                       if "longest_skipped_line_bytes" in m})

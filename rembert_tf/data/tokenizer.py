@@ -70,12 +70,8 @@ def metadata_path(model_path) -> str:
 
 
 def load_sentencepiece(path) -> spm.SentencePieceProcessor:
-  """Loads a SentencePiece model from any filesystem.
-
-  Raises:
-    TokenizerError: naming the file when it is missing, a directory, or not a
-      SentencePiece model.
-  """
+  """Loads a SentencePiece model from any filesystem; TokenizerError naming
+  the file when it is missing, a directory, or not a SentencePiece model."""
   path = fileio.as_str(path)
   # isdir / isfile, not exists: record-creation workers load the model too,
   # and these stay on the operating system for local paths (no TensorFlow).
@@ -111,20 +107,13 @@ class SpecialTokens:
 
   @classmethod
   def from_processor(cls, processor: spm.SentencePieceProcessor,
-                     source: str = "the SentencePiece model",
-                     required: Tuple[str, ...] = tuple(_ROLE_PIECES)
+                     source: str = "the SentencePiece model"
                      ) -> "SpecialTokens":
-    """Looks each special piece up by name; missing required pieces are an error.
-
-    A role that is not `required` and has no piece gets id -1.
-    """
-    ids, missing = {}, []
-    for role, pieces in _ROLE_PIECES.items():
-      ids[role] = _find_piece(processor, pieces)
-      if ids[role] is None:
-        ids[role] = -1
-        if role in required:
-          missing.append(" or ".join(pieces))
+    """Looks each special piece up by name; a missing one is a TokenizerError."""
+    ids = {role: _find_piece(processor, pieces)
+           for role, pieces in _ROLE_PIECES.items()}
+    missing = [" or ".join(_ROLE_PIECES[role]) for role, i in ids.items()
+               if i is None]
     if missing:
       raise TokenizerError(
           f"{source}: no special piece {', '.join(missing)}. rembert_tf needs "
@@ -135,10 +124,9 @@ class SpecialTokens:
     return cls(vocab_size=processor.GetPieceSize(), **ids)
 
   @classmethod
-  def from_model(cls, path, required: Tuple[str, ...] = tuple(_ROLE_PIECES)
-                 ) -> "SpecialTokens":
-    return cls.from_processor(load_sentencepiece(path), source=fileio.as_str(path),
-                              required=required)
+  def from_model(cls, path) -> "SpecialTokens":
+    return cls.from_processor(load_sentencepiece(path),
+                              source=fileio.as_str(path))
 
   @property
   def unmaskable_ids(self) -> Tuple[int, ...]:
@@ -192,10 +180,8 @@ def copy_sentencepiece(model_path, target) -> str:
 
 
 def read_tokenizer_metadata(model_path) -> Dict[str, Any]:
-  """Reads `<prefix>.json`; falls back to computing it from the model file.
-
-  Raises TokenizerError if the JSON's checksum does not match the model file.
-  """
+  """Reads `<prefix>.json` (else computes it from the model file);
+  TokenizerError if its checksum is not the model file's."""
   path = metadata_path(model_path)
   if not fileio.exists(path):
     return tokenizer_metadata(model_path)
