@@ -123,15 +123,10 @@ def create_records(prepared: pretraining_instances.Prepared, staging: str,
                                            options=job.options),
                          functools.partial(_metadata, prepared=prepared,
                                            staging=staging))]
-    meta = data_engine.run(steps, num_workers=num_workers, runner=runner,
-                           beam_args=beam_args, what="create_pretraining_data")
-  if meta is None:  # Written by the Beam pipeline.
-    meta_path = fileio.join(staging, pretraining_record_format.METADATA_FILE)
-    if not fileio.exists(meta_path):
-      raise errors.RemBertError(
-          f"the Beam pipeline ({runner}) finished without writing "
-          f"{meta_path}; see the runner's logs.")
-    meta = fileio.read_json(meta_path)
+    data_engine.run(steps, num_workers=num_workers, runner=runner,
+                    beam_args=beam_args, what="create_pretraining_data")
+  meta = fileio.read_json(
+      fileio.join(staging, pretraining_record_format.METADATA_FILE))
   pretraining_instances.check_has_sequences(meta, prepared.inputs)
   if progress:
     progress.bar.close()  # Only on success: an error stays the last line.
@@ -180,7 +175,6 @@ def _metadata(shard_meta, plan_and_results, prepared, staging):
       sentencepiece_sha256=prepared.sentencepiece_sha256)
   fileio.write_json(
       fileio.join(staging, pretraining_record_format.METADATA_FILE), meta)
-  return meta
 
 
 def spill_path(spill_dir: str, unit_index: int, shard: int) -> str:

@@ -6,6 +6,7 @@ replacement, or repeated where a language has too few) and draws each file's
 lines (`draw_file`). `draw_sample` runs these steps on `data_engine`, in this
 process or as an Apache Beam pipeline: the same sample for a seed.
 """
+import collections
 import dataclasses
 import functools
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -59,32 +60,31 @@ def line_bytes(line: str) -> int:
   return len(line.replace("\n", " ").encode("utf-8"))
 
 
-def count_languages(files: Sequence[text_inputs.InputFile],
+def count_languages(input_file: text_inputs.InputFile,
                     log: Callable[[str], None],
                     keep: Optional[Sequence[str]] = None,
                     max_line_bytes: int = 8192) -> LanguageCounts:
-  """Lines and bytes per language (reads every file once); lines longer
-  than `max_line_bytes` are not counted, and their bytes not either."""
+  """Lines and bytes per language of one file; lines longer than
+  `max_line_bytes` are not counted, and their bytes not either."""
   lines: Dict[str, int] = {}
   skipped: Dict[str, int] = {}
   skipped_bytes: Dict[str, int] = {}
-  for f in files:
-    stats = text_inputs.ReadStats()
-    for language, document in text_inputs.iter_language_documents(f, stats,
-                                                                   keep):
-      sizes = [line_bytes(line) for line in document]
-      long_lines = [n for n in sizes if n > max_line_bytes]
-      lines[language] = lines.get(language, 0) + len(sizes) - len(long_lines)
-      if long_lines:
-        skipped[language] = max(skipped.get(language, 0), *long_lines)
-        skipped_bytes[language] = (skipped_bytes.get(language, 0) +
-                                   sum(long_lines) + len(long_lines))
-    lines.setdefault(f.language, lines.get(f.language, 0))
-    if stats.invalid_utf8_replacements:
-      log(f"  {f.path}: {stats.invalid_utf8_replacements} invalid UTF-8 "
-          "sequences replaced")
+  stats = text_inputs.ReadStats()
+  for language, document in text_inputs.iter_language_documents(
+      input_file, stats, keep):
+    sizes = [line_bytes(line) for line in document]
+    long_lines = [n for n in sizes if n > max_line_bytes]
+    lines[language] = lines.get(language, 0) + len(sizes) - len(long_lines)
+    if long_lines:
+      skipped[language] = max(skipped.get(language, 0), *long_lines)
+      skipped_bytes[language] = (skipped_bytes.get(language, 0) +
+                                 sum(long_lines) + len(long_lines))
+  lines.setdefault(input_file.language, 0)
+  if stats.invalid_utf8_replacements:
+    log(f"  {input_file.path}: {stats.invalid_utf8_replacements} invalid "
+        "UTF-8 sequences replaced")
   lines.pop("", None)
-  sizes = text_inputs.language_sizes(files, keep)
+  sizes = text_inputs.file_language_bytes(input_file, keep)
   for language, n in skipped_bytes.items():
     sizes[language] = max(sizes.get(language, 0) - n, 0)
   return LanguageCounts(lines, sizes, skipped)
@@ -109,19 +109,16 @@ def plan_sample(per_file: Sequence[LanguageCounts], options: SampleOptions
   """The plan from each file's counts (in file order): each language gets
   round(sample_size * q_l) lines, drawn without replacement when it has more
   lines, repeated when it has fewer, with a generator seeded by the seed."""
-  lines: Dict[str, int] = {}
-  sizes: Dict[str, int] = {}
+  lines, sizes = collections.Counter(), collections.Counter()
   longest: Dict[str, int] = {}
   offsets = []
   for counts in per_file:
-    offsets.append({l: lines.get(l, 0) for l in counts.lines})
-    for language, n in counts.lines.items():
-      lines[language] = lines.get(language, 0) + n
-    for language, n in counts.sizes.items():
-      sizes[language] = sizes.get(language, 0) + n
+    offsets.append({l: lines[l] for l in counts.lines})
+    lines.update(counts.lines)
+    sizes.update(counts.sizes)
     for language, n in counts.longest_skipped.items():
       longest[language] = max(longest.get(language, 0), n)
-  counts = LanguageCounts(lines, sizes, longest)
+  counts = LanguageCounts(dict(lines), dict(sizes), longest)
   if not sum(lines.values()):  # No text: check_has_text says so.
     return SamplePlan(counts, {}, {}, offsets)
   probabilities = counts.probabilities(options.language_sampling_alpha)
@@ -206,7 +203,7 @@ def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
 
 
 def _count(input_file, unused_previous, options: SampleOptions, log):
-  return count_languages([input_file], log, options.languages,
+  return count_languages(input_file, log, options.languages,
                          options.max_line_bytes)
 
 

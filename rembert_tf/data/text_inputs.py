@@ -302,16 +302,6 @@ def file_language_bytes(input_file: InputFile,
   return sizes
 
 
-def language_sizes(files: Sequence[InputFile],
-                   keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
-  """Bytes of input per language (the n_l of the sampling; see file_language_bytes)."""
-  sizes: Dict[str, int] = {}
-  for f in files:
-    for language, n in file_language_bytes(f, keep).items():
-      sizes[language] = sizes.get(language, 0) + n
-  return sizes
-
-
 def smoothed_language_probabilities(sizes: Mapping[str, float],
                                     alpha: float) -> Dict[str, float]:
   """q_l = p_l**alpha / sum(p**alpha), p_l = n_l / sum(n); zero sizes get 0."""
