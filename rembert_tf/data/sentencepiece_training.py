@@ -50,23 +50,12 @@ class TrainingError(errors.RemBertError, RuntimeError):
   """SentencePiece cannot build the asked vocabulary from the sample."""
 
 
-def _longest_line_bytes(sample_file: str) -> int:
-  with fileio.open_file(sample_file, "rb") as f:
-    return max((len(line.rstrip(b"\n")) for line in f), default=0)
-
-
-def _training_error(error: RuntimeError, vocab_size: int, inputs,
-                    sample_file: str, max_sentence_length: int
+def _training_error(error: RuntimeError, vocab_size: int, inputs
                     ) -> TrainingError:
-  """SentencePiece's failure as one line with the fix that applies."""
+  """SentencePiece's failure as one line with the fix that applies (a sample
+  of lines it would skip is refused before:
+  `sentencepiece_sample.check_has_text`)."""
   message = " ".join(str(error).split())
-  if "!sentences_.empty()" in message:  # It skips every longer line.
-    return TrainingError(
-        f"SentencePiece could not train on the sample of {list(inputs)}: "
-        f"every line is longer than {max_sentence_length} bytes (the longest "
-        f"has {_longest_line_bytes(sample_file)}), and SentencePiece skips "
-        "such lines. Split the text into lines: one sentence or paragraph "
-        "per line.")
   too_high = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it "
                        r"to a value <= (\d+)", message)
   too_small = re.search(r"Vocabulary size is smaller than required_chars\. "
@@ -119,8 +108,7 @@ def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
           num_threads=num_threads, hard_vocab_limit=True, minloglevel=2,
           **seed_options)
   except RuntimeError as e:
-    raise _training_error(e, vocab_size, inputs, sample_file,
-                          max_sentence_length) from None
+    raise _training_error(e, vocab_size, inputs) from None
 
 
 def draw_training_sample(files: Sequence[text_inputs.InputFile],
