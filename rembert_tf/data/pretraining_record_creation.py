@@ -127,6 +127,10 @@ def create_records(prepared: pretraining_instances.Prepared, staging: str,
                     beam_args=beam_args, what="create_pretraining_data")
   meta = fileio.read_json(
       fileio.join(staging, pretraining_record_format.METADATA_FILE))
+  if runner:  # The plan was logged on a worker: its outcome here.
+    for lang, m in sorted(meta["languages"].items()):
+      log(f"  {lang}: {m['input_bytes']:,} bytes, sampling q="
+          f"{m['sampling_probability']:.3f}, {m['sequences']} sequences")
   pretraining_instances.check_has_sequences(meta, prepared.inputs)
   if progress:
     progress.bar.close()  # Only on success: an error stays the last line.
