@@ -66,9 +66,6 @@ class Masking:
           f"{self.mask_token_rate} + {self.random_token_rate}.")
     return self
 
-  def as_metadata(self) -> Dict[str, float]:
-    return dataclasses.asdict(self)
-
 
 def project_special_tokens(vocab_size: int) -> tokenizer.SpecialTokens:
   """The special ids of the layout this project trains, for a vocabulary size."""
@@ -94,7 +91,6 @@ def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
 
 # Staging directories: `.create_pretraining_data.tmp-*` (fileio's temporaries).
 _STAGING_NAME = "create_pretraining_data"
-STAGING_PREFIX = "." + _STAGING_NAME
 
 
 def refuse_existing_records(directory, overwrite: bool) -> None:
@@ -339,7 +335,7 @@ def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
       "max_predictions_per_seq": int(max_predictions_per_seq),
       "vocab_size": int(special.vocab_size),
       "special_ids": special.as_dict(),
-      "masking": dict(masking.as_metadata(),
+      "masking": dict(dataclasses.asdict(masking),
                       max_predictions_per_seq=int(max_predictions_per_seq),
                       static=layout == LAYOUT_STATIC),
   }
