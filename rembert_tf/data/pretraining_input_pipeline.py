@@ -69,14 +69,10 @@ class RemBertPretrainDataConfig(cfg.DataConfig):
 
 
 def _input_patterns(input_path) -> List[str]:
-  if isinstance(input_path, str):
-    patterns = [input_path]
-  else:
-    patterns = list(input_path)
-  out = []
-  for pattern in patterns:
-    out.extend(p.strip() for p in pattern.split(",") if p.strip())
-  return out
+  """Globs of `input_path`: comma-separated, or a list."""
+  patterns = [input_path] if isinstance(input_path, str) else input_path
+  return [p.strip() for pattern in patterns for p in pattern.split(",")
+          if p.strip()]
 
 
 def input_files(input_path) -> List[str]:

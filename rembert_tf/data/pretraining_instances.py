@@ -19,6 +19,7 @@ sequences = pretraining_instances.pack_document(lines, 30, 0.1, rng)
 ```
 """
 import dataclasses
+import functools
 import itertools
 from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence,
                     Tuple)
@@ -214,14 +215,10 @@ def iter_chunks(input_file: text_inputs.InputFile,
     yield chunk_index, chunk
 
 
-_PROCESSOR_CACHE: Dict[str, Any] = {}
-
-
+@functools.cache
 def sentencepiece_processor(path: str):
   """The model loaded once per process (workers reuse it for every chunk)."""
-  if path not in _PROCESSOR_CACHE:
-    _PROCESSOR_CACHE[path] = tokenizer.load_sentencepiece(path)
-  return _PROCESSOR_CACHE[path]
+  return tokenizer.load_sentencepiece(path)
 
 
 def chunk_records(chunk: Sequence[Tuple[str, List[str]]], unit_index: int,

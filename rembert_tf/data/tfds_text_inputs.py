@@ -8,6 +8,7 @@ as `tfds.beam.ReadFromTFDS` reads it; an example is one document, its text's
 lines with known corpora's markup undone (`CORPORA`).
 """
 import dataclasses
+import functools
 import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -59,16 +60,11 @@ def document_lines(text: str, corpus: CorpusFormat) -> List[str]:
           if l.strip() and l.strip() not in corpus.dropped_lines]
 
 
-_BUILDERS: Dict[Tuple[str, Optional[str], str], object] = {}
-
-
+@functools.cache
 def _builder(name: str, config: Optional[str], data_dir: str):
   """One builder per dataset per process (workers read many shards)."""
-  key = (name, config, data_dir)
-  if key not in _BUILDERS:
-    _BUILDERS[key] = tfds_reader.open_builder(
-        tfds_reader.SplitRef(name, config, DEFAULT_SPLIT), data_dir)
-  return _BUILDERS[key]
+  return tfds_reader.open_builder(
+      tfds_reader.SplitRef(name, config, DEFAULT_SPLIT), data_dir)
 
 
 @dataclasses.dataclass(frozen=True)
