@@ -1,18 +1,11 @@
-"""Worker processes that end the command on a worker's error, never respawn.
+"""Worker processes that end the command on a worker's error and never respawn one.
 
 Builds on `concurrent.futures.ProcessPoolExecutor` with the `spawn` start
-method: a worker's exception is re-raised in the parent (so a user error is
-one line, exit 1), and a worker that dies breaks the pool at once, where a
-`multiprocessing.Pool` would start a new worker, and the same failure again,
-for ever.
-
-A spawned worker first re-runs the script that started the pool. A script
-without an `if __name__ == "__main__":` guard would then run its own calls
-again inside every worker (and fail, or start workers of its own). The parent
-marks its workers through an environment variable; a worker that raises
-while re-running that script leaves the error's one line in a file beside
-the parent and exits without a traceback, and the parent turns it into one
-line saying to add the guard.
+method: a worker's exception is re-raised in the parent (a user error stays
+one line, exit 1), and a worker that dies breaks the pool at once with one
+`WorkerError`. A spawned worker re-runs the script that started the pool;
+where that script has no `if __name__ == "__main__":` guard, the worker's
+error reaches the parent as one line saying to add it.
 
 Example:
 ```python

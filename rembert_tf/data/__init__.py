@@ -1,10 +1,9 @@
 """Pre-training data: raw text -> SentencePiece vocabulary -> TFRecords -> tf.data.
 
 Modules import no TensorFlow at package import time. Text: `text_inputs`,
-`tfds_text_inputs`; vocabulary: `tokenizer`, `sentencepiece_sample`
-(`beam_sentencepiece_sample`), `sentencepiece_training`; records:
-`pretraining_instances`, `pretraining_record_format`, `example_encoding`,
-`tfrecord_writer`, `pretraining_record_engine` (`beam_pretraining_records`,
-`beam_runner`), `pretraining_record_creation`; input:
-`pretraining_input_pipeline`.
+`tfds_text_inputs`; vocabulary: `tokenizer`, `sentencepiece_sample`,
+`sentencepiece_training`; records: `pretraining_instances`,
+`pretraining_record_format`, `example_encoding`, `tfrecord_writer`,
+`pretraining_record_creation`; both run on `data_engine` (local processes or
+Apache Beam); input: `pretraining_input_pipeline`.
 """

@@ -1,6 +1,6 @@
-"""TensorFlow-free encoding of `tf.train.Example` protos with fixed-length features.
+"""`tf.train.Example` protos of fixed-length features, encoded without TensorFlow.
 
-Writes the protobuf wire bytes directly (packed varints via numpy), so the
+Writes the protobuf wire bytes directly (packed varints through numpy), so
 record workers need neither TensorFlow nor a protobuf object per record.
 
 Example:
@@ -104,26 +104,6 @@ def encode_example(int_features: Optional[Mapping[str, np.ndarray]] = None,
     parts.append(_feature_entry(name.encode("utf-8"), _FLOAT_LIST_TAG, payload))
   features = b"".join(parts)
   return b"\x0a" + _len_prefix(len(features)) + features
-
-
-def pretraining_example(input_word_ids: np.ndarray,
-                        input_mask: np.ndarray,
-                        input_type_ids: np.ndarray,
-                        masked_lm_positions: Optional[np.ndarray] = None,
-                        masked_lm_ids: Optional[np.ndarray] = None,
-                        masked_lm_weights: Optional[np.ndarray] = None) -> bytes:
-  """One pre-training record (static layout, or unmasked when positions is None)."""
-  ints: Dict[str, np.ndarray] = {
-      "input_word_ids": input_word_ids,
-      "input_mask": input_mask,
-      "input_type_ids": input_type_ids,
-  }
-  floats = {}
-  if masked_lm_positions is not None:
-    ints["masked_lm_positions"] = masked_lm_positions
-    ints["masked_lm_ids"] = masked_lm_ids
-    floats["masked_lm_weights"] = masked_lm_weights
-  return encode_example(ints, floats)
 
 
 def packed_varint_rows(matrix: np.ndarray) -> List[bytes]:

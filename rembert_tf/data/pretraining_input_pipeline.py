@@ -1,26 +1,12 @@
 """The pre-training input pipeline: record shards -> static-shape batches.
 
 Builds on Model Garden's `official.core.input_reader.InputReader` and follows
-`official.nlp.data.pretrain_dataloader.BertPretrainDataLoader`, but parses a
-batch at a time, keeps static shapes, and can mask dynamically with
-tensorflow-text's `mask_language_model` (records in the unmasked layout). The
-loader is registered with `official.nlp.data.data_loader_factory`.
-
-Each load first checks `metadata.json` (also against a model config,
-`check_records_compatible`) and the first record of each shard, raising
-`DataMismatchError` with one line naming the fault.
-
-Example:
-<!-- snippet: not run: needs pre-training records (docs/data.md's example makes some and loads them) -->
-```python
-from rembert_tf.data import pretraining_input_pipeline
-from rembert_tf.modeling import rembert_config
-params = pretraining_input_pipeline.RemBertPretrainDataConfig(
-    input_path="/tmp/records/pretrain-*.tfrecord", global_batch_size=32,
-    seq_length=128, max_predictions_per_seq=20, is_training=True)
-dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
-    params, model_config=rembert_config.load_model_config("tiny")).load()
-```
+`official.nlp.data.pretrain_dataloader.BertPretrainDataLoader`, registered
+with its `data_loader_factory`; parses a batch at a time, keeps static shapes,
+and can mask dynamically with tensorflow-text's `mask_language_model` (the
+unmasked layout). Each load first checks `metadata.json` (against the model
+config too, `check_records_compatible`) and the first record of each shard:
+a fault is one `DataMismatchError` line.
 """
 import dataclasses
 from typing import Any, Dict, List, Optional
@@ -83,14 +69,10 @@ class RemBertPretrainDataConfig(cfg.DataConfig):
 
 
 def _input_patterns(input_path) -> List[str]:
-  if isinstance(input_path, str):
-    patterns = [input_path]
-  else:
-    patterns = list(input_path)
-  out = []
-  for pattern in patterns:
-    out.extend(p.strip() for p in pattern.split(",") if p.strip())
-  return out
+  """Globs of `input_path`: comma-separated, or a list."""
+  patterns = [input_path] if isinstance(input_path, str) else input_path
+  return [p.strip() for pattern in patterns for p in pattern.split(",")
+          if p.strip()]
 
 
 def input_files(input_path) -> List[str]:

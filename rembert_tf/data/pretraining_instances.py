@@ -1,21 +1,13 @@
-"""Raw text -> pre-training instances: the steps of the record engine.
+"""Raw text -> pre-training sequences: the steps `pretraining_record_creation` runs.
 
 Follows Model Garden's `official/nlp/data/create_pretraining_data.py` for
-packing and masking, without next-sentence pairs. The engine that runs these
-steps is `pretraining_record_engine` (locally or as Beam,
-`beam_pretraining_records`):
-
-1. inputs resolve to (language, file) units of work (`prepare`);
-2. languages are mixed by smoothed sampling (`plan_languages`): each
-   document is processed r_l times, the largest language `dupe_factor` times
-   and smaller ones more (nothing is dropped);
-3. each pass packs a document's tokenised lines into `[CLS] tokens [SEP]`
-   sequences (`pack_document`), masked statically or left unmasked;
-4. every sequence goes to a random shard; each shard is shuffled.
-
-All randomness of a chunk of DOCUMENTS_PER_CHUNK documents comes from
-`numpy.random.default_rng([seed, unit, chunk])`, so the records are
-byte-identical for a seed whatever the engine or the number of workers.
+packing and masking, without next-sentence pairs: inputs resolve to units of
+work (`prepare`); languages are mixed by smoothed sampling (`plan_languages`:
+each document of language l is used r_l times, nothing dropped); each pass
+packs a document's tokenised lines into `[CLS] tokens [SEP]` sequences
+(`pack_document`); every sequence goes to a random shard. A chunk of
+DOCUMENTS_PER_CHUNK documents draws from `default_rng([seed, unit, chunk])`,
+so the records are the same for a seed whatever the engine or worker count.
 
 Example:
 ```python
@@ -27,6 +19,7 @@ sequences = pretraining_instances.pack_document(lines, 30, 0.1, rng)
 ```
 """
 import dataclasses
+import functools
 import itertools
 from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence,
                     Tuple)
@@ -186,9 +179,6 @@ def pack_document(lines_ids: Sequence[Sequence[int]], max_num_tokens: int,
   return sequences
 
 
-# ----------------------------------------------------------------------------
-# The steps of a unit and a shard (the record engine runs them).
-
 def plan_languages(sizes: Dict[str, int], alpha: float, dupe_factor: int,
                    inputs: Sequence[str]) -> Plan:
   """Smoothed sampling from the first pass's bytes per language."""
@@ -225,14 +215,10 @@ def iter_chunks(input_file: text_inputs.InputFile,
     yield chunk_index, chunk
 
 
-_PROCESSOR_CACHE: Dict[str, Any] = {}
-
-
+@functools.cache
 def sentencepiece_processor(path: str):
   """The model loaded once per process (workers reuse it for every chunk)."""
-  if path not in _PROCESSOR_CACHE:
-    _PROCESSOR_CACHE[path] = tokenizer.load_sentencepiece(path)
-  return _PROCESSOR_CACHE[path]
+  return tokenizer.load_sentencepiece(path)
 
 
 def chunk_records(chunk: Sequence[Tuple[str, List[str]]], unit_index: int,
@@ -346,9 +332,6 @@ def build_metadata(*, inputs: Sequence[str],
   return meta
 
 
-# ----------------------------------------------------------------------------
-# Before any work: the inputs, the model and the output checked.
-
 @dataclasses.dataclass
 class Prepared:
   """Everything decided before the work starts (flags, model, inputs)."""
@@ -358,15 +341,8 @@ class Prepared:
   job: RecordJob
   sentencepiece_sha256: str
   languages: Optional[List[str]]
-
-  _tasks: Optional[List[Tuple[int, text_inputs.InputFile]]] = None
-
-  @property
-  def tasks(self) -> List[Tuple[int, text_inputs.InputFile]]:
-    """(unit index, file) of every non-empty input file, in sorted order."""
-    if self._tasks is None:  # One size look-up per file (gs:// costs a request).
-      self._tasks = [(i, f) for i, f in enumerate(self.files) if f.size() > 0]
-    return self._tasks
+  # (unit index, file) of every non-empty input file, in sorted order.
+  tasks: List[Tuple[int, text_inputs.InputFile]]
 
 
 def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
@@ -392,7 +368,8 @@ def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
   prepared = Prepared(inputs=list(inputs), output_dir=output_dir, files=files,
                       job=RecordJob(options, model, special),
                       sentencepiece_sha256=sha,
-                      languages=list(languages) if languages else None)
+                      languages=list(languages) if languages else None,
+                      tasks=[(i, f) for i, f in enumerate(files) if f.size()])
   if not prepared.tasks:
     plan_languages({}, options.language_sampling_alpha, options.dupe_factor,
                    inputs)  # Raises: every input file is empty.

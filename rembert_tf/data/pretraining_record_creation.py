@@ -1,67 +1,35 @@
 """Raw multilingual text -> sharded pre-training TFRecords + metadata.json.
 
 `create_pretraining_data` (the `rembert-create-pretraining-data` command)
-checks the flags, model, inputs and output before any work, then runs the
-record engine in local worker processes (`pretraining_record_engine`) or as
-an Apache Beam pipeline (`beam_pretraining_records`, `runner=`); the same
-bytes for a seed either way. Records are written into a staging directory
-inside the output directory and swapped in when complete (`staged_output`).
-
-Example:
-<!-- snippet: not run: needs a corpus and a SentencePiece model -->
-```python
-from rembert_tf.data import pretraining_instances
-from rembert_tf.data import pretraining_record_creation
-meta = pretraining_record_creation.create_pretraining_data(
-    inputs=["/tmp/corpus/{lang}/*.txt"], output_dir="/tmp/records",
-    sentencepiece_model="/tmp/spm/sentencepiece.model",
-    options=pretraining_instances.RecordOptions(seq_length=128,
-                                                max_predictions_per_seq=20,
-                                                num_output_shards=4),
-    num_workers=2)
-```
+checks the flags, model, inputs and output before any work, then runs three
+`data_engine` steps, in local worker processes or as one Apache Beam pipeline
+(`runner=`): the bytes per language of each input file (the language plan),
+each input file's records spilled per output shard (`process_unit`, on
+`pretraining_instances`' steps), and each shard's records in file order,
+shuffled (`write_shard`), then metadata.json. Workers import neither
+TensorFlow nor protobuf (`example_encoding`, `tfrecord_writer`). Records are
+written into a staging directory inside the output directory and swapped in
+when complete (`pretraining_record_format.staged_records`).
 """
+import contextlib
 import dataclasses
+import functools
+import io
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
+from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
-from rembert_tf.data import pretraining_record_engine
+from rembert_tf.data import data_engine
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import text_inputs
 from rembert_tf.data import tfds_text_inputs
+from rembert_tf.data import tfrecord_writer
 
-
-class staged_output:  # pylint: disable=invalid-name
-  """Context: a staging directory inside the output, swapped in on success.
-
-  On failure the staging directory (and an output directory this run created)
-  is removed; the old records are untouched.
-  """
-
-  def __init__(self, output_dir: str):
-    self.output_dir = output_dir
-    self.created = not fileio.exists(output_dir)
-    self.staging = None
-
-  def __enter__(self) -> str:
-    self.staging = pretraining_record_format.new_staging_directory(
-        self.output_dir)
-    return self.staging
-
-  def __exit__(self, exc_type, exc, tb):
-    if exc_type is None:
-      pretraining_record_format.swap_in_records(self.staging, self.output_dir)
-      return False
-    fileio.rmtree(self.staging)
-    if self.created and fileio.isdir(self.output_dir) and not fileio.listdir(
-        self.output_dir):
-      fileio.rmtree(self.output_dir)
-    if fileio.is_disk_full(exc):  # Name the output, not a staging file.
-      raise fileio.disk_full_error(self.output_dir, exc) from None
-    return False
+UnitResult = pretraining_instances.UnitResult
 
 
 @outputs.writes_output("output_dir")
@@ -93,7 +61,7 @@ def create_pretraining_data(inputs: Sequence[str],
       like its fields override it.
     input_format, languages, language_field: see `text_inputs.resolve_inputs`.
     num_workers: processes or Beam workers; the output does not depend on it.
-    runner: None (local engine) or an Apache Beam runner name, with
+    runner: None (local worker processes) or an Apache Beam runner name, with
       `beam_args` as pipeline options.
     overwrite: replace records already in output_dir.
   Raises:
@@ -104,39 +72,223 @@ def create_pretraining_data(inputs: Sequence[str],
       options or pretraining_instances.RecordOptions(), **option_fields)
   if num_workers < 1:
     raise errors.UsageError(f"--num_workers must be >= 1, got {num_workers}.")
-  log = (lambda m: print(m, flush=True)) if verbose else (lambda m: None)
+  log = functools.partial(print, flush=True) if verbose else _quiet
   start = time.time()
   prepared = pretraining_instances.prepare(
       inputs, output_dir, sentencepiece_model, options,
       input_format=input_format, languages=languages,
       language_field=language_field, tfds=tfds, overwrite=overwrite)
-  with staged_output(prepared.output_dir) as staging:
-    meta = _create_records(prepared, staging, runner, num_workers, beam_args,
-                           log, verbose)
-    pretraining_instances.check_has_sequences(meta, inputs)
-  _log_summary(log, meta, time.time() - start)
-  return meta
-
-
-def _create_records(prepared, staging, runner, num_workers, beam_args, log,
-                    verbose) -> Dict[str, Any]:
-  """Records and metadata.json into `staging`, by the engine asked for."""
   if runner:
-    # Imported only when asked for: loading Apache Beam takes seconds.
-    from rembert_tf.data import beam_pretraining_records  # pylint: disable=g-import-not-at-top
-    return beam_pretraining_records.run_pipeline(
-        prepared, staging, runner=runner, num_workers=num_workers,
-        beam_args=beam_args, log=log)
-  return pretraining_record_engine.create_records(prepared, staging,
-                                                  num_workers, log, verbose)
-
-
-def _log_summary(log, meta: Dict[str, Any], elapsed: float) -> None:
+    data_engine.require_beam()
+  with pretraining_record_format.staged_records(prepared.output_dir) as staging:
+    meta = create_records(prepared, staging, num_workers, runner, beam_args,
+                          log, verbose)
   languages = meta["languages"].values()
   tokens = sum(l["tokens"] for l in languages)
+  elapsed = time.time() - start
   log(f"create_pretraining_data: {meta['num_examples']} sequences from "
       f"{sum(l['documents'] for l in languages)} documents, {tokens} tokens "
       f"in {elapsed:.1f}s ({tokens / max(elapsed, 1e-9):,.0f} tokens/s)")
   if meta["languages_without_text"]:
     log("  languages without text: "
         f"{', '.join(meta['languages_without_text'])}")
+  return meta
+
+
+def _quiet(*unused_args, **unused_kwargs):
+  pass
+
+
+def create_records(prepared: pretraining_instances.Prepared, staging: str,
+                   num_workers: int, runner: Optional[str] = None,
+                   beam_args: Sequence[str] = (), log=_quiet,
+                   verbose: bool = False) -> Dict[str, Any]:
+  """Records and metadata.json into `staging` (the steps of the module doc)."""
+  job = prepared.job
+  engine = (f"Apache Beam {runner} ({num_workers} worker(s))" if runner
+            else f"{num_workers} worker(s)")
+  progress = None if runner else _Progress(len(prepared.tasks), verbose)
+  with _spill_directory(staging, runner) as spill_dir:
+    steps = [
+        data_engine.Step("LanguageBytes", prepared.files, functools.partial(
+            _language_bytes, keep=prepared.languages), functools.partial(
+                _plan, prepared=prepared, log=log, engine=engine)),
+        data_engine.Step("Records", prepared.tasks, functools.partial(
+            process_unit, job=job, spill_dir=spill_dir,
+            keep=prepared.languages), _with_results, parallel=True,
+                         progress=progress),
+        data_engine.Step("Shards", range(job.options.num_output_shards),
+                         functools.partial(write_shard, staging=staging,
+                                           spill_dir=spill_dir,
+                                           options=job.options),
+                         functools.partial(_metadata, prepared=prepared,
+                                           staging=staging))]
+    data_engine.run(steps, num_workers=num_workers, runner=runner,
+                    beam_args=beam_args, what="create_pretraining_data")
+  meta = fileio.read_json(
+      fileio.join(staging, pretraining_record_format.METADATA_FILE))
+  if runner:  # The plan was logged on a worker: its outcome here.
+    for lang, m in sorted(meta["languages"].items()):
+      log(f"  {lang}: {m['input_bytes']:,} bytes, sampling q="
+          f"{m['sampling_probability']:.3f}, {m['sequences']} sequences")
+  pretraining_instances.check_has_sequences(meta, prepared.inputs)
+  if progress:
+    progress.bar.close()  # Only on success: an error stays the last line.
+  return meta
+
+
+def _spill_directory(staging: str, runner: Optional[str]):
+  """Where units spill their records: beside this process, unless remote
+  workers write them (then in the staging directory, as when it is local)."""
+  on_this_machine = not runner or runner in data_engine.DIRECT_RUNNERS
+  if fileio.is_remote(staging) and on_this_machine:
+    # Owner-tagged: a killed run's spill is removed by the next run.
+    return outputs.local_scratch_dir("rembert_tf-spill-")
+  path = fileio.join(staging, "spill")
+  fileio.makedirs(path)
+  return contextlib.nullcontext(path)  # Goes with the staging directory.
+
+
+def _language_bytes(input_file, unused_previous, keep):
+  return text_inputs.file_language_bytes(input_file, keep)
+
+
+def _plan(per_file: List[Dict[str, int]], unused_previous, prepared, log,
+          engine: str) -> pretraining_instances.Plan:
+  sizes: Dict[str, int] = {}
+  for file_sizes in per_file:
+    for language, n in file_sizes.items():
+      sizes[language] = sizes.get(language, 0) + n
+  options = prepared.job.options
+  plan = pretraining_instances.plan_languages(
+      sizes, options.language_sampling_alpha, options.dupe_factor,
+      prepared.inputs)
+  pretraining_instances.log_plan(log, prepared, plan, engine)
+  return plan
+
+
+def _with_results(results: List[UnitResult], plan):
+  return plan, results
+
+
+def _metadata(shard_meta, plan_and_results, prepared, staging):
+  plan, results = plan_and_results
+  meta = pretraining_instances.build_metadata(
+      inputs=prepared.inputs, files=prepared.files, plan=plan,
+      results=results, shard_meta=shard_meta, job=prepared.job,
+      sentencepiece_sha256=prepared.sentencepiece_sha256)
+  fileio.write_json(
+      fileio.join(staging, pretraining_record_format.METADATA_FILE), meta)
+
+
+def spill_path(spill_dir: str, unit_index: int, shard: int) -> str:
+  return fileio.join(spill_dir, f"unit-{unit_index:06d}.shard-{shard:05d}")
+
+
+class _ShardSpill:
+  """A unit's framed records, one file per output shard, written in batches."""
+
+  def __init__(self, spill_dir: str, unit_index: int, num_shards: int):
+    self._paths = [spill_path(spill_dir, unit_index, k)
+                   for k in range(num_shards)]
+    self._pending: List[tuple] = []
+    self._pending_bytes = 0
+    self._files = [None] * num_shards
+
+  def add(self, shard: int, record: bytes):
+    self._pending.append((shard, record))
+    self._pending_bytes += len(record)
+    if self._pending_bytes > (8 << 20):
+      self.flush()
+
+  def flush(self):
+    framed = tfrecord_writer.frame_each([r for _, r in self._pending])
+    by_shard: Dict[int, List[bytes]] = {}
+    for (shard, _), data in zip(self._pending, framed):
+      by_shard.setdefault(shard, []).append(data)
+    for shard, chunks in sorted(by_shard.items()):
+      if self._files[shard] is None:
+        self._files[shard] = fileio.open_file(self._paths[shard], "wb")
+      self._files[shard].write(b"".join(chunks))
+    self._pending, self._pending_bytes = [], 0
+
+  def close(self):
+    self.flush()
+    for f in self._files:
+      if f is not None:
+        f.close()
+
+
+def process_unit(task, plan: pretraining_instances.Plan, *,
+                 job: pretraining_instances.RecordJob, spill_dir: str,
+                 keep: Optional[Sequence[str]] = None) -> UnitResult:
+  """All records of one input file, spilled per shard; its counts."""
+  unit_index, input_file = task
+  result = UnitResult(unit_index, input_file.path)
+  spill = _ShardSpill(spill_dir, unit_index, job.options.num_output_shards)
+  try:
+    for chunk_index, chunk in pretraining_instances.iter_chunks(
+        input_file, result.read, keep):
+      out = pretraining_instances.chunk_records(chunk, unit_index, chunk_index,
+                                                plan.passes, job)
+      for language, counts in out.counts.items():
+        result.add_counts(language, counts)
+      for shard, language, record in zip(out.shards, out.languages,
+                                         out.records):
+        per_language = result.shard_languages.setdefault(shard, {})
+        per_language[language] = per_language.get(language, 0) + 1
+        spill.add(shard, record)
+  except (OSError, EOFError, UnicodeError) as e:
+    # A corrupt file (a cut gzip, bad bytes): one line naming it, also from a
+    # worker process. A full disk is the spill's, not the file's.
+    if fileio.is_disk_full(e):
+      raise
+    raise text_inputs.TextInputError(
+        f"{input_file.path}: reading it failed ({errors.one_line(e)}); fix or "
+        "remove the file.") from None
+  finally:
+    spill.close()
+  return result
+
+
+def write_shard(shard_index: int, plan_and_results, *, staging: str,
+                spill_dir: str, options: pretraining_instances.RecordOptions
+                ) -> Dict[str, Any]:
+  """Writes one shard: its records in unit order, shuffled by
+  `shard_permutation`; returns its metadata entry."""
+  _, results = plan_and_results
+  framed, per_language = [], {}
+  for r in results:
+    path = spill_path(spill_dir, r.unit_index, shard_index)
+    if fileio.exists(path):
+      framed.extend(tfrecord_writer.split_framed(fileio.read_bytes(path)))
+    for language, n in r.shard_languages.get(shard_index, {}).items():
+      per_language[language] = per_language.get(language, 0) + n
+  order = pretraining_instances.shard_permutation(options.seed, shard_index,
+                                                  len(framed))
+  num_shards = options.num_output_shards
+  name = pretraining_record_format.shard_file_name(shard_index, num_shards)
+  tfrecord_writer.write_framed_file(fileio.join(staging, name),
+                                    (framed[i] for i in order))
+  return pretraining_instances.shard_metadata(shard_index, num_shards,
+                                              per_language)
+
+
+class _Progress:
+  """The console's progress over the input files, with documents, sequences
+  and tokens/s as its note; silent unless verbose."""
+
+  def __init__(self, total_units: int, verbose: bool):
+    self.counts = {"documents": 0, "sequences": 0, "tokens": 0}
+    self.start = time.time()
+    self.bar = console.Progress(
+        "create_pretraining_data", total=total_units, unit="files",
+        stream=None if verbose else io.StringIO())
+
+  def __call__(self, result: UnitResult):
+    for name in self.counts:
+      self.counts[name] += result.count(name)
+    rate = self.counts["tokens"] / max(time.time() - self.start, 1e-9)
+    self.bar.update(1, note=f"{self.counts['documents']:,} documents, "
+                    f"{self.counts['sequences']:,} sequences, {rate:,.0f} "
+                    "tokens/s")

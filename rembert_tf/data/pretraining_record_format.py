@@ -1,34 +1,12 @@
-"""The pre-training record format: layout, masking, `metadata.json`, staged writing.
+"""The pre-training record format: features, BERT masking, `metadata.json`, staged writing.
 
-Records (tf.train.Example, all int64 unless noted), `seq_length` S and
-`max_predictions_per_seq` P:
-
-| feature               | shape | static layout | unmasked layout |
-| --------------------- | ----- | ------------- | --------------- |
-| input_word_ids        | [S]   | yes (masked)  | yes (original)  |
-| input_mask            | [S]   | yes           | yes             |
-| input_type_ids        | [S]   | yes           | yes             |
-| masked_lm_positions   | [P]   | yes           | no              |
-| masked_lm_ids         | [P]   | yes           | no              |
-| masked_lm_weights     | [P] float | yes       | no              |
-
-A sequence is `[CLS] tokens... [SEP] <pad>...` with type ids 0 (MLM only);
-static masking is BERT's (`Masking`).
-
-`metadata.json` beside the shards (the input pipeline checks it):
-```
-{"format": "rembert_tf.pretraining_records", "format_version": 1,
- "layout": "static" | "unmasked", "seq_length": S, "max_predictions_per_seq": P,
- "vocab_size": V, "special_ids": {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id"} (the model's),
- "masking": {"masked_lm_prob", "mask_token_rate", "random_token_rate", ...},
- "num_examples": N, "shards": [{"file", "num_examples", "num_examples_per_language"}, ...],
- ...}  # create_pretraining_data adds languages, inputs, tokenizer checksum...
-```
-
-Builds on BERT's record layout as Model Garden's `official/nlp/data/
-create_pretraining_data.py` writes it (v2 feature names), without NSP.
-Records are staged inside the output directory and swapped in when complete
-(`swap_in_records`).
+Builds on BERT's record layout as Model Garden's
+`official/nlp/data/create_pretraining_data.py` writes it (v2 feature names,
+no next-sentence pairs): `[CLS] tokens [SEP] <pad>...` as `input_word_ids`,
+`input_mask`, `input_type_ids` [seq_length], and in the static layout
+`masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights` (float)
+[max_predictions_per_seq]; docs/data.md lists `metadata.json`'s fields.
+Records are staged inside the output directory and swapped in when complete.
 
 Example (test fixtures from already tokenised text):
 ```python
@@ -38,10 +16,11 @@ meta = pretraining_record_format.write_pretraining_records(
     seq_length=16, max_predictions_per_seq=4, vocab_size=2000, num_shards=2)
 ```
 """
+import contextlib
 import dataclasses
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -87,9 +66,6 @@ class Masking:
           f"{self.mask_token_rate} + {self.random_token_rate}.")
     return self
 
-  def as_metadata(self) -> Dict[str, float]:
-    return dataclasses.asdict(self)
-
 
 def project_special_tokens(vocab_size: int) -> tokenizer.SpecialTokens:
   """The special ids of the layout this project trains, for a vocabulary size."""
@@ -113,21 +89,13 @@ def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
   return [name for name in fileio.listdir(directory) if is_record_file(name)]
 
 
-# Staging directories are `.create_pretraining_data.tmp-*` (fileio's naming of
-# temporaries for the name `create_pretraining_data`); during a swap the old
-# records wait in `.create_pretraining_data.old-*` (`outputs.swap_in`).
+# Staging directories: `.create_pretraining_data.tmp-*` (fileio's temporaries).
 _STAGING_NAME = "create_pretraining_data"
-STAGING_PREFIX = "." + _STAGING_NAME
 
 
 def refuse_existing_records(directory, overwrite: bool) -> None:
-  """Raises errors.OutputExistsError if `directory` holds records and not `overwrite`.
-
-  Deletes no record: writers stage the new records and swap them in
-  (`swap_in_records`), so the old ones stay until the new ones are complete.
-  A swap a killed run left is finished first, and its staging folders go
-  (callers hold the lock).
-  """
+  """errors.OutputExistsError if `directory` holds records and not
+  `overwrite`; first finishes a swap a killed run left (callers hold the lock)."""
   if fileio.isdir(directory):
     remove_stale_staging(directory)
   found = existing_records(directory)
@@ -148,13 +116,8 @@ def remove_stale_staging(directory) -> None:
 
 
 def swap_in_records(staging: str, directory) -> None:
-  """Replaces the records of `directory` by the complete ones in `staging`.
-
-  Other files of `directory` are kept. metadata.json leaves first and comes
-  back last, so a reader never sees metadata next to a partial set of shards
-  (`outputs.swap_in`: a run killed half-way is finished or rolled back by the
-  next run on `directory`).
-  """
+  """Replaces the records of `directory` by those in `staging` (other files
+  kept; metadata.json leaves first and comes back last, `outputs.swap_in`)."""
   directory = fileio.as_str(directory).rstrip("/")
   old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
   new_files = sorted((n for n in fileio.listdir(staging) if is_record_file(n)),
@@ -162,14 +125,27 @@ def swap_in_records(staging: str, directory) -> None:
   outputs.swap_in(directory, staging, old_files, new_files)
 
 
-def new_staging_directory(directory) -> str:
-  """A fresh staging directory inside `directory` (stale ones removed first)."""
-  fileio.check_output_location(directory)
-  fileio.makedirs(directory)
-  remove_stale_staging(directory)
-  staging = fileio.temporary_path(fileio.join(directory, _STAGING_NAME))
+@contextlib.contextmanager
+def staged_records(output_dir: str) -> Iterator[str]:
+  """A staging directory inside `output_dir`, swapped in when the block
+  succeeds; on failure it goes (and an output directory it created), the old
+  records untouched."""
+  created = not fileio.exists(output_dir)
+  fileio.check_output_location(output_dir)
+  fileio.makedirs(output_dir)
+  remove_stale_staging(output_dir)
+  staging = fileio.temporary_path(fileio.join(output_dir, _STAGING_NAME))
   fileio.makedirs(staging)
-  return staging
+  try:
+    yield staging
+  except BaseException as e:
+    fileio.rmtree(staging)
+    if created and fileio.isdir(output_dir) and not fileio.listdir(output_dir):
+      fileio.rmtree(output_dir)
+    if fileio.is_disk_full(e):  # Name the output, not a staging file.
+      raise fileio.disk_full_error(output_dir, e) from None
+    raise
+  swap_in_records(staging, output_dir)
 
 
 def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
@@ -202,7 +178,7 @@ PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weight
 
 def parse_features(seq_length: int, max_predictions_per_seq: int,
                    masked: bool = True) -> Dict[str, Any]:
-  """`tf.io.parse_example`'s spec of a record (the table above)."""
+  """`tf.io.parse_example`'s spec of a record (the module doc's features)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   names = SEQUENCE_FEATURES + (PREDICTION_FEATURES if masked else ())
   return {n: tf.io.FixedLenFeature(
@@ -311,10 +287,10 @@ def encode_sequences(contents: Sequence[Sequence[int]],
       dict(masked_lm_weights=weights))
 
 
-def _encode_feature_dict(example: Mapping[str, Sequence], seq_length: int,
-                         max_predictions_per_seq: int, layout: str,
-                         pad_id: int) -> bytes:
-  """Pads an already-built feature dict to the static lengths and encodes it."""
+def _padded_features(example: Mapping[str, Sequence], seq_length: int,
+                     max_predictions_per_seq: int, layout: str,
+                     pad_id: int) -> Dict[str, np.ndarray]:
+  """An already-built feature dict padded to the static lengths."""
   def padded(name, length, dtype, fill=0):
     values = np.asarray(example[name], dtype=dtype)
     if len(values) > length:
@@ -330,17 +306,19 @@ def _encode_feature_dict(example: Mapping[str, Sequence], seq_length: int,
     input_mask = (word_ids != pad_id).astype(np.int64)
   type_ids = (padded("input_type_ids", seq_length, np.int64)
               if "input_type_ids" in example else np.zeros(seq_length, np.int64))
+  features = dict(input_word_ids=word_ids, input_mask=input_mask,
+                  input_type_ids=type_ids)
   if layout == LAYOUT_UNMASKED:
-    return example_encoding.pretraining_example(word_ids, input_mask, type_ids)
-  positions = padded("masked_lm_positions", max_predictions_per_seq, np.int64)
-  lm_ids = padded("masked_lm_ids", max_predictions_per_seq, np.int64)
+    return features
+  p = max_predictions_per_seq
+  features["masked_lm_positions"] = padded("masked_lm_positions", p, np.int64)
+  features["masked_lm_ids"] = padded("masked_lm_ids", p, np.int64)
   if "masked_lm_weights" in example:
-    weights = padded("masked_lm_weights", max_predictions_per_seq, np.float32)
+    features["masked_lm_weights"] = padded("masked_lm_weights", p, np.float32)
   else:
-    weights = np.zeros(max_predictions_per_seq, np.float32)
-    weights[:len(example["masked_lm_positions"])] = 1.0
-  return example_encoding.pretraining_example(
-      word_ids, input_mask, type_ids, positions, lm_ids, weights)
+    features["masked_lm_weights"] = np.zeros(p, np.float32)
+    features["masked_lm_weights"][:len(example["masked_lm_positions"])] = 1.0
+  return features
 
 
 def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
@@ -357,7 +335,7 @@ def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
       "max_predictions_per_seq": int(max_predictions_per_seq),
       "vocab_size": int(special.vocab_size),
       "special_ids": special.as_dict(),
-      "masking": dict(masking.as_metadata(),
+      "masking": dict(dataclasses.asdict(masking),
                       max_predictions_per_seq=int(max_predictions_per_seq),
                       static=layout == LAYOUT_STATIC),
   }
@@ -409,18 +387,13 @@ def write_pretraining_records(
   records = _encode_examples(examples, seq_length, max_predictions_per_seq,
                              special, layout, masking,
                              np.random.default_rng(seed))
-  staging = new_staging_directory(output_dir)
-  try:
+  with staged_records(fileio.as_str(output_dir)) as staging:
     shard_meta = _write_shards(staging, records, num_shards)
     meta["num_examples"] = sum(s["num_examples"] for s in shard_meta)
     meta["shards"] = shard_meta
     meta["seed"] = seed
     meta.update(extra_metadata or {})
     fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
-  except BaseException:
-    fileio.rmtree(staging)
-    raise
-  swap_in_records(staging, output_dir)
   return meta
 
 
@@ -429,15 +402,16 @@ def _encode_examples(examples, seq_length: int, max_predictions_per_seq: int,
                      masking: Masking, rng: np.random.Generator
                      ) -> List[bytes]:
   """Feature dicts padded as given, then token lists masked here, in order."""
+  rows = [_padded_features(e, seq_length, max_predictions_per_seq, layout,
+                           special.pad_id)
+          for e in examples if isinstance(e, Mapping)]
   records = []
-  token_lists = []
-  for example in examples:
-    if isinstance(example, Mapping):
-      records.append(_encode_feature_dict(example, seq_length,
-                                          max_predictions_per_seq, layout,
-                                          special.pad_id))
-    else:
-      token_lists.append(example)
+  if rows:
+    encoder = (_UNMASKED_ENCODER if layout == LAYOUT_UNMASKED
+               else _STATIC_ENCODER)
+    stacked = {name: np.stack([r[name] for r in rows]) for name in rows[0]}
+    records = encoder.encode(stacked, stacked)
+  token_lists = [e for e in examples if not isinstance(e, Mapping)]
   records.extend(encode_sequences(
       token_lists, seq_length=seq_length,
       max_predictions_per_seq=max_predictions_per_seq, special=special,

@@ -1,30 +1,21 @@
-"""The language-balanced training sample of the SentencePiece model, drawn locally.
+"""The language-balanced training sample of the SentencePiece model.
 
 Counts the lines of every language (`count_languages`), gives each language
 a share q_l ~ p_l**alpha of the sample (`plan_sample`: lines drawn without
 replacement, or repeated where a language has too few) and draws each file's
-lines (`draw_file`). `draw_sample` runs the steps here;
-`beam_sentencepiece_sample` runs them on Beam, giving the same sample for a
-seed.
-
-Example:
-<!-- snippet: not run: needs a corpus -->
-```python
-from rembert_tf.data import sentencepiece_sample, text_inputs
-files = text_inputs.resolve_inputs(["/tmp/corpus/{lang}/*.txt"])
-summary = sentencepiece_sample.draw_sample(
-    files, "/tmp/spm_sample.txt",
-    sentencepiece_sample.SampleOptions(sample_size=100_000), log=print,
-    inputs=["/tmp/corpus/{lang}/*.txt"])
-```
+lines (`draw_file`). `draw_sample` runs these steps on `data_engine`, in this
+process or as an Apache Beam pipeline: the same sample for a seed.
 """
+import collections
 import dataclasses
+import functools
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.data import data_engine
 from rembert_tf.data import text_inputs
 
 
@@ -69,32 +60,31 @@ def line_bytes(line: str) -> int:
   return len(line.replace("\n", " ").encode("utf-8"))
 
 
-def count_languages(files: Sequence[text_inputs.InputFile],
+def count_languages(input_file: text_inputs.InputFile,
                     log: Callable[[str], None],
                     keep: Optional[Sequence[str]] = None,
                     max_line_bytes: int = 8192) -> LanguageCounts:
-  """Lines and bytes per language (reads every file once); lines longer
-  than `max_line_bytes` are not counted, and their bytes not either."""
+  """Lines and bytes per language of one file; lines longer than
+  `max_line_bytes` are not counted, and their bytes not either."""
   lines: Dict[str, int] = {}
   skipped: Dict[str, int] = {}
   skipped_bytes: Dict[str, int] = {}
-  for f in files:
-    stats = text_inputs.ReadStats()
-    for language, document in text_inputs.iter_language_documents(f, stats,
-                                                                   keep):
-      sizes = [line_bytes(line) for line in document]
-      long_lines = [n for n in sizes if n > max_line_bytes]
-      lines[language] = lines.get(language, 0) + len(sizes) - len(long_lines)
-      if long_lines:
-        skipped[language] = max(skipped.get(language, 0), *long_lines)
-        skipped_bytes[language] = (skipped_bytes.get(language, 0) +
-                                   sum(long_lines) + len(long_lines))
-    lines.setdefault(f.language, lines.get(f.language, 0))
-    if stats.invalid_utf8_replacements:
-      log(f"  {f.path}: {stats.invalid_utf8_replacements} invalid UTF-8 "
-          "sequences replaced")
+  stats = text_inputs.ReadStats()
+  for language, document in text_inputs.iter_language_documents(
+      input_file, stats, keep):
+    sizes = [line_bytes(line) for line in document]
+    long_lines = [n for n in sizes if n > max_line_bytes]
+    lines[language] = lines.get(language, 0) + len(sizes) - len(long_lines)
+    if long_lines:
+      skipped[language] = max(skipped.get(language, 0), *long_lines)
+      skipped_bytes[language] = (skipped_bytes.get(language, 0) +
+                                 sum(long_lines) + len(long_lines))
+  lines.setdefault(input_file.language, 0)
+  if stats.invalid_utf8_replacements:
+    log(f"  {input_file.path}: {stats.invalid_utf8_replacements} invalid "
+        "UTF-8 sequences replaced")
   lines.pop("", None)
-  sizes = text_inputs.language_sizes(files, keep)
+  sizes = text_inputs.file_language_bytes(input_file, keep)
   for language, n in skipped_bytes.items():
     sizes[language] = max(sizes.get(language, 0) - n, 0)
   return LanguageCounts(lines, sizes, skipped)
@@ -119,19 +109,16 @@ def plan_sample(per_file: Sequence[LanguageCounts], options: SampleOptions
   """The plan from each file's counts (in file order): each language gets
   round(sample_size * q_l) lines, drawn without replacement when it has more
   lines, repeated when it has fewer, with a generator seeded by the seed."""
-  lines: Dict[str, int] = {}
-  sizes: Dict[str, int] = {}
+  lines, sizes = collections.Counter(), collections.Counter()
   longest: Dict[str, int] = {}
   offsets = []
   for counts in per_file:
-    offsets.append({l: lines.get(l, 0) for l in counts.lines})
-    for language, n in counts.lines.items():
-      lines[language] = lines.get(language, 0) + n
-    for language, n in counts.sizes.items():
-      sizes[language] = sizes.get(language, 0) + n
+    offsets.append({l: lines[l] for l in counts.lines})
+    lines.update(counts.lines)
+    sizes.update(counts.sizes)
     for language, n in counts.longest_skipped.items():
       longest[language] = max(longest.get(language, 0), n)
-  counts = LanguageCounts(lines, sizes, longest)
+  counts = LanguageCounts(dict(lines), dict(sizes), longest)
   if not sum(lines.values()):  # No text: check_has_text says so.
     return SamplePlan(counts, {}, {}, offsets)
   probabilities = counts.probabilities(options.language_sampling_alpha)
@@ -176,42 +163,106 @@ def draw_file(input_file: text_inputs.InputFile, file_index: int,
         yield language, line.replace("\n", " ")
 
 
-def draw_sample(files: Sequence[text_inputs.InputFile], sample_file: str,
-                options: SampleOptions, log: Callable[[str], None],
-                inputs: Sequence[str]) -> Dict[str, Any]:
-  """Steps 1-2 on this machine: counts, then the balanced sample file."""
-  log(f"train_sentencepiece: counting lines in {len(files)} files")
-  plan = plan_sample([count_languages([f], log, options.languages,
-                                      options.max_line_bytes) for f in files],
-                     options)
-  check_has_text(plan.counts, inputs, log, options.max_line_bytes)
+def draw_sample(files: Sequence[text_inputs.InputFile], sample_path: str,
+                options: SampleOptions, *, log: Callable[..., None] = print,
+                inputs: Sequence[str] = (), runner: Optional[str] = None,
+                beam_args: Sequence[str] = ()) -> Dict[str, Any]:
+  """Counts, plans and draws (module doc) into `sample_path` and `PATH.json`,
+  locally or on the Apache Beam `runner`; returns the per-language summary."""
+  if runner:
+    data_engine.require_beam("--sample_with_beam")
+    if (runner not in data_engine.DIRECT_RUNNERS and
+        not fileio.is_remote(sample_path)):
+      raise errors.UsageError(
+          f"--sample_path {sample_path!r} is local, but the {runner} workers "
+          "cannot write to this machine; give a shared location "
+          "(--sample_path gs://bucket/spm/sample.txt).")
+  log(f"train_sentencepiece: drawing the sample of {len(files)} files"
+      f"{f' with Apache Beam {runner}' if runner else ''} -> {sample_path}")
+  steps = [
+      data_engine.Step("Count", files, functools.partial(
+          _count, options=options, log=log), functools.partial(
+              _plan, options=options)),
+      data_engine.Step("Draw", list(enumerate(files)), functools.partial(
+          _draw_part, options=options, sample_path=sample_path),
+                       functools.partial(_write_sample, options=options,
+                                         sample_path=sample_path))]
+  try:
+    data_engine.run(steps, runner=runner, beam_args=beam_args)
+  finally:
+    for part in fileio.glob(sample_path + ".part-*"):
+      fileio.remove(part)
+  summary = fileio.read_json(sample_path + ".json")
+  try:
+    check_has_text(summary, inputs, log, options.max_line_bytes)
+  except text_inputs.TextInputError:
+    for written in (sample_path, sample_path + ".json"):
+      fileio.remove(written)
+    raise  # also an input without any text
+  return summary
+
+
+def _count(input_file, unused_previous, options: SampleOptions, log):
+  return count_languages(input_file, log, options.languages,
+                         options.max_line_bytes)
+
+
+def _plan(per_file, unused_previous, options: SampleOptions) -> SamplePlan:
+  return plan_sample(per_file, options)
+
+
+def _part_path(sample_path: str, file_index: int) -> str:
+  return f"{sample_path}.part-{file_index:06d}"
+
+
+def _draw_part(task, plan: SamplePlan, options: SampleOptions,
+               sample_path: str) -> Dict[str, int]:
+  """One file's drawn lines into its part of the sample; their counts."""
+  file_index, input_file = task
   written: Dict[str, int] = {}
-  with fileio.atomic_write(sample_file, "w") as out:
-    for i, f in enumerate(files):
-      for language, line in draw_file(f, i, plan, options):
-        written[language] = written.get(language, 0) + 1
-        out.write(line + "\n")
-  return sample_summary(plan.counts, plan.probabilities, written, options)
+  lines = []
+  for language, line in draw_file(input_file, file_index, plan, options):
+    written[language] = written.get(language, 0) + 1
+    lines.append(line + "\n")
+  fileio.write_bytes(_part_path(sample_path, file_index),
+                     "".join(lines).encode("utf-8"))
+  return written
 
 
-def check_has_text(counts: LanguageCounts, inputs, log,
-                    max_line_bytes: int = 8192) -> None:
+def _write_sample(per_file: List[Dict[str, int]], plan: SamplePlan,
+                  options: SampleOptions, sample_path: str) -> None:
+  """The parts in file order as the sample, its summary as `PATH.json`."""
+  written: Dict[str, int] = {}
+  with fileio.atomic_write(sample_path, "wb") as out:
+    for file_index, counts in enumerate(per_file):
+      part = _part_path(sample_path, file_index)
+      out.write(fileio.read_bytes(part))
+      fileio.remove(part)
+      for language, n in counts.items():
+        written[language] = written.get(language, 0) + n
+  fileio.write_json(sample_path + ".json", sample_summary(
+      plan.counts, plan.probabilities, written, options))
+
+
+def check_has_text(summary: Dict[str, Any], inputs, log,
+                   max_line_bytes: int = 8192) -> None:
   """Refuses a language whose every line SentencePiece would skip (it would
   get no piece, silently); skips languages without text, saying so."""
-  only_long = sorted(l for l, n in counts.lines.items()
-                     if n == 0 and l in counts.longest_skipped)
+  languages = summary["languages"]
+  only_long = sorted(l for l, m in languages.items()
+                     if m["lines"] == 0 and "longest_skipped_line_bytes" in m)
   if only_long:
     lang = only_long[0]
     raise text_inputs.TextInputError(
         f"inputs {list(inputs)}: language {', '.join(only_long)}: every line "
         f"is longer than {max_line_bytes} bytes (the longest has "
-        f"{counts.longest_skipped[lang]}), and SentencePiece skips such "
-        "lines. Split the text into lines: one sentence or paragraph per "
-        f"line, or leave {lang} out (--languages).")
-  empty = sorted(l for l, n in counts.lines.items() if n == 0)
+        f"{languages[lang]['longest_skipped_line_bytes']}), and SentencePiece "
+        "skips such lines. Split the text into lines: one sentence or "
+        f"paragraph per line, or leave {lang} out (--languages).")
+  empty = sorted(l for l, m in languages.items() if m["lines"] == 0)
   if empty:
     log(f"  languages without text (skipped): {', '.join(empty)}")
-  if sum(counts.lines.values()) == 0:
+  if not any(m["lines"] for m in languages.values()):
     raise text_inputs.TextInputError(
         f"inputs {list(inputs)} contain no text (every file is empty or "
         "blank); nothing to train on.")
@@ -234,14 +285,3 @@ def sample_summary(counts: LanguageCounts, probabilities: Dict[str, float],
           counts.longest_skipped[lang])
   return {"alpha": options.language_sampling_alpha,
           "lines": int(sum(written.values())), "languages": per_language}
-
-
-def counts_of_summary(summary: Dict[str, Any]) -> LanguageCounts:
-  """The first pass's counts, read back from a sample's summary."""
-  languages = summary["languages"]
-  return LanguageCounts(
-      lines={l: m["lines"] for l, m in languages.items()},
-      sizes={l: m["input_bytes"] for l, m in languages.items()},
-      longest_skipped={l: m["longest_skipped_line_bytes"]
-                       for l, m in languages.items()
-                       if "longest_skipped_line_bytes" in m})

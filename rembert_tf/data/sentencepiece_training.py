@@ -1,22 +1,14 @@
 """Trains the multilingual SentencePiece unigram model on a language-balanced sample.
 
 Builds on `sentencepiece.SentencePieceTrainer` as Model Garden's
-`official/nlp/data/train_sentencepiece.py` does, with a language-balanced
-sample (q_l ~ p_l**alpha, drawn by `sentencepiece_sample` or, with
-`sample_with_beam=True`, `beam_sentencepiece_sample`), whole-word seed pieces
-for small vocabularies (`write_seed_pieces`) and the fixed special ids of
-`rembert_tf.data.tokenizer`. Writes `<prefix>.model`, `.vocab` and `.json`
-(vocab size, special ids, sha256) on any filesystem.
-
-Example:
-<!-- snippet: not run: needs a corpus (docs/data.md's example trains a vocabulary) -->
-```python
-from rembert_tf.data import sentencepiece_training
-meta = sentencepiece_training.train_sentencepiece(
-    ["/tmp/corpus/{lang}/*.txt"], "/tmp/spm", vocab_size=2000)
-```
+`official/nlp/data/train_sentencepiece.py` does, with the sample of
+`sentencepiece_sample` (q_l ~ p_l**alpha), whole-word seed pieces for small
+vocabularies (`write_seed_pieces`) and the fixed special ids of `tokenizer`.
+Writes `<prefix>.model`, `.vocab` and `.json` (vocab size, special ids,
+sha256) on any filesystem.
 """
 import collections
+import contextlib
 import os
 import re
 import time
@@ -58,23 +50,12 @@ class TrainingError(errors.RemBertError, RuntimeError):
   """SentencePiece cannot build the asked vocabulary from the sample."""
 
 
-def _longest_line_bytes(sample_file: str) -> int:
-  with fileio.open_file(sample_file, "rb") as f:
-    return max((len(line.rstrip(b"\n")) for line in f), default=0)
-
-
-def _training_error(error: RuntimeError, vocab_size: int, inputs,
-                    sample_file: str, max_sentence_length: int
+def _training_error(error: RuntimeError, vocab_size: int, inputs
                     ) -> TrainingError:
-  """SentencePiece's failure as one line with the fix that applies."""
+  """SentencePiece's failure as one line with the fix that applies (a sample
+  of lines it would skip is refused before:
+  `sentencepiece_sample.check_has_text`)."""
   message = " ".join(str(error).split())
-  if "!sentences_.empty()" in message:  # It skips every longer line.
-    return TrainingError(
-        f"SentencePiece could not train on the sample of {list(inputs)}: "
-        f"every line is longer than {max_sentence_length} bytes (the longest "
-        f"has {_longest_line_bytes(sample_file)}), and SentencePiece skips "
-        "such lines. Split the text into lines: one sentence or paragraph "
-        "per line.")
   too_high = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it "
                        r"to a value <= (\d+)", message)
   too_small = re.search(r"Vocabulary size is smaller than required_chars\. "
@@ -96,105 +77,38 @@ def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
                 character_coverage: float, num_threads: int,
                 max_sentence_length: int, seed_pieces: str, inputs,
                 seed: int = 0) -> None:
-  """A unigram model with the fixed special ids (local files).
+  """A unigram model with the fixed special ids (local files, the sample in
+  the model's folder).
 
   Deterministic: the sample is read in order, the generator is seeded and the
-  thread count given; recorded paths are cut to file names.
+  thread count given; it runs in the model's folder on file names, so the
+  model records names, not this run's temporary paths.
   """
   seed_options = {}
   if seed_pieces == "words" or (seed_pieces == "auto" and
                                 vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB):
     seed_file = model_prefix + ".seed_pieces.tsv"
     write_seed_pieces(sample_file, seed_file)
-    seed_options["seed_sentencepieces_file"] = seed_file
+    seed_options["seed_sentencepieces_file"] = os.path.basename(seed_file)
   spm.set_random_generator_seed(seed)
   try:
-    spm.SentencePieceTrainer.Train(
-        input=sample_file, model_prefix=model_prefix,
-        model_type="unigram", vocab_size=vocab_size,
-        character_coverage=character_coverage,
-        pad_id=tokenizer.PAD_ID, unk_id=tokenizer.UNK_ID, bos_id=-1,
-        eos_id=-1, pad_piece=tokenizer.PAD_PIECE,
-        unk_piece=tokenizer.UNK_PIECE,
-        control_symbols=[tokenizer.CLS_PIECE, tokenizer.SEP_PIECE,
-                         tokenizer.MASK_PIECE],
-        input_sentence_size=0, shuffle_input_sentence=False,
-        max_sentence_length=max_sentence_length,
-        num_threads=num_threads, hard_vocab_limit=True, minloglevel=2,
-        **seed_options)
+    with contextlib.chdir(os.path.dirname(model_prefix)):
+      spm.SentencePieceTrainer.Train(
+          input=os.path.basename(sample_file),
+          model_prefix=os.path.basename(model_prefix),
+          model_type="unigram", vocab_size=vocab_size,
+          character_coverage=character_coverage,
+          pad_id=tokenizer.PAD_ID, unk_id=tokenizer.UNK_ID, bos_id=-1,
+          eos_id=-1, pad_piece=tokenizer.PAD_PIECE,
+          unk_piece=tokenizer.UNK_PIECE,
+          control_symbols=[tokenizer.CLS_PIECE, tokenizer.SEP_PIECE,
+                           tokenizer.MASK_PIECE],
+          input_sentence_size=0, shuffle_input_sentence=False,
+          max_sentence_length=max_sentence_length,
+          num_threads=num_threads, hard_vocab_limit=True, minloglevel=2,
+          **seed_options)
   except RuntimeError as e:
-    raise _training_error(e, vocab_size, inputs, sample_file,
-                          max_sentence_length) from None
-  model_file = model_prefix + ".model"
-  fileio.write_bytes(model_file,
-                     model_without_local_paths(fileio.read_bytes(model_file)))
-
-
-# TrainerSpec fields that hold local paths: input, model_prefix,
-# seed_sentencepieces_file (sentencepiece_model.proto); ModelProto field 2 is
-# the TrainerSpec.
-_TRAINER_SPEC_FIELD = 2
-_PATH_FIELDS = (1, 2, 54)
-
-
-def model_without_local_paths(model: bytes) -> bytes:
-  """The serialized model with its trainer's file paths cut to file names.
-
-  Edits the protobuf wire format: the package's `sentencepiece_model_pb2`
-  needs a newer protobuf runtime than TensorFlow's.
-  """
-  fields = []
-  for number, wire_type, raw, payload in _wire_fields(model):
-    if number == _TRAINER_SPEC_FIELD and wire_type == 2:
-      spec = [_length_delimited(n, os.path.basename(p.decode()).encode())
-              if n in _PATH_FIELDS and w == 2 else r
-              for n, w, r, p in _wire_fields(payload)]
-      raw = _length_delimited(number, b"".join(spec))
-    fields.append(raw)
-  return b"".join(fields)
-
-
-def _varint(data: bytes, pos: int) -> Tuple[int, int]:
-  value = shift = 0
-  while True:
-    byte = data[pos]
-    pos += 1
-    value |= (byte & 0x7F) << shift
-    shift += 7
-    if not byte & 0x80:
-      return value, pos
-
-
-def _encode_varint(value: int) -> bytes:
-  out = bytearray()
-  while value > 0x7F:
-    out.append(value & 0x7F | 0x80)
-    value >>= 7
-  return bytes(out + bytes([value]))
-
-
-def _wire_fields(data: bytes):
-  """(field number, wire type, the field's bytes, its payload) of a message."""
-  pos = 0
-  while pos < len(data):
-    start = pos
-    key, pos = _varint(data, pos)
-    payload = None
-    if key & 7 == 0:
-      _, pos = _varint(data, pos)
-    elif key & 7 in (1, 5):
-      pos += 8 if key & 7 == 1 else 4
-    elif key & 7 == 2:
-      length, pos = _varint(data, pos)
-      payload, pos = data[pos:pos + length], pos + length
-    else:
-      raise TrainingError(f"SentencePiece wrote a model with wire type "
-                          f"{key & 7}, which this reader does not know.")
-    yield key >> 3, key & 7, data[start:pos], payload
-
-
-def _length_delimited(number: int, payload: bytes) -> bytes:
-  return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
+    raise _training_error(e, vocab_size, inputs) from None
 
 
 def draw_training_sample(files: Sequence[text_inputs.InputFile],
@@ -205,16 +119,9 @@ def draw_training_sample(files: Sequence[text_inputs.InputFile],
                          beam_args: Sequence[str] = (), inputs=(),
                          log: Callable[..., None] = print) -> Dict[str, Any]:
   """Steps 1-2 (locally or with Apache Beam): writes the sample, returns its summary."""
-  if sample_with_beam:
-    # Imported only when asked for: loading Apache Beam takes seconds.
-    from rembert_tf.data import beam_sentencepiece_sample  # pylint: disable=g-import-not-at-top
-    sample = beam_sentencepiece_sample.draw_sample(
-        files, sample_path, options, runner=runner, beam_args=beam_args,
-        inputs=inputs, log=log)
-  else:
-    sample = sentencepiece_sample.draw_sample(files, sample_path, options,
-                                              log, inputs)
-    fileio.write_json(sample_path + ".json", sample)
+  sample = sentencepiece_sample.draw_sample(
+      files, sample_path, options, log=log, inputs=inputs,
+      runner=runner if sample_with_beam else None, beam_args=beam_args)
   for lang, m in sample["languages"].items():
     log(f"  {lang}: {m['lines']} lines -> {m['sample_lines']} in the sample "
         f"(q={m['sampling_probability']:.3f})")

@@ -1,26 +1,12 @@
 """Raw text inputs: which files, which language, which documents; language sampling.
 
-Reads plain text (one line per sentence or paragraph, documents separated by
-blank lines, as BERT's create_pretraining_data) and JSON-lines with a `text`
-field (wikiextractor, C4 / mC4), gzipped or not, on any filesystem through
-`rembert_tf.common.fileio`. Specs: `corpus/{lang}/*.txt` (the `{lang}` part
-names the language), `en=wiki/en/**/wiki_*`, or a JSON `language_field`.
-`tfds:` inputs are `tfds_text_inputs`'s units, which every function here
-also takes. Invalid UTF-8 and unparsable JSON lines are counted, never fatal.
-
-Languages are mixed as mBERT / XLM-R do: q_l proportional to p_l ** alpha,
-with p_l the byte share of language l.
-
-Example:
-<!-- snippet: not run: needs a corpus -->
-```python
-from rembert_tf.data import text_inputs
-files = text_inputs.resolve_inputs(["/tmp/corpus/{lang}/*.txt"])
-for document in text_inputs.iter_documents(files[0]):
-  print(files[0].language, document[:2])   # a list of lines
-  break
-q = text_inputs.smoothed_language_probabilities({"en": 90, "sw": 10}, 0.7)
-```
+Reads plain text (one line per sentence or paragraph, blank lines between
+documents, as BERT's create_pretraining_data) and JSON lines with a `text`
+field (wikiextractor, C4 / mC4), gzipped or not, through `common.fileio`.
+Specs: `corpus/{lang}/*.txt`, `en=wiki/en/**/wiki_*`, or a JSON
+`language_field`; `tfds:` units (`tfds_text_inputs`) are taken too. Invalid
+UTF-8 and unparsable JSON lines are counted, never fatal. Languages are mixed
+as mBERT / XLM-R do: q_l ~ p_l ** alpha, p_l the byte share of language l.
 """
 import dataclasses
 import gzip
@@ -71,11 +57,6 @@ class ReadStats:
   invalid_utf8_replacements: int = 0
   skipped_json_lines: int = 0
 
-  def add(self, other: "ReadStats"):
-    for field in dataclasses.fields(self):
-      setattr(self, field.name,
-              getattr(self, field.name) + getattr(other, field.name))
-
 
 def _format_of(path: str, input_format: str) -> str:
   if input_format not in FORMATS:
@@ -102,17 +83,9 @@ def resolve_inputs(specs: Sequence[str],
                    input_format: str = "auto",
                    languages: Optional[Sequence[str]] = None,
                    language_field: Optional[str] = None) -> List[InputFile]:
-  """Input specs -> sorted InputFile list (language from `{lang}` or `lang=`).
-
-  Args:
-    specs: globs with `{lang}`, or `lang=glob`; comma-separated allowed (a
-      plain glob too with `language_field`).
-    input_format: "auto" (by suffix), "text" or "jsonl".
-    languages: keep only these languages (None: all found).
-    language_field: JSON field naming each document's language.
-  Raises:
-    TextInputError naming the spec when it matches no file or has no language.
-  """
+  """Input specs (globs with `{lang}`, `lang=glob`, a plain glob with
+  `language_field`) -> sorted InputFiles of `languages` (None: all);
+  TextInputError naming a spec that matches no file or has no language."""
   specs = split_specs(specs)
   if not specs:
     raise TextInputError("no input given; pass --input "
@@ -215,26 +188,14 @@ def decode_line(raw: bytes, stats: ReadStats) -> str:
     return text
 
 
-def _open_lines(path: str):
-  """The file's raw lines (bytes), gunzipped when the name ends in .gz."""
-  f = fileio.open_file(path, "rb")
-  if path.endswith(".gz"):
-    return gzip.GzipFile(fileobj=f, mode="rb"), f
-  return f, f
-
-
 def _raw_lines(path: str) -> Iterator[bytes]:
-  lines, underlying = _open_lines(path)
-  try:
-    while True:
-      raw = lines.readline()
-      if not raw:
-        return
-      yield raw
-  finally:
-    lines.close()
-    if underlying is not lines:
-      underlying.close()
+  """The file's raw lines (bytes), gunzipped when the name ends in .gz."""
+  with fileio.open_file(path, "rb") as f:
+    if not path.endswith(".gz"):
+      yield from f
+      return
+    with gzip.GzipFile(fileobj=f, mode="rb") as lines:
+      yield from lines
 
 
 def _text_documents(path: str, stats: ReadStats) -> Iterator[List[str]]:
@@ -338,16 +299,6 @@ def file_language_bytes(input_file: InputFile,
     if not language or (keep and language not in keep):
       continue
     sizes[language] = sizes.get(language, 0) + len(raw)
-  return sizes
-
-
-def language_sizes(files: Sequence[InputFile],
-                   keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
-  """Bytes of input per language (the n_l of the sampling; see file_language_bytes)."""
-  sizes: Dict[str, int] = {}
-  for f in files:
-    for language, n in file_language_bytes(f, keep).items():
-      sizes[language] = sizes.get(language, 0) + n
   return sizes
 
 

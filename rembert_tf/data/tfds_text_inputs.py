@@ -1,25 +1,14 @@
 """Pre-training text from prepared TensorFlow Datasets: `--input 'tfds:NAME/CONFIG[:SPLIT]'`.
 
-Specs: `tfds:wiki40b/{lang}` (`{lang}` in the config),
-`tfds:c4/multilingual:{lang}` (in the split), `en=tfds:wikipedia/20230601.en`;
-the split defaults to `train`. Data is read from the given data dir only
-(`common.tfds_reader`); anything missing is a one-line `TfdsError`.
-
-Each shard of a split is one unit of work (`TfdsShard`), read as
-`tfds.beam.ReadFromTFDS` reads it, so the local and Beam engines write the
-same records. An example is one document: the lines of its text feature,
-with known corpora's markup undone (`CORPORA`, e.g. wiki40b's).
-
-Example:
-<!-- snippet: not run: reads TFDS data from `gs://` -->
-```python
-from rembert_tf.data import tfds_text_inputs
-units = tfds_text_inputs.resolve_inputs(
-    ["tfds:wiki40b/{lang}"], languages=["en", "de"],
-    tfds=tfds_text_inputs.TfdsTextOptions(data_dir="gs://b/tensorflow_datasets"))
-```
+Specs: `tfds:wiki40b/{lang}`, `tfds:c4/multilingual:{lang}`,
+`en=tfds:wikipedia/20230601.en` (split `train` by default), read from the
+given data dir only (`common.tfds_reader`); anything missing is one
+`TfdsError` line. Each shard of a split is a unit of work (`TfdsShard`), read
+as `tfds.beam.ReadFromTFDS` reads it; an example is one document, its text's
+lines with known corpora's markup undone (`CORPORA`).
 """
 import dataclasses
+import functools
 import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -71,16 +60,11 @@ def document_lines(text: str, corpus: CorpusFormat) -> List[str]:
           if l.strip() and l.strip() not in corpus.dropped_lines]
 
 
-_BUILDERS: Dict[Tuple[str, Optional[str], str], object] = {}
-
-
+@functools.cache
 def _builder(name: str, config: Optional[str], data_dir: str):
   """One builder per dataset per process (workers read many shards)."""
-  key = (name, config, data_dir)
-  if key not in _BUILDERS:
-    _BUILDERS[key] = tfds_reader.open_builder(
-        tfds_reader.SplitRef(name, config, DEFAULT_SPLIT), data_dir)
-  return _BUILDERS[key]
+  return tfds_reader.open_builder(
+      tfds_reader.SplitRef(name, config, DEFAULT_SPLIT), data_dir)
 
 
 @dataclasses.dataclass(frozen=True)

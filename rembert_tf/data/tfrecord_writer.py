@@ -1,10 +1,9 @@
-"""Writes TFRecord files without TensorFlow (numpy CRC32C, vectorised over records).
+"""TFRecord files written without TensorFlow (CRC32C in numpy, over many records at once).
 
 A record is `uint64 length | uint32 masked_crc32c(length) | data |
-uint32 masked_crc32c(data)` (little-endian). Worker processes do not import
-TensorFlow, so the CRC32C runs here in numpy over a batch of records
-left-padded to one length (leading zeros do not change a zero-initialised
-CRC; the standard initial value is added back by linearity).
+uint32 masked_crc32c(data)` (little-endian). The CRC runs over a batch of
+records left-padded to one length (leading zeros leave a zero-initialised CRC
+unchanged; the standard initial value is added back by linearity).
 
 Example:
 ```python
@@ -13,6 +12,7 @@ tfrecord_writer.write_tfrecord_file("x.tfrecord", [b"abc", b"defg"])
 assert tfrecord_writer.crc32c(b"123456789") == 0xE3069283
 ```
 """
+import itertools
 import struct
 from typing import Iterable, List, Sequence
 
@@ -97,14 +97,6 @@ def frame_each(records: Sequence[bytes]) -> List[bytes]:
           for i, record in enumerate(records)]
 
 
-def frame_records(records: Sequence[bytes]) -> bytes:
-  """TFRecord framing of a batch of records (file bytes)."""
-  out = []
-  for start in range(0, len(records), _BATCH):
-    out.extend(frame_each(records[start:start + _BATCH]))
-  return b"".join(out)
-
-
 def split_framed(data: bytes) -> List[bytes]:
   """Framed records (as written by frame_each) back into a list, framing kept."""
   out, offset = [], 0
@@ -118,15 +110,11 @@ def split_framed(data: bytes) -> List[bytes]:
   return out
 
 
-def _atomic_file(path):
-  """A file under a temporary name, renamed to `path` when complete (any filesystem)."""
-  return fileio.atomic_write(fileio.as_str(path), "wb")
-
-
 def write_framed_file(path, framed: Iterable[bytes]) -> int:
-  """Writes already framed records (atomically: temp name, rename); count."""
+  """Writes already framed records under a temporary name, renamed to `path`
+  when complete (any filesystem); returns their count."""
   count = 0
-  with _atomic_file(path) as f:
+  with fileio.atomic_write(fileio.as_str(path), "wb") as f:
     for chunk in framed:
       f.write(chunk)
       count += 1
@@ -134,17 +122,9 @@ def write_framed_file(path, framed: Iterable[bytes]) -> int:
 
 
 def write_tfrecord_file(path, records: Iterable[bytes]) -> int:
-  """Writes records under `path + .incomplete`, renames when complete; count."""
-  count = 0
-  with _atomic_file(path) as f:
-    batch = []
-    for record in records:
-      batch.append(record)
-      if len(batch) >= _BATCH:
-        f.write(frame_records(batch))
-        count += len(batch)
-        batch = []
-    if batch:
-      f.write(frame_records(batch))
-      count += len(batch)
-  return count
+  """Frames `records` in batches and writes them as `write_framed_file` does."""
+  def framed():
+    iterator = iter(records)
+    while batch := list(itertools.islice(iterator, _BATCH)):
+      yield from frame_each(batch)
+  return write_framed_file(path, framed())

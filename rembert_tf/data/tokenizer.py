@@ -1,20 +1,11 @@
 """The SentencePiece tokenizer every rembert_tf command shares, and its special tokens.
 
-Special ids are resolved by piece name from the model file
-(`SpecialTokens.from_model`), so the released model ([CLS] at 312) and the
-models this project trains share one lookup:
-
-| piece     | id in models this project trains | also accepted    |
-| --------- | -------------------------------- | ---------------- |
-| `<pad>`   | 0                                | `[PAD]`          |
-| `<unk>`   | 1                                | `[UNK]`          |
-| `[CLS]`   | 2                                |                  |
-| `[SEP]`   | 3                                |                  |
-| `[MASK]`  | 4                                |                  |
-
-Next to `<prefix>.model` lives `<prefix>.json` (vocab size, the ids, sha256).
 Builds on the `sentencepiece` library, as Model Garden's
 `official/nlp/tools/tokenization.py` does; files through `common.fileio`.
+Special ids are found by piece name (`SpecialTokens.from_model`), so models
+this project trains (`<pad>`=0, `<unk>`=1, `[CLS]`=2, `[SEP]`=3, `[MASK]`=4)
+and the released one (`[CLS]`=312, `[PAD]`) share one lookup. Next to
+`<prefix>.model` lives `<prefix>.json` (vocab size, the ids, sha256).
 
 Example:
 <!-- snippet: not run: needs a SentencePiece model -->
@@ -79,12 +70,8 @@ def metadata_path(model_path) -> str:
 
 
 def load_sentencepiece(path) -> spm.SentencePieceProcessor:
-  """Loads a SentencePiece model from any filesystem.
-
-  Raises:
-    TokenizerError: naming the file when it is missing, a directory, or not a
-      SentencePiece model.
-  """
+  """Loads a SentencePiece model from any filesystem; TokenizerError naming
+  the file when it is missing, a directory, or not a SentencePiece model."""
   path = fileio.as_str(path)
   # isdir / isfile, not exists: record-creation workers load the model too,
   # and these stay on the operating system for local paths (no TensorFlow).
@@ -120,20 +107,13 @@ class SpecialTokens:
 
   @classmethod
   def from_processor(cls, processor: spm.SentencePieceProcessor,
-                     source: str = "the SentencePiece model",
-                     required: Tuple[str, ...] = tuple(_ROLE_PIECES)
+                     source: str = "the SentencePiece model"
                      ) -> "SpecialTokens":
-    """Looks each special piece up by name; missing required pieces are an error.
-
-    A role that is not `required` and has no piece gets id -1.
-    """
-    ids, missing = {}, []
-    for role, pieces in _ROLE_PIECES.items():
-      ids[role] = _find_piece(processor, pieces)
-      if ids[role] is None:
-        ids[role] = -1
-        if role in required:
-          missing.append(" or ".join(pieces))
+    """Looks each special piece up by name; a missing one is a TokenizerError."""
+    ids = {role: _find_piece(processor, pieces)
+           for role, pieces in _ROLE_PIECES.items()}
+    missing = [" or ".join(_ROLE_PIECES[role]) for role, i in ids.items()
+               if i is None]
     if missing:
       raise TokenizerError(
           f"{source}: no special piece {', '.join(missing)}. rembert_tf needs "
@@ -144,10 +124,9 @@ class SpecialTokens:
     return cls(vocab_size=processor.GetPieceSize(), **ids)
 
   @classmethod
-  def from_model(cls, path, required: Tuple[str, ...] = tuple(_ROLE_PIECES)
-                 ) -> "SpecialTokens":
-    return cls.from_processor(load_sentencepiece(path), source=fileio.as_str(path),
-                              required=required)
+  def from_model(cls, path) -> "SpecialTokens":
+    return cls.from_processor(load_sentencepiece(path),
+                              source=fileio.as_str(path))
 
   @property
   def unmaskable_ids(self) -> Tuple[int, ...]:
@@ -201,10 +180,8 @@ def copy_sentencepiece(model_path, target) -> str:
 
 
 def read_tokenizer_metadata(model_path) -> Dict[str, Any]:
-  """Reads `<prefix>.json`; falls back to computing it from the model file.
-
-  Raises TokenizerError if the JSON's checksum does not match the model file.
-  """
+  """Reads `<prefix>.json` (else computes it from the model file);
+  TokenizerError if its checksum is not the model file's."""
   path = metadata_path(model_path)
   if not fileio.exists(path):
     return tokenizer_metadata(model_path)

@@ -2,6 +2,7 @@
 import errno
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -342,8 +343,7 @@ def test_gzipped_c4_json_lines_with_language_field(tmp_path):
 
 
 def test_runner_without_apache_beam_is_a_usage_error(tmp_path, monkeypatch):
-  from rembert_tf.data import beam_pretraining_records  # pylint: disable=g-import-not-at-top
-  monkeypatch.setattr(beam_pretraining_records, "beam", None)
+  monkeypatch.setitem(sys.modules, "apache_beam", None)  # Not installed.
   with pytest.raises(errors.UsageError, match=r"rembert_tf\[beam\]"):
     _make(_corpus_spec(), tmp_path / "out", runner="DataflowRunner",
           languages=["el"])

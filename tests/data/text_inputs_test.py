@@ -81,8 +81,8 @@ def test_inputs_on_another_filesystem_gzipped_and_directories(tmp_path):
                                                      ("sw", "text")]
   assert list(text_inputs.iter_documents(files[0])) == [["one", "two"]]
   assert list(text_inputs.iter_documents(files[1])) == [["moja", "mbili"], ["tatu"]]
-  sizes = text_inputs.language_sizes(files)
-  assert sizes["sw"] == 17 and sizes["en"] == len(json.dumps(
+  sizes = [text_inputs.file_language_bytes(f) for f in files]
+  assert sizes[1] == {"sw": 17} and sizes[0]["en"] == len(json.dumps(
       {"text": "one\ntwo", "url": "u"})) + 1  # Uncompressed bytes.
   with pytest.raises(text_inputs.TextInputError, match="is a directory"):
     text_inputs.resolve_inputs([f"en={tmp_path}"])

@@ -46,7 +46,8 @@ def test_lang_in_config_split_or_explicit_gives_one_unit_per_shard(tfds_dir):
   # The split's bytes spread over its shards by example count.
   en = [u for u in units if u.language == "en"]
   assert en[0].size() == en[1].size() > 0
-  assert text_inputs.language_sizes(units)["en"] == sum(u.size() for u in en)
+  assert [text_inputs.file_language_bytes(u) for u in en] == [
+      {"en": u.size()} for u in en]
   only = _resolve(["tfds:wiki40b/{lang}"], tfds_dir, languages=["de"])
   assert [u.language for u in only] == ["de"]
 
