@@ -40,7 +40,7 @@ from official.core import config_definitions as cfg
 from official.core import task_factory
 
 from rembert_tf.checkpoints import checkpoint_layout
-from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.common import errors
 from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
@@ -105,20 +105,37 @@ def resumed_stream_seed(base_seed: Optional[int], global_step: int) -> int:
 
 
 def restore_init_checkpoint(pretrainer, source: str) -> str:
-  """Restores `task.init_checkpoint` into a new run's pretrainer.
+  """Restores `task.init_checkpoint` into a new run's pretrainer with
+  `tf.train.Checkpoint.read`; returns the checkpoint prefix read.
 
-  Encoder and output side when the source holds both (a `pretrainer/ckpt-N`,
-  a pre-training `ckpt-N`), else the encoder alone (the output side keeps its
-  fresh initialisation). Optimizer and step are never read. Returns the
-  checkpoint prefix read.
+  Encoder and output side when the source holds both (key `model`: a
+  `pretrainer/ckpt-N`, a pre-training `ckpt-N`), else the encoder alone (key
+  `encoder`; the output side keeps its fresh initialisation). Optimizer and
+  step are never read.
   """
   try:
-    if checkpoint_restore.has_output_side(source):
-      return checkpoint_restore.restore_pretrainer(pretrainer, source)
-    return checkpoint_restore.restore_encoder(pretrainer.encoder, source)
+    resolved = checkpoint_layout.resolve(source)
+    prefix, items, what = resolved.encoder_checkpoint, dict(
+        encoder=pretrainer.encoder), "encoder (key `encoder`)"
+    try:
+      if resolved.pretrainer_checkpoint and any(
+          key.startswith("model/masked_lm/") for key in
+          tf.compat.v1.train.NewCheckpointReader(
+              resolved.pretrainer_checkpoint).get_variable_to_shape_map()):
+        prefix, items, what = resolved.pretrainer_checkpoint, dict(
+            model=pretrainer), "pretrainer (key `model`)"
+      checkpoint_layout.announce_fallback(prefix)
+      tf.train.Checkpoint(**items).read(
+          prefix).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+      raise checkpoint_layout.CheckpointError(
+          f"{prefix}: its {what} does not match the model config "
+          f"({errors.one_line(e)[:300]}). Use the model config the checkpoint "
+          "was written with.") from None
   except checkpoint_layout.CheckpointError as e:
     raise checkpoint_layout.CheckpointError(
         f"task.init_checkpoint: {e}") from None
+  return prefix
 
 
 def _to_dense(grad):

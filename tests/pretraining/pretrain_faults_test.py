@@ -17,7 +17,6 @@ from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.checkpoints import checkpoint_layout
-from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import experiments
 from rembert_tf.runtime import experiment_files
@@ -413,7 +412,7 @@ def test_init_checkpoint_falls_back_to_the_newest_intact_checkpoint(
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  writer = checkpoint_restore.EncoderExportWriter(saved.encoder, str(source))
+  writer = checkpoint_layout.EncoderExportWriter(saved.encoder, str(source))
   writer.save(step=3)
   expected = saved.encoder.variables[0].numpy()
   saved.encoder.variables[0].assign(expected + 1.0)
@@ -461,7 +460,7 @@ def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoint_restore.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
+  checkpoint_layout.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
   task = task_factory.get_task(config.task)
   model = task.build_model()
   assert masked_lm_task.restore_init_checkpoint(model, str(source)).endswith(
