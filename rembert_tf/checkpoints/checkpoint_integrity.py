@@ -1,22 +1,13 @@
 """Whether a TensorFlow checkpoint is whole, found without reading its tensors.
 
-A checkpoint prefix P is TensorFlow's tensor bundle: `P.index`, a table that
-gives every tensor's data shard, byte offset and size, and the data shards
-`P.data-0000K-of-0000N`. A save or a copy cut short, or a file removed by
-hand, leaves a bundle that TensorFlow starts reading and fails on half-way
-("Read less bytes than requested"), or a `checkpoint` state file naming a
-step whose files are gone. `problem(P)` reads the index alone (kilobytes)
-and the sizes of the data shards: it says what is missing or short, or None
-when every tensor's bytes are there. `newest_intact(DIR)` walks a
-directory's checkpoints from the one its `checkpoint` file names down to
-the first intact one.
-
-The index is an SSTable in LevelDB's layout as TensorFlow writes it
-(`tensorflow/core/lib/io/table*`: blocks of prefix-compressed entries, an
-index block, a 48-byte footer); each entry's value is a `BundleEntryProto`
-(`tensorflow/core/protobuf/tensor_bundle.proto`), the empty key holds the
-`BundleHeaderProto` with the number of shards. Builds on
-`tf.train.get_checkpoint_state` for the state file.
+A save or copy cut short leaves a tensor bundle (`P.index` and
+`P.data-0000K-of-0000N`) that TensorFlow fails on half-way, or a `checkpoint`
+state file naming a step whose files are gone. `problem(P)` reads the index
+alone and the data shards' sizes: it says what is missing or short, or None.
+`newest_intact(DIR)` walks a directory's checkpoints down from the one its
+`checkpoint` file names to the first intact one. The index is LevelDB's
+SSTable as TensorFlow writes it (`tensorflow/core/lib/io/table*`), each
+value a `BundleEntryProto` (`tensor_bundle.proto`).
 
 Example:
 ```python
