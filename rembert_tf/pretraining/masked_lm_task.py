@@ -31,6 +31,7 @@ dataset = task.build_inputs(config.task.train_data)
 ```
 """
 import dataclasses
+import re
 from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
@@ -114,28 +115,48 @@ def restore_init_checkpoint(pretrainer, source: str) -> str:
   step are never read.
   """
   try:
-    resolved = checkpoint_layout.resolve(source)
-    prefix, items, what = resolved.encoder_checkpoint, dict(
-        encoder=pretrainer.encoder), "encoder (key `encoder`)"
+    prefix, items = _init_checkpoint_items(
+        pretrainer, checkpoint_layout.resolve(source))
+    checkpoint_layout.announce_fallback(prefix)
     try:
-      if resolved.pretrainer_checkpoint and any(
-          key.startswith("model/masked_lm/") for key in
-          tf.compat.v1.train.NewCheckpointReader(
-              resolved.pretrainer_checkpoint).get_variable_to_shape_map()):
-        prefix, items, what = resolved.pretrainer_checkpoint, dict(
-            model=pretrainer), "pretrainer (key `model`)"
-      checkpoint_layout.announce_fallback(prefix)
       tf.train.Checkpoint(**items).read(
           prefix).expect_partial().assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
+      missing = re.findall(r"<tf\.Variable '([^']+)'", str(e))
       raise checkpoint_layout.CheckpointError(
-          f"{prefix}: its {what} does not match the model config "
-          f"({errors.one_line(e)[:300]}). Use the model config the checkpoint "
-          "was written with.") from None
+          f"{prefix}: its `{next(iter(items))}` does not match the model "
+          "config (" + (f"not in the checkpoint: {', '.join(missing)}"
+                        if missing else errors.one_line(e)[:300]) +
+          "). Use the model config the checkpoint was written with.") from None
   except checkpoint_layout.CheckpointError as e:
     raise checkpoint_layout.CheckpointError(
         f"task.init_checkpoint: {e}") from None
   return prefix
+
+
+def _init_checkpoint_items(pretrainer, resolved):
+  """(prefix, {checkpoint key: object}) to read: the pretrainer under `model`
+  when the source has its MLM head, else the encoder under `encoder`."""
+  def roots(prefix):
+    try:
+      return {key.split("/")[0] + "/" + key.split("/")[1] for key in
+              tf.compat.v1.train.NewCheckpointReader(
+                  prefix).get_variable_to_shape_map() if "/" in key}
+    except (ValueError, tf.errors.OpError) as e:
+      raise checkpoint_layout.CheckpointError(
+          f"{prefix}: not a readable checkpoint ({errors.one_line(e)[:200]})."
+      ) from None
+
+  pretrainer_prefix = resolved.pretrainer_checkpoint
+  if pretrainer_prefix and "model/masked_lm" in roots(pretrainer_prefix):
+    return pretrainer_prefix, dict(model=pretrainer)
+  prefix = resolved.encoder_checkpoint
+  if not any(root.startswith("encoder/") for root in roots(prefix)):
+    raise checkpoint_layout.CheckpointError(
+        f"{prefix}: holds neither a pretrainer (key `model`, with its MLM "
+        "head) nor an encoder (key `encoder`). Start from a pre-training "
+        "model_dir or a converted checkpoint directory.")
+  return prefix, dict(encoder=pretrainer.encoder)
 
 
 def _to_dense(grad):

@@ -471,6 +471,26 @@ def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
     masked_lm_task.restore_init_checkpoint(model, str(tmp_path / "nothing"))
 
 
+def test_init_checkpoint_of_another_model_or_key_is_one_line(records, tmp_path):
+  config = make_config(records)
+  model = task_factory.get_task(config.task).build_model()
+  deeper = config.task.model.replace(
+      num_hidden_layers=config.task.model.num_hidden_layers + 1)
+  saved = rembert_pretrainer.build_pretrainer(config.task.model)
+  checkpoint_layout.write_pretrainer_checkpoint(saved, str(tmp_path / "src"))
+  with pytest.raises(checkpoint_layout.CheckpointError) as e:
+    masked_lm_task.restore_init_checkpoint(
+        rembert_pretrainer.build_pretrainer(deeper), str(tmp_path / "src"))
+  assert one_line(e.value).startswith(
+      f"task.init_checkpoint: {tmp_path}/src/pretrainer/ckpt-0: its `model` "
+      "does not match the model config (not in the checkpoint: encoder/")
+  other = tf.train.Checkpoint(thing=tf.Variable(1.0)).write(
+      str(tmp_path / "other" / "ckpt-1"))
+  with pytest.raises(checkpoint_layout.CheckpointError) as e:
+    masked_lm_task.restore_init_checkpoint(model, other)
+  assert "holds neither a pretrainer (key `model`" in one_line(e.value)
+
+
 def first_batch_ids(task, data_config):
   batch = next(iter(task.build_inputs(data_config)))
   return batch["input_word_ids"].numpy()
