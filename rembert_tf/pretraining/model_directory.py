@@ -259,19 +259,6 @@ def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
 
 # ---------------------------------------------------------------------------
 # The records' SentencePiece model, which model_dir keeps.
-def _named_sentencepiece_models(meta: Dict[str, Any]) -> List[str]:
-  candidates = [meta[key] for key in ("sentencepiece_model", "spm_model",
-                                      "tokenizer_model")
-                if isinstance(meta.get(key), str)]
-  tok = meta.get("tokenizer")
-  if isinstance(tok, dict):
-    candidates += [tok[k] for k in ("model", "path", "sentencepiece_model")
-                   if isinstance(tok.get(k), str)]
-  elif isinstance(tok, str):
-    candidates.append(tok)
-  return candidates
-
-
 def records_sentencepiece(data_config
                           ) -> Tuple[Optional[str], Optional[str], Optional[str]]:
   """(sha256, metadata.json path, model path) of the SentencePiece model the
@@ -288,7 +275,11 @@ def records_sentencepiece(data_config
   meta = fileio.read_json(meta_path)
   tok = meta.get("tokenizer") if isinstance(meta.get("tokenizer"), dict) else {}
   recorded = meta.get("sentencepiece_sha256") or tok.get("sha256") or None
-  for named in _named_sentencepiece_models(meta):
+  # The data tool names the model under `tokenizer`; top level: other tools.
+  named_models = [m for m in (meta.get("sentencepiece_model"),
+                              tok.get("sentencepiece_model"))
+                  if isinstance(m, str)]
+  for named in named_models:
     # A relative name is relative to where the data tool ran, or else to the
     # records' folder.
     paths = [named]
