@@ -2,9 +2,9 @@ r"""Telling a whole checkpoint from a cut one: the project's index check against
 
 Every reader of a checkpoint directory (resume, export, conversion, a live
 `model_dir`'s readers) first finds the newest checkpoint whose bytes are all
-there (`rembert_tf.checkpoints.checkpoint_integrity.problem`: it parses the
-bundle's `.index` and compares each tensor's extent with the data shards'
-sizes). TensorFlow's public API has no such check: `tf.train.load_checkpoint`
+there (`rembert_tf.checkpoints.checkpoint_integrity.problem`: it opens the
+bundle's `.index` with TensorFlow's reader and compares the bytes its tensors
+need with the data shards' sizes). TensorFlow's public API has no such check: `tf.train.load_checkpoint`
 opens a bundle whose data shard is cut short without complaint, and only
 reading every tensor (`get_tensor`) fails on it. This bench writes a
 checkpoint of `--megabytes` MB in `--tensors` float32 tensors and times,
@@ -12,7 +12,7 @@ in interleaved rounds (the starting contender alternating):
 
 | contender | what it does | finds a cut shard |
 | --- | --- | --- |
-| `checkpoint_integrity.problem` | reads the index (kilobytes) and the shards' sizes | yes |
+| `checkpoint_integrity.problem` | reads the index (kilobytes), its string tensors and the shards' sizes | yes |
 | `tf.train.load_checkpoint` | opens the bundle, lists the variables | no |
 | `tf.train.load_checkpoint` + `get_tensor` of every variable | reads every byte | yes |
 

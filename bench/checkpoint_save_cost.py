@@ -89,7 +89,6 @@ class Saver:
   Checkpoint objects of its own (the trainer's variables, its layout)."""
 
   def __init__(self, trainer, directory, asynchronous):
-    from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
     from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
     self._wait = checkpoint_layout.wait_for_writes
     self.options = tf.train.CheckpointOptions(enable_async=asynchronous)
@@ -99,7 +98,7 @@ class Saver:
         **getattr(trainer.model, "checkpoint_items", {}))
     self.manager = tf.train.CheckpointManager(
         checkpoint, directory, max_to_keep=2)
-    self.export = checkpoint_restore.EncoderExportWriter(
+    self.export = checkpoint_layout.EncoderExportWriter(
         trainer.model.encoder, directory, max_to_keep=2, options=self.options)
     self.step = trainer.global_step
 

@@ -1,22 +1,12 @@
 """Whether a TensorFlow checkpoint is whole, found without reading its tensors.
 
-A checkpoint prefix P is TensorFlow's tensor bundle: `P.index`, a table that
-gives every tensor's data shard, byte offset and size, and the data shards
-`P.data-0000K-of-0000N`. A save or a copy cut short, or a file removed by
-hand, leaves a bundle that TensorFlow starts reading and fails on half-way
-("Read less bytes than requested"), or a `checkpoint` state file naming a
-step whose files are gone. `problem(P)` reads the index alone (kilobytes)
-and the sizes of the data shards: it says what is missing or short, or None
-when every tensor's bytes are there. `newest_intact(DIR)` walks a
-directory's checkpoints from the one its `checkpoint` file names down to
-the first intact one.
-
-The index is an SSTable in LevelDB's layout as TensorFlow writes it
-(`tensorflow/core/lib/io/table*`: blocks of prefix-compressed entries, an
-index block, a 48-byte footer); each entry's value is a `BundleEntryProto`
-(`tensorflow/core/protobuf/tensor_bundle.proto`), the empty key holds the
-`BundleHeaderProto` with the number of shards. Builds on
-`tf.train.get_checkpoint_state` for the state file.
+A save or copy cut short leaves a tensor bundle (`P.index` and
+`P.data-0000K-of-0000N`) that TensorFlow fails on half-way, or a `checkpoint`
+state file naming a step whose files are gone. `problem(P)` opens the index
+with TensorFlow's checkpoint reader and compares the bytes its tensors need
+with the data files' sizes: it says what is missing or short, or None.
+`newest_intact(DIR)` walks a directory's checkpoints down from the one its
+`checkpoint` file names to the first intact one (`tf.train.get_checkpoint_state`).
 
 Example:
 ```python
@@ -28,131 +18,69 @@ prefix, skipped = checkpoint_integrity.newest_intact("run")
 ```
 """
 import re
-import struct
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import tensor_bundle_pb2
 
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
 
-_TABLE_MAGIC = 0xdb4775248b80fb57
-_FOOTER_BYTES = 48
-_BLOCK_TRAILER_BYTES = 5       # compression type (1 byte) + crc32c (4 bytes)
-_UNCOMPRESSED = 0
 _STEP = re.compile(r"^(.*)-(\d+)$")
+_SHARDS = re.compile(r"\.data-\d{5}-of-(\d{5})$")
 _LOOKS = 5  # looks at a state file that changes while its checkpoints are read
 
 
-class _UnreadableIndex(ValueError):
-  pass
-
-
-def _varint(data: bytes, position: int) -> Tuple[int, int]:
-  value = shift = 0
-  while True:
-    if position >= len(data):
-      raise _UnreadableIndex("cut short")
-    byte = data[position]
-    position += 1
-    value |= (byte & 0x7F) << shift
-    shift += 7
-    if byte < 0x80:
-      return value, position
-
-
-def _block_handle(data: bytes, position: int) -> Tuple[Tuple[int, int], int]:
-  offset, position = _varint(data, position)
-  size, position = _varint(data, position)
-  return (offset, size), position
-
-
-def _block_entries(data: bytes, handle: Tuple[int, int]):
-  """(key, value) of one table block; None when the block is compressed."""
-  offset, size = handle
-  if offset + size + _BLOCK_TRAILER_BYTES > len(data) or size < 4:
-    raise _UnreadableIndex("a block lies past the end of the file")
-  if data[offset + size] != _UNCOMPRESSED:
-    return None
-  block = data[offset:offset + size]
-  (restarts,) = struct.unpack("<I", block[-4:])
-  end = len(block) - 4 - 4 * restarts
-  entries, position, key = [], 0, b""
-  while 0 <= position < end:
-    shared, position = _varint(block, position)
-    unshared, position = _varint(block, position)
-    value_size, position = _varint(block, position)
-    key = key[:shared] + block[position:position + unshared]
-    position += unshared
-    entries.append((key, block[position:position + value_size]))
-    position += value_size
-  return entries
-
-
-def data_extents(index: bytes) -> Optional[Tuple[int, Dict[int, int]]]:
-  """(number of data shards, {shard: bytes its tensors need}) of an index
-  file's content; None when its blocks are compressed (not checked then).
-
-  Raises:
-    ValueError: when the content is not a checkpoint index.
-  """
-  if len(index) < _FOOTER_BYTES or struct.unpack(
-      "<Q", index[-8:])[0] != _TABLE_MAGIC:
-    raise _UnreadableIndex("not a checkpoint index, or cut short")
-  footer = index[-_FOOTER_BYTES:]
-  _, position = _block_handle(footer, 0)          # the meta-index block
-  index_block, _ = _block_handle(footer, position)
-  blocks = _block_entries(index, index_block)
-  if blocks is None:
-    return None
-  num_shards, needed = 1, {}
-  for _, handle_bytes in blocks:
-    entries = _block_entries(index, _block_handle(handle_bytes, 0)[0])
-    if entries is None:
-      return None
-    for key, value in entries:
-      if not key:
-        header = tensor_bundle_pb2.BundleHeaderProto.FromString(value)
-        num_shards = header.num_shards
-        continue
-      entry = tensor_bundle_pb2.BundleEntryProto.FromString(value)
-      end = entry.offset + entry.size
-      needed[entry.shard_id] = max(needed.get(entry.shard_id, 0), end)
-  return num_shards, needed
-
-
-def _data_file(prefix: str, shard: int, num_shards: int) -> str:
-  return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
+def data_bytes(reader) -> Tuple[int, bool]:
+  """(bytes a checkpoint's data files hold, whether exact), from TensorFlow's
+  reader of its index: each tensor's elements; a string tensor (small: the
+  object graph) is read, and holds its strings, a varint length each and a
+  crc32c; one that cannot be read (a file cut short) counts its least."""
+  shapes = reader.get_variable_to_shape_map()
+  dtypes = reader.get_variable_to_dtype_map()
+  total, exact = 0, True
+  for key, shape in shapes.items():
+    count = int(np.prod(shape, dtype=np.int64))
+    if dtypes[key] != tf.string:
+      total += count * dtypes[key].size
+      continue
+    try:
+      strings = np.asarray(reader.get_tensor(key), dtype=object).reshape(-1)
+      total += 4 + sum(len(s) + (max(len(s).bit_length(), 1) + 6) // 7
+                       for s in strings)
+    except (tf.errors.OpError, ValueError, IndexError):  # a short read
+      total, exact = total + 4 + count, False
+  return total, exact
 
 
 def problem(prefix) -> Optional[str]:
   """What keeps checkpoint `prefix` from being read whole, or None.
 
-  Reads the index and the data shards' sizes, not the tensors.
+  Reads the index with TensorFlow's checkpoint reader, the string tensors
+  and the data files' sizes, not the other tensors.
   """
   prefix = fileio.as_str(prefix)
   name = fileio.basename(prefix)
-  index = prefix + ".index"
-  if not fileio.exists(index):
-    if not fileio.glob(prefix + ".data-*"):
-      return "none of its files exists"
-    return f"{name}.index is missing"
+  data = fileio.glob(prefix + ".data-*")
+  if not fileio.exists(prefix + ".index"):
+    return f"{name}.index is missing" if data else "none of its files exists"
   try:
-    extents = data_extents(fileio.read_bytes(index))
-  except (ValueError, struct.error) as e:
-    return f"{name}.index is unreadable ({e})"
-  if extents is None:  # Compressed index blocks: the shards must exist.
-    return (None if fileio.glob(prefix + ".data-*")
-            else f"the data files of {name} are missing")
-  num_shards, needed = extents
+    reader = tf.compat.v1.train.NewCheckpointReader(prefix)
+  except (tf.errors.OpError, ValueError) as e:
+    return f"{name}.index is unreadable ({errors.one_line(e)[:200]})"
+  names = {fileio.basename(path) for path in data}
+  num_shards = max((int(m.group(1)) for m in map(_SHARDS.search, names) if m),
+                   default=1)
   for shard in range(num_shards):
-    data = _data_file(prefix, shard, num_shards)
-    if not fileio.exists(data):
-      return f"{fileio.basename(data)} is missing"
-    have = fileio.size(data)
-    if have < needed.get(shard, 0):
-      return (f"{fileio.basename(data)} has {have} of its "
-              f"{needed[shard]} bytes")
+    shard_name = f"{name}.data-{shard:05d}-of-{num_shards:05d}"
+    if shard_name not in names:
+      return f"{shard_name} is missing"
+  where = (fileio.basename(data[0]) if num_shards == 1
+           else f"the {num_shards} data files of {name}")
+  have = sum(fileio.size(path) for path in data)
+  needed, exact = data_bytes(reader)
+  if have < needed or not exact:
+    return f"{where} has {have} of its {needed}{'' if exact else '+'} bytes"
   return None
 
 

@@ -1,39 +1,17 @@
 """The checkpoint directory: where a model's weights, config and tokenizer are.
 
 A *checkpoint source* is any path a user gives a command that needs weights:
-
-| source                          | what it holds                                         |
-| ------------------------------- | ----------------------------------------------------- |
-| checkpoint directory            | `model_config.yaml`, `encoder/ckpt-N`, optionally `pretrainer/ckpt-N` and `sentencepiece.model` (written by conversion) |
-| pre-training `model_dir`        | the same files plus Model Garden's full `ckpt-N` (`model` = the pretrainer, `optimizer`, `global_step`, `encoder`) |
-| checkpoint prefix               | e.g. `DIR/encoder/ckpt-3` or `DIR/ckpt-3` (config from `DIR/model_config.yaml` or given) |
-| exported SavedModel directory   | `saved_model.pb`, `variables/`, `model_config.yaml`, `assets/sentencepiece.model` |
-
-`resolve(source)` finds which files of a source hold the encoder, the output
-side, the model config and the SentencePiece model; reading the weights into
-a model is `rembert_tf.checkpoints.checkpoint_restore`.
-
-Layout of a checkpoint directory:
-```
-DIR/model_config.yaml        the RemBertConfig (see configs/models/)
-DIR/encoder/ckpt-N.*         tf.train.Checkpoint(encoder=encoder): what fine-tuning keeps
-DIR/pretrainer/ckpt-N.*      tf.train.Checkpoint(model=pretrainer): encoder + output side
-DIR/sentencepiece.model      the tokenizer (optional), with sentencepiece.json beside it
-```
-The encoder-only checkpoint uses the key `encoder`, the key Model Garden's
-`BertPretrainerV2.checkpoint_items` and its fine-tuning tasks'
-`init_checkpoint` use; the pretrainer one uses `model`, as Model Garden's
-trainer does, so a pre-training experiment can start from `pretrainer/`.
-The SentencePiece model and its metadata are copied in by the callers that
-have one (`rembert_tf.data.tokenizer.copy_sentencepiece`): the model core
-does not read tokenizers.
-
-Every path goes through `rembert_tf.common.fileio` and `tf.train`: gs://
-sources work. Builds on `tf.train.CheckpointManager` (writing) and its
-`checkpoint` state file (finding the newest prefix). A checkpoint is used
-only when intact (`checkpoint_integrity`: every file there, none cut short):
-a directory falls back to its newest intact checkpoint with one line saying
-so, a prefix named by the user is refused naming what is wrong.
+a checkpoint directory (`model_config.yaml`, `encoder/ckpt-N` with key
+`encoder`, optionally `pretrainer/ckpt-N` with key `model` and
+`sentencepiece.model`), a pre-training `model_dir` (the same plus Model
+Garden's full `ckpt-N`), a checkpoint prefix (`DIR/encoder/ckpt-3`,
+`DIR/ckpt-3`) or an exported SavedModel. `resolve(source)` finds which of
+its files hold the encoder, the output side, the model config and the
+SentencePiece model. A checkpoint is used only when intact
+(`checkpoint_integrity`): a directory falls back to its newest intact
+checkpoint with one line saying so; a prefix the user named is refused,
+naming what is wrong. Builds on `tf.train.CheckpointManager` and its
+`checkpoint` state file, through `rembert_tf.common.fileio` (gs:// works).
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -42,7 +20,6 @@ from rembert_tf.checkpoints import checkpoint_layout
 source = checkpoint_layout.resolve("converted/rembert")
 source.encoder_checkpoint   # ".../encoder/ckpt-0"
 source.sp_model             # ".../sentencepiece.model" or None
-checkpoint_layout.find_sentencepiece("converted/rembert")  # the same
 ```
 """
 import dataclasses
@@ -56,7 +33,6 @@ import tensorflow as tf
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import outputs
 from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.modeling import rembert_config
 
@@ -363,3 +339,45 @@ def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
   write_encoder_checkpoint(encoder, directory, step=step)
   if pretrainer is not None:
     write_pretrainer_checkpoint(pretrainer, directory, step=step)
+
+
+class EncoderExportWriter:
+  """Writes `DIR/encoder/ckpt-N` beside a training run's full checkpoints:
+  every `every_n_saves`-th call of `save` and each call marked `final`, with
+  `options` (e.g. asynchronous writes) unless a call gives its own.
+
+  One Checkpoint and CheckpointManager serve every save: a new Checkpoint
+  would create a new `save_counter` variable, a collective under
+  MultiWorkerMirroredStrategy that every worker must join in the same order.
+  Every worker builds this writer and saves at the same steps (workers other
+  than the chief into a temporary directory).
+  """
+
+  def __init__(self, encoder, directory, max_to_keep: int = 3,
+               every_n_saves: int = 1,
+               options: Optional[tf.train.CheckpointOptions] = None):
+    if every_n_saves < 1:
+      raise CheckpointError(
+          f"encoder export interval {every_n_saves}: must be >= 1 (1 exports "
+          "at every checkpoint).")
+    self.directory = f"{str(directory).rstrip('/')}/{ENCODER_SUBDIR}"
+    self.checkpoint = tf.train.Checkpoint(encoder=encoder)
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, directory=self.directory, max_to_keep=max_to_keep)
+    self.every_n_saves = every_n_saves
+    self.options = options
+    self._calls = 0
+
+  def save(self, step: int, final: bool = False,
+           options: Optional[tf.train.CheckpointOptions] = None
+           ) -> Optional[str]:
+    """Exports at `step` when due; returns the prefix written, else None.
+    `options` replace the writer's for this save."""
+    self._calls += 1
+    if not final and self._calls % self.every_n_saves:
+      return None
+    latest = self.manager.latest_checkpoint
+    if latest is not None and latest.endswith(f"ckpt-{step}"):
+      return latest
+    return self.manager.save(checkpoint_number=step, options=(
+        self.options if options is None else options))

@@ -1,4 +1,4 @@
-"""Reading a checkpoint source's weights into a model (and the encoder export writer).
+"""Reading a checkpoint source's weights into a model.
 
 `load_encoder(source)` builds the encoder and restores it (what fine-tuning,
 export and conversion need); `restore_pretrainer(pretrainer, source)` restores
@@ -11,8 +11,7 @@ only that subtree is read, a bounded batch of variables at a time
 (`checkpoint_reading`). What a source is and where its files are:
 `rembert_tf.checkpoints.checkpoint_layout`.
 
-Builds on `tf.train.Checkpoint` (object-based reading; one Checkpoint and
-CheckpointManager per `EncoderExportWriter`) and the checkpoint reader's
+Builds on `tf.train.Checkpoint` (object-based reading) and the checkpoint reader's
 `TrackableObjectGraph`; a SavedModel without model_config.yaml gives its
 encoder config through tf_keras' `keras_metadata.pb`.
 
@@ -339,58 +338,3 @@ def has_output_side(source) -> bool:
   resolved = checkpoint_layout.resolve(source)
   return bool(resolved.pretrainer_checkpoint) and _object_path(
       resolved.pretrainer_checkpoint, _PRETRAINER_CHILDREN.issubset) is not None
-
-
-class EncoderExportWriter:
-  """Writes `DIR/encoder/ckpt-N` beside a training run's full checkpoints.
-
-  One `tf.train.Checkpoint(encoder=encoder)` and one CheckpointManager serve
-  every save: a new Checkpoint per save would create a new `save_counter`
-  variable each time, and under MultiWorkerMirroredStrategy creating a
-  variable is a collective that every worker must join in the same order.
-  Every worker therefore builds this writer and calls `save` at the same
-  steps; non-chief workers pass a temporary directory they delete afterwards.
-
-  `every_n_saves` limits the export to every Nth call of `save` plus the
-  calls marked `final` (the end of training, a preemption save). `options`
-  are the `tf.train.CheckpointOptions` of every save (e.g. asynchronous
-  writes; `sync` waits for them).
-
-  ```python
-  writer = EncoderExportWriter(pretrainer.encoder, "/tmp/run", max_to_keep=3,
-                               every_n_saves=2)
-  writer.save(step=1000)              # skipped (1st call)
-  writer.save(step=2000)              # /tmp/run/encoder/ckpt-2000
-  writer.save(step=2500, final=True)  # /tmp/run/encoder/ckpt-2500
-  ```
-  """
-
-  def __init__(self, encoder, directory, max_to_keep: int = 3,
-               every_n_saves: int = 1,
-               options: Optional[tf.train.CheckpointOptions] = None):
-    if every_n_saves < 1:
-      raise CheckpointError(
-          f"encoder export interval {every_n_saves}: must be >= 1 (1 exports "
-          "at every checkpoint).")
-    self.directory = (f"{str(directory).rstrip('/')}/"
-                      f"{checkpoint_layout.ENCODER_SUBDIR}")
-    self.checkpoint = tf.train.Checkpoint(encoder=encoder)
-    self.manager = tf.train.CheckpointManager(
-        self.checkpoint, directory=self.directory, max_to_keep=max_to_keep)
-    self.every_n_saves = every_n_saves
-    self.options = options
-    self._calls = 0
-
-  def save(self, step: int, final: bool = False,
-           options: Optional[tf.train.CheckpointOptions] = None
-           ) -> Optional[str]:
-    """Exports at `step` when due; returns the prefix written, else None.
-    `options` replace the writer's for this save."""
-    self._calls += 1
-    if not final and self._calls % self.every_n_saves:
-      return None
-    latest = self.manager.latest_checkpoint
-    if latest is not None and latest.endswith(f"ckpt-{step}"):
-      return latest
-    return self.manager.save(checkpoint_number=step, options=(
-        self.options if options is None else options))

@@ -31,6 +31,7 @@ dataset = task.build_inputs(config.task.train_data)
 ```
 """
 import dataclasses
+import re
 from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
@@ -40,7 +41,7 @@ from official.core import config_definitions as cfg
 from official.core import task_factory
 
 from rembert_tf.checkpoints import checkpoint_layout
-from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.common import errors
 from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
@@ -105,20 +106,57 @@ def resumed_stream_seed(base_seed: Optional[int], global_step: int) -> int:
 
 
 def restore_init_checkpoint(pretrainer, source: str) -> str:
-  """Restores `task.init_checkpoint` into a new run's pretrainer.
+  """Restores `task.init_checkpoint` into a new run's pretrainer with
+  `tf.train.Checkpoint.read`; returns the checkpoint prefix read.
 
-  Encoder and output side when the source holds both (a `pretrainer/ckpt-N`,
-  a pre-training `ckpt-N`), else the encoder alone (the output side keeps its
-  fresh initialisation). Optimizer and step are never read. Returns the
-  checkpoint prefix read.
+  Encoder and output side when the source holds both (key `model`: a
+  `pretrainer/ckpt-N`, a pre-training `ckpt-N`), else the encoder alone (key
+  `encoder`; the output side keeps its fresh initialisation). Optimizer and
+  step are never read.
   """
   try:
-    if checkpoint_restore.has_output_side(source):
-      return checkpoint_restore.restore_pretrainer(pretrainer, source)
-    return checkpoint_restore.restore_encoder(pretrainer.encoder, source)
+    prefix, items = _init_checkpoint_items(
+        pretrainer, checkpoint_layout.resolve(source))
+    checkpoint_layout.announce_fallback(prefix)
+    try:
+      tf.train.Checkpoint(**items).read(
+          prefix).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+      missing = re.findall(r"<tf\.Variable '([^']+)'", str(e))
+      raise checkpoint_layout.CheckpointError(
+          f"{prefix}: its `{next(iter(items))}` does not match the model "
+          "config (" + (f"not in the checkpoint: {', '.join(missing)}"
+                        if missing else errors.one_line(e)[:300]) +
+          "). Use the model config the checkpoint was written with.") from None
   except checkpoint_layout.CheckpointError as e:
     raise checkpoint_layout.CheckpointError(
         f"task.init_checkpoint: {e}") from None
+  return prefix
+
+
+def _init_checkpoint_items(pretrainer, resolved):
+  """(prefix, {checkpoint key: object}) to read: the pretrainer under `model`
+  when the source has its MLM head, else the encoder under `encoder`."""
+  def roots(prefix):
+    try:
+      return {key.split("/")[0] + "/" + key.split("/")[1] for key in
+              tf.compat.v1.train.NewCheckpointReader(
+                  prefix).get_variable_to_shape_map() if "/" in key}
+    except (ValueError, tf.errors.OpError) as e:
+      raise checkpoint_layout.CheckpointError(
+          f"{prefix}: not a readable checkpoint ({errors.one_line(e)[:200]})."
+      ) from None
+
+  pretrainer_prefix = resolved.pretrainer_checkpoint
+  if pretrainer_prefix and "model/masked_lm" in roots(pretrainer_prefix):
+    return pretrainer_prefix, dict(model=pretrainer)
+  prefix = resolved.encoder_checkpoint
+  if not any(root.startswith("encoder/") for root in roots(prefix)):
+    raise checkpoint_layout.CheckpointError(
+        f"{prefix}: holds neither a pretrainer (key `model`, with its MLM "
+        "head) nor an encoder (key `encoder`). Start from a pre-training "
+        "model_dir or a converted checkpoint directory.")
+  return prefix, dict(encoder=pretrainer.encoder)
 
 
 def _to_dense(grad):

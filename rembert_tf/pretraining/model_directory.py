@@ -1,42 +1,27 @@
-"""A pre-training model_dir: what it holds and how it is checked.
+"""A pre-training model_dir: what a run writes there and the checks before
+its first step (one line each, nothing written).
 
-Builds on Model Garden's `CheckpointManager` layout (`ckpt-N` and the
-`checkpoint` index) and `rembert_tf.checkpoints.checkpoint_layout` (the
-files fine-tuning and the exporter read). A run writes:
-
-| path | written |
-| --- | --- |
-| `ckpt-N`, `checkpoint` | by the trainer's CheckpointManager |
-| `params.yaml` | the resolved experiment config, once when the run starts |
-| `model_config.yaml` | after the first save |
-| `encoder/ckpt-N` | every `trainer.encoder_export_every_n_checkpoints`-th save and the last |
-| `sentencepiece.model` | after the first save, when the records' metadata names one |
-| `sentencepiece.sha256` | after the first save, when the records' metadata records the model's sha256 |
-
-Before the first step, one line each and nothing written:
-
-| check | refuses |
-| --- | --- |
-| `check` | a model_dir holding a checkpoint no training run wrote (a converted one), that is, holds or lies inside the init checkpoint or the records (a records glob matching nothing: the input pipeline's error), or that cannot be created or written |
-| `resume_checkpoint` | `--mode eval` on a model_dir without a checkpoint |
-| `check_checkpoint_compatible` | a checkpoint of another model (config fields, variable names and shapes) |
-| `check_sentencepiece_matches` | a resume on records of another SentencePiece model (sha256) |
-| `finished_checkpoint` | (refuses nothing) says a training run is complete: nothing to do |
+Builds on Model Garden's `CheckpointManager` layout (`ckpt-N`, the
+`checkpoint` index) and `rembert_tf.checkpoints.checkpoint_layout`. Beside
+the trainer's checkpoints a run writes `params.yaml` (when it starts), and
+after a save `model_config.yaml`, `encoder/ckpt-N` (every
+`trainer.encoder_export_every_n_checkpoints`-th save and the last) and the
+records' `sentencepiece.model` or `sentencepiece.sha256` (`ArtifactWriter`).
+The checks refuse a model_dir that is an input or not writable (`check`),
+`--mode eval` without a checkpoint (`resume_checkpoint`), a checkpoint of
+another model (`check_checkpoint_compatible`) and a resume on records of
+another SentencePiece model (`check_sentencepiece_matches`);
+`finished_checkpoint` tells a complete job.
 
 Example:
 <!-- snippet: not run: a fragment: `config` comes from the caller's code -->
 ```python
-from rembert_tf.common import outputs
 from rembert_tf.pretraining import model_directory
 model_directory.check(config, "/tmp/pretrain", "train_and_eval")
-with outputs.writing_shared_output("/tmp/pretrain", is_chief=True):
-  model_directory.prepare(config, "/tmp/pretrain", latest=None)  # params.yaml
 writer = model_directory.ArtifactWriter(config, "/tmp/pretrain",
                                         trainer.model.encoder, is_chief=True)
 writer(step=100)              # after ckpt-100: model_config.yaml, encoder/ckpt-100
 writer(step=300, final=True)  # the last save: always exported
-writer.wait()                 # every export complete
-writer.close()
 ```
 """
 import collections
@@ -51,7 +36,6 @@ from official.core import base_trainer
 from official.core import config_definitions as cfg
 
 from rembert_tf.checkpoints import checkpoint_layout
-from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
@@ -275,19 +259,6 @@ def check_checkpoint_compatible(model_dir: str, trainer: base_trainer.Trainer,
 
 # ---------------------------------------------------------------------------
 # The records' SentencePiece model, which model_dir keeps.
-def _named_sentencepiece_models(meta: Dict[str, Any]) -> List[str]:
-  candidates = [meta[key] for key in ("sentencepiece_model", "spm_model",
-                                      "tokenizer_model")
-                if isinstance(meta.get(key), str)]
-  tok = meta.get("tokenizer")
-  if isinstance(tok, dict):
-    candidates += [tok[k] for k in ("model", "path", "sentencepiece_model")
-                   if isinstance(tok.get(k), str)]
-  elif isinstance(tok, str):
-    candidates.append(tok)
-  return candidates
-
-
 def records_sentencepiece(data_config
                           ) -> Tuple[Optional[str], Optional[str], Optional[str]]:
   """(sha256, metadata.json path, model path) of the SentencePiece model the
@@ -304,7 +275,11 @@ def records_sentencepiece(data_config
   meta = fileio.read_json(meta_path)
   tok = meta.get("tokenizer") if isinstance(meta.get("tokenizer"), dict) else {}
   recorded = meta.get("sentencepiece_sha256") or tok.get("sha256") or None
-  for named in _named_sentencepiece_models(meta):
+  # The data tool names the model under `tokenizer`; top level: other tools.
+  named_models = [m for m in (meta.get("sentencepiece_model"),
+                              tok.get("sentencepiece_model"))
+                  if isinstance(m, str)]
+  for named in named_models:
     # A relative name is relative to where the data tool ran, or else to the
     # records' folder.
     paths = [named]
@@ -407,7 +382,7 @@ class ArtifactWriter:
     self._export_dir = model_dir if is_chief else tempfile.mkdtemp(
         prefix="rembert_tf-worker-export-")
     self._exported_steps = {exported_step(model_dir)}
-    self.encoder_writer = checkpoint_restore.EncoderExportWriter(
+    self.encoder_writer = checkpoint_layout.EncoderExportWriter(
         encoder, self._export_dir, max_to_keep=config.trainer.max_to_keep,
         every_n_saves=getattr(config.trainer,
                               "encoder_export_every_n_checkpoints", 1),

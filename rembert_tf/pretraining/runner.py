@@ -1,26 +1,15 @@
 """Runs a pre-training experiment: the library behind `rembert-train`.
 
-Builds on Model Garden's `official.core.train_lib` (`OrbitExperimentRunner`:
-orbit Controller + `base_trainer.Trainer`) and the shared training runtime
-(`rembert_tf.runtime`: strategy, precision, determinism, SIGTERM). A run, in
-order:
+Builds on Model Garden's `train_lib.OrbitExperimentRunner` (orbit's
+Controller over `base_trainer.Trainer`) and `rembert_tf.runtime`. A run
+checks model_dir (`model_directory`: one line each, nothing written; a
+finished job says so), builds the task and trainer, checks a resume, then
+trains and/or evaluates with this package's orbit actions (`training_loop`:
+saves with the encoder export, NaN-loss stop, SIGTERM save and exit 42),
+and names what fails mid-run in one line (a corrupted record shard, a lost
+worker, a failed save).
 
-1. checks model_dir before the strategy is made, one line each, nothing
-   written (`model_directory`); a finished job says so and writes nothing;
-2. builds the task and trainer, and checks a resume: a checkpoint of this
-   model, records of the same SentencePiece model (`model_directory`); the
-   records are checked by the input pipeline as the trainer builds its inputs;
-3. trains and/or evaluates on Model Garden's runner with orbit's Controller
-   and this package's orbit actions (`training_loop`): checkpoints every
-   `trainer.checkpoint_interval` steps with automatic resume, the fine-tuning
-   artefacts of the same step (`model_directory.ArtifactWriter`), a
-   preemption seen between device calls (SIGTERM saves and exits 42; several
-   workers stop together), a NaN / inf loss stopped before its weights are
-   saved, a console line per loop;
-4. names what failed mid-run in one line: a corrupted record shard, a lost
-   worker (`runtime.cluster_failures`), a failed save.
-
-Example (what `rembert_tf/demo/runner.py` does in-process):
+Example:
 <!-- snippet: not run: pre-trains the demo model (minutes on a CPU) and needs its records -->
 ```python
 from rembert_tf.pretraining import experiments, runner

@@ -1,18 +1,11 @@
 """Pre-training's trainer and orbit actions, for Model Garden's runner.
 
-`runner.run` hands these to `official.core.train_lib.OrbitExperimentRunner`,
-which drives them with orbit's own `Controller` (loops cut into device calls
-by the shared `runtime.orbit_loop.LoopSteps`):
-
-| piece | builds on | does |
-| --- | --- | --- |
-| `PretrainTrainer` | `base_trainer.Trainer` | wall-clock examples/s in the loop logs; a worker other than the chief starts from the chief's checkpoint (`initialize`, the checkpoint manager's `init_fn`) |
-| `checkpoints` | `runtime.orbit_loop.Checkpoints` | train action: the full checkpoint and the encoder export (`model_directory.ArtifactWriter`) of the same step at multiples of `checkpoint_interval`; one line for a failed save |
-| `nonfinite_loss_guard` | `orbit.actions.ConditionalAction` | a NaN / inf loss stops the run (exit code 3) before that loop's weights are saved |
-| `EvalRecorder` | an orbit eval action | the console line of an evaluation |
-
-SIGTERM is `runtime.preemption.stop_actions`' (saves, exit code 42); the
-console line per loop is `runtime.orbit_loop.ProgressPrinter`'s.
+`PretrainTrainer` is Model Garden's `base_trainer.Trainer` with wall-clock
+examples/s in its loop logs; `checkpoints` is the save action
+(`runtime.orbit_loop.Checkpoints`) with the encoder export of the same step;
+`nonfinite_loss_guard` (an `orbit.actions.ConditionalAction`) stops a NaN /
+inf loss (exit code 3) before its weights are saved; `EvalRecorder` prints
+an evaluation.
 
 Example:
 <!-- snippet: not run: a fragment: `config`, `task`, `strategy` come from the caller's code -->

@@ -1,19 +1,13 @@
-"""A worker of a multi-worker job that is gone: recognised and named in one line.
+"""A worker of a multi-worker job that is gone, recognised and named in one line.
 
-Under MultiWorkerMirroredStrategy every step (and every save) is a collective
-that each worker joins. When a worker dies (SIGKILL, a lost host), the others
-learn it from the failed collective or from the cluster's coordination
-service, whose heartbeats time out
-(`strategies.WORKER_HEARTBEAT_TIMEOUT_SECONDS`): TensorFlow
-raises an `UnavailableError`, `AbortedError`, `DeadlineExceededError` or
-`CancelledError` whose text is about sockets, tasks and heartbeats. Reported
-as such it reads like a disk or network fault of this worker; `LostPeerError`
-says what happened instead: which peer was lost, that this worker stopped,
-and that a restart of the whole job resumes from the newest complete
-checkpoint.
+When a worker dies, the others see a failed collective or coordination
+service call (`UnavailableError`, `AbortedError`, ... about sockets, tasks
+and heartbeats) that reads like a fault of their own. `LostPeerError` says
+which peer was lost and that a restart of the whole job resumes from the
+newest complete checkpoint.
 
 Example:
-<!-- snippet: not run: a fragment: `tf` comes from the caller's code -->
+<!-- snippet: not run: a fragment: `experiment`, `strategy`, `latest` come from the caller's code -->
 ```python
 from rembert_tf.runtime import cluster_failures
 try:

@@ -1,34 +1,17 @@
-"""What both trainers hand to Model Garden's runner: orbit's Controller's
-loop length, and the orbit train actions they share.
+"""What both trainers hand to Model Garden's runner besides its own: the loop
+length given to orbit's `Controller`, and the train actions they share.
 
-Both trainers run `official.core.train_lib.OrbitExperimentRunner` with
-orbit's own `Controller`; orbit calls the train actions with each loop's
-logs, before its own scheduled save. Shared here:
-
-| piece | builds on | does |
-| --- | --- | --- |
-| `LoopSteps` | orbit's `steps_per_loop` given as a callable | loops end at multiples of `trainer.steps_per_loop` and `checkpoint_interval`, in device calls of about a second (`runtime.stop_checks`) |
-| `controller_with_steps` | `orbit.Controller` | the `controller_cls` for the runner: orbit's Controller with a `LoopSteps` |
-| `Checkpoints` | the runner's `tf.train.CheckpointManager` | train action: a checkpoint at multiples of `checkpoint_interval` (and whatever the trainer writes beside it, `after_save`); `save(final=True)` |
-| `ProgressPrinter` | an orbit train action | one console line per loop of `steps_per_loop` steps (`console.loop_line`) with ETA; a log line with the step reached at most every HEARTBEAT_SECONDS |
-
-Why loops are cut into device calls: orbit runs a loop of `steps_per_loop`
-steps as one device call, and a SIGTERM (or TensorFlow's preemption handler)
-is only seen between calls. Measured on this project's 2-core CPU test
-machine under the suite's load (tiny model, `steps_per_loop=1000`,
-tests/pretraining/pretrain_preemption_test.py): 1.2 to 2.9 steps/s, so with
-one call per loop a SIGTERM would wait 6 to 14 minutes for the rest of the
-loop (on a TPU, whatever a real loop lasts); with calls of about a second
-the run saved the step reached (step 16) and exited 42 about 2.3 s after the
-stop action saw the flag, within the test's 10 s from the signal.
-
-Why the saves are an action (`Checkpoints`) and not orbit's interval save:
-orbit counts `checkpoint_interval` from its last save, so its first save
-lands after the first loop (after the first one-step device call here), and
-it saves after the train actions ran, so an export written in an action
-would hold the next loop's weights. The action saves at multiples of the
-interval, after the actions that may stop the run (a NaN loss); the runner's
-checkpoint manager gets no interval of its own, so orbit does not save too.
+`LoopSteps` is orbit's `steps_per_loop` as a callable: loops end at
+multiples of `trainer.steps_per_loop` and `checkpoint_interval`, run as
+device calls of about a second (`stop_checks`), because a SIGTERM or
+TensorFlow's preemption handler is seen only between calls (one call per
+loop of `steps_per_loop=1000` on the test machine's CPU let a SIGTERM wait 6
+to 14 minutes; with these calls the run saved and exited 42 about 2 s after
+the signal). `Checkpoints` saves at multiples of the interval through the
+runner's `tf.train.CheckpointManager`, after the actions that may stop the
+run (orbit's own interval save counts from its last save and runs after the
+actions, so an export there would hold the next loop's weights).
+`ProgressPrinter` prints one console line per loop.
 
 Example:
 ```python

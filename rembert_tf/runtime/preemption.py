@@ -1,26 +1,20 @@
-"""Stopping a run on SIGTERM with its work saved: the flag, the orbit train
-action that saves then stops, the multi-worker hook, the error. Every
-trainer's SIGTERM path is this module's.
+"""Stopping a run on SIGTERM with its work saved (exit code 42, TensorFlow's
+own for a preempted worker): every trainer's SIGTERM path.
 
-Preemptible TPUs and batch schedulers send SIGTERM before they kill a job.
 One host: a handler sets a flag (`sigterm_stop_flag`); the train action of
-`stop_actions`, run by orbit's Controller after each device call of about a
-second (`runtime.orbit_loop.LoopSteps`), saves a checkpoint and raises
-`TrainingPreempted`; the command exits with code 42 (`errors.EXIT_PREEMPTED`, also the code of TensorFlow's
-`PreemptionCheckpointHandler`). Several workers: one worker must never
-leave the loop alone (the others would wait in a collective), so
-TensorFlow's `PreemptionCheckpointHandler` (a preemption watcher over the
-cluster) is called at the same steps on every worker; it has all of them
-save at the same step and raise `TrainingPreempted` together.
+`stop_actions`, run by orbit's Controller between device calls, saves and
+raises `TrainingPreempted`. Several workers: TensorFlow's
+`PreemptionCheckpointHandler`, called at the same steps on every worker,
+has all of them save at the same step and raise `TrainingPreempted`
+together (one worker must never leave the loop alone).
 
-Example (what both trainers do):
+Example:
 <!-- snippet: not run: a fragment: `strategy`, `checkpoints`, `trainer` come from the caller's code -->
 ```python
 from rembert_tf.runtime import preemption
 with preemption.sigterm_stop_flag() as stop:
   actions = preemption.stop_actions(
       strategy, stop, lambda: checkpoints.save(final=True), trainer.global_step)
-  # the runner's train actions: SIGTERM saves, raises TrainingPreempted
 ```
 """
 import contextlib

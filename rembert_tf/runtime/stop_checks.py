@@ -1,34 +1,23 @@
-"""How many training steps run between two stop checks.
+"""How many training steps a device call runs between two stop checks.
 
-A trainer runs its loop as device calls of several steps; between two calls
-the host looks at the stop flag (SIGTERM) or the multi-worker preemption
-handler. One step per call costs a host round trip per step (the device
-waits for the host, and on a TPU the step pipeline drains); one call for a
-whole loop of thousands of steps lets a SIGTERM wait minutes. The schedule
-here sizes each call by time instead: as many steps as take about
-`seconds`, learned from the calls before (the first call, which compiles,
-runs one step; a call grows at most `MAX_GROWTH`-fold over the previous one,
-so one fast step cannot start a long call). A fixed number of steps can be
-asked for instead.
-
-Under MultiWorkerMirroredStrategy every worker must run the same calls (the
-preemption handler counts them, and saves after the same count everywhere):
-`agree_across_workers` makes every worker use the mean of their proposals,
-one small all-reduce per call, joined by every worker at the same point.
+One step per call costs a host round trip per step; one call per loop of
+thousands of steps lets a SIGTERM wait minutes. `StopCheckSchedule` sizes
+each call to about `seconds` of steps, learned from the calls before (the
+first, which compiles, runs one step; a call grows at most `MAX_GROWTH`-fold
+over the previous one), or to a fixed number of steps. Under
+MultiWorkerMirroredStrategy every worker must run the same calls:
+`agree_across_workers` takes the mean of their proposals (one small
+all-reduce per call).
 
 Example:
 ```python
 from rembert_tf.runtime import stop_checks
 schedule = stop_checks.StopCheckSchedule(seconds=1.0)
 schedule.next_call(remaining=1000)        # 1 (the first call compiles)
-schedule.observe(steps=1, seconds=30.0)    # compilation: still 1
-schedule.next_call(remaining=999)         # 1
 schedule.observe(steps=1, seconds=0.01)
-schedule.next_call(remaining=998)         # 8 (at most 8x the last call)
+schedule.next_call(remaining=999)         # 8 (at most 8x the last call)
 schedule.observe(steps=8, seconds=0.08)
-schedule.next_call(remaining=990)         # 64
-schedule.observe(steps=64, seconds=0.64)
-schedule.next_call(remaining=926)         # 100 (about 1 s of steps)
+schedule.next_call(remaining=991)         # 64
 ```
 """
 from typing import Callable, Optional

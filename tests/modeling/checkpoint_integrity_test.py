@@ -34,10 +34,10 @@ def read_value(prefix):
 def test_intact_checkpoints_have_no_problem(tmp_path):
   prefixes = write_steps(tmp_path)
   assert [checkpoint_integrity.problem(p) for p in prefixes] == [None] * 3
-  num_shards, needed = checkpoint_integrity.data_extents(
-      open(prefixes[-1] + ".index", "rb").read())
-  assert num_shards == 1
-  assert needed[0] == os.path.getsize(prefixes[-1] + ".data-00000-of-00001")
+  needed = checkpoint_integrity.data_bytes(
+      tf.compat.v1.train.NewCheckpointReader(prefixes[-1]))
+  assert needed == (os.path.getsize(prefixes[-1] + ".data-00000-of-00001"),
+                    True)
   assert checkpoint_layout.latest_checkpoint(tmp_path) == prefixes[-1]
 
 

@@ -17,7 +17,6 @@ from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.checkpoints import checkpoint_layout
-from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import experiments
 from rembert_tf.runtime import experiment_files
@@ -413,7 +412,7 @@ def test_init_checkpoint_falls_back_to_the_newest_intact_checkpoint(
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  writer = checkpoint_restore.EncoderExportWriter(saved.encoder, str(source))
+  writer = checkpoint_layout.EncoderExportWriter(saved.encoder, str(source))
   writer.save(step=3)
   expected = saved.encoder.variables[0].numpy()
   saved.encoder.variables[0].assign(expected + 1.0)
@@ -461,7 +460,7 @@ def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoint_restore.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
+  checkpoint_layout.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
   task = task_factory.get_task(config.task)
   model = task.build_model()
   assert masked_lm_task.restore_init_checkpoint(model, str(source)).endswith(
@@ -470,6 +469,26 @@ def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
                                 saved.encoder.variables[0].numpy())
   with pytest.raises(checkpoint_layout.CheckpointError, match="task.init_checkpoint"):
     masked_lm_task.restore_init_checkpoint(model, str(tmp_path / "nothing"))
+
+
+def test_init_checkpoint_of_another_model_or_key_is_one_line(records, tmp_path):
+  config = make_config(records)
+  model = task_factory.get_task(config.task).build_model()
+  deeper = config.task.model.replace(
+      num_hidden_layers=config.task.model.num_hidden_layers + 1)
+  saved = rembert_pretrainer.build_pretrainer(config.task.model)
+  checkpoint_layout.write_pretrainer_checkpoint(saved, str(tmp_path / "src"))
+  with pytest.raises(checkpoint_layout.CheckpointError) as e:
+    masked_lm_task.restore_init_checkpoint(
+        rembert_pretrainer.build_pretrainer(deeper), str(tmp_path / "src"))
+  assert one_line(e.value).startswith(
+      f"task.init_checkpoint: {tmp_path}/src/pretrainer/ckpt-0: its `model` "
+      "does not match the model config (not in the checkpoint: encoder/")
+  other = tf.train.Checkpoint(thing=tf.Variable(1.0)).write(
+      str(tmp_path / "other" / "ckpt-1"))
+  with pytest.raises(checkpoint_layout.CheckpointError) as e:
+    masked_lm_task.restore_init_checkpoint(model, other)
+  assert "holds neither a pretrainer (key `model`" in one_line(e.value)
 
 
 def first_batch_ids(task, data_config):
