@@ -212,17 +212,20 @@ def test_encoder_remove_padding_and_output_range_match_plain(training,
   inputs = encoder_inputs(cfg)
   mask = inputs["input_mask"].numpy()[..., None]
   plain, packed = twin_encoders(cfg, remove_padding=True)
-  _, ranged = twin_encoders(cfg, output_range=1, remove_padding=True)
+  ranged = rembert_encoder.build_encoder(cfg, output_range=1,
+                                        remove_padding=True)
   ranged.set_weights(plain.get_weights())
   expected, expected_grads = run_encoder(plain, inputs, training, jit_compile)
-  for encoder in (packed, ranged):
+  results = {}  # One traced (and compiled) run per encoder.
+  for name, encoder in (("packed", packed), ("ranged", ranged)):
     outputs, grads = run_encoder(encoder, inputs, training, jit_compile)
     np.testing.assert_allclose(outputs["pooled_output"],
                                expected["pooled_output"], atol=2e-6)
     assert_same_gradients(expected_grads, grads)
+    results[name] = outputs
   # remove_padding: real tokens as the plain encoder, zeros at padding
   # (under XLA it steps aside: everything as the plain encoder).
-  outputs, _ = run_encoder(packed, inputs, training, jit_compile)
+  outputs = results["packed"]
   for e, a in zip(expected["encoder_outputs"], outputs["encoder_outputs"]):
     np.testing.assert_allclose(np.asarray(a) * mask, np.asarray(e) * mask,
                                atol=2e-6)
@@ -233,7 +236,7 @@ def test_encoder_remove_padding_and_output_range_match_plain(training,
   else:
     assert np.all(padded == 0)
   # output_range: the last outputs at position 0 only.
-  outputs, _ = run_encoder(ranged, inputs, training, jit_compile)
+  outputs = results["ranged"]
   assert outputs["sequence_output"].shape == (len(LENGTHS), 1, cfg.hidden_size)
   np.testing.assert_allclose(outputs["sequence_output"],
                              expected["sequence_output"][:, :1], atol=2e-6)

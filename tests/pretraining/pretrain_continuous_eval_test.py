@@ -5,12 +5,14 @@ trainer (another process) saves as it appears, and ends with exit code 0
 after the checkpoint at trainer.train_steps. Its metrics go where Model
 Garden's go (model_dir/validation/ summaries); it writes no checkpoint.
 
-The trainer runs twice (to step 2, then on to step 4) so that the evaluator
-has evaluated step 2 before step 4 exists, whatever the machine's speed.
+The trainer's save of step 4 is held (`train_with_stalled_save.py`) until the
+evaluator has evaluated step 2, so that step 4 does not exist before then,
+whatever the machine's speed.
 """
 import glob
 import os
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -20,6 +22,8 @@ import yaml
 import pretrain_testlib
 
 DEADLINE_SECONDS = 300
+STALLED_SAVE = os.path.join(os.path.dirname(__file__),
+                            "train_with_stalled_save.py")
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +31,10 @@ def records(tmp_path_factory):
   return pretrain_testlib.write_records(tmp_path_factory.mktemp("records"))
 
 
-def start(command, **kwargs):
+def start(command, env=None, **kwargs):
   """The command as a process, killed if it outlives DEADLINE_SECONDS."""
   process = subprocess.Popen(command, cwd=pretrain_testlib.REPO,
-                             env=pretrain_testlib.subprocess_env(),
+                             env=env or pretrain_testlib.subprocess_env(),
                              text=True, **kwargs)
   timer = threading.Timer(DEADLINE_SECONDS, process.kill)
   timer.daemon = True
@@ -79,21 +83,26 @@ def test_evaluator_follows_a_live_trainer_to_its_last_checkpoint(
   evaluator = start(pretrain_testlib.train_command(
       str(config), model_dir, "--mode", "continuous_eval"),
                     stdout=subprocess.PIPE, stderr=log)
-  to_step_2 = start(pretrain_testlib.train_command(
-      str(config), model_dir, "--params_override", "trainer.train_steps=2"),
-                    stdout=subprocess.DEVNULL, stderr=log)
+  # The trainer, its save of ckpt-4 held until the release file exists.
+  release = tmp_path / "release"
+  trainer = start(
+      [sys.executable, STALLED_SAVE, "4", str(tmp_path / "held"),
+       *pretrain_testlib.train_command(str(config), model_dir)[3:]],
+      env=pretrain_testlib.subprocess_env(
+          STALLED_SAVE_RELEASE_FILE=str(release)),
+      stdout=subprocess.DEVNULL, stderr=log)
   try:
     lines = read_until(evaluator, "eval at step 2 ")
-    assert to_step_2.wait() == 0
     # The evaluator goes on waiting for trainer.train_steps (4).
+    assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-2")
     assert evaluator.poll() is None
-    assert start(pretrain_testlib.train_command(str(config), model_dir),
-                 stdout=subprocess.DEVNULL, stderr=log).wait() == 0
+    release.write_text("")
+    assert trainer.wait() == 0
     trained = files_outside(model_dir, "validation", "logs")
     lines += evaluator.stdout.readlines()
     assert evaluator.wait() == 0, lines
   finally:
-    for process in (evaluator, to_step_2):
+    for process in (evaluator, trainer):
       if process.poll() is None:
         process.kill()
         process.wait()

@@ -1,12 +1,14 @@
 """`python -m rembert_tf.train` killed with SIGKILL / SIGTERM, then resumed;
 every way a run ends leaves its full log in MODEL_DIR/logs.
 
-One test, several train processes side by side (op determinism is
-process-wide, and a signal needs a process): an uninterrupted deterministic
-run; a run SIGKILLed mid-way and resumed (same final weights); a run with
+One test, several train processes side by side (a signal needs a process):
+a run SIGKILLed mid-way and resumed (the same final weights as an
+uninterrupted deterministic run, trained in this process meanwhile); a run with
 `steps_per_loop=1000` stopped by SIGTERM after its first steps: it saves at
 the step reached and exits 42 within seconds, not at the end of the loop, and
-its rerun resumes from that step; a run whose loss becomes NaN (exit 3) and
+its rerun resumes from that step and, with asynchronous checkpoints, gets
+SIGTERM while a checkpoint write is held in flight: it waits for the write,
+saves the step reached and exits 42; a run whose loss becomes NaN (exit 3) and
 one whose records turn out corrupted mid-run (exit 1). Each ended run's log
 (done 0, preempted 42, error 1, non-finite loss 3) is in its model_dir/logs,
 complete to its last line, and no console shows "--- Logging error ---".
@@ -24,6 +26,8 @@ import pytest
 import tensorflow as tf
 
 from rembert_tf.checkpoints import checkpoint_integrity
+from rembert_tf.pretraining import experiments
+from rembert_tf.pretraining import runner
 
 import pretrain_testlib
 
@@ -42,10 +46,13 @@ def start(config_path, model_dir, log_path, *extra, stderr=None):
       stderr=stderr if stderr is not None else open(log_path, "w"))
 
 
-def read_until(stream, predicate, proc):
-  """Reads lines until predicate(line) is truthy; returns its value."""
+def read_until(stream, predicate, proc, seen=None):
+  """Reads lines (appended to `seen`) until predicate(line) is truthy;
+  returns its value."""
   deadline = time.time() + DEADLINE_SECONDS
   for line in stream:
+    if seen is not None:
+      seen.append(line)
     value = predicate(line)
     if value:
       return value
@@ -65,7 +72,8 @@ def progress_step_at_least(step):
 
 
 def kept_log(model_dir, exit_code):
-  """The one log of a run in model_dir/logs, complete to its exit line."""
+  """The one log of a run in model_dir/logs, complete to its exit line (a
+  SIGKILLed run leaves none)."""
   logs = glob.glob(os.path.join(model_dir, "logs", "rembert-train-*.log"))
   assert len(logs) == 1, logs
   text = open(logs[0]).read()
@@ -112,10 +120,9 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
   corrupt_config = pretrain_testlib.write_experiment_yaml(
       tmp_path / "corrupt.yaml", corrupt_records, train_steps=40,
       steps_per_loop=1, checkpoint_interval=2)
-  whole = start(config, whole_dir, tmp_path / "whole.log")
   killed = start(config, killed_dir, tmp_path / "killed.log")
   term = start(long_config, term_dir, None, stderr=subprocess.PIPE)
-  procs = [whole, killed, term]
+  procs = [killed, term]
   try:
     # SIGKILL at some point after step 5: checkpoints exist at 2 and 4 (maybe 6).
     read_until(killed.stdout, progress_step_at_least(5), killed)
@@ -128,8 +135,6 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
     term_log = term.stderr.read()
     assert term.wait(timeout=DEADLINE_SECONDS) == 42, term_log[-3000:]
     exit_seconds = time.time() - signalled
-    assert whole.wait(timeout=DEADLINE_SECONDS) == 0, (
-        tmp_path / "whole.log").read_text()[-2000:]
 
     # Saved at the step reached, long before the loop's end (step 1000).
     term_ckpt = tf.train.latest_checkpoint(term_dir)
@@ -149,15 +154,32 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
     lost_at = tf.train.latest_checkpoint(killed_dir)
     assert lost_at is not None and int(lost_at.rsplit("-", 1)[1]) in (4, 6)
     resumed = start(config, killed_dir, tmp_path / "resumed.log")
-    term_rerun = start(long_config, term_dir, tmp_path / "term_rerun.log",
-                       "--params_override",
-                       f"trainer.train_steps={saved_step + 2},"
-                       "trainer.steps_per_loop=1,trainer.summary_interval=1")
+    # The rerun saves each step, asynchronously; the write of the first is
+    # held (train_with_stalled_save.py) until the release file exists.
+    held = saved_step + 1
+    marker, release = tmp_path / "held", tmp_path / "release"
+    term_rerun = subprocess.Popen(
+        [sys.executable, STALLED_SAVE, str(held), str(marker),
+         *pretrain_testlib.train_command(
+             long_config, term_dir, "--params_override",
+             "trainer.steps_per_loop=1,trainer.summary_interval=1,"
+             "trainer.checkpoint_interval=1,"
+             "trainer.enable_async_checkpointing=true")[3:]],
+        cwd=pretrain_testlib.REPO, stdout=subprocess.PIPE, text=True,
+        stderr=subprocess.STDOUT, env=pretrain_testlib.subprocess_env(
+            STALLED_SAVE_RELEASE_FILE=str(release)))
     nan = start(config, nan_dir, tmp_path / "nan.log", "--params_override",
                 "trainer.optimizer_config.learning_rate.polynomial."
                 "initial_learning_rate=1e30")
     corrupt = start(corrupt_config, corrupt_dir, tmp_path / "corrupt.log")
     procs += [resumed, term_rerun, nan, corrupt]
+    # Meanwhile, the uninterrupted run: what `rembert-train --deterministic`
+    # runs, in this process (the determinism is restored after it).
+    runner.run(experiments.load_experiment_config([config]), whole_dir,
+               deterministic=True, print_fn=lambda _: None)
+    rerun_console = assert_sigterm_waits_for_the_write_in_flight(
+        term_rerun, term_dir, term_ckpt, held, marker, release)
+    assert f"resumed from {term_ckpt} at step {saved_step}" in rerun_console
     nan.communicate(timeout=DEADLINE_SECONDS)
     assert nan.returncode == 3
     nan_console = (tmp_path / "nan.log").read_text()
@@ -174,18 +196,13 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
     out, _ = resumed.communicate(timeout=DEADLINE_SECONDS)
     assert resumed.returncode == 0, (tmp_path / "resumed.log").read_text()[-2000:]
     assert "resumed from" in out
-    rerun_out, _ = term_rerun.communicate(timeout=DEADLINE_SECONDS)
-    assert term_rerun.returncode == 0, (
-        tmp_path / "term_rerun.log").read_text()[-2000:]
-    assert f"resumed from {term_ckpt} at step {saved_step}" in rerun_out
-    assert tf.train.latest_checkpoint(term_dir).endswith(f"ckpt-{saved_step + 2}")
   finally:
     for proc in procs:
       if proc.poll() is None:
         proc.kill()
 
-  kept_log(whole_dir, 0)
-  for name in ("whole", "killed", "resumed", "term_rerun"):
+  kept_log(killed_dir, 0)
+  for name in ("killed", "resumed"):
     assert_clean_console((tmp_path / f"{name}.log").read_text())
   whole_ckpt = tf.train.latest_checkpoint(whole_dir)
   resumed_ckpt = tf.train.latest_checkpoint(killed_dir)
@@ -197,50 +214,45 @@ def test_sigkill_resume_and_prompt_sigterm_save(records, tmp_path):
     np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
-def test_sigterm_waits_for_the_asynchronous_write_in_flight(records, tmp_path):
-  """Asynchronous checkpoints: SIGTERM lands while the write of ckpt-2 is
-  held in flight; the run waits for it, saves the step reached and exits 42,
-  every checkpoint named intact."""
-  config = pretrain_testlib.write_experiment_yaml(
-      tmp_path / "async.yaml", records, train_steps=1000, steps_per_loop=1,
-      checkpoint_interval=2)
-  model_dir = str(tmp_path / "m")
-  marker, release = tmp_path / "held", tmp_path / "release"
-  flags = pretrain_testlib.train_command(
-      config, model_dir, "--params_override",
-      "trainer.enable_async_checkpointing=true")[3:]
-  proc = subprocess.Popen(
-      [sys.executable, STALLED_SAVE, "2", str(marker), *flags],
-      cwd=pretrain_testlib.REPO, stdout=subprocess.PIPE, text=True,
-      stderr=subprocess.STDOUT,
-      env=pretrain_testlib.subprocess_env(
-          STALLED_SAVE_RELEASE_FILE=str(release)))
+def assert_sigterm_waits_for_the_write_in_flight(proc, model_dir, newest, held,
+                                                marker, release):
+  """`proc` trains past step `held` while its asynchronous write of
+  ckpt-`held` is held; SIGTERM lands then: the run waits for the write, saves
+  the step reached and exits 42, every checkpoint named intact. Returns the
+  console."""
+  seen = []
   try:
-    # Trained on past step 2 while its write is held.
-    read_until(proc.stdout, progress_step_at_least(3), proc)
+    read_until(proc.stdout, progress_step_at_least(held + 1), proc, seen)
+    prefix = f"{model_dir}/ckpt-{held}\n"
     deadline = time.time() + DEADLINE_SECONDS
-    while not (marker.exists() and f"{model_dir}/ckpt-2\n" in
-               marker.read_text()) and time.time() < deadline:
+    while not (marker.exists() and prefix in marker.read_text()) and (
+        time.time() < deadline):
       time.sleep(0.2)
-    assert f"{model_dir}/ckpt-2\n" in marker.read_text()
-    assert tf.train.latest_checkpoint(model_dir) is None
+    assert prefix in marker.read_text()
+    assert tf.train.latest_checkpoint(model_dir) == newest
     proc.send_signal(signal.SIGTERM)
-    time.sleep(2)  # the stop is under way while ckpt-2 is still held
-    assert proc.poll() is None and tf.train.latest_checkpoint(model_dir) is None
+    time.sleep(2)  # the stop is under way while the write is still held
+    assert proc.poll() is None
+    assert tf.train.latest_checkpoint(model_dir) == newest
     release.write_text("")
-    console = proc.stdout.read()
+    console = "".join(seen) + proc.stdout.read()
     assert proc.wait(timeout=DEADLINE_SECONDS) == 42, console[-3000:]
   finally:
     if proc.poll() is None:
       proc.kill()
   latest = tf.train.latest_checkpoint(model_dir)
   step = int(latest.rsplit("-", 1)[1])
-  assert step >= 3, latest
+  assert step > held, latest
   assert f"saved {latest} at step {step} and stopped" in console
-  assert "failed" not in console, console[-3000:]
-  for prefix in (f"{model_dir}/ckpt-2", latest,
+  # (TensorFlow's own probe for a GPU may say "failed call to cuInit".)
+  failures = [l for l in console.splitlines()
+              if "failed" in l and "cuInit" not in l]
+  assert not failures, failures
+  assert_clean_console(console)
+  for prefix in (f"{model_dir}/ckpt-{held}", latest,
                  f"{model_dir}/encoder/ckpt-{step}"):
     assert checkpoint_integrity.problem(prefix) is None, prefix
   assert tf.train.load_variable(
       latest, "global_step/.ATTRIBUTES/VARIABLE_VALUE") == step
   assert not glob.glob(f"{model_dir}/**/*_temp", recursive=True)
+  return console
