@@ -276,10 +276,10 @@ def parse_owner(tag: str) -> Optional[Tuple[int, str]]:
   return (int(pid), host) if sep and pid.isdigit() and host else None
 
 
-def temporary_path(path: PathLike, tag: str = TEMPORARY_TAG) -> str:
+def temporary_path(path: PathLike) -> str:
   """`.NAME.tmp-PID@HOST-XXXX` beside `path`: a name that says who writes it."""
   path = as_str(path).rstrip("/")
-  name = f".{basename(path)}{tag}{owner_tag()}-{secrets.token_hex(4)}"
+  name = f".{basename(path)}{TEMPORARY_TAG}{owner_tag()}-{secrets.token_hex(4)}"
   return join(temporaries_dir(path), name)
 
 
