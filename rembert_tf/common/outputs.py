@@ -121,8 +121,7 @@ def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
     refuse_existing([path], overwrite)
     with _staging(path) as tmp:
       yield tmp
-    with _disk_full_names(path):
-      swap_in(path, tmp)
+    swap_in(path, tmp)  # A full disk: named by writing_output.
 
 
 @contextlib.contextmanager
@@ -139,8 +138,7 @@ def atomic_file_set(directory: PathLike, names: Sequence[str],
     refuse_existing([fileio.join(directory, n) for n in names], overwrite)
     with _staging(directory) as tmp:
       yield tmp
-    with _disk_full_names(directory):
-      swap_in(directory, tmp, names, names)
+    swap_in(directory, tmp, names, names)
 
 
 @contextlib.contextmanager
