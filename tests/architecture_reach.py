@@ -29,7 +29,7 @@ CLOSURE_LINES = {
     "rembert_tf.cli.finetune": 12_100,
     "rembert_tf.finetune": 12_100,
     "rembert_tf.demo.__main__": 19_450,
-    "rembert_tf.cli.make_demo_corpus": 3_400,
+    "rembert_tf.cli.make_demo_corpus": 3_200,
     "rembert_tf.cli.train_sentencepiece": 4_700,
     "rembert_tf.cli.create_pretraining_data": 5_850,
     "rembert_tf.cli.create_finetuning_data": 6_000,

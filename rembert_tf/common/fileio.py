@@ -1,19 +1,11 @@
 """File I/O on user paths, on any TensorFlow filesystem: local, `gs://`, `ram://`, ...
 
-Every module of rembert_tf that reads or writes a path a user gave goes through
-this module. `pathlib`, `open` and `shutil` do not understand `gs://bucket/x`
-(pathlib turns `gs://b/x` into the local path `gs:/b/x`), so a path with a
-scheme (`scheme://...`) goes through `tf.io.gfile`, imported only then. Local
-files are read, written, listed and renamed with the operating system directly:
-the record-creation workers, which only do that, stay free of TensorFlow (its
-import costs seconds per process and is not fork-safe). Existence checks and
-tree removal go through `tf.io.gfile` for every path (one implementation of
-their semantics; only parent processes call them).
-
-Writes of files are atomic: a file is written under a temporary name in its
-own directory (`.NAME.tmp-PID@HOST-XXXX`, naming its writer) and renamed over
-the final name when complete. Whole outputs (directories) are built aside and
-swapped in by `rembert_tf.common.outputs`, one writer at a time.
+Builds on `tf.io.gfile`, imported only for a `scheme://` path (pathlib, open and
+shutil turn `gs://b/x` into the local `gs:/b/x`); local files go through the
+operating system, so the record-creation workers stay free of TensorFlow.
+Existence checks and tree removal use `tf.io.gfile` for every path. A file is
+written under `.NAME.tmp-PID@HOST-XXXX` (naming its writer) and renamed into
+place when complete; whole outputs are swapped in by `common.outputs`.
 
 Example:
 ```python
@@ -48,11 +40,6 @@ TEMPORARY_TAG = ".tmp-"
 def _gfile():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.io.gfile
-
-
-def _gfile_errors():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.errors.OpError
 
 
 def as_str(path: PathLike) -> str:
@@ -171,32 +158,31 @@ def rmtree(path: PathLike) -> None:
   if not isdir(path):
     remove(path)
     return
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
-    _gfile().rmtree(path)
-  except _gfile_errors():
+    tf.io.gfile.rmtree(path)
+  except tf.errors.OpError:
     if is_remote(path):  # a local tree is removed best effort
       raise
 
 
-def rename(src: PathLike, dst: PathLike, overwrite: bool = False) -> None:
-  """Renames a file or directory; `overwrite` replaces an existing file."""
+def rename(src: PathLike, dst: PathLike) -> None:
+  """Renames a file (replacing one at `dst`) or a directory. Object stores
+  have no directories: one is moved file by file, as Cloud Storage does (a
+  rename of ram://'s directory marker would lose the files)."""
   src, dst = as_str(src), as_str(dst)
   if (is_remote(src) or is_remote(dst)) and isdir(src):
-    _rename_tree(src, dst)
-    return
-  if not overwrite and exists(dst):
-    raise FileExistsError(17, "File exists", dst)
-  _rename_one(src, dst, overwrite)
+    merge_tree(src, dst)
+  else:
+    _rename_one(src, dst, True)
 
 
 def _rename_one(src: str, dst: str, overwrite: bool) -> None:
   """The one physical rename (a file, an object, a local directory)."""
   if is_remote(src) or is_remote(dst):
     _gfile().rename(src, dst, overwrite=overwrite)
-  elif overwrite:
-    os.replace(src, dst)
   else:
-    os.rename(src, dst)
+    (os.replace if overwrite else os.rename)(src, dst)
 
 
 def files_under(root: str) -> List[str]:
@@ -207,15 +193,6 @@ def files_under(root: str) -> List[str]:
     relative = parent[len(root):].lstrip("/")
     found += [posixpath.join(relative, f) if relative else f for f in files]
   return sorted(found)
-
-
-def _rename_tree(src: str, dst: str) -> None:
-  # Object stores have no directories: a directory rename moves each file
-  # (Cloud Storage does the same server-side; some filesystems, ram:// among
-  # them, would only rename the directory marker and lose the files).
-  if exists(dst):
-    raise FileExistsError(17, "File exists", dst)
-  merge_tree(src, dst)
 
 
 def merge_tree(src: str, dst: str) -> None:
@@ -257,8 +234,7 @@ def read_bytes(path: PathLike) -> bytes:
 
 
 def read_text(path: PathLike) -> str:
-  data = read_bytes(path)
-  return data.decode("utf-8")
+  return read_bytes(path).decode("utf-8")
 
 
 def utf8_problem(path: PathLike) -> str:
@@ -300,10 +276,10 @@ def parse_owner(tag: str) -> Optional[Tuple[int, str]]:
   return (int(pid), host) if sep and pid.isdigit() and host else None
 
 
-def temporary_path(path: PathLike, tag: str = TEMPORARY_TAG) -> str:
+def temporary_path(path: PathLike) -> str:
   """`.NAME.tmp-PID@HOST-XXXX` beside `path`: a name that says who writes it."""
   path = as_str(path).rstrip("/")
-  name = f".{basename(path)}{tag}{owner_tag()}-{secrets.token_hex(4)}"
+  name = f".{basename(path)}{TEMPORARY_TAG}{owner_tag()}-{secrets.token_hex(4)}"
   return join(temporaries_dir(path), name)
 
 
@@ -328,7 +304,7 @@ def atomic_write(path: PathLike, mode: str = "w") -> Iterator[Any]:
   try:
     with open_file(tmp, mode) as f:
       yield f
-    rename(tmp, path, overwrite=True)
+    rename(tmp, path)
   except BaseException:
     if exists(tmp):
       remove(tmp)

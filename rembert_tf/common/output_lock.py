@@ -2,19 +2,15 @@
 
 Builds on `rembert_tf.common.fileio` (tf.io.gfile for `scheme://` paths). The
 writer of output `DIR/NAME` writes its own lock file
-`DIR/.NAME.lock-PID@HOST-XXXX` (JSON: host, pid, process start and boot id,
-command, since, refreshed), then lists the others: a live one makes it remove
-its own and fail with `OutputLockedError`, one line naming that run. Two runs
-that start in the same instant both withdraw and try again after a random
-pause; they never both hold it, since each wrote before it listed. A new file
-that appears whole and a listing that shows it are all this needs, so it holds
-on Cloud Storage, which has no exclusive create. The output's real path is
-locked: a symbolic link shares its target's lock.
-
-A lock is stale when its run is gone: on this host its pid has ended (or is
-another process now: another start time, another boot); from another host
-it was not refreshed (a daemon thread rewrites it every `REFRESH_S`) for
-`STALE_AFTER_S`. A multi-worker job is one writer: its chief.
+`DIR/.NAME.lock-PID@HOST-XXXX` (JSON), then lists the others: a live one makes
+it remove its own and fail with `OutputLockedError`, one line naming that run.
+Writing before listing needs no exclusive create, which Cloud Storage lacks;
+two runs that start together both withdraw and try again after a random pause.
+The output's real path is locked: a symbolic link shares its target's lock.
+A lock is stale when its run is gone: on this host its pid ended (or is
+another process now: another start time, another boot); from another host it
+was not refreshed (a daemon thread rewrites it every REFRESH_S) for
+STALE_AFTER_S. A multi-worker job is one writer: its chief.
 
 Example:
 ```python
@@ -37,11 +33,10 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 
 PathLike = fileio.PathLike
-
 STALE_AFTER_S = 300.0
 REFRESH_S = 30.0
-# A rival lock file younger than this may be a run that started at the same
-# moment and withdraws too: look again after a random pause.
+# A rival lock younger than this may be a run that started at the same moment
+# and withdraws too: look again after a random pause.
 _COLLISION_WINDOW_S = 10.0
 _MAX_TRIES = 4
 _LOCK = ".lock-"
@@ -65,23 +60,25 @@ def is_chief_process() -> bool:
           and "chief" not in (config.get("cluster") or {}))
 
 
-def _proc_stat(pid: int) -> Optional[List[str]]:
-  """Fields of /proc/PID/stat after "pid (command)" (Linux), else None."""
+def _proc_field(pid, index: int) -> Optional[str]:
+  """Field `index` of /proc/PID/stat after "pid (command)" (Linux), else None
+  (0: the state, 19: the start time in clock ticks since boot)."""
   try:
     stat = fileio.read_bytes(f"/proc/{pid}/stat").decode("utf-8", "replace")
   except OSError:
     return None
-  return stat[stat.rfind(")") + 2:].split()
+  fields = stat[stat.rfind(")") + 2:].split()
+  return fields[index] if len(fields) > index else None
 
 
-def _boot_id() -> Optional[str]:
+def _read_or_none(path: str) -> Optional[str]:
   try:
-    return fileio.read_bytes("/proc/sys/kernel/random/boot_id").decode().strip()
+    return fileio.read_text(path).strip()
   except OSError:
     return None
 
 
-_BOOT_ID = _boot_id()
+_BOOT_ID = _read_or_none("/proc/sys/kernel/random/boot_id")
 
 
 def pid_running(pid: int) -> bool:
@@ -94,14 +91,7 @@ def pid_running(pid: int) -> bool:
     return False
   except PermissionError:
     pass  # Another user's process: it runs.
-  fields = _proc_stat(pid)
-  return not (fields and fields[0] == "Z")
-
-
-def _process_start(pid: int) -> Optional[str]:
-  """The process's start time in clock ticks since boot (Linux), else None."""
-  fields = _proc_stat(pid)
-  return fields[19] if fields and len(fields) > 19 else None
+  return _proc_field(pid, 0) != "Z"
 
 
 def lock_location(path: PathLike) -> Tuple[str, str]:
@@ -121,27 +111,24 @@ def _holders(path: str) -> List[Dict]:
   for name in names:
     lock_file = fileio.join(parent, name)
     try:
-      text = fileio.read_text(lock_file)
-    except Exception:  # pylint: disable=broad-except
-      continue  # Released since the listing.
-    try:
-      info = dict(json.loads(text))
+      info = dict(json.loads(fileio.read_text(lock_file)))
     except (ValueError, TypeError):
       info = {}  # Not written whole by a holder: stale.
+    except Exception:  # pylint: disable=broad-except
+      continue  # Released since the listing.
     found.append(dict(info, lock_file=lock_file))
   return sorted(found, key=lambda h: float(h.get("since", 0)))
 
 
 def _stale(holder: Dict, now: float) -> bool:
   """Its run is gone: from another host, not refreshed for STALE_AFTER_S; on
-  this one, its pid ended or is now another process (another start, a boot
-  since)."""
+  this one, its pid ended or is another process now (another start, a boot)."""
   if holder.get("host") != fileio.HOST:
     return now - float(holder.get("refreshed", 0)) > STALE_AFTER_S
   pid, start = int(holder.get("pid", -1)), holder.get("process_start")
   if holder.get("boot_id") not in (None, _BOOT_ID) or not pid_running(pid):
     return True
-  return bool(start and start != _process_start(pid))
+  return bool(start and start != _proc_field(pid, 19))
 
 
 def _describe(holder: Dict, output: str) -> str:
@@ -167,11 +154,10 @@ def owner_is_running(tag: str, path: PathLike) -> bool:
   owner = fileio.parse_owner(tag)
   if owner is None:
     return False
-  pid, host = owner
-  if host == fileio.HOST:
-    return pid_running(pid)
+  if owner[1] == fileio.HOST:
+    return pid_running(owner[0])
   now = time.time()
-  return any(h.get("host") == host and h.get("pid") == pid and not _stale(h, now)
+  return any((h.get("pid"), h.get("host")) == owner and not _stale(h, now)
              for h in _holders(fileio.as_str(path)))
 
 
@@ -223,11 +209,10 @@ def _acquire(path: str) -> Dict:
   with _named_for_the_output(path, parent):
     created = _makedirs(parent)
   for attempt in range(_MAX_TRIES):
-    now = time.time()
-    info = {"host": fileio.HOST, "pid": os.getpid(), "since": now,
-            "refreshed": now, "process_start": _process_start(os.getpid()),
-            "boot_id": _BOOT_ID, "output": path,
-            "command": " ".join(sys.argv)[:500]}
+    now, pid = time.time(), os.getpid()
+    info = {"host": fileio.HOST, "pid": pid, "since": now, "refreshed": now,
+            "process_start": _proc_field(pid, 19), "boot_id": _BOOT_ID,
+            "output": path, "command": " ".join(sys.argv)[:500]}
     lock_file = fileio.join(
         parent, f"{prefix}{fileio.owner_tag()}-{secrets.token_hex(4)}")
     with _named_for_the_output(path, parent):
@@ -315,8 +300,3 @@ def hold(path: PathLike) -> Iterator[bool]:
         del _HELD[path]
         _remove(held["lock_file"])
         _remove_created(held["created"])
-
-
-def held_by_this_process(path: PathLike) -> bool:
-  with _MUTEX:
-    return fileio.real_path(path).rstrip("/") in _HELD

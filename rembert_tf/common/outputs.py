@@ -1,20 +1,14 @@
 """Outputs: one writer at a time, written under a temporary name and moved into place when complete.
 
 Builds on `rembert_tf.common.fileio` (tf.io.gfile for `scheme://` paths) and
-`output_lock` (one writer per output: `writing_output` holds the output's
-lock), so the same rule holds locally, on Cloud Storage and on `ram://`:
-
-- An output is built under `.NAME.tmp-TAG` and moved into place when complete
-  (`atomic_directory`; several files beside others: `atomic_file_set`). An
-  existing one (only with --overwrite, `refuse_existing`) is first moved to
-  `.NAME.old-TAG`; then one marker `.NAME.into-TAG` says the new output is
-  complete and the old one wholly aside (`swap_in`). The next writer finishes
-  a run killed at any point, even half-way through a directory that Cloud
-  Storage moves object by object: with the marker the new output is moved in,
-  without it the old one is moved back (`recover_interrupted_swap`).
-- An output that is, holds or lies inside an input is refused before any work
-  (`refuse_overlap`); local scratch space of a killed run is removed by the
-  next (`local_scratch_dir`).
+`output_lock` (one writer per output: `writing_output` holds its lock), so the
+same rule holds locally, on Cloud Storage and on `ram://`: the output is built
+in `.NAME.tmp-TAG`; an old one (only with --overwrite) goes to `.NAME.old-TAG`,
+then the marker `.NAME.into-TAG` says the new one is complete, then it moves in
+(`swap_in`). The next writer finishes a run killed at any point, even half-way
+through a directory that Cloud Storage moves object by object (with the marker
+the new output moves in, without it the old one moves back), and says so in
+one line (`recover_interrupted_swap`).
 
 Example:
 ```python
@@ -28,6 +22,7 @@ assert fileio.exists("ram://demo/export/README")
 import contextlib
 import functools
 import inspect
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -36,7 +31,6 @@ from typing import Callable, Iterator, List, Mapping, Optional, Sequence
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import output_lock
-from rembert_tf.common import worker_pool
 
 PathLike = fileio.PathLike
 _OLD, _INTO = ".old-", ".into-"
@@ -44,10 +38,9 @@ _OLD, _INTO = ".old-", ".into-"
 
 @contextlib.contextmanager
 def writing_output(path: PathLike) -> Iterator[str]:
-  """Holds the lock of output `path` (`output_lock.hold`: raises its
-  OutputLockedError); first finishes a swap a killed run left and removes the
-  temporaries of runs that are gone (`recover_interrupted_swap`). Nests.
-  Raises errors.InputError when a parent of `path` is a file."""
+  """Holds the lock of output `path` (`output_lock.hold`); first finishes a swap a killed
+  run left and removes the temporaries of runs that are gone. Nests. Raises
+  errors.InputError when a parent of `path` is a file."""
   path = fileio.as_str(path).rstrip("/")
   fileio.check_output_location(path)
   with _disk_full_names(path), output_lock.hold(path) as taken:
@@ -72,8 +65,11 @@ def writes_output(argument: str) -> Callable:
 
     @functools.wraps(function)
     def wrapped(*args, **kwargs):
-      # A worker re-running an unguarded script stops before writing anything.
-      worker_pool.refuse_in_re_run(function.__name__)
+      if getattr(multiprocessing.current_process(), "_inheriting", False):
+        # A spawned worker re-running its parent's script (no `__main__`
+        # guard) writes nothing; its pool reports the one line.
+        raise errors.UsageError(
+            f"{function.__name__} was called again inside a worker process")
       path = signature.bind(*args, **kwargs).arguments.get(argument)
       if path is None:
         return function(*args, **kwargs)
@@ -81,6 +77,9 @@ def writes_output(argument: str) -> Callable:
         return function(*args, **kwargs)
     return wrapped
   return decorate
+
+
+# --- Moved into place when complete ---------------------------------------------------
 
 
 def refuse_existing(paths: Sequence[str], overwrite: bool) -> None:
@@ -122,8 +121,7 @@ def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
     refuse_existing([path], overwrite)
     with _staging(path) as tmp:
       yield tmp
-    with _disk_full_names(path):
-      swap_in(path, tmp)
+    swap_in(path, tmp)  # A full disk: named by writing_output.
 
 
 @contextlib.contextmanager
@@ -140,8 +138,7 @@ def atomic_file_set(directory: PathLike, names: Sequence[str],
     refuse_existing([fileio.join(directory, n) for n in names], overwrite)
     with _staging(directory) as tmp:
       yield tmp
-    with _disk_full_names(directory):
-      swap_in(directory, tmp, names, names)
+    swap_in(directory, tmp, names, names)
 
 
 @contextlib.contextmanager
@@ -170,9 +167,6 @@ def _disk_full_names(path: str) -> Iterator[None]:
     raise
 
 
-# --- Moving into place ----------------------------------------------------------------
-
-
 def _companion(tmp: str, tag: str) -> str:
   """`.NAME.old-TAG` (or `.NAME.into-TAG`) of temporary `.NAME.tmp-TAG`."""
   parent, name = fileio.dirname(tmp), fileio.basename(tmp)
@@ -189,7 +183,7 @@ def _move(src: str, dst: str) -> None:
     return
   if fileio.dirname(dst):
     fileio.makedirs(fileio.dirname(dst))
-  fileio.rename(src, dst, overwrite=True)
+  fileio.rename(src, dst)
 
 
 def swap_in(target: str, tmp: str, old_names: Optional[Sequence[str]] = None,
@@ -202,8 +196,7 @@ def swap_in(target: str, tmp: str, old_names: Optional[Sequence[str]] = None,
   or undoes the swap at once; a kill leaves it to the next writer."""
   old, marker = _companion(tmp, _OLD), _companion(tmp, _INTO)
   if old_names is None:
-    aside = [(target, old)]
-    into = [(tmp, target)]
+    aside, into = [(target, old)], [(tmp, target)]
   else:
     aside = [(fileio.join(target, n), fileio.join(old, n)) for n in old_names]
     into = [(fileio.join(tmp, n), fileio.join(target, n)) for n in new_names]
@@ -235,7 +228,7 @@ def _finish(target: str, tmp: str) -> None:
     fileio.rmtree(tmp)
 
 
-def _finish_or_say(target: str, tmp: str) -> None:
+def _finish_or_say(target: str, tmp: str, done: str) -> None:
   try:
     _finish(target, tmp)
   except Exception as e:  # pylint: disable=broad-except
@@ -244,6 +237,7 @@ def _finish_or_say(target: str, tmp: str) -> None:
         f"{_companion(tmp, _OLD)} and its new ones in {tmp}; finishing that "
         f"failed ({errors.one_line(e)}). Fix that and run again, or move the "
         "files back by hand.") from None
+  print(f"{target}: {done}", file=sys.stderr, flush=True)
 
 
 def _beside(root: str, tag: str) -> List[str]:
@@ -267,9 +261,8 @@ def recover_interrupted_swap(root: PathLike, target: Optional[PathLike] = None
   as_tmp = lambda p, tag: fileio.join(fileio.dirname(p), name + fileio.TEMPORARY_TAG
                                       + fileio.basename(p)[len(name + tag):])
   for marker in _beside(root, _INTO):
-    _finish_or_say(target, as_tmp(marker, _INTO))
-    _say(f"{target}: finished the replacement a killed run had begun (the new "
-         "output is in place).")
+    _finish_or_say(target, as_tmp(marker, _INTO), "finished the replacement a "
+                   "killed run had begun (the new output is in place).")
   copies = _beside(root, _OLD)
   if len(copies) > 1:
     state = "is incomplete" if fileio.exists(target) else "is missing"
@@ -278,9 +271,8 @@ def recover_interrupted_swap(root: PathLike, target: Optional[PathLike] = None
         f"runs are beside it ({', '.join(copies)}); move the one to keep to "
         f"{target}, remove the others, and run again.")
   for copy_path in copies:
-    _finish_or_say(target, as_tmp(copy_path, _OLD))
-    _say(f"{target}: restored from {copy_path}, where a killed run had moved "
-         "it.")
+    _finish_or_say(target, as_tmp(copy_path, _OLD),
+                   f"restored from {copy_path}, where a killed run had moved it.")
   remove_stale_temporaries(root, lock_of=target)
 
 
@@ -299,10 +291,6 @@ def remove_stale_temporaries(path: PathLike,
   return removed
 
 
-def _say(line: str) -> None:
-  print(line, file=sys.stderr, flush=True)
-
-
 # --- Rules before any work ---------------------------------------------------------------
 
 
@@ -316,22 +304,16 @@ def refuse_overlap(output: Optional[PathLike],
     return
   out = fileio.real_path(output).rstrip("/")
   for label, path in inputs.items():
-    if path is None or not fileio.as_str(path):
-      continue
-    real = fileio.real_path(path).rstrip("/")
-    if real == out:
-      how = "is"
-    elif real.startswith(out + "/"):
-      how = "holds"
-    elif out.startswith(real + "/"):
-      how = "lies inside"
-    else:
-      continue
-    raise errors.UsageError(
-        f"{output_label} {fileio.as_str(output)} {how} {label} "
-        f"{fileio.as_str(path)} (real paths {out} and {real}); writing it "
-        f"would replace or delete that input. Choose {output_label} outside "
-        f"{label}.")
+    real = fileio.real_path(path or "").rstrip("/")
+    how = (None if not path or not fileio.as_str(path) else "is" if real == out
+           else "holds" if real.startswith(out + "/")
+           else "lies inside" if out.startswith(real + "/") else None)
+    if how:
+      raise errors.UsageError(
+          f"{output_label} {fileio.as_str(output)} {how} {label} "
+          f"{fileio.as_str(path)} (real paths {out} and {real}); writing it "
+          f"would replace or delete that input. Choose {output_label} outside "
+          f"{label}.")
 
 
 @contextlib.contextmanager
@@ -340,9 +322,8 @@ def local_scratch_dir(prefix: str) -> Iterator[str]:
   libraries that need local files; those of ended runs go first."""
   root = tempfile.gettempdir()
   for name in os.listdir(root):
-    if not name.startswith(prefix):  # TMPDIR holds other programs' files too
-      continue
-    owner = fileio.parse_owner(name[len(prefix):].rsplit("-", 1)[0])
+    owner = (fileio.parse_owner(name[len(prefix):].rsplit("-", 1)[0])
+             if name.startswith(prefix) else None)  # TMPDIR has others' too
     if owner and owner[1] == fileio.HOST and not output_lock.pid_running(owner[0]):
       fileio.rmtree(os.path.join(root, name))
   path = tempfile.mkdtemp(prefix=f"{prefix}{fileio.owner_tag()}-", dir=root)

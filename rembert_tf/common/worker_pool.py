@@ -48,12 +48,6 @@ def re_running_main() -> bool:
       multiprocessing.current_process(), "_inheriting", False)
 
 
-def refuse_in_re_run(what: str) -> None:
-  """Called first by an API that starts work: stops a re-run script at once."""
-  if re_running_main():
-    raise WorkerError(f"{what} was called again inside a worker process")
-
-
 def _report_re_run_error(kind, value, traceback):
   """A worker's excepthook while it re-runs the parent's script: one line to
   the parent, no traceback (the parent reports it)."""

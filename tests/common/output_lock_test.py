@@ -109,9 +109,7 @@ def test_hold_nests_and_leaves_nothing_behind(tmp_path):
   with output_lock.hold(out) as outer:
     with output_lock.hold(str(out) + "/") as inner:
       assert (outer, inner) == (True, False)
-      assert output_lock.held_by_this_process(out)
     assert len(_lock_files(out)) == 1
-  assert not output_lock.held_by_this_process(out)
   assert not (tmp_path / "new").exists()  # The folders it made are gone too.
 
 
