@@ -11,6 +11,7 @@ import contextlib
 import json
 import re
 import struct
+import types
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -118,41 +119,27 @@ class Tf1Source:
     return f"TF1 checkpoint {self.path}"
 
 
-_HF_LAYER_PART = re.compile(r"\.layer\.(\d+)\.")
+_HF_LAYER = re.compile(r"\.layer\.(\d+)\.")
+# `hf_name` inverted over every canonical name (Transformer layer 0 standing
+# for each layer).
+_ONE_OF_EACH = types.SimpleNamespace(
+    hidden_size=1, input_embedding_size=1, vocab_size=1, intermediate_size=1,
+    max_position_embeddings=1, type_vocab_size=1, output_embedding_size=1,
+    num_hidden_layers=1, num_output_layers=0)
+_FROM_HF = {weight_layout.hf_name(name)[0]: (name, weight_layout.hf_name(name)[1])
+            for name in weight_layout.expected_canonical_shapes(
+                _ONE_OF_EACH, with_projection=True, output_side=True)}
 
 
 def canonical_from_hf(key: str) -> Optional[Tuple[str, bool]]:
   """HF transformers name -> (canonical name, transpose?); None if not a RemBERT weight."""
-  if key.startswith("cls.predictions."):
-    rest = key[len("cls.predictions."):]
-    fixed = {"decoder.weight": ("cls/predictions/output_embedding", False),
-             "decoder.bias": ("cls/predictions/output_bias", False),
-             "dense.weight": ("cls/predictions/transform/dense/kernel", True),
-             "dense.bias": ("cls/predictions/transform/dense/bias", False),
-             "LayerNorm.weight": ("cls/predictions/transform/LayerNorm/gamma", False),
-             "LayerNorm.bias": ("cls/predictions/transform/LayerNorm/beta", False)}
-    return fixed.get(rest)
-  if key.startswith("rembert."):
-    key = key[len("rembert."):]
-  if not key.startswith(("embeddings.", "encoder.", "pooler.")):
-    return None
-  key = _HF_LAYER_PART.sub(lambda m: f".layer_{m.group(1)}.", key)
-  parts = key.split(".")
-  leaf, owner = parts[-1], parts[-2]
-  if leaf == "weight":
-    if owner.endswith("_embeddings"):
-      parts, transpose = parts[:-1], False
-    elif owner == "LayerNorm":
-      parts[-1], transpose = "gamma", False
-    else:
-      parts[-1], transpose = "kernel", True
-  elif leaf == "bias":
-    transpose = False
-    if owner == "LayerNorm":
-      parts[-1] = "beta"
-  else:
-    return None
-  return "bert/" + "/".join(parts), transpose
+  layer = _HF_LAYER.search(key)
+  template = _HF_LAYER.sub(".layer.0.", key, count=1)
+  found = _FROM_HF.get(template) or _FROM_HF.get("rembert." + template)
+  if found is None or layer is None:
+    return found
+  return (found[0].replace("/layer_0/", f"/layer_{layer.group(1)}/", 1),
+          found[1])
 
 
 def hf_weight_files(path: str) -> List[str]:
