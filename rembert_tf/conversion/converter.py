@@ -136,12 +136,8 @@ def _check_arguments(from_format, to_format, output_dir, overwrite,
 def _open_source(from_format, input_path, config, cfg_hint_output_side):
   """-> (cfg, source, the input's own SentencePiece model or None)."""
   if from_format == "tf1":
-    config = config or _default_tf1_config(input_path)
-    if config is None:
-      raise weight_layout.ConversionError(
-          f"{input_path}: --from tf1 needs the checkpoint's JSON config "
-          f"(--config); none of {', '.join(TF1_CONFIG_NAMES)} is beside it.")
-    cfg = config_json.read_json_config(config)
+    # _check_tf1_inputs refused a missing config.
+    cfg = config_json.read_json_config(config or _default_tf1_config(input_path))
     source = tensor_sources.Tf1Source(input_path)
     if cfg_hint_output_side:
       source.add_output_side(cfg)
@@ -265,8 +261,7 @@ def _build_target(cfg, with_output_side, every_tensor_given):
     return None, rembert_encoder.build_encoder(cfg)
 
 
-def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
-                      sp_model, overwrite):
+def _write_rembert_tf(cfg, source, names, with_output_side, folder, _):
   model, encoder = _build_target(
       cfg, with_output_side, every_tensor_given=POOLER_NAMES[0] in names)
   slots = (weight_layout.slots_for_pretrainer(model) if model
@@ -284,15 +279,10 @@ def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
       del value  # nothing holds it while the next batch is read
       bar.update(1)
   source.close()  # a rembert_tf source holds a model: free it before saving
-  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
-    checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
-    if sp_model:
-      tokenizer.copy_sentencepiece(
-          sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
+  checkpoint_layout.write_checkpoint_dir(folder, cfg, encoder, model)
 
 
-def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
-              overwrite):
+def _write_hf(cfg, source, names, with_output_side, folder, sp_model):
   shapes, canonical_of, source_shapes = {}, {}, source.shapes()
   for name in names:
     hf, transpose = weight_layout.hf_name(name)
@@ -301,11 +291,14 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
     canonical_of[hf] = (name, transpose)
   identity = {}
   if weight_layout.PROJECTION_KERNEL not in names:
-    # E_in == hidden: HF always has the projection; an exact identity.
-    for name, array in weight_layout.identity_projection(cfg.hidden_size).items():
-      hf, transpose = weight_layout.hf_name(name)
-      identity[hf] = array.T if transpose else array
-      shapes[hf] = identity[hf].shape
+    # E_in == hidden: HF always has the projection; an exact identity (the
+    # kernel is its own transpose).
+    identity = {
+        weight_layout.hf_name(weight_layout.PROJECTION_KERNEL)[0]:
+            np.eye(cfg.hidden_size, dtype=np.float32),
+        weight_layout.hf_name(weight_layout.PROJECTION_BIAS)[0]:
+            np.zeros([cfg.hidden_size], np.float32)}
+    shapes.update({hf: array.shape for hf, array in identity.items()})
 
   def tensors():
     """(HF name, array) in the writer's order, read from the source in batches."""
@@ -323,18 +316,14 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
       del array  # nothing holds it while the next batch is read
 
   special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
-  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
-      console.progress("writing model.safetensors", total=len(shapes),
-                       unit="tensors") as bar:
+  with console.progress("writing model.safetensors", total=len(shapes),
+                        unit="tensors") as bar:
     tensor_sources.write_safetensors(
-        fileio.join(tmp, tensor_sources.HF_WEIGHTS_FILE), shapes, tensors(),
+        fileio.join(folder, tensor_sources.HF_WEIGHTS_FILE), shapes, tensors(),
         metadata={"format": "pt"}, progress=lambda *_: bar.update(1))
-    config_json.write_hf_config(
-        cfg, fileio.join(tmp, tensor_sources.HF_CONFIG_FILE), with_output_side,
-        special)
-    if sp_model:
-      tokenizer.copy_sentencepiece(
-          sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
+  config_json.write_hf_config(
+      cfg, fileio.join(folder, tensor_sources.HF_CONFIG_FILE), with_output_side,
+      special)
 
 
 def _keras_hub_preset(flag: str):
@@ -412,6 +401,10 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
                  "encoder + output side" if has_output_side else "encoder only")
     write = {"rembert_tf": _write_rembert_tf, "hf": _write_hf,
              "keras_hub": _write_keras_hub}[to_format]
-    write(cfg, source, names, has_output_side, output_dir, sp_model, overwrite)
+    with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+      write(cfg, source, names, has_output_side, tmp, sp_model)
+      if sp_model and to_format != "keras_hub":  # a preset keeps it as an asset
+        tokenizer.copy_sentencepiece(
+            sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
   logging.info("Wrote %s", output_dir)
   return output_dir

@@ -214,10 +214,10 @@ def _warn_about(cfg, sp_model) -> None:
                     "tokenizer; the tasks' from_preset then needs one passed.")
 
 
-def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
-                 overwrite) -> None:
-  """Writes the preset of `names` (canonical tensors of `source`) to output_dir;
-  a tensor not in `names` keeps a fresh initialisation."""
+def write_preset(cfg, source, names, with_output_side, output_dir,
+                 sp_model) -> None:
+  """Writes the preset of `names` (canonical tensors of `source`) into the
+  (temporary) output_dir; a tensor not in `names` keeps a fresh initialisation."""
   _warn_about(cfg, sp_model)
   sp_bytes = fileio.read_bytes(sp_model) if sp_model else None
   model, tokenizer, pairs = _build_skeleton(cfg, with_output_side, sp_bytes)
@@ -231,8 +231,7 @@ def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
                        else _fresh_value(name, shapes[name], cfg))
   parameter_count = sum(int(np.prod(shape)) for name, shape in shapes.items()
                         if name.startswith(weight_layout.ENCODER_PREFIX))
-  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
-      _local_folder(tmp) as folder, \
+  with _local_folder(output_dir) as folder, \
       outputs.local_scratch_dir("rembert_tf-skeleton-") as skeleton, \
       console.progress("writing the keras-hub preset", total=len(targets),
                        unit="tensors") as bar:
