@@ -186,14 +186,14 @@ def _index_files(index_path: str) -> List[str]:
   return sorted(set(weight_map.values()))
 
 
-class _ReadOneByOne:
+class ReadOneByOne:
   """`read(names)` for sources whose `get` costs no round trip."""
 
   def read(self, names: Iterable[str]) -> Iterator[Tuple[str, object]]:
     return ((name, self.get(name)) for name in names)
 
 
-class HfSource(_ReadOneByOne):
+class HfSource(ReadOneByOne):
   """Canonical tensors of a Hugging Face RemBERT safetensors checkpoint."""
 
   def __init__(self, path):
@@ -298,7 +298,7 @@ def refuse_pickle(path: str):
     raise weight_layout.ConversionError(PICKLE_REFUSAL.format(path=path))
 
 
-class ModelSource(_ReadOneByOne):
+class ModelSource(ReadOneByOne):
   """Canonical tensors held by a built rembert_tf model (list of Slots)."""
 
   def __init__(self, slots, description="rembert_tf model"):
