@@ -162,17 +162,11 @@ def _open_source(from_format, input_path, config, cfg_hint_output_side):
   # trainer's rotation.
   with checkpoint_snapshot.held(input_path) as resolved:
     cfg = checkpoint_restore.model_config_of(resolved, config)
-    if cfg_hint_output_side and checkpoint_restore.has_output_side(resolved):
-      # Zeros: every variable is restored right below.
-      with checkpoint_restore.zero_initialized_variables():
-        model = rembert_pretrainer.build_pretrainer(cfg)
-      read_from = checkpoint_restore.restore_pretrainer(model, resolved)
-      slots = weight_layout.slots_for_pretrainer(model)
-    else:
-      with checkpoint_restore.zero_initialized_variables():
-        model = rembert_encoder.build_encoder(cfg)
-      read_from = checkpoint_restore.restore_encoder(model, resolved)
-      slots = weight_layout.slots_for_encoder(model)
+    model, encoder, slots = _model_and_slots(  # zeros: all restored below
+        cfg, cfg_hint_output_side
+        and checkpoint_restore.has_output_side(resolved))
+    read_from = (checkpoint_restore.restore_pretrainer(model, resolved) if model
+                 else checkpoint_restore.restore_encoder(encoder, resolved))
     source = tensor_sources.ModelSource(
         slots, description=(f"rembert_tf checkpoint {input_path} "
                             f"({fileio.basename(read_from)})"))
@@ -249,23 +243,21 @@ def _without_identity_projection(cfg, source, found, to_format):
                        weight_layout.PROJECTION_BIAS)}, True
 
 
-def _build_target(cfg, with_output_side, every_tensor_given):
-  """(pretrainer or None, encoder) to assign the converted tensors into."""
-  # Zeros when every variable is assigned below (zero_initialized_variables).
-  scope = (checkpoint_restore.zero_initialized_variables()
-           if every_tensor_given else contextlib.nullcontext())
-  with scope:
+def _model_and_slots(cfg, with_output_side, zeros=True):
+  """(pretrainer or None, encoder, canonical slots); `zeros` when every
+  variable is assigned next (zero_initialized_variables)."""
+  with (checkpoint_restore.zero_initialized_variables() if zeros
+        else contextlib.nullcontext()):
     if with_output_side:
       model = rembert_pretrainer.build_pretrainer(cfg)
-      return model, model.encoder
-    return None, rembert_encoder.build_encoder(cfg)
+      return model, model.encoder, weight_layout.slots_for_pretrainer(model)
+    encoder = rembert_encoder.build_encoder(cfg)
+    return None, encoder, weight_layout.slots_for_encoder(encoder)
 
 
 def _write_rembert_tf(cfg, source, names, with_output_side, folder, _):
-  model, encoder = _build_target(
-      cfg, with_output_side, every_tensor_given=POOLER_NAMES[0] in names)
-  slots = (weight_layout.slots_for_pretrainer(model) if model
-           else weight_layout.slots_for_encoder(encoder))
+  model, encoder, slots = _model_and_slots(
+      cfg, with_output_side, zeros=POOLER_NAMES[0] in names)
   by_name = {s.name: s for s in slots}
   uncovered = sorted(set(by_name) - set(names) - set(POOLER_NAMES))
   if uncovered or set(names) - set(by_name):  # The plan and model must agree.
@@ -341,14 +333,6 @@ def _keras_hub_preset(flag: str):
   return keras_hub_preset
 
 
-def _check_inputs(from_format, input_path, config, sp_model) -> None:
-  """Every missing input of a release in one line, then the vocabulary."""
-  if from_format == "tf1":
-    _check_tf1_inputs(input_path, config, sp_model)
-  if sp_model is not None:
-    _check_sp_model(from_format, input_path, sp_model)
-
-
 def _write_keras_hub(*args):
   _keras_hub_preset("--to").write_preset(*args)
 
@@ -385,7 +369,10 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   input_path, output_dir = fileio.as_str(input_path), fileio.as_str(output_dir)
   _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,
                    with_output_side)
-  _check_inputs(from_format, input_path, config, sp_model)
+  if from_format == "tf1":  # every missing input of a release in one line
+    _check_tf1_inputs(input_path, config, sp_model)
+  if sp_model is not None:
+    _check_sp_model(from_format, input_path, sp_model)
   read_output_side = with_output_side or (from_format != "tf1"
                                           and not encoder_only)
   cfg, source, own_sp_model = _open_source(from_format, input_path, config,
