@@ -67,11 +67,11 @@ class Tf1Source:
     self.path = path
     self._shapes: Dict[str, Tuple[int, ...]] = {}
     self._file_names: Dict[str, str] = {}
-    self.skipped_optimizer: List[str] = []
     self.outside_encoder: Dict[str, Tuple[int, ...]] = {}
+    skipped = 0
     for name, shape in self._reader.shapes.items():
       if weight_layout.is_optimizer_or_bookkeeping(name):
-        self.skipped_optimizer.append(name)
+        skipped += 1
       elif (name.startswith(weight_layout.ENCODER_PREFIX)
             and "output_embedding" not in name):
         self._shapes[name] = tuple(shape)
@@ -79,7 +79,7 @@ class Tf1Source:
         self.outside_encoder[name] = tuple(shape)
     logging.info("%s: %d encoder tensors, %d output-side tensors; skipping %d "
                  "optimizer/bookkeeping tensors", path, len(self._shapes),
-                 len(self.outside_encoder), len(self.skipped_optimizer))
+                 len(self.outside_encoder), skipped)
 
   def add_output_side(self, cfg) -> Dict[str, str]:
     """Adds the output side, matched by role and shape; returns canonical -> file name."""
@@ -145,31 +145,26 @@ def canonical_from_hf(key: str) -> Optional[Tuple[str, bool]]:
 def hf_weight_files(path: str) -> List[str]:
   """The safetensors files of a Hugging Face input (directory, index or file)."""
   if fileio.isdir(path):
-    index = fileio.join(path, HF_INDEX_FILE)
-    if fileio.exists(index):
-      return [fileio.join(path, f) for f in _index_files(index)]
-    if fileio.exists(fileio.join(path, HF_WEIGHTS_FILE)):
-      return [fileio.join(path, HF_WEIGHTS_FILE)]
-    raise weight_layout.ConversionError(
-        f"{path}: no {HF_WEIGHTS_FILE} (or {HF_INDEX_FILE}). A Hugging Face "
-        f"RemBERT directory holds {HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}.")
-  if not fileio.exists(path):
+    folder, index_path = path, fileio.join(path, HF_INDEX_FILE)
+    if not fileio.exists(index_path):
+      if fileio.exists(fileio.join(path, HF_WEIGHTS_FILE)):
+        return [fileio.join(path, HF_WEIGHTS_FILE)]
+      raise weight_layout.ConversionError(
+          f"{path}: no {HF_WEIGHTS_FILE} (or {HF_INDEX_FILE}). A Hugging Face "
+          f"RemBERT directory holds {HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}.")
+  elif not fileio.exists(path):
     raise weight_layout.ConversionError(
         f"{path} does not exist; pass the Hugging Face model directory (with "
         f"{HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}).")
-  if path.endswith(".index.json"):
-    folder = fileio.dirname(path)
-    return [fileio.join(folder, f) for f in _index_files(path)]
-  if path.endswith(".json"):
+  elif path.endswith(".index.json"):
+    folder, index_path = fileio.dirname(path), path
+  elif path.endswith(".json"):
     raise weight_layout.ConversionError(
         f"{path} is a JSON file, not weights; --from hf takes the directory "
         f"holding {HF_CONFIG_FILE} and {HF_WEIGHTS_FILE} (or the .safetensors "
         "file itself).")
-  return [path]
-
-
-def _index_files(index_path: str) -> List[str]:
-  """Shard file names of a `model.safetensors.index.json`, validated."""
+  else:
+    return [path]
   try:
     index = json.loads(fileio.read_text(index_path))
   except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -183,7 +178,7 @@ def _index_files(index_path: str) -> List[str]:
         f"{index_path}: field `weight_map` is missing or not a mapping of "
         "tensor name -> shard file name; restore the index file that came "
         "with the shards.")
-  return sorted(set(weight_map.values()))
+  return [fileio.join(folder, f) for f in sorted(set(weight_map.values()))]
 
 
 class ReadOneByOne:
