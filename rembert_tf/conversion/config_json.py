@@ -34,13 +34,12 @@ IGNORED_KEYS = frozenset((
     "projection_dim", "embedding_size", "chunk_size_feed_forward",
     "gradient_checkpointing", "position_embedding_type"))
 
-# Activation names: HF/TF1 config -> rembert_tf, and back.
+# Activation names: HF/TF1 config -> rembert_tf; back: the first that maps.
 _ACT_FROM_JSON = {"gelu": "gelu", "gelu_new": "gelu_approx",
                   "gelu_pytorch_tanh": "gelu_approx", "gelu_approx": "gelu_approx",
-                  "relu": "relu", "tanh": "tanh", "swish": "swish",
-                  "silu": "swish"}
-_ACT_TO_HF = {"gelu": "gelu", "gelu_approx": "gelu_new", "relu": "relu",
-              "tanh": "tanh", "swish": "silu"}
+                  "relu": "relu", "tanh": "tanh", "silu": "swish",
+                  "swish": "swish"}
+_ACT_TO_HF = {ours: theirs for theirs, ours in reversed(_ACT_FROM_JSON.items())}
 
 
 def model_config_from_json_dict(values: Dict[str, Any], source: str,

@@ -51,16 +51,11 @@ _CONFIG_FILE, _TASK_FILE, _METADATA_FILE = ("config.json", "task.json",
                                             "metadata.json")
 
 
-def backbone_config(cfg) -> Dict:
-  """RemBertBackbone's constructor arguments for a RemBertConfig."""
-  return rembert_backbone.backbone_kwargs(cfg.as_dict())
-
-
 def _skeleton_config(cfg) -> Dict:
   """The same architecture (layers, heads, projection or not), tiny widths."""
   heads = cfg.num_attention_heads
   projected = cfg.input_embedding_size != cfg.hidden_size
-  values = backbone_config(cfg)
+  values = rembert_backbone.backbone_kwargs(cfg.as_dict())
   values.update(vocabulary_size=1, intermediate_dim=1, max_sequence_length=1,
                 num_segments=1, hidden_dim=2 * heads if projected else heads,
                 embedding_dim=1 if projected else heads)
@@ -131,7 +126,7 @@ def _save_skeleton(cfg, with_output_side, sp_bytes, folder: str
 def _patch_configs(folder: str, cfg, with_output_side: bool,
                    parameter_count: int) -> None:
   """The skeleton's JSON files with the real sizes."""
-  real = backbone_config(cfg)
+  real = rembert_backbone.backbone_kwargs(cfg.as_dict())
   path = fileio.join(folder, _CONFIG_FILE)
   config = fileio.read_json(path)
   config["config"].update(real)
