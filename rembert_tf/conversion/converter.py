@@ -193,12 +193,10 @@ def _plan(cfg, source, to_format, encoder_only, with_output_side,
         f"{source.description}: num_output_layers={cfg.num_output_layers}, but "
         f"{target} has no extra output-side layers. Pass "
         "--encoder_only to convert the encoder alone.")
-  found, drop_projection = _without_identity_projection(cfg, source, found,
-                                                        to_format)
-  same_width = cfg.input_embedding_size == cfg.hidden_size
-  has_projection = weight_layout.PROJECTION_KERNEL in found
+  found = _without_identity_projection(cfg, source, found, to_format)
   expected = weight_layout.expected_canonical_shapes(
-      cfg, with_projection=(not same_width) or (has_projection and not drop_projection),
+      cfg, with_projection=(cfg.input_embedding_size != cfg.hidden_size
+                            or weight_layout.PROJECTION_KERNEL in found),
       output_side=has_output_side)
   if allow_missing_pooler and not any(n in found for n in POOLER_NAMES):
     logging.warning("%s has no pooler (e.g. a RemBertForMaskedLM export): the "
@@ -225,7 +223,7 @@ def _without_identity_projection(cfg, source, found, to_format):
   same_width = cfg.input_embedding_size == cfg.hidden_size
   if not (same_width and weight_layout.PROJECTION_KERNEL in found
           and to_format in ("rembert_tf", "keras_hub")):
-    return found, False
+    return found
   kernel = np.asarray(source.get(weight_layout.PROJECTION_KERNEL))
   bias = np.asarray(source.get(weight_layout.PROJECTION_BIAS)) if (
       weight_layout.PROJECTION_BIAS in found) else np.zeros([0])
@@ -240,7 +238,7 @@ def _without_identity_projection(cfg, source, found, to_format):
                "(E_in == hidden): the rembert_tf encoder has none.")
   return {n: s for n, s in found.items()
           if n not in (weight_layout.PROJECTION_KERNEL,
-                       weight_layout.PROJECTION_BIAS)}, True
+                       weight_layout.PROJECTION_BIAS)}
 
 
 def _model_and_slots(cfg, with_output_side, zeros=True):
