@@ -34,13 +34,12 @@ IGNORED_KEYS = frozenset((
     "projection_dim", "embedding_size", "chunk_size_feed_forward",
     "gradient_checkpointing", "position_embedding_type"))
 
-# Activation names: HF/TF1 config -> rembert_tf, and back.
+# Activation names: HF/TF1 config -> rembert_tf; back: the first that maps.
 _ACT_FROM_JSON = {"gelu": "gelu", "gelu_new": "gelu_approx",
                   "gelu_pytorch_tanh": "gelu_approx", "gelu_approx": "gelu_approx",
-                  "relu": "relu", "tanh": "tanh", "swish": "swish",
-                  "silu": "swish"}
-_ACT_TO_HF = {"gelu": "gelu", "gelu_approx": "gelu_new", "relu": "relu",
-              "tanh": "tanh", "swish": "silu"}
+                  "relu": "relu", "tanh": "tanh", "silu": "swish",
+                  "swish": "swish"}
+_ACT_TO_HF = {ours: theirs for theirs, ours in reversed(_ACT_FROM_JSON.items())}
 
 
 def model_config_from_json_dict(values: Dict[str, Any], source: str,
@@ -106,10 +105,10 @@ def read_json_config(path, output_embedding_size: Optional[int] = None
   return model_config_from_json_dict(values, path, output_embedding_size)
 
 
-def hf_config_dict(cfg: rembert_config.RemBertConfig, with_output_side: bool,
-                   special: Optional[tokenizer.SpecialTokens] = None
-                   ) -> Dict[str, Any]:
-  """The `config.json` of a Hugging Face RemBERT (with the special tokens' ids when given)."""
+def write_hf_config(cfg, path, with_output_side: bool,
+                    special: Optional[tokenizer.SpecialTokens] = None):
+  """Writes the `config.json` of a Hugging Face RemBERT (with the special
+  tokens' ids when given)."""
   values = {
       "architectures": ["RemBertForMaskedLM" if with_output_side
                         else "RemBertModel"],
@@ -127,10 +126,4 @@ def hf_config_dict(cfg: rembert_config.RemBertConfig, with_output_side: bool,
   if special is not None:
     values.update(pad_token_id=special.pad_id, bos_token_id=special.cls_id,
                   eos_token_id=special.sep_id)
-  return values
-
-
-def write_hf_config(cfg, path, with_output_side: bool,
-                    special: Optional[tokenizer.SpecialTokens] = None):
-  fileio.write_json(fileio.as_str(path),
-                    hf_config_dict(cfg, with_output_side, special))
+  fileio.write_json(fileio.as_str(path), values)

@@ -136,12 +136,8 @@ def _check_arguments(from_format, to_format, output_dir, overwrite,
 def _open_source(from_format, input_path, config, cfg_hint_output_side):
   """-> (cfg, source, the input's own SentencePiece model or None)."""
   if from_format == "tf1":
-    config = config or _default_tf1_config(input_path)
-    if config is None:
-      raise weight_layout.ConversionError(
-          f"{input_path}: --from tf1 needs the checkpoint's JSON config "
-          f"(--config); none of {', '.join(TF1_CONFIG_NAMES)} is beside it.")
-    cfg = config_json.read_json_config(config)
+    # _check_tf1_inputs refused a missing config.
+    cfg = config_json.read_json_config(config or _default_tf1_config(input_path))
     source = tensor_sources.Tf1Source(input_path)
     if cfg_hint_output_side:
       source.add_output_side(cfg)
@@ -166,17 +162,11 @@ def _open_source(from_format, input_path, config, cfg_hint_output_side):
   # trainer's rotation.
   with checkpoint_snapshot.held(input_path) as resolved:
     cfg = checkpoint_restore.model_config_of(resolved, config)
-    if cfg_hint_output_side and checkpoint_restore.has_output_side(resolved):
-      # Zeros: every variable is restored right below.
-      with checkpoint_restore.zero_initialized_variables():
-        model = rembert_pretrainer.build_pretrainer(cfg)
-      read_from = checkpoint_restore.restore_pretrainer(model, resolved)
-      slots = weight_layout.slots_for_pretrainer(model)
-    else:
-      with checkpoint_restore.zero_initialized_variables():
-        model = rembert_encoder.build_encoder(cfg)
-      read_from = checkpoint_restore.restore_encoder(model, resolved)
-      slots = weight_layout.slots_for_encoder(model)
+    model, encoder, slots = _model_and_slots(  # zeros: all restored below
+        cfg, cfg_hint_output_side
+        and checkpoint_restore.has_output_side(resolved))
+    read_from = (checkpoint_restore.restore_pretrainer(model, resolved) if model
+                 else checkpoint_restore.restore_encoder(encoder, resolved))
     source = tensor_sources.ModelSource(
         slots, description=(f"rembert_tf checkpoint {input_path} "
                             f"({fileio.basename(read_from)})"))
@@ -203,12 +193,10 @@ def _plan(cfg, source, to_format, encoder_only, with_output_side,
         f"{source.description}: num_output_layers={cfg.num_output_layers}, but "
         f"{target} has no extra output-side layers. Pass "
         "--encoder_only to convert the encoder alone.")
-  found, drop_projection = _without_identity_projection(cfg, source, found,
-                                                        to_format)
-  same_width = cfg.input_embedding_size == cfg.hidden_size
-  has_projection = weight_layout.PROJECTION_KERNEL in found
+  found = _without_identity_projection(cfg, source, found, to_format)
   expected = weight_layout.expected_canonical_shapes(
-      cfg, with_projection=(not same_width) or (has_projection and not drop_projection),
+      cfg, with_projection=(cfg.input_embedding_size != cfg.hidden_size
+                            or weight_layout.PROJECTION_KERNEL in found),
       output_side=has_output_side)
   if allow_missing_pooler and not any(n in found for n in POOLER_NAMES):
     logging.warning("%s has no pooler (e.g. a RemBertForMaskedLM export): the "
@@ -235,7 +223,7 @@ def _without_identity_projection(cfg, source, found, to_format):
   same_width = cfg.input_embedding_size == cfg.hidden_size
   if not (same_width and weight_layout.PROJECTION_KERNEL in found
           and to_format in ("rembert_tf", "keras_hub")):
-    return found, False
+    return found
   kernel = np.asarray(source.get(weight_layout.PROJECTION_KERNEL))
   bias = np.asarray(source.get(weight_layout.PROJECTION_BIAS)) if (
       weight_layout.PROJECTION_BIAS in found) else np.zeros([0])
@@ -250,27 +238,24 @@ def _without_identity_projection(cfg, source, found, to_format):
                "(E_in == hidden): the rembert_tf encoder has none.")
   return {n: s for n, s in found.items()
           if n not in (weight_layout.PROJECTION_KERNEL,
-                       weight_layout.PROJECTION_BIAS)}, True
+                       weight_layout.PROJECTION_BIAS)}
 
 
-def _build_target(cfg, with_output_side, every_tensor_given):
-  """(pretrainer or None, encoder) to assign the converted tensors into."""
-  # Zeros when every variable is assigned below (zero_initialized_variables).
-  scope = (checkpoint_restore.zero_initialized_variables()
-           if every_tensor_given else contextlib.nullcontext())
-  with scope:
+def _model_and_slots(cfg, with_output_side, zeros=True):
+  """(pretrainer or None, encoder, canonical slots); `zeros` when every
+  variable is assigned next (zero_initialized_variables)."""
+  with (checkpoint_restore.zero_initialized_variables() if zeros
+        else contextlib.nullcontext()):
     if with_output_side:
       model = rembert_pretrainer.build_pretrainer(cfg)
-      return model, model.encoder
-    return None, rembert_encoder.build_encoder(cfg)
+      return model, model.encoder, weight_layout.slots_for_pretrainer(model)
+    encoder = rembert_encoder.build_encoder(cfg)
+    return None, encoder, weight_layout.slots_for_encoder(encoder)
 
 
-def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
-                      sp_model, overwrite):
-  model, encoder = _build_target(
-      cfg, with_output_side, every_tensor_given=POOLER_NAMES[0] in names)
-  slots = (weight_layout.slots_for_pretrainer(model) if model
-           else weight_layout.slots_for_encoder(encoder))
+def _write_rembert_tf(cfg, source, names, with_output_side, folder, _):
+  model, encoder, slots = _model_and_slots(
+      cfg, with_output_side, zeros=POOLER_NAMES[0] in names)
   by_name = {s.name: s for s in slots}
   uncovered = sorted(set(by_name) - set(names) - set(POOLER_NAMES))
   if uncovered or set(names) - set(by_name):  # The plan and model must agree.
@@ -284,15 +269,10 @@ def _write_rembert_tf(cfg, source, names, with_output_side, output_dir,
       del value  # nothing holds it while the next batch is read
       bar.update(1)
   source.close()  # a rembert_tf source holds a model: free it before saving
-  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
-    checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
-    if sp_model:
-      tokenizer.copy_sentencepiece(
-          sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
+  checkpoint_layout.write_checkpoint_dir(folder, cfg, encoder, model)
 
 
-def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
-              overwrite):
+def _write_hf(cfg, source, names, with_output_side, folder, sp_model):
   shapes, canonical_of, source_shapes = {}, {}, source.shapes()
   for name in names:
     hf, transpose = weight_layout.hf_name(name)
@@ -301,11 +281,14 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
     canonical_of[hf] = (name, transpose)
   identity = {}
   if weight_layout.PROJECTION_KERNEL not in names:
-    # E_in == hidden: HF always has the projection; an exact identity.
-    for name, array in weight_layout.identity_projection(cfg.hidden_size).items():
-      hf, transpose = weight_layout.hf_name(name)
-      identity[hf] = array.T if transpose else array
-      shapes[hf] = identity[hf].shape
+    # E_in == hidden: HF always has the projection; an exact identity (the
+    # kernel is its own transpose).
+    identity = {
+        weight_layout.hf_name(weight_layout.PROJECTION_KERNEL)[0]:
+            np.eye(cfg.hidden_size, dtype=np.float32),
+        weight_layout.hf_name(weight_layout.PROJECTION_BIAS)[0]:
+            np.zeros([cfg.hidden_size], np.float32)}
+    shapes.update({hf: array.shape for hf, array in identity.items()})
 
   def tensors():
     """(HF name, array) in the writer's order, read from the source in batches."""
@@ -323,18 +306,14 @@ def _write_hf(cfg, source, names, with_output_side, output_dir, sp_model,
       del array  # nothing holds it while the next batch is read
 
   special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
-  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
-      console.progress("writing model.safetensors", total=len(shapes),
-                       unit="tensors") as bar:
+  with console.progress("writing model.safetensors", total=len(shapes),
+                        unit="tensors") as bar:
     tensor_sources.write_safetensors(
-        fileio.join(tmp, tensor_sources.HF_WEIGHTS_FILE), shapes, tensors(),
+        fileio.join(folder, tensor_sources.HF_WEIGHTS_FILE), shapes, tensors(),
         metadata={"format": "pt"}, progress=lambda *_: bar.update(1))
-    config_json.write_hf_config(
-        cfg, fileio.join(tmp, tensor_sources.HF_CONFIG_FILE), with_output_side,
-        special)
-    if sp_model:
-      tokenizer.copy_sentencepiece(
-          sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
+  config_json.write_hf_config(
+      cfg, fileio.join(folder, tensor_sources.HF_CONFIG_FILE), with_output_side,
+      special)
 
 
 def _keras_hub_preset(flag: str):
@@ -350,14 +329,6 @@ def _keras_hub_preset(flag: str):
         "'rembert_tf[keras]'."
     ) from None
   return keras_hub_preset
-
-
-def _check_inputs(from_format, input_path, config, sp_model) -> None:
-  """Every missing input of a release in one line, then the vocabulary."""
-  if from_format == "tf1":
-    _check_tf1_inputs(input_path, config, sp_model)
-  if sp_model is not None:
-    _check_sp_model(from_format, input_path, sp_model)
 
 
 def _write_keras_hub(*args):
@@ -396,7 +367,10 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   input_path, output_dir = fileio.as_str(input_path), fileio.as_str(output_dir)
   _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,
                    with_output_side)
-  _check_inputs(from_format, input_path, config, sp_model)
+  if from_format == "tf1":  # every missing input of a release in one line
+    _check_tf1_inputs(input_path, config, sp_model)
+  if sp_model is not None:
+    _check_sp_model(from_format, input_path, sp_model)
   read_output_side = with_output_side or (from_format != "tf1"
                                           and not encoder_only)
   cfg, source, own_sp_model = _open_source(from_format, input_path, config,
@@ -412,6 +386,10 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
                  "encoder + output side" if has_output_side else "encoder only")
     write = {"rembert_tf": _write_rembert_tf, "hf": _write_hf,
              "keras_hub": _write_keras_hub}[to_format]
-    write(cfg, source, names, has_output_side, output_dir, sp_model, overwrite)
+    with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
+      write(cfg, source, names, has_output_side, tmp, sp_model)
+      if sp_model and to_format != "keras_hub":  # a preset keeps it as an asset
+        tokenizer.copy_sentencepiece(
+            sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
   logging.info("Wrote %s", output_dir)
   return output_dir

@@ -38,6 +38,7 @@ from rembert_tf.conversion import config_json
 from rembert_tf.conversion import weight_layout
 from rembert_tf.keras_hub import canonical_weights
 from rembert_tf.conversion import keras_hub_loading
+from rembert_tf.conversion import tensor_sources
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_masked_lm
 from rembert_tf.keras_hub import rembert_masked_lm_preprocessor
@@ -50,16 +51,11 @@ _CONFIG_FILE, _TASK_FILE, _METADATA_FILE = ("config.json", "task.json",
                                             "metadata.json")
 
 
-def backbone_config(cfg) -> Dict:
-  """RemBertBackbone's constructor arguments for a RemBertConfig."""
-  return rembert_backbone.backbone_kwargs(cfg.as_dict())
-
-
 def _skeleton_config(cfg) -> Dict:
   """The same architecture (layers, heads, projection or not), tiny widths."""
   heads = cfg.num_attention_heads
   projected = cfg.input_embedding_size != cfg.hidden_size
-  values = backbone_config(cfg)
+  values = rembert_backbone.backbone_kwargs(cfg.as_dict())
   values.update(vocabulary_size=1, intermediate_dim=1, max_sequence_length=1,
                 num_segments=1, hidden_dim=2 * heads if projected else heads,
                 embedding_dim=1 if projected else heads)
@@ -90,8 +86,10 @@ def _fresh_value(name: str, shape, cfg) -> np.ndarray:
   return np.clip(values, -2 * std, 2 * std).astype(np.float32)
 
 
-def _build_skeleton(cfg, with_output_side, sp_bytes):
-  """(model to save, its canonical variables): the skeleton, marked."""
+def _save_skeleton(cfg, with_output_side, sp_bytes, folder: str
+                   ) -> Dict[str, Tuple[str, str]]:
+  """Saves the skeleton preset into `folder`, weight k filled with MARKER + k;
+  -> canonical name -> (weights file, dataset path)."""
   tokenizer = (rembert_tokenizer.RemBertTokenizer(proto=sp_bytes)
                if sp_bytes else None)
   backbone = rembert_backbone.RemBertBackbone(**_skeleton_config(cfg))
@@ -107,20 +105,28 @@ def _build_skeleton(cfg, with_output_side, sp_bytes):
   pairs = canonical_weights.canonical_variables(backbone, head)
   for index, (_, variable) in enumerate(pairs):
     variable.assign(np.full(variable.shape, MARKER + index, np.float32))
-  return model, tokenizer, pairs
-
-
-def _save_skeleton(model, tokenizer, folder: str) -> None:
   model.save_to_preset(folder)
   if tokenizer is not None and not fileio.exists(
       fileio.join(folder, "tokenizer.json")):
     tokenizer.save_to_preset(folder)
+  marked = {}
+  for file_name in _WEIGHT_FILES:
+    if not fileio.exists(fileio.join(folder, file_name)):
+      continue
+    with h5py.File(fileio.join(folder, file_name), "r") as weights:
+      def visit(key, item, file_name=file_name):
+        index = (_marker_index(item) if isinstance(item, h5py.Dataset)
+                 else None)
+        if index is not None:
+          marked[index] = (file_name, key)
+      weights.visititems(visit)
+  return {name: marked[index] for index, (name, _) in enumerate(pairs)}
 
 
 def _patch_configs(folder: str, cfg, with_output_side: bool,
                    parameter_count: int) -> None:
   """The skeleton's JSON files with the real sizes."""
-  real = backbone_config(cfg)
+  real = rembert_backbone.backbone_kwargs(cfg.as_dict())
   path = fileio.join(folder, _CONFIG_FILE)
   config = fileio.read_json(path)
   config["config"].update(real)
@@ -139,34 +145,6 @@ def _patch_configs(folder: str, cfg, with_output_side: bool,
 
 def _write_json(path, value):
   fileio.write_text(path, json.dumps(value, indent=4))
-
-
-def _fill_weights(skeleton_file: str, output_file: str, targets: Dict[int, Tuple],
-                  read, bar) -> None:
-  """Copies the skeleton's HDF5 file, each marked dataset replaced by its real
-  tensor (`targets`: marker -> (canonical name, Keras shape))."""
-  def copy(source_group, target_group):
-    target_group.attrs.update(source_group.attrs)
-    for key, item in source_group.items():
-      if isinstance(item, h5py.Group):
-        copy(item, target_group.create_group(key))
-        continue
-      index = _marker_index(item)
-      if index is None:  # not a canonical weight (e.g. optimizer bookkeeping)
-        source_group.copy(item, target_group, name=key)
-        continue
-      name, shape = targets.pop(index)
-      value = np.asarray(read(name), dtype=np.float32).reshape(shape)
-      dataset = target_group.create_dataset(key, data=value)
-      dataset.attrs.update(item.attrs)
-      del value
-      bar.update(1)
-
-  with h5py.File(skeleton_file, "r") as source, \
-      h5py.File(output_file, "w") as target:
-    copy(source, target)
-  # Checked by every from_preset and --from keras_hub before use.
-  keras_hub_loading.write_checksum(output_file)
 
 
 def _marker_index(dataset) -> Optional[int]:
@@ -193,14 +171,6 @@ def _local_folder(folder: str) -> Iterator[str]:
       fileio.copy(fileio.join(local, relative), fileio.join(folder, relative))
 
 
-def _targets(cfg, with_output_side, pairs) -> Dict[int, Tuple[str, Tuple]]:
-  """Marker index -> (canonical name, Keras shape at the real size)."""
-  expected = weight_layout.expected_canonical_shapes(
-      cfg, output_side=with_output_side)
-  return {index: (name, keras_shape(name, expected[name], cfg))
-          for index, (name, _) in enumerate(pairs)}
-
-
 def _warn_about(cfg, sp_model) -> None:
   """What the preset cannot keep (the converter refused what it cannot hold)."""
   if cfg.attention_probs_dropout_prob != cfg.hidden_dropout_prob:
@@ -214,42 +184,41 @@ def _warn_about(cfg, sp_model) -> None:
                     "tokenizer; the tasks' from_preset then needs one passed.")
 
 
-def write_preset(cfg, source, names, with_output_side, output_dir, sp_model,
-                 overwrite) -> None:
-  """Writes the preset of `names` (canonical tensors of `source`) to output_dir;
-  a tensor not in `names` keeps a fresh initialisation."""
+def write_preset(cfg, source, names, with_output_side, output_dir,
+                 sp_model) -> None:
+  """Writes the preset of `names` (canonical tensors of `source`) into the
+  (temporary) output_dir; a tensor not in `names` keeps a fresh initialisation."""
   _warn_about(cfg, sp_model)
-  sp_bytes = fileio.read_bytes(sp_model) if sp_model else None
-  model, tokenizer, pairs = _build_skeleton(cfg, with_output_side, sp_bytes)
-  targets = _targets(cfg, with_output_side, pairs)
-  shapes = {name: shape for name, shape in targets.values()}
+  shapes = weight_layout.expected_canonical_shapes(
+      cfg, output_side=with_output_side)
   given = set(names)
   for name in sorted(set(shapes) - given):
     logging.warning("%s is not in %s: it keeps a fresh initialisation.", name,
                     source.description)
-  read = lambda name: (source.get(name) if name in given
-                       else _fresh_value(name, shapes[name], cfg))
   parameter_count = sum(int(np.prod(shape)) for name, shape in shapes.items()
                         if name.startswith(weight_layout.ENCODER_PREFIX))
-  with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp, \
-      _local_folder(tmp) as folder, \
-      outputs.local_scratch_dir("rembert_tf-skeleton-") as skeleton, \
-      console.progress("writing the keras-hub preset", total=len(targets),
+  with _local_folder(output_dir) as folder, \
+      console.progress("writing the keras-hub preset", total=len(shapes),
                        unit="tensors") as bar:
-    _save_skeleton(model, tokenizer, skeleton)
-    for relative in fileio.files_under(skeleton):  # all but the weights
-      if relative.split("/")[0] not in _WEIGHT_FILES:
-        fileio.copy(fileio.join(skeleton, relative),
-                    fileio.join(folder, relative))
+    where = _save_skeleton(cfg, with_output_side,
+                           sp_model and fileio.read_bytes(sp_model), folder)
     _patch_configs(folder, cfg, with_output_side, parameter_count)
-    for name in _WEIGHT_FILES:
-      if fileio.exists(fileio.join(skeleton, name)):
-        _fill_weights(fileio.join(skeleton, name), fileio.join(folder, name),
-                      targets, read, bar)
-    if targets:
-      raise weight_layout.ConversionError(
-          "internal: the skeleton's weight files lack " + ", ".join(
-              sorted(name for name, _ in targets.values())))
+    for file_name in sorted({f for f, _ in where.values()}):
+      path = fileio.join(folder, file_name)
+      with h5py.File(path, "r+") as weights:  # each marked dataset replaced
+        for name, (in_file, key) in where.items():
+          if in_file != file_name:
+            continue
+          value = (source.get(name) if name in given
+                   else _fresh_value(name, shapes[name], cfg))
+          attributes = dict(weights[key].attrs)
+          del weights[key]
+          weights.create_dataset(key, data=np.asarray(value, np.float32).reshape(
+              keras_shape(name, shapes[name], cfg))).attrs.update(attributes)
+          del value
+          bar.update(1)
+      # Checked by every from_preset and --from keras_hub before use.
+      keras_hub_loading.write_checksum(path)
 
 
 # --- Reading a preset (`rembert-convert --from keras_hub`) ----------------------
@@ -277,34 +246,14 @@ def _registered_config(folder: str, file_name: str, class_name: str,
   return serialized["config"]
 
 
-def _marked_datasets(skeleton: str) -> Dict[int, Tuple[str, str]]:
-  """Marker index -> (weights file, dataset path) in a saved skeleton."""
-  found = {}
-  for file_name in _WEIGHT_FILES:
-    path = fileio.join(skeleton, file_name)
-    if not fileio.exists(path):
-      continue
-    with h5py.File(path, "r") as weights:
-      def visit(key, item, file_name=file_name):
-        if isinstance(item, h5py.Dataset):
-          index = _marker_index(item)
-          if index is not None:
-            found[index] = (file_name, key)
-      weights.visititems(visit)
-  return found
-
-
-class PresetSource:
+class PresetSource(tensor_sources.ReadOneByOne):
   """Canonical tensors of a rembert_tf.keras_hub preset, one dataset at a time."""
 
   def __init__(self, folder: str, cfg, with_output_side: bool):
     self.description = f"keras-hub preset {folder}"
     self._folder, self._cfg = folder, cfg
-    model, _, pairs = _build_skeleton(cfg, with_output_side, None)
     with outputs.local_scratch_dir("rembert_tf-skeleton-") as skeleton:
-      _save_skeleton(model, None, skeleton)
-      marked = _marked_datasets(skeleton)
-    self._where = {name: marked[index] for index, (name, _) in enumerate(pairs)}
+      self._where = _save_skeleton(cfg, with_output_side, None, skeleton)
     self._canonical = weight_layout.expected_canonical_shapes(
         cfg, output_side=with_output_side)
     self._stack = contextlib.ExitStack()
@@ -342,10 +291,6 @@ class PresetSource:
   def get(self, name) -> np.ndarray:
     return np.asarray(self._dataset(name)[()], np.float32).reshape(
         self._canonical[name])
-
-  def read(self, names) -> Iterator[Tuple[str, np.ndarray]]:
-    for name in names:
-      yield name, self.get(name)
 
   def display(self, name) -> str:
     file_name, key = self._where[name]

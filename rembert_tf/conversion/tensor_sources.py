@@ -11,6 +11,7 @@ import contextlib
 import json
 import re
 import struct
+import types
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -66,11 +67,11 @@ class Tf1Source:
     self.path = path
     self._shapes: Dict[str, Tuple[int, ...]] = {}
     self._file_names: Dict[str, str] = {}
-    self.skipped_optimizer: List[str] = []
     self.outside_encoder: Dict[str, Tuple[int, ...]] = {}
+    skipped = 0
     for name, shape in self._reader.shapes.items():
       if weight_layout.is_optimizer_or_bookkeeping(name):
-        self.skipped_optimizer.append(name)
+        skipped += 1
       elif (name.startswith(weight_layout.ENCODER_PREFIX)
             and "output_embedding" not in name):
         self._shapes[name] = tuple(shape)
@@ -78,7 +79,7 @@ class Tf1Source:
         self.outside_encoder[name] = tuple(shape)
     logging.info("%s: %d encoder tensors, %d output-side tensors; skipping %d "
                  "optimizer/bookkeeping tensors", path, len(self._shapes),
-                 len(self.outside_encoder), len(self.skipped_optimizer))
+                 len(self.outside_encoder), skipped)
 
   def add_output_side(self, cfg) -> Dict[str, str]:
     """Adds the output side, matched by role and shape; returns canonical -> file name."""
@@ -118,71 +119,52 @@ class Tf1Source:
     return f"TF1 checkpoint {self.path}"
 
 
-_HF_LAYER_PART = re.compile(r"\.layer\.(\d+)\.")
+_HF_LAYER = re.compile(r"\.layer\.(\d+)\.")
+# `hf_name` inverted over every canonical name (Transformer layer 0 standing
+# for each layer).
+_ONE_OF_EACH = types.SimpleNamespace(
+    hidden_size=1, input_embedding_size=1, vocab_size=1, intermediate_size=1,
+    max_position_embeddings=1, type_vocab_size=1, output_embedding_size=1,
+    num_hidden_layers=1, num_output_layers=0)
+_FROM_HF = {weight_layout.hf_name(name)[0]: (name, weight_layout.hf_name(name)[1])
+            for name in weight_layout.expected_canonical_shapes(
+                _ONE_OF_EACH, with_projection=True, output_side=True)}
 
 
 def canonical_from_hf(key: str) -> Optional[Tuple[str, bool]]:
   """HF transformers name -> (canonical name, transpose?); None if not a RemBERT weight."""
-  if key.startswith("cls.predictions."):
-    rest = key[len("cls.predictions."):]
-    fixed = {"decoder.weight": ("cls/predictions/output_embedding", False),
-             "decoder.bias": ("cls/predictions/output_bias", False),
-             "dense.weight": ("cls/predictions/transform/dense/kernel", True),
-             "dense.bias": ("cls/predictions/transform/dense/bias", False),
-             "LayerNorm.weight": ("cls/predictions/transform/LayerNorm/gamma", False),
-             "LayerNorm.bias": ("cls/predictions/transform/LayerNorm/beta", False)}
-    return fixed.get(rest)
-  if key.startswith("rembert."):
-    key = key[len("rembert."):]
-  if not key.startswith(("embeddings.", "encoder.", "pooler.")):
-    return None
-  key = _HF_LAYER_PART.sub(lambda m: f".layer_{m.group(1)}.", key)
-  parts = key.split(".")
-  leaf, owner = parts[-1], parts[-2]
-  if leaf == "weight":
-    if owner.endswith("_embeddings"):
-      parts, transpose = parts[:-1], False
-    elif owner == "LayerNorm":
-      parts[-1], transpose = "gamma", False
-    else:
-      parts[-1], transpose = "kernel", True
-  elif leaf == "bias":
-    transpose = False
-    if owner == "LayerNorm":
-      parts[-1] = "beta"
-  else:
-    return None
-  return "bert/" + "/".join(parts), transpose
+  layer = _HF_LAYER.search(key)
+  template = _HF_LAYER.sub(".layer.0.", key, count=1)
+  found = _FROM_HF.get(template) or _FROM_HF.get("rembert." + template)
+  if found is None or layer is None:
+    return found
+  return (found[0].replace("/layer_0/", f"/layer_{layer.group(1)}/", 1),
+          found[1])
 
 
 def hf_weight_files(path: str) -> List[str]:
   """The safetensors files of a Hugging Face input (directory, index or file)."""
   if fileio.isdir(path):
-    index = fileio.join(path, HF_INDEX_FILE)
-    if fileio.exists(index):
-      return [fileio.join(path, f) for f in _index_files(index)]
-    if fileio.exists(fileio.join(path, HF_WEIGHTS_FILE)):
-      return [fileio.join(path, HF_WEIGHTS_FILE)]
-    raise weight_layout.ConversionError(
-        f"{path}: no {HF_WEIGHTS_FILE} (or {HF_INDEX_FILE}). A Hugging Face "
-        f"RemBERT directory holds {HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}.")
-  if not fileio.exists(path):
+    folder, index_path = path, fileio.join(path, HF_INDEX_FILE)
+    if not fileio.exists(index_path):
+      if fileio.exists(fileio.join(path, HF_WEIGHTS_FILE)):
+        return [fileio.join(path, HF_WEIGHTS_FILE)]
+      raise weight_layout.ConversionError(
+          f"{path}: no {HF_WEIGHTS_FILE} (or {HF_INDEX_FILE}). A Hugging Face "
+          f"RemBERT directory holds {HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}.")
+  elif not fileio.exists(path):
     raise weight_layout.ConversionError(
         f"{path} does not exist; pass the Hugging Face model directory (with "
         f"{HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}).")
-  if path.endswith(".index.json"):
-    folder = fileio.dirname(path)
-    return [fileio.join(folder, f) for f in _index_files(path)]
-  if path.endswith(".json"):
+  elif path.endswith(".index.json"):
+    folder, index_path = fileio.dirname(path), path
+  elif path.endswith(".json"):
     raise weight_layout.ConversionError(
         f"{path} is a JSON file, not weights; --from hf takes the directory "
         f"holding {HF_CONFIG_FILE} and {HF_WEIGHTS_FILE} (or the .safetensors "
         "file itself).")
-  return [path]
-
-
-def _index_files(index_path: str) -> List[str]:
-  """Shard file names of a `model.safetensors.index.json`, validated."""
+  else:
+    return [path]
   try:
     index = json.loads(fileio.read_text(index_path))
   except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -196,17 +178,17 @@ def _index_files(index_path: str) -> List[str]:
         f"{index_path}: field `weight_map` is missing or not a mapping of "
         "tensor name -> shard file name; restore the index file that came "
         "with the shards.")
-  return sorted(set(weight_map.values()))
+  return [fileio.join(folder, f) for f in sorted(set(weight_map.values()))]
 
 
-class _ReadOneByOne:
+class ReadOneByOne:
   """`read(names)` for sources whose `get` costs no round trip."""
 
   def read(self, names: Iterable[str]) -> Iterator[Tuple[str, object]]:
     return ((name, self.get(name)) for name in names)
 
 
-class HfSource(_ReadOneByOne):
+class HfSource(ReadOneByOne):
   """Canonical tensors of a Hugging Face RemBERT safetensors checkpoint."""
 
   def __init__(self, path):
@@ -311,7 +293,7 @@ def refuse_pickle(path: str):
     raise weight_layout.ConversionError(PICKLE_REFUSAL.format(path=path))
 
 
-class ModelSource(_ReadOneByOne):
+class ModelSource(ReadOneByOne):
   """Canonical tensors held by a built rembert_tf model (list of Slots)."""
 
   def __init__(self, slots, description="rembert_tf model"):

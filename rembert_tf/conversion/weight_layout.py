@@ -115,23 +115,26 @@ def _norm_slots(prefix, layer) -> List[Slot]:
           Slot(prefix + "/beta", layer.beta, tuple(layer.beta.shape))]
 
 
+# One Transformer block: (canonical part, its layer in Model Garden's
+# TransformerEncoderBlock, [in, out] of a kernel or None for a LayerNorm).
+_BLOCK = (("attention/self/query", "_attention_layer._query_dense", "hh"),
+          ("attention/self/key", "_attention_layer._key_dense", "hh"),
+          ("attention/self/value", "_attention_layer._value_dense", "hh"),
+          ("attention/output/dense", "_attention_layer._output_dense", "hh"),
+          ("attention/output/LayerNorm", "_attention_layer_norm", None),
+          ("intermediate/dense", "_intermediate_dense", "hf"),
+          ("output/dense", "_output_dense", "fh"),
+          ("output/LayerNorm", "_output_layer_norm", None))
+
+
 def _block_slots(prefix, block) -> List[Slot]:
   """One Model Garden TransformerEncoderBlock in BERT's TF1 names."""
-  attention = block._attention_layer  # pylint: disable=protected-access
   slots = []
-  for part, dense in (("query", attention._query_dense),  # pylint: disable=protected-access
-                      ("key", attention._key_dense),  # pylint: disable=protected-access
-                      ("value", attention._value_dense)):  # pylint: disable=protected-access
-    slots += _dense_slots(f"{prefix}/attention/self/{part}", dense)
-  slots += _dense_slots(f"{prefix}/attention/output/dense",
-                        attention._output_dense)  # pylint: disable=protected-access
-  slots += _norm_slots(f"{prefix}/attention/output/LayerNorm",
-                       block._attention_layer_norm)  # pylint: disable=protected-access
-  slots += _dense_slots(f"{prefix}/intermediate/dense",
-                        block._intermediate_dense)  # pylint: disable=protected-access
-  slots += _dense_slots(f"{prefix}/output/dense", block._output_dense)  # pylint: disable=protected-access
-  slots += _norm_slots(f"{prefix}/output/LayerNorm",
-                       block._output_layer_norm)  # pylint: disable=protected-access
+  for part, attributes, dims in _BLOCK:
+    layer = block
+    for attribute in attributes.split("."):
+      layer = getattr(layer, attribute)
+    slots += (_dense_slots if dims else _norm_slots)(f"{prefix}/{part}", layer)
   return slots
 
 
@@ -184,13 +187,6 @@ def slots_for_output_side(pretrainer) -> List[Slot]:
 
 def slots_for_pretrainer(pretrainer) -> List[Slot]:
   return slots_for_encoder(pretrainer.encoder) + slots_for_output_side(pretrainer)
-
-
-def identity_projection(size: int) -> Dict[str, np.ndarray]:
-  """An exact identity E_in -> hidden projection, for Hugging Face's RemBERT,
-  which always has `embedding_hidden_mapping_in` (same numbers bit for bit)."""
-  return {PROJECTION_KERNEL: np.eye(size, dtype=np.float32),
-          PROJECTION_BIAS: np.zeros([size], np.float32)}
 
 
 def is_identity_projection(kernel: np.ndarray, bias: np.ndarray) -> bool:
@@ -283,20 +279,13 @@ def expected_canonical_shapes(cfg, with_projection: Optional[bool] = None,
     shapes[PROJECTION_BIAS] = (h,)
 
   def block(prefix):
-    out = {}
-    for part in ("query", "key", "value"):
-      out[f"{prefix}/attention/self/{part}/kernel"] = (h, h)
-      out[f"{prefix}/attention/self/{part}/bias"] = (h,)
-    out[f"{prefix}/attention/output/dense/kernel"] = (h, h)
-    out[f"{prefix}/attention/output/dense/bias"] = (h,)
-    out[f"{prefix}/attention/output/LayerNorm/gamma"] = (h,)
-    out[f"{prefix}/attention/output/LayerNorm/beta"] = (h,)
-    out[f"{prefix}/intermediate/dense/kernel"] = (h, ffn)
-    out[f"{prefix}/intermediate/dense/bias"] = (ffn,)
-    out[f"{prefix}/output/dense/kernel"] = (ffn, h)
-    out[f"{prefix}/output/dense/bias"] = (h,)
-    out[f"{prefix}/output/LayerNorm/gamma"] = (h,)
-    out[f"{prefix}/output/LayerNorm/beta"] = (h,)
+    out, width = {}, {"h": h, "f": ffn}
+    for part, _, dims in _BLOCK:
+      if dims:
+        out[f"{prefix}/{part}/kernel"] = (width[dims[0]], width[dims[1]])
+        out[f"{prefix}/{part}/bias"] = (width[dims[1]],)
+      else:
+        out[f"{prefix}/{part}/gamma"] = out[f"{prefix}/{part}/beta"] = (h,)
     return out
 
   for i in range(cfg.num_hidden_layers):
