@@ -120,9 +120,8 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
           meta, records_dir, model_cfg, restore_encoder, strategy_obj,
           data.splits, encoder.init_checkpoint, progress, stop,
           runtime.mixed_precision_dtype)
-      runs = sweep.run_sweep(context, output_dir, [
-          trainer.replace(**overrides)
-          for overrides in finetuning_experiment.run_overrides(config)])
+      runs = sweep.run_sweep(context, output_dir, trainer,
+                             finetuning_experiment.run_overrides(config))
     return write_results(data.task, meta, runs, output_dir, records_dir,
                          config.sweep.compare_paper, progress)
 
