@@ -52,11 +52,8 @@ FLAG_FIELDS = {
     **{flag: f"runtime.{field}"
        for flag, field in runtime_flags.EXPERIMENT_FIELDS.items()},
 }
-# Flags defined once for several commands (runtime_flags, xtreme_source_flags;
-# --config_file and --params_override: experiment_flags, not a setting of a run).
-_SHARED_FLAGS = ("strategy", "tpu", "mixed_precision", "deterministic", "seed",
-                 "allow_sentencepiece_mismatch", "data_source", "tfds_data_dir")
-# The modules of those flags (rembert-finetune lists their flags under --help).
+# The modules of the flags of FLAG_FIELDS that several commands share
+# (rembert-finetune lists their flags under --help; --tpu is Model Garden's).
 SHARED_FLAG_MODULES = (runtime_flags, xtreme_source_flags)
 
 
@@ -197,7 +194,7 @@ def overrides_from_args(args: Sequence[str],
   own definitions; a refused flag is one line naming `program`."""
   flag_values = flags.FlagValues()
   define_flags(flag_values)
-  for name in _SHARED_FLAGS:
+  for name in [name for name in FLAG_FIELDS if name not in flag_values]:
     shared = copy.deepcopy(flags.FLAGS[name])
     shared.unparse()  # the copy starts unset, whatever this process was given
     flag_values[name] = shared

@@ -158,11 +158,13 @@ class FinetuningTask(base_task.Task):
                    ) -> tf.data.Dataset:
     """Per-replica batches of one records file (evaluation sets padded to whole steps)."""
     batch_size = params.global_batch_size
-    num_pipelines, pipeline_id = 1, 0
+    num_pipelines, pipeline_id, replicas_per_pipeline = 1, 0, 1
     if input_context is not None:
       batch_size = input_context.get_per_replica_batch_size(batch_size)
       num_pipelines = input_context.num_input_pipelines
       pipeline_id = input_context.input_pipeline_id
+      replicas_per_pipeline = max(
+          input_context.num_replicas_in_sync // num_pipelines, 1)
     dataset = tf.data.TFRecordDataset(params.input_path)
     if num_pipelines > 1:
       dataset = dataset.shard(num_pipelines, pipeline_id)
@@ -175,18 +177,10 @@ class FinetuningTask(base_task.Task):
       dataset = dataset.batch(batch_size, drop_remainder=True)
       if self.initial_train_step > 0:
         # Each step takes one batch per replica this pipeline feeds.
-        replicas_per_pipeline = 1
-        if input_context is not None:
-          replicas_per_pipeline = (input_context.num_replicas_in_sync //
-                                   max(num_pipelines, 1))
         dataset = dataset.skip(self.initial_train_step * replicas_per_pipeline)
       return dataset.prefetch(tf.data.AUTOTUNE)
     dataset = dataset.map(parse)
     # Every pipeline pads its share to whole steps of its replicas' batches.
-    replicas_per_pipeline = 1
-    if input_context is not None:
-      replicas_per_pipeline = max(
-          input_context.num_replicas_in_sync // max(num_pipelines, 1), 1)
     share = len(range(pipeline_id, params.num_records, num_pipelines))
     padding = (-share) % (batch_size * replicas_per_pipeline)
     if padding:
@@ -256,12 +250,6 @@ class FinetuningTask(base_task.Task):
     if metrics:
       self.process_metrics(metrics, correct=correct, weights=weights)
     return {self.loss: loss}
-
-  def validation_step(self, inputs, model: tf_keras.Model, metrics=None):
-    outputs = self.inference_step(inputs, model)
-    if metrics:
-      self.process_metrics(metrics, labels=inputs, model_outputs=outputs)
-    return {self.loss: tf.constant(0.0)}
 
   def inference_step(self, inputs, model: tf_keras.Model):
     features = {k: inputs[k] for k in task_types.MODEL_INPUT_KEYS}

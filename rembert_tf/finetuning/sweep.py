@@ -34,16 +34,24 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
+from official.core import config_definitions as cfg
+from official.core import train_lib
+from official.core import train_utils
 import tensorflow as tf
 
+from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import predictions
-from rembert_tf.finetuning import training_loop
+from rembert_tf.finetuning import finetuning_task
 from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.runtime import orbit_loop
+from rembert_tf.runtime import preemption
+from rembert_tf.runtime import process_settings
+from rembert_tf.runtime import stop_checks
 
 RUN_RESULT_FILE = "run.json"
 RUN_CONFIG_FILE = "run_config.json"
@@ -173,15 +181,17 @@ def _predict_again(run_dir: str, label: str, progress) -> str:
 
 
 def run_once(context: SweepContext, run_dir: str,
-             config: finetuning_experiment.FinetuningConfig) -> Dict:
-  """Trains once (or resumes), writes every split's predictions, scores.
+             config: finetuning_experiment.FinetuningConfig,
+             params: cfg.ExperimentConfig) -> Dict:
+  """Trains once (or resumes) Model Garden's experiment `params` (the run of
+  `config`), writes every split's predictions, scores.
 
   A finished run (its run.json exists, same settings) is returned as it was.
   """
   meta, records_dir = context.meta, fileio.as_str(context.records_dir)
   run_dir = fileio.as_str(run_dir)
   label = run_label(meta, config)
-  steps = finetuning_experiment.num_train_steps(meta, config)
+  steps = params.trainer.train_steps
   fileio.makedirs(run_dir)
   check_run_config(run_dir, run_fingerprint(config, steps, context.identity))
   result_file = fileio.join(run_dir, RUN_RESULT_FILE)
@@ -197,10 +207,9 @@ def run_once(context: SweepContext, run_dir: str,
   for stale in checkpoint_layout.remove_temporaries([run_dir]):
     logging.info("Removed %s (left by a killed checkpoint save).", stale)
   try:
-    task, model = training_loop.train_run(
-        meta, records_dir, run_dir, context.model_config,
-        context.restore_encoder, config, context.strategy, label,
-        context.progress, stop=context.stop)
+    task, model = train_run(params, run_dir, context.restore_encoder,
+                            context.strategy, label, context.progress,
+                            stop=context.stop)
     predictor = predictions.Predictor(task, model, context.strategy,
                                       config.eval_batch_size)
     scores_by_split = predictions.predict_and_score(
@@ -219,7 +228,7 @@ def run_once(context: SweepContext, run_dir: str,
     result["redone"] = redone
   xtreme_scorer.write_json(result, result_file)
   if not config.keep_checkpoints:
-    training_loop.remove_training_checkpoints(run_dir)
+    remove_training_checkpoints(run_dir)
   return result
 
 
@@ -235,30 +244,37 @@ def run_disk_full_error(run_dir: str, error: BaseException
 
 
 def run_sweep(context: SweepContext, output_dir: str,
-              run_configs: Sequence[finetuning_experiment.FinetuningConfig]
-              ) -> List[Dict]:
-  """Every run asked for, then every other run output_dir holds, each checked
-  against its run_config.json before any run starts; finished ones skipped."""
-  asked = {(c.learning_rate, c.seed) for c in run_configs}
-  configs = list(run_configs) + [
-      run_configs[0].replace(learning_rate=rate, seed=seed)
+              trainer: finetuning_experiment.FinetuningConfig,
+              overrides: Sequence[Dict[str, Any]]) -> List[Dict]:
+  """The sweep: one Model Garden experiment (of `trainer`) and a list of
+  {learning_rate, seed} overrides of it, the runs asked for, then every other
+  run output_dir holds; each checked against its run_config.json before any
+  run starts; finished ones skipped."""
+  asked = {(o["learning_rate"], o["seed"]) for o in overrides}
+  overrides = list(overrides) + [
+      {"learning_rate": rate, "seed": seed}
       for rate, seed in earlier_runs(output_dir) if (rate, seed) not in asked]
-  for config in configs:
+  base = finetuning_experiment.experiment_config(
+      context.meta, fileio.as_str(context.records_dir), context.model_config,
+      trainer)
+  runs = [(trainer.replace(**o),
+           finetuning_experiment.run_experiment_config(base, o))
+          for o in overrides]
+  for config, params in runs:
     run_dir = run_directory(output_dir, config)
     if fileio.exists(fileio.join(run_dir, RUN_CONFIG_FILE)):
       check_run_config(run_dir, run_fingerprint(
-          config, finetuning_experiment.num_train_steps(context.meta, config),
-          context.identity))
-  runs = []
-  for config in configs:
+          config, params.trainer.train_steps, context.identity))
+  results = []
+  for config, params in runs:
     run_dir = run_directory(output_dir, config)
     earlier = "" if (config.learning_rate, config.seed) in asked else (
         " (an earlier command's run)")
-    context.progress(f"[finetune] run {len(runs) + 1}/{len(configs)}: "
+    context.progress(f"[finetune] run {len(results) + 1}/{len(runs)}: "
                      f"{run_label(context.meta, config)} in {run_dir}"
                      + earlier)
-    runs.append(run_once(context, run_dir, config))
-  return runs
+    results.append(run_once(context, run_dir, config, params))
+  return results
 
 
 def earlier_runs(output_dir: str) -> List[Tuple[float, int]]:
@@ -271,6 +287,72 @@ def earlier_runs(output_dir: str) -> List[Tuple[float, int]]:
       saved = fileio.read_json(path)
       found.append((saved["learning_rate"], saved["seed"]))
   return sorted(found)
+
+
+# --- One run: training on Model Garden's runner ---------------------------------
+
+
+def _resume_step(task: finetuning_task.FinetuningTask, run_dir: str,
+                 total_steps: int, label: str, progress) -> None:
+  """Starts the task's input stream after the newest intact checkpoint's step."""
+  latest = checkpoint_layout.latest_checkpoint(run_dir, report=progress)
+  if latest is not None:
+    checkpoint_layout.name_as_latest(run_dir, latest)
+    task.initial_train_step = int(latest.rsplit("-", 1)[1])
+    progress(f"[finetune] {label}: resuming from {latest} at step "
+             f"{task.initial_train_step}/{total_steps}")
+
+
+def train_run(params: cfg.ExperimentConfig, run_dir: str, restore_encoder,
+              strategy, label: str, progress,
+              stop: Optional[threading.Event] = None):
+  """Trains (or resumes) one run of Model Garden's experiment `params` in
+  `run_dir` on its orbit loop: checkpoints every checkpoint_interval steps,
+  resume from the newest, on SIGTERM a checkpoint then `TrainingPreempted`
+  (exit code 42). Returns (task, model)."""
+  process_settings.set_seed(params.task.train_data.seed)
+  task = finetuning_task.FinetuningTask(params.task, logging_dir=run_dir,
+                                        restore_encoder=restore_encoder)
+  _resume_step(task, run_dir, params.trainer.train_steps, label, progress)
+  with strategy.scope():
+    trainer = train_utils.create_trainer(params, task, train=True,
+                                         evaluate=False)
+  steps_per_loop = params.trainer.steps_per_loop
+  printer = orbit_loop.ProgressPrinter(
+      trainer.global_step, params.trainer.train_steps, progress,
+      prefix=f"[finetune] {label}: ", batch_size=params.task.train_data.global_batch_size,
+      steps_per_loop=steps_per_loop)
+  saves = orbit_loop.Checkpoints(params.trainer.checkpoint_interval)
+  stops = preemption.stop_actions(
+      strategy, stop, lambda: saves.save(final=True), trainer.global_step)
+  loop_steps = orbit_loop.LoopSteps(
+      steps_per_loop, params.trainer.checkpoint_interval,
+      stop_checks.StopCheckSchedule(
+          agree=stop_checks.agree_across_workers(strategy)))
+  # OrbitExperimentRunner is what train_lib.run_experiment drives; called
+  # directly, the run skips run_experiment's FLOP count (a graph profile).
+  # Its checkpoint manager gets no interval: the saves are `saves`'.
+  with console.orbit_logs_to_file():
+    runner = train_lib.OrbitExperimentRunner(
+        distribution_strategy=strategy, task=task, mode="train",
+        params=params.replace(trainer={"checkpoint_interval": 0}),
+        model_dir=run_dir, trainer=trainer,
+        train_actions=[printer, saves, *stops],
+        controller_cls=orbit_loop.controller_with_steps(loop_steps))
+    saves.attach(runner.checkpoint_manager, trainer.global_step)
+    with strategy.scope():
+      runner.controller.train(steps=params.trainer.train_steps)
+    saves.save(final=True)
+  return task, trainer.model
+
+
+def remove_training_checkpoints(run_dir: str) -> None:
+  """Drops a finished run's checkpoints (model + optimizer state)."""
+  for path in fileio.glob(fileio.join(run_dir, "ckpt-*")):
+    fileio.remove(path)
+  index = fileio.join(run_dir, "checkpoint")
+  if fileio.exists(index):
+    fileio.remove(index)
 
 
 # --- Selection and summary ----------------------------------------------------------
@@ -290,24 +372,16 @@ def mean_and_std(values: List[float]) -> Tuple[float, float]:
   return float(np.mean(values)), std
 
 
-def _leafwise(score_dicts: List[Dict]) -> Tuple[Dict, Dict]:
-  mean, std = {}, {}
-  for key, value in score_dicts[0].items():
-    values = [scores[key] for scores in score_dicts]
-    if isinstance(value, dict):
-      mean[key], std[key] = _leafwise(values)
-    else:
-      mean[key], std[key] = mean_and_std([float(v) for v in values])
-  return mean, std
-
-
 def mean_and_std_over_seeds(score_dicts: List[Optional[Dict]]
                             ) -> Tuple[Optional[Dict], Optional[Dict]]:
   """Mean and sample std of every number in official-shape scores; (None, None)
   if any run has none."""
   if not score_dicts or not all(score_dicts):
     return None, None
-  return _leafwise(score_dicts)
+  mean, std = (tf.nest.map_structure(
+      lambda *values, i=i: mean_and_std([float(v) for v in values])[i],
+      *score_dicts) for i in (0, 1))
+  return mean, std
 
 
 def summarize_runs(runs: List[Dict], score_split: str) -> Dict:

@@ -306,16 +306,16 @@ def test_a_full_disk_names_the_run_and_removes_its_unfinished_checkpoint(
   """The disk fills while a checkpoint is written (emulated where the run
   trains): one line naming the run, no ckpt-N_temp left."""
   import errno  # pylint: disable=g-import-not-at-top
-  from rembert_tf.finetuning import training_loop  # pylint: disable=g-import-not-at-top
+  from rembert_tf.finetuning import sweep  # pylint: disable=g-import-not-at-top
 
-  def fill_the_disk(meta, records_dir, run_dir, *args, **kwargs):
-    del meta, records_dir, args, kwargs
+  def fill_the_disk(params, run_dir, *args, **kwargs):
+    del params, args, kwargs
     temp = pathlib.Path(run_dir) / "ckpt-3_temp"
     temp.mkdir(parents=True)
     (temp / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x")
     raise OSError(errno.ENOSPC, "No space left on device", str(temp))
 
-  monkeypatch.setattr(training_loop, "train_run", fill_the_disk)
+  monkeypatch.setattr(sweep, "train_run", fill_the_disk)
   with pytest.raises(errors.InputError) as e:
     finetuning_testlib.finetune(
         "xnli", tmp_path / "out", init_checkpoint=str(checkpoint_dir),
