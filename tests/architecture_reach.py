@@ -24,22 +24,22 @@ PACKAGE = REPO / "rembert_tf"
 # helper of a later stage), or its own code grew: lower what it reaches, or
 # raise its figure here in the same change, saying why.
 CLOSURE_LINES = {
-    "rembert_tf.cli.train": 10_350,
-    "rembert_tf.train": 10_350,
-    "rembert_tf.cli.finetune": 12_100,
-    "rembert_tf.finetune": 12_100,
-    "rembert_tf.demo.__main__": 19_450,
+    "rembert_tf.cli.train": 8_900,
+    "rembert_tf.train": 8_900,
+    "rembert_tf.cli.finetune": 10_800,
+    "rembert_tf.finetune": 10_800,
+    "rembert_tf.demo.__main__": 17_500,
     "rembert_tf.cli.make_demo_corpus": 3_200,
-    "rembert_tf.cli.train_sentencepiece": 4_700,
-    "rembert_tf.cli.create_pretraining_data": 5_850,
-    "rembert_tf.cli.create_finetuning_data": 6_000,
-    "rembert_tf.cli.export_savedmodel": 6_350,
-    "rembert_tf.cli.convert_checkpoint": 9_750,
-    "rembert_tf.cli.evaluate_xtreme": 3_800,
-    "rembert_tf.cli.param_table": 3_750,
-    "rembert_tf.cli.run_ablation": 20_900,
-    "rembert_tf.cli.layer_similarity": 6_200,
-    "rembert_tf.cli.retrieve": 9_450,
+    "rembert_tf.cli.train_sentencepiece": 3_800,
+    "rembert_tf.cli.create_pretraining_data": 4_900,
+    "rembert_tf.cli.create_finetuning_data": 4_900,
+    "rembert_tf.cli.export_savedmodel": 5_500,
+    "rembert_tf.cli.convert_checkpoint": 8_600,
+    "rembert_tf.cli.evaluate_xtreme": 2_900,
+    "rembert_tf.cli.param_table": 3_000,
+    "rembert_tf.cli.run_ablation": 18_900,
+    "rembert_tf.cli.layer_similarity": 5_100,
+    "rembert_tf.cli.retrieve": 8_400,
 }
 # The packages of the stages after a command's, which it must not reach: the
 # corpus generator and the data commands come before the trainers.
