@@ -227,11 +227,7 @@ def test_laid_out_tree_passes_keras_hubs_ci(laid_out, tmp_path):
     assert ruff.returncode == 0, (command, ruff.stdout[-3000:], ruff.stderr)
   env = {k: v for k, v in os.environ.items()
          if not k.startswith("REMBERT") and k != "TF_USE_LEGACY_KERAS"}
-  # XLA_FLAGS: JAX's own setting, not this project's: XLA compiles the tiny
-  # models' steps without LLVM's optimisation passes, which cost more than
-  # they save on a few calls each (as keras_backends_test.BACKEND_ENV).
-  env.update(KERAS_BACKEND="jax", PYTHONPATH=str(root),
-             XLA_FLAGS="--xla_backend_optimization_level=0")
+  env.update(KERAS_BACKEND="jax", PYTHONPATH=str(root))
   result = subprocess.run(
       [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
        MODELS,
