@@ -98,11 +98,8 @@ def crossing(tmp_path_factory):
   np.savez(root / "inputs.npz", **inputs)
   cfg, _, tf_run = _tf_outputs(root / "tf_run", inputs)
   # The JAX side, then `rembert-convert --from keras_hub` into tf_cli.
-  # Without LLVM's optimisation passes: a few steps of a tiny model (see
-  # keras_backends_test.BACKEND_ENV).
   _run([sys.executable, CHECKS, root], KERAS_BACKEND="jax",
-       XLA_FLAGS="--xla_force_host_platform_device_count=2 "
-       "--xla_backend_optimization_level=0")
+       XLA_FLAGS="--xla_force_host_platform_device_count=2")
   return dict(root=root, config=config, cfg=cfg, inputs=inputs,
               tf_run=tf_run,
               report=json.loads((root / "report.json").read_text()))

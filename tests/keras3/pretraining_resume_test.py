@@ -29,11 +29,8 @@ if _MISSING:
 
 
 def _child(records, backup, kill_at, out):
-  # XLA_FLAGS: without LLVM's optimisation passes, as keras_backends_test's
-  # JAX process (a tiny model, a few steps).
   env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=os.pathsep.join(
-      [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
-             XLA_FLAGS="--xla_backend_optimization_level=0")
+      [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
   env.pop("TF_USE_LEGACY_KERAS", None)
   return subprocess.run(
       [sys.executable, CHILD, records, backup, str(STEPS), str(kill_at), out],

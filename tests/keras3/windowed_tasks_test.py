@@ -21,10 +21,7 @@ if _MISSING:
 
 
 def test_in_graph_rows_equal_the_python_rows():
-  # XLA_FLAGS: without LLVM's optimisation passes, as keras_backends_test's
-  # JAX process (tiny models, a few calls each).
-  env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(REPO),
-             XLA_FLAGS="--xla_backend_optimization_level=0")
+  env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(REPO))
   env.pop("TF_USE_LEGACY_KERAS", None)
   result = subprocess.run(
       [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
