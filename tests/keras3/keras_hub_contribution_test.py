@@ -213,8 +213,8 @@ def test_laid_out_tree_passes_keras_hubs_ci(laid_out, tmp_path):
   test passes on JAX with no variable of this project set (`large` and
   `extra_large` tests skipped, as keras-hub's CI runs by default). It is
   the JAX run of the harness methods keras-hub's files share with
-  keras_backends_test.py (its RUN_BY_KERAS_HUB_CI), which leaves them to
-  this test there."""
+  keras_backends_test.py (its _HARNESS_RUN_BY_KERAS_HUB_CI), which leaves
+  them to this test there."""
   root = tmp_path / "keras-hub"
   _keras_hub_checkout(root, laid_out)
   python_files = sorted(str(p.relative_to(laid_out))
