@@ -217,8 +217,9 @@ class RemBertBackbone(keras_hub.models.Backbone):
     return inputs, {"sequence_output": x, "pooled_output": pooled}
 
   def load_weights(self, filepath, *args, **kwargs):
-    """Keras' `load_weights`, refused when the file holds another architecture's
-    weights (Keras would load a preset edited to fewer layers without a word)."""
+    """Keras' `load_weights`, refused when the file holds the weights of
+    another architecture: Keras loads a preset whose config.json was edited
+    to fewer layers without a word."""
     check_weights_file(self, str(filepath))
     return super().load_weights(filepath, *args, **kwargs)
 
