@@ -184,7 +184,8 @@ def parse_flags(program: str, argv: Sequence[str], module: str = "") -> List[str
 def log_dir_for(output_dir: str, artefact: bool,
                 log_dir: Optional[str] = None) -> str:
   """`log_dir` when given; beside an artefact (`OUTPUT.logs`: an artefact
-  holds only what its format defines); inside a run directory (`OUTPUT/logs`)."""
+  holds only what its format defines); else inside the run directory
+  (`OUTPUT/logs`)."""
   return log_dir or output_dir.rstrip("/") + (".logs" if artefact else "/logs")
 
 

@@ -59,7 +59,9 @@ def dirname(path: PathLike) -> str:
   """The parent; `gs://` for a bucket `gs://b`."""
   path = as_str(path).rstrip("/") or "/"
   scheme, sep, rest = path.partition("://")
-  return f"{scheme}{sep}{posixpath.dirname(rest)}" if sep else os.path.dirname(path)
+  if not sep:
+    return os.path.dirname(path)
+  return f"{scheme}://{posixpath.dirname(rest)}"
 
 
 def basename(path: PathLike) -> str:
