@@ -7,9 +7,3 @@ SavedModel), `conversion/` (TF1 / Hugging Face checkpoints), `finetuning/` (XTRE
 Keras layers and models all of them share.
 """
 __version__ = "0.1.0"
-
-from rembert_tf.common import worker_pool as _worker_pool  # pylint: disable=g-import-not-at-top
-
-# In a worker process that re-runs a script without a `__main__` guard, the
-# script's error reaches its parent as one line (common/worker_pool.py).
-_worker_pool.watch_re_run()

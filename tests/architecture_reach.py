@@ -50,8 +50,7 @@ LATER_STAGES = {
     "rembert_tf.cli.train_sentencepiece": TRAINERS + ("checkpoints",),
     "rembert_tf.cli.create_pretraining_data": TRAINERS + ("checkpoints",),
 }
-# `__init__.py` files that may import modules of rembert_tf: the top one
-# (it installs the worker processes' guard, common/worker_pool.py) and
+# `__init__.py` files that may import modules of rembert_tf: the top one and
 # keras_hub/ (its classes are its public API, as keras-hub's own are).
 INITS_THAT_IMPORT = frozenset({"rembert_tf", "rembert_tf.keras_hub"})
 

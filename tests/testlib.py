@@ -149,7 +149,7 @@ import contextlib, importlib, io, json, logging, sys
 from absl import flags
 module = importlib.import_module(sys.argv[1])
 from rembert_tf.common import command
-prog = command.program_name(module.main)
+prog = module.PROG
 for argv in json.loads(sys.argv[2]):
   flags.FLAGS.unparse_flags()
   out, err = io.StringIO(), io.StringIO()

@@ -1,35 +1,27 @@
-r"""How every command runs: absl flags and `--help`, one-line errors, the log file.
+"""How every command runs: absl flags and `--help`, one-line errors, the log file.
 
-Builds on absl (`app.run`, its flags and bounds, its logging handler whose
-stream becomes the log file) and `os.dup2` for TensorFlow's C++ logs, which
-write to file descriptor 2. Imports neither TensorFlow nor orbit: it runs
-before them. A command module defines its flags (TensorFlow loads inside
-`main`, so `--help` answers at once) and its `run()` calls `command.run`:
-
-* `--help` exits 0 and prints the command's docstring as written; a usage
-  error is one line `PROG: error: ...`, exit 2; a value outside its absl
-  bounds or a `require` check, one line, exit 1; a deprecated flag name works
-  and says so (`command_names.DEPRECATED_FLAGS`); a leading `~` is the home;
-* errors of `main` are one line, exit 1 (`errors.command`);
-* the log (absl, TensorFlow, orbit, warnings) is written under LOG_TMP_DIR and
-  moved, when the command ends, to `log_dir_for`: `--log_dir`, else beside an
-  artefact (`OUTPUT.logs/`), else into a run directory (`OUTPUT/logs/`), when
-  the run kept its output; `--verbose` shows it on the console too (which
-  otherwise has the command's own lines, `rembert_tf.common.console`).
+Builds on absl (`app.run`, its flags, bounds and validators, its logging
+handler, whose stream becomes the log file) and `os.dup2` for TensorFlow's C++
+logs, which write to file descriptor 2; imports neither TensorFlow nor orbit.
+`--help` exits 0 with the command's docstring; a usage error is one line
+`PROG: error: ...`, exit 2; a value outside its bounds or refused by
+`require`, one line, exit 1; a deprecated flag name
+(`command_names.DEPRECATED_FLAGS`) works and says so; a leading `~` is the
+home. The log is written under LOG_TMP_DIR and moved, when the command ends
+and the run kept its output, to `log_dir_for`; `--verbose` shows it on the
+console too.
 
 Example (a command module, `rembert_tf/cli/NAME.py`):
 
-    from absl import flags
-    from rembert_tf.common import command
     flags.DEFINE_string("output_dir", None, "Where the output goes.")
 
     def main(argv):
       ...  # imports TensorFlow here
 
     def run():
-      command.run(main, __doc__, output_dir_flag="output_dir", artefact=True)
+      command.run(main, __doc__, PROG, output_dir_flag="output_dir",
+                  artefact=True)
 """
-import ast
 import contextlib
 import io
 import os
@@ -39,7 +31,7 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
@@ -51,10 +43,11 @@ from rembert_tf.common import errors
 # Where a command's log is written while it runs: nothing may appear beside or
 # in an output before the output itself does.
 LOG_TMP_DIR = os.path.join(tempfile.gettempdir(), "rembert_tf-logs")
-_HELP_FLAGS = frozenset({"help", "?", "helpshort", "helpfull", "helpxml"})
+_HELP_FLAGS = ("help", "?", "helpshort", "helpfull", "helpxml")
+# How absl names a refused value, of a flag or of a validator's flag.
+_REFUSED = re.compile(r"flag --([\w.-]+)=(.*?): (.*)$")
 
 
-# --- Start-up and names -------------------------------------------------------
 def verbose_requested(argv: Optional[Sequence[str]] = None) -> bool:
   """`--verbose` on the command line (read before flags are parsed)."""
   return any(a in ("--verbose", "--verbose=true", "--verbose=True",
@@ -68,30 +61,6 @@ def quiet_tensorflow_import(argv: Optional[Sequence[str]] = None) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _command_module(main: Callable) -> str:
-  """`main`'s module, also when it runs as `__main__` (`python -m`, a path)."""
-  module = main.__module__
-  if module != "__main__":
-    return module
-  spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-  if spec is not None and command_names.console_script(spec.name):
-    return spec.name
-  parts = os.path.splitext(os.path.abspath(sys.argv[0]))[0].split(os.sep)
-  if "rembert_tf" in parts:
-    return ".".join(parts[len(parts) - parts[::-1].index("rembert_tf") - 1:])
-  return ".".join(parts[-2:] if parts[-1] == "__main__" else parts[-1:])
-
-
-def program_name(main: Callable) -> str:
-  """The console script of `main`'s command: `rembert-convert` for
-  `rembert_tf.cli.convert_checkpoint`, however it is started."""
-  module = _command_module(main)
-  name = [part for part in module.split(".") if part != "__main__"][-1]
-  return (command_names.console_script(module)
-          or "rembert-" + name.replace("_", "-"))
-
-
-# --- Flags --------------------------------------------------------------------
 def require(name: str, check: Callable, why: str,
             flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """The flag `name`, when given, must pass `check`; `why` says what to give."""
@@ -105,59 +74,48 @@ def require_above(name: str, limit: float,
           flag_values)
 
 
-# absl's refusal of one flag's value: `flag --NAME=VALUE: DETAIL`.
-_REFUSED = re.compile(r"flag --([\w.-]+)=(.*?): (.*)$")
-_MISSING = re.compile(r"Flag --(\w+) must have a value other than None")
-
-
-def _range_text(parser) -> str:
-  low = getattr(parser, "lower_bound", None)
-  high = getattr(parser, "upper_bound", None)
-  if low is not None and high is not None:
-    return f"in [{low:g}, {high:g}]"
-  if low is not None:
-    return f"at least {low:g}"
-  return f"at most {high:g}" if high is not None else ""
-
-
 def _refused_value(flag, text: str, detail: str) -> Tuple[int, str]:
-  """(exit code, line): 2 for a value of the wrong type or format, 1 for one
-  outside its range or refused by a `require` check."""
+  """(exit code, line): 2 for a value absl's parser cannot read, 1 for one
+  outside its bounds or refused by a `require` check."""
   parser = flag.parser
-  kind = {"int": "an integer", "float": "a number"}.get(parser.flag_type(),
-                                                         parser.flag_type())
-  bounds = _range_text(parser)
-  convert = getattr(parser, "convert", None)
+  low, high = (getattr(parser, "lower_bound", None),
+               getattr(parser, "upper_bound", None))
+  bounds = (f"in [{low:g}, {high:g}]" if low is not None and high is not None
+            else f"at least {low:g}" if low is not None
+            else f"at most {high:g}" if high is not None else "")
+  convert = getattr(parser, "convert", None)  # numbers only
+  if convert is None:
+    if isinstance(flag.value, list) and text == str(flag.value):
+      text = ",".join(map(str, flag.value))  # a validator shows the list
+    return errors.EXIT_USAGE, f"--{flag.name} {text}: {detail}"
   try:
-    value = convert(text) if convert else parser.parse(text)
-    if text.startswith("[") and not convert:  # absl shows a list's repr
-      value = ast.literal_eval(text)
+    value = convert(text)
   except (TypeError, ValueError):
+    kind = "an integer" if parser.flag_type() == "int" else "a number"
     return (errors.EXIT_USAGE,
             f"--{flag.name} {text}: not {kind}; give {kind} {bounds}".strip()
             + ".")
   if bounds and parser.is_outside_bounds(value):
     return errors.EXIT_ERROR, f"--{flag.name} {text}: must be {bounds}."
-  if convert:
-    return errors.EXIT_ERROR, f"--{flag.name} {text}: {detail}"
-  if isinstance(value, list) and text.startswith("["):
-    text = ",".join(value)
-  return errors.EXIT_USAGE, f"--{flag.name} {text}: {detail}"
+  return errors.EXIT_ERROR, f"--{flag.name} {text}: {detail}"
 
 
 def explain(error: flags.Error, program: str = "",
             flag_values: flags.FlagValues = flags.FLAGS) -> Tuple[int, str]:
   """(exit code, one line) for an error absl raised while parsing flags; a
   usage error names `program --help` when `program` is given."""
-  missing = _MISSING.findall(str(error))
-  found = _REFUSED.match((str(error).strip().splitlines() or [""])[0])
-  if found and found.group(1) in flag_values and not missing:
-    return _refused_value(flag_values[found.group(1)], *found.groups()[1:])
-  if missing:
-    line = (f"{', '.join('--' + name for name in missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} required")
-  else:
-    line = errors.one_line(error)
+  refused = [found.groups() for found in map(_REFUSED.match,
+                                             str(error).splitlines())
+             if found and found.group(1) in flag_values]
+  # Only a required flag's validator (absl raises its errors outside the
+  # parser's `except`) refuses a flag that has no value.
+  missing = [f"--{name}" for name, _, _ in refused
+             if error.__context__ is None and flag_values[name].value is None]
+  if refused and not missing:
+    name, text, detail = refused[0]
+    return _refused_value(flag_values[name], text, detail)
+  line = (f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+          "required" if missing else errors.one_line(error))
   return errors.EXIT_USAGE, line + (f" (see {program} --help)" if program else "")
 
 
@@ -174,77 +132,61 @@ def _home_expanded(value):
 
 def expand_home_in_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   for name in flag_values:
-    value = flag_values[name].value
-    expanded = _home_expanded(value)
-    if expanded is not value:
+    expanded = _home_expanded(flag_values[name].value)
+    if expanded is not flag_values[name].value:
       flag_values[name].value = expanded
-
-
-def _deprecated(module: str) -> Mapping[str, str]:
-  return command_names.DEPRECATED_FLAGS.get(module.rpartition(".")[2], {})
-
-
-def _say_deprecated(program: str, old: str, new: str) -> None:
-  print(f"{program}: --{old} is deprecated; use --{new}.", file=sys.stderr,
-        flush=True)
-
-
-def define_aliases(module: str, program: str) -> None:
-  """The deprecated names of `module`'s flags as absl aliases (`--noNAME`
-  too), listed under `program` in --help."""
-  for old, new in _deprecated(module).items():
-    if old not in flags.FLAGS and new in flags.FLAGS:
-      flags.DEFINE_alias(old, new, module_name=program)
-      flags.FLAGS[old].help = f"Deprecated: use --{new}."
 
 
 def current_flag_names(module: str, args: Sequence[str],
                        program: str) -> List[str]:
-  """`args` (flags of `module`'s command) with each deprecated name replaced
-  by the agreed one, and one line on stderr for each."""
-  renamed, current = _deprecated(module), []
+  """`args` (flags of the command of `module`, e.g. "finetune") with each
+  deprecated name replaced by the agreed one; one line on stderr each, in
+  the order of `command_names.DEPRECATED_FLAGS`."""
+  renamed = command_names.DEPRECATED_FLAGS.get(module.rpartition(".")[2], {})
+  current, said = [], []
   for arg in args:
     dashes = len(arg) - len(arg.lstrip("-"))
     name, equals, value = arg[dashes:].partition("=")
     no = "no" if name.startswith("no") and name[2:] in renamed else ""
-    old = name[len(no):]
-    if dashes and old in renamed:
-      _say_deprecated(program, name, no + renamed[old])
-      arg = f"{arg[:dashes]}{no}{renamed[old]}{equals}{value}"
+    if dashes and name[len(no):] in renamed:
+      said.append((list(renamed).index(name[len(no):]), name,
+                   no + renamed[name[len(no):]]))
+      arg = f"{arg[:dashes]}{said[-1][2]}{equals}{value}"
     current.append(arg)
+  for _, old, new in sorted(said):
+    print(f"{program}: --{old} is deprecated; use --{new}.", file=sys.stderr,
+          flush=True)
   return current
 
 
 def parse_flags(program: str, argv: Sequence[str], module: str = "") -> List[str]:
-  """absl's `FLAGS(argv)` with the house's exit codes: 0 after `--help`;
-  a refused flag is one line `PROGRAM: error: ...` (exit 1 or 2)."""
+  """absl's `FLAGS(argv)` with the house's exit codes: 0 after `--help`; a
+  refused flag is one line `PROGRAM: error: ...` (exit 1 or 2). Deprecated
+  names before a `--` are renamed first (`current_flag_names`)."""
+  end = argv.index("--") if "--" in argv else len(argv)
+  argv = [argv[0], *current_flag_names(module, argv[1:end], program),
+          *argv[end:]]
   try:
-    args = flags.FLAGS(list(argv))
+    args = flags.FLAGS(argv)
   except flags.Error as e:
     code, line = explain(e, program)
     print(f"{program}: error: {line}", file=sys.stderr, flush=True)
     sys.exit(code)
   except SystemExit as e:  # absl's help flags exit 1 once printed
-    asked = [a for a in argv[1:argv.index("--") if "--" in argv else None]
-             if a.startswith("-") and a.lstrip("-").split("=")[0] in _HELP_FLAGS]
-    if e.code == 1 and asked:
+    if e.code == 1 and any(a.lstrip("-").split("=")[0] in _HELP_FLAGS
+                           for a in argv[1:end] if a.startswith("-")):
       sys.exit(errors.EXIT_OK)
     raise
   expand_home_in_flags()
-  for old, new in _deprecated(module).items():
-    if old in flags.FLAGS and flags.FLAGS[old].present:
-      _say_deprecated(program, old, new)
   return args
 
 
-# --- The log file -------------------------------------------------------------
 def log_dir_for(output_dir: str, artefact: bool,
                 log_dir: Optional[str] = None) -> str:
-  """`log_dir` when given; beside an artefact (`OUTPUT.logs`: it holds only
-  what its format defines); inside a run directory (`OUTPUT/logs`)."""
-  if log_dir:
-    return log_dir
-  return output_dir.rstrip("/") + (".logs" if artefact else "/logs")
+  """`log_dir` when given; beside an artefact (`OUTPUT.logs`: an artefact
+  holds only what its format defines); else inside the run directory
+  (`OUTPUT/logs`)."""
+  return log_dir or output_dir.rstrip("/") + (".logs" if artefact else "/logs")
 
 
 def remove_old_logs(max_age_days: float = 7.0) -> None:
@@ -259,13 +201,14 @@ def remove_old_logs(max_age_days: float = 7.0) -> None:
 
 
 class CommandLog:
-  """The log file of one command run (`start_log`)."""
+  """The log file of one command run (`start_log`). `keep_log(exit_code,
+  output_dir)` says which runs keep it (default: exit code 0)."""
 
   def __init__(self, program: str, output_dir: Optional[str] = None,
                verbose: bool = False, artefact: bool = False,
                keep_log: Optional[Callable[[int, str], bool]] = None):
     self.program, self.output_dir, self.verbose = program, output_dir, verbose
-    self.artefact = artefact  # the log goes beside output_dir, not inside
+    self.artefact = artefact
     self.keep_log = keep_log or (lambda code, output_dir: code == 0)
     self.log_dir: Optional[str] = None  # --log_dir: kept on every exit
     self.label = ""  # tells the logs of one job's processes apart
@@ -274,11 +217,11 @@ class CommandLog:
         LOG_TMP_DIR, f"{program}-{self.stamp}-{os.getpid()}.log")
     self.final_log_path: Optional[str] = None
     self.file = None
-    self._finished = False
 
   @property
   def log_name(self) -> str:
-    return f"{self.program}-{self.stamp}{'-' + self.label if self.label else ''}.log"
+    label = f"-{self.label}" if self.label else ""
+    return f"{self.program}-{self.stamp}{label}.log"
 
   def start(self) -> "CommandLog":
     """absl (TensorFlow's Python logs, orbit, warnings) and, unless verbose,
@@ -325,9 +268,6 @@ class CommandLog:
   def finish(self, exit_code: int) -> Optional[str]:
     """Copies the log to `log_dir_for` when the run kept its output (always
     to --log_dir); returns where it went (None: it stays in LOG_TMP_DIR)."""
-    if self._finished or self.file is None:
-      return self.final_log_path
-    self._finished = True
     self.file.write(f"{self.program} ended {time.ctime()} "
                     f"(exit code {exit_code})\n")
     self.file.flush()
@@ -336,9 +276,9 @@ class CommandLog:
       return None
     from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
     target_dir = log_dir_for(self.output_dir or "", self.artefact, self.log_dir)
+    if not self.log_dir and not fileio.isdir(self.output_dir):
+      return None
     try:
-      if not self.log_dir and not fileio.isdir(self.output_dir):
-        return None
       fileio.makedirs(target_dir)
       target = fileio.join(target_dir, self.log_name)
       fileio.copy(self.log_path, target, overwrite=True)
@@ -362,33 +302,25 @@ def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
                     exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
 
 
-_current: Optional[CommandLog] = None
+_current: List[CommandLog] = []
 
 
 def start_log(program: str, output_dir: Optional[str] = None,
               verbose: Optional[bool] = None, artefact: bool = False,
               keep_log: Optional[Callable[[int, str], bool]] = None
               ) -> CommandLog:
-  """Starts the log of this process's command, before absl parses the flags
-  (Model Garden's start-up callbacks log right after). `keep_log(exit_code,
-  output_dir)` says which runs keep their log (default: exit code 0)."""
-  global _current
+  """Starts this process's command log, before absl parses the flags (Model
+  Garden's start-up callbacks log right after)."""
   verbose = verbose_requested() if verbose is None else verbose
-  _current = CommandLog(program, output_dir, verbose, artefact, keep_log)
-  return _current.start()
+  _current[:] = [CommandLog(program, output_dir, verbose, artefact, keep_log)]
+  return _current[0].start()
 
 
 def set_log_label(label: str) -> None:
   """Adds `-LABEL` to this command's log name (`worker1`: one log per process
   of a job); nothing outside a command."""
-  if _current is not None:
-    _current.label = label
-
-
-def _exit_code(code: Any) -> int:
-  if code is None or isinstance(code, (bool, int)):
-    return int(code or 0)
-  return 1  # sys.exit("message")
+  for log in _current:
+    log.label = label
 
 
 def run_logged(main: Callable, argv: Any, log: CommandLog,
@@ -399,10 +331,10 @@ def run_logged(main: Callable, argv: Any, log: CommandLog,
   code = 1
   try:
     result = main(argv)
-    code = _exit_code(result)
+    code = result if isinstance(result, int) else 0
     return result
   except SystemExit as e:
-    code = _exit_code(e.code)
+    code = e.code if isinstance(e.code, int) else int(e.code is not None)
     raise
   except BaseException:  # pylint: disable=broad-except
     if not exit_now:
@@ -419,37 +351,30 @@ def run_logged(main: Callable, argv: Any, log: CommandLog,
       os._exit(code)  # pylint: disable=protected-access
 
 
-def run(main: Callable, doc: str, program: Optional[str] = None,
+def run(main: Callable, doc: str, program: str,
         output_dir_flag: Optional[str] = None, artefact: bool = False,
         keep_log: Optional[Callable[[int, str], bool]] = None,
         exit_without_teardown: bool = False,
         required: Sequence[str] = ()) -> None:
-  """Parses absl flags and runs `main` under the console script's name, with
-  its log file (`start_log`; `artefact`: the output is something a user
-  uploads or serves, its log goes beside it). The `required` flags are marked
-  here, not where they are defined: importing a command module must not
-  constrain the flags of another command run in the same process."""
+  """Parses absl flags and runs `main` as console script `program`, with its
+  log file (`artefact`: the output is something a user uploads or serves, its
+  log goes beside it). The `required` flags are marked here, not where they
+  are defined: importing a command module must not constrain the flags of
+  another command run in the same process."""
   flags.mark_flags_as_required(list(required))
-  main_module = sys.modules.get("__main__")
-  if main_module is not None:  # absl's --help prints __main__'s docstring
-    main_module.__doc__ = doc
-  module = _command_module(main)
-  program = program or program_name(main)
+  if sys.modules.get("__main__") is not None:  # absl's --help prints its doc
+    sys.modules["__main__"].__doc__ = doc
   sys.argv[0] = program  # absl's --help heading
   if "verbose" not in flags.FLAGS:
     flags.DEFINE_bool("verbose", False, "Show every log line on the console "
                       "(absl, TensorFlow, orbit); by default they go to the "
                       "log file only.")
-  if "log_dir" not in flags.FLAGS:
-    flags.DEFINE_string("log_dir", None, "Directory for this command's log "
-                        "file, kept on every exit (default: beside an artefact "
-                        "output, OUTPUT.logs/, or inside a run directory, "
-                        "MODEL_DIR/logs/, on success).")
-  # absl's --help lists the flags of sys.argv[0]'s module: the command's.
+  # absl's --help lists the flags of sys.argv[0]'s module: the command's
+  # (`--log_dir` is absl.logging's, read here as the log's directory).
   for flag in (flags.FLAGS.get_key_flags_for_module(main.__module__)
                + [flags.FLAGS["verbose"], flags.FLAGS["log_dir"]]):
     flags.FLAGS.register_key_flag_for_module(program, flag)
-  define_aliases(module, program)
+  module = command_names.CONSOLE_SCRIPTS.get(program, "")
   log = start_log(program, artefact=artefact, keep_log=keep_log)
 
   def logged_main(argv):

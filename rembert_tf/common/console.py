@@ -1,11 +1,9 @@
 """What a person reads on the console: one line per training loop, progress bars with an ETA.
 
-A training loop prints one line per loop (`loop_line`, from
-`runtime.orbit_loop`); long work without loops shows a progress bar
-(`progress`), redrawn in place on a terminal, else one plain line every
-`interval` seconds (CI, `nohup`, a pipe). orbit's controller prints go to the
-log only (`orbit_logs_to_file`); the log file itself is
-`rembert_tf.common.command`'s. Imports neither TensorFlow nor orbit.
+A training loop prints `loop_line`; long work without loops shows a
+`progress` bar, redrawn in place on a terminal, else one line every
+`interval` seconds (CI, `nohup`, a pipe). Imports neither TensorFlow nor
+orbit.
 
 Example:
 ```python
@@ -106,9 +104,9 @@ class Eta:
 
 
 class Progress:
-  """A progress bar with rate and ETA on stderr, redrawn in place on a
-  terminal, else one line every `interval` seconds (also in the log); a
-  closing line with the total time. Thread-safe."""
+  """A progress bar with rate and ETA on `stream` (default stderr), redrawn
+  in place on a terminal, else one line every `interval` seconds (also in
+  the log); a closing line with the total time. Thread-safe."""
 
   def __init__(self, description: str, total: Optional[int] = None,
                unit: str = "items", stream: Optional[TextIO] = None,
@@ -117,47 +115,32 @@ class Progress:
                tty: Optional[bool] = None):
     self.description, self.total, self.unit = description, total, unit
     self.done, self.note = 0, ""
-    self._stream, self._interval, self._redraw = stream, interval, redraw_seconds
-    self._width, self._clock, self._tty = width, clock, tty
+    self.stream = stream if stream is not None else sys.stderr
+    if tty is None:
+      tty = bool(getattr(self.stream, "isatty", None) and self.stream.isatty())
+    self.is_tty, self._width, self._clock = tty, width, clock
+    self._wait = redraw_seconds if tty else interval
     self._started = self._last_output = clock()
     self._closed = False
     self._lock = threading.Lock()
     self._eta = Eta(total, clock)
     self._eta.observe(0)
 
-  @property
-  def stream(self) -> TextIO:
-    return self._stream if self._stream is not None else sys.stderr
-
-  @property
-  def is_tty(self) -> bool:
-    if self._tty is None:
-      isatty = getattr(self.stream, "isatty", None)
-      self._tty = bool(isatty and isatty())
-    return self._tty
-
   def update(self, advance: int = 1, note: Optional[str] = None) -> None:
     """Counts `advance` more units; `note` (e.g. `1.2M tokens`) is shown after."""
-    self.set(None, advance=advance, note=note)
-
-  def set(self, done: Optional[int], advance: int = 0,
-          note: Optional[str] = None) -> None:
-    """Sets the units done (absolute), or adds `advance` when `done` is None."""
     with self._lock:
-      self.done = self.done + advance if done is None else done
+      self.done += advance
       self.note = self.note if note is None else note
       eta = self._eta.observe(self.done)
       now = self._clock()
-      if now - self._last_output < (self._redraw if self.is_tty
-                                    else self._interval):
+      if now - self._last_output < self._wait:
         return
       self._last_output = now
-      counts = f"{format_count(self.done)} {self.unit}"
+      parts = [f"{format_count(self.done)} {self.unit}"]
       if self.total:
-        counts = (f"{min(self.done / self.total, 1.0):4.0%} "
-                  f"{format_count(self.done)}/{format_count(self.total)} "
-                  f"{self.unit}")
-      parts = [counts]
+        parts = [f"{min(self.done / self.total, 1.0):4.0%} "
+                 f"{format_count(self.done)}/{format_count(self.total)} "
+                 f"{self.unit}"]
       if self._eta.rate:
         parts.append(format_rate(self._eta.rate, self.unit))
       if self.total:

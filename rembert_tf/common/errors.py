@@ -1,13 +1,9 @@
-"""The project's error base class and the one way a command reports an error.
+"""The project's error base classes, its exit codes and the one line a command prints for an error.
 
-Every error a user can cause derives from `RemBertError`, so each command
-catches one type and prints one line: `PROG: error: MESSAGE`, exit code 1, no
-traceback. A message names the file, the field and the fix. Most are
-`ValueError`s as well (`ConfigError(RemBertError, ValueError)`), so library
-callers that catch `ValueError` catch them too.
-
-Operating-system errors on user paths (a full disk, a missing directory, a
-permission) are reported the same way: their message names the path.
+Every error a user can cause derives from `RemBertError`; `command` turns it,
+an operating-system error on a user path or TensorFlow's file-system error
+into one line `PROG: error: MESSAGE`, exit code 1, no traceback. A message
+names the file, the field and the fix.
 
 Example:
 ```python
@@ -29,10 +25,10 @@ from typing import Callable, Sequence
 
 from absl import logging
 
-# Exit codes shared by the commands (documented in docs/errors.md).
+# Exit codes shared by the commands (docs/errors.md).
 EXIT_OK = 0
 EXIT_ERROR = 1
-EXIT_USAGE = 2  # absl could not parse the command line (command.parse_flags)
+EXIT_USAGE = 2  # the command line itself (command.parse_flags)
 EXIT_NON_FINITE_LOSS = 3
 EXIT_PREEMPTED = 42
 EXIT_INTERRUPTED = 130
@@ -55,8 +51,7 @@ class OutputExistsError(RemBertError, FileExistsError):
 
 
 # What gin appends to an error raised inside a gin-configurable function
-# (Model Garden's `train_utils.create_trainer`, `base_trainer.Trainer`, which
-# build the input pipelines): where it passed, not what went wrong.
+# (Model Garden's trainer builders): where it passed, not what went wrong.
 _GIN_CALL_NOTE = "\n  In call to configurable "
 
 
@@ -69,16 +64,15 @@ def one_line(error: BaseException) -> str:
 
 
 def user_error_types() -> tuple:
-  """The exception types a command reports as one line (not a traceback)."""
-  types = [RemBertError, OSError]
-  # TensorFlow's own file-system errors (gs:// permission, not found). Only
-  # when TensorFlow is loaded: a command that never imported it cannot have
-  # raised them, and importing it here would print its start-up lines.
+  """The exception types a command reports as one line (not a traceback):
+  TensorFlow's file-system errors only once TensorFlow is loaded (importing
+  it here would print its start-up lines)."""
   tf = sys.modules.get("tensorflow")
-  if tf is not None and hasattr(tf, "errors"):
-    types += [tf.errors.NotFoundError, tf.errors.PermissionDeniedError,
-              tf.errors.ResourceExhaustedError, tf.errors.DataLossError]
-  return tuple(types)
+  if tf is None or not hasattr(tf, "errors"):
+    return RemBertError, OSError
+  return (RemBertError, OSError, tf.errors.NotFoundError,
+          tf.errors.PermissionDeniedError, tf.errors.ResourceExhaustedError,
+          tf.errors.DataLossError)
 
 
 def report(prog: str, error: BaseException) -> None:
@@ -89,10 +83,8 @@ def report(prog: str, error: BaseException) -> None:
 
 
 def command(prog: str) -> Callable:
-  """Decorates a command's `main(argv)`: user errors become one line, exit 1.
-
-  Anything else (a bug) keeps its traceback. KeyboardInterrupt exits 130.
-  """
+  """Decorates a command's `main(argv)`: a user error is one line, exit 1; a
+  bug keeps its traceback; Ctrl-C exits 130."""
   def decorate(main: Callable[[Sequence[str]], int]):
     @functools.wraps(main)
     def wrapped(argv):

@@ -1,11 +1,10 @@
 """File I/O on user paths, on any TensorFlow filesystem: local, `gs://`, `ram://`, ...
 
-Builds on `tf.io.gfile`, imported only for a `scheme://` path (pathlib, open and
-shutil turn `gs://b/x` into the local `gs:/b/x`); local files go through the
-operating system, so the record-creation workers stay free of TensorFlow.
-Existence checks and tree removal use `tf.io.gfile` for every path. A file is
-written under `.NAME.tmp-PID@HOST-XXXX` (naming its writer) and renamed into
-place when complete; whole outputs are swapped in by `common.outputs`.
+A `scheme://` path goes through `tf.io.gfile`, imported only then; a local
+one through the operating system (so a process that never sees a bucket does
+not load TensorFlow, and outputs get the user's umask). A file is written
+under `.NAME.tmp-PID@HOST-XXXX` and renamed into place when complete; whole
+outputs are swapped in by `common.outputs`.
 
 Example:
 ```python
@@ -18,12 +17,12 @@ import contextlib
 import errno
 import glob as glob_lib
 import hashlib
-import io
 import json
 import os
 import posixpath
 import re
 import secrets
+import shutil
 import socket
 import tempfile
 from typing import Any, Iterator, List, Optional, Tuple, Union
@@ -33,8 +32,9 @@ import yaml
 from rembert_tf.common import errors
 
 PathLike = Union[str, os.PathLike]
-
 TEMPORARY_TAG = ".tmp-"
+# This host, as temporary and lock names carry it.
+HOST = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "localhost"
 
 
 def _gfile():
@@ -51,42 +51,37 @@ def is_remote(path: PathLike) -> bool:
   return "://" in as_str(path)
 
 
-def join(path: PathLike, *parts: str) -> str:
-  """Joins path parts; keeps a `scheme://` prefix intact."""
-  path = as_str(path)
-  if is_remote(path):
-    return posixpath.join(path, *[as_str(p) for p in parts])
-  return os.path.join(path, *[as_str(p) for p in parts])
+def join(path: PathLike, *parts: PathLike) -> str:
+  return posixpath.join(as_str(path), *map(as_str, parts))
 
 
 def dirname(path: PathLike) -> str:
+  """The parent; `gs://` for a bucket `gs://b`."""
   path = as_str(path).rstrip("/") or "/"
-  if is_remote(path):
-    scheme, rest = path.split("://", 1)
-    return f"{scheme}://{posixpath.dirname(rest)}"
-  return os.path.dirname(path)
+  scheme, sep, rest = path.partition("://")
+  if not sep:
+    return os.path.dirname(path)
+  return f"{scheme}://{posixpath.dirname(rest)}"
 
 
 def basename(path: PathLike) -> str:
-  path = as_str(path).rstrip("/")
-  return posixpath.basename(path) if is_remote(path) else os.path.basename(path)
+  return posixpath.basename(as_str(path).rstrip("/"))
 
 
 def real_path(path: PathLike) -> str:
-  """The path two names of one file share: symbolic links resolved
-  (`os.path.realpath`) for a local path; `.`, `..` and doubled or trailing
-  slashes removed for a `scheme://` path (object stores have no links)."""
+  """The path two names of one file share: symbolic links resolved for a
+  local path; `.`, `..` and doubled or trailing slashes removed for a
+  `scheme://` path (object stores have no links)."""
   path = as_str(path)
-  if is_remote(path):
-    scheme, rest = path.split("://", 1)
-    rest = posixpath.normpath(rest) if rest.strip("/") else ""
-    return f"{scheme}://{rest}"
-  return os.path.realpath(path)
+  if not is_remote(path):
+    return os.path.realpath(path)
+  scheme, _, rest = path.partition("://")
+  return f"{scheme}://{posixpath.normpath(rest) if rest.strip('/') else ''}"
 
 
 def exists(path: PathLike) -> bool:
   path = as_str(path)
-  return _gfile().exists(path)
+  return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
 
 
 def isdir(path: PathLike) -> bool:
@@ -110,25 +105,19 @@ def makedirs(path: PathLike) -> None:
     os.makedirs(path, exist_ok=True)
 
 
-def _literal_parts_escaped(pattern: str) -> str:
-  """`pattern` with each part that names an existing file or folder as
-  written escaped: `runs/[v2]/*.txt` is the folder `[v2]`, not a class."""
-  parts = pattern.split(os.sep)
-  for i, part in enumerate(parts):
-    if glob_lib.has_magic(part) and os.path.lexists(os.sep.join(parts[:i + 1])):
-      parts[i] = glob_lib.escape(part)
-  return os.sep.join(parts)
-
-
 def glob(pattern: PathLike) -> List[str]:
-  """Sorted matches; `**` matches any depth on local paths. A path that
-  exists as written matches itself, glob characters (`[v2]`) and all."""
+  """Sorted matches; `**` matches any depth on local paths. A part that
+  exists as written matches itself: `runs [v2]/*.txt` is the folder `[v2]`."""
   pattern = as_str(pattern)
   if is_remote(pattern):
     matched = sorted(_gfile().glob(pattern))
-    return matched or ([pattern] if glob_lib.has_magic(pattern) and
-                       exists(pattern) else [])
-  return sorted(glob_lib.glob(_literal_parts_escaped(pattern), recursive=True))
+    literal = glob_lib.has_magic(pattern) and exists(pattern)
+    return matched or ([pattern] if literal else [])
+  parts = pattern.split("/")
+  for i, part in enumerate(parts):
+    if glob_lib.has_magic(part) and os.path.lexists("/".join(parts[:i + 1])):
+      parts[i] = glob_lib.escape(part)
+  return sorted(glob_lib.glob("/".join(parts), recursive=True))
 
 
 def listdir(path: PathLike) -> List[str]:
@@ -151,25 +140,23 @@ def remove(path: PathLike) -> None:
 
 
 def rmtree(path: PathLike) -> None:
-  """Removes a directory tree (or a file); a missing path is fine."""
+  """Removes a directory tree or a file; a missing path is fine (a local
+  tree is removed best effort)."""
   path = as_str(path)
   if not exists(path):
     return
-  if not isdir(path):
-    remove(path)
-    return
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  try:
-    tf.io.gfile.rmtree(path)
-  except tf.errors.OpError:
-    if is_remote(path):  # a local tree is removed best effort
-      raise
+  if not isdir(path) or os.path.islink(path):
+    remove(path)  # a link goes, not what it leads to
+  elif is_remote(path):
+    _gfile().rmtree(path)
+  else:
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def rename(src: PathLike, dst: PathLike) -> None:
   """Renames a file (replacing one at `dst`) or a directory. Object stores
-  have no directories: one is moved file by file, as Cloud Storage does (a
-  rename of ram://'s directory marker would lose the files)."""
+  have no directories: one is moved file by file (`merge_tree`), as Cloud
+  Storage does (a rename of ram://'s directory marker would lose the files)."""
   src, dst = as_str(src), as_str(dst)
   if (is_remote(src) or is_remote(dst)) and isdir(src):
     merge_tree(src, dst)
@@ -190,32 +177,19 @@ def files_under(root: str) -> List[str]:
   walk = _gfile().walk if is_remote(root) else os.walk
   found = []
   for parent, _, files in walk(root):
-    relative = parent[len(root):].lstrip("/")
-    found += [posixpath.join(relative, f) if relative else f for f in files]
+    relative = parent[len(root):].strip("/")
+    found += [posixpath.join(relative, f) for f in files]
   return sorted(found)
 
 
 def merge_tree(src: str, dst: str) -> None:
-  """Moves every file of `src` to the same place under `dst`, then drops `src`."""
+  """Moves every file of `src` to the same place under `dst`, then drops
+  `src`; also finishes such a move that was cut short."""
   for relative in files_under(src):
-    target = join(dst, relative)
-    makedirs(dirname(target))
-    _rename_one(join(src, relative), target, True)
+    makedirs(dirname(join(dst, relative)))
+    _rename_one(join(src, relative), join(dst, relative), True)
   makedirs(dst)
   rmtree(src)
-
-
-def copy(src: PathLike, dst: PathLike, overwrite: bool = False) -> None:
-  """Copies a file, atomically at `dst` (temporary name, then rename)."""
-  src, dst = as_str(src), as_str(dst)
-  if exists(dst) and not overwrite:
-    raise FileExistsError(17, "File exists", dst)
-  with atomic_write(dst, "wb") as out, open_file(src, "rb") as inp:
-    while True:
-      block = inp.read(1 << 24)
-      if not block:
-        break
-      out.write(block)
 
 
 def open_file(path: PathLike, mode: str = "r"):
@@ -223,9 +197,7 @@ def open_file(path: PathLike, mode: str = "r"):
   path = as_str(path)
   if is_remote(path):
     return _gfile().GFile(path, mode)
-  if "b" in mode:
-    return io.open(path, mode)
-  return io.open(path, mode, encoding="utf-8")
+  return open(path, mode, encoding=None if "b" in mode else "utf-8")  # pylint: disable=consider-using-with
 
 
 def read_bytes(path: PathLike) -> bytes:
@@ -237,10 +209,17 @@ def read_text(path: PathLike) -> str:
   return read_bytes(path).decode("utf-8")
 
 
+def read_json(path: PathLike) -> Any:
+  return json.loads(read_text(path))
+
+
+def read_yaml(path: PathLike) -> Any:
+  return yaml.safe_load(read_text(path))
+
+
 def utf8_problem(path: PathLike) -> str:
-  """Where a file stops being UTF-8, for the line that refuses it: its line,
-  and the byte offset in the file and in that line (a reader that decodes
-  line by line or in chunks knows neither)."""
+  """Where a file stops being UTF-8, for the line that refuses it: its line
+  and the byte offsets in the file and in that line."""
   data = read_bytes(path)
   try:
     data.decode("utf-8")
@@ -251,18 +230,6 @@ def utf8_problem(path: PathLike) -> str:
             f"{e.start} of the file, byte {column} of line {line}); save the "
             "file as UTF-8")
   return f"{as_str(path)} is UTF-8 text"
-
-
-def read_json(path: PathLike) -> Any:
-  return json.loads(read_text(path))
-
-
-def read_yaml(path: PathLike) -> Any:
-  return yaml.safe_load(read_text(path))
-
-
-# This host, as temporary and lock names carry it.
-HOST = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "localhost"
 
 
 def owner_tag() -> str:
@@ -276,6 +243,12 @@ def parse_owner(tag: str) -> Optional[Tuple[int, str]]:
   return (int(pid), host) if sep and pid.isdigit() and host else None
 
 
+def temporaries_dir(path: str) -> str:
+  """Where the temporaries of `path` go: its directory (a bucket: itself)."""
+  parent = dirname(path)
+  return path if parent.endswith("://") else parent
+
+
 def temporary_path(path: PathLike) -> str:
   """`.NAME.tmp-PID@HOST-XXXX` beside `path`: a name that says who writes it."""
   path = as_str(path).rstrip("/")
@@ -283,23 +256,13 @@ def temporary_path(path: PathLike) -> str:
   return join(temporaries_dir(path), name)
 
 
-def temporaries_dir(path: str) -> str:
-  """Where the temporaries of `path` go: its directory (a bucket: itself)."""
-  parent = dirname(path)
-  return path if parent.endswith("://") else parent
-
-
 @contextlib.contextmanager
 def atomic_write(path: PathLike, mode: str = "w") -> Iterator[Any]:
-  """Yields a file object; the file appears at `path` only when complete.
-
-  On an exception (a full disk, a kill signal turned into an exception) the
-  temporary file is removed and `path` keeps its old content.
-  """
+  """Yields a file object; the file appears at `path` only when complete. On
+  an exception the temporary file goes and `path` keeps its old content."""
   path = as_str(path)
-  parent = dirname(path)
-  if parent:
-    makedirs(parent)
+  if dirname(path):
+    makedirs(dirname(path))
   tmp = temporary_path(path)
   try:
     with open_file(tmp, mode) as f:
@@ -328,87 +291,27 @@ def write_yaml(path: PathLike, value: Any) -> None:
   write_text(path, yaml.safe_dump(value, sort_keys=False))
 
 
+def copy(src: PathLike, dst: PathLike, overwrite: bool = False) -> None:
+  """Copies a file, atomically at `dst`."""
+  if exists(dst) and not overwrite:
+    raise FileExistsError(errno.EEXIST, "File exists", as_str(dst))
+  with atomic_write(dst, "wb") as out, open_file(src, "rb") as inp:
+    shutil.copyfileobj(inp, out, 1 << 24)
+
+
 def sha256(path: PathLike) -> str:
   """Hex sha256 of a file's bytes, read in blocks."""
   digest = hashlib.sha256()
   with open_file(path, "rb") as f:
-    while True:
-      block = f.read(1 << 22)
-      if not block:
-        break
+    for block in iter(lambda: f.read(1 << 22), b""):
       digest.update(block)
   return digest.hexdigest()
 
 
-def is_disk_full(error: BaseException) -> bool:
-  """A full disk or an exhausted quota: errno ENOSPC / EDQUOT, or
-  TensorFlow's file-system error saying so."""
-  if isinstance(error, OSError):
-    return error.errno in (errno.ENOSPC, errno.EDQUOT)
-  text = str(error)
-  return any(s in text for s in ("No space left on device",
-                                 "Disk quota exceeded"))
-
-
-def disk_full_error(output: PathLike, error: BaseException
-                    ) -> errors.InputError:
-  """The one line for a write that ran out of space: the output, not the
-  temporary file the error names, and the fix."""
-  reason = ("disk quota exceeded" if "quota" in str(error).lower() or
-            getattr(error, "errno", None) == errno.EDQUOT
-            else "no space left on the device")
-  return errors.InputError(
-      f"{as_str(output)}: writing it failed: {reason}. Nothing was written "
-      "(its temporary files are removed; an existing output is kept). Free "
-      f"space where {as_str(output)} goes, or choose an output on another "
-      "disk, then run again.")
-
-
-def _refuse_broken_link(path: str, output: str) -> None:
-  """A symbolic link that leads nowhere (a loop, a missing target) cannot be
-  written through nor replaced by a rename."""
-  if not is_remote(path) and os.path.islink(path) and not _resolves(path):
-    where = path if path == output else f"{output}: {path}"
-    raise errors.InputError(
-        f"{where} is a symbolic link that leads nowhere (a loop or a missing "
-        f"target: {os.readlink(path)}); remove it or choose another output "
-        "path.")
-
-
-def _resolves(link: str) -> bool:
-  """Whether a local symbolic link leads to something (stat follows it)."""
-  try:
-    os.stat(link)
-  except OSError:
-    return False
-  return True
-
-
-def check_output_location(path: PathLike) -> None:
-  """Raises `errors.InputError` when a parent of `path` is an existing file,
-  or `path` or a parent is a symbolic link that leads nowhere."""
-  path = as_str(path).rstrip("/")
-  _refuse_broken_link(path, path)
-  parent = dirname(path)
-  while parent and parent not in ("/", ".") and not parent.endswith("://"):
-    _refuse_broken_link(parent, path)
-    if exists(parent):
-      if not isdir(parent):
-        raise errors.InputError(
-            f"{path}: {parent} is a file, not a directory; choose an output "
-            "path under a directory.")
-      return
-    parent = dirname(parent)
-
-
 @contextlib.contextmanager
 def local_copy(path: PathLike) -> Iterator[str]:
-  """A local file path with `path`'s content (the path itself when local).
-
-  For libraries that take only local files (SentencePiece, safetensors
-  memory-mapping): a remote file is copied into a temporary local directory
-  for the duration of the block.
-  """
+  """A local file with `path`'s content (the path itself when local), for
+  libraries that read only local files (SentencePiece, safetensors)."""
   path = as_str(path)
   if not is_remote(path):
     yield path
@@ -417,3 +320,47 @@ def local_copy(path: PathLike) -> Iterator[str]:
     local = os.path.join(tmp, basename(path))
     _gfile().copy(path, local, overwrite=True)
     yield local
+
+
+def is_disk_full(error: BaseException) -> bool:
+  """A full disk or an exhausted quota: ENOSPC / EDQUOT, or TensorFlow's
+  file-system error saying so."""
+  if isinstance(error, OSError):
+    return error.errno in (errno.ENOSPC, errno.EDQUOT)
+  return any(s in str(error) for s in ("No space left on device",
+                                       "Disk quota exceeded"))
+
+
+def disk_full_error(output: PathLike, error: BaseException
+                    ) -> errors.InputError:
+  """The one line for a write that ran out of space: the output, not the
+  temporary file the error names, and the fix."""
+  quota = ("quota" in str(error).lower()
+           or getattr(error, "errno", None) == errno.EDQUOT)
+  reason = "disk quota exceeded" if quota else "no space left on the device"
+  return errors.InputError(
+      f"{as_str(output)}: writing it failed: {reason}. Nothing was written "
+      "(its temporary files are removed; an existing output is kept). Free "
+      f"space where {as_str(output)} goes, or choose an output on another "
+      "disk, then run again.")
+
+
+def check_output_location(path: PathLike) -> None:
+  """errors.InputError when a parent of `path` is a file, or `path` or a
+  parent is a symbolic link that leads nowhere (a loop, a missing target)."""
+  output = as_str(path).rstrip("/")
+  path = output
+  while path and path not in ("/", ".") and not path.endswith("://"):
+    if os.path.islink(path) and not os.path.exists(path):
+      where = path if path == output else f"{output}: {path}"
+      raise errors.InputError(
+          f"{where} is a symbolic link that leads nowhere (a loop or a "
+          f"missing target: {os.readlink(path)}); remove it or choose another "
+          "output path.")
+    if path != output and exists(path):
+      if not isdir(path):
+        raise errors.InputError(
+            f"{output}: {path} is a file, not a directory; choose an output "
+            "path under a directory.")
+      return
+    path = dirname(path)

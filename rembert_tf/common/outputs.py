@@ -34,6 +34,9 @@ from rembert_tf.common import output_lock
 
 PathLike = fileio.PathLike
 _OLD, _INTO = ".old-", ".into-"
+# Set by `worker_pool.pool` while its workers run: the file a worker writes
+# one line to when it re-runs its parent's script and reaches a command.
+WORKER_ERRORS_ENV = "REMBERT_TF_WORKER_ERRORS"
 
 
 @contextlib.contextmanager
@@ -66,10 +69,7 @@ def writes_output(argument: str) -> Callable:
     @functools.wraps(function)
     def wrapped(*args, **kwargs):
       if getattr(multiprocessing.current_process(), "_inheriting", False):
-        # A spawned worker re-running its parent's script (no `__main__`
-        # guard) writes nothing; its pool reports the one line.
-        raise errors.UsageError(
-            f"{function.__name__} was called again inside a worker process")
+        _end_re_run(function.__name__)
       path = signature.bind(*args, **kwargs).arguments.get(argument)
       if path is None:
         return function(*args, **kwargs)
@@ -77,6 +77,16 @@ def writes_output(argument: str) -> Callable:
         return function(*args, **kwargs)
     return wrapped
   return decorate
+
+
+def _end_re_run(name: str) -> None:
+  """A spawned worker re-running its parent's script (no `__main__` guard)
+  has reached a command: it writes nothing and ends quietly, after one line
+  to its pool (`worker_pool`), which reports it."""
+  with contextlib.suppress(KeyError, OSError):
+    with open(os.environ[WORKER_ERRORS_ENV], "a", encoding="utf-8") as f:
+      f.write(f"{name} was called again inside a worker process\n")
+  sys.exit(errors.EXIT_ERROR)
 
 
 # --- Moved into place when complete ---------------------------------------------------

@@ -29,7 +29,6 @@ from rembert_tf.common import command
 module_name, program, argvs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 module = importlib.import_module(module_name)
 getattr(module, "define_flags", lambda: None)()
-command.define_aliases(module_name, program)
 agreed = sorted(set(command_names.DEPRECATED_FLAGS[module_name.split(".")[-1]]
                     .values()))
 for argv in argvs:

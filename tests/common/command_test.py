@@ -186,16 +186,3 @@ def test_quiet_tensorflow_import_respects_verbose_and_the_environment(monkeypatc
   monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
   command.quiet_tensorflow_import(["rembert-train"])
   assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
-
-
-def test_program_names_follow_the_command_module(monkeypatch):
-  def main_of(module):
-    def main(argv):
-      return argv
-    main.__module__ = module
-    return main
-  assert command.program_name(main_of("rembert_tf.cli.param_table")) == "rembert-param-table"
-  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/demo/__main__.py"])
-  assert command.program_name(main_of("__main__")) == "rembert-demo"
-  monkeypatch.setattr(sys, "argv", ["/x/rembert_tf/train.py"])
-  assert command.program_name(main_of("__main__")) == "rembert-train"

@@ -11,6 +11,7 @@ import pytest
 import testlib
 
 from rembert_tf.common import errors
+from rembert_tf.common import outputs
 from rembert_tf.common import worker_pool
 
 # A user's script as docs/data.md warns against: no `__main__` guard.
@@ -84,4 +85,4 @@ def test_a_dead_worker_ends_the_pool_with_one_error_not_a_new_worker():
                      match=r"^even_only: a worker process ended without a result"):
     with worker_pool.pool(2, "even_only") as pool:
       list(pool.map(_even_only, [0, 9, 2]))
-  assert worker_pool.WORKER_ERRORS_ENV not in os.environ
+  assert outputs.WORKER_ERRORS_ENV not in os.environ
