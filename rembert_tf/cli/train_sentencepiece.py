@@ -98,7 +98,7 @@ def _sample_only(beam_args):
                             "sample is written).")
   options = sentencepiece_sample.SampleOptions(
       FLAGS.alpha, FLAGS.sample_size, FLAGS.seed,
-      tuple(FLAGS.languages) if FLAGS.languages else None).check()
+      tuple(FLAGS.languages) if FLAGS.languages else None)
   files = tfds_text_inputs.resolve_inputs(
       FLAGS.input, FLAGS.input_format, FLAGS.languages, FLAGS.language_field,
       text_input_flags.tfds_options())
