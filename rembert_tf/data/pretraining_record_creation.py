@@ -149,7 +149,7 @@ def _spill_directory(staging: str, runner: Optional[str]):
 
 
 def _language_bytes(input_file, unused_previous, keep):
-  return text_inputs.file_language_bytes(input_file, keep)
+  return input_file.language_bytes(keep)
 
 
 def _plan(per_file: List[Dict[str, int]], unused_previous, prepared, log,
@@ -231,8 +231,7 @@ def process_unit(task, plan: pretraining_instances.Plan, *,
   result = UnitResult(unit_index, input_file.path)
   spill = _ShardSpill(spill_dir, unit_index, job.options.num_output_shards)
   try:
-    documents = text_inputs.iter_language_documents(input_file, result.read,
-                                                    keep)
+    documents = input_file.language_documents(result.read, keep)
     for chunk_index in itertools.count():
       chunk = list(itertools.islice(
           documents, pretraining_instances.DOCUMENTS_PER_CHUNK))

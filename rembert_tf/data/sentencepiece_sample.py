@@ -53,8 +53,8 @@ def count_languages(input_file: text_inputs.InputFile, unused_previous,
   skipped: Dict[str, int] = {}
   skipped_bytes: Dict[str, int] = {}
   stats = text_inputs.ReadStats()
-  for language, document in text_inputs.iter_language_documents(
-      input_file, stats, options.languages):
+  for language, document in input_file.language_documents(stats,
+                                                          options.languages):
     sizes = [line_bytes(line) for line in document]
     long_lines = [n for n in sizes if n > options.max_line_bytes]
     lines[language] = lines.get(language, 0) + len(sizes) - len(long_lines)
@@ -67,7 +67,7 @@ def count_languages(input_file: text_inputs.InputFile, unused_previous,
     log(f"  {input_file.path}: {stats.invalid_utf8_replacements} invalid "
         "UTF-8 sequences replaced")
   lines.pop("", None)
-  sizes = text_inputs.file_language_bytes(input_file, options.languages)
+  sizes = input_file.language_bytes(options.languages)
   for language, n in skipped_bytes.items():
     sizes[language] = max(sizes.get(language, 0) - n, 0)
   return LanguageCounts(lines, sizes, skipped)
@@ -136,8 +136,8 @@ def draw_part(task, plan: SamplePlan, options: SampleOptions,
                for l, (_, extra) in plan.copies.items()}
   written: Dict[str, int] = {}
   drawn = []
-  for language, document in text_inputs.iter_language_documents(
-      input_file, keep=options.languages):
+  for language, document in input_file.language_documents(
+      text_inputs.ReadStats(), options.languages):
     if language not in plan.copies:
       continue
     base, extra = plan.copies[language]

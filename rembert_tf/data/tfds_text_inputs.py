@@ -79,10 +79,10 @@ class TfdsShard:
   data_dir: str
   text_feature: str
   num_bytes: int
+  # What metadata.json says of an input (as of a `text_inputs.InputFile`).
   format: str = "tfds"
   language_field: Optional[str] = None
   languages_known_from_path: bool = True
-  compressed: bool = False
 
   def size(self) -> int:
     return self.num_bytes
