@@ -191,18 +191,19 @@ def test_dynamic_masking(unmasked_dir):
 
 def test_mismatched_records_are_refused(static_dir, unmasked_dir):
   tiny = rembert_config.load_model_config("tiny")
-  assert pretraining_input_pipeline.check_records_compatible(
-      _params(static_dir), tiny.replace(vocab_size=VOCAB))["vocab_size"] == VOCAB
+
+  def load(model_config):
+    return pretraining_input_pipeline.RemBertPretrainDataLoader(
+        _params(static_dir), model_config=model_config).load()
+
+  _check_spec(load(tiny.replace(vocab_size=VOCAB)), 8)
   with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match=r"metadata.json: field `vocab_size` is 2000 but "
                      r"model config vocab_size is 3000"):
-    pretraining_input_pipeline.check_records_compatible(
-        _params(static_dir), tiny.replace(vocab_size=3000))
+    load(tiny.replace(vocab_size=3000))
   with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match="max_position_embeddings"):
-    pretraining_input_pipeline.check_records_compatible(
-        _params(static_dir), tiny.replace(vocab_size=VOCAB,
-                                          max_position_embeddings=16))
+    load(tiny.replace(vocab_size=VOCAB, max_position_embeddings=16))
   cases = [(dict(seq_length=32), "`seq_length` is 24"),
            (dict(max_predictions_per_seq=7), "`max_predictions_per_seq` is 5"),
            (dict(use_dynamic_masking=True), "--unmasked"),
