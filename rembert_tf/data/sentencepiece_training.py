@@ -197,17 +197,21 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
                         runner: str = "DirectRunner",
                         beam_args: Sequence[str] = (),
                         sample_path: Optional[str] = None,
+                        sample_only: bool = False,
                         overwrite: bool = False,
                         verbose: bool = True) -> Dict[str, Any]:
   """Trains `<output_dir>/<model_prefix>.model` (docs/data.md: the flags of
   the same names); returns its metadata dict, with the sample's summary.
 
   The sample is drawn (with Apache Beam on `runner` when `sample_with_beam`)
-  into `sample_path`, or a local temporary file; the model depends on
-  `num_threads`, not on the machine.
+  into `sample_path`, or a local temporary file; `sample_only` stops there
+  (returns the summary alone). The model depends on `num_threads`, not on
+  the machine.
   """
   log = print if verbose else (lambda *a, **k: None)
-  output_dir = fileio.as_str(output_dir).rstrip("/")
+  if sample_only and not sample_path:
+    raise errors.UsageError("--sample_only needs --sample_path (where the "
+                            "sample is written).")
   if vocab_size <= len(tokenizer.ROLE_PIECES):
     raise errors.UsageError(
         f"--vocab_size must exceed {len(tokenizer.ROLE_PIECES)} (the special "
@@ -220,15 +224,19 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
       None, max_line_bytes=max_sentence_length)
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
+  sampling = dict(sample_with_beam=sample_with_beam, runner=runner,
+                  beam_args=beam_args, inputs=inputs, log=log)
+  if sample_only:
+    return {"sample": draw_training_sample(files, sample_path, options,
+                                           **sampling)}
+  output_dir = fileio.as_str(output_dir).rstrip("/")
   _check_output(output_dir, model_prefix, overwrite, files, sample_path)
   start = time.time()
   fileio.check_output_location(output_dir)
   with outputs.local_scratch_dir(SCRATCH_PREFIX) as tmp_dir:
     local_sample = os.path.join(tmp_dir, "sample.txt")
-    sample = draw_training_sample(
-        files, sample_path or local_sample, options,
-        sample_with_beam=sample_with_beam, runner=runner, beam_args=beam_args,
-        inputs=inputs, log=log)
+    sample = draw_training_sample(files, sample_path or local_sample, options,
+                                  **sampling)
     if sample_path:
       fileio.copy(sample_path, local_sample)
     log(f"train_sentencepiece: training a unigram model, vocab_size "
