@@ -1,12 +1,9 @@
 """Raw text inputs: which files, which language, which documents; language sampling.
 
-Reads plain text (one line per sentence or paragraph, blank lines between
-documents, as BERT's create_pretraining_data) and JSON lines with a `text`
-field (wikiextractor, C4 / mC4), gzipped or not, through `common.fileio`.
-Specs: `corpus/{lang}/*.txt`, `en=wiki/en/**/wiki_*`, or a JSON
-`language_field`; `tfds:` units (`tfds_text_inputs`) are taken too. Invalid
-UTF-8 and unparsable JSON lines are counted, never fatal. Languages are mixed
-as mBERT / XLM-R do: q_l ~ p_l ** alpha, p_l the byte share of language l.
+Reads plain text (blank lines between documents, as BERT's
+create_pretraining_data) and JSON lines with a `text` field (wikiextractor,
+C4 / mC4), gzipped or not, through `common.fileio` (docs/data.md: the specs).
+Languages are mixed as mBERT / XLM-R do: q_l ~ p_l ** alpha.
 """
 import dataclasses
 import gzip
@@ -93,12 +90,8 @@ def _format_of(path: str, input_format: str) -> str:
 
 def split_specs(specs) -> List[str]:
   """Input specs, comma-separated or repeated, as one list."""
-  if isinstance(specs, str):
-    specs = [specs]
-  out = []
-  for spec in specs:
-    out.extend(s.strip() for s in spec.split(",") if s.strip())
-  return out
+  specs = [specs] if isinstance(specs, str) else specs
+  return [s.strip() for spec in specs for s in spec.split(",") if s.strip()]
 
 
 def resolve_inputs(specs: Sequence[str],
@@ -165,12 +158,8 @@ def _files_by_language_folder(spec: str) -> List[Tuple[str, str]]:
     raise TextInputError(f"input {spec!r}: use {{lang}} once.")
   regex = re.compile(
       "^" + _glob_to_regex(prefix) + r"([^/\\]+)" + _glob_to_regex(suffix) + "$")
-  matched = []
-  for path in fileio.glob(prefix + "*" + suffix):
-    m = regex.match(path)
-    if m:
-      matched.append((m.group(1), path))
-  return matched
+  return [(m.group(1), path) for path in fileio.glob(prefix + "*" + suffix)
+          for m in [regex.match(path)] if m]
 
 
 def _refuse_directory(spec: str, pattern: str) -> None:
