@@ -1,13 +1,10 @@
 """Raw text -> pre-training sequences: the steps `pretraining_record_creation` runs.
 
 Follows Model Garden's `official/nlp/data/create_pretraining_data.py` for
-packing and masking, without next-sentence pairs: inputs resolve to units of
-work (`prepare`); languages are mixed by smoothed sampling (`plan_languages`:
-each document of language l is used r_l times, nothing dropped); each pass
-packs a document's tokenised lines into `[CLS] tokens [SEP]` sequences
-(`pack_document`); every sequence goes to a random shard. A chunk of
-DOCUMENTS_PER_CHUNK documents draws from `default_rng([seed, unit, chunk])`,
-so the records are the same for a seed whatever the engine or worker count.
+packing and masking, without next-sentence pairs (docs/data.md: the language
+mix and the passes per document). A chunk of DOCUMENTS_PER_CHUNK documents
+draws from `default_rng([seed, unit, chunk])`, so the records are the same for
+a seed whatever the engine or worker count.
 
 Example:
 ```python
@@ -18,6 +15,7 @@ lines = [np.arange(5) + 100, np.arange(70) + 200]
 sequences = pretraining_instances.pack_document(lines, 30, 0.1, rng)
 ```
 """
+import collections
 import dataclasses
 import functools
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -90,30 +88,27 @@ class Plan:
   passes: Dict[str, float]
 
 
-# Per-language counters: documents, lines, tokens, sequences.
+# What metadata.json counts per language.
 _COUNTS = ("documents", "lines", "tokens", "sequences")
 
 
 @dataclasses.dataclass
 class UnitResult:
-  """Counts of one unit (input file)."""
+  """Counts of one unit (input file): per (language, one of _COUNTS), and
+  its records per shard and language."""
   unit_index: int
   path: str
   read: text_inputs.ReadStats = dataclasses.field(
       default_factory=text_inputs.ReadStats)
-  languages: Dict[str, List[int]] = dataclasses.field(default_factory=dict)
+  counts: collections.Counter = dataclasses.field(
+      default_factory=collections.Counter)
   shard_languages: Dict[int, Dict[str, int]] = dataclasses.field(
       default_factory=dict)
 
-  def add_counts(self, language: str, counts: Sequence[int]) -> None:
-    mine = self.languages.setdefault(language, [0] * len(_COUNTS))
-    for i, n in enumerate(counts):
-      mine[i] += n
-
   def count(self, name: str, language: Optional[str] = None) -> int:
-    i = _COUNTS.index(name)
-    return sum(c[i] for l, c in self.languages.items()
-               if language is None or l == language)
+    if language is not None:
+      return self.counts[language, name]
+    return sum(n for (_, counted), n in self.counts.items() if counted == name)
 
 
 def pack_document(lines_ids: Sequence[Sequence[int]], max_num_tokens: int,
@@ -180,16 +175,16 @@ def sentencepiece_processor(path: str):
 def chunk_records(chunk: Sequence[Tuple[str, List[str]]], unit_index: int,
                   chunk_index: int, passes: Mapping[str, float],
                   job: RecordJob
-                  ) -> Tuple[List[Tuple[int, str, bytes]], Dict[str, List[int]]]:
+                  ) -> Tuple[List[Tuple[int, str, bytes]], collections.Counter]:
   """Tokenises, packs, masks and encodes one chunk of (language, lines)
-  documents: its (shard, language, record)s and its counts per language."""
+  documents: its (shard, language, record)s and its `UnitResult.counts`."""
   options = job.options
   sp = sentencepiece_processor(job.sentencepiece_model)
   flat_ids = sp.encode([line for _, lines in chunk for line in lines],
                        num_threads=1)
   rng = np.random.default_rng([options.seed, unit_index, chunk_index])
   contents, languages = [], []
-  counts: Dict[str, List[int]] = {}
+  counts = collections.Counter()
   start = 0
   for language, lines in chunk:
     lines_ids = flat_ids[start:start + len(lines)]
@@ -197,16 +192,15 @@ def chunk_records(chunk: Sequence[Tuple[str, List[str]]], unit_index: int,
     passes_l = passes.get(language, 0.0)
     whole = int(np.floor(passes_l))
     num_passes = whole + int(rng.random() < passes_l - whole)
-    mine = counts.setdefault(language, [0] * len(_COUNTS))
-    mine[0] += 1
-    mine[1] += len(lines)
-    mine[2] += sum(len(ids) for ids in lines_ids)
+    counts[language, "documents"] += 1
+    counts[language, "lines"] += len(lines)
+    counts[language, "tokens"] += sum(len(ids) for ids in lines_ids)
     for _ in range(num_passes):
       packed = pack_document(lines_ids, options.seq_length - 2,
                              options.short_seq_prob, rng)
       contents.extend(packed)
       languages.extend([language] * len(packed))
-      mine[3] += len(packed)
+      counts[language, "sequences"] += len(packed)
   records = pretraining_record_format.encode_sequences(
       contents, seq_length=options.seq_length,
       max_predictions_per_seq=options.max_predictions_per_seq,

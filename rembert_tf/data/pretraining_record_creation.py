@@ -11,6 +11,7 @@ Workers import neither TensorFlow nor protobuf (`example_encoding`,
 output directory and swapped in when complete
 (`pretraining_record_format.staged_records`).
 """
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -103,7 +104,8 @@ def _create_records(prepared: pretraining_instances.Prepared, staging: str,
   options = prepared.job.options
   engine = (f"Apache Beam {runner} ({num_workers} worker(s))" if runner
             else f"{num_workers} worker(s)")
-  progress = None if runner else _Progress(len(prepared.tasks), verbose)
+  bar, progress = (None, None) if runner else _progress(len(prepared.tasks),
+                                                        verbose)
   with _spill_directory(staging, runner) as spill_dir:
     steps = [
         data_engine.Step("LanguageBytes", prepared.files, functools.partial(
@@ -131,8 +133,8 @@ def _create_records(prepared: pretraining_instances.Prepared, staging: str,
     raise text_inputs.TextInputError(
         f"inputs {prepared.inputs} contain no text (only blank lines or "
         "unparsable JSON); no records written.")
-  if progress:
-    progress.bar.close()  # Only on success: an error stays the last line.
+  if bar:
+    bar.close()  # Only on success: an error stays the last line.
   return meta
 
 
@@ -239,8 +241,7 @@ def process_unit(task, plan: pretraining_instances.Plan, *,
         break
       records, counts = pretraining_instances.chunk_records(
           chunk, unit_index, chunk_index, plan.passes, job)
-      for language, language_counts in counts.items():
-        result.add_counts(language, language_counts)
+      result.counts.update(counts)
       for shard, language, record in records:
         per_language = result.shard_languages.setdefault(shard, {})
         per_language[language] = per_language.get(language, 0) + 1
@@ -282,21 +283,17 @@ def write_shard(shard_index: int, plan_and_results, *, staging: str,
               (l, int(n)) for l, n in per_language.items() if n))}
 
 
-class _Progress:
-  """The console's progress over the input files, with documents, sequences
-  and tokens/s as its note; silent unless verbose."""
+def _progress(total_units: int, verbose: bool):
+  """The console's progress over the input files (silent unless verbose),
+  and its update by a unit's result: documents, sequences, tokens/s."""
+  bar = console.Progress("create_pretraining_data", total=total_units,
+                         unit="files", stream=None if verbose else io.StringIO())
+  done, start = collections.Counter(), time.time()
 
-  def __init__(self, total_units: int, verbose: bool):
-    self.counts = {"documents": 0, "sequences": 0, "tokens": 0}
-    self.start = time.time()
-    self.bar = console.Progress(
-        "create_pretraining_data", total=total_units, unit="files",
-        stream=None if verbose else io.StringIO())
-
-  def __call__(self, result: UnitResult):
-    for name in self.counts:
-      self.counts[name] += result.count(name)
-    rate = self.counts["tokens"] / max(time.time() - self.start, 1e-9)
-    self.bar.update(1, note=f"{self.counts['documents']:,} documents, "
-                    f"{self.counts['sequences']:,} sequences, {rate:,.0f} "
-                    "tokens/s")
+  def update(result: UnitResult):
+    for name in ("documents", "sequences", "tokens"):
+      done[name] += result.count(name)
+    rate = done["tokens"] / max(time.time() - start, 1e-9)
+    bar.update(1, note=f"{done['documents']:,} documents, "
+               f"{done['sequences']:,} sequences, {rate:,.0f} tokens/s")
+  return bar, update
