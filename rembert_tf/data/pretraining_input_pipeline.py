@@ -1,12 +1,10 @@
 """The pre-training input pipeline: record shards -> static-shape batches.
 
-Builds on Model Garden's `official.core.input_reader.InputReader` and follows
-`official.nlp.data.pretrain_dataloader.BertPretrainDataLoader`, registered
-with its `data_loader_factory`; parses a batch at a time, keeps static shapes,
-and can mask dynamically with tensorflow-text's `mask_language_model` (the
-unmasked layout). Each load first checks `metadata.json` (against the model
-config too, when given) and the first record of each shard: a fault is one
-`DataMismatchError` line.
+Builds on Model Garden's `InputReader` and follows its
+`BertPretrainDataLoader`, registered with its `data_loader_factory`; parses a
+batch at a time and can mask dynamically with tensorflow-text's
+`mask_language_model`. Each load first checks `metadata.json` and the first
+record of each shard: a fault is one `DataMismatchError` line.
 """
 import dataclasses
 from typing import Any, Dict, List, Optional
@@ -43,12 +41,9 @@ class RemBertPretrainDataConfig(cfg.DataConfig):
 
   Attributes:
     input_path: glob(s) of record shards, comma-separated or a list.
-    global_batch_size: examples per step over all replicas.
-    is_training: shuffle and repeat forever when True.
-    seq_length: S of the records (must equal metadata.json's).
     max_predictions_per_seq: P (static layout: the records'; dynamic: any).
-    use_dynamic_masking: mask in the pipeline (records in the unmasked layout).
-    masked_lm_prob, mask_token_rate, random_token_rate: dynamic masking rates.
+    use_dynamic_masking: mask in the pipeline (records in the unmasked layout),
+      at the rates masked_lm_prob, mask_token_rate, random_token_rate.
     vocab_size: 0 reads it from metadata.json; else it must match it.
     check_metadata: read and check metadata.json (off: every field set here).
   """

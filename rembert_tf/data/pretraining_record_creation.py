@@ -13,7 +13,6 @@ output directory and swapped in when complete
 """
 import collections
 import contextlib
-import dataclasses
 import functools
 import io
 import itertools
@@ -38,8 +37,6 @@ UnitResult = pretraining_instances.UnitResult
 def create_pretraining_data(inputs: Sequence[str],
                             output_dir,
                             sentencepiece_model,
-                            options: Optional[
-                                pretraining_instances.RecordOptions] = None,
                             *,
                             input_format: str = "auto",
                             languages: Optional[Sequence[str]] = None,
@@ -59,14 +56,12 @@ def create_pretraining_data(inputs: Sequence[str],
     output_dir: gets `pretrain-XXXXX-of-YYYYY.tfrecord` and metadata.json.
     sentencepiece_model: a model with [CLS], [SEP], [MASK], a padding and an
       unknown piece.
-    options: `pretraining_instances.RecordOptions`; keyword arguments named
-      like its fields override it.
+    **option_fields: the fields of `pretraining_instances.RecordOptions`.
     num_workers: processes or Beam workers; the output does not depend on it.
     runner: None (local worker processes) or an Apache Beam runner name, with
       `beam_args` as pipeline options.
   """
-  options = dataclasses.replace(
-      options or pretraining_instances.RecordOptions(), **option_fields)
+  options = pretraining_instances.RecordOptions(**option_fields)
   if num_workers < 1:
     raise errors.UsageError(f"--num_workers must be >= 1, got {num_workers}.")
   log = functools.partial(print, flush=True) if verbose else _quiet

@@ -74,16 +74,13 @@ def shard_file_name(index: int, num_shards: int) -> str:
   return f"pretrain-{index:05d}-of-{num_shards:05d}{RECORD_SUFFIX}"
 
 
-def is_record_file(name: str) -> bool:
-  """A shard or the metadata of a record directory (what a new run replaces)."""
-  return name.endswith(RECORD_SUFFIX) or name == METADATA_FILE
-
-
 def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
-  """Names of the record shards and metadata already in `directory`."""
+  """Names of the record shards and metadata in `directory` (what a new run
+  replaces)."""
   if not fileio.isdir(directory):
     return []
-  return [name for name in fileio.listdir(directory) if is_record_file(name)]
+  return [name for name in fileio.listdir(directory)
+          if name.endswith(RECORD_SUFFIX) or name == METADATA_FILE]
 
 
 # Staging directories: `.create_pretraining_data.tmp-*` (fileio's temporaries).
@@ -117,8 +114,7 @@ def swap_in_records(staging: str, directory) -> None:
   kept; metadata.json leaves first and comes back last, `outputs.swap_in`)."""
   directory = fileio.as_str(directory).rstrip("/")
   old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
-  new_files = sorted((n for n in fileio.listdir(staging) if is_record_file(n)),
-                     key=lambda n: n == METADATA_FILE)
+  new_files = sorted(existing_records(staging), key=lambda n: n == METADATA_FILE)
   outputs.swap_in(directory, staging, old_files, new_files)
 
 
@@ -200,15 +196,10 @@ def random_non_special_ids(rng: np.random.Generator, size,
 def mask_batch(ids: np.ndarray, content_lengths: np.ndarray,
                rng: np.random.Generator, *, special: tokenizer.SpecialTokens,
                max_predictions_per_seq: int, masking: Masking = Masking()):
-  """BERT masking of a batch of `[CLS] content [SEP] <pad>...` rows (numpy).
-
-  Per row, min(P, max(1, round(n * masked_lm_prob))) of the n content positions
-  are chosen uniformly and replaced as `Masking` says.
-
-  Returns:
-    (masked_ids [b, S], positions [b, P], labels [b, P], weights [b, P]);
-    positions ascending, padded with 0 (weight 0).
-  """
+  """BERT masking of a batch of `[CLS] content [SEP] <pad>...` rows (numpy):
+  min(P, max(1, round(n * masked_lm_prob))) of a row's n content positions,
+  chosen uniformly, replaced as `Masking` says. Returns (masked ids [b, S],
+  positions [b, P] ascending, labels, weights), positions padded with 0."""
   n, seq_length = ids.shape
   p = max_predictions_per_seq
   k = np.minimum(np.minimum(p, content_lengths),
@@ -319,21 +310,12 @@ def write_pretraining_records(
     masking: Masking = Masking(),
     overwrite: bool = False,
     extra_metadata: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-  """Writes already tokenised examples as pre-training shards + metadata.json.
+  """Writes already tokenised examples (lists of content token ids, without
+  [CLS]/[SEP]) as pre-training shards + metadata.json; returns the metadata.
 
-  Args:
-    output_dir: any filesystem; refused if it holds records unless overwrite
-      (the old records stay until the new ones are complete).
-    examples: lists of content token ids (no [CLS]/[SEP]), masked here
-      (`masking`) unless layout is "unmasked".
-    seq_length, max_predictions_per_seq: the record shape.
-    vocab_size: with the project's special-id layout; or pass `special`
-      (e.g. `SpecialTokens.from_model(path)`) for any other layout.
-    layout: "static" (masked in the records) or "unmasked" (dynamic masking).
-    num_shards: examples are dealt round-robin over this many shard files.
-    seed: seeds the masking.
-  Returns:
-    The metadata dict written to output_dir/metadata.json.
+  The special ids are the project's layout of `vocab_size` pieces, or
+  `special` (e.g. `SpecialTokens.from_model(path)`); the static layout masks
+  here (seeded by `seed`), the unmasked one leaves it to the input pipeline.
   """
   if special is None:
     if vocab_size is None:

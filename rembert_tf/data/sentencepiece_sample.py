@@ -17,6 +17,10 @@ import numpy as np
 from rembert_tf.common import fileio
 from rembert_tf.data import text_inputs
 
+# SentencePiece skips longer lines (its max_sentence_length, which the
+# trainer is given): they are neither counted nor sampled, so no sample
+# repeats a line it ignores.
+MAX_LINE_BYTES = 8192
 
 @dataclasses.dataclass(frozen=True)
 class SampleOptions:
@@ -26,9 +30,6 @@ class SampleOptions:
   seed: int = 0
   # Languages kept from files whose documents name their language.
   languages: Optional[Tuple[str, ...]] = None
-  # SentencePiece skips longer lines (its max_sentence_length): they are
-  # neither counted nor sampled, so no sample repeats a line it ignores.
-  max_line_bytes: int = 8192
 
 
 @dataclasses.dataclass
@@ -48,7 +49,7 @@ def count_languages(input_file: text_inputs.InputFile, unused_previous,
                     options: SampleOptions,
                     log: Callable[[str], None]) -> LanguageCounts:
   """Lines and bytes per language of one file; lines longer than
-  `max_line_bytes` are not counted, and their bytes not either."""
+  MAX_LINE_BYTES are not counted, and their bytes not either."""
   lines: Dict[str, int] = {}
   skipped: Dict[str, int] = {}
   skipped_bytes: Dict[str, int] = {}
@@ -56,7 +57,7 @@ def count_languages(input_file: text_inputs.InputFile, unused_previous,
   for language, document in input_file.language_documents(stats,
                                                           options.languages):
     sizes = [line_bytes(line) for line in document]
-    long_lines = [n for n in sizes if n > options.max_line_bytes]
+    long_lines = [n for n in sizes if n > MAX_LINE_BYTES]
     lines[language] = lines.get(language, 0) + len(sizes) - len(long_lines)
     if long_lines:
       skipped[language] = max(skipped.get(language, 0), *long_lines)
@@ -142,7 +143,7 @@ def draw_part(task, plan: SamplePlan, options: SampleOptions,
       continue
     base, extra = plan.copies[language]
     for line in document:
-      if line_bytes(line) > options.max_line_bytes:
+      if line_bytes(line) > MAX_LINE_BYTES:
         continue
       copies = base
       j = following[language]
@@ -172,8 +173,7 @@ def write_sample(per_file: List[Dict[str, int]], plan: SamplePlan,
       plan.counts, plan.probabilities, written, options))
 
 
-def check_has_text(summary: Dict[str, Any], inputs, log,
-                   max_line_bytes: int = 8192) -> None:
+def check_has_text(summary: Dict[str, Any], inputs, log) -> None:
   """Refuses a language whose every line SentencePiece would skip (it would
   get no piece, silently); skips languages without text, saying so."""
   languages = summary["languages"]
@@ -183,7 +183,7 @@ def check_has_text(summary: Dict[str, Any], inputs, log,
     lang = only_long[0]
     raise text_inputs.TextInputError(
         f"inputs {list(inputs)}: language {', '.join(only_long)}: every line "
-        f"is longer than {max_line_bytes} bytes (the longest has "
+        f"is longer than {MAX_LINE_BYTES} bytes (the longest has "
         f"{languages[lang]['longest_skipped_line_bytes']}), and SentencePiece "
         "skips such lines. Split the text into lines: one sentence or "
         f"paragraph per line, or leave {lang} out (--languages).")

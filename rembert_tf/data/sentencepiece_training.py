@@ -77,7 +77,7 @@ def _training_error(error: RuntimeError, vocab_size: int, inputs
 
 def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
                 character_coverage: float, num_threads: int,
-                max_sentence_length: int, seed_pieces: str, inputs,
+                seed_pieces: str, inputs,
                 seed: int = 0) -> None:
   """A unigram model with the fixed special ids (local files, the sample in
   the model's folder).
@@ -106,7 +106,7 @@ def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
           control_symbols=[pieces["cls_id"], pieces["sep_id"],
                            pieces["mask_id"]],
           input_sentence_size=0, shuffle_input_sentence=False,
-          max_sentence_length=max_sentence_length,
+          max_sentence_length=sentencepiece_sample.MAX_LINE_BYTES,
           num_threads=num_threads, hard_vocab_limit=True, minloglevel=2,
           **seed_options)
   except RuntimeError as e:
@@ -151,8 +151,7 @@ def draw_training_sample(files: Sequence[text_inputs.InputFile],
       fileio.remove(part)
   summary = fileio.read_json(sample_path + ".json")
   try:
-    sentencepiece_sample.check_has_text(summary, inputs, log,
-                                        options.max_line_bytes)
+    sentencepiece_sample.check_has_text(summary, inputs, log)
   except text_inputs.TextInputError:
     for written in (sample_path, sample_path + ".json"):
       fileio.remove(written)
@@ -191,7 +190,6 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
                         sample_size: int = 2_000_000,
                         character_coverage: float = 0.99995, seed: int = 0,
                         num_threads: int = DEFAULT_NUM_THREADS,
-                        max_sentence_length: int = 8192,
                         seed_pieces: str = "auto",
                         sample_with_beam: bool = False,
                         runner: str = "DirectRunner",
@@ -220,8 +218,8 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
     raise errors.UsageError(f"--seed_pieces must be one of {SEED_PIECES}, got "
                             f"{seed_pieces!r}.")
   options = sentencepiece_sample.SampleOptions(
-      language_sampling_alpha, sample_size, seed, tuple(languages or ()) or
-      None, max_line_bytes=max_sentence_length)
+      language_sampling_alpha, sample_size, seed,
+      tuple(languages or ()) or None)
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
   sampling = dict(sample_with_beam=sample_with_beam, runner=runner,
@@ -244,7 +242,6 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
     local_prefix = os.path.join(tmp_dir, model_prefix)
     train_model(local_sample, local_prefix, vocab_size,
                 character_coverage=character_coverage, num_threads=num_threads,
-                max_sentence_length=max_sentence_length,
                 seed_pieces=seed_pieces, inputs=inputs, seed=seed)
     model_path, meta = _publish(local_prefix, output_dir, model_prefix,
                                 overwrite)
