@@ -207,16 +207,7 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
   the machine.
   """
   log = print if verbose else (lambda *a, **k: None)
-  if sample_only and not sample_path:
-    raise errors.UsageError("--sample_only needs --sample_path (where the "
-                            "sample is written).")
-  if vocab_size <= len(tokenizer.ROLE_PIECES):
-    raise errors.UsageError(
-        f"--vocab_size must exceed {len(tokenizer.ROLE_PIECES)} (the special "
-        f"pieces), got {vocab_size}.")
-  if seed_pieces not in SEED_PIECES:
-    raise errors.UsageError(f"--seed_pieces must be one of {SEED_PIECES}, got "
-                            f"{seed_pieces!r}.")
+  _check_arguments(vocab_size, seed_pieces, sample_only, sample_path)
   options = sentencepiece_sample.SampleOptions(
       language_sampling_alpha, sample_size, seed,
       tuple(languages or ()) or None)
@@ -248,6 +239,20 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
   log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
       f"...) in {time.time() - start:.1f}s")
   return dict(meta, sample=sample)
+
+
+def _check_arguments(vocab_size: int, seed_pieces: str, sample_only: bool,
+                     sample_path: Optional[str]) -> None:
+  if sample_only and not sample_path:
+    raise errors.UsageError("--sample_only needs --sample_path (where the "
+                            "sample is written).")
+  if vocab_size <= len(tokenizer.ROLE_PIECES):
+    raise errors.UsageError(
+        f"--vocab_size must exceed {len(tokenizer.ROLE_PIECES)} (the special "
+        f"pieces), got {vocab_size}.")
+  if seed_pieces not in SEED_PIECES:
+    raise errors.UsageError(f"--seed_pieces must be one of {SEED_PIECES}, got "
+                            f"{seed_pieces!r}.")
 
 
 def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
