@@ -234,21 +234,19 @@ def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
             options: RecordOptions, *, input_format: str = "auto",
             languages: Optional[Sequence[str]] = None,
             language_field: Optional[str] = None,
-            tfds: Optional[tfds_text_inputs.TfdsTextOptions] = None,
-            overwrite: bool = False) -> Prepared:
-  """Checks flags, model, inputs and the output before any work starts
-  (inputs: file specs and `tfds:` specs, `tfds_text_inputs`)."""
+            tfds: Optional[tfds_text_inputs.TfdsTextOptions] = None
+            ) -> Prepared:
+  """Checks the flags, the model and the inputs (file and `tfds:` specs),
+  and that the output overlaps none of them, before any work starts."""
   options.check()
   output_dir = fileio.as_str(output_dir).rstrip("/")
   model = fileio.as_str(sentencepiece_model)
   special = tokenizer.SpecialTokens.from_model(model)
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
-  fileio.check_output_location(output_dir)
   outputs.refuse_overlap(output_dir, dict(
       {"--sentencepiece_model": model},
       **{f"--input {f.path}": f.path for f in files}), "--output_dir")
-  pretraining_record_format.refuse_existing_records(output_dir, overwrite)
   tasks = [(i, f) for i, f in enumerate(files) if f.size()]
   if not tasks:
     plan_languages({}, options.language_sampling_alpha, options.dupe_factor,

@@ -69,10 +69,11 @@ def create_pretraining_data(inputs: Sequence[str],
   prepared = pretraining_instances.prepare(
       inputs, output_dir, sentencepiece_model, options,
       input_format=input_format, languages=languages,
-      language_field=language_field, tfds=tfds, overwrite=overwrite)
+      language_field=language_field, tfds=tfds)
   if runner:
     data_engine.require_beam()
-  with pretraining_record_format.staged_records(prepared.output_dir) as staging:
+  with pretraining_record_format.staged_records(prepared.output_dir,
+                                                overwrite) as staging:
     meta = _create_records(prepared, staging, num_workers, runner, beam_args,
                            log, verbose)
   languages = meta["languages"].values()

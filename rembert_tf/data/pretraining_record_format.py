@@ -87,28 +87,6 @@ def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
 _STAGING_NAME = "create_pretraining_data"
 
 
-def refuse_existing_records(directory, overwrite: bool) -> None:
-  """errors.OutputExistsError if `directory` holds records and not
-  `overwrite`; first finishes a swap a killed run left (callers hold the lock)."""
-  if fileio.isdir(directory):
-    remove_stale_staging(directory)
-  found = existing_records(directory)
-  if found and not overwrite:
-    listed = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
-    raise errors.OutputExistsError(
-        f"output directory {directory} already holds pre-training records "
-        f"({listed}); choose an empty directory or pass --overwrite "
-        "(overwrite=True) to replace them (the old records stay until the new "
-        "ones are complete).")
-
-
-def remove_stale_staging(directory) -> None:
-  """Finishes a swap a killed run left in `directory` and removes the staging
-  directories of killed or failed runs."""
-  outputs.recover_interrupted_swap(fileio.join(directory, _STAGING_NAME),
-                                   target=directory)
-
-
 def swap_in_records(staging: str, directory) -> None:
   """Replaces the records of `directory` by those in `staging` (other files
   kept; metadata.json leaves first and comes back last, `outputs.swap_in`)."""
@@ -119,14 +97,25 @@ def swap_in_records(staging: str, directory) -> None:
 
 
 @contextlib.contextmanager
-def staged_records(output_dir: str) -> Iterator[str]:
+def staged_records(output_dir: str, overwrite: bool) -> Iterator[str]:
   """A staging directory inside `output_dir`, swapped in when the block
   succeeds; on failure it goes (and an output directory it created), the old
-  records untouched."""
+  records untouched. First finishes a swap a killed run left, removes the
+  staging directories of killed runs (callers hold the output's lock), and
+  refuses records already there unless `overwrite` (OutputExistsError)."""
   created = not fileio.exists(output_dir)
-  fileio.check_output_location(output_dir)
+  if not created:
+    outputs.recover_interrupted_swap(fileio.join(output_dir, _STAGING_NAME),
+                                     target=output_dir)
+  found = existing_records(output_dir)
+  if found and not overwrite:
+    listed = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+    raise errors.OutputExistsError(
+        f"output directory {output_dir} already holds pre-training records "
+        f"({listed}); choose an empty directory or pass --overwrite "
+        "(overwrite=True) to replace them (the old records stay until the new "
+        "ones are complete).")
   fileio.makedirs(output_dir)
-  remove_stale_staging(output_dir)
   staging = fileio.temporary_path(fileio.join(output_dir, _STAGING_NAME))
   fileio.makedirs(staging)
   try:
@@ -323,15 +312,14 @@ def write_pretraining_records(
                               "special (the tokenizer's SpecialTokens).")
     special = tokenizer.SpecialTokens(vocab_size=int(vocab_size),
                                       **tokenizer.special_ids())
-  refuse_existing_records(output_dir, overwrite)
   meta = base_metadata(layout=layout, seq_length=seq_length,
                        max_predictions_per_seq=max_predictions_per_seq,
                        special=special, masking=masking)
-  records = encode_sequences(
-      examples, seq_length=seq_length,
-      max_predictions_per_seq=max_predictions_per_seq, special=special,
-      rng=np.random.default_rng(seed), layout=layout, masking=masking)
-  with staged_records(fileio.as_str(output_dir)) as staging:
+  with staged_records(fileio.as_str(output_dir), overwrite) as staging:
+    records = encode_sequences(
+        examples, seq_length=seq_length,
+        max_predictions_per_seq=max_predictions_per_seq, special=special,
+        rng=np.random.default_rng(seed), layout=layout, masking=masking)
     meta["num_examples"] = len(records)
     meta["shards"] = []
     for index in range(num_shards):  # Dealt round-robin.

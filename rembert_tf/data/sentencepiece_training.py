@@ -221,7 +221,6 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
   output_dir = fileio.as_str(output_dir).rstrip("/")
   _check_output(output_dir, model_prefix, overwrite, files, sample_path)
   start = time.time()
-  fileio.check_output_location(output_dir)
   with outputs.local_scratch_dir(SCRATCH_PREFIX) as tmp_dir:
     local_sample = os.path.join(tmp_dir, "sample.txt")
     sample = draw_training_sample(files, sample_path or local_sample, options,
