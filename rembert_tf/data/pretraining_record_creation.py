@@ -152,10 +152,9 @@ def _language_bytes(input_file, unused_previous, keep):
 
 def _plan(per_file: List[Dict[str, int]], unused_previous, prepared, log,
           engine: str) -> pretraining_instances.Plan:
-  sizes: Dict[str, int] = {}
+  sizes = collections.Counter()
   for file_sizes in per_file:
-    for language, n in file_sizes.items():
-      sizes[language] = sizes.get(language, 0) + n
+    sizes.update(file_sizes)
   options = prepared.job.options
   plan = pretraining_instances.plan_languages(
       sizes, options.language_sampling_alpha, options.dupe_factor,
