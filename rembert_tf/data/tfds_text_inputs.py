@@ -63,9 +63,7 @@ class TfdsShard:
   """One shard of a prepared TFDS split: a unit of work of one language."""
   language: str
   path: str                      # tfds:NAME/CONFIG:SPLIT[Kshard]
-  name: str
-  config: Optional[str]
-  split: str
+  ref: tfds_reader.SplitRef
   shard: int
   data_dir: str
   text_feature: str
@@ -88,10 +86,10 @@ class TfdsShard:
     """(language, lines) of each example of the shard, in file order."""
     if keep and self.language not in keep:
       return
-    markup = CORPORA.get(self.name, CorpusMarkup())
-    builder = _builder(self.name, self.config, self.data_dir)
+    markup = CORPORA.get(self.ref.name, CorpusMarkup())
+    builder = _builder(self.ref.name, self.ref.config, self.data_dir)
     for raw in tfds_reader.iter_text_bytes(
-        builder, f"{self.split}[{self.shard}shard]", self.text_feature):
+        builder, f"{self.ref.split}[{self.shard}shard]", self.text_feature):
       text = text_inputs.decode_line(raw, stats)
       lines = [l.strip() for l in text.replace(markup.line_break, "\n").split(
           "\n") if l.strip() and l.strip() not in markup.dropped_lines]
@@ -219,9 +217,8 @@ def _shards(spec: _Spec, lang: str, options: TfdsTextOptions
       tfds_reader.shard_sizes(builder, ref.split)):
     if examples:
       units.append(TfdsShard(
-          language=lang, path=f"{PREFIX}{ref}[{shard}shard]", name=ref.name,
-          config=ref.config, split=ref.split, shard=shard,
-          data_dir=options.data_dir, text_feature=feature,
+          language=lang, path=f"{PREFIX}{ref}[{shard}shard]", ref=ref,
+          shard=shard, data_dir=options.data_dir, text_feature=feature,
           num_bytes=num_bytes or examples))
   return units
 
