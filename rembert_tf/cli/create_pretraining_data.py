@@ -1,25 +1,16 @@
 r"""Makes sharded pre-training TFRecords (BERT layout, MLM only) from raw text.
 
-Reads plain text (one sentence/paragraph per line, blank line between
-documents), wikiextractor or C4/mC4 JSON lines (a `text` field; gzipped or
-not), one or more files per language, on any filesystem (`gs://`), or
-corpora prepared with TensorFlow Datasets (`tfds:wiki40b/{lang}`); mixes
-languages by smoothed sampling; tokenises with a SentencePiece model; writes
-`pretrain-XXXXX-of-YYYYY.tfrecord` + `metadata.json`. Output is identical for
-a seed whatever --num_workers is, and whatever the engine: the local
-multiprocess engine (default) or an Apache Beam runner (`--runner`), whose own
-pipeline options follow a `--`.
+Reads plain text, wikiextractor or C4/mC4 JSON lines (gzipped or not) on any
+filesystem, or corpora prepared with TensorFlow Datasets; mixes languages by
+smoothed sampling; writes `pretrain-XXXXX-of-YYYYY.tfrecord` +
+`metadata.json`, identical for a seed whatever --num_workers and the engine:
+local processes, or an Apache Beam runner (`--runner`; its pipeline options
+follow a `--`).
 
 Usage:
   rembert-create-pretraining-data --input 'corpus/{lang}/*.txt' \
       --sentencepiece_model /tmp/spm/sentencepiece.model --output_dir /tmp/records \
       --seq_length 128 --max_predictions_per_seq 20 --num_workers 2
-  # Wiki-40B prepared with TFDS on Cloud Storage, two languages:
-  rembert-create-pretraining-data --input 'tfds:wiki40b/{lang}' \
-      --tfds_data_dir gs://b/tensorflow_datasets --languages en,sw \
-      --sentencepiece_model /tmp/spm/sentencepiece.model --output_dir /tmp/records
-  # Unmasked layout for dynamic masking in the input pipeline:
-  rembert-create-pretraining-data ... --unmasked
   # Apache Beam (pip install 'rembert_tf[beam]'), here on Dataflow:
   rembert-create-pretraining-data --input 'gs://b/mc4/c4-{lang}.tfrecord-*.json.gz' \
       --sentencepiece_model gs://b/spm/sentencepiece.model --output_dir gs://b/records \
@@ -34,7 +25,6 @@ command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
-from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_creation
 from rembert_tf.data import pretraining_record_format
 
@@ -75,20 +65,6 @@ flags.DEFINE_bool("overwrite", False, "Replace records already in output_dir "
                   "(the old ones stay until the new ones are complete).")
 
 
-def record_options() -> pretraining_instances.RecordOptions:
-  """The flags that decide the records, as one RecordOptions."""
-  return pretraining_instances.RecordOptions(
-      seq_length=FLAGS.seq_length,
-      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      masking=pretraining_record_format.Masking(
-          masked_lm_prob=FLAGS.masked_lm_prob,
-          mask_token_rate=FLAGS.mask_token_rate,
-          random_token_rate=FLAGS.random_token_rate),
-      dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
-      unmasked=FLAGS.unmasked, language_sampling_alpha=FLAGS.alpha,
-      num_output_shards=FLAGS.num_output_shards, seed=FLAGS.seed)
-
-
 @errors.command(PROG)
 def main(argv):
   beam_args = list(argv[1:])
@@ -96,13 +72,21 @@ def main(argv):
     raise errors.UsageError(
         f"unexpected arguments {beam_args}: Beam pipeline options after `--` "
         "need --runner (e.g. --runner DataflowRunner).")
+  masking = pretraining_record_format.Masking(
+      masked_lm_prob=FLAGS.masked_lm_prob,
+      mask_token_rate=FLAGS.mask_token_rate,
+      random_token_rate=FLAGS.random_token_rate)
   pretraining_record_creation.create_pretraining_data(
       FLAGS.input, FLAGS.output_dir, FLAGS.sentencepiece_model,
-      record_options(), input_format=FLAGS.input_format,
-      languages=FLAGS.languages, language_field=FLAGS.language_field,
-      tfds=text_input_flags.tfds_options(),
-      num_workers=FLAGS.num_workers, runner=FLAGS.runner, beam_args=beam_args,
-      overwrite=FLAGS.overwrite)
+      input_format=FLAGS.input_format, languages=FLAGS.languages,
+      language_field=FLAGS.language_field,
+      tfds=text_input_flags.tfds_options(), num_workers=FLAGS.num_workers,
+      runner=FLAGS.runner, beam_args=beam_args, overwrite=FLAGS.overwrite,
+      seq_length=FLAGS.seq_length,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq, masking=masking,
+      dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
+      unmasked=FLAGS.unmasked, language_sampling_alpha=FLAGS.alpha,
+      num_output_shards=FLAGS.num_output_shards, seed=FLAGS.seed)
   return 0
 
 

@@ -1,13 +1,7 @@
-"""The corpus flags `rembert-train-sentencepiece` and
-`rembert-create-pretraining-data` share, defined once: both read raw
-multilingual text the same way (`rembert_tf.data.text_inputs` for files,
-`rembert_tf.data.tfds_text_inputs` for prepared TFDS datasets), so the
-vocabulary and the records are drawn from the same documents.
+"""The corpus flags of `rembert-train-sentencepiece` and `rembert-create-pretraining-data`.
 
-A command imports this module and adopts its flags
-(`flags.adopt_module_key_flags(text_input_flags)`) so they show in `--help`;
-`tfds_options()` gathers the two TFDS flags (`--tfds_data_dir` is defined
-in `tfds_flags`, which the XTREME commands share).
+Both read raw text the same way: the vocabulary and the records come from the
+same documents.
 """
 from absl import flags
 

@@ -1,10 +1,7 @@
 """`--tfds_data_dir`, defined once for every command that reads prepared TensorFlow Datasets.
 
-The corpus commands (`text_input_flags`: `tfds:` inputs) and the XTREME
-commands (`xtreme_source_flags`: `--data_source tfds`) read TFDS from the
-same kind of folder; absl keeps one flag registry per process, so the flag
-lives here and both flag modules adopt it (a command adopting either lists it
-under `--help`).
+The corpus and XTREME flag modules both adopt it (absl has one flag registry
+per process).
 
 Example (a flag module):
 ```python

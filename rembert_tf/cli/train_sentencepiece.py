@@ -1,14 +1,11 @@
 r"""Trains the multilingual SentencePiece unigram model (fixed special ids).
 
-Languages are balanced by exponentially smoothed sampling (p_l ** alpha) before
-training; `<output_dir>/<model_prefix>.{model,vocab,json}` are written (the
-JSON holds vocab_size, the special ids and the model's sha256).
+Languages are balanced by smoothed sampling (p_l ** alpha) before training;
+writes `<output_dir>/<model_prefix>.{model,vocab,json}`.
 
 Usage:
   rembert-train-sentencepiece --input 'corpus/{lang}/*.txt' \
       --output_dir /tmp/spm --vocab_size 250300
-  rembert-train-sentencepiece --input en=wiki/en/*.json,sw=wiki/sw/*.json \
-      --output_dir /tmp/spm --vocab_size 32000 --alpha 0.5
   rembert-train-sentencepiece --input 'tfds:wikipedia/20230601.{lang}' \
       --tfds_data_dir gs://b/tensorflow_datasets --languages en,sw,yo \
       --output_dir /tmp/spm --vocab_size 32000
@@ -26,9 +23,7 @@ command.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import text_input_flags  # noqa: E402  (--input, --tfds_data_dir, ...)
 from rembert_tf.common import errors
-from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import sentencepiece_training
-from rembert_tf.data import tfds_text_inputs
 
 PROG = command_names.console_script(__spec__.name)  # rembert-train-sentencepiece
 FLAGS = flags.FLAGS
@@ -74,38 +69,20 @@ def main(argv):
     raise errors.UsageError(
         f"unexpected arguments {beam_args}: Beam pipeline options after `--` "
         "need --sample_with_beam.")
-  if FLAGS.sample_only:
-    _sample_only(beam_args)
-    return 0
-  if not FLAGS.output_dir:
+  if not FLAGS.output_dir and not FLAGS.sample_only:
     raise errors.UsageError("--output_dir is required (where the model goes).")
   sentencepiece_training.train_sentencepiece(
       FLAGS.input, FLAGS.output_dir, FLAGS.vocab_size,
       model_prefix=FLAGS.model_prefix, input_format=FLAGS.input_format,
       languages=FLAGS.languages, language_field=FLAGS.language_field,
-      tfds=text_input_flags.tfds_options(), language_sampling_alpha=FLAGS.alpha, sample_size=FLAGS.sample_size,
+      tfds=text_input_flags.tfds_options(), language_sampling_alpha=FLAGS.alpha,
+      sample_size=FLAGS.sample_size,
       character_coverage=FLAGS.character_coverage, seed=FLAGS.seed,
       num_threads=FLAGS.num_threads, seed_pieces=FLAGS.seed_pieces,
       sample_with_beam=FLAGS.sample_with_beam, runner=FLAGS.runner,
       beam_args=beam_args, sample_path=FLAGS.sample_path,
-      overwrite=FLAGS.overwrite)
+      sample_only=FLAGS.sample_only, overwrite=FLAGS.overwrite)
   return 0
-
-
-def _sample_only(beam_args):
-  if not FLAGS.sample_path:
-    raise errors.UsageError("--sample_only needs --sample_path (where the "
-                            "sample is written).")
-  options = sentencepiece_sample.SampleOptions(
-      FLAGS.alpha, FLAGS.sample_size, FLAGS.seed,
-      tuple(FLAGS.languages) if FLAGS.languages else None).check()
-  files = tfds_text_inputs.resolve_inputs(
-      FLAGS.input, FLAGS.input_format, FLAGS.languages, FLAGS.language_field,
-      text_input_flags.tfds_options())
-  sentencepiece_training.draw_training_sample(
-      files, FLAGS.sample_path, options,
-      sample_with_beam=FLAGS.sample_with_beam, runner=FLAGS.runner,
-      beam_args=beam_args, inputs=FLAGS.input)
 
 
 def run():

@@ -2,10 +2,10 @@
 
 A `Step` maps `fn(item, previous)` over its items, then `combine(outputs,
 previous)` (outputs in item order) makes the value the next step receives.
-`run` runs the steps in this process or in `common.worker_pool` processes, or
-as one Apache Beam pipeline (`runner=`) on Beam's Python local runner for the
-direct names (Beam's `DirectRunner` would download its Go runner): the same
-functions on the same items, so the output is the same. Imports without Beam.
+`run` runs the steps here, in `common.worker_pool` processes, or as one Apache
+Beam pipeline (`runner=`; the direct names run Beam's Python local runner,
+where Beam's `DirectRunner` would download its Go runner): the same functions
+on the same items, so the same output. Imports without Beam.
 
 Example:
 ```python
@@ -90,10 +90,21 @@ def _combined(unused, combine, outputs, previous):
 
 
 def _run_beam(steps, runner: str, num_workers: int, beam_args) -> None:
-  """One pipeline: each step's map, then its combine as a side input of the next."""
+  """One pipeline: each step's map, then its combine as a side input of the
+  next; the local runner gets `num_workers` unless `beam_args` say."""
   beam = require_beam()
-  pipeline = beam.Pipeline(runner=_runner(runner), options=pipeline_options(
-      runner, num_workers, beam_args))
+  from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
+  from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
+  args, given = [f"--runner={runner}", *beam_args], " ".join(beam_args)
+  if runner in DIRECT_RUNNERS and "direct_num_workers" not in given:
+    args.append(f"--direct_num_workers={num_workers}")
+    if num_workers > 1 and "direct_running_mode" not in given:
+      args.append("--direct_running_mode=multi_processing")
+  elif num_workers > 1 and "num_workers" not in given:
+    args.append(f"--num_workers={num_workers}")
+  pipeline = beam.Pipeline(
+      runner=fn_runner.FnApiRunner() if runner in DIRECT_RUNNERS else runner,
+      options=pipeline_options.PipelineOptions(args))
   value = pipeline | "Start" >> beam.Create([None])
   for step in steps:
     outputs = (pipeline
@@ -114,24 +125,3 @@ def _run_beam(steps, runner: str, num_workers: int, beam_args) -> None:
         f"the Apache Beam pipeline on {runner} failed: "
         f"{lines[-1] if lines else type(e).__name__}; nothing was written to "
         "the output (see the runner's log for the workers' tracebacks).") from e
-
-
-def pipeline_options(runner: str, num_workers: int, beam_args: Sequence[str]):
-  """Beam options: the runner, the local runner's workers, the user's options."""
-  from apache_beam.options import pipeline_options as options  # pylint: disable=g-import-not-at-top
-  args = [f"--runner={runner}", *beam_args]
-  given = " ".join(beam_args)
-  if runner in DIRECT_RUNNERS and "direct_num_workers" not in given:
-    args.append(f"--direct_num_workers={num_workers}")
-    if num_workers > 1 and "direct_running_mode" not in given:
-      args.append("--direct_running_mode=multi_processing")
-  elif num_workers > 1 and "num_workers" not in given:
-    args.append(f"--num_workers={num_workers}")
-  return options.PipelineOptions(args)
-
-
-def _runner(name: str):
-  if name in DIRECT_RUNNERS:
-    from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
-    return fn_runner.FnApiRunner()
-  return name

@@ -1,12 +1,10 @@
 """The pre-training input pipeline: record shards -> static-shape batches.
 
-Builds on Model Garden's `official.core.input_reader.InputReader` and follows
-`official.nlp.data.pretrain_dataloader.BertPretrainDataLoader`, registered
-with its `data_loader_factory`; parses a batch at a time, keeps static shapes,
-and can mask dynamically with tensorflow-text's `mask_language_model` (the
-unmasked layout). Each load first checks `metadata.json` (against the model
-config too, `check_records_compatible`) and the first record of each shard:
-a fault is one `DataMismatchError` line.
+Builds on Model Garden's `InputReader` and follows its
+`BertPretrainDataLoader`, registered with its `data_loader_factory`; parses a
+batch at a time and can mask dynamically with tensorflow-text's
+`mask_language_model`. Each load first checks `metadata.json` and the first
+record of each shard: a fault is one `DataMismatchError` line.
 """
 import dataclasses
 from typing import Any, Dict, List, Optional
@@ -43,12 +41,9 @@ class RemBertPretrainDataConfig(cfg.DataConfig):
 
   Attributes:
     input_path: glob(s) of record shards, comma-separated or a list.
-    global_batch_size: examples per step over all replicas.
-    is_training: shuffle and repeat forever when True.
-    seq_length: S of the records (must equal metadata.json's).
     max_predictions_per_seq: P (static layout: the records'; dynamic: any).
-    use_dynamic_masking: mask in the pipeline (records in the unmasked layout).
-    masked_lm_prob, mask_token_rate, random_token_rate: dynamic masking rates.
+    use_dynamic_masking: mask in the pipeline (records in the unmasked layout),
+      at the rates masked_lm_prob, mask_token_rate, random_token_rate.
     vocab_size: 0 reads it from metadata.json; else it must match it.
     check_metadata: read and check metadata.json (off: every field set here).
   """
@@ -102,125 +97,80 @@ def record_files(params: RemBertPretrainDataConfig,
   return files
 
 
-def records_metadata(params: RemBertPretrainDataConfig,
-                     files: Optional[List[str]] = None) -> List[Dict[str, Any]]:
-  """metadata.json of every directory the shards are in (each with `_path`);
-  `files`: the shards when the caller has globbed them already."""
-  files = record_files(params) if files is None else files
-  directories = sorted({fileio.dirname(f) for f in files})
+def _records_metadata(files: List[str]) -> List[Dict[str, Any]]:
+  """metadata.json of every directory the shards are in (each with `_path`),
+  each shard it lists checked to be there."""
   metas = []
-  for directory in directories:
+  for directory in sorted({fileio.dirname(f) for f in files}):
     try:
       meta = pretraining_record_format.read_metadata(directory)
     except pretraining_record_format.RecordsError as e:
       raise DataMismatchError(
           f"{e} (Set check_metadata=False only for records made by other "
           "tools.)") from None
-    meta["_path"] = fileio.join(directory, pretraining_record_format.METADATA_FILE)
-    meta["_directory"] = directory
+    meta["_path"] = fileio.join(directory,
+                                pretraining_record_format.METADATA_FILE)
+    # Training on part of the records would silently skip data.
+    missing = [shard["file"] for shard in meta.get("shards", [])
+               if isinstance(shard, dict) and "file" in shard
+               and not fileio.exists(fileio.join(directory, shard["file"]))]
+    if missing:
+      raise DataMismatchError(
+          f"{meta['_path']}: field `shards` lists {len(missing)} file(s) "
+          f"missing from {directory}: {', '.join(missing[:5])}"
+          f"{' ...' if len(missing) > 5 else ''}. Copy them back or recreate "
+          "the records (rembert-create-pretraining-data --overwrite); training "
+          "on part of the records would silently skip their data.")
     metas.append(meta)
   return metas
 
 
-def check_listed_shards_exist(meta: Dict[str, Any]) -> None:
-  """Every shard metadata.json lists is on disk: training on part of the
-  records would silently skip data."""
-  missing = [shard["file"] for shard in meta.get("shards", [])
-             if isinstance(shard, dict) and "file" in shard
-             and not fileio.exists(fileio.join(meta["_directory"], shard["file"]))]
-  if missing:
-    raise DataMismatchError(
-        f"{meta['_path']}: field `shards` lists {len(missing)} file(s) missing "
-        f"from {meta['_directory']}: {', '.join(missing[:5])}"
-        f"{' ...' if len(missing) > 5 else ''}. Copy them back or recreate the "
-        "records (rembert-create-pretraining-data --overwrite); training on "
-        "part of the records would silently skip their data.")
-
-
-def _mismatch(meta, field, records_value, other, other_value, fix):
-  return DataMismatchError(
-      f"{meta['_path']}: field `{field}` is {records_value!r} but {other} is "
-      f"{other_value!r}. Fix: {fix}")
-
-
-def check_records_metadata(params: RemBertPretrainDataConfig,
-                           files: Optional[List[str]] = None
-                           ) -> List[Dict[str, Any]]:
-  """Checks metadata.json against the data config; returns the metadata list."""
-  metas = records_metadata(params, files)
-  for meta in metas:
-    check_listed_shards_exist(meta)
-    if meta["seq_length"] != params.seq_length:
-      raise _mismatch(
-          meta, "seq_length", meta["seq_length"], "data config seq_length",
-          params.seq_length,
-          f"set the data config's seq_length to {meta['seq_length']} or "
-          f"recreate the records with --seq_length={params.seq_length}.")
-    layout = meta["layout"]
-    if params.use_dynamic_masking and layout != pretraining_record_format.LAYOUT_UNMASKED:
-      raise _mismatch(
-          meta, "layout", layout, "the data config (use_dynamic_masking=True) "
-          "needs", pretraining_record_format.LAYOUT_UNMASKED,
-          "recreate the records with --unmasked, or set use_dynamic_masking="
-          "False to use their static masks.")
-    if not params.use_dynamic_masking:
-      if layout != pretraining_record_format.LAYOUT_STATIC:
-        raise _mismatch(
-            meta, "layout", layout, "the data config (use_dynamic_masking="
-            "False) needs", pretraining_record_format.LAYOUT_STATIC,
-            "set use_dynamic_masking=True for unmasked records, or recreate "
-            "them without --unmasked.")
-      if meta["max_predictions_per_seq"] != params.max_predictions_per_seq:
-        raise _mismatch(
-            meta, "max_predictions_per_seq", meta["max_predictions_per_seq"],
-            "data config max_predictions_per_seq",
-            params.max_predictions_per_seq,
-            "set the data config's max_predictions_per_seq to "
-            f"{meta['max_predictions_per_seq']} or recreate the records with "
-            f"--max_predictions_per_seq={params.max_predictions_per_seq}.")
-    if params.vocab_size and meta["vocab_size"] != params.vocab_size:
-      raise _mismatch(
-          meta, "vocab_size", meta["vocab_size"], "data config vocab_size",
-          params.vocab_size,
-          "use the SentencePiece model the records were made with, or "
-          "recreate the records with a model of this vocabulary size.")
-  vocab_sizes = {m["vocab_size"] for m in metas}
-  if len(vocab_sizes) > 1:
-    raise DataMismatchError(
-        "the record directories in `input_path` disagree on field "
-        f"`vocab_size` ({', '.join(m['_path'] for m in metas)}: "
-        f"{sorted(vocab_sizes)}); read records of one tokenizer only.")
-  return metas
-
-
-def check_records_compatible(params: RemBertPretrainDataConfig,
-                             model_cfg) -> Dict[str, Any]:
-  """Refuses records that do not fit a model config; returns their metadata.
-
-  Raises:
-    DataMismatchError naming metadata.json, the field, both values and the fix.
-  """
-  metas = check_records_metadata(params)
-  _check_records_fit_model(metas, model_cfg)
-  return metas[0]
-
-
-def _check_records_fit_model(metas: List[Dict[str, Any]], model_cfg) -> None:
-  for meta in metas:
-    if meta["vocab_size"] != model_cfg.vocab_size:
-      raise _mismatch(
-          meta, "vocab_size", meta["vocab_size"], "model config vocab_size",
-          model_cfg.vocab_size,
-          "make the records with a SentencePiece model of vocab_size "
-          f"{model_cfg.vocab_size}, or set the model config's vocab_size to "
-          f"{meta['vocab_size']}.")
-    if meta["seq_length"] > model_cfg.max_position_embeddings:
-      raise _mismatch(
-          meta, "seq_length", meta["seq_length"],
-          "model config max_position_embeddings",
-          model_cfg.max_position_embeddings,
-          "recreate the records with --seq_length <= "
-          f"{model_cfg.max_position_embeddings}.")
+def _check_metadata(meta: Dict[str, Any], params: RemBertPretrainDataConfig,
+                    model_cfg) -> None:
+  """DataMismatchError naming metadata.json, the field, both values and the
+  fix, where the records do not fit the data config (or the model config)."""
+  dynamic = params.use_dynamic_masking
+  layout = (pretraining_record_format.LAYOUT_UNMASKED if dynamic
+            else pretraining_record_format.LAYOUT_STATIC)
+  # (wrong, field, what it must equal, its value, the fix)
+  checks = [
+      (meta["seq_length"] != params.seq_length, "seq_length",
+       "data config seq_length", params.seq_length,
+       f"set the data config's seq_length to {meta['seq_length']} or "
+       f"recreate the records with --seq_length={params.seq_length}."),
+      (meta["layout"] != layout, "layout",
+       f"the data config (use_dynamic_masking={dynamic}) needs", layout,
+       "recreate the records with --unmasked, or set use_dynamic_masking="
+       "False to use their static masks." if dynamic else
+       "set use_dynamic_masking=True for unmasked records, or recreate them "
+       "without --unmasked."),
+      (not dynamic and meta["max_predictions_per_seq"] !=
+       params.max_predictions_per_seq, "max_predictions_per_seq",
+       "data config max_predictions_per_seq", params.max_predictions_per_seq,
+       "set the data config's max_predictions_per_seq to "
+       f"{meta['max_predictions_per_seq']} or recreate the records with "
+       f"--max_predictions_per_seq={params.max_predictions_per_seq}."),
+      (params.vocab_size and meta["vocab_size"] != params.vocab_size,
+       "vocab_size", "data config vocab_size", params.vocab_size,
+       "use the SentencePiece model the records were made with, or "
+       "recreate the records with a model of this vocabulary size.")]
+  if model_cfg is not None:
+    checks += [
+        (meta["vocab_size"] != model_cfg.vocab_size, "vocab_size",
+         "model config vocab_size", model_cfg.vocab_size,
+         "make the records with a SentencePiece model of vocab_size "
+         f"{model_cfg.vocab_size}, or set the model config's vocab_size to "
+         f"{meta['vocab_size']}."),
+        (meta["seq_length"] > model_cfg.max_position_embeddings,
+         "seq_length", "model config max_position_embeddings",
+         model_cfg.max_position_embeddings,
+         "recreate the records with --seq_length <= "
+         f"{model_cfg.max_position_embeddings}.")]
+  for wrong, field, other, other_value, fix in checks:
+    if wrong:
+      raise DataMismatchError(
+          f"{meta['_path']}: field `{field}` is {meta[field]!r} but {other} "
+          f"is {other_value!r}. Fix: {fix}")
 
 
 # Record features whose length the data config fixes (the unmasked layout
@@ -270,67 +220,73 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
     self._params = params
     self._model_config = model_config
     self._field = field
-    self._seq_length = params.seq_length
-    self._max_predictions_per_seq = params.max_predictions_per_seq
-    self._vocab_size = params.vocab_size
+    if (params.use_dynamic_masking and
+        params.mask_token_rate + params.random_token_rate > 1.0):
+      raise DataMismatchError(
+          "data config fields `mask_token_rate` + `random_token_rate` must "
+          f"be <= 1, got {params.mask_token_rate} + "
+          f"{params.random_token_rate}.")
     # The records' metadata.json names the special ids of the SentencePiece
-    # model they were made with; records without it use this project's layout.
-    self._special_ids = tokenizer.special_ids()
-    if params.use_dynamic_masking:
-      if params.mask_token_rate + params.random_token_rate > 1.0:
-        raise DataMismatchError(
-            "data config fields `mask_token_rate` + `random_token_rate` must "
-            f"be <= 1, got {params.mask_token_rate} + "
-            f"{params.random_token_rate}.")
+    # model they were made with; without it, this project's layout.
+    self._special = tokenizer.SpecialTokens(vocab_size=params.vocab_size,
+                                            **tokenizer.special_ids())
 
-  def _check_records(self, files: List[str]) -> List[Dict[str, Any]]:
-    """The records' metadata, checked against the data config (and the model
-    config when given), and the first record of each shard (`files`)."""
-    metas = check_records_metadata(self._params, files)
-    if self._model_config is not None:
-      _check_records_fit_model(metas, self._model_config)
+  def _check_records(self, files: List[str]) -> None:
+    """The records' metadata (against the data config, and the model config
+    when given) and the first record of each shard (`files`); the special
+    ids and vocabulary size they were made with."""
+    metas = _records_metadata(files)
+    for meta in metas:
+      _check_metadata(meta, self._params, self._model_config)
+    vocab_sizes = {m["vocab_size"] for m in metas}
+    if len(vocab_sizes) > 1:
+      raise DataMismatchError(
+          "the record directories in `input_path` disagree on field "
+          f"`vocab_size` ({', '.join(m['_path'] for m in metas)}: "
+          f"{sorted(vocab_sizes)}); read records of one tokenizer only.")
     other = shard_of_other_shape(self._params, files)
     if other:
       raise DataMismatchError(
           f"{self._field}.input_path: record shard {other}. Move it out of "
           "the records' folder, or make every shard with the same "
           "--seq_length and --max_predictions_per_seq.")
-    return metas
+    self._special = tokenizer.SpecialTokens(
+        vocab_size=self._special.vocab_size or metas[0]["vocab_size"],
+        **metas[0].get("special_ids", self._special.as_dict()))
 
   def _parse_batch(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
+    params = self._params
     features = pretraining_record_format.parse_features(
-        self._seq_length, self._max_predictions_per_seq,
-        masked=not self._params.use_dynamic_masking)
+        params.seq_length, params.max_predictions_per_seq,
+        masked=not params.use_dynamic_masking)
     parsed = tf.io.parse_example(serialized, features)
     batch = {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
              for name, t in parsed.items()}
-    if self._params.use_dynamic_masking:
+    if params.use_dynamic_masking:
       batch.update(self._dynamic_mask(batch["input_word_ids"],
                                       batch["input_mask"]))
     return batch
 
   def _dynamic_mask(self, word_ids: tf.Tensor, input_mask: tf.Tensor):
     import tensorflow_text as text  # pylint: disable=g-import-not-at-top
-    params = self._params
-    batch_size = tf.shape(word_ids)[0]
-    static_batch = word_ids.shape[0]
-    lengths = tf.reduce_sum(input_mask, axis=1)
-    ragged = tf.RaggedTensor.from_tensor(word_ids, lengths=lengths)
+    params, special = self._params, self._special
+    batch_size, static_batch = tf.shape(word_ids)[0], word_ids.shape[0]
+    p = params.max_predictions_per_seq
+    ragged = tf.RaggedTensor.from_tensor(
+        word_ids, lengths=tf.reduce_sum(input_mask, axis=1))
     selector = text.RandomItemSelector(
-        max_selections_per_batch=self._max_predictions_per_seq,
-        selection_rate=params.masked_lm_prob,
-        unselectable_ids=[self._special_ids[k] for k in
-                          ("pad_id", "cls_id", "sep_id", "mask_id")])
+        max_selections_per_batch=p, selection_rate=params.masked_lm_prob,
+        unselectable_ids=list(special.unmaskable_ids))
     chooser = text.MaskValuesChooser(
-        self._vocab_size, self._special_ids["mask_id"],
+        special.vocab_size, special.mask_id,
         mask_token_rate=params.mask_token_rate,
         random_token_rate=params.random_token_rate)
     masked_ids, positions, labels = text.mask_language_model(
         ragged, item_selector=selector, mask_values_chooser=chooser)
-    p = self._max_predictions_per_seq
     out = {
         "input_word_ids": masked_ids.to_tensor(
-            default_value=self._special_ids["pad_id"], shape=[batch_size, self._seq_length]),
+            default_value=special.pad_id,
+            shape=[batch_size, params.seq_length]),
         "masked_lm_positions": tf.cast(
             positions.to_tensor(default_value=0, shape=[batch_size, p]),
             tf.int32),
@@ -340,8 +296,8 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
             default_value=0.0, shape=[batch_size, p]),
     }
     for name, t in out.items():
-      t.set_shape([static_batch, self._seq_length if name == "input_word_ids"
-                   else p])
+      t.set_shape([static_batch, params.seq_length
+                   if name == "input_word_ids" else p])
     return out
 
   def _batch_and_parse(self, dataset: tf.data.Dataset,
@@ -366,11 +322,8 @@ class RemBertPretrainDataLoader(data_loader.DataLoader):
     # Globbed once here for every check (a listing of gs:// each time).
     files = record_files(params, self._field)
     if params.check_metadata:
-      metas = self._check_records(files)
-      if not self._vocab_size:
-        self._vocab_size = metas[0]["vocab_size"]
-      self._special_ids = metas[0].get("special_ids", self._special_ids)
-    if params.use_dynamic_masking and not self._vocab_size:
+      self._check_records(files)
+    if params.use_dynamic_masking and not self._special.vocab_size:
       raise DataMismatchError(
           "data config field `vocab_size` is 0 and check_metadata is False: "
           "dynamic masking needs the vocabulary size; set vocab_size.")

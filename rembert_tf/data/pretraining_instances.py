@@ -1,13 +1,10 @@
 """Raw text -> pre-training sequences: the steps `pretraining_record_creation` runs.
 
 Follows Model Garden's `official/nlp/data/create_pretraining_data.py` for
-packing and masking, without next-sentence pairs: inputs resolve to units of
-work (`prepare`); languages are mixed by smoothed sampling (`plan_languages`:
-each document of language l is used r_l times, nothing dropped); each pass
-packs a document's tokenised lines into `[CLS] tokens [SEP]` sequences
-(`pack_document`); every sequence goes to a random shard. A chunk of
-DOCUMENTS_PER_CHUNK documents draws from `default_rng([seed, unit, chunk])`,
-so the records are the same for a seed whatever the engine or worker count.
+packing and masking, without next-sentence pairs (docs/data.md: the language
+mix and the passes per document). A chunk of DOCUMENTS_PER_CHUNK documents
+draws from `default_rng([seed, unit, chunk])`, so the records are the same for
+a seed whatever the engine or worker count.
 
 Example:
 ```python
@@ -18,15 +15,13 @@ lines = [np.arange(5) + 100, np.arange(70) + 200]
 sequences = pretraining_instances.pack_document(lines, 30, 0.1, rng)
 ```
 """
+import collections
 import dataclasses
 import functools
-import itertools
-from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence,
-                    Tuple)
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.data import pretraining_record_format
@@ -41,6 +36,7 @@ MAX_SEQ_LENGTH = 8192
 _SHARD_SHUFFLE_STREAM = 1_000_003
 
 Masking = pretraining_record_format.Masking
+_require_in_range = pretraining_record_format.require_in_range
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,29 +59,16 @@ class RecordOptions:
 
   def check(self) -> "RecordOptions":
     """Raises errors.UsageError naming the flag that is out of range."""
-    if not 3 <= self.seq_length <= MAX_SEQ_LENGTH:
-      raise errors.UsageError(
-          f"--seq_length must be in [3, {MAX_SEQ_LENGTH}] ([CLS] + at least one "
-          f"token + [SEP]), got {self.seq_length}.")
-    if not 1 <= self.max_predictions_per_seq <= self.seq_length - 2:
-      raise errors.UsageError(
-          f"--max_predictions_per_seq must be in [1, {self.seq_length - 2}] "
-          f"(--seq_length {self.seq_length} minus [CLS] and [SEP]), got "
-          f"{self.max_predictions_per_seq}.")
+    _require_in_range("seq_length", self.seq_length, 3, MAX_SEQ_LENGTH,
+                      " ([CLS] + at least one token + [SEP])")
+    _require_in_range("max_predictions_per_seq", self.max_predictions_per_seq,
+                      1, self.seq_length - 2, f" (--seq_length "
+                      f"{self.seq_length} minus [CLS] and [SEP])")
     self.masking.check()
-    if self.dupe_factor < 1:
-      raise errors.UsageError(
-          f"--dupe_factor must be >= 1, got {self.dupe_factor}.")
-    if not 0 <= self.short_seq_prob <= 1:
-      raise errors.UsageError(
-          f"--short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
-    if self.language_sampling_alpha < 0:
-      raise errors.UsageError(
-          f"--alpha must be >= 0, got {self.language_sampling_alpha}.")
-    if not 1 <= self.num_output_shards <= 100_000:
-      raise errors.UsageError(
-          f"--num_output_shards must be in [1, 100000], got "
-          f"{self.num_output_shards}.")
+    _require_in_range("dupe_factor", self.dupe_factor, 1)
+    _require_in_range("short_seq_prob", self.short_seq_prob, 0, 1)
+    _require_in_range("alpha", self.language_sampling_alpha, 0)
+    _require_in_range("num_output_shards", self.num_output_shards, 1, 100_000)
     return self
 
 
@@ -105,39 +88,27 @@ class Plan:
   passes: Dict[str, float]
 
 
-# Per-language counters: documents, lines, tokens, sequences.
+# What metadata.json counts per language.
 _COUNTS = ("documents", "lines", "tokens", "sequences")
 
 
 @dataclasses.dataclass
 class UnitResult:
-  """Counts of one unit (input file)."""
+  """Counts of one unit (input file): per (language, one of _COUNTS), and
+  its records per shard and language."""
   unit_index: int
   path: str
   read: text_inputs.ReadStats = dataclasses.field(
       default_factory=text_inputs.ReadStats)
-  languages: Dict[str, List[int]] = dataclasses.field(default_factory=dict)
+  counts: collections.Counter = dataclasses.field(
+      default_factory=collections.Counter)
   shard_languages: Dict[int, Dict[str, int]] = dataclasses.field(
       default_factory=dict)
 
-  def add_counts(self, language: str, counts: Sequence[int]) -> None:
-    mine = self.languages.setdefault(language, [0] * len(_COUNTS))
-    for i, n in enumerate(counts):
-      mine[i] += n
-
   def count(self, name: str, language: Optional[str] = None) -> int:
-    i = _COUNTS.index(name)
-    return sum(c[i] for l, c in self.languages.items()
-               if language is None or l == language)
-
-
-@dataclasses.dataclass
-class ChunkRecords:
-  """The records of one chunk, their shards and languages, and its counts."""
-  records: List[bytes]
-  shards: List[int]
-  languages: List[str]
-  counts: Dict[str, List[int]]  # language -> documents, lines, tokens, sequences
+    if language is not None:
+      return self.counts[language, name]
+    return sum(n for (_, counted), n in self.counts.items() if counted == name)
 
 
 def pack_document(lines_ids: Sequence[Sequence[int]], max_num_tokens: int,
@@ -181,38 +152,18 @@ def pack_document(lines_ids: Sequence[Sequence[int]], max_num_tokens: int,
 
 def plan_languages(sizes: Dict[str, int], alpha: float, dupe_factor: int,
                    inputs: Sequence[str]) -> Plan:
-  """Smoothed sampling from the first pass's bytes per language."""
+  """Smoothed sampling from the first pass's bytes per language; r_l, the
+  passes per document, makes the largest ratio q_l / p_l `dupe_factor`."""
   if not sizes or all(n == 0 for n in sizes.values()):
     raise text_inputs.TextInputError(
         f"inputs {list(inputs)}: every input file is empty; there is no text.")
   sizes = dict(sorted(sizes.items()))  # Float sums in one order everywhere.
-  return Plan(sizes=sizes,
-              probabilities=text_inputs.smoothed_language_probabilities(
-                  sizes, alpha),
-              passes=passes_per_document(sizes, alpha, dupe_factor))
-
-
-def passes_per_document(sizes: Dict[str, int], alpha: float,
-                        dupe_factor: int) -> Dict[str, float]:
-  """r_l: how often each document of language l is used (see module doc)."""
   q = text_inputs.smoothed_language_probabilities(sizes, alpha)
   total = float(sum(sizes.values()))
   ratio = {l: q[l] / (n / total) for l, n in sizes.items() if n > 0}
   base = min(ratio.values())
-  return {l: dupe_factor * r / base for l, r in ratio.items()}
-
-
-def iter_chunks(input_file: text_inputs.InputFile,
-                stats: text_inputs.ReadStats,
-                keep: Optional[Sequence[str]] = None
-                ) -> Iterator[Tuple[int, List[Tuple[str, List[str]]]]]:
-  """(chunk_index, [(language, lines), ...]) of DOCUMENTS_PER_CHUNK documents."""
-  documents = text_inputs.iter_language_documents(input_file, stats, keep)
-  for chunk_index in itertools.count():
-    chunk = list(itertools.islice(documents, DOCUMENTS_PER_CHUNK))
-    if not chunk:
-      return
-    yield chunk_index, chunk
+  return Plan(sizes=sizes, probabilities=q,
+              passes={l: dupe_factor * r / base for l, r in ratio.items()})
 
 
 @functools.cache
@@ -223,15 +174,17 @@ def sentencepiece_processor(path: str):
 
 def chunk_records(chunk: Sequence[Tuple[str, List[str]]], unit_index: int,
                   chunk_index: int, passes: Mapping[str, float],
-                  job: RecordJob) -> ChunkRecords:
-  """Tokenises, packs, masks and encodes one chunk; assigns each record a shard."""
+                  job: RecordJob
+                  ) -> Tuple[List[Tuple[int, str, bytes]], collections.Counter]:
+  """Tokenises, packs, masks and encodes one chunk of (language, lines)
+  documents: its (shard, language, record)s and its `UnitResult.counts`."""
   options = job.options
   sp = sentencepiece_processor(job.sentencepiece_model)
-  flat = [line for _, lines in chunk for line in lines]
-  flat_ids = sp.encode(flat, num_threads=1)
+  flat_ids = sp.encode([line for _, lines in chunk for line in lines],
+                       num_threads=1)
   rng = np.random.default_rng([options.seed, unit_index, chunk_index])
   contents, languages = [], []
-  counts: Dict[str, List[int]] = {}
+  counts = collections.Counter()
   start = 0
   for language, lines in chunk:
     lines_ids = flat_ids[start:start + len(lines)]
@@ -239,23 +192,22 @@ def chunk_records(chunk: Sequence[Tuple[str, List[str]]], unit_index: int,
     passes_l = passes.get(language, 0.0)
     whole = int(np.floor(passes_l))
     num_passes = whole + int(rng.random() < passes_l - whole)
-    mine = counts.setdefault(language, [0, 0, 0, 0])
-    mine[0] += 1
-    mine[1] += len(lines)
-    mine[2] += sum(len(ids) for ids in lines_ids)
+    counts[language, "documents"] += 1
+    counts[language, "lines"] += len(lines)
+    counts[language, "tokens"] += sum(len(ids) for ids in lines_ids)
     for _ in range(num_passes):
       packed = pack_document(lines_ids, options.seq_length - 2,
                              options.short_seq_prob, rng)
       contents.extend(packed)
       languages.extend([language] * len(packed))
-      mine[3] += len(packed)
+      counts[language, "sequences"] += len(packed)
   records = pretraining_record_format.encode_sequences(
       contents, seq_length=options.seq_length,
       max_predictions_per_seq=options.max_predictions_per_seq,
       special=job.special, rng=rng, layout=options.layout,
       masking=options.masking)
   shards = rng.integers(options.num_output_shards, size=len(records)).tolist()
-  return ChunkRecords(records, shards, languages, counts)
+  return list(zip(shards, languages, records)), counts
 
 
 def shard_permutation(seed: int, shard_index: int, num_records: int
@@ -263,73 +215,6 @@ def shard_permutation(seed: int, shard_index: int, num_records: int
   """The order of a shard's records (given in unit, chunk, record order)."""
   return np.random.default_rng([seed, _SHARD_SHUFFLE_STREAM, shard_index]
                                ).permutation(num_records)
-
-
-def shard_metadata(shard_index: int, num_shards: int,
-                   languages: Mapping[str, int]) -> Dict[str, Any]:
-  return {"file": pretraining_record_format.shard_file_name(shard_index,
-                                                           num_shards),
-          "num_examples": int(sum(languages.values())),
-          "num_examples_per_language": dict(sorted(
-              (l, int(n)) for l, n in languages.items() if n))}
-
-
-def build_metadata(*, inputs: Sequence[str],
-                   files: Sequence[text_inputs.InputFile],
-                   plan: Plan, results: Sequence[UnitResult],
-                   shard_meta: Sequence[Dict[str, Any]], job: RecordJob,
-                   sentencepiece_sha256: str) -> Dict[str, Any]:
-  """metadata.json of a record directory (on every runner)."""
-  options = job.options
-  meta = pretraining_record_format.base_metadata(
-      layout=options.layout, seq_length=options.seq_length,
-      max_predictions_per_seq=options.max_predictions_per_seq,
-      special=job.special, masking=options.masking)
-  meta["masking"].update(dupe_factor=options.dupe_factor,
-                         short_seq_prob=options.short_seq_prob)
-  meta["num_examples"] = int(sum(s["num_examples"] for s in shard_meta))
-  meta["shards"] = list(shard_meta)
-  by_path = {r.path: r for r in results}
-  total_bytes = sum(plan.sizes.values())
-  languages_meta = {}
-  for lang in sorted(plan.sizes):
-    path_files = [f for f in files if f.language == lang and
-                  f.languages_known_from_path]
-    path_results = [by_path[f.path] for f in path_files if f.path in by_path]
-    languages_meta[lang] = {
-        "input_files": len(path_files),
-        "input_bytes": plan.sizes[lang],
-        **{name: sum(r.count(name, lang) for r in results) for name in _COUNTS},
-        "natural_probability": round(plan.sizes[lang] / total_bytes, 6),
-        "sampling_probability": round(plan.probabilities[lang], 6),
-        "passes_per_document": round(plan.passes.get(lang, 0.0), 6),
-        "invalid_utf8_replacements": sum(
-            r.read.invalid_utf8_replacements for r in path_results),
-        "skipped_json_lines": sum(r.read.skipped_json_lines
-                                  for r in path_results),
-    }
-  meta["languages"] = languages_meta
-  meta["languages_without_text"] = sorted(
-      l for l, m in languages_meta.items() if m["documents"] == 0)
-  meta["inputs"] = []
-  for f in files:
-    r = by_path.get(f.path)
-    entry = {"path": f.path, "language": f.language or None, "format": f.format,
-             "documents": r.count("documents") if r else 0,
-             "sequences": r.count("sequences") if r else 0}
-    if f.language_field:
-      entry["language_field"] = f.language_field
-    if r and not f.languages_known_from_path:
-      entry["invalid_utf8_replacements"] = r.read.invalid_utf8_replacements
-      entry["skipped_json_lines"] = r.read.skipped_json_lines
-    meta["inputs"].append(entry)
-  meta["tokenizer"] = {"sentencepiece_model": job.sentencepiece_model,
-                       "sha256": sentencepiece_sha256,
-                       "vocab_size": job.special.vocab_size}
-  meta["sentencepiece_sha256"] = sentencepiece_sha256
-  meta["language_sampling_alpha"] = options.language_sampling_alpha
-  meta["seed"] = options.seed
-  return meta
 
 
 @dataclasses.dataclass
@@ -349,47 +234,84 @@ def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
             options: RecordOptions, *, input_format: str = "auto",
             languages: Optional[Sequence[str]] = None,
             language_field: Optional[str] = None,
-            tfds: Optional[tfds_text_inputs.TfdsTextOptions] = None,
-            overwrite: bool = False) -> Prepared:
-  """Checks flags, model, inputs and the output before any work starts
-  (inputs: file specs and `tfds:` specs, `tfds_text_inputs`)."""
+            tfds: Optional[tfds_text_inputs.TfdsTextOptions] = None
+            ) -> Prepared:
+  """Checks the flags, the model and the inputs (file and `tfds:` specs),
+  and that the output overlaps none of them, before any work starts."""
   options.check()
   output_dir = fileio.as_str(output_dir).rstrip("/")
   model = fileio.as_str(sentencepiece_model)
   special = tokenizer.SpecialTokens.from_model(model)
-  sha = tokenizer.read_tokenizer_metadata(model)["sha256"]
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
-  fileio.check_output_location(output_dir)
   outputs.refuse_overlap(output_dir, dict(
       {"--sentencepiece_model": model},
       **{f"--input {f.path}": f.path for f in files}), "--output_dir")
-  pretraining_record_format.refuse_existing_records(output_dir, overwrite)
-  prepared = Prepared(inputs=list(inputs), output_dir=output_dir, files=files,
-                      job=RecordJob(options, model, special),
-                      sentencepiece_sha256=sha,
-                      languages=list(languages) if languages else None,
-                      tasks=[(i, f) for i, f in enumerate(files) if f.size()])
-  if not prepared.tasks:
+  tasks = [(i, f) for i, f in enumerate(files) if f.size()]
+  if not tasks:
     plan_languages({}, options.language_sampling_alpha, options.dupe_factor,
                    inputs)  # Raises: every input file is empty.
-  return prepared
+  return Prepared(inputs=list(inputs), output_dir=output_dir, files=files,
+                  job=RecordJob(options, model, special),
+                  sentencepiece_sha256=fileio.sha256(model),
+                  languages=list(languages) if languages else None,
+                  tasks=tasks)
 
 
-def log_plan(log, prepared: Prepared, plan: Plan, engine: str) -> None:
-  log(f"create_pretraining_data: {len(prepared.files)} input files, "
-      f"{len(plan.sizes)} languages, {engine} -> {prepared.output_dir}")
+def build_metadata(prepared: Prepared, plan: Plan,
+                   results: Sequence[UnitResult],
+                   shard_meta: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+  """metadata.json of a record directory (on every runner)."""
+  job, files = prepared.job, prepared.files
+  options = job.options
+  meta = pretraining_record_format.base_metadata(
+      layout=options.layout, seq_length=options.seq_length,
+      max_predictions_per_seq=options.max_predictions_per_seq,
+      special=job.special, masking=options.masking)
+  meta["masking"].update(dupe_factor=options.dupe_factor,
+                         short_seq_prob=options.short_seq_prob)
+  meta["num_examples"] = int(sum(s["num_examples"] for s in shard_meta))
+  meta["shards"] = list(shard_meta)
+  by_path = {r.path: r for r in results}
+  total_bytes = sum(plan.sizes.values())
+  meta["languages"] = {}
   for lang in sorted(plan.sizes):
-    if plan.sizes[lang]:
-      log(f"  {lang}: {plan.sizes[lang]:,} bytes, sampling "
-          f"q={plan.probabilities[lang]:.3f}, passes per document "
-          f"{plan.passes[lang]:.2f}")
-    else:
-      log(f"  {lang}: no text (skipped)")
+    path_files = [f for f in files if f.language == lang and
+                  f.languages_known_from_path]
+    path_results = [by_path[f.path] for f in path_files if f.path in by_path]
+    meta["languages"][lang] = {
+        "input_files": len(path_files),
+        "input_bytes": plan.sizes[lang],
+        **{name: sum(r.count(name, lang) for r in results) for name in _COUNTS},
+        "natural_probability": round(plan.sizes[lang] / total_bytes, 6),
+        "sampling_probability": round(plan.probabilities[lang], 6),
+        "passes_per_document": round(plan.passes.get(lang, 0.0), 6),
+        "invalid_utf8_replacements": sum(
+            r.read.invalid_utf8_replacements for r in path_results),
+        "skipped_json_lines": sum(r.read.skipped_json_lines
+                                  for r in path_results),
+    }
+  meta["languages_without_text"] = sorted(
+      l for l, m in meta["languages"].items() if m["documents"] == 0)
+  meta["inputs"] = [_input_metadata(f, by_path.get(f.path)) for f in files]
+  meta["tokenizer"] = {"sentencepiece_model": job.sentencepiece_model,
+                       "sha256": prepared.sentencepiece_sha256,
+                       "vocab_size": job.special.vocab_size}
+  meta["sentencepiece_sha256"] = prepared.sentencepiece_sha256
+  meta["language_sampling_alpha"] = options.language_sampling_alpha
+  meta["seed"] = options.seed
+  return meta
 
 
-def check_has_sequences(meta: Dict[str, Any], inputs: Sequence[str]) -> None:
-  if meta["num_examples"] == 0:
-    raise text_inputs.TextInputError(
-        f"inputs {list(inputs)} contain no text (only blank lines or "
-        "unparsable JSON); no records written.")
+def _input_metadata(f: text_inputs.InputFile, r: Optional[UnitResult]
+                    ) -> Dict[str, Any]:
+  """One entry of metadata.json's `inputs`: the file and what it gave."""
+  entry = {"path": f.path, "language": f.language or None, "format": f.format,
+           "documents": r.count("documents") if r else 0,
+           "sequences": r.count("sequences") if r else 0}
+  if f.language_field:
+    entry["language_field"] = f.language_field
+  if r and not f.languages_known_from_path:
+    entry["invalid_utf8_replacements"] = r.read.invalid_utf8_replacements
+    entry["skipped_json_lines"] = r.read.skipped_json_lines
+  return entry

@@ -4,17 +4,18 @@
 checks the flags, model, inputs and output before any work, then runs three
 `data_engine` steps, in local worker processes or as one Apache Beam pipeline
 (`runner=`): the bytes per language of each input file (the language plan),
-each input file's records spilled per output shard (`process_unit`, on
-`pretraining_instances`' steps), and each shard's records in file order,
-shuffled (`write_shard`), then metadata.json. Workers import neither
-TensorFlow nor protobuf (`example_encoding`, `tfrecord_writer`). Records are
-written into a staging directory inside the output directory and swapped in
-when complete (`pretraining_record_format.staged_records`).
+each input file's records spilled per output shard (`process_unit`), and each
+shard's records in file order, shuffled (`write_shard`), then metadata.json.
+Workers import neither TensorFlow nor protobuf (`example_encoding`,
+`tfrecord_writer`). Records are written into a staging directory inside the
+output directory and swapped in when complete
+(`pretraining_record_format.staged_records`).
 """
+import collections
 import contextlib
-import dataclasses
 import functools
 import io
+import itertools
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -36,8 +37,6 @@ UnitResult = pretraining_instances.UnitResult
 def create_pretraining_data(inputs: Sequence[str],
                             output_dir,
                             sentencepiece_model,
-                            options: Optional[
-                                pretraining_instances.RecordOptions] = None,
                             *,
                             input_format: str = "auto",
                             languages: Optional[Sequence[str]] = None,
@@ -53,23 +52,16 @@ def create_pretraining_data(inputs: Sequence[str],
   """Makes pre-training records; returns the metadata written to metadata.json.
 
   Args:
-    inputs: input specs (see text_inputs and tfds_text_inputs).
+    inputs: input specs (`text_inputs`, or `tfds:` inputs).
     output_dir: gets `pretrain-XXXXX-of-YYYYY.tfrecord` and metadata.json.
     sentencepiece_model: a model with [CLS], [SEP], [MASK], a padding and an
       unknown piece.
-    options: `pretraining_instances.RecordOptions`; keyword arguments named
-      like its fields override it.
-    input_format, languages, language_field: see `text_inputs.resolve_inputs`.
+    **option_fields: the fields of `pretraining_instances.RecordOptions`.
     num_workers: processes or Beam workers; the output does not depend on it.
     runner: None (local worker processes) or an Apache Beam runner name, with
       `beam_args` as pipeline options.
-    overwrite: replace records already in output_dir.
-  Raises:
-    errors.RemBertError subclasses (TextInputError, OutputExistsError,
-    TokenizerError, UsageError).
   """
-  options = dataclasses.replace(
-      options or pretraining_instances.RecordOptions(), **option_fields)
+  options = pretraining_instances.RecordOptions(**option_fields)
   if num_workers < 1:
     raise errors.UsageError(f"--num_workers must be >= 1, got {num_workers}.")
   log = functools.partial(print, flush=True) if verbose else _quiet
@@ -77,12 +69,13 @@ def create_pretraining_data(inputs: Sequence[str],
   prepared = pretraining_instances.prepare(
       inputs, output_dir, sentencepiece_model, options,
       input_format=input_format, languages=languages,
-      language_field=language_field, tfds=tfds, overwrite=overwrite)
+      language_field=language_field, tfds=tfds)
   if runner:
     data_engine.require_beam()
-  with pretraining_record_format.staged_records(prepared.output_dir) as staging:
-    meta = create_records(prepared, staging, num_workers, runner, beam_args,
-                          log, verbose)
+  with pretraining_record_format.staged_records(prepared.output_dir,
+                                                overwrite) as staging:
+    meta = _create_records(prepared, staging, num_workers, runner, beam_args,
+                           log, verbose)
   languages = meta["languages"].values()
   tokens = sum(l["tokens"] for l in languages)
   elapsed = time.time() - start
@@ -99,28 +92,29 @@ def _quiet(*unused_args, **unused_kwargs):
   pass
 
 
-def create_records(prepared: pretraining_instances.Prepared, staging: str,
-                   num_workers: int, runner: Optional[str] = None,
-                   beam_args: Sequence[str] = (), log=_quiet,
-                   verbose: bool = False) -> Dict[str, Any]:
+def _create_records(prepared: pretraining_instances.Prepared, staging: str,
+                    num_workers: int, runner: Optional[str],
+                    beam_args: Sequence[str], log, verbose: bool
+                    ) -> Dict[str, Any]:
   """Records and metadata.json into `staging` (the steps of the module doc)."""
-  job = prepared.job
+  options = prepared.job.options
   engine = (f"Apache Beam {runner} ({num_workers} worker(s))" if runner
             else f"{num_workers} worker(s)")
-  progress = None if runner else _Progress(len(prepared.tasks), verbose)
+  bar, progress = (None, None) if runner else _progress(len(prepared.tasks),
+                                                        verbose)
   with _spill_directory(staging, runner) as spill_dir:
     steps = [
         data_engine.Step("LanguageBytes", prepared.files, functools.partial(
             _language_bytes, keep=prepared.languages), functools.partial(
                 _plan, prepared=prepared, log=log, engine=engine)),
         data_engine.Step("Records", prepared.tasks, functools.partial(
-            process_unit, job=job, spill_dir=spill_dir,
+            process_unit, job=prepared.job, spill_dir=spill_dir,
             keep=prepared.languages), _with_results, parallel=True,
                          progress=progress),
-        data_engine.Step("Shards", range(job.options.num_output_shards),
+        data_engine.Step("Shards", range(options.num_output_shards),
                          functools.partial(write_shard, staging=staging,
                                            spill_dir=spill_dir,
-                                           options=job.options),
+                                           options=options),
                          functools.partial(_metadata, prepared=prepared,
                                            staging=staging))]
     data_engine.run(steps, num_workers=num_workers, runner=runner,
@@ -131,9 +125,12 @@ def create_records(prepared: pretraining_instances.Prepared, staging: str,
     for lang, m in sorted(meta["languages"].items()):
       log(f"  {lang}: {m['input_bytes']:,} bytes, sampling q="
           f"{m['sampling_probability']:.3f}, {m['sequences']} sequences")
-  pretraining_instances.check_has_sequences(meta, prepared.inputs)
-  if progress:
-    progress.bar.close()  # Only on success: an error stays the last line.
+  if meta["num_examples"] == 0:
+    raise text_inputs.TextInputError(
+        f"inputs {prepared.inputs} contain no text (only blank lines or "
+        "unparsable JSON); no records written.")
+  if bar:
+    bar.close()  # Only on success: an error stays the last line.
   return meta
 
 
@@ -150,20 +147,27 @@ def _spill_directory(staging: str, runner: Optional[str]):
 
 
 def _language_bytes(input_file, unused_previous, keep):
-  return text_inputs.file_language_bytes(input_file, keep)
+  return input_file.language_bytes(keep)
 
 
 def _plan(per_file: List[Dict[str, int]], unused_previous, prepared, log,
           engine: str) -> pretraining_instances.Plan:
-  sizes: Dict[str, int] = {}
+  sizes = collections.Counter()
   for file_sizes in per_file:
-    for language, n in file_sizes.items():
-      sizes[language] = sizes.get(language, 0) + n
+    sizes.update(file_sizes)
   options = prepared.job.options
   plan = pretraining_instances.plan_languages(
       sizes, options.language_sampling_alpha, options.dupe_factor,
       prepared.inputs)
-  pretraining_instances.log_plan(log, prepared, plan, engine)
+  log(f"create_pretraining_data: {len(prepared.files)} input files, "
+      f"{len(plan.sizes)} languages, {engine} -> {prepared.output_dir}")
+  for lang, size in plan.sizes.items():
+    if size:
+      log(f"  {lang}: {size:,} bytes, sampling "
+          f"q={plan.probabilities[lang]:.3f}, passes per document "
+          f"{plan.passes[lang]:.2f}")
+    else:
+      log(f"  {lang}: no text (skipped)")
   return plan
 
 
@@ -172,11 +176,8 @@ def _with_results(results: List[UnitResult], plan):
 
 
 def _metadata(shard_meta, plan_and_results, prepared, staging):
-  plan, results = plan_and_results
-  meta = pretraining_instances.build_metadata(
-      inputs=prepared.inputs, files=prepared.files, plan=plan,
-      results=results, shard_meta=shard_meta, job=prepared.job,
-      sentencepiece_sha256=prepared.sentencepiece_sha256)
+  meta = pretraining_instances.build_metadata(prepared, *plan_and_results,
+                                              shard_meta)
   fileio.write_json(
       fileio.join(staging, pretraining_record_format.METADATA_FILE), meta)
 
@@ -227,14 +228,16 @@ def process_unit(task, plan: pretraining_instances.Plan, *,
   result = UnitResult(unit_index, input_file.path)
   spill = _ShardSpill(spill_dir, unit_index, job.options.num_output_shards)
   try:
-    for chunk_index, chunk in pretraining_instances.iter_chunks(
-        input_file, result.read, keep):
-      out = pretraining_instances.chunk_records(chunk, unit_index, chunk_index,
-                                                plan.passes, job)
-      for language, counts in out.counts.items():
-        result.add_counts(language, counts)
-      for shard, language, record in zip(out.shards, out.languages,
-                                         out.records):
+    documents = input_file.language_documents(result.read, keep)
+    for chunk_index in itertools.count():
+      chunk = list(itertools.islice(
+          documents, pretraining_instances.DOCUMENTS_PER_CHUNK))
+      if not chunk:
+        break
+      records, counts = pretraining_instances.chunk_records(
+          chunk, unit_index, chunk_index, plan.passes, job)
+      result.counts.update(counts)
+      for shard, language, record in records:
         per_language = result.shard_languages.setdefault(shard, {})
         per_language[language] = per_language.get(language, 0) + 1
         spill.add(shard, record)
@@ -266,29 +269,26 @@ def write_shard(shard_index: int, plan_and_results, *, staging: str,
       per_language[language] = per_language.get(language, 0) + n
   order = pretraining_instances.shard_permutation(options.seed, shard_index,
                                                   len(framed))
-  num_shards = options.num_output_shards
-  name = pretraining_record_format.shard_file_name(shard_index, num_shards)
+  name = pretraining_record_format.shard_file_name(shard_index,
+                                                   options.num_output_shards)
   tfrecord_writer.write_framed_file(fileio.join(staging, name),
                                     (framed[i] for i in order))
-  return pretraining_instances.shard_metadata(shard_index, num_shards,
-                                              per_language)
+  return {"file": name, "num_examples": int(sum(per_language.values())),
+          "num_examples_per_language": dict(sorted(
+              (l, int(n)) for l, n in per_language.items() if n))}
 
 
-class _Progress:
-  """The console's progress over the input files, with documents, sequences
-  and tokens/s as its note; silent unless verbose."""
+def _progress(total_units: int, verbose: bool):
+  """The console's progress over the input files (silent unless verbose),
+  and its update by a unit's result: documents, sequences, tokens/s."""
+  bar = console.Progress("create_pretraining_data", total=total_units,
+                         unit="files", stream=None if verbose else io.StringIO())
+  done, start = collections.Counter(), time.time()
 
-  def __init__(self, total_units: int, verbose: bool):
-    self.counts = {"documents": 0, "sequences": 0, "tokens": 0}
-    self.start = time.time()
-    self.bar = console.Progress(
-        "create_pretraining_data", total=total_units, unit="files",
-        stream=None if verbose else io.StringIO())
-
-  def __call__(self, result: UnitResult):
-    for name in self.counts:
-      self.counts[name] += result.count(name)
-    rate = self.counts["tokens"] / max(time.time() - self.start, 1e-9)
-    self.bar.update(1, note=f"{self.counts['documents']:,} documents, "
-                    f"{self.counts['sequences']:,} sequences, {rate:,.0f} "
-                    "tokens/s")
+  def update(result: UnitResult):
+    for name in ("documents", "sequences", "tokens"):
+      done[name] += result.count(name)
+    rate = done["tokens"] / max(time.time() - start, 1e-9)
+    bar.update(1, note=f"{done['documents']:,} documents, "
+               f"{done['sequences']:,} sequences, {rate:,.0f} tokens/s")
+  return bar, update

@@ -2,11 +2,9 @@
 
 Builds on BERT's record layout as Model Garden's
 `official/nlp/data/create_pretraining_data.py` writes it (v2 feature names,
-no next-sentence pairs): `[CLS] tokens [SEP] <pad>...` as `input_word_ids`,
-`input_mask`, `input_type_ids` [seq_length], and in the static layout
-`masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights` (float)
-[max_predictions_per_seq]; docs/data.md lists `metadata.json`'s fields.
-Records are staged inside the output directory and swapped in when complete.
+no next-sentence pairs; docs/data.md lists the features and `metadata.json`'s
+fields). Records are staged inside the output directory and swapped in when
+complete.
 
 Example (test fixtures from already tokenised text):
 ```python
@@ -56,10 +54,8 @@ class Masking:
     if not 0 < self.masked_lm_prob <= 1:
       raise errors.UsageError(
           f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}.")
-    for name in ("mask_token_rate", "random_token_rate"):
-      if not 0 <= getattr(self, name) <= 1:
-        raise errors.UsageError(
-            f"--{name} must be in [0, 1], got {getattr(self, name)}.")
+    require_in_range("mask_token_rate", self.mask_token_rate, 0, 1)
+    require_in_range("random_token_rate", self.random_token_rate, 0, 1)
     if self.mask_token_rate + self.random_token_rate > 1:
       raise errors.UsageError(
           "--mask_token_rate + --random_token_rate must be at most 1, got "
@@ -67,52 +63,28 @@ class Masking:
     return self
 
 
-def project_special_tokens(vocab_size: int) -> tokenizer.SpecialTokens:
-  """The special ids of the layout this project trains, for a vocabulary size."""
-  return tokenizer.SpecialTokens(vocab_size=int(vocab_size),
-                                 **tokenizer.special_ids())
+def require_in_range(flag: str, value, low, high=None, why: str = "") -> None:
+  """errors.UsageError naming `--flag` unless low <= value (<= high)."""
+  if value < low or (high is not None and value > high):
+    where = f">= {low}" if high is None else f"in [{low}, {high}]"
+    raise errors.UsageError(f"--{flag} must be {where}{why}, got {value}.")
 
 
-def shard_file_name(index: int, num_shards: int, prefix: str = "pretrain") -> str:
-  return f"{prefix}-{index:05d}-of-{num_shards:05d}{RECORD_SUFFIX}"
-
-
-def is_record_file(name: str) -> bool:
-  """A shard or the metadata of a record directory (what a new run replaces)."""
-  return name.endswith(RECORD_SUFFIX) or name == METADATA_FILE
+def shard_file_name(index: int, num_shards: int) -> str:
+  return f"pretrain-{index:05d}-of-{num_shards:05d}{RECORD_SUFFIX}"
 
 
 def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
-  """Names of the record shards and metadata already in `directory`."""
+  """Names of the record shards and metadata in `directory` (what a new run
+  replaces)."""
   if not fileio.isdir(directory):
     return []
-  return [name for name in fileio.listdir(directory) if is_record_file(name)]
+  return [name for name in fileio.listdir(directory)
+          if name.endswith(RECORD_SUFFIX) or name == METADATA_FILE]
 
 
 # Staging directories: `.create_pretraining_data.tmp-*` (fileio's temporaries).
 _STAGING_NAME = "create_pretraining_data"
-
-
-def refuse_existing_records(directory, overwrite: bool) -> None:
-  """errors.OutputExistsError if `directory` holds records and not
-  `overwrite`; first finishes a swap a killed run left (callers hold the lock)."""
-  if fileio.isdir(directory):
-    remove_stale_staging(directory)
-  found = existing_records(directory)
-  if found and not overwrite:
-    listed = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
-    raise errors.OutputExistsError(
-        f"output directory {directory} already holds pre-training records "
-        f"({listed}); choose an empty directory or pass --overwrite "
-        "(overwrite=True) to replace them (the old records stay until the new "
-        "ones are complete).")
-
-
-def remove_stale_staging(directory) -> None:
-  """Finishes a swap a killed run left in `directory` and removes the staging
-  directories of killed or failed runs."""
-  outputs.recover_interrupted_swap(fileio.join(directory, _STAGING_NAME),
-                                   target=directory)
 
 
 def swap_in_records(staging: str, directory) -> None:
@@ -120,20 +92,30 @@ def swap_in_records(staging: str, directory) -> None:
   kept; metadata.json leaves first and comes back last, `outputs.swap_in`)."""
   directory = fileio.as_str(directory).rstrip("/")
   old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
-  new_files = sorted((n for n in fileio.listdir(staging) if is_record_file(n)),
-                     key=lambda n: n == METADATA_FILE)
+  new_files = sorted(existing_records(staging), key=lambda n: n == METADATA_FILE)
   outputs.swap_in(directory, staging, old_files, new_files)
 
 
 @contextlib.contextmanager
-def staged_records(output_dir: str) -> Iterator[str]:
+def staged_records(output_dir: str, overwrite: bool) -> Iterator[str]:
   """A staging directory inside `output_dir`, swapped in when the block
   succeeds; on failure it goes (and an output directory it created), the old
-  records untouched."""
+  records untouched. First finishes a swap a killed run left, removes the
+  staging directories of killed runs (callers hold the output's lock), and
+  refuses records already there unless `overwrite` (OutputExistsError)."""
   created = not fileio.exists(output_dir)
-  fileio.check_output_location(output_dir)
+  if not created:
+    outputs.recover_interrupted_swap(fileio.join(output_dir, _STAGING_NAME),
+                                     target=output_dir)
+  found = existing_records(output_dir)
+  if found and not overwrite:
+    listed = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+    raise errors.OutputExistsError(
+        f"output directory {output_dir} already holds pre-training records "
+        f"({listed}); choose an empty directory or pass --overwrite "
+        "(overwrite=True) to replace them (the old records stay until the new "
+        "ones are complete).")
   fileio.makedirs(output_dir)
-  remove_stale_staging(output_dir)
   staging = fileio.temporary_path(fileio.join(output_dir, _STAGING_NAME))
   fileio.makedirs(staging)
   try:
@@ -203,15 +185,10 @@ def random_non_special_ids(rng: np.random.Generator, size,
 def mask_batch(ids: np.ndarray, content_lengths: np.ndarray,
                rng: np.random.Generator, *, special: tokenizer.SpecialTokens,
                max_predictions_per_seq: int, masking: Masking = Masking()):
-  """BERT masking of a batch of `[CLS] content [SEP] <pad>...` rows (numpy).
-
-  Per row, min(P, max(1, round(n * masked_lm_prob))) of the n content positions
-  are chosen uniformly and replaced as `Masking` says.
-
-  Returns:
-    (masked_ids [b, S], positions [b, P], labels [b, P], weights [b, P]);
-    positions ascending, padded with 0 (weight 0).
-  """
+  """BERT masking of a batch of `[CLS] content [SEP] <pad>...` rows (numpy):
+  min(P, max(1, round(n * masked_lm_prob))) of a row's n content positions,
+  chosen uniformly, replaced as `Masking` says. Returns (masked ids [b, S],
+  positions [b, P] ascending, labels, weights), positions padded with 0."""
   n, seq_length = ids.shape
   p = max_predictions_per_seq
   k = np.minimum(np.minimum(p, content_lengths),
@@ -287,40 +264,6 @@ def encode_sequences(contents: Sequence[Sequence[int]],
       dict(masked_lm_weights=weights))
 
 
-def _padded_features(example: Mapping[str, Sequence], seq_length: int,
-                     max_predictions_per_seq: int, layout: str,
-                     pad_id: int) -> Dict[str, np.ndarray]:
-  """An already-built feature dict padded to the static lengths."""
-  def padded(name, length, dtype, fill=0):
-    values = np.asarray(example[name], dtype=dtype)
-    if len(values) > length:
-      raise RecordsError(f"feature `{name}` has {len(values)} values, more "
-                         f"than its length {length}.")
-    out = np.full(length, fill, dtype=dtype)
-    out[:len(values)] = values
-    return out
-  word_ids = padded("input_word_ids", seq_length, np.int64, pad_id)
-  if "input_mask" in example:
-    input_mask = padded("input_mask", seq_length, np.int64)
-  else:
-    input_mask = (word_ids != pad_id).astype(np.int64)
-  type_ids = (padded("input_type_ids", seq_length, np.int64)
-              if "input_type_ids" in example else np.zeros(seq_length, np.int64))
-  features = dict(input_word_ids=word_ids, input_mask=input_mask,
-                  input_type_ids=type_ids)
-  if layout == LAYOUT_UNMASKED:
-    return features
-  p = max_predictions_per_seq
-  features["masked_lm_positions"] = padded("masked_lm_positions", p, np.int64)
-  features["masked_lm_ids"] = padded("masked_lm_ids", p, np.int64)
-  if "masked_lm_weights" in example:
-    features["masked_lm_weights"] = padded("masked_lm_weights", p, np.float32)
-  else:
-    features["masked_lm_weights"] = np.zeros(p, np.float32)
-    features["masked_lm_weights"][:len(example["masked_lm_positions"])] = 1.0
-  return features
-
-
 def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
                   special: tokenizer.SpecialTokens,
                   masking: Masking = Masking()) -> Dict[str, Any]:
@@ -344,7 +287,7 @@ def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
 @outputs.writes_output("output_dir")
 def write_pretraining_records(
     output_dir: Union[str, os.PathLike],
-    examples: Sequence[Union[Sequence[int], Mapping[str, Sequence]]],
+    examples: Sequence[Sequence[int]],
     *,
     seq_length: int,
     max_predictions_per_seq: int,
@@ -356,76 +299,35 @@ def write_pretraining_records(
     masking: Masking = Masking(),
     overwrite: bool = False,
     extra_metadata: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-  """Writes already tokenised examples as pre-training shards + metadata.json.
+  """Writes already tokenised examples (lists of content token ids, without
+  [CLS]/[SEP]) as pre-training shards + metadata.json; returns the metadata.
 
-  Args:
-    output_dir: any filesystem; refused if it holds records unless overwrite
-      (the old records stay until the new ones are complete).
-    examples: each either a list of content token ids (no [CLS]/[SEP]; masked
-      here with BERT's 80/10/10 unless layout is "unmasked"), or a dict of
-      feature lists (`input_word_ids`, optional `input_mask`, `input_type_ids`,
-      and for the static layout `masked_lm_positions`, `masked_lm_ids`,
-      optional `masked_lm_weights`), padded here.
-    seq_length, max_predictions_per_seq: the record shape.
-    vocab_size: with the project's special-id layout; or pass `special`
-      (e.g. `SpecialTokens.from_model(path)`) for any other layout.
-    layout: "static" (masked in the records) or "unmasked" (dynamic masking).
-    num_shards: examples are dealt round-robin over this many shard files.
-    seed: seeds the masking.
-  Returns:
-    The metadata dict written to output_dir/metadata.json.
+  The special ids are the project's layout of `vocab_size` pieces, or
+  `special` (e.g. `SpecialTokens.from_model(path)`); the static layout masks
+  here (seeded by `seed`), the unmasked one leaves it to the input pipeline.
   """
   if special is None:
     if vocab_size is None:
       raise errors.UsageError("write_pretraining_records needs vocab_size or "
                               "special (the tokenizer's SpecialTokens).")
-    special = project_special_tokens(vocab_size)
-  refuse_existing_records(output_dir, overwrite)
+    special = tokenizer.SpecialTokens(vocab_size=int(vocab_size),
+                                      **tokenizer.special_ids())
   meta = base_metadata(layout=layout, seq_length=seq_length,
                        max_predictions_per_seq=max_predictions_per_seq,
                        special=special, masking=masking)
-  records = _encode_examples(examples, seq_length, max_predictions_per_seq,
-                             special, layout, masking,
-                             np.random.default_rng(seed))
-  with staged_records(fileio.as_str(output_dir)) as staging:
-    shard_meta = _write_shards(staging, records, num_shards)
-    meta["num_examples"] = sum(s["num_examples"] for s in shard_meta)
-    meta["shards"] = shard_meta
+  with staged_records(fileio.as_str(output_dir), overwrite) as staging:
+    records = encode_sequences(
+        examples, seq_length=seq_length,
+        max_predictions_per_seq=max_predictions_per_seq, special=special,
+        rng=np.random.default_rng(seed), layout=layout, masking=masking)
+    meta["num_examples"] = len(records)
+    meta["shards"] = []
+    for index in range(num_shards):  # Dealt round-robin.
+      name = shard_file_name(index, num_shards)
+      count = tfrecord_writer.write_tfrecord_file(
+          fileio.join(staging, name), records[index::num_shards])
+      meta["shards"].append({"file": name, "num_examples": count})
     meta["seed"] = seed
     meta.update(extra_metadata or {})
     fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
   return meta
-
-
-def _encode_examples(examples, seq_length: int, max_predictions_per_seq: int,
-                     special: tokenizer.SpecialTokens, layout: str,
-                     masking: Masking, rng: np.random.Generator
-                     ) -> List[bytes]:
-  """Feature dicts padded as given, then token lists masked here, in order."""
-  rows = [_padded_features(e, seq_length, max_predictions_per_seq, layout,
-                           special.pad_id)
-          for e in examples if isinstance(e, Mapping)]
-  records = []
-  if rows:
-    encoder = (_UNMASKED_ENCODER if layout == LAYOUT_UNMASKED
-               else _STATIC_ENCODER)
-    stacked = {name: np.stack([r[name] for r in rows]) for name in rows[0]}
-    records = encoder.encode(stacked, stacked)
-  token_lists = [e for e in examples if not isinstance(e, Mapping)]
-  records.extend(encode_sequences(
-      token_lists, seq_length=seq_length,
-      max_predictions_per_seq=max_predictions_per_seq, special=special,
-      rng=rng, layout=layout, masking=masking))
-  return records
-
-
-def _write_shards(staging: str, records: Sequence[bytes],
-                  num_shards: int) -> List[Dict[str, Any]]:
-  """Deals `records` round-robin over `num_shards` files; their metadata."""
-  shard_meta = []
-  for index in range(num_shards):
-    name = shard_file_name(index, num_shards)
-    count = tfrecord_writer.write_tfrecord_file(
-        fileio.join(staging, name), records[index::num_shards])
-    shard_meta.append({"file": name, "num_examples": count})
-  return shard_meta

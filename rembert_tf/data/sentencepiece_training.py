@@ -9,6 +9,7 @@ sha256) on any filesystem.
 """
 import collections
 import contextlib
+import functools
 import os
 import re
 import time
@@ -20,6 +21,7 @@ import sentencepiece as spm
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.data import data_engine
 from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tfds_text_inputs
@@ -75,7 +77,7 @@ def _training_error(error: RuntimeError, vocab_size: int, inputs
 
 def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
                 character_coverage: float, num_threads: int,
-                max_sentence_length: int, seed_pieces: str, inputs,
+                seed_pieces: str, inputs,
                 seed: int = 0) -> None:
   """A unigram model with the fixed special ids (local files, the sample in
   the model's folder).
@@ -91,6 +93,7 @@ def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
     write_seed_pieces(sample_file, seed_file)
     seed_options["seed_sentencepieces_file"] = os.path.basename(seed_file)
   spm.set_random_generator_seed(seed)
+  pieces = {role: names[0] for role, names in tokenizer.ROLE_PIECES.items()}
   try:
     with contextlib.chdir(os.path.dirname(model_prefix)):
       spm.SentencePieceTrainer.Train(
@@ -99,12 +102,11 @@ def train_model(sample_file: str, model_prefix: str, vocab_size: int, *,
           model_type="unigram", vocab_size=vocab_size,
           character_coverage=character_coverage,
           pad_id=tokenizer.PAD_ID, unk_id=tokenizer.UNK_ID, bos_id=-1,
-          eos_id=-1, pad_piece=tokenizer.PAD_PIECE,
-          unk_piece=tokenizer.UNK_PIECE,
-          control_symbols=[tokenizer.CLS_PIECE, tokenizer.SEP_PIECE,
-                           tokenizer.MASK_PIECE],
+          eos_id=-1, pad_piece=pieces["pad_id"], unk_piece=pieces["unk_id"],
+          control_symbols=[pieces["cls_id"], pieces["sep_id"],
+                           pieces["mask_id"]],
           input_sentence_size=0, shuffle_input_sentence=False,
-          max_sentence_length=max_sentence_length,
+          max_sentence_length=sentencepiece_sample.MAX_LINE_BYTES,
           num_threads=num_threads, hard_vocab_limit=True, minloglevel=2,
           **seed_options)
   except RuntimeError as e:
@@ -118,33 +120,46 @@ def draw_training_sample(files: Sequence[text_inputs.InputFile],
                          runner: str = "DirectRunner",
                          beam_args: Sequence[str] = (), inputs=(),
                          log: Callable[..., None] = print) -> Dict[str, Any]:
-  """Steps 1-2 (locally or with Apache Beam): writes the sample, returns its summary."""
-  sample = sentencepiece_sample.draw_sample(
-      files, sample_path, options, log=log, inputs=inputs,
-      runner=runner if sample_with_beam else None, beam_args=beam_args)
-  for lang, m in sample["languages"].items():
+  """Writes the sample into `sample_path` and its summary into `PATH.json`
+  (`sentencepiece_sample`'s steps, here or with Apache Beam on `runner`);
+  returns the summary."""
+  runner = runner if sample_with_beam else None
+  if runner:
+    data_engine.require_beam("--sample_with_beam")
+    if (runner not in data_engine.DIRECT_RUNNERS and
+        not fileio.is_remote(sample_path)):
+      raise errors.UsageError(
+          f"--sample_path {sample_path!r} is local, but the {runner} workers "
+          "cannot write to this machine; give a shared location "
+          "(--sample_path gs://bucket/spm/sample.txt).")
+  log(f"train_sentencepiece: drawing the sample of {len(files)} files"
+      f"{f' with Apache Beam {runner}' if runner else ''} -> {sample_path}")
+  steps = [
+      data_engine.Step("Count", files, functools.partial(
+          sentencepiece_sample.count_languages, options=options, log=log),
+                       functools.partial(sentencepiece_sample.plan_sample,
+                                         options=options)),
+      data_engine.Step("Draw", list(enumerate(files)), functools.partial(
+          sentencepiece_sample.draw_part, options=options,
+          sample_path=sample_path), functools.partial(
+              sentencepiece_sample.write_sample, options=options,
+              sample_path=sample_path))]
+  try:
+    data_engine.run(steps, runner=runner, beam_args=beam_args)
+  finally:
+    for part in fileio.glob(sample_path + ".part-*"):
+      fileio.remove(part)
+  summary = fileio.read_json(sample_path + ".json")
+  try:
+    sentencepiece_sample.check_has_text(summary, inputs, log)
+  except text_inputs.TextInputError:
+    for written in (sample_path, sample_path + ".json"):
+      fileio.remove(written)
+    raise  # also an input without any text
+  for lang, m in summary["languages"].items():
     log(f"  {lang}: {m['lines']} lines -> {m['sample_lines']} in the sample "
         f"(q={m['sampling_probability']:.3f})")
-  return sample
-
-
-def _check_arguments(vocab_size: int, seed_pieces: str,
-                     character_coverage: float, num_threads: int) -> None:
-  if num_threads < 1:
-    raise errors.UsageError(
-        f"--num_threads must be >= 1, got {num_threads} (the model depends on "
-        f"the thread count; the default {DEFAULT_NUM_THREADS} gives the same "
-        "model on any machine).")
-  if seed_pieces not in SEED_PIECES:
-    raise errors.UsageError(f"--seed_pieces must be one of {SEED_PIECES}, got "
-                            f"{seed_pieces!r}.")
-  if vocab_size <= tokenizer.NUM_SPECIAL_IDS:
-    raise errors.UsageError(
-        f"--vocab_size must exceed {tokenizer.NUM_SPECIAL_IDS} (the special "
-        f"pieces), got {vocab_size}.")
-  if not 0 < character_coverage <= 1:
-    raise errors.UsageError(f"--character_coverage must be in (0, 1], got "
-                            f"{character_coverage}.")
+  return summary
 
 
 MODEL_SUFFIXES = (".model", ".vocab", ".json")
@@ -175,49 +190,68 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
                         sample_size: int = 2_000_000,
                         character_coverage: float = 0.99995, seed: int = 0,
                         num_threads: int = DEFAULT_NUM_THREADS,
-                        max_sentence_length: int = 8192,
                         seed_pieces: str = "auto",
                         sample_with_beam: bool = False,
                         runner: str = "DirectRunner",
                         beam_args: Sequence[str] = (),
                         sample_path: Optional[str] = None,
+                        sample_only: bool = False,
                         overwrite: bool = False,
                         verbose: bool = True) -> Dict[str, Any]:
-  """Trains `<output_dir>/<model_prefix>.model`; returns its metadata dict.
+  """Trains `<output_dir>/<model_prefix>.model` (docs/data.md: the flags of
+  the same names); returns its metadata dict, with the sample's summary.
 
-  Args:
-    inputs: input specs (`text_inputs`, or `tfds:` inputs), any filesystem.
-    output_dir: created if needed.
-    vocab_size: exact vocabulary size (special pieces included).
-    language_sampling_alpha: smoothing exponent of the language mix.
-    sample_size: lines in the training sample (at most the total line count).
-    character_coverage: SentencePiece's.
-    num_threads: trainer threads; the model depends on it, not on the machine.
-    seed_pieces: "sentencepiece", "words" (`write_seed_pieces`) or "auto"
-      (words when vocab_size <= AUTO_WORD_SEEDS_MAX_VOCAB).
-    sample_with_beam: draw the sample with Apache Beam on `runner` (options:
-      `beam_args`) into `sample_path` or a temp file.
-    overwrite: replace an existing model of that prefix.
-  Raises:
-    text_inputs.TextInputError, errors.OutputExistsError, errors.UsageError,
-    TrainingError (SentencePiece cannot build `vocab_size` pieces).
+  The sample is drawn (with Apache Beam on `runner` when `sample_with_beam`)
+  into `sample_path`, or a local temporary file; `sample_only` stops there
+  (returns the summary alone). The model depends on `num_threads`, not on
+  the machine.
   """
   log = print if verbose else (lambda *a, **k: None)
-  output_dir = fileio.as_str(output_dir).rstrip("/")
-  _check_arguments(vocab_size, seed_pieces, character_coverage, num_threads)
+  _check_arguments(vocab_size, seed_pieces, sample_only, sample_path)
   options = sentencepiece_sample.SampleOptions(
-      language_sampling_alpha, sample_size, seed, tuple(languages or ()) or
-      None, max_line_bytes=max_sentence_length).check()
+      language_sampling_alpha, sample_size, seed,
+      tuple(languages or ()) or None)
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
+  sampling = dict(sample_with_beam=sample_with_beam, runner=runner,
+                  beam_args=beam_args, inputs=inputs, log=log)
+  if sample_only:
+    return {"sample": draw_training_sample(files, sample_path, options,
+                                           **sampling)}
+  output_dir = fileio.as_str(output_dir).rstrip("/")
   _check_output(output_dir, model_prefix, overwrite, files, sample_path)
-  sample, meta = _sample_and_train(
-      files, options, (output_dir, model_prefix, overwrite), vocab_size, inputs,
-      log, dict(sample_path=sample_path, sample_with_beam=sample_with_beam,
-                runner=runner, beam_args=beam_args),
-      dict(character_coverage=character_coverage, num_threads=num_threads,
-           max_sentence_length=max_sentence_length, seed_pieces=seed_pieces))
+  start = time.time()
+  with outputs.local_scratch_dir(SCRATCH_PREFIX) as tmp_dir:
+    local_sample = os.path.join(tmp_dir, "sample.txt")
+    sample = draw_training_sample(files, sample_path or local_sample, options,
+                                  **sampling)
+    if sample_path:
+      fileio.copy(sample_path, local_sample)
+    log(f"train_sentencepiece: training a unigram model, vocab_size "
+        f"{vocab_size}, on {sample['lines']} lines")
+    local_prefix = os.path.join(tmp_dir, model_prefix)
+    train_model(local_sample, local_prefix, vocab_size,
+                character_coverage=character_coverage, num_threads=num_threads,
+                seed_pieces=seed_pieces, inputs=inputs, seed=seed)
+    model_path, meta = _publish(local_prefix, output_dir, model_prefix,
+                                overwrite)
+  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
+      f"...) in {time.time() - start:.1f}s")
   return dict(meta, sample=sample)
+
+
+def _check_arguments(vocab_size: int, seed_pieces: str, sample_only: bool,
+                     sample_path: Optional[str]) -> None:
+  if sample_only and not sample_path:
+    raise errors.UsageError("--sample_only needs --sample_path (where the "
+                            "sample is written).")
+  if vocab_size <= len(tokenizer.ROLE_PIECES):
+    raise errors.UsageError(
+        f"--vocab_size must exceed {len(tokenizer.ROLE_PIECES)} (the special "
+        f"pieces), got {vocab_size}.")
+  if seed_pieces not in SEED_PIECES:
+    raise errors.UsageError(f"--seed_pieces must be one of {SEED_PIECES}, got "
+                            f"{seed_pieces!r}.")
 
 
 def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
@@ -232,32 +266,6 @@ def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
   for suffix in MODEL_SUFFIXES:
     outputs.refuse_overlap(fileio.join(output_dir, model_prefix + suffix),
                            inputs, "the output")
-
-
-def _sample_and_train(files, options, output: Tuple[str, str, bool],
-                      vocab_size: int, inputs, log, sampling: Dict[str, Any],
-                      trainer: Dict[str, Any]):
-  """Samples and trains in a local scratch directory: (sample summary, metadata)."""
-  output_dir, model_prefix, overwrite = output
-  start = time.time()
-  fileio.check_output_location(output_dir)
-  sample_path = sampling.pop("sample_path")
-  with outputs.local_scratch_dir(SCRATCH_PREFIX) as tmp_dir:
-    local_sample = os.path.join(tmp_dir, "sample.txt")
-    sample = draw_training_sample(files, sample_path or local_sample, options,
-                                  inputs=inputs, log=log, **sampling)
-    if sample_path:
-      fileio.copy(sample_path, local_sample)
-    log(f"train_sentencepiece: training a unigram model, vocab_size "
-        f"{vocab_size}, on {sample['lines']} lines")
-    local_prefix = os.path.join(tmp_dir, model_prefix)
-    train_model(local_sample, local_prefix, vocab_size, inputs=inputs,
-                seed=options.seed, **trainer)
-    model_path, meta = _publish(local_prefix, output_dir, model_prefix,
-                                overwrite)
-  log(f"train_sentencepiece: wrote {model_path} (sha256 {meta['sha256'][:12]}"
-      f"...) in {time.time() - start:.1f}s")
-  return sample, meta
 
 
 def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,

@@ -1,12 +1,9 @@
 """Raw text inputs: which files, which language, which documents; language sampling.
 
-Reads plain text (one line per sentence or paragraph, blank lines between
-documents, as BERT's create_pretraining_data) and JSON lines with a `text`
-field (wikiextractor, C4 / mC4), gzipped or not, through `common.fileio`.
-Specs: `corpus/{lang}/*.txt`, `en=wiki/en/**/wiki_*`, or a JSON
-`language_field`; `tfds:` units (`tfds_text_inputs`) are taken too. Invalid
-UTF-8 and unparsable JSON lines are counted, never fatal. Languages are mixed
-as mBERT / XLM-R do: q_l ~ p_l ** alpha, p_l the byte share of language l.
+Reads plain text (blank lines between documents, as BERT's
+create_pretraining_data) and JSON lines with a `text` field (wikiextractor,
+C4 / mC4), gzipped or not, through `common.fileio` (docs/data.md: the specs).
+Languages are mixed as mBERT / XLM-R do: q_l ~ p_l ** alpha.
 """
 import dataclasses
 import gzip
@@ -29,8 +26,19 @@ class TextInputError(errors.InputError):
   """Input text is missing, empty or malformed beyond repair."""
 
 
+@dataclasses.dataclass
+class ReadStats:
+  """Counters of one read (per file)."""
+  documents: int = 0
+  lines: int = 0
+  invalid_utf8_replacements: int = 0
+  skipped_json_lines: int = 0
+
+
 @dataclasses.dataclass(frozen=True)
 class InputFile:
+  """One input file: a unit of work (`tfds_text_inputs.TfdsShard` is the
+  other kind, with the same methods)."""
   language: str
   path: str
   format: str  # "text" or "jsonl"
@@ -40,22 +48,33 @@ class InputFile:
     return fileio.size(self.path)
 
   @property
-  def compressed(self) -> bool:
-    return self.path.endswith(".gz")
-
-  @property
   def languages_known_from_path(self) -> bool:
     """True when every document of the file is of `language` (no field)."""
     return not (self.format == "jsonl" and self.language_field)
 
+  def language_documents(self, stats: ReadStats,
+                         keep: Optional[Sequence[str]] = None
+                         ) -> Iterator[Tuple[str, List[str]]]:
+    """(language, document) pairs, a document a list of its non-empty
+    lines; `keep` filters the languages JSON lines name."""
+    if self.format == "jsonl":
+      return _jsonl_documents(self, stats, keep)
+    return ((self.language, d) for d in _text_documents(self.path, stats))
 
-@dataclasses.dataclass
-class ReadStats:
-  """Counters of one read (per file)."""
-  documents: int = 0
-  lines: int = 0
-  invalid_utf8_replacements: int = 0
-  skipped_json_lines: int = 0
+  def language_bytes(self, keep: Optional[Sequence[str]] = None
+                     ) -> Dict[str, int]:
+    """Bytes of input per language (the size on disk where it can be)."""
+    if self.languages_known_from_path and not self.path.endswith(".gz"):
+      return {self.language: self.size()}
+    if self.languages_known_from_path:
+      return {self.language: sum(len(raw) for raw in _raw_lines(self.path))}
+    sizes: Dict[str, int] = {}
+    stats = ReadStats()
+    for raw in _raw_lines(self.path):
+      found = _json_text(decode_line(raw, stats).strip(), self)
+      if found and not (keep and found[0] not in keep):
+        sizes[found[0]] = sizes.get(found[0], 0) + len(raw)
+    return sizes
 
 
 def _format_of(path: str, input_format: str) -> str:
@@ -71,12 +90,8 @@ def _format_of(path: str, input_format: str) -> str:
 
 def split_specs(specs) -> List[str]:
   """Input specs, comma-separated or repeated, as one list."""
-  if isinstance(specs, str):
-    specs = [specs]
-  out = []
-  for spec in specs:
-    out.extend(s.strip() for s in spec.split(",") if s.strip())
-  return out
+  specs = [specs] if isinstance(specs, str) else specs
+  return [s.strip() for spec in specs for s in spec.split(",") if s.strip()]
 
 
 def resolve_inputs(specs: Sequence[str],
@@ -143,12 +158,8 @@ def _files_by_language_folder(spec: str) -> List[Tuple[str, str]]:
     raise TextInputError(f"input {spec!r}: use {{lang}} once.")
   regex = re.compile(
       "^" + _glob_to_regex(prefix) + r"([^/\\]+)" + _glob_to_regex(suffix) + "$")
-  matched = []
-  for path in fileio.glob(prefix + "*" + suffix):
-    m = regex.match(path)
-    if m:
-      matched.append((m.group(1), path))
-  return matched
+  return [(m.group(1), path) for path in fileio.glob(prefix + "*" + suffix)
+          for m in [regex.match(path)] if m]
 
 
 def _refuse_directory(spec: str, pattern: str) -> None:
@@ -159,22 +170,9 @@ def _refuse_directory(spec: str, pattern: str) -> None:
 
 
 def _glob_to_regex(pattern: str) -> str:
-  out = []
-  i = 0
-  while i < len(pattern):
-    c = pattern[i]
-    if pattern.startswith("**/", i):
-      out.append(r"(?:.*/)?")
-      i += 3
-      continue
-    if c == "*":
-      out.append(r"[^/]*")
-    elif c == "?":
-      out.append(r"[^/]")
-    else:
-      out.append(re.escape(c))
-    i += 1
-  return "".join(out)
+  wildcards = {"**/": r"(?:.*/)?", "*": r"[^/]*", "?": r"[^/]"}
+  return "".join(wildcards.get(part, re.escape(part))
+                 for part in re.split(r"(\*\*/|\*|\?)", pattern))
 
 
 def decode_line(raw: bytes, stats: ReadStats) -> str:
@@ -214,22 +212,21 @@ def _text_documents(path: str, stats: ReadStats) -> Iterator[List[str]]:
     yield document
 
 
-def _json_text(line: str, language_field: Optional[str]
-               ) -> Tuple[Optional[str], str]:
-  """(language or None, text) of one JSON line; ValueError if unusable."""
+def _json_text(line: str, input_file: InputFile
+               ) -> Optional[Tuple[str, str]]:
+  """(language, text) of one JSON line; None without a text string or a
+  language (the line's field, else the file's)."""
   try:
     article = json.loads(line)
-    text = article["text"]
-    if not isinstance(text, str):
-      raise TypeError("text is not a string")
-    language = None
-    if language_field:
-      language = article.get(language_field)
-      if not isinstance(language, str) or not language:
-        language = None
-  except (KeyError, TypeError, AttributeError) as e:
-    raise ValueError(str(e)) from None
-  return language, text
+  except ValueError:
+    return None
+  if not isinstance(article, dict) or not isinstance(article.get("text"), str):
+    return None
+  language = (article.get(input_file.language_field)
+              if input_file.language_field else None)
+  if not isinstance(language, str) or not language:
+    language = input_file.language
+  return (language, article["text"]) if language else None
 
 
 def _jsonl_documents(input_file: InputFile, stats: ReadStats,
@@ -239,14 +236,11 @@ def _jsonl_documents(input_file: InputFile, stats: ReadStats,
     line = decode_line(raw, stats).strip()
     if not line:
       continue
-    try:
-      language, text = _json_text(line, input_file.language_field)
-      language = language or input_file.language
-      if not language:
-        raise ValueError("no language")
-    except ValueError:
+    found = _json_text(line, input_file)
+    if not found:
       stats.skipped_json_lines += 1
       continue
+    language, text = found
     if keep and language not in keep:
       continue
     document = [l.strip() for l in text.split("\n") if l.strip()]
@@ -254,52 +248,6 @@ def _jsonl_documents(input_file: InputFile, stats: ReadStats,
       stats.lines += len(document)
       stats.documents += 1
       yield language, document
-
-
-def iter_language_documents(input_file: InputFile,
-                            stats: Optional[ReadStats] = None,
-                            keep: Optional[Sequence[str]] = None
-                            ) -> Iterator[Tuple[str, List[str]]]:
-  """(language, document) pairs of one file; `keep` filters field languages."""
-  stats = stats if stats is not None else ReadStats()
-  if not isinstance(input_file, InputFile):  # another source's unit (TFDS)
-    return input_file.language_documents(stats, keep)
-  if input_file.format == "jsonl":
-    return _jsonl_documents(input_file, stats, keep)
-  return ((input_file.language, d)
-          for d in _text_documents(input_file.path, stats))
-
-
-def iter_documents(input_file: InputFile,
-                   stats: Optional[ReadStats] = None) -> Iterator[List[str]]:
-  """Documents (non-empty lists of non-empty lines) of one input file."""
-  return (document for _, document in
-          iter_language_documents(input_file, stats))
-
-
-def file_language_bytes(input_file: InputFile,
-                        keep: Optional[Sequence[str]] = None) -> Dict[str, int]:
-  """Bytes of input per language in one file (its size on disk when it can be)."""
-  if not isinstance(input_file, InputFile):  # another source's unit (TFDS)
-    return input_file.language_bytes(keep)
-  if input_file.languages_known_from_path and not input_file.compressed:
-    return {input_file.language: input_file.size()}
-  if input_file.languages_known_from_path:
-    return {input_file.language: sum(len(raw) for raw in _raw_lines(
-        input_file.path))}
-  sizes: Dict[str, int] = {}
-  stats = ReadStats()
-  for raw in _raw_lines(input_file.path):
-    try:
-      language, _ = _json_text(decode_line(raw, stats).strip(),
-                               input_file.language_field)
-    except ValueError:
-      continue
-    language = language or input_file.language
-    if not language or (keep and language not in keep):
-      continue
-    sizes[language] = sizes.get(language, 0) + len(raw)
-  return sizes
 
 
 def smoothed_language_probabilities(sizes: Mapping[str, float],

@@ -29,19 +29,18 @@ TfdsError = tfds_reader.TfdsError
 class TfdsTextOptions:
   """Where TFDS inputs are prepared, and the feature holding their text."""
   data_dir: Optional[str] = None
-  text_feature: Optional[str] = None   # None: the corpus's (CORPORA), "text"
+  text_feature: Optional[str] = None   # None: "text"
 
 
 @dataclasses.dataclass(frozen=True)
-class CorpusFormat:
-  """How a corpus writes its text: its feature, markup lines, line breaks."""
-  text_feature: str = "text"
+class CorpusMarkup:
+  """How a corpus marks up its text: lines that are markup, line breaks."""
   dropped_lines: Tuple[str, ...] = ()
-  line_break: Optional[str] = None
+  line_break: str = "\n"
 
 
 CORPORA = {
-    "wiki40b": CorpusFormat(dropped_lines=("_START_ARTICLE_",
+    "wiki40b": CorpusMarkup(dropped_lines=("_START_ARTICLE_",
                                            "_START_SECTION_",
                                            "_START_PARAGRAPH_"),
                             line_break="_NEWLINE_"),
@@ -50,14 +49,6 @@ CORPORA = {
 
 def is_tfds_spec(spec: str) -> bool:
   return spec.startswith(PREFIX) or bool(_EXPLICIT.match(spec))
-
-
-def document_lines(text: str, corpus: CorpusFormat) -> List[str]:
-  """One example's text -> its non-empty stripped lines (markup undone)."""
-  if corpus.line_break:
-    text = text.replace(corpus.line_break, "\n")
-  return [l.strip() for l in text.split("\n")
-          if l.strip() and l.strip() not in corpus.dropped_lines]
 
 
 @functools.cache
@@ -72,17 +63,15 @@ class TfdsShard:
   """One shard of a prepared TFDS split: a unit of work of one language."""
   language: str
   path: str                      # tfds:NAME/CONFIG:SPLIT[Kshard]
-  name: str
-  config: Optional[str]
-  split: str
+  ref: tfds_reader.SplitRef
   shard: int
   data_dir: str
   text_feature: str
   num_bytes: int
+  # What metadata.json says of an input (as of a `text_inputs.InputFile`).
   format: str = "tfds"
   language_field: Optional[str] = None
   languages_known_from_path: bool = True
-  compressed: bool = False
 
   def size(self) -> int:
     return self.num_bytes
@@ -97,11 +86,13 @@ class TfdsShard:
     """(language, lines) of each example of the shard, in file order."""
     if keep and self.language not in keep:
       return
-    corpus = CORPORA.get(self.name, CorpusFormat())
-    builder = _builder(self.name, self.config, self.data_dir)
+    markup = CORPORA.get(self.ref.name, CorpusMarkup())
+    builder = _builder(self.ref.name, self.ref.config, self.data_dir)
     for raw in tfds_reader.iter_text_bytes(
-        builder, f"{self.split}[{self.shard}shard]", self.text_feature):
-      lines = document_lines(text_inputs.decode_line(raw, stats), corpus)
+        builder, f"{self.ref.split}[{self.shard}shard]", self.text_feature):
+      text = text_inputs.decode_line(raw, stats)
+      lines = [l.strip() for l in text.replace(markup.line_break, "\n").split(
+          "\n") if l.strip() and l.strip() not in markup.dropped_lines]
       if lines:
         stats.lines += len(lines)
         stats.documents += 1
@@ -217,8 +208,7 @@ def _shards(spec: _Spec, lang: str, options: TfdsTextOptions
   """The units of one language of a spec, checked to be prepared."""
   ref = spec.ref(lang)
   builder = tfds_reader.open_split(ref, options.data_dir)
-  feature = options.text_feature or CORPORA.get(
-      spec.name, CorpusFormat()).text_feature
+  feature = options.text_feature or "text"
   tfds_reader.require_features(
       builder, ref, [feature], fix="name the text feature with "
       "--tfds_text_feature")
@@ -227,30 +217,9 @@ def _shards(spec: _Spec, lang: str, options: TfdsTextOptions
       tfds_reader.shard_sizes(builder, ref.split)):
     if examples:
       units.append(TfdsShard(
-          language=lang, path=f"{PREFIX}{ref}[{shard}shard]", name=ref.name,
-          config=ref.config, split=ref.split, shard=shard,
-          data_dir=options.data_dir, text_feature=feature,
+          language=lang, path=f"{PREFIX}{ref}[{shard}shard]", ref=ref,
+          shard=shard, data_dir=options.data_dir, text_feature=feature,
           num_bytes=num_bytes or examples))
-  return units
-
-
-def resolve_tfds_inputs(specs: Sequence[str],
-                        languages: Optional[Sequence[str]],
-                        options: TfdsTextOptions) -> List[TfdsShard]:
-  """`tfds:` specs -> their shards, every one checked to be prepared."""
-  # Without --tfds_data_dir: TFDS's own default, as tfds.load does.
-  options = dataclasses.replace(
-      options, data_dir=tfds_reader.data_dir_or_default(options.data_dir))
-  units = []
-  for text in specs:
-    spec = _parse(text)
-    if spec.language is not None:
-      if languages and spec.language not in languages:
-        continue
-      units += _shards(spec, spec.language, options)
-      continue
-    for lang in _languages_of(spec, languages, options.data_dir):
-      units += _shards(spec, lang, options)
   return units
 
 
@@ -258,8 +227,9 @@ def resolve_inputs(specs: Sequence[str], input_format: str = "auto",
                    languages: Optional[Sequence[str]] = None,
                    language_field: Optional[str] = None,
                    tfds: Optional[TfdsTextOptions] = None) -> list:
-  """Every input spec -> sorted units: `tfds:` specs here, file specs through
-  `text_inputs.resolve_inputs` (the same arguments)."""
+  """Every input spec -> sorted units: `tfds:` specs' shards here, each
+  checked to be prepared, file specs through `text_inputs.resolve_inputs`
+  (the same arguments)."""
   specs = text_inputs.split_specs(specs)
   tfds_specs = [s for s in specs if is_tfds_spec(s)]
   file_specs = [s for s in specs if not is_tfds_spec(s)]
@@ -267,9 +237,18 @@ def resolve_inputs(specs: Sequence[str], input_format: str = "auto",
   if file_specs or not tfds_specs:
     units += text_inputs.resolve_inputs(file_specs, input_format, languages,
                                         language_field)
-  if tfds_specs:
-    units += resolve_tfds_inputs(tfds_specs, languages,
-                                 tfds or TfdsTextOptions())
+  if tfds_specs:  # Without --tfds_data_dir: TFDS's default, as tfds.load's.
+    tfds = tfds or TfdsTextOptions()
+    tfds = dataclasses.replace(
+        tfds, data_dir=tfds_reader.data_dir_or_default(tfds.data_dir))
+  for spec in map(_parse, tfds_specs):
+    if spec.language is None:
+      spec_languages = _languages_of(spec, languages, tfds.data_dir)
+    else:
+      spec_languages = [] if languages and spec.language not in languages else [
+          spec.language]
+    for lang in spec_languages:
+      units += _shards(spec, lang, tfds)
   if not units:
     raise text_inputs.TextInputError(
         f"inputs {specs} hold no data of the languages {list(languages or [])}.")

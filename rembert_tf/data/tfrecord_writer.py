@@ -27,26 +27,16 @@ _LENGTH = struct.Struct("<Q")
 _HEADER_CRC = struct.Struct("<I")
 
 
-def _make_table() -> np.ndarray:
-  table = np.zeros(256, dtype=np.uint32)
-  for i in range(256):
-    c = i
-    for _ in range(8):
-      c = (c >> 1) ^ _POLY if c & 1 else c >> 1
-    table[i] = c
-  return table
+def _table_entry(c: int) -> int:
+  for _ in range(8):
+    c = (c >> 1) ^ _POLY if c & 1 else c >> 1
+  return c
 
 
-_TABLE = _make_table()
-_TABLE_LIST = _TABLE.tolist()
-_INIT_EFFECT: List[int] = [0xFFFFFFFF]  # register after n zero bytes from ~0.
-
-
-def _init_effect(n: int) -> int:
-  while len(_INIT_EFFECT) <= n:
-    c = _INIT_EFFECT[-1]
-    _INIT_EFFECT.append(_TABLE_LIST[c & 0xFF] ^ (c >> 8))
-  return _INIT_EFFECT[n]
+_TABLE_LIST = [_table_entry(i) for i in range(256)]
+_TABLE = np.array(_TABLE_LIST, dtype=np.uint32)
+# The register after n zero bytes from the initial ~0, for n = 0, 1, ...
+_INIT_EFFECT: List[int] = [0xFFFFFFFF]
 
 
 def crc32c(data: bytes) -> int:
@@ -73,7 +63,9 @@ def crc32c_many(messages: Sequence[bytes]) -> np.ndarray:
     np.bitwise_and(index, 0xFF, out=index)
     np.right_shift(crc, shift, out=crc)
     np.bitwise_xor(crc, _TABLE[index], out=crc)
-  _init_effect(width)
+  while len(_INIT_EFFECT) <= width:
+    c = _INIT_EFFECT[-1]
+    _INIT_EFFECT.append(_TABLE_LIST[c & 0xFF] ^ (c >> 8))
   effects = np.asarray(_INIT_EFFECT, dtype=np.uint32)[lengths]
   return crc ^ effects ^ np.uint32(0xFFFFFFFF)
 

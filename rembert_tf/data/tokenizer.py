@@ -3,9 +3,9 @@
 Builds on the `sentencepiece` library, as Model Garden's
 `official/nlp/tools/tokenization.py` does; files through `common.fileio`.
 Special ids are found by piece name (`SpecialTokens.from_model`), so models
-this project trains (`<pad>`=0, `<unk>`=1, `[CLS]`=2, `[SEP]`=3, `[MASK]`=4)
-and the released one (`[CLS]`=312, `[PAD]`) share one lookup. Next to
-`<prefix>.model` lives `<prefix>.json` (vocab size, the ids, sha256).
+this project trains and the released one (`[CLS]`=312, `[PAD]`) share one
+lookup. Next to `<prefix>.model` lives `<prefix>.json` (vocab size, the ids,
+sha256).
 
 Example:
 <!-- snippet: not run: needs a SentencePiece model -->
@@ -24,49 +24,21 @@ import sentencepiece as spm
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 
-# The layout of the models this project trains (rembert-train-sentencepiece).
-PAD_ID = 0
-UNK_ID = 1
-CLS_ID = 2
-SEP_ID = 3
-MASK_ID = 4
-
-PAD_PIECE = "<pad>"
-UNK_PIECE = "<unk>"
-CLS_PIECE = "[CLS]"
-SEP_PIECE = "[SEP]"
-MASK_PIECE = "[MASK]"
-
-# piece -> id in models this project trains, in id order.
-SPECIAL_PIECES = {PAD_PIECE: PAD_ID, UNK_PIECE: UNK_ID, CLS_PIECE: CLS_ID,
-                  SEP_PIECE: SEP_ID, MASK_PIECE: MASK_ID}
-NUM_SPECIAL_IDS = len(SPECIAL_PIECES)
-
-# Role -> accepted piece names, first match wins.
-_ROLE_PIECES = {
+# Role -> accepted piece names, first match wins: the first is the piece of
+# the models this project trains (rembert-train-sentencepiece), whose ids
+# are the roles' order.
+ROLE_PIECES = {
     "pad_id": ("<pad>", "[PAD]"),
     "unk_id": ("<unk>", "[UNK]"),
     "cls_id": ("[CLS]",),
     "sep_id": ("[SEP]",),
     "mask_id": ("[MASK]",),
 }
+PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(ROLE_PIECES))
 
 
 class TokenizerError(errors.RemBertError, ValueError):
   """A SentencePiece model is missing, unreadable or lacks a special piece."""
-
-
-def file_sha256(path) -> str:
-  """Hex sha256 of a file's bytes (any filesystem)."""
-  return fileio.sha256(path)
-
-
-def metadata_path(model_path) -> str:
-  """`<prefix>.model` -> `<prefix>.json` (the tokenizer metadata file)."""
-  model_path = fileio.as_str(model_path)
-  if model_path.endswith(".model"):
-    return model_path[:-len(".model")] + ".json"
-  return model_path + ".json"
 
 
 def load_sentencepiece(path) -> spm.SentencePieceProcessor:
@@ -111,8 +83,8 @@ class SpecialTokens:
                      ) -> "SpecialTokens":
     """Looks each special piece up by name; a missing one is a TokenizerError."""
     ids = {role: _find_piece(processor, pieces)
-           for role, pieces in _ROLE_PIECES.items()}
-    missing = [" or ".join(_ROLE_PIECES[role]) for role, i in ids.items()
+           for role, pieces in ROLE_PIECES.items()}
+    missing = [" or ".join(ROLE_PIECES[role]) for role, i in ids.items()
                if i is None]
     if missing:
       raise TokenizerError(
@@ -136,8 +108,7 @@ class SpecialTokens:
 
   def as_dict(self) -> Dict[str, int]:
     """{pad_id, unk_id, cls_id, sep_id, mask_id} (as in record metadata)."""
-    return dict(pad_id=self.pad_id, unk_id=self.unk_id, cls_id=self.cls_id,
-                sep_id=self.sep_id, mask_id=self.mask_id)
+    return {role: getattr(self, role) for role in ROLE_PIECES}
 
 
 def _find_piece(processor: spm.SentencePieceProcessor, pieces) -> Optional[int]:
@@ -151,23 +122,17 @@ def _find_piece(processor: spm.SentencePieceProcessor, pieces) -> Optional[int]:
 
 def special_ids() -> Dict[str, int]:
   """The special ids of the layout this project trains (not of any model)."""
-  return dict(pad_id=PAD_ID, unk_id=UNK_ID, cls_id=CLS_ID, sep_id=SEP_ID,
-              mask_id=MASK_ID)
-
-
-def tokenizer_metadata(model_path) -> Dict[str, Any]:
-  """The metadata dict of a model file (computed from the model itself)."""
-  special = SpecialTokens.from_model(model_path)
-  meta = dict(vocab_size=special.vocab_size)
-  meta.update(special.as_dict())
-  meta["sha256"] = file_sha256(model_path)
-  return meta
+  return {role: i for i, role in enumerate(ROLE_PIECES)}
 
 
 def write_tokenizer_metadata(model_path) -> Dict[str, Any]:
-  """Writes `<prefix>.json` next to the model (atomically) and returns it."""
-  meta = tokenizer_metadata(model_path)
-  fileio.write_json(metadata_path(model_path), meta)
+  """Writes `<prefix>.json` beside `<prefix>.model` (atomically): its vocab
+  size, special ids and sha256; returns them."""
+  model_path = fileio.as_str(model_path)
+  special = SpecialTokens.from_model(model_path)
+  meta = dict(vocab_size=special.vocab_size, **special.as_dict(),
+              sha256=fileio.sha256(model_path))
+  fileio.write_json(model_path.removesuffix(".model") + ".json", meta)
   return meta
 
 
@@ -177,19 +142,3 @@ def copy_sentencepiece(model_path, target) -> str:
   fileio.copy(model_path, target, overwrite=True)
   write_tokenizer_metadata(target)
   return target
-
-
-def read_tokenizer_metadata(model_path) -> Dict[str, Any]:
-  """Reads `<prefix>.json` (else computes it from the model file);
-  TokenizerError if its checksum is not the model file's."""
-  path = metadata_path(model_path)
-  if not fileio.exists(path):
-    return tokenizer_metadata(model_path)
-  meta = fileio.read_json(path)
-  actual = file_sha256(model_path)
-  if meta.get("sha256") != actual:
-    raise TokenizerError(
-        f"{path}: field `sha256` is {meta.get('sha256')!r} but {model_path} "
-        f"hashes to {actual!r}: the metadata belongs to another model. Delete "
-        f"{path} (it is recomputed) or restore the matching model.")
-  return meta

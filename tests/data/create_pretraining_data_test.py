@@ -11,6 +11,7 @@ import tensorflow as tf
 import data_testlib
 import testlib
 from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_creation
 from rembert_tf.data import pretraining_record_format
@@ -92,7 +93,7 @@ def test_metadata_fields(static_records):
   assert meta["vocab_size"] == data_testlib.SENTENCEPIECE_VOCAB_SIZE
   assert meta["seq_length"] == SEQ and meta["max_predictions_per_seq"] == PRED
   assert meta["special_ids"] == tokenizer.special_ids()
-  assert meta["sentencepiece_sha256"] == tokenizer.file_sha256(
+  assert meta["sentencepiece_sha256"] == fileio.sha256(
       data_testlib.sentencepiece_model())
   assert meta["masking"]["masked_lm_prob"] == 0.15
   langs = meta["languages"]

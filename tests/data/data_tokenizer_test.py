@@ -6,6 +6,7 @@ import sentencepiece as spm
 
 import data_testlib
 import testlib
+from rembert_tf.common import fileio
 from rembert_tf.data import tokenizer
 
 
@@ -25,22 +26,10 @@ def test_special_ids_of_the_trained_model_are_the_fixed_layout():
 
 def test_metadata_json_next_to_model():
   model = data_testlib.sentencepiece_model()
-  path = tokenizer.metadata_path(model)
-  assert path == str(model.with_suffix(".json"))
-  with open(path) as f:
-    meta = json.load(f)
-  assert meta == tokenizer.read_tokenizer_metadata(model)
-  assert meta["vocab_size"] == data_testlib.SENTENCEPIECE_VOCAB_SIZE
-  assert meta["mask_id"] == 4 and meta["pad_id"] == 0
-  assert meta["sha256"] == tokenizer.file_sha256(model)
-
-
-def test_stale_metadata_is_refused(tmp_path):
-  model = tmp_path / "m.model"
-  model.write_bytes(data_testlib.sentencepiece_model().read_bytes())
-  (tmp_path / "m.json").write_text(json.dumps({"sha256": "0" * 64}))
-  with pytest.raises(tokenizer.TokenizerError, match="sha256"):
-    tokenizer.read_tokenizer_metadata(model)
+  meta = json.loads(model.with_suffix(".json").read_text())
+  assert meta == dict(vocab_size=data_testlib.SENTENCEPIECE_VOCAB_SIZE,
+                      pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4,
+                      sha256=fileio.sha256(model))
 
 
 def test_special_tokens_of_this_projects_layout():
@@ -51,18 +40,19 @@ def test_special_tokens_of_this_projects_layout():
   assert special.vocab_size == data_testlib.SENTENCEPIECE_VOCAB_SIZE
 
 
-def test_special_tokens_of_the_released_layout_are_found_by_name():
+def test_special_tokens_of_the_released_layout_are_found_by_name(tmp_path):
   model = testlib.released_layout_sentencepiece()
   special = tokenizer.SpecialTokens.from_model(model)
   assert (special.pad_id, special.unk_id, special.cls_id, special.sep_id,
           special.mask_id) == (0, 1, 312, 313, 314)
   assert special.unmaskable_ids == (0, 312, 313, 314)
-  assert tokenizer.tokenizer_metadata(model)["cls_id"] == 312
+  copy = tokenizer.copy_sentencepiece(model, tmp_path / "released.model")
+  assert json.loads((tmp_path / "released.json").read_text())["cls_id"] == 312
+  assert copy == str(tmp_path / "released.model")
 
 
 def test_special_tokens_read_from_a_non_local_filesystem():
   data = data_testlib.sentencepiece_model().read_bytes()
-  from rembert_tf.common import fileio
   fileio.write_bytes("ram://tokenizer_test/sp.model", data)
   special = tokenizer.SpecialTokens.from_model("ram://tokenizer_test/sp.model")
   assert special.cls_id == 2

@@ -5,8 +5,10 @@ import tensorflow as tf
 from official.nlp.data import data_loader_factory
 
 from rembert_tf.common import fileio
+from rembert_tf.data import example_encoding
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import tfrecord_writer
 from rembert_tf.data import tokenizer
 from rembert_tf.modeling import rembert_config
 
@@ -20,26 +22,32 @@ def _sequences(n, offset=0):
           for i in range(n)]
 
 
-def _feature_dicts(n):
-  """Already-masked examples; position 1 (the example's id) is never masked."""
-  examples = []
-  for content in _sequences(n):
-    ids = [tokenizer.CLS_ID] + content + [tokenizer.SEP_ID]
-    positions = [2, 4]
-    labels = [ids[p] for p in positions]
-    for p in positions:
-      ids[p] = tokenizer.MASK_ID
-    examples.append({"input_word_ids": ids, "masked_lm_positions": positions,
-                     "masked_lm_ids": labels})
-  return examples
+def _masked_example(content):
+  """An already-masked record; position 1 (the example's id) is never masked."""
+  ids = [tokenizer.CLS_ID] + content + [tokenizer.SEP_ID]
+  labels = [ids[2], ids[4]]
+  ids[2] = ids[4] = tokenizer.MASK_ID
+  pad, unused = SEQ - len(ids), PRED - 2
+  return example_encoding.encode_example(
+      int_features=dict(input_word_ids=ids + [tokenizer.PAD_ID] * pad,
+                        input_mask=[1] * len(ids) + [0] * pad,
+                        input_type_ids=[0] * SEQ,
+                        masked_lm_positions=[2, 4] + [0] * unused,
+                        masked_lm_ids=labels + [0] * unused),
+      float_features=dict(masked_lm_weights=[1.0, 1.0] + [0.0] * unused))
 
 
 @pytest.fixture(scope="module")
 def static_dir(tmp_path_factory):
+  """Records masked at positions 2 and 4: the fixture writer's metadata and
+  shards, each shard's records made again here."""
   out = tmp_path_factory.mktemp("static")
   pretraining_record_format.write_pretraining_records(
-      out, _feature_dicts(64), seq_length=SEQ, max_predictions_per_seq=PRED,
+      out, _sequences(64), seq_length=SEQ, max_predictions_per_seq=PRED,
       vocab_size=VOCAB, num_shards=4)
+  for k, shard in enumerate(sorted(out.glob("*.tfrecord"))):
+    tfrecord_writer.write_tfrecord_file(
+        shard, [_masked_example(c) for c in _sequences(64)[k::4]])
   return out
 
 
@@ -183,18 +191,19 @@ def test_dynamic_masking(unmasked_dir):
 
 def test_mismatched_records_are_refused(static_dir, unmasked_dir):
   tiny = rembert_config.load_model_config("tiny")
-  assert pretraining_input_pipeline.check_records_compatible(
-      _params(static_dir), tiny.replace(vocab_size=VOCAB))["vocab_size"] == VOCAB
+
+  def load(model_config):
+    return pretraining_input_pipeline.RemBertPretrainDataLoader(
+        _params(static_dir), model_config=model_config).load()
+
+  _check_spec(load(tiny.replace(vocab_size=VOCAB)), 8)
   with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match=r"metadata.json: field `vocab_size` is 2000 but "
                      r"model config vocab_size is 3000"):
-    pretraining_input_pipeline.check_records_compatible(
-        _params(static_dir), tiny.replace(vocab_size=3000))
+    load(tiny.replace(vocab_size=3000))
   with pytest.raises(pretraining_input_pipeline.DataMismatchError,
                      match="max_position_embeddings"):
-    pretraining_input_pipeline.check_records_compatible(
-        _params(static_dir), tiny.replace(vocab_size=VOCAB,
-                                          max_position_embeddings=16))
+    load(tiny.replace(vocab_size=VOCAB, max_position_embeddings=16))
   cases = [(dict(seq_length=32), "`seq_length` is 24"),
            (dict(max_predictions_per_seq=7), "`max_predictions_per_seq` is 5"),
            (dict(use_dynamic_masking=True), "--unmasked"),

@@ -6,6 +6,10 @@ import pytest
 from rembert_tf.data import text_inputs
 
 
+def _documents(unit, stats=None):
+  return [d for _, d in unit.language_documents(stats or text_inputs.ReadStats())]
+
+
 def _write(path, data: bytes):
   path.parent.mkdir(parents=True, exist_ok=True)
   path.write_bytes(data)
@@ -38,8 +42,8 @@ def test_plain_text_documents_and_invalid_utf8(tmp_path):
   path = _write(tmp_path / "en" / "a.txt",
                 b"first line\nsecond \xff\xfe line\n\n\n  \nnext doc\r\n")
   stats = text_inputs.ReadStats()
-  docs = list(text_inputs.iter_documents(
-      text_inputs.InputFile("en", str(path), "text"), stats))
+  docs = _documents(
+      text_inputs.InputFile("en", str(path), "text"), stats)
   assert docs == [["first line", "second \ufffd\ufffd line"], ["next doc"]]
   assert stats.invalid_utf8_replacements == 2
   assert stats.documents == 2 and stats.lines == 3
@@ -52,8 +56,8 @@ def test_wikiextractor_jsonl(tmp_path):
            json.dumps({"id": "3", "url": "u", "title": "X", "text": "Only."})]
   path = _write(tmp_path / "wiki_00.json", "\n".join(lines).encode())
   stats = text_inputs.ReadStats()
-  docs = list(text_inputs.iter_documents(
-      text_inputs.InputFile("en", str(path), "jsonl"), stats))
+  docs = _documents(
+      text_inputs.InputFile("en", str(path), "jsonl"), stats)
   assert docs == [["T", "Para one.", "Para two."], ["Only."]]
   assert stats.skipped_json_lines == 1
 
@@ -79,9 +83,9 @@ def test_inputs_on_another_filesystem_gzipped_and_directories(tmp_path):
   files = text_inputs.resolve_inputs(["ram://inputs_test/c/{lang}/*"])
   assert [(f.language, f.format) for f in files] == [("en", "jsonl"),
                                                      ("sw", "text")]
-  assert list(text_inputs.iter_documents(files[0])) == [["one", "two"]]
-  assert list(text_inputs.iter_documents(files[1])) == [["moja", "mbili"], ["tatu"]]
-  sizes = [text_inputs.file_language_bytes(f) for f in files]
+  assert _documents(files[0]) == [["one", "two"]]
+  assert _documents(files[1]) == [["moja", "mbili"], ["tatu"]]
+  sizes = [f.language_bytes() for f in files]
   assert sizes[1] == {"sw": 17} and sizes[0]["en"] == len(json.dumps(
       {"text": "one\ntwo", "url": "u"})) + 1  # Uncompressed bytes.
   with pytest.raises(text_inputs.TextInputError, match="is a directory"):

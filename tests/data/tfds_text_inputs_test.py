@@ -46,7 +46,7 @@ def test_lang_in_config_split_or_explicit_gives_one_unit_per_shard(tfds_dir):
   # The split's bytes spread over its shards by example count.
   en = [u for u in units if u.language == "en"]
   assert en[0].size() == en[1].size() > 0
-  assert [text_inputs.file_language_bytes(u) for u in en] == [
+  assert [u.language_bytes() for u in en] == [
       {"en": u.size()} for u in en]
   only = _resolve(["tfds:wiki40b/{lang}"], tfds_dir, languages=["de"])
   assert [u.language for u in only] == ["de"]
@@ -56,7 +56,7 @@ def test_documents_are_the_text_feature_with_wiki40b_markup_undone(tfds_dir):
   units = _resolve(["tfds:wiki40b/{lang}"], tfds_dir, languages=["en"])
   stats = text_inputs.ReadStats()
   documents = [d for u in units
-               for d in text_inputs.iter_documents(u, stats)]
+               for _, d in u.language_documents(stats)]
   assert len(documents) == stats.documents == 40
   first = tfds_corpora.sentences("en", 0, 4)
   assert documents[0] == ["Title 0", "Section", first[0], first[1],
@@ -64,7 +64,8 @@ def test_documents_are_the_text_feature_with_wiki40b_markup_undone(tfds_dir):
   # Shard 1 holds the second half, in order.
   assert documents[20][0] == "Title 20"
   mc4 = _resolve(["tfds:c4/multilingual:{lang}"], tfds_dir, languages=["el"])
-  assert list(text_inputs.iter_documents(mc4[0]))[1] == \
+  assert [d for _, d in mc4[0].language_documents(
+      text_inputs.ReadStats())][1] == \
       tfds_corpora.sentences("el", 1, 3)
 
 

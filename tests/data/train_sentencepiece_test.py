@@ -8,6 +8,7 @@ import pytest
 import data_testlib
 import testlib
 from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.common import output_lock
 from rembert_tf.data import sentencepiece_sample
 from rembert_tf.data import sentencepiece_training
@@ -29,7 +30,7 @@ def test_trained_model_and_smoothed_sample(tmp_path):
   sp = tokenizer.load_sentencepiece(model)
   assert sp.GetPieceSize() == 36 == meta["vocab_size"]
   assert json.loads((tmp_path / "spm" / "sentencepiece.json").read_text())[
-      "sha256"] == tokenizer.file_sha256(model)
+      "sha256"] == fileio.sha256(model)
   sample = meta["sample"]["languages"]
   # Shares follow bytes ** 0.5: ru rises well above its natural byte share.
   n_en = (corpus / "en" / "a.txt").stat().st_size
@@ -85,7 +86,6 @@ def _two_language_corpus(root):
 
 def test_beam_drawn_sample_and_model_on_another_filesystem(tmp_path):
   pytest.importorskip("apache_beam")
-  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   inputs = _two_language_corpus(tmp_path / "c")
   out = "ram://spm_test/beam"
   meta = sentencepiece_training.train_sentencepiece(
