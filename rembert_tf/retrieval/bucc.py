@@ -19,11 +19,6 @@ NEIGHBORS = 4
 Pair = Tuple[str, str]
 
 
-def distinct(sentences: Sequence[str]) -> List[str]:
-  """The distinct sentences, in order of first appearance."""
-  return list(dict.fromkeys(sentences))
-
-
 def sentence_to_id(ids: Sequence[str], sentences: Sequence[str]
                    ) -> Dict[str, str]:
   """sentence -> id; sentences that appear more than once are left out."""
@@ -37,11 +32,11 @@ def _margins(similarities, neighbors, own_mean, other_mean) -> np.ndarray:
 
 def mine(source_embeddings: np.ndarray, target_embeddings: np.ndarray,
          strategy, k: int = NEIGHBORS) -> List[Tuple[int, int, float]]:
-  """(source row, target row, margin) pairs, best first (steps 2-4)."""
-  forward, forward_rows = nearest_neighbors.NeighborSearch(
-      target_embeddings, strategy).top_k(source_embeddings, k)
-  backward, backward_rows = nearest_neighbors.NeighborSearch(
-      source_embeddings, strategy).top_k(target_embeddings, k)
+  """(source row, target row, margin) pairs, best first."""
+  forward, forward_rows = nearest_neighbors.top_k(
+      source_embeddings, target_embeddings, k, strategy)
+  backward, backward_rows = nearest_neighbors.top_k(
+      target_embeddings, source_embeddings, k, strategy)
   forward_mean, backward_mean = forward.mean(axis=1), backward.mean(axis=1)
   forward_margin = _margins(forward, forward_rows, forward_mean, backward_mean)
   backward_margin = _margins(backward, backward_rows, backward_mean,
@@ -68,12 +63,11 @@ def mine(source_embeddings: np.ndarray, target_embeddings: np.ndarray,
 
 def candidates(data: bitext.Bitext, embed, strategy,
                k: int = NEIGHBORS) -> Dict[Pair, float]:
-  """(source id, English id) -> margin for one split (steps 1-5).
-
-  `embed(sentences, description)` returns their unit-length embeddings.
-  """
-  sources = distinct(data.source_sentences)
-  targets = distinct(data.target_sentences)
+  """(source id, English id) -> margin for one split; `embed(sentences,
+  description)` returns their unit-length embeddings."""
+  # The distinct sentences, in order of first appearance.
+  sources = list(dict.fromkeys(data.source_sentences))
+  targets = list(dict.fromkeys(data.target_sentences))
   where = f"{data.task} {data.split} {data.language}"
   mined = mine(embed(sources, f"{where}: embedding {data.language}"),
                embed(targets, f"{where}: embedding en"), strategy, k)

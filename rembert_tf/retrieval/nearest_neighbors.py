@@ -11,8 +11,7 @@ import numpy as np, tensorflow as tf
 from rembert_tf.retrieval import nearest_neighbors
 strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
 x = np.eye(3, dtype=np.float32)
-search = nearest_neighbors.NeighborSearch(x, strategy)
-similarities, indices = search.top_k(x[[2, 0]], k=1)   # indices [[2], [0]]
+similarities, rows = nearest_neighbors.top_k(x[[2, 0]], x, 1, strategy)   # rows [[2], [0]]
 ```
 """
 from typing import Tuple
@@ -22,46 +21,27 @@ import tensorflow as tf
 
 from rembert_tf.retrieval import replica_batches
 
-# Rows of queries per replica: at most this, at least this, multiple of this.
-_MAX_QUERIES, _MIN_QUERIES, _QUERY_MULTIPLE = 1024, 8, 8
+# The [queries, database] similarities of one replica's batch stay under this.
+BLOCK_BYTES = 1 << 28
 
 
-class NeighborSearch:
-  """Top-k cosine neighbours of query rows among the database rows."""
+def top_k(queries: np.ndarray, database: np.ndarray, k: int, strategy
+          ) -> Tuple[np.ndarray, np.ndarray]:
+  """([queries, k] similarities, [queries, k] database rows), best first; k is
+  capped at the database size."""
+  k = min(k, len(database))
+  with strategy.scope():
+    rows = tf.Variable(np.asarray(database, np.float32), trainable=False,
+                       name="neighbor_database")
 
-  def __init__(self, database: np.ndarray, strategy,
-               max_block_bytes: int = 1 << 28):
-    database = np.asarray(database, np.float32)
-    if database.ndim != 2 or not len(database):
-      raise ValueError(f"the database must be a non-empty [rows, dim] array; "
-                       f"got shape {database.shape}.")
-    self.size = len(database)
-    self._strategy = strategy
-    with strategy.scope():
-      self._database = tf.Variable(database, trainable=False,
-                                   name="neighbor_database")
-    per_replica = max_block_bytes // (4 * self.size)
-    per_replica = min(_MAX_QUERIES, max(_MIN_QUERIES, per_replica))
-    per_replica -= per_replica % _QUERY_MULTIPLE
-    self.queries_per_batch = per_replica * strategy.num_replicas_in_sync
-    self._mappers = {}
-
-  def _mapper(self, k: int) -> replica_batches.BatchMapper:
-    if k not in self._mappers:
-      database = self._database
-
-      def search(inputs):
-        similarities = tf.matmul(inputs["queries"], database, transpose_b=True)
-        top = tf.math.top_k(similarities, k=k)
-        return {"similarities": top.values, "indices": top.indices}
-      self._mappers[k] = replica_batches.BatchMapper(
-          self._strategy, search, self.queries_per_batch)
-    return self._mappers[k]
-
-  def top_k(self, queries: np.ndarray, k: int
-            ) -> Tuple[np.ndarray, np.ndarray]:
-    """([queries, k] similarities, [queries, k] database rows), best first; k is
-    capped at the database size."""
-    k = min(k, self.size)
-    out = self._mapper(k)({"queries": np.asarray(queries, np.float32)})
-    return out["similarities"], out["indices"].astype(np.int64)
+  def search(inputs):
+    top = tf.math.top_k(tf.matmul(inputs["queries"], rows, transpose_b=True),
+                        k=k)
+    return {"similarities": top.values, "indices": top.indices}
+  # 8..1024 queries per replica, a multiple of 8.
+  per_replica = min(1024, max(8, BLOCK_BYTES // (4 * len(database)) // 8 * 8))
+  out = replica_batches.map_batches(
+      strategy, replica_batches.distributed_step(strategy, search),
+      {"queries": np.asarray(queries, np.float32)},
+      per_replica * strategy.num_replicas_in_sync)
+  return out["similarities"], out["indices"].astype(np.int64)
