@@ -1,25 +1,19 @@
 """A retrieval task's data for one language, from XTREME's `download/` folder or prepared TFDS.
 
-A source is a callable `source(task, split, language)` -> `Bitext`: the other
-language's sentences (source side) and English ones (target), with the
-benchmark's ids and the gold (source id, target id) pairs or None; it also
-finds the languages it holds and checks them before any work.
-`DownloadSource` reads the files where the task table puts them
-(`xtreme_tasks.get(task).download`); `TfdsSource` reads prepared datasets
-with `finetuning.xtreme_tfds.retrieval_sides` (bucc2018 dev and test from
-`bucc/bucc_<l>:validation` and `:test`, tatoeba test from
-`tatoeba/tatoeba_<l>:train`, each with its gold alignment).
+A source (`DownloadSource`, `TfdsSource`) is a callable `source(task, split,
+language)` -> `Bitext`: the other language's sentences (source side) and the
+English ones (target), with the benchmark's ids and the gold (source id,
+target id) pairs or None. Where the files and datasets lie is the task
+table's (`xtreme_tasks`); TFDS splits are read by `xtreme_tfds`.
 
 Example:
 ```python
 from rembert_tf.retrieval import bitext
-pair = Bitext(task="tatoeba", split="test", language="de",
+pair = bitext.Bitext(task="tatoeba", split="test", language="de",
                      source_ids=("0", "1"), source_sentences=("Hallo.", "Ja."),
                      target_ids=("0", "1"), target_sentences=("Hello.", "Yes."),
                      gold=frozenset({("0", "0"), ("1", "1")}), origin="demo")
 sorted(pair.gold)                  # [("0", "0"), ("1", "1")], checked against the ids
-source = bitext.DownloadSource("download")   # or TfdsSource(tfds_data_dir)
-source.discover_languages("bucc2018")        # [] here: no download/ folder
 ```
 """
 import dataclasses
@@ -97,8 +91,7 @@ def _lines(file_path: str) -> List[str]:
   try:
     return fileio.read_text(file_path).splitlines()
   except UnicodeDecodeError:
-    raise RetrievalDataError(
-        fileio.utf8_problem(file_path) + ".") from None
+    raise RetrievalDataError(fileio.utf8_problem(file_path) + ".") from None
 
 
 def _two_fields(file_path: str, what: str
@@ -168,8 +161,9 @@ class DownloadSource:
 
   def __call__(self, task: str, split: str, lang: str) -> Bitext:
     layout = xtreme_tasks.get(task).download
-    for side in ("source", "target"):
-      self._require(task, split, side, lang)
+    for required_split, side in layout.required:
+      if required_split == split:
+        self._require(task, split, side, lang)
     source, target = (self._path(task, split, side, lang)
                       for side in ("source", "target"))
     read = (functools.partial(_two_fields, what="`<id><TAB><sentence>`")

@@ -1,10 +1,9 @@
 """Runs a per-replica function over numpy arrays in fixed-size batches under a tf.distribute strategy.
 
-Rows go in global batches of one size, the rest in one batch of the replica
-count times a power of two (padded with zero rows: a TPU compiles few
-shapes), each split over the replicas with
-`experimental_distribute_values_from_function` and run with `strategy.run`;
-the outputs come back in row order.
+Full global batches, then the rest padded with zero rows to the replica count
+times a power of two (a TPU compiles few shapes); each batch is split over
+the replicas (`experimental_distribute_values_from_function`) and the outputs
+come back in row order.
 
 Example:
 ```python
@@ -47,10 +46,8 @@ def _host(strategy, outputs) -> Arrays:
 
 
 def batch_sizes(rows: int, global_batch_size: int, replicas: int):
-  """The global batch sizes that cover `rows` rows: full ones, then the rest."""
-  if global_batch_size < replicas or global_batch_size % replicas:
-    raise ValueError(f"batch size {global_batch_size} must be a positive "
-                     f"multiple of the {replicas} replicas.")
+  """The global batch sizes (multiples of `replicas`) that cover `rows` rows:
+  full ones, then the rest."""
   sizes = [global_batch_size] * (rows // global_batch_size)
   if rows % global_batch_size:
     tail = replicas
@@ -62,7 +59,8 @@ def batch_sizes(rows: int, global_batch_size: int, replicas: int):
 
 def map_batches(strategy, step, arrays: Arrays, global_batch_size: int,
                 on_batch: Optional[Callable[[int], None]] = None) -> Arrays:
-  """`step`'s outputs for every row of `arrays` (one first dimension)."""
+  """`step`'s outputs for every row of `arrays` (one first dimension, at least
+  one row); `global_batch_size` a multiple of the replicas."""
   replicas = strategy.num_replicas_in_sync
   rows = len(next(iter(arrays.values())))
   sizes = batch_sizes(rows, global_batch_size, replicas)
@@ -83,8 +81,6 @@ def map_batches(strategy, step, arrays: Arrays, global_batch_size: int,
     if on_batch:
       on_batch(min(size, rows - start))
     start += size
-  if pending is None:
-    return {}
   collected.append(_host(strategy, pending))
   return {k: np.concatenate([c[k] for c in collected])[:rows]
           for k in collected[0]}

@@ -3,7 +3,7 @@
 For each task and language a `bitext` source gives the data, a
 `SentenceEmbedder` embeds it; Tatoeba takes each English sentence's nearest
 neighbour (its 0-based line number, as XTREME's baseline), BUCC mines pairs
-(`bucc`). Writes `predictions/`, `labels/` (where gold is known) and
+(`mining`). Writes `predictions/`, `labels/` (where gold is known) and
 results.json / .md, swapped in as one set.
 """
 import time
@@ -13,8 +13,7 @@ from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.retrieval import bitext
-from rembert_tf.retrieval import bucc
-from rembert_tf.retrieval import nearest_neighbors
+from rembert_tf.retrieval import mining
 
 SPLIT = "test"
 RESULTS_JSON = "results.json"
@@ -28,49 +27,40 @@ def _tatoeba(loaded, lang, embed, strategy, summary, progress):
   """(prediction text, label text or None) of one language."""
   data = loaded[bitext.TATOEBA, SPLIT, lang]
   sources = embed(data.source_sentences, f"tatoeba {lang}: embedding {lang}")
-  _, rows = nearest_neighbors.top_k(
+  _, rows = mining.top_k(
       embed(data.target_sentences, f"tatoeba {lang}: embedding en"), sources,
       1, strategy)
   summary["num_predictions"][lang] = len(rows)
   progress(f"tatoeba {lang}: {len(rows)} English sentences matched among "
            f"{len(data.source_sentences)}")
-  predictions = "".join(f"{data.source_ids[row]}\n" for row in rows[:, 0])
-  if data.gold is None:
-    return predictions, None
-  aligned = {target: source for source, target in data.gold}
-  missing = [t for t in data.target_ids if t not in aligned]
-  if missing:
-    raise bitext.RetrievalDataError(
-        f"{data.origin}: the gold alignment has no source sentence for "
-        f"{len(missing)} English sentence(s) (e.g. line {missing[0]}).")
-  return predictions, "".join(f"{aligned[t]}\n" for t in data.target_ids)
+  # TFDS's gold: a source sentence for every English one, in order.
+  aligned = {target: source for source, target in data.gold or ()}
+  return ("".join(f"{data.source_ids[row]}\n" for row in rows[:, 0]),
+          "".join(f"{aligned[t]}\n" for t in data.target_ids) if aligned
+          else None)
 
 
 def _bucc(loaded, lang, embed, strategy, summary, progress):
   """(prediction text, label text or None) of one language."""
-  sample = loaded[bitext.BUCC, "dev", lang]
-  if sample.gold is None:
-    raise bitext.RetrievalDataError(
-        f"{sample.origin}: BUCC's sample set for {lang} has no gold alignment; "
-        "the threshold is chosen on it (XTREME's download keeps it as "
-        f"bucc2018/{lang}-en.dev.gold).")
-  threshold, sample_scores = bucc.choose_threshold(
-      bucc.candidates(sample, embed, strategy), sample.gold)
+  sample = loaded[bitext.BUCC, "dev", lang]  # with its gold, as sources read it
+  threshold, sample_scores = mining.choose_threshold(
+      mining.candidates(sample, embed, strategy), sample.gold)
   test = loaded[bitext.BUCC, SPLIT, lang]
-  pairs = bucc.extract(bucc.candidates(test, embed, strategy), threshold)
-  summary["thresholds"][lang] = threshold
-  summary["sample_scores"][lang] = {k: 100 * v for k, v in sample_scores.items()}
+  pairs = mining.extract(mining.candidates(test, embed, strategy), threshold)
+  summary.setdefault("thresholds", {})[lang] = threshold
+  summary.setdefault("sample_scores", {})[lang] = {
+      k: 100 * v for k, v in sample_scores.items()}
   summary["num_predictions"][lang] = len(pairs)
   progress(f"bucc2018 {lang}: threshold {threshold:.4f} (sample-set F1 "
            f"{100 * sample_scores['f1']:.2f}), {len(pairs)} pairs predicted")
-  return bucc.pair_lines(pairs), (None if test.gold is None
-                                  else bucc.pair_lines(sorted(test.gold)))
+  return mining.pair_lines(pairs), (None if test.gold is None
+                                    else mining.pair_lines(sorted(test.gold)))
 
 
 def _score(task: str, languages, output_dir: str,
-           label_folder: Optional[str]) -> Optional[Dict]:
-  """Official-shape scores of the languages with gold labels: in
-  label_folder, else those written to output_dir/labels."""
+           label_folder: Optional[str]) -> Dict[str, Dict[str, float]]:
+  """{lang: scores} of the languages with gold labels: in label_folder, else
+  those written to output_dir/labels."""
   per_language = {}
   for lang in languages:
     name = fileio.join(task, f"{SPLIT}-{lang}.tsv")
@@ -80,7 +70,7 @@ def _score(task: str, languages, output_dir: str,
             task, fileio.join(output_dir, "predictions", name),
             fileio.join(folder, name), lang)
         break
-  return xtreme_scorer.add_averages(task, per_language) if per_language else None
+  return per_language
 
 
 def markdown(results: Dict) -> str:
@@ -89,10 +79,9 @@ def markdown(results: Dict) -> str:
            f"of {results['num_layers']}", ""]
   if results["scores"]:
     lines.append(xtreme_scorer.format_markdown(results["scores"]))
-  for task in results["tasks"]:
-    if task not in results["scores"]:
-      lines.append(f"{task}: predictions written, no gold labels to score "
-                   "them (give --label_folder).\n")
+  lines += [f"{task}: predictions written, no gold labels to score them "
+            "(give --label_folder).\n" for task in results["tasks"]
+            if task not in results["scores"]]
   bucc_result = results["tasks"].get(bitext.BUCC)
   if bucc_result:
     lines += ["### bucc2018 thresholds (chosen on the sample set)", "",
@@ -105,8 +94,8 @@ def markdown(results: Dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def run_retrieval(tasks: Dict[str, List[str]], source,
-                  embedder, strategy, output_dir,
+def run_retrieval(tasks: Dict[str, List[str]], source, embedder, strategy,
+                  output_dir,
                   label_folder: Optional[str] = None, overwrite: bool = False,
                   progress: Callable[[str], None] = print) -> Dict:
   """Predicts, writes and scores every (task, language) of `tasks` ({task:
@@ -126,8 +115,6 @@ def run_retrieval(tasks: Dict[str, List[str]], source,
   for task, languages in tasks.items():
     summary = results["tasks"][task] = dict(languages=list(languages),
                                             num_predictions={})
-    if task == bitext.BUCC:
-      summary.update(thresholds={}, sample_scores={})
     run = _tatoeba if task == bitext.TATOEBA else _bucc
     for lang in languages:
       texts["predictions", task, lang], texts["labels", task, lang] = run(
@@ -139,8 +126,8 @@ def run_retrieval(tasks: Dict[str, List[str]], source,
             fileio.join(staging, folder, task, f"{SPLIT}-{lang}.tsv"), text)
     for task, languages in tasks.items():
       scores = _score(task, languages, staging, label_folder)
-      if scores is not None:
-        results["scores"][task] = scores
+      if scores:  # the official shape, with averages
+        results["scores"][task] = xtreme_scorer.add_averages(task, scores)
     results["seconds"] = round(time.perf_counter() - start, 1)
     fileio.write_text(fileio.join(staging, RESULTS_MARKDOWN), markdown(results))
     # The JSON last: its presence means the run is complete.

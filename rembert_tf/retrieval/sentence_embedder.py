@@ -1,20 +1,16 @@
 """Sentence embeddings from one layer of a RemBERT encoder: mean-pooled hidden states, L2-normalised.
 
-As XTREME's retrieval baselines: `[CLS] pieces [SEP]` through the encoder,
-one block's hidden states averaged over real tokens (`default_layer`: XTREME's
-middle-layer rule); only the blocks up to that layer are built and loaded.
-Sentences go in length buckets of static shape (`bucket_lengths`), batched
-over the strategy's replicas by `replica_batches`.
+As XTREME's retrieval baselines: `[CLS] pieces [SEP]` through the blocks up
+to the chosen one (`default_layer`: XTREME's middle-layer rule), its hidden
+states averaged over real tokens; sentences go in length buckets of static
+shape (`bucket_lengths`) over the replicas (`replica_batches`).
 
 Example:
-<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
+<!-- snippet: not run: needs a checkpoint directory; `strategy` comes from the caller's code -->
 ```python
-import tensorflow as tf
 from rembert_tf.retrieval import sentence_embedder
-strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-embedder = sentence_embedder.SentenceEmbedder(
-    "runs/pretrain", strategy, layer=None)       # None: default_layer(depth)
-vectors = embedder.embed(["Hello world.", "Hallo Welt."])   # [2, hidden]
+embedder = sentence_embedder.SentenceEmbedder("runs/pretrain", strategy)  # default layer
+vectors = embedder.embed(["Hello world.", "Hallo Welt."])   # [2, hidden], unit length
 float(vectors[0] @ vectors[1])                                # the cosine
 ```
 """
@@ -32,8 +28,7 @@ from rembert_tf.modeling import rembert_encoder
 from rembert_tf.retrieval import replica_batches
 
 DEFAULT_SEQ_LENGTH = 128
-# Sentences per replica and step at full length (the fine-tuning prediction
-# batch).
+# Sentences per replica and step at full length (fine-tuning's prediction batch).
 BATCH_SIZE_PER_REPLICA = 32
 
 
@@ -61,18 +56,6 @@ def bucket_lengths(seq_length: int) -> List[int]:
     lengths += [l for l in (power, power * 3 // 2) if l < seq_length]
     power *= 2
   return lengths + [seq_length]
-
-
-def load_layer_encoder(source, layer: Optional[int], strategy,
-                       model_config=None):
-  """(model config, encoder of the first `layer` blocks, layer) of a source."""
-  cfg = checkpoint_restore.model_config_of(source, model_config)
-  layer = resolve_layer(layer, cfg.num_hidden_layers, str(source))
-  with strategy.scope(), checkpoint_restore.zero_initialized_variables():
-    encoder = rembert_encoder.build_encoder(
-        cfg.replace(num_hidden_layers=layer), remove_padding=True)
-  checkpoint_restore.restore_encoder(encoder, source)
-  return cfg, encoder, layer
 
 
 def _mean_pooled(encoder):
@@ -105,9 +88,9 @@ class SentenceEmbedder:
       raise errors.UsageError(
           f"{source}: no sentencepiece.model with the checkpoint; pass the "
           "SentencePiece model it was trained with (--sentencepiece_model).")
-    cfg, encoder, self.layer = load_layer_encoder(source, layer, strategy,
-                                                  model_config)
+    cfg = checkpoint_restore.model_config_of(source, model_config)
     # What the embeddings are: block `layer` of a `num_layers`-block encoder.
+    self.layer = resolve_layer(layer, cfg.num_hidden_layers, str(source))
     self.num_layers, self.source = cfg.num_hidden_layers, str(source)
     if seq_length is None:  # (0 is refused below, not taken as unset)
       seq_length = min(DEFAULT_SEQ_LENGTH, cfg.max_position_embeddings)
@@ -115,14 +98,18 @@ class SentenceEmbedder:
       raise errors.UsageError(
           f"--seq_length {seq_length}: choose 3..{cfg.max_position_embeddings}"
           f" (the encoder's max_position_embeddings).")
-    self.seq_length = seq_length
+    self.seq_length, self._hidden_size = seq_length, cfg.hidden_size
+    with strategy.scope(), checkpoint_restore.zero_initialized_variables():
+      self.encoder = rembert_encoder.build_encoder(  # blocks 1..layer alone
+          cfg.replace(num_hidden_layers=self.layer), remove_padding=True)
+    checkpoint_restore.restore_encoder(self.encoder, source)
     self._strategy = strategy
     self._special = tokenizer.SpecialTokens.from_model(sp_model)
     self._processor = tokenizer.load_sentencepiece(sp_model)
     self._batch_size = batch_size or (
         BATCH_SIZE_PER_REPLICA * strategy.num_replicas_in_sync)
     self._step = replica_batches.distributed_step(
-        strategy, _mean_pooled(encoder), jit_compile=jit_compile)
+        strategy, _mean_pooled(self.encoder), jit_compile=jit_compile)
 
   def tokenize(self, sentences: Sequence[str]) -> List[List[int]]:
     """`[CLS] pieces [SEP]` ids per sentence, truncated to seq_length."""
@@ -137,7 +124,7 @@ class SentenceEmbedder:
     buckets = bucket_lengths(self.seq_length)
     bucket_of = np.searchsorted(buckets, lengths)
     replicas = self._strategy.num_replicas_in_sync
-    embeddings = None
+    embeddings = np.zeros([len(token_ids), self._hidden_size], np.float32)
     with console.progress(description or "embedding", total=len(token_ids),
                           unit="sentences") as bar:
       for b, length in enumerate(buckets):
@@ -150,13 +137,10 @@ class SentenceEmbedder:
         mask = (np.arange(length) < lengths[rows, None]).astype(np.int32)
         # About batch_size x seq_length tokens per step in every bucket.
         batch = max(replicas, self._batch_size * self.seq_length // length)
-        out = replica_batches.map_batches(
+        embeddings[rows] = replica_batches.map_batches(
             self._strategy, self._step,
             {"input_word_ids": ids, "input_mask": mask},
             batch - batch % replicas, on_batch=bar.update)["embedding"]
-        if embeddings is None:
-          embeddings = np.zeros([len(token_ids), out.shape[1]], np.float32)
-        embeddings[rows] = out
     return embeddings
 
   def embed(self, sentences: Sequence[str],

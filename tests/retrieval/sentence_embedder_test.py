@@ -65,11 +65,10 @@ def test_embeddings_are_the_layers_mean_over_real_tokens(
 
 
 def test_only_the_blocks_up_to_the_layer_are_built(checkpoint_dir, one_device):
-  _, encoder, layer = se.load_layer_encoder(checkpoint_dir, 2, one_device)
-  assert layer == 2 and len(encoder.get_config()) and (
-      encoder.get_config()["num_layers"] == 2)
+  embedder = se.SentenceEmbedder(checkpoint_dir, one_device, layer=2)
+  assert embedder.encoder.get_config()["num_layers"] == 2
   with pytest.raises(errors.UsageError, match="--layer 5"):
-    se.load_layer_encoder(checkpoint_dir, 5, one_device)
+    se.SentenceEmbedder(checkpoint_dir, one_device, layer=5)
 
 
 def test_long_sentences_are_truncated_to_seq_length(checkpoint_dir, one_device):

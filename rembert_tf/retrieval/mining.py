@@ -1,22 +1,58 @@
-"""BUCC 2018 bitext mining: ratio-margin scores over 4 neighbours both ways, a threshold from the sample set.
+"""From embeddings to retrieved pairs: exact nearest neighbours on the devices, BUCC 2018's margin-based mining.
 
-XTREME's BUCC baseline (LASER's margin-based mining): the ratio margin of a
-pair is cos(x, y) / ((mean_x + mean_y) / 2) over each side's k = 4 nearest
-neighbours; each sentence's best pair, forward and backward, is kept while
-neither sentence is paired; the threshold is the best-F1 one on the sample
-set ("dev"), and test candidates at or above it are the predictions.
+`top_k` is XTREME's exhaustive search (faiss's IndexFlatIP) where the encoder
+runs: the database a variable on each replica, each batch of queries a matmul
+and `tf.math.top_k` (ties to the lower index). BUCC mining is XTREME's
+(LASER's): a pair's ratio margin is cos(x, y) / ((mean_x + mean_y) / 2) over
+each side's k = 4 nearest neighbours; each sentence's best pair, both ways,
+is kept while neither sentence is paired; test candidates at or above the
+sample set's best-F1 threshold are the predictions.
+
+Example:
+```python
+import numpy as np, tensorflow as tf
+from rembert_tf.retrieval import mining
+strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+x = np.eye(3, dtype=np.float32)
+similarities, rows = mining.top_k(x[[2, 0]], x, 1, strategy)   # rows [[2], [0]]
+```
 """
 import collections
 from typing import Dict, FrozenSet, List, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from rembert_tf.evaluation import xtreme_metrics
 from rembert_tf.retrieval import bitext
-from rembert_tf.retrieval import nearest_neighbors
+from rembert_tf.retrieval import replica_batches
 
-NEIGHBORS = 4
+NEIGHBORS = 4  # BUCC's k
 Pair = Tuple[str, str]
+# The [queries, database] similarities of one replica's batch stay under this.
+BLOCK_BYTES = 1 << 28
+
+
+def top_k(queries: np.ndarray, database: np.ndarray, k: int, strategy
+          ) -> Tuple[np.ndarray, np.ndarray]:
+  """([queries, k] similarities, [queries, k] database rows), best first; k is
+  capped at the database size."""
+  k = min(k, len(database))
+  with strategy.scope():
+    rows = tf.Variable(np.asarray(database, np.float32), trainable=False,
+                       name="neighbor_database")
+
+  def search(inputs):
+    top = tf.math.top_k(tf.matmul(inputs["queries"], rows, transpose_b=True),
+                        k=k)
+    return {"similarities": top.values, "indices": top.indices}
+  # 8..1024 queries per replica, a multiple of 8.
+  per_replica = min(1024, max(8, BLOCK_BYTES // (4 * len(database)) // 8 * 8))
+  out = replica_batches.map_batches(
+      strategy, replica_batches.distributed_step(strategy, search),
+      {"queries": np.asarray(queries, np.float32)},
+      per_replica * strategy.num_replicas_in_sync)
+  return out["similarities"], out["indices"].astype(np.int64)
 
 
 def sentence_to_id(ids: Sequence[str], sentences: Sequence[str]
@@ -26,29 +62,28 @@ def sentence_to_id(ids: Sequence[str], sentences: Sequence[str]
   return {s: i for i, s in zip(ids, sentences) if counts[s] == 1}
 
 
-def _margins(similarities, neighbors, own_mean, other_mean) -> np.ndarray:
-  return similarities / ((own_mean[:, None] + other_mean[neighbors]) / 2)
+def _best(similarities, rows, own_mean, other_mean):
+  """(row, ratio margin) of each query's best neighbour."""
+  margins = similarities / ((own_mean[:, None] + other_mean[rows]) / 2)
+  best = margins.argmax(axis=1)[:, None]
+  return np.take_along_axis(rows, best, 1)[:, 0], margins.max(axis=1)
 
 
 def mine(source_embeddings: np.ndarray, target_embeddings: np.ndarray,
          strategy, k: int = NEIGHBORS) -> List[Tuple[int, int, float]]:
   """(source row, target row, margin) pairs, best first."""
-  forward, forward_rows = nearest_neighbors.top_k(
+  forward, forward_rows = top_k(
       source_embeddings, target_embeddings, k, strategy)
-  backward, backward_rows = nearest_neighbors.top_k(
+  backward, backward_rows = top_k(
       target_embeddings, source_embeddings, k, strategy)
   forward_mean, backward_mean = forward.mean(axis=1), backward.mean(axis=1)
-  forward_margin = _margins(forward, forward_rows, forward_mean, backward_mean)
-  backward_margin = _margins(backward, backward_rows, backward_mean,
-                             forward_mean)
-  num_source, num_target = len(source_embeddings), len(target_embeddings)
-  sources = np.concatenate([np.arange(num_source), backward_rows[
-      np.arange(num_target), backward_margin.argmax(axis=1)]])
-  targets = np.concatenate([forward_rows[
-      np.arange(num_source), forward_margin.argmax(axis=1)],
-                            np.arange(num_target)])
-  margins = np.concatenate([forward_margin.max(axis=1),
-                            backward_margin.max(axis=1)])
+  best_targets, forward_margins = _best(forward, forward_rows, forward_mean,
+                                        backward_mean)
+  best_sources, backward_margins = _best(backward, backward_rows,
+                                         backward_mean, forward_mean)
+  sources = np.concatenate([np.arange(len(source_embeddings)), best_sources])
+  targets = np.concatenate([best_targets, np.arange(len(target_embeddings))])
+  margins = np.concatenate([forward_margins, backward_margins])
   pairs, used_sources, used_targets = [], set(), set()
   for i in np.argsort(-margins, kind="stable"):
     source, target = int(sources[i]), int(targets[i])
