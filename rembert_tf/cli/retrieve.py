@@ -1,16 +1,12 @@
 r"""Sentence retrieval without fine-tuning: XTREME's BUCC 2018 and Tatoeba.
 
 Embeds both sides of each language pair with the mean-pooled hidden states of
-one encoder block (--layer; default `depth // 2 + 2`, XTREME's middle layer).
-Tatoeba takes each English sentence's nearest sentence by cosine; BUCC mines
-pairs by ratio margin, at the threshold chosen on its sample set. Reads
-XTREME's download/ folder (--data_dir) or TFDS prepared in --tfds_data_dir
-(--data_source tfds), every file checked before any work; writes
+one encoder block (--layer; default `depth // 2 + 2`, XTREME's middle layer):
+Tatoeba takes each English sentence's nearest sentence by cosine, BUCC mines
+pairs by ratio margin at the threshold chosen on its sample set. Reads
+XTREME's download/ folder or TFDS, every file checked before any work; writes
 OUTPUT_DIR/predictions/<task>/test-<lang>.tsv (the submission layout),
-OUTPUT_DIR/labels/ where the gold is known and OUTPUT_DIR/results.{json,md}
-(BUCC's thresholds, the scores where there are labels). The encoder comes
-from any checkpoint source, or a fine-tuning run kept with --keep_checkpoints
-(give --model_config). docs/xtreme.md has the details.
+labels/ where the gold is known, and results.{json,md} (docs/xtreme.md).
 
 Example:
 
@@ -42,23 +38,19 @@ flags.DEFINE_string("model_config", None, "Model config name / YAML, when the "
                     "checkpoint does not carry model_config.yaml.")
 flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model "
                     "(default: the checkpoint's sentencepiece.model).")
-flags.DEFINE_string("data_dir", None, "With --data_source download (the "
-                    "default): the XTREME download/ folder (bucc2018/, "
-                    "tatoeba/).")
+flags.DEFINE_string("data_dir", None, "XTREME's download/ folder (bucc2018/, "
+                    "tatoeba/), read with --data_source download.")
 flags.DEFINE_list("tasks", ["bucc2018", "tatoeba"], "Retrieval tasks.")
-flags.DEFINE_list("languages", None, "Languages (default: every language of "
-                  "each task found in --data_dir, or prepared in "
-                  "--tfds_data_dir).")
+flags.DEFINE_list("languages", None, "Languages (default: every language "
+                  "of each task the source holds).")
 flags.DEFINE_string("output_dir", None, "Predictions, labels, results.")
-flags.DEFINE_integer("layer", None, "Encoder block whose hidden states are "
-                     "pooled, 1..depth or -1 for the last (default: "
-                     "depth // 2 + 2, at most the depth).", lower_bound=-1)
+flags.DEFINE_integer("layer", None, "Block whose hidden states are pooled, "
+                     "1..depth or -1 (default: depth // 2 + 2).", lower_bound=-1)
 flags.DEFINE_integer("seq_length", None, "Pieces per sentence with [CLS] and "
                      "[SEP] (default: 128, at most max_position_embeddings).",
                      lower_bound=3)
 flags.DEFINE_integer("batch_size", None, "Global batch of sentences at "
-                     "--seq_length, shorter buckets proportionally more "
-                     "(default: 32 per replica).", lower_bound=1)
+                     "--seq_length (default: 32 per replica).", lower_bound=1)
 command.require("layer", lambda layer: layer != 0, "blocks count from 1 "
                 "(-1: the last); give 1..depth or -1")
 flags.DEFINE_string("label_folder", None, "Gold labels in the scorer's layout "
@@ -66,8 +58,7 @@ flags.DEFINE_string("label_folder", None, "Gold labels in the scorer's layout "
 flags.DEFINE_bool("jit_compile", False, "Compile the embedding step with XLA "
                   "(always on a TPU).")
 flags.DEFINE_bool("overwrite", False, "Replace an earlier run's predictions, "
-                  "labels and results in --output_dir (all of them, as one "
-                  "set).")
+                  "labels and results in --output_dir, as one set.")
 
 PROG = command_names.console_script(__spec__.name)  # rembert-retrieve
 
@@ -95,13 +86,9 @@ def _bitext_source():
 
 
 def _plan(source, tasks, languages):
-  """{task: [languages]}, every needed split checked before any work.
-
-  Without --languages a task takes every language the source has; with it,
-  those of them it has (in the benchmark or the source), and is left out
-  when it has none; a chosen language without its data is an error naming
-  the file or TFDS dataset and the fix.
-  """
+  """{task: [languages]}: every language of the source, or those of
+  --languages the task has (a task with none is left out); every split is
+  checked before any work."""
   from rembert_tf.evaluation import xtreme_tasks  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import bitext  # pylint: disable=g-import-not-at-top
   plan = {}
@@ -130,9 +117,6 @@ def _plan(source, tasks, languages):
 def main(argv):
   if len(argv) > 1:
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help.")
-  for name in ("checkpoint", "output_dir"):
-    if not FLAGS[name].value:
-      raise errors.UsageError(f"--{name} is required.")
   from rembert_tf.retrieval import retrieval_runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import process_settings  # pylint: disable=g-import-not-at-top
@@ -170,7 +154,8 @@ def main(argv):
 
 
 def run():
-  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir")
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              required=["checkpoint", "output_dir"])
 
 
 if __name__ == "__main__":
