@@ -140,7 +140,7 @@ def build_retrieval(spec, directory):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-  embedder = sentence_embedder.SentenceEmbedder.from_checkpoint(
+  embedder = sentence_embedder.SentenceEmbedder(
       write_checkpoint(spec, directory), strategy,
       seq_length=spec["seq_length"], batch_size=spec["retrieval_batch_size"],
       jit_compile=spec["xla"] == "on")

@@ -44,16 +44,16 @@ flags.DEFINE_string("json_out", "", "Also write the table as JSON here.")
 def sweep(checkpoint, root, languages):
   """{layer: {"tatoeba": {lang: acc, "avg": x}, "bucc2018": avg F1}}."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from rembert_tf.retrieval import download_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.retrieval import bitext  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import retrieval_runner  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
   from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   depth = checkpoint_restore.model_config_of(checkpoint).num_hidden_layers
-  source = download_layout.DownloadSource(os.path.join(root, "download"))
+  source = bitext.DownloadSource(os.path.join(root, "download"))
   rows = {}
   for layer in range(1, depth + 1):
-    embedder = sentence_embedder.SentenceEmbedder.from_checkpoint(
+    embedder = sentence_embedder.SentenceEmbedder(
         checkpoint, strategy, layer=layer)
     results = retrieval_runner.run_retrieval(
         {"tatoeba": languages, "bucc2018": languages}, source, embedder,

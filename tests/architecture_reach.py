@@ -33,13 +33,13 @@ CLOSURE_LINES = {
     "rembert_tf.cli.train_sentencepiece": 3_600,
     "rembert_tf.cli.create_pretraining_data": 4_500,
     "rembert_tf.cli.create_finetuning_data": 4_900,
-    "rembert_tf.cli.export_savedmodel": 5_500,
+    "rembert_tf.cli.export_savedmodel": 5_450,
     "rembert_tf.cli.convert_checkpoint": 8_600,
     "rembert_tf.cli.evaluate_xtreme": 2_900,
     "rembert_tf.cli.param_table": 3_000,
     "rembert_tf.cli.run_ablation": 18_900,
-    "rembert_tf.cli.layer_similarity": 5_100,
-    "rembert_tf.cli.retrieve": 8_400,
+    "rembert_tf.cli.layer_similarity": 5_050,
+    "rembert_tf.cli.retrieve": 7_750,
 }
 # The packages of the stages after a command's, which it must not reach: the
 # corpus generator and the data commands come before the trainers.

@@ -1,10 +1,9 @@
 r"""Exports a checkpoint's encoder (alone) as a TF-Hub-style SavedModel, and its preprocessor.
 
 The encoder SavedModel holds no output-side variable (#FT parameters only) and
-has the TF-Hub BERT encoder interface (see rembert_tf/export/encoder_export.py).
-With --export_preprocessor, a second SavedModel maps raw strings to the
-encoder's inputs in-graph (SentencePiece + BERT packing). Paths may be local
-or on any TensorFlow filesystem (gs://...).
+has the TF-Hub BERT encoder interface; with --export_preprocessor, a second
+SavedModel maps raw strings to the encoder's inputs in-graph (docs/export.md).
+Paths may be local or on any TensorFlow filesystem (gs://...).
 
 Usage:
   rembert-export --checkpoint runs/pretrain \
@@ -52,11 +51,11 @@ flags.DEFINE_bool("overwrite", False, "Replace existing output directories "
 def main(argv):
   del argv
   # TensorFlow loads here, not when the flags are defined.
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import preprocessor_export  # pylint: disable=g-import-not-at-top
-  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
-  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   if FLAGS.export_preprocessor:  # the flags first, before any file is read
     preprocessor_export.check_seq_length(FLAGS.seq_length)
   source = checkpoint_layout.resolve(FLAGS.checkpoint)
@@ -67,25 +66,21 @@ def main(argv):
   inputs = {"--checkpoint": FLAGS.checkpoint,
             "--sentencepiece_model": sp_model}
   outputs.refuse_overlap(FLAGS.output_dir, inputs, "--output_dir")
-  if FLAGS.export_preprocessor:
-    outputs.refuse_overlap(preprocessor_dir, dict(
-        inputs, **{"--output_dir": FLAGS.output_dir}), "--preprocessor_dir")
   with contextlib.ExitStack() as held:
     if FLAGS.export_preprocessor:  # every check before the (long) encoder export
+      outputs.refuse_overlap(preprocessor_dir, dict(
+          inputs, **{"--output_dir": FLAGS.output_dir}), "--preprocessor_dir")
       if sp_model is None:
         raise errors.UsageError(
             "--export_preprocessor needs --sentencepiece_model (no "
             f"sentencepiece.model comes with {FLAGS.checkpoint}).")
       tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
-      cfg = checkpoint_restore.model_config_of(source, FLAGS.config)
-      preprocessor_export.check_seq_length(FLAGS.seq_length,
-                                           cfg.max_position_embeddings)
+      preprocessor_export.check_seq_length(FLAGS.seq_length, (
+          checkpoint_restore.model_config_of(source, FLAGS.config)
+          .max_position_embeddings))
       # Both outputs are this run's from the start (one writer each).
       held.enter_context(outputs.writing_output(preprocessor_dir))
-      if fileio.exists(preprocessor_dir) and not FLAGS.overwrite:
-        raise errors.OutputExistsError(
-            f"{preprocessor_dir} already exists; choose another "
-            "--preprocessor_dir or pass --overwrite.")
+      outputs.refuse_existing([preprocessor_dir], FLAGS.overwrite)
     encoder_export.export_encoder(source, FLAGS.output_dir, config=FLAGS.config,
                                   sp_model=sp_model, overwrite=FLAGS.overwrite)
     print(f"Encoder SavedModel: {FLAGS.output_dir}")
@@ -98,9 +93,8 @@ def main(argv):
 
 
 def _check_same_vocabulary(sp_model, source) -> None:
-  """--sentencepiece_model must be, by content, the model that comes with
-  the checkpoint (when one does): another vocabulary would feed the encoder
-  wrong ids."""
+  """--sentencepiece_model must be, by content, the checkpoint's own model
+  when it has one: another vocabulary would feed the encoder wrong ids."""
   if not sp_model or not source.sp_model:
     return
   given, own = fileio.sha256(sp_model), fileio.sha256(source.sp_model)

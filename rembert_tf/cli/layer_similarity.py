@@ -1,16 +1,10 @@
 r"""Linear CKA between every pair of layers of two checkpoints, on the same inputs.
 
 Writes `layer_similarity.md` (the table), `layer_similarity.png` (heatmap) and
-`layer_similarity.json` under --output_dir. Three uses:
-* pre-trained vs fine-tuned: --checkpoint PRETRAIN_DIR
-  --checkpoint_b FINETUNED_DIR;
-* two models: --checkpoint MODEL_1 --checkpoint_b MODEL_2 (same vocabulary);
-* one model, two languages: --checkpoint MODEL --sentences en.txt
-  --sentences_b de.txt (parallel sentences, line by line).
-A checkpoint is anything fine-tuning starts from (a pre-training model_dir, a
-rembert_tf checkpoint directory, an exported SavedModel), or a fine-tuning run
-kept with `--keep_checkpoints` (its model config comes from --checkpoint, or
---model_config).
+`layer_similarity.json` under --output_dir: pre-trained against fine-tuned
+(--checkpoint_b, a fine-tuning run kept with --keep_checkpoints), two models
+of one vocabulary, or one model on parallel sentences of two languages
+(--sentences_b). docs/ablation.md has the details.
 
 Example:
 
@@ -33,25 +27,23 @@ flags.DEFINE_string("checkpoint_b", None, "Second checkpoint (columns); "
 flags.DEFINE_string("sentences", None, "Inputs: one sentence per line (a TSV's "
                     "first column is used).")
 flags.DEFINE_string("sentences_b", None, "Parallel inputs for --checkpoint_b "
-                    "(e.g. the same sentences in another language); default: "
-                    "--sentences.")
+                    "(e.g. in another language); default: --sentences.")
 flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model "
                     "(default: the first checkpoint's sentencepiece.model).")
 flags.DEFINE_string("model_config", None, "Model config (name or YAML) for a "
-                    "checkpoint that carries none (default: the first "
-                    "checkpoint's).")
+                    "checkpoint without one (default: the first's).")
 flags.DEFINE_integer("seq_length", 128, "Pieces per sentence.")
 flags.DEFINE_integer("max_sentences", 512, "Sentences read from each file.",
                      lower_bound=1)
 flags.DEFINE_enum("pooling", "mean", ["mean", "tokens"], "mean: one vector per "
-                  "sentence; tokens: every real token (same sentences on both "
-                  "sides only).")
+                  "sentence; tokens: every real token (same sentences only).")
 flags.DEFINE_string("output_dir", None, "Where the table, heatmap and JSON go.")
 flags.DEFINE_bool("overwrite", False, "Replace an earlier result in "
                   "--output_dir (its JSON, markdown and heatmap, as one set).")
 
 
 def _read_sentences(flag: str):
+  """The first column of each non-empty line, at most --max_sentences."""
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   path = FLAGS[flag].value
   if not fileio.exists(path):
@@ -84,7 +76,6 @@ def main(argv) -> int:
 
 
 def run() -> None:
-  """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
   command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
               required=["checkpoint", "sentences", "output_dir"])
 

@@ -2,11 +2,10 @@ r"""Prints #PT / #FT parameter counts of model configs, in closed form.
 
 #PT is everything trained in pre-training (encoder, pooler, output side);
 #FT is what fine-tuning keeps, counted as the paper does: the encoder's
-embeddings and Transformer blocks (its pooler is the `pooler` column).
-The counts come from the config's sizes (`parameter_count.closed_form_counts`,
-tested against built models), so no model is built: a few seconds for any
-config. #PT / #FT are whole millions from 100M up (the paper's rounding) and
-three significant digits below; the last two columns are exact.
+embeddings and Transformer blocks (its pooler is the `pooler` column). The
+counts come from the config's sizes (`parameter_count.closed_form_counts`),
+so no model is built. #PT / #FT are whole millions from 100M up (the paper's
+rounding), three significant digits below; the last two columns are exact.
 
 Usage:
   rembert-param-table tiny rembert coupled_768
@@ -27,48 +26,35 @@ flags.DEFINE_bool("json", False, "Print a JSON list of "
                   "{config, pt_params, ft_params} instead of a table.")
 
 
-def parameter_rows(configs):
+@errors.command(PROG)
+def main(argv):
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf.modeling import parameter_count  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
-  rows = []
-  for name in configs:
-    cfg = rembert_config.load_model_config(name)
-    counts = parameter_count.closed_form_counts(cfg)
-    label = os.path.splitext(os.path.basename(str(name)))[0]
-    rows.append((label, cfg, counts))
-  return rows
-
-
-def markdown_table(rows) -> str:
-  from rembert_tf.modeling import parameter_count  # pylint: disable=g-import-not-at-top
-  lines = ["| config | E_in | E_out | layers | coupled | #PT | #FT | pooler | pt_params | ft_params |",
-           "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
-  for label, cfg, c in rows:
-    lines.append(
-        f"| {label} | {cfg.input_embedding_size} | {cfg.output_embedding_size} "
-        f"| {cfg.num_hidden_layers}+{cfg.num_output_layers} | {cfg.coupled} "
-        f"| {parameter_count.millions(c.pt_params)} "
-        f"| {parameter_count.millions(c.ft_params)} | {c.pooler_params:,} "
-        f"| {c.pt_params:,} | {c.ft_params:,} |")
-  return "\n".join(lines)
-
-
-@errors.command(PROG)
-def main(argv):
-  configs = argv[1:]
-  if not configs:
-    from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
+  if len(argv) < 2:
     raise errors.UsageError(
         "give one or more model configs: preset names "
         f"({', '.join(rembert_config.available_presets())}) or YAML paths "
         f"(e.g. {PROG} tiny rembert).")
-  rows = parameter_rows(configs)
+  rows = []
+  for name in argv[1:]:
+    cfg = rembert_config.load_model_config(name)
+    rows.append((os.path.splitext(os.path.basename(name))[0], cfg,
+                 parameter_count.closed_form_counts(cfg)))
   if FLAGS.json:
     print(json.dumps([dict(config=label, pt_params=c.pt_params,
                            ft_params=c.ft_params) for label, _, c in rows]))
-  else:
-    print(markdown_table(rows))
+    return
+  print("| config | E_in | E_out | layers | coupled | #PT | #FT | pooler | "
+        "pt_params | ft_params |\n"
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+  for label, cfg, c in rows:
+    print(f"| {label} | {cfg.input_embedding_size} | "
+          f"{cfg.output_embedding_size} | {cfg.num_hidden_layers}+"
+          f"{cfg.num_output_layers} | {cfg.coupled} | "
+          f"{parameter_count.millions(c.pt_params)} | "
+          f"{parameter_count.millions(c.ft_params)} | {c.pooler_params:,} | "
+          f"{c.pt_params:,} | {c.ft_params:,} |")
 
 
 def run():

@@ -1,26 +1,12 @@
 r"""Sentence retrieval without fine-tuning: XTREME's BUCC 2018 and Tatoeba.
 
-Embeds both sides of each language pair with the encoder (mean-pooled hidden
-states of one layer, --layer, default a middle layer as XTREME does: block
-8 of 12, 14 of 24, `depth // 2 + 2` in general), then:
-* tatoeba: each English sentence's nearest sentence by cosine;
-* bucc2018: ratio-margin mining over 4 neighbours both ways, the threshold
-  chosen on BUCC's sample set and applied to its test set.
-The sentences come from XTREME's download folder (--data_dir:
-bucc2018/<lang>-en.{dev,test}.*, tatoeba/<lang>-en.*) or, with
---data_source tfds, from TensorFlow Datasets prepared in --tfds_data_dir
-(bucc/bucc_<lang>, tatoeba/tatoeba_<lang>; local or gs://, never
-downloaded). Every file or dataset is checked before any work.
-Writes OUTPUT_DIR/predictions/<task>/test-<lang>.tsv (XTREME's submission
-layout), OUTPUT_DIR/labels/ where the gold is known, and
-OUTPUT_DIR/results.{json,md} with BUCC's thresholds and the test scores where
-there are labels (BUCC's test gold when kept in the download folder; both
-tasks' gold from TFDS; --label_folder for any task, e.g. Tatoeba's labels).
-
-The encoder comes from a pre-training model_dir, a converted checkpoint
-directory, an encoder checkpoint prefix, an exported SavedModel, or a
-fine-tuning run kept with --keep_checkpoints (give --model_config). Batches
-run under --strategy (tpu: on a Cloud TPU; one host).
+Embeds both sides of each language pair with the mean-pooled hidden states of
+one encoder block (--layer; default `depth // 2 + 2`, XTREME's middle layer):
+Tatoeba takes each English sentence's nearest sentence by cosine, BUCC mines
+pairs by ratio margin at the threshold chosen on its sample set. Reads
+XTREME's download/ folder or TFDS, every file checked before any work; writes
+OUTPUT_DIR/predictions/<task>/test-<lang>.tsv (the submission layout),
+labels/ where the gold is known, and results.{json,md} (docs/xtreme.md).
 
 Example:
 
@@ -51,25 +37,20 @@ flags.DEFINE_string("checkpoint", None, "Encoder: pre-training model_dir, "
 flags.DEFINE_string("model_config", None, "Model config name / YAML, when the "
                     "checkpoint does not carry model_config.yaml.")
 flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model "
-                    "(default: the "
-                    "checkpoint's sentencepiece.model).")
-flags.DEFINE_string("data_dir", None, "With --data_source download (the "
-                    "default): the XTREME download/ folder (bucc2018/, "
-                    "tatoeba/).")
+                    "(default: the checkpoint's sentencepiece.model).")
+flags.DEFINE_string("data_dir", None, "XTREME's download/ folder (bucc2018/, "
+                    "tatoeba/), read with --data_source download.")
 flags.DEFINE_list("tasks", ["bucc2018", "tatoeba"], "Retrieval tasks.")
-flags.DEFINE_list("languages", None, "Languages (default: every language of "
-                  "each task found in --data_dir, or prepared in "
-                  "--tfds_data_dir).")
+flags.DEFINE_list("languages", None, "Languages (default: every language "
+                  "of each task the source holds).")
 flags.DEFINE_string("output_dir", None, "Predictions, labels, results.")
-flags.DEFINE_integer("layer", None, "Encoder block whose hidden states are "
-                     "pooled, 1..depth or -1 for the last (default: "
-                     "depth // 2 + 2, at most the depth).", lower_bound=-1)
+flags.DEFINE_integer("layer", None, "Block whose hidden states are pooled, "
+                     "1..depth or -1 (default: depth // 2 + 2).", lower_bound=-1)
 flags.DEFINE_integer("seq_length", None, "Pieces per sentence with [CLS] and "
                      "[SEP] (default: 128, at most max_position_embeddings).",
                      lower_bound=3)
 flags.DEFINE_integer("batch_size", None, "Global batch of sentences at "
-                     "--seq_length, shorter buckets proportionally more "
-                     "(default: 32 per replica).", lower_bound=1)
+                     "--seq_length (default: 32 per replica).", lower_bound=1)
 command.require("layer", lambda layer: layer != 0, "blocks count from 1 "
                 "(-1: the last); give 1..depth or -1")
 flags.DEFINE_string("label_folder", None, "Gold labels in the scorer's layout "
@@ -77,60 +58,49 @@ flags.DEFINE_string("label_folder", None, "Gold labels in the scorer's layout "
 flags.DEFINE_bool("jit_compile", False, "Compile the embedding step with XLA "
                   "(always on a TPU).")
 flags.DEFINE_bool("overwrite", False, "Replace an earlier run's predictions, "
-                  "labels and results in --output_dir (all of them, as one "
-                  "set).")
+                  "labels and results in --output_dir, as one set.")
 
 PROG = command_names.console_script(__spec__.name)  # rembert-retrieve
 
 
 def _bitext_source():
-  """The `bitext.BitextSource` of --data_source; one-line errors for a root
-  that is missing or belongs to the other source."""
-  from rembert_tf.finetuning import task_sources  # pylint: disable=g-import-not-at-top
-  from rembert_tf.retrieval import download_layout  # pylint: disable=g-import-not-at-top
-  from rembert_tf.retrieval import tfds_source  # pylint: disable=g-import-not-at-top
-  tfds = FLAGS.data_source == "tfds"
-  if tfds and FLAGS.data_dir:
-    raise errors.UsageError(
-        "--data_dir is XTREME's download/ folder, read with --data_source "
-        "download; with --data_source tfds give --tfds_data_dir alone.")
-  if not tfds and FLAGS.tfds_data_dir:
+  """The source of --data_source; one-line errors for a root that is missing
+  or belongs to the other source."""
+  from rembert_tf.common import tfds_reader  # pylint: disable=g-import-not-at-top
+  from rembert_tf.retrieval import bitext  # pylint: disable=g-import-not-at-top
+  if FLAGS.data_source == "tfds":
+    if FLAGS.data_dir:
+      raise errors.UsageError(
+          "--data_dir is XTREME's download/ folder, read with --data_source "
+          "download; with --data_source tfds give --tfds_data_dir alone.")
+    return bitext.TfdsSource(
+        tfds_reader.data_dir_or_default(FLAGS.tfds_data_dir))
+  if FLAGS.tfds_data_dir:
     raise errors.UsageError(
         "--tfds_data_dir is read with --data_source tfds; add --data_source "
         "tfds (and drop --data_dir), or drop --tfds_data_dir.")
-  root = task_sources.source_root(FLAGS.data_source, FLAGS.data_dir,
-                                  FLAGS.tfds_data_dir)
-  return (tfds_source.TfdsSource(root) if tfds
-          else download_layout.DownloadSource(root))
-
-
-def _task_languages(source, task, languages):
-  """The languages of `task` to run: those of --languages it has (in the
-  benchmark or the source), or every one the source has."""
-  from rembert_tf.evaluation import xtreme_tasks  # pylint: disable=g-import-not-at-top
-  found = source.discover_languages(task)
-  if not languages:
-    return found
-  known = set(found) | set(xtreme_tasks.get(task).languages)
-  return [l for l in languages if l in known]
+  if not FLAGS.data_dir:
+    raise errors.UsageError("Give --data_dir (the XTREME download/ folder), "
+                            "or --data_source tfds.")
+  return bitext.DownloadSource(FLAGS.data_dir)
 
 
 def _plan(source, tasks, languages):
-  """{task: [languages]}, every needed split checked before any work.
-
-  With --languages, a task takes those of them it has and is left out when
-  it has none; a chosen language without its data is an error naming the
-  file or TFDS dataset and the fix.
-  """
+  """{task: [languages]}: every language of the source, or those of
+  --languages the task has (a task with none is left out); every split is
+  checked before any work."""
+  from rembert_tf.evaluation import xtreme_tasks  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import bitext  # pylint: disable=g-import-not-at-top
   plan = {}
   for task in tasks:
     if task not in bitext.TASKS:
       raise errors.UsageError(f"--tasks {task}: retrieval tasks are "
                               f"{', '.join(bitext.TASKS)}.")
-    chosen = _task_languages(source, task, languages)
-    if not chosen and not languages:
+    found = source.discover_languages(task)
+    if not languages and not found:
       raise errors.UsageError(source.nothing_found(task))
+    known = set(found) | set(xtreme_tasks.get(task).languages)
+    chosen = [l for l in languages if l in known] if languages else found
     if chosen:
       plan[task] = chosen
   unused = set(languages or ()) - {l for ls in plan.values() for l in ls}
@@ -143,44 +113,33 @@ def _plan(source, tasks, languages):
   return plan
 
 
-def make_strategy(name: str, tpu=None):
-  """The runtime's strategy of --strategy, on one host."""
-  from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
-  if name == "multi_worker_mirrored":
-    raise errors.UsageError("--strategy multi_worker_mirrored: retrieval runs "
-                            "on one host; use tpu, mirrored or one_device.")
-  return strategies.make_strategy(name, tpu)
-
-
-def _embedder(strategy):
-  from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
-  return sentence_embedder.SentenceEmbedder.from_checkpoint(
-      FLAGS.checkpoint, strategy, layer=FLAGS.layer,
-      model_config=FLAGS.model_config, sp_model=FLAGS.sentencepiece_model,
-      seq_length=FLAGS.seq_length, batch_size=FLAGS.batch_size,
-      jit_compile=FLAGS.jit_compile)
-
-
 @errors.command(PROG)
 def main(argv):
   if len(argv) > 1:
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help.")
-  for name in ("checkpoint", "output_dir"):
-    if not FLAGS[name].value:
-      raise errors.UsageError(f"--{name} is required.")
   from rembert_tf.retrieval import retrieval_runner  # pylint: disable=g-import-not-at-top
+  from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import process_settings  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
   outputs.refuse_overlap(FLAGS.output_dir, {
       f"--{name}": FLAGS[name].value for name in (
           "checkpoint", "sentencepiece_model", "data_dir", "tfds_data_dir",
           "label_folder")}, "--output_dir")
   source = _bitext_source()
   plan = _plan(source, FLAGS.tasks, FLAGS.languages)
+  if FLAGS.strategy == "multi_worker_mirrored":
+    raise errors.UsageError("--strategy multi_worker_mirrored: retrieval runs "
+                            "on one host; use tpu, mirrored or one_device.")
   with outputs.writing_output(FLAGS.output_dir), \
        process_settings.training_settings(FLAGS.mixed_precision):
-    retrieval_runner.check_outputs(FLAGS.output_dir, plan, FLAGS.overwrite)
-    strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)
-    embedder = _embedder(strategy)
+    outputs.refuse_existing_members(
+        FLAGS.output_dir, retrieval_runner.OUTPUT_SET, FLAGS.overwrite)
+    strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu)
+    embedder = sentence_embedder.SentenceEmbedder(
+        FLAGS.checkpoint, strategy, layer=FLAGS.layer,
+        model_config=FLAGS.model_config, sp_model=FLAGS.sentencepiece_model,
+        seq_length=FLAGS.seq_length, batch_size=FLAGS.batch_size,
+        jit_compile=FLAGS.jit_compile)
     print(f"{PROG}: layer {embedder.layer} of {embedder.num_layers}, "
           f"{strategy.num_replicas_in_sync} replica(s); "
           + "; ".join(f"{t}: {','.join(l)}" for t, l in plan.items()),
@@ -195,7 +154,8 @@ def main(argv):
 
 
 def run():
-  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir")
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              required=["checkpoint", "output_dir"])
 
 
 if __name__ == "__main__":

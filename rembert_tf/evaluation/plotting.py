@@ -1,4 +1,4 @@
-"""Figures as PNG files on any filesystem: matplotlib's Agg backend, written with `fileio`.
+"""Figures as PNG files on any filesystem: matplotlib `Figure`s (no pyplot state to close), written with `fileio`.
 
 Example:
 ```python
@@ -13,23 +13,17 @@ import io
 from rembert_tf.common import fileio
 
 
-def _pyplot():
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  return plt
-
-
 def new_figure(width: float = 6.0, height: float = 4.0, rows: int = 1,
                cols: int = 1):
   """(figure, axes) of the given size in inches; axes is an array if > 1."""
-  return _pyplot().subplots(rows, cols, figsize=(width, height), squeeze=True)
+  from matplotlib import figure  # pylint: disable=g-import-not-at-top
+  new = figure.Figure(figsize=(width, height))
+  return new, new.subplots(rows, cols, squeeze=True)
 
 
 def save_png(figure, path, dpi: int = 110) -> None:
-  """Renders `figure` to PNG bytes, writes them atomically, closes it."""
+  """Renders `figure` to PNG bytes and writes them atomically."""
   buffer = io.BytesIO()
   figure.tight_layout()
   figure.savefig(buffer, format="png", dpi=dpi)
-  _pyplot().close(figure)
   fileio.write_bytes(path, buffer.getvalue())

@@ -1,5 +1,1 @@
-"""SavedModel export: the encoder alone (TF-Hub BERT encoder API) and its preprocessor.
-
-Entry points: `encoder_export.export_encoder`, `preprocessor_export.export_preprocessor`
-(CLI: `rembert-export`).
-"""
+"""SavedModel export: the encoder alone (TF-Hub BERT encoder API) and its preprocessor (`rembert-export`)."""

@@ -1,23 +1,15 @@
 """Exports the RemBERT encoder alone as a SavedModel with the TF-Hub BERT encoder API.
 
-The callable takes a dict of int32 `input_word_ids`, `input_mask`,
-`input_type_ids` [batch, seq] and returns `sequence_output`,
-`pooled_output`, `default` and `encoder_outputs`; `serving_default` returns
-the same with `encoder_outputs` stacked. `model_config.yaml` lies beside it.
-
-Builds on Model Garden's `export_tfhub_lib.py` (a Keras model around the
-encoder, the SentencePiece model as `sp_model_file` asset, loadable as a
-trainable `hub.KerasLayer`); its `export_model` builds Model Garden's own
-encoder classes, so it is not called.
+A Keras model around the encoder as Model Garden's `export_tfhub_lib.py`
+builds one (its `export_model` builds Model Garden's own encoder classes), the
+SentencePiece model its `sp_model_file` asset, `model_config.yaml` beside;
+the interface is docs/export.md's.
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
 ```python
-from rembert_tf.export import export_encoder
-export_encoder("runs/pretrain", "export/rembert_encoder")
-encoder = tf.saved_model.load("export/rembert_encoder")
-outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types))
-layer = hub.KerasLayer("export/rembert_encoder", trainable=True)   # fine-tuning
+from rembert_tf.export import encoder_export
+encoder_export.export_encoder("runs/pretrain", "export/rembert_encoder")
 ```
 """
 import contextlib
@@ -59,19 +51,12 @@ def build_export_model(encoder: rembert_encoder.RemBertEncoder) -> tf_keras.Mode
   return tf_keras.Model(inputs=inputs, outputs=outputs, name="rembert_encoder")
 
 
-def _find_encoder(model: tf_keras.Model) -> rembert_encoder.RemBertEncoder:
-  return next(layer for layer in model.layers
-              if isinstance(layer, rembert_encoder.RemBertEncoder))
-
-
 def serving_signature(model: tf_keras.Model):
-  """`serving_default`: keyword int32 inputs -> a flat dict of tensors.
-
-  `encoder_outputs` is stacked into [num_layers, batch, seq, hidden]; the
-  sequence outputs hold zeros at padded positions (`remove_padding`).
-  """
+  """`serving_default`: keyword int32 inputs -> a flat dict of tensors, the
+  real tokens alone computed (`remove_padding`: zeros at padded positions)."""
   spec = tf.TensorSpec([None, None], tf.int32)
-  encoder = _find_encoder(model)
+  encoder = next(layer for layer in model.layers
+                 if isinstance(layer, rembert_encoder.RemBertEncoder))
 
   @tf.function(input_signature=[spec, spec, spec])
   def serve(input_word_ids, input_mask, input_type_ids):
@@ -103,19 +88,15 @@ def random_encoder_inputs(cfg, batch_size: int = 3, seq_length: int = 11,
 
 def max_abs_difference(expected, actual, input_mask=None) -> float:
   """Largest |difference| over the outputs (`input_mask`: real tokens only)."""
-  weights = 1.0
-  if input_mask is not None:
-    weights = np.asarray(input_mask)[..., None].astype(np.float32)
-
-  def worst(e, a, sequence):
-    difference = np.abs(np.asarray(e) - np.asarray(a))
-    return float(np.max(difference * weights if sequence else difference))
-
-  diffs = [worst(expected["sequence_output"], actual["sequence_output"], True),
-           worst(expected["pooled_output"], actual["pooled_output"], False)]
-  diffs += [worst(e, a, True) for e, a in zip(expected["encoder_outputs"],
-                                             actual["encoder_outputs"])]
-  return max(diffs)
+  weights = (1.0 if input_mask is None
+             else np.asarray(input_mask)[..., None].astype(np.float32))
+  sequences = zip([expected["sequence_output"], *expected["encoder_outputs"]],
+                  [actual["sequence_output"], *actual["encoder_outputs"]])
+  return float(max(
+      [np.max(np.abs(np.asarray(e) - np.asarray(a)) * weights)
+       for e, a in sequences] +
+      [np.max(np.abs(np.asarray(expected["pooled_output"])
+                     - np.asarray(actual["pooled_output"])))]))
 
 
 def reference_outputs(encoder, cfg) -> List[Dict]:
@@ -125,10 +106,10 @@ def reference_outputs(encoder, cfg) -> List[Dict]:
     inputs = random_encoder_inputs(
         cfg, batch_size, min(seq_length, cfg.max_position_embeddings))
     outputs = encoder(inputs, training=False)
-    cases.append(dict(inputs=inputs, outputs={
-        "sequence_output": outputs["sequence_output"].numpy(),
-        "pooled_output": outputs["pooled_output"].numpy(),
-        "encoder_outputs": [o.numpy() for o in outputs["encoder_outputs"]]}))
+    cases.append(dict(inputs=inputs, outputs=tf.nest.map_structure(
+        np.asarray, {k: outputs[k] for k in ("sequence_output",
+                                             "pooled_output",
+                                             "encoder_outputs")})))
   return cases
 
 
@@ -138,10 +119,9 @@ def verify_export(export_dir, cases: List[Dict], tolerance: float = 1e-5) -> flo
   worst = 0.0
   for case in cases:
     inputs, expected = case["inputs"], case["outputs"]
-    actual = loaded(inputs, training=False)
     served = dict(loaded.signatures["serving_default"](**inputs))
     served["encoder_outputs"] = tf.unstack(served["encoder_outputs"], axis=0)
-    worst = max(worst, max_abs_difference(expected, actual),
+    worst = max(worst, max_abs_difference(expected, loaded(inputs, training=False)),
                 max_abs_difference(expected, served, inputs["input_mask"]))
   if worst > tolerance:
     raise ExportError(f"{export_dir}: the SavedModel differs from the encoder "
@@ -160,43 +140,18 @@ def float32_policy():
     tf_keras.mixed_precision.set_global_policy(previous)
 
 
-def _save(encoder, cfg, directory: str, sp_model: Optional[str]) -> None:
-  """Writes the SavedModel (+ model_config.yaml) of `encoder` into `directory`."""
-  with float32_policy():
-    model = build_export_model(encoder)
-  if sp_model:
-    model.sp_model_file = tf.saved_model.Asset(fileio.as_str(sp_model))
-  model.save(directory, include_optimizer=False, save_format="tf",
-             signatures={"serving_default": serving_signature(model)})
-  rembert_config.save_model_config(
-      cfg, fileio.join(directory, checkpoint_layout.MODEL_CONFIG_FILE))
-
-
 @outputs.writes_output("output_dir")
 def export_encoder(checkpoint_dir, output_dir, *, config=None,
                    sp_model: Optional[str] = None, overwrite: bool = False,
                    verify: bool = True) -> str:
-  """Exports the encoder of a checkpoint source as an encoder-only SavedModel.
-
-  Args:
-    checkpoint_dir: any source of `rembert_tf.checkpoints.checkpoint_layout`.
-    output_dir: SavedModel directory to create (swapped in when complete and
-      verified).
-    config: preset name / YAML path, only needed without model_config.yaml.
-    sp_model: SentencePiece model attached as the `sp_model_file` asset
-      (default: the source's sentencepiece.model when present).
-    overwrite: replace an existing output_dir.
-    verify: reload the SavedModel and check it matches the encoder (1e-5).
-
-  Returns:
-    output_dir as a string.
-  """
+  """Exports the encoder of any checkpoint source as an encoder-only
+  SavedModel, swapped in as `output_dir` when complete and (`verify`) checked
+  to match the encoder to 1e-5; returns output_dir. `config` (a preset or
+  YAML) is needed only without model_config.yaml; `sp_model` defaults to the
+  source's sentencepiece.model when it has one."""
   output_dir = fileio.as_str(output_dir).rstrip("/")
   fileio.check_output_location(output_dir)
-  if fileio.exists(output_dir) and not overwrite:
-    raise errors.OutputExistsError(
-        f"{output_dir} already exists; choose another --output_dir or pass "
-        "--overwrite (the old output stays until the new one is complete).")
+  outputs.refuse_existing([output_dir], overwrite)
   source = checkpoint_layout.resolve(checkpoint_dir)
   sp_model = sp_model or source.sp_model
   if sp_model:
@@ -213,9 +168,17 @@ def export_encoder(checkpoint_dir, output_dir, *, config=None,
     cases = reference_outputs(encoder, cfg) if verify else None
     stages.update(1)
     with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
-      _save(encoder, cfg, tmp, sp_model)
+      with float32_policy():
+        model = build_export_model(encoder)
+      if sp_model:
+        model.sp_model_file = tf.saved_model.Asset(fileio.as_str(sp_model))
+      model.save(tmp, include_optimizer=False, save_format="tf",
+                 signatures={"serving_default": serving_signature(model)})
+      rembert_config.save_model_config(
+          cfg, fileio.join(tmp, checkpoint_layout.MODEL_CONFIG_FILE))
       stages.update(1)
-      del encoder  # verify against the reloaded copy alone: one copy in memory
+      # Verify against the reloaded copy alone: one copy in memory.
+      del encoder, model
       gc.collect()
       if verify:
         worst = verify_export(tmp, cases)

@@ -1,22 +1,18 @@
 """Exports the preprocessing SavedModel: raw strings -> encoder inputs, in-graph.
 
-Follows the TF-Hub BERT preprocessor API (the root call, `tokenize`,
-`bert_pack_inputs`, and a `serving_default` feeding the encoder's). Builds
-on Model Garden's `layers.SentencepieceTokenizer` and `BertPackInputs`,
-assembled as `export_tfhub_lib.create_preprocessing` does, without the
-lower-casing it hard-wires for SentencePiece models.
+The TF-Hub BERT preprocessor API (the root call, `tokenize`,
+`bert_pack_inputs`) and a `serving_default` feeding the encoder's, on Model
+Garden's `SentencepieceTokenizer` and `BertPackInputs` assembled as
+`export_tfhub_lib.create_preprocessing` does, without the lower-casing it
+hard-wires for SentencePiece models and with the special ids looked up by
+rembert_tf's piece names (docs/export.md).
 
 Example:
-<!-- snippet: not run: a fragment: `export_preprocessor` comes from the caller's code -->
+<!-- snippet: not run: writes the folder docs/export.md's command writes -->
 ```python
-export_preprocessor("runs/pretrain/sentencepiece.model", "export/preprocessor")
-pre = tf.saved_model.load("export/preprocessor")
-enc = tf.saved_model.load("export/rembert_encoder")
-emb = enc(pre(tf.constant(["Hello world"])))["pooled_output"]
-served = enc.signatures["serving_default"](
-    **pre.signatures["serving_default"](sentences=tf.constant(["Hello world"])))
-a, b = pre.tokenize(tf.constant(["premise"])), pre.tokenize(tf.constant(["hypothesis"]))
-pair_inputs = pre.bert_pack_inputs([a, b], seq_length=tf.constant(64))
+from rembert_tf.export import preprocessor_export
+preprocessor_export.export_preprocessor("runs/pretrain/sentencepiece.model",
+                                        "export/preprocessor", seq_length=128)
 ```
 """
 import numbers
@@ -61,32 +57,23 @@ def create_preprocessor(sp_model_path, seq_length: int = 128) -> tf_keras.Model:
 
 
 def serving_signature(preprocessor: tf_keras.Model):
-  """`sentences` -> the input names the encoder's `serving_default` takes (Keras
-  would name them after the packing layer)."""
-
-  @tf.function(input_signature=[
-      tf.TensorSpec([None], tf.string, name="sentences")])
-  def serve(sentences):
-    packed = preprocessor(sentences)
-    return {name: packed[name] for name in
-            ("input_word_ids", "input_mask", "input_type_ids")}
-
-  return serve
-
-
-# [CLS], at least one piece of text, [SEP].
-MIN_SEQ_LENGTH = 3
+  """`sentences` -> the input names the encoder's `serving_default` takes
+  (Keras would name them after the packing layer)."""
+  return tf.function(
+      lambda sentences: {name: preprocessor(sentences)[name] for name in
+                         ("input_word_ids", "input_mask", "input_type_ids")},
+      input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
 
 
 def check_seq_length(seq_length: int,
                      max_seq_length: Optional[int] = None) -> None:
-  """Refuses a packed length that leaves no room for text, or exceeds the
-  encoder's positions."""
+  """Refuses a packed length without room for [CLS], text and [SEP], or
+  beyond the encoder's positions."""
   if isinstance(seq_length, bool) or not isinstance(
-      seq_length, numbers.Integral) or seq_length < MIN_SEQ_LENGTH:
+      seq_length, numbers.Integral) or seq_length < 3:
     raise errors.UsageError(
         f"--seq_length {seq_length}: the preprocessor packs [CLS] text [SEP] "
-        f"into it; give at least {MIN_SEQ_LENGTH} (e.g. 128).")
+        "into it; give at least 3 (e.g. 128).")
   if max_seq_length is not None and seq_length > max_seq_length:
     raise errors.UsageError(
         f"--seq_length {seq_length} exceeds the encoder's "
@@ -97,22 +84,13 @@ def check_seq_length(seq_length: int,
 def export_preprocessor(sp_model_path, output_dir, *, seq_length: int = 128,
                         max_seq_length: Optional[int] = None,
                         overwrite: bool = False) -> str:
-  """Writes the preprocessing SavedModel (swapped in when complete).
-
-  Args:
-    sp_model_path: the SentencePiece model the encoder was trained with.
-    output_dir: SavedModel directory to create.
-    seq_length: default packed length of the root call / bert_pack_inputs.
-    max_seq_length: the encoder's max_position_embeddings, to check against.
-    overwrite: replace an existing output_dir.
-  """
+  """Writes the preprocessing SavedModel of the SentencePiece model the
+  encoder was trained with (swapped in when complete); `seq_length` is the
+  default packed length, checked against `max_seq_length` when given."""
   output_dir = fileio.as_str(output_dir).rstrip("/")
   check_seq_length(seq_length, max_seq_length)
   fileio.check_output_location(output_dir)
-  if fileio.exists(output_dir) and not overwrite:
-    raise errors.OutputExistsError(
-        f"{output_dir} already exists; choose another --preprocessor_dir or "
-        "pass --overwrite (the old output stays until the new one is complete).")
+  outputs.refuse_existing([output_dir], overwrite)
   preprocessor = create_preprocessor(sp_model_path, seq_length)
   with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
     preprocessor.save(tmp, include_optimizer=False, save_format="tf",

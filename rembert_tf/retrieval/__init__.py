@@ -1,4 +1,1 @@
-"""Sentence retrieval without fine-tuning: XTREME's BUCC 2018 and Tatoeba.
-
-`retrieval_runner` runs them all (`rembert-retrieve`).
-"""
+"""Sentence retrieval without fine-tuning: XTREME's BUCC 2018 and Tatoeba (`rembert-retrieve`)."""

@@ -1,8 +1,10 @@
-"""A retrieval task's data for one language: two sides of sentences and, when known, the gold alignment.
+"""A retrieval task's data for one language, from XTREME's `download/` folder or prepared TFDS.
 
-A `BitextSource` is a callable `source(task, split, language)` -> `Bitext`:
-the other language's sentences (source side) and English ones (target),
-with the benchmark's ids and the gold (source id, target id) pairs or None.
+A source (`DownloadSource`, `TfdsSource`) is a callable `source(task, split,
+language)` -> `Bitext`: the other language's sentences (source side) and the
+English ones (target), with the benchmark's ids and the gold (source id,
+target id) pairs or None. Where the files and datasets lie is the task
+table's (`xtreme_tasks`); TFDS splits are read by `xtreme_tfds`.
 
 Example:
 ```python
@@ -11,14 +13,18 @@ pair = bitext.Bitext(task="tatoeba", split="test", language="de",
                      source_ids=("0", "1"), source_sentences=("Hallo.", "Ja."),
                      target_ids=("0", "1"), target_sentences=("Hello.", "Yes."),
                      gold=frozenset({("0", "0"), ("1", "1")}), origin="demo")
-pair.gold_target_to_source()        # {"0": "0", "1": "1"}
+sorted(pair.gold)                  # [("0", "0"), ("1", "1")], checked against the ids
 ```
 """
 import dataclasses
-from typing import Callable, Dict, FrozenSet, Optional, Tuple
+import functools
+from typing import FrozenSet, List, Optional, Sequence, Tuple
 
 from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.common import tfds_reader
 from rembert_tf.evaluation import xtreme_tasks
+from rembert_tf.finetuning import xtreme_tfds
 
 # The benchmark's retrieval tasks and their splits (the task table's).
 BUCC = "bucc2018"
@@ -48,13 +54,8 @@ class Bitext:
   gold_origin: str = ""  # where the gold alignment comes from, if elsewhere
 
   def __post_init__(self):
-    for side in ("source", "target"):
-      ids, sentences = (getattr(self, f"{side}_ids"),
-                        getattr(self, f"{side}_sentences"))
-      if len(ids) != len(sentences):
-        raise RetrievalDataError(
-            f"{self.origin}: {len(ids)} {side} ids for {len(sentences)} "
-            f"{side} sentences.")
+    for side, sentences in (("source", self.source_sentences),
+                            ("target", self.target_sentences)):
       if not sentences:
         raise RetrievalDataError(f"{self.origin}: no {side} sentences.")
     if self.task == TATOEBA and (
@@ -64,12 +65,9 @@ class Bitext:
           f"sentences but {len(self.target_sentences)} English ones; "
           "Tatoeba's two files are parallel line by line, so they must have "
           "as many lines: use the two files of one download.")
-    self._check_gold()
-
-  def _check_gold(self) -> None:
-    """Gold pairs must name sentences of the two sides (else every score is 0)."""
     if self.gold is None:
       return
+    # Gold pairs must name sentences of the two sides (else every score is 0).
     where = self.gold_origin or self.origin
     if not self.gold:
       raise RetrievalDataError(
@@ -85,11 +83,147 @@ class Bitext:
           f"{unknown[0][0]} {unknown[0][1]}); the gold file and the sentence "
           "files must come from the same download.")
 
-  def gold_target_to_source(self) -> Dict[str, str]:
-    """Target id -> its aligned source id (Tatoeba: one each)."""
-    if self.gold is None:
-      raise RetrievalDataError(f"{self.origin}: no gold alignment.")
-    return {target: source for source, target in self.gold}
+
+# --- XTREME's download/ folder ----------------------------------------------
 
 
-BitextSource = Callable[[str, str, str], Bitext]
+def _lines(file_path: str) -> List[str]:
+  try:
+    return fileio.read_text(file_path).splitlines()
+  except UnicodeDecodeError:
+    raise RetrievalDataError(fileio.utf8_problem(file_path) + ".") from None
+
+
+def _two_fields(file_path: str, what: str
+                ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+  """(first fields, second fields) of a file of `<a><TAB><b>` lines."""
+  rows = []
+  for number, line in enumerate(_lines(file_path), 1):
+    if not line.strip():
+      continue
+    fields = line.split("\t")
+    if len(fields) < 2:
+      raise RetrievalDataError(
+          f"{file_path}: line {number} has no tab; each line must be {what}.")
+    rows.append((fields[0].strip(), fields[1].strip()))
+  return tuple(r[0] for r in rows), tuple(r[1] for r in rows)
+
+
+def _numbered_lines(file_path: str) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+  """(0-based line numbers, sentences) of a one-sentence-per-line file."""
+  sentences = tuple(line.strip() for line in _lines(file_path))
+  return tuple(str(i) for i in range(len(sentences))), sentences
+
+
+class DownloadSource:
+  """`source(task, split, lang)` -> Bitext, read from XTREME's download/ folder."""
+
+  def __init__(self, data_dir):
+    self.data_dir = fileio.as_str(data_dir)
+
+  def _path(self, task: str, split: str, side: str, lang: str) -> str:
+    return xtreme_tasks.get(task).download.path(self.data_dir, split, side,
+                                                lang)
+
+  def _require(self, task: str, split: str, side: str, lang: str) -> None:
+    file_path = self._path(task, split, side, lang)
+    if fileio.isfile(file_path):
+      return
+    if task == BUCC and split == "dev":
+      what, fix = "a BUCC language without a sample set", (
+          "the threshold is chosen on BUCC's sample set, which XTREME's "
+          "download script keeps as <lang>-en.dev.{<lang>,en,gold}; run it "
+          "for this language or leave the language out (--languages)")
+    else:
+      what, fix = f"{task} {split} {side} file", (
+          "run XTREME's download script (scripts/download_data.sh) into the "
+          "data dir, or leave the language out (--languages)")
+    raise RetrievalDataError(f"Missing {file_path} ({what}, {lang}): {fix}.")
+
+  def discover_languages(self, task: str) -> List[str]:
+    """Languages with a test-set English file, in the benchmark's order first."""
+    dataset = xtreme_tasks.get(task)
+    return dataset.in_benchmark_order(
+        dataset.download.languages_present(self.data_dir, "test"))
+
+  def check(self, task: str, languages: Sequence[str]) -> None:
+    """Raises RetrievalDataError naming the first missing file and the fix."""
+    for lang in languages:
+      for split, side in xtreme_tasks.get(task).download.required:
+        self._require(task, split, side, lang)
+
+  def nothing_found(self, task: str) -> str:
+    """The error when no language of `task` has its files."""
+    return (f"No {task} files in {self.data_dir} (expected "
+            f"{self._path(task, 'test', 'target', '<lang>')}); run "
+            "XTREME's download script, or check --data_dir, --tasks and "
+            "--languages.")
+
+  def __call__(self, task: str, split: str, lang: str) -> Bitext:
+    layout = xtreme_tasks.get(task).download
+    for required_split, side in layout.required:
+      if required_split == split:
+        self._require(task, split, side, lang)
+    source, target = (self._path(task, split, side, lang)
+                      for side in ("source", "target"))
+    read = (functools.partial(_two_fields, what="`<id><TAB><sentence>`")
+            if layout.ids_in_lines else _numbered_lines)
+    source_ids, source_sentences = read(source)
+    target_ids, target_sentences = read(target)
+    gold_file = (self._path(task, split, "gold", lang)
+                 if "gold" in layout.files[split] else "")
+    gold = (frozenset(zip(*_two_fields(gold_file,
+                                       "`<source id><TAB><English id>`")))
+            if gold_file and fileio.isfile(gold_file) else None)
+    return Bitext(
+        task=task, split=split, language=lang, source_ids=source_ids,
+        source_sentences=source_sentences, target_ids=target_ids,
+        target_sentences=target_sentences, gold=gold,
+        origin=f"{source} / {target}",
+        gold_origin=gold_file if gold is not None else "")
+
+
+# --- Prepared TensorFlow Datasets -------------------------------------------
+
+
+# Why each split is needed, for the error that finds it missing.
+_NEEDED_FOR = {(BUCC, "dev"): "BUCC's threshold is chosen on it",
+               (BUCC, "test"): "BUCC's predictions are mined in it",
+               (TATOEBA, "test"): "Tatoeba's pairs"}
+
+
+class TfdsSource:
+  """`source(task, split, lang)` -> Bitext, read from TFDS in `data_dir`."""
+
+  def __init__(self, data_dir):
+    self.data_dir = fileio.as_str(data_dir)
+
+  def __call__(self, task: str, split: str, lang: str) -> Bitext:
+    sides = xtreme_tfds.retrieval_sides(task, split, lang, self.data_dir)
+    return Bitext(task=task, split=split, language=lang, **sides)
+
+  def discover_languages(self, task: str) -> List[str]:
+    """The benchmark's languages whose test split is prepared, in order."""
+    return xtreme_tfds.split_languages(xtreme_tasks.get(task), "test",
+                                       self.data_dir)
+
+  def _build(self, ref: tfds_reader.SplitRef) -> str:
+    return tfds_reader.build_command(ref.name, ref.config, self.data_dir)
+
+  def check(self, task: str, languages: Sequence[str]) -> None:
+    """Raises TfdsError naming the first split that is not prepared."""
+    for lang in languages:
+      for split in SPLITS[task]:
+        ref = xtreme_tfds.split_ref(xtreme_tasks.get(task), split, lang)
+        tfds_reader.open_split(ref, self.data_dir, fix=(
+            f"{_NEEDED_FOR[task, split]}; prepare it with {self._build(ref)}, "
+            f"or leave {lang} out (--languages)"))
+
+  def nothing_found(self, task: str) -> str:
+    """The error when no language of `task` is prepared."""
+    dataset = xtreme_tasks.get(task)
+    layout = dataset.tfds.describe().replace("{lang}", "<lang>")
+    example = xtreme_tfds.split_ref(dataset, "test", "<lang>")
+    return (f"No {task} dataset prepared in {self.data_dir} (TFDS layout: "
+            f"{layout}); prepare one with {self._build(example)}, or check "
+            "--tfds_data_dir, --tasks and --languages.")

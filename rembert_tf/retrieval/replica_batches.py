@@ -1,17 +1,18 @@
 """Runs a per-replica function over numpy arrays in fixed-size batches under a tf.distribute strategy.
 
-Rows are cut into global batches of one size (the last padded to the replica
-count times a power of two, so a TPU compiles few shapes), run with
-`strategy.run` in one `tf.function`, and returned in row order.
+Full global batches, then the rest padded with zero rows to the replica count
+times a power of two (a TPU compiles few shapes); each batch is split over
+the replicas (`experimental_distribute_values_from_function`) and the outputs
+come back in row order.
 
 Example:
 ```python
 import numpy as np, tensorflow as tf
 from rembert_tf.retrieval import replica_batches
 strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-out = replica_batches.map_batches(
-    strategy, lambda x: {"twice": 2 * x["v"]}, {"v": np.arange(10.0)},
-    global_batch_size=4)
+step = replica_batches.distributed_step(strategy, lambda x: {"twice": 2 * x["v"]})
+out = replica_batches.map_batches(strategy, step, {"v": np.arange(10.0)},
+                                  global_batch_size=4)
 out["twice"]        # array([0., 2., ..., 18.])
 ```
 """
@@ -23,87 +24,63 @@ import tensorflow as tf
 Arrays = Dict[str, np.ndarray]
 
 
-def replica_batch_size(global_batch_size: int, strategy) -> int:
-  """Rows per replica; the global batch must split evenly."""
+def distributed_step(strategy, per_replica_fn: Callable,
+                     jit_compile: bool = False):
+  """A `tf.function` running `per_replica_fn` (dict -> dict of tensors that
+  keep the leading dimension) on every replica.
+
+  Off a TPU it is traced for any shape after the second (a TPU compiles
+  each shape anyway): every length bucket and batch shares one trace.
+  """
+  if jit_compile:
+    per_replica_fn = tf.function(per_replica_fn, jit_compile=True)
+  return tf.function(
+      lambda inputs: strategy.run(per_replica_fn, args=(inputs,)),
+      reduce_retracing=not isinstance(strategy, tf.distribute.TPUStrategy))
+
+
+def _host(strategy, outputs) -> Arrays:
+  return {k: np.concatenate([np.asarray(local) for local in
+                             strategy.experimental_local_results(v)])
+          for k, v in outputs.items()}
+
+
+def batch_sizes(rows: int, global_batch_size: int, replicas: int):
+  """The global batch sizes (multiples of `replicas`) that cover `rows` rows:
+  full ones, then the rest."""
+  sizes = [global_batch_size] * (rows // global_batch_size)
+  if rows % global_batch_size:
+    tail = replicas
+    while tail < rows % global_batch_size:
+      tail *= 2
+    sizes.append(min(tail, global_batch_size))
+  return sizes
+
+
+def map_batches(strategy, step, arrays: Arrays, global_batch_size: int,
+                on_batch: Optional[Callable[[int], None]] = None) -> Arrays:
+  """`step`'s outputs for every row of `arrays` (one first dimension, at least
+  one row); `global_batch_size` a multiple of the replicas."""
   replicas = strategy.num_replicas_in_sync
-  if global_batch_size < replicas or global_batch_size % replicas:
-    raise ValueError(f"batch size {global_batch_size} must be a positive "
-                     f"multiple of the {replicas} replicas.")
-  return global_batch_size // replicas
-
-
-class BatchMapper:
-  """`mapper(arrays)` -> outputs, with one traced step reused for every call;
-  `per_replica_fn` keeps the leading dimension."""
-
-  def __init__(self, strategy, per_replica_fn: Callable,
-               global_batch_size: int, jit_compile: bool = False):
-    replica_batch_size(global_batch_size, strategy)   # checks the size
-    self._strategy = strategy
-    self.global_batch_size = global_batch_size
-    replica_fn = (tf.function(per_replica_fn, jit_compile=True)
-                  if jit_compile else per_replica_fn)
-
-    @tf.function
-    def step(inputs):
-      return strategy.run(replica_fn, args=(inputs,))
-    self._step = step
-
-  def _distribute(self, batch: Arrays, size: int):
-    per_replica = size // self._strategy.num_replicas_in_sync
-
-    def value_fn(context):
-      start = context.replica_id_in_sync_group * per_replica
-      return {k: tf.constant(v[start:start + per_replica])
-              for k, v in batch.items()}
-    return self._strategy.experimental_distribute_values_from_function(value_fn)
-
-  def _to_host(self, outputs) -> Arrays:
-    return {k: np.concatenate([np.asarray(local) for local in
-                               self._strategy.experimental_local_results(v)])
-            for k, v in outputs.items()}
-
-  def batch_sizes(self, rows: int):
-    """The global batch sizes that cover `rows` rows: full ones, then the tail."""
-    size, replicas = self.global_batch_size, self._strategy.num_replicas_in_sync
-    sizes = [size] * (rows // size)
-    rest = rows - sum(sizes)
-    if rest:
-      tail = replicas
-      while tail < rest:
-        tail *= 2
-      sizes.append(min(tail, size))
-    return sizes
-
-  def __call__(self, arrays: Arrays,
-               on_batch: Optional[Callable[[int], None]] = None) -> Arrays:
-    """Outputs for every row of `arrays` (all with the same first dimension)."""
-    rows = len(next(iter(arrays.values())))
-    collected, pending, start = [], None, 0
-    for size in self.batch_sizes(rows):
-      batch = {k: v[start:start + size] for k, v in arrays.items()}
-      missing = size - len(next(iter(batch.values())))
-      if missing:   # the tail: zero rows up to its static size
-        batch = {k: np.concatenate([v, np.zeros((missing,) + v.shape[1:],
-                                                v.dtype)])
-                 for k, v in batch.items()}
-      outputs = self._step(self._distribute(batch, size))
-      if pending is not None:   # converted while the device runs `outputs`
-        collected.append(self._to_host(pending))
-      pending = outputs
-      if on_batch:
-        on_batch(size - missing)
-      start += size
-    if pending is not None:
-      collected.append(self._to_host(pending))
-    if not collected:
-      return {}
-    return {k: np.concatenate([c[k] for c in collected])[:rows]
-            for k in collected[0]}
-
-
-def map_batches(strategy, per_replica_fn: Callable, arrays: Arrays,
-                global_batch_size: int, jit_compile: bool = False) -> Arrays:
-  """One-off `BatchMapper(...)(arrays)`."""
-  return BatchMapper(strategy, per_replica_fn, global_batch_size,
-                     jit_compile)(arrays)
+  rows = len(next(iter(arrays.values())))
+  sizes = batch_sizes(rows, global_batch_size, replicas)
+  arrays = {k: np.concatenate([v, np.zeros((sum(sizes) - rows,) + v.shape[1:],
+                                           v.dtype)])
+            for k, v in arrays.items()}
+  collected, pending, start = [], None, 0
+  for size in sizes:
+    def value_fn(context, start=start, per_replica=size // replicas):
+      first = start + context.replica_id_in_sync_group * per_replica
+      return {k: tf.constant(v[first:first + per_replica])
+              for k, v in arrays.items()}
+    outputs = step(strategy.experimental_distribute_values_from_function(
+        value_fn))
+    if pending is not None:  # converted while the devices run `outputs`
+      collected.append(_host(strategy, pending))
+    pending = outputs
+    if on_batch:
+      on_batch(min(size, rows - start))
+    start += size
+  collected.append(_host(strategy, pending))
+  return {k: np.concatenate([c[k] for c in collected])[:rows]
+          for k in collected[0]}

@@ -1,18 +1,16 @@
 """Sentence embeddings from one layer of a RemBERT encoder: mean-pooled hidden states, L2-normalised.
 
-As XTREME's retrieval baselines: `[CLS] pieces [SEP]` through the encoder,
-one block's hidden states averaged over real tokens (`default_layer`: XTREME's
-middle-layer rule); only the blocks up to that layer are built and loaded.
+As XTREME's retrieval baselines: `[CLS] pieces [SEP]` through the blocks up
+to the chosen one (`default_layer`: XTREME's middle-layer rule), its hidden
+states averaged over real tokens; sentences go in length buckets of static
+shape (`bucket_lengths`) over the replicas (`replica_batches`).
 
 Example:
-<!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
+<!-- snippet: not run: needs a checkpoint directory; `strategy` comes from the caller's code -->
 ```python
-import tensorflow as tf
 from rembert_tf.retrieval import sentence_embedder
-strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-embedder = sentence_embedder.SentenceEmbedder.from_checkpoint(
-    "runs/pretrain", strategy, layer=None)       # None: default_layer(depth)
-vectors = embedder.embed(["Hello world.", "Hallo Welt."])   # [2, hidden]
+embedder = sentence_embedder.SentenceEmbedder("runs/pretrain", strategy)  # default layer
+vectors = embedder.embed(["Hello world.", "Hallo Welt."])   # [2, hidden], unit length
 float(vectors[0] @ vectors[1])                                # the cosine
 ```
 """
@@ -30,10 +28,8 @@ from rembert_tf.modeling import rembert_encoder
 from rembert_tf.retrieval import replica_batches
 
 DEFAULT_SEQ_LENGTH = 128
-# Sentences per replica and step at full length (the fine-tuning prediction
-# batch).
+# Sentences per replica and step at full length (fine-tuning's prediction batch).
 BATCH_SIZE_PER_REPLICA = 32
-MIN_BUCKET = 16
 
 
 def default_layer(num_layers: int) -> int:
@@ -55,90 +51,65 @@ def resolve_layer(layer: Optional[int], num_layers: int, where: str) -> int:
 
 def bucket_lengths(seq_length: int) -> List[int]:
   """16, 24, 32, 48, 64, 96, ... below seq_length, then seq_length."""
-  lengths, power = [], MIN_BUCKET
+  lengths, power = [], 16
   while power < seq_length:
     lengths += [l for l in (power, power * 3 // 2) if l < seq_length]
     power *= 2
   return lengths + [seq_length]
 
 
-def load_layer_encoder(source, layer: Optional[int], strategy,
-                       model_config=None):
-  """(model config, encoder of the first `layer` blocks, layer) of a source."""
-  cfg = checkpoint_restore.model_config_of(source, model_config)
-  layer = resolve_layer(layer, cfg.num_hidden_layers, str(source))
-  with strategy.scope(), checkpoint_restore.zero_initialized_variables():
-    encoder = rembert_encoder.build_encoder(
-        cfg.replace(num_hidden_layers=layer), remove_padding=True)
-  checkpoint_restore.restore_encoder(encoder, source)
-  return cfg, encoder, layer
+def _mean_pooled(encoder):
+  """inputs -> {"embedding": unit-length mean of the last block over real tokens}."""
+  def embed(inputs):
+    ids, mask = inputs["input_word_ids"], inputs["input_mask"]
+    outputs = encoder(dict(input_word_ids=ids, input_mask=mask,
+                           input_type_ids=tf.zeros_like(ids)), training=False)
+    hidden = tf.cast(outputs["encoder_outputs"][-1], tf.float32)
+    weights = tf.cast(mask, tf.float32)[..., tf.newaxis]
+    pooled = (tf.reduce_sum(hidden * weights, axis=1)
+              / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0))
+    return {"embedding": tf.math.l2_normalize(pooled, axis=-1)}
+  return embed
 
 
 class SentenceEmbedder:
-  """Embeds sentences with an encoder whose last block is the chosen layer."""
+  """Embeds sentences with the first `layer` blocks of a checkpoint's encoder.
 
-  def __init__(self, encoder, sp_model, strategy,
-               seq_length: int = DEFAULT_SEQ_LENGTH,
-               batch_size: Optional[int] = None,
-               jit_compile: bool = False, layer: Optional[int] = None,
-               num_layers: Optional[int] = None, source: str = ""):
-    # What the embeddings are: block `layer` of a `num_layers`-block encoder.
-    self.layer, self.num_layers, self.source = layer, num_layers, source
-    self.seq_length = seq_length
-    self._strategy = strategy
-    self._special = tokenizer.SpecialTokens.from_model(sp_model)
-    self._processor = tokenizer.load_sentencepiece(sp_model)
-    replicas = strategy.num_replicas_in_sync
-    if batch_size is None:
-      batch_size = BATCH_SIZE_PER_REPLICA * replicas
-    if batch_size < 1:
-      raise errors.UsageError(f"--batch_size {batch_size}: must be at least "
-                              "1.")
-    self._mappers = {}
-    for length in bucket_lengths(seq_length):
-      # About batch_size x seq_length tokens per step in every bucket.
-      rows = max(replicas, batch_size * seq_length // length)
-      rows -= rows % replicas
-      self._mappers[length] = replica_batches.BatchMapper(
-          strategy, self._embed_fn(encoder), rows, jit_compile=jit_compile)
+  `source` is any checkpoint source (`checkpoint_layout.resolve`); `layer`,
+  `seq_length` and `batch_size` default as `rembert-retrieve`'s flags do.
+  """
 
-  @classmethod
-  def from_checkpoint(cls, source, strategy, layer: Optional[int] = None,
-                      model_config=None, sp_model=None,
-                      seq_length: Optional[int] = None,
-                      batch_size: Optional[int] = None,
-                      jit_compile: bool = False) -> "SentenceEmbedder":
-    """From any checkpoint source (`checkpoint_layout.resolve`)."""
+  def __init__(self, source, strategy, layer: Optional[int] = None,
+               model_config=None, sp_model=None,
+               seq_length: Optional[int] = None,
+               batch_size: Optional[int] = None, jit_compile: bool = False):
     sp_model = sp_model or checkpoint_layout.find_sentencepiece(source)
     if not sp_model:
       raise errors.UsageError(
           f"{source}: no sentencepiece.model with the checkpoint; pass the "
           "SentencePiece model it was trained with (--sentencepiece_model).")
-    cfg, encoder, layer = load_layer_encoder(source, layer, strategy,
-                                             model_config)
+    cfg = checkpoint_restore.model_config_of(source, model_config)
+    # What the embeddings are: block `layer` of a `num_layers`-block encoder.
+    self.layer = resolve_layer(layer, cfg.num_hidden_layers, str(source))
+    self.num_layers, self.source = cfg.num_hidden_layers, str(source)
     if seq_length is None:  # (0 is refused below, not taken as unset)
       seq_length = min(DEFAULT_SEQ_LENGTH, cfg.max_position_embeddings)
     if not 3 <= seq_length <= cfg.max_position_embeddings:
       raise errors.UsageError(
           f"--seq_length {seq_length}: choose 3..{cfg.max_position_embeddings}"
           f" (the encoder's max_position_embeddings).")
-    return cls(encoder, sp_model, strategy, seq_length=seq_length,
-               batch_size=batch_size, jit_compile=jit_compile, layer=layer,
-               num_layers=cfg.num_hidden_layers, source=str(source))
-
-  @staticmethod
-  def _embed_fn(encoder):
-    def embed(inputs):
-      ids, mask = inputs["input_word_ids"], inputs["input_mask"]
-      outputs = encoder(dict(input_word_ids=ids, input_mask=mask,
-                             input_type_ids=tf.zeros_like(ids)),
-                        training=False)
-      hidden = tf.cast(outputs["encoder_outputs"][-1], tf.float32)
-      weights = tf.cast(mask, tf.float32)[..., tf.newaxis]
-      pooled = (tf.reduce_sum(hidden * weights, axis=1)
-                / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0))
-      return {"embedding": tf.math.l2_normalize(pooled, axis=-1)}
-    return embed
+    self.seq_length, self._hidden_size = seq_length, cfg.hidden_size
+    with strategy.scope(), checkpoint_restore.zero_initialized_variables():
+      self.encoder = rembert_encoder.build_encoder(  # blocks 1..layer alone
+          cfg.replace(num_hidden_layers=self.layer), remove_padding=True)
+    checkpoint_restore.restore_encoder(self.encoder, source)
+    self._strategy = strategy
+    self._special = tokenizer.SpecialTokens.from_model(sp_model)
+    self._processor = tokenizer.load_sentencepiece(sp_model)
+    self._batch_size = batch_size or (
+        BATCH_SIZE_PER_REPLICA * strategy.num_replicas_in_sync)
+    self._step = replica_batches.distributed_step(
+        strategy, _mean_pooled(self.encoder), jit_compile=jit_compile)
 
   def tokenize(self, sentences: Sequence[str]) -> List[List[int]]:
     """`[CLS] pieces [SEP]` ids per sentence, truncated to seq_length."""
@@ -150,9 +121,10 @@ class SentenceEmbedder:
                       description: Optional[str] = None) -> np.ndarray:
     """[sentences, hidden] float32 unit vectors, in input order."""
     lengths = np.array([len(t) for t in token_ids], np.int64)
-    buckets = np.array(bucket_lengths(self.seq_length))
+    buckets = bucket_lengths(self.seq_length)
     bucket_of = np.searchsorted(buckets, lengths)
-    embeddings = None
+    replicas = self._strategy.num_replicas_in_sync
+    embeddings = np.zeros([len(token_ids), self._hidden_size], np.float32)
     with console.progress(description or "embedding", total=len(token_ids),
                           unit="sentences") as bar:
       for b, length in enumerate(buckets):
@@ -160,16 +132,15 @@ class SentenceEmbedder:
         if not len(rows):
           continue
         ids = np.full([len(rows), length], self._special.pad_id, np.int32)
-        mask = np.zeros([len(rows), length], np.int32)
         for i, row in enumerate(rows):
           ids[i, :lengths[row]] = token_ids[row]
-          mask[i, :lengths[row]] = 1
-        out = self._mappers[int(length)](
+        mask = (np.arange(length) < lengths[rows, None]).astype(np.int32)
+        # About batch_size x seq_length tokens per step in every bucket.
+        batch = max(replicas, self._batch_size * self.seq_length // length)
+        embeddings[rows] = replica_batches.map_batches(
+            self._strategy, self._step,
             {"input_word_ids": ids, "input_mask": mask},
-            on_batch=bar.update)["embedding"]
-        if embeddings is None:
-          embeddings = np.zeros([len(token_ids), out.shape[1]], np.float32)
-        embeddings[rows] = out
+            batch - batch % replicas, on_batch=bar.update)["embedding"]
     return embeddings
 
   def embed(self, sentences: Sequence[str],

@@ -53,15 +53,21 @@ def test_gram_and_feature_paths_agree_and_matrix_is_layer_by_layer():
   matrix = layer_similarity.cka_matrix(layers_a, layers_b)   # n=30 <= 40: Gram
   assert matrix.shape == (3, 2)
   assert matrix[0, 0] == pytest.approx(1.0)
-  features = layer_similarity._cka_from_features(
+  features = layer_similarity._cka(
       [layer_similarity._centered(x) for x in layers_a],
-      [layer_similarity._centered(y) for y in layers_b])
+      [layer_similarity._centered(y) for y in layers_b], grams=False)
   np.testing.assert_allclose(matrix, features, rtol=1e-9)
 
 
 def test_different_row_counts_are_an_error():
   with pytest.raises(layer_similarity.LayerSimilarityError, match="row counts"):
     layer_similarity.cka_matrix([_random((5, 3))], [_random((6, 3))])
+
+
+def _written(out):
+  """The matrix of the result written under `out`."""
+  return fileio.read_json(fileio.join(out, layer_similarity.RESULT_JSON))[
+      "matrix"]
 
 
 def _similarity(value):
@@ -91,13 +97,12 @@ def test_results_are_one_set_replaced_only_with_overwrite(root, tmp_path,
     patch.setattr(output_lock, "pid_running", lambda pid: False)
     with pytest.raises(errors.OutputExistsError):
       layer_similarity.write_similarity(_similarity(0.9), out)
-  matrix = layer_similarity.read_similarity(out).matrix
-  assert float(matrix[0, 0]) == 0.7  # Past the marker: completed.
+  assert _written(out)[0][0] == 0.7  # Past the marker: completed.
   assert fileio.read_text(fileio.join(out, "logs", "run.log")) == "kept\n"
   assert sorted(fileio.listdir(out)) == sorted(
       ["logs", *layer_similarity.RESULT_FILES])
   layer_similarity.write_similarity(_similarity(0.9), out, overwrite=True)
-  assert float(layer_similarity.read_similarity(out).matrix[0, 0]) == 0.9
+  assert _written(out)[0][0] == 0.9
 
 
 def test_an_output_in_a_checkpoint_is_refused_before_any_work(tmp_path):

@@ -62,25 +62,44 @@ def trained_dir(sp_model, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def exported(trained_dir, tmp_path_factory):
+def cli_run(trained_dir, tmp_path_factory):
+  """rembert-export's tools/ script with --export_preprocessor, run once: the
+  SavedModels every test here reads."""
   _, _, path = trained_dir
-  out = tmp_path_factory.mktemp("export") / "encoder"
-  encoder_export.export_encoder(path, out)
-  return out
+  folder = tmp_path_factory.mktemp("cli")
+  result = subprocess.run(
+      [sys.executable, str(REPO / "tools" / "export_savedmodel.py"),
+       "--checkpoint", str(path), "--output_dir", str(folder / "cli_encoder"),
+       "--export_preprocessor", "--seq_length", str(SEQ_LENGTH)],
+      capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return folder
 
 
 @pytest.fixture(scope="module")
-def preprocessor_dir(sp_model, tmp_path_factory):
-  out = tmp_path_factory.mktemp("export") / "preprocessor"
-  preprocessor_export.export_preprocessor(sp_model, out, seq_length=SEQ_LENGTH)
-  return out
+def exported(cli_run):
+  return cli_run / "cli_encoder"
+
+
+@pytest.fixture(scope="module")
+def preprocessor_dir(cli_run):
+  return cli_run / "cli_encoder_preprocessor"
+
+
+@pytest.fixture(scope="module")
+def loaded(exported):
+  return tf.saved_model.load(str(exported))
+
+
+@pytest.fixture(scope="module")
+def pre(preprocessor_dir):
+  return tf.saved_model.load(str(preprocessor_dir))
 
 
 @pytest.mark.parametrize("batch_size,seq_length", [(1, 5), (4, 32), (2, 17)])
-def test_exported_outputs_equal_in_memory_encoder(trained_dir, exported,
+def test_exported_outputs_equal_in_memory_encoder(trained_dir, loaded,
                                                   batch_size, seq_length):
   cfg, model, _ = trained_dir
-  loaded = tf.saved_model.load(str(exported))
   inputs = encoder_export.random_encoder_inputs(cfg, batch_size, seq_length, seed=7)
   expected = model.encoder(inputs, training=False)
   actual = loaded(inputs, training=False)
@@ -104,9 +123,8 @@ def test_exported_outputs_equal_in_memory_encoder(trained_dir, exported,
           served["encoder_outputs"])), inputs["input_mask"]) <= 1e-5
 
 
-def test_savedmodel_holds_the_encoder_alone(trained_dir, exported):
+def test_savedmodel_holds_the_encoder_alone(trained_dir, exported, loaded):
   cfg, model, _ = trained_dir
-  loaded = tf.saved_model.load(str(exported))
   encoder_params = model.encoder.count_params()
   sizes = [int(np.prod(v.shape)) for v in loaded.variables]
   assert sum(sizes) == encoder_params
@@ -201,9 +219,8 @@ def python_pack(processor, first, second=None, seq_length=SEQ_LENGTH):
           types + [0] * pad)
 
 
-def test_preprocessor_single_sentences(sp_model, preprocessor_dir):
+def test_preprocessor_single_sentences(sp_model, pre):
   processor = tokenizer.load_sentencepiece(sp_model)
-  pre = tf.saved_model.load(str(preprocessor_dir))
   texts = ["the cat sat", "dogs ran far away from home and birds sang loud songs", ""]
   packed = pre(tf.constant(texts))
   for i, text in enumerate(texts):
@@ -217,9 +234,8 @@ def test_preprocessor_single_sentences(sp_model, preprocessor_dir):
   assert int(special["padding_id"]) == tokenizer.PAD_ID
 
 
-def test_preprocessor_pairs_with_truncation(sp_model, preprocessor_dir):
+def test_preprocessor_pairs_with_truncation(sp_model, pre):
   processor = tokenizer.load_sentencepiece(sp_model)
-  pre = tf.saved_model.load(str(preprocessor_dir))
   firsts = ["the cat sat on a mat", "birds sang", "old river banks every day near home"]
   seconds = ["dogs ran", "green trees near old river banks every day", "a"]
   for seq_length in (SEQ_LENGTH, 24):
@@ -233,11 +249,10 @@ def test_preprocessor_pairs_with_truncation(sp_model, preprocessor_dir):
       assert packed["input_type_ids"][i].numpy().tolist() == types
 
 
-def test_text_to_embeddings_with_two_savedmodels(trained_dir, exported,
-                                                 preprocessor_dir, sp_model):
+def test_text_to_embeddings_with_two_savedmodels(trained_dir, loaded, pre,
+                                                 sp_model):
   cfg, model, _ = trained_dir
-  pre = tf.saved_model.load(str(preprocessor_dir))
-  encoder = tf.saved_model.load(str(exported))
+  encoder = loaded
   texts = ["the cat sat on a mat", "birds sang loud songs"]
   embeddings = encoder(pre(tf.constant(texts)))["pooled_output"]
   processor = tokenizer.load_sentencepiece(sp_model)
@@ -263,33 +278,20 @@ ENCODER_FILES = sorted(SAVEDMODEL_FILES + [
     "assets/sentencepiece.model", "model_config.yaml"])
 
 
-def test_encoder_savedmodel_holds_its_format_alone(exported):
-  assert files_of(exported) == ENCODER_FILES
-
-
-def test_export_tool_cli(trained_dir, tmp_path):
-  _, _, path = trained_dir
-  out = tmp_path / "cli_encoder"
-  result = subprocess.run(
-      [sys.executable, str(REPO / "tools" / "export_savedmodel.py"),
-       "--checkpoint", str(path), "--output_dir", str(out),
-       "--export_preprocessor", "--seq_length", "16"],
-      capture_output=True, text=True, timeout=180, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
+def test_export_tool_cli(cli_run):
   # Each SavedModel holds what its format defines; the log is beside them.
-  assert files_of(out) == ENCODER_FILES
-  assert files_of(tmp_path / "cli_encoder_preprocessor") == SAVEDMODEL_FILES
-  assert sorted(p.name for p in tmp_path.iterdir()) == [
+  assert files_of(cli_run / "cli_encoder") == ENCODER_FILES
+  assert files_of(cli_run / "cli_encoder_preprocessor") == SAVEDMODEL_FILES
+  assert sorted(p.name for p in cli_run.iterdir()) == [
       "cli_encoder", "cli_encoder.logs", "cli_encoder_preprocessor"]
-  (log,) = (tmp_path / "cli_encoder.logs").glob("rembert-export-*.log")
+  (log,) = (cli_run / "cli_encoder.logs").glob("rembert-export-*.log")
   assert "(exit code 0)" in log.read_text()
 
 
 def test_preprocessor_serving_signature_feeds_the_encoders_by_name(
-    trained_dir, exported, preprocessor_dir):
+    trained_dir, loaded, pre, preprocessor_dir):
   """TF Serving's view: one signature's outputs are the other's inputs."""
-  pre = tf.saved_model.load(str(preprocessor_dir))
-  encoder = tf.saved_model.load(str(exported))
+  encoder = loaded
   packed = pre.signatures["serving_default"](
       sentences=tf.constant(["the cat sat", "birds sang loud songs"]))
   assert sorted(packed) == sorted(encoder_export.INPUT_NAMES)

@@ -15,7 +15,7 @@ import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import output_lock
-from rembert_tf.retrieval import download_layout
+from rembert_tf.retrieval import bitext
 from rembert_tf.retrieval import retrieval_runner
 
 TASKS = {"tatoeba": ["es"], "bucc2018": ["zh"]}
@@ -39,7 +39,7 @@ class TextEmbedder:
 
 def _run(demo_sets, out, generation, overwrite):
   return retrieval_runner.run_retrieval(
-      TASKS, download_layout.DownloadSource(str(demo_sets / "download")),
+      TASKS, bitext.DownloadSource(str(demo_sets / "download")),
       TextEmbedder(generation), tf.distribute.get_strategy(), out,
       label_folder=str(demo_sets / "labels"), overwrite=overwrite,
       progress=lambda *a: None)

@@ -1,16 +1,16 @@
-"""`tfds_source.TfdsSource`: Bitexts from prepared TFDS, the prepared languages,
+"""`bitext.TfdsSource`: Bitexts from prepared TFDS, the prepared languages,
 the checks made before any work."""
 import pytest
 
 import retrieval_tfds_fixtures as fixtures
 import tfds_testlib
 from rembert_tf.common import tfds_reader
-from rembert_tf.retrieval import tfds_source
+from rembert_tf.retrieval import bitext
 
 
 def test_reads_bitexts_and_finds_the_prepared_languages(tmp_path):
   with tfds_testlib.mocked_tfds(tmp_path, fixtures.tfds_examples()):
-    source = tfds_source.TfdsSource(tmp_path)
+    source = bitext.TfdsSource(tmp_path)
     tatoeba = source("tatoeba", "test", "es")
     sample = source("bucc2018", "dev", "zh")
     languages = {task: source.discover_languages(task)
@@ -23,8 +23,7 @@ def test_reads_bitexts_and_finds_the_prepared_languages(tmp_path):
                                                              "es")
   assert tatoeba.source_sentences == tuple(s for s, _ in pairs)
   assert tatoeba.target_sentences == tuple(e for _, e in pairs)
-  assert tatoeba.gold_target_to_source() == {str(i): str(i)
-                                             for i in range(len(pairs))}
+  assert tatoeba.gold == {(str(i), str(i)) for i in range(len(pairs))}
   assert tatoeba.origin == "tatoeba/tatoeba_es:train"
   bucc = fixtures.bucc_pairs("zh", "validation")
   assert sample.source_ids == tuple(p[0] for p in bucc)
@@ -34,7 +33,7 @@ def test_reads_bitexts_and_finds_the_prepared_languages(tmp_path):
 
 
 def test_nothing_prepared_names_the_layout_and_the_build_command(tmp_path):
-  source = tfds_source.TfdsSource(tmp_path / "tfds")
+  source = bitext.TfdsSource(tmp_path / "tfds")
   assert source.discover_languages("bucc2018") == []
   line = source.nothing_found("bucc2018")
   assert line.startswith(f"No bucc2018 dataset prepared in {tmp_path / 'tfds'} "

@@ -35,8 +35,9 @@ def runs(checkpoint_dir, demo_sets, tmp_path_factory):
   tmp = tmp_path_factory.mktemp("retrieve")
   saved_model = encoder_export.export_encoder(checkpoint_dir, tmp / "saved",
                                               verify=False)
-  identity = tmp / "identity"
-  _identity_sets(identity)
+  sets = tmp / "sets"  # the demo sets (es, zh) and the identity sets (de)
+  shutil.copytree(demo_sets, sets)
+  _identity_sets(sets)
   no_sample = tmp / "no_sample"
   shutil.copytree(demo_sets / "download", no_sample)
   (no_sample / "bucc2018/zh-en.dev.gold").unlink()
@@ -44,18 +45,14 @@ def runs(checkpoint_dir, demo_sets, tmp_path_factory):
   shutil.copytree(demo_sets / "download", no_test_gold)
   for lang in ("es", "zh"):
     (no_test_gold / f"bucc2018/{lang}-en.test.gold").unlink()
-  common = [f"--data_dir={demo_sets / 'download'}",
-            f"--label_folder={demo_sets / 'labels'}", "--layer=2"]
+  common = [f"--data_dir={sets / 'download'}",
+            f"--label_folder={sets / 'labels'}", "--layer=2"]
   cases = {
       "checkpoint": [f"--checkpoint={checkpoint_dir}",
                      f"--output_dir={tmp / 'a'}"] + common,
       "saved_model": [f"--checkpoint={saved_model}",
                       f"--output_dir={tmp / 'b'}", "--strategy=mirrored",
                       "--batch_size=4"] + common,
-      "identity": [f"--checkpoint={checkpoint_dir}",
-                   f"--data_dir={identity / 'download'}",
-                   f"--label_folder={identity / 'labels'}",
-                   f"--output_dir={tmp / 'c'}"],
       "bucc_with_gold": [f"--checkpoint={checkpoint_dir}", "--tasks=bucc2018",
                          f"--data_dir={demo_sets / 'download'}",
                          f"--output_dir={tmp / 'h'}"],
@@ -71,7 +68,7 @@ def runs(checkpoint_dir, demo_sets, tmp_path_factory):
                         f"--data_dir={no_sample}", f"--output_dir={tmp / 'd'}"],
       "missing_language": [f"--checkpoint={checkpoint_dir}",
                            f"--output_dir={tmp / 'e'}", "--tasks=tatoeba",
-                           "--languages=es,de"] + common,
+                           "--languages=es,fr"] + common,
       "exists": [f"--checkpoint={checkpoint_dir}",
                  f"--output_dir={tmp / 'a'}"] + common,
       "layer": [f"--checkpoint={checkpoint_dir}", f"--output_dir={tmp / 'f'}",
@@ -84,8 +81,7 @@ def runs(checkpoint_dir, demo_sets, tmp_path_factory):
   return tmp, dict(zip(cases, results))
 
 
-def test_predictions_in_the_submission_layout_score_as_results_say(
-    runs, demo_sets):
+def test_predictions_in_the_submission_layout_score_as_results_say(runs):
   tmp, results = runs
   assert results["checkpoint"]["code"] in (0, None), results["checkpoint"]
   out = tmp / "a"
@@ -99,15 +95,16 @@ def test_predictions_in_the_submission_layout_score_as_results_say(
   # Tatoeba against the given labels, BUCC against the test gold the demo
   # sets keep (copied to OUTPUT_DIR/labels).
   assert sorted(p.name for p in (out / "labels/bucc2018").iterdir()) == [
-      "test-es.tsv", "test-zh.tsv"]
+      "test-de.tsv", "test-es.tsv", "test-zh.tsv"]
   # Languages in the benchmark's order, then the others (es is no BUCC one).
-  for task, labels, order in (("tatoeba", demo_sets / "labels", ["es", "zh"]),
-                              ("bucc2018", out / "labels", ["zh", "es"])):
+  for task, labels, order in (("tatoeba", tmp / "sets/labels",
+                               ["de", "es", "zh"]),
+                              ("bucc2018", out / "labels", ["de", "zh", "es"])):
     rescored = xtreme_scorer.score_task(task, out / "predictions", labels)
     assert rescored == written["scores"][task], task
     assert list(rescored[xtreme_scorer.task_metric(task).headline[0]]) == order
   bucc = written["tasks"]["bucc2018"]
-  assert set(bucc["thresholds"]) == {"es", "zh"}
+  assert set(bucc["thresholds"]) == {"de", "es", "zh"}
   assert bucc["num_predictions"]["zh"] == len(bucc_lines)
   assert 0 <= bucc["sample_scores"]["es"]["f1"] <= 100
   stdout = results["checkpoint"]["stdout"]
@@ -125,18 +122,18 @@ def test_a_saved_model_on_two_replicas_predicts_the_same(runs):
 
 def test_identical_sentences_are_retrieved_perfectly(runs):
   tmp, results = runs
-  assert results["identity"]["code"] in (0, None), results["identity"]
-  scores = json.loads((tmp / "c/results.json").read_text())["scores"]
-  assert scores["tatoeba"]["accuracy"] == {"de": 100.0}
-  assert scores["bucc2018"]["f1"] == {"de": 100.0}
-  # Default layer for 4 blocks: 4 // 2 + 2 = 4.
-  assert "layer 4 of 4" in results["identity"]["stdout"]
+  assert results["checkpoint"]["code"] in (0, None), results["checkpoint"]
+  scores = json.loads((tmp / "a/results.json").read_text())["scores"]
+  assert scores["tatoeba"]["accuracy"]["de"] == 100.0
+  assert scores["bucc2018"]["f1"]["de"] == 100.0
 
 
 def test_overwrite_replaces_predictions_and_drops_stale_labels(runs):
   tmp, results = runs
   assert results["bucc_with_gold"]["code"] in (0, None)
   assert results["bucc_overwritten"]["code"] in (0, None)
+  # Default layer for 4 blocks: 4 // 2 + 2 = 4.
+  assert "layer 4 of 4" in results["bucc_with_gold"]["stdout"]
   # The second run had no test gold: the first run's labels are gone, and
   # its results have no scores to report.
   assert not (tmp / "h/labels/bucc2018").exists()
@@ -155,7 +152,7 @@ def test_overwrite_replaces_predictions_and_drops_stale_labels(runs):
     ("no_sample_set", ["no_sample/bucc2018/zh-en.dev.gold",
                        "a BUCC language without a sample set",
                        "the threshold is chosen on BUCC's sample set"], "d"),
-    ("missing_language", ["tatoeba/de-en.de", "run XTREME's download script"],
+    ("missing_language", ["tatoeba/fr-en.fr", "run XTREME's download script"],
      "e"),
     ("exists", ["a/predictions already exists", "--overwrite"], None),
     ("another_task", ["h/predictions already exists", "--overwrite"], None),

@@ -32,14 +32,11 @@ def test_default_layer_follows_xtreme():
   assert se.bucket_lengths(16) == [16]
 
 
-def _reference(checkpoint_dir, sp_model, sentences, layer, seq_length):
+def _reference(checkpoint_dir, token_ids, layer):
   """Mean over real tokens of the full encoder's block `layer`, normalised."""
   _, encoder = checkpoint_restore.load_encoder(checkpoint_dir)
-  embedder_ids = se.SentenceEmbedder(
-      encoder, sp_model, tf.distribute.OneDeviceStrategy("/cpu:0"),
-      seq_length=seq_length).tokenize(sentences)
   out = []
-  for ids in embedder_ids:   # one sentence at a time: no padding at all
+  for ids in token_ids:   # one sentence at a time: no padding at all
     ids = tf.constant([ids], tf.int32)
     hidden = encoder(dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
                           input_type_ids=tf.zeros_like(ids)),
@@ -54,42 +51,34 @@ def _reference(checkpoint_dir, sp_model, sentences, layer, seq_length):
     (1, 1, True, 32),     # XLA, as on a TPU
     (3, 2, False, 32)])   # two replicas
 def test_embeddings_are_the_layers_mean_over_real_tokens(
-    layer, replicas, jit, seq_length, checkpoint_dir, sp_model, one_device,
+    layer, replicas, jit, seq_length, checkpoint_dir, one_device,
     two_cpu_strategy):
   strategy = two_cpu_strategy if replicas == 2 else one_device
-  embedder = se.SentenceEmbedder.from_checkpoint(
+  embedder = se.SentenceEmbedder(
       checkpoint_dir, strategy, layer=layer, batch_size=2, jit_compile=jit,
       seq_length=seq_length)
   assert (embedder.layer, embedder.num_layers) == (layer, 4)
   got = embedder.embed(SENTENCES)
   assert got.shape == (4, 32) and got.dtype == np.float32
-  expected = _reference(checkpoint_dir, sp_model, SENTENCES, layer, seq_length)
+  expected = _reference(checkpoint_dir, embedder.tokenize(SENTENCES), layer)
   np.testing.assert_allclose(got, expected, atol=2e-5)
 
 
 def test_only_the_blocks_up_to_the_layer_are_built(checkpoint_dir, one_device):
-  _, encoder, layer = se.load_layer_encoder(checkpoint_dir, 2, one_device)
-  assert layer == 2 and len(encoder.get_config()) and (
-      encoder.get_config()["num_layers"] == 2)
+  embedder = se.SentenceEmbedder(checkpoint_dir, one_device, layer=2)
+  assert embedder.encoder.get_config()["num_layers"] == 2
   with pytest.raises(errors.UsageError, match="--layer 5"):
-    se.load_layer_encoder(checkpoint_dir, 5, one_device)
+    se.SentenceEmbedder(checkpoint_dir, one_device, layer=5)
 
 
 def test_long_sentences_are_truncated_to_seq_length(checkpoint_dir, one_device):
-  embedder = se.SentenceEmbedder.from_checkpoint(checkpoint_dir, one_device,
-                                                 seq_length=8)
-  assert se.SentenceEmbedder.from_checkpoint(
+  embedder = se.SentenceEmbedder(checkpoint_dir, one_device, seq_length=8)
+  assert se.SentenceEmbedder(
       checkpoint_dir, one_device).seq_length == 64   # max_position_embeddings
   ids = embedder.tokenize([SENTENCES[3]])[0]
   assert len(ids) == 8 and ids[0] == 2 and ids[-1] == 3   # [CLS] ... [SEP]
   with pytest.raises(errors.UsageError, match="--seq_length 65: choose 3..64"):
-    se.SentenceEmbedder.from_checkpoint(checkpoint_dir, one_device,
-                                        seq_length=65)
+    se.SentenceEmbedder(checkpoint_dir, one_device, seq_length=65)
   # 0 is a length out of range, not "unset".
   with pytest.raises(errors.UsageError, match="--seq_length 0: choose 3..64"):
-    se.SentenceEmbedder.from_checkpoint(checkpoint_dir, one_device,
-                                        seq_length=0)
-  with pytest.raises(errors.UsageError, match="--batch_size 0: must be at "
-                     "least 1."):
-    se.SentenceEmbedder.from_checkpoint(checkpoint_dir, one_device,
-                                        seq_length=8, batch_size=0)
+    se.SentenceEmbedder(checkpoint_dir, one_device, seq_length=0)

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from rembert_tf.retrieval import bitext
-from rembert_tf.retrieval import bucc
+from rembert_tf.retrieval import mining
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def test_margin_mining_hand_computed(one_device):
   # finds x0 taken: the in-between sentence stays unpaired.
   x = _unit([[1, 0], [0, 1]])
   y = _unit([[1, 0], [0, 1], [1, 1]])
-  pairs = bucc.mine(x, y, one_device, k=2)
+  pairs = mining.mine(x, y, one_device, k=2)
   assert [(s, t) for s, t, _ in pairs] == [(0, 0), (1, 1)]
   expected = 1 / ((1 + math.sqrt(0.5)) / 2 + 0.5) * 2
   assert [m for _, _, m in pairs] == pytest.approx([expected, expected], abs=1e-6)
@@ -63,7 +63,7 @@ def test_mining_equals_the_direct_computation(sizes, one_device,
   y = _unit(rng.normal(size=(sizes[1], 6)))
   expected = _direct_mine(x.astype(np.float64), y.astype(np.float64), 4)
   for strategy in (one_device, two_cpu_strategy):
-    mined = bucc.mine(x, y, strategy)
+    mined = mining.mine(x, y, strategy)
     assert [(s, t) for s, t, _ in mined] == [(s, t) for s, t, _ in expected]
     assert [m for _, _, m in mined] == pytest.approx(
         [m for _, _, m in expected], rel=1e-5, abs=1e-5)
@@ -74,16 +74,16 @@ def test_threshold_is_halfway_after_the_best_f1_prefix():
             ("s4", "e4"): 1.0}
   gold = frozenset({("s1", "e1"), ("s3", "e3"), ("s5", "e5")})
   # Prefix F1: 1/2, 2/5, 2/3 (best), 4/7: the threshold lies between 2.0 and 1.0.
-  threshold, chosen = bucc.choose_threshold(scores, gold)
+  threshold, chosen = mining.choose_threshold(scores, gold)
   assert threshold == pytest.approx(1.5)
   assert chosen == pytest.approx({"f1": 2 / 3, "precision": 2 / 3,
                                   "recall": 2 / 3})
-  assert bucc.extract(scores, threshold) == [("s1", "e1"), ("s2", "e2"),
+  assert mining.extract(scores, threshold) == [("s1", "e1"), ("s2", "e2"),
                                              ("s3", "e3")]
   # Best at the last candidate: its own margin; no correct one at all: 0.
-  assert bucc.choose_threshold({("a", "b"): 2.0, ("c", "d"): 1.0},
+  assert mining.choose_threshold({("a", "b"): 2.0, ("c", "d"): 1.0},
                                frozenset({("a", "b"), ("c", "d")}))[0] == 1.0
-  assert bucc.choose_threshold(scores, frozenset({("x", "y")}))[0] == 0.0
+  assert mining.choose_threshold(scores, frozenset({("x", "y")}))[0] == 0.0
 
 
 def test_sentences_map_to_ids_and_repeated_ones_are_dropped(one_device):
@@ -95,9 +95,9 @@ def test_sentences_map_to_ids_and_repeated_ones_are_dropped(one_device):
       gold=frozenset({("de-1", "en-1")}), origin="test")
   vectors = {"Hund": [1, 0], "Katze": [0, 1], "dog": [1, 0.1], "cat": [0.1, 1]}
   embed = lambda sentences, _: _unit([vectors[s] for s in sentences])
-  assert bucc.sentence_to_id(data.source_ids, data.source_sentences) == {
+  assert mining.sentence_to_id(data.source_ids, data.source_sentences) == {
       "Hund": "de-1"}
-  scores = bucc.candidates(data, embed, one_device)
+  scores = mining.candidates(data, embed, one_device)
   # "Katze" is written under two ids: its pair cannot be told apart.
   assert list(scores) == [("de-1", "en-1")]
-  assert bucc.pair_lines([("de-1", "en-1")]) == "de-1\ten-1\n"
+  assert mining.pair_lines([("de-1", "en-1")]) == "de-1\ten-1\n"

@@ -3,7 +3,6 @@ import pytest
 
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.retrieval import bitext
-from rembert_tf.retrieval import download_layout as dl
 
 
 def _write(path, text):
@@ -29,7 +28,7 @@ def download(tmp_path):
 
 
 def test_reads_both_tasks(download):
-  source = dl.DownloadSource(download)
+  source = bitext.DownloadSource(download)
   dev = source("bucc2018", "dev", "de")
   assert dev.source_ids == ("de-000001", "de-000002")
   assert dev.target_sentences == ("The cat runs.", "The dog sleeps.", "Rain.")
@@ -39,39 +38,36 @@ def test_reads_both_tasks(download):
   tatoeba = source("tatoeba", "test", "fr")
   assert tatoeba.source_ids == ("0", "1") and tatoeba.gold is None
   assert tatoeba.target_sentences == ("It rains.", "The cat runs.")
-  assert dl.discover_languages(download, "tatoeba") == ["de", "fr"]
-  assert dl.discover_languages(download, "bucc2018") == ["de"]
+  assert source.discover_languages("tatoeba") == ["de", "fr"]
+  assert source.discover_languages("bucc2018") == ["de"]
 
 
 def test_the_layout_is_the_task_tables():
   """Where the files lie is read from the tasks' entries, as fine-tuning's."""
   bucc = xtreme_tasks.get("bucc2018").download
-  assert dl.layout("bucc2018") is bucc and bucc.ids_in_lines
+  assert bucc.ids_in_lines
   assert bucc.path("download", "dev", "gold", "de") == (
       "download/bucc2018/de-en.dev.gold")
   assert ("test", "gold") not in bucc.required  # XTREME's script deletes it
   tatoeba = xtreme_tasks.get("tatoeba").download
   assert not tatoeba.ids_in_lines and set(tatoeba.files) == {"test"}
-  assert dl.DownloadSource("download").files("tatoeba", "test", "fr") == {
-      "source": "download/tatoeba/fr-en.fr",
-      "target": "download/tatoeba/fr-en.en"}
-  with pytest.raises(bitext.RetrievalDataError, match="Unknown retrieval "
-                     "task 'xnli'; choose from bucc2018, tatoeba"):
-    dl.check_files("download", "xnli", ["de"])
+  assert tatoeba.path("download", "test", "source", "fr") == (
+      "download/tatoeba/fr-en.fr")
 
 
 def test_missing_files_are_named_with_the_fix(download):
-  dl.check_files(download, "bucc2018", ["de"])
+  source = bitext.DownloadSource(download)
+  source.check("bucc2018", ["de"])
   (download / "bucc2018/de-en.dev.gold").unlink()
   with pytest.raises(bitext.RetrievalDataError,
                      match=r"Missing .*bucc2018/de-en.dev.gold \(a BUCC "
                      r"language without a sample set, de\): the threshold is "
                      r"chosen on BUCC's sample set"):
-    dl.check_files(download, "bucc2018", ["de"])
+    source.check("bucc2018", ["de"])
   with pytest.raises(bitext.RetrievalDataError,
                      match=r"Missing .*tatoeba/de-en.de \(tatoeba test source "
                      r"file, de\): run XTREME's download script"):
-    dl.check_files(download, "tatoeba", ["fr", "de"])
+    source.check("tatoeba", ["fr", "de"])
 
 
 def test_malformed_lines_are_named(download):
@@ -79,12 +75,12 @@ def test_malformed_lines_are_named(download):
   with pytest.raises(bitext.RetrievalDataError,
                      match=r"de-en.test.en: line 1 has no tab; each line must "
                      r"be `<id><TAB><sentence>`"):
-    dl.DownloadSource(download)("bucc2018", "test", "de")
+    bitext.DownloadSource(download)("bucc2018", "test", "de")
   (download / "tatoeba/fr-en.fr").write_bytes(b"\xff\xfe bad")
   with pytest.raises(bitext.RetrievalDataError, match=(
       r"fr-en.fr:1: not UTF-8 text \(invalid start byte at byte 0 of the "
       r"file, byte 0 of line 1\); save the file as UTF-8.")):
-    dl.DownloadSource(download)("tatoeba", "test", "fr")
+    bitext.DownloadSource(download)("tatoeba", "test", "fr")
 
 
 # (file to write, its text, the line's parts): inputs that cannot be scored.
@@ -112,7 +108,7 @@ def test_inputs_that_cannot_be_scored_are_named(download, name, text, parts):
   task, lang, split = (("tatoeba", "fr", "test") if "tatoeba" in name
                        else ("bucc2018", "de", "dev"))
   with pytest.raises(bitext.RetrievalDataError) as e:
-    dl.DownloadSource(download)(task, split, lang)
+    bitext.DownloadSource(download)(task, split, lang)
   message = str(e.value)
   assert "\n" not in message
   for part in parts:
@@ -131,6 +127,6 @@ def test_retrieval_reads_every_input_before_embedding_any(download, tmp_path):
   _write(download / "tatoeba/fr-en.en", "Only one.\n")
   with pytest.raises(bitext.RetrievalDataError, match="1 English ones"):
     retrieval_runner.run_retrieval(
-        {"bucc2018": ["de"], "tatoeba": ["fr"]}, dl.DownloadSource(download),
+        {"bucc2018": ["de"], "tatoeba": ["fr"]}, bitext.DownloadSource(download),
         NeverEmbeds(), None, tmp_path / "out", progress=lambda line: None)
   assert not (tmp_path / "out").exists()
