@@ -86,7 +86,7 @@ PROG = command_names.console_script(__spec__.name)  # rembert-retrieve
 def _bitext_source():
   """The `bitext.BitextSource` of --data_source; one-line errors for a root
   that is missing or belongs to the other source."""
-  from rembert_tf.finetuning import task_sources  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import xtreme_sources  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import download_layout  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import tfds_source  # pylint: disable=g-import-not-at-top
   tfds = FLAGS.data_source == "tfds"
@@ -98,7 +98,7 @@ def _bitext_source():
     raise errors.UsageError(
         "--tfds_data_dir is read with --data_source tfds; add --data_source "
         "tfds (and drop --data_dir), or drop --tfds_data_dir.")
-  root = task_sources.source_root(FLAGS.data_source, FLAGS.data_dir,
+  root = xtreme_sources.source_root(FLAGS.data_source, FLAGS.data_dir,
                                   FLAGS.tfds_data_dir)
   return (tfds_source.TfdsSource(root) if tfds
           else download_layout.DownloadSource(root))

@@ -23,15 +23,17 @@ results = finetuning_runner.run_finetuning(config, "ft/xnli")
 print(results["markdown"])
 ```
 """
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
+import tensorflow as tf
 
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 from rembert_tf.evaluation import xtreme_scorer
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.data import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import sweep
 from rembert_tf.checkpoints import checkpoint_layout
@@ -290,7 +292,7 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
         data.task, records_dir, encoder.init_checkpoint, data.splits,
         num_rates, data.allow_unlabelled_dev,
         data.allow_sentencepiece_mismatch, progress)
-    finetuning_data.check_records_intact(meta, records_dir, data.splits)
+    check_records_intact(meta, records_dir, data.splits)
     with process_settings.training_settings(
         runtime.mixed_precision_dtype, deterministic=config.trainer.deterministic,
         checkpointed_dropout_generators=True), \
@@ -336,3 +338,28 @@ def _with_jit_compile(config: finetuning_experiment.FinetuningConfig,
            "turns it off)" if on else "[finetune] XLA off: the default on a "
            "CPU, where it is faster (--jit_compile turns it on)")
   return config.replace(jit_compile=on)
+
+
+def check_records_intact(meta: Dict, records_dir, splits: Sequence[str]) -> None:
+  """Raises, naming the file and the fix, if a records file a run reads holds
+  fewer records than metadata.json counts (a cut-short copy)."""
+  needed = [("train", "en")] + [(split, lang) for split in splits
+                                for lang in sorted(meta["splits"].get(split, {}))]
+  for split, lang in needed:
+    info = meta["splits"].get(split, {}).get(lang)
+    if not info:
+      continue
+    path = fileio.join(records_dir, info.get("file", f"{split}-{lang}.tfrecord"))
+    try:  # counted in TensorFlow's reader: a second for 10^5 records
+      count = int(tf.data.TFRecordDataset(path).reduce(
+          tf.constant(0, tf.int64), lambda n, _: n + 1))
+      found = f"it holds {count} records"
+    except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
+      count, found = None, " ".join(errors.one_line(e).split(";")[0].split())
+    if count == info["num_features"]:
+      continue
+    raise finetuning_data.TaskDataError(
+        f"{path}: cut short or damaged ({found}; {finetuning_data.METADATA_FILE} counts "
+        f"{info['num_features']}); recreate the records: "
+        "rembert-create-finetuning-data --overwrite for a --records_dir, or "
+        f"remove {records_dir} and rerun to rebuild it from --data_dir.")

@@ -31,6 +31,7 @@ from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import task_factory
 
+from rembert_tf.data import xtreme_records
 from rembert_tf.finetuning import task_types
 from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
@@ -83,7 +84,7 @@ def _sum_over_replicas(values):
 
 
 def _parse_fn(task_type: str, seq_length: int):
-  spec = task_types.feature_spec(task_type, seq_length)
+  spec = xtreme_records.feature_spec(task_type, seq_length)
 
   def parse(record):
     parsed = tf.io.parse_single_example(record, spec)
@@ -93,7 +94,7 @@ def _parse_fn(task_type: str, seq_length: int):
 
 def _padding_dataset(task_type: str, seq_length: int, count: int):
   dummy = {k: tf.zeros(v.shape, tf.int32) for k, v in
-           task_types.feature_spec(task_type, seq_length).items()}
+           xtreme_records.feature_spec(task_type, seq_length).items()}
   dummy["feature_index"] = tf.constant([-1], tf.int32)
   return tf.data.Dataset.from_tensors(dummy).repeat(count)
 
@@ -217,7 +218,7 @@ class FinetuningTask(base_task.Task):
   # --- Steps -------------------------------------------------------------------
   def _forward_backward(self, model, inputs, global_weight):
     """Forward + backward of one replica (compiled with XLA when jit_compile)."""
-    features = {k: inputs[k] for k in task_types.MODEL_INPUT_KEYS}
+    features = {k: inputs[k] for k in xtreme_records.MODEL_INPUT_KEYS}
     with tf.GradientTape() as tape:
       outputs = model(features, training=True)
       cross_entropy, correct, weights = self._statistics(outputs, inputs)
@@ -252,7 +253,7 @@ class FinetuningTask(base_task.Task):
     return {self.loss: loss}
 
   def inference_step(self, inputs, model: tf_keras.Model):
-    features = {k: inputs[k] for k in task_types.MODEL_INPUT_KEYS}
+    features = {k: inputs[k] for k in xtreme_records.MODEL_INPUT_KEYS}
     return model(features, training=False)
 
   def predict_step(self, inputs, model: tf_keras.Model) -> Dict[str, tf.Tensor]:

@@ -43,7 +43,7 @@ from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.data import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import predictions
 from rembert_tf.finetuning import finetuning_task

@@ -1,6 +1,6 @@
 """BUCC 2018 and Tatoeba from TensorFlow Datasets prepared in a folder: a `bitext.BitextSource`.
 
-Reads with `finetuning.xtreme_tfds.retrieval_sides` (prepared data only):
+Reads with `data.xtreme_tfds.retrieval_sides` (prepared data only):
 bucc2018 dev and test from `bucc/bucc_<l>:validation` and `:test`, tatoeba
 test from `tatoeba/tatoeba_<l>:train`, each with its gold alignment. A
 missing split is one line naming the `tfds build` command that prepares it.
@@ -18,9 +18,9 @@ sample = source("bucc2018", "dev", "de")  # a Bitext with its gold pairs
 from typing import List, Sequence
 
 from rembert_tf.common import fileio
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import xtreme_tfds
+from rembert_tf.data import xtreme_tfds
 from rembert_tf.retrieval import bitext
 
 # Why each split is needed, for the error that finds it missing.

@@ -9,7 +9,7 @@ import tensorflow as tf
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.data import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.runtime import preemption

@@ -3,13 +3,13 @@
 Writes, for `--output_dir O` and task T (atomically): `O/T/metadata.json`
 (settings, labels, splits, each source file by sha256), `train-en.tfrecord`,
 `<split>-<lang>.tfrecord` and `.side.jsonl` (what maps predictions back),
-and the gold labels under `labels/T/`. Reading is `task_sources`, records
-are `example_records`, what differs per type is `task_types`.
+and the gold labels under `labels/T/`. Reading is `xtreme_sources`, records
+and what differs per task type are `xtreme_records`.
 
 Example:
 <!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.data import finetuning_data
 meta = finetuning_data.create_finetuning_data(
     task="xnli", data_dir="download", sp_model="spm/sentencepiece.model",
     output_dir="records", seq_length=128)
@@ -29,9 +29,8 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import example_records
-from rembert_tf.finetuning import task_sources
-from rembert_tf.finetuning import task_types
+from rembert_tf.data import xtreme_records
+from rembert_tf.data import xtreme_sources
 
 METADATA_FILE = "metadata.json"
 # [CLS] + at least a few pieces + [SEP] (+ [SEP]); below this no task fits.
@@ -98,7 +97,8 @@ def _write_one_split(kind, dataset, source, split, lang, tokenizer,
   if split == "dev":
     _check_dev_labels(source.describe(split, lang), data, allow_unlabelled_dev)
   count = _write_split(
-      kind.records(data, dataset, tokenizer, seq_length, options, is_training),
+      kind.records(data, dataset, tokenizer, seq_length,
+                   dict(options, is_training=is_training)),
       out_dir, name, write_side=kind.writes_side_files and not is_training)
   if is_training and not count:
     raise TaskDataError(
@@ -123,9 +123,9 @@ def _plan(task: str, data_dir, sp_model, seq_length, doc_stride: int,
           tfds_data_dir):
   """(dataset, task type, source, (split, language) jobs, `records_identity`)."""
   dataset = xtreme_tasks.get_finetuning_task(task)
-  kind = task_types.get(dataset.task_type)
+  kind = xtreme_records.record_type(dataset.task_type)
   seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
-  source = task_sources.make_source(dataset, data_source, data_dir,
+  source = xtreme_sources.make_source(dataset, data_source, data_dir,
                                     tfds_data_dir)
   jobs = source.jobs(languages, splits)
   # A file by its content, whatever its path; a TFDS split by its name and
@@ -202,7 +202,7 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
   dataset, kind, source, jobs, identity = _plan(
       task, data_dir, sp_model, seq_length, doc_stride, max_query_length,
       languages, splits, data_source, tfds_data_dir)
-  tokenizer = example_records.SentencePieceTokenizer(sp_model)
+  tokenizer = xtreme_records.SentencePieceTokenizer(sp_model)
   meta = dict(identity, labels=list(dataset.labels),
               score_split=dataset.score_split,
               task_type=dataset.task_type, sp_model=fileio.as_str(sp_model),
@@ -237,28 +237,3 @@ def read_metadata(records_dir) -> Dict:
   except (ValueError, UnicodeDecodeError) as e:
     raise TaskDataError(f"{path} is not valid JSON ({e}); recreate the "
                         "records with rembert-create-finetuning-data.") from None
-
-
-def check_records_intact(meta: Dict, records_dir, splits: Sequence[str]) -> None:
-  """Raises, naming the file and the fix, if a records file a run reads holds
-  fewer records than metadata.json counts (a cut-short copy)."""
-  needed = [("train", "en")] + [(split, lang) for split in splits
-                                for lang in sorted(meta["splits"].get(split, {}))]
-  for split, lang in needed:
-    info = meta["splits"].get(split, {}).get(lang)
-    if not info:
-      continue
-    path = fileio.join(records_dir, info.get("file", f"{split}-{lang}.tfrecord"))
-    try:  # counted in TensorFlow's reader: a second for 10^5 records
-      count = int(tf.data.TFRecordDataset(path).reduce(
-          tf.constant(0, tf.int64), lambda n, _: n + 1))
-      found = f"it holds {count} records"
-    except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
-      count, found = None, " ".join(errors.one_line(e).split(";")[0].split())
-    if count == info["num_features"]:
-      continue
-    raise TaskDataError(
-        f"{path}: cut short or damaged ({found}; {METADATA_FILE} counts "
-        f"{info['num_features']}); recreate the records: "
-        "rembert-create-finetuning-data --overwrite for a --records_dir, or "
-        f"remove {records_dir} and rerun to rebuild it from --data_dir.")

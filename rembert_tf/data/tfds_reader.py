@@ -23,7 +23,7 @@ workers of file inputs never load it).
 Example:
 <!-- snippet: not run: reads TFDS data from `gs://` -->
 ```python
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 split = tfds_reader.SplitRef("paws_x_wiki", "de", "validation")
 builder = tfds_reader.open_split(split, "gs://bucket/tensorflow_datasets")
 names = tfds_reader.class_names(builder, "label")  # different_meaning, paraphrase
