@@ -2,12 +2,11 @@
 
 `read_tensors` asks TensorFlow's `RestoreV2` op for consecutive runs of
 tensors whose sizes add up to at most `BATCH_BYTES` (a larger tensor comes
-alone): the checkpoint is opened once per run, not once per tensor (on
-gs://, network round trips each), and never more than one run is in memory
-beside what the caller keeps (`tf.train.Checkpoint.restore` reads the whole
-model at once: a second copy of it). Tensors come back in the order asked
-for, as stored (any dtype). Builds on TensorFlow's checkpoint reader (names,
-shapes, dtypes) and `RestoreV2` (the data), on every TensorFlow filesystem.
+alone): the checkpoint is opened once per run, not once per tensor (on gs://
+a network round trip each), and no more than one run is in memory beside
+what the caller keeps. Tensors come back in the order asked for, as stored.
+Builds on TensorFlow's checkpoint reader (names, shapes, dtypes) and
+`RestoreV2`, on every TensorFlow filesystem.
 
 Example:
 <!-- snippet: not run: a fragment: `checkpoint_reading` comes from the caller's code -->
@@ -23,10 +22,9 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-# The most bytes one RestoreV2 call reads (unless one tensor is larger). 256
-# MB: no more than the largest tensors of the released model (the 256 MB
-# input embedding, the 1.7 GB output embedding), which reading one tensor at
-# a time holds whole anyway; 0 reads one tensor per call.
+# The most bytes one RestoreV2 call reads (unless one tensor is larger): no
+# more than the released model's largest tensors (the input embedding, 256
+# MB), which are held whole anyway; 0 reads one tensor per call.
 BATCH_BYTES = 256 << 20
 
 

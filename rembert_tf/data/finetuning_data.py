@@ -28,6 +28,7 @@ import tensorflow as tf
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.data import tfds_reader
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.data import xtreme_records
 from rembert_tf.data import xtreme_sources
@@ -237,3 +238,103 @@ def read_metadata(records_dir) -> Dict:
   except (ValueError, UnicodeDecodeError) as e:
     raise TaskDataError(f"{path} is not valid JSON ({e}); recreate the "
                         "records with rembert-create-finetuning-data.") from None
+
+
+# --- The records of a fine-tuning run ------------------------------------------
+
+
+def prepare_records(data, output_dir: str, sp_model, init_checkpoint,
+                    holds_runs: bool, progress) -> str:
+  """The records directory of a run of `data` (the fine-tuning experiment's
+  data section): `data.records_dir`, or written under
+  output_dir/records/<task> and reused while their inputs are the same by
+  content. `holds_runs`: output_dir holds runs trained on those records;
+  then changed training records are refused, and changed dev / test files
+  are made again with a note (the runs predict them again). An output_dir
+  that is, holds or lies in an input is refused."""
+  outputs.refuse_overlap(output_dir, {
+      "--init_checkpoint": init_checkpoint, "--records_dir": data.records_dir,
+      "--data_dir": data.data_dir, "--tfds_data_dir": data.tfds_data_dir,
+      "--sentencepiece_model": data.sentencepiece_model}, "--output_dir")
+  if data.records_dir is not None:
+    return fileio.as_str(data.records_dir)
+  tfds_data_dir = data.tfds_data_dir
+  if data.data_source == "tfds":
+    tfds_data_dir = tfds_reader.data_dir_or_default(tfds_data_dir)
+  elif data.data_dir is None:
+    raise TaskDataError("Give records_dir / --records_dir "
+                        "(rembert-create-finetuning-data output), data_dir / "
+                        "--data_dir (XTREME download/), or --data_source tfds.")
+  records_root = fileio.join(output_dir, "records")
+  existing = fileio.join(records_root, data.task)
+  options = dict(seq_length=data.seq_length, languages=data.languages,
+                 splits=data.splits, data_source=data.data_source,
+                 tfds_data_dir=tfds_data_dir)
+  if fileio.exists(fileio.join(existing, METADATA_FILE)):
+    changes = records_changes(read_metadata(existing), records_identity(
+        data.task, data.data_dir, sp_model, **options))
+    if not changes:  # a rerun (after a kill, another rate) reuses them
+      progress(f"[finetune] records of an earlier run reused: {existing}")
+      return existing
+    said = "; ".join(f"{name} is {there} there, {now} now"
+                     for name, there, now in changes)
+    if holds_runs and any(name in TRAINING_SETTINGS or name == "train-en"
+                          for name, _, _ in changes):
+      raise TaskDataError(
+          f"{output_dir}: its runs were trained on records made with other "
+          f"settings or files ({said}). Pass --overwrite to start "
+          f"{output_dir} again, or use another --output_dir.")
+    if holds_runs:
+      progress(f"[finetune] note: {existing} is made again: its dev / test "
+               f"files changed ({said}); the finished runs predict them again.")
+  create_finetuning_data(
+      data.task, data.data_dir, sp_model, records_root, overwrite=True,
+      progress=progress, allow_unlabelled_dev=data.allow_unlabelled_dev,
+      **options)
+  return existing
+
+
+def checked_metadata(data, records_dir: str, checkpoint_sp_model,
+                     num_learning_rates: int, progress) -> Dict:
+  """The records' metadata.json once every check passes: the task, training
+  records, labelled dev files (unless data.allow_unlabelled_dev) and the
+  SentencePiece model of the checkpoint (`checkpoint_sp_model`, if any)."""
+  meta = read_metadata(records_dir)
+  metadata = fileio.join(records_dir, METADATA_FILE)
+  if meta["task"] != data.task:
+    raise TaskDataError(f"{metadata}: field task is {meta['task']!r}, not "
+                        f"{data.task!r}; give the records of {data.task}.")
+  train = meta["splits"].get("train", {}).get("en", {})
+  if not train.get("num_features"):
+    raise TaskDataError(
+        f"{metadata}: the English training split "
+        f"({train.get('source', 'train-en')}) has no record, so there is "
+        "nothing to train on; fix the training file and recreate the records.")
+  dev = meta["splits"].get("dev", {})
+  for lang, info in sorted(dev.items() if "dev" in data.splits and
+                           not data.allow_unlabelled_dev else ()):
+    if not info.get("has_labels") or not info.get("num_examples"):
+      state = "no labels" if info.get("num_examples") else "no examples"
+      raise TaskDataError(
+          f"{metadata}: dev-{lang} has {state} (from {info.get('source')}), "
+          "so it gets no dev score"
+          + (" and the learning rate cannot be selected on it"
+             if lang == "en" and num_learning_rates > 1 else "") +
+          ". Recreate the records from a labelled dev file, leave dev out "
+          "(--splits test), or pass --allow_unlabelled_dev.")
+  records_hash = meta.get("sp_model_sha256")
+  if checkpoint_sp_model and records_hash and (
+      fileio.sha256(checkpoint_sp_model) != records_hash):
+    message = (
+        f"{metadata}: the records were made with the SentencePiece model "
+        f"{meta.get('sp_model', '?')} (sp_model_sha256 {records_hash}), but "
+        f"the checkpoint was trained with {checkpoint_sp_model} (sha256 "
+        f"{fileio.sha256(checkpoint_sp_model)}). Recreate the records with "
+        f"--sentencepiece_model {checkpoint_sp_model}")
+    if not data.allow_sentencepiece_mismatch:
+      raise TaskDataError(message + ", or pass --allow_sentencepiece_mismatch"
+                          " to fine-tune anyway.")
+    logging.warning("%s", message)
+    progress(f"[finetune] WARNING: {message} "
+             "(--allow_sentencepiece_mismatch given; going on).")
+  return meta

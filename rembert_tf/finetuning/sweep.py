@@ -1,26 +1,19 @@
 """The paper's fine-tuning protocol: a sweep of learning rates x seeds, resumable.
 
 Used by `rembert-finetune` and the ablation suite; the selection rule here is
-the only one.
-
-* Each (rate, seed) run lives in `runs/lr-<lr>_seed-<s>/`; its
-  `run_config.json` is the run's fingerprint (settings, records, initial
-  weights, by content). A run made with other settings is refused before any
-  run starts; a finished run (`run.json`) is skipped unless the records it
-  predicted changed (then it predicts again, `redone`); an interrupted one
-  resumes from its newest checkpoint.
-* Selection: the best mean English dev score over seeds; unscored rates rank
-  last, and ties go to the SMALLER rate (independent of the order given).
-* Summary: mean and sample std (ddof=1; 0 for one seed) over the selected
-  rate's seeds of every number in the official-shape scores.
+the only one. Each (rate, seed) run lives in `runs/lr-<lr>_seed-<s>/`; its
+`run_config.json` is the run's fingerprint (settings, records, initial
+weights, by content): a run made with other settings is refused before any
+run starts; a finished run (`run.json`) is skipped unless the records it
+predicted changed (then it predicts again, `redone`); an interrupted one
+resumes from its newest checkpoint. Selection: the best mean English dev
+score over seeds; unscored rates rank last, ties go to the SMALLER rate.
+Summary: mean and sample std (ddof=1; 0 for one seed) over the selected
+rate's seeds of every number in the official-shape scores.
 
 Example:
-<!-- snippet: not run: a fragment: `runs` comes from the caller's code -->
 ```python
 from rembert_tf.finetuning import sweep
-summary = sweep.summarize_runs(runs, score_split="dev")
-summary["selected_learning_rate"], summary["scores"]["avg_metric"]
-print(sweep.selection_markdown(summary))   # English dev of each rate, the selected one
 sweep.select_learning_rate({1e-5: 70.0, 3e-5: 70.0, 5e-5: None})   # 1e-05
 ```
 """
@@ -213,7 +206,8 @@ def run_once(context: SweepContext, run_dir: str,
     predictor = predictions.Predictor(task, model, context.strategy,
                                       config.eval_batch_size)
     scores_by_split = predictions.predict_and_score(
-        predictor, meta, records_dir, run_dir, config, context.splits)
+        predictor, meta, records_dir, run_dir, config.n_best_size,
+        config.max_answer_length, context.splits)
   except Exception as e:  # pylint: disable=broad-except
     if not fileio.is_disk_full(e):
       raise
