@@ -93,13 +93,6 @@ def _span_statistics(features, logits):
           _one_per_example(features))
 
 
-def _span_logits(outputs):
-  start, end = ((outputs["start_logits"], outputs["end_logits"])
-                if isinstance(outputs, dict) else outputs)
-  return {"start_logits": tf.cast(start, tf.float32),
-          "end_logits": tf.cast(end, tf.float32)}
-
-
 def _classification_text(context, outputs):
   predicted = np.argmax(outputs["logits"], axis=-1)
   return "".join(context.labels[i] + "\n" for i in predicted)
@@ -177,7 +170,9 @@ SPAN = TaskType(
     build_head=lambda encoder, num_labels, dropout_rate, initializer:
     models.BertSpanLabeler(network=encoder, initializer=initializer),
     encoder_output_range=None,
-    logits=_span_logits,
+    # BertSpanLabeler's outputs: [start_logits, end_logits].
+    logits=lambda outputs: {"start_logits": tf.cast(outputs[0], tf.float32),
+                            "end_logits": tf.cast(outputs[1], tf.float32)},
     item_weights=_one_per_example,
     statistics=_span_statistics,
     prediction_text=_span_text)
