@@ -1,2 +1,1 @@
-"""What every area of rembert_tf shares: file I/O on any filesystem, the error base class,
-reading prepared TensorFlow Datasets (tfds_reader)."""
+"""What every area of rembert_tf shares: file I/O on any filesystem, the error base class."""
