@@ -1,17 +1,13 @@
 """Reading a checkpoint source's weights into a model.
 
-`load_encoder(source)` builds the encoder and restores it (what fine-tuning,
-export and conversion need); `restore_pretrainer(pretrainer, source)` restores
-the encoder *and* the output side (MLM transform, output embedding and bias,
-output-side layers), which only a pretrainer checkpoint has
-(`pretrainer/ckpt-N` or a model_dir's `ckpt-N`); the optimizer and step are
-never read. Reading is by object structure: the encoder (or pretrainer) node
-is found in the checkpoint's object graph (`TrackableObjectGraph`), wherever
-the writer put it, and only that subtree is read, a bounded batch of
-variables at a time (`checkpoint_reading`), so memory stays at the model
-plus one batch (`tf.train.Checkpoint.read` would hold a second copy of the
-model). What a source is and where its files are:
-`rembert_tf.checkpoints.checkpoint_layout`.
+`load_encoder(source)` builds the encoder and restores it; `restore_pretrainer`
+also restores the output side (MLM transform, output embedding and bias,
+output-side layers), which only a pretrainer checkpoint has; the optimizer
+and step are never read. The encoder (or pretrainer) node is found by its
+children in the checkpoint's `TrackableObjectGraph`, wherever the writer put
+it, and only that subtree is read, in bounded batches (`checkpoint_reading`):
+memory stays at the model plus one batch (`tf.train.Checkpoint.read` would
+hold a second copy). What a source is: `checkpoint_layout`.
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -76,11 +72,9 @@ def model_config_of(source, config: checkpoint_layout.ModelConfigLike = None
 
 
 def _object_graph(prefix: str):
-  """(checkpoint reader, TrackableObjectGraph) of an object-based checkpoint."""
+  """(CheckpointReader, TrackableObjectGraph) of an object-based checkpoint."""
   try:
-    # NewCheckpointReader, not load_checkpoint: the latter takes a prefix for
-    # a directory on filesystems (ram://) that call any prefix one.
-    reader = tf.compat.v1.train.NewCheckpointReader(prefix)
+    reader = checkpoint_reading.CheckpointReader(prefix)
     graph_bytes = reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH")
   except (tf.errors.OpError, ValueError, IndexError) as e:
     raise CheckpointError(
@@ -130,7 +124,7 @@ def _checkpoint_keys(graph, node_id: int, model) -> dict:
 def _read_subtree(model, prefix: str, children_wanted: frozenset,
                   what: str) -> None:
   """Reads the `what` node of checkpoint `prefix` into `model`, in batches
-  (`checkpoint_reading.read_tensors`) assigned in place; everything outside
+  (`checkpoint_reading`) assigned in place; everything outside
   the node (optimizer slots, other models) is never read."""
   reader, graph = _object_graph(prefix)
   found = _find_node(graph, children_wanted)
@@ -139,7 +133,7 @@ def _read_subtree(model, prefix: str, children_wanted: frozenset,
   checkpoint_layout.announce_fallback(prefix)
   node_id, path = found
   keys = _checkpoint_keys(graph, node_id, model)
-  shapes = reader.get_variable_to_shape_map()
+  shapes = reader.shapes
   missing = [v.name for v in model.variables if id(v) not in keys]
   missing += [v.name for v, k in keys.values() if k not in shapes]
   problems = ([f"{len(missing)} variable(s) missing: {', '.join(missing[:8])}"]
@@ -154,8 +148,7 @@ def _read_subtree(model, prefix: str, children_wanted: frozenset,
         + "; ".join(problems) + "). Use the model config the checkpoint was "
         "written with.")
   variable_of = {key: variable for variable, key in keys.values()}
-  for key, value in checkpoint_reading.read_tensors(
-      prefix, sorted(variable_of), reader.get_variable_to_dtype_map(), shapes):
+  for key, value in reader.read(sorted(variable_of)):
     variable_of[key].assign(tf.cast(value, variable_of[key].dtype))
     del value  # nothing holds it while the next batch is read
   logging.info("Read the %s from %s (at %s)", what, prefix, where)

@@ -261,10 +261,6 @@ def prepare_records(data, output_dir: str, sp_model, init_checkpoint,
   tfds_data_dir = data.tfds_data_dir
   if data.data_source == "tfds":
     tfds_data_dir = tfds_reader.data_dir_or_default(tfds_data_dir)
-  elif data.data_dir is None:
-    raise TaskDataError("Give records_dir / --records_dir "
-                        "(rembert-create-finetuning-data output), data_dir / "
-                        "--data_dir (XTREME download/), or --data_source tfds.")
   records_root = fileio.join(output_dir, "records")
   existing = fileio.join(records_root, data.task)
   options = dict(seq_length=data.seq_length, languages=data.languages,

@@ -148,6 +148,11 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
   checkpoint_sp = encoder.init_checkpoint and checkpoint_layout.find_sentencepiece(
       encoder.init_checkpoint)
   sp_model = data.sentencepiece_model or checkpoint_sp
+  if data.records_dir is None and data.data_dir is None and (
+      data.data_source != "tfds"):
+    raise FinetuningError("Give records_dir / --records_dir "
+                          "(rembert-create-finetuning-data output), data_dir / "
+                          "--data_dir (XTREME download/), or --data_source tfds.")
   if data.records_dir is None and sp_model is None:
     raise FinetuningError(
         f"Give --sentencepiece_model: the init checkpoint "
