@@ -130,6 +130,26 @@ def write_results(task: str, meta: Dict, runs: List[Dict], output_dir: str,
   return results
 
 
+def _sentencepiece_models(data, encoder) -> Tuple[Optional[str],
+                                                  Optional[str]]:
+  """(the checkpoint's SentencePiece model, the one records are made with);
+  one line when records are to be made and there is no source or model."""
+  checkpoint_sp = encoder.init_checkpoint and (
+      checkpoint_layout.find_sentencepiece(encoder.init_checkpoint))
+  sp_model = data.sentencepiece_model or checkpoint_sp
+  if data.records_dir is None and data.data_dir is None and (
+      data.data_source != "tfds"):
+    raise FinetuningError("Give records_dir / --records_dir "
+                          "(rembert-create-finetuning-data output), data_dir / "
+                          "--data_dir (XTREME download/), or --data_source tfds.")
+  if data.records_dir is None and sp_model is None:
+    raise FinetuningError(
+        f"Give --sentencepiece_model: the init checkpoint "
+        f"{encoder.init_checkpoint} has no "
+        f"{checkpoint_layout.SENTENCEPIECE_FILE}.")
+  return checkpoint_sp, sp_model
+
+
 def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
                    output_dir, progress=print,
                    distribution_strategy=None, overwrite: bool = False) -> Dict:
@@ -145,19 +165,7 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
   output_dir = fileio.as_str(output_dir)
   finetuning_experiment.check_settings(config)
   data, encoder, runtime = config.data, config.encoder, config.runtime
-  checkpoint_sp = encoder.init_checkpoint and checkpoint_layout.find_sentencepiece(
-      encoder.init_checkpoint)
-  sp_model = data.sentencepiece_model or checkpoint_sp
-  if data.records_dir is None and data.data_dir is None and (
-      data.data_source != "tfds"):
-    raise FinetuningError("Give records_dir / --records_dir "
-                          "(rembert-create-finetuning-data output), data_dir / "
-                          "--data_dir (XTREME download/), or --data_source tfds.")
-  if data.records_dir is None and sp_model is None:
-    raise FinetuningError(
-        f"Give --sentencepiece_model: the init checkpoint "
-        f"{encoder.init_checkpoint} has no "
-        f"{checkpoint_layout.SENTENCEPIECE_FILE}.")
+  checkpoint_sp, sp_model = _sentencepiece_models(data, encoder)
   # Nothing was written before this point.
   with outputs.writing_shared_output(output_dir):
     earlier = sweep.earlier_runs(output_dir)
