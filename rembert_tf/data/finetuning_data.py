@@ -1,10 +1,13 @@
 """Turns an XTREME task (its `download/` files, or TFDS) into fine-tuning TFRecords.
 
-Writes, for `--output_dir O` and task T (atomically): `O/T/metadata.json`
-(settings, labels, splits, each source file by sha256), `train-en.tfrecord`,
-`<split>-<lang>.tfrecord` and `.side.jsonl` (what maps predictions back),
-and the gold labels under `labels/T/`. Reading is `xtreme_sources`, records
-and what differs per task type are `xtreme_records`.
+Writes, for `--output_dir O` and task T (atomically, `common.outputs`):
+`O/T/metadata.json` (settings, labels, splits, each source file by sha256),
+`train-en.tfrecord`, `<split>-<lang>.tfrecord` and `.side.jsonl` (what maps
+predictions back), and the gold labels under `labels/T/`; reading is
+`xtreme_sources`, records and what differs per task type `xtreme_records`,
+writing `tf.io.TFRecordWriter`. For a `rembert-finetune` run,
+`prepare_records` makes them under its output_dir (or reuses them while
+their inputs are the same by content) and `checked_metadata` checks them.
 
 Example:
 <!-- snippet: not run: needs a corpus and a SentencePiece model -->
