@@ -243,7 +243,7 @@ def read_metadata(records_dir) -> Dict:
                         "records with rembert-create-finetuning-data.") from None
 
 
-# --- The records of a fine-tuning run ------------------------------------------
+# --- The records of a fine-tuning run -------------------------------------
 
 
 def prepare_records(data, output_dir: str, sp_model, init_checkpoint,

@@ -380,7 +380,8 @@ def format_markdown(results: Dict[str, Dict], compare_paper: bool = False,
     lines.append("")
   header = "| task | metric | ours |" + (
       " paper coupled | paper decoupled |" if compare_paper else "")
-  lines += ["### averages", "", header, "| --- " * (header.count("|") - 1) + "|"]
+  lines += ["### averages", "", header,
+            "| --- " * (header.count("|") - 1) + "|"]
   for task, scores in results.items():
     task_std = (std or {}).get(task, {})
     for metric in _main_metrics(task, scores):

@@ -1,1 +1,1 @@
-"""XTREME fine-tuning: the Model Garden task, the sweep (`finetuning_runner.run_finetuning`)."""
+"""XTREME fine-tuning: the Model Garden task and the sweep (`finetuning_runner`)."""

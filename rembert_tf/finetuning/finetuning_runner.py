@@ -70,11 +70,13 @@ def encoder_source(encoder: finetuning_experiment.FinetuningEncoderConfig,
   return model_cfg, restore, source
 
 
-def check_records_intact(meta: Dict, records_dir, splits: Sequence[str]) -> None:
+def check_records_intact(meta: Dict, records_dir, splits: Sequence[str]
+                         ) -> None:
   """Raises, naming the file and the fix, if a records file a run reads holds
   fewer records than metadata.json counts (a cut-short copy)."""
-  needed = [("train", "en")] + [(split, lang) for split in splits
-                                for lang in sorted(meta["splits"].get(split, {}))]
+  needed = [("train", "en")] + [
+      (split, lang) for split in splits
+      for lang in sorted(meta["splits"].get(split, {}))]
   for split, lang in needed:
     info = meta["splits"][split][lang]
     path = fileio.join(records_dir, info["file"])
@@ -139,9 +141,10 @@ def _sentencepiece_models(data, encoder) -> Tuple[Optional[str],
   sp_model = data.sentencepiece_model or checkpoint_sp
   if data.records_dir is None and data.data_dir is None and (
       data.data_source != "tfds"):
-    raise FinetuningError("Give records_dir / --records_dir "
-                          "(rembert-create-finetuning-data output), data_dir / "
-                          "--data_dir (XTREME download/), or --data_source tfds.")
+    raise FinetuningError(
+        "Give records_dir / --records_dir (rembert-create-finetuning-data "
+        "output), data_dir / --data_dir (XTREME download/), or --data_source "
+        "tfds.")
   if data.records_dir is None and sp_model is None:
     raise FinetuningError(
         f"Give --sentencepiece_model: the init checkpoint "

@@ -10,7 +10,7 @@ loss statistics and the prediction writer (QA through Model Garden's
 Example:
 ```python
 from rembert_tf.finetuning import task_types
-task_types.get("tagging").encoder_output_range   # None: the head reads every position
+task_types.get("tagging").encoder_output_range   # None: the head reads all
 ```
 """
 import collections
@@ -99,7 +99,8 @@ def _classification_text(context, outputs):
 
 
 def _tagging_text(context, outputs):
-  """One tag per word (a word not in any record: O), blank line after each sentence."""
+  """One tag per word (O for a word in no record), a blank line after each
+  sentence."""
   side = xtreme_records.read_side_file(context.records_dir, context.name)
   sentences = [["O"] * n for n in context.info["num_words"]]
   predicted = np.argmax(outputs["logits"], axis=-1)
