@@ -34,7 +34,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import layer_similarity
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import task_types
+from rembert_tf.data import xtreme_records
 from rembert_tf.modeling import parameter_count
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import runner as pretraining_runner
@@ -283,7 +283,7 @@ class FinetuneData:
     arguments = {"data.data_dir": self.data["xtreme_data_dir"]}
     if self.data["sp_model"]:
       arguments["data.sentencepiece_model"] = str(self.data["sp_model"])
-    seq_length = self.data["seq_length"] or task_types.get(
+    seq_length = self.data["seq_length"] or xtreme_records.record_type(
         xtreme_tasks.get(task).task_type).default_seq_length
     return dict(arguments, **{"data.seq_length": seq_length})
 

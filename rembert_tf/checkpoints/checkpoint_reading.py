@@ -1,13 +1,12 @@
 """Reading many tensors of a checkpoint in few RestoreV2 calls, in bounded memory.
 
-`read_tensors` asks TensorFlow's `RestoreV2` op for consecutive runs of
+`CheckpointReader.read` asks TensorFlow's `RestoreV2` op for consecutive runs of
 tensors whose sizes add up to at most `BATCH_BYTES` (a larger tensor comes
-alone): the checkpoint is opened once per run, not once per tensor (on
-gs://, network round trips each), and never more than one run is in memory
-beside what the caller keeps (`tf.train.Checkpoint.restore` reads the whole
-model at once: a second copy of it). Tensors come back in the order asked
-for, as stored (any dtype). Builds on TensorFlow's checkpoint reader (names,
-shapes, dtypes) and `RestoreV2` (the data), on every TensorFlow filesystem.
+alone): the checkpoint is opened once per run, not once per tensor (on gs://
+a network round trip each), and no more than one run is in memory beside
+what the caller keeps. Tensors come back in the order asked for, as stored.
+Builds on TensorFlow's checkpoint reader (names, shapes, dtypes) and
+`RestoreV2`, on every TensorFlow filesystem.
 
 Example:
 <!-- snippet: not run: a fragment: `checkpoint_reading` comes from the caller's code -->
@@ -23,10 +22,9 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-# The most bytes one RestoreV2 call reads (unless one tensor is larger). 256
-# MB: no more than the largest tensors of the released model (the 256 MB
-# input embedding, the 1.7 GB output embedding), which reading one tensor at
-# a time holds whole anyway; 0 reads one tensor per call.
+# The most bytes one RestoreV2 call reads (unless one tensor is larger): no
+# more than the released model's largest tensors (the input embedding, 256
+# MB), which are held whole anyway; 0 reads one tensor per call.
 BATCH_BYTES = 256 << 20
 
 
@@ -55,31 +53,8 @@ def plan_batches(keys: Sequence[str], sizes: Dict[str, int],
   return batches
 
 
-def read_tensors(prefix: str, keys: Sequence[str],
-                 dtypes: Dict[str, tf.DType], shapes: Dict[str, Sequence[int]],
-                 max_batch_bytes: Optional[int] = None
-                 ) -> Iterator[Tuple[str, tf.Tensor]]:
-  """(key, tensor) for each of `keys`, in order, read in batches.
-
-  dtypes, shapes: of every key, as the checkpoint reader's
-  `get_variable_to_dtype_map()` / `get_variable_to_shape_map()` give them.
-  max_batch_bytes: the budget of one RestoreV2 call (default `BATCH_BYTES`).
-  A batch is dropped once its last tensor is handed out: the caller's
-  copies are all that outlive it.
-  """
-  budget = BATCH_BYTES if max_batch_bytes is None else max_batch_bytes
-  sizes = {key: tensor_bytes(shapes[key], dtypes[key]) for key in keys}
-  for batch in plan_batches(list(keys), sizes, budget):
-    values = list(tf.raw_ops.RestoreV2(
-        prefix=prefix, tensor_names=batch, shape_and_slices=[""] * len(batch),
-        dtypes=[dtypes[key] for key in batch]))
-    values.reverse()  # popped from the end, first key first
-    for key in batch:
-      yield key, values.pop()
-
-
 class CheckpointReader:
-  """The index of a name-based checkpoint, and batched reads of its tensors.
+  """A checkpoint's index, and batched reads of its tensors.
 
   Opening reads the index only (names, shapes, dtypes), never tensor data.
   Raises what `tf.compat.v1.train.NewCheckpointReader` raises for a path that
@@ -89,13 +64,29 @@ class CheckpointReader:
   def __init__(self, prefix: str):
     # NewCheckpointReader, not load_checkpoint: the latter takes a prefix for
     # a directory on filesystems (ram://) that call any prefix one.
-    reader = tf.compat.v1.train.NewCheckpointReader(prefix)
+    self._reader = tf.compat.v1.train.NewCheckpointReader(prefix)
     self.prefix = prefix
-    self.shapes: Dict[str, List[int]] = reader.get_variable_to_shape_map()
-    self.dtypes: Dict[str, tf.DType] = reader.get_variable_to_dtype_map()
+    self.shapes: Dict[str, List[int]] = self._reader.get_variable_to_shape_map()
+    self.dtypes: Dict[str, tf.DType] = self._reader.get_variable_to_dtype_map()
+
+  def get_tensor(self, key: str):
+    """One tensor, read alone (as a numpy value)."""
+    return self._reader.get_tensor(key)
 
   def read(self, keys: Iterable[str], max_batch_bytes: Optional[int] = None
            ) -> Iterator[Tuple[str, tf.Tensor]]:
-    """(key, tensor) for each key, in order, in batches (see read_tensors)."""
-    return read_tensors(self.prefix, list(keys), self.dtypes, self.shapes,
-                        max_batch_bytes)
+    """(key, tensor) for each key, in order, in RestoreV2 calls of at most
+    `max_batch_bytes` (default `BATCH_BYTES`). A batch is dropped once its
+    last tensor is handed out: the caller's copies are all that outlive it."""
+    keys = list(keys)
+    sizes = {key: tensor_bytes(self.shapes[key], self.dtypes[key])
+             for key in keys}
+    budget = BATCH_BYTES if max_batch_bytes is None else max_batch_bytes
+    for batch in plan_batches(keys, sizes, budget):
+      values = list(tf.raw_ops.RestoreV2(
+          prefix=self.prefix, tensor_names=batch,
+          shape_and_slices=[""] * len(batch),
+          dtypes=[self.dtypes[key] for key in batch]))
+      values.reverse()  # popped from the end, first key first
+      for key in batch:
+        yield key, values.pop()

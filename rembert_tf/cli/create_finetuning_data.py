@@ -6,7 +6,7 @@ prepared in `--tfds_data_dir` (local or gs://; never downloaded). English
 training records plus every language's dev and test records, with
 static shapes, side files to write predictions back in the benchmark layout,
 and the gold labels in the scorer's layout (see
-rembert_tf/finetuning/example_records.py for the record format).
+rembert_tf/finetuning/xtreme_records.py for the record format).
 
 Example:
 
@@ -57,7 +57,7 @@ flags.DEFINE_bool("allow_unlabelled_dev", False, "Accept dev files without "
 def main(argv):
   del argv
   # TensorFlow and Model Garden load here, not when the flags are defined.
-  from rembert_tf.finetuning import finetuning_data  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import finetuning_data  # pylint: disable=g-import-not-at-top
   finetuning_data.create_finetuning_data(
       task=FLAGS.task, data_dir=FLAGS.data_dir,
       sp_model=FLAGS.sentencepiece_model,

@@ -71,14 +71,8 @@ def main(argv):
     if FLAGS[name].present:
       raise errors.UsageError(f"--{name} is rembert-train's; rembert-finetune "
                               "runs every run of its sweep into --output_dir.")
-  config = experiment_config()
-  data = config.data
-  if not data.records_dir and not data.data_dir and data.data_source != "tfds":
-    raise errors.UsageError("Give --records_dir (rembert-create-finetuning-data"
-                            " output), --data_dir (the XTREME download/), or "
-                            "--data_source tfds (or their data.* fields).")
   try:
-    finetuning_runner.run_finetuning(config, FLAGS.output_dir,
+    finetuning_runner.run_finetuning(experiment_config(), FLAGS.output_dir,
                                      overwrite=FLAGS.overwrite)
   except preemption.TrainingPreempted as e:
     print(f"{PROG}: {e}", file=sys.stderr, flush=True)

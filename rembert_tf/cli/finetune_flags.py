@@ -1,16 +1,13 @@
 """`rembert-finetune`'s flags: aliases of the fine-tuning experiment's fields.
 
 The settings are defined once, in the experiment's dataclasses
-(`finetuning.finetuning_experiment`); a flag is a short name for one field,
-given by `FLAG_FIELDS`. A flag has no default of its own (the field's holds)
-and sets its field only when given on the command line; a flag and a YAML or
---params_override value for the same field: the flag wins and `flag_notes`
-says so in one note. Builds on absl: the command's flags
-are defined by `define_flags`, into any `FlagValues`, so that
-rembert-run-ablation's --finetune_flags are parsed by absl with the same
-definitions (`overrides_from_args`) rather than by a second parser.
-
-No TensorFlow is imported here: --help answers at once.
+(`finetuning.finetuning_experiment`); a flag is a short name for one field
+(`FLAG_FIELDS`), has no default of its own and sets its field only when
+given; beside a YAML or --params_override value for the same field the flag
+wins, with one note (`flag_notes`). `define_flags` defines them into any
+absl `FlagValues`, so that rembert-run-ablation's --finetune_flags are
+parsed by absl with the same definitions (`overrides_from_args`). No
+TensorFlow is imported here: --help answers at once.
 
 Example:
 ```python
@@ -85,14 +82,14 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       "SavedModel dir.", **fv)
   flags.DEFINE_string("model_config", None, "Model config name / YAML, when "
                       "the checkpoint does not carry model_config.yaml.", **fv)
-  _define_sweep_flags(flag_values)
   _define_trainer_flags(flag_values)
   for flag, field in FLAG_FIELDS.items():
     if flag_values.find_module_defining_flag(flag) == __name__:
       flag_values[flag].help += f" Sets {field}."
 
 
-def _define_sweep_flags(flag_values: flags.FlagValues) -> None:
+def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
+  """The flags of the sweep's and the trainer's fields."""
   fv = dict(flag_values=flag_values)
   flags.DEFINE_float("learning_rate", None, "Learning rate (one run).", **fv)
   flags.DEFINE_list("learning_rates", None, "Sweep: rates to try; the best on "
@@ -101,12 +98,6 @@ def _define_sweep_flags(flag_values: flags.FlagValues) -> None:
                        lower_bound=1, **fv)
   flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
                     "decoupled averages beside the results.", **fv)
-  command.require("learning_rate", lambda rate: rate > 0, "a learning rate "
-                  "must be a positive number (e.g. 2e-5)", flag_values)
-
-
-def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
-  fv = dict(flag_values=flag_values)
   flags.DEFINE_float("num_train_epochs", None, "Training epochs.", **fv)
   flags.DEFINE_integer("num_train_steps", None, "Overrides --num_train_epochs.",
                        **fv)
@@ -122,10 +113,6 @@ def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
   flags.DEFINE_integer("checkpoint_interval", None, "Checkpoint every N steps "
                        "(a killed sweep resumes from there).", lower_bound=1,
                        **fv)
-  command.require_above("num_train_epochs", 0, flag_values)
-  command.require("num_train_steps", lambda steps: steps >= 1, "train at "
-                  "least 1 step, or leave it out to train "
-                  "--num_train_epochs epochs", flag_values)
   flags.DEFINE_bool("jit_compile", None, "Compile the training and prediction "
                     "steps with XLA (default: on for a TPU or GPU, off on a "
                     "CPU, where it is slower).", **fv)
@@ -139,6 +126,12 @@ def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
   flags.DEFINE_bool("allow_unlabelled_dev", None, "Go on when dev files have "
                     "no labels or no examples (no dev score; a sweep of "
                     "several rates then takes the smallest).", **fv)
+  command.require("learning_rate", lambda rate: rate > 0, "a learning rate "
+                  "must be a positive number (e.g. 2e-5)", flag_values)
+  command.require_above("num_train_epochs", 0, flag_values)
+  command.require("num_train_steps", lambda steps: steps >= 1, "train at "
+                  "least 1 step, or leave it out to train "
+                  "--num_train_epochs epochs", flag_values)
 
 
 def field_value(flag: str, value: Any) -> Any:

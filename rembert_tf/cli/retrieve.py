@@ -66,7 +66,7 @@ PROG = command_names.console_script(__spec__.name)  # rembert-retrieve
 def _bitext_source():
   """The source of --data_source; one-line errors for a root that is missing
   or belongs to the other source."""
-  from rembert_tf.common import tfds_reader  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import tfds_reader  # pylint: disable=g-import-not-at-top
   from rembert_tf.retrieval import bitext  # pylint: disable=g-import-not-at-top
   if FLAGS.data_source == "tfds":
     if FLAGS.data_dir:

@@ -2,7 +2,7 @@
 
 Specs: `tfds:wiki40b/{lang}`, `tfds:c4/multilingual:{lang}`,
 `en=tfds:wikipedia/20230601.en` (split `train` by default), read from the
-given data dir only (`common.tfds_reader`); anything missing is one
+given data dir only (`data.tfds_reader`); anything missing is one
 `TfdsError` line. Each shard of a split is a unit of work (`TfdsShard`), read
 as `tfds.beam.ReadFromTFDS` reads it; an example is one document, its text's
 lines with known corpora's markup undone (`CORPORA`).
@@ -13,7 +13,7 @@ import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from rembert_tf.common import fileio
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 from rembert_tf.data import text_inputs
 
 PREFIX = "tfds:"

@@ -35,33 +35,26 @@ class ScoringError(errors.InputError):
   """A prediction or label file is missing, malformed or does not match."""
 
 
-def _open_text(path):
+def _read_text(path, what: str = "text") -> str:
+  """A UTF-8 file's text; a missing or binary file is a ScoringError."""
   path = fileio.as_str(path)
   if not fileio.isfile(path):
     raise ScoringError(f"Missing file {path}.")
-  return fileio.open_file(path, "r")
-
-
-def _read_lines(path) -> List[str]:
-  """The lines of a UTF-8 text file; a binary file is a ScoringError."""
-  with _open_text(path) as f:
-    try:
-      return f.read().splitlines()
-    except UnicodeDecodeError as e:
-      raise ScoringError(f"{path} is not UTF-8 text ({e.reason} at byte "
-                         f"{e.start}); give the text file of predictions or "
-                         "labels.") from None
+  try:
+    return fileio.read_text(path)
+  except UnicodeDecodeError as e:
+    raise ScoringError(
+        f"{path} is not UTF-8 {what} ({e.reason} at byte {e.start})" +
+        ("; give the text file of predictions or labels." if what == "text"
+         else ".")) from None
 
 
 def _read_json(path):
-  with _open_text(path) as f:
-    try:
-      return json.loads(f.read())
-    except UnicodeDecodeError as e:
-      raise ScoringError(f"{path} is not UTF-8 JSON ({e.reason} at byte "
-                         f"{e.start}).") from None
-    except json.JSONDecodeError as e:
-      raise ScoringError(f"{path} is not valid JSON: {e}") from None
+  text = _read_text(path, "JSON")
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ScoringError(f"{path} is not valid JSON: {e}") from None
 
 
 def _require_lines(path, values, what: str):
@@ -70,37 +63,30 @@ def _require_lines(path, values, what: str):
   return values
 
 
-# --- Readers -----------------------------------------------------------------
-
-
 def read_labels(path) -> List[str]:
   """One label per line; the last tab-separated field is the label."""
-  return [line.split("\t")[-1].strip() for line in _read_lines(path)]
+  return [line.split("\t")[-1].strip()
+          for line in _read_text(path).splitlines()]
 
 
 def read_tags(path) -> List[List[str]]:
   """One tag per line (last tab-separated field), blank line between sentences."""
-  sentences, current = [], []
-  for line in _read_lines(path):
-    line = line.strip()
-    if line:
-      current.append(line.split("\t")[-1].strip())
+  sentences = [[]]
+  for line in _read_text(path).splitlines():
+    if line.strip():
+      sentences[-1].append(line.strip().split("\t")[-1].strip())
     else:
-      sentences.append(current)
-      current = []
-  if current:
-    sentences.append(current)
-  return sentences
+      sentences.append([])
+  return sentences[:-1] if not sentences[-1] else sentences
 
 
 def read_pairs(path) -> List[Tuple[str, str]]:
   """`<source id><TAB><English id>` lines (BUCC); blank lines are skipped."""
   pairs = []
-  for number, line in enumerate(_read_lines(path), 1):
-    line = line.strip()
-    if not line:
+  for number, line in enumerate(_read_text(path).splitlines(), 1):
+    fields = line.strip().split("\t")
+    if not line.strip():
       continue
-    fields = line.split("\t")
     if len(fields) != 2:
       raise ScoringError(
           f"{path}: line {number} has {len(fields)} tab-separated field(s); "
@@ -133,15 +119,12 @@ def read_squad_answers(path) -> Dict[str, List[str]]:
   for a, article in enumerate(articles):
     for p, paragraph in enumerate(_field(article, "paragraphs", path,
                                          f"data[{a}]")):
-      where = f"data[{a}].paragraphs[{p}]"
-      for q, qa in enumerate(_field(paragraph, "qas", path, where)):
-        qa_where = f"{where}.qas[{q}]"
-        qid = _field(qa, "id", path, qa_where, kind=object)
-        texts = [_field(answer, "text", path, f"{qa_where}.answers[{i}]",
-                        kind=str)
-                 for i, answer in enumerate(_field(qa, "answers", path,
-                                                   qa_where))]
-        answers[str(qid)] = texts
+      for q, qa in enumerate(_field(paragraph, "qas", path,
+                                    f"data[{a}].paragraphs[{p}]")):
+        where = f"data[{a}].paragraphs[{p}].qas[{q}]"
+        answers[str(_field(qa, "id", path, where, kind=object))] = [
+            _field(answer, "text", path, f"{where}.answers[{i}]", kind=str)
+            for i, answer in enumerate(_field(qa, "answers", path, where))]
   return answers
 
 
@@ -151,11 +134,6 @@ def read_qa_predictions(path) -> Dict[str, str]:
     raise ScoringError(f"{path}: a prediction file must be a JSON object "
                        "{question_id: answer_text}.")
   return {str(k): str(v) for k, v in predictions.items()}
-
-
-def has_gold_answers(answers: Dict[str, List[str]]) -> bool:
-  """False for XTREME's label-stripped QA files (every answer text empty)."""
-  return any(text for texts in answers.values() for text in texts)
 
 
 # --- How each task is scored: one registry entry per metric family ----------
@@ -227,33 +205,29 @@ def _qa_scorer(score_fn):
 
 @dataclasses.dataclass(frozen=True)
 class TaskMetric:
-  """How the benchmark scores one family of tasks.
-
-  `metrics`: what `score` returns (fractions); `table_metrics`: those shown in
-  tables; `headline`: those whose mean is a language's single score.
-  """
+  """How the benchmark scores one family of tasks: `score` gives fractions;
+  `table_metrics` are shown in tables; `headline`: those whose mean is a
+  language's single score."""
   name: str
   extension: str
-  metrics: Tuple[str, ...]
   table_metrics: Tuple[str, ...]
   headline: Tuple[str, ...]
   score: Callable[..., Dict[str, float]]
 
 
+_QA = ("exact_match", "f1")
 ACCURACY = TaskMetric("accuracy", "tsv", ("accuracy",), ("accuracy",),
-                      ("accuracy",), _score_labels)
+                      _score_labels)
 # seqeval's F1: PAN-X entities; UD-POS tags, passed to seqeval as they are
 # (as the official scorer does).
-ENTITY_F1 = TaskMetric("entity_f1", "tsv", ("f1", "precision", "recall"),
-                       ("f1",), ("f1",), _score_tags)
-PAIR_F1 = TaskMetric("pair_f1", "tsv", ("f1", "precision", "recall"),
-                     ("precision", "recall", "f1"), ("f1",), _score_pairs)
-SQUAD = TaskMetric("squad", "json", ("exact_match", "f1"),
-                   ("exact_match", "f1"), ("exact_match", "f1"),
-                   _qa_scorer(lambda answers, predictions, language:
-                              xtreme_metrics.squad_scores(answers, predictions)))
-MLQA = TaskMetric("mlqa", "json", ("exact_match", "f1"), ("exact_match", "f1"),
-                  ("exact_match", "f1"), _qa_scorer(xtreme_metrics.mlqa_scores))
+ENTITY_F1 = TaskMetric("entity_f1", "tsv", ("f1",), ("f1",), _score_tags)
+PAIR_F1 = TaskMetric("pair_f1", "tsv", ("precision", "recall", "f1"),
+                     ("f1",), _score_pairs)
+SQUAD = TaskMetric("squad", "json", _QA, _QA, _qa_scorer(
+    lambda answers, predictions, language: xtreme_metrics.squad_scores(
+        answers, predictions)))
+MLQA = TaskMetric("mlqa", "json", _QA, _QA,
+                  _qa_scorer(xtreme_metrics.mlqa_scores))
 # The metric an `xtreme_tasks` entry names -> how it is scored.
 METRICS = {m.name: m for m in (ACCURACY, ENTITY_F1, PAIR_F1, SQUAD, MLQA)}
 
@@ -312,7 +286,6 @@ def score_task(task: str, prediction_folder, label_folder, split: str = "test",
                languages: Optional[Sequence[str]] = None,
                allow_missing_answers: bool = False) -> Dict:
   """Scores every language of `task` (default: each with a prediction file)."""
-  task_metric(task)
   prediction_folder = fileio.as_str(prediction_folder)
   label_folder = fileio.as_str(label_folder)
   ext = file_extension(task)
@@ -358,11 +331,8 @@ def evaluate_folders(prediction_folder, label_folder,
       raise ScoringError(
           f"No task folder ({', '.join(xtreme_tasks.TASKS)}) is in both "
           f"{prediction_folder} and {label_folder}.")
-  results = {}
-  for task in tasks:
-    results[task] = score_task(task, prediction_folder, label_folder, split,
-                               languages, allow_missing_answers)
-  return results
+  return {task: score_task(task, prediction_folder, label_folder, split,
+                           languages, allow_missing_answers) for task in tasks}
 
 
 # --- Output ------------------------------------------------------------------
@@ -398,11 +368,9 @@ def format_markdown(results: Dict[str, Dict], compare_paper: bool = False,
   for task, scores in results.items():
     task_std = (std or {}).get(task, {})
     metrics = _main_metrics(task, scores)
-    languages = list(scores[metrics[0]].keys())
-    lines.append(f"### {task}")
-    lines.append("")
-    lines.append("| metric | " + " | ".join(languages) + " | avg |")
-    lines.append("| --- " * (len(languages) + 2) + "|")
+    languages = list(scores[metrics[0]])
+    lines += [f"### {task}", "", "| metric | " + " | ".join(languages) +
+              " | avg |", "| --- " * (len(languages) + 2) + "|"]
     for metric in metrics:
       cells = [_cell(scores[metric][l], task_std.get(metric, {}).get(l))
                for l in languages]
@@ -410,13 +378,10 @@ def format_markdown(results: Dict[str, Dict], compare_paper: bool = False,
                          task_std.get(f"avg_{metric}")))
       lines.append(f"| {metric} | " + " | ".join(cells) + " |")
     lines.append("")
-  lines.append("### averages")
-  lines.append("")
-  header = "| task | metric | ours |"
-  if compare_paper:
-    header += " paper coupled | paper decoupled |"
-  lines.append(header)
-  lines.append("| --- " * (header.count("|") - 1) + "|")
+  header = "| task | metric | ours |" + (
+      " paper coupled | paper decoupled |" if compare_paper else "")
+  lines += ["### averages", "", header,
+            "| --- " * (header.count("|") - 1) + "|"]
   for task, scores in results.items():
     task_std = (std or {}).get(task, {})
     for metric in _main_metrics(task, scores):

@@ -240,8 +240,7 @@ def optimizer_config(config: FinetuningConfig, num_steps: int
 
 def experiment_config(meta: Dict, records_dir: str, model_config,
                       config: FinetuningConfig) -> cfg.ExperimentConfig:
-  """The Model Garden experiment of a sweep's runs (train mode only); each run
-  is it with its `run_overrides` entry (`run_experiment_config`)."""
+  """The Model Garden experiment of one run of the sweep (train mode only)."""
   steps = num_train_steps(meta, config)
   steps_per_loop = max(1, min(config.steps_per_loop, steps))
   train_file = meta["splits"]["train"]["en"]["file"]
@@ -259,12 +258,3 @@ def experiment_config(meta: Dict, records_dir: str, model_config,
       checkpoint_interval=max(1, config.checkpoint_interval), max_to_keep=2,
       optimizer_config=optimizer_config(config, steps))
   return cfg.ExperimentConfig(task=task, trainer=trainer)
-
-
-def run_experiment_config(base: cfg.ExperimentConfig,
-                          overrides: Dict[str, Any]) -> cfg.ExperimentConfig:
-  """One run of the sweep: `base` with the run's learning rate and seed."""
-  return base.replace(
-      task={"train_data": {"seed": overrides["seed"]}},
-      trainer={"optimizer_config": {"learning_rate": {"polynomial": {
-          "initial_learning_rate": overrides["learning_rate"]}}}})

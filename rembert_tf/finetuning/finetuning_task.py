@@ -31,8 +31,8 @@ from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import task_factory
 
+from rembert_tf.data import xtreme_records
 from rembert_tf.finetuning import task_types
-from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
 
@@ -53,17 +53,12 @@ class FinetuningDataConfig(cfg.DataConfig):
 
 @dataclasses.dataclass
 class FinetuningTaskConfig(cfg.TaskConfig):
-  """Fine-tuning a RemBERT encoder with a head of `task_type`.
+  """Fine-tuning a RemBERT encoder (`model`) with a head of `task_type`.
 
-  Attributes:
-    model: The RemBertConfig of the encoder.
-    task_type: A key of `task_types.TASK_TYPES`.
-    num_labels: Classes (classification) or tags (tagging).
-    train_data: The English training records.
-    jit_compile: Compile forward + backward (and prediction) with XLA.
-    freeze_input_embeddings: Keep the encoder's input embeddings (word,
-      position, type, their LayerNorm and projection) at their pre-trained
-      values; for zero-shot transfer from English.
+  num_labels: classes (classification) or tags (tagging).
+  freeze_input_embeddings: keep the encoder's input embeddings (word,
+  position, type, their LayerNorm and projection) at their pre-trained
+  values; for zero-shot transfer from English.
   """
   model: rembert_config.RemBertConfig = dataclasses.field(
       default_factory=rembert_config.RemBertConfig)
@@ -80,22 +75,6 @@ def _sum_over_replicas(values):
   if ctx is None or ctx.num_replicas_in_sync == 1:
     return values
   return ctx.all_reduce(tf.distribute.ReduceOp.SUM, values)
-
-
-def _parse_fn(task_type: str, seq_length: int):
-  spec = task_types.feature_spec(task_type, seq_length)
-
-  def parse(record):
-    parsed = tf.io.parse_single_example(record, spec)
-    return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
-  return parse
-
-
-def _padding_dataset(task_type: str, seq_length: int, count: int):
-  dummy = {k: tf.zeros(v.shape, tf.int32) for k, v in
-           task_types.feature_spec(task_type, seq_length).items()}
-  dummy["feature_index"] = tf.constant([-1], tf.int32)
-  return tf.data.Dataset.from_tensors(dummy).repeat(count)
 
 
 def init_random_generators(model: tf_keras.Model) -> None:
@@ -123,9 +102,12 @@ class FinetuningTask(base_task.Task):
     self._forward_backward_fn = tf.function(
         self._forward_backward, jit_compile=params.jit_compile,
         reduce_retracing=False)
-    self._predict_fn = None
+    self._predict_fn = tf.function(
+        lambda model, inputs: self.kind.logits(model(
+            {k: inputs[k] for k in xtreme_records.MODEL_INPUT_KEYS},
+            training=False)),
+        jit_compile=params.jit_compile)
 
-  # --- Model, data -----------------------------------------------------------
   def build_model(self) -> tf_keras.Model:
     """The task type's head over a RemBertEncoder built for this task.
 
@@ -165,62 +147,40 @@ class FinetuningTask(base_task.Task):
       pipeline_id = input_context.input_pipeline_id
       replicas_per_pipeline = max(
           input_context.num_replicas_in_sync // num_pipelines, 1)
-    dataset = tf.data.TFRecordDataset(params.input_path)
-    if num_pipelines > 1:
-      dataset = dataset.shard(num_pipelines, pipeline_id)
-    parse = _parse_fn(self.task_config.task_type, params.seq_length)
+    spec = xtreme_records.feature_spec(self.task_config.task_type,
+                                       params.seq_length)
+    dataset = tf.data.TFRecordDataset(params.input_path).shard(
+        num_pipelines, pipeline_id).map(
+            lambda record: {k: tf.cast(v, tf.int32) for k, v in
+                            tf.io.parse_single_example(record, spec).items()},
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if params.is_training:
-      dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
-                            deterministic=True).cache()
-      dataset = dataset.shuffle(params.shuffle_buffer_size, seed=params.seed,
-                                reshuffle_each_iteration=True).repeat()
-      dataset = dataset.batch(batch_size, drop_remainder=True)
-      if self.initial_train_step > 0:
-        # Each step takes one batch per replica this pipeline feeds.
-        dataset = dataset.skip(self.initial_train_step * replicas_per_pipeline)
-      return dataset.prefetch(tf.data.AUTOTUNE)
-    dataset = dataset.map(parse)
+      dataset = dataset.cache().shuffle(
+          params.shuffle_buffer_size, seed=params.seed,
+          reshuffle_each_iteration=True).repeat()
+      # Each step takes one batch per replica this pipeline feeds.
+      return dataset.batch(batch_size, drop_remainder=True).skip(
+          self.initial_train_step * replicas_per_pipeline).prefetch(
+              tf.data.AUTOTUNE)
     # Every pipeline pads its share to whole steps of its replicas' batches.
     share = len(range(pipeline_id, params.num_records, num_pipelines))
-    padding = (-share) % (batch_size * replicas_per_pipeline)
-    if padding:
-      dataset = dataset.concatenate(_padding_dataset(
-          self.task_config.task_type, params.seq_length, padding))
-    return dataset.batch(batch_size, drop_remainder=True)
-
-  # --- Loss and metrics -------------------------------------------------------
-  def _statistics(self, model_outputs, features):
-    return self.kind.statistics(features, self.kind.logits(model_outputs))
-
-  def build_losses(self, labels, model_outputs, aux_losses=None,
-                   global_weight=None) -> tf.Tensor:
-    """This replica's share of the global-batch mean loss (float32).
-
-    `global_weight`: the all-reduced number of real items in the global
-    batch; without it the share is this replica's own mean.
-    """
-    cross_entropy, _, weights = self._statistics(model_outputs, labels)
-    return losses.global_batch_mean(cross_entropy, weights, global_weight,
-                                    aux_losses)
+    dummy = {k: tf.zeros(v.shape, tf.int32) for k, v in spec.items()}
+    dummy["feature_index"] = tf.constant([-1], tf.int32)
+    padding = tf.data.Dataset.from_tensors(dummy).repeat(
+        (-share) % (batch_size * replicas_per_pipeline))
+    return dataset.concatenate(padding).batch(batch_size, drop_remainder=True)
 
   def build_metrics(self, training=None) -> List[tf_keras.metrics.Metric]:
     # Weighted over every real item of the (global) batch.
     return [tf_keras.metrics.Mean(name="accuracy")]
 
-  def process_metrics(self, metrics, labels=None, model_outputs=None,
-                      correct=None, weights=None):
-    if correct is None:
-      _, correct, weights = self._statistics(model_outputs, labels)
-    for metric in metrics:
-      metric.update_state(correct, sample_weight=weights)
-
-  # --- Steps -------------------------------------------------------------------
   def _forward_backward(self, model, inputs, global_weight):
     """Forward + backward of one replica (compiled with XLA when jit_compile)."""
-    features = {k: inputs[k] for k in task_types.MODEL_INPUT_KEYS}
+    features = {k: inputs[k] for k in xtreme_records.MODEL_INPUT_KEYS}
     with tf.GradientTape() as tape:
       outputs = model(features, training=True)
-      cross_entropy, correct, weights = self._statistics(outputs, inputs)
+      cross_entropy, correct, weights = self.kind.statistics(
+          inputs, self.kind.logits(outputs))
       loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
                                    global_weight)
     grads = tape.gradient(loss, model.trainable_variables)
@@ -243,24 +203,16 @@ class FinetuningTask(base_task.Task):
   def train_step(self, inputs, model: tf_keras.Model,
                  optimizer: tf_keras.optimizers.Optimizer, metrics=None):
     grads, loss, correct, weights = self.compute_gradients(inputs, model)
-    grads_and_vars = [(g, v) for g, v in zip(grads, model.trainable_variables)
-                      if g is not None]
     # The optimizer sums the replicas' shares (its default all-reduce).
-    optimizer.apply_gradients(grads_and_vars)
-    if metrics:
-      self.process_metrics(metrics, correct=correct, weights=weights)
+    optimizer.apply_gradients([
+        (g, v) for g, v in zip(grads, model.trainable_variables)
+        if g is not None])
+    for metric in metrics or []:
+      metric.update_state(correct, sample_weight=weights)
     return {self.loss: loss}
-
-  def inference_step(self, inputs, model: tf_keras.Model):
-    features = {k: inputs[k] for k in task_types.MODEL_INPUT_KEYS}
-    return model(features, training=False)
 
   def predict_step(self, inputs, model: tf_keras.Model) -> Dict[str, tf.Tensor]:
     """float32 logits of the type and each record's feature_index."""
-    if self._predict_fn is None:
-      self._predict_fn = tf.function(
-          lambda m, x: self.kind.logits(self.inference_step(x, m)),
-          jit_compile=self.task_config.jit_compile)
     outputs = dict(self._predict_fn(model, inputs))
     outputs["feature_index"] = inputs["feature_index"][:, 0]
     return outputs

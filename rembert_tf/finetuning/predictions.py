@@ -1,9 +1,8 @@
 """A fine-tuned model's predictions in the benchmark layout, and their scores.
 
 Writes `predictions/<task>/<split>-<lang>.{tsv,json}` as XTREME's scorer
-reads it (the text comes from `task_types.TaskType.prediction_text`; QA from
-Model Garden's `squad_lib_sp.postprocess_output`) and scores labelled
-splits with `evaluation.xtreme_scorer`.
+reads it (the text comes from `task_types.TaskType.prediction_text`) and
+scores the labelled splits with `evaluation.xtreme_scorer`.
 """
 import collections
 from typing import Dict, Optional, Sequence
@@ -13,7 +12,6 @@ import tensorflow as tf
 
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
-from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import finetuning_task
 from rembert_tf.finetuning import task_types
 
@@ -29,11 +27,8 @@ class Predictor:
     replicas = strategy.num_replicas_in_sync
     self._batch_size = max(eval_batch_size - eval_batch_size % replicas,
                            replicas)
-
-    @tf.function
-    def step(inputs):
-      return strategy.run(task.predict_step, args=(inputs, model))
-    self._step = step
+    self._step = tf.function(
+        lambda inputs: strategy.run(task.predict_step, args=(inputs, model)))
 
   def predict(self, records_file: str, num_records: int,
               seq_length: int) -> Dict[str, np.ndarray]:
@@ -53,29 +48,6 @@ class Predictor:
     return {k: v[keep][order] for k, v in result.items()}
 
 
-def write_predictions(predictor: Predictor, meta: Dict, records_dir: str,
-                      split: str, lang: str, pred_dir: str,
-                      config: finetuning_experiment.FinetuningConfig) -> str:
-  """Predicts one split of one language; writes it in the benchmark layout."""
-  task = meta["task"]
-  info = meta["splits"][split][lang]
-  name = f"{split}-{lang}"
-  outputs = {}
-  if info["num_features"]:
-    outputs = predictor.predict(fileio.join(records_dir, info["file"]),
-                                info["num_features"], meta["seq_length"])
-  context = task_types.PredictionContext(
-      records_dir=records_dir, name=name, info=info, labels=meta["labels"],
-      n_best_size=config.n_best_size,
-      max_answer_length=config.max_answer_length)
-  text = (task_types.get(meta["task_type"]).prediction_text(context, outputs)
-          if outputs else "")
-  path = fileio.join(pred_dir, task,
-                     f"{name}.{xtreme_scorer.file_extension(task)}")
-  fileio.write_text(path, text)
-  return path
-
-
 def english_dev_metric(meta: Dict, scores_by_split: Dict) -> Optional[float]:
   """English's headline dev score (else on the scored split): what a sweep selects on."""
   for split in ("dev", meta["score_split"]):
@@ -88,22 +60,29 @@ def english_dev_metric(meta: Dict, scores_by_split: Dict) -> Optional[float]:
 
 
 def predict_and_score(predictor: Predictor, meta: Dict, records_dir: str,
-                      run_dir: str,
-                      config: finetuning_experiment.FinetuningConfig,
+                      run_dir: str, n_best_size: int, max_answer_length: int,
                       splits: Sequence[str]) -> Dict:
   """Writes every split's predictions; scores the labelled ones."""
+  task, kind = meta["task"], task_types.get(meta["task_type"])
   pred_dir = fileio.join(run_dir, "predictions")
   scores_by_split = {}
   for split in splits:
     languages = meta["splits"].get(split, {})
-    for lang in languages:
-      write_predictions(predictor, meta, records_dir, split, lang, pred_dir,
-                        config)
+    for lang, info in languages.items():
+      name = f"{split}-{lang}"
+      text = ""
+      if info["num_features"]:
+        outputs = predictor.predict(fileio.join(records_dir, info["file"]),
+                                    info["num_features"], meta["seq_length"])
+        text = kind.prediction_text(task_types.PredictionContext(
+            records_dir, name, info, meta["labels"], n_best_size,
+            max_answer_length), outputs)
+      fileio.write_text(fileio.join(
+          pred_dir, task, f"{name}.{xtreme_scorer.file_extension(task)}"), text)
     labelled = [l for l, info in languages.items() if info.get("has_labels")]
     if labelled:
       scores_by_split[split] = xtreme_scorer.score_task(
-          meta["task"], pred_dir, fileio.join(records_dir, "labels"),
-          split=split, languages=labelled)
-  xtreme_scorer.write_json(scores_by_split,
-                           fileio.join(run_dir, SCORES_FILE))
+          task, pred_dir, fileio.join(records_dir, "labels"), split=split,
+          languages=labelled)
+  xtreme_scorer.write_json(scores_by_split, fileio.join(run_dir, SCORES_FILE))
   return scores_by_split

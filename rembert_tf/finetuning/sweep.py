@@ -1,26 +1,19 @@
 """The paper's fine-tuning protocol: a sweep of learning rates x seeds, resumable.
 
 Used by `rembert-finetune` and the ablation suite; the selection rule here is
-the only one.
-
-* Each (rate, seed) run lives in `runs/lr-<lr>_seed-<s>/`; its
-  `run_config.json` is the run's fingerprint (settings, records, initial
-  weights, by content). A run made with other settings is refused before any
-  run starts; a finished run (`run.json`) is skipped unless the records it
-  predicted changed (then it predicts again, `redone`); an interrupted one
-  resumes from its newest checkpoint.
-* Selection: the best mean English dev score over seeds; unscored rates rank
-  last, and ties go to the SMALLER rate (independent of the order given).
-* Summary: mean and sample std (ddof=1; 0 for one seed) over the selected
-  rate's seeds of every number in the official-shape scores.
+the only one. Each (rate, seed) run lives in `runs/lr-<lr>_seed-<s>/`; its
+`run_config.json` is the run's fingerprint (settings, records, initial
+weights, by content): a run made with other settings is refused before any
+run starts; a finished run (`run.json`) is skipped unless the records it
+predicted changed (then it predicts again, `redone`); an interrupted one
+resumes from its newest checkpoint. Selection: the best mean English dev
+score over seeds; unscored rates rank last, ties go to the SMALLER rate.
+Summary: mean and sample std (ddof=1; 0 for one seed) over the selected
+rate's seeds of every number in the official-shape scores.
 
 Example:
-<!-- snippet: not run: a fragment: `runs` comes from the caller's code -->
 ```python
 from rembert_tf.finetuning import sweep
-summary = sweep.summarize_runs(runs, score_split="dev")
-summary["selected_learning_rate"], summary["scores"]["avg_metric"]
-print(sweep.selection_markdown(summary))   # English dev of each rate, the selected one
 sweep.select_learning_rate({1e-5: 70.0, 3e-5: 70.0, 5e-5: None})   # 1e-05
 ```
 """
@@ -43,7 +36,7 @@ from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.data import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import predictions
 from rembert_tf.finetuning import finetuning_task
@@ -119,10 +112,8 @@ def run_directory(output_dir: str,
 def run_fingerprint(config: finetuning_experiment.FinetuningConfig,
                     steps: int, identity: Dict[str, Any]) -> Dict[str, Any]:
   """What a run's weights depend on (its run_config.json): result settings and identity."""
-  values = {k: getattr(config, k) for k in _RESULT_FIELDS}
-  values["num_train_steps"] = steps
-  values.update(identity)
-  return values
+  return {**{k: getattr(config, k) for k in _RESULT_FIELDS},
+          "num_train_steps": steps, **identity}
 
 
 def _checkpoint_identity(init_checkpoint) -> str:
@@ -144,10 +135,10 @@ def check_run_config(run_dir: str, fingerprint: Dict[str, Any]) -> None:
     return
   diffs = _differences(fileio.read_json(path), fingerprint)
   if diffs:
-    output_dir = fileio.dirname(fileio.dirname(run_dir))
     raise finetuning_experiment.FinetuningError(
         f"{path}: this run was made with other settings (" + "; ".join(diffs)
-        + f"). Pass --overwrite to start {output_dir} again, or use another "
+        + "). Pass --overwrite to start "
+        f"{fileio.dirname(fileio.dirname(run_dir))} again, or use another "
         "--output_dir.")
 
 
@@ -168,15 +159,14 @@ def _differences(saved: Dict[str, Any], now: Dict[str, Any],
 def _predict_again(run_dir: str, label: str, progress) -> str:
   """Removes a finished run's predictions and result (run.json last) so that it
   predicts again; returns whether from its checkpoint or trained again."""
-  kept = fileio.glob(fileio.join(run_dir, "ckpt-*.index"))
-  how = ("predicted again from its kept checkpoint" if kept else
+  how = ("predicted again from its kept checkpoint"
+         if fileio.glob(fileio.join(run_dir, "ckpt-*.index")) else
          "trained again (its checkpoint was not kept; --keep_checkpoints "
          "keeps it)")
   progress(f"[finetune] {label}: the records or splits changed after it "
            f"finished; {how}")
-  fileio.rmtree(fileio.join(run_dir, "predictions"))
-  fileio.rmtree(fileio.join(run_dir, predictions.SCORES_FILE))
-  fileio.remove(fileio.join(run_dir, RUN_RESULT_FILE))
+  for name in ("predictions", predictions.SCORES_FILE, RUN_RESULT_FILE):
+    fileio.rmtree(fileio.join(run_dir, name))
   return f"{how}: the records or splits changed after it finished"
 
 
@@ -184,14 +174,10 @@ def run_once(context: SweepContext, run_dir: str,
              config: finetuning_experiment.FinetuningConfig,
              params: cfg.ExperimentConfig) -> Dict:
   """Trains once (or resumes) Model Garden's experiment `params` (the run of
-  `config`), writes every split's predictions, scores.
-
-  A finished run (its run.json exists, same settings) is returned as it was.
-  """
+  `config`), writes every split's predictions, scores; a finished run (its
+  run.json, of the same records and splits) is returned as it was."""
   meta, records_dir = context.meta, fileio.as_str(context.records_dir)
-  run_dir = fileio.as_str(run_dir)
-  label = run_label(meta, config)
-  steps = params.trainer.train_steps
+  label, steps = run_label(meta, config), params.trainer.train_steps
   fileio.makedirs(run_dir)
   check_run_config(run_dir, run_fingerprint(config, steps, context.identity))
   result_file = fileio.join(run_dir, RUN_RESULT_FILE)
@@ -210,64 +196,59 @@ def run_once(context: SweepContext, run_dir: str,
     task, model = train_run(params, run_dir, context.restore_encoder,
                             context.strategy, label, context.progress,
                             stop=context.stop)
-    predictor = predictions.Predictor(task, model, context.strategy,
-                                      config.eval_batch_size)
     scores_by_split = predictions.predict_and_score(
-        predictor, meta, records_dir, run_dir, config, context.splits)
+        predictions.Predictor(task, model, context.strategy,
+                              config.eval_batch_size),
+        meta, records_dir, run_dir, config.n_best_size,
+        config.max_answer_length, context.splits)
   except Exception as e:  # pylint: disable=broad-except
     if not fileio.is_disk_full(e):
       raise
     checkpoint_layout.remove_temporaries([run_dir])
-    raise run_disk_full_error(run_dir, e) from None
+    reason = ("disk quota exceeded" if "quota" in str(e).lower()
+              else "no space left on the device")
+    raise errors.InputError(
+        f"{run_dir}: writing it failed: {reason}. The unfinished checkpoint "
+        "is removed, the run's earlier checkpoints are kept. Free space "
+        "there, then run the same command: it resumes from the newest "
+        "checkpoint.") from None
   result = {"learning_rate": config.learning_rate, "seed": config.seed,
             "num_train_steps": steps, "scores": scores_by_split,
             "english_dev_metric": predictions.english_dev_metric(
                 meta, scores_by_split),
-            "run_dir": run_dir, "predicted": context.predicted()}
-  if redone:
-    result["redone"] = redone
+            "run_dir": run_dir, "predicted": context.predicted(),
+            **({"redone": redone} if redone else {})}
   xtreme_scorer.write_json(result, result_file)
   if not config.keep_checkpoints:
-    remove_training_checkpoints(run_dir)
+    for path in fileio.glob(fileio.join(run_dir, "ckpt-*")) + [
+        fileio.join(run_dir, "checkpoint")]:
+      fileio.rmtree(path)  # the model and optimizer state
   return result
-
-
-def run_disk_full_error(run_dir: str, error: BaseException
-                        ) -> errors.InputError:
-  """A run's full disk: the run named, its unfinished checkpoint removed."""
-  reason = ("disk quota exceeded" if "quota" in str(error).lower()
-            else "no space left on the device")
-  return errors.InputError(
-      f"{run_dir}: writing it failed: {reason}. The unfinished checkpoint "
-      "is removed, the run's earlier checkpoints are kept. Free space there, "
-      "then run the same command: it resumes from the newest checkpoint.")
 
 
 def run_sweep(context: SweepContext, output_dir: str,
               trainer: finetuning_experiment.FinetuningConfig,
               overrides: Sequence[Dict[str, Any]]) -> List[Dict]:
-  """The sweep: one Model Garden experiment (of `trainer`) and a list of
-  {learning_rate, seed} overrides of it, the runs asked for, then every other
-  run output_dir holds; each checked against its run_config.json before any
-  run starts; finished ones skipped."""
+  """The runs of `trainer` with each {learning_rate, seed} of `overrides`,
+  then every other run output_dir holds; each checked against its
+  run_config.json before any run starts; finished ones skipped."""
   asked = {(o["learning_rate"], o["seed"]) for o in overrides}
   overrides = list(overrides) + [
       {"learning_rate": rate, "seed": seed}
       for rate, seed in earlier_runs(output_dir) if (rate, seed) not in asked]
-  base = finetuning_experiment.experiment_config(
-      context.meta, fileio.as_str(context.records_dir), context.model_config,
-      trainer)
-  runs = [(trainer.replace(**o),
-           finetuning_experiment.run_experiment_config(base, o))
-          for o in overrides]
-  for config, params in runs:
+  runs = []
+  for override in overrides:
+    config = trainer.replace(**override)
+    params = finetuning_experiment.experiment_config(
+        context.meta, fileio.as_str(context.records_dir),
+        context.model_config, config)
     run_dir = run_directory(output_dir, config)
     if fileio.exists(fileio.join(run_dir, RUN_CONFIG_FILE)):
       check_run_config(run_dir, run_fingerprint(
           config, params.trainer.train_steps, context.identity))
+    runs.append((run_dir, config, params))
   results = []
-  for config, params in runs:
-    run_dir = run_directory(output_dir, config)
+  for run_dir, config, params in runs:
     earlier = "" if (config.learning_rate, config.seed) in asked else (
         " (an earlier command's run)")
     context.progress(f"[finetune] run {len(results) + 1}/{len(runs)}: "
@@ -280,13 +261,11 @@ def run_sweep(context: SweepContext, output_dir: str,
 def earlier_runs(output_dir: str) -> List[Tuple[float, int]]:
   """(learning rate, seed) of every run output_dir holds (started)."""
   runs_dir = fileio.join(output_dir, "runs")
-  found = []
-  for name in fileio.listdir(runs_dir) if fileio.isdir(runs_dir) else []:
-    path = fileio.join(runs_dir, name, RUN_CONFIG_FILE)
-    if fileio.exists(path):
-      saved = fileio.read_json(path)
-      found.append((saved["learning_rate"], saved["seed"]))
-  return sorted(found)
+  saved = [fileio.join(runs_dir, name, RUN_CONFIG_FILE)
+           for name in (fileio.listdir(runs_dir) if fileio.isdir(runs_dir)
+                        else [])]
+  return sorted((config["learning_rate"], config["seed"]) for config in
+                map(fileio.read_json, filter(fileio.exists, saved)))
 
 
 # --- One run: training on Model Garden's runner ---------------------------------
@@ -344,15 +323,6 @@ def train_run(params: cfg.ExperimentConfig, run_dir: str, restore_encoder,
       runner.controller.train(steps=params.trainer.train_steps)
     saves.save(final=True)
   return task, trainer.model
-
-
-def remove_training_checkpoints(run_dir: str) -> None:
-  """Drops a finished run's checkpoints (model + optimizer state)."""
-  for path in fileio.glob(fileio.join(run_dir, "ckpt-*")):
-    fileio.remove(path)
-  index = fileio.join(run_dir, "checkpoint")
-  if fileio.exists(index):
-    fileio.remove(index)
 
 
 # --- Selection and summary ----------------------------------------------------------

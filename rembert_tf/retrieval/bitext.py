@@ -22,9 +22,9 @@ from typing import FrozenSet, List, Optional, Sequence, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
+from rembert_tf.data import xtreme_tfds
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import xtreme_tfds
 
 # The benchmark's retrieval tasks and their splits (the task table's).
 BUCC = "bucc2018"

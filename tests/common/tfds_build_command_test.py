@@ -18,7 +18,7 @@ import sys
 import pytest
 
 import testlib
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 
 NAME = "rembert_tiny_sentences"
 BUILDER = '''"""Three sentences, generated locally."""

@@ -9,7 +9,7 @@ import pytest
 import data_testlib
 import tfds_corpora
 import tfds_testlib
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 from rembert_tf.data import pretraining_record_creation
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tfds_text_inputs

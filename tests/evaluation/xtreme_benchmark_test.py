@@ -88,7 +88,7 @@ def test_every_task_entry_names_a_known_category_and_metric():
     assert task.category in b.CATEGORY_LABELS, task.name
     assert task.metric in s.METRICS, task.name
     assert task.languages and len(set(task.languages)) == len(task.languages)
-    assert set(task.paper_results) <= set(s.task_metric(task.name).metrics)
+    assert set(task.paper_results) <= set(s.task_metric(task.name).table_metrics)
   assert [s.task_metric(t).name for t in ("xnli", "panx", "mlqa", "bucc2018")
           ] == ["accuracy", "entity_f1", "mlqa", "pair_f1"]
   with pytest.raises(s.ScoringError, match="Unknown task 'nope'"):

@@ -16,7 +16,7 @@ import pytest
 
 import testlib
 from rembert_tf.common import errors
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.data import finetuning_data
 import finetuning_testlib  # tests/finetuning/
 
 QUIET = lambda line: None  # noqa: E731

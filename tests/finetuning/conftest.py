@@ -167,7 +167,7 @@ def checkpoint_dir(tiny_cfg, sp_model, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def xnli_records(sp_model, download_dir, tmp_path_factory):
-  from rembert_tf.finetuning import finetuning_data
+  from rembert_tf.data import finetuning_data
   d = tmp_path_factory.mktemp("xnli_records")
   finetuning_data.create_finetuning_data(
       "xnli", download_dir, sp_model, d, seq_length=24, splits=("dev",),

@@ -9,14 +9,13 @@ import tensorflow as tf
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.finetuning import example_records
+from rembert_tf.data import xtreme_records
 from rembert_tf.common import output_lock
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import task_types
+from rembert_tf.data import finetuning_data
 
 def _records(path, task_type, seq_length):
-  spec = task_types.feature_spec(task_type, seq_length)
+  spec = xtreme_records.feature_spec(task_type, seq_length)
   return [{k: v.numpy() for k, v in tf.io.parse_single_example(r, spec).items()}
           for r in tf.data.TFRecordDataset(str(path))]
 
@@ -27,7 +26,7 @@ def test_classification_records(sp_model, download_dir, tmp_path):
       progress=lambda s: None)
   assert set(meta["splits"]["dev"]) == {"en", "de", "ar"}
   assert meta["splits"]["test"]["ar"]["has_labels"] is False
-  rows = _records(tmp_path / "xnli/dev-ar.tfrecord", task_types.CLASSIFICATION.name, 24)
+  rows = _records(tmp_path / "xnli/dev-ar.tfrecord", "classification", 24)
   assert len(rows) == 3
   assert [int(r["label_id"][0]) for r in rows] == [1, 0, 2]  # ent, contra, neutral
   first = rows[0]
@@ -47,14 +46,14 @@ def test_panx_first_piece_labels_and_split(sp_model, download_dir, tmp_path):
   info = meta["splits"]["dev"]["en"]
   # 6-word sentences do not fit in 6 pieces: split into several records.
   assert info["num_features"] > info["num_examples"] == 6
-  side = example_records.read_side_file(tmp_path / "panx", "dev-en")
+  side = xtreme_records.read_side_file(tmp_path / "panx", "dev-en")
   covered = {}
   for row in side:
     for k in range(len(row["positions"])):
       covered.setdefault(row["sentence"], []).append(row["word_start"] + k)
   assert all(covered[s] == list(range(n)) for s, n in
              enumerate(info["num_words"]))
-  rows = _records(tmp_path / "panx/dev-en.tfrecord", task_types.TAGGING.name, 8)
+  rows = _records(tmp_path / "panx/dev-en.tfrecord", "tagging", 8)
   for row, side_row in zip(rows, side):
     labelled = np.where(row["label_ids"] >= 0)[0].tolist()
     assert labelled == side_row["positions"]   # only first pieces labelled
@@ -71,8 +70,8 @@ def test_qa_windows_answers_and_cls_target(sp_model, download_dir, tmp_path):
   meta = finetuning_data.create_finetuning_data(
       "mlqa", download_dir, sp_model, tmp_path, seq_length=24, doc_stride=4,
       max_query_length=8, progress=lambda s: None)
-  sp = example_records.SentencePieceTokenizer(sp_model).sp
-  train = _records(tmp_path / "mlqa/train-en.tfrecord", task_types.SPAN.name, 24)
+  sp = xtreme_records.SentencePieceTokenizer(sp_model).sp
+  train = _records(tmp_path / "mlqa/train-en.tfrecord", "span", 24)
   assert meta["splits"]["train"]["en"]["num_features"] == len(train) > 8
   starts = [int(r["start_position"][0]) for r in train]
   assert 0 in starts  # windows without the answer kept with the [CLS] target
@@ -84,8 +83,8 @@ def test_qa_windows_answers_and_cls_target(sp_model, download_dir, tmp_path):
   assert answers == {"Paris", "Rome", "the red mat"}
   # Chinese and Arabic eval windows: character offsets map back to the answer.
   for lang, answer in (("zh", "北京"), ("ar", "باريس")):
-    side = example_records.read_side_file(tmp_path / "mlqa", f"dev-{lang}")
-    context = example_records.read_side_file(
+    side = xtreme_records.read_side_file(tmp_path / "mlqa", f"dev-{lang}")
+    context = xtreme_records.read_side_file(
         tmp_path / "mlqa", f"dev-{lang}", "examples")[0]["context"]
     spans = [(a, b) for row in side for a, b in
              zip(row["tok_start_to_orig_index"], row["tok_end_to_orig_index"])]
@@ -130,7 +129,7 @@ def test_special_ids_come_from_the_sentencepiece_model(download_dir, tmp_path):
       seq_length=24, splits=("dev",), progress=lambda s: None)
   assert meta["sp_model_sha256"] == fileio.sha256(
       testlib.released_layout_sentencepiece())
-  row = _records(tmp_path / "xnli/dev-de.tfrecord", task_types.CLASSIFICATION.name, 24)[0]
+  row = _records(tmp_path / "xnli/dev-de.tfrecord", "classification", 24)[0]
   n = int(row["input_mask"].sum())
   assert row["input_word_ids"][0] == testlib.RELEASED_CLS_ID
   assert row["input_word_ids"][n - 1] == testlib.RELEASED_SEP_ID
@@ -171,7 +170,7 @@ def test_bad_label_names_file_and_line(sp_model, download_dir, tmp_path):
 def test_every_xtreme_dataset_names_a_registered_task_type():
   for name in xtreme_tasks.FINETUNING_TASKS:
     dataset = xtreme_tasks.get(name)
-    assert task_types.get(dataset.task_type).name == dataset.task_type
+    assert xtreme_records.record_type(dataset.task_type).name == dataset.task_type
   retrieval = set(xtreme_tasks.XTREME_TASKS) - set(
       xtreme_tasks.FINETUNING_TASKS)
   assert retrieval == {"bucc2018", "tatoeba"}

@@ -9,7 +9,7 @@ import tensorflow as tf
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.data import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.runtime import preemption
@@ -78,7 +78,7 @@ def test_records_of_another_sentencepiece_model_are_refused(
   shutil.copytree(checkpoint_dir, other)
   (other / checkpoint_layout.SENTENCEPIECE_FILE).write_bytes(
       sp_model.read_bytes() + b"\n")  # another model, as far as hashes go
-  with pytest.raises(finetuning_experiment.FinetuningError) as e:
+  with pytest.raises(finetuning_data.TaskDataError) as e:
     _run("xnli", xnli_records, tmp_path / "out", other, splits=("dev",))
   message = str(e.value)
   assert isinstance(e.value, errors.RemBertError)
@@ -118,7 +118,7 @@ def test_bad_inputs_are_one_line_errors(tiny_cfg, xnli_records, checkpoint_dir,
     finetuning_testlib.finetune("xnli", tmp_path / "o",
                                      records_dir=tmp_path / "empty",
                                      model_config=tiny_cfg, progress=QUIET)
-  with pytest.raises(finetuning_experiment.FinetuningError, match="field task"):
+  with pytest.raises(finetuning_data.TaskDataError, match="field task"):
     _run("panx", xnli_records, tmp_path / "o", checkpoint_dir)
   with pytest.raises(checkpoint_layout.CheckpointError, match="does not exist"):
     _run("xnli", xnli_records, tmp_path / "o", tmp_path / "nope")

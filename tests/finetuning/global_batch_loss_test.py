@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.data import finetuning_data
 from rembert_tf.finetuning import finetuning_task
 from rembert_tf.finetuning import predictions
 from rembert_tf.finetuning import task_types

@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.data import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 import finetuning_testlib  # tests/finetuning/
 
@@ -34,13 +35,27 @@ def _records_metadata(out):
   return (out / "records/xnli/metadata.json").read_bytes()
 
 
+@pytest.fixture(scope="module")
+def first_sweep(checkpoint_dir, download_dir, tmp_path_factory):
+  """One sweep of the default settings (one rate), copied by each test that
+  reruns into it."""
+  out = tmp_path_factory.mktemp("first_sweep") / "o"
+  _finetune(out, checkpoint_dir, download_dir)
+  return out
+
+
 def test_a_second_learning_rate_adds_to_the_sweep_and_the_table_lists_both(
-    checkpoint_dir, download_dir, tmp_path):
+    first_sweep, checkpoint_dir, download_dir, tmp_path, monkeypatch):
+  """... and the download/ folder named by a relative path is the same input."""
   out = tmp_path / "o"
-  _finetune(out, checkpoint_dir, download_dir, learning_rates=[1e-3])
+  shutil.copytree(first_sweep, out)
+  before = _records_metadata(out)
+  monkeypatch.chdir(download_dir.parent)
   lines = []
-  results = _finetune(out, checkpoint_dir, download_dir,
+  results = _finetune(out, checkpoint_dir, download_dir.name,
                       learning_rates=[3e-3], progress=lines.append)
+  assert any("records of an earlier run reused" in l for l in lines), lines
+  assert _records_metadata(out) == before
   assert set(results["english_dev_by_rate"]) == {"0.001", "0.003"}
   assert sorted(r["learning_rate"] for r in results["runs"]) == [1e-3, 3e-3]
   assert json.loads((out / "results.json").read_text())[
@@ -65,11 +80,11 @@ def test_a_second_learning_rate_adds_to_the_sweep_and_the_table_lists_both(
 
 
 def test_another_seq_length_is_refused_before_the_records_change(
-    checkpoint_dir, download_dir, tmp_path):
+    first_sweep, checkpoint_dir, download_dir, tmp_path):
   out = tmp_path / "o"
-  _finetune(out, checkpoint_dir, download_dir)
+  shutil.copytree(first_sweep, out)
   before = _records_metadata(out)
-  with pytest.raises(finetuning_experiment.FinetuningError,
+  with pytest.raises(finetuning_data.TaskDataError,
                      match=r"o: its runs were trained on records made with "
                      r"other settings or files \(seq_length is 24 there, 32 "
                      r"now\). Pass --overwrite to start .*o again"):
@@ -117,19 +132,6 @@ def test_a_dev_file_added_to_download_is_predicted_by_training_again(
   assert set(results["scores"]["accuracy"]) == {"en", "de", "ar"}
   assert ("- lr=0.001 seed=0: trained again (its checkpoint was not kept"
           in (out / "results.md").read_text())
-
-
-def test_data_dir_relative_or_absolute_is_one_identity(
-    checkpoint_dir, download_dir, tmp_path, monkeypatch):
-  out = tmp_path / "o"
-  _finetune(out, checkpoint_dir, download_dir)
-  before = _records_metadata(out)
-  monkeypatch.chdir(download_dir.parent)
-  lines = []
-  _finetune(out, checkpoint_dir, download_dir.name, progress=lines.append)
-  assert any("records of an earlier run reused" in l for l in lines), lines
-  assert any("finished earlier, skipped" in l for l in lines), lines
-  assert _records_metadata(out) == before
 
 
 def test_a_random_init_sweep_with_another_model_config_is_refused(

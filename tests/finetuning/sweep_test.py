@@ -58,7 +58,7 @@ def test_the_reuse_key_covers_the_result_settings_and_no_path(
   """A run is reused only with the same result settings: a frozen-embedding
   rerun is not; the same records and checkpoint spelled by another path are."""
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
-  from rembert_tf.finetuning import finetuning_data  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import finetuning_data  # pylint: disable=g-import-not-at-top
   from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
 
   def identity(records_dir, checkpoint):

@@ -12,11 +12,11 @@ import pytest
 
 import tfds_testlib
 import xtreme_fixtures
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import xtreme_tfds
+from rembert_tf.data import finetuning_data
+from rembert_tf.data import xtreme_tfds
 
 HERE = pathlib.Path(__file__).resolve().parent
 QUIET = lambda s: None  # noqa: E731

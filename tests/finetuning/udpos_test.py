@@ -12,15 +12,14 @@ import tfds_testlib
 import xtreme_fixtures
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import example_records
-from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import task_types
+from rembert_tf.data import xtreme_records
+from rembert_tf.data import finetuning_data
 
 QUIET = lambda s: None  # noqa: E731
 
 
 def _label_ids(path, seq_length):
-  spec = task_types.feature_spec("tagging", seq_length)
+  spec = xtreme_records.feature_spec("tagging", seq_length)
   return [tf.io.parse_single_example(r, spec)["label_ids"].numpy()
           for r in tf.data.TFRecordDataset(str(path))]
 
@@ -45,7 +44,7 @@ def test_udpos_records_tag_the_first_piece_of_each_word(sp_model, download_dir,
   dev = meta["splits"]["dev"]["en"]
   # 8-word sentences do not fit in 6 pieces: split, never cut.
   assert dev["num_features"] > dev["num_examples"] == 6
-  side = example_records.read_side_file(tmp_path / "udpos", "dev-en")
+  side = xtreme_records.read_side_file(tmp_path / "udpos", "dev-en")
   rows = _label_ids(tmp_path / "udpos/dev-en.tfrecord", 8)
   labels = list(xtreme_tasks.UDPOS_LABELS)
   tags = []

@@ -39,9 +39,9 @@ from rembert_tf.conversion import weight_layout
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.export import preprocessor_export
-from rembert_tf.finetuning import finetuning_data
-from rembert_tf.finetuning import task_types
-from rembert_tf.finetuning import xtreme_readers
+from rembert_tf.data import finetuning_data
+from rembert_tf.data import xtreme_records
+from rembert_tf.data import xtreme_readers
 from rembert_tf.data import tokenizer
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.modeling import rembert_pretrainer
@@ -245,7 +245,7 @@ def _without_pooler(hf_dir, out_dir):
 
 
 def _records(records_dir, task_type, seq_length, name):
-  spec = task_types.feature_spec(task_type, seq_length)
+  spec = xtreme_records.feature_spec(task_type, seq_length)
   rows = [tf.io.parse_single_example(r, spec) for r in
           tf.data.TFRecordDataset(str(records_dir / f"{name}.tfrecord"))]
   return {key: np.stack([r[key].numpy() for r in rows]).tolist()

@@ -4,7 +4,7 @@ import pytest
 
 import retrieval_tfds_fixtures as fixtures
 import tfds_testlib
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 from rembert_tf.retrieval import bitext
 
 

@@ -144,8 +144,9 @@ def _text_lines(path) -> List[str]:
     raise _not_utf8(path, e) from None
 
 
-def read_squad_json(path):
-  """The parsed SQuAD v1.1 JSON of a file."""
+def read_squad_json(path, dataset: xtreme_tasks.XtremeTask):
+  """The parsed SQuAD v1.1 JSON of a task file."""
+  require_file(path, dataset)
   try:
     return json.loads("\n".join(_text_lines(path)))
   except json.JSONDecodeError as e:
@@ -195,8 +196,15 @@ def _training_answer(path, context: str, qa) -> Optional[Tuple[str, int]]:
 def read_squad_examples(path, dataset: xtreme_tasks.XtremeTask,
                         is_training: bool) -> List[squad_lib_sp.SquadExample]:
   """A SQuAD v1.1 file -> SquadExample list (start_position is a char offset)."""
-  require_file(path, dataset)
-  return squad_examples(read_squad_json(path), path, is_training)
+  return squad_examples(read_squad_json(path, dataset), path, is_training)
+
+
+def has_answers(data) -> bool:
+  """False for XTREME's label-stripped QA files (every answer text empty)."""
+  return any(isinstance(answer, dict) and answer.get("text")
+             for article in data["data"]
+             for paragraph in article["paragraphs"]
+             for qa in paragraph["qas"] for answer in qa.get("answers", []))
 
 
 def squad_examples(data, path, is_training: bool

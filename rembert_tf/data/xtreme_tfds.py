@@ -1,7 +1,7 @@
 """XTREME tasks read from prepared TensorFlow Datasets instead of `download/`.
 
 Where a task's splits and fields lie is its `evaluation.xtreme_tasks` entry
-(`TfdsLayout`); reading a split is `common.tfds_reader` (the given data dir
+(`TfdsLayout`); reading a split is `data.tfds_reader` (the given data dir
 only, no download). This module turns a split's examples into *rows*, dicts
 in the task's own terms (class labels as the task's names, translations as
 the split language's text), which the task types turn into the same examples
@@ -16,7 +16,7 @@ the download readers make:
 """
 from typing import Any, Dict, List, Optional, Tuple
 
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 from rembert_tf.evaluation import xtreme_tasks
 
 TaskDataError = xtreme_tasks.TaskDataError

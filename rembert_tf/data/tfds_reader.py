@@ -1,29 +1,18 @@
 """Reading prepared TensorFlow Datasets: one split of one builder, as Python values.
 
-Builds on `tensorflow_datasets` (the builder, its features and its reader);
-what is added here is what every caller of rembert_tf needs and TFDS does not
-do by itself:
-
-* data only from the given `data_dir` (local or `gs://`; without one, TFDS's
-  own default, `default_data_dir`): never downloaded, never prepared, never
-  looked up on TFDS's public Cloud Storage bucket (its dataset-info lookup
-  is switched off before a builder is made);
-* one-line errors (`TfdsError`) that name the builder, config, split or
-  directory and the fix: a builder or config that does not exist, a dataset
-  not prepared in `data_dir`, a split it does not have;
-* examples as plain Python values: text decoded to `str`, sequences to
-  lists, nested features to dicts; a class label stays its integer (the
-  names are `class_names`).
-
-Files are read in their prepared order (`shuffle_files=False`), so two reads
-of a split give the same examples in the same order. `tensorflow_datasets`
-is imported on first use: importing this module costs nothing (the record
-workers of file inputs never load it).
+Builds on `tensorflow_datasets` (the builder, its features and its reader),
+adding what every caller needs: data only from the given `data_dir` (local
+or `gs://`; without one, TFDS's own default), never downloaded, prepared or
+looked up on TFDS's public bucket; one-line errors (`TfdsError`) naming the
+builder, config, split or directory and the fix; examples as plain Python
+values (text as `str`, sequences as lists; a class label stays its integer,
+the names are `class_names`), in their prepared order. `tensorflow_datasets`
+is imported on first use: importing this module costs nothing.
 
 Example:
 <!-- snippet: not run: reads TFDS data from `gs://` -->
 ```python
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 split = tfds_reader.SplitRef("paws_x_wiki", "de", "validation")
 builder = tfds_reader.open_split(split, "gs://bucket/tensorflow_datasets")
 names = tfds_reader.class_names(builder, "label")  # different_meaning, paraphrase

@@ -9,10 +9,10 @@ from typing import List, Optional, Sequence, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import tfds_reader
+from rembert_tf.data import tfds_reader
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import xtreme_readers
-from rembert_tf.finetuning import xtreme_tfds
+from rembert_tf.data import xtreme_readers
+from rembert_tf.data import xtreme_tfds
 
 
 

@@ -1,15 +1,18 @@
 """Turns an XTREME task (its `download/` files, or TFDS) into fine-tuning TFRecords.
 
-Writes, for `--output_dir O` and task T (atomically): `O/T/metadata.json`
-(settings, labels, splits, each source file by sha256), `train-en.tfrecord`,
-`<split>-<lang>.tfrecord` and `.side.jsonl` (what maps predictions back),
-and the gold labels under `labels/T/`. Reading is `task_sources`, records
-are `example_records`, what differs per type is `task_types`.
+Writes, for `--output_dir O` and task T (atomically, `common.outputs`):
+`O/T/metadata.json` (settings, labels, splits, each source file by sha256),
+`train-en.tfrecord`, `<split>-<lang>.tfrecord` and `.side.jsonl` (what maps
+predictions back), and the gold labels under `labels/T/`; reading is
+`xtreme_sources`, records and what differs per task type `xtreme_records`,
+writing `tf.io.TFRecordWriter`. For a `rembert-finetune` run,
+`prepare_records` makes them under its output_dir (or reuses them while
+their inputs are the same by content) and `checked_metadata` checks them.
 
 Example:
 <!-- snippet: not run: needs a corpus and a SentencePiece model -->
 ```python
-from rembert_tf.finetuning import finetuning_data
+from rembert_tf.data import finetuning_data
 meta = finetuning_data.create_finetuning_data(
     task="xnli", data_dir="download", sp_model="spm/sentencepiece.model",
     output_dir="records", seq_length=128)
@@ -28,10 +31,10 @@ import tensorflow as tf
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.data import tfds_reader
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import example_records
-from rembert_tf.finetuning import task_sources
-from rembert_tf.finetuning import task_types
+from rembert_tf.data import xtreme_records
+from rembert_tf.data import xtreme_sources
 
 METADATA_FILE = "metadata.json"
 # [CLS] + at least a few pieces + [SEP] (+ [SEP]); below this no task fits.
@@ -98,7 +101,8 @@ def _write_one_split(kind, dataset, source, split, lang, tokenizer,
   if split == "dev":
     _check_dev_labels(source.describe(split, lang), data, allow_unlabelled_dev)
   count = _write_split(
-      kind.records(data, dataset, tokenizer, seq_length, options, is_training),
+      kind.records(data, dataset, tokenizer, seq_length,
+                   dict(options, is_training=is_training)),
       out_dir, name, write_side=kind.writes_side_files and not is_training)
   if is_training and not count:
     raise TaskDataError(
@@ -123,9 +127,9 @@ def _plan(task: str, data_dir, sp_model, seq_length, doc_stride: int,
           tfds_data_dir):
   """(dataset, task type, source, (split, language) jobs, `records_identity`)."""
   dataset = xtreme_tasks.get_finetuning_task(task)
-  kind = task_types.get(dataset.task_type)
+  kind = xtreme_records.record_type(dataset.task_type)
   seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
-  source = task_sources.make_source(dataset, data_source, data_dir,
+  source = xtreme_sources.make_source(dataset, data_source, data_dir,
                                     tfds_data_dir)
   jobs = source.jobs(languages, splits)
   # A file by its content, whatever its path; a TFDS split by its name and
@@ -202,7 +206,7 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
   dataset, kind, source, jobs, identity = _plan(
       task, data_dir, sp_model, seq_length, doc_stride, max_query_length,
       languages, splits, data_source, tfds_data_dir)
-  tokenizer = example_records.SentencePieceTokenizer(sp_model)
+  tokenizer = xtreme_records.SentencePieceTokenizer(sp_model)
   meta = dict(identity, labels=list(dataset.labels),
               score_split=dataset.score_split,
               task_type=dataset.task_type, sp_model=fileio.as_str(sp_model),
@@ -239,26 +243,97 @@ def read_metadata(records_dir) -> Dict:
                         "records with rembert-create-finetuning-data.") from None
 
 
-def check_records_intact(meta: Dict, records_dir, splits: Sequence[str]) -> None:
-  """Raises, naming the file and the fix, if a records file a run reads holds
-  fewer records than metadata.json counts (a cut-short copy)."""
-  needed = [("train", "en")] + [(split, lang) for split in splits
-                                for lang in sorted(meta["splits"].get(split, {}))]
-  for split, lang in needed:
-    info = meta["splits"].get(split, {}).get(lang)
-    if not info:
-      continue
-    path = fileio.join(records_dir, info.get("file", f"{split}-{lang}.tfrecord"))
-    try:  # counted in TensorFlow's reader: a second for 10^5 records
-      count = int(tf.data.TFRecordDataset(path).reduce(
-          tf.constant(0, tf.int64), lambda n, _: n + 1))
-      found = f"it holds {count} records"
-    except (tf.errors.DataLossError, tf.errors.NotFoundError) as e:
-      count, found = None, " ".join(errors.one_line(e).split(";")[0].split())
-    if count == info["num_features"]:
-      continue
+# --- The records of a fine-tuning run -------------------------------------
+
+
+def prepare_records(data, output_dir: str, sp_model, init_checkpoint,
+                    holds_runs: bool, progress) -> str:
+  """The records directory of a run of `data` (the fine-tuning experiment's
+  data section): `data.records_dir`, or written under
+  output_dir/records/<task> and reused while their inputs are the same by
+  content. `holds_runs`: output_dir holds runs trained on those records;
+  then changed training records are refused, and changed dev / test files
+  are made again with a note (the runs predict them again). An output_dir
+  that is, holds or lies in an input is refused."""
+  outputs.refuse_overlap(output_dir, {
+      "--init_checkpoint": init_checkpoint, "--records_dir": data.records_dir,
+      "--data_dir": data.data_dir, "--tfds_data_dir": data.tfds_data_dir,
+      "--sentencepiece_model": data.sentencepiece_model}, "--output_dir")
+  if data.records_dir is not None:
+    return fileio.as_str(data.records_dir)
+  tfds_data_dir = data.tfds_data_dir
+  if data.data_source == "tfds":
+    tfds_data_dir = tfds_reader.data_dir_or_default(tfds_data_dir)
+  records_root = fileio.join(output_dir, "records")
+  existing = fileio.join(records_root, data.task)
+  options = dict(seq_length=data.seq_length, languages=data.languages,
+                 splits=data.splits, data_source=data.data_source,
+                 tfds_data_dir=tfds_data_dir)
+  if fileio.exists(fileio.join(existing, METADATA_FILE)):
+    changes = records_changes(read_metadata(existing), records_identity(
+        data.task, data.data_dir, sp_model, **options))
+    if not changes:  # a rerun (after a kill, another rate) reuses them
+      progress(f"[finetune] records of an earlier run reused: {existing}")
+      return existing
+    said = "; ".join(f"{name} is {there} there, {now} now"
+                     for name, there, now in changes)
+    if holds_runs and any(name in TRAINING_SETTINGS or name == "train-en"
+                          for name, _, _ in changes):
+      raise TaskDataError(
+          f"{output_dir}: its runs were trained on records made with other "
+          f"settings or files ({said}). Pass --overwrite to start "
+          f"{output_dir} again, or use another --output_dir.")
+    if holds_runs:
+      progress(f"[finetune] note: {existing} is made again: its dev / test "
+               f"files changed ({said}); the finished runs predict them again.")
+  create_finetuning_data(
+      data.task, data.data_dir, sp_model, records_root, overwrite=True,
+      progress=progress, allow_unlabelled_dev=data.allow_unlabelled_dev,
+      **options)
+  return existing
+
+
+def checked_metadata(data, records_dir: str, checkpoint_sp_model,
+                     num_learning_rates: int, progress) -> Dict:
+  """The records' metadata.json once every check passes: the task, training
+  records, labelled dev files (unless data.allow_unlabelled_dev) and the
+  SentencePiece model of the checkpoint (`checkpoint_sp_model`, if any)."""
+  meta = read_metadata(records_dir)
+  metadata = fileio.join(records_dir, METADATA_FILE)
+  if meta["task"] != data.task:
+    raise TaskDataError(f"{metadata}: field task is {meta['task']!r}, not "
+                        f"{data.task!r}; give the records of {data.task}.")
+  train = meta["splits"].get("train", {}).get("en", {})
+  if not train.get("num_features"):
     raise TaskDataError(
-        f"{path}: cut short or damaged ({found}; {METADATA_FILE} counts "
-        f"{info['num_features']}); recreate the records: "
-        "rembert-create-finetuning-data --overwrite for a --records_dir, or "
-        f"remove {records_dir} and rerun to rebuild it from --data_dir.")
+        f"{metadata}: the English training split "
+        f"({train.get('source', 'train-en')}) has no record, so there is "
+        "nothing to train on; fix the training file and recreate the records.")
+  dev = meta["splits"].get("dev", {})
+  for lang, info in sorted(dev.items() if "dev" in data.splits and
+                           not data.allow_unlabelled_dev else ()):
+    if not info.get("has_labels") or not info.get("num_examples"):
+      state = "no labels" if info.get("num_examples") else "no examples"
+      raise TaskDataError(
+          f"{metadata}: dev-{lang} has {state} (from {info.get('source')}), "
+          "so it gets no dev score"
+          + (" and the learning rate cannot be selected on it"
+             if lang == "en" and num_learning_rates > 1 else "") +
+          ". Recreate the records from a labelled dev file, leave dev out "
+          "(--splits test), or pass --allow_unlabelled_dev.")
+  records_hash = meta.get("sp_model_sha256")
+  if checkpoint_sp_model and records_hash and (
+      fileio.sha256(checkpoint_sp_model) != records_hash):
+    message = (
+        f"{metadata}: the records were made with the SentencePiece model "
+        f"{meta.get('sp_model', '?')} (sp_model_sha256 {records_hash}), but "
+        f"the checkpoint was trained with {checkpoint_sp_model} (sha256 "
+        f"{fileio.sha256(checkpoint_sp_model)}). Recreate the records with "
+        f"--sentencepiece_model {checkpoint_sp_model}")
+    if not data.allow_sentencepiece_mismatch:
+      raise TaskDataError(message + ", or pass --allow_sentencepiece_mismatch"
+                          " to fine-tune anyway.")
+    logging.warning("%s", message)
+    progress(f"[finetune] WARNING: {message} "
+             "(--allow_sentencepiece_mismatch given; going on).")
+  return meta

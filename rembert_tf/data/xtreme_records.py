@@ -1,5 +1,9 @@
-"""XTREME examples -> fine-tuning records, with the side rows that map back.
+"""XTREME examples -> fine-tuning records, and what differs per task type on the data side.
 
+`RECORD_TYPES` holds one entry per task type (sentence-pair classification,
+per-word tagging, span QA): how a task file or TFDS rows are read into
+examples, how examples become records and the side rows that map
+predictions back, the gold labels, and the record spec (`feature_spec`).
 Each builder yields `(serialized tf.train.Example, side row or None)`;
 records have static int64 shapes: `input_word_ids`, `input_mask`,
 `input_type_ids` [seq_length], `feature_index` [1]; plus `label_id` [1],
@@ -10,20 +14,31 @@ Builds on Model Garden's `classifier_data_lib` truncation rule (pairs) and
 `squad_lib_sp`'s "max context" rule (QA windows). Its QA feature converter
 is not used: it strips accents before SentencePiece, which breaks Hindi or
 Arabic text; SentencePiece's own byte offsets map pieces to characters.
+
+Example:
+```python
+from rembert_tf.data import xtreme_records
+sorted(xtreme_records.feature_spec("tagging", 128))
+# ['feature_index', 'input_mask', 'input_type_ids', 'input_word_ids', 'label_ids']
+```
 """
 import bisect
 import collections
+import dataclasses
 import json
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from absl import logging
 import numpy as np
 from official.nlp.data import classifier_data_lib
 from official.nlp.data import squad_lib_sp
+import tensorflow as tf
 
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import example_encoding
 from rembert_tf.data import tokenizer as tokenizer_lib
+from rembert_tf.data import xtreme_readers
 from rembert_tf.evaluation import xtreme_tasks
 
 IGNORED_LABEL_ID = -1
@@ -269,3 +284,168 @@ def read_side_file(records_dir, name: str, suffix: str = "side") -> List[Dict]:
   path = fileio.join(records_dir, f"{name}.{suffix}.jsonl")
   return [json.loads(line) for line in fileio.read_text(path).splitlines()
           if line.strip()]
+
+
+# --- What differs per task type: one entry per type --------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitData:
+  """One task split read for record creation."""
+  examples: List[Any]
+  has_labels: bool
+  info: Dict[str, Any]           # extra metadata of the split (num_words, ...)
+  # QA: the split as SQuAD v1.1 JSON, the scorer's gold file.
+  squad_json: Optional[bytes] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordType:
+  """How the examples of one task type are read and become records."""
+  name: str
+  # A task file, or TFDS rows (`xtreme_tfds`) with the origin they name.
+  read: Callable[[str, Any, bool], SplitData]
+  from_rows: Callable[[List[Dict], Any, bool, str], SplitData]
+  records: Callable[..., Iterable[Tuple[bytes, Optional[Dict]]]]
+  gold_text: Callable[[str, SplitData], Tuple[str, bytes]]
+  writes_side_files: bool
+  # Writes what prediction needs beyond the side rows (QA: the contexts).
+  write_examples_side: Optional[Callable[[str, str, List[Any]], None]]
+  default_seq_length: int
+  label_features: Callable[[int], Dict[str, tf.io.FixedLenFeature]]
+
+
+def _labelled_split(examples, labels, is_training, origin, needs,
+                    info=None) -> SplitData:
+  """`labels`: each example's label (None: unlabelled); training needs them."""
+  has_labels = bool(examples) and all(l is not None for l in labels)
+  if is_training and not has_labels:
+    raise xtreme_tasks.TaskDataError(f"{origin}: training {needs}.")
+  return SplitData(examples, has_labels, info or {})
+
+
+def _pairs_split(examples, is_training, origin) -> SplitData:
+  return _labelled_split(
+      examples, [ex.label for ex in examples], is_training, origin,
+      "rows need a label column (sentence1<TAB>sentence2<TAB>label)")
+
+
+def _pairs_from_rows(rows, dataset, is_training, origin) -> SplitData:
+  return _pairs_split(xtreme_readers.sentence_pair_examples(
+      [(r["where"], r["text_a"].strip(), r["text_b"].strip(), r.get("label"))
+       for r in rows], dataset, origin), is_training, origin)
+
+
+def _tagged_split(sentences, is_training, origin) -> SplitData:
+  return _labelled_split(
+      sentences, [tags for _, tags in sentences], is_training, origin,
+      "lines need token<TAB>tag",
+      {"num_words": [len(words) for words, _ in sentences]})
+
+
+def _tagged_from_rows(rows, dataset, is_training, origin) -> SplitData:
+  """Rows of words and tags; sentences without words are left out."""
+  sentences = [([w.strip() for w in r["words"]],
+                xtreme_readers.check_tags(list(r["tags"]), r["where"], dataset)
+                if r.get("tags") is not None else None)
+               for r in rows if r["words"]]
+  return _tagged_split(sentences, is_training, origin)
+
+
+def _lines(rows) -> bytes:
+  return "".join(row + "\n" for row in rows).encode("utf-8")
+
+
+def _squad_split(data: Dict, origin, is_training,
+                 squad_json: Optional[bytes] = None) -> SplitData:
+  """`squad_json`: the file's own bytes (else `data` written as JSON)."""
+  return SplitData(
+      xtreme_readers.squad_examples(data, origin, is_training),
+      is_training or xtreme_readers.has_answers(data), {},
+      squad_json=squad_json or json.dumps(
+          data, ensure_ascii=False).encode("utf-8"))
+
+
+def _squad_from_rows(rows, dataset, is_training, origin) -> SplitData:
+  """Rows of one question each -> SQuAD v1.1 JSON (a paragraph per row)."""
+  del dataset
+  return _squad_split({"version": "1.1", "data": [{"title": "", "paragraphs": [{
+      "context": r["context"],
+      "qas": [{"id": str(r["id"]), "question": r["question"], "answers": [
+          {"text": text, "answer_start": int(start)} for text, start in
+          zip(r["answers"]["text"], r["answers"]["answer_start"])]}]}]}
+                                                      for r in rows]},
+                      origin, is_training)
+
+
+def _one_id(name):
+  return lambda seq_length: {name: tf.io.FixedLenFeature([1], tf.int64)}
+
+
+CLASSIFICATION = RecordType(
+    name="classification",
+    read=lambda path, dataset, is_training: _pairs_split(
+        xtreme_readers.read_sentence_pairs(path, dataset, with_labels=True),
+        is_training, path),
+    from_rows=_pairs_from_rows,
+    records=lambda data, dataset, tokenizer, seq_length, options:
+    classification_records(data.examples, dataset, tokenizer, seq_length),
+    gold_text=lambda name, data: (f"{name}.tsv", _lines(
+        ex.label for ex in data.examples)),
+    writes_side_files=False,
+    write_examples_side=None,
+    default_seq_length=128,
+    label_features=_one_id("label_id"))
+
+TAGGING = RecordType(
+    name="tagging",
+    read=lambda path, dataset, is_training: _tagged_split(
+        xtreme_readers.read_tagged_sentences(path, dataset, with_labels=True),
+        is_training, path),
+    from_rows=_tagged_from_rows,
+    records=lambda data, dataset, tokenizer, seq_length, options:
+    tagging_records(data.examples, dataset, tokenizer, seq_length),
+    gold_text=lambda name, data: (f"{name}.tsv", _lines(
+        "".join(t + "\n" for t in tags) for _, tags in data.examples)),
+    writes_side_files=True,
+    write_examples_side=None,
+    default_seq_length=128,
+    label_features=lambda seq_length: {
+        "label_ids": tf.io.FixedLenFeature([seq_length], tf.int64)})
+
+SPAN = RecordType(
+    name="span",
+    read=lambda path, dataset, is_training: _squad_split(
+        xtreme_readers.read_squad_json(path, dataset), path, is_training,
+        fileio.read_bytes(path)),
+    from_rows=_squad_from_rows,
+    records=lambda data, dataset, tokenizer, seq_length, options:
+    span_records(data.examples, tokenizer, seq_length, options["doc_stride"],
+                 options["max_query_length"], options["is_training"]),
+    gold_text=lambda name, data: (f"{name}.json", data.squad_json),
+    writes_side_files=True,
+    write_examples_side=write_examples_side,
+    default_seq_length=384,
+    label_features=lambda seq_length: {**_one_id("start_position")(1),
+                                       **_one_id("end_position")(1)})
+
+RECORD_TYPES = {t.name: t for t in (CLASSIFICATION, TAGGING, SPAN)}
+MODEL_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def record_type(name: str) -> RecordType:
+  if name not in RECORD_TYPES:
+    raise errors.InputError(
+        f"Unknown fine-tuning task type {name!r} (in the records' "
+        f"metadata.json field task_type); known: {', '.join(RECORD_TYPES)}. "
+        "Recreate the records with rembert-create-finetuning-data.")
+  return RECORD_TYPES[name]
+
+
+def feature_spec(task_type: str, seq_length: int) -> Dict:
+  """The record spec of a task type: model inputs, feature_index, labels."""
+  spec = {key: tf.io.FixedLenFeature([seq_length], tf.int64)
+          for key in MODEL_INPUT_KEYS}
+  spec["feature_index"] = tf.io.FixedLenFeature([1], tf.int64)
+  spec.update(record_type(task_type).label_features(seq_length))
+  return spec
