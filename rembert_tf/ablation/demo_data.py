@@ -67,8 +67,7 @@ def prepare(data_dir: str, vocab_size: int, seq_length: int,
           num_output_shards=shards, num_workers=num_workers, overwrite=True)
   if completion.read_complete(download) is None:
     demo_nli.write_xnli_files(download, num_train=num_train_pairs,
-                              num_dev=num_dev_pairs, num_test=0,
-                              languages=languages)
+                              num_dev=num_dev_pairs, languages=languages)
     completion.mark_complete(download, {})
   return dict(sp_model=sp_model, download_dir=download,
               train_records=fileio.join(records, "train", "*.tfrecord"),
