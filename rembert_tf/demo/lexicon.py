@@ -291,8 +291,10 @@ class Lexicon:
   def is_english(self, key: str) -> bool:
     return key in self._english
 
-  def form(self, key: str, prefix: str = "", suffix: str = "") -> str:
-    """The word of `key` with the language's affixes.
+  def form(self, key: str, prefix: str = "", suffix: str = "",
+           english: Optional[str] = None) -> str:
+    """The word of `key` with the language's affixes; `english`: the word as
+    this English clause inflects it, when the lexicon writes `key` in English.
 
     A word from another language (a loanword, a code-switched word) takes no
     affixes: it stays one word in its own script, as borrowed words often do.
@@ -300,14 +302,10 @@ class Lexicon:
     if key in self._forms:
       return self._give(key, self._forms[key])
     if self.is_english(key):
-      return self._give(key, english_form(key))
+      return self._give(key, english or english_form(key))
     if self.lang == "en":
       return self._give(key, self._stems[key])
     return self._give(key, prefix + self._stems[key] + suffix)
-
-  def word(self, key: str, english: str) -> str:
-    """The word of `key` in an English clause; `english` is its English inflection."""
-    return self._give(key, english if self.is_english(key) else self.form(key))
 
   def function_word(self, key: str, native: Optional[str] = None) -> str:
     """The function word `key` (`FUNCTION_WORDS`) as this lexicon writes it.
