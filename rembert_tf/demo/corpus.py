@@ -132,8 +132,7 @@ def sample_code_switched_document(rng: random.Random, lang: str,
 
 
 def _check_arguments(languages, target_megabytes, files_per_language,
-                     parallel_fraction, code_switched_fraction,
-                     switch_probability) -> None:
+                     parallel_fraction, code_switched_fraction) -> None:
   for lang in languages:
     if lang not in lx.LANGUAGES:
       raise errors.UsageError(f"unknown demo language {lang!r} in --languages; "
@@ -145,8 +144,7 @@ def _check_arguments(languages, target_megabytes, files_per_language,
     raise errors.UsageError(f"--files_per_language is {files_per_language}; "
                             "give 1 or more.")
   for name, value in (("parallel_fraction", parallel_fraction),
-                      ("code_switched_fraction", code_switched_fraction),
-                      ("switch_probability", switch_probability)):
+                      ("code_switched_fraction", code_switched_fraction)):
     if not 0.0 <= value <= 1.0:
       raise errors.UsageError(f"{name} is {value:g}; give a value in [0, 1].")
   if parallel_fraction + code_switched_fraction > 1:
@@ -155,8 +153,8 @@ def _check_arguments(languages, target_megabytes, files_per_language,
 
 
 def _sample_documents(rng: random.Random, lang: str, budget: int,
-                      parallel_fraction: float, code_switched_fraction: float,
-                      switch_probability: float) -> List[List[str]]:
+                      parallel_fraction: float, code_switched_fraction: float
+                      ) -> List[List[str]]:
   """Documents of `lang` until `budget` UTF-8 bytes are reached."""
   documents, written = [], 0
   while written < budget:
@@ -164,7 +162,7 @@ def _sample_documents(rng: random.Random, lang: str, budget: int,
     if draw < parallel_fraction:
       doc = sample_parallel_document(rng, lang)
     elif draw < parallel_fraction + code_switched_fraction:
-      doc = sample_code_switched_document(rng, lang, switch_probability)
+      doc = sample_code_switched_document(rng, lang)
     else:
       doc = sample_document(rng, lang)
     documents.append(doc)
@@ -180,7 +178,6 @@ def generate_corpus(output_dir,
                     seed: int = 0,
                     parallel_fraction: float = PARALLEL_FRACTION,
                     code_switched_fraction: float = CODE_SWITCHED_FRACTION,
-                    switch_probability: float = SWITCH_PROBABILITY,
                     verbose: bool = False,
                     overwrite: bool = False) -> Dict[str, Dict[str, int]]:
   """Writes `output_dir/{lang}/part-NNNNN.txt` files; returns per-language stats.
@@ -192,7 +189,7 @@ def generate_corpus(output_dir,
       `LANGUAGE_SIZES`.
     files_per_language: documents are dealt round-robin over this many files.
     seed: the corpus is a pure function of the arguments.
-    parallel_fraction, code_switched_fraction, switch_probability: the mix.
+    parallel_fraction, code_switched_fraction: the mix of documents.
     verbose: print each language's figures.
     overwrite: replace an existing `output_dir`.
   Returns:
@@ -200,7 +197,7 @@ def generate_corpus(output_dir,
   Raises:
     errors.UsageError, errors.OutputExistsError.
   """
-  mix = (parallel_fraction, code_switched_fraction, switch_probability)
+  mix = (parallel_fraction, code_switched_fraction)
   _check_arguments(languages, target_megabytes, files_per_language, *mix)
   total_weight = sum(LANGUAGE_SIZES[lang] for lang in languages)
   stats = {}

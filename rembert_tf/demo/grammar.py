@@ -63,12 +63,25 @@ class Frame:
 
 # ---------------------------------------------------------------------------
 # Renderers. Each returns a clause's parts, lists of words keyed by `_ORDER`'s
-# letters: S subject, V verb, O object, L place, M manner.
+# letters: S subject, V verb, O object, L place (M, the manner, is `_MANNER`'s).
 
 Parts = Dict[str, Optional[List[str]]]
 # Word order after the time word, which comes first in every language.
 _ORDER = {"en": "SVOML", "es": "SVOLM", "ru": "SVOLM", "el": "SVOLM",
           "ar": "VSOLM", "hi": "SLOMV", "zh": "SLMVO"}
+# The manner word: its ending, then the words after it.
+_MANNER = {"en": ("",), "es": ("mente",), "ru": ("о",), "el": ("ως",),
+           "ar": ("اً",), "hi": ("", "से"), "zh": ("", "地")}
+
+
+def _phrases(frame: Frame, np) -> Parts:
+  """The subject's and the object's noun phrases, from a language's
+  `np(key, adjective, definite, count, case)`."""
+  return {"S": np(frame.subject, frame.subject_adjective,
+                  frame.subject_definite, 1, "nom"),
+          "O": frame.object and np(frame.object, frame.object_adjective,
+                                   frame.object_definite, frame.object_count,
+                                   "acc")}
 
 
 def _negated(frame: Frame, lex: lx.Lexicon, verb: List[str]) -> List[str]:
@@ -79,7 +92,7 @@ def _negated(frame: Frame, lex: lx.Lexicon, verb: List[str]) -> List[str]:
 def _en(frame: Frame, lex: lx.Lexicon) -> Parts:
   # English words take the clause's English inflection (`english=`); a word
   # borrowed from another language is written as that language wrote it.
-  def np(key, adjective, definite, count):
+  def np(key, adjective, definite, count, unused_case):
     if key in lx.NAME_GENDER:
       return [key]
     words = [lex.form("a:" + adjective)] if adjective else []
@@ -103,18 +116,13 @@ def _en(frame: Frame, lex: lx.Lexicon) -> Parts:
   else:
     verbs = [lex.form(key, english=(verb.past if frame.tense == "past"
                                     else verb.third_person))]
-  return dict(
-      S=np(frame.subject, frame.subject_adjective, frame.subject_definite, 1),
-      V=verbs,
-      O=frame.object and np(frame.object, frame.object_adjective,
-                            frame.object_definite, frame.object_count),
-      M=frame.manner and [lex.form("m:" + frame.manner)],
-      L=frame.location and [lex.function_word("f:in"), "the",
-                            lex.form("p:" + frame.location)])
+  return dict(_phrases(frame, np), V=verbs,
+              L=frame.location and [lex.function_word("f:in"), "the",
+                                    lex.form("p:" + frame.location)])
 
 
 def _es(frame: Frame, lex: lx.Lexicon) -> Parts:
-  def np(key, adjective, definite, count):
+  def np(key, adjective, definite, count, unused_case):
     if key in lx.NAME_GENDER:
       return [key]
     g, plural = lx.gender(key), count > 1
@@ -131,20 +139,15 @@ def _es(frame: Frame, lex: lx.Lexicon) -> Parts:
     return words
   verb = lex.form("v:" + frame.verb, suffix={
       "past": "ó", "present": "a", "future": "ará"}[frame.tense])
-  location = frame.location and lx.gender(frame.location)
-  return dict(
-      S=np(frame.subject, frame.subject_adjective, frame.subject_definite, 1),
-      V=_negated(frame, lex, [verb]),
-      O=frame.object and np(frame.object, frame.object_adjective,
-                            frame.object_definite, frame.object_count),
-      L=frame.location and [
-          lex.function_word("f:in"), "lo" if location == "m" else "la",
-          lex.form("p:" + frame.location, suffix="o" if location == "m" else "a")],
-      M=frame.manner and [lex.form("m:" + frame.manner, suffix="mente")])
+  m = frame.location and lx.gender(frame.location) == "m"
+  return dict(_phrases(frame, np), V=_negated(frame, lex, [verb]),
+              L=frame.location and [
+                  lex.function_word("f:in"), "lo" if m else "la",
+                  lex.form("p:" + frame.location, suffix="o" if m else "a")])
 
 
 def _ru(frame: Frame, lex: lx.Lexicon) -> Parts:
-  def np(key, adjective, case, count):
+  def np(key, adjective, unused_definite, count, case):
     if key in lx.NAME_GENDER:
       return [key]
     g, plural = lx.gender(key), count > 1
@@ -171,23 +174,18 @@ def _ru(frame: Frame, lex: lx.Lexicon) -> Parts:
     verb = ["будет", lex.form(key, suffix="ать")]
   else:
     verb = [lex.form(key, suffix="ет")]
-  location = frame.location and lx.gender(frame.location)
-  return dict(
-      S=np(frame.subject, frame.subject_adjective, "nom", 1),
-      V=_negated(frame, lex, verb),
-      O=frame.object and np(frame.object, frame.object_adjective, "acc",
-                            frame.object_count),
-      L=frame.location and [
-          lex.function_word("f:in"),
-          lex.form("p:" + frame.location, suffix="е" if location == "m" else "и")],
-      M=frame.manner and [lex.form("m:" + frame.manner, suffix="о")])
+  m = frame.location and lx.gender(frame.location) == "m"
+  return dict(_phrases(frame, np), V=_negated(frame, lex, verb),
+              L=frame.location and [
+                  lex.function_word("f:in"),
+                  lex.form("p:" + frame.location, suffix="е" if m else "и")])
 
 
 _EL_ARTICLES = {"m": {"nom": "ο", "acc": "τον"}, "f": {"nom": "η", "acc": "την"}}
 
 
 def _el(frame: Frame, lex: lx.Lexicon) -> Parts:
-  def np(key, adjective, case, definite, count):
+  def np(key, adjective, definite, count, case):
     g = lx.gender(key)
     if key in lx.NAME_GENDER:
       return [_EL_ARTICLES[g][case], key]
@@ -207,21 +205,15 @@ def _el(frame: Frame, lex: lx.Lexicon) -> Parts:
   else:
     verb = (["θα"] if frame.tense == "future" else []) + [
         lex.form(key, suffix="ει")]
-  location = frame.location and lx.gender(frame.location)
-  return dict(
-      S=np(frame.subject, frame.subject_adjective, "nom",
-           frame.subject_definite, 1),
-      V=_negated(frame, lex, verb),
-      O=frame.object and np(frame.object, frame.object_adjective, "acc",
-                            frame.object_definite, frame.object_count),
-      L=frame.location and [
-          lex.function_word("f:in", "στο" if location == "m" else "στη"),
-          lex.form("p:" + frame.location, suffix="ο" if location == "m" else "α")],
-      M=frame.manner and [lex.form("m:" + frame.manner, suffix="ως")])
+  m = frame.location and lx.gender(frame.location) == "m"
+  return dict(_phrases(frame, np), V=_negated(frame, lex, verb),
+              L=frame.location and [
+                  lex.function_word("f:in", "στο" if m else "στη"),
+                  lex.form("p:" + frame.location, suffix="ο" if m else "α")])
 
 
 def _ar(frame: Frame, lex: lx.Lexicon) -> Parts:
-  def np(key, adjective, definite, count):
+  def np(key, adjective, definite, count, unused_case):
     if key in lx.NAME_GENDER:
       return [key]
     g, plural = lx.gender(key), count > 1
@@ -244,18 +236,13 @@ def _ar(frame: Frame, lex: lx.Lexicon) -> Parts:
     verb = [lex.form(key, suffix="" if person == "ي" else "ت")]
   else:
     verb = [lex.form(key, prefix="س" + person)]
-  return dict(
-      V=verb,
-      S=np(frame.subject, frame.subject_adjective, frame.subject_definite, 1),
-      O=frame.object and np(frame.object, frame.object_adjective,
-                            frame.object_definite, frame.object_count),
-      L=frame.location and [lex.function_word("f:in"),
-                            lex.form("p:" + frame.location, prefix="ال")],
-      M=frame.manner and [lex.form("m:" + frame.manner, suffix="اً")])
+  return dict(_phrases(frame, np), V=verb,
+              L=frame.location and [lex.function_word("f:in"),
+                                    lex.form("p:" + frame.location, prefix="ال")])
 
 
 def _hi(frame: Frame, lex: lx.Lexicon) -> Parts:
-  def np(key, adjective, count):
+  def np(key, adjective, unused_definite, count, case):
     if key in lx.NAME_GENDER:
       return [key]
     g, plural = lx.gender(key), count > 1
@@ -266,25 +253,22 @@ def _hi(frame: Frame, lex: lx.Lexicon) -> Parts:
     words = [str(count)] if plural else []
     if adjective:
       words.append(lex.form("a:" + adjective, suffix=adjective_end))
-    return words + [lex.form("n:" + key, suffix=noun_end)]
+    words.append(lex.form("n:" + key, suffix=noun_end))
+    if case == "acc" and lx.noun_class(key) in lx.ANIMATE:
+      words.append("को")
+    return words
   m = lx.gender(frame.subject) == "m"
   ending = {"past": "ा" if m else "ी", "present": "ता" if m else "ती",
             "future": "ेगा" if m else "ेगी"}[frame.tense]
   verb = [lex.form("v:" + frame.verb, suffix=ending)]
   if frame.tense == "present" and not frame.negated:
     verb.append("है")  # "nahin" drops the auxiliary.
-  subject = np(frame.subject, frame.subject_adjective, 1)
+  parts = dict(_phrases(frame, np), V=_negated(frame, lex, verb),
+               L=frame.location and [lex.form("p:" + frame.location, suffix="ा"),
+                                     lex.function_word("f:in")])
   if frame.tense == "past" and frame.object:
-    subject.append("ने")
-  obj = frame.object and np(frame.object, frame.object_adjective,
-                            frame.object_count)
-  if obj and lx.noun_class(frame.object) in lx.ANIMATE:
-    obj.append("को")
-  return dict(
-      S=subject, V=_negated(frame, lex, verb), O=obj,
-      L=frame.location and [lex.form("p:" + frame.location, suffix="ा"),
-                            lex.function_word("f:in")],
-      M=frame.manner and [lex.form("m:" + frame.manner), "से"])
+    parts["S"].append("ने")  # the ergative subject of a past transitive verb
+  return parts
 
 
 _ZH_CLASSIFIERS = {"human": "位", "animal": "只", "food": "份", "object": "件",
@@ -292,7 +276,7 @@ _ZH_CLASSIFIERS = {"human": "位", "animal": "只", "food": "份", "object": "�
 
 
 def _zh(frame: Frame, lex: lx.Lexicon) -> Parts:
-  def np(key, adjective, definite, count):
+  def np(key, adjective, definite, count, unused_case):
     if key in lx.NAME_GENDER:
       return [key]
     classifier = _ZH_CLASSIFIERS[lx.NOUNS[key].noun_class]
@@ -310,14 +294,9 @@ def _zh(frame: Frame, lex: lx.Lexicon) -> Parts:
   else:
     verb = {"past": [stem, "了"], "present": [stem],
             "future": ["会", stem]}[frame.tense]
-  return dict(
-      S=np(frame.subject, frame.subject_adjective, frame.subject_definite, 1),
-      L=frame.location and [lex.function_word("f:in"),
-                            lex.form("p:" + frame.location)],
-      M=frame.manner and [lex.form("m:" + frame.manner), "地"],
-      V=verb,
-      O=frame.object and np(frame.object, frame.object_adjective,
-                            frame.object_definite, frame.object_count))
+  return dict(_phrases(frame, np), V=verb,
+              L=frame.location and [lex.function_word("f:in"),
+                                    lex.form("p:" + frame.location)])
 
 
 _RENDERERS = {"en": _en, "es": _es, "ru": _ru, "el": _el, "ar": _ar,
@@ -326,9 +305,12 @@ _RENDERERS = {"en": _en, "es": _es, "ru": _ru, "el": _el, "ar": _ar,
 
 def _words(frame: Frame, lang: str, lexicon: lx.Lexicon) -> List[str]:
   parts = _RENDERERS[lang](frame, lexicon)
+  if frame.manner:
+    suffix, *after = _MANNER[lang]
+    parts["M"] = [lexicon.form("m:" + frame.manner, suffix=suffix)] + after
   words = lexicon.form("t:" + frame.time).split() if frame.time else []
   for part in _ORDER[lang]:
-    words += parts[part] or []
+    words += parts.get(part) or []
   return words
 
 

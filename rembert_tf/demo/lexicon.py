@@ -91,52 +91,38 @@ class Verb(NamedTuple):
   places: Tuple[str, ...]             # where it usually happens
 
 
-# BASE 3SG PAST SUBJECTS OBJECTS(- for none) PLACES(- for none)
-_VERB_TABLE = """
-eat    eats     ate      animate  food                     kitchen garden
-cook   cooks    cooked   human    food                     kitchen
-buy    buys     bought   human    food,object,text,animal  market
-sell   sells    sold     human    food,object,text,animal  market harbor
-read   reads    read     human    text                     school house
-write  writes   wrote    human    text                     school house
-carry  carries  carried  human    object,food,text         village harbor
-find   finds    found    animate  object,food,text,animal  forest field
-lose   loses    lost     human    object,text              market forest
-see    sees     saw      animate  any                      -
-chase  chases   chased   animate  animal                   field forest
-feed   feeds    fed      human    animal                   field garden
-wash   washes   washed   human    object,animal            river kitchen
-paint  paints   painted  human    object                   house
-open   opens    opened   human    object,text              house
-hide   hides    hid      animate  object,food              forest garden
-sleep  sleeps   slept    animate  -                        house forest
-sing   sings    sang     human    -                        school village
-run    runs     ran      animate  -                        field forest
-swim   swims    swam     animate  -                        river
-wait   waits    waited   human    -                        harbor market
-laugh  laughs   laughed  human    -                        village
-work   works    worked   human    -                        field market
-dance  dances   danced   human    -                        village
-"""
-_CLASS_GROUPS = {"animate": ANIMATE,
-                 "any": ("human", "animal", "food", "object", "text")}
-
-
-def _classes(text: str) -> Tuple[str, ...]:
-  return _CLASS_GROUPS.get(text) or tuple(text.split(","))
-
-
-def _verbs(table: str) -> Dict[str, Verb]:
-  verbs = {}
-  for line in table.strip().splitlines():
-    base, third, past, subjects, objects, *places = line.split()
-    verbs[base] = Verb(third, past, _classes(subjects),
-                       None if objects == "-" else _classes(objects),
-                       tuple(p for p in places if p != "-"))
-  return verbs
-
-
-VERBS = _verbs(_VERB_TABLE)
+_ANY = ("human", "animal", "food", "object", "text")
+_GOODS = ("food", "object", "text", "animal")
+# Verbs by their English base form.
+VERBS = {
+    "eat": Verb("eats", "ate", ANIMATE, ("food",), ("kitchen", "garden")),
+    "cook": Verb("cooks", "cooked", ("human",), ("food",), ("kitchen",)),
+    "buy": Verb("buys", "bought", ("human",), _GOODS, ("market",)),
+    "sell": Verb("sells", "sold", ("human",), _GOODS, ("market", "harbor")),
+    "read": Verb("reads", "read", ("human",), ("text",), ("school", "house")),
+    "write": Verb("writes", "wrote", ("human",), ("text",), ("school", "house")),
+    "carry": Verb("carries", "carried", ("human",), ("object", "food", "text"),
+                  ("village", "harbor")),
+    "find": Verb("finds", "found", ANIMATE, _GOODS, ("forest", "field")),
+    "lose": Verb("loses", "lost", ("human",), ("object", "text"),
+                 ("market", "forest")),
+    "see": Verb("sees", "saw", ANIMATE, _ANY, ()),
+    "chase": Verb("chases", "chased", ANIMATE, ("animal",), ("field", "forest")),
+    "feed": Verb("feeds", "fed", ("human",), ("animal",), ("field", "garden")),
+    "wash": Verb("washes", "washed", ("human",), ("object", "animal"),
+                 ("river", "kitchen")),
+    "paint": Verb("paints", "painted", ("human",), ("object",), ("house",)),
+    "open": Verb("opens", "opened", ("human",), ("object", "text"), ("house",)),
+    "hide": Verb("hides", "hid", ANIMATE, ("object", "food"), ("forest", "garden")),
+    "sleep": Verb("sleeps", "slept", ANIMATE, None, ("house", "forest")),
+    "sing": Verb("sings", "sang", ("human",), None, ("school", "village")),
+    "run": Verb("runs", "ran", ANIMATE, None, ("field", "forest")),
+    "swim": Verb("swims", "swam", ANIMATE, None, ("river",)),
+    "wait": Verb("waits", "waited", ("human",), None, ("harbor", "market")),
+    "laugh": Verb("laughs", "laughed", ("human",), None, ("village",)),
+    "work": Verb("works", "worked", ("human",), None, ("field", "market")),
+    "dance": Verb("dances", "danced", ("human",), None, ("village",)),
+}
 # Protagonist names (Latin script, shared by every language) and genders.
 NAME_GENDER = {"Arlo": "m", "Mira": "f", "Tevin": "m", "Sola": "f",
                "Dario": "m", "Lumi": "f", "Kasper": "m", "Nadia": "f",
