@@ -40,10 +40,9 @@ def define_flags() -> None:
     flags.declare_key_flag(name)
   flags.DEFINE_string("output_dir", None, "Everything goes here (local or gs://).")
   flags.DEFINE_enum("scale", "base", ["base", "demo", "small"], "base: the "
-                    "paper's rows on your records / XTREME data; demo: demo-size "
-                    "rows on the demo corpus and its XNLI-like task (minutes); "
-                    "small: the same rows trained longer, three seeds, the "
-                    "paper's claims with intervals (about an hour).")
+                    "paper's rows on your records and XTREME data; demo: "
+                    "demo-size rows on the demo corpus (minutes); small: the "
+                    "same rows trained longer, three seeds (about an hour).")
   flags.DEFINE_list("experiments", None, "Base scale: experiment YAMLs / names "
                     "(default: every ablation_*).")
   flags.DEFINE_list("models", None, "Only these rows (by name, e.g. "
@@ -53,19 +52,16 @@ def define_flags() -> None:
   flags.DEFINE_string("eval_records", None, "Base scale: held-out records "
                       "(glob; default the training records).")
   flags.DEFINE_string("xtreme_data_dir", None, "The XTREME download/ folder "
-                      "(records are made once per task by the first "
-                      "fine-tuning run).")
+                      "(each task's records are made once).")
   flags.DEFINE_string("xtreme_records_dir", None, "Or: the --output_dir of "
                       "rembert-create-finetuning-data (OUTPUT/<task>/ per task).")
   flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model for "
-                      "--xtreme_data_dir (default: the one beside each "
-                      "pre-training run).")
+                      "--xtreme_data_dir (default: the pre-training run's).")
   flags.DEFINE_list("tasks", None, "XTREME tasks (default: all six; demo: xnli).")
   flags.DEFINE_list("learning_rates", None, "Fine-tuning rates swept per task "
                     "(default base 1e-5,2e-5,3e-5; demo 3e-4,1e-3).")
-  flags.register_validator("learning_rates", _are_numbers,
-                           "expected comma-separated numbers, e.g. "
-                           "1e-5,2e-5")
+  flags.register_validator("learning_rates", _are_numbers, "expected "
+                           "comma-separated numbers, e.g. 1e-5,2e-5")
   flags.DEFINE_integer("num_seeds", None, "Fine-tuning runs per rate (default "
                        "base 3, demo 2).")
   flags.DEFINE_string("finetune_params_override", None, "Fields of the "
@@ -79,8 +75,7 @@ def define_flags() -> None:
   flags.DEFINE_bool("allow_different_schedules", False, "Run rows whose "
                     "experiments differ outside the model.")
   flags.DEFINE_string("similarity_sentences", None, "Sentences for the layer "
-                      "similarity (text, or TSV: first column). Default: XNLI "
-                      "English dev.")
+                      "similarity (text, or TSV: first column; XNLI English dev).")
   flags.DEFINE_integer("similarity_max_sentences", 256, "Sentences used for "
                        "the layer similarity.")
   flags.DEFINE_float("corpus_megabytes", 3.0, "Demo corpus size.")
