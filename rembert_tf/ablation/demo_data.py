@@ -41,7 +41,8 @@ def prepare(data_dir: str, experiment, options,
   sp_dir = fileio.join(data_dir, "sentencepiece")
   sp_model = fileio.join(sp_dir, "sentencepiece.model")
   if not fileio.exists(sp_model):
-    say(f"[ablation] SentencePiece vocabulary -> {sp_dir}")
+    say(f"[ablation] SentencePiece vocabulary "
+        f"({experiment.task.model.vocab_size} pieces)")
     sentencepiece_training.train_sentencepiece(
         [f"{corpora['train']}/{{lang}}/*.txt"], sp_dir,
         vocab_size=experiment.task.model.vocab_size, sample_size=200_000,
