@@ -138,7 +138,6 @@ def _transfer_section(table: Dict, task: str) -> List[str]:
   lines = [f"**{task}** zero-shot transfer: {_language_metric(task)} averaged "
            "over the languages other than English, per fine-tuning seed", ""]
   lines += _markdown(["model", "mean ± std", "seeds"], rows)
-  lines[-len(rows) - 1] = "| --- | ---: | --- |"
   claims = table.get("claims", {}).get(task, [])
   if claims:
     lines += ["", "The paper's claims on this transfer (difference of the "
