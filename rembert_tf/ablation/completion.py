@@ -18,18 +18,12 @@ from rembert_tf.common import fileio
 MARKER = "ablation_complete.json"
 
 
-def marker_path(directory) -> str:
-  return fileio.join(directory, MARKER)
-
-
 def mark_complete(directory, payload: Dict[str, Any]) -> None:
   fileio.makedirs(directory)
-  fileio.write_json(marker_path(directory), payload)
+  fileio.write_json(fileio.join(directory, MARKER), payload)
 
 
 def read_complete(directory) -> Optional[Dict[str, Any]]:
   """The payload of a finished step, or None when it has not finished."""
-  path = marker_path(directory)
-  if not fileio.exists(path):
-    return None
-  return fileio.read_json(path)
+  path = fileio.join(directory, MARKER)
+  return fileio.read_json(path) if fileio.exists(path) else None

@@ -4,14 +4,13 @@ One row per model (E_in, E_out, layers, #PT, #FT, MLM accuracy, each task's
 mean ± std over seeds, their average, the paper's numbers), then tables per
 language, of zero-shot transfer with the claims tested, and of CKA.
 """
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from rembert_tf.ablation import comparisons
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.finetuning import sweep as sweep_lib
 
 MAIN_METRIC = "avg_metric"
 
@@ -32,20 +31,20 @@ def paper_score(task: str, column: Optional[str]) -> Optional[str]:
   if column is None or entry is None or not entry.paper_results:
     return None
   index = 0 if column == "coupled" else 1
-  metrics = entry.paper_results
-  values = [metrics[m][index] for m in metrics]
+  values = [value[index] for value in entry.paper_results.values()]
   if all(v is None for v in values):
     return None
   return " / ".join("-" if v is None else f"{v:.1f}" for v in values)
 
 
+def _in_order(lists) -> List[str]:
+  """The items of `lists`, each once, in the order they first appear."""
+  return list(dict.fromkeys(item for items in lists for item in items))
+
+
 def build_table(row_results: List[Dict]) -> Dict:
   """row_results: per row {name, model, counts, mlm_accuracy, sweeps, similarity}."""
-  tasks = []
-  for row in row_results:
-    for task in row["sweeps"]:
-      if task not in tasks:
-        tasks.append(task)
+  tasks = _in_order(row["sweeps"] for row in row_results)
   rows = []
   for row in row_results:
     model = row["model"]
@@ -58,13 +57,13 @@ def build_table(row_results: List[Dict]) -> Dict:
         mlm_accuracy=row.get("mlm_accuracy"), paper_column=row.get("paper_column"),
         tasks={}, languages={}, layer_similarity=row.get("similarity_diagonal"))
     for task, sweep in row["sweeps"].items():
+      metric = _language_metric(task)
       entry["tasks"][task] = dict(
           score=sweep["scores"][MAIN_METRIC], std=sweep["std"][MAIN_METRIC],
           learning_rate=sweep["selected_learning_rate"],
-          num_seeds=sweep["num_seeds"], paper=paper_score(task, row.get("paper_column")))
-      metric = _language_metric(task)
+          num_seeds=sweep["num_seeds"], paper=paper_score(task, row.get("paper_column")),
+          **_transfer(sweep, metric))
       entry["languages"][task] = dict(sweep["scores"].get(metric, {}))
-      entry["tasks"][task].update(_transfer(sweep, metric))
     scores = [t["score"] for t in entry["tasks"].values()]
     entry["average"] = float(np.mean(scores)) if scores and len(scores) == len(tasks) else None
     rows.append(entry)
@@ -81,19 +80,25 @@ def _transfer(sweep: Dict, metric: str) -> Dict:
   seeds = [s for s in seeds if s is not None]
   if not seeds:
     return dict(transfer=None, transfer_std=None, transfer_seeds=[])
-  mean, std = sweep_lib.mean_and_std(seeds)
-  return dict(transfer=mean, transfer_std=std, transfer_seeds=seeds)
+  std = float(np.std(seeds, ddof=1)) if len(seeds) > 1 else 0.0
+  return dict(transfer=float(np.mean(seeds)), transfer_std=std,
+              transfer_seeds=seeds)
 
 
 def _pct(value) -> str:
   return "-" if value is None else f"{value:.1f}"
 
 
+def _markdown(head: Sequence[str], rows: List[List[str]]) -> List[str]:
+  """A markdown table: the first column left-aligned, the others right."""
+  return (["| " + " | ".join(head) + " |",
+           "| --- |" + " ---: |" * (len(head) - 1)] +
+          ["| " + " | ".join(cells) + " |" for cells in rows])
+
+
 def _main_table(table: Dict) -> List[str]:
   tasks = table["tasks"]
-  head = ["model", "E_in", "E_out", "layers", "#PT", "#FT", "MLM acc"] + tasks + ["avg"]
-  lines = ["| " + " | ".join(head) + " |",
-           "| --- |" + " ---: |" * (len(head) - 1)]
+  rows = []
   for row in table["rows"]:
     layers = str(row["num_hidden_layers"]) + (
         f"+{row['num_output_layers']}" if row["num_output_layers"] else "")
@@ -103,47 +108,36 @@ def _main_table(table: Dict) -> List[str]:
              "-" if row["mlm_accuracy"] is None else f"{row['mlm_accuracy']:.4f}"]
     for task in tasks:
       result = row["tasks"].get(task)
-      if result is None:
-        cells.append("-")
-        continue
-      cell = f"{result['score']:.1f} ± {result['std']:.1f}"
-      if result["paper"]:
+      cell = "-" if result is None else f"{result['score']:.1f} ± {result['std']:.1f}"
+      if result and result["paper"]:
         cell += f" (paper {result['paper']})"
       cells.append(cell)
-    cells.append(_pct(row["average"]))
-    lines.append("| " + " | ".join(cells) + " |")
-  return lines
+    rows.append(cells + [_pct(row["average"])])
+  return _markdown(["model", "E_in", "E_out", "layers", "#PT", "#FT",
+                    "MLM acc", *tasks, "avg"], rows)
 
 
 def _language_table(table: Dict, task: str) -> List[str]:
-  languages = []
-  for row in table["rows"]:
-    for lang in row["languages"].get(task, {}):
-      if lang not in languages:
-        languages.append(lang)
-  lines = [f"**{task}** zero-shot {_language_metric(task)} per language "
-           "(fine-tuned on English; mean over seeds)", "",
-           "| model | " + " | ".join(languages) + " |",
-           "| --- |" + " ---: |" * len(languages)]
-  for row in table["rows"]:
-    values = row["languages"].get(task, {})
-    lines.append(f"| {row['name']} | " +
-                 " | ".join(_pct(values.get(l)) for l in languages) + " |")
-  return lines
+  languages = _in_order(row["languages"].get(task, {}) for row in table["rows"])
+  return [f"**{task}** zero-shot {_language_metric(task)} per language "
+          "(fine-tuned on English; mean over seeds)", ""] + _markdown(
+              ["model", *languages],
+              [[row["name"]] + [_pct(row["languages"].get(task, {}).get(l))
+                                for l in languages] for row in table["rows"]])
 
 
 def _transfer_section(table: Dict, task: str) -> List[str]:
   """Each row's transfer per seed, then one verdict line per claim."""
-  lines = [f"**{task}** zero-shot transfer: {_language_metric(task)} averaged "
-           "over the languages other than English, per fine-tuning seed", "",
-           "| model | mean ± std | seeds |", "| --- | ---: | --- |"]
+  rows = []
   for row in table["rows"]:
     result = row["tasks"].get(task) or {}
-    if result.get("transfer") is None:
-      continue
-    seeds = ", ".join(f"{v:.1f}" for v in result["transfer_seeds"])
-    lines.append(f"| {row['name']} | {result['transfer']:.1f} ± "
-                 f"{result['transfer_std']:.1f} | {seeds} |")
+    if result.get("transfer") is not None:
+      rows.append([row["name"], f"{result['transfer']:.1f} ± "
+                   f"{result['transfer_std']:.1f}",
+                   ", ".join(f"{v:.1f}" for v in result["transfer_seeds"])])
+  lines = [f"**{task}** zero-shot transfer: {_language_metric(task)} averaged "
+           "over the languages other than English, per fine-tuning seed", ""]
+  lines += _markdown(["model", "mean ± std", "seeds"], rows)
   claims = table.get("claims", {}).get(task, [])
   if claims:
     lines += ["", "The paper's claims on this transfer (difference of the "
@@ -156,15 +150,14 @@ def _similarity_table(table: Dict) -> List[str]:
   depth = max((len(r["layer_similarity"] or []) for r in table["rows"]), default=0)
   if not depth:
     return []
-  lines = ["Linear CKA between each pre-trained model and its fine-tuned "
-           "version, per layer (1 = unchanged by fine-tuning)", "",
-           "| model | " + " | ".join(f"layer {i + 1}" for i in range(depth)) + " |",
-           "| --- |" + " ---: |" * depth]
+  rows = []
   for row in table["rows"]:
     values = row["layer_similarity"] or []
-    cells = [f"{v:.3f}" for v in values] + ["-"] * (depth - len(values))
-    lines.append(f"| {row['name']} | " + " | ".join(cells) + " |")
-  return lines
+    rows.append([row["name"]] + [f"{v:.3f}" for v in values] +
+                ["-"] * (depth - len(values)))
+  return ["Linear CKA between each pre-trained model and its fine-tuned "
+          "version, per layer (1 = unchanged by fine-tuning)", ""] + _markdown(
+              ["model"] + [f"layer {i + 1}" for i in range(depth)], rows)
 
 
 def to_markdown(table: Dict) -> str:

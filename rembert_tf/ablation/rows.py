@@ -20,20 +20,14 @@ from rembert_tf.common import errors
 from rembert_tf.pretraining import experiments as pretraining_experiments
 from rembert_tf.runtime import experiment_files
 
-SCALES = ("base", "demo", "small")
 # The CPU scales: their shared schedule, as experiment YAMLs read in order
 # (small scale is the demo schedule, trained longer).
 SCALE_EXPERIMENTS = {"demo": ("demo_ablation",),
                      "small": ("demo_ablation", "small_ablation")}
-# (row name, preset): the paper's comparisons at demo size.
-DEMO_PRESETS = (
-    ("coupled", "demo_ablation_coupled"),
-    ("decoupled", "demo_ablation_decoupled"),
-    ("in32", "demo_ablation_in32"),
-    ("in32_reinvested", "demo_ablation_in32_reinvested"),
-    ("in32_out512", "demo_ablation_in32_out512"),
-    ("in32_extra_output_layers", "demo_ablation_in32_extra_output_layers"),
-)
+# The paper's comparisons at demo size; row NAME's model preset is
+# configs/models/demo_ablation_NAME.yaml.
+DEMO_ROWS = ("coupled", "decoupled", "in32", "in32_reinvested", "in32_out512",
+             "in32_extra_output_layers")
 # Small scale adds the floor the rows are read against: the decoupled row's
 # architecture fine-tuned from random weights (no pre-training).
 RANDOM_INIT_ROW = ("random_init", "demo_ablation_decoupled")
@@ -73,8 +67,8 @@ def scale_rows(scale: str) -> List[AblationRow]:
   (and, at small scale, the random-initialisation row)."""
   *extends, experiment = SCALE_EXPERIMENTS[scale]
   schedule = dict(experiment=experiment, extends=tuple(extends))
-  rows = [AblationRow(name=name, model_preset=preset, **schedule)
-          for name, preset in DEMO_PRESETS]
+  rows = [AblationRow(name=name, model_preset=f"demo_ablation_{name}",
+                      **schedule) for name in DEMO_ROWS]
   if scale == "small":
     name, preset = RANDOM_INIT_ROW
     rows.append(AblationRow(name=name, model_preset=preset, pretrained=False,

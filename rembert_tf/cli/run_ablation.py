@@ -2,12 +2,9 @@ r"""Runs the ablation suite: pre-train, fine-tune, compare, tabulate. Resumable.
 
 Every row (default: the paper's base-scale experiments
 `configs/experiments/ablation_*.yaml`) is pre-trained on the same records with
-the same schedule, fine-tuned on each task with the paper's protocol (rate
-chosen on English dev, mean and std over seeds), and compared layer by layer
-(linear CKA, pre-trained vs fine-tuned). Writes `results.md` / `results.json`
-(model, E_in, E_out, layers, #PT, #FT, MLM accuracy, per-task scores, average,
-the paper's numbers beside the rows it reports) and `figures/*.png`. Running
-the same command again skips every finished step and resumes the rest.
+the same schedule, fine-tuned on each task with the paper's protocol, and
+compared layer by layer; the table and figures go under --output_dir
+(docs/ablation.md). The same command again skips every finished step.
 
 Examples:
 
@@ -28,7 +25,6 @@ from absl import flags
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
-from rembert_tf.cli import finetune_flags  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, --mixed_precision)
 from rembert_tf.common import errors  # noqa: E402
 
@@ -37,19 +33,16 @@ FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
-  """The suite's flags, defined when it runs as a command: several of their
-  names (--output_dir, --sentencepiece_model, --learning_rates,
-  --params_override) are also flags of rembert-finetune and rembert-train,
-  which a process that imports this module may hold (absl keeps one flag
-  registry per process)."""
+  """The suite's flags, defined only when it runs as a command: several are
+  also rembert-finetune's or rembert-train's, which a process importing this
+  module may hold (absl keeps one flag registry per process)."""
   for name in ("strategy", "tpu", "mixed_precision"):  # pre-training's, under --help
     flags.declare_key_flag(name)
   flags.DEFINE_string("output_dir", None, "Everything goes here (local or gs://).")
   flags.DEFINE_enum("scale", "base", ["base", "demo", "small"], "base: the "
-                    "paper's rows on your records / XTREME data; demo: demo-size "
-                    "rows on the demo corpus and its XNLI-like task (minutes); "
-                    "small: the same rows trained longer, three seeds, the "
-                    "paper's claims with intervals (about an hour).")
+                    "paper's rows on your records and XTREME data; demo: "
+                    "demo-size rows on the demo corpus (minutes); small: the "
+                    "same rows trained longer, three seeds (about an hour).")
   flags.DEFINE_list("experiments", None, "Base scale: experiment YAMLs / names "
                     "(default: every ablation_*).")
   flags.DEFINE_list("models", None, "Only these rows (by name, e.g. "
@@ -59,29 +52,22 @@ def define_flags() -> None:
   flags.DEFINE_string("eval_records", None, "Base scale: held-out records "
                       "(glob; default the training records).")
   flags.DEFINE_string("xtreme_data_dir", None, "The XTREME download/ folder "
-                      "(records are made once per task by the first "
-                      "fine-tuning run).")
+                      "(each task's records are made once).")
   flags.DEFINE_string("xtreme_records_dir", None, "Or: the --output_dir of "
                       "rembert-create-finetuning-data (OUTPUT/<task>/ per task).")
   flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model for "
-                      "--xtreme_data_dir (default: the one beside each "
-                      "pre-training run).")
+                      "--xtreme_data_dir (default: the pre-training run's).")
   flags.DEFINE_list("tasks", None, "XTREME tasks (default: all six; demo: xnli).")
   flags.DEFINE_list("learning_rates", None, "Fine-tuning rates swept per task "
                     "(default base 1e-5,2e-5,3e-5; demo 3e-4,1e-3).")
-  flags.register_validator("learning_rates", _are_numbers,
-                           "expected comma-separated numbers, e.g. "
-                           "1e-5,2e-5")
+  flags.register_validator("learning_rates", _are_numbers, "expected "
+                           "comma-separated numbers, e.g. 1e-5,2e-5")
   flags.DEFINE_integer("num_seeds", None, "Fine-tuning runs per rate (default "
                        "base 3, demo 2).")
   flags.DEFINE_string("finetune_params_override", None, "Fields of the "
                       "fine-tuning experiment for every fine-tuning run "
                       "(rembert-finetune's --params_override), e.g. "
                       "trainer.num_train_epochs=2,runtime.tpu=NAME.")
-  flags.DEFINE_list("finetune_flags", None, "Deprecated: rembert-finetune "
-                    "flags for every fine-tuning run, comma-separated "
-                    "(--finetune_flags=--num_train_epochs=2); each sets its "
-                    "field, as --finetune_params_override does.")
   flags.declare_key_flag("params_override")  # Model Garden's (runtime_flags)
   FLAGS["params_override"].help = ("Applied to every row's experiment (dotted "
                                    "keys or YAML), e.g. "
@@ -89,8 +75,7 @@ def define_flags() -> None:
   flags.DEFINE_bool("allow_different_schedules", False, "Run rows whose "
                     "experiments differ outside the model.")
   flags.DEFINE_string("similarity_sentences", None, "Sentences for the layer "
-                      "similarity (text, or TSV: first column). Default: XNLI "
-                      "English dev.")
+                      "similarity (text, or TSV: first column; XNLI English dev).")
   flags.DEFINE_integer("similarity_max_sentences", 256, "Sentences used for "
                        "the layer similarity.")
   flags.DEFINE_float("corpus_megabytes", 3.0, "Demo corpus size.")
@@ -109,65 +94,38 @@ def _names(values):
   return None if values is None else [v for v in values if v]
 
 
-def _finetune_overrides():
-  """--finetune_params_override, then the fields of the deprecated
-  --finetune_flags (rembert-finetune's flag -> field table; one line says
-  so, and names a flag that overrides a field of the override); None if
-  neither is given."""
-  from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
-  given = _names(FLAGS.finetune_flags)
-  if given is None:
-    return FLAGS.finetune_params_override
-  program = f"{PROG} --finetune_flags"
-  overrides = finetune_flags.overrides_from_args(
-      command.current_flag_names("finetune", given, program), program)
-  override = ",".join(f"{k}={_as_override_text(v)}"
-                      for k, v in overrides.items())
-  print(f"{PROG}: --finetune_flags is deprecated; use "
-        f"--finetune_params_override={override}", file=sys.stderr, flush=True)
-  layered = finetuning_experiment.flat_overrides(FLAGS.finetune_params_override)
-  for note in finetune_flags.flag_notes(overrides, layered):
-    print(f"{program}: note: {note}.", file=sys.stderr, flush=True)
-  return dict(layered, **overrides)
-
-
-def _as_override_text(value) -> str:
-  """A field value as --params_override text (`[a,b]`, `true`)."""
-  if isinstance(value, (list, tuple)):
-    return "[" + ",".join(_as_override_text(v) for v in value) + "]"
-  return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def suite_options():
   """The flags as the suite's `SuiteOptions`."""
   from rembert_tf.ablation import suite  # pylint: disable=g-import-not-at-top
+  values = {name: FLAGS[name].value for name in (
+      "output_dir", "scale", "train_records", "eval_records", "xtreme_data_dir",
+      "xtreme_records_dir", "sentencepiece_model", "num_seeds",
+      "finetune_params_override", "params_override", "strategy", "tpu",
+      "mixed_precision", "allow_different_schedules", "similarity_sentences",
+      "similarity_max_sentences", "corpus_megabytes")}
+  for name in ("experiments", "models", "tasks"):  # `--tasks xnli,` too
+    values[name] = _names(FLAGS[name].value)
+  rates = _names(FLAGS.learning_rates)
   return suite.SuiteOptions(
-      output_dir=FLAGS.output_dir, scale=FLAGS.scale,
-      experiments=_names(FLAGS.experiments), models=_names(FLAGS.models),
-      train_records=FLAGS.train_records, eval_records=FLAGS.eval_records,
-      xtreme_data_dir=FLAGS.xtreme_data_dir,
-      xtreme_records_dir=FLAGS.xtreme_records_dir,
-      sp_model=FLAGS.sentencepiece_model,
-      tasks=_names(FLAGS.tasks),
-      learning_rates=([float(r) for r in FLAGS.learning_rates]
-                      if FLAGS.learning_rates else None),
-      num_seeds=FLAGS.num_seeds, finetune_overrides=_finetune_overrides(),
-      params_override=FLAGS.params_override, strategy=FLAGS.strategy,
-      tpu=FLAGS.tpu, mixed_precision=FLAGS.mixed_precision,
-      allow_different_schedules=FLAGS.allow_different_schedules,
-      similarity_sentences=FLAGS.similarity_sentences,
-      similarity_max_sentences=FLAGS.similarity_max_sentences,
-      corpus_megabytes=FLAGS.corpus_megabytes)
+      **values, learning_rates=rates and [float(r) for r in rates])
 
 
 def run_suite(options) -> int:
   """Runs the suite of `options` (a `suite.SuiteOptions`) under its output
-  lock; the exit code (42 when preempted)."""
+  lock, refusing an output that is, holds or lies in an input; the exit code
+  (42 when preempted)."""
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf.ablation import suite  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
   from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
-  _refuse_output_overlapping_inputs(options)
+  inputs = {f"--{name}": getattr(options, name) for name in (
+      "xtreme_data_dir", "xtreme_records_dir", "similarity_sentences",
+      "sentencepiece_model")}
+  for name in ("train_records", "eval_records"):
+    for path in fileio.glob(getattr(options, name)) if getattr(options, name) else ():
+      inputs[f"--{name} ({path})"] = path
+  outputs.refuse_overlap(options.output_dir, inputs, "--output_dir")
   try:
     # One suite per directory; several workers of one suite: the chief's.
     with outputs.writing_shared_output(options.output_dir):
@@ -184,19 +142,6 @@ def main(argv) -> int:
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help "
                             "(fine-tuning settings go in --finetune_params_override).")
   return run_suite(suite_options())
-
-
-def _refuse_output_overlapping_inputs(args) -> None:
-  """Before any work: --output_dir must not be, hold or lie in an input."""
-  from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
-  from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
-  inputs = {f"--{name}": getattr(args, name) for name in (
-      "xtreme_data_dir", "xtreme_records_dir", "similarity_sentences")}
-  inputs["--sentencepiece_model"] = args.sp_model
-  for name in ("train_records", "eval_records"):
-    for path in fileio.glob(getattr(args, name)) if getattr(args, name) else ():
-      inputs[f"--{name} ({path})"] = path
-  outputs.refuse_overlap(args.output_dir, inputs, "--output_dir")
 
 
 def run() -> None:

@@ -24,7 +24,7 @@ stats = corpus.generate_corpus("corpus", target_megabytes=1.0)
 """
 import random
 import zlib
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -34,8 +34,8 @@ from rembert_tf.demo import grammar
 from rembert_tf.demo import lexicon as lx
 
 # Relative corpus sizes (unequal on purpose: shows the smoothed sampling).
-DEFAULT_LANGUAGE_SIZES = {"en": 1.0, "es": 0.6, "ru": 0.5, "el": 0.3,
-                          "ar": 0.4, "hi": 0.25, "zh": 0.5}
+LANGUAGE_SIZES = {"en": 1.0, "es": 0.6, "ru": 0.5, "el": 0.3, "ar": 0.4,
+                  "hi": 0.25, "zh": 0.5}
 PARALLEL_FRACTION = 0.5
 CODE_SWITCHED_FRACTION = 0.5
 SWITCH_PROBABILITY = 0.5
@@ -56,15 +56,13 @@ def sample_document_frames(rng: random.Random,
   protagonist_adjective = frame_sampling.adjective_for(rng, protagonist, 0.5)
   tense = rng.choice(lx.TENSES)
   place = rng.choice(tuple(lx.PLACES)) if rng.random() < 0.5 else None
-  cls = lx.noun_class(protagonist)
-  verbs = [k for k, v in lx.VERBS.items() if cls in v[3]]
+  verbs = lx.verbs_for(protagonist)
   topic = {}
   for verb in rng.sample(verbs, rng.randint(2, 3)):
-    object_classes = lx.VERBS[verb][4]
     obj = None
-    if object_classes is not None:
-      obj = rng.choice([k for k, v in lx.NOUNS.items()
-                        if v[0] in object_classes and k != protagonist])
+    if lx.VERBS[verb].objects is not None:
+      obj = rng.choice(lx.nouns_of(lx.VERBS[verb].objects,
+                                   other_than=protagonist))
     topic[verb] = (obj, frame_sampling.adjective_for(rng, obj, 0.4)
                    if obj else None)
   frames = []
@@ -88,12 +86,11 @@ def sample_document(rng: random.Random, lang: str,
 
 
 def sample_parallel_document(rng: random.Random, lang: str,
-                             pivot: str = "en",
                              num_sentences: Optional[int] = None) -> List[str]:
-  """A bilingual document: each sentence in `lang`, then in `pivot`."""
+  """A bilingual document: each sentence in `lang`, then in English."""
   lines = []
   for frame in sample_document_frames(rng, num_sentences):
-    lines += [grammar.render(frame, lang), grammar.render(frame, pivot)]
+    lines += [grammar.render(frame, lang), grammar.render(frame, "en")]
   return lines
 
 
@@ -135,7 +132,7 @@ def sample_code_switched_document(rng: random.Random, lang: str,
 
 
 def _check_arguments(languages, target_megabytes, files_per_language,
-                     fractions: Mapping[str, float]) -> None:
+                     parallel_fraction, code_switched_fraction) -> None:
   for lang in languages:
     if lang not in lx.LANGUAGES:
       raise errors.UsageError(f"unknown demo language {lang!r} in --languages; "
@@ -146,18 +143,18 @@ def _check_arguments(languages, target_megabytes, files_per_language,
   if files_per_language < 1:
     raise errors.UsageError(f"--files_per_language is {files_per_language}; "
                             "give 1 or more.")
-  for name, value in fractions.items():
+  for name, value in (("parallel_fraction", parallel_fraction),
+                      ("code_switched_fraction", code_switched_fraction)):
     if not 0.0 <= value <= 1.0:
       raise errors.UsageError(f"{name} is {value:g}; give a value in [0, 1].")
-  if fractions["parallel_fraction"] + fractions["code_switched_fraction"] > 1:
+  if parallel_fraction + code_switched_fraction > 1:
     raise errors.UsageError("parallel_fraction + code_switched_fraction is "
                             "above 1; lower one of them.")
 
 
-def _sample_language_documents(rng: random.Random, lang: str, budget: int,
-                               parallel_fraction: float,
-                               code_switched_fraction: float,
-                               switch_probability: float) -> List[List[str]]:
+def _sample_documents(rng: random.Random, lang: str, budget: int,
+                      parallel_fraction: float, code_switched_fraction: float
+                      ) -> List[List[str]]:
   """Documents of `lang` until `budget` UTF-8 bytes are reached."""
   documents, written = [], 0
   while written < budget:
@@ -165,7 +162,7 @@ def _sample_language_documents(rng: random.Random, lang: str, budget: int,
     if draw < parallel_fraction:
       doc = sample_parallel_document(rng, lang)
     elif draw < parallel_fraction + code_switched_fraction:
-      doc = sample_code_switched_document(rng, lang, switch_probability)
+      doc = sample_code_switched_document(rng, lang)
     else:
       doc = sample_document(rng, lang)
     documents.append(doc)
@@ -177,12 +174,10 @@ def _sample_language_documents(rng: random.Random, lang: str, budget: int,
 def generate_corpus(output_dir,
                     languages: Sequence[str] = lx.LANGUAGES,
                     target_megabytes: float = 2.0,
-                    language_sizes: Optional[Mapping[str, float]] = None,
                     files_per_language: int = 2,
                     seed: int = 0,
                     parallel_fraction: float = PARALLEL_FRACTION,
                     code_switched_fraction: float = CODE_SWITCHED_FRACTION,
-                    switch_probability: float = SWITCH_PROBABILITY,
                     verbose: bool = False,
                     overwrite: bool = False) -> Dict[str, Dict[str, int]]:
   """Writes `output_dir/{lang}/part-NNNNN.txt` files; returns per-language stats.
@@ -190,48 +185,37 @@ def generate_corpus(output_dir,
   Args:
     output_dir: root folder (created; swapped in whole).
     languages: subset of `lexicon.LANGUAGES`.
-    target_megabytes: approximate total UTF-8 size (> 0).
-    language_sizes: relative size per language (DEFAULT_LANGUAGE_SIZES).
+    target_megabytes: approximate total UTF-8 size (> 0), shared out by
+      `LANGUAGE_SIZES`.
     files_per_language: documents are dealt round-robin over this many files.
     seed: the corpus is a pure function of the arguments.
-    parallel_fraction, code_switched_fraction, switch_probability: the mix.
+    parallel_fraction, code_switched_fraction: the mix of documents.
+    verbose: print each language's figures.
     overwrite: replace an existing `output_dir`.
   Returns:
     {lang: {"documents", "sentences", "bytes", "files"}}.
   Raises:
     errors.UsageError, errors.OutputExistsError.
   """
-  _check_arguments(languages, target_megabytes, files_per_language,
-                   {"parallel_fraction": parallel_fraction,
-                    "code_switched_fraction": code_switched_fraction,
-                    "switch_probability": switch_probability})
-  sizes = dict(language_sizes or DEFAULT_LANGUAGE_SIZES)
-  total_weight = sum(sizes.get(lang, 1.0) for lang in languages)
-  mix = (parallel_fraction, code_switched_fraction, switch_probability)
+  mix = (parallel_fraction, code_switched_fraction)
+  _check_arguments(languages, target_megabytes, files_per_language, *mix)
+  total_weight = sum(LANGUAGE_SIZES[lang] for lang in languages)
+  stats = {}
   with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
-    return {lang: _write_language(
-        tmp, lang,
-        int(target_megabytes * 1e6 * sizes.get(lang, 1.0) / total_weight),
-        seed, files_per_language, mix, verbose) for lang in languages}
-
-
-def _write_language(output_dir: str, lang: str, budget: int, seed: int,
-                    files_per_language: int, mix: Sequence[float],
-                    verbose: bool) -> Dict[str, int]:
-  """Writes one language's files; returns its stats. `mix`: the parallel,
-  code-switched and switch-probability settings."""
-  rng = random.Random(zlib.crc32(f"{seed}:{lang}".encode()))
-  documents = _sample_language_documents(rng, lang, budget, *mix)
-  texts = ["\n".join(doc) + "\n\n" for doc in documents]
-  for i in range(files_per_language):
-    fileio.write_text(fileio.join(output_dir, lang, f"part-{i:05d}.txt"),
-                      "".join(texts[i::files_per_language]))
-  stats = {"documents": len(documents),
-           "sentences": sum(len(doc) for doc in documents),
-           "bytes": sum(len(t.encode("utf-8")) for t in texts),
-           "files": files_per_language}
-  if verbose:
-    print(f"demo corpus {lang}: {stats['documents']} documents, "
-          f"{stats['sentences']} sentences, {stats['bytes'] / 1e6:.2f} MB",
-          flush=True)
+    for lang in languages:
+      rng = random.Random(zlib.crc32(f"{seed}:{lang}".encode()))
+      budget = int(target_megabytes * 1e6 * LANGUAGE_SIZES[lang] / total_weight)
+      documents = _sample_documents(rng, lang, budget, *mix)
+      texts = ["\n".join(doc) + "\n\n" for doc in documents]
+      for i in range(files_per_language):
+        fileio.write_text(fileio.join(tmp, lang, f"part-{i:05d}.txt"),
+                          "".join(texts[i::files_per_language]))
+      stats[lang] = {"documents": len(documents),
+                     "sentences": sum(len(doc) for doc in documents),
+                     "bytes": sum(len(t.encode("utf-8")) for t in texts),
+                     "files": files_per_language}
+      if verbose:
+        print(f"demo corpus {lang}: {len(documents)} documents, "
+              f"{stats[lang]['sentences']} sentences, "
+              f"{stats[lang]['bytes'] / 1e6:.2f} MB", flush=True)
   return stats

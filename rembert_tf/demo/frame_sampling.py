@@ -21,19 +21,19 @@ from rembert_tf.demo import grammar
 from rembert_tf.demo import lexicon as lx
 
 
-def pick_subject(rng: random.Random, classes=lx.ANIMATE) -> str:
-  """A subject of one of `classes`: a name 30% of the time, else a noun."""
-  if rng.random() < 0.3 and "human" in classes:
+def pick_subject(rng: random.Random) -> str:
+  """A person or an animal: a name 30% of the time, else a noun."""
+  if rng.random() < 0.3:
     return rng.choice(lx.NAMES)
-  return rng.choice([k for k, v in lx.NOUNS.items() if v[0] in classes])
+  return rng.choice(lx.nouns_of(lx.ANIMATE))
 
 
 def adjective_for(rng: random.Random, key: str, p: float) -> Optional[str]:
   """With probability `p`, an adjective that fits noun `key` (never for names)."""
   if key in lx.NAME_GENDER or rng.random() >= p:
     return None
-  cls = lx.NOUNS[key][0]
-  return rng.choice([a for a, (_, classes) in lx.ADJECTIVES.items()
+  cls = lx.NOUNS[key].noun_class
+  return rng.choice([a for a, classes in lx.ADJECTIVES.items()
                      if cls in classes])
 
 
@@ -58,31 +58,26 @@ def sample_frame(rng: random.Random,
   if subject is None:
     subject = pick_subject(rng)
     subject_adjective = adjective_for(rng, subject, 0.35)
-  cls = lx.noun_class(subject)
-  verbs = [k for k, v in lx.VERBS.items() if cls in v[3]]
+  verbs = lx.verbs_for(subject)
   topical = [v for v in (topic or {}) if v in verbs]
   verb = rng.choice(topical) if topical else rng.choice(verbs)
-  _, _, _, _, object_classes, places = lx.VERBS[verb]
+  object_classes, places = lx.VERBS[verb].objects, lx.VERBS[verb].places
   obj = obj_adj = None
   count, obj_definite = 1, rng.random() < 0.5
   if object_classes is not None and topical and topic[verb][0] != subject:
     obj, obj_adj = topic[verb]
     obj_definite = rng.random() < 0.8
   elif object_classes is not None:
-    obj = rng.choice([k for k, v in lx.NOUNS.items() if v[0] in object_classes
-                      and k != subject])
+    obj = rng.choice(lx.nouns_of(object_classes, other_than=subject))
     obj_adj = adjective_for(rng, obj, 0.35)
-  if obj is not None:
-    if lx.NOUNS[obj][4] and rng.random() < 0.25:
-      count = rng.randint(2, 9)
+  if obj is not None and lx.NOUNS[obj].countable and rng.random() < 0.25:
+    count = rng.randint(2, 9)
   tense = tense or rng.choice(lx.TENSES)
-  time = None
-  if rng.random() < 0.45:
-    time = rng.choice([k for k, (t, _) in lx.TIMES.items() if t == tense])
+  time = rng.choice(lx.times_of(tense)) if rng.random() < 0.45 else None
   if location is None and rng.random() < 0.55:
     location = (rng.choice(places) if places and rng.random() < 0.75
                 else rng.choice(tuple(lx.PLACES)))
-  manner = rng.choice(tuple(lx.MANNERS)) if rng.random() < 0.25 else None
+  manner = rng.choice(lx.MANNERS) if rng.random() < 0.25 else None
   return grammar.Frame(
       subject=subject, verb=verb, object=obj,
       subject_adjective=subject_adjective, object_adjective=obj_adj,

@@ -2,20 +2,9 @@
 
 A `Frame` holds a clause's meaning (subject, verb, object, adjectives,
 quantity, tense, time, place, manner, negation) as concept names; `render`
-writes it in any demo language with that language's rules:
-
-| code | script     | word order | agreement a model can learn                                |
-| ---- | ---------- | ---------- | ---------------------------------------------------------- |
-| en   | Latin      | S V O      | a/an/the, 3sg -s, past/future with the time word           |
-| es   | Latin      | S V O      | gendered articles, adjective after noun agrees (o/a/s)     |
-| ru   | Cyrillic   | S V O      | adjective gender endings, past verb agrees with subject    |
-| el   | Greek      | S V O      | nominative/accusative articles by gender                   |
-| ar   | Arabic     | V S O      | al- prefix on noun and adjective, verb prefix by gender    |
-| hi   | Devanagari | S O V      | ergative ne in the past, ko on animate objects, postposed  |
-| zh   | CJK        | S V O      | classifiers chosen by noun class, le / mei / hui / bu      |
-
-`rembert_tf.demo.frame_sampling` draws frames that respect selectional
-restrictions. Word forms come from `rembert_tf.demo.lexicon`.
+writes it in any demo language with that language's word order and
+agreement (the table in docs/demo.md), with word forms from
+`rembert_tf.demo.lexicon`.
 
 Example:
 ```python
@@ -41,7 +30,7 @@ from rembert_tf.demo import lexicon as lx
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-  """One clause's meaning. Values are concept names (`lexicon.concepts()`).
+  """One clause's meaning. Values are concept names (the lexicon's tables).
 
   Attributes:
     subject: a noun ("farmer") or a name from lexicon.NAMES ("Mira").
@@ -73,320 +62,256 @@ class Frame:
 
 
 # ---------------------------------------------------------------------------
-# Renderers. Each returns the list of words of one sentence (no punctuation).
+# Renderers. Each returns a clause's parts, lists of words keyed by `_ORDER`'s
+# letters: S subject, V verb, O object, L place (M, the manner, is `_MANNER`'s).
 
-def _check_frame(frame: Frame):
-  if frame.verb not in lx.VERBS:
-    raise ValueError(f"unknown verb {frame.verb!r}; see lexicon.concepts()['verbs'].")
-  if frame.tense not in lx.TENSES:
-    raise ValueError(f"tense must be one of {lx.TENSES}, got {frame.tense!r}.")
-  if frame.time is not None and lx.TIMES[frame.time][0] != frame.tense:
-    raise ValueError(f"time {frame.time!r} is {lx.TIMES[frame.time][0]}, but the "
-                     f"frame's tense is {frame.tense!r}.")
-  transitive = lx.VERBS[frame.verb][4] is not None
-  if transitive != (frame.object is not None):
-    raise ValueError(f"verb {frame.verb!r} {'needs' if transitive else 'takes no'}"
-                     " object.")
+Parts = Dict[str, Optional[List[str]]]
+# Word order after the time word, which comes first in every language.
+_ORDER = {"en": "SVOML", "es": "SVOLM", "ru": "SVOLM", "el": "SVOLM",
+          "ar": "VSOLM", "hi": "SLOMV", "zh": "SLMVO"}
+# The manner word: its ending, then the words after it.
+_MANNER = {"en": ("",), "es": ("mente",), "ru": ("о",), "el": ("ως",),
+           "ar": ("اً",), "hi": ("", "से"), "zh": ("", "地")}
 
 
-def _negation(frame: Frame, lex: lx.Lexicon) -> str:
-  return lex.function_word("f:not_" + frame.tense)
+def _phrases(frame: Frame, np) -> Parts:
+  """The subject's and the object's noun phrases, from a language's
+  `np(key, adjective, definite, count, case)`."""
+  return {"S": np(frame.subject, frame.subject_adjective,
+                  frame.subject_definite, 1, "nom"),
+          "O": frame.object and np(frame.object, frame.object_adjective,
+                                   frame.object_definite, frame.object_count,
+                                   "acc")}
 
 
-def _en(frame: Frame, lex: lx.Lexicon) -> List[str]:
-  word = lex.word  # English inflection, or a borrowed word
-  def np(key, adjective, definite, count):
+def _negated(frame: Frame, lex: lx.Lexicon, verb: List[str]) -> List[str]:
+  """`verb` after the negation of the frame's tense, if the frame is negated."""
+  return [lex.function_word("f:not_" + frame.tense)] + verb if frame.negated else verb
+
+
+def _en(frame: Frame, lex: lx.Lexicon) -> Parts:
+  # English words take the clause's English inflection (`english=`); a word
+  # borrowed from another language is written as that language wrote it.
+  def np(key, adjective, definite, count, unused_case):
     if key in lx.NAME_GENDER:
       return [key]
-    _, singular, plural, _, countable = lx.NOUNS[key]
-    words = ([word("a:" + adjective, lx.ADJECTIVES[adjective][0])]
-             if adjective else [])
+    words = [lex.form("a:" + adjective)] if adjective else []
     if count > 1:
-      return [str(count)] + words + [word("n:" + key, plural)]
-    words = words + [word("n:" + key, singular)]
+      return [str(count)] + words + [lex.form("n:" + key, english=lx.plural(key))]
+    words.append(lex.form("n:" + key))
     if definite:
       article = "the"
-    elif not countable:
+    elif not lx.NOUNS[key].countable:
       article = "some"
     else:
       article = "an" if words[0][0] in "aeiou" else "a"
     return [article] + words
-  base, third, past, _, _, _ = lx.VERBS[frame.verb]
-  verb_key = "v:" + frame.verb
-  base = word(verb_key, base)
-  negation = _negation(frame, lex)
-  if frame.tense == "past":
-    verb = ["did", negation, base] if frame.negated else [word(verb_key, past)]
+  verb, key = lx.VERBS[frame.verb], "v:" + frame.verb
+  base = lex.form(key)
+  if frame.negated:
+    auxiliary = {"past": "did", "present": "does", "future": "will"}
+    verbs = [auxiliary[frame.tense]] + _negated(frame, lex, [base])
   elif frame.tense == "future":
-    verb = ["will", negation, base] if frame.negated else ["will", base]
+    verbs = ["will", base]
   else:
-    verb = ["does", negation, base] if frame.negated else [word(verb_key, third)]
-  words = []
-  if frame.time:
-    words += word("t:" + frame.time, lx.TIMES[frame.time][1]).split()
-  words += np(frame.subject, frame.subject_adjective, frame.subject_definite, 1)
-  words += verb
-  if frame.object:
-    words += np(frame.object, frame.object_adjective, frame.object_definite,
-                frame.object_count)
-  if frame.manner:
-    words.append(word("m:" + frame.manner, lx.MANNERS[frame.manner]))
-  if frame.location:
-    words += [lex.function_word("f:in"), "the", word("p:" + frame.location,
-                                lx.PLACES[frame.location][0])]
-  return words
+    verbs = [lex.form(key, english=(verb.past if frame.tense == "past"
+                                    else verb.third_person))]
+  return dict(_phrases(frame, np), V=verbs,
+              L=frame.location and [lex.function_word("f:in"), "the",
+                                    lex.form("p:" + frame.location)])
 
 
-def _es(frame: Frame, lex: lx.Lexicon) -> List[str]:
-  def np(key, adjective, definite, count):
+def _es(frame: Frame, lex: lx.Lexicon) -> Parts:
+  def np(key, adjective, definite, count, unused_case):
     if key in lx.NAME_GENDER:
       return [key]
-    g = lx.gender(key)
-    vowel = "o" if g == "m" else "a"
-    plural = count > 1
-    noun = lex.form("n:" + key, suffix=vowel + ("s" if plural else ""))
-    words = ([str(count)] if plural else
-             [("lo" if g == "m" else "la") if definite else
-              ("un" if g == "m" else "una")])
-    words.append(noun)
+    g, plural = lx.gender(key), count > 1
+    ending = ("o" if g == "m" else "a") + ("s" if plural else "")
+    if plural:
+      words = [str(count)]
+    elif definite:
+      words = ["lo" if g == "m" else "la"]
+    else:
+      words = ["un" if g == "m" else "una"]
+    words.append(lex.form("n:" + key, suffix=ending))
     if adjective:
-      words.append(lex.form("a:" + adjective,
-                            suffix=vowel + ("s" if plural else "")))
+      words.append(lex.form("a:" + adjective, suffix=ending))
     return words
   verb = lex.form("v:" + frame.verb, suffix={
       "past": "ó", "present": "a", "future": "ará"}[frame.tense])
-  words = [lex.form("t:" + frame.time)] if frame.time else []
-  words += np(frame.subject, frame.subject_adjective, frame.subject_definite, 1)
-  words += ([_negation(frame, lex)] if frame.negated else []) + [verb]
-  if frame.object:
-    words += np(frame.object, frame.object_adjective, frame.object_definite,
-                frame.object_count)
-  if frame.location:
-    g = lx.gender(frame.location)
-    words += [lex.function_word("f:in"), "lo" if g == "m" else "la",
-              lex.form("p:" + frame.location, suffix="o" if g == "m" else "a")]
-  if frame.manner:
-    words.append(lex.form("m:" + frame.manner, suffix="mente"))
-  return words
+  m = frame.location and lx.gender(frame.location) == "m"
+  return dict(_phrases(frame, np), V=_negated(frame, lex, [verb]),
+              L=frame.location and [
+                  lex.function_word("f:in"), "lo" if m else "la",
+                  lex.form("p:" + frame.location, suffix="o" if m else "a")])
 
 
-def _ru(frame: Frame, lex: lx.Lexicon) -> List[str]:
-  def noun(key, case, plural):
-    if key in lx.NAME_GENDER:
-      return key
-    if plural:
-      ending = "ы"
-    elif lx.gender(key) == "f":
-      ending = {"nom": "а", "acc": "у", "loc": "е"}[case]
-    else:
-      ending = {"nom": "", "acc": "", "loc": "е"}[case]
-    return lex.form("n:" + key, suffix=ending)
-  def adjective(key, g, plural, case):
-    if plural:
-      ending = "ые"
-    elif g == "f":
-      ending = "ую" if case == "acc" else "ая"
-    else:
-      ending = "ый"
-    return lex.form("a:" + key, suffix=ending)
-  def np(key, adj, case, count):
-    words = [str(count)] if count > 1 else []
-    if adj and key not in lx.NAME_GENDER:
-      words.append(adjective(adj, lx.gender(key), count > 1, case))
-    return words + [noun(key, case, count > 1)]
-  verb_key, g = "v:" + frame.verb, lx.gender(frame.subject)
-  if frame.tense == "past":
-    verb = [lex.form(verb_key, suffix="ал" if g == "m" else "ала")]
-  elif frame.tense == "future":
-    verb = ["будет", lex.form(verb_key, suffix="ать")]
-  else:
-    verb = [lex.form(verb_key, suffix="ет")]
-  if frame.negated:
-    verb = [_negation(frame, lex)] + verb
-  words = [lex.form("t:" + frame.time)] if frame.time else []
-  words += np(frame.subject, frame.subject_adjective, "nom", 1) + verb
-  if frame.object:
-    words += np(frame.object, frame.object_adjective, "acc", frame.object_count)
-  if frame.location:
-    ending = "е" if lx.gender(frame.location) == "m" else "и"
-    words += [lex.function_word("f:in"),
-              lex.form("p:" + frame.location, suffix=ending)]
-  if frame.manner:
-    words.append(lex.form("m:" + frame.manner, suffix="о"))
-  return words
-
-
-def _el(frame: Frame, lex: lx.Lexicon) -> List[str]:
-  def np(key, adj, case, definite, count):
-    if key in lx.NAME_GENDER:
-      article = {"m": {"nom": "ο", "acc": "τον"}, "f": {"nom": "η", "acc": "την"}}
-      return [article[lx.gender(key)][case], key]
-    g, plural = lx.gender(key), count > 1
-    if plural:
-      article = ("οι" if case == "nom" else ("τους" if g == "m" else "τις"))
-      ending = "οι" if g == "m" else "ες"
-    else:
-      article = {"m": {"nom": "ο", "acc": "τον"},
-                 "f": {"nom": "η", "acc": "την"}}[g][case]
-      if not definite:
-        article = "ένας" if g == "m" else "μια"
-      ending = ("ος" if case == "nom" else "ο") if g == "m" else "α"
-    words = [str(count)] if plural else [article]
-    if adj:
-      words.append(lex.form("a:" + adj, suffix=ending))
-    return words + [lex.form("n:" + key, suffix=ending)]
-  verb_key = "v:" + frame.verb
-  verb = {"past": [lex.form(verb_key, prefix="ε", suffix="ε")],
-          "present": [lex.form(verb_key, suffix="ει")],
-          "future": ["θα", lex.form(verb_key, suffix="ει")]}[frame.tense]
-  if frame.negated:
-    verb = [_negation(frame, lex)] + verb
-  words = [lex.form("t:" + frame.time)] if frame.time else []
-  words += np(frame.subject, frame.subject_adjective, "nom",
-              frame.subject_definite, 1) + verb
-  if frame.object:
-    words += np(frame.object, frame.object_adjective, "acc",
-                frame.object_definite, frame.object_count)
-  if frame.location:
-    g = lx.gender(frame.location)
-    words += [lex.function_word("f:in", "στο" if g == "m" else "στη"),
-              lex.form("p:" + frame.location, suffix="ο" if g == "m" else "α")]
-  if frame.manner:
-    words.append(lex.form("m:" + frame.manner, suffix="ως"))
-  return words
-
-
-def _ar(frame: Frame, lex: lx.Lexicon) -> List[str]:
-  def np(key, adj, definite, count):
+def _ru(frame: Frame, lex: lx.Lexicon) -> Parts:
+  def np(key, adjective, unused_definite, count, case):
     if key in lx.NAME_GENDER:
       return [key]
     g, plural = lx.gender(key), count > 1
-    ending = ("ات" if g == "f" else "ون") if plural else ("ة" if g == "f" else "")
+    words = [str(count)] if plural else []
+    if adjective:
+      if plural:
+        ending = "ые"
+      elif g == "f":
+        ending = "ую" if case == "acc" else "ая"
+      else:
+        ending = "ый"
+      words.append(lex.form("a:" + adjective, suffix=ending))
+    if plural:
+      ending = "ы"
+    elif g == "f":
+      ending = {"nom": "а", "acc": "у"}[case]
+    else:
+      ending = ""
+    return words + [lex.form("n:" + key, suffix=ending)]
+  key, g = "v:" + frame.verb, lx.gender(frame.subject)
+  if frame.tense == "past":
+    verb = [lex.form(key, suffix="ал" if g == "m" else "ала")]
+  elif frame.tense == "future":
+    verb = ["будет", lex.form(key, suffix="ать")]
+  else:
+    verb = [lex.form(key, suffix="ет")]
+  m = frame.location and lx.gender(frame.location) == "m"
+  return dict(_phrases(frame, np), V=_negated(frame, lex, verb),
+              L=frame.location and [
+                  lex.function_word("f:in"),
+                  lex.form("p:" + frame.location, suffix="е" if m else "и")])
+
+
+_EL_ARTICLES = {"m": {"nom": "ο", "acc": "τον"}, "f": {"nom": "η", "acc": "την"}}
+
+
+def _el(frame: Frame, lex: lx.Lexicon) -> Parts:
+  def np(key, adjective, definite, count, case):
+    g = lx.gender(key)
+    if key in lx.NAME_GENDER:
+      return [_EL_ARTICLES[g][case], key]
+    if count > 1:
+      words = [str(count)]
+      ending = "οι" if g == "m" else "ες"
+    else:
+      words = [_EL_ARTICLES[g][case] if definite else
+               "ένας" if g == "m" else "μια"]
+      ending = ("ος" if case == "nom" else "ο") if g == "m" else "α"
+    if adjective:
+      words.append(lex.form("a:" + adjective, suffix=ending))
+    return words + [lex.form("n:" + key, suffix=ending)]
+  key = "v:" + frame.verb
+  if frame.tense == "past":
+    verb = [lex.form(key, prefix="ε", suffix="ε")]
+  else:
+    verb = (["θα"] if frame.tense == "future" else []) + [
+        lex.form(key, suffix="ει")]
+  m = frame.location and lx.gender(frame.location) == "m"
+  return dict(_phrases(frame, np), V=_negated(frame, lex, verb),
+              L=frame.location and [
+                  lex.function_word("f:in", "στο" if m else "στη"),
+                  lex.form("p:" + frame.location, suffix="ο" if m else "α")])
+
+
+def _ar(frame: Frame, lex: lx.Lexicon) -> Parts:
+  def np(key, adjective, definite, count, unused_case):
+    if key in lx.NAME_GENDER:
+      return [key]
+    g, plural = lx.gender(key), count > 1
+    if plural:
+      ending = "ات" if g == "f" else "ون"
+    else:
+      ending = "ة" if g == "f" else ""
     prefix = "ال" if definite and not plural else ""
     words = [str(count)] if plural else []
     words.append(lex.form("n:" + key, prefix=prefix, suffix=ending))
-    if adj:
-      words.append(lex.form("a:" + adj, prefix=prefix, suffix=ending))
+    if adjective:
+      words.append(lex.form("a:" + adjective, prefix=prefix, suffix=ending))
     return words
-  verb_key = "v:" + frame.verb
+  key = "v:" + frame.verb
   person = "ي" if lx.gender(frame.subject) == "m" else "ت"
-  present = lex.form(verb_key, prefix=person)
-  if frame.negated:
-    verb = [_negation(frame, lex), present]
+  if frame.negated or frame.tense == "present":
+    # The negations of every tense take the present form.
+    verb = _negated(frame, lex, [lex.form(key, prefix=person)])
+  elif frame.tense == "past":
+    verb = [lex.form(key, suffix="" if person == "ي" else "ت")]
   else:
-    verb = {"past": [lex.form(verb_key, suffix="" if person == "ي" else "ت")],
-            "present": [present],
-            "future": [lex.form(verb_key, prefix="س" + person)]}[frame.tense]
-  words = [lex.form("t:" + frame.time)] if frame.time else []
-  words += verb
-  words += np(frame.subject, frame.subject_adjective, frame.subject_definite, 1)
-  if frame.object:
-    words += np(frame.object, frame.object_adjective, frame.object_definite,
-                frame.object_count)
-  if frame.location:
-    words += [lex.function_word("f:in"),
-              lex.form("p:" + frame.location, prefix="ال")]
-  if frame.manner:
-    words.append(lex.form("m:" + frame.manner, suffix="اً"))
-  return words
+    verb = [lex.form(key, prefix="س" + person)]
+  return dict(_phrases(frame, np), V=verb,
+              L=frame.location and [lex.function_word("f:in"),
+                                    lex.form("p:" + frame.location, prefix="ال")])
 
 
-def _hi(frame: Frame, lex: lx.Lexicon) -> List[str]:
-  def np(key, adj, count):
+def _hi(frame: Frame, lex: lx.Lexicon) -> Parts:
+  def np(key, adjective, unused_definite, count, case):
     if key in lx.NAME_GENDER:
       return [key]
     g, plural = lx.gender(key), count > 1
     if plural:
-      noun_end, adj_end = ("े", "े") if g == "m" else ("ियाँ", "ी")
+      noun_end, adjective_end = ("े", "े") if g == "m" else ("ियाँ", "ी")
     else:
-      noun_end, adj_end = ("ा", "ा") if g == "m" else ("ी", "ी")
+      noun_end, adjective_end = ("ा", "ा") if g == "m" else ("ी", "ी")
     words = [str(count)] if plural else []
-    if adj:
-      words.append(lex.form("a:" + adj, suffix=adj_end))
-    return words + [lex.form("n:" + key, suffix=noun_end)]
-  g = lx.gender(frame.subject)
-  ending = {"past": "ा" if g == "m" else "ी",
-            "present": "ता" if g == "m" else "ती",
-            "future": "ेगा" if g == "m" else "ेगी"}[frame.tense]
-  verb = [lex.form("v:" + frame.verb, suffix=ending)]
-  if frame.tense == "present":
-    verb.append("है")
-  if frame.negated:
-    verb = [_negation(frame, lex)] + verb
-    if frame.tense == "present":
-      verb = verb[:-1]  # "nahin" drops the auxiliary.
-  words = [lex.form("t:" + frame.time)] if frame.time else []
-  words += np(frame.subject, frame.subject_adjective, 1)
-  if frame.tense == "past" and frame.object:
-    words.append("ने")
-  if frame.location:
-    words += [lex.form("p:" + frame.location, suffix="ा"),
-              lex.function_word("f:in")]
-  if frame.object:
-    words += np(frame.object, frame.object_adjective, frame.object_count)
-    if lx.noun_class(frame.object) in lx.ANIMATE:
+    if adjective:
+      words.append(lex.form("a:" + adjective, suffix=adjective_end))
+    words.append(lex.form("n:" + key, suffix=noun_end))
+    if case == "acc" and lx.noun_class(key) in lx.ANIMATE:
       words.append("को")
-  if frame.manner:
-    words += [lex.form("m:" + frame.manner), "से"]
-  return words + verb
+    return words
+  m = lx.gender(frame.subject) == "m"
+  ending = {"past": "ा" if m else "ी", "present": "ता" if m else "ती",
+            "future": "ेगा" if m else "ेगी"}[frame.tense]
+  verb = [lex.form("v:" + frame.verb, suffix=ending)]
+  if frame.tense == "present" and not frame.negated:
+    verb.append("है")  # "nahin" drops the auxiliary.
+  parts = dict(_phrases(frame, np), V=_negated(frame, lex, verb),
+               L=frame.location and [lex.form("p:" + frame.location, suffix="ा"),
+                                     lex.function_word("f:in")])
+  if frame.tense == "past" and frame.object:
+    parts["S"].append("ने")  # the ergative subject of a past transitive verb
+  return parts
 
 
 _ZH_CLASSIFIERS = {"human": "位", "animal": "只", "food": "份", "object": "件",
                    "text": "本"}
 
 
-def _zh(frame: Frame, lex: lx.Lexicon) -> List[str]:
-  def np(key, adj, definite, count):
+def _zh(frame: Frame, lex: lx.Lexicon) -> Parts:
+  def np(key, adjective, definite, count, unused_case):
     if key in lx.NAME_GENDER:
       return [key]
-    classifier = _ZH_CLASSIFIERS[lx.NOUNS[key][0]]
+    classifier = _ZH_CLASSIFIERS[lx.NOUNS[key].noun_class]
     words = []
     if count > 1:
       words += [str(count), classifier]
     elif definite:
       words += ["这", classifier]
-    if adj:
-      words += [lex.form("a:" + adj), "的"]
+    if adjective:
+      words += [lex.form("a:" + adjective), "的"]
     return words + [lex.form("n:" + key)]
   stem = lex.form("v:" + frame.verb)
   if frame.negated:
-    verb = ([_negation(frame, lex), "会", stem] if frame.tense == "future"
-            else [_negation(frame, lex), stem])
+    verb = _negated(frame, lex, ["会", stem] if frame.tense == "future" else [stem])
   else:
     verb = {"past": [stem, "了"], "present": [stem],
             "future": ["会", stem]}[frame.tense]
-  words = [lex.form("t:" + frame.time)] if frame.time else []
-  words += np(frame.subject, frame.subject_adjective, frame.subject_definite, 1)
-  if frame.location:
-    words += [lex.function_word("f:in"), lex.form("p:" + frame.location)]
+  return dict(_phrases(frame, np), V=verb,
+              L=frame.location and [lex.function_word("f:in"),
+                                    lex.form("p:" + frame.location)])
+
+
+_RENDERERS = {"en": _en, "es": _es, "ru": _ru, "el": _el, "ar": _ar,
+              "hi": _hi, "zh": _zh}
+
+
+def _words(frame: Frame, lang: str, lexicon: lx.Lexicon) -> List[str]:
+  parts = _RENDERERS[lang](frame, lexicon)
   if frame.manner:
-    words += [lex.form("m:" + frame.manner), "地"]
-  words += verb
-  if frame.object:
-    words += np(frame.object, frame.object_adjective, frame.object_definite,
-                frame.object_count)
+    suffix, *after = _MANNER[lang]
+    parts["M"] = [lexicon.form("m:" + frame.manner, suffix=suffix)] + after
+  words = lexicon.form("t:" + frame.time).split() if frame.time else []
+  for part in _ORDER[lang]:
+    words += parts.get(part) or []
   return words
-
-
-class _RecordingLexicon(lx.Lexicon):
-  """A lexicon that remembers every word it gave each key."""
-
-  def __init__(self, base: lx.Lexicon):
-    super().__init__(base.lang, base._stems, base._english, base._forms)  # pylint: disable=protected-access
-    self.candidates: Dict[str, List[str]] = {}
-
-  def _keep(self, key: str, word: str) -> str:
-    self.candidates.setdefault(key, []).append(word)
-    return word
-
-  def form(self, key: str, prefix: str = "", suffix: str = "") -> str:
-    return self._keep(key, super().form(key, prefix, suffix))
-
-  def word(self, key: str, english: str) -> str:
-    return self._keep(key, super().word(key, english))
-
-  def function_word(self, key: str, native: Optional[str] = None) -> str:
-    return self._keep(key, super().function_word(key, native))
 
 
 def word_forms(frame: Frame, lang: str) -> Dict[str, str]:
@@ -396,21 +321,15 @@ def word_forms(frame: Frame, lang: str) -> Dict[str, str]:
   ("ate", "dogs"; Spanish noun endings, Arabic verb prefixes): what a
   code-switching writer inserts into a clause of another language.
   """
-  lexicon = _RecordingLexicon(lx.lexicon(lang))
-  _check_frame(frame)
-  written = _RENDERERS[lang](frame, lexicon)
+  lexicon = lx.lexicon(lang).recording()
+  written = _words(frame, lang, lexicon)
   forms = {}
-  for key, candidates in lexicon.candidates.items():
-    # Renderers may form several words per key (every tense's verb, a base
-    # form before the inflected one); the one in the sentence is the form.
+  for key, candidates in lexicon.written.items():
+    # A renderer may form several words per key (a base form before the
+    # inflected one); the one in the sentence is the form.
     used = [c for c in candidates if all(p in written for p in c.split())]
     forms[key] = (used or candidates)[-1]
   return forms
-
-
-_RENDERERS = {"en": _en, "es": _es, "ru": _ru, "el": _el, "ar": _ar,
-              "hi": _hi, "zh": _zh}
-_END = {"hi": "।", "zh": "。"}
 
 
 def render(frame: Frame, lang: str,
@@ -421,8 +340,7 @@ def render(frame: Frame, lang: str,
   `lexicon.lexicon(lang).switched(keys)` for a code-switched sentence).
   """
   lexicon = lexicon or lx.lexicon(lang)  # Refuses an unknown language.
-  _check_frame(frame)
-  words = _RENDERERS[lang](frame, lexicon)
+  words = _words(frame, lang, lexicon)
   if lang == "zh":
     text = ""
     for word in words:  # No spaces in CJK, except around Latin names.
@@ -432,5 +350,5 @@ def render(frame: Frame, lang: str,
     return text + "。"
   text = " ".join(words)
   if lang in ("en", "es", "ru", "el"):
-    text = text[0].upper() + text[1:]
-  return text + _END.get(lang, ".")
+    return text[0].upper() + text[1:] + "."
+  return text + ("।" if lang == "hi" else ".")

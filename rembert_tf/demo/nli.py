@@ -25,8 +25,8 @@ from rembert_tf.demo import grammar
 from rembert_tf.demo import lexicon as lx
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
-# Distinct seeds: train / dev / test pairs are drawn independently.
-_TRAIN_SEED, _DEV_SEED, _TEST_SEED = 101, 202, 303
+# Distinct seeds: train and dev pairs are drawn independently.
+_TRAIN_SEED, _DEV_SEED = 101, 202
 
 _MODIFIERS = ("location", "manner", "time", "subject_adjective",
               "object_adjective")
@@ -35,20 +35,15 @@ _MODIFIERS = ("location", "manner", "time", "subject_adjective",
 _EVENT_MODIFIERS = ("location", "manner", "time")
 
 
-def _present_modifiers(frame: grammar.Frame, fields=_MODIFIERS) -> List[str]:
-  return [m for m in fields if getattr(frame, m) is not None]
-
-
 def _add_modifier(rng: random.Random, frame: grammar.Frame,
                   fields=_MODIFIERS) -> Optional[grammar.Frame]:
   options = []
   if frame.location is None:
     options.append(("location", rng.choice(tuple(lx.PLACES))))
   if frame.manner is None:
-    options.append(("manner", rng.choice(tuple(lx.MANNERS))))
+    options.append(("manner", rng.choice(lx.MANNERS)))
   if frame.time is None:
-    options.append(("time", rng.choice(
-        [k for k, (t, _) in lx.TIMES.items() if t == frame.tense])))
+    options.append(("time", rng.choice(lx.times_of(frame.tense))))
   for field in ("subject", "object"):
     key = getattr(frame, field)
     if key and key not in lx.NAME_GENDER and getattr(frame, field + "_adjective") is None:
@@ -63,18 +58,11 @@ def _add_modifier(rng: random.Random, frame: grammar.Frame,
 
 def _drop_modifiers(rng: random.Random, frame: grammar.Frame,
                     fields=_MODIFIERS) -> Optional[grammar.Frame]:
-  present = _present_modifiers(frame, fields)
+  present = [m for m in fields if getattr(frame, m) is not None]
   if not present:
     return None
   dropped = rng.sample(present, rng.randint(1, len(present)))
   return frame.replace(**{m: None for m in dropped})
-
-
-def _change_location(rng: random.Random, frame: grammar.Frame) -> Optional[grammar.Frame]:
-  if frame.location is None:
-    return None
-  return frame.replace(location=rng.choice(
-      [p for p in lx.PLACES if p != frame.location]))
 
 
 def make_nli_pair(rng: random.Random, label: Optional[str] = None
@@ -101,11 +89,13 @@ def make_nli_pair(rng: random.Random, label: Optional[str] = None
       else:
         hypothesis = (_drop_modifiers(rng, premise, _EVENT_MODIFIERS)
                       if premise.negated else _add_modifier(rng, premise))
+    elif premise.negated or rng.random() < 0.5:
+      hypothesis = premise.replace(negated=not premise.negated)
+    elif premise.location is not None:
+      hypothesis = premise.replace(location=rng.choice(
+          [p for p in lx.PLACES if p != premise.location]))
     else:
-      if premise.negated or rng.random() < 0.5:
-        hypothesis = premise.replace(negated=not premise.negated)
-      else:
-        hypothesis = _change_location(rng, premise)
+      hypothesis = None
     if hypothesis is not None and hypothesis != premise:
       return premise, hypothesis, label
 
@@ -123,31 +113,19 @@ def nli_examples(num_examples: int, seed: int = 0,
   return rows
 
 
-def _tsv(rows, with_labels: bool) -> str:
-  def clean(text):
-    return " ".join(text.replace("\t", " ").split())
-  lines = []
-  for row in rows:
-    fields = [clean(row["premise"]), clean(row["hypothesis"])]
-    if with_labels:
-      fields.append(row["label"])
-    lines.append("\t".join(fields) + "\n")
-  return "".join(lines)
+def _write_tsv(path: str, rows: List[Dict[str, str]]) -> None:
+  fileio.write_text(path, "".join(
+      f"{r['premise']}\t{r['hypothesis']}\t{r['label']}\n" for r in rows))
 
 
 def write_xnli_files(download_dir, num_train: int = 2000, num_dev: int = 300,
-                     num_test: int = 0,
                      languages: Optional[Sequence[str]] = None,
                      seed: int = 0) -> str:
-  """Writes download_dir/xnli/{train-en,dev-<lang>,test-<lang>}.tsv; returns download_dir."""
-  languages = list(languages or lx.LANGUAGES)
+  """Writes download_dir/xnli/{train-en,dev-<lang>}.tsv; returns download_dir."""
   xnli_dir = fileio.join(download_dir, "xnli")
-  fileio.write_text(fileio.join(xnli_dir, "train-en.tsv"), _tsv(
-      nli_examples(num_train, seed=seed + _TRAIN_SEED, language="en"), True))
-  for lang in languages:
-    fileio.write_text(fileio.join(xnli_dir, f"dev-{lang}.tsv"), _tsv(
-        nli_examples(num_dev, seed=seed + _DEV_SEED, language=lang), True))
-    if num_test:
-      fileio.write_text(fileio.join(xnli_dir, f"test-{lang}.tsv"), _tsv(
-          nli_examples(num_test, seed=seed + _TEST_SEED, language=lang), False))
+  _write_tsv(fileio.join(xnli_dir, "train-en.tsv"),
+             nli_examples(num_train, seed=seed + _TRAIN_SEED, language="en"))
+  for lang in languages or lx.LANGUAGES:
+    _write_tsv(fileio.join(xnli_dir, f"dev-{lang}.tsv"),
+               nli_examples(num_dev, seed=seed + _DEV_SEED, language=lang))
   return fileio.as_str(download_dir)

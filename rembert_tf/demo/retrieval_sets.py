@@ -25,10 +25,10 @@ from rembert_tf.demo import lexicon as lx
 DEFAULT_LANGUAGES = tuple(l for l in lx.LANGUAGES if l != "en")
 
 
-def sample_parallel(rng: random.Random, lang: str, count: int,
-                    avoid: frozenset = frozenset()) -> List[Tuple[str, str]]:
+def sample_parallel(rng: random.Random, lang: str, count: int
+                    ) -> List[Tuple[str, str]]:
   """`count` (sentence in `lang`, English) pairs, no sentence twice on a side."""
-  pairs, seen_source, seen_english = [], set(), set(avoid)
+  pairs, seen_source, seen_english = [], set(), set()
   while len(pairs) < count:
     frame = frame_sampling.sample_frame(rng)
     source, english = grammar.render(frame, lang), grammar.render(frame, "en")

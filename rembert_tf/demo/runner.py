@@ -1,11 +1,9 @@
 r"""The main job end to end on the embedded demo (`bash run.sh demo`).
 
-raw text -> SentencePiece -> TFRecords -> pre-train -> export -> fine-tune ->
-evaluate, through the library entry points the commands wrap, one function
-per step: `make_corpora`, `train_vocabulary`, `make_records`, `pretrain`
-(and the most-frequent-token baseline it must beat), `export`, `zero_shot`,
-then `summary`. A step whose output exists is skipped, so an interrupted run
-resumes.
+raw text -> SentencePiece -> TFRecords -> pre-train -> export -> fine-tune on
+English -> evaluate every language, through the library entry points the
+commands wrap, one function per step. A step whose output exists is skipped,
+so an interrupted run resumes.
 
 Example:
 <!-- snippet: not run: runs the whole demo (minutes on a CPU); tests/demo runs it on tiny settings -->
@@ -23,12 +21,15 @@ from rembert_tf.common import fileio
 from rembert_tf.demo import corpus as corpus_lib
 from rembert_tf.demo import lexicon
 from rembert_tf.demo import nli
-from rembert_tf.demo import zero_shot as zero_shot_lib
 
 DEMO_EXPERIMENT = "pretrain_tiny_demo"  # configs/experiments/pretrain_tiny_demo.yaml
 # The pre-trained model must reach this multiple of the most-frequent-token
 # baseline's held-out MLM accuracy for the demo to count as a success.
 REQUIRED_MLM_RATIO = 2.0
+# How the demo fine-tunes on English pairs, the same for both encoders.
+FINETUNING = {"data.task": "xnli", "trainer.learning_rate": 5e-4,
+              "trainer.num_train_epochs": 2.0, "trainer.train_batch_size": 32,
+              "data.seq_length": 64, "data.splits": ["dev"]}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,28 +40,26 @@ class DemoSettings:
     seed: seeds every step.
     train_steps: pre-training steps (None: the experiment's).
     corpus_megabytes, heldout_megabytes: sizes of the two corpora.
-    parallel_fraction, code_switched_fraction, switch_probability: the
-      corpus mix.
     num_workers: processes making the records.
     finetune: run the zero-shot step.
     random_init_baseline: also fine-tune a random encoder.
-    recipe: the fine-tuning recipe.
-    experiment: the pre-training experiment (a name or a YAML path).
+    xnli_train_pairs, xnli_dev_pairs: English training pairs, dev pairs per
+      language.
     deterministic: the trainers' own determinism (same figures for a seed).
+    params_override: fields of the pre-training experiment (a dict or
+      rembert-train's --params_override text), before this run's.
   """
   seed: int = 0
   train_steps: Optional[int] = None
   corpus_megabytes: float = 3.0
   heldout_megabytes: float = 0.3
-  parallel_fraction: float = corpus_lib.PARALLEL_FRACTION
-  code_switched_fraction: float = corpus_lib.CODE_SWITCHED_FRACTION
-  switch_probability: float = corpus_lib.SWITCH_PROBABILITY
   num_workers: int = 2
   finetune: bool = True
   random_init_baseline: bool = True
-  recipe: zero_shot_lib.FinetuneRecipe = zero_shot_lib.FinetuneRecipe()
-  experiment: str = DEMO_EXPERIMENT
+  xnli_train_pairs: int = 4000
+  xnli_dev_pairs: int = 300
   deterministic: bool = False
+  params_override: Any = None
 
 
 def _banner(text: str) -> None:
@@ -70,14 +69,15 @@ def _banner(text: str) -> None:
 def load_experiment(run_dir, settings: DemoSettings):
   """The demo experiment with this run's data paths, steps and seed."""
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
-  base = experiments.load_experiment_config([settings.experiment])
-  steps = settings.train_steps or base.trainer.train_steps
-  warmup = base.trainer.optimizer_config.warmup.linear.warmup_steps
-  warmup_share = warmup / max(1, base.trainer.train_steps)
-  override = {
+  config = experiments.load_experiment_config([DEMO_EXPERIMENT],
+                                              settings.params_override)
+  steps = settings.train_steps or config.trainer.train_steps
+  warmup = config.trainer.optimizer_config.warmup.linear.warmup_steps
+  warmup_share = warmup / max(1, config.trainer.train_steps)
+  config.override({
       "task": {"train_data": {
                    "input_path": fileio.join(run_dir, "records/train/*.tfrecord"),
-                   "seed": base.task.train_data.seed + settings.seed},
+                   "seed": config.task.train_data.seed + settings.seed},
                "validation_data": {
                    "input_path": fileio.join(run_dir, "records/eval/*.tfrecord")}},
       "trainer": {"train_steps": steps, "validation_interval": steps,
@@ -86,26 +86,23 @@ def load_experiment(run_dir, settings: DemoSettings):
                       "learning_rate": {"polynomial": {"decay_steps": steps}},
                       "warmup": {"linear": {
                           "warmup_steps": max(1, int(steps * warmup_share))}}}},
-  }
-  return experiments.load_experiment_config([settings.experiment], override)
+  }, is_strict=True)
+  return config
 
 
 def make_corpora(run_dir, settings: DemoSettings) -> Dict[str, str]:
   """Step 1: the training corpus and a held-out corpus (another seed)."""
   paths = {"train": fileio.join(run_dir, "corpus"),
            "heldout": fileio.join(run_dir, "corpus_heldout")}
-  mix = dict(parallel_fraction=settings.parallel_fraction,
-             code_switched_fraction=settings.code_switched_fraction,
-             switch_probability=settings.switch_probability, verbose=True)
   if not fileio.exists(paths["train"]):
     corpus_lib.generate_corpus(paths["train"],
                                target_megabytes=settings.corpus_megabytes,
-                               seed=settings.seed, **mix)
+                               seed=settings.seed, verbose=True)
   if not fileio.exists(paths["heldout"]):
     corpus_lib.generate_corpus(paths["heldout"],
                                target_megabytes=settings.heldout_megabytes,
                                seed=settings.seed + 10_000,
-                               files_per_language=1, **mix)
+                               files_per_language=1, verbose=True)
   return paths
 
 
@@ -141,8 +138,7 @@ def make_records(run_dir, corpora: Dict[str, str], sp_model: str, experiment,
           overwrite=True)
 
 
-def pretrain(run_dir, experiment, settings: DemoSettings = DemoSettings()
-             ) -> Dict[str, Any]:
+def pretrain(run_dir, experiment, settings: DemoSettings) -> Dict[str, Any]:
   """Step 4: pre-trains; returns held-out MLM accuracy and the baseline's."""
   from rembert_tf.evaluation import mlm_baseline  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import runner as pretraining_runner  # pylint: disable=g-import-not-at-top
@@ -183,11 +179,35 @@ def export(run_dir, model_dir: str, sp_model: str, experiment) -> Dict[str, str]
 
 def zero_shot(run_dir, model_dir: str, settings: DemoSettings
               ) -> Dict[str, Dict[str, float]]:
-  """Step 6: English fine-tuning, dev accuracy in every demo language."""
-  return zero_shot_lib.zero_shot_accuracy(
-      model_dir, fileio.join(run_dir, "xnli"), recipe=settings.recipe,
-      random_init_baseline=settings.random_init_baseline, seed=settings.seed,
-      deterministic=settings.deterministic)
+  """Step 6: English fine-tuning, dev accuracy (percent) in every language,
+  beside the same fine-tuning from a randomly initialised encoder."""
+  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
+  from rembert_tf.finetuning import finetuning_runner  # pylint: disable=g-import-not-at-top
+  work_dir = fileio.join(run_dir, "xnli")
+  download = nli.write_xnli_files(
+      fileio.join(work_dir, "download"), num_train=settings.xnli_train_pairs,
+      num_dev=settings.xnli_dev_pairs, seed=settings.seed)
+
+  def finetune(name: str, encoder: Dict[str, Any]) -> Dict[str, Any]:
+    config = finetuning_experiment.load_finetuning_config(params_override={
+        **FINETUNING, **encoder, "trainer.seed": settings.seed,
+        "trainer.deterministic": settings.deterministic})
+    results = finetuning_runner.run_finetuning(config, fileio.join(work_dir, name))
+    table[name] = {lang: float(value)
+                   for lang, value in results["scores"]["accuracy"].items()}
+    return results
+
+  table = {}
+  pretrained = finetune("pretrained", {
+      "encoder.init_checkpoint": fileio.as_str(model_dir),
+      "data.data_dir": download})
+  if settings.random_init_baseline:
+    finetune("random_init", {
+        "encoder.model_config": fileio.join(
+            model_dir, checkpoint_layout.MODEL_CONFIG_FILE),
+        "data.records_dir": pretrained["records_dir"]})
+  return table
 
 
 def zero_shot_table(table: Dict[str, Dict[str, float]]) -> str:

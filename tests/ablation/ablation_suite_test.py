@@ -45,7 +45,7 @@ def _options(output_dir):
   return suite.SuiteOptions(
       output_dir=str(output_dir), scale="demo", models=MODELS,
       params_override=OVERRIDE, learning_rates=[1e-3], num_seeds=1,
-      finetune_overrides=["trainer.num_train_steps=2",
+      finetune_params_override=["trainer.num_train_steps=2",
                           "trainer.train_batch_size=8",
                           "trainer.eval_batch_size=16"],
       corpus_megabytes=0.15, num_workers=1, demo_train_pairs=40,
@@ -173,22 +173,6 @@ def test_documented_layer_similarity_after_its_fine_tuning_run(
   assert np.asarray(result["matrix"]).shape == (2, 2)   # the coupled row's layers
 
 
-def test_rate_is_selected_on_english_dev_and_seeds_averaged():
-  def record(rate, seed, en_dev, avg):
-    return dict(learning_rate=rate, seed=seed, english_dev=en_dev,
-                run_dir=f"r{rate}-{seed}", finetuned_checkpoint=f"r{rate}-{seed}/runs",
-                score_split="dev",
-                scores={"accuracy": {"en": en_dev, "de": avg}, "avg_metric": avg})
-  summary = finetune_sweep.summarize("xnli", [
-      record(1e-5, 0, 80.0, 70.0), record(1e-5, 1, 82.0, 72.0),
-      record(3e-5, 0, 90.0, 60.0), record(3e-5, 1, 70.0, 62.0)])
-  assert summary["selected_learning_rate"] == 1e-5     # 81 beats 80 on en dev
-  assert summary["scores"]["avg_metric"] == pytest.approx(71.0)
-  assert summary["std"]["avg_metric"] == pytest.approx(np.std([70, 72], ddof=1))
-  assert summary["scores"]["accuracy"]["en"] == pytest.approx(81.0)
-  assert summary["num_seeds"] == 2
-
-
 def test_finetune_overrides_are_fields_checked_before_any_work():
   assert finetune_sweep.checked_overrides(
       ["trainer.num_train_epochs=2", "runtime.distribution_strategy=tpu"]) == {
@@ -208,10 +192,10 @@ def test_finetune_overrides_are_fields_checked_before_any_work():
       finetune_sweep.checked_overrides(overrides)
   with pytest.raises(errors.RemBertError, match="nope"):
     suite.resolve_defaults(suite.SuiteOptions(
-        output_dir="unused", scale="demo", finetune_overrides=["data.nope=1"]))
+        output_dir="unused", scale="demo", finetune_params_override=["data.nope=1"]))
   demo = suite.resolve_defaults(suite.SuiteOptions(
       output_dir="unused", scale="demo"))
-  assert demo.finetune_overrides == {"trainer.num_train_epochs": 2}
+  assert demo.finetune_params_override == {"trainer.num_train_epochs": 2}
 
 
 def test_rows_that_differ_outside_the_model_are_refused():

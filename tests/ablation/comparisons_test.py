@@ -10,6 +10,7 @@ from rembert_tf.ablation import comparisons
 from rembert_tf.ablation import report
 from rembert_tf.ablation import rows as rows_lib
 from rembert_tf.ablation import suite
+from rembert_tf.finetuning import finetuning_experiment
 
 
 def test_transfer_is_the_mean_over_languages_other_than_english():
@@ -82,7 +83,7 @@ def test_table_gives_transfer_per_seed_and_a_verdict_per_claim(tmp_path):
 
 def test_small_scale_rows_share_one_schedule_and_resolve_three_seeds(tmp_path):
   rows = rows_lib.scale_rows("small")
-  assert [r.name for r in rows] == [name for name, _ in rows_lib.DEMO_PRESETS] + [
+  assert [r.name for r in rows] == list(rows_lib.DEMO_ROWS) + [
       "random_init"]
   assert [r.name for r in rows if not r.pretrained] == ["random_init"]
   configs = {r.name: rows_lib.load_row_config(r, {}) for r in rows}
@@ -104,7 +105,7 @@ def test_random_init_row_is_fine_tuned_from_its_model_config_alone(
   model_dir = str(tmp_path / "models" / row.name / "pretrain")
   lines = []
   done = suite.pretrain_row(row, config, model_dir, suite.SuiteOptions(
-      output_dir=str(tmp_path)), strategy=None, say=lines.append)
+      output_dir=str(tmp_path)), say=lines.append)
   assert done["eval_masked_lm_accuracy"] is None and done["global_step"] == 0
   assert done["counts"]["ft_params"] > 0
   assert (tmp_path / "models" / row.name / "pretrain" / "model_config.yaml").exists()
@@ -112,14 +113,16 @@ def test_random_init_row_is_fine_tuned_from_its_model_config_alone(
                    "random weights)"]
   calls = []
   monkeypatch.setattr(suite.finetune_sweep, "run_sweep",
-                      lambda *args, **kwargs: calls.append(kwargs) or {})
+                      lambda *args, **kwargs: calls.append(args) or {
+                          "records_dir": "records"})
   options = suite.resolve_defaults(suite.SuiteOptions(output_dir=str(tmp_path),
                                                       scale="small"))
-  suite.finetune_row(row, model_dir, str(tmp_path), options, finetune_data=None,
-                     progress=None, say=None)
-  assert calls[0]["init_checkpoint"] is None
-  assert calls[0]["model_config"].endswith("pretrain/model_config.yaml")
-  args = suite.finetune_sweep.run_settings("xnli", None, 1e-3, 0, {},
-                                           calls[0]["model_config"])
-  assert args["encoder.init_checkpoint"] is None
-  assert args["encoder.model_config"] == calls[0]["model_config"]
+  suite.finetune_row(row, model_dir, str(tmp_path), options,
+                     data={"xtreme_records_dir": "xtreme"}, records={}, say=None)
+  encoder = calls[0][2]
+  assert list(encoder) == ["encoder.model_config"]
+  assert encoder["encoder.model_config"].endswith("pretrain/model_config.yaml")
+  config = finetuning_experiment.load_finetuning_config(
+      params_override=dict(encoder, **{"data.task": "xnli"}))
+  assert config.encoder.init_checkpoint is None
+  assert config.encoder.model_config == encoder["encoder.model_config"]

@@ -250,14 +250,13 @@ def test_nli_pairs_follow_the_frames():
 
 def test_xnli_files_in_the_download_layout():
   nli.write_xnli_files("ram://demo_nli_test", num_train=9, num_dev=6,
-                       num_test=3, languages=["en", "hi"], seed=4)
+                       languages=["en", "hi"], seed=4)
   train = fileio.read_text("ram://demo_nli_test/xnli/train-en.tsv").splitlines()
   dev_hi = fileio.read_text("ram://demo_nli_test/xnli/dev-hi.tsv").splitlines()
-  test_hi = fileio.read_text("ram://demo_nli_test/xnli/test-hi.tsv").splitlines()
-  assert len(train) == 9 and len(dev_hi) == 6 and len(test_hi) == 3
+  assert len(train) == 9 and len(dev_hi) == 6
   assert all(len(line.split("\t")) == 3 for line in train + dev_hi)
-  assert all(len(line.split("\t")) == 2 for line in test_hi)
   assert {line.split("\t")[2] for line in dev_hi} <= set(nli.NLI_LABELS)
+  assert not fileio.exists("ram://demo_nli_test/xnli/dev-ru.tsv")
 
 
 def test_a_second_corpus_into_the_same_folder_needs_overwrite(tmp_path):

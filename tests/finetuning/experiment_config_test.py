@@ -11,16 +11,13 @@ bad_input_test.py.)
 """
 import pathlib
 import sys
-import types
 
 import pytest
 from absl import flags
 from official.core import exp_factory
 
 from rembert_tf.cli import finetune  # defines rembert-finetune's flags
-from rembert_tf.ablation import finetune_sweep
 from rembert_tf.cli import finetune_flags
-from rembert_tf.cli import run_ablation
 from rembert_tf.common import errors
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import finetuning_experiment
@@ -157,29 +154,7 @@ def test_one_rate_flag_wins_over_a_yamls_list_of_rates_and_says_so(
   assert both.sweep.learning_rates == [1e-5, 2e-5]
 
 
-def test_the_suites_finetune_flags_are_translated_with_one_deprecation_line(
-    capsys, monkeypatch):
-  monkeypatch.setattr(run_ablation, "FLAGS", types.SimpleNamespace(
-      finetune_params_override="trainer.num_train_epochs=3",
-      finetune_flags=["--num_train_epochs=2", "--nojit_compile",
-                      "--sp_model=/m.model"]))
-  overrides = run_ablation._finetune_overrides()  # pylint: disable=protected-access
-  assert overrides == {"trainer.num_train_epochs": 2.0,
-                       "trainer.jit_compile": False,
-                       "data.sentencepiece_model": "/m.model"}
-  with pytest.raises(errors.UsageError, match="data.sentencepiece_model: the "
-                     "suite sets it"):
-    finetune_sweep.checked_overrides(overrides)
-  err = capsys.readouterr().err.splitlines()
-  assert err[:2] == [
-      "rembert-run-ablation --finetune_flags: --sp_model is deprecated; use "
-      "--sentencepiece_model.",
-      "rembert-run-ablation: --finetune_flags is deprecated; use "
-      "--finetune_params_override=data.sentencepiece_model=/m.model,"
-      "trainer.num_train_epochs=2.0,trainer.jit_compile=false"]
-  assert err[2] == ("rembert-run-ablation --finetune_flags: note: "
-                    "--num_train_epochs 2.0 overrides the experiment's "
-                    "trainer.num_train_epochs: 3.")
+def test_a_list_of_finetune_flags_is_refused_flag_by_flag():
   for args, message in ((["--nope=1"], "Unknown command line flag 'nope'"),
                         (["--num_train_steps=x"], "--num_train_steps x: not "
                          "an integer"),
