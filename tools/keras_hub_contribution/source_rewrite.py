@@ -28,8 +28,8 @@ MODELS = "keras_hub.src.models.rembert"
 CONVERTER = "keras_hub.src.utils.transformers.convert_rembert"
 PUBLIC_SUBPACKAGES = ("models", "layers", "tokenizers", "samplers", "utils")
 # weight_layout names the converter reads, copied into it.
-VENDORED = ("ENCODER_PREFIX", "PROJECTION_KERNEL", "PROJECTION_BIAS",
-            "hf_name", "_hf_leaf", "is_identity_projection")
+VENDORED = ("PROJECTION_KERNEL", "PROJECTION_BIAS", "hf_name",
+            "is_identity_projection")
 EXPORT_IMPORT = "from keras_hub.src.api_export import keras_hub_export"
 
 
