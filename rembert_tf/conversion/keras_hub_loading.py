@@ -246,7 +246,7 @@ class RemBertTransformersLoader(preset_loader.TransformersPresetLoader):
       task = preset_utils.PresetLoader.load_task(
           self, cls, load_weights, load_task_weights, **kwargs)
     if head_given:
-      transformers_checkpoint.convert_head(task, self, self.config)
+      transformers_checkpoint.convert_head(task, self.preset)
     return task
 
 

@@ -1,20 +1,7 @@
 """RemBERT for Keras 3 and keras-hub: backbone, tokenizer, preprocessors, tasks.
 
-Runs on every Keras 3 backend; imports Keras 3 and keras-hub only (no
-tf-keras). Presets come from `rembert-convert --to keras_hub`, or a Hugging
-Face RemBERT folder loads directly with `from_preset`. The tasks are text
-classification, masked LM (with the decoupled output side), token
-classification and span QA; `masked_lm_pretraining.pretrain` pre-trains on
-the project's records, data-parallel on JAX.
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-import os
-os.environ["KERAS_BACKEND"] = "jax"
-from rembert_tf.keras_hub import RemBertTextClassifier
-classifier = RemBertTextClassifier.from_preset("presets/rembert", num_classes=3)
-```
+Runs on every Keras 3 backend and imports Keras 3 and keras-hub only (no
+tf-keras); docs/keras_hub.md shows its use.
 """
 from rembert_tf.keras_hub.rembert_backbone import RemBertBackbone
 from rembert_tf.keras_hub.rembert_masked_lm import RemBertMaskedLM

@@ -87,7 +87,7 @@ flags.DEFINE_bool("format", True, "Format the Python files with ruff and "
 CONVERTER_DOC = '''"""Hugging Face RemBERT (`model_type: "rembert"`) in keras-hub.
 
 `TransformersPresetLoader` calls `convert_backbone_config`, `convert_weights`
-and `convert_tokenizer`; `_load_masked_lm_head` reads the decoupled output
+and `convert_tokenizer`; `convert_head` reads the decoupled output
 side of a `RemBertForMaskedLM` folder into `RemBertMaskedLM`. Weights are
 read one tensor at a time through `UnmappingSafetensorLoader`, which unmaps
 the file after each: loading holds about one copy of the model.
@@ -182,7 +182,7 @@ Written by tools/keras_hub_contribution/lay_out.py beside the files it lays out.
 1. `keras_hub/src/utils/transformers/preset_loader.py`: import `convert_rembert` and choose it
    for `model_type == "rembert"`. To load `RemBertMaskedLM` from a `RemBertForMaskedLM` folder
    with its output side, `load_task` passes `output_embedding_size` from `config.json` as
-   `output_embedding_dim` and calls `convert_rembert._load_masked_lm_head(task, preset)`.
+   `output_embedding_dim` and calls `convert_rembert.convert_head(task, preset)`.
 2. Export the public names: run keras-hub's API generator (`./shell/api_gen.sh`); the classes
    carry `keras_hub_export`.
 3. Tests: one `*_test.py` per class beside the model and `convert_rembert_test.py`, on tiny
