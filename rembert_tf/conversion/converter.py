@@ -1,4 +1,4 @@
-"""Checkpoint conversion between the released TF1 layout, Hugging Face, rembert_tf and keras-hub.
+"""Checkpoint conversion: the released TF1 layout, Hugging Face, rembert_tf, keras-hub.
 
 `convert_checkpoint` reads one format and writes another (docs/conversion.md)
 through `weight_layout`'s canonical layout, one tensor at a time (peak
@@ -256,7 +256,7 @@ def _write_rembert_tf(cfg, source, names, with_output_side, folder, _):
 
 
 def _write_hf(cfg, source, names, with_output_side, folder, sp_model):
-  """model.safetensors (streamed, sorted by Hugging Face name) and config.json."""
+  """model.safetensors (streamed in Hugging Face names' order), config.json."""
   identity = {}
   if weight_layout.PROJECTION_KERNEL not in names:
     # E_in == hidden: HF always has the projection; an exact identity.

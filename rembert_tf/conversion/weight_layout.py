@@ -91,7 +91,8 @@ def _layer_slots(prefix, layer) -> List[Slot]:
   to [in, out] (attention kernels are per head) and bias."""
   if hasattr(layer, "gamma"):
     return [Slot(f"{prefix}/{part}", getattr(layer, part),
-                 tuple(getattr(layer, part).shape)) for part in ("gamma", "beta")]
+                 tuple(getattr(layer, part).shape))
+            for part in ("gamma", "beta")]
   shape = [int(d) for d in layer.kernel.shape]
   if layer.name.endswith("attention_output"):  # [heads, head_dim, H]
     kernel = (shape[0] * shape[1], shape[2])
@@ -131,7 +132,7 @@ def slots_for_encoder(encoder) -> List[Slot]:
 
 
 def slots_for_output_side(pretrainer) -> List[Slot]:
-  """Canonical slots of a RemBertPretrainer's output side (not of a coupled one)."""
+  """Canonical slots of a RemBertPretrainer's output side (not a coupled one's)."""
   head = pretrainer.masked_lm
   if head.coupled:
     raise ConversionError(
