@@ -98,7 +98,7 @@ def port_context(package_alias_target=None) -> source_rewrite.Context:
   """The port's modules, where each class lives, and its public names."""
   tree = ast.parse((PORT / "__init__.py").read_text(encoding="utf-8"))
   class_modules, public = {}, []
-  for node in ast.walk(tree):   # also the imports under `try` (TensorFlow)
+  for node in ast.walk(tree):
     if isinstance(node, ast.ImportFrom) and node.module.startswith(
         source_rewrite.PACKAGE + "."):
       for alias in node.names:
