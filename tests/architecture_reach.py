@@ -34,7 +34,7 @@ CLOSURE_LINES = {
     "rembert_tf.cli.create_pretraining_data": 4_500,
     "rembert_tf.cli.create_finetuning_data": 4_300,
     "rembert_tf.cli.export_savedmodel": 5_450,
-    "rembert_tf.cli.convert_checkpoint": 8_600,
+    "rembert_tf.cli.convert_checkpoint": 8_300,
     "rembert_tf.cli.evaluate_xtreme": 2_900,
     "rembert_tf.cli.param_table": 3_000,
     "rembert_tf.cli.run_ablation": 18_200,

@@ -1,31 +1,19 @@
-r"""Converts RemBERT checkpoints: released TF1 / Hugging Face safetensors / rembert_tf.
+r"""Converts RemBERT checkpoints: released TF1 / Hugging Face / rembert_tf / keras-hub.
 
-  --from tf1         TF1 name-based checkpoint prefix (e.g. rembert/model.ckpt)
-                     + --config JSON (HF-style keys); optimizer slots and
-                     global_step are skipped; the output side (MLM transform,
-                     output embedding and bias) with --with_output_side.
-  --from hf          directory with config.json + model.safetensors (never
-                     pytorch_model.bin: unpickling runs code).
-  --from rembert_tf  checkpoint directory or pre-training model_dir.
-  --from keras_hub   a preset of rembert_tf.keras_hub (save_to_preset, e.g.
-                     after pre-training on JAX); a RemBertMaskedLM's output
-                     side too. Needs the `keras` extra.
-  --to rembert_tf    model_config.yaml, encoder/ckpt-0, [pretrainer/ckpt-0],
-                     [sentencepiece.model]: what train, export and fine-tune take.
-  --to hf            config.json + model.safetensors [+ sentencepiece.model].
-  --to keras_hub     a keras-hub preset directory (RemBertBackbone, tokenizer;
-                     with the output side RemBertMaskedLM): load it with
-                     rembert_tf.keras_hub.RemBertBackbone.from_preset(DIR).
-                     Needs the `keras` extra.
-
-Paths may be local or on any TensorFlow filesystem (gs://...).
+--from tf1 (a name-based checkpoint prefix + its JSON --config; optimizer
+slots skipped), hf (config.json + model.safetensors; never the pickles of
+pytorch_model.bin), rembert_tf (a checkpoint directory or pre-training
+model_dir) or keras_hub (a preset of rembert_tf.keras_hub); --to rembert_tf
+(model_config.yaml, encoder/, [pretrainer/]: what train, export and fine-tune
+take), hf or keras_hub. keras_hub, either way, needs the `keras` extra. Paths
+may be on any TensorFlow filesystem (gs://...); docs/conversion.md has the
+details.
 
 Usage:
   rembert-convert --from tf1 --to rembert_tf \
       --checkpoint rembert/model.ckpt --config rembert/config.json \
       --sentencepiece_model rembert/sentencepiece.model \
-      --output_dir converted/rembert \
-      [--with_output_side]
+      --output_dir converted/rembert [--with_output_side]
   rembert-convert --from rembert_tf --to hf \
       --checkpoint runs/pretrain --output_dir hf/rembert
   rembert-convert --from tf1 --to keras_hub \

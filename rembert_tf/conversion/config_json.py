@@ -1,12 +1,10 @@
 """The JSON model config of the released TF1 checkpoint and of Hugging Face RemBERT.
 
-Both use `RemBertConfig`'s field names, so reading is a validated copy; keys
-only `transformers` uses are ignored, other unknown keys logged.
+Both use `RemBertConfig`'s field names, so reading is a validated copy; like
+transformers' own configs, other keys are ignored.
 """
 import json
 from typing import Any, Dict, Optional
-
-from absl import logging
 
 from rembert_tf.common import fileio
 from rembert_tf.data import tokenizer
@@ -14,26 +12,12 @@ from rembert_tf.modeling import rembert_config
 
 from rembert_tf.conversion import weight_layout
 
+# The fields a config must give (the others default as transformers'
+# RemBertConfig and the release do).
 REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers",
                  "num_attention_heads", "intermediate_size",
                  "input_embedding_size", "max_position_embeddings",
                  "type_vocab_size")
-# Keys with a default when absent: the released / HF RemBERT defaults.
-DEFAULTS = dict(hidden_act="gelu", hidden_dropout_prob=0.0,
-                attention_probs_dropout_prob=0.0, layer_norm_eps=1e-12,
-                initializer_range=0.02)
-# transformers bookkeeping keys: meaningless for the weights.
-IGNORED_KEYS = frozenset((
-    "model_type", "architectures", "transformers_version", "torch_dtype",
-    "dtype", "pad_token_id", "bos_token_id", "eos_token_id",
-    "classifier_dropout_prob", "classifier_dropout", "use_cache",
-    "is_encoder_decoder", "tie_word_embeddings", "is_decoder",
-    "add_cross_attention", "_name_or_path", "id2label", "label2id",
-    "problem_type", "finetuning_task", "output_hidden_states",
-    "output_attentions", "return_dict", "embedding_dropout_prob",
-    "projection_dim", "embedding_size", "chunk_size_feed_forward",
-    "gradient_checkpointing", "position_embedding_type"))
-
 # Activation names: HF/TF1 config -> rembert_tf; back: the first that maps.
 _ACT_FROM_JSON = {"gelu": "gelu", "gelu_new": "gelu_approx",
                   "gelu_pytorch_tanh": "gelu_approx", "gelu_approx": "gelu_approx",
@@ -55,18 +39,9 @@ def model_config_from_json_dict(values: Dict[str, Any], source: str,
   missing = [k for k in REQUIRED_KEYS if k not in values]
   if missing:
     problems.append("missing key(s) " + ", ".join(missing))
-  fields = set(rembert_config.field_names())
-  out = dict(DEFAULTS)
-  unknown = []
-  for key, value in values.items():
-    if key in fields:
-      out[key] = value
-    elif key not in IGNORED_KEYS:
-      unknown.append(key)
-  if unknown:
-    logging.warning("%s: ignoring unknown config key(s) %s", source,
-                    ", ".join(sorted(unknown)))
-  act = out.get("hidden_act")
+  out = {k: v for k, v in values.items()
+         if k in rembert_config.field_names()}
+  act = out.get("hidden_act", "gelu")
   if act not in _ACT_FROM_JSON:
     problems.append(f"hidden_act {act!r} is not supported (expected one of "
                     f"{', '.join(_ACT_FROM_JSON)})")
@@ -82,7 +57,8 @@ def model_config_from_json_dict(values: Dict[str, Any], source: str,
         ". Give the config.json that came with the checkpoint.")
   for key in ("hidden_dropout_prob", "attention_probs_dropout_prob",
               "layer_norm_eps", "initializer_range"):
-    out[key] = float(out[key])
+    if key in out:
+      out[key] = float(out[key])
   try:
     return rembert_config.model_config_from_dict(out, source=source)
   except rembert_config.ConfigError as e:

@@ -1,18 +1,10 @@
-"""Checkpoint conversion between the released TF1 layout, Hugging Face and rembert_tf.
+"""Checkpoint conversion: the released TF1 layout, Hugging Face, rembert_tf, keras-hub.
 
-`convert_checkpoint(from_format, to_format, input_path, output_dir, ...)`
-reads `tf1` (a name-based checkpoint + JSON config), `hf` (config.json +
-safetensors), `rembert_tf` (a checkpoint directory or model_dir) or
-`keras_hub` (a preset), and writes `rembert_tf` (model_config.yaml,
-encoder/ckpt-0, [pretrainer/ckpt-0]), `hf` or `keras_hub`, each with the
-SentencePiece model when known.
-
-Builds on Model Garden's `tf1_bert_checkpoint_converter_lib` (read TF1 by
-name, map names, save a `tf.train.Checkpoint`) with RemBERT's own name
-table. Tensors go through `weight_layout`'s canonical layout one at a time
-(peak memory: the model plus one tensor); names and shapes are checked before
-any is read. `with_output_side` matches the release's undocumented output-side
-names by role and shape.
+`convert_checkpoint` reads one format and writes another (docs/conversion.md)
+through `weight_layout`'s canonical layout, one tensor at a time (peak
+memory: the target model plus one batch), after checking every name and
+shape. Builds on Model Garden's `tf1_bert_checkpoint_converter_lib` (read
+TF1 by name, map names, save a `tf.train.Checkpoint`).
 
 Example:
 <!-- snippet: not run: needs the released RemBERT checkpoint (a 2.3 GB download) -->
@@ -22,7 +14,6 @@ converter.convert_checkpoint("tf1", "rembert_tf", "rembert/model.ckpt",
                              "converted/rembert", config="rembert/config.json",
                              sp_model="rembert/sentencepiece.model",
                              with_output_side=True)
-converter.convert_checkpoint("rembert_tf", "hf", "runs/pretrain", "hf/rembert")
 ```
 """
 import contextlib
@@ -127,10 +118,7 @@ def _check_arguments(from_format, to_format, output_dir, overwrite,
     raise errors.UsageError(
         "--encoder_only and --with_output_side contradict each other; pass one.")
   fileio.check_output_location(output_dir)
-  if fileio.exists(output_dir) and not overwrite:
-    raise errors.OutputExistsError(
-        f"{output_dir} already exists; choose another --output_dir or pass "
-        "--overwrite (the old output stays until the new one is complete).")
+  outputs.refuse_existing([output_dir], overwrite)  # before any work
 
 
 def _open_source(from_format, input_path, config, cfg_hint_output_side):
@@ -155,7 +143,7 @@ def _open_source(from_format, input_path, config, cfg_hint_output_side):
               else fileio.dirname(input_path))
     cfg = config_json.read_json_config(
         config or fileio.join(folder, tensor_sources.HF_CONFIG_FILE))
-    source = tensor_sources.HfSource(input_path)
+    source = tensor_sources.HfSource(input_path, cfg)
     own_sp = fileio.join(folder, checkpoint_layout.SENTENCEPIECE_FILE)
     return cfg, source, own_sp if fileio.isfile(own_sp) else None
   # A live model_dir's checkpoint is read from a copy held against the
@@ -257,11 +245,6 @@ def _write_rembert_tf(cfg, source, names, with_output_side, folder, _):
   model, encoder, slots = _model_and_slots(
       cfg, with_output_side, zeros=POOLER_NAMES[0] in names)
   by_name = {s.name: s for s in slots}
-  uncovered = sorted(set(by_name) - set(names) - set(POOLER_NAMES))
-  if uncovered or set(names) - set(by_name):  # The plan and model must agree.
-    raise weight_layout.ConversionError(
-        "internal: plan and model disagree on " + ", ".join(
-            uncovered + sorted(set(names) - set(by_name))))
   with console.progress("reading tensors", total=len(names),
                         unit="tensors") as bar:
     for name, value in source.read(names):
@@ -273,36 +256,34 @@ def _write_rembert_tf(cfg, source, names, with_output_side, folder, _):
 
 
 def _write_hf(cfg, source, names, with_output_side, folder, sp_model):
-  shapes, canonical_of, source_shapes = {}, {}, source.shapes()
-  for name in names:
-    hf, transpose = weight_layout.hf_name(name)
-    shape = source_shapes[name]
-    shapes[hf] = tuple(shape[::-1]) if transpose else tuple(shape)
-    canonical_of[hf] = (name, transpose)
+  """model.safetensors (streamed in Hugging Face names' order), config.json."""
   identity = {}
   if weight_layout.PROJECTION_KERNEL not in names:
-    # E_in == hidden: HF always has the projection; an exact identity (the
-    # kernel is its own transpose).
+    # E_in == hidden: HF always has the projection; an exact identity.
     identity = {
-        weight_layout.hf_name(weight_layout.PROJECTION_KERNEL)[0]:
-            np.eye(cfg.hidden_size, dtype=np.float32),
-        weight_layout.hf_name(weight_layout.PROJECTION_BIAS)[0]:
-            np.zeros([cfg.hidden_size], np.float32)}
-    shapes.update({hf: array.shape for hf, array in identity.items()})
+        weight_layout.PROJECTION_KERNEL: np.eye(cfg.hidden_size,
+                                                dtype=np.float32),
+        weight_layout.PROJECTION_BIAS: np.zeros([cfg.hidden_size], np.float32)}
+  canonical = {weight_layout.hf_name(n)[0]: n for n in [*names, *identity]}
+  order = sorted(canonical)
+  transposed = {n: weight_layout.hf_name(n)[1] for n in canonical.values()}
+  source_shapes = source.shapes()
+  shapes = {}
+  for hf in order:
+    name = canonical[hf]
+    shape = tuple(identity[name].shape if name in identity
+                  else source_shapes[name])
+    shapes[hf] = shape[::-1] if transposed[name] else shape
 
   def tensors():
     """(HF name, array) in the writer's order, read from the source in batches."""
-    order = sorted(shapes)
-    stream = source.read([canonical_of[hf][0] for hf in order
-                          if hf not in identity])
-    for hf_name in order:
-      if hf_name in identity:
-        yield hf_name, identity[hf_name]
-        continue
-      _, value = next(stream)
-      array = np.asarray(value)
-      del value
-      yield hf_name, array.T if canonical_of[hf_name][1] else array
+    stream = source.read([canonical[hf] for hf in order
+                          if canonical[hf] not in identity])
+    for hf in order:
+      name = canonical[hf]
+      array = identity[name] if name in identity else np.asarray(
+          next(stream)[1])
+      yield hf, array.T if transposed[name] else array
       del array  # nothing holds it while the next batch is read
 
   special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
@@ -331,10 +312,6 @@ def _keras_hub_preset(flag: str):
   return keras_hub_preset
 
 
-def _write_keras_hub(*args):
-  _keras_hub_preset("--to").write_preset(*args)
-
-
 @outputs.writes_output("output_dir")
 def convert_checkpoint(from_format: str, to_format: str, input_path,
                        output_dir, *, config=None, sp_model=None,
@@ -342,27 +319,12 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
                        with_output_side: bool = False,
                        overwrite: bool = False,
                        allow_missing_pooler: bool = False) -> str:
-  """Converts a checkpoint; returns the output directory.
+  """Converts a checkpoint into `output_dir`, swapped in when complete; returns it.
 
-  Args:
-    from_format: "tf1", "hf", "rembert_tf" or "keras_hub".
-    to_format: "rembert_tf", "hf" or "keras_hub".
-    input_path: checkpoint prefix / directory.
-    output_dir: the directory to create (must not exist unless overwrite);
-      written under a temporary sibling and swapped in when complete.
-    config: tf1: the JSON config (default: config.json beside the
-      checkpoint); hf: overrides DIR/config.json; rembert_tf: a preset name
-      or YAML path when the directory has no model_config.yaml.
-    sp_model: SentencePiece model to copy (default: the input directory's).
-    encoder_only: drop the output side even when the input has one.
-    with_output_side: convert the output side too (an error if absent).
-    overwrite: replace an existing output_dir.
-    allow_missing_pooler: accept an input without `pooler.dense`.
-
-  Raises:
-    ConversionError listing every missing / unexpected / misshapen tensor or
-    the config problem (nothing written); errors.UsageError,
-    errors.OutputExistsError, tokenizer.TokenizerError before any work.
+  The arguments are `rembert-convert`'s flags (`sp_model`:
+  --sentencepiece_model, default the input's own). Raises ConversionError
+  listing every missing / unexpected / misshapen tensor or the config
+  problem, and errors.UsageError / OutputExistsError before any work.
   """
   input_path, output_dir = fileio.as_str(input_path), fileio.as_str(output_dir)
   _check_arguments(from_format, to_format, output_dir, overwrite, encoder_only,
@@ -384,8 +346,8 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
     logging.info("Converting %d tensors from %s to %s (%s)", len(names),
                  source.description, to_format,
                  "encoder + output side" if has_output_side else "encoder only")
-    write = {"rembert_tf": _write_rembert_tf, "hf": _write_hf,
-             "keras_hub": _write_keras_hub}[to_format]
+    write = (_keras_hub_preset("--to").write_preset if to_format == "keras_hub"
+             else {"rembert_tf": _write_rembert_tf, "hf": _write_hf}[to_format])
     with outputs.atomic_directory(output_dir, overwrite=overwrite) as tmp:
       write(cfg, source, names, has_output_side, tmp, sp_model)
       if sp_model and to_format != "keras_hub":  # a preset keeps it as an asset

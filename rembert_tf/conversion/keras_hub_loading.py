@@ -1,11 +1,10 @@
 """`from_preset` of the RemBERT classes: Hugging Face folders, and every preset checked first.
 
-Builds on keras-hub's preset loading (`get_preset_loader`): a Hugging Face
-RemBERT folder goes to `RemBertTransformersLoader` (keras-hub's
-`TransformersPresetLoader` with the RemBERT converter); every other preset
-loads as keras-hub loads it. Before use, every file a preset's config implies
-must be there and whole (weights finite and matching their checksum), else
-one line names the file.
+Builds on keras-hub's preset loading: a Hugging Face RemBERT folder goes to
+keras-hub's `TransformersPresetLoader` with the RemBERT converter
+(`RemBertTransformersLoader`), every other preset loads as keras-hub loads
+it. Before use, every file a preset's config implies must be there and whole
+(weights finite and matching their checksum), else one line names the file.
 """
 import contextlib
 import hashlib
@@ -38,6 +37,10 @@ def _file(preset: str, name: str) -> str:
   return fileio.join(preset.rstrip("/"), name)
 
 
+def _read_json(preset: str, name: str) -> Dict:
+  return json.loads(fileio.read_text(preset_utils.get_file(preset, name)))
+
+
 def read_config(preset: str) -> Dict:
   """config.json, or one line saying what is wrong with it."""
   path = _file(preset, preset_utils.CONFIG_FILE)
@@ -46,8 +49,7 @@ def read_config(preset: str) -> Dict:
                       "save_to_preset, rembert-convert --to keras_hub or "
                       "transformers' save_pretrained writes.")
   try:
-    return json.loads(fileio.read_text(
-        preset_utils.get_file(preset, preset_utils.CONFIG_FILE)))
+    return _read_json(preset, preset_utils.CONFIG_FILE)
   except json.JSONDecodeError as e:
     raise PresetError(
         f"{path}: not valid JSON ({e.msg}, line {e.lineno} column "
@@ -59,6 +61,7 @@ def tensors_sha256(weights: h5py.File) -> str:
   """SHA-256 over every dataset's path, dtype, shape and bytes; raises
   PresetError naming a dataset with non-finite values."""
   digest, bad = hashlib.sha256(), []
+
   def visit(key, item):
     if not isinstance(item, h5py.Dataset):
       return
@@ -69,7 +72,7 @@ def tensors_sha256(weights: h5py.File) -> str:
       bad.append(f"{key} ({int(np.sum(~np.isfinite(value)))} non-finite)")
   weights.visititems(visit)
   if bad:
-    raise PresetError(f"{', '.join(bad)}")
+    raise PresetError(", ".join(bad))
   return digest.hexdigest()
 
 
@@ -108,50 +111,47 @@ def check_weights_file(preset: str, name: str) -> None:
 
 
 def _task_class_name(preset: str) -> str:
-  task = json.loads(fileio.read_text(
-      preset_utils.get_file(preset, preset_utils.TASK_CONFIG_FILE)))
+  task = _read_json(preset, preset_utils.TASK_CONFIG_FILE)
   return str(task.get("registered_name", "")).split(">")[-1]
 
 
-def check_output_side(preset: str) -> None:
-  """A task.json comes with its task.weights.h5."""
-  if (preset_utils.check_file_exists(preset, preset_utils.TASK_CONFIG_FILE)
-      and not preset_utils.check_file_exists(
-          preset, preset_utils.TASK_WEIGHTS_FILE)):
-    raise PresetError(
-        f"{_file(preset, preset_utils.TASK_WEIGHTS_FILE)}: not found, but "
-        f"task.json ({_task_class_name(preset)}) is there: the task's own "
-        "weights (the masked-LM output side) would be lost. Copy "
-        "task.weights.h5 beside it, or delete task.json (rembert-convert: "
-        "--encoder_only) to use the encoder alone.")
-
-
-def check_vocabulary(preset: str) -> None:
-  if not preset_utils.check_file_exists(preset, preset_utils.TOKENIZER_CONFIG_FILE):
-    return
-  path = _file(preset, _VOCABULARY)
-  if not preset_utils.check_file_exists(preset, _VOCABULARY):
-    raise PresetError(f"{path}: not found; tokenizer.json needs it. Copy the "
-                      "whole preset folder, or convert it again.")
-  if fileio.size(preset_utils.get_file(preset, _VOCABULARY)) == 0:
+def _check_vocabulary(preset: str, name: str, missing: str, again: str):
+  """The SentencePiece model `name` is there and not empty."""
+  path = _file(preset, name)
+  if not preset_utils.check_file_exists(preset, name):
+    raise PresetError(f"{path}: not found; {missing}")
+  if fileio.size(preset_utils.get_file(preset, name)) == 0:
     raise PresetError(f"{path}: empty (0 bytes); copy the SentencePiece model "
-                      "there again, or convert the preset again.")
+                      f"there again{again}.")
 
 
 def check_keras_preset(preset: str, weights: bool = True,
                        task: bool = False, tokenizer: bool = False) -> None:
   """The checks of a Keras preset, for what is about to be loaded."""
   read_config(preset)
-  if tokenizer:
-    check_vocabulary(preset)
+  if tokenizer and preset_utils.check_file_exists(
+      preset, preset_utils.TOKENIZER_CONFIG_FILE):
+    _check_vocabulary(preset, _VOCABULARY, "tokenizer.json needs it. Copy the "
+                      "whole preset folder, or convert it again.",
+                      ", or convert the preset again")
   if not weights:
     return
   if not preset_utils.check_file_exists(preset, _SHARDED_WEIGHTS):
     check_weights_file(preset, preset_utils.MODEL_WEIGHTS_FILE)
-  if task:
-    check_output_side(preset)
-    if preset_utils.check_file_exists(preset, preset_utils.TASK_WEIGHTS_FILE):
-      check_weights_file(preset, preset_utils.TASK_WEIGHTS_FILE)
+  if not task:
+    return
+  if preset_utils.check_file_exists(
+      preset, preset_utils.TASK_CONFIG_FILE) and not (
+          preset_utils.check_file_exists(preset,
+                                         preset_utils.TASK_WEIGHTS_FILE)):
+    raise PresetError(
+        f"{_file(preset, preset_utils.TASK_WEIGHTS_FILE)}: not found, but "
+        f"task.json ({_task_class_name(preset)}) is there: the task's own "
+        "weights (the masked-LM output side) would be lost. Copy "
+        "task.weights.h5 beside it, or delete task.json (rembert-convert: "
+        "--encoder_only) to use the encoder alone.")
+  if preset_utils.check_file_exists(preset, preset_utils.TASK_WEIGHTS_FILE):
+    check_weights_file(preset, preset_utils.TASK_WEIGHTS_FILE)
 
 
 # --- Hugging Face folders -------------------------------------------------------
@@ -162,13 +162,11 @@ def _safetensors_files(preset: str):
   index = preset_utils.SAFETENSOR_CONFIG_FILE
   if preset_utils.check_file_exists(preset, index):
     try:
-      weight_map = json.loads(fileio.read_text(
-          preset_utils.get_file(preset, index)))["weight_map"]
-    except (json.JSONDecodeError, KeyError, TypeError):
+      return sorted(set(_read_json(preset, index)["weight_map"].values()))
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
       raise PresetError(f"{_file(preset, index)}: not a safetensors index "
                         "(JSON with a weight_map); save the model "
                         "again.") from None
-    return sorted(set(weight_map.values()))
   if preset_utils.check_file_exists(preset, preset_utils.SAFETENSOR_FILE):
     return [preset_utils.SAFETENSOR_FILE]
   others = [n for n in ("pytorch_model.bin", "tf_model.h5")
@@ -179,7 +177,7 @@ def _safetensors_files(preset: str):
       "model with transformers' save_pretrained (safetensors, its default).")
 
 
-def check_safetensors_file(preset: str, name: str) -> None:
+def _check_safetensors_file(preset: str, name: str) -> None:
   """The file opens as safetensors (whose header must cover it exactly)."""
   path = _file(preset, name)
   if not preset_utils.check_file_exists(preset, name):
@@ -205,7 +203,7 @@ def check_transformers_folder(preset: str, config: Dict) -> None:
         f"{model_type!r} ({architectures}), not 'rembert': the folder holds "
         "another architecture; load it with that model's keras-hub class.")
   for name in _safetensors_files(preset):
-    check_safetensors_file(preset, name)
+    _check_safetensors_file(preset, name)
 
 
 class RemBertTransformersLoader(preset_loader.TransformersPresetLoader):
@@ -248,43 +246,37 @@ class RemBertTransformersLoader(preset_loader.TransformersPresetLoader):
       task = preset_utils.PresetLoader.load_task(
           self, cls, load_weights, load_task_weights, **kwargs)
     if head_given:
-      transformers_checkpoint.convert_head(task, self, self.config)
+      transformers_checkpoint.convert_head(task, self.preset)
     return task
 
 
-def _transformers_loader(preset: str, config: Dict, tokenizer: bool = False):
+def _from_transformers(cls, preset: str, config: Dict, tokenizer: bool, load):
+  """`load(RemBertTransformersLoader)` on a checked Hugging Face folder; a
+  tensor the folder lacks becomes one line."""
   check_transformers_folder(preset, config)
-  name = transformers_checkpoint.SENTENCEPIECE_FILE
-  if tokenizer and not preset_utils.check_file_exists(preset, name):
-    raise PresetError(f"{_file(preset, name)}: not found; the tokenizer needs "
-                      "the SentencePiece model (transformers' RemBertTokenizer "
-                      "saves it), or pass preprocessor=None.")
-  if tokenizer and fileio.size(preset_utils.get_file(preset, name)) == 0:
-    raise PresetError(f"{_file(preset, name)}: empty (0 bytes); copy the "
-                      "SentencePiece model there again.")
-  return RemBertTransformersLoader(preset, config)
-
-
-def _load(preset: str, what: str, load):
-  """Runs a Hugging Face load; a tensor the folder lacks becomes one line."""
+  if tokenizer:
+    _check_vocabulary(
+        preset, transformers_checkpoint.SENTENCEPIECE_FILE, "the tokenizer "
+        "needs the SentencePiece model (transformers' RemBertTokenizer saves "
+        "it), or pass preprocessor=None.", "")
   try:
-    return load()
+    return load(RemBertTransformersLoader(preset, config))
   except transformers_checkpoint.CheckpointError as e:
     weights = (preset_utils.SAFETENSOR_CONFIG_FILE
                if preset_utils.check_file_exists(
                    preset, preset_utils.SAFETENSOR_CONFIG_FILE)
                else preset_utils.SAFETENSOR_FILE)
-    raise PresetError(f"{_file(preset, weights)}: {e} (loading {what}); save "
-                      "the model again with transformers' save_pretrained, "
-                      "or check that config.json is its own.") from None
+    raise PresetError(f"{_file(preset, weights)}: {e} (loading "
+                      f"{cls.__name__}); save the model again with "
+                      "transformers' save_pretrained, or check that "
+                      "config.json is its own.") from None
 
 
 def _backbone_from_preset(cls, preset, load_weights=True, **kwargs):
   config = read_config(preset)
   if "model_type" in config:
-    loader = _transformers_loader(preset, config)
-    return _load(preset, cls.__name__, lambda: loader.load_backbone(
-        cls, load_weights, **kwargs))
+    return _from_transformers(cls, preset, config, False, lambda loader: (
+        loader.load_backbone(cls, load_weights, **kwargs)))
   check_keras_preset(preset, weights=load_weights)
   return keras_hub.models.Backbone.from_preset.__func__(
       cls, preset, load_weights=load_weights, **kwargs)
@@ -293,17 +285,15 @@ def _backbone_from_preset(cls, preset, load_weights=True, **kwargs):
 def _task_from_preset(cls, preset, load_weights=True, **kwargs):
   config = read_config(preset)
   load_task_weights = "num_classes" not in kwargs
+  tokenizer = "preprocessor" not in kwargs
   if "model_type" in config:
-    loader = _transformers_loader(
-        preset, config, tokenizer="preprocessor" not in kwargs)
-    return _load(preset, cls.__name__, lambda: loader.load_task(
-        cls, load_weights, load_task_weights, **kwargs))
+    return _from_transformers(cls, preset, config, tokenizer, lambda loader: (
+        loader.load_task(cls, load_weights, load_task_weights, **kwargs)))
   own_task = (preset_utils.check_file_exists(preset,
                                              preset_utils.TASK_CONFIG_FILE)
               and _task_class_name(preset) == cls.__name__)
   check_keras_preset(preset, weights=load_weights,
-                     task=own_task and load_task_weights,
-                     tokenizer="preprocessor" not in kwargs)
+                     task=own_task and load_task_weights, tokenizer=tokenizer)
   return keras_hub.models.Task.from_preset.__func__(
       cls, preset, load_weights=load_weights, **kwargs)
 
@@ -314,27 +304,23 @@ def _config_file_loading(base, default_config_file: str, load: str):
   def from_preset(cls, preset, config_file=default_config_file, **kwargs):
     config = read_config(preset)
     if "model_type" in config:
-      loader = _transformers_loader(preset, config, tokenizer=True)
-      return _load(preset, cls.__name__, lambda: getattr(loader, load)(
-          cls, config_file, **kwargs))
+      return _from_transformers(cls, preset, config, True, lambda loader: (
+          getattr(loader, load)(cls, config_file, **kwargs)))
     check_keras_preset(preset, weights=False, tokenizer=True)
     return base.from_preset.__func__(cls, preset, config_file=config_file,
                                      **kwargs)
   return from_preset
 
 
-_preprocessor_from_preset = _config_file_loading(
-    keras_hub.models.Preprocessor, preset_utils.PREPROCESSOR_CONFIG_FILE,
-    "load_preprocessor")
-_tokenizer_from_preset = _config_file_loading(
-    keras_hub.tokenizers.Tokenizer, preset_utils.TOKENIZER_CONFIG_FILE,
-    "load_tokenizer")
-
-
-_FROM_PRESET = ((keras_hub.models.Backbone, _backbone_from_preset),
-                (keras_hub.models.Task, _task_from_preset),
-                (keras_hub.models.Preprocessor, _preprocessor_from_preset),
-                (keras_hub.tokenizers.Tokenizer, _tokenizer_from_preset))
+_FROM_PRESET = (
+    (keras_hub.models.Backbone, _backbone_from_preset),
+    (keras_hub.models.Task, _task_from_preset),
+    (keras_hub.models.Preprocessor, _config_file_loading(
+        keras_hub.models.Preprocessor, preset_utils.PREPROCESSOR_CONFIG_FILE,
+        "load_preprocessor")),
+    (keras_hub.tokenizers.Tokenizer, _config_file_loading(
+        keras_hub.tokenizers.Tokenizer, preset_utils.TOKENIZER_CONFIG_FILE,
+        "load_tokenizer")))
 
 
 def attach(classes) -> None:

@@ -1,25 +1,11 @@
-"""Writes and reads keras-hub preset directories, one tensor at a time.
+"""Writes and reads keras-hub presets of `rembert_tf.keras_hub`, one tensor at a time.
 
-The output of `rembert-convert --to keras_hub` and the input of `--from
-keras_hub` (`open_preset`): config.json and model.weights.h5 (the backbone),
-metadata.json, tokenizer.json with its SentencePiece model, and with the
-output side task.json, task.weights.h5 and preprocessor.json
-(RemBertMaskedLM). Each `.weights.h5` carries the SHA-256 of its tensors.
-
-Builds on keras-hub's `save_to_preset` without building the model at full
-size: a skeleton with widths of 1-2 is saved with each weight filled by a
-marker naming its canonical tensor, then the configs get the real sizes and
-each marked HDF5 dataset is replaced by the real tensor. Reading inverts
-that map (`PresetSource`).
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-from rembert_tf.conversion import converter
-converter.convert_checkpoint("tf1", "keras_hub", "rembert/model.ckpt",
-                             "presets/rembert", sp_model="rembert/sentencepiece.model",
-                             with_output_side=True)
-```
+`write_preset` (`rembert-convert --to keras_hub`) and `open_preset` (`--from
+keras_hub`) never build the model at full size: keras-hub's `save_to_preset`
+saves a skeleton of the same architecture at widths of 1-2 whose weight k
+holds the marker MARKER + k; the configs then get the real sizes and each
+marked HDF5 dataset is replaced by the real tensor, or read from
+(`PresetSource`). Each `.weights.h5` carries the SHA-256 of its tensors.
 """
 import contextlib
 import json
@@ -35,31 +21,43 @@ from rembert_tf.common import console
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.conversion import config_json
-from rembert_tf.conversion import weight_layout
-from rembert_tf.keras_hub import canonical_weights
-from rembert_tf.conversion import keras_hub_loading
 from rembert_tf.conversion import tensor_sources
+from rembert_tf.conversion import weight_layout
+# rembert_tf.keras_hub first: its __init__ imports keras_hub_loading.
+from rembert_tf.keras_hub import canonical_weights
+from rembert_tf.conversion import keras_hub_loading  # pylint: disable=g-bad-import-order
 from rembert_tf.keras_hub import rembert_backbone
 from rembert_tf.keras_hub import rembert_masked_lm
 from rembert_tf.keras_hub import rembert_masked_lm_preprocessor
 from rembert_tf.keras_hub import rembert_tokenizer
 
-# Skeleton weight k holds MARKER + k everywhere (exact in float32 up to 2^24).
-MARKER = 1_000_000.0
-_WEIGHT_FILES = ("model.weights.h5", "task.weights.h5")
-_CONFIG_FILE, _TASK_FILE, _METADATA_FILE = ("config.json", "task.json",
-                                            "metadata.json")
+MARKER = 1_000_000.0  # exact in float32, MARKER + k too, up to 2^24
+_WEIGHT_FILES = (preset_utils.MODEL_WEIGHTS_FILE,
+                 preset_utils.TASK_WEIGHTS_FILE)
 
 
-def _skeleton_config(cfg) -> Dict:
-  """The same architecture (layers, heads, projection or not), tiny widths."""
+def _skeleton(cfg, with_output_side, sp_bytes):
+  """(the model to save, its canonical variables, its tokenizer or None):
+  `cfg`'s architecture (layers, heads, projection or not) at tiny widths."""
   heads = cfg.num_attention_heads
   projected = cfg.input_embedding_size != cfg.hidden_size
   values = rembert_backbone.backbone_kwargs(cfg.as_dict())
   values.update(vocabulary_size=1, intermediate_dim=1, max_sequence_length=1,
                 num_segments=1, hidden_dim=2 * heads if projected else heads,
                 embedding_dim=1 if projected else heads)
-  return values
+  backbone = rembert_backbone.RemBertBackbone(**values)
+  tokenizer = (rembert_tokenizer.RemBertTokenizer(proto=sp_bytes)
+               if sp_bytes else None)
+  if not with_output_side:
+    return backbone, canonical_weights.canonical_variables(backbone), tokenizer
+  preprocessor = None
+  if tokenizer is not None:
+    preprocessor = rembert_masked_lm_preprocessor.RemBertMaskedLMPreprocessor(
+        tokenizer, sequence_length=min(512, cfg.max_position_embeddings))
+  task = rembert_masked_lm.RemBertMaskedLM(
+      backbone, output_embedding_dim=1, preprocessor=preprocessor)
+  return (task, canonical_weights.canonical_variables(
+      backbone, task.masked_lm_head), tokenizer)
 
 
 def keras_shape(name: str, canonical_shape, cfg) -> Tuple[int, ...]:
@@ -88,26 +86,14 @@ def _fresh_value(name: str, shape, cfg) -> np.ndarray:
 
 def _save_skeleton(cfg, with_output_side, sp_bytes, folder: str
                    ) -> Dict[str, Tuple[str, str]]:
-  """Saves the skeleton preset into `folder`, weight k filled with MARKER + k;
-  -> canonical name -> (weights file, dataset path)."""
-  tokenizer = (rembert_tokenizer.RemBertTokenizer(proto=sp_bytes)
-               if sp_bytes else None)
-  backbone = rembert_backbone.RemBertBackbone(**_skeleton_config(cfg))
-  model, head = backbone, None
-  if with_output_side:
-    preprocessor = None
-    if tokenizer is not None:
-      preprocessor = rembert_masked_lm_preprocessor.RemBertMaskedLMPreprocessor(
-          tokenizer, sequence_length=min(512, cfg.max_position_embeddings))
-    model = rembert_masked_lm.RemBertMaskedLM(
-        backbone, output_embedding_dim=1, preprocessor=preprocessor)
-    head = model.masked_lm_head
-  pairs = canonical_weights.canonical_variables(backbone, head)
+  """Saves the skeleton preset into `folder`; -> canonical name -> (weights
+  file, dataset path)."""
+  model, pairs, tokenizer = _skeleton(cfg, with_output_side, sp_bytes)
   for index, (_, variable) in enumerate(pairs):
     variable.assign(np.full(variable.shape, MARKER + index, np.float32))
   model.save_to_preset(folder)
   if tokenizer is not None and not fileio.exists(
-      fileio.join(folder, "tokenizer.json")):
+      fileio.join(folder, preset_utils.TOKENIZER_CONFIG_FILE)):
     tokenizer.save_to_preset(folder)
   marked = {}
   for file_name in _WEIGHT_FILES:
@@ -115,46 +101,43 @@ def _save_skeleton(cfg, with_output_side, sp_bytes, folder: str
       continue
     with h5py.File(fileio.join(folder, file_name), "r") as weights:
       def visit(key, item, file_name=file_name):
-        index = (_marker_index(item) if isinstance(item, h5py.Dataset)
-                 else None)
+        index = _marker_index(item)
         if index is not None:
           marked[index] = (file_name, key)
       weights.visititems(visit)
   return {name: marked[index] for index, (name, _) in enumerate(pairs)}
 
 
-def _patch_configs(folder: str, cfg, with_output_side: bool,
-                   parameter_count: int) -> None:
-  """The skeleton's JSON files with the real sizes."""
-  real = rembert_backbone.backbone_kwargs(cfg.as_dict())
-  path = fileio.join(folder, _CONFIG_FILE)
-  config = fileio.read_json(path)
-  config["config"].update(real)
-  _write_json(path, config)
-  path = fileio.join(folder, _METADATA_FILE)
-  metadata = fileio.read_json(path)
-  metadata["parameter_count"] = parameter_count
-  _write_json(path, metadata)
-  if with_output_side:
-    path = fileio.join(folder, _TASK_FILE)
-    task = fileio.read_json(path)
-    task["config"]["backbone"]["config"].update(real)
-    task["config"]["output_embedding_dim"] = cfg.output_embedding_size
-    _write_json(path, task)
-
-
-def _write_json(path, value):
-  fileio.write_text(path, json.dumps(value, indent=4))
-
-
-def _marker_index(dataset) -> Optional[int]:
-  if dataset.dtype.kind != "f" or dataset.size == 0:
+def _marker_index(item) -> Optional[int]:
+  if not isinstance(item, h5py.Dataset) or item.dtype.kind != "f" or (
+      item.size == 0):
     return None
-  values = np.asarray(dataset[()]).reshape([-1])
+  values = np.asarray(item[()]).reshape([-1])
   index = values[0] - MARKER
   if index < 0 or index != int(index) or np.any(values != values[0]):
     return None
   return int(index)
+
+
+def _patch_configs(folder: str, cfg, with_output_side: bool,
+                   parameter_count: int) -> None:
+  """The skeleton's JSON files with the real sizes."""
+  real = rembert_backbone.backbone_kwargs(cfg.as_dict())
+
+  def patch(file_name, edit):
+    path = fileio.join(folder, file_name)
+    value = fileio.read_json(path)
+    edit(value)
+    fileio.write_text(path, json.dumps(value, indent=4))
+
+  patch(preset_utils.CONFIG_FILE, lambda config: config["config"].update(real))
+  patch(preset_utils.METADATA_FILE,
+        lambda metadata: metadata.update(parameter_count=parameter_count))
+  if with_output_side:
+    def edit_task(task):
+      task["config"]["backbone"]["config"].update(real)
+      task["config"]["output_embedding_dim"] = cfg.output_embedding_size
+    patch(preset_utils.TASK_CONFIG_FILE, edit_task)
 
 
 @contextlib.contextmanager
@@ -221,29 +204,15 @@ def write_preset(cfg, source, names, with_output_side, output_dir,
       keras_hub_loading.write_checksum(path)
 
 
-# --- Reading a preset (`rembert-convert --from keras_hub`) ----------------------
-
-
-def _registered_config(folder: str, file_name: str, class_name: str,
-                       required: bool = True) -> Optional[Dict]:
-  """FILE's `config` if it serializes rembert_tf's CLASS; else None (or an error if `required`)."""
+def _registered(folder: str, file_name: str, class_name: str
+                ) -> Tuple[Optional[Dict], object]:
+  """(FILE's `config` if it serializes rembert_tf's CLASS else None, the
+  class it names)."""
   path = fileio.join(folder, file_name)
-  if not fileio.isfile(path):
-    if not required:
-      return None
-    raise weight_layout.ConversionError(
-        f"{path}: not found; --from keras_hub reads a preset written by "
-        "rembert_tf.keras_hub (save_to_preset or rembert-convert --to "
-        "keras_hub).")
-  serialized = fileio.read_json(path)
-  expected = f"rembert_tf>{class_name}"
-  if serialized.get("registered_name") != expected:
-    if not required:
-      return None
-    raise weight_layout.ConversionError(
-        f"{path}: registered_name is {serialized.get('registered_name')!r}, "
-        f"expected {expected!r} (a preset of rembert_tf.keras_hub).")
-  return serialized["config"]
+  serialized = fileio.read_json(path) if fileio.isfile(path) else {}
+  name = serialized.get("registered_name")
+  return (serialized["config"] if name == f"rembert_tf>{class_name}"
+          else None), name
 
 
 class PresetSource(tensor_sources.ReadOneByOne):
@@ -251,7 +220,7 @@ class PresetSource(tensor_sources.ReadOneByOne):
 
   def __init__(self, folder: str, cfg, with_output_side: bool):
     self.description = f"keras-hub preset {folder}"
-    self._folder, self._cfg = folder, cfg
+    self._cfg = cfg
     with outputs.local_scratch_dir("rembert_tf-skeleton-") as skeleton:
       self._where = _save_skeleton(cfg, with_output_side, None, skeleton)
     self._canonical = weight_layout.expected_canonical_shapes(
@@ -306,15 +275,20 @@ def open_preset(path: str, read_output_side: bool):
   folder = fileio.as_str(path).rstrip("/")
   try:
     keras_hub_loading.check_keras_preset(folder, weights=True,
-                                      task=read_output_side, tokenizer=True)
+                                         task=read_output_side, tokenizer=True)
   except keras_hub_loading.PresetError as e:
     raise weight_layout.ConversionError(str(e)) from None
-  backbone = _registered_config(folder, _CONFIG_FILE, "RemBertBackbone")
-  task = (_registered_config(folder, _TASK_FILE, "RemBertMaskedLM",
-                             required=False) if read_output_side else None)
+  config_path = fileio.join(folder, preset_utils.CONFIG_FILE)
+  backbone, registered = _registered(folder, preset_utils.CONFIG_FILE,
+                                     "RemBertBackbone")
+  if backbone is None:
+    raise weight_layout.ConversionError(
+        f"{config_path}: registered_name is {registered!r}, expected "
+        "'rembert_tf>RemBertBackbone' (a preset of rembert_tf.keras_hub).")
+  task = (_registered(folder, preset_utils.TASK_CONFIG_FILE,
+                      "RemBertMaskedLM")[0] if read_output_side else None)
   cfg = config_json.model_config_from_json_dict(
-      rembert_backbone.model_config_fields(backbone),
-      fileio.join(folder, _CONFIG_FILE),
+      rembert_backbone.model_config_fields(backbone), config_path,
       output_embedding_size=task and task["output_embedding_dim"])
   source = PresetSource(folder, cfg, with_output_side=task is not None)
   sp_model = fileio.join(folder, preset_utils.TOKENIZER_ASSET_DIR,

@@ -1,17 +1,14 @@
-"""Lazy, name-by-name readers of canonical tensors, and a streaming safetensors writer.
+"""Name-by-name readers of canonical tensors, and a streaming safetensors writer.
 
-A source has `shapes()` (from the index only), `get(name)`, `read(names)`,
-`display(name)` (the user's spelling, for errors) and `close()`, so memory
-stays at the target model plus one batch: `Tf1Source` (a TF1 name-based
-checkpoint, read in batches per RestoreV2), `HfSource` (safetensors,
-memory-mapped; torch Linear weights transposed) and `ModelSource` (a built
-rembert_tf model).
+A source has `shapes()` (from the index or header alone), `get(name)`,
+`read(names)`, `display(name)` (the user's spelling, for errors) and
+`close()`, so a conversion holds the target model plus one batch:
+`Tf1Source` (a TF1 checkpoint, read in batches per RestoreV2), `HfSource`
+(safetensors, memory-mapped) and `ModelSource` (a built rembert_tf model).
 """
 import contextlib
 import json
-import re
 import struct
-import types
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -65,6 +62,7 @@ class Tf1Source:
           f"{path}: cannot open as a TF1 checkpoint ({_one_line(e)}). Pass "
           "the prefix before .index / .data-*.") from None
     self.path = path
+    self.description = f"TF1 checkpoint {path}"
     self._shapes: Dict[str, Tuple[int, ...]] = {}
     self._file_names: Dict[str, str] = {}
     self.outside_encoder: Dict[str, Tuple[int, ...]] = {}
@@ -114,32 +112,18 @@ class Tf1Source:
   def close(self):
     pass
 
-  @property
-  def description(self):
-    return f"TF1 checkpoint {self.path}"
 
-
-_HF_LAYER = re.compile(r"\.layer\.(\d+)\.")
-# `hf_name` inverted over every canonical name (Transformer layer 0 standing
-# for each layer).
-_ONE_OF_EACH = types.SimpleNamespace(
-    hidden_size=1, input_embedding_size=1, vocab_size=1, intermediate_size=1,
-    max_position_embeddings=1, type_vocab_size=1, output_embedding_size=1,
-    num_hidden_layers=1, num_output_layers=0)
-_FROM_HF = {weight_layout.hf_name(name)[0]: (name, weight_layout.hf_name(name)[1])
-            for name in weight_layout.expected_canonical_shapes(
-                _ONE_OF_EACH, with_projection=True, output_side=True)}
-
-
-def canonical_from_hf(key: str) -> Optional[Tuple[str, bool]]:
-  """HF transformers name -> (canonical name, transpose?); None if not a RemBERT weight."""
-  layer = _HF_LAYER.search(key)
-  template = _HF_LAYER.sub(".layer.0.", key, count=1)
-  found = _FROM_HF.get(template) or _FROM_HF.get("rembert." + template)
-  if found is None or layer is None:
-    return found
-  return (found[0].replace("/layer_0/", f"/layer_{layer.group(1)}/", 1),
-          found[1])
+def _hf_names(cfg) -> Dict[str, Tuple[str, bool]]:
+  """Hugging Face name, with and without `rembert.` -> (canonical name,
+  transposed?), for every tensor a RemBERT of `cfg` may hold."""
+  names = {}
+  for name in weight_layout.expected_canonical_shapes(
+      cfg, with_projection=True, output_side=True):
+    for prefix in ("rembert.", ""):
+      if not name.startswith("cls/output_layers/"):
+        hf, transpose = weight_layout.hf_name(name, prefix)
+        names[hf] = (name, transpose)
+  return names
 
 
 def hf_weight_files(path: str) -> List[str]:
@@ -191,24 +175,26 @@ class ReadOneByOne:
 class HfSource(ReadOneByOne):
   """Canonical tensors of a Hugging Face RemBERT safetensors checkpoint."""
 
-  def __init__(self, path):
+  def __init__(self, path, cfg):
     path = fileio.as_str(path)
-    refuse_pickle(path)
     self.path = path
+    self.description = f"Hugging Face checkpoint {path}"
     self._stack = contextlib.ExitStack()
-    self._where = {}
-    self._shapes = {}
-    self.unparsed: List[str] = []
-    self.prefix = "rembert."
+    self._where, self._shapes, self._display = {}, {}, {}
     try:
-      self._open(hf_weight_files(path))
+      self._open(hf_weight_files(path), _hf_names(cfg))
     except BaseException:
       self._stack.close()
       raise
+    # How the file names the encoder: "" as RemBertModel saves it, else
+    # "rembert." (the task models).
+    keys = self._display.values()
+    bare = any(k.startswith(("embeddings.", "encoder.")) for k in keys)
+    self._prefix = "" if bare and not any(
+        k.startswith("rembert.") for k in keys) else "rembert."
 
-  def _open(self, files: Sequence[str]):
+  def _open(self, files: Sequence[str], hf_names):
     from safetensors import safe_open  # pylint: disable=g-import-not-at-top
-    saw_prefixed = saw_bare = False
     for file in files:
       if not fileio.exists(file):
         raise weight_layout.ConversionError(
@@ -225,25 +211,15 @@ class HfSource(ReadOneByOne):
       for key in keys:
         if key.endswith("position_ids"):  # A buffer, not a weight.
           continue
-        parsed = canonical_from_hf(key)
-        if parsed is None:
-          self.unparsed.append(key)
-          continue
-        saw_prefixed |= key.startswith("rembert.")
-        saw_bare |= key.startswith(("embeddings.", "encoder.", "pooler."))
-        name, transpose = parsed
+        # A name no RemBERT of the config has is listed as it is.
+        name, transpose = hf_names.get(key, (key, False))
         shape = tuple(handle.get_slice(key).get_shape())
-        if transpose:
-          shape = shape[::-1]
         self._where[name] = (handle, key, transpose, file)
-        self._shapes[name] = shape
-    if saw_bare and not saw_prefixed:
-      self.prefix = ""
+        self._shapes[name] = shape[::-1] if transpose else shape
+        self._display[name] = key
 
   def shapes(self):
-    shapes = dict(self._shapes)
-    shapes.update({k: () for k in self.unparsed})
-    return shapes
+    return dict(self._shapes)
 
   def get(self, name) -> np.ndarray:
     handle, key, transpose, file = self._where[name]
@@ -264,19 +240,12 @@ class HfSource(ReadOneByOne):
     return np.ascontiguousarray(array.T) if transpose else array
 
   def display(self, name) -> str:
-    if name in self.unparsed:
-      return name
-    try:
-      return weight_layout.hf_name(name, self.prefix)[0]
-    except weight_layout.ConversionError:
-      return name
+    if name in self._display:
+      return self._display[name]
+    return weight_layout.hf_name(name, self._prefix)[0]
 
   def close(self):
     self._stack.close()
-
-  @property
-  def description(self):
-    return f"Hugging Face checkpoint {self.path}"
 
 
 def refuse_pickle(path: str):
@@ -339,16 +308,8 @@ def write_safetensors(path: str, shapes: Dict[str, Tuple[int, ...]],
   with fileio.open_file(path, "wb") as out:
     out.write(struct.pack("<Q", len(encoded)))
     out.write(encoded)
-    stream = iter(tensors)
-    for i, name in enumerate(names, 1):
-      given, array = next(stream)
-      if given != name:
-        raise weight_layout.ConversionError(
-            f"internal: tensor {given} given where {name} is written.")
+    for i, (name, array) in enumerate(tensors, 1):
       array = np.ascontiguousarray(array, dtype="<f4")
-      if tuple(array.shape) != tuple(shapes[name]):
-        raise weight_layout.ConversionError(
-            f"{name}: shape {tuple(array.shape)}, expected {tuple(shapes[name])}.")
       data = memoryview(array).cast("B")
       for start in range(0, len(data), _WRITE_CHUNK):
         out.write(bytes(data[start:start + _WRITE_CHUNK]))

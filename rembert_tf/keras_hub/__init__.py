@@ -1,51 +1,25 @@
 """RemBERT for Keras 3 and keras-hub: backbone, tokenizer, preprocessors, tasks.
 
-Runs on every Keras 3 backend; imports Keras 3 and keras-hub only (no
-tf-keras). Presets come from `rembert-convert --to keras_hub`, or a Hugging
-Face RemBERT folder loads directly with `from_preset`. The tasks are text
-classification, masked LM (with the decoupled output side), token
-classification and span QA; `masked_lm_pretraining.pretrain` pre-trains on
-the project's records, data-parallel on JAX.
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-import os
-os.environ["KERAS_BACKEND"] = "jax"
-from rembert_tf.keras_hub import RemBertTextClassifier
-classifier = RemBertTextClassifier.from_preset("presets/rembert", num_classes=3)
-```
+Runs on every Keras 3 backend and imports Keras 3 and keras-hub only (no
+tf-keras); docs/keras_hub.md shows its use.
 """
 from rembert_tf.keras_hub.rembert_backbone import RemBertBackbone
 from rembert_tf.keras_hub.rembert_masked_lm import RemBertMaskedLM
 from rembert_tf.keras_hub.rembert_masked_lm_head import RemBertMaskedLMHead
 from rembert_tf.keras_hub.rembert_masked_lm_preprocessor import (
     RemBertMaskedLMPreprocessor)
+from rembert_tf.keras_hub.rembert_question_answerer import (
+    RemBertQuestionAnswerer)
+from rembert_tf.keras_hub.rembert_question_answerer_preprocessor import (
+    RemBertQuestionAnswererPreprocessor)
 from rembert_tf.keras_hub.rembert_text_classifier import RemBertTextClassifier
 from rembert_tf.keras_hub.rembert_text_classifier_preprocessor import (
     RemBertTextClassifierPreprocessor)
+from rembert_tf.keras_hub.rembert_token_classifier import RemBertTokenClassifier
+from rembert_tf.keras_hub.rembert_token_classifier_preprocessor import (
+    RemBertTokenClassifierPreprocessor)
 from rembert_tf.keras_hub.rembert_tokenizer import RemBertTokenizer
 from rembert_tf.conversion import keras_hub_loading
-
-try:  # their preprocessing runs on tf.data: with TensorFlow only
-  from rembert_tf.keras_hub.rembert_question_answerer import (
-      RemBertQuestionAnswerer)
-  from rembert_tf.keras_hub.rembert_question_answerer_preprocessor import (
-      RemBertQuestionAnswererPreprocessor)
-  from rembert_tf.keras_hub.rembert_token_classifier import (
-      RemBertTokenClassifier)
-  from rembert_tf.keras_hub.rembert_token_classifier_preprocessor import (
-      RemBertTokenClassifierPreprocessor)
-except ImportError as _tensorflow_missing:  # pylint: disable=invalid-name
-  _WITHOUT_TENSORFLOW = str(_tensorflow_missing)
-
-  def __getattr__(name):
-    if name in ("RemBertQuestionAnswerer", "RemBertTokenClassifier",
-                "RemBertQuestionAnswererPreprocessor",
-                "RemBertTokenClassifierPreprocessor"):
-      raise ImportError(f"{name} needs TensorFlow (its preprocessing runs on "
-                        f"tf.data): {_WITHOUT_TENSORFLOW}")
-    raise AttributeError(name)
 
 # Hugging Face RemBERT folders and the preset checks, for these classes only.
 keras_hub_loading.attach([value for name, value in list(globals().items())

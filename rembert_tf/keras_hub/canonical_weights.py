@@ -1,31 +1,9 @@
-"""The canonical name of every weight of RemBertBackbone and RemBertMaskedLMHead.
+"""The canonical (TF1 RemBERT) name of every weight of RemBertBackbone and RemBertMaskedLMHead.
 
-Pairs each canonical name (`rembert_tf.conversion.weight_layout`) with its
-Keras 3 variable, for the preset writer and the Hugging Face loader.
-Attention kernels keep keras-hub's per-head shapes, to which a canonical
-[in, out] matrix reshapes as it is.
+For the preset writer and the Hugging Face converter. Attention kernels keep
+keras-hub's per-head shapes, to which a canonical [in, out] matrix reshapes.
 """
 from typing import List, Tuple
-
-
-def _block_variables(prefix: str, block) -> List[Tuple[str, object]]:
-  """(canonical name, Keras variable) of keras-hub's TransformerEncoder."""
-  attention = block._self_attention_layer  # pylint: disable=protected-access
-  pairs = []
-  for part, dense in (("query", attention.query_dense),
-                      ("key", attention.key_dense),
-                      ("value", attention.value_dense)):
-    pairs += [(f"{prefix}/attention/self/{part}/kernel", dense.kernel),
-              (f"{prefix}/attention/self/{part}/bias", dense.bias)]
-  layers = (
-      ("attention/output/dense", attention.output_dense),
-      ("attention/output/LayerNorm", block._self_attention_layer_norm),  # pylint: disable=protected-access
-      ("intermediate/dense", block._feedforward_intermediate_dense),  # pylint: disable=protected-access
-      ("output/dense", block._feedforward_output_dense),  # pylint: disable=protected-access
-      ("output/LayerNorm", block._feedforward_layer_norm))  # pylint: disable=protected-access
-  for name, layer in layers:
-    pairs += _layer_variables(f"{prefix}/{name}", layer)
-  return pairs
 
 
 def _layer_variables(prefix: str, layer) -> List[Tuple[str, object]]:
@@ -34,9 +12,25 @@ def _layer_variables(prefix: str, layer) -> List[Tuple[str, object]]:
   return [(prefix + "/kernel", layer.kernel), (prefix + "/bias", layer.bias)]
 
 
+def _block_variables(prefix: str, block) -> List[Tuple[str, object]]:
+  """(canonical name, Keras variable) of keras-hub's TransformerEncoder."""
+  attention = block._self_attention_layer  # pylint: disable=protected-access
+  pairs = []
+  for name, layer in (
+      ("attention/self/query", attention.query_dense),
+      ("attention/self/key", attention.key_dense),
+      ("attention/self/value", attention.value_dense),
+      ("attention/output/dense", attention.output_dense),
+      ("attention/output/LayerNorm", block._self_attention_layer_norm),  # pylint: disable=protected-access
+      ("intermediate/dense", block._feedforward_intermediate_dense),  # pylint: disable=protected-access
+      ("output/dense", block._feedforward_output_dense),  # pylint: disable=protected-access
+      ("output/LayerNorm", block._feedforward_layer_norm)):  # pylint: disable=protected-access
+    pairs += _layer_variables(f"{prefix}/{name}", layer)
+  return pairs
+
+
 def canonical_variables(backbone, head=None) -> List[Tuple[str, object]]:
-  """(canonical name, Keras variable) of a RemBertBackbone [+ its MLM head],
-  in the canonical names of `weight_layout`."""
+  """(canonical name, Keras variable) of a RemBertBackbone [+ its MLM head]."""
   pairs = [
       ("bert/embeddings/word_embeddings", backbone.token_embedding.embeddings),
       ("bert/embeddings/position_embeddings",

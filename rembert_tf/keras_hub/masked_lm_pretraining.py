@@ -1,21 +1,8 @@
 """Pre-training RemBertMaskedLM with `fit` on the project's records, data-parallel on JAX.
 
-`pretrain` sets `keras.distribution.DataParallel` over every device, compiles
-the `RemBertMaskedLM` with keras-hub's `MaskedLM` defaults and fits it on
-`pretraining_records`. A killed run resumes with
-`keras.callbacks.BackupAndRestore` in `callbacks` and the same call rerun.
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra with JAX and pre-training records -->
-```python
-import os
-os.environ["KERAS_BACKEND"] = "jax"
-from rembert_tf.keras_hub import masked_lm_pretraining
-masked_lm, history = masked_lm_pretraining.pretrain(
-    "records/pretrain-*.tfrecord", "presets/rembert_with_output_side",
-    steps=1000, batch_size=64, learning_rate=1e-4)
-masked_lm.save_to_preset("presets/rembert_continued")
-```
+Builds on `keras.distribution.DataParallel`, keras-hub's `MaskedLM` compile
+defaults and `pretraining_records`; a killed run resumes with
+`keras.callbacks.BackupAndRestore` (docs/keras_hub.md).
 """
 from typing import Optional, Tuple, Union
 

@@ -1,19 +1,9 @@
 """The project's pre-training records as `(x, y, sample_weight)` for RemBertMaskedLM.fit.
 
 Reads the shards of `rembert-create-pretraining-data` with tf.data (no Model
-Garden: this runs beside Keras 3) and yields what keras-hub's
-`MaskedLMPreprocessor` yields, in static-shape batches:
-
-| x / y / sample_weight          | record feature        | shape     |
-| ------------------------------ | --------------------- | --------- |
-| x["token_ids"]                 | input_word_ids        | [batch, S] |
-| x["segment_ids"]               | input_type_ids        | [batch, S] |
-| x["padding_mask"]              | input_mask            | [batch, S] |
-| x["mask_positions"]            | masked_lm_positions   | [batch, P] |
-| y                              | masked_lm_ids         | [batch, P] |
-| sample_weight                  | masked_lm_weights     | [batch, P] |
-
-S and P come from `metadata.json`; other layouts are refused (`RecordsError`).
+Garden: this runs beside Keras 3) into what keras-hub's
+`MaskedLMPreprocessor` yields (`_INPUT_NAMES`), in static-shape batches of
+the layout `metadata.json` gives; other layouts are refused (`RecordsError`).
 
 Example (records written here with the project's writer):
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) -->

@@ -241,23 +241,17 @@ class WeightsMismatchError(errors.InputError):
   """A weights file does not hold the weights of the model given."""
 
 
-def _file_tensors(filepath: str) -> Dict[str, int]:
-  """Dataset path -> element count of a Keras `.weights.h5` file."""
-  import h5py  # pylint: disable=g-import-not-at-top
-  found = {}
-  with h5py.File(filepath, "r") as f:
-    f.visititems(lambda name, item: found.__setitem__(name, item.size)
-                 if isinstance(item, h5py.Dataset) else None)
-  return found
-
-
 def check_weights_file(model, filepath: str) -> None:
   """Raises WeightsMismatchError unless `filepath` (a Keras `.weights.h5`)
   holds as many tensors and values as `model`; other formats pass."""
   if not filepath.endswith(".weights.h5"):
     return
-  tensors = _file_tensors(filepath)
-  held = (len(tensors), sum(tensors.values()))
+  import h5py  # pylint: disable=g-import-not-at-top
+  sizes = []
+  with h5py.File(filepath, "r") as f:
+    f.visititems(lambda _, item: sizes.append(item.size)
+                 if isinstance(item, h5py.Dataset) else None)
+  held = (len(sizes), sum(sizes))
   wanted = (len(model.weights),
             sum(int(np.prod(w.shape)) for w in model.weights))
   if held != wanted:

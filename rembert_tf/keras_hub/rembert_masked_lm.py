@@ -1,17 +1,7 @@
 """RemBertMaskedLM: the backbone with RemBERT's decoupled masked-LM output side.
 
 Builds on `keras_hub.models.MaskedLM` with `RemBertMaskedLMHead`, so
-pre-training can continue from the released model; `from_preset` on an
-encoder-only preset starts a fresh head of width `output_embedding_dim`.
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-from rembert_tf.keras_hub import RemBertMaskedLM
-masked_lm = RemBertMaskedLM.from_preset("presets/rembert_with_output_side")
-masked_lm.fit(x=sentences, batch_size=8)        # masking in the preprocessor
-masked_lm.save_to_preset("presets/rembert_continued")
-```
+pre-training continues from the released model (docs/keras_hub.md).
 """
 import keras
 import keras_hub

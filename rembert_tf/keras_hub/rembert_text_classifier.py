@@ -1,17 +1,8 @@
 """RemBertTextClassifier: a classifier on RemBERT's pooled output.
 
 Builds on `keras_hub.models.TextClassifier` with the head of Model Garden's
-`BertClassifier`: dropout on `pooled_output`, then dense logits.
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-from rembert_tf.keras_hub import RemBertTextClassifier
-classifier = RemBertTextClassifier.from_preset("presets/rembert", num_classes=3)
-classifier.fit(x=(premises, hypotheses), y=labels, batch_size=32)   # raw strings
-classifier.predict((premises, hypotheses))                           # logits
-classifier.save_to_preset("presets/rembert_xnli")
-```
+`BertClassifier`: dropout on `pooled_output`, then dense logits
+(docs/keras_hub.md fine-tunes it).
 """
 import keras
 import keras_hub

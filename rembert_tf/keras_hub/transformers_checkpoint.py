@@ -1,19 +1,9 @@
-"""Hugging Face RemBERT folders (`model_type: "rembert"`): keras-hub's converter.
+"""Hugging Face RemBERT folders (`model_type: "rembert"`): keras-hub's converter for them.
 
-A folder as transformers' `save_pretrained` (or `rembert-convert --to hf`)
-writes it loads with `RemBertBackbone.from_preset(path)` and every task's
-`from_preset`, with no conversion step. Builds on keras-hub's
-`TransformersPresetLoader`: this is the converter module it calls by
-`model_type`, written as keras-hub's `convert_bert.py`, holding about one
-copy of the model while loading (the file is unmapped after each tensor,
-overwritten weights are built as zeros).
-
-Example:
-<!-- snippet: not run: needs a Hugging Face RemBERT folder (the suite loads a tiny one) -->
-```python
-from rembert_tf.keras_hub import RemBertMaskedLM
-masked_lm = RemBertMaskedLM.from_preset("hf/rembert")   # a Hugging Face folder
-```
+The module keras-hub's `TransformersPresetLoader` calls by `model_type`,
+written as keras-hub's `convert_bert.py`; it holds about one copy of the
+model while loading (the file is unmapped after each tensor, the weights
+about to be read are built as zeros).
 """
 import contextlib
 
@@ -96,26 +86,17 @@ def weights_prefix(names) -> str:
       "weights are not a RemBERT model's.")
 
 
-def _hf_pairs(pairs, prefix, names):
-  """(Hugging Face name, transpose?, variable) of each canonical pair; a
-  missing name is an error naming it."""
-  ported = []
-  for canonical, variable in pairs:
-    name, transpose = weight_layout.hf_name(canonical, prefix=prefix)
-    if canonical.startswith("cls/"):
-      name, transpose = weight_layout.hf_name(canonical)
+def _port(reader, pairs, prefix: str, names) -> None:
+  """Assigns each (canonical name, variable) its Hugging Face tensor, one at
+  a time (torch [out, in] kernels transposed, then keras-hub's shapes); a
+  tensor the folder lacks is an error naming it, before any is read."""
+  ported = [(*weight_layout.hf_name(c, prefix), v) for c, v in pairs]
+  for name, _, _ in ported:
     if name not in names:
       raise CheckpointError(f"no tensor {name}, which a RemBERT model of this "
-                       "config.json has")
-    ported.append((name, transpose, variable))
-  return ported
-
-
-def _port(loader, ported) -> None:
-  """Assigns each tensor, read by its Hugging Face name, one at a time
-  (torch [out, in] kernels transposed, then keras-hub's shapes)."""
+                            "config.json has")
   for name, transpose, variable in ported:
-    loader.port_weight(
+    reader.port_weight(
         keras_variable=variable, hf_weight_key=name,
         hook_fn=lambda tensor, shape, t=transpose: np.reshape(
             np.transpose(tensor) if t else tensor, shape))
@@ -163,22 +144,20 @@ def convert_weights(backbone, loader, transformers_config):
           "%s holds no pooler (%s, as RemBertForMaskedLM writes): "
           "pooled_output comes from a freshly initialised pooler; fine-tune "
           "before using it.", loader.preset, pooler_name)
-    ported = _hf_pairs(pairs, prefix, names)
     if backbone.embeddings_projection is None:
       _check_dropped_projection(reader, transformers_config, prefix)
-    _port(reader, ported)
+    _port(reader, pairs, prefix, names)
 
 
-def convert_head(task, loader, transformers_config):
-  """RemBertMaskedLM's decoupled output side, when the folder holds it
-  (`RemBertForMaskedLM`); otherwise the head stays as initialised."""
-  del transformers_config
+def convert_head(task, preset):
+  """RemBertMaskedLM's decoupled output side, from a folder that holds it
+  (`RemBertForMaskedLM`)."""
   pairs = [(name, variable) for name, variable in
            canonical_weights.canonical_variables(task.backbone,
                                                  task.masked_lm_head)
            if name.startswith("cls/")]
-  with UnmappingSafetensorLoader(loader.preset, prefix="") as reader:
-    _port(reader, _hf_pairs(pairs, "", reader.tensor_names()))
+  with UnmappingSafetensorLoader(preset, prefix="") as reader:
+    _port(reader, pairs, "", reader.tensor_names())
 
 
 def has_masked_lm_head(preset) -> bool:

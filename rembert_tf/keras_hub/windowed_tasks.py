@@ -1,21 +1,10 @@
 """Tagging and span QA in several rows per example, and predictions read back.
 
 keras-hub's preprocessors give one row per example and its tasks' `predict`
-gives logits, so long sentences and contexts are split into rows here, in
-Python, on top of the tagging and QA preprocessors (the first row of each
-example is the preprocessor's own): `encode_tagged` / `predict_tags`, and
-`encode_spans` / `predict_answers` (BERT's SQuAD recipe).
-
-Example:
-<!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) and a preset converted from a checkpoint -->
-```python
-from rembert_tf.keras_hub import RemBertTokenClassifier, windowed_tasks
-tagger = RemBertTokenClassifier.from_preset("presets/rembert", num_classes=7)
-features = windowed_tasks.encode_tagged(tagger.preprocessor, sentences, tags)
-tagger.fit(features.inputs, features.labels.clip(0),
-           sample_weight=(features.labels >= 0).astype("float32"), epochs=3)
-windowed_tasks.predict_tags(tagger, [["Ann", "Lee", "lives", "in", "Rome"]])
-```
+logits; here long sentences and contexts continue in further rows (the
+first is the preprocessor's own), in Python: `encode_tagged` /
+`predict_tags` and `encode_spans` / `predict_answers` (BERT's SQuAD recipe).
+docs/keras_hub.md shows their use.
 """
 import dataclasses
 from typing import Dict, List, Optional, Sequence

@@ -559,14 +559,14 @@ def files_of(folder):
                 if p.is_file())
 
 
-def test_canonical_from_hf_inverts_hf_name():
+def test_hf_names_invert_hf_name():
   cfg = small_config()
+  hf_names = tensor_sources._hf_names(cfg)  # pylint: disable=protected-access
   for name in weight_layout.expected_canonical_shapes(cfg, output_side=True):
     hf, transpose = weight_layout.hf_name(name)
-    assert tensor_sources.canonical_from_hf(hf) == (name, transpose)
-    assert tensor_sources.canonical_from_hf(hf[len("rembert."):]
-                                            if hf.startswith("rembert.") else hf) == (
-                                                name, transpose)
+    assert hf_names[hf] == (name, transpose)
+    assert hf_names[hf[len("rembert."):]
+                    if hf.startswith("rembert.") else hf] == (name, transpose)
 
 
 def test_convert_tool_cli(source_dir, tmp_path):

@@ -14,7 +14,7 @@ those files into `--output_dir`, in keras-hub's tree, from the port as it is in
 | keras_hub/src/models/rembert/__init__.py, rembert_presets.py | generated: the classes; the released model's preset    |
 | keras_hub/src/models/rembert/rembert_*_test.py, keras_hub/src/utils/transformers/convert_rembert_test.py | tools/keras_hub_contribution/upstream/ (keras-hub's tests, one file per class) |
 | keras_hub/src/tests/test_data/rembert_test_vocab.spm, tools/sentencepiece_testing/create_rembert_test_proto.py | generated: the tests' vocabulary (albert's recipe) and its script |
-| keras_hub/src/utils/transformers/convert_rembert.py          | rembert_tf/keras_hub/transformers_checkpoint.py without its hook, with the Hugging Face names it reads |
+| keras_hub/src/utils/transformers/convert_rembert.py          | rembert_tf/keras_hub/transformers_checkpoint.py, with the Hugging Face names it reads |
 | tools/checkpoint_conversion/convert_rembert_checkpoints.py   | tools/keras_hub_contribution/convert_rembert_checkpoints.py |
 | UPSTREAM.md                                                  | generated: the edits to keras-hub's shared files made by hand |
 
@@ -72,7 +72,6 @@ TEST_VOCAB_OPTIONS = dict(
     vocab_size=14, model_type="WORD", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
     pad_piece="<pad>", unk_piece="<unk>", bos_piece="[CLS]",
     eos_piece="[SEP]", user_defined_symbols="[MASK]")
-HOOK = ("RemBertAwarePresetLoader", "install")   # upstream: preset_loader.py
 PRESET = "rembert_multi"
 PROG = "keras-hub-lay-out"
 
@@ -87,7 +86,7 @@ flags.DEFINE_bool("format", True, "Format the Python files with ruff and "
 CONVERTER_DOC = '''"""Hugging Face RemBERT (`model_type: "rembert"`) in keras-hub.
 
 `TransformersPresetLoader` calls `convert_backbone_config`, `convert_weights`
-and `convert_tokenizer`; `_load_masked_lm_head` reads the decoupled output
+and `convert_tokenizer`; `convert_head` reads the decoupled output
 side of a `RemBertForMaskedLM` folder into `RemBertMaskedLM`. Weights are
 read one tensor at a time through `UnmappingSafetensorLoader`, which unmaps
 the file after each: loading holds about one copy of the model.
@@ -99,7 +98,7 @@ def port_context(package_alias_target=None) -> source_rewrite.Context:
   """The port's modules, where each class lives, and its public names."""
   tree = ast.parse((PORT / "__init__.py").read_text(encoding="utf-8"))
   class_modules, public = {}, []
-  for node in ast.walk(tree):   # also the imports under `try` (TensorFlow)
+  for node in ast.walk(tree):
     if isinstance(node, ast.ImportFrom) and node.module.startswith(
         source_rewrite.PACKAGE + "."):
       for alias in node.names:
@@ -119,11 +118,11 @@ def _replace_docstring(source: str, docstring: str) -> str:
 
 
 def converter_source(ctx) -> str:
-  """transformers_checkpoint.py without the hook that puts it into an
-  installed keras-hub, with the Hugging Face names it reads."""
+  """transformers_checkpoint.py with keras-hub's docstring and the Hugging
+  Face names it reads."""
   path = PORT / "transformers_checkpoint.py"
   source = source_rewrite.rewrite_module(path.read_text(encoding="utf-8"), ctx,
-                                         str(path), drop=HOOK)
+                                         str(path))
   source = _replace_docstring(source_rewrite.drop_unused_imports(source),
                               CONVERTER_DOC)
   vendored = source_rewrite.vendored_names(
@@ -182,7 +181,7 @@ Written by tools/keras_hub_contribution/lay_out.py beside the files it lays out.
 1. `keras_hub/src/utils/transformers/preset_loader.py`: import `convert_rembert` and choose it
    for `model_type == "rembert"`. To load `RemBertMaskedLM` from a `RemBertForMaskedLM` folder
    with its output side, `load_task` passes `output_embedding_size` from `config.json` as
-   `output_embedding_dim` and calls `convert_rembert._load_masked_lm_head(task, preset)`.
+   `output_embedding_dim` and calls `convert_rembert.convert_head(task, preset)`.
 2. Export the public names: run keras-hub's API generator (`./shell/api_gen.sh`); the classes
    carry `keras_hub_export`.
 3. Tests: one `*_test.py` per class beside the model and `convert_rembert_test.py`, on tiny

@@ -28,8 +28,8 @@ MODELS = "keras_hub.src.models.rembert"
 CONVERTER = "keras_hub.src.utils.transformers.convert_rembert"
 PUBLIC_SUBPACKAGES = ("models", "layers", "tokenizers", "samplers", "utils")
 # weight_layout names the converter reads, copied into it.
-VENDORED = ("ENCODER_PREFIX", "PROJECTION_KERNEL", "PROJECTION_BIAS",
-            "hf_name", "_hf_leaf", "is_identity_projection")
+VENDORED = ("PROJECTION_KERNEL", "PROJECTION_BIAS", "hf_name",
+            "is_identity_projection")
 EXPORT_IMPORT = "from keras_hub.src.api_export import keras_hub_export"
 
 
@@ -87,8 +87,6 @@ def _import_lines(node: ast.ImportFrom, ctx: Context, where: str) -> List[str]:
     elif module == "rembert_tf.conversion.weight_layout" and (
         alias.name in VENDORED):
       lines.append(f"from {CONVERTER} import {_alias(alias)}")
-    elif module == "harness_checks":
-      lines.append(f"from {MODELS}.rembert_layers_test import {_alias(alias)}")
     else:
       raise LayoutError(
           f"{where}:{node.lineno}: imports {alias.name} from {module}, which "
@@ -161,19 +159,12 @@ def _is_project_registration(decorator) -> bool:
                   == "rembert_tf" for k in decorator.keywords))
 
 
-def _rewrite_nodes(tree, edits: _Edits, ctx: Context, where: str,
-                   drop: Set[str]) -> Set[str]:
+def _rewrite_nodes(tree, edits: _Edits, ctx: Context, where: str) -> Set[str]:
   """Queues every edit; returns the import lines the module now needs."""
   needed: Set[str] = set()
-  for node in tree.body:
-    if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name in drop:
-      edits.replace(node, "", whole_lines=True)
-  dropped = [n for n in tree.body if getattr(n, "name", None) in drop]
   for node in ast.walk(tree):
-    if any(node is d or _inside(node, d) for d in dropped):
-      continue
     if isinstance(node, ast.ImportFrom) and node.module and (
-        node.module.startswith("rembert_tf") or node.module == "harness_checks"):
+        node.module.startswith("rembert_tf")):
       indent = " " * node.col_offset
       lines = _import_lines(node, ctx, where)
       edits.replace(node, "".join(f"{indent}{line}\n" for line in lines),
@@ -194,11 +185,6 @@ def _rewrite_nodes(tree, edits: _Edits, ctx: Context, where: str,
           needed.add(EXPORT_IMPORT) if "keras_hub_export" in text else None
           edits.replace(decorator, text)
   return needed
-
-
-def _inside(node, outer) -> bool:
-  return (hasattr(node, "lineno") and outer.lineno <= node.lineno
-          <= outer.end_lineno)
 
 
 def _add_imports(source: str, needed: Set[str]) -> str:
@@ -256,13 +242,11 @@ def vendored_names(weight_layout_source: str) -> str:
   return text.replace("ConversionError(", "ValueError(") + "\n"
 
 
-def rewrite_module(source: str, ctx: Context, where: str,
-                   drop: Iterable[str] = ()) -> str:
-  """One module's source, rewritten for keras-hub (see the module docstring);
-  `drop`: top-level classes and functions left out."""
+def rewrite_module(source: str, ctx: Context, where: str) -> str:
+  """One module's source, rewritten for keras-hub (see the module docstring)."""
   tree = ast.parse(source, filename=where)
   edits = _Edits(source)
-  needed = _rewrite_nodes(tree, edits, ctx, where, set(drop))
+  needed = _rewrite_nodes(tree, edits, ctx, where)
   rewritten = edits.apply()
   # Docstring examples import the public API.
   rewritten = rewritten.replace(f"from {PACKAGE} import", "from keras_hub.models import")
