@@ -58,39 +58,39 @@ def main(argv):
   del argv
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
-  from rembert_tf.pretraining import pretraining_errors  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
   command.set_log_label("evaluator" if FLAGS.mode == "continuous_eval"
                         else strategies.process_label())
+  config = experiments.load_experiment_config(
+      FLAGS.config_file, FLAGS.params_override,
+      experiment=FLAGS.experiment or experiments.EXPERIMENT_NAME)
+  runtime, notes = runtime_flags.experiment_runtime(config.runtime)
+  for note in notes:
+    _say(f"{PROG}: note: {note}.")
   try:
-    config = experiments.load_experiment_config(
-        FLAGS.config_file, FLAGS.params_override,
-        experiment=FLAGS.experiment or experiments.EXPERIMENT_NAME)
-    runtime, notes = runtime_flags.experiment_runtime(config.runtime)
-    for note in notes:
-      _say(f"{PROG}: note: {note}.")
     metrics = runner.run(
-        config, FLAGS.model_dir, mode=FLAGS.mode or "train", strategy=runtime["strategy"],
-        tpu=runtime["tpu"], mixed_precision=runtime["mixed_precision"],
+        config, FLAGS.model_dir, mode=FLAGS.mode or "train",
+        strategy=runtime["strategy"], tpu=runtime["tpu"],
+        mixed_precision=runtime["mixed_precision"],
         deterministic=FLAGS.deterministic, seed=FLAGS.seed,
         allow_sentencepiece_mismatch=FLAGS.allow_sentencepiece_mismatch,
         print_fn=_say)
-  except pretraining_errors.TrainingPreempted as e:
-    print(f"{PROG}: {e}", file=sys.stderr, flush=True)
-    logging.info("%s: %s", PROG, e)
-    sys.exit(errors.EXIT_PREEMPTED)
-  except pretraining_errors.NonFiniteLossError as e:
+  except preemption.TrainingPreempted as e:
+    _say(f"{PROG}: {e}", sys.stderr)
+    sys.exit(e.exit_code)
+  except runner.NonFiniteLossError as e:
     errors.report(PROG, e)
-    sys.exit(errors.EXIT_NON_FINITE_LOSS)
-  summary = " | ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                       for k, v in metrics.items())
-  _say(f"{PROG}: done: {summary}")
+    sys.exit(e.exit_code)
+  _say(f"{PROG}: done: " + " | ".join(
+      f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+      for k, v in metrics.items()))
 
 
-def _say(line: str) -> None:
+def _say(line: str, stream=None) -> None:
   """A console line, also in the log (which holds everything the run said)."""
-  print(line, flush=True)
+  print(line, file=stream or sys.stdout, flush=True)
   logging.info(line)
 
 

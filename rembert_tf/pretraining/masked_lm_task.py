@@ -18,6 +18,10 @@ three changes that pre-training RemBERT under `tf.distribute` needs:
   (after the all-reduce, so clipping sees the global gradient) and the
   optimizer update follow in the replica function.
 
+`input_path: synthetic` gives deterministic random batches of the records'
+shapes with a learnable signal (for the step benchmark and smoke tests; like
+Model Garden's `dummy`, but varied).
+
 Example:
 ```python
 from official.core import task_factory
@@ -31,6 +35,7 @@ dataset = task.build_inputs(config.task.train_data)
 ```
 """
 import dataclasses
+import os
 import re
 from typing import Dict, List, Optional, Tuple
 
@@ -40,20 +45,20 @@ from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import task_factory
 
-from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.common import errors
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
-from rembert_tf.pretraining import synthetic_data
-
-from rembert_tf.data import pretraining_input_pipeline
 
 PretrainDataConfig = pretraining_input_pipeline.RemBertPretrainDataConfig
 
 # Feature names the model consumes; the rest are labels.
 MODEL_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids",
                     "masked_lm_positions")
+SYNTHETIC_INPUT_PATH = "synthetic"
+_MASK_ID = 4  # ids 0..4 are <pad> <unk> [CLS] [SEP] [MASK]
 
 
 @dataclasses.dataclass
@@ -111,52 +116,121 @@ def restore_init_checkpoint(pretrainer, source: str) -> str:
 
   Encoder and output side when the source holds both (key `model`: a
   `pretrainer/ckpt-N`, a pre-training `ckpt-N`), else the encoder alone (key
-  `encoder`; the output side keeps its fresh initialisation). Optimizer and
-  step are never read.
+  `encoder`; the output side keeps its fresh initialisation). A directory
+  gives its newest intact checkpoint. Optimizer and step are never read.
   """
   try:
-    prefix, items = _init_checkpoint_items(
-        pretrainer, checkpoint_layout.resolve(source))
-    checkpoint_layout.announce_fallback(prefix)
+    prefix, items = _init_checkpoint_items(pretrainer, str(source).rstrip("/"))
+    checkpoint_integrity.announce_fallback(prefix)
     try:
       tf.train.Checkpoint(**items).read(
           prefix).expect_partial().assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
       missing = re.findall(r"<tf\.Variable '([^']+)'", str(e))
-      raise checkpoint_layout.CheckpointError(
+      raise checkpoint_integrity.CheckpointError(
           f"{prefix}: its `{next(iter(items))}` does not match the model "
           "config (" + (f"not in the checkpoint: {', '.join(missing)}"
                         if missing else errors.one_line(e)[:300]) +
           "). Use the model config the checkpoint was written with.") from None
-  except checkpoint_layout.CheckpointError as e:
-    raise checkpoint_layout.CheckpointError(
+  except checkpoint_integrity.CheckpointError as e:
+    raise checkpoint_integrity.CheckpointError(
         f"task.init_checkpoint: {e}") from None
   return prefix
 
 
-def _init_checkpoint_items(pretrainer, resolved):
+def _init_checkpoint_items(pretrainer, source: str):
   """(prefix, {checkpoint key: object}) to read: the pretrainer under `model`
-  when the source has its MLM head, else the encoder under `encoder`."""
-  def roots(prefix):
+  when a checkpoint of the source has its MLM head, else the encoder."""
+  if tf.io.gfile.exists(source + ".index"):
+    why = checkpoint_integrity.problem(source)
+    if why:
+      raise checkpoint_integrity.CheckpointError(
+          f"{source}: the checkpoint is not intact ({why}); copy it again "
+          "from where it was written.")
+    prefixes = [source]
+  elif tf.io.gfile.isdir(source):
+    prefixes = [checkpoint_integrity.latest_checkpoint(os.path.join(
+        source, folder)) for folder in (checkpoint_integrity.PRETRAINER_SUBDIR,
+                                        "", checkpoint_integrity.ENCODER_SUBDIR)]
+  else:
+    raise checkpoint_integrity.CheckpointError(
+        f"checkpoint {source} does not exist (neither a directory nor a "
+        "checkpoint prefix with a .index file).")
+  for prefix in filter(None, prefixes):
     try:
-      return {key.split("/")[0] + "/" + key.split("/")[1] for key in
-              tf.compat.v1.train.NewCheckpointReader(
-                  prefix).get_variable_to_shape_map() if "/" in key}
+      roots = {"/".join(key.split("/")[:2]) for key in
+               tf.compat.v1.train.NewCheckpointReader(
+                   prefix).get_variable_to_shape_map()}
     except (ValueError, tf.errors.OpError) as e:
-      raise checkpoint_layout.CheckpointError(
+      raise checkpoint_integrity.CheckpointError(
           f"{prefix}: not a readable checkpoint ({errors.one_line(e)[:200]})."
       ) from None
+    if "model/masked_lm" in roots:
+      return prefix, dict(model=pretrainer)
+    if any(root.startswith("encoder/") for root in roots):
+      return prefix, dict(encoder=pretrainer.encoder)
+  raise checkpoint_integrity.CheckpointError(
+      f"{source}: holds neither a pretrainer (key `model`, with its MLM "
+      "head) nor an encoder (key `encoder`). Start from a pre-training "
+      "model_dir or a converted checkpoint directory.")
 
-  pretrainer_prefix = resolved.pretrainer_checkpoint
-  if pretrainer_prefix and "model/masked_lm" in roots(pretrainer_prefix):
-    return pretrainer_prefix, dict(model=pretrainer)
-  prefix = resolved.encoder_checkpoint
-  if not any(root.startswith("encoder/") for root in roots(prefix)):
-    raise checkpoint_layout.CheckpointError(
-        f"{prefix}: holds neither a pretrainer (key `model`, with its MLM "
-        "head) nor an encoder (key `encoder`). Start from a pre-training "
-        "model_dir or a converted checkpoint directory.")
-  return prefix, dict(encoder=pretrainer.encoder)
+
+def synthetic_example(index, seq_length: int, max_predictions: int,
+                      vocab_size: int, seed: int):
+  """One example: [CLS] w... [SEP] <pad>..., P masked positions whose target
+  is the unmasked token; tokens of a small per-sequence "topic" vocabulary
+  (Zipf-like ids) make the task learnable."""
+  key = tf.stack([tf.constant(seed, tf.int32), tf.cast(index, tf.int32)])
+  length = tf.random.stateless_uniform(
+      [], key, minval=max(max_predictions + 3, seq_length // 2),
+      maxval=seq_length + 1, dtype=tf.int32)
+  topic = _MASK_ID + 1 + tf.cast(tf.floor(
+      (vocab_size - _MASK_ID - 1) * tf.random.stateless_uniform([8], key + 1)
+      ** 4), tf.int32)
+  words = tf.gather(topic, tf.random.stateless_uniform(
+      [seq_length], key + 2, minval=0, maxval=8, dtype=tf.int32))
+  position = tf.range(seq_length)
+  words = tf.where(position == 0, 2, words)               # [CLS]
+  words = tf.where(position == length - 1, 3, words)      # [SEP]
+  words = tf.where(position >= length, 0, words)          # <pad>
+  # P distinct positions among 1 .. length-2; a random number of them real.
+  scores = tf.where((position >= 1) & (position <= length - 2),
+                    tf.random.stateless_uniform([seq_length], key + 3), -1.0)
+  num_real = tf.random.stateless_uniform(
+      [], key + 4, minval=1, maxval=max_predictions + 1, dtype=tf.int32)
+  weights = tf.cast(tf.range(max_predictions) < num_real, tf.float32)
+  positions = tf.where(weights > 0,
+                       tf.math.top_k(scores, k=max_predictions).indices, 0)
+  targets = tf.where(weights > 0, tf.gather(words, positions), 0)
+  masked = tf.tensor_scatter_nd_update(
+      words, positions[:, None],
+      tf.where(weights > 0, _MASK_ID, tf.gather(words, positions)))
+  return dict(input_word_ids=masked,
+              input_mask=tf.cast(position < length, tf.int32),
+              input_type_ids=tf.zeros([seq_length], tf.int32),
+              masked_lm_positions=positions, masked_lm_ids=targets,
+              masked_lm_weights=weights)
+
+
+def synthetic_dataset(params, vocab_size: int, input_context=None,
+                      num_examples: int = 4096) -> tf.data.Dataset:
+  """Per-replica batches of synthetic examples (training data repeats)."""
+  batch_size = params.global_batch_size
+  indices = tf.data.Dataset.range(num_examples)
+  if input_context:
+    batch_size = input_context.get_per_replica_batch_size(batch_size)
+    if input_context.num_input_pipelines > 1:
+      indices = indices.shard(input_context.num_input_pipelines,
+                              input_context.input_pipeline_id)
+  if params.is_training:
+    indices = indices.repeat()
+  seed = params.seed if params.seed is not None else 1234
+  return indices.map(
+      lambda i: synthetic_example(i, params.seq_length,
+                                  params.max_predictions_per_seq, vocab_size,
+                                  seed),
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).batch(
+          batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def _to_dense(grad):
@@ -223,8 +297,8 @@ class RemBertPretrainTask(base_task.Task):
         and not self.task_config.replay_data_on_resume):
       params = params.replace(
           seed=resumed_stream_seed(params.seed, self.initial_train_step))
-    if params.input_path == synthetic_data.SYNTHETIC_INPUT_PATH:
-      dataset = synthetic_data.synthetic_dataset(
+    if params.input_path == SYNTHETIC_INPUT_PATH:
+      dataset = synthetic_dataset(
           params, self.task_config.model.vocab_size, input_context)
     else:
       dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(

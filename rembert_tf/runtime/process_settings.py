@@ -1,15 +1,9 @@
-"""Precision, op determinism and seeds for a block of training work.
-
-Both trainers set the same three things the same way and put them back when
-the block ends (the demo and the ablation suite pre-train and fine-tune in
-one process). Builds on Keras' global mixed-precision policy (what Model
+"""Precision, op determinism and seeds for a block of training work, put back
+when the block ends (the demo and the ablation suite pre-train and fine-tune
+in one process). Builds on Keras' global mixed-precision policy (what Model
 Garden's `official.modeling.performance` sets) and TensorFlow's op
-determinism.
-
-| precision name | Keras policy |
-| --- | --- |
-| `float32` | `float32` |
-| `mixed_bfloat16` (flag), `bfloat16` (Model Garden's `runtime.mixed_precision_dtype`) | `mixed_bfloat16` |
+determinism. `mixed_bfloat16` (the flag) and `bfloat16` (Model Garden's
+`runtime.mixed_precision_dtype`) are the same policy.
 
 Example:
 ```python
@@ -28,11 +22,8 @@ from tensorflow.python.framework import config as tf_config  # pylint: disable=g
 
 from rembert_tf.common import errors
 
-# What the command line says -> the Keras policy.
 _POLICIES = {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16",
              "bfloat16": "mixed_bfloat16"}
-# The Keras policy -> Model Garden's `runtime.mixed_precision_dtype`.
-_MODEL_GARDEN_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
 
 
 class PrecisionError(errors.RemBertError, ValueError):
@@ -51,7 +42,7 @@ def keras_policy(precision: Optional[str]) -> str:
 
 def model_garden_dtype(precision: Optional[str]) -> str:
   """The `runtime.mixed_precision_dtype` of a flag or config value."""
-  return _MODEL_GARDEN_DTYPES[keras_policy(precision)]
+  return "bfloat16" if keras_policy(precision) == "mixed_bfloat16" else "float32"
 
 
 @contextlib.contextmanager
@@ -63,7 +54,7 @@ def training_settings(precision: Optional[str] = "float32",
   """Sets the policy, determinism and seeds; restores the first two after.
 
   Args:
-    precision: a name of the table above (None: float32).
+    precision: float32, mixed_bfloat16 or bfloat16 (None: float32).
     deterministic: TensorFlow op determinism, and the seeds set (to `seed`,
       0 when not given), so a resumed run ends where an uninterrupted one does.
     seed: seeds Python, NumPy and TensorFlow (also without `deterministic`).
