@@ -29,7 +29,6 @@ from rembert_tf.ablation import finetune_sweep
 from rembert_tf.ablation import report
 from rembert_tf.ablation import rows as rows_lib
 from rembert_tf.checkpoints import checkpoint_layout
-from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import layer_similarity
@@ -225,11 +224,10 @@ def pretrain_row(row, config, model_dir: str, options: SuiteOptions, strategy,
     return done
   say(f"[ablation] pre-training {row.name} ({config.trainer.train_steps} steps)"
       f" -> {model_dir}")
-  with console.orbit_logs_to_file():
-    metrics = pretraining_runner.run(config, model_dir, mode="train_and_eval",
-                                     strategy=strategy, tpu=options.tpu,
-                                     mixed_precision=options.mixed_precision,
-                                     print_fn=say)
+  metrics = pretraining_runner.run(config, model_dir, mode="train_and_eval",
+                                   strategy=strategy, tpu=options.tpu,
+                                   mixed_precision=options.mixed_precision,
+                                   print_fn=say)
   payload = dict(
       fingerprint=fingerprint, global_step=metrics["global_step"],
       eval_masked_lm_accuracy=float(metrics.get("eval_masked_lm_accuracy") or 0.0),

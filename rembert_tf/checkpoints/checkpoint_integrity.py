@@ -21,7 +21,6 @@ checkpoint_integrity.latest_checkpoint("run", report=print)
 """
 import os
 import re
-import sys
 import time
 from typing import Callable, List, Optional, Tuple
 
@@ -43,10 +42,6 @@ SAVED_MODEL_FILE = "saved_model.pb"
 _STEP = re.compile(r"^(.*)-(\d+)$")
 _SHARDS = re.compile(r"\.data-\d{5}-of-(\d{5})$")
 _LOOKS = 5  # looks at a state file that changes while its checkpoints are read
-# Fallback lines not shown yet, by the prefix used instead: shown when that
-# checkpoint is read (`announce_fallback`), once per command.
-_PENDING_FALLBACKS = {}
-_SHOWN_FALLBACKS = set()
 
 
 class CheckpointError(errors.RemBertError, ValueError):
@@ -151,17 +146,12 @@ def newest_intact(directory) -> Tuple[Optional[str], List[Tuple[str, str]]]:
   return None, skipped
 
 
-def _say(line: str) -> None:
-  print(line, file=sys.stderr, flush=True)
-
-
-def latest_checkpoint(directory, report: Optional[Callable[[str], None]] = None
+def latest_checkpoint(directory,
+                      report: Optional[Callable[[str], None]] = None
                       ) -> Optional[str]:
-  """The newest INTACT checkpoint prefix in `directory`, or None.
-
-  One that is not intact is passed over for the next older one, with one
-  line saying so: given to `report` now, or else printed on stderr when the
-  checkpoint used is read (`announce_fallback`).
+  """The newest INTACT checkpoint prefix in `directory`, or None; one that
+  is not intact is passed over for the next older one, with one line saying
+  so in the log (and to `report`).
 
   Raises:
     CheckpointError: the `checkpoint` file names checkpoints but none is
@@ -181,25 +171,10 @@ def latest_checkpoint(directory, report: Optional[Callable[[str], None]] = None
     line = (f"{directory}: " + "; ".join(
         f"{os.path.basename(p)} is not intact ({why})" for p, why in skipped) +
             f"; using {os.path.basename(intact)}, the newest intact checkpoint.")
+    logging.warning("%s", line)
     if report is not None:
-      _show(line, report)
-    elif line not in _SHOWN_FALLBACKS:
-      _PENDING_FALLBACKS[intact] = line
+      report(line)
   return intact
-
-
-def announce_fallback(prefix: str, report: Callable[[str], None] = _say
-                      ) -> None:
-  """Shows, once, the line of a fallback to `prefix` (if there was one)."""
-  line = _PENDING_FALLBACKS.pop(prefix, None)
-  if line is not None:
-    _show(line, report)
-
-
-def _show(line: str, report: Callable[[str], None]) -> None:
-  _SHOWN_FALLBACKS.add(line)
-  logging.warning("%s", line)
-  report(line)
 
 
 def name_as_latest(directory, prefix: str) -> None:

@@ -25,7 +25,8 @@ source.sp_model             # ".../sentencepiece.model" or None
 """
 import dataclasses
 import os
-from typing import Optional, Union
+import sys
+from typing import Callable, Optional, Union
 
 from absl import logging
 import tensorflow as tf
@@ -37,11 +38,44 @@ from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.checkpoints.checkpoint_integrity import (  # noqa: F401
     ENCODER_SUBDIR, MODEL_CONFIG_FILE, PRETRAINER_SUBDIR, SAVED_MODEL_FILE,
     SENTENCEPIECE_FILE, SENTENCEPIECE_SHA256_FILE, CheckpointError,
-    announce_fallback, latest_checkpoint, name_as_latest, remove_temporaries,
-    wait_for_writes)
+    name_as_latest, remove_temporaries, wait_for_writes)
 from rembert_tf.modeling import rembert_config
 
 ModelConfigLike = Union[None, str, os.PathLike, rembert_config.RemBertConfig]
+# Fallback lines not shown yet, by the prefix used instead: shown when that
+# checkpoint is read (`announce_fallback`), so a command that resolves a
+# directory several times, or needs one of its parts, says it once.
+_PENDING_FALLBACKS = {}
+_SHOWN_FALLBACKS = set()
+
+
+def _say(line: str) -> None:
+  print(line, file=sys.stderr, flush=True)
+
+
+def latest_checkpoint(directory, report: Optional[Callable[[str], None]] = None
+                      ) -> Optional[str]:
+  """`checkpoint_integrity.latest_checkpoint`, its fallback line given to
+  `report`, or else shown on stderr when the checkpoint used is read
+  (`announce_fallback`)."""
+  lines = []
+  intact = checkpoint_integrity.latest_checkpoint(directory, lines.append)
+  for line in lines:
+    if report is not None:
+      _SHOWN_FALLBACKS.add(line)
+      report(line)
+    elif line not in _SHOWN_FALLBACKS:
+      _PENDING_FALLBACKS[intact] = line
+  return intact
+
+
+def announce_fallback(prefix: str, report: Callable[[str], None] = _say
+                      ) -> None:
+  """Shows, once, the line of a fallback to `prefix` (if there was one)."""
+  line = _PENDING_FALLBACKS.pop(prefix, None)
+  if line is not None:
+    _SHOWN_FALLBACKS.add(line)
+    report(line)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,26 +1,15 @@
 """The decoupled masked-LM pre-training Task (Model Garden `official.core`).
 
-Builds on Model Garden's `official.nlp.tasks.masked_lm.MaskedLMTask` (same
-feature names, metric names `masked_lm_accuracy` / `lm_example_loss`, and the
-`base_task.Task` interface that `official.core.train_lib` / orbit drive), with
-three changes that pre-training RemBERT under `tf.distribute` needs:
-
-* the model is `rembert_pretrainer.build_pretrainer(task.model)`: the
-  decoupled encoder plus its output side (own output embedding, optional extra
-  output layers), configured by a `RemBertConfig` (`configs/models/*.yaml`);
-* the loss is the MLM cross-entropy averaged over the *global* batch's real
-  (weighted) predictions: each replica divides its weighted sum by the
-  all-reduced weight total, so the summed per-replica gradients equal the
-  single-device gradient of the whole batch (Model Garden's task averages per
-  replica). Logits are cast to float32 before the softmax (mixed_bfloat16);
-* forward and backward run in one `tf.function(jit_compile=True)` (XLA on
-  CPU/GPU, as TPU always does); the gradient all-reduce, global-norm clipping
-  (after the all-reduce, so clipping sees the global gradient) and the
-  optimizer update follow in the replica function.
-
-`input_path: synthetic` gives deterministic random batches of the records'
-shapes with a learnable signal (for the step benchmark and smoke tests; like
-Model Garden's `dummy`, but varied).
+Like Model Garden's `official.nlp.tasks.masked_lm.MaskedLMTask` (its feature
+and metric names), with what pre-training RemBERT under `tf.distribute`
+needs: the model is `rembert_pretrainer.build_pretrainer(task.model)`; the
+loss averages over the *global* batch's real predictions (each replica
+divides by the all-reduced weight total, so the summed gradients are the
+whole batch's), softmax in float32; forward and backward run in one
+`tf.function(jit_compile=True)`, then the all-reduce, global-norm clipping
+of the all-reduced gradient and the update. `input_path: synthetic` gives
+deterministic batches of the records' shapes with a learnable signal (for
+the step benchmark and smoke tests).
 
 Example:
 ```python
@@ -37,6 +26,7 @@ dataset = task.build_inputs(config.task.train_data)
 import dataclasses
 import os
 import re
+import sys
 from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
@@ -66,27 +56,16 @@ class RemBertPretrainTaskConfig(cfg.TaskConfig):
   """Decoupled MLM pre-training.
 
   Attributes:
-    model: The RemBertConfig (see configs/models/). When `model_preset` names a
-      preset, the preset is loaded first and the fields given under `model:`
-      in the YAML / overrides replace the preset's values.
-    model_preset: A preset name under configs/models/ (`tiny`, `rembert`,
-      `decoupled_in128`, ...) or a path to a model YAML; empty: `model` only.
-    train_data / validation_data: The input pipelines (RemBertPretrainDataConfig;
-      `input_path: synthetic` gives deterministic random batches, for benches
-      and smoke tests).
-    jit_compile: Compile forward + backward with XLA (`jit_compile=True`).
-    replay_data_on_resume: On resume, skip the batches already consumed so a
-      resumed run sees the same data as an uninterrupted one (the input
-      pipeline must then be deterministic: fixed shuffle seed). Skipping
-      replays the input pipeline, which costs input time on very long runs;
-      set False there (the TPU setting): the resumed stream is then shuffled
-      with a seed derived from the global step (`resumed_stream_seed`), so it
-      does not start again with the batches already trained on.
-    init_checkpoint: Start a new run (no checkpoint in model_dir yet) from a
-      rembert_tf checkpoint directory: `DIR/pretrainer/ckpt-N` (encoder and
-      output side) or else `DIR/encoder/ckpt-N` (encoder only; the output side
-      starts fresh), or a checkpoint prefix of either. Optimizer and step
-      start fresh. A resume from model_dir ignores it.
+    model: The RemBertConfig, read over `model_preset` (a preset of
+      configs/models/ or a model YAML path) when one is named.
+    jit_compile: Compile forward + backward with XLA.
+    replay_data_on_resume: On resume, skip the batches already consumed (a
+      deterministic pipeline then sees what an uninterrupted run sees); False
+      (the TPU setting: replaying costs input time) reshuffles the stream
+      with a seed of the step instead (`resumed_stream_seed`).
+    init_checkpoint: A new run starts from a checkpoint directory's
+      `pretrainer/ckpt-N` (encoder and output side) or `encoder/ckpt-N`, or
+      a prefix of either; optimizer and step start fresh.
   """
   model: rembert_config.RemBertConfig = dataclasses.field(
       default_factory=rembert_config.RemBertConfig)
@@ -100,28 +79,20 @@ class RemBertPretrainTaskConfig(cfg.TaskConfig):
 
 
 def resumed_stream_seed(base_seed: Optional[int], global_step: int) -> int:
-  """The training stream's shuffle seed after a resume without replay.
-
-  Derived from the configured seed and the step the run resumed at: every
-  host computes the same value (so multi-host file sharding stays
-  consistent), and each resume gets a stream other than the one already seen.
-  """
+  """The training stream's shuffle seed after a resume without replay: the
+  same on every host (their file shards stay disjoint), another stream for
+  each resume."""
   base = 0 if base_seed is None else int(base_seed)
   return (base * 1_000_003 + int(global_step)) % (2**31 - 1)
 
 
 def restore_init_checkpoint(pretrainer, source: str) -> str:
-  """Restores `task.init_checkpoint` into a new run's pretrainer with
-  `tf.train.Checkpoint.read`; returns the checkpoint prefix read.
-
-  Encoder and output side when the source holds both (key `model`: a
-  `pretrainer/ckpt-N`, a pre-training `ckpt-N`), else the encoder alone (key
-  `encoder`; the output side keeps its fresh initialisation). A directory
-  gives its newest intact checkpoint. Optimizer and step are never read.
-  """
+  """Reads `task.init_checkpoint` into a new run's pretrainer: encoder and
+  output side when the source holds both (key `model`: `pretrainer/ckpt-N`,
+  a pre-training `ckpt-N`), else the encoder alone (key `encoder`). Returns
+  the checkpoint prefix read (a directory's newest intact one)."""
   try:
     prefix, items = _init_checkpoint_items(pretrainer, str(source).rstrip("/"))
-    checkpoint_integrity.announce_fallback(prefix)
     try:
       tf.train.Checkpoint(**items).read(
           prefix).expect_partial().assert_existing_objects_matched()
@@ -140,23 +111,27 @@ def restore_init_checkpoint(pretrainer, source: str) -> str:
 
 def _init_checkpoint_items(pretrainer, source: str):
   """(prefix, {checkpoint key: object}) to read: the pretrainer under `model`
-  when a checkpoint of the source has its MLM head, else the encoder."""
+  when a checkpoint of the source has its MLM head, else the encoder (a
+  fallback past a broken checkpoint of the one read is said on stderr)."""
+  fallbacks = {}
   if tf.io.gfile.exists(source + ".index"):
     why = checkpoint_integrity.problem(source)
     if why:
       raise checkpoint_integrity.CheckpointError(
           f"{source}: the checkpoint is not intact ({why}); copy it again "
           "from where it was written.")
-    prefixes = [source]
+    fallbacks[source] = []
   elif tf.io.gfile.isdir(source):
-    prefixes = [checkpoint_integrity.latest_checkpoint(os.path.join(
-        source, folder)) for folder in (checkpoint_integrity.PRETRAINER_SUBDIR,
-                                        "", checkpoint_integrity.ENCODER_SUBDIR)]
+    for folder in (checkpoint_integrity.PRETRAINER_SUBDIR, "",
+                   checkpoint_integrity.ENCODER_SUBDIR):
+      lines = []
+      fallbacks[checkpoint_integrity.latest_checkpoint(
+          os.path.join(source, folder), lines.append)] = lines
   else:
     raise checkpoint_integrity.CheckpointError(
         f"checkpoint {source} does not exist (neither a directory nor a "
         "checkpoint prefix with a .index file).")
-  for prefix in filter(None, prefixes):
+  for prefix in filter(None, fallbacks):
     try:
       roots = {"/".join(key.split("/")[:2]) for key in
                tf.compat.v1.train.NewCheckpointReader(
@@ -165,10 +140,13 @@ def _init_checkpoint_items(pretrainer, source: str):
       raise checkpoint_integrity.CheckpointError(
           f"{prefix}: not a readable checkpoint ({errors.one_line(e)[:200]})."
       ) from None
-    if "model/masked_lm" in roots:
-      return prefix, dict(model=pretrainer)
-    if any(root.startswith("encoder/") for root in roots):
-      return prefix, dict(encoder=pretrainer.encoder)
+    items = (dict(model=pretrainer) if "model/masked_lm" in roots else
+             dict(encoder=pretrainer.encoder)
+             if any(root.startswith("encoder/") for root in roots) else None)
+    if items:
+      for line in fallbacks[prefix]:
+        print(line, file=sys.stderr, flush=True)
+      return prefix, items
   raise checkpoint_integrity.CheckpointError(
       f"{source}: holds neither a pretrainer (key `model`, with its MLM "
       "head) nor an encoder (key `encoder`). Start from a pre-training "
@@ -288,9 +266,9 @@ class RemBertPretrainTask(base_task.Task):
       restore_init_checkpoint(model, self.task_config.init_checkpoint)
 
   def build_inputs(self, params, input_context=None) -> tf.data.Dataset:
-    """Per-replica batches; on resume the consumed batches are skipped, or
-    (replay_data_on_resume False) the stream is reshuffled from the step.
-    The loader refuses records that do not fit the model, naming the field."""
+    """Per-replica batches, after a resume from the step reached (see
+    `replay_data_on_resume`); records that do not fit the model are refused,
+    naming the field."""
     field = ("task.validation_data" if params == self.task_config.validation_data
              else "task.train_data")
     if (params.is_training and self.initial_train_step > 0
@@ -318,13 +296,10 @@ class RemBertPretrainTask(base_task.Task):
   @classmethod
   def create_optimizer(cls, optimizer_config, runtime_config=None,
                        dp_config=None):
-    """Builds the Model Garden optimizer; clipping moves after the all-reduce.
-
-    The clip norm of the config (`adamw.gradient_clip_norm`, or
-    `global_clipnorm` of any optimizer) is taken out of the optimizer, which
-    would clip each replica's partial gradient, and kept as
-    `optimizer.rembert_clip_norm`; `train_step` clips the all-reduced gradient.
-    """
+    """Model Garden's optimizer, its clip norm (`adamw.gradient_clip_norm`,
+    `global_clipnorm`) taken out as `optimizer.rembert_clip_norm`: the
+    optimizer would clip each replica's partial gradient, `train_step` clips
+    the all-reduced one."""
     if dp_config is not None:
       raise ValueError("differential privacy is not supported by the RemBERT "
                        "pre-training task; remove task.differential_privacy_config.")
@@ -379,11 +354,9 @@ class RemBertPretrainTask(base_task.Task):
 
   def build_losses(self, labels, model_outputs, aux_losses=None,
                    global_weight=None) -> tf.Tensor:
-    """This replica's share of the global-batch mean MLM loss (float32).
-
-    With `global_weight` (the all-reduced sum of masked_lm_weights) the shares
-    of all replicas sum to the loss of the whole batch.
-    """
+    """This replica's share of the global-batch mean MLM loss (float32): with
+    `global_weight` (the all-reduced sum of masked_lm_weights) the shares sum
+    to the whole batch's loss."""
     cross_entropy, _, weights = mlm_statistics(
         labels, model_outputs["mlm_logits"])
     return losses.global_batch_mean(cross_entropy, weights, global_weight,
@@ -418,13 +391,9 @@ class RemBertPretrainTask(base_task.Task):
     return loss, cross_entropy, correct, weights
 
   def compute_gradients(self, inputs, model):
-    """Global-batch loss and all-reduced gradients (in a replica context).
-
-    Returns (grads, loss, per-prediction stats): `grads` (one per trainable
-    variable, None where the loss does not reach it) is the gradient of the
-    global-batch mean MLM loss, identical on every replica; `loss` is the
-    global-batch loss.
-    """
+    """(gradients of the global-batch mean MLM loss, all-reduced, None where
+    the loss does not reach a variable; that loss; per-prediction stats), in
+    a replica context."""
     weights = tf.cast(inputs["masked_lm_weights"], tf.float32)
     global_weight = _sum_over_replicas(tf.reduce_sum(weights))
     grads, loss, cross_entropy, correct, weights = self._forward_backward_fn(
@@ -470,5 +439,3 @@ class RemBertPretrainTask(base_task.Task):
                            correct=correct, weights=weights)
     return {self.loss: loss}
 
-  def inference_step(self, inputs, model: tf_keras.Model):
-    return model({k: inputs[k] for k in MODEL_INPUT_KEYS}, training=False)

@@ -1,16 +1,13 @@
 """A pre-training model_dir: the checks before a run's first step (one line
-each, nothing written) and what the run writes there besides its checkpoints.
+each, nothing written) and what the run writes there besides its saves.
 
 Builds on Model Garden's `CheckpointManager` layout (`ckpt-N`, the
-`checkpoint` index), `rembert_tf.checkpoints.checkpoint_integrity` and
-`tf.io.gfile` (any filesystem). Refused: a model_dir that is an input or not
-writable (`check`), `--mode eval` without a checkpoint (`resume_checkpoint`),
-a checkpoint of another model (`check_checkpoint_compatible`), a resume on
-records of another SentencePiece model (`check_sentencepiece_matches`);
-`finished_checkpoint` tells a complete job. Once every check passed, the
-chief writes `params.yaml`, `model_config.yaml` and the records'
-`sentencepiece.model` (or its sha256) (`prepare`); the runner writes
-`encoder/ckpt-N` beside its saves.
+`checkpoint` index), `checkpoints.checkpoint_integrity` and `tf.io.gfile`
+(any filesystem). Refused: a model_dir that is an input (`check`) or not
+writable (`make_writable`), `--mode eval` without a checkpoint, a checkpoint
+of another model, a resume on records of another SentencePiece model. Once
+every check passed, the chief writes `params.yaml`, `model_config.yaml` and
+the records' `sentencepiece.model` or its sha256 (`prepare`).
 
 Example:
 <!-- snippet: not run: a fragment: `config` comes from the caller's code -->
@@ -66,9 +63,8 @@ def holds_a_run(model_dir: str) -> bool:
 
 
 def checkpoint_step(prefix: str) -> int:
-  """The global step a full checkpoint was saved at (0 when unreadable).
-  (`tf.train.load_variable` asks first whether the prefix is a directory,
-  which some filesystems, ram://, answer yes for any prefix.)"""
+  """The global step a full checkpoint was saved at (0 when unreadable; not
+  `tf.train.load_variable`, which ram:// misleads)."""
   try:
     return int(tf.compat.v1.train.NewCheckpointReader(prefix).get_tensor(
         "global_step" + _VARIABLE_SUFFIX))
@@ -99,7 +95,7 @@ def finished_checkpoint(config: cfg.ExperimentConfig, model_dir: str,
   if "train" not in mode or not tf.io.gfile.isdir(model_dir):
     return None
   try:  # An index naming only broken checkpoints is reported by the run.
-    latest = checkpoints.latest_checkpoint(model_dir, report=lambda _: None)
+    latest = checkpoints.latest_checkpoint(model_dir)
   except checkpoints.CheckpointError:
     return None
   exported = tf.train.latest_checkpoint(
@@ -107,44 +103,39 @@ def finished_checkpoint(config: cfg.ExperimentConfig, model_dir: str,
   if (latest is None or checkpoint_step(latest) < config.trainer.train_steps
       or exported is None
       or checkpoints.step_of(exported) != checkpoint_step(latest)
-      or _model_config_differences(model_dir, config.task.model) != []):
+      or not tf.io.gfile.exists(os.path.join(model_dir,
+                                             checkpoints.MODEL_CONFIG_FILE))
+      or _model_config_differences(model_dir, config.task.model)):
     return None  # the run goes on: it exports, or names the mismatch
   return latest
 
 
-def check(config: cfg.ExperimentConfig, model_dir: str, mode: str
-          ) -> Optional[str]:
-  """Refuses a model_dir that is one of the run's inputs, or not writable;
-  returns the outermost folder the write probe created (None: none).
-
-  A directory holding checkpoints that no training run wrote (no
-  params.yaml: a converted checkpoint directory, an export) is an input: a
-  run there would train from scratch and its `max_to_keep` would delete
-  them. So is a model_dir that is, holds or lies inside the init checkpoint
-  or the records (an empty input_path or a glob matching nothing is refused
-  here, before the strategy is made).
-  """
-  if not holds_a_run(model_dir):
-    found = [os.path.join(model_dir, name) for name in (
-        checkpoints.ENCODER_SUBDIR, checkpoints.PRETRAINER_SUBDIR,
-        checkpoints.SAVED_MODEL_FILE, "checkpoint")
-             if tf.io.gfile.exists(os.path.join(model_dir, name))]
-    if found:
-      raise PretrainingError(
-          f"--model_dir {model_dir} holds a checkpoint no training run wrote "
-          f"({found[0]}; no {PARAMS_FILE}): it is an input, and "
-          "training there would replace it. Start from it with "
-          f"--params_override task.init_checkpoint={model_dir} and give "
-          "another --model_dir.")
+def check(config: cfg.ExperimentConfig, model_dir: str, mode: str) -> None:
+  """Refuses a model_dir that is one of the run's inputs: one holding
+  checkpoints no training run wrote (no params.yaml: a run there would
+  train from scratch, and `max_to_keep` delete them), or one that is, holds
+  or lies inside the init checkpoint or the records (an empty input_path or
+  a glob matching nothing is refused here, before the strategy is made)."""
+  found = [os.path.join(model_dir, name) for name in (
+      checkpoints.ENCODER_SUBDIR, checkpoints.PRETRAINER_SUBDIR,
+      checkpoints.SAVED_MODEL_FILE, "checkpoint")
+           if tf.io.gfile.exists(os.path.join(model_dir, name))]
+  if found and not holds_a_run(model_dir):
+    raise PretrainingError(
+        f"--model_dir {model_dir} holds a checkpoint no training run wrote "
+        f"({found[0]}; no {PARAMS_FILE}): it is an input, and training "
+        "there would replace it. Start from it with --params_override "
+        f"task.init_checkpoint={model_dir} and give another --model_dir.")
   inputs = {"task.init_checkpoint": config.task.init_checkpoint or None}
   for field, data in experiments.data_sections(config, mode):
     if data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
       for path in pretraining_input_pipeline.record_files(data, field):
         inputs[f"{field}.input_path ({path})"] = path
   outputs.refuse_overlap(model_dir, inputs, "--model_dir")
-  created, parent = None, model_dir
-  while parent and not tf.io.gfile.exists(parent) and parent != created:
-    created, parent = parent, os.path.dirname(parent)
+
+
+def make_writable(model_dir: str) -> None:
+  """Creates model_dir, refusing one that cannot be written."""
   probe = os.path.join(model_dir, f".write_probe-{os.getpid()}")
   try:
     tf.io.gfile.makedirs(model_dir)
@@ -155,7 +146,6 @@ def check(config: cfg.ExperimentConfig, model_dir: str, mode: str
     raise PretrainingError(
         f"--model_dir {model_dir} is not writable ({errors.one_line(e)}). "
         "Choose a directory you can create and write to.") from None
-  return created
 
 
 def _model_config_differences(model_dir: str,

@@ -1,16 +1,14 @@
 """Runs a pre-training experiment: the library behind `rembert-train`.
 
 Builds on Model Garden's `train_lib.OrbitExperimentRunner` (orbit's
-Controller over `base_trainer.Trainer`, with its checkpoint manager) and
-`rembert_tf.runtime`. A run checks model_dir (`model_directory`: one line
-each, nothing written; a finished job says so), builds the task and trainer,
-checks a resume, then trains and/or evaluates with these orbit train
-actions, in order: a NaN / inf loss stops before its weights are saved
-(exit code 3); the console line; a save at each multiple of
-trainer.checkpoint_interval, then the encoder export `encoder/ckpt-N` of the
-same weights (every n-th save and the last); the SIGTERM stop (exit code
-42). What fails mid-run is one line: a corrupted record shard, a lost
-worker, a failed save.
+Controller over `base_trainer.Trainer`, and its checkpoint manager) and
+`rembert_tf.runtime`. After model_dir's checks (`model_directory`) a run
+trains and/or evaluates with these orbit train actions, in order: a NaN /
+inf loss stops before its weights are saved (exit code 3); the console
+line; a save at each multiple of trainer.checkpoint_interval, then the
+encoder export `encoder/ckpt-N` of the same weights (every n-th save and
+the last); the SIGTERM stop (exit code 42). A corrupted record shard, a lost
+worker and a failed save are one line each.
 
 Example:
 <!-- snippet: not run: pre-trains the demo model (minutes on a CPU) and needs its records -->
@@ -56,7 +54,6 @@ PretrainingError = model_directory.PretrainingError
 # multi-worker run names (a storage error of the same type names none).
 _PEER_MARKERS = ("collective", "coordination", "heartbeat", "/job:")
 _TASK_NAME = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
-_CAUSE_CHARACTERS = 160
 
 
 class CorruptRecordsError(PretrainingError):
@@ -80,22 +77,16 @@ class LostPeerError(errors.RemBertError, RuntimeError):
     own = (resolver.task_type, int(resolver.task_id))
     named = [(job, int(task)) for job, task in _TASK_NAME.findall(str(error))]
     peers = [t for t in dict.fromkeys(named) if t != own] or [
-        (job, index) for job, tasks in sorted(spec.items())
-        for index in range(len(tasks)) if (job, index) != own]
-    # A cluster spec lists a job's addresses, or maps sparse task indices.
-    described = [f"{job} {index} ({dict(enumerate(spec[job])).get(index)})"
-                 if isinstance(spec[job], list) else
-                 f"{job} {index} ({spec[job].get(index)})"
-                 for job, index in peers]
+        (job, index) for job in sorted(spec) for index in range(len(spec[job]))
+        if (job, index) != own]
     cause = re.sub(r"\{\{function_node [^}]*\}\}\s*", "",
                    errors.one_line(error)).split("aborted by: ", 1)[-1]
-    if len(cause) > _CAUSE_CHARACTERS:
-      cause = cause[:_CAUSE_CHARACTERS - 3] + "..."
     return cls(
-        f"lost contact with {' or '.join(described)}: this worker stopped "
-        f"({cause}). The newest complete checkpoint is "
-        f"{newest_checkpoint or '(none yet)'}. Restart every worker with the "
-        "same command: the job resumes from there.")
+        "lost contact with " + " or ".join(
+            f"{job} {index} ({spec[job][index]})" for job, index in peers) +
+        f": this worker stopped ({cause[:160]}). The newest complete "
+        f"checkpoint is {newest_checkpoint or '(none yet)'}. Restart every "
+        "worker with the same command: the job resumes from there.")
 
 
 def is_peer_failure(error: BaseException) -> bool:
@@ -139,35 +130,23 @@ class PretrainTrainer(base_trainer.Trainer):
     return logs
 
 
-def run(experiment_config: cfg.ExperimentConfig,
-        model_dir: str,
+def run(experiment_config: cfg.ExperimentConfig, model_dir: str,
         mode: str = "train",
         strategy: Union[str, tf.distribute.Strategy, None] = None,
-        tpu: Optional[str] = None,
-        mixed_precision: Optional[str] = None,
-        deterministic: bool = False,
-        seed: Optional[int] = None,
+        tpu: Optional[str] = None, mixed_precision: Optional[str] = None,
+        deterministic: bool = False, seed: Optional[int] = None,
         allow_sentencepiece_mismatch: bool = False,
         print_fn: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Pre-trains (and/or evaluates) under tf.distribute; resumes from model_dir.
+  """Pre-trains and/or evaluates `experiment_config` (from
+  `experiments.load_experiment_config`) in `model_dir` (any TensorFlow
+  filesystem), resuming from its newest checkpoint.
 
-  Args:
-    experiment_config: From `experiments.load_experiment_config`.
-    model_dir: What `model_directory` lists, and TensorBoard summaries; on
-      any TensorFlow filesystem (a local path, gs://, ram://).
-    mode: One of MODES, as in Model Garden ("continuous_eval": beside a live
-      trainer, writing model_dir/validation/ only).
-    strategy: A name of `runtime.strategies.STRATEGIES` (default
-      one_device) or a tf.distribute.Strategy instance.
-    tpu: TPU name / grpc address for strategy "tpu" (none on a TPU VM).
-    mixed_precision: "float32" or "mixed_bfloat16"; None keeps
-      runtime.mixed_precision_dtype of the config.
-    deterministic: Enables TF op determinism and seeds every RNG, so a resumed
-      run ends with the same weights as an uninterrupted one (with dropout 0).
-    seed: Random seed (default 0 when deterministic).
-    allow_sentencepiece_mismatch: Resume although the records were made with
-      another SentencePiece model than model_dir's (a warning, not an error).
-    print_fn: Where the console lines go.
+  `mode` is one of MODES, as in Model Garden ("continuous_eval": beside a
+  live trainer); `strategy` a name of `runtime.strategies.STRATEGIES` or a
+  tf.distribute.Strategy, `tpu` a TPU name for "tpu"; `mixed_precision`
+  ("float32", "mixed_bfloat16") overrides runtime.mixed_precision_dtype;
+  `deterministic` makes a resumed run end with the weights of an
+  uninterrupted one (with dropout 0); the console lines go to `print_fn`.
 
   Returns:
     global_step, checkpoint (the newest complete one), model_dir; train_loss,
@@ -179,7 +158,7 @@ def run(experiment_config: cfg.ExperimentConfig,
   finished = model_directory.finished_checkpoint(config, model_dir, mode)
   if finished:
     step = model_directory.checkpoint_step(finished)
-    if mode != "train_and_eval":  # nothing to build, nothing written
+    if mode != "train_and_eval":  # nothing built, nothing written
       print_fn(f"the job is complete: {finished} is at step {step} "
                f"(trainer.train_steps={config.trainer.train_steps}); nothing "
                "to do. Raise trainer.train_steps to train further.")
@@ -189,18 +168,15 @@ def run(experiment_config: cfg.ExperimentConfig,
              "evaluating it (as --mode eval).")
     mode = "eval"
     config = _resolved_config(experiment_config, mode, mixed_precision)
-  created = model_directory.check(config, model_dir, mode)
+  model_directory.check(config, model_dir, mode)
   if not isinstance(strategy, tf.distribute.Strategy):
-    try:
-      strategy = strategies.make_strategy(
-          strategy or strategies.DEFAULT_STRATEGY, tpu)
-    except Exception:  # no TPU here: leave no empty model_dir behind
-      if created and not any(files for _, _, files in tf.io.gfile.walk(created)):
-        tf.io.gfile.rmtree(created)
-      raise
-  settings = process_settings.training_settings(
-      config.runtime.mixed_precision_dtype, deterministic=deterministic,
-      seed=seed)
+    strategy = strategies.make_strategy(
+        strategy or strategies.DEFAULT_STRATEGY, tpu)
+  model_directory.make_writable(model_dir)  # after the strategy could start
+  settings = process_settings.training_settings(  # float16: the task's line
+      process_settings.POLICIES.get(config.runtime.mixed_precision_dtype,
+                                    "float32"),
+      deterministic=deterministic, seed=seed)
   writes_run = strategies.is_chief(strategy) and mode != "continuous_eval"
   with outputs.writing_shared_output(model_dir, writes_run), settings:
     try:
@@ -218,8 +194,8 @@ def _resolved_config(experiment_config: cfg.ExperimentConfig, mode: str,
         f"--mode {mode!r}: expected one of {', '.join(MODES)}.")
   config = experiment_config.replace()  # never mutate the caller's config
   if mixed_precision is not None:
-    config.runtime.mixed_precision_dtype = process_settings.model_garden_dtype(
-        mixed_precision)
+    config.runtime.mixed_precision_dtype = {
+        "mixed_bfloat16": "bfloat16"}.get(mixed_precision, mixed_precision)
   # The task compiles forward+backward itself; Model Garden's GPU-only
   # whole-step jit would wrap the cross-replica all-reduce as well.
   config.runtime.enable_xla = False
@@ -236,9 +212,8 @@ def records_error(config: cfg.ExperimentConfig, mode: str,
   """The one line for records that failed to read mid-run, naming the shard:
   a corrupted one (`DataLossError`), or one of another shape (records
   replaced under the run: a parse error); else `error` itself."""
-  corrupt = isinstance(error, tf.errors.DataLossError)
   for field, data in experiments.data_sections(config, mode):
-    if corrupt:
+    if isinstance(error, tf.errors.DataLossError):
       culprit = pretraining_input_pipeline.unreadable_shard(data)
       if culprit:
         return CorruptRecordsError(
@@ -253,10 +228,6 @@ def records_error(config: cfg.ExperimentConfig, mode: str,
             f"{field}.input_path: record shard {other}; the records changed "
             "under the run. Put back records of the experiment's shape, then "
             "run the same command: it resumes from the newest checkpoint.")
-  if corrupt:
-    return CorruptRecordsError(
-        f"reading the records failed ({errors.one_line(error)}); a shard is "
-        "corrupted or truncated. Recreate the records.")
   return error
 
 
@@ -291,19 +262,14 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
         model_dir, config.task.train_data, allow_sentencepiece_mismatch,
         print_fn)
   check_async_checkpointing(config, strategies.is_multi_worker(strategy))
-  is_chief = strategies.is_chief(strategy)
-  if is_chief and mode != "continuous_eval":  # nothing written before this
-    model_directory.prepare(config, model_dir, latest)
-  # A worker other than the chief writes its copies of the saves here.
-  export_dir = model_dir if is_chief else tempfile.mkdtemp(
-      prefix="rembert_tf-worker-export-")
-  saves = _Saves(config, trainer, model_dir, export_dir, strategy)
-  experiment = None
+  if strategies.is_chief(strategy) and mode != "continuous_eval":
+    model_directory.prepare(config, model_dir, latest)  # the first writes
+  saves = _Saves(config, trainer, model_dir, strategy)
   with preemption.sigterm_stop_flag() as stop, \
       orbit_loop.orbit_prints_to_log(print_fn) as say:
     try:
-      experiment, progress, evaluations = _experiment(
-          config, task, trainer, strategy, mode, model_dir, saves, stop, say)
+      experiment, progress, evaluation = _experiment(
+          config, task, trainer, mode, saves, stop, say)
       if latest and "train" in mode:
         say(f"resumed from {latest} at step {int(trainer.global_step.numpy())}")
       try:
@@ -316,19 +282,15 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
             tf.train.latest_checkpoint(model_dir)) from None
       final = saves.final() if "train" in mode else None
     finally:
-      saves.finish_writes()
-      if not is_chief:
-        tf.io.gfile.rmtree(export_dir)
-        if experiment is not None:  # Model Garden's runner's copies
-          tf.io.gfile.rmtree(experiment.checkpoint_manager.directory)
+      saves.close()
   metrics = {"global_step": int(trainer.global_step.numpy()),
              "model_dir": model_dir,
              "checkpoint": final or tf.train.latest_checkpoint(model_dir)}
-  train, evaluation = progress.last_logs, evaluations
-  if train:
-    metrics.update(train_loss=train.get("training_loss"),
-                   train_masked_lm_accuracy=train.get("masked_lm_accuracy"),
-                   train_examples_per_second=train.get("examples_per_second"))
+  if progress.last_logs:
+    metrics.update(
+        train_loss=progress.last_logs.get("training_loss"),
+        train_masked_lm_accuracy=progress.last_logs.get("masked_lm_accuracy"),
+        train_examples_per_second=progress.last_logs.get("examples_per_second"))
   if evaluation:
     metrics.update(eval_loss=evaluation.get("lm_example_loss"),
                    eval_masked_lm_accuracy=evaluation.get("masked_lm_accuracy"))
@@ -336,26 +298,28 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
 
 
 class _Saves(orbit_loop.Checkpoints):
-  """The save action of pre-training: the full checkpoint, then the encoder
-  export of the same weights every n-th save and on the final one (written
-  before it returns); a failed write is one line naming the newest complete
+  """The save action: the full checkpoint, then the encoder export of the
+  same weights every n-th save and on the final one (complete when it
+  returns); a failed write is one line naming the newest complete
   checkpoint, its partial files removed.
 
   Every worker exports (a collective under MultiWorkerMirroredStrategy),
-  those but the chief into `export_dir` of their own; which steps are
-  exported is decided from what every worker sees alike (model_dir's export
-  when the run started, the saves so far).
+  those but the chief into a temporary directory; which steps are exported
+  is decided from what every worker sees alike (model_dir's export when the
+  run started, the saves so far).
   """
 
   def __init__(self, config: cfg.ExperimentConfig, trainer, model_dir: str,
-               export_dir: str, strategy: tf.distribute.Strategy):
+               strategy: tf.distribute.Strategy):
     super().__init__(config.trainer.checkpoint_interval,
                      config.trainer.enable_async_checkpointing)
-    self._model_dir, self._strategy = model_dir, strategy
+    self.model_dir, self.strategy = model_dir, strategy
     self._every_n = config.trainer.encoder_export_every_n_checkpoints
+    self._export_dir = model_dir if strategies.is_chief(strategy) else (
+        tempfile.mkdtemp(prefix="rembert_tf-worker-export-"))
     self.export = tf.train.CheckpointManager(
         tf.train.Checkpoint(encoder=trainer.model.encoder),
-        os.path.join(export_dir, checkpoints.ENCODER_SUBDIR),
+        os.path.join(self._export_dir, checkpoints.ENCODER_SUBDIR),
         max_to_keep=config.trainer.max_to_keep)
     exported = tf.train.latest_checkpoint(
         os.path.join(model_dir, checkpoints.ENCODER_SUBDIR))
@@ -375,13 +339,12 @@ class _Saves(orbit_loop.Checkpoints):
       checkpoints.wait_for_writes(self.export.checkpoint)
 
   def failure(self, step: int, error: Exception) -> Exception:
-    if strategies.is_multi_worker(self._strategy) and is_peer_failure(error):
+    if strategies.is_multi_worker(self.strategy) and is_peer_failure(error):
       return error  # the runner names the lost peer
     self.finish_writes()  # their temporaries are no longer written
-    model_dir = self._model_dir
+    model_dir = self.model_dir
     removed = checkpoints.remove_temporaries([model_dir, os.path.join(
-        model_dir, checkpoints.ENCODER_SUBDIR)]) if tf.io.gfile.isdir(
-            model_dir) else []
+        model_dir, checkpoints.ENCODER_SUBDIR)])
     return PretrainingError(
         f"writing the checkpoint of step {step} to {model_dir} failed "
         f"({errors.one_line(error)}); removed the partial files "
@@ -391,69 +354,75 @@ class _Saves(orbit_loop.Checkpoints):
         "resumes from there.")
 
   def final(self) -> str:
-    """The last save (after the writes in flight, complete when it returns);
-    its path in model_dir, also on a worker that saved a copy elsewhere."""
-    return os.path.join(self._model_dir, os.path.basename(self.save(final=True)))
+    """The last save; its path in model_dir, also on a worker that saved a
+    copy elsewhere."""
+    return os.path.join(self.model_dir, os.path.basename(self.save(final=True)))
 
   def finish_writes(self) -> None:
     orbit_loop.finish_writes(self.export.checkpoint, *(
         [self.manager.checkpoint] if self.manager else []))
 
+  def close(self) -> None:
+    """Waits for the writes in flight; a worker's copies go."""
+    self.finish_writes()
+    if self._export_dir != self.model_dir:
+      for copies in (self._export_dir, self.manager and self.manager.directory):
+        if copies:  # Model Garden's runner saved a worker's in a temp dir
+          tf.io.gfile.rmtree(copies)
 
-def _experiment(config: cfg.ExperimentConfig, task, trainer,
-                strategy: tf.distribute.Strategy, mode: str, model_dir: str,
+
+def _experiment(config: cfg.ExperimentConfig, task, trainer, mode: str,
                 saves: _Saves, stop, say: Callable[[str], None]):
   """Model Garden's OrbitExperimentRunner with orbit's Controller, its loops
-  cut into device calls (`orbit_loop.LoopSteps`) and these train actions;
+  cut into device calls (`orbit_loop.LoopSteps`), and the train actions;
   the saves are `saves`', so its checkpoint manager gets no interval (orbit
   saves by itself only with one). Returns it, the progress line and the
   last evaluation's metrics (filled in as the run goes)."""
+  global_step, evaluation = trainer.global_step, {}
   progress = orbit_loop.ProgressPrinter(
-      trainer.global_step, config.trainer.train_steps, say,
+      global_step, config.trainer.train_steps, say,
       accuracy_key="masked_lm_accuracy", accuracy_name="mlm_acc",
       steps_per_loop=config.trainer.steps_per_loop)
-  evaluation = {}
 
   def print_evaluation(output) -> None:
     evaluation.clear()
     evaluation.update({k: float(np.asarray(v)) for k, v in output.items()
                        if np.asarray(v).size == 1})
-    say(f"eval at step {int(trainer.global_step.numpy())} | mlm_loss "
-        f"{evaluation.get('lm_example_loss', float('nan')):.4f} | mlm_acc "
-        f"{evaluation.get('masked_lm_accuracy', float('nan')):.4f}")
+    say(f"eval at step {int(global_step.numpy())} | mlm_loss "
+        f"{evaluation.get('lm_example_loss', np.nan):.4f} | mlm_acc "
+        f"{evaluation.get('masked_lm_accuracy', np.nan):.4f}")
 
-  def nonfinite(output) -> bool:
-    return not np.isfinite(float(np.asarray(output.get("training_loss", 0.0))))
-
-  def stop_nonfinite(output) -> None:
+  def stop_on_nonfinite_loss(output) -> None:
     saves.finish_writes()
-    last = tf.train.latest_checkpoint(model_dir)
+    last = tf.train.latest_checkpoint(saves.model_dir)
     raise NonFiniteLossError(
         f"training loss is {float(np.asarray(output['training_loss']))} at "
-        f"step {int(trainer.global_step.numpy())}; stopped without saving "
-        f"these weights. The last good checkpoint is {last or '(none yet)'}. "
-        "Lower the learning rate, raise the warmup, or check the records, "
-        "then run again (it resumes from there).")
+        f"step {int(global_step.numpy())}; stopped without saving these "
+        f"weights. The last good checkpoint is {last or '(none yet)'}. Lower "
+        "the learning rate, raise the warmup, or check the records, then run "
+        "again (it resumes from there).")
 
-  train_actions = []
+  actions = []
   if "train" in mode:  # in this order, before Model Garden's own
-    train_actions = [orbit.actions.ConditionalAction(nonfinite, stop_nonfinite),
-                     progress, saves, *preemption.stop_actions(
-                         strategy, stop, saves.final, trainer.global_step)]
+    actions = [orbit.actions.ConditionalAction(
+        lambda output: not np.isfinite(float(np.asarray(
+            output.get("training_loss", 0.0)))), stop_on_nonfinite_loss),
+               progress, saves, *preemption.stop_actions(
+                   saves.strategy, stop, saves.final, global_step)]
   steps = orbit_loop.LoopSteps(
       config.trainer.steps_per_loop, config.trainer.checkpoint_interval,
-      strategy, seconds=config.trainer.stop_check_seconds,
+      saves.strategy, seconds=config.trainer.stop_check_seconds,
       fixed_steps=config.trainer.stop_check_steps)
   try:
     experiment = train_lib.OrbitExperimentRunner(
-        distribution_strategy=strategy, task=task, mode=mode,
+        distribution_strategy=saves.strategy, task=task, mode=mode,
         params=config.replace(trainer={"checkpoint_interval": 0}),
-        model_dir=model_dir, trainer=trainer,
-        train_actions=train_actions, eval_actions=[print_evaluation],
+        model_dir=saves.model_dir, trainer=trainer, train_actions=actions,
+        eval_actions=[print_evaluation],
         controller_cls=orbit_loop.controller_with_steps(steps))
   except ValueError as e:  # orbit / Model Garden refusing a trainer setting
     raise PretrainingError(
         f"experiment config: {errors.one_line(e)}. Fix the named trainer.* "
         "field in --config_file or --params_override.") from None
-  saves.attach(experiment.checkpoint_manager, trainer.global_step)
+  saves.attach(experiment.checkpoint_manager, global_step)
   return experiment, progress, evaluation

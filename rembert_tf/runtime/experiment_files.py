@@ -1,13 +1,10 @@
-"""An experiment's YAML files and overrides, layered into one mapping, and
-the checks Model Garden's `override` does not make.
-
-The layering is Model Garden's `train.py`'s (`--config_file` repeated, then
-`--params_override`), read with its own `official.modeling.hyperparams`
-readers (`1e-3` is a number); both trainers' experiments use it
-(`pretraining.experiments`, `finetuning.finetuning_experiment`). A bare
-name is a file of `configs/experiments/`. `check_keys` names an unknown key
-with the closest field, `check_field_types` a value of the wrong type
-(Model Garden stores whatever it is given).
+"""An experiment's YAML files and overrides layered into one mapping, as
+Model Garden's `train.py` layers `--config_file` (repeated) and
+`--params_override`, read with Model Garden's `hyperparams` readers (`1e-3`
+is a number); and the checks its `override` does not make: an unknown key
+with the closest field (`check_keys`), a value of the wrong type
+(`check_field_types`). Both trainers' experiments use it; a bare name is a
+file of `configs/experiments/`.
 
 Example:
 ```python
@@ -100,8 +97,8 @@ def parse_override(params_override: Union[str, Dict[str, Any], None]
                    ) -> Dict[str, Any]:
   """`--params_override` (dotted `a.b=1,c=2`, YAML/JSON text or a YAML
   file, read as Model Garden reads it) as a dict."""
-  if not params_override:
-    return {}
+  if not params_override or isinstance(params_override, dict):
+    return params_override or {}  # a dict as given: its values may be configs
   try:
     return hyperparams.override_params_dict(
         hyperparams.ParamsDict(), params_override, is_strict=False).as_dict()
@@ -141,19 +138,21 @@ def layered_values(config_files: Sequence[Union[str, os.PathLike]] = (),
   return deep_merge(merged, parse_override(params_override))
 
 
-def _hint(config: Any, key: str) -> Any:
+def _field_type(config: Any, key: str) -> Any:
+  """A field's declared type, Optional unwrapped (None: not known, or a
+  union of several types)."""
   try:
-    return typing.get_type_hints(type(config)).get(key)
+    hint = typing.get_type_hints(type(config)).get(key)
   except (NameError, TypeError):
     return None
-
-
-def _args(hint: Any) -> list:
-  return [a for a in typing.get_args(hint) if a is not type(None)]
+  args = [a for a in typing.get_args(hint) if a is not type(None)]
+  if typing.get_origin(hint) is Union:
+    return args[0] if len(args) == 1 else None
+  return hint
 
 
 def _is_list(hint: Any) -> bool:
-  return any(typing.get_origin(h) in (list, tuple) for h in [hint] + _args(hint))
+  return typing.get_origin(hint) in (list, tuple)
 
 
 def check_keys(config: Any, values: Dict[str, Any], source: str,
@@ -172,13 +171,12 @@ def check_keys(config: Any, values: Dict[str, Any], source: str,
           f"{source}: {key!r} does not exist in {where or 'the experiment'}; "
           + (f"did you mean {prefix}{close[0]}?" if close else
              f"{where or 'the top level'} has {', '.join(sorted(names))}."))
-    field, hint = getattr(config, key, None), _hint(config, key)
+    field, hint = getattr(config, key, None), _field_type(config, key)
     if not (isinstance(value, dict) and value) or isinstance(field, dict):
       continue
     if dataclasses.is_dataclass(field):
       check_keys(field, value, source, f"{prefix}{key}.")
-    elif field is not None or _is_list(hint) or (
-        (_args(hint) or [hint])[0] in (bool, int, float, str)):
+    elif field is not None or hint in (bool, int, float, str) or _is_list(hint):
       example = ("[" + ",".join(map(str, value)) + "]"
                  if isinstance(field, (list, tuple)) or _is_list(hint)
                  else repr(field))
@@ -193,26 +191,13 @@ def _fits(value: Any, hint: Any) -> Optional[bool]:
   if value is None:
     return True  # Model Garden's "not set"
   if hint in _EXPECTED:
-    if hint is bool or isinstance(value, bool):
-      return hint is bool and isinstance(value, bool)
-    return isinstance(value, (int, float) if hint is float else hint)
-  if typing.get_origin(hint) is Union:
-    fits = [_fits(value, a) for a in _args(hint)]
-    return None if None in fits or not fits else any(fits)
-  if typing.get_origin(hint) in (list, tuple):
-    item = (_args(hint) or [None])[0]
+    return isinstance(value, bool) == (hint is bool) and isinstance(
+        value, (int, float) if hint is float else hint)
+  if _is_list(hint):
+    item = (typing.get_args(hint) or [None])[0]
     return isinstance(value, (list, tuple)) and all(
         _fits(v, item) is not False for v in value)
   return None
-
-
-def _expected(hint: Any) -> str:
-  if typing.get_origin(hint) in (list, tuple):
-    kind = {int: " of integers", float: " of numbers"}
-    return "a list" + kind.get((_args(hint) or [None])[0], "")
-  if _args(hint):
-    return " or ".join(_expected(a) for a in _args(hint))
-  return _EXPECTED.get(hint, str(hint))
 
 
 def check_field_types(config: Any, path: str = "") -> None:
@@ -220,19 +205,16 @@ def check_field_types(config: Any, path: str = "") -> None:
   Garden's `override` stores `train_steps=abc` as the string 'abc', which
   fails far from the field); an integer given a float field becomes a float
   (TensorFlow's schedules refuse to mix int rates with float steps)."""
-  try:
-    hints = typing.get_type_hints(type(config))
-  except (NameError, TypeError):
-    return
   for field in dataclasses.fields(config):
-    value, name = getattr(config, field.name), f"{path}{field.name}"
+    value, hint = getattr(config, field.name), _field_type(config, field.name)
     if dataclasses.is_dataclass(value):
-      check_field_types(value, name + ".")
-    elif (hints.get(field.name) in (float, Optional[float]) and
-          isinstance(value, int) and not isinstance(value, bool)):
+      check_field_types(value, f"{path}{field.name}.")
+    elif hint is float and type(value) is int:  # pylint: disable=unidiomatic-typecheck
       setattr(config, field.name, float(value))
-    elif _fits(value, hints.get(field.name)) is False:
+    elif _fits(value, hint) is False:
+      of = {int: " of integers", float: " of numbers"}
+      expected = _EXPECTED.get(hint) or "a list" + of.get(
+          (typing.get_args(hint) or [None])[0], "")
       raise ExperimentConfigError(
-          f"experiment config: {name} is {value!r}; it must be "
-          f"{_expected(hints[field.name])}. Fix it in --config_file or "
-          "--params_override.")
+          f"experiment config: {path}{field.name} is {value!r}; it must be "
+          f"{expected}. Fix it in --config_file or --params_override.")

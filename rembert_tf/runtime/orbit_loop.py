@@ -1,17 +1,14 @@
-"""What both trainers hand to Model Garden's runner besides its own: the loop
-length given to orbit's Controller, the interval saves and the console line.
+"""What both trainers hand Model Garden's runner besides its own: the loop
+length given to orbit's Controller, the interval saves, the console line.
 
-`LoopSteps` is orbit's `steps_per_loop` as a callable: loops end at
-multiples of `trainer.steps_per_loop` and `checkpoint_interval`, and run as
-device calls of about a second, because a SIGTERM or TensorFlow's preemption
-handler is seen only between calls (one call per loop of
-`steps_per_loop=1000` on the test machine's CPU let a SIGTERM wait 6 to 14
-minutes; with these calls the run saved and exited 42 about 2 s after the
-signal). `Checkpoints` saves at multiples of the interval through the
-runner's `tf.train.CheckpointManager`: orbit's own interval save counts from
-the last save, and a run's first save then lands on its first (short)
-device call. `ProgressPrinter` prints one console line per loop; orbit
-prints each line it logs, and `orbit_prints_to_log` sends those to the log.
+Loops end at multiples of `trainer.steps_per_loop` and of the checkpoint
+interval, cut into device calls of about a second (`LoopSteps`): a SIGTERM
+or TensorFlow's preemption handler is seen only between calls (one call per
+loop of `steps_per_loop=1000` on the test machine's CPU let a SIGTERM wait
+6 to 14 minutes; with these calls the run saved and exited 42 about 2 s
+after the signal). The saves are a train action (`Checkpoints`) on the
+runner's CheckpointManager: orbit's own interval save counts from the last
+save, so a run's first save would land on its first, one-step, call.
 
 Example:
 ```python
@@ -50,10 +47,9 @@ HEARTBEAT_SECONDS = 60
 class LoopSteps:
   """orbit's `steps_per_loop` as a callable of the global step: the steps to
   the next multiple of `steps_per_loop` or `checkpoint_interval`, at most
-  `fixed_steps` or else about `seconds` of steps (learned from the calls
-  before, the time from one loop's start to the next). Under
-  MultiWorkerMirroredStrategy every worker runs the mean of their
-  proposals (one small all-reduce per call)."""
+  `fixed_steps` or else about `seconds` of steps (timed from one call's
+  start to the next). Under MultiWorkerMirroredStrategy every worker runs
+  the mean of their proposals (one small all-reduce per call)."""
 
   def __init__(self, steps_per_loop: int, checkpoint_interval: int = 0,
                strategy: Optional[tf.distribute.Strategy] = None,
@@ -96,14 +92,10 @@ class Checkpoints:
   """Train action: a checkpoint at each multiple of `interval` on every
   worker (a save is a collective), asynchronous when `asynchronous`, then
   `after_save(step, final)`; `save(final=True)` waits for the writes in
-  flight and writes synchronously. A failed write raises what
-  `failure(step, error)` returns. A trainer adds to a save by overriding
-  these two.
-
-  The saves go through the runner's checkpoint manager, which exists once
-  the runner (given this action) is built: `attach` hands it over, after it
-  restored the run's checkpoint (the step restored counts as saved).
-  """
+  flight and writes synchronously; a failed write raises what
+  `failure(step, error)` returns (a trainer overrides these two). The
+  runner's manager exists once the runner, given this action, is built and
+  restored: `attach` hands it over (the step restored counts as saved)."""
 
   def __init__(self, interval: int, asynchronous: bool = False):
     self._interval = interval
@@ -174,23 +166,12 @@ def orbit_prints_to_log(print_fn: Callable[[str], None]
 
 
 class ProgressPrinter:
-  """Train action: one console line per loop (`console.loop_line`), e.g.
-  `step  40/300 | loss 5.2104 | mlm_acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02`,
-  and a log line with the step reached at most every HEARTBEAT_SECONDS.
-
-  Args:
-    global_step: the trainer's step counter.
-    total_steps: the step the run trains to.
-    print_fn: where the line goes.
-    prefix: put before each line (e.g. `[finetune] xnli: `).
-    accuracy_key: the log holding the accuracy; `accuracy_name` its short
-      name on the line.
-    batch_size: examples per step, for examples/s when the logs carry no
-      `examples_per_second` (from the pace since the first loop).
-    clock: seconds, for that pace and the ETA.
-    steps_per_loop: the line comes at multiples of it and at the last step
-      (orbit's loops are cut into shorter device calls: `LoopSteps`).
-  """
+  """Train action: one console line (`console.loop_line`) at each multiple
+  of `steps_per_loop` and at the last step, e.g. `step  40/300 | loss 5.2104
+  | mlm_acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02` (the accuracy log
+  `accuracy_key` named `accuracy_name`; examples/s from the logs, else from
+  `batch_size` and the pace), and a log line with the step reached at most
+  every HEARTBEAT_SECONDS."""
 
   def __init__(self, global_step: tf.Variable, total_steps: int,
                print_fn: Callable[[str], None] = print, *, prefix: str = "",

@@ -117,16 +117,12 @@ def test_tpu_strategy_without_a_tpu_fails_at_once(monkeypatch):
 
 
 # --- Process settings -----------------------------------------------------------
-def test_policies_of_flag_and_config_names():
-  assert process_settings.keras_policy(None) == "float32"
-  assert process_settings.keras_policy("bfloat16") == "mixed_bfloat16"
-  assert process_settings.keras_policy("mixed_bfloat16") == "mixed_bfloat16"
-  assert process_settings.model_garden_dtype("mixed_bfloat16") == "bfloat16"
-  assert process_settings.model_garden_dtype("float32") == "float32"
-  with pytest.raises(process_settings.PrecisionError,
+def test_an_unknown_precision_is_one_line():
+  with pytest.raises(errors.UsageError,
                      match="--mixed_precision 'float16': expected float32 or "
                      "mixed_bfloat16"):
-    process_settings.keras_policy("float16")
+    with process_settings.training_settings("float16"):
+      pass
 
 
 def test_training_settings_set_and_restore_everything():
