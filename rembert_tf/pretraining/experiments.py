@@ -1,14 +1,10 @@
-"""Pre-training experiment configs: the registered default and the YAML loader.
-
-Builds on Model Garden's `official.core.exp_factory` (the experiment
-`rembert_pretraining` is registered there, like Model Garden's
-`bert/pretraining`), `official.modeling.optimization` (AdamW / LAMB, linear
-warmup then polynomial decay) and `runtime.experiment_files` (the layering
-of `--config_file` and `--params_override`). One addition to Model Garden's
-`ExperimentConfig`: `task.model_preset` names a model preset of
-`configs/models/` (or a model YAML path); its fields are read first, then
-the fields under `task.model:` of every layer. Model Garden's configs
-declare types but no ranges: a number out of its range is one line here.
+"""Pre-training experiment configs: `rembert_pretraining`, registered with
+Model Garden's `exp_factory`, and its loader (`runtime.experiment_files`
+layers the YAMLs and overrides). One addition to Model Garden's
+`ExperimentConfig`: `task.model_preset`, a model of `configs/models/` (or a
+model YAML path) whose fields are read first, then every layer's
+`task.model:`. Model Garden's configs declare types but no ranges: a number
+out of its range is one line here.
 
 Example:
 ```python
@@ -61,17 +57,13 @@ class RemBertTrainerConfig(cfg.TrainerConfig):
   """Model Garden's TrainerConfig plus what RemBERT's runner adds.
 
   Attributes:
-    encoder_export_every_n_checkpoints: write `encoder/ckpt-N` beside every
-      Nth full checkpoint (and always beside the last one, and a preemption
-      save); 1 exports at every checkpoint.
-    stop_check_seconds: the host checks for a stop request (SIGTERM, a
-      multi-worker preemption notice) about this often, also inside a loop
-      of `steps_per_loop` steps (`runtime.orbit_loop.LoopSteps`).
-    stop_check_steps: a fixed number of steps per device call instead
-      (0: sized by `stop_check_seconds`).
-    enable_async_checkpointing: full checkpoints and encoder exports are
-      written by a background thread from a host copy of the variables;
-      training goes on meanwhile. One host only.
+    encoder_export_every_n_checkpoints: `encoder/ckpt-N` beside every Nth
+      full checkpoint (and the last one, and a preemption save).
+    stop_check_seconds: a stop request (SIGTERM, a preemption notice) is
+      seen about this often, also inside a loop of `steps_per_loop` steps.
+    stop_check_steps: a fixed number of steps per device call instead (0).
+    enable_async_checkpointing: saves are written by a background thread
+      from a host copy of the variables while training goes on (one host).
   """
   encoder_export_every_n_checkpoints: int = 1
   stop_check_seconds: float = 1.0

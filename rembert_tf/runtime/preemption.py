@@ -1,13 +1,9 @@
 """Stopping a run on SIGTERM with its work saved (exit code 42, TensorFlow's
-own for a preempted worker): every trainer's SIGTERM path.
-
-One host: a handler sets a flag (`sigterm_stop_flag`); the train action of
-`stop_actions`, which orbit's Controller runs after each device call, saves
-and raises `TrainingPreempted`. Several workers: TensorFlow's
-`PreemptionCheckpointHandler`, called at the same steps on every worker,
-has all of them save at the same step and raise `TrainingPreempted`
-together (one worker must never leave the loop alone). Model Garden's
-`trainer.preemption_on_demand_checkpoint` saves and goes on training.
+own for a preempted worker): every trainer's SIGTERM path, a train action
+run after each device call (`stop_actions`): it saves, then raises
+`TrainingPreempted`. Several workers do it at the same step, through
+TensorFlow's `PreemptionCheckpointHandler` (Model Garden's
+`trainer.preemption_on_demand_checkpoint` saves and goes on training).
 
 Example:
 <!-- snippet: not run: a fragment: `strategy`, `checkpoints`, `trainer` come from the caller's code -->
@@ -72,12 +68,11 @@ def stop_actions(strategy: tf.distribute.Strategy,
                  stop_flag: Optional[threading.Event],
                  save: Callable[[], Optional[str]],
                  global_step: tf.Variable) -> List[Callable[[object], None]]:
-  """The orbit train action that stops a run on SIGTERM (put it after the
-  loop's scheduled save): `save` (it returns the checkpoint written), then
-  `TrainingPreempted`. Several workers: TensorFlow's handler runs `save` on
-  every worker at the same step once any got SIGTERM (it agrees on the step
-  through the cluster's coordination service; its CheckpointManager of its
-  own stays empty). One host: once `stop_flag` is set."""
+  """The train action (after the loop's scheduled save) that runs `save`
+  (it returns the checkpoint written), then raises `TrainingPreempted`: on
+  one host once `stop_flag` is set; on several, on every worker at the step
+  they agree on through the coordination service once any got SIGTERM (the
+  handler's own CheckpointManager stays empty)."""
   if strategies.is_multi_worker(strategy):
     saved = {}
 

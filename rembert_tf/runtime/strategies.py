@@ -1,10 +1,6 @@
-"""The `--strategy` names and the one factory every trainer uses.
-
-Builds on Model Garden's `official.common.distribute_utils`
-(`get_distribution_strategy`, which also gives TPUs the device assignment
-newer generations need). Added here: a TPU is looked for before connecting
-(a clear error at once instead of a long time-out), and every failure is one
-line naming the flag and the fix.
+"""The `--strategy` names and the one factory every trainer uses, Model
+Garden's `distribute_utils.get_distribution_strategy`; a TPU is looked for
+before connecting (a clear error at once instead of a long time-out).
 
 | name | strategy |
 | --- | --- |
