@@ -1,1 +1,1 @@
-"""RemBERT pre-training on Model Garden: the task, the experiment, `runner.run`."""
+"""RemBERT pre-training on Model Garden: the task, experiment, `runner.run`."""

@@ -193,7 +193,8 @@ def check_trainer_config(trainer: cfg.TrainerConfig) -> None:
         f"multiple of trainer.steps_per_loop ({trainer.steps_per_loop}); set "
         f"trainer.summary_interval={trainer.steps_per_loop} or a multiple.")
   if problem:
-    raise experiment_files.ExperimentConfigError(f"experiment config: {problem}")
+    raise experiment_files.ExperimentConfigError(
+        f"experiment config: {problem}")
 
 
 def data_sections(config: cfg.ExperimentConfig, mode: str

@@ -197,8 +197,9 @@ def check_checkpoint_compatible(model_dir: str, trainer,
   expected = _checkpoint_keys(trainer.checkpoint, trainer.model)
   roots = {k.split("/")[0] for k in expected}
   # The model's variables in the checkpoint (optimizer slots left out).
-  found = {name: shape for name, shape in tf.compat.v1.train.NewCheckpointReader(
-      latest).get_variable_to_shape_map().items()
+  reader = tf.compat.v1.train.NewCheckpointReader(latest)
+  found = {name: shape for name, shape in
+           reader.get_variable_to_shape_map().items()
            if name.endswith(_VARIABLE_SUFFIX) and ".OPTIMIZER_SLOT" not in name
            and name.split("/")[0] in roots}
   reshaped = sorted(k for k in set(expected) & set(found)
@@ -240,7 +241,8 @@ def records_sentencepiece(data_config
   tok = meta.get("tokenizer") if isinstance(meta.get("tokenizer"), dict) else {}
   recorded = meta.get("sentencepiece_sha256") or tok.get("sha256") or None
   # The data tool names the model under `tokenizer`; top level: other tools.
-  for named in (meta.get("sentencepiece_model"), tok.get("sentencepiece_model")):
+  for named in (meta.get("sentencepiece_model"),
+                tok.get("sentencepiece_model")):
     if not isinstance(named, str):
       continue
     # Relative to where the data tool ran, or else to the records' folder.
@@ -248,7 +250,8 @@ def records_sentencepiece(data_config
     if not fileio.is_remote(named) and not os.path.isabs(named):
       paths.append(fileio.join(fileio.dirname(meta_path), named))
     for path in paths:
-      if fileio.exists(path) and recorded in (None, fileio.sha256(path)):
+      if fileio.exists(path) and (recorded is None
+                                  or fileio.sha256(path) == recorded):
         return recorded or fileio.sha256(path), meta_path, path
   return recorded, meta_path, None
 
@@ -310,11 +313,11 @@ def prepare(config: cfg.ExperimentConfig, model_dir: str,
       f.write(yaml.safe_dump(config.task.model.as_dict(), sort_keys=False))
   sha, _, named = records_sentencepiece(config.task.train_data)
   ours = _sentencepiece_of(model_dir)[0]
-  if named and ours != sha:
-    tf.io.gfile.copy(named, os.path.join(
-        model_dir, checkpoints.SENTENCEPIECE_FILE), overwrite=True)
+  target = os.path.join(model_dir, checkpoints.SENTENCEPIECE_FILE)
+  if named and (ours != sha or not tf.io.gfile.exists(target)):
+    tf.io.gfile.copy(named, target, overwrite=True)
   recorded = os.path.join(model_dir, checkpoints.SENTENCEPIECE_SHA256_FILE)
-  if sha and ours != sha or sha and not tf.io.gfile.exists(recorded):
+  if sha and (ours != sha or not tf.io.gfile.exists(recorded)):
     with tf.io.gfile.GFile(recorded, "w") as f:
       f.write(sha + "\n")
   if latest:

@@ -328,7 +328,8 @@ class _Saves(orbit_loop.Checkpoints):
 
   def after_save(self, step: int, final: bool) -> None:
     self._saves += 1
-    if step in self._exported or not (final or self._saves % self._every_n == 0):
+    due = final or self._saves % self._every_n == 0
+    if step in self._exported or not due:
       return
     if final:
       checkpoints.wait_for_writes(self.export.checkpoint)

@@ -1,1 +1,1 @@
-"""The training runtime both trainers share, on tf.distribute, orbit and Model Garden."""
+"""The training runtime both trainers share (tf.distribute, orbit, Model Garden)."""

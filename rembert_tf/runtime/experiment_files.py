@@ -209,7 +209,8 @@ def check_field_types(config: Any, path: str = "") -> None:
     value, hint = getattr(config, field.name), _field_type(config, field.name)
     if dataclasses.is_dataclass(value):
       check_field_types(value, f"{path}{field.name}.")
-    elif hint is float and type(value) is int:  # pylint: disable=unidiomatic-typecheck
+    elif hint is float and isinstance(value, int) and not isinstance(
+        value, bool):
       setattr(config, field.name, float(value))
     elif _fits(value, hint) is False:
       of = {int: " of integers", float: " of numbers"}

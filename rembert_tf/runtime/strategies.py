@@ -31,7 +31,8 @@ from rembert_tf.runtime.choices import DEFAULT_STRATEGY, STRATEGIES
 
 # What says a TPU is in reach: its devices, or the variables that name one.
 _TPU_DEVICES = ("/dev/accel0", "/dev/vfio/0")
-_TPU_VARIABLES = ("TPU_NAME", "COLAB_TPU_ADDR", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS")
+_TPU_VARIABLES = ("TPU_NAME", "COLAB_TPU_ADDR",
+                  "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS")
 
 
 class StrategyError(errors.RemBertError, ValueError):
