@@ -64,7 +64,8 @@ flags.DEFINE_string("json_out", "", "Also write the rows as JSON here.")
 def build_trainer(model_dir):
   from official.core import task_factory  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
-  from rembert_tf.pretraining import training_loop  # pylint: disable=g-import-not-at-top
+  from official.core import train_utils  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
   model = dict(sidebyside.REFERENCE_MODEL)
   model["max_position_embeddings"] = max(model["max_position_embeddings"],
                                          FLAGS.seq_length)
@@ -80,7 +81,11 @@ def build_trainer(model_dir):
   with strategy.scope():
     task = task_factory.get_task(config.task)
   # trainer.train(n) runs n steps in one call: the cycle is the device call.
-  trainer = training_loop.create_trainer(config, task, strategy, model_dir)
+  with strategy.scope():
+    trainer = train_utils.create_trainer(config, task, train=True,
+                                         evaluate=False,
+                                         trainer_cls=runner.PretrainTrainer)
+  trainer.model_dir = model_dir
   return strategy, trainer
 
 
@@ -98,14 +103,15 @@ class Saver:
         **getattr(trainer.model, "checkpoint_items", {}))
     self.manager = tf.train.CheckpointManager(
         checkpoint, directory, max_to_keep=2)
-    self.export = checkpoint_layout.EncoderExportWriter(
-        trainer.model.encoder, directory, max_to_keep=2, options=self.options)
+    self.export = tf.train.CheckpointManager(
+        tf.train.Checkpoint(encoder=trainer.model.encoder),
+        os.path.join(directory, checkpoint_layout.ENCODER_SUBDIR), max_to_keep=2)
     self.step = trainer.global_step
 
   def save(self):
     step = int(self.step.numpy())
     self.manager.save(checkpoint_number=step, options=self.options)
-    self.export.save(step)
+    self.export.save(checkpoint_number=step, options=self.options)
 
   def wait(self):
     self._wait(self.manager.checkpoint)
@@ -170,7 +176,7 @@ def main(argv):
   base = float(np.median([t[0] for t in times["no save"]]))
   size = checkpoint_megabytes(savers["synchronous"].manager.latest_checkpoint)
   export = checkpoint_megabytes(
-      savers["synchronous"].export.manager.latest_checkpoint)
+      savers["synchronous"].export.latest_checkpoint)
   rows = []
   print(f"\ncheckpoint {size:.0f} MiB + encoder export {export:.0f} MiB per save")
   print("| save | row s | stall per save s | cost per save s | final wait s |")

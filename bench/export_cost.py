@@ -3,7 +3,7 @@ r"""Cost of the encoder export written beside each pre-training checkpoint.
 After every full checkpoint (`ckpt-N`: model, optimizer slots, step) the
 train command also writes `encoder/ckpt-N` (the encoder alone, what
 fine-tuning and export read), with one reused `tf.train.Checkpoint`
-(`checkpoint_layout.EncoderExportWriter`). This bench times, in interleaved
+(the runner's `tf.train.CheckpointManager` of it). This bench times, in interleaved
 rounds on the same model and optimizer state, the wall seconds of one save:
 
 * `full`: the full checkpoint only (what Model Garden writes),
@@ -89,7 +89,6 @@ def directory_bytes(path):
 
 def time_saves(pretrainer, optimizer, step, root, rounds):
   """Wall seconds of each save kind, in interleaved rounds (first untimed)."""
-  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
   rows = {"full": [], "full+encoder": []}
   managers, writers = {}, {}
   for kind in rows:
@@ -97,15 +96,16 @@ def time_saves(pretrainer, optimizer, step, root, rounds):
     full = tf.train.Checkpoint(global_step=step, model=pretrainer,
                                optimizer=optimizer)
     managers[kind] = tf.train.CheckpointManager(full, directory, max_to_keep=1)
-    writers[kind] = checkpoint_layout.EncoderExportWriter(
-        pretrainer.encoder, directory, max_to_keep=1)
+    writers[kind] = tf.train.CheckpointManager(
+        tf.train.Checkpoint(encoder=pretrainer.encoder),
+        os.path.join(directory, "encoder"), max_to_keep=1)
   for round_index in range(rounds + 1):
     for kind in rows:
       step.assign_add(1)
       start = time.perf_counter()
       managers[kind].save(checkpoint_number=int(step.numpy()))
       if kind == "full+encoder":
-        writers[kind].save(int(step.numpy()))
+        writers[kind].save(checkpoint_number=int(step.numpy()))
       if round_index:
         rows[kind].append(time.perf_counter() - start)
   return rows

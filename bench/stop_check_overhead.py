@@ -3,7 +3,7 @@ r"""Host overhead of the stop checks between device calls: per step, on the tiny
 A pre-training loop of `steps_per_loop` steps runs as device calls; between
 two calls the host runs orbit's train actions (the stop check for SIGTERM or
 a multi-worker preemption notice among them). This bench times the real
-`PretrainTrainer` (`rembert_tf.pretraining.training_loop`), one
+`PretrainTrainer` (`rembert_tf.pretraining.runner`), one
 `trainer.train(n)` per call as orbit's Controller makes it, on the tiny demo experiment
 (configs/experiments/pretrain_tiny_demo.yaml: the tiny model, batch 64,
 sequence 64, synthetic batches, one CPU device) with each way of cutting it:
@@ -60,7 +60,8 @@ def build_trainer():
   """The real trainer of the experiment on synthetic batches, one CPU device."""
   from official.core import task_factory  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
-  from rembert_tf.pretraining import training_loop  # pylint: disable=g-import-not-at-top
+  from official.core import train_utils  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
   config = experiments.load_experiment_config(
       [FLAGS.experiment], {"task": {"train_data": {"input_path": "synthetic"}},
                            "trainer": {"steps_per_loop": FLAGS.steps_per_loop,
@@ -68,22 +69,24 @@ def build_trainer():
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   with strategy.scope():
     task = task_factory.get_task(config.task)
-  trainer = training_loop.create_trainer(config, task, strategy, model_dir="")
+    trainer = train_utils.create_trainer(config, task, train=True,
+                                         evaluate=False,
+                                         trainer_cls=runner.PretrainTrainer)
   return config, strategy, trainer
 
 
 def variants(trainer):
-  """(row name, stop-check schedule, hooks between calls)."""
-  from rembert_tf.runtime import stop_checks  # pylint: disable=g-import-not-at-top
+  """(row name, the loop's device calls, hooks between calls)."""
+  from rembert_tf.runtime import orbit_loop  # pylint: disable=g-import-not-at-top
   read_step = lambda: int(trainer.global_step.numpy())
+  loop = FLAGS.steps_per_loop
   return [
       ("one step per call, step read per call",
-       stop_checks.StopCheckSchedule(fixed_steps=1), [read_step]),
-      ("10 steps per call", stop_checks.StopCheckSchedule(fixed_steps=10), []),
+       orbit_loop.LoopSteps(loop, fixed_steps=1), [read_step]),
+      ("10 steps per call", orbit_loop.LoopSteps(loop, fixed_steps=10), []),
       ("sized by time (default)",
-       stop_checks.StopCheckSchedule(seconds=FLAGS.stop_check_seconds), []),
-      ("one call per loop",
-       stop_checks.StopCheckSchedule(fixed_steps=FLAGS.steps_per_loop), []),
+       orbit_loop.LoopSteps(loop, seconds=FLAGS.stop_check_seconds), []),
+      ("one call per loop", orbit_loop.LoopSteps(loop, fixed_steps=loop), []),
   ]
 
 
@@ -95,10 +98,8 @@ def time_loop(strategy, trainer, schedule, hooks):
   with strategy.scope():
     start = time.perf_counter()
     while remaining:
-      steps = schedule.next_call(remaining)
-      began = time.perf_counter()
+      steps = schedule(trainer.global_step.numpy())
       trainer.train(tf.constant(steps, tf.int32))
-      schedule.observe(steps, time.perf_counter() - began)
       for hook in hooks:
         hook()
       calls, remaining = calls + 1, remaining - steps
@@ -114,9 +115,8 @@ def host_seconds_per_call(strategy, trainer, schedule, hooks):
   with strategy.scope():
     for _ in range(FLAGS.host_reps):
       start = time.perf_counter()
-      schedule.next_call(FLAGS.steps_per_loop)
+      schedule(trainer.global_step.numpy())
       trainer.train(zero)
-      schedule.observe(0, 0.0)
       for hook in hooks:
         hook()
       times.append(time.perf_counter() - start)

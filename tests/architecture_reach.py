@@ -24,10 +24,10 @@ PACKAGE = REPO / "rembert_tf"
 # helper of a later stage), or its own code grew: lower what it reaches, or
 # raise its figure here in the same change, saying why.
 CLOSURE_LINES = {
-    "rembert_tf.cli.train": 8_900,
-    "rembert_tf.train": 8_900,
-    "rembert_tf.cli.finetune": 10_600,
-    "rembert_tf.finetune": 10_600,
+    "rembert_tf.cli.train": 7_700,
+    "rembert_tf.train": 7_700,
+    "rembert_tf.cli.finetune": 10_400,
+    "rembert_tf.finetune": 10_400,
     "rembert_tf.demo.__main__": 17_300,
     "rembert_tf.cli.make_demo_corpus": 3_000,
     "rembert_tf.cli.train_sentencepiece": 3_600,

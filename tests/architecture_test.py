@@ -260,7 +260,7 @@ def test_one_progress_printer_serves_both_trainers():
 def test_one_sigterm_path_serves_both_trainers():
   found = second_sigterm_paths()
   assert not found, ("SIGTERM paths outside rembert_tf/runtime/preemption.py "
-                     "(use its sigterm_stop_flag and PreemptibleController):\n"
+                     "(use its sigterm_stop_flag and stop_actions):\n"
                      + "\n".join(found))
 
 

@@ -1,34 +1,51 @@
-"""Whether a TensorFlow checkpoint is whole, found without reading its tensors.
+"""A checkpoint directory as the trainers write it: its names, whether a
+checkpoint is whole, the newest whole one, waiting for writes in flight.
 
-A save or copy cut short leaves a tensor bundle (`P.index` and
-`P.data-0000K-of-0000N`) that TensorFlow fails on half-way, or a `checkpoint`
-state file naming a step whose files are gone. `problem(P)` opens the index
-with TensorFlow's checkpoint reader and compares the bytes its tensors need
-with the data files' sizes: it says what is missing or short, or None.
-`newest_intact(DIR)` walks a directory's checkpoints down from the one its
-`checkpoint` file names to the first intact one (`tf.train.get_checkpoint_state`).
+Builds on `tf.train.CheckpointManager` (`ckpt-N`, the `checkpoint` state
+file, `ckpt-N_temp/` while a save is written) and `tf.io.gfile` (gs://
+works). A save or copy cut short leaves a tensor bundle (`P.index`,
+`P.data-0000K-of-0000N`) that TensorFlow fails on half-way, or a state file
+naming a step whose files are gone: `problem(P)` compares the bytes the
+index says its tensors need with the data files' sizes, without reading the
+tensors; `latest_checkpoint(DIR)` passes over such checkpoints to the newest
+intact one, saying so in one line.
 
 Example:
 ```python
 from rembert_tf.checkpoints import checkpoint_integrity
 checkpoint_integrity.problem("run/ckpt-40")
 # 'ckpt-40.data-00000-of-00001 has 46126 of its 92252 bytes'
-prefix, skipped = checkpoint_integrity.newest_intact("run")
-# 'run/ckpt-30', [('run/ckpt-40', 'ckpt-40.data-00000-of-00001 has ...')]
+checkpoint_integrity.latest_checkpoint("run", report=print)
+# run: ckpt-40 is not intact (...); using ckpt-30, the newest intact checkpoint.
 ```
 """
+import os
 import re
-from typing import List, Optional, Tuple
+import time
+from typing import Callable, List, Optional, Tuple
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
 from rembert_tf.common import errors
-from rembert_tf.common import fileio
+
+MODEL_CONFIG_FILE = "model_config.yaml"
+ENCODER_SUBDIR = "encoder"
+PRETRAINER_SUBDIR = "pretrainer"
+SENTENCEPIECE_FILE = "sentencepiece.model"
+# A pre-training run's record of its records' SentencePiece model by content
+# (its sha256, one line), kept also when the model file itself was not found.
+SENTENCEPIECE_SHA256_FILE = "sentencepiece.sha256"
+SAVED_MODEL_FILE = "saved_model.pb"
 
 _STEP = re.compile(r"^(.*)-(\d+)$")
 _SHARDS = re.compile(r"\.data-\d{5}-of-(\d{5})$")
 _LOOKS = 5  # looks at a state file that changes while its checkpoints are read
+
+
+class CheckpointError(errors.RemBertError, ValueError):
+  """A checkpoint source is missing a part or does not match the model."""
 
 
 def data_bytes(reader) -> Tuple[int, bool]:
@@ -36,10 +53,9 @@ def data_bytes(reader) -> Tuple[int, bool]:
   reader of its index: each tensor's elements; a string tensor (small: the
   object graph) is read, and holds its strings, a varint length each and a
   crc32c; one that cannot be read (a file cut short) counts its least."""
-  shapes = reader.get_variable_to_shape_map()
   dtypes = reader.get_variable_to_dtype_map()
   total, exact = 0, True
-  for key, shape in shapes.items():
+  for key, shape in reader.get_variable_to_shape_map().items():
     count = int(np.prod(shape, dtype=np.int64))
     if dtypes[key] != tf.string:
       total += count * dtypes[key].size
@@ -54,30 +70,25 @@ def data_bytes(reader) -> Tuple[int, bool]:
 
 
 def problem(prefix) -> Optional[str]:
-  """What keeps checkpoint `prefix` from being read whole, or None.
-
-  Reads the index with TensorFlow's checkpoint reader, the string tensors
-  and the data files' sizes, not the other tensors.
-  """
-  prefix = fileio.as_str(prefix)
-  name = fileio.basename(prefix)
-  data = fileio.glob(prefix + ".data-*")
-  if not fileio.exists(prefix + ".index"):
+  """What keeps checkpoint `prefix` from being read whole, or None."""
+  prefix = os.fspath(prefix)
+  name = os.path.basename(prefix)
+  data = tf.io.gfile.glob(prefix + ".data-*")
+  if not tf.io.gfile.exists(prefix + ".index"):
     return f"{name}.index is missing" if data else "none of its files exists"
   try:
     reader = tf.compat.v1.train.NewCheckpointReader(prefix)
   except (tf.errors.OpError, ValueError) as e:
     return f"{name}.index is unreadable ({errors.one_line(e)[:200]})"
-  names = {fileio.basename(path) for path in data}
+  names = {os.path.basename(path) for path in data}
   num_shards = max((int(m.group(1)) for m in map(_SHARDS.search, names) if m),
                    default=1)
   for shard in range(num_shards):
-    shard_name = f"{name}.data-{shard:05d}-of-{num_shards:05d}"
-    if shard_name not in names:
-      return f"{shard_name} is missing"
-  where = (fileio.basename(data[0]) if num_shards == 1
+    if f"{name}.data-{shard:05d}-of-{num_shards:05d}" not in names:
+      return f"{name}.data-{shard:05d}-of-{num_shards:05d} is missing"
+  where = (os.path.basename(data[0]) if num_shards == 1
            else f"the {num_shards} data files of {name}")
-  have = sum(fileio.size(path) for path in data)
+  have = sum(tf.io.gfile.stat(path).length for path in data)
   needed, exact = data_bytes(reader)
   if have < needed or not exact:
     return f"{where} has {have} of its {needed}{'' if exact else '+'} bytes"
@@ -86,7 +97,7 @@ def problem(prefix) -> Optional[str]:
 
 def step_of(prefix: str) -> Optional[int]:
   """The number after the last `-` of a prefix (`ckpt-40` -> 40), or None."""
-  match = _STEP.match(fileio.basename(prefix))
+  match = _STEP.match(os.path.basename(prefix))
   return int(match.group(2)) if match else None
 
 
@@ -96,36 +107,35 @@ def _candidates(directory: str) -> List[str]:
   state = tf.train.get_checkpoint_state(directory)
   if state is None or not state.model_checkpoint_path:
     return []
-  named = state.model_checkpoint_path
   # A state file copied from elsewhere may name absolute paths of there.
-  local = lambda p: fileio.join(directory, fileio.basename(p))
-  prefixes = {local(p) for p in state.all_model_checkpoint_paths}
-  prefixes.add(local(named))
-  match, named_step = _STEP.match(fileio.basename(named)), step_of(named)
+  local = lambda p: os.path.join(directory, os.path.basename(p))
+  named = local(state.model_checkpoint_path)
+  prefixes = {local(p) for p in state.all_model_checkpoint_paths} | {named}
+  match = _STEP.match(os.path.basename(named))
   if match:
-    for index in fileio.glob(fileio.join(directory, f"{match.group(1)}-*.index")):
-      prefix = index[:-len(".index")]
-      step = step_of(prefix)
-      if step is not None and step <= named_step:
-        prefixes.add(prefix)
-  named = local(named)
+    for index in tf.io.gfile.glob(f"{directory}/{match.group(1)}-*.index"):
+      if (step_of(index[:-6]) or -1) <= step_of(named):
+        prefixes.add(index[:-len(".index")])
   return sorted(prefixes, key=lambda p: (step_of(p) or -1, p == named),
                 reverse=True)
 
 
-def newest_intact(directory) -> Tuple[Optional[str], List[Tuple[str, str]]]:
-  """(newest intact checkpoint or None, [(newer prefix, its problem)]).
+def _state_text(directory: str) -> Optional[str]:
+  try:
+    with tf.io.gfile.GFile(os.path.join(directory, "checkpoint")) as f:
+      return f.read()
+  except tf.errors.OpError:
+    return None
 
-  Starts at the checkpoint the directory's `checkpoint` file names and goes
-  down by step; (None, []) when there is no `checkpoint` file.
-  """
-  directory = fileio.as_str(directory).rstrip("/")
+
+def newest_intact(directory) -> Tuple[Optional[str], List[Tuple[str, str]]]:
+  """(newest intact checkpoint or None, [(newer prefix, its problem)]),
+  from the checkpoint the `checkpoint` file names down by step."""
+  directory = os.fspath(directory).rstrip("/")
   # A trainer rotating its checkpoints (max_to_keep) may delete every one
-  # the state file named while they are being looked at: when the state file
-  # changed meanwhile, look again at the checkpoints it names now.
+  # the state file named while they are looked at: look again then.
   for _ in range(_LOOKS):
-    state = _state_text(directory)
-    skipped = []
+    state, skipped = _state_text(directory), []
     for prefix in _candidates(directory):
       why = problem(prefix)
       if why is None:
@@ -136,9 +146,74 @@ def newest_intact(directory) -> Tuple[Optional[str], List[Tuple[str, str]]]:
   return None, skipped
 
 
-def _state_text(directory: str) -> Optional[str]:
-  """The content of a directory's `checkpoint` state file (None: none)."""
-  try:
-    return fileio.read_text(fileio.join(directory, "checkpoint"))
-  except (OSError, tf.errors.OpError):
+def latest_checkpoint(directory,
+                      report: Optional[Callable[[str], None]] = None
+                      ) -> Optional[str]:
+  """The newest INTACT checkpoint prefix in `directory`, or None; one that
+  is not intact is passed over for the next older one, with one line saying
+  so in the log (and to `report`).
+
+  Raises:
+    CheckpointError: the `checkpoint` file names checkpoints but none is
+      intact (the message lists what is wrong with each).
+  """
+  directory = os.fspath(directory).rstrip("/")
+  if not tf.io.gfile.isdir(directory):
     return None
+  intact, skipped = newest_intact(directory)
+  if intact is None and skipped:
+    raise CheckpointError(
+        f"{directory}: no intact checkpoint (" + "; ".join(
+            f"{os.path.basename(p)}: {why}" for p, why in skipped) +
+        "). Copy the checkpoint files again from where they were written, or "
+        "point to another checkpoint.")
+  if skipped:
+    line = (f"{directory}: " + "; ".join(
+        f"{os.path.basename(p)} is not intact ({why})" for p, why in skipped) +
+            f"; using {os.path.basename(intact)}, the newest intact checkpoint.")
+    logging.warning("%s", line)
+    if report is not None:
+      report(line)
+  return intact
+
+
+def name_as_latest(directory, prefix: str) -> None:
+  """Makes the `checkpoint` file of `directory` name `prefix` as its newest,
+  so that `tf.train.CheckpointManager` (which trusts the file) restores it
+  and keeps counting from it; the broken ones are dropped from the list."""
+  directory = os.fspath(directory).rstrip("/")
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None or state.model_checkpoint_path == prefix:
+    return
+  timestamps = (list(state.all_model_checkpoint_timestamps)
+                or [None] * len(state.all_model_checkpoint_paths))
+  kept = [(p, t) for p, t in zip(state.all_model_checkpoint_paths, timestamps)
+          if (step_of(p) or 0) < (step_of(prefix) or 0) and problem(p) is None]
+  timestamps = ([t for _, t in kept] + [time.time()]
+                if all(t is not None for _, t in kept) else None)
+  # What CheckpointManager itself writes the file with.
+  tf.__internal__.train.update_checkpoint_state(
+      directory, prefix, all_model_checkpoint_paths=[p for p, _ in kept] + [
+          prefix], save_relative_paths=True,
+      all_model_checkpoint_timestamps=timestamps,
+      last_preserved_timestamp=state.last_preserved_timestamp or None)
+
+
+def wait_for_writes(checkpoint: tf.train.Checkpoint) -> None:
+  """Returns once every write of `checkpoint` started so far (asynchronous
+  ones too) is complete; raises a failed one's error, which
+  `Checkpoint.sync` alone keeps until the next save."""
+  checkpoint.sync()
+  helper = getattr(checkpoint, "_async_checkpointer_impl", None)
+  if helper is not None:  # exists once a write was asynchronous
+    helper._check_async_thread_error()  # pylint: disable=protected-access
+
+
+def remove_temporaries(directories) -> List[str]:
+  """Removes the `ckpt-N_temp` folders a failed or killed save left in
+  `directories` (no reader uses them); returns what was removed."""
+  removed = [stale for directory in directories
+             for stale in tf.io.gfile.glob(f"{directory}/ckpt-*_temp")]
+  for stale in removed:
+    tf.io.gfile.rmtree(stale)
+  return removed

@@ -11,7 +11,8 @@ SentencePiece model. A checkpoint is used only when intact
 (`checkpoint_integrity`): a directory falls back to its newest intact
 checkpoint with one line saying so; a prefix the user named is refused,
 naming what is wrong. Builds on `tf.train.CheckpointManager` and its
-`checkpoint` state file, through `rembert_tf.common.fileio` (gs:// works).
+`checkpoint` state file (`checkpoint_integrity`, which holds the names and
+what the trainers need), through `rembert_tf.common.fileio` (gs:// works).
 
 Example:
 <!-- snippet: not run: needs a checkpoint directory (a pre-training run or a converted checkpoint) -->
@@ -25,31 +26,56 @@ source.sp_model             # ".../sentencepiece.model" or None
 import dataclasses
 import os
 import sys
-import time
 from typing import Callable, Optional, Union
 
 from absl import logging
 import tensorflow as tf
 
-from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.checkpoints import checkpoint_integrity
+# The names of the directory, and what the trainers need of it too, are
+# checkpoint_integrity's (the lower module): the layout's public names.
+from rembert_tf.checkpoints.checkpoint_integrity import (  # noqa: F401
+    ENCODER_SUBDIR, MODEL_CONFIG_FILE, PRETRAINER_SUBDIR, SAVED_MODEL_FILE,
+    SENTENCEPIECE_FILE, SENTENCEPIECE_SHA256_FILE, CheckpointError,
+    name_as_latest, remove_temporaries, wait_for_writes)
 from rembert_tf.modeling import rembert_config
 
-MODEL_CONFIG_FILE = "model_config.yaml"
-ENCODER_SUBDIR = "encoder"
-PRETRAINER_SUBDIR = "pretrainer"
-SENTENCEPIECE_FILE = "sentencepiece.model"
-# A pre-training run's record of its records' SentencePiece model by content
-# (its sha256, one line), kept also when the model file itself was not found.
-SENTENCEPIECE_SHA256_FILE = "sentencepiece.sha256"
-SAVED_MODEL_FILE = "saved_model.pb"
-
 ModelConfigLike = Union[None, str, os.PathLike, rembert_config.RemBertConfig]
+# Fallback lines not shown yet, by the prefix used instead: shown when that
+# checkpoint is read (`announce_fallback`), so a command that resolves a
+# directory several times, or needs one of its parts, says it once.
+_PENDING_FALLBACKS = {}
+_SHOWN_FALLBACKS = set()
 
 
-class CheckpointError(errors.RemBertError, ValueError):
-  """A checkpoint source is missing a part or does not match the model."""
+def _say(line: str) -> None:
+  print(line, file=sys.stderr, flush=True)
+
+
+def latest_checkpoint(directory, report: Optional[Callable[[str], None]] = None
+                      ) -> Optional[str]:
+  """`checkpoint_integrity.latest_checkpoint`, its fallback line given to
+  `report`, or else shown on stderr when the checkpoint used is read
+  (`announce_fallback`)."""
+  lines = []
+  intact = checkpoint_integrity.latest_checkpoint(directory, lines.append)
+  for line in lines:
+    if report is not None:
+      _SHOWN_FALLBACKS.add(line)
+      report(line)
+    elif line not in _SHOWN_FALLBACKS:
+      _PENDING_FALLBACKS[intact] = line
+  return intact
+
+
+def announce_fallback(prefix: str, report: Callable[[str], None] = _say
+                      ) -> None:
+  """Shows, once, the line of a fallback to `prefix` (if there was one)."""
+  line = _PENDING_FALLBACKS.pop(prefix, None)
+  if line is not None:
+    _SHOWN_FALLBACKS.add(line)
+    report(line)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,95 +98,6 @@ class CheckpointSource:
   pretrainer_checkpoint: Optional[str]
   model_config: Optional[str]
   sp_model: Optional[str]
-
-
-# Fallback lines not yet shown, by the prefix used instead: shown when that
-# checkpoint is read (`announce_fallback`), so a command that resolves a
-# directory several times, or only needs one of its parts, says it once.
-_PENDING_FALLBACKS = {}
-_SHOWN_FALLBACKS = set()
-
-
-def _say(line: str) -> None:
-  print(line, file=sys.stderr, flush=True)
-
-
-def latest_checkpoint(directory, report: Optional[Callable[[str], None]] = None
-                      ) -> Optional[str]:
-  """The newest INTACT checkpoint prefix in `directory`, or None.
-
-  Starts at the checkpoint the directory's `checkpoint` file names; one
-  whose files are missing or cut short (`checkpoint_integrity.problem`) is
-  passed over for the next older one, with one line saying so: given to
-  `report` now, or else printed on stderr when the checkpoint used is read
-  (`announce_fallback`).
-
-  Raises:
-    CheckpointError: the `checkpoint` file names checkpoints but none is
-      intact (the message lists what is wrong with each).
-  """
-  directory = fileio.as_str(directory).rstrip("/")
-  if not fileio.isdir(directory):
-    return None
-  intact, skipped = checkpoint_integrity.newest_intact(directory)
-  if intact is None and skipped:
-    raise CheckpointError(
-        f"{directory}: no intact checkpoint (" + "; ".join(
-            f"{fileio.basename(p)}: {why}" for p, why in skipped) +
-        "). Copy the checkpoint files again from where they were written, or "
-        "point to another checkpoint.")
-  if skipped:
-    line = (f"{directory}: " + "; ".join(
-        f"{fileio.basename(p)} is not intact ({why})" for p, why in skipped) +
-            f"; using {fileio.basename(intact)}, the newest intact checkpoint.")
-    if report is not None:
-      _show(line, report)
-    elif line not in _SHOWN_FALLBACKS:
-      _PENDING_FALLBACKS[intact] = line
-  return intact
-
-
-def announce_fallback(prefix: str, report: Callable[[str], None] = _say
-                      ) -> None:
-  """Shows, once, the line of a fallback to `prefix` (if there was one)."""
-  line = _PENDING_FALLBACKS.pop(prefix, None)
-  if line is not None:
-    _show(line, report)
-
-
-def _show(line: str, report: Callable[[str], None]) -> None:
-  _SHOWN_FALLBACKS.add(line)
-  logging.warning("%s", line)
-  report(line)
-
-
-def name_as_latest(directory, prefix: str) -> None:
-  """Makes the `checkpoint` file of `directory` name `prefix` as its newest.
-
-  After `latest_checkpoint` passed over broken checkpoints, so that
-  `tf.train.CheckpointManager` (which trusts the file) restores `prefix` and
-  keeps counting from it; the broken ones are dropped from the list (their
-  files stay until a save of the same step replaces them).
-  """
-  directory = fileio.as_str(directory).rstrip("/")
-  state = tf.train.get_checkpoint_state(directory)
-  if state is None or state.model_checkpoint_path == prefix:
-    return
-  step = checkpoint_integrity.step_of(prefix)
-  kept = [(p, t) for p, t in zip(
-      state.all_model_checkpoint_paths,
-      list(state.all_model_checkpoint_timestamps) or
-      [None] * len(state.all_model_checkpoint_paths))
-          if (checkpoint_integrity.step_of(p) or 0) < (step or 0)
-          and checkpoint_integrity.problem(p) is None]
-  paths = [p for p, _ in kept] + [prefix]
-  timestamps = ([t for _, t in kept] + [time.time()]
-                if all(t is not None for _, t in kept) else None)
-  # What CheckpointManager itself writes the file with.
-  tf.__internal__.train.update_checkpoint_state(
-      directory, prefix, all_model_checkpoint_paths=paths,
-      save_relative_paths=True, all_model_checkpoint_timestamps=timestamps,
-      last_preserved_timestamp=state.last_preserved_timestamp or None)
 
 
 def encoder_checkpoint_path(directory) -> str:
@@ -281,26 +218,6 @@ def read_model_config(path) -> rembert_config.RemBertConfig:
 
 
 # === writing ===
-def wait_for_writes(checkpoint: tf.train.Checkpoint) -> None:
-  """Returns once every write of `checkpoint` started so far (asynchronous
-  ones too) is complete; raises a failed one's error, which
-  `Checkpoint.sync` alone keeps until the next save."""
-  checkpoint.sync()
-  helper = getattr(checkpoint, "_async_checkpointer_impl", None)
-  if helper is not None:  # exists once a write was asynchronous
-    helper._check_async_thread_error()  # pylint: disable=protected-access
-
-
-def remove_temporaries(directories) -> list:
-  """Removes the `ckpt-N_temp` folders a failed or killed save left in
-  `directories` (no reader uses them); returns what was removed."""
-  removed = [stale for directory in directories
-             for stale in fileio.glob(fileio.join(directory, "ckpt-*_temp"))]
-  for stale in removed:
-    fileio.rmtree(stale)
-  return removed
-
-
 def write_encoder_checkpoint(encoder, directory, step: int = 0,
                              max_to_keep: int = 3) -> str:
   """Saves `encoder` as DIR/encoder/ckpt-<step> with a CheckpointManager.
@@ -339,45 +256,3 @@ def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
   write_encoder_checkpoint(encoder, directory, step=step)
   if pretrainer is not None:
     write_pretrainer_checkpoint(pretrainer, directory, step=step)
-
-
-class EncoderExportWriter:
-  """Writes `DIR/encoder/ckpt-N` beside a training run's full checkpoints:
-  every `every_n_saves`-th call of `save` and each call marked `final`, with
-  `options` (e.g. asynchronous writes) unless a call gives its own.
-
-  One Checkpoint and CheckpointManager serve every save: a new Checkpoint
-  would create a new `save_counter` variable, a collective under
-  MultiWorkerMirroredStrategy that every worker must join in the same order.
-  Every worker builds this writer and saves at the same steps (workers other
-  than the chief into a temporary directory).
-  """
-
-  def __init__(self, encoder, directory, max_to_keep: int = 3,
-               every_n_saves: int = 1,
-               options: Optional[tf.train.CheckpointOptions] = None):
-    if every_n_saves < 1:
-      raise CheckpointError(
-          f"encoder export interval {every_n_saves}: must be >= 1 (1 exports "
-          "at every checkpoint).")
-    self.directory = f"{str(directory).rstrip('/')}/{ENCODER_SUBDIR}"
-    self.checkpoint = tf.train.Checkpoint(encoder=encoder)
-    self.manager = tf.train.CheckpointManager(
-        self.checkpoint, directory=self.directory, max_to_keep=max_to_keep)
-    self.every_n_saves = every_n_saves
-    self.options = options
-    self._calls = 0
-
-  def save(self, step: int, final: bool = False,
-           options: Optional[tf.train.CheckpointOptions] = None
-           ) -> Optional[str]:
-    """Exports at `step` when due; returns the prefix written, else None.
-    `options` replace the writer's for this save."""
-    self._calls += 1
-    if not final and self._calls % self.every_n_saves:
-      return None
-    latest = self.manager.latest_checkpoint
-    if latest is not None and latest.endswith(f"ckpt-{step}"):
-      return latest
-    return self.manager.save(checkpoint_number=step, options=(
-        self.options if options is None else options))

@@ -1,16 +1,12 @@
-"""The flags `rembert-train` and `rembert-finetune` share, defined once
-(their names come from `rembert_tf.runtime.choices`, which imports no
-TensorFlow: `--help` answers at once).
+"""The flags `rembert-train` and `rembert-finetune` share, defined once (absl
+allows one definition of a name per process, and the ablation suite loads
+both trainers), with names from `rembert_tf.runtime.choices`: no TensorFlow,
+`--help` answers at once.
 
-absl keeps one flag registry per process, and a flag name can be defined only
-once in it: when the train and fine-tune command modules each defined
-`--strategy`, they could not both be imported into one process (the test
-suite; the ablation suite, which pre-trains and fine-tunes in-process).
-
-An experiment config (Model Garden's `runtime` section) holds the same three
-settings; `experiment_runtime` decides between a flag and its field as Model
-Garden's train.py users expect: the field holds unless the flag is given, and
-a flag that overrides a different field value says so in one note.
+--strategy, --tpu and --mixed_precision stand for fields of an experiment's
+`runtime` section (`EXPERIMENT_FIELDS`); `experiment_runtime` decides as
+Model Garden's train.py users expect: the field holds unless the flag is
+given, and a flag that overrides another value says so in one note.
 """
 from typing import Dict, List, Optional, Tuple
 
@@ -21,7 +17,6 @@ from rembert_tf.common import errors
 from rembert_tf.runtime import choices
 
 FLAGS = flags.FLAGS
-# A runtime flag -> the field of an experiment's `runtime` it stands for.
 EXPERIMENT_FIELDS = {"strategy": "distribution_strategy", "tpu": "tpu",
                      "mixed_precision": "mixed_precision_dtype"}
 
@@ -49,46 +44,35 @@ flags.DEFINE_bool(
     "of an error.")
 
 
-def _field_as_flag_value(flag: str, value) -> Optional[str]:
+def _as_flag_value(flag: str, value) -> Optional[str]:
   """The flag value an experiment's runtime field means (None: not set)."""
-  if value in (None, ""):
-    return None
-  if flag == "strategy":
-    ours = choices.strategy_name(value)
-    if ours not in choices.STRATEGIES:
-      raise errors.UsageError(
-          f"runtime.distribution_strategy {value!r}: expected one of "
-          f"{', '.join(choices.STRATEGIES)} (Model Garden's 'off' is "
-          "'default'); change the experiment YAML or give --strategy.")
-    return ours
+  if value in (None, "") or flag == "tpu":
+    return value or None
   if flag == "mixed_precision":
-    from rembert_tf.runtime import process_settings  # pylint: disable=g-import-not-at-top
-    try:
-      return process_settings.keras_policy(value)  # bfloat16: mixed_bfloat16
-    except process_settings.PrecisionError:
-      return value  # float16: the task refuses it with its own line
-  return value
+    return "mixed_bfloat16" if value == "bfloat16" else value
+  if choices.strategy_name(value) not in choices.STRATEGIES:
+    raise errors.UsageError(
+        f"runtime.distribution_strategy {value!r}: expected one of "
+        f"{', '.join(choices.STRATEGIES)} (Model Garden's 'off' is "
+        "'default'); change the experiment YAML or give --strategy.")
+  return choices.strategy_name(value)
 
 
 def experiment_runtime(runtime) -> Tuple[Dict[str, Optional[str]], List[str]]:
   """--strategy, --tpu and --mixed_precision for a run of an experiment whose
   `runtime` section (Model Garden's `RuntimeConfig`) is `runtime`, and one
-  note per flag given that overrides a different value of its field.
-
-  A flag left out takes its field's value when the experiment sets one
-  (--mixed_precision: None, the runner then keeps the field), else its own
-  default. Imports TensorFlow: call it inside a command's `main`.
-  """
+  note per flag given that overrides a different value of its field. A flag
+  left out takes its field's value when set (--mixed_precision: None, the
+  runner then keeps the field), else its own default."""
   chosen, notes = {}, []
   for flag, field in EXPERIMENT_FIELDS.items():
     written = getattr(runtime, field)
-    from_experiment = _field_as_flag_value(flag, written)
-    if not FLAGS[flag].present:
-      keep_field = flag != "mixed_precision" and from_experiment is not None
-      chosen[flag] = from_experiment if keep_field else FLAGS[flag].value
-      continue
+    from_experiment = _as_flag_value(flag, written)
     chosen[flag] = FLAGS[flag].value
-    if from_experiment is not None and from_experiment != FLAGS[flag].value:
+    if not FLAGS[flag].present:
+      if flag != "mixed_precision" and from_experiment is not None:
+        chosen[flag] = from_experiment
+    elif from_experiment not in (None, FLAGS[flag].value):
       notes.append(f"--{flag} {FLAGS[flag].value} overrides the experiment's "
                    f"runtime.{field}: {written}")
   return chosen, notes

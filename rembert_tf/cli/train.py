@@ -1,35 +1,23 @@
 r"""The pre-training command: `rembert-train` (or `python -m rembert_tf.train`).
 
-A thin absl front end over `rembert_tf.pretraining.runner.run` (Model Garden's
-`official.core.train_lib` / orbit underneath, like Model Garden's
-`official/nlp/train.py`).
-
-Example (CPU, the tiny demo experiment on records made by the data tools):
+A thin absl front end over `rembert_tf.pretraining.runner.run` (Model
+Garden's `official.core.train_lib` and orbit, like Model Garden's
+`official/nlp/train.py`), with its flags --experiment, --config_file
+(repeated: YAMLs layered in order; --config is an older name),
+--params_override, --mode, --model_dir and --tpu. --strategy, --tpu and
+--mixed_precision override the experiment's runtime fields (a note says so).
 
   rembert-train --config_file configs/experiments/pretrain_tiny_demo.yaml \
     --params_override "task.train_data.input_path=/tmp/records/train/*.tfrecord,task.validation_data.input_path=/tmp/records/eval/*.tfrecord" \
     --model_dir /tmp/pretrain_tiny --mode train_and_eval --strategy one_device
 
-The flags --experiment, --config_file (repeat it to layer YAMLs),
---params_override, --mode, --model_dir and --tpu are Model Garden's
-(`official.common.flags`); --config is an older name of --config_file.
---strategy, --tpu and --mixed_precision override the experiment's
-runtime.distribution_strategy, runtime.tpu and runtime.mixed_precision_dtype
-(a note names both when they differ); left out, the experiment's fields hold.
-
-`--mode continuous_eval` is the evaluator job beside a trainer: it evaluates
-each new checkpoint of the trainer's --model_dir as it appears (summaries in
-MODEL_DIR/validation/, no checkpoint written) and exits 0 after the one at
-trainer.train_steps (trainer.continuous_eval_timeout, 60 seconds, later).
-
-Run the same command again to resume from the newest checkpoint in
---model_dir (any TensorFlow filesystem: a local path, gs://...); run again
-after the end, it says the job is complete and writes nothing. Exit codes:
-0 done, 1 error (one line on stderr naming the file / field and the fix; a
-lost worker of a multi-worker job is named), 42 preempted (SIGTERM;
-checkpoint saved at the step reached, run again to resume), 3 non-finite
-loss (last good checkpoint kept). The full log ends in MODEL_DIR/logs/ on
-every exit once the run got past its checks (one file per worker process).
+The same command resumes from the newest checkpoint in --model_dir (any
+TensorFlow filesystem); after the end it says the job is complete and writes
+nothing. `--mode continuous_eval` evaluates each new checkpoint of a live
+trainer's --model_dir. Exit codes: 0 done, 1 error (one line naming the cause
+and the fix), 3 non-finite loss (the last good checkpoint kept), 42
+preempted (SIGTERM: the step reached is saved). The full log ends in
+MODEL_DIR/logs/ once the run got past its checks (one per worker process).
 """
 import os
 import sys
@@ -58,46 +46,45 @@ def main(argv):
   del argv
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
-  from rembert_tf.pretraining import pretraining_errors  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
   command.set_log_label("evaluator" if FLAGS.mode == "continuous_eval"
                         else strategies.process_label())
+  config = experiments.load_experiment_config(
+      FLAGS.config_file, FLAGS.params_override,
+      experiment=FLAGS.experiment or experiments.EXPERIMENT_NAME)
+  runtime, notes = runtime_flags.experiment_runtime(config.runtime)
+  for note in notes:
+    _say(f"{PROG}: note: {note}.")
   try:
-    config = experiments.load_experiment_config(
-        FLAGS.config_file, FLAGS.params_override,
-        experiment=FLAGS.experiment or experiments.EXPERIMENT_NAME)
-    runtime, notes = runtime_flags.experiment_runtime(config.runtime)
-    for note in notes:
-      _say(f"{PROG}: note: {note}.")
     metrics = runner.run(
-        config, FLAGS.model_dir, mode=FLAGS.mode or "train", strategy=runtime["strategy"],
-        tpu=runtime["tpu"], mixed_precision=runtime["mixed_precision"],
+        config, FLAGS.model_dir, mode=FLAGS.mode or "train",
+        strategy=runtime["strategy"], tpu=runtime["tpu"],
+        mixed_precision=runtime["mixed_precision"],
         deterministic=FLAGS.deterministic, seed=FLAGS.seed,
         allow_sentencepiece_mismatch=FLAGS.allow_sentencepiece_mismatch,
         print_fn=_say)
-  except pretraining_errors.TrainingPreempted as e:
-    print(f"{PROG}: {e}", file=sys.stderr, flush=True)
-    logging.info("%s: %s", PROG, e)
-    sys.exit(errors.EXIT_PREEMPTED)
-  except pretraining_errors.NonFiniteLossError as e:
+  except preemption.TrainingPreempted as e:
+    _say(f"{PROG}: {e}", sys.stderr)
+    sys.exit(e.exit_code)
+  except runner.NonFiniteLossError as e:
     errors.report(PROG, e)
-    sys.exit(errors.EXIT_NON_FINITE_LOSS)
-  summary = " | ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                       for k, v in metrics.items())
-  _say(f"{PROG}: done: {summary}")
+    sys.exit(e.exit_code)
+  _say(f"{PROG}: done: " + " | ".join(
+      f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+      for k, v in metrics.items()))
 
 
-def _say(line: str) -> None:
+def _say(line: str, stream=None) -> None:
   """A console line, also in the log (which holds everything the run said)."""
-  print(line, flush=True)
+  print(line, file=stream or sys.stdout, flush=True)
   logging.info(line)
 
 
 def _log_kept(exit_code: int, model_dir: str) -> bool:
-  """Done, preempted and a non-finite loss keep the log; an error once the
-  run got past its checks (model_dir holds the run): a refused start writes
-  nothing into model_dir."""
+  """Done, preempted and a non-finite loss keep the log, an error once the
+  run got past its checks: a refused start writes nothing into model_dir."""
   if exit_code in (errors.EXIT_OK, errors.EXIT_NON_FINITE_LOSS,
                    errors.EXIT_PREEMPTED):
     return True
@@ -108,10 +95,8 @@ def _log_kept(exit_code: int, model_dir: str) -> bool:
 
 
 def run():
-  """Console-script entry point; the log ends in MODEL_DIR/logs/ (done,
-  preempted, non-finite loss, and an error once model_dir holds the run).
-  The process ends without the interpreter's teardown once the log is
-  written: every checkpoint is complete by then."""
+  """Console-script entry point. The process ends without the interpreter's
+  teardown once the log is written: every checkpoint is complete by then."""
   FLAGS.set_default("experiment", "rembert_pretraining")
   FLAGS.set_default("mode", "train")
   command.run(main, __doc__, PROG, output_dir_flag="model_dir",

@@ -32,7 +32,6 @@ from official.core import train_lib
 from official.core import train_utils
 import tensorflow as tf
 
-from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.evaluation import xtreme_scorer
@@ -44,7 +43,6 @@ from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
-from rembert_tf.runtime import stop_checks
 
 RUN_RESULT_FILE = "run.json"
 RUN_CONFIG_FILE = "run_config.json"
@@ -297,21 +295,19 @@ def train_run(params: cfg.ExperimentConfig, run_dir: str, restore_encoder,
     trainer = train_utils.create_trainer(params, task, train=True,
                                          evaluate=False)
   steps_per_loop = params.trainer.steps_per_loop
-  printer = orbit_loop.ProgressPrinter(
-      trainer.global_step, params.trainer.train_steps, progress,
-      prefix=f"[finetune] {label}: ", batch_size=params.task.train_data.global_batch_size,
-      steps_per_loop=steps_per_loop)
   saves = orbit_loop.Checkpoints(params.trainer.checkpoint_interval)
   stops = preemption.stop_actions(
       strategy, stop, lambda: saves.save(final=True), trainer.global_step)
   loop_steps = orbit_loop.LoopSteps(
-      steps_per_loop, params.trainer.checkpoint_interval,
-      stop_checks.StopCheckSchedule(
-          agree=stop_checks.agree_across_workers(strategy)))
+      steps_per_loop, params.trainer.checkpoint_interval, strategy)
   # OrbitExperimentRunner is what train_lib.run_experiment drives; called
   # directly, the run skips run_experiment's FLOP count (a graph profile).
   # Its checkpoint manager gets no interval: the saves are `saves`'.
-  with console.orbit_logs_to_file():
+  with orbit_loop.orbit_prints_to_log(progress) as say:
+    printer = orbit_loop.ProgressPrinter(
+        trainer.global_step, params.trainer.train_steps, say,
+        prefix=f"[finetune] {label}: ", batch_size=params.task.train_data.global_batch_size,
+        steps_per_loop=steps_per_loop)
     runner = train_lib.OrbitExperimentRunner(
         distribution_strategy=strategy, task=task, mode="train",
         params=params.replace(trainer={"checkpoint_interval": 0}),

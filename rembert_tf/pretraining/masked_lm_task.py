@@ -1,22 +1,15 @@
 """The decoupled masked-LM pre-training Task (Model Garden `official.core`).
 
-Builds on Model Garden's `official.nlp.tasks.masked_lm.MaskedLMTask` (same
-feature names, metric names `masked_lm_accuracy` / `lm_example_loss`, and the
-`base_task.Task` interface that `official.core.train_lib` / orbit drive), with
-three changes that pre-training RemBERT under `tf.distribute` needs:
-
-* the model is `rembert_pretrainer.build_pretrainer(task.model)`: the
-  decoupled encoder plus its output side (own output embedding, optional extra
-  output layers), configured by a `RemBertConfig` (`configs/models/*.yaml`);
-* the loss is the MLM cross-entropy averaged over the *global* batch's real
-  (weighted) predictions: each replica divides its weighted sum by the
-  all-reduced weight total, so the summed per-replica gradients equal the
-  single-device gradient of the whole batch (Model Garden's task averages per
-  replica). Logits are cast to float32 before the softmax (mixed_bfloat16);
-* forward and backward run in one `tf.function(jit_compile=True)` (XLA on
-  CPU/GPU, as TPU always does); the gradient all-reduce, global-norm clipping
-  (after the all-reduce, so clipping sees the global gradient) and the
-  optimizer update follow in the replica function.
+Like Model Garden's `official.nlp.tasks.masked_lm.MaskedLMTask` (its feature
+and metric names), with what pre-training RemBERT under `tf.distribute`
+needs: the model is `rembert_pretrainer.build_pretrainer(task.model)`; the
+loss averages over the *global* batch's real predictions (each replica
+divides by the all-reduced weight total, so the summed gradients are the
+whole batch's), softmax in float32; forward and backward run in one
+`tf.function(jit_compile=True)`, then the all-reduce, global-norm clipping
+of the all-reduced gradient and the update. `input_path: synthetic` gives
+deterministic batches of the records' shapes with a learnable signal (for
+the step benchmark and smoke tests).
 
 Example:
 ```python
@@ -31,7 +24,9 @@ dataset = task.build_inputs(config.task.train_data)
 ```
 """
 import dataclasses
+import os
 import re
+import sys
 from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
@@ -40,20 +35,20 @@ from official.core import base_task
 from official.core import config_definitions as cfg
 from official.core import task_factory
 
-from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.common import errors
+from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
-from rembert_tf.pretraining import synthetic_data
-
-from rembert_tf.data import pretraining_input_pipeline
 
 PretrainDataConfig = pretraining_input_pipeline.RemBertPretrainDataConfig
 
 # Feature names the model consumes; the rest are labels.
 MODEL_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids",
                     "masked_lm_positions")
+SYNTHETIC_INPUT_PATH = "synthetic"
+_MASK_ID = 4  # ids 0..4 are <pad> <unk> [CLS] [SEP] [MASK]
 
 
 @dataclasses.dataclass
@@ -61,27 +56,16 @@ class RemBertPretrainTaskConfig(cfg.TaskConfig):
   """Decoupled MLM pre-training.
 
   Attributes:
-    model: The RemBertConfig (see configs/models/). When `model_preset` names a
-      preset, the preset is loaded first and the fields given under `model:`
-      in the YAML / overrides replace the preset's values.
-    model_preset: A preset name under configs/models/ (`tiny`, `rembert`,
-      `decoupled_in128`, ...) or a path to a model YAML; empty: `model` only.
-    train_data / validation_data: The input pipelines (RemBertPretrainDataConfig;
-      `input_path: synthetic` gives deterministic random batches, for benches
-      and smoke tests).
-    jit_compile: Compile forward + backward with XLA (`jit_compile=True`).
-    replay_data_on_resume: On resume, skip the batches already consumed so a
-      resumed run sees the same data as an uninterrupted one (the input
-      pipeline must then be deterministic: fixed shuffle seed). Skipping
-      replays the input pipeline, which costs input time on very long runs;
-      set False there (the TPU setting): the resumed stream is then shuffled
-      with a seed derived from the global step (`resumed_stream_seed`), so it
-      does not start again with the batches already trained on.
-    init_checkpoint: Start a new run (no checkpoint in model_dir yet) from a
-      rembert_tf checkpoint directory: `DIR/pretrainer/ckpt-N` (encoder and
-      output side) or else `DIR/encoder/ckpt-N` (encoder only; the output side
-      starts fresh), or a checkpoint prefix of either. Optimizer and step
-      start fresh. A resume from model_dir ignores it.
+    model: The RemBertConfig, read over `model_preset` (a preset of
+      configs/models/ or a model YAML path) when one is named.
+    jit_compile: Compile forward + backward with XLA.
+    replay_data_on_resume: On resume, skip the batches already consumed (a
+      deterministic pipeline then sees what an uninterrupted run sees); False
+      (the TPU setting: replaying costs input time) reshuffles the stream
+      with a seed of the step instead (`resumed_stream_seed`).
+    init_checkpoint: A new run starts from a checkpoint directory's
+      `pretrainer/ckpt-N` (encoder and output side) or `encoder/ckpt-N`, or
+      a prefix of either; optimizer and step start fresh.
   """
   model: rembert_config.RemBertConfig = dataclasses.field(
       default_factory=rembert_config.RemBertConfig)
@@ -95,68 +79,136 @@ class RemBertPretrainTaskConfig(cfg.TaskConfig):
 
 
 def resumed_stream_seed(base_seed: Optional[int], global_step: int) -> int:
-  """The training stream's shuffle seed after a resume without replay.
-
-  Derived from the configured seed and the step the run resumed at: every
-  host computes the same value (so multi-host file sharding stays
-  consistent), and each resume gets a stream other than the one already seen.
-  """
+  """The training stream's shuffle seed after a resume without replay: the
+  same on every host (their file shards stay disjoint), another stream for
+  each resume."""
   base = 0 if base_seed is None else int(base_seed)
   return (base * 1_000_003 + int(global_step)) % (2**31 - 1)
 
 
 def restore_init_checkpoint(pretrainer, source: str) -> str:
-  """Restores `task.init_checkpoint` into a new run's pretrainer with
-  `tf.train.Checkpoint.read`; returns the checkpoint prefix read.
-
-  Encoder and output side when the source holds both (key `model`: a
-  `pretrainer/ckpt-N`, a pre-training `ckpt-N`), else the encoder alone (key
-  `encoder`; the output side keeps its fresh initialisation). Optimizer and
-  step are never read.
-  """
+  """Reads `task.init_checkpoint` into a new run's pretrainer: encoder and
+  output side when the source holds both (key `model`: `pretrainer/ckpt-N`,
+  a pre-training `ckpt-N`), else the encoder alone (key `encoder`). Returns
+  the checkpoint prefix read (a directory's newest intact one)."""
   try:
-    prefix, items = _init_checkpoint_items(
-        pretrainer, checkpoint_layout.resolve(source))
-    checkpoint_layout.announce_fallback(prefix)
+    prefix, items = _init_checkpoint_items(pretrainer, str(source).rstrip("/"))
     try:
       tf.train.Checkpoint(**items).read(
           prefix).expect_partial().assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
       missing = re.findall(r"<tf\.Variable '([^']+)'", str(e))
-      raise checkpoint_layout.CheckpointError(
+      raise checkpoint_integrity.CheckpointError(
           f"{prefix}: its `{next(iter(items))}` does not match the model "
           "config (" + (f"not in the checkpoint: {', '.join(missing)}"
                         if missing else errors.one_line(e)[:300]) +
           "). Use the model config the checkpoint was written with.") from None
-  except checkpoint_layout.CheckpointError as e:
-    raise checkpoint_layout.CheckpointError(
+  except checkpoint_integrity.CheckpointError as e:
+    raise checkpoint_integrity.CheckpointError(
         f"task.init_checkpoint: {e}") from None
   return prefix
 
 
-def _init_checkpoint_items(pretrainer, resolved):
+def _init_checkpoint_items(pretrainer, source: str):
   """(prefix, {checkpoint key: object}) to read: the pretrainer under `model`
-  when the source has its MLM head, else the encoder under `encoder`."""
-  def roots(prefix):
+  when a checkpoint of the source has its MLM head, else the encoder (a
+  fallback past a broken checkpoint of the one read is said on stderr)."""
+  fallbacks = {}
+  if tf.io.gfile.exists(source + ".index"):
+    why = checkpoint_integrity.problem(source)
+    if why:
+      raise checkpoint_integrity.CheckpointError(
+          f"{source}: the checkpoint is not intact ({why}); copy it again "
+          "from where it was written.")
+    fallbacks[source] = []
+  elif tf.io.gfile.isdir(source):
+    for folder in (checkpoint_integrity.PRETRAINER_SUBDIR, "",
+                   checkpoint_integrity.ENCODER_SUBDIR):
+      lines = []
+      fallbacks[checkpoint_integrity.latest_checkpoint(
+          os.path.join(source, folder), lines.append)] = lines
+  else:
+    raise checkpoint_integrity.CheckpointError(
+        f"checkpoint {source} does not exist (neither a directory nor a "
+        "checkpoint prefix with a .index file).")
+  for prefix in filter(None, fallbacks):
     try:
-      return {key.split("/")[0] + "/" + key.split("/")[1] for key in
-              tf.compat.v1.train.NewCheckpointReader(
-                  prefix).get_variable_to_shape_map() if "/" in key}
+      roots = {"/".join(key.split("/")[:2]) for key in
+               tf.compat.v1.train.NewCheckpointReader(
+                   prefix).get_variable_to_shape_map()}
     except (ValueError, tf.errors.OpError) as e:
-      raise checkpoint_layout.CheckpointError(
+      raise checkpoint_integrity.CheckpointError(
           f"{prefix}: not a readable checkpoint ({errors.one_line(e)[:200]})."
       ) from None
+    items = (dict(model=pretrainer) if "model/masked_lm" in roots else
+             dict(encoder=pretrainer.encoder)
+             if any(root.startswith("encoder/") for root in roots) else None)
+    if items:
+      for line in fallbacks[prefix]:
+        print(line, file=sys.stderr, flush=True)
+      return prefix, items
+  raise checkpoint_integrity.CheckpointError(
+      f"{source}: holds neither a pretrainer (key `model`, with its MLM "
+      "head) nor an encoder (key `encoder`). Start from a pre-training "
+      "model_dir or a converted checkpoint directory.")
 
-  pretrainer_prefix = resolved.pretrainer_checkpoint
-  if pretrainer_prefix and "model/masked_lm" in roots(pretrainer_prefix):
-    return pretrainer_prefix, dict(model=pretrainer)
-  prefix = resolved.encoder_checkpoint
-  if not any(root.startswith("encoder/") for root in roots(prefix)):
-    raise checkpoint_layout.CheckpointError(
-        f"{prefix}: holds neither a pretrainer (key `model`, with its MLM "
-        "head) nor an encoder (key `encoder`). Start from a pre-training "
-        "model_dir or a converted checkpoint directory.")
-  return prefix, dict(encoder=pretrainer.encoder)
+
+def synthetic_example(index, seq_length: int, max_predictions: int,
+                      vocab_size: int, seed: int):
+  """One example: [CLS] w... [SEP] <pad>..., P masked positions whose target
+  is the unmasked token; tokens of a small per-sequence "topic" vocabulary
+  (Zipf-like ids) make the task learnable."""
+  key = tf.stack([tf.constant(seed, tf.int32), tf.cast(index, tf.int32)])
+  length = tf.random.stateless_uniform(
+      [], key, minval=max(max_predictions + 3, seq_length // 2),
+      maxval=seq_length + 1, dtype=tf.int32)
+  topic = _MASK_ID + 1 + tf.cast(tf.floor(
+      (vocab_size - _MASK_ID - 1) * tf.random.stateless_uniform([8], key + 1)
+      ** 4), tf.int32)
+  words = tf.gather(topic, tf.random.stateless_uniform(
+      [seq_length], key + 2, minval=0, maxval=8, dtype=tf.int32))
+  position = tf.range(seq_length)
+  words = tf.where(position == 0, 2, words)               # [CLS]
+  words = tf.where(position == length - 1, 3, words)      # [SEP]
+  words = tf.where(position >= length, 0, words)          # <pad>
+  # P distinct positions among 1 .. length-2; a random number of them real.
+  scores = tf.where((position >= 1) & (position <= length - 2),
+                    tf.random.stateless_uniform([seq_length], key + 3), -1.0)
+  num_real = tf.random.stateless_uniform(
+      [], key + 4, minval=1, maxval=max_predictions + 1, dtype=tf.int32)
+  weights = tf.cast(tf.range(max_predictions) < num_real, tf.float32)
+  positions = tf.where(weights > 0,
+                       tf.math.top_k(scores, k=max_predictions).indices, 0)
+  targets = tf.where(weights > 0, tf.gather(words, positions), 0)
+  masked = tf.tensor_scatter_nd_update(
+      words, positions[:, None],
+      tf.where(weights > 0, _MASK_ID, tf.gather(words, positions)))
+  return dict(input_word_ids=masked,
+              input_mask=tf.cast(position < length, tf.int32),
+              input_type_ids=tf.zeros([seq_length], tf.int32),
+              masked_lm_positions=positions, masked_lm_ids=targets,
+              masked_lm_weights=weights)
+
+
+def synthetic_dataset(params, vocab_size: int, input_context=None,
+                      num_examples: int = 4096) -> tf.data.Dataset:
+  """Per-replica batches of synthetic examples (training data repeats)."""
+  batch_size = params.global_batch_size
+  indices = tf.data.Dataset.range(num_examples)
+  if input_context:
+    batch_size = input_context.get_per_replica_batch_size(batch_size)
+    if input_context.num_input_pipelines > 1:
+      indices = indices.shard(input_context.num_input_pipelines,
+                              input_context.input_pipeline_id)
+  if params.is_training:
+    indices = indices.repeat()
+  seed = params.seed if params.seed is not None else 1234
+  return indices.map(
+      lambda i: synthetic_example(i, params.seq_length,
+                                  params.max_predictions_per_seq, vocab_size,
+                                  seed),
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).batch(
+          batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def _to_dense(grad):
@@ -214,17 +266,17 @@ class RemBertPretrainTask(base_task.Task):
       restore_init_checkpoint(model, self.task_config.init_checkpoint)
 
   def build_inputs(self, params, input_context=None) -> tf.data.Dataset:
-    """Per-replica batches; on resume the consumed batches are skipped, or
-    (replay_data_on_resume False) the stream is reshuffled from the step.
-    The loader refuses records that do not fit the model, naming the field."""
+    """Per-replica batches, after a resume from the step reached (see
+    `replay_data_on_resume`); records that do not fit the model are refused,
+    naming the field."""
     field = ("task.validation_data" if params == self.task_config.validation_data
              else "task.train_data")
     if (params.is_training and self.initial_train_step > 0
         and not self.task_config.replay_data_on_resume):
       params = params.replace(
           seed=resumed_stream_seed(params.seed, self.initial_train_step))
-    if params.input_path == synthetic_data.SYNTHETIC_INPUT_PATH:
-      dataset = synthetic_data.synthetic_dataset(
+    if params.input_path == SYNTHETIC_INPUT_PATH:
+      dataset = synthetic_dataset(
           params, self.task_config.model.vocab_size, input_context)
     else:
       dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
@@ -244,13 +296,10 @@ class RemBertPretrainTask(base_task.Task):
   @classmethod
   def create_optimizer(cls, optimizer_config, runtime_config=None,
                        dp_config=None):
-    """Builds the Model Garden optimizer; clipping moves after the all-reduce.
-
-    The clip norm of the config (`adamw.gradient_clip_norm`, or
-    `global_clipnorm` of any optimizer) is taken out of the optimizer, which
-    would clip each replica's partial gradient, and kept as
-    `optimizer.rembert_clip_norm`; `train_step` clips the all-reduced gradient.
-    """
+    """Model Garden's optimizer, its clip norm (`adamw.gradient_clip_norm`,
+    `global_clipnorm`) taken out as `optimizer.rembert_clip_norm`: the
+    optimizer would clip each replica's partial gradient, `train_step` clips
+    the all-reduced one."""
     if dp_config is not None:
       raise ValueError("differential privacy is not supported by the RemBERT "
                        "pre-training task; remove task.differential_privacy_config.")
@@ -305,11 +354,9 @@ class RemBertPretrainTask(base_task.Task):
 
   def build_losses(self, labels, model_outputs, aux_losses=None,
                    global_weight=None) -> tf.Tensor:
-    """This replica's share of the global-batch mean MLM loss (float32).
-
-    With `global_weight` (the all-reduced sum of masked_lm_weights) the shares
-    of all replicas sum to the loss of the whole batch.
-    """
+    """This replica's share of the global-batch mean MLM loss (float32): with
+    `global_weight` (the all-reduced sum of masked_lm_weights) the shares sum
+    to the whole batch's loss."""
     cross_entropy, _, weights = mlm_statistics(
         labels, model_outputs["mlm_logits"])
     return losses.global_batch_mean(cross_entropy, weights, global_weight,
@@ -344,13 +391,9 @@ class RemBertPretrainTask(base_task.Task):
     return loss, cross_entropy, correct, weights
 
   def compute_gradients(self, inputs, model):
-    """Global-batch loss and all-reduced gradients (in a replica context).
-
-    Returns (grads, loss, per-prediction stats): `grads` (one per trainable
-    variable, None where the loss does not reach it) is the gradient of the
-    global-batch mean MLM loss, identical on every replica; `loss` is the
-    global-batch loss.
-    """
+    """(gradients of the global-batch mean MLM loss, all-reduced, None where
+    the loss does not reach a variable; that loss; per-prediction stats), in
+    a replica context."""
     weights = tf.cast(inputs["masked_lm_weights"], tf.float32)
     global_weight = _sum_over_replicas(tf.reduce_sum(weights))
     grads, loss, cross_entropy, correct, weights = self._forward_backward_fn(
@@ -396,5 +439,3 @@ class RemBertPretrainTask(base_task.Task):
                            correct=correct, weights=weights)
     return {self.loss: loss}
 
-  def inference_step(self, inputs, model: tf_keras.Model):
-    return model({k: inputs[k] for k in MODEL_INPUT_KEYS}, training=False)

@@ -1,17 +1,14 @@
-"""What both trainers hand to Model Garden's runner besides its own: the loop
-length given to orbit's `Controller`, and the train actions they share.
+"""What both trainers hand Model Garden's runner besides its own: the loop
+length given to orbit's Controller, the interval saves, the console line.
 
-`LoopSteps` is orbit's `steps_per_loop` as a callable: loops end at
-multiples of `trainer.steps_per_loop` and `checkpoint_interval`, run as
-device calls of about a second (`stop_checks`), because a SIGTERM or
-TensorFlow's preemption handler is seen only between calls (one call per
-loop of `steps_per_loop=1000` on the test machine's CPU let a SIGTERM wait 6
-to 14 minutes; with these calls the run saved and exited 42 about 2 s after
-the signal). `Checkpoints` saves at multiples of the interval through the
-runner's `tf.train.CheckpointManager`, after the actions that may stop the
-run (orbit's own interval save counts from its last save and runs after the
-actions, so an export there would hold the next loop's weights).
-`ProgressPrinter` prints one console line per loop.
+Loops end at multiples of `trainer.steps_per_loop` and of the checkpoint
+interval, cut into device calls of about a second (`LoopSteps`): a SIGTERM
+or TensorFlow's preemption handler is seen only between calls (one call per
+loop of `steps_per_loop=1000` on the test machine's CPU let a SIGTERM wait
+6 to 14 minutes; with these calls the run saved and exited 42 about 2 s
+after the signal). The saves are a train action (`Checkpoints`) on the
+runner's CheckpointManager: orbit's own interval save counts from the last
+save, so a run's first save would land on its first, one-step, call.
 
 Example:
 ```python
@@ -23,54 +20,66 @@ progress = orbit_loop.ProgressPrinter(
     accuracy_name="mlm_acc")
 progress({"training_loss": 5.21, "masked_lm_accuracy": 0.11})
 # step  40/300 | loss 5.2100 | mlm_acc 0.1100
-progress.last_logs["global_step"]   # 40
+orbit_loop.LoopSteps(steps_per_loop=1000)(0)   # 1: the first call compiles
 ```
 """
+import contextlib
+import os
+import sys
 import time
-from typing import Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, Iterator, Mapping, Optional
 
 from absl import logging
 import numpy as np
 import orbit
 import tensorflow as tf
 
-from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.common import console
-from rembert_tf.common import fileio
-from rembert_tf.runtime import stop_checks
+from rembert_tf.runtime import strategies
 
-# A log line (not the console) with the step reached, at most this often,
-# also inside a long loop of steps_per_loop steps.
+# A device call grows at most this much over the one before it.
+MAX_GROWTH = 8
+# A log line (not the console) with the step reached, at most this often.
 HEARTBEAT_SECONDS = 60
 
 
 class LoopSteps:
   """orbit's `steps_per_loop` as a callable of the global step: the steps to
   the next multiple of `steps_per_loop` or `checkpoint_interval`, at most
-  what `schedule` allows in one device call. A call's time is measured from
-  one loop's start to the next (actions and saves included: calls only get
-  shorter).
-
-  Args:
-    steps_per_loop: the trainer's loop length (console line, summaries).
-    checkpoint_interval: saves land on its multiples (0: none).
-    schedule: `runtime.stop_checks.StopCheckSchedule`, agreed across the
-      workers of a multi-worker job.
-  """
+  `fixed_steps` or else about `seconds` of steps (timed from one call's
+  start to the next). Under MultiWorkerMirroredStrategy every worker runs
+  the mean of their proposals (one small all-reduce per call)."""
 
   def __init__(self, steps_per_loop: int, checkpoint_interval: int = 0,
-               schedule: Optional[stop_checks.StopCheckSchedule] = None):
+               strategy: Optional[tf.distribute.Strategy] = None,
+               seconds: float = 1.0, fixed_steps: int = 0):
     self._boundaries = [n for n in (steps_per_loop, checkpoint_interval) if n]
-    self._schedule = schedule or stop_checks.StopCheckSchedule()
+    self._strategy = (strategy if strategy is not None
+                      and strategies.is_multi_worker(strategy) else None)
+    self._seconds, self._fixed = seconds, fixed_steps
+    self._proposal = fixed_steps or 1  # the first call compiles: one step
     self._last = None  # (monotonic time, step) at the previous loop's start
 
   def __call__(self, step) -> int:
     step, now = int(step), time.monotonic()
-    if self._last is not None and step > self._last[1]:
-      self._schedule.observe(step - self._last[1], now - self._last[0])
+    if not self._fixed and self._last and step > self._last[1]:
+      done = step - self._last[1]
+      per_step = max(now - self._last[0], 1e-9) / done
+      self._proposal = max(1, min(int(self._seconds / per_step),
+                                  done * MAX_GROWTH))
     self._last = (now, step)
     remaining = min(n - step % n for n in self._boundaries)
-    return self._schedule.next_call(remaining)
+    steps = self._proposal
+    # A fixed count and the last step of a loop are alike on every worker.
+    if self._strategy is not None and not self._fixed and remaining > 1:
+      values = self._strategy.experimental_distribute_values_from_function(
+          lambda _: tf.constant(float(self._proposal), tf.float32))
+      # float32 sums of small integers are exact: equal on every worker.
+      total = self._strategy.reduce(tf.distribute.ReduceOp.SUM, values,
+                                    axis=None)
+      steps = int(float(total) // self._strategy.num_replicas_in_sync)
+    return max(1, min(steps, remaining))
 
 
 def controller_with_steps(steps: LoopSteps) -> Callable[..., orbit.Controller]:
@@ -80,100 +89,89 @@ def controller_with_steps(steps: LoopSteps) -> Callable[..., orbit.Controller]:
 
 
 class Checkpoints:
-  """Train action: a checkpoint at each multiple of `interval`, on every
-  worker (a save is a collective), asynchronous when `asynchronous`; then
-  `after_save(step, final)` (pre-training's encoder export: the same
-  weights). `save(step, final=True)` first waits for the writes in flight,
-  then writes synchronously. A failed write goes through `on_failure(step,
-  error)`, which returns the error to raise.
+  """Train action: a checkpoint at each multiple of `interval` on every
+  worker (a save is a collective), asynchronous when `asynchronous`, then
+  `after_save(step, final)`; `save(final=True)` waits for the writes in
+  flight and writes synchronously; a failed write raises what
+  `failure(step, error)` returns (a trainer overrides these two). The
+  runner's manager exists once the runner, given this action, is built and
+  restored: `attach` hands it over (the step restored counts as saved)."""
 
-  The saves go through the runner's checkpoint manager, which exists once
-  the runner (given this action) is built: `attach` hands it over, after it
-  restored the run's checkpoint.
-  """
-
-  def __init__(self, interval: int, asynchronous: bool = False,
-               after_save: Optional[Callable[[int, bool], None]] = None,
-               on_failure: Optional[Callable[[int, Exception], Exception]] = None):
+  def __init__(self, interval: int, asynchronous: bool = False):
     self._interval = interval
-    self._asynchronous = asynchronous
-    self._after_save = after_save
-    self._on_failure = on_failure
-    self._manager: Optional[tf.train.CheckpointManager] = None
-    self._saved_step = 0
-    self.final_checkpoint: Optional[str] = None
-
-  @property
-  def manager(self) -> Optional[tf.train.CheckpointManager]:
-    return self._manager
+    self.asynchronous = asynchronous
+    self.manager: Optional[tf.train.CheckpointManager] = None
 
   def attach(self, manager: tf.train.CheckpointManager,
              global_step: tf.Variable) -> None:
-    self._manager = manager
-    self._global_step = global_step
-    # The step restored (or 0) counts as saved, on every worker alike.
+    self.manager, self._global_step = manager, global_step
     self._saved_step = int(global_step.numpy())
 
   def __call__(self, output) -> None:
     del output
+    if self._interval and int(self._global_step.numpy()) % self._interval == 0:
+      self.save()
+
+  def save(self, final: bool = False) -> str:
+    """Saves the step reached unless it is saved; returns the checkpoint's
+    path in the manager's directory."""
     step = int(self._global_step.numpy())
-    if self._interval and step % self._interval == 0:
-      self.save(step)
-
-  def save(self, step: Optional[int] = None, final: bool = False) -> str:
-    """Saves `step` (default: the step reached) unless it is saved; returns
-    the checkpoint's path in the manager's directory."""
-    step = int(self._global_step.numpy()) if step is None else step
     try:
       if final:
-        checkpoint_layout.wait_for_writes(self._manager.checkpoint)
+        checkpoint_integrity.wait_for_writes(self.manager.checkpoint)
       if step != self._saved_step:
-        self._manager.save(checkpoint_number=step, check_interval=False,
-                           options=tf.train.CheckpointOptions(
-                               enable_async=self._asynchronous and not final))
+        self.manager.save(checkpoint_number=step, check_interval=False,
+                          options=tf.train.CheckpointOptions(
+                              enable_async=self.asynchronous and not final))
         self._saved_step = step
-      if self._after_save is not None:
-        self._after_save(step, final)
+      self.after_save(step, final)
       if final:
-        checkpoint_layout.wait_for_writes(self._manager.checkpoint)
+        checkpoint_integrity.wait_for_writes(self.manager.checkpoint)
     except (OSError, tf.errors.OpError) as e:
-      if self._on_failure is None:
-        raise
-      raise self._on_failure(step, e) from None
-    path = fileio.join(self._manager.directory, f"ckpt-{step}")
-    if final:
-      self.final_checkpoint = path
-    return path
+      raise self.failure(step, e) from None
+    return os.path.join(self.manager.directory, f"ckpt-{step}")
 
-  def finish_writes(self) -> None:
-    """Waits for the writes in flight; a failed one is logged, not raised
-    (on the way out of a run that failed already)."""
-    if self._manager is None:
-      return
+  def after_save(self, step: int, final: bool) -> None:
+    del step, final
+
+  def failure(self, step: int, error: Exception) -> Exception:
+    del step
+    return error
+
+
+def finish_writes(*checkpoints: tf.train.Checkpoint) -> None:
+  """Waits for the writes in flight of each checkpoint; a failed one is
+  logged, not raised (on the way out of a run that failed already)."""
+  for checkpoint in checkpoints:
     try:
-      checkpoint_layout.wait_for_writes(self._manager.checkpoint)
+      checkpoint_integrity.wait_for_writes(checkpoint)
     except (OSError, tf.errors.OpError) as e:
       logging.warning("a checkpoint write in flight failed: %s", e)
 
 
-class ProgressPrinter:
-  """Train action: one console line per loop (`console.loop_line`), e.g.
-  `step  40/300 | loss 5.2104 | mlm_acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02`,
-  and a log line with the step reached at most every HEARTBEAT_SECONDS.
+@contextlib.contextmanager
+def orbit_prints_to_log(print_fn: Callable[[str], None]
+                        ) -> Iterator[Callable[[str], None]]:
+  """In the block stdout is the log (absl's stream: orbit's Controller
+  prints every line it logs); yields `print_fn` writing where stdout was."""
+  console_stdout = sys.stdout
 
-  Args:
-    global_step: the trainer's step counter.
-    total_steps: the step the run trains to.
-    print_fn: where the line goes.
-    prefix: put before each line (e.g. `[finetune] xnli: `).
-    accuracy_key: the log holding the accuracy; `accuracy_name` its short
-      name on the line.
-    batch_size: examples per step, for examples/s when the logs carry no
-      `examples_per_second` (from the pace since the first loop).
-    clock: seconds, for that pace and the ETA.
-    steps_per_loop: the line comes at multiples of it and at the last step
-      (orbit's loops are cut into shorter device calls: `LoopSteps`).
-  """
+  def to_console(line: str) -> None:
+    with contextlib.redirect_stdout(console_stdout):
+      print_fn(line)
+
+  log = logging.get_absl_handler().python_handler.stream
+  with contextlib.redirect_stdout(log):
+    yield to_console
+
+
+class ProgressPrinter:
+  """Train action: one console line (`console.loop_line`) at each multiple
+  of `steps_per_loop` and at the last step, e.g. `step  40/300 | loss 5.2104
+  | mlm_acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02` (the accuracy log
+  `accuracy_key` named `accuracy_name`; examples/s from the logs, else from
+  `batch_size` and the pace), and a log line with the step reached at most
+  every HEARTBEAT_SECONDS."""
 
   def __init__(self, global_step: tf.Variable, total_steps: int,
                print_fn: Callable[[str], None] = print, *, prefix: str = "",
@@ -196,9 +194,8 @@ class ProgressPrinter:
 
   def __call__(self, output: Mapping[str, object]):
     step = int(self._global_step.numpy())
-    now = time.monotonic()
-    if now - self._last_heartbeat >= HEARTBEAT_SECONDS:
-      self._last_heartbeat = now
+    if time.monotonic() - self._last_heartbeat >= HEARTBEAT_SECONDS:
+      self._last_heartbeat = time.monotonic()
       logging.info("training: at step %d", step)
     if step % self._steps_per_loop and step < self._total_steps:
       return
@@ -214,7 +211,5 @@ class ProgressPrinter:
         accuracy_name=self._accuracy_name, examples_per_second=speed,
         learning_rate=logs.get("learning_rate"), eta_seconds=eta)
     self._print(line)
-    if "gradient_norm" in logs:
-      logging.info("%s | grad_norm %.3f", line, logs["gradient_norm"])
-    else:
-      logging.info("%s", line)
+    logging.info("%s%s", line, f" | grad_norm {logs['gradient_norm']:.3f}"
+                 if "gradient_norm" in logs else "")

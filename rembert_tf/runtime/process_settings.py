@@ -1,15 +1,9 @@
-"""Precision, op determinism and seeds for a block of training work.
-
-Both trainers set the same three things the same way and put them back when
-the block ends (the demo and the ablation suite pre-train and fine-tune in
-one process). Builds on Keras' global mixed-precision policy (what Model
+"""Precision, op determinism and seeds for a block of training work, put back
+when the block ends (the demo and the ablation suite pre-train and fine-tune
+in one process). Builds on Keras' global mixed-precision policy (what Model
 Garden's `official.modeling.performance` sets) and TensorFlow's op
-determinism.
-
-| precision name | Keras policy |
-| --- | --- |
-| `float32` | `float32` |
-| `mixed_bfloat16` (flag), `bfloat16` (Model Garden's `runtime.mixed_precision_dtype`) | `mixed_bfloat16` |
+determinism. `mixed_bfloat16` (the flag) and `bfloat16` (Model Garden's
+`runtime.mixed_precision_dtype`) are the same policy.
 
 Example:
 ```python
@@ -28,30 +22,10 @@ from tensorflow.python.framework import config as tf_config  # pylint: disable=g
 
 from rembert_tf.common import errors
 
-# What the command line says -> the Keras policy.
-_POLICIES = {"float32": "float32", "mixed_bfloat16": "mixed_bfloat16",
-             "bfloat16": "mixed_bfloat16"}
-# The Keras policy -> Model Garden's `runtime.mixed_precision_dtype`.
-_MODEL_GARDEN_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
-
-
-class PrecisionError(errors.RemBertError, ValueError):
-  """An unknown precision name."""
-
-
-def keras_policy(precision: Optional[str]) -> str:
-  """`float32` or `mixed_bfloat16` for a flag or config value (None: float32)."""
-  if precision in (None, ""):
-    return "float32"
-  if precision not in _POLICIES:
-    raise PrecisionError(f"--mixed_precision {precision!r}: expected float32 "
-                         "or mixed_bfloat16.")
-  return _POLICIES[precision]
-
-
-def model_garden_dtype(precision: Optional[str]) -> str:
-  """The `runtime.mixed_precision_dtype` of a flag or config value."""
-  return _MODEL_GARDEN_DTYPES[keras_policy(precision)]
+# A precision name (the flag's, or Model Garden's mixed_precision_dtype) ->
+# the Keras policy.
+POLICIES = {None: "float32", "": "float32", "float32": "float32",
+            "mixed_bfloat16": "mixed_bfloat16", "bfloat16": "mixed_bfloat16"}
 
 
 @contextlib.contextmanager
@@ -63,7 +37,7 @@ def training_settings(precision: Optional[str] = "float32",
   """Sets the policy, determinism and seeds; restores the first two after.
 
   Args:
-    precision: a name of the table above (None: float32).
+    precision: a name of POLICIES.
     deterministic: TensorFlow op determinism, and the seeds set (to `seed`,
       0 when not given), so a resumed run ends where an uninterrupted one does.
     seed: seeds Python, NumPy and TensorFlow (also without `deterministic`).
@@ -72,12 +46,14 @@ def training_settings(precision: Optional[str] = "float32",
       dropout resumes exactly; pre-training's fused kernels hash their own
       masks and do not need it).
   """
-  policy = keras_policy(precision)
+  if precision not in POLICIES:
+    raise errors.UsageError(f"--mixed_precision {precision!r}: expected "
+                            "float32 or mixed_bfloat16.")
   previous_policy = tf_keras.mixed_precision.global_policy()
   previous_determinism = tf_config.is_op_determinism_enabled()
   previous_generators = (
       tf_keras.backend.experimental.is_tf_random_generator_enabled())
-  tf_keras.mixed_precision.set_global_policy(policy)
+  tf_keras.mixed_precision.set_global_policy(POLICIES[precision])
   if deterministic:
     tf.config.experimental.enable_op_determinism()
     if checkpointed_dropout_generators:

@@ -11,7 +11,6 @@ import pytest
 import tensorflow as tf
 from official.core import task_factory
 
-from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
@@ -193,7 +192,7 @@ def test_corrupted_shard_is_named(records, tmp_path):
   data = open(shard, "rb").read()
   with open(shard, "wb") as f:  # truncated in the middle of a record
     f.write(data[:len(data) - 5])
-  with pytest.raises(pretraining_errors.CorruptRecordsError) as e:
+  with pytest.raises(runner.CorruptRecordsError) as e:
     runner.run(make_config(copied, train_steps=40, steps_per_loop=20,
                            checkpoint_interval=20),
                str(tmp_path / "m"), **QUIET)
@@ -263,7 +262,7 @@ def test_resume_on_records_of_another_sentencepiece_model(records, tmp_path):
   meta = fileio.read_json(str(meta_path))
   meta.update(sentencepiece_model=str(other), sentencepiece_sha256=sha_b)
   fileio.write_json(str(meta_path), meta)
-  with pytest.raises(pretraining_errors.TokenizerMismatchError) as e:
+  with pytest.raises(model_directory.TokenizerMismatchError) as e:
     runner.run(make_config(copied, train_steps=4), model_dir, **QUIET)
   message = one_line(e.value)
   for part in (str(meta_path), sha_b, trained_with, sha_a,
@@ -299,7 +298,7 @@ def test_failed_save_leaves_no_temp_and_stale_temps_are_removed(
     return real_save(self, checkpoint_number=checkpoint_number, **kwargs)
 
   monkeypatch.setattr(tf.train.CheckpointManager, "save", disk_full_save)
-  with pytest.raises(pretraining_errors.PretrainingError) as e:
+  with pytest.raises(model_directory.PretrainingError) as e:
     runner.run(make_config(records, train_steps=4), str(model_dir), **QUIET)
   message = one_line(e.value)
   assert "No space left on device" in message
@@ -356,10 +355,10 @@ def test_async_checkpoints_never_show_a_save_in_flight(records, tmp_path,
 def test_async_checkpointing_is_refused_on_several_workers():
   config = make_config("unused")
   config.trainer.enable_async_checkpointing = True
-  experiments.check_async_checkpointing(config, multi_worker=False)
-  with pytest.raises(pretraining_errors.PretrainingError,
+  runner.check_async_checkpointing(config, multi_worker=False)
+  with pytest.raises(model_directory.PretrainingError,
                      match="enable_async_checkpointing=false"):
-    experiments.check_async_checkpointing(config, multi_worker=True)
+    runner.check_async_checkpointing(config, multi_worker=True)
 
 
 def test_encoder_export_every_nth_save_and_the_last(records, tmp_path):
@@ -412,11 +411,10 @@ def test_init_checkpoint_falls_back_to_the_newest_intact_checkpoint(
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  writer = checkpoint_layout.EncoderExportWriter(saved.encoder, str(source))
-  writer.save(step=3)
+  checkpoint_layout.write_encoder_checkpoint(saved.encoder, str(source), 3)
   expected = saved.encoder.variables[0].numpy()
   saved.encoder.variables[0].assign(expected + 1.0)
-  writer.save(step=4)
+  checkpoint_layout.write_encoder_checkpoint(saved.encoder, str(source), 4)
   testlib.CHECKPOINT_FAULTS["truncated_data"](
       str(source / "encoder"), str(source / "encoder" / "ckpt-4"))
   model = task_factory.get_task(config.task).build_model()
@@ -460,7 +458,7 @@ def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoint_layout.EncoderExportWriter(saved.encoder, str(source)).save(step=3)
+  checkpoint_layout.write_encoder_checkpoint(saved.encoder, str(source), 3)
   task = task_factory.get_task(config.task)
   model = task.build_model()
   assert masked_lm_task.restore_init_checkpoint(model, str(source)).endswith(
@@ -538,7 +536,7 @@ def test_a_model_dir_that_is_an_input_is_refused_before_any_work(records,
   (converted / "encoder").mkdir(parents=True)
   (converted / "encoder" / "ckpt-0.index").write_bytes(b"weights")
   (converted / "model_config.yaml").write_text("hidden_size: 8\n")
-  with pytest.raises(pretraining_errors.PretrainingError) as e:
+  with pytest.raises(model_directory.PretrainingError) as e:
     runner.run(make_config(records), str(converted), **QUIET)
   assert one_line(e.value).startswith(
       f"--model_dir {converted} holds a checkpoint no training run wrote "
@@ -582,7 +580,7 @@ def test_records_sentencepiece_model_is_known_by_its_sha256(
   meta = fileio.read_json(str(meta_path))
   meta.update(sentencepiece_sha256=sha_b)
   fileio.write_json(str(meta_path), meta)
-  with pytest.raises(pretraining_errors.TokenizerMismatchError) as e:
+  with pytest.raises(model_directory.TokenizerMismatchError) as e:
     runner.run(make_config(copied, train_steps=4), model_dir, **QUIET)
   message = one_line(e.value)
   for part in (str(meta_path), sha_b, recorded, sha_a):

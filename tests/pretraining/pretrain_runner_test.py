@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+import yaml
 from tensorflow.python.framework import config as tf_config  # pylint: disable=g-direct-tensorflow-import
 
 import pretrain_testlib
 
-from rembert_tf.pretraining import pretraining_errors
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.evaluation import mlm_baseline
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.pretraining import experiments
-from rembert_tf.runtime import experiment_files
+from rembert_tf.pretraining import model_directory
 from rembert_tf.pretraining import runner
 
 SEQ, PREDS, VOCAB = pretrain_testlib.SEQ, pretrain_testlib.PREDS, pretrain_testlib.VOCAB
@@ -160,7 +160,7 @@ def test_default_strategy_with_the_precision_flag_and_settings_restored(
   assert metrics["checkpoint"] == os.path.join(model_dir, "ckpt-2")
   assert np.isfinite(metrics["train_loss"])
   assert os.path.exists(os.path.join(model_dir, "encoder", "ckpt-2.index"))
-  params = experiment_files.load_yaml_text(
+  params = yaml.safe_load(
       open(os.path.join(model_dir, "params.yaml")).read())
   assert params["runtime"]["mixed_precision_dtype"] == "bfloat16"
   assert tf_keras.mixed_precision.global_policy().name == "float32"
@@ -184,7 +184,7 @@ def test_refuses_model_dir_of_a_different_model(records, trained_dir):
   config = make_config(records, train_steps=8)
   config.task.model.num_hidden_layers = 2
   config.task.model.output_embedding_size = 128
-  with pytest.raises(pretraining_errors.CheckpointMismatchError) as e:
+  with pytest.raises(model_directory.CheckpointMismatchError) as e:
     runner.run(config, model_dir, print_fn=lambda _: None)
   message = str(e.value)
   assert "num_hidden_layers" in message and "output_embedding_size" in message
@@ -228,13 +228,13 @@ def test_missing_data_is_a_clear_error(records, tmp_path, monkeypatch):
 def test_unwritable_model_dir_is_a_clear_error(records, tmp_path):
   blocker = tmp_path / "a_file"
   blocker.write_text("x")
-  with pytest.raises(pretraining_errors.PretrainingError, match="not writable"):
+  with pytest.raises(model_directory.PretrainingError, match="not writable"):
     runner.run(make_config(records), str(blocker / "model"),
                print_fn=lambda _: None)
 
 
 def test_eval_without_checkpoint_is_a_clear_error(records, tmp_path):
-  with pytest.raises(pretraining_errors.PretrainingError, match="no checkpoint"):
+  with pytest.raises(model_directory.PretrainingError, match="no checkpoint"):
     runner.run(make_config(records), str(tmp_path / "empty"), mode="eval",
                print_fn=lambda _: None)
 
@@ -249,7 +249,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(records, tmp_path):
                             "constant": {"learning_rate": 1e30}},
           "warmup": {"type": None}}}}, is_strict=True)
   model_dir = str(tmp_path / "nan")
-  with pytest.raises(pretraining_errors.NonFiniteLossError) as e:
+  with pytest.raises(runner.NonFiniteLossError) as e:
     runner.run(config, model_dir, print_fn=lambda _: None)
   message = str(e.value)
   assert "training loss is nan" in message or "training loss is inf" in message

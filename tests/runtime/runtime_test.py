@@ -1,5 +1,6 @@
 """The shared training runtime: strategies, process settings, preemption,
-stop checks, lost peers, asynchronous checkpoints, checkpoint temporaries."""
+the loop's device calls and saves, asynchronous checkpoints, checkpoint
+temporaries; the one line of a lost worker."""
 import json
 import os
 import signal
@@ -14,12 +15,11 @@ from official.common import distribute_utils
 from tensorflow.python.framework import config as tf_config
 
 from rembert_tf.common import errors
-from rembert_tf.checkpoints import checkpoint_layout
-from rembert_tf.runtime import cluster_failures
+from rembert_tf.checkpoints import checkpoint_integrity
+from rembert_tf.pretraining import runner
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
-from rembert_tf.runtime import stop_checks
 from rembert_tf.runtime import strategies
 
 
@@ -117,16 +117,12 @@ def test_tpu_strategy_without_a_tpu_fails_at_once(monkeypatch):
 
 
 # --- Process settings -----------------------------------------------------------
-def test_policies_of_flag_and_config_names():
-  assert process_settings.keras_policy(None) == "float32"
-  assert process_settings.keras_policy("bfloat16") == "mixed_bfloat16"
-  assert process_settings.keras_policy("mixed_bfloat16") == "mixed_bfloat16"
-  assert process_settings.model_garden_dtype("mixed_bfloat16") == "bfloat16"
-  assert process_settings.model_garden_dtype("float32") == "float32"
-  with pytest.raises(process_settings.PrecisionError,
+def test_an_unknown_precision_is_one_line():
+  with pytest.raises(errors.UsageError,
                      match="--mixed_precision 'float16': expected float32 or "
                      "mixed_bfloat16"):
-    process_settings.keras_policy("float16")
+    with process_settings.training_settings("float16"):
+      pass
 
 
 def test_training_settings_set_and_restore_everything():
@@ -175,12 +171,11 @@ def test_preempted_error_names_the_checkpoint_and_exits_42():
   assert isinstance(error, errors.RemBertError)
 
 
-def test_no_multi_worker_hook_on_one_host():
+def test_no_multi_worker_stop_on_one_host():
   step = tf.Variable(0, dtype=tf.int64)
   one_device = strategies.make_strategy("one_device")
-  assert preemption.multi_worker_preemption_hook(
-      one_device, lambda: "ram://runtime_test/ckpt-1", step) is None
-  assert stop_checks.agree_across_workers(one_device) is None
+  assert preemption.stop_actions(
+      one_device, None, lambda: "ram://runtime_test/ckpt-1", step) == []
   assert strategies.process_label() == ""
 
 
@@ -242,43 +237,23 @@ def test_saves_land_on_multiples_of_the_interval(tmp_path):
       "ckpt-3.index", "ckpt-6.index", "ckpt-8.index"]
 
 
-def test_loops_end_at_multiples_and_calls_fit_the_seconds():
-  schedule = stop_checks.StopCheckSchedule(seconds=1.0)
-  steps = orbit_loop.LoopSteps(1000, 250, schedule)
-  assert steps(0) == 1  # the first call compiles
-  assert orbit_loop.LoopSteps(4, 0, stop_checks.StopCheckSchedule(
-      fixed_steps=10))(2) == 2  # to the end of the loop at step 4
-
-
-# --- Stop checks ------------------------------------------------------------------
-def test_stop_checks_fit_a_call_to_the_seconds_and_grow_gradually():
-  schedule = stop_checks.StopCheckSchedule(seconds=1.0)
-  assert schedule.next_call(remaining=1000) == 1     # compiles
-  schedule.observe(steps=1, seconds=30.0)
-  assert schedule.next_call(remaining=999) == 1
-  schedule.observe(steps=1, seconds=0.015625)        # 64 steps per second
-  calls = []
-  for _ in range(4):
-    calls.append(schedule.next_call(remaining=10_000))
-    schedule.observe(calls[-1], calls[-1] * 0.015625)
-  assert calls == [8, 64, 64, 64]                    # at most 8x, then ~1 s
-  schedule.observe(steps=64, seconds=4.0)            # the machine got slower
-  assert schedule.next_call(remaining=10_000) == 16
-  assert schedule.next_call(remaining=5) == 5        # never past the loop
-
-
-def test_stop_checks_of_a_fixed_count_and_an_agreement():
-  fixed = stop_checks.StopCheckSchedule(seconds=1.0, fixed_steps=10)
-  fixed.observe(steps=10, seconds=100.0)
-  assert [fixed.next_call(25), fixed.next_call(3)] == [10, 3]
-  proposals = []
-  agreed = stop_checks.StopCheckSchedule(
-      seconds=1.0, agree=lambda n: proposals.append(n) or 7)
-  agreed.observe(steps=1, seconds=0.001)
-  assert agreed.next_call(remaining=100) == 7 and proposals == [8]
-  assert agreed.next_call(remaining=1) == 1 and proposals == [8]
-  with pytest.raises(ValueError):
-    stop_checks.StopCheckSchedule(seconds=0)
+def test_loops_end_at_multiples_and_calls_fit_the_seconds(monkeypatch):
+  clock = [0.0]
+  monkeypatch.setattr(orbit_loop.time, "monotonic", lambda: clock[0])
+  steps = orbit_loop.LoopSteps(1000, 250, seconds=1.0)
+  calls, step = [], 0
+  for seconds_per_step in (30.0, 1 / 64, 1 / 64, 1 / 64, 1 / 64, 1 / 64):
+    calls.append(steps(step))
+    step += calls[-1]
+    clock[0] += calls[-1] * seconds_per_step
+  # The first call compiles (one step); then at most 8x the call before,
+  # about a second of steps, never past a multiple of 250.
+  assert calls == [1, 1, 8, 64, 64, 64]
+  assert steps(240) == 10
+  clock[0] += 10 * 0.25                      # the machine got slower
+  assert steps(250) == 4
+  fixed = orbit_loop.LoopSteps(4, 0, fixed_steps=10)
+  assert [fixed(0), fixed(2)] == [4, 2]      # to the end of the loop at step 4
 
 
 # --- The shared loop's progress line ------------------------------------------------
@@ -324,10 +299,8 @@ def test_a_lost_peer_is_named_in_one_line():
       "/job:worker/replica:0/task:0/device:CPU:0}} Collective ops is aborted "
       "by: Error reported from /job:worker/task:1: The following tasks are "
       "unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1")
-  assert cluster_failures.is_peer_failure(aborted)
-  assert not cluster_failures.is_lost_peer(
-      aborted, strategies.make_strategy("one_device"))
-  message = str(cluster_failures.LostPeerError.from_error(
+  assert runner.is_peer_failure(aborted)
+  message = str(runner.LostPeerError.from_error(
       aborted, two_worker_resolver(0), "gs://b/run/ckpt-8"))
   assert message.startswith(
       "lost contact with worker 1 (10.0.0.2:2222): this worker stopped "
@@ -338,8 +311,10 @@ def test_a_lost_peer_is_named_in_one_line():
   # The error names no peer: the others of the cluster are named.
   reset = tf.errors.UnavailableError(None, None, "Collective ops is aborted "
                                      "by: recvmsg:Connection reset by peer")
-  assert cluster_failures.describe_peers(reset, two_worker_resolver(1)) == (
-      "worker 0 (10.0.0.1:2222)")
+  assert str(runner.LostPeerError.from_error(
+      reset, two_worker_resolver(1), None)).startswith(
+          "lost contact with worker 0 (10.0.0.1:2222): this worker stopped "
+          "(recvmsg:Connection reset by peer).")
 
 
 def test_storage_errors_are_no_lost_peer():
@@ -347,7 +322,7 @@ def test_storage_errors_are_no_lost_peer():
                 tf.errors.ResourceExhaustedError(
                     None, None, "/job:worker/replica:0/task:0 disk full"),
                 OSError(28, "No space left on device")):
-    assert not cluster_failures.is_peer_failure(error)
+    assert not runner.is_peer_failure(error)
 
 
 def test_process_label_of_a_worker(monkeypatch):
@@ -368,7 +343,7 @@ def test_async_writes_are_waited_for_and_a_failure_is_raised(tmp_path,
                                        str(tmp_path), max_to_keep=2)
   path = manager.save(checkpoint_number=3,
                       options=tf.train.CheckpointOptions(enable_async=True))
-  checkpoint_layout.wait_for_writes(manager.checkpoint)
+  checkpoint_integrity.wait_for_writes(manager.checkpoint)
   assert tf.train.latest_checkpoint(str(tmp_path)) == path
   assert tf.train.load_variable(path, "step/.ATTRIBUTES/VARIABLE_VALUE") == 3
 
@@ -380,7 +355,7 @@ def test_async_writes_are_waited_for_and_a_failure_is_raised(tmp_path,
   manager.save(checkpoint_number=4,
                options=tf.train.CheckpointOptions(enable_async=True))
   with pytest.raises(tf.errors.ResourceExhaustedError, match="No space"):
-    checkpoint_layout.wait_for_writes(manager.checkpoint)
+    checkpoint_integrity.wait_for_writes(manager.checkpoint)
   assert tf.train.latest_checkpoint(str(tmp_path)) == path  # never ckpt-4
 
 
@@ -394,7 +369,7 @@ def test_checkpoint_temporaries_are_removed(root, tmp_path):
     tf.io.gfile.makedirs(os.path.dirname(path))
     with tf.io.gfile.GFile(path, "w") as f:
       f.write("x")
-  removed = checkpoint_layout.remove_temporaries([base, encoder])
+  removed = checkpoint_integrity.remove_temporaries([base, encoder])
   assert sorted(removed) == sorted([f"{base}/ckpt-4_temp", f"{encoder}/ckpt-4_temp"])
   assert tf.io.gfile.exists(f"{base}/ckpt-2.index")
   assert tf.io.gfile.exists(f"{encoder}/ckpt-2.index")
