@@ -17,8 +17,6 @@ with console.progress("writing records", total=8, unit="files") as bar:
     bar.update(1, note="1.2M tokens")
 ```
 """
-import contextlib
-import io
 import math
 import sys
 import threading
@@ -184,30 +182,3 @@ def progress(description: str, total: Optional[int] = None,
              unit: str = "items", **kwargs) -> Progress:
   """`with progress("converting", total=n, unit="tensors") as bar: bar.update()`."""
   return Progress(description, total=total, unit=unit, **kwargs)
-
-
-class _WithoutOrbitPrints(io.TextIOBase):
-  """A stdout that drops what orbit's controller prints (it logs the same
-  line first) and passes everything else on."""
-
-  def __init__(self, stream: TextIO):
-    super().__init__()
-    self._stream = stream
-
-  def write(self, text: str) -> int:
-    # `print` is a builtin: the frame above `write` is the one that printed.
-    caller = sys._getframe(1).f_code.co_filename  # pylint: disable=protected-access
-    if caller.replace("\\", "/").endswith("orbit/controller.py"):
-      return len(text)
-    return self._stream.write(text)
-
-  def flush(self) -> None:
-    self._stream.flush()
-
-
-@contextlib.contextmanager
-def orbit_logs_to_file():
-  """In the block, orbit's controller lines go to the log only (the console
-  has the trainer's own lines)."""
-  with contextlib.redirect_stdout(_WithoutOrbitPrints(sys.stdout)):
-    yield

@@ -87,12 +87,3 @@ def test_progress_without_total_counts():
   with console.progress("reading", stream=stream, tty=False) as bar:
     bar.update(3)
   assert stream.getvalue().startswith("reading: 3 items in 0:00 (")
-
-
-def test_orbit_controller_lines_go_to_the_log_only(capsys):
-  from orbit import controller  # pylint: disable=g-import-not-at-top
-  original = controller._log
-  with console.orbit_logs_to_file():
-    controller._log("train | step: 2 | output: {...}")
-  assert controller._log is original
-  assert "train | step" not in capsys.readouterr().out
