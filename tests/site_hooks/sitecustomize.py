@@ -2,10 +2,10 @@
 
 With JAX installed (the `[keras]` extra), `import tensorflow` imports it for
 one optional helper: TFLite's converter of JAX functions
-(tensorflow/lite/python/util.py, `from jax import jit` in a try block), about
-a CPU-second of every process, which no test converts to TFLite. Here that
-one import finds no JAX, as if it were not installed; every other
-`import jax` (the Keras 3 checks on JAX) imports it as usual.
+(tensorflow/lite/python/util.py, `from jax import jit` in a try block), and
+no test converts to TFLite. Here that one import finds no JAX, as if it were
+not installed; every other `import jax` (the Keras 3 checks on JAX) imports
+it as usual.
 
 tests/conftest.py installs this in the pytest process and puts this folder
 on the PYTHONPATH of the processes the tests start, where Python imports
