@@ -60,12 +60,10 @@ def two_cpu_strategy():
 LONGEST_FIRST = (
     "tests/keras3/keras_backends_test.py",
     "tests/demo/demo_test.py",
-    "tests/keras3/transformers_folders_test.py",
     "tests/keras3/keras_hub_contribution_test.py",
     "tests/keras3/pretraining_resume_test.py",
     "tests/keras3/masked_lm_pretraining_test.py",
     "tests/finetuning/output_identity_test.py",
-    "tests/keras3/windowed_tasks_test.py",
     "tests/docs/snippets_test.py",
     "tests/retrieval/retrieve_command_test.py",
     "tests/pretraining/pretrain_multi_worker_test.py",
