@@ -112,7 +112,6 @@ BACKEND_ENV = {"torch": {"OMP_NUM_THREADS": "1"},
                "jax": {"XLA_FLAGS": "--xla_backend_optimization_level=0"}}
 
 
-
 def _pytest(files, out: pathlib.Path, deselect=()):
   return [sys.executable, "-m", "pytest", "-q", "-x", "-rs", "--noconftest",
           "-p", "no:cacheprovider", "--rootdir", HERE,
