@@ -1,24 +1,41 @@
-"""Test-session setup: TensorFlow is imported once, with 2 logical CPU devices.
+"""Test-session setup: TensorFlow with 2 logical CPU devices, imported without JAX.
 
 Logical devices can only be configured before TensorFlow initialises its
-runtime, so this happens here, before any test module builds a tensor. Tests
-that need two replicas take the session-wide `two_cpu_strategy` fixture.
+runtime, so this happens when pytest is configured, before any test module
+builds a tensor, in each process that runs tests (pytest-xdist's controller
+runs none and never imports TensorFlow). Tests that need two replicas take
+the session-wide `two_cpu_strategy` fixture.
+
+site_hooks/sitecustomize.py keeps TensorFlow's import from importing JAX
+(for TFLite alone): installed here, and through PYTHONPATH in every process
+the tests start.
 """
+import importlib.util
 import os
+import pathlib
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
+SITE_HOOKS = pathlib.Path(__file__).with_name("site_hooks")
+_spec = importlib.util.spec_from_file_location(
+    "tests_site_hooks", SITE_HOOKS / "sitecustomize.py")
+_spec.loader.exec_module(importlib.util.module_from_spec(_spec))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(SITE_HOOKS)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
 
-_cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(
-    _cpus[0], [tf.config.LogicalDeviceConfiguration(),
-               tf.config.LogicalDeviceConfiguration()])
+import pytest  # noqa: E402
 
 TWO_CPUS = ["/cpu:0", "/cpu:1"]
+
+
+def _two_logical_cpus():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  cpus = tf.config.list_physical_devices("CPU")
+  tf.config.set_logical_device_configuration(
+      cpus[0], [tf.config.LogicalDeviceConfiguration(),
+                tf.config.LogicalDeviceConfiguration()])
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +48,7 @@ def two_cpu_strategy():
   collective instance". Tests therefore share this one (so should a user's
   process: one strategy per program).
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.distribute.MirroredStrategy(TWO_CPUS)
 
 
@@ -42,12 +60,10 @@ def two_cpu_strategy():
 LONGEST_FIRST = (
     "tests/keras3/keras_backends_test.py",
     "tests/demo/demo_test.py",
-    "tests/keras3/transformers_folders_test.py",
     "tests/keras3/keras_hub_contribution_test.py",
     "tests/keras3/pretraining_resume_test.py",
     "tests/keras3/masked_lm_pretraining_test.py",
     "tests/finetuning/output_identity_test.py",
-    "tests/keras3/windowed_tasks_test.py",
     "tests/docs/snippets_test.py",
     "tests/retrieval/retrieve_command_test.py",
     "tests/pretraining/pretrain_multi_worker_test.py",
@@ -64,6 +80,10 @@ def pytest_configure(config):
   # unless told to keep the collected order, which puts these last.
   if hasattr(config.option, "loadscopereorder"):
     config.option.loadscopereorder = False
+  controller = getattr(config.option, "numprocesses", None) and not hasattr(
+      config, "workerinput")
+  if not controller:
+    _two_logical_cpus()
 
 
 def pytest_collection_modifyitems(config, items):

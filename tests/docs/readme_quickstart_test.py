@@ -113,7 +113,8 @@ def command_argv(argv):
 
 
 def run(argv, cwd, what):
-  env = dict(os.environ, PYTHONPATH=str(docs.REPO), TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(
+      [str(docs.REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
   done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                         timeout=600, check=False)
   assert done.returncode == 0, (

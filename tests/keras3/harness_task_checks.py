@@ -196,7 +196,7 @@ class RemBertTransformersCheckpointTest(TestCase):
   against the presets `rembert-convert --to keras_hub` wrote from the same
   weights. Folders transformers itself writes (E_in < hidden), the backbone
   and the masked LM against transformers' outputs, are
-  transformers_folders_test.py's; here what those do not reach: a same-width
+  transformers_folders_checks.py's; here what those do not reach: a same-width
   folder, the tasks, keras-hub's preset harness, the reads."""
 
   HF = {"tiny": ROOT / "sources" / "tiny_hf",             # E_in < hidden, MLM

@@ -1,54 +1,45 @@
-"""rembert_tf.keras_hub on every Keras 3 backend, against the project's TensorFlow code.
+"""rembert_tf.keras_hub on every Keras 3 backend, against the project's TensorFlow code and transformers.
 
 This process holds TensorFlow with tf-keras (tests/conftest.py), so Keras 3
-runs elsewhere: this module writes the fixtures and the references of the
-project's own code, converts checkpoints to keras-hub presets with
-`rembert-convert --to keras_hub` (its own process), then runs
-`backend_checks.py` and keras-hub's own harness (`harness_*checks.py`) in one
-process per backend (`KERAS_BACKEND`), scores the XTREME predictions those
-processes write with the project's scorer and counts the harness's tests.
-
-| fixture          | source                                          | checked against                     |
-| ---------------- | ----------------------------------------------- | ----------------------------------- |
-| tiny             | rembert_tf checkpoint with the output side      | TF encoder and MLM logits           |
-| released         | TF1 checkpoint in the released layout           | TF encoder and MLM logits           |
-| same_width       | Hugging Face safetensors, E_in == hidden        | TF encoder                          |
-| no_pooler        | the same without the pooler (an MLM export)     | TF encoder's sequence output        |
-| xtreme           | the fine-tuning tests' one-layer checkpoint     | PAN-X and XQuAD records, the scorer |
-| tokenizers       | released and project SentencePiece layouts     | the preprocessing SavedModel (model)|
+runs elsewhere: this module writes the fixtures (backend_fixtures.py: the
+references of the project's own code, Hugging Face folders written by
+transformers' `save_pretrained` in a CPU PyTorch process, keras-hub presets
+converted by `rembert-convert --to keras_hub`), then runs, side by side, one
+process per backend (`KERAS_BACKEND`) with `backend_checks.py`, keras-hub's
+own harness (`harness_*checks.py`) and, on TensorFlow,
+`transformers_folders_checks.py` (on JAX, `windowed_tasks_checks.py`
+instead). On JAX and PyTorch the transformers checks run in a process of
+their own that cannot import TensorFlow (`NO_TENSORFLOW`), so they also show
+the classes need none there. The tests here score the XTREME predictions
+those processes write with the project's scorer, count the harness's tests,
+read the parity figures, and run `rembert-convert --from keras_hub` on
+damaged presets.
 
 A backend that is not installed is skipped with the reason printed.
 """
 import ast
 import importlib.util
 import json
-import os
 import pathlib
-import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
+import backend_fixtures as fixtures
 import testlib
-from conversion import conversion_testlib
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import weight_layout
 from rembert_tf.evaluation import xtreme_scorer
-from rembert_tf.evaluation import xtreme_tasks
-from rembert_tf.export import preprocessor_export
-from rembert_tf.data import finetuning_data
-from rembert_tf.data import xtreme_records
-from rembert_tf.data import xtreme_readers
-from rembert_tf.data import tokenizer
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.modeling import rembert_pretrainer
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-CHECKS = pathlib.Path(__file__).with_name("backend_checks.py")
-HARNESS = [pathlib.Path(__file__).with_name(name) for name in
+REPO = fixtures.REPO
+HERE = pathlib.Path(__file__).parent
+CHECKS = HERE / "backend_checks.py"
+HARNESS = [HERE / name for name in
            ("harness_checks.py", "harness_task_checks.py")]
 # The classes keras-hub's harness runs on (HARNESS), each with at least one
 # harness method that runs.
@@ -61,17 +52,11 @@ HARNESS_CLASSES = [
     "RemBertQuestionAnswererPreprocessorTest", "RemBertQuestionAnswererTest",
     "RemBertTransformersCheckpointTest"]
 TOLERANCE = 1e-5
-SEQ_LENGTH = 24   # packed length of the tokenizer checks
-# XTREME windows small enough that XQuAD contexts span several windows.
-TAGGING_LENGTH, SPAN_LENGTH, DOC_STRIDE, MAX_QUERY = 64, 32, 8, 12
-TEXTS = [
-    "The cat sleeps on the red mat.", "Der Hund läuft schnell über die Straße.",
-    "El perro corre en el parque.", "Привет, как дела? Всё хорошо.",
-    "Η γάτα κοιμάται στο χαλί.", "القطة تنام على الحصيرة الحمراء.",
-    "बिल्ली लाल चटाई पर सोती है।", "猫睡在红色的垫子上。北京是中国的首都。",
-    "Tiếng Việt có dấu: Hà Nội.", "日本語のテキストと한국어 텍스트",
-    "emoji 😀 and\ttabs  and double  spaces", "",
-    " ".join(["A long sentence that needs truncation."] * 6)]
+TRANSFORMERS_CHECKS = HERE / "transformers_folders_checks.py"
+WINDOWED_CHECKS = HERE / "windowed_tasks_checks.py"
+# What each backend's process runs beside backend_checks.py and the harness
+# (JAX: the in-graph windowed preprocessors, which need no other backend).
+MORE_CHECKS = {"tensorflow": [TRANSFORMERS_CHECKS], "jax": [WINDOWED_CHECKS]}
 BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 # keras-hub's CI run of the port on JAX (keras_hub_contribution_test.py) runs
 # keras-hub's test files of the port without their `large` tests: on each
@@ -127,294 +112,127 @@ BACKEND_ENV = {"torch": {"OMP_NUM_THREADS": "1"},
                "jax": {"XLA_FLAGS": "--xla_backend_optimization_level=0"}}
 
 
-def _python_env(**extra):
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-      [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-  env.pop("TF_USE_LEGACY_KERAS", None)
-  env.update(extra)
-  return env
+def _pytest(files, out: pathlib.Path, deselect=()):
+  return [sys.executable, "-m", "pytest", "-q", "-x", "-rs", "--noconftest",
+          "-p", "no:cacheprovider", "--rootdir", HERE,
+          f"--junitxml={out / 'junit.xml'}", *files,
+          *(f"--deselect={test}" for test in deselect)]
 
 
-def _start(args, log: pathlib.Path, **extra_env) -> subprocess.Popen:
-  """Starts a child process (children run side by side: most of their time
-  is importing TensorFlow and Keras, one core each)."""
-  out = log.open("w")
-  process = subprocess.Popen([str(a) for a in args], stdout=out,
-                             stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                             env=_python_env(**extra_env))
-  process.log = log
-  return process
-
-
-def _finish(process: subprocess.Popen, timeout=900) -> str:
-  """Waits for a child; its output, asserting it succeeded."""
-  try:
-    code = process.wait(timeout=timeout)
-  except subprocess.TimeoutExpired:
-    process.kill()
-    raise
-  output = process.log.read_text()
-  assert code == 0, output[-6000:]
-  return output
-
-
-# --- references of the project's TensorFlow code --------------------------------
-
-
-def _inputs(vocab_size, seed):
-  rng = np.random.default_rng(seed)
-  ids = rng.integers(5, vocab_size, size=(3, 20)).astype(np.int32)
-  mask = np.ones_like(ids)
-  mask[1, 13:], mask[2, 6:] = 0, 0
-  types = np.zeros_like(ids)
-  types[0, 9:] = 1
-  positions = np.array([[1, 2, 3, 0], [4, 5, 9, 12], [1, 1, 2, 5]], np.int32)
-  return dict(ids=ids, mask=mask, types=types, positions=positions)
-
-
-def _reference(pretrainer, inputs):
-  outputs = pretrainer(dict(input_word_ids=inputs["ids"],
-                            input_mask=inputs["mask"],
-                            input_type_ids=inputs["types"],
-                            masked_lm_positions=inputs["positions"]))
-  return dict(inputs, sequence_output=outputs["sequence_output"].numpy(),
-              pooled_output=outputs["pooled_output"].numpy(),
-              mlm_logits=outputs["mlm_logits"].numpy())
-
-
-def _tiny_source(folder, cfg, sp_model, seed):
-  """A rembert_tf checkpoint directory (encoder + output side) and its
-  reference outputs."""
-  pretrainer = rembert_pretrainer.build_pretrainer(cfg)
-  conversion_testlib.randomize(pretrainer.variables, seed)
-  checkpoint_layout.write_checkpoint_dir(folder, cfg, pretrainer.encoder,
-                                         pretrainer)
-  tokenizer.copy_sentencepiece(
-      str(sp_model), os.path.join(folder, checkpoint_layout.SENTENCEPIECE_FILE))
-  return _reference(pretrainer, _inputs(cfg.vocab_size, seed))
-
-
-def _released_source(folder, cfg):
-  """A TF1 checkpoint in the released layout, its reference outputs and the
-  encoder's parameter count."""
-  folder.mkdir(parents=True)
-  canonical, prefix = conversion_testlib.write_released_checkpoint(folder, cfg)
-  pretrainer = rembert_pretrainer.build_pretrainer(cfg)
-  for slot in weight_layout.slots_for_pretrainer(pretrainer):
-    slot.assign(canonical[slot.name])
-  return (prefix, _reference(pretrainer, _inputs(cfg.vocab_size, 5)),
-          pretrainer.encoder.count_params())
-
-
-def _preprocessing_reference(sp_model, saved_model_dir=None):
-  """Ids of the preprocessing model: single texts and pairs. With a
-  directory, of the exported SavedModel reloaded; else of the Keras model it
-  saves (the same graph, without the export's cost)."""
-  if saved_model_dir is None:
-    model = preprocessor_export.create_preprocessor(sp_model, SEQ_LENGTH)
-  else:
-    preprocessor_export.export_preprocessor(sp_model, saved_model_dir,
-                                            seq_length=SEQ_LENGTH)
-    model = tf.saved_model.load(str(saved_model_dir))
-  texts = tf.constant(TEXTS)
-  single = model(texts)
-  tokens = model.tokenize(texts)
-  seconds = tf.constant(TEXTS[3:] + TEXTS[:3])
-  # The wrapper's __call__ is an instance attribute: callable as the
-  # SavedModel's, called explicitly on the in-memory model.
-  pairs = model.bert_pack_inputs.__call__([tokens, model.tokenize(seconds)],
-                                          seq_length=tf.constant(SEQ_LENGTH))
-  return {"pieces": [list(map(int, row)) for row in tokens.to_list()],
-          **{f"single_{k}": v.numpy().tolist() for k, v in single.items()},
-          **{f"pair_{k}": v.numpy().tolist() for k, v in pairs.items()}}
-
-
-def _without_pooler(hf_dir, out_dir):
-  """A Hugging Face directory without the pooler (as RemBertForMaskedLM
-  saves it)."""
-  from safetensors import numpy as safetensors_numpy  # pylint: disable=g-import-not-at-top
-  out_dir.mkdir()
-  tensors = safetensors_numpy.load_file(hf_dir / "model.safetensors")
-  safetensors_numpy.save_file(
-      {k: v for k, v in tensors.items() if ".pooler." not in k},
-      out_dir / "model.safetensors", metadata={"format": "pt"})
-  shutil.copy(hf_dir / "config.json", out_dir / "config.json")
-
-
-# --- XTREME inputs, records and gold labels ---------------------------------------
-
-
-def _records(records_dir, task_type, seq_length, name):
-  spec = xtreme_records.feature_spec(task_type, seq_length)
-  rows = [tf.io.parse_single_example(r, spec) for r in
-          tf.data.TFRecordDataset(str(records_dir / f"{name}.tfrecord"))]
-  return {key: np.stack([r[key].numpy() for r in rows]).tolist()
-          for key in spec}
-
-
-def _xtreme(download_dir, sp_model, root):
-  """The project's PAN-X and XQuAD records (and gold labels) and the raw
-  examples the keras-hub tasks read, as JSON."""
-  records = root / "records"
-  finetuning_data.create_finetuning_data(
-      "panx", download_dir, sp_model, records, seq_length=TAGGING_LENGTH,
-      splits=("dev",), progress=lambda _: None)
-  finetuning_data.create_finetuning_data(
-      "xquad", download_dir, sp_model, records, seq_length=SPAN_LENGTH,
-      doc_stride=DOC_STRIDE, max_query_length=MAX_QUERY, splits=("test",),
-      progress=lambda _: None)
-  panx, xquad, xnli = (xtreme_tasks.get(t) for t in ("panx", "xquad", "xnli"))
-  label_ids = {label: i for i, label in enumerate(panx.labels)}
-  train = xtreme_readers.read_tagged_sentences(
-      panx.download.path(download_dir, "train"), panx, with_labels=True)
-  squad = xtreme_readers.read_squad_examples(
-      xquad.download.path(download_dir, "train"), xquad, is_training=True)
-  languages = {"panx": ["en", "de", "ar"], "xquad": ["en", "zh", "ar"]}
-  data = {
-      "labels": list(panx.labels), "tagging_length": TAGGING_LENGTH,
-      "span_length": SPAN_LENGTH, "doc_stride": DOC_STRIDE,
-      "max_query_length": MAX_QUERY,
-      "xnli_train": [[e.text_a, e.text_b, xnli.labels.index(e.label)]
-                     for e in xtreme_readers.read_sentence_pairs(
-                         xnli.download.path(download_dir, "train"), xnli, True)],
-      "panx_train": [[w, [label_ids[t] for t in tags]] for w, tags in train],
-      "panx_dev": {lang: [w for w, _ in xtreme_readers.read_tagged_sentences(
-          panx.download.path(download_dir, "dev", lang), panx, with_labels=True)]
-                   for lang in languages["panx"]},
-      "squad_train": [[e.question_text, e.paragraph_text, e.start_position,
-                       e.orig_answer_text] for e in squad],
-      "xquad_test": {lang: [[e.qas_id, e.question_text, e.paragraph_text]
-                            for e in xtreme_readers.read_squad_examples(
-                                xquad.download.path(download_dir, "test", lang), xquad,
-                                is_training=False)]
-                     for lang in languages["xquad"]},
-      "records": {
-          "panx_train": _records(records / "panx", "tagging", TAGGING_LENGTH,
-                                 "train-en"),
-          "panx_dev_en": _records(records / "panx", "tagging", TAGGING_LENGTH,
-                                  "dev-en"),
-          "squad_train": _records(records / "xquad", "span", SPAN_LENGTH,
-                                  "train-en"),
-          "xquad_test_zh": _records(records / "xquad", "span", SPAN_LENGTH,
-                                    "test-zh")}}
-  (root / "xtreme.json").write_text(json.dumps(data, ensure_ascii=False))
-  return {"panx": records / "panx" / "labels", "xquad": records / "xquad" /
-          "labels"}
-
-
-# --- conversion -----------------------------------------------------------------
-
-
-# One process for every preset (each process pays for importing TensorFlow
-# and Keras): the converter's calls, then `rembert-convert` as its console
-# script runs it (its run(), which exits with the command's status).
-_CONVERT_DRIVER = """
-import json, sys
-from rembert_tf.cli import convert_checkpoint as command
-from rembert_tf.conversion import converter
-for kwargs in json.loads(sys.argv[1]):
-  converter.convert_checkpoint(**kwargs)
-sys.argv = ["rembert-convert", *json.loads(sys.argv[2])]
-command.run()
-"""
-
-
-def _convert(sources, presets, logs):
-  """The released TF1 checkpoint through the command line, the others
-  through the converter, in one process."""
-  runs = [dict(from_format="rembert_tf", to_format="keras_hub",
-               input_path=str(sources["tiny"]), output_dir=str(presets / "tiny")),
-          dict(from_format="hf", to_format="keras_hub",
-               input_path=str(sources["same_width"]),
-               output_dir=str(presets / "same_width"),
-               sp_model=str(testlib.sentencepiece_model())),
-          dict(from_format="hf", to_format="keras_hub",
-               input_path=str(sources["no_pooler"]),
-               output_dir=str(presets / "no_pooler"),
-               allow_missing_pooler=True),
-          dict(from_format="rembert_tf", to_format="keras_hub",
-               input_path=str(sources["xtreme"]),
-               output_dir=str(presets / "xtreme"))]
-  command = ["--from=tf1", "--to=keras_hub",
-             f"--checkpoint={sources['released']}",
-             f"--sentencepiece_model={testlib.released_layout_sentencepiece()}",
-             "--with_output_side", f"--output_dir={presets / 'released'}"]
-  _finish(_start([sys.executable, "-c", _CONVERT_DRIVER, json.dumps(runs),
-                  json.dumps(command)], logs / "convert.log"))
-
-
-def _run_backends(root: pathlib.Path):
-  """backend -> (output folder, its process's output, or the reason it did
-  not run); the installed backends run side by side."""
+def _run_backends(root: pathlib.Path, with_transformers: bool):
+  """(backend, checks) -> (output folder, its process's output, or the
+  reason it did not run); the processes run side by side. checks: "keras"
+  (backend_checks.py, the harness and MORE_CHECKS) or "transformers" (the
+  transformers checks without TensorFlow, JAX and PyTorch)."""
+  no_tensorflow = root / "no_tensorflow"
+  no_tensorflow.mkdir()
+  (no_tensorflow / "sitecustomize.py").write_text(fixtures.NO_TENSORFLOW)
   children, results = {}, {}
   for backend, module in sorted(BACKEND_MODULES.items()):
     if importlib.util.find_spec(module) is None:
-      results[backend] = (None, f"Keras backend {backend}: {module} is not "
-                          "installed")
+      reason = f"Keras backend {backend}: {module} is not installed"
+      results[backend, "keras"] = results[backend, "transformers"] = (
+          None, reason)
       continue
+    env = dict(KERAS_BACKEND=backend, REMBERT_KERAS_FIXTURES=str(root),
+               REMBERT_HF_FIXTURES=str(root), **BACKEND_ENV.get(backend, {}))
     out = root / f"run_{backend}"
-    out.mkdir()
-    children[backend] = (out, _start(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-rs", "--noconftest",
-         "-p", "no:cacheprovider", "--rootdir", CHECKS.parent,
-         f"--junitxml={out / 'junit.xml'}", CHECKS, *HARNESS,
-         *(f"--deselect={test}" for test in RUN_ELSEWHERE.get(backend, ()))],
-        root / f"{backend}.log", KERAS_BACKEND=backend,
-        REMBERT_KERAS_FIXTURES=str(root), REMBERT_KERAS_OUTPUT=str(out),
-        **BACKEND_ENV.get(backend, {})))
-  for backend, (out, child) in children.items():
+    (out / "hf").mkdir(parents=True)
+    more = [path for path in MORE_CHECKS.get(backend, [])
+            if with_transformers or path != TRANSFORMERS_CHECKS]
+    children[backend, "keras"] = (out, fixtures.start(
+        _pytest([CHECKS, *HARNESS, *more], out,
+                RUN_ELSEWHERE.get(backend, ())),
+        root / f"{backend}.log", REMBERT_KERAS_OUTPUT=str(out),
+        REMBERT_HF_OUTPUT=str(out / "hf"), **env))
+    if with_transformers and backend != "tensorflow":
+      hf_out = root / f"run_{backend}_transformers"
+      hf_out.mkdir()
+      path = fixtures.python_env()["PYTHONPATH"]
+      children[backend, "transformers"] = (hf_out, fixtures.start(
+          _pytest([TRANSFORMERS_CHECKS], hf_out) + ["-p", "no:warnings"],
+          root / f"{backend}_transformers.log",
+          REMBERT_HF_OUTPUT=str(hf_out),
+          PYTHONPATH=f"{no_tensorflow}:{path}", **env))
+  for key, (out, child) in children.items():
     try:
-      results[backend] = (out, _finish(child))
+      results[key] = (out, fixtures.finish(child))
     except AssertionError as e:
-      results[backend] = (out, e)
+      results[key] = (out, e)
+  # TensorFlow's process ran the transformers checks beside the others.
+  results["tensorflow", "transformers"] = results["tensorflow", "keras"]
   return results
 
 
 @pytest.fixture(scope="module")
 def keras_fixtures(tmp_path_factory, checkpoint_dir, download_dir, sp_model):
   root = tmp_path_factory.mktemp("keras3")
+  missing = [m for m in ("torch", "transformers")
+             if importlib.util.find_spec(m) is None]
+  hf_folders = None if missing else fixtures.start_transformers_folders(root)
   sources = root / "sources"
   references = {}
   tiny = testlib.tiny_config(vocab_size=testlib.SENTENCEPIECE_VOCAB_SIZE)
-  references["tiny"] = _tiny_source(sources / "tiny", tiny,
-                                    testlib.sentencepiece_model(), seed=3)
+  references["tiny"] = fixtures.tiny_source(
+      sources / "tiny", tiny, testlib.sentencepiece_model(), seed=3)
   same_width = testlib.tiny_config(vocab_size=testlib.SENTENCEPIECE_VOCAB_SIZE,
                                    input_embedding_size=32)
-  references["same_width"] = _tiny_source(
+  references["same_width"] = fixtures.tiny_source(
       sources / "same_width_rembert_tf", same_width,
       testlib.sentencepiece_model(), seed=4)
   converter.convert_checkpoint("rembert_tf", "hf",
                                sources / "same_width_rembert_tf",
                                sources / "same_width", encoder_only=True)
-  _without_pooler(sources / "same_width", sources / "no_pooler")
+  fixtures.without_pooler(sources / "same_width", sources / "no_pooler")
   # A Hugging Face folder with the output side (RemBertForMaskedLM).
   converter.convert_checkpoint("rembert_tf", "hf", sources / "tiny",
                                sources / "tiny_hf")
-  prefix, references["released"], encoder_parameters = _released_source(
-      sources / "released", tiny)
+  prefix, references["released"], encoder_parameters = (
+      fixtures.released_source(sources / "released", tiny))
   for name, reference in references.items():
     np.savez(root / f"reference_{name}.npz", **reference)
   tokenizers = {
-      "released": _preprocessing_reference(
+      "released": fixtures.preprocessing_reference(
           testlib.released_layout_sentencepiece(), root / "saved_model"),
-      "project": _preprocessing_reference(testlib.sentencepiece_model())}
+      "project": fixtures.preprocessing_reference(
+          testlib.sentencepiece_model())}
   (root / "tokenizers.json").write_text(json.dumps(
-      {"texts": TEXTS, "seq_length": SEQ_LENGTH, **tokenizers},
-      ensure_ascii=False))
-  label_folders = _xtreme(download_dir, sp_model, root)
-  _convert({"tiny": sources / "tiny", "same_width": sources / "same_width",
-            "no_pooler": sources / "no_pooler", "released": prefix, "xtreme": checkpoint_dir}, root / "presets",
-           root)
+      {"texts": fixtures.TEXTS, "seq_length": fixtures.SEQ_LENGTH,
+       **tokenizers}, ensure_ascii=False))
+  label_folders = fixtures.xtreme(download_dir, sp_model, root)
+  if hf_folders is not None:
+    fixtures.finish(hf_folders)
+  fixtures.convert({"tiny": sources / "tiny",
+                    "same_width": sources / "same_width",
+                    "no_pooler": sources / "no_pooler", "released": prefix,
+                    "xtreme": checkpoint_dir,
+                    "mlm": None if missing else root / "hf" / "mlm"},
+                   root / "presets", root)
+  runs = _run_backends(root, not missing)
+  if missing:
+    for backend in BACKEND_MODULES:
+      runs[backend, "transformers"] = (None, f"{', '.join(missing)} not "
+                                       "installed (tests/requirements-keras3.txt)")
   return dict(root=root, label_folders=label_folders,
-              encoder_parameters=encoder_parameters,
-              runs=_run_backends(root))
+              encoder_parameters=encoder_parameters, runs=runs)
+
+
+def _ran(keras_fixtures, backend, checks="keras"):
+  """The output folder of a backend's process and its output; skips or
+  fails as that process did."""
+  out, result = keras_fixtures["runs"][backend, checks]
+  if out is None:
+    pytest.skip(result)
+  if isinstance(result, AssertionError):
+    raise result
+  return out, result
 
 
 @pytest.mark.parametrize("backend", sorted(BACKEND_MODULES))
 def test_backend(backend, keras_fixtures, capsys):
   """Parity, tokenisation, fine-tuning and XTREME end to end on one backend."""
   label_folders = keras_fixtures["label_folders"]
-  out, result = keras_fixtures["runs"][backend]
+  out, result = keras_fixtures["runs"][backend, "keras"]
   if out is None:
     with capsys.disabled():
       print(f"\nSKIPPED {result}")
@@ -453,7 +271,6 @@ def test_backend(backend, keras_fixtures, capsys):
 def _harness_results(junit: pathlib.Path):
   """The harness's tests in the junit report: class -> (ran, skipped
   with reasons, failed)."""
-  import xml.etree.ElementTree as ElementTree  # pylint: disable=g-import-not-at-top
   results = {}
   for case in ElementTree.parse(junit).iter("testcase"):
     if not case.get("classname", "").startswith(tuple(
@@ -476,11 +293,7 @@ def _harness_results(junit: pathlib.Path):
 def test_keras_hub_harness(backend, keras_fixtures, capsys):
   """keras-hub's own TestCase methods on every class: all ran, or a skip
   that says why."""
-  out, result = keras_fixtures["runs"][backend]
-  if out is None:
-    pytest.skip(result)
-  if isinstance(result, AssertionError):
-    raise result
+  out, _ = _ran(keras_fixtures, backend)
   results = _harness_results(out / "junit.xml")
   elsewhere = {tuple(test.split("::")[1:]) for test in
                RUN_ELSEWHERE.get(backend, ())}
@@ -502,6 +315,77 @@ def test_keras_hub_harness(backend, keras_fixtures, capsys):
               f"{name} {len(ran)}" + "".join(
                   f" (skipped {test}: {reason})" for test, reason in skipped)
               for name, (ran, skipped, _) in sorted(results.items())))
+
+
+def _outcomes(junit: pathlib.Path, module: str):
+  """test name -> "passed", "skipped" or "failed", for one checks module."""
+  outcomes = {}
+  for case in ElementTree.parse(junit).iter("testcase"):
+    if case.get("classname") == module:
+      outcomes[case.get("name")] = (
+          "failed" if case.find("failure") is not None
+          or case.find("error") is not None
+          else "skipped" if case.find("skipped") is not None else "passed")
+  return outcomes
+
+
+def test_windowed_tasks_in_graph_rows_equal_the_python_rows(keras_fixtures):
+  """windowed_tasks_checks.py in the JAX process: the in-graph tagging and
+  QA preprocessors give windowed_tasks' Python rows (3 tagging lengths, 4
+  window settings, the answer's text, the readers)."""
+  out, _ = _ran(keras_fixtures, "jax")
+  outcomes = _outcomes(out / "junit.xml", WINDOWED_CHECKS.stem)
+  assert list(outcomes.values()) == ["passed"] * 9, outcomes
+
+
+@pytest.mark.parametrize("backend", sorted(BACKEND_MODULES))
+def test_transformers_folders(backend, keras_fixtures, capsys):
+  """Each folder transformers wrote, through `from_preset`, against
+  transformers' outputs; keras-hub's loading of other models unchanged;
+  one line for each damaged folder or preset."""
+  out, _ = _ran(keras_fixtures, backend, "transformers")
+  outcomes = _outcomes(out / "junit.xml", TRANSFORMERS_CHECKS.stem)
+  assert "passed" in outcomes.values() and "failed" not in outcomes.values(), (
+      outcomes)
+  report = json.loads((out / "hf" / "report.json" if backend == "tensorflow"
+                       else out / "report.json").read_text())
+  assert sorted(report) == ["base", "mlm", "mlm_logits", "prefixed"], report
+  worst = {name: max(errors.values()) for name, errors in report.items()}
+  assert max(worst.values()) <= TOLERANCE, (backend, report)
+  with capsys.disabled():
+    print(f"\n[{backend}] max |keras - transformers|: " + ", ".join(
+        f"{name} {output} {error:.2e}" for name, errors in report.items()
+        for output, error in errors.items()))
+
+
+def test_damaged_presets_refused_by_conversion(keras_fixtures, tmp_path):
+  """`rembert-convert --from keras_hub`: one line naming the file, nothing
+  written; the command itself once (exit 1), the converter for the rest."""
+  if keras_fixtures["runs"]["tensorflow", "transformers"][0] is None:
+    pytest.skip(keras_fixtures["runs"]["tensorflow", "transformers"][1])
+  cases = fixtures.damaged(keras_fixtures["root"] / "presets" / "mlm",
+                           tmp_path)
+  folder, named = cases.pop("no_head")
+  out = tmp_path / "out_no_head"
+  result = subprocess.run(
+      [sys.executable, "-c", fixtures.CONVERT_EACH, json.dumps([
+          (name, str(damaged), str(tmp_path / f"out_{name}"))
+          for name, (damaged, _) in cases.items()]), json.dumps([
+              "--from=keras_hub", "--to=rembert_tf", f"--checkpoint={folder}",
+              f"--output_dir={out}"])],
+      capture_output=True, text=True, env=fixtures.python_env(), cwd=REPO,
+      timeout=600, check=False)
+  lines = [line for line in result.stderr.splitlines()
+           if line.startswith("rembert-convert: error:")]
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert len(lines) == 1 and str(named) in lines[0], result.stderr[-3000:]
+  assert "Traceback" not in result.stderr and not out.exists()
+  (messages,) = [json.loads(line) for line in result.stdout.splitlines()
+                 if line.startswith("{")]
+  for name, (_, named) in cases.items():
+    assert messages[name] and "\n" not in messages[name], (name, messages)
+    assert str(named) in messages[name], (name, messages[name])
+    assert not (tmp_path / f"out_{name}").exists()
 
 
 def test_converted_preset_layout(keras_fixtures):

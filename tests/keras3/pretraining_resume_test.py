@@ -28,9 +28,15 @@ if _MISSING:
               allow_module_level=True)
 
 
-def _child(records, backup, kill_at, out):
+def _child(records, backup, kill_at, out, compiled):
+  """The child on JAX. compiled: a folder for JAX's persistent compilation
+  cache, every program kept, so the rerun reuses what the killed run of the
+  same model compiled."""
   env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=os.pathsep.join(
       [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+  env.update(JAX_COMPILATION_CACHE_DIR=str(compiled),
+             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
   env.pop("TF_USE_LEGACY_KERAS", None)
   return subprocess.run(
       [sys.executable, CHILD, records, backup, str(STEPS), str(kill_at), out],
@@ -42,11 +48,13 @@ def test_killed_run_resumes_to_the_asked_steps(tmp_path):
   pretrain_testlib.write_records(tmp_path / "records", splits=(("train", 1),))
   records = str(tmp_path / "records" / "train" / "*.tfrecord")
   backup = str(tmp_path / "backup")
-  killed = _child(records, backup, KILL_AT, str(tmp_path / "killed.json"))
+  compiled = tmp_path / "jax_compilation_cache"
+  killed = _child(records, backup, KILL_AT, str(tmp_path / "killed.json"),
+                  compiled)
   assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
   assert not (tmp_path / "killed.json").exists()
   assert (tmp_path / "backup").is_dir()
-  rerun = _child(records, backup, 0, str(tmp_path / "rerun.json"))
+  rerun = _child(records, backup, 0, str(tmp_path / "rerun.json"), compiled)
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   report = json.loads((tmp_path / "rerun.json").read_text())
   assert report == {"batches": STEPS - KILL_AT, "optimizer_steps": STEPS}

@@ -1,6 +1,6 @@
 """Writes Hugging Face folders with transformers' own `save_pretrained`, and their outputs.
 
-Run by transformers_folders_test.py in its own process (CPU PyTorch and
+Run by keras_backends_test.py in its own process (CPU PyTorch and
 transformers; the test's process holds TensorFlow with tf-keras):
 `python transformers_fixtures.py OUT VOCAB_SIZE`. Writes OUT/hf/NAME for
 

@@ -1,7 +1,8 @@
 """Hugging Face folders and damaged presets through `from_preset`, on this process's backend.
 
-Run by transformers_folders_test.py, one process per backend
-(`KERAS_BACKEND`), with `REMBERT_HF_FIXTURES` (the folders transformers wrote,
+Run by keras_backends_test.py on each backend (`KERAS_BACKEND`): on
+TensorFlow in its process beside backend_checks.py, on JAX and PyTorch in a
+process of its own; with `REMBERT_HF_FIXTURES` (the folders transformers wrote,
 its outputs, a preset `rembert-convert --to keras_hub` wrote from the
 masked-LM folder) and `REMBERT_HF_OUTPUT` (where the parity figures go). On
 JAX and PyTorch the process cannot import TensorFlow (a `sitecustomize` on
@@ -20,8 +21,8 @@ import pytest
 FIXTURES = os.environ.get("REMBERT_HF_FIXTURES")
 OUTPUT = os.environ.get("REMBERT_HF_OUTPUT")
 if not (FIXTURES and OUTPUT):   # before Keras 3 is imported
-  pytest.skip("run by tests/keras3/transformers_folders_test.py (it writes "
-              "the fixtures)", allow_module_level=True)
+  pytest.skip("run by tests/keras3/keras_backends_test.py (it writes the "
+              "fixtures)", allow_module_level=True)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import h5py

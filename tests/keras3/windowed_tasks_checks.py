@@ -1,7 +1,7 @@
 """The in-graph tagging and QA preprocessors against windowed_tasks' Python rows.
 
-Run by windowed_tasks_test.py in a process of its own with Keras 3 on JAX
-(this suite's processes hold tf-keras). A BPE SentencePiece model trained
+Run by keras_backends_test.py in its process with Keras 3 on JAX (this
+suite's processes hold tf-keras). A BPE SentencePiece model trained
 here splits words into several pieces, with accents, Cyrillic and runs of
 spaces in the contexts: the preprocessors' call (one string, a batch, and
 `tf.data` in graph mode) gives the first row `windowed_tasks` encodes in
@@ -14,7 +14,7 @@ import os
 import pytest
 
 if os.environ.get("KERAS_BACKEND") != "jax":   # before Keras 3 is imported
-  pytest.skip("run by tests/keras3/windowed_tasks_test.py",
+  pytest.skip("run by tests/keras3/keras_backends_test.py on JAX",
               allow_module_level=True)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position

@@ -28,7 +28,8 @@ DROPOUTS = (0.0, 0.1)
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
   out = tmp_path_factory.mktemp("compiled_memory") / "rows.json"
-  env = dict(os.environ, PYTHONPATH=str(REPO))
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+      [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
   env.pop("XLA_FLAGS", None)
   done = subprocess.run(
       [sys.executable, str(REPO / "bench" / "compiled_memory.py"),
