@@ -7,7 +7,7 @@ Two readers of the checkpoint a user starts from, at the released sizes
 | source     | checkpoint                                              | read by                                      |
 | ---------- | ------------------------------------------------------- | -------------------------------------------- |
 | tf1        | the released TF1 layout (BERT names, output side; no optimizer slots) | `Tf1Source.read` into a RemBertPretrainer, as `convert_checkpoint` does before writing |
-| rembert_tf | `pretrainer/ckpt-0` as this project writes it (object-based, key `model`; data files of 256 MB) | `checkpoint_restore.restore_pretrainer` (`load_pretrainer`, the converter) |
+| rembert_tf | `pretrainer/ckpt-0` as this project writes it (object-based, key `model`; data files of 256 MB) | `pretrainer_restore.restore_pretrainer` (`load_pretrainer`, the converter) |
 
 each with a batch budget of 0 bytes (`checkpoint_reading.BATCH_BYTES = 0`:
 one RestoreV2 per variable) and the default budget (and any `--budgets`). ram:// lives inside a process, so each
@@ -119,9 +119,9 @@ def restore_tf1(pretrainer, prefix, cfg):
 
 
 def restore_rembert_tf(pretrainer, prefix, cfg):
-  from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import pretrainer_restore  # pylint: disable=g-import-not-at-top
   del cfg
-  checkpoint_restore.restore_pretrainer(pretrainer, prefix)
+  pretrainer_restore.restore_pretrainer(pretrainer, prefix)
   return len(pretrainer.variables)
 
 

@@ -53,7 +53,6 @@ from rembert_tf.common import errors  # noqa: E402
 PROG = command_names.console_script(__spec__.name)  # rembert-finetune
 
 FLAGS = flags.FLAGS
-finetune_flags.define_flags()
 for _module in finetune_flags.SHARED_FLAG_MODULES:
   flags.adopt_module_key_flags(_module)  # listed under --help
 flags.adopt_module_key_flags(finetune_flags)

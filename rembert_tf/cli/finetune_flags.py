@@ -4,21 +4,17 @@ The settings are defined once, in the experiment's dataclasses
 (`finetuning.finetuning_experiment`); a flag is a short name for one field
 (`FLAG_FIELDS`), has no default of its own and sets its field only when
 given; beside a YAML or --params_override value for the same field the flag
-wins, with one note (`flag_notes`). `define_flags` defines them into any
-absl `FlagValues`, so that rembert-run-ablation's --finetune_flags are
-parsed by absl with the same definitions (`overrides_from_args`). No
-TensorFlow is imported here: --help answers at once.
+wins, with one note (`flag_notes`). No TensorFlow is imported here: --help
+answers at once.
 
 Example:
 ```python
 from rembert_tf.cli import finetune_flags
 finetune_flags.FLAG_FIELDS["warmup_proportion"]   # 'trainer.warmup_proportion'
-finetune_flags.overrides_from_args(["--num_train_epochs=2", "--nojit_compile"])
-# {'trainer.num_train_epochs': 2.0, 'trainer.jit_compile': False}
+finetune_flags.field_value("learning_rates", ["1e-5", "3e-5"])  # [1e-05, 3e-05]
 ```
 """
-import copy
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List
 
 from absl import flags
 
@@ -53,85 +49,73 @@ FLAG_FIELDS = {
 # (rembert-finetune lists their flags under --help; --tpu is Model Garden's).
 SHARED_FLAG_MODULES = (runtime_flags, xtreme_source_flags)
 
-
-def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-  """rembert-finetune's own flags (the shared ones are defined elsewhere)."""
-  fv = dict(flag_values=flag_values)
-  flags.DEFINE_string("output_dir", None, "Predictions, scores, results table.",
-                      **fv)
-  flags.DEFINE_bool("overwrite", False, "Start --output_dir again: remove its "
-                    "runs and results first (a rerun with other settings or "
-                    "training files is refused without it).", **fv)
-  flags.DEFINE_enum("task", None, list(xtreme_tasks.FINETUNING_TASKS),
-                    "XTREME task.", **fv)
-  flags.DEFINE_string("records_dir", None, "Records of the task "
-                      "(rembert-create-finetuning-data OUTPUT_DIR/<task>).", **fv)
-  flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
-                      "(records are written under --output_dir/records).", **fv)
-  flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model for "
-                      "--data_dir or TFDS (default: "
-                      "<init_checkpoint>/sentencepiece.model).", **fv)
-  flags.DEFINE_list("languages", None, "With --data_dir or TFDS: dev/test "
-                    "languages (default: all present).", **fv)
-  flags.DEFINE_integer("seq_length", None, "With --data_dir or TFDS: sequence "
-                       "length.", lower_bound=8, **fv)
-  flags.DEFINE_list("splits", None, "Splits to predict (and score "
-                    "when labelled).", **fv)
-  flags.DEFINE_string("init_checkpoint", None, "Pre-training model_dir, "
-                      "converted checkpoint dir, encoder ckpt prefix or "
-                      "SavedModel dir.", **fv)
-  flags.DEFINE_string("model_config", None, "Model config name / YAML, when "
-                      "the checkpoint does not carry model_config.yaml.", **fv)
-  _define_trainer_flags(flag_values)
-  for flag, field in FLAG_FIELDS.items():
-    if flag_values.find_module_defining_flag(flag) == __name__:
-      flag_values[flag].help += f" Sets {field}."
-
-
-def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
-  """The flags of the sweep's and the trainer's fields."""
-  fv = dict(flag_values=flag_values)
-  flags.DEFINE_float("learning_rate", None, "Learning rate (one run).", **fv)
-  flags.DEFINE_list("learning_rates", None, "Sweep: rates to try; the best on "
-                    "English dev is selected.", **fv)
-  flags.DEFINE_integer("num_seeds", None, "Runs per rate (mean / std reported).",
-                       lower_bound=1, **fv)
-  flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
-                    "decoupled averages beside the results.", **fv)
-  flags.DEFINE_float("num_train_epochs", None, "Training epochs.", **fv)
-  flags.DEFINE_integer("num_train_steps", None, "Overrides --num_train_epochs.",
-                       **fv)
-  flags.DEFINE_float("warmup_proportion", None, "Linear warmup share of steps.",
-                     lower_bound=0, upper_bound=1, **fv)
-  flags.DEFINE_integer("train_batch_size", None, "Global training batch size.",
-                       lower_bound=1, **fv)
-  flags.DEFINE_integer("eval_batch_size", None, "Global prediction batch size.",
-                       lower_bound=1, **fv)
-  flags.DEFINE_integer("steps_per_loop", None, "Training steps per host round "
-                       "trip (one console line and summary per loop).",
-                       lower_bound=1, **fv)
-  flags.DEFINE_integer("checkpoint_interval", None, "Checkpoint every N steps "
-                       "(a killed sweep resumes from there).", lower_bound=1,
-                       **fv)
-  flags.DEFINE_bool("jit_compile", None, "Compile the training and prediction "
-                    "steps with XLA (default: on for a TPU or GPU, off on a "
-                    "CPU, where it is slower).", **fv)
-  flags.DEFINE_bool("freeze_input_embeddings", None, "Keep the encoder's "
-                    "input embeddings (word, position, type, projection) at "
-                    "their pre-trained values (zero-shot transfer from "
-                    "English).", **fv)
-  flags.DEFINE_bool("keep_checkpoints", None, "Keep each finished run's last "
-                    "checkpoint (default: removed once its predictions "
-                    "exist).", **fv)
-  flags.DEFINE_bool("allow_unlabelled_dev", None, "Go on when dev files have "
-                    "no labels or no examples (no dev score; a sweep of "
-                    "several rates then takes the smallest).", **fv)
-  command.require("learning_rate", lambda rate: rate > 0, "a learning rate "
-                  "must be a positive number (e.g. 2e-5)", flag_values)
-  command.require_above("num_train_epochs", 0, flag_values)
-  command.require("num_train_steps", lambda steps: steps >= 1, "train at "
-                  "least 1 step, or leave it out to train "
-                  "--num_train_epochs epochs", flag_values)
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "Predictions, scores, results table.")
+flags.DEFINE_bool("overwrite", False, "Start --output_dir again: remove its "
+                  "runs and results first (a rerun with other settings or "
+                  "training files is refused without it).")
+flags.DEFINE_enum("task", None, list(xtreme_tasks.FINETUNING_TASKS),
+                  "XTREME task.")
+flags.DEFINE_string("records_dir", None, "Records of the task "
+                    "(rembert-create-finetuning-data OUTPUT_DIR/<task>).")
+flags.DEFINE_string("data_dir", None, "Or: the XTREME download/ folder "
+                    "(records are written under --output_dir/records).")
+flags.DEFINE_string("sentencepiece_model", None, "SentencePiece model for "
+                    "--data_dir or TFDS (default: "
+                    "<init_checkpoint>/sentencepiece.model).")
+flags.DEFINE_list("languages", None, "With --data_dir or TFDS: dev/test "
+                  "languages (default: all present).")
+flags.DEFINE_integer("seq_length", None, "With --data_dir or TFDS: sequence "
+                     "length.", lower_bound=8)
+flags.DEFINE_list("splits", None, "Splits to predict (and score when "
+                  "labelled).")
+flags.DEFINE_string("init_checkpoint", None, "Pre-training model_dir, "
+                    "converted checkpoint dir, encoder ckpt prefix or "
+                    "SavedModel dir.")
+flags.DEFINE_string("model_config", None, "Model config name / YAML, when "
+                    "the checkpoint does not carry model_config.yaml.")
+flags.DEFINE_float("learning_rate", None, "Learning rate (one run).")
+flags.DEFINE_list("learning_rates", None, "Sweep: rates to try; the best on "
+                  "English dev is selected.")
+flags.DEFINE_integer("num_seeds", None, "Runs per rate (mean / std reported).",
+                     lower_bound=1)
+flags.DEFINE_enum("compare", None, ["paper"], "Put the paper's coupled / "
+                  "decoupled averages beside the results.")
+flags.DEFINE_float("num_train_epochs", None, "Training epochs.")
+flags.DEFINE_integer("num_train_steps", None, "Overrides --num_train_epochs.")
+flags.DEFINE_float("warmup_proportion", None, "Linear warmup share of steps.",
+                   lower_bound=0, upper_bound=1)
+flags.DEFINE_integer("train_batch_size", None, "Global training batch size.",
+                     lower_bound=1)
+flags.DEFINE_integer("eval_batch_size", None, "Global prediction batch size.",
+                     lower_bound=1)
+flags.DEFINE_integer("steps_per_loop", None, "Training steps per host round "
+                     "trip (one console line and summary per loop).",
+                     lower_bound=1)
+flags.DEFINE_integer("checkpoint_interval", None, "Checkpoint every N steps "
+                     "(a killed sweep resumes from there).", lower_bound=1)
+flags.DEFINE_bool("jit_compile", None, "Compile the training and prediction "
+                  "steps with XLA (default: on for a TPU or GPU, off on a "
+                  "CPU, where it is slower).")
+flags.DEFINE_bool("freeze_input_embeddings", None, "Keep the encoder's "
+                  "input embeddings (word, position, type, projection) at "
+                  "their pre-trained values (zero-shot transfer from "
+                  "English).")
+flags.DEFINE_bool("keep_checkpoints", None, "Keep each finished run's last "
+                  "checkpoint (default: removed once its predictions "
+                  "exist).")
+flags.DEFINE_bool("allow_unlabelled_dev", None, "Go on when dev files have "
+                  "no labels or no examples (no dev score; a sweep of "
+                  "several rates then takes the smallest).")
+command.require("learning_rate", lambda rate: rate > 0, "a learning rate "
+                "must be a positive number (e.g. 2e-5)")
+command.require_above("num_train_epochs", 0)
+command.require("num_train_steps", lambda steps: steps >= 1, "train at "
+                "least 1 step, or leave it out to train --num_train_epochs "
+                "epochs")
+for _flag, _field in FLAG_FIELDS.items():
+  if FLAGS.find_module_defining_flag(_flag) == __name__:
+    FLAGS[_flag].help += f" Sets {_field}."
 
 
 def field_value(flag: str, value: Any) -> Any:
@@ -147,14 +131,12 @@ def field_value(flag: str, value: Any) -> Any:
   return value
 
 
-def given_overrides(flag_values: flags.FlagValues = flags.FLAGS
-                    ) -> Dict[str, Any]:
+def given_overrides() -> Dict[str, Any]:
   """{field: value} of every flag of the table given on the command line.
   One rate (--learning_rate) also empties the list of rates, which would
   otherwise be swept instead of it."""
-  given = {field: field_value(flag, flag_values[flag].value)
-           for flag, field in FLAG_FIELDS.items()
-           if flag in flag_values and flag_values[flag].present}
+  given = {field: field_value(flag, FLAGS[flag].value)
+           for flag, field in FLAG_FIELDS.items() if FLAGS[flag].present}
   if "trainer.learning_rate" in given and "sweep.learning_rates" not in given:
     given["sweep.learning_rates"] = []
   return given
@@ -178,31 +160,3 @@ def flag_notes(given: Dict[str, Any], layered: Dict[str, Any]
       notes.append(f"--{flag} {value} overrides the experiment's "
                    f"{field}: {written}")
   return notes
-
-
-def overrides_from_args(args: Sequence[str],
-                        program: str = "--finetune_flags") -> Dict[str, Any]:
-  """{field: value} of a list of rembert-finetune flags (`--name=value`,
-  `--name value`, `--flag` / `--noflag`), parsed by absl with the command's
-  own definitions; a refused flag is one line naming `program`."""
-  flag_values = flags.FlagValues()
-  define_flags(flag_values)
-  for name in [name for name in FLAG_FIELDS if name not in flag_values]:
-    shared = copy.deepcopy(flags.FLAGS[name])
-    shared.unparse()  # the copy starts unset, whatever this process was given
-    flag_values[name] = shared
-  try:
-    extra = flag_values([program, *args])
-  except flags.Error as e:
-    code, line = command.explain(e, flag_values=flag_values)
-    raise (errors.UsageError if code == errors.EXIT_USAGE else
-           errors.InputError)(f"{program} {line}") from None
-  if extra[1:]:
-    raise errors.UsageError(f"{program} {extra[1]!r}: expected a flag such as "
-                            "--num_train_epochs=2.")
-  for flag in ("output_dir", "overwrite"):
-    if flag_values[flag].present:
-      raise errors.UsageError(f"{program} --{flag}: not a setting of one "
-                              "fine-tuning run here.")
-  return given_overrides(flag_values)
-

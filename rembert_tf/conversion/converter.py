@@ -29,6 +29,7 @@ from rembert_tf.common import outputs
 from rembert_tf.data import tokenizer
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.checkpoints import pretrainer_restore
 from rembert_tf.checkpoints import checkpoint_snapshot
 from rembert_tf.modeling import rembert_encoder
 from rembert_tf.modeling import rembert_pretrainer
@@ -152,8 +153,8 @@ def _open_source(from_format, input_path, config, cfg_hint_output_side):
     cfg = checkpoint_restore.model_config_of(resolved, config)
     model, encoder, slots = _model_and_slots(  # zeros: all restored below
         cfg, cfg_hint_output_side
-        and checkpoint_restore.has_output_side(resolved))
-    read_from = (checkpoint_restore.restore_pretrainer(model, resolved) if model
+        and pretrainer_restore.has_output_side(resolved))
+    read_from = (pretrainer_restore.restore_pretrainer(model, resolved) if model
                  else checkpoint_restore.restore_encoder(encoder, resolved))
     source = tensor_sources.ModelSource(
         slots, description=(f"rembert_tf checkpoint {input_path} "

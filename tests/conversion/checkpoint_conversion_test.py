@@ -25,6 +25,7 @@ from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.checkpoints import pretrainer_restore
 from rembert_tf.checkpoints import checkpoint_reading
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_encoder
@@ -188,7 +189,7 @@ def test_rembert_tf_hf_rembert_tf_round_trip_is_bit_identical(
   back = tmp_path / "back"
   converter.convert_checkpoint("hf", "rembert_tf", hf_dir, back)
   assert (back / "pretrainer").is_dir() and (back / "encoder").is_dir()
-  loaded_cfg, loaded_pretrainer = checkpoint_restore.load_pretrainer(back)
+  loaded_cfg, loaded_pretrainer = pretrainer_restore.load_pretrainer(back)
   assert loaded_cfg.as_dict() == cfg.as_dict()
   before = slot_values(model, True)
   after = slot_values(loaded_pretrainer, True)
@@ -329,7 +330,7 @@ def test_released_output_side_matched_by_role_and_shape(released_checkpoint,
                                with_output_side=True)
   assert sorted(p.name for p in out.iterdir()) == [
       "encoder", "model_config.yaml", "pretrainer"]
-  loaded_cfg, pretrainer = checkpoint_restore.load_pretrainer(out)
+  loaded_cfg, pretrainer = pretrainer_restore.load_pretrainer(out)
   assert loaded_cfg.as_dict() == cfg.as_dict()
   values = slot_values(pretrainer, True)
   assert sorted(values) == sorted(canonical)
@@ -348,7 +349,7 @@ def test_released_output_side_matched_by_role_and_shape(released_checkpoint,
     _, encoder = checkpoint_restore.load_encoder(source)
     for a, b in zip(encoder.variables, pretrainer.encoder.variables):
       np.testing.assert_array_equal(a.numpy(), b.numpy())
-  _, again = checkpoint_restore.load_pretrainer(
+  _, again = pretrainer_restore.load_pretrainer(
       checkpoint_layout.resolve(out).pretrainer_checkpoint)
   np.testing.assert_array_equal(again.masked_lm.output_embedding.numpy(),
                                 canonical["cls/predictions/output_embedding"])
@@ -362,9 +363,9 @@ def test_released_output_side_only_when_asked(released_checkpoint, tmp_path):
   out = tmp_path / "encoder_only"
   converter.convert_checkpoint("tf1", "rembert_tf", prefix, out)
   assert not (out / "pretrainer").exists()
-  assert not checkpoint_restore.has_output_side(out)
+  assert not pretrainer_restore.has_output_side(out)
   with pytest.raises(checkpoint_layout.CheckpointError, match="--with_output_side"):
-    checkpoint_restore.load_pretrainer(out)
+    pretrainer_restore.load_pretrainer(out)
   _, encoder = checkpoint_restore.load_encoder(out)
   assert sorted(slot_values(encoder, False)) == sorted(
       n for n in canonical if n.startswith("bert/"))
@@ -392,7 +393,7 @@ def test_released_to_hf_with_output_side_and_released_special_ids(
   # And back: the HF directory converts to the same pretrainer.
   back = tmp_path / "back"
   converter.convert_checkpoint("hf", "rembert_tf", out, back)
-  _, pretrainer = checkpoint_restore.load_pretrainer(back)
+  _, pretrainer = pretrainer_restore.load_pretrainer(back)
   values = slot_values(pretrainer, True)
   for name, value in canonical.items():
     np.testing.assert_array_equal(values[name], value, err_msg=name)
@@ -441,7 +442,7 @@ def test_released_checkpoint_read_in_bounded_batches_on_ram(
       read_bytes = lambda d: tf.io.gfile.GFile(f"{d}/model.safetensors", "rb").read()
       assert read_bytes(small) == read_bytes(whole)
     else:
-      _, pretrainer = checkpoint_restore.load_pretrainer(small)
+      _, pretrainer = pretrainer_restore.load_pretrainer(small)
       values = slot_values(pretrainer, True)
       for name, value in canonical.items():
         np.testing.assert_array_equal(values[name], value, err_msg=name)
@@ -608,7 +609,7 @@ def test_pretraining_model_dir_to_clean_checkpoint_dir(source_dir, tmp_path):
       str(model_dir), max_to_keep=1).save(checkpoint_number=3)
   out = tmp_path / "clean"
   converter.convert_checkpoint("rembert_tf", "rembert_tf", model_dir, out)
-  loaded_cfg, loaded_pretrainer = checkpoint_restore.load_pretrainer(out)
+  loaded_cfg, loaded_pretrainer = pretrainer_restore.load_pretrainer(out)
   before, after = slot_values(model, True), slot_values(loaded_pretrainer, True)
   assert sorted(before) == sorted(after)
   for name in before:

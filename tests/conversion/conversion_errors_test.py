@@ -31,7 +31,7 @@ from rembert_tf.conversion import weight_layout
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
 from rembert_tf.checkpoints import checkpoint_layout
-from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.checkpoints import pretrainer_restore
 from rembert_tf.modeling import rembert_pretrainer
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -246,7 +246,7 @@ def test_ram_filesystem_input_and_output(tmp_path):
                                "ram://conversion_test/hf")
   converter.convert_checkpoint("hf", "rembert_tf", "ram://conversion_test/hf",
                                "ram://conversion_test/back")
-  _, pretrainer = checkpoint_restore.load_pretrainer("ram://conversion_test/back")
+  _, pretrainer = pretrainer_restore.load_pretrainer("ram://conversion_test/back")
   values = {s.name: s.read()
             for s in weight_layout.slots_for_pretrainer(pretrainer)}
   for name, value in canonical.items():
@@ -326,7 +326,7 @@ def test_convert_reads_the_newest_intact_checkpoint(fault, two_steps_dir,
   assert fallback[0].startswith(f"{folder}/pretrainer: ckpt-1 is not intact (")
   assert fallback[0].endswith("; using ckpt-0, the newest intact checkpoint.")
   assert part in fallback[0]
-  _, converted = checkpoint_restore.load_pretrainer(tmp_path / "out")
+  _, converted = pretrainer_restore.load_pretrainer(tmp_path / "out")
   for variable in converted.variables:
     np.testing.assert_array_equal(variable.numpy(),
                                   two_steps_dir[1][variable.name],

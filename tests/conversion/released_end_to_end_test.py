@@ -32,6 +32,7 @@ from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
+from rembert_tf.checkpoints import pretrainer_restore
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SEQ_LENGTH = 32
@@ -63,8 +64,8 @@ def converted(tmp_path_factory):
 
 def test_text_to_embeddings_with_the_released_vocabulary(converted, tmp_path):
   cfg, canonical, out = converted
-  assert checkpoint_restore.has_output_side(out)
-  _, pretrainer = checkpoint_restore.load_pretrainer(out)
+  assert pretrainer_restore.has_output_side(out)
+  _, pretrainer = pretrainer_restore.load_pretrainer(out)
   np.testing.assert_array_equal(
       pretrainer.masked_lm.output_embedding.numpy(),
       canonical["cls/predictions/output_embedding"])
@@ -229,7 +230,7 @@ def test_continue_pretraining_from_the_converted_release(converted, tmp_path):
   task, batch = pretrain_testlib.first_batch(config)  # (see its comment)
   inputs = {k: batch[k] for k in masked_lm_task.MODEL_INPUT_KEYS}
   released = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoint_restore.restore_pretrainer(released, str(out))
+  pretrainer_restore.restore_pretrainer(released, str(out))
   expected = float(task.build_losses(batch, released(inputs)))
   fresh = rembert_pretrainer.build_pretrainer(config.task.model)
   checkpoint_restore.restore_encoder(fresh.encoder, str(out))  # encoder only

@@ -3,9 +3,8 @@
 The experiment `rembert_finetuning` loads by bare name and by YAML path,
 --params_override sets its fields, every flag of rembert-finetune sets the
 field the flag -> field table names (each flag given on a command line), a
-flag given beside an override of its field wins with one note, a bad
-override names the field, and rembert-run-ablation's --finetune_flags go
-through the same table. (The command end to end with --config_file and
+flag given beside an override of its field wins with one note, and a bad
+override names the field. (The command end to end with --config_file and
 --params_override: resume_test.py; a bad override on its command line:
 bad_input_test.py.)
 """
@@ -18,7 +17,6 @@ from official.core import exp_factory
 
 from rembert_tf.cli import finetune  # defines rembert-finetune's flags
 from rembert_tf.cli import finetune_flags
-from rembert_tf.common import errors
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.runtime import experiment_files
@@ -117,11 +115,6 @@ def test_every_flag_sets_its_field(flag, field):
   config = _parsed("--config_file=xtreme_xnli", text)
   section, name = field.split(".")
   assert getattr(getattr(config, section), name) == expected
-  # rembert-run-ablation's --finetune_flags: the same table, the same field.
-  # (One rate also empties the list of rates, which would win over it.)
-  also = {"sweep.learning_rates": []} if flag == "learning_rate" else {}
-  assert finetune_flags.overrides_from_args([text]) == {field: expected,
-                                                        **also}
 
 
 def test_a_flag_wins_over_an_override_of_its_field_and_says_so(capsys):
@@ -152,16 +145,6 @@ def test_one_rate_flag_wins_over_a_yamls_list_of_rates_and_says_so(
   both = _parsed(f"--config_file={yaml}", "--learning_rate=1e-4",
                  "--learning_rates=1e-5,2e-5")
   assert both.sweep.learning_rates == [1e-5, 2e-5]
-
-
-def test_a_list_of_finetune_flags_is_refused_flag_by_flag():
-  for args, message in ((["--nope=1"], "Unknown command line flag 'nope'"),
-                        (["--num_train_steps=x"], "--num_train_steps x: not "
-                         "an integer"),
-                        (["--output_dir=o"], "--output_dir: not a setting"),
-                        (["--overwrite"], "--overwrite: not a setting")):
-    with pytest.raises(errors.RemBertError, match=message):
-      finetune_flags.overrides_from_args(args)
 
 
 def test_the_readmes_flag_and_config_commands_are_one_experiment():
