@@ -15,7 +15,7 @@ STALE_AFTER_S. A multi-worker job is one writer: its chief.
 Example:
 ```python
 from rembert_tf.common import output_lock
-with output_lock.hold("records"):
+with output_lock.writing_output("records"):
   ...  # a second process asking for ./records gets OutputLockedError
 ```
 """
@@ -27,7 +27,7 @@ import secrets
 import sys
 import threading
 import time
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -300,3 +300,49 @@ def hold(path: PathLike) -> Iterator[bool]:
         del _HELD[path]
         _remove(held["lock_file"])
         _remove_created(held["created"])
+
+
+@contextlib.contextmanager
+def writing_output(path: PathLike) -> Iterator[str]:
+  """Holds the lock of output `path` (`hold`) for the block; a full disk
+  reads as one line naming `path`. Nests. Raises errors.InputError when a
+  parent of `path` is a file."""
+  path = fileio.as_str(path).rstrip("/")
+  fileio.check_output_location(path)
+  try:
+    with hold(path):
+      yield path
+  except OSError as e:  # A command's own errors keep their words.
+    if fileio.is_disk_full(e):
+      raise fileio.disk_full_error(path, e) from None
+    raise
+
+
+def writing_shared_output(path: PathLike, is_chief: Optional[bool] = None):
+  """`writing_output(path)` on the chief alone (`is_chief` None: from
+  TF_CONFIG); the other workers of one job write temporaries of their own."""
+  if is_chief is None:
+    is_chief = is_chief_process()
+  return writing_output(path) if is_chief else contextlib.nullcontext()
+
+
+def refuse_overlap(output: Optional[PathLike],
+                   inputs: Mapping[str, Optional[PathLike]],
+                   output_label: str = "the output") -> None:
+  """errors.UsageError when `output` is, holds or lies inside one of
+  `inputs` ({how the user named it, e.g. "--model_dir": path or None}),
+  comparing real paths: writing it would replace or delete that input."""
+  if output is None:
+    return
+  out = fileio.real_path(output).rstrip("/")
+  for label, path in inputs.items():
+    real = fileio.real_path(path or "").rstrip("/")
+    how = (None if not path or not fileio.as_str(path) else "is" if real == out
+           else "holds" if real.startswith(out + "/")
+           else "lies inside" if out.startswith(real + "/") else None)
+    if how:
+      raise errors.UsageError(
+          f"{output_label} {fileio.as_str(output)} {how} {label} "
+          f"{fileio.as_str(path)} (real paths {out} and {real}); writing it "
+          f"would replace or delete that input. Choose {output_label} outside "
+          f"{label}.")

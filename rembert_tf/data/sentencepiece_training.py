@@ -20,6 +20,7 @@ import sentencepiece as spm
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
 from rembert_tf.common import outputs
 from rembert_tf.data import data_engine
 from rembert_tf.data import sentencepiece_sample
@@ -264,8 +265,8 @@ def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
   inputs = {f"--input {f.path}": f.path for f in files}
   inputs["--sample_path"] = sample_path
   for suffix in MODEL_SUFFIXES:
-    outputs.refuse_overlap(fileio.join(output_dir, model_prefix + suffix),
-                           inputs, "the output")
+    output_lock.refuse_overlap(
+        fileio.join(output_dir, model_prefix + suffix), inputs, "the output")
 
 
 def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,

@@ -148,13 +148,13 @@ def test_holders_refresh_their_lock_files(tmp_path, capsys):
 
 
 def test_a_training_directory_is_written_by_one_process(tmp_path):
-  """The trainers' API: `outputs.writing_output(model_dir)` on the chief."""
+  """The trainers' API: `output_lock.writing_output(model_dir)` on the chief."""
   model_dir = tmp_path / "pretrain"
   with testlib.held_by_another_process(model_dir) as (pid, _):
     with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
-      with outputs.writing_output(model_dir):
+      with output_lock.writing_output(model_dir):
         pass
-  with outputs.writing_output(model_dir):
+  with output_lock.writing_output(model_dir):
     fileio.write_text(fileio.join(model_dir, "params.yaml"), "x: 1\n")
   assert _lock_files(model_dir) == [] and os.listdir(model_dir) == ["params.yaml"]
 
@@ -172,23 +172,23 @@ def test_only_the_chief_of_a_multi_worker_run_writes(tf_config, chief, monkeypat
 
 
 def test_a_shared_output_is_locked_by_the_chief_alone(tmp_path, monkeypatch):
-  """`outputs.writing_shared_output`: the chief meets another run's lock; a
+  """`output_lock.writing_shared_output`: the chief meets another run's lock; a
   non-chief worker (TF_CONFIG, or told) takes no lock and is not refused."""
   out = tmp_path / "model_dir"
   with testlib.held_by_another_process(out) as (pid, _):
     with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
-      with outputs.writing_shared_output(out, is_chief=True):
+      with output_lock.writing_shared_output(out, is_chief=True):
         pass
-    with outputs.writing_shared_output(out, is_chief=False):
+    with output_lock.writing_shared_output(out, is_chief=False):
       pass
     monkeypatch.setenv("TF_CONFIG", json.dumps({
         "cluster": {"worker": ["a:1", "b:2"]},
         "task": {"type": "worker", "index": 1}}))
-    with outputs.writing_shared_output(out):
+    with output_lock.writing_shared_output(out):
       pass
     monkeypatch.setenv("TF_CONFIG", "")
     with pytest.raises(output_lock.OutputLockedError):
-      with outputs.writing_shared_output(out):
+      with output_lock.writing_shared_output(out):
         pass
 
 
@@ -275,7 +275,7 @@ def test_an_unwritable_parent_names_the_output_not_the_lock_file(
   (tmp_path / "ro").mkdir()
   for take in (lambda: output_lock.hold(output),
                lambda: outputs.atomic_directory(output),
-               lambda: outputs.writing_shared_output(output)):
+               lambda: output_lock.writing_shared_output(output)):
     with pytest.raises(errors.UsageError) as refused:
       with take():
         pass
