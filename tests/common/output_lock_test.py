@@ -219,7 +219,6 @@ def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
   from rembert_tf.cli import run_ablation  # pylint: disable=g-import-not-at-top
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
-  from rembert_tf.data import pretraining_record_format  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
   from rembert_tf.demo import corpus  # pylint: disable=g-import-not-at-top
   from rembert_tf.evaluation import layer_similarity  # pylint: disable=g-import-not-at-top
@@ -234,7 +233,7 @@ def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
           missing, out),
       "records": lambda out: pretraining_record_creation.create_pretraining_data(
           [missing + "/{lang}/*.txt"], out, missing),
-      "fixture_records": lambda out: pretraining_record_format.write_pretraining_records(
+      "fixture_records": lambda out: pretraining_record_creation.write_pretraining_records(
           out, [[5, 6]], seq_length=8, max_predictions_per_seq=1, vocab_size=10),
       "spm": lambda out: sentencepiece_training.train_sentencepiece(
           [missing + "/{lang}/*.txt"], out, 100),
