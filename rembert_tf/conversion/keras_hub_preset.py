@@ -17,9 +17,9 @@ from absl import logging
 from keras_hub.src.tokenizers import sentence_piece_tokenizer
 from keras_hub.src.utils import preset_utils
 
-from rembert_tf.common import console
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.common import progress
 from rembert_tf.conversion import config_json
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
@@ -181,8 +181,8 @@ def write_preset(cfg, source, names, with_output_side, output_dir,
   parameter_count = sum(int(np.prod(shape)) for name, shape in shapes.items()
                         if name.startswith(weight_layout.ENCODER_PREFIX))
   with _local_folder(output_dir) as folder, \
-      console.progress("writing the keras-hub preset", total=len(shapes),
-                       unit="tensors") as bar:
+      progress.Progress("writing the keras-hub preset", total=len(shapes),
+                        unit="tensors") as bar:
     where = _save_skeleton(cfg, with_output_side,
                            sp_model and fileio.read_bytes(sp_model), folder)
     _patch_configs(folder, cfg, with_output_side, parameter_count)

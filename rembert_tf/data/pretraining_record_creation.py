@@ -29,10 +29,10 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.common import progress
 from rembert_tf.data import data_engine
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
@@ -114,8 +114,8 @@ def _create_records(prepared: pretraining_instances.Prepared, staging: str,
   options = prepared.job.options
   engine = (f"Apache Beam {runner} ({num_workers} worker(s))" if runner
             else f"{num_workers} worker(s)")
-  bar, progress = (None, None) if runner else _progress(len(prepared.tasks),
-                                                        verbose)
+  bar, on_unit = (None, None) if runner else _progress(len(prepared.tasks),
+                                                       verbose)
   with _spill_directory(staging, runner) as spill_dir:
     steps = [
         data_engine.Step("LanguageBytes", prepared.files, functools.partial(
@@ -124,7 +124,7 @@ def _create_records(prepared: pretraining_instances.Prepared, staging: str,
         data_engine.Step("Records", prepared.tasks, functools.partial(
             process_unit, job=prepared.job, spill_dir=spill_dir,
             keep=prepared.languages), _with_results, parallel=True,
-                         progress=progress),
+                         progress=on_unit),
         data_engine.Step("Shards", range(options.num_output_shards),
                          functools.partial(write_shard, staging=staging,
                                            spill_dir=spill_dir,
@@ -295,8 +295,9 @@ def write_shard(shard_index: int, plan_and_results, *, staging: str,
 def _progress(total_units: int, verbose: bool):
   """The console's progress over the input files (silent unless verbose),
   and its update by a unit's result: documents, sequences, tokens/s."""
-  bar = console.Progress("create_pretraining_data", total=total_units,
-                         unit="files", stream=None if verbose else io.StringIO())
+  bar = progress.Progress("create_pretraining_data", total=total_units,
+                          unit="files",
+                          stream=None if verbose else io.StringIO())
   done, start = collections.Counter(), time.time()
 
   def update(result: UnitResult):
