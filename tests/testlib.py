@@ -237,7 +237,7 @@ class StepFaults:
   """Once armed, counts the swap's steps on the filesystem and fails the Nth."""
 
   def __init__(self, monkeypatch, at=None, fault=Killed,
-               names=("_rename_one", "rmtree", "remove", "open_file")):
+               names=("rename", "rmtree", "remove", "open_file")):
     self.at, self.fault, self.count, self.armed = at, fault, 0, False
     self.steps = []
     for name in names:

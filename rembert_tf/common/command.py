@@ -281,7 +281,7 @@ class CommandLog:
     try:
       fileio.makedirs(target_dir)
       target = fileio.join(target_dir, self.log_name)
-      fileio.copy(self.log_path, target, overwrite=True)
+      fileio.copy(self.log_path, target)
       os.remove(self.log_path)
     except OSError as e:
       print(f"{self.program}: the log stays at {self.log_path} (copying it to "

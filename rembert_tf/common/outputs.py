@@ -25,7 +25,6 @@ import inspect
 import multiprocessing
 import os
 import sys
-import tempfile
 from typing import Callable, Iterator, List, Optional, Sequence
 
 from rembert_tf.common import errors
@@ -161,12 +160,25 @@ def _move(src: str, dst: str) -> None:
   """Moves `src` to `dst`, or finishes such a move that was cut short."""
   if not fileio.exists(src):
     return
-  if fileio.isdir(src) and fileio.exists(dst):
-    fileio.merge_tree(src, dst)  # A tree moved object by object, half-way.
+  if fileio.isdir(src) and (fileio.exists(dst) or fileio.is_remote(src)
+                            or fileio.is_remote(dst)):
+    _merge_tree(src, dst)
     return
   if fileio.dirname(dst):
     fileio.makedirs(fileio.dirname(dst))
   fileio.rename(src, dst)
+
+
+def _merge_tree(src: str, dst: str) -> None:
+  """Moves every file of `src` to the same place under `dst`, then drops
+  `src`: how an object store moves a directory (a rename of ram://'s
+  directory marker would lose its files), and how a move cut short half-way
+  is finished."""
+  for relative in fileio.files_under(src):
+    fileio.makedirs(fileio.dirname(fileio.join(dst, relative)))
+    fileio.rename(fileio.join(src, relative), fileio.join(dst, relative))
+  fileio.makedirs(dst)
+  fileio.rmtree(src)
 
 
 def swap_in(target: str, tmp: str, old_names: Optional[Sequence[str]] = None,
@@ -272,20 +284,3 @@ def remove_stale_temporaries(path: PathLike,
       fileio.rmtree(stale)
       removed.append(stale)
   return removed
-
-
-@contextlib.contextmanager
-def local_scratch_dir(prefix: str) -> Iterator[str]:
-  """A local temporary directory `PREFIX<owner tag>-XXXX` (under TMPDIR) for
-  libraries that need local files; those of ended runs go first."""
-  root = tempfile.gettempdir()
-  for name in os.listdir(root):
-    owner = (fileio.parse_owner(name[len(prefix):].rsplit("-", 1)[0])
-             if name.startswith(prefix) else None)  # TMPDIR has others' too
-    if owner and owner[1] == fileio.HOST and not output_lock.pid_running(owner[0]):
-      fileio.rmtree(os.path.join(root, name))
-  path = tempfile.mkdtemp(prefix=f"{prefix}{fileio.owner_tag()}-", dir=root)
-  try:
-    yield path
-  finally:
-    fileio.rmtree(path)

@@ -18,7 +18,7 @@ from keras_hub.src.tokenizers import sentence_piece_tokenizer
 from keras_hub.src.utils import preset_utils
 
 from rembert_tf.common import fileio
-from rembert_tf.common import outputs
+from rembert_tf.common import local_files
 from rembert_tf.common import progress
 from rembert_tf.conversion import config_json
 from rembert_tf.conversion import tensor_sources
@@ -148,7 +148,7 @@ def _local_folder(folder: str) -> Iterator[str]:
     yield folder
     return
   # Owner-tagged: a killed run's copy is removed by the next run.
-  with outputs.local_scratch_dir("rembert_tf-preset-") as local:
+  with local_files.local_scratch_dir("rembert_tf-preset-") as local:
     yield local
     for relative in fileio.files_under(local):
       fileio.copy(fileio.join(local, relative), fileio.join(folder, relative))
@@ -221,7 +221,7 @@ class PresetSource(tensor_sources.ReadOneByOne):
   def __init__(self, folder: str, cfg, with_output_side: bool):
     self.description = f"keras-hub preset {folder}"
     self._cfg = cfg
-    with outputs.local_scratch_dir("rembert_tf-skeleton-") as skeleton:
+    with local_files.local_scratch_dir("rembert_tf-skeleton-") as skeleton:
       self._where = _save_skeleton(cfg, with_output_side, None, skeleton)
     self._canonical = weight_layout.expected_canonical_shapes(
         cfg, output_side=with_output_side)
@@ -233,7 +233,7 @@ class PresetSource(tensor_sources.ReadOneByOne):
         if not fileio.isfile(path):
           raise weight_layout.ConversionError(
               f"{path}: not found; the preset's config needs it.")
-        local = self._stack.enter_context(fileio.local_copy(path))
+        local = self._stack.enter_context(local_files.local_copy(path))
         self._files[file_name] = self._stack.enter_context(
             h5py.File(local, "r"))
     except BaseException:

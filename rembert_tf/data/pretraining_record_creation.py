@@ -31,6 +31,7 @@ import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import local_files
 from rembert_tf.common import outputs
 from rembert_tf.common import progress
 from rembert_tf.data import data_engine
@@ -154,7 +155,7 @@ def _spill_directory(staging: str, runner: Optional[str]):
   on_this_machine = not runner or runner in data_engine.DIRECT_RUNNERS
   if fileio.is_remote(staging) and on_this_machine:
     # Owner-tagged: a killed run's spill is removed by the next run.
-    return outputs.local_scratch_dir("rembert_tf-spill-")
+    return local_files.local_scratch_dir("rembert_tf-spill-")
   path = fileio.join(staging, "spill")
   fileio.makedirs(path)
   return contextlib.nullcontext(path)  # Goes with the staging directory.

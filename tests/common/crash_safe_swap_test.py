@@ -206,13 +206,13 @@ def test_a_replacement_that_cannot_be_finished_is_one_line(tmp_path,
   (tmp_path / ".out.tmp-99@elsewhere-bbbb" / "a.txt").write_text("new")
   (tmp_path / ".out.into-99@elsewhere-bbbb").write_text("complete")
 
-  rename_one = fileio._rename_one
+  rename = fileio.rename
 
-  def forbidden(src, dst, overwrite):
+  def forbidden(src, dst):
     if ".out.tmp-99" in src:
       raise PermissionError(13, "Permission denied", src)
-    rename_one(src, dst, overwrite)
-  monkeypatch.setattr(fileio, "_rename_one", forbidden)
+    rename(src, dst)
+  monkeypatch.setattr(fileio, "rename", forbidden)
   with pytest.raises(errors.InputError) as refused:
     _write_directory(out, NEW, overwrite=True)
   line = errors.one_line(refused.value)
@@ -251,14 +251,14 @@ import os, sys
 from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_record_creation
 corpus, model, out = sys.argv[1:]
-original, into_old = fileio._rename_one, []
-def rename_one(src, dst, overwrite):
-  original(src, dst, overwrite)
+original, into_old = fileio.rename, []
+def rename(src, dst):
+  original(src, dst)
   if ".create_pretraining_data.old-" in dst:
     into_old.append(dst)
     if len(into_old) == 3:
       os._exit(9)
-fileio._rename_one = rename_one
+fileio.rename = rename
 pretraining_record_creation.create_pretraining_data(
     [corpus + "/{lang}/*.txt"], out, model, languages=["el", "ar"], seq_length=32,
     max_predictions_per_seq=5, num_output_shards=3, seed=2, overwrite=True,
@@ -363,7 +363,7 @@ def test_a_full_disk_at_every_write_of_a_file_set(filesystem, tmp_path,
     out = _set_fixture(root)
     with monkeypatch.context() as patch:
       faults = StepFaults(patch, at=step, fault=testlib.disk_full,
-                          names=("_rename_one", "open_file"))
+                          names=("rename", "open_file"))
       try:
         _write_set(out, SET_NEW, True, faults)
       except errors.InputError as e:

@@ -7,8 +7,8 @@ import pytest
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import local_files
 from rembert_tf.common import output_lock
-from rembert_tf.common import outputs
 
 
 @pytest.mark.parametrize("output, how", [
@@ -66,7 +66,7 @@ def test_a_killed_runs_scratch_directory_is_removed_by_the_next(
   for path in (dead, live, other):
     path.mkdir()
     (path / "sample.txt").write_text("lines")
-  with outputs.local_scratch_dir("rembert_tf-x-") as scratch:
+  with local_files.local_scratch_dir("rembert_tf-x-") as scratch:
     assert os.path.basename(scratch).startswith(
         f"rembert_tf-x-{fileio.owner_tag()}-")
     assert not dead.exists() and live.exists() and other.exists()

@@ -257,7 +257,7 @@ def test_records_on_ram_are_checked_by_the_loader_that_reads_them(static_dir,
       other, [[7, 8, 9, 10]] * 4, seq_length=16, max_predictions_per_seq=PRED,
       vocab_size=VOCAB, num_shards=1)
   shard = f"{root}/pretrain-00001-of-00004.tfrecord"
-  fileio.copy(str(next(other.glob("*.tfrecord"))), shard, overwrite=True)
+  fileio.copy(str(next(other.glob("*.tfrecord"))), shard)
   with pytest.raises(pretraining_input_pipeline.DataMismatchError) as e:
     load()
   assert str(e.value) == (
