@@ -128,7 +128,8 @@ def _define_trainer_flags(flag_values: flags.FlagValues) -> None:
                     "several rates then takes the smallest).", **fv)
   command.require("learning_rate", lambda rate: rate > 0, "a learning rate "
                   "must be a positive number (e.g. 2e-5)", flag_values)
-  command.require_above("num_train_epochs", 0, flag_values)
+  command.require("num_train_epochs", lambda epochs: epochs > 0,
+                  "must be above 0", flag_values)
   command.require("num_train_steps", lambda steps: steps >= 1, "train at "
                   "least 1 step, or leave it out to train "
                   "--num_train_epochs epochs", flag_values)

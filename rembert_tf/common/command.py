@@ -68,12 +68,6 @@ def require(name: str, check: Callable, why: str,
                            message=f"{why}.", flag_values=flag_values)
 
 
-def require_above(name: str, limit: float,
-                  flag_values: flags.FlagValues = flags.FLAGS) -> None:
-  require(name, lambda value: value > limit, f"must be above {limit:g}",
-          flag_values)
-
-
 def _refused_value(flag, text: str, detail: str) -> Tuple[int, str]:
   """(exit code, line): 2 for a value absl's parser cannot read, 1 for one
   outside its bounds or refused by a `require` check."""
