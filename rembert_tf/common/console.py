@@ -13,7 +13,7 @@ print(console.loop_line(40, 300, loss=5.2104, accuracy=0.113,
 """
 import math
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import Callable, Optional
 
 
 def format_duration(seconds: Optional[float]) -> str:
@@ -40,8 +40,7 @@ def loop_line(step: int, total_steps: Optional[int] = None, *,
               accuracy_name: str = "acc",
               examples_per_second: Optional[float] = None,
               learning_rate: Optional[float] = None,
-              eta_seconds: Optional[float] = None,
-              extra: Optional[Mapping[str, Any]] = None) -> str:
+              eta_seconds: Optional[float] = None) -> str:
   """The one console line of a training loop; absent values are left out:
   `step  40/300 | loss 5.2104 | acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02`."""
   width = len(str(total_steps)) if total_steps else 0
@@ -51,8 +50,6 @@ def loop_line(step: int, total_steps: Optional[int] = None, *,
     parts.append(f"loss {loss:.4f}")
   if accuracy is not None:
     parts.append(f"{accuracy_name} {accuracy:.4f}")
-  parts += [f"{name} {value:.4g}" if isinstance(value, float)
-            else f"{name} {value}" for name, value in (extra or {}).items()]
   if examples_per_second is not None:
     parts.append(f"{format_count(examples_per_second)} ex/s")
   if learning_rate is not None:
