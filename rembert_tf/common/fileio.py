@@ -224,10 +224,11 @@ def temporaries_dir(path: str) -> str:
   return path if parent.endswith("://") else parent
 
 
-def temporary_path(path: PathLike) -> str:
-  """`.NAME.tmp-PID@HOST-XXXX` beside `path`: a name that says who writes it."""
+def temporary_path(path: PathLike, tag: str = TEMPORARY_TAG) -> str:
+  """`.NAME.tmp-PID@HOST-XXXX` (or another `tag`) beside `path`: a name that
+  says who writes it."""
   path = as_str(path).rstrip("/")
-  name = f".{basename(path)}{TEMPORARY_TAG}{owner_tag()}-{secrets.token_hex(4)}"
+  name = f".{basename(path)}{tag}{owner_tag()}-{secrets.token_hex(4)}"
   return join(temporaries_dir(path), name)
 
 

@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import random
-import secrets
 import sys
 import threading
 import time
@@ -71,14 +70,10 @@ def _proc_field(pid, index: int) -> Optional[str]:
   return fields[index] if len(fields) > index else None
 
 
-def _read_or_none(path: str) -> Optional[str]:
-  try:
-    return fileio.read_text(path).strip()
-  except OSError:
-    return None
-
-
-_BOOT_ID = _read_or_none("/proc/sys/kernel/random/boot_id")
+try:
+  _BOOT_ID = fileio.read_text("/proc/sys/kernel/random/boot_id").strip()
+except OSError:
+  _BOOT_ID = None
 
 
 def pid_running(pid: int) -> bool:
@@ -121,8 +116,6 @@ def _holders(path: str) -> List[Dict]:
 
 
 def _stale(holder: Dict, now: float) -> bool:
-  """Its run is gone: from another host, not refreshed for STALE_AFTER_S; on
-  this one, its pid ended or is another process now (another start, a boot)."""
   if holder.get("host") != fileio.HOST:
     return now - float(holder.get("refreshed", 0)) > STALE_AFTER_S
   pid, start = int(holder.get("pid", -1)), holder.get("process_start")
@@ -167,7 +160,7 @@ def _remove(path: str) -> None:
 
 
 @contextlib.contextmanager
-def _named_for_the_output(path: str, parent: str) -> Iterator[None]:
+def _named_for_the_output(path: str) -> Iterator[None]:
   """A parent that cannot be written (read-only, no permission) is named as
   the output's problem: the lock file is this module's detail."""
   try:
@@ -178,8 +171,9 @@ def _named_for_the_output(path: str, parent: str) -> Iterator[None]:
     why = (e.strerror if isinstance(e, OSError) and e.strerror
            else errors.one_line(e).rsplit(": ", 1)[-1])
     raise errors.UsageError(
-        f"{path}: cannot write this output ({why} in {parent}); choose an "
-        "output on a file system and folder you can write to.") from None
+        f"{path}: cannot write this output ({why} in "
+        f"{lock_location(path)[0]}); choose an output on a file system and "
+        "folder you can write to.") from None
 
 
 def _makedirs(path: str) -> List[str]:
@@ -205,18 +199,14 @@ def _collision_pause() -> None:
 
 
 def _acquire(path: str) -> Dict:
-  parent, prefix = lock_location(path)
-  with _named_for_the_output(path, parent):
-    created = _makedirs(parent)
+  created = _makedirs(lock_location(path)[0])
   for attempt in range(_MAX_TRIES):
     now, pid = time.time(), os.getpid()
     info = {"host": fileio.HOST, "pid": pid, "since": now, "refreshed": now,
             "process_start": _proc_field(pid, 19), "boot_id": _BOOT_ID,
             "output": path, "command": " ".join(sys.argv)[:500]}
-    lock_file = fileio.join(
-        parent, f"{prefix}{fileio.owner_tag()}-{secrets.token_hex(4)}")
-    with _named_for_the_output(path, parent):
-      fileio.write_text(lock_file, json.dumps(info, indent=1) + "\n")
+    lock_file = fileio.temporary_path(path, _LOCK)
+    fileio.write_text(lock_file, json.dumps(info, indent=1) + "\n")
     others = []
     for holder in _holders(path):
       if holder["lock_file"] != lock_file:
@@ -283,7 +273,8 @@ def hold(path: PathLike) -> Iterator[bool]:
   with _MUTEX:
     taken = path not in _HELD
     if taken:
-      _HELD[path] = _acquire(path)
+      with _named_for_the_output(path):
+        _HELD[path] = _acquire(path)
       if not any(t.is_alive() for t in _REFRESHER):
         _REFRESHER[:] = [threading.Thread(target=_refresh_forever, daemon=True,
                                           name="rembert_tf-output-lock")]
