@@ -26,7 +26,6 @@ import shutil
 import socket
 from typing import Any, Iterator, List, Optional, Tuple, Union
 
-
 from rembert_tf.common import errors
 
 PathLike = Union[str, os.PathLike]
