@@ -117,7 +117,7 @@ from rembert_tf.common import fileio, output_lock
 with contextlib.ExitStack() as stack:
   temporaries = []
   for path in sys.argv[1:]:
-    stack.enter_context(output_lock.hold(path))
+    stack.enter_context(output_lock.writing_output(path))
     temporaries.append(fileio.temporary_path(path))
     os.makedirs(temporaries[-1])
   print(os.getpid(), *temporaries, flush=True)

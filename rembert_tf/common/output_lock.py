@@ -161,17 +161,20 @@ def _remove(path: str) -> None:
 
 @contextlib.contextmanager
 def _named_for_the_output(path: str) -> Iterator[None]:
-  """A parent that cannot be written (read-only, no permission) is named as
-  the output's problem: the lock file is this module's detail."""
+  """A full disk, or a parent that cannot be written (read-only, no
+  permission), is named as the output's problem: the lock file is this
+  module's detail."""
   try:
     yield
   except errors.user_error_types() as e:  # pylint: disable=catching-non-exception
-    if isinstance(e, errors.RemBertError) or fileio.is_disk_full(e):
-      raise  # A full disk is named by the writer's disk-full line.
+    if isinstance(e, errors.RemBertError):
+      raise
+    if fileio.is_disk_full(e):
+      raise fileio.disk_full_error(path, e) from None
     why = (e.strerror if isinstance(e, OSError) and e.strerror
            else errors.one_line(e).rsplit(": ", 1)[-1])
     raise errors.UsageError(
-        f"{path}: cannot write this output ({why} in "
+        f"{fileio.real_path(path)}: cannot write this output ({why} in "
         f"{lock_location(path)[0]}); choose an output on a file system and "
         "folder you can write to.") from None
 
@@ -262,51 +265,41 @@ def _refresh_forever() -> None:
 
 
 @contextlib.contextmanager
-def hold(path: PathLike) -> Iterator[bool]:
+def writing_output(path: PathLike) -> Iterator[str]:
   """Holds the lock of output `path` for the block; raises OutputLockedError.
 
-  Yields True when this call took it, False when this process already held
-  it (nested). The output's parent is created if needed, and removed again
-  when this created it and it stayed empty.
+  Nests (a process holds each output once). The output's parent is created
+  if needed, and removed again when this created it and it stayed empty. A
+  full disk reads as one line naming `path`; errors.InputError when a parent
+  of `path` is a file.
   """
-  path = fileio.real_path(path).rstrip("/")
+  path = fileio.as_str(path).rstrip("/")
+  fileio.check_output_location(path)
+  real = fileio.real_path(path).rstrip("/")
   with _MUTEX:
-    taken = path not in _HELD
-    if taken:
+    if real in _HELD:
+      _HELD[real]["count"] += 1
+    else:
       with _named_for_the_output(path):
-        _HELD[path] = _acquire(path)
+        _HELD[real] = _acquire(real)
       if not any(t.is_alive() for t in _REFRESHER):
         _REFRESHER[:] = [threading.Thread(target=_refresh_forever, daemon=True,
                                           name="rembert_tf-output-lock")]
         _REFRESHER[0].start()
-    else:
-      _HELD[path]["count"] += 1
   try:
-    yield taken
-  finally:
-    with _MUTEX:
-      held = _HELD[path]
-      held["count"] -= 1
-      if held["count"] == 0:
-        del _HELD[path]
-        _remove(held["lock_file"])
-        _remove_created(held["created"])
-
-
-@contextlib.contextmanager
-def writing_output(path: PathLike) -> Iterator[str]:
-  """Holds the lock of output `path` (`hold`) for the block; a full disk
-  reads as one line naming `path`. Nests. Raises errors.InputError when a
-  parent of `path` is a file."""
-  path = fileio.as_str(path).rstrip("/")
-  fileio.check_output_location(path)
-  try:
-    with hold(path):
-      yield path
+    yield path
   except OSError as e:  # A command's own errors keep their words.
     if fileio.is_disk_full(e):
       raise fileio.disk_full_error(path, e) from None
     raise
+  finally:
+    with _MUTEX:
+      held = _HELD[real]
+      held["count"] -= 1
+      if held["count"] == 0:
+        del _HELD[real]
+        _remove(held["lock_file"])
+        _remove_created(held["created"])
 
 
 def writing_shared_output(path: PathLike, is_chief: Optional[bool] = None):
