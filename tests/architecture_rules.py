@@ -17,8 +17,21 @@ PACKAGE = REPO / "rembert_tf"
 RUNTIME = PACKAGE / "runtime"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
-# A flag name with one of these words names a concept of
-# rembert_tf/common/command_names.py (a SentencePiece model, a checkpoint, an output).
+# The agreed flag of each concept the commands share -> what it names.
+AGREED_FLAGS = {
+    "sentencepiece_model": "a SentencePiece model file a command reads",
+    "allow_sentencepiece_mismatch": "go on although the records were made "
+                                    "with another SentencePiece model",
+    "checkpoint": "a checkpoint a command reads and does not train",
+    "checkpoint_b": "the second checkpoint of a compared pair",
+    "init_checkpoint": "the checkpoint a fine-tuning run starts from",
+    "model_dir": "the directory a trainer writes and resumes from",
+    "output_dir": "the directory a command writes its results in",
+    "output_file": "the one file a command writes its result in",
+    "config_file": "the experiment YAMLs a trainer layers (Model Garden's)",
+}
+# A flag name with one of these words names a concept of AGREED_FLAGS (a
+# SentencePiece model, a checkpoint, an output).
 CONCEPT_WORDS = re.compile(r"sp_?model|sentencepiece|spm|checkpoint|ckpt|"
                            r"model_dir|^output|^out$")
 # Flags with those words that name something else: settings of the
@@ -188,11 +201,13 @@ def defined_flags(path: pathlib.Path) -> Iterator[Tuple[str, int]]:
       yield node.args[0].value, node.lineno
 
 
-def flags_outside_the_agreed_set(package: pathlib.Path = PACKAGE) -> List[str]:
+def flags_outside_the_agreed_set(package: pathlib.Path = PACKAGE,
+                                 agreed: Dict[str, str] = AGREED_FLAGS
+                                 ) -> List[str]:
   """`path:line --name: ...` of every flag that names a shared concept
-  otherwise than common/command_names.py agrees."""
+  otherwise than `agreed` says (the new names of common/command_names.py's
+  DEPRECATED_FLAGS too)."""
   table = package / "common" / "command_names.py"
-  agreed = _constant(table, "AGREED_FLAGS")
   deprecated = _constant(table, "DEPRECATED_FLAGS")
   found = []
   for path in sorted(package.rglob("*.py")):

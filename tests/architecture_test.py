@@ -17,7 +17,7 @@
   (from its `def` line to its last line);
 * one flag name per concept: an absl flag whose name speaks of a
   SentencePiece model, a checkpoint or an output is one of
-  `rembert_tf.common.command_names.AGREED_FLAGS`, and no command defines a name
+  `AGREED_FLAGS` (tests/architecture_rules.py), and no command defines a name
   that its `DEPRECATED_FLAGS` keeps as an alias.
 * one progress printer: the per-loop console line (`console.loop_line`) is
   called by rembert_tf/runtime/orbit_loop.py alone (its `ProgressPrinter`,
@@ -89,8 +89,8 @@ def test_the_strategy_table_lives_in_the_runtime_alone():
 
 def test_every_flag_of_a_shared_concept_has_its_agreed_name():
   found = flags_outside_the_agreed_set()
-  assert not found, ("flag names outside rembert_tf/common/command_names.py's "
-                     "agreed set:\n" + "\n".join(found))
+  assert not found, ("flag names outside tests/architecture_rules.py's "
+                     "AGREED_FLAGS:\n" + "\n".join(found))
 
 
 def test_checkpoints_have_one_home_above_the_model_core():
@@ -211,8 +211,6 @@ def test_a_flag_name_outside_the_agreed_set_is_found(tmp_path):
   package = _write_package(tmp_path, {
       "__init__.py": "",
       "common/command_names.py": """
-          AGREED_FLAGS = {"sentencepiece_model": "", "checkpoint": "",
-                          "output_dir": ""}
           DEPRECATED_FLAGS = {"export": {"model_dir": "checkpoint",
                                          "vocab": "spm_file"}}
           """,
@@ -230,7 +228,8 @@ def test_a_flag_name_outside_the_agreed_set_is_found(tmp_path):
           flags.DEFINE_string("model_dir", None, "deprecated in export only")
           """,
   })
-  assert flags_outside_the_agreed_set(package) == [
+  agreed = dict.fromkeys(("sentencepiece_model", "checkpoint", "output_dir"), "")
+  assert flags_outside_the_agreed_set(package, agreed) == [
       "pkg/cli/convert.py:3 --output: not an agreed name (--sentencepiece_model,"
       " --checkpoint, --output_dir)",
       "pkg/cli/convert.py:4 --input_ckpt: not an agreed name "

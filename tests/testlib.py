@@ -117,7 +117,7 @@ from rembert_tf.common import fileio, output_lock
 with contextlib.ExitStack() as stack:
   temporaries = []
   for path in sys.argv[1:]:
-    stack.enter_context(output_lock.hold(path))
+    stack.enter_context(output_lock.writing_output(path))
     temporaries.append(fileio.temporary_path(path))
     os.makedirs(temporaries[-1])
   print(os.getpid(), *temporaries, flush=True)
@@ -237,7 +237,7 @@ class StepFaults:
   """Once armed, counts the swap's steps on the filesystem and fails the Nth."""
 
   def __init__(self, monkeypatch, at=None, fault=Killed,
-               names=("_rename_one", "rmtree", "remove", "open_file")):
+               names=("rename", "rmtree", "remove", "open_file")):
     self.at, self.fault, self.count, self.armed = at, fault, 0, False
     self.steps = []
     for name in names:

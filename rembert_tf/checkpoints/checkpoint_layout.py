@@ -30,6 +30,7 @@ from typing import Callable, Optional, Union
 
 from absl import logging
 import tensorflow as tf
+import yaml
 
 from rembert_tf.common import fileio
 from rembert_tf.checkpoints import checkpoint_integrity
@@ -211,7 +212,7 @@ def find_sentencepiece(source) -> Optional[str]:
 def read_model_config(path) -> rembert_config.RemBertConfig:
   """A model_config.yaml on any filesystem."""
   path = fileio.as_str(path)
-  values = fileio.read_yaml(path) or {}
+  values = yaml.safe_load(fileio.read_text(path)) or {}
   if isinstance(values, dict) and set(values) == {"model"}:
     values = values["model"]
   return rembert_config.model_config_from_dict(values, source=path)

@@ -113,7 +113,7 @@ def _copy_prefix(prefix: str, target: str) -> bool:
     # The index first: the data files it names are then the ones copied.
     names = [prefix + ".index"] + fileio.glob(prefix + ".data-*")
     for name in names:
-      fileio.copy(name, target + name[len(prefix):], overwrite=True)
+      fileio.copy(name, target + name[len(prefix):])
   except (OSError, tf.errors.NotFoundError):
     return False
   return checkpoint_integrity.problem(target) is None

@@ -24,6 +24,7 @@ from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 
 from rembert_tf.common import fileio  # noqa: E402
+from rembert_tf.common import output_lock  # noqa: E402
 from rembert_tf.common import outputs  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-export
@@ -65,10 +66,10 @@ def main(argv):
                       or FLAGS.output_dir.rstrip("/") + "_preprocessor")
   inputs = {"--checkpoint": FLAGS.checkpoint,
             "--sentencepiece_model": sp_model}
-  outputs.refuse_overlap(FLAGS.output_dir, inputs, "--output_dir")
+  output_lock.refuse_overlap(FLAGS.output_dir, inputs, "--output_dir")
   with contextlib.ExitStack() as held:
     if FLAGS.export_preprocessor:  # every check before the (long) encoder export
-      outputs.refuse_overlap(preprocessor_dir, dict(
+      output_lock.refuse_overlap(preprocessor_dir, dict(
           inputs, **{"--output_dir": FLAGS.output_dir}), "--preprocessor_dir")
       if sp_model is None:
         raise errors.UsageError(
@@ -79,7 +80,7 @@ def main(argv):
           checkpoint_restore.model_config_of(source, FLAGS.config)
           .max_position_embeddings))
       # Both outputs are this run's from the start (one writer each).
-      held.enter_context(outputs.writing_output(preprocessor_dir))
+      held.enter_context(outputs.taking_output(preprocessor_dir))
       outputs.refuse_existing([preprocessor_dir], FLAGS.overwrite)
     encoder_export.export_encoder(source, FLAGS.output_dir, config=FLAGS.config,
                                   sp_model=sp_model, overwrite=FLAGS.overwrite)

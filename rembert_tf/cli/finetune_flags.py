@@ -109,7 +109,8 @@ flags.DEFINE_bool("allow_unlabelled_dev", None, "Go on when dev files have "
                   "several rates then takes the smallest).")
 command.require("learning_rate", lambda rate: rate > 0, "a learning rate "
                 "must be a positive number (e.g. 2e-5)")
-command.require_above("num_train_epochs", 0)
+command.require("num_train_epochs", lambda epochs: epochs > 0,
+                "must be above 0")
 command.require("num_train_steps", lambda steps: steps >= 1, "train at "
                 "least 1 step, or leave it out to train --num_train_epochs "
                 "epochs")

@@ -38,7 +38,8 @@ flags.DEFINE_integer("sample_size", 2_000_000, "Lines in the training sample.",
                      lower_bound=1)
 flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character "
                    "coverage (high: many scripts).", upper_bound=1)
-command.require_above("character_coverage", 0)
+command.require("character_coverage", lambda coverage: coverage > 0,
+                "must be above 0")
 flags.DEFINE_integer(
     "num_threads", sentencepiece_training.DEFAULT_NUM_THREADS,
     "Trainer threads. The model depends on the thread count, not on the "

@@ -3,24 +3,10 @@
 Builds on absl (`app.run`, its flags, bounds and validators, its logging
 handler, whose stream becomes the log file) and `os.dup2` for TensorFlow's C++
 logs, which write to file descriptor 2; imports neither TensorFlow nor orbit.
-`--help` exits 0 with the command's docstring; a usage error is one line
-`PROG: error: ...`, exit 2; a value outside its bounds or refused by
-`require`, one line, exit 1; a deprecated flag name
-(`command_names.DEPRECATED_FLAGS`) works and says so; a leading `~` is the
-home. The log is written under LOG_TMP_DIR and moved, when the command ends
-and the run kept its output, to `log_dir_for`; `--verbose` shows it on the
-console too.
-
-Example (a command module, `rembert_tf/cli/NAME.py`):
-
-    flags.DEFINE_string("output_dir", None, "Where the output goes.")
-
-    def main(argv):
-      ...  # imports TensorFlow here
-
-    def run():
-      command.run(main, __doc__, PROG, output_dir_flag="output_dir",
-                  artefact=True)
+A refused flag is one line `PROG: error: ...`, exit 2 for the command line
+itself, 1 for a value out of bounds or refused by `require`; a deprecated flag
+name (`command_names.DEPRECATED_FLAGS`) works and says so. The log is written
+under LOG_TMP_DIR and copied, when the run kept its output, to `log_dir_for`.
 """
 import contextlib
 import io
@@ -66,12 +52,6 @@ def require(name: str, check: Callable, why: str,
   """The flag `name`, when given, must pass `check`; `why` says what to give."""
   flags.register_validator(name, lambda value: value is None or check(value),
                            message=f"{why}.", flag_values=flag_values)
-
-
-def require_above(name: str, limit: float,
-                  flag_values: flags.FlagValues = flags.FLAGS) -> None:
-  require(name, lambda value: value > limit, f"must be above {limit:g}",
-          flag_values)
 
 
 def _refused_value(flag, text: str, detail: str) -> Tuple[int, str]:
@@ -189,9 +169,9 @@ def log_dir_for(output_dir: str, artefact: bool,
   return log_dir or output_dir.rstrip("/") + (".logs" if artefact else "/logs")
 
 
-def remove_old_logs(max_age_days: float = 7.0) -> None:
+def remove_old_logs() -> None:
   """Removes the logs of failed or refused runs older than a week."""
-  cutoff = time.time() - max_age_days * 86400
+  cutoff = time.time() - 7 * 86400
   with contextlib.suppress(OSError):
     for name in os.listdir(LOG_TMP_DIR):
       path = os.path.join(LOG_TMP_DIR, name)
@@ -201,14 +181,15 @@ def remove_old_logs(max_age_days: float = 7.0) -> None:
 
 
 class CommandLog:
-  """The log file of one command run (`start_log`). `keep_log(exit_code,
-  output_dir)` says which runs keep it (default: exit code 0)."""
+  """The log file of one command run. `keep_log(exit_code, output_dir)` says
+  which runs keep it (default: exit code 0); `verbose` None reads the command
+  line."""
 
   def __init__(self, program: str, output_dir: Optional[str] = None,
-               verbose: bool = False, artefact: bool = False,
+               verbose: Optional[bool] = None, artefact: bool = False,
                keep_log: Optional[Callable[[int, str], bool]] = None):
-    self.program, self.output_dir, self.verbose = program, output_dir, verbose
-    self.artefact = artefact
+    self.program, self.output_dir, self.artefact = program, output_dir, artefact
+    self.verbose = verbose_requested() if verbose is None else verbose
     self.keep_log = keep_log or (lambda code, output_dir: code == 0)
     self.log_dir: Optional[str] = None  # --log_dir: kept on every exit
     self.label = ""  # tells the logs of one job's processes apart
@@ -224,10 +205,12 @@ class CommandLog:
     return f"{self.program}-{self.stamp}{label}.log"
 
   def start(self) -> "CommandLog":
-    """absl (TensorFlow's Python logs, orbit, warnings) and, unless verbose,
-    file descriptor 2 (TensorFlow's C++ logs) go to the file; `sys.stderr`
-    stays the terminal."""
+    """Makes this the process's log, before absl parses the flags (Model
+    Garden's start-up callbacks log right after): absl (TensorFlow's Python
+    logs, orbit, warnings) and, unless verbose, file descriptor 2
+    (TensorFlow's C++ logs) go to the file; `sys.stderr` stays the terminal."""
     import logging as std_logging  # pylint: disable=g-import-not-at-top
+    _current[:] = [self]
     os.makedirs(LOG_TMP_DIR, exist_ok=True)
     remove_old_logs()
     self.file = io.open(self.log_path, "a", encoding="utf-8", buffering=1)  # pylint: disable=consider-using-with
@@ -281,7 +264,7 @@ class CommandLog:
     try:
       fileio.makedirs(target_dir)
       target = fileio.join(target_dir, self.log_name)
-      fileio.copy(self.log_path, target, overwrite=True)
+      fileio.copy(self.log_path, target)
       os.remove(self.log_path)
     except OSError as e:
       print(f"{self.program}: the log stays at {self.log_path} (copying it to "
@@ -303,17 +286,6 @@ def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
 
 
 _current: List[CommandLog] = []
-
-
-def start_log(program: str, output_dir: Optional[str] = None,
-              verbose: Optional[bool] = None, artefact: bool = False,
-              keep_log: Optional[Callable[[int, str], bool]] = None
-              ) -> CommandLog:
-  """Starts this process's command log, before absl parses the flags (Model
-  Garden's start-up callbacks log right after)."""
-  verbose = verbose_requested() if verbose is None else verbose
-  _current[:] = [CommandLog(program, output_dir, verbose, artefact, keep_log)]
-  return _current[0].start()
 
 
 def set_log_label(label: str) -> None:
@@ -375,7 +347,7 @@ def run(main: Callable, doc: str, program: str,
                + [flags.FLAGS["verbose"], flags.FLAGS["log_dir"]]):
     flags.FLAGS.register_key_flag_for_module(program, flag)
   module = command_names.CONSOLE_SCRIPTS.get(program, "")
-  log = start_log(program, artefact=artefact, keep_log=keep_log)
+  log = CommandLog(program, artefact=artefact, keep_log=keep_log).start()
 
   def logged_main(argv):
     log.flags_parsed(

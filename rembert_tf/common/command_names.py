@@ -1,11 +1,10 @@
-"""The console-script name of every command and the one flag name of each shared concept.
+"""The console-script name of every command and the flag names each command deprecated.
 
 Standard library only: setup.py reads this file without importing the package
 (its console scripts are `CONSOLE_SCRIPTS`), and `rembert_tf.common.command`
 names each command by the script a user types, also when it runs as
-`tools/NAME.py` or `python -m`. tests/architecture_test.py refuses a command
-flag that names a concept of `AGREED_FLAGS` otherwise; the old names of
-`DEPRECATED_FLAGS` keep working as absl aliases that say so in one line.
+`tools/NAME.py` or `python -m`. The old names of `DEPRECATED_FLAGS` keep
+working and say so in one line (`command.current_flag_names`).
 """
 from typing import Optional
 
@@ -34,19 +33,6 @@ CONSOLE_SCRIPTS = {
 _ALIASES = {"rembert_tf.train": "rembert_tf.cli.train",
             "rembert_tf.finetune": "rembert_tf.cli.finetune"}
 
-# The agreed flag of each concept the commands share -> what it names.
-AGREED_FLAGS = {
-    "sentencepiece_model": "a SentencePiece model file a command reads",
-    "allow_sentencepiece_mismatch": "go on although the records were made "
-                                    "with another SentencePiece model",
-    "checkpoint": "a checkpoint a command reads and does not train",
-    "checkpoint_b": "the second checkpoint of a compared pair",
-    "init_checkpoint": "the checkpoint a fine-tuning run starts from",
-    "model_dir": "the directory a trainer writes and resumes from",
-    "output_dir": "the directory a command writes its results in",
-    "output_file": "the one file a command writes its result in",
-    "config_file": "the experiment YAMLs a trainer layers (Model Garden's)",
-}
 # Command module of rembert_tf.cli -> {deprecated flag: agreed flag}.
 DEPRECATED_FLAGS = {
     "convert_checkpoint": {"input": "checkpoint", "output": "output_dir",

@@ -9,13 +9,11 @@ Example:
 ```python
 from rembert_tf.common import errors
 
-class RecordsError(errors.RemBertError, ValueError):
-  '''Pre-training records do not match the model.'''
-
 @errors.command("rembert-train")
 def main(argv):
-  raise RecordsError("/data/metadata.json: field `seq_length` is 128, the "
-                     "experiment says 512; set task.train_data.seq_length=128.")
+  raise errors.InputError("/data/metadata.json: field `seq_length` is 128, "
+                          "the experiment says 512; set "
+                          "task.train_data.seq_length=128.")
 # main([]) prints one line on stderr and exits with code 1.
 ```
 """

@@ -3,8 +3,8 @@
 A `scheme://` path goes through `tf.io.gfile`, imported only then; a local
 one through the operating system (so a process that never sees a bucket does
 not load TensorFlow, and outputs get the user's umask). A file is written
-under `.NAME.tmp-PID@HOST-XXXX` and renamed into place when complete; whole
-outputs are swapped in by `common.outputs`.
+under `.NAME.tmp-PID@HOST-XXXX` and renamed into place when complete
+(`atomic_write`); `outputs` swaps in whole directories.
 
 Example:
 ```python
@@ -24,10 +24,7 @@ import re
 import secrets
 import shutil
 import socket
-import tempfile
 from typing import Any, Iterator, List, Optional, Tuple, Union
-
-import yaml
 
 from rembert_tf.common import errors
 
@@ -154,22 +151,13 @@ def rmtree(path: PathLike) -> None:
 
 
 def rename(src: PathLike, dst: PathLike) -> None:
-  """Renames a file (replacing one at `dst`) or a directory. Object stores
-  have no directories: one is moved file by file (`merge_tree`), as Cloud
-  Storage does (a rename of ram://'s directory marker would lose the files)."""
+  """Renames a file or an object (replacing one at `dst`), or a local
+  directory; `outputs` moves a directory of an object store file by file."""
   src, dst = as_str(src), as_str(dst)
-  if (is_remote(src) or is_remote(dst)) and isdir(src):
-    merge_tree(src, dst)
-  else:
-    _rename_one(src, dst, True)
-
-
-def _rename_one(src: str, dst: str, overwrite: bool) -> None:
-  """The one physical rename (a file, an object, a local directory)."""
   if is_remote(src) or is_remote(dst):
-    _gfile().rename(src, dst, overwrite=overwrite)
+    _gfile().rename(src, dst, overwrite=True)
   else:
-    (os.replace if overwrite else os.rename)(src, dst)
+    os.replace(src, dst)
 
 
 def files_under(root: str) -> List[str]:
@@ -182,18 +170,8 @@ def files_under(root: str) -> List[str]:
   return sorted(found)
 
 
-def merge_tree(src: str, dst: str) -> None:
-  """Moves every file of `src` to the same place under `dst`, then drops
-  `src`; also finishes such a move that was cut short."""
-  for relative in files_under(src):
-    makedirs(dirname(join(dst, relative)))
-    _rename_one(join(src, relative), join(dst, relative), True)
-  makedirs(dst)
-  rmtree(src)
-
-
 def open_file(path: PathLike, mode: str = "r"):
-  """Opens a file for reading or writing (not atomic: see `atomic_write`)."""
+  """Opens a file (writing to it is not atomic: see `atomic_write`)."""
   path = as_str(path)
   if is_remote(path):
     return _gfile().GFile(path, mode)
@@ -211,10 +189,6 @@ def read_text(path: PathLike) -> str:
 
 def read_json(path: PathLike) -> Any:
   return json.loads(read_text(path))
-
-
-def read_yaml(path: PathLike) -> Any:
-  return yaml.safe_load(read_text(path))
 
 
 def utf8_problem(path: PathLike) -> str:
@@ -249,10 +223,11 @@ def temporaries_dir(path: str) -> str:
   return path if parent.endswith("://") else parent
 
 
-def temporary_path(path: PathLike) -> str:
-  """`.NAME.tmp-PID@HOST-XXXX` beside `path`: a name that says who writes it."""
+def temporary_path(path: PathLike, tag: str = TEMPORARY_TAG) -> str:
+  """`.NAME.tmp-PID@HOST-XXXX` (or another `tag`) beside `path`: a name that
+  says who writes it."""
   path = as_str(path).rstrip("/")
-  name = f".{basename(path)}{TEMPORARY_TAG}{owner_tag()}-{secrets.token_hex(4)}"
+  name = f".{basename(path)}{tag}{owner_tag()}-{secrets.token_hex(4)}"
   return join(temporaries_dir(path), name)
 
 
@@ -283,18 +258,12 @@ def write_text(path: PathLike, text: str) -> None:
   write_bytes(path, text.encode("utf-8"))
 
 
-def write_json(path: PathLike, value: Any, indent: int = 2) -> None:
-  write_text(path, json.dumps(value, indent=indent, sort_keys=True) + "\n")
+def write_json(path: PathLike, value: Any) -> None:
+  write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
-def write_yaml(path: PathLike, value: Any) -> None:
-  write_text(path, yaml.safe_dump(value, sort_keys=False))
-
-
-def copy(src: PathLike, dst: PathLike, overwrite: bool = False) -> None:
-  """Copies a file, atomically at `dst`."""
-  if exists(dst) and not overwrite:
-    raise FileExistsError(errno.EEXIST, "File exists", as_str(dst))
+def copy(src: PathLike, dst: PathLike) -> None:
+  """Copies a file over `dst`, atomically."""
   with atomic_write(dst, "wb") as out, open_file(src, "rb") as inp:
     shutil.copyfileobj(inp, out, 1 << 24)
 
@@ -306,20 +275,6 @@ def sha256(path: PathLike) -> str:
     for block in iter(lambda: f.read(1 << 22), b""):
       digest.update(block)
   return digest.hexdigest()
-
-
-@contextlib.contextmanager
-def local_copy(path: PathLike) -> Iterator[str]:
-  """A local file with `path`'s content (the path itself when local), for
-  libraries that read only local files (SentencePiece, safetensors)."""
-  path = as_str(path)
-  if not is_remote(path):
-    yield path
-    return
-  with tempfile.TemporaryDirectory(prefix="rembert_tf-") as tmp:
-    local = os.path.join(tmp, basename(path))
-    _gfile().copy(path, local, overwrite=True)
-    yield local
 
 
 def is_disk_full(error: BaseException) -> bool:

@@ -15,7 +15,7 @@ STALE_AFTER_S. A multi-worker job is one writer: its chief.
 Example:
 ```python
 from rembert_tf.common import output_lock
-with output_lock.hold("records"):
+with output_lock.writing_output("records"):
   ...  # a second process asking for ./records gets OutputLockedError
 ```
 """
@@ -23,11 +23,10 @@ import contextlib
 import json
 import os
 import random
-import secrets
 import sys
 import threading
 import time
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -71,14 +70,10 @@ def _proc_field(pid, index: int) -> Optional[str]:
   return fields[index] if len(fields) > index else None
 
 
-def _read_or_none(path: str) -> Optional[str]:
-  try:
-    return fileio.read_text(path).strip()
-  except OSError:
-    return None
-
-
-_BOOT_ID = _read_or_none("/proc/sys/kernel/random/boot_id")
+try:
+  _BOOT_ID = fileio.read_text("/proc/sys/kernel/random/boot_id").strip()
+except OSError:
+  _BOOT_ID = None
 
 
 def pid_running(pid: int) -> bool:
@@ -121,8 +116,6 @@ def _holders(path: str) -> List[Dict]:
 
 
 def _stale(holder: Dict, now: float) -> bool:
-  """Its run is gone: from another host, not refreshed for STALE_AFTER_S; on
-  this one, its pid ended or is another process now (another start, a boot)."""
   if holder.get("host") != fileio.HOST:
     return now - float(holder.get("refreshed", 0)) > STALE_AFTER_S
   pid, start = int(holder.get("pid", -1)), holder.get("process_start")
@@ -167,19 +160,23 @@ def _remove(path: str) -> None:
 
 
 @contextlib.contextmanager
-def _named_for_the_output(path: str, parent: str) -> Iterator[None]:
-  """A parent that cannot be written (read-only, no permission) is named as
-  the output's problem: the lock file is this module's detail."""
+def _named_for_the_output(path: str) -> Iterator[None]:
+  """A full disk, or a parent that cannot be written (read-only, no
+  permission), is named as the output's problem: the lock file is this
+  module's detail."""
   try:
     yield
   except errors.user_error_types() as e:  # pylint: disable=catching-non-exception
-    if isinstance(e, errors.RemBertError) or fileio.is_disk_full(e):
-      raise  # A full disk is named by the writer's disk-full line.
+    if isinstance(e, errors.RemBertError):
+      raise
+    if fileio.is_disk_full(e):
+      raise fileio.disk_full_error(path, e) from None
     why = (e.strerror if isinstance(e, OSError) and e.strerror
            else errors.one_line(e).rsplit(": ", 1)[-1])
     raise errors.UsageError(
-        f"{path}: cannot write this output ({why} in {parent}); choose an "
-        "output on a file system and folder you can write to.") from None
+        f"{fileio.real_path(path)}: cannot write this output ({why} in "
+        f"{lock_location(path)[0]}); choose an output on a file system and "
+        "folder you can write to.") from None
 
 
 def _makedirs(path: str) -> List[str]:
@@ -205,18 +202,14 @@ def _collision_pause() -> None:
 
 
 def _acquire(path: str) -> Dict:
-  parent, prefix = lock_location(path)
-  with _named_for_the_output(path, parent):
-    created = _makedirs(parent)
+  created = _makedirs(lock_location(path)[0])
   for attempt in range(_MAX_TRIES):
     now, pid = time.time(), os.getpid()
     info = {"host": fileio.HOST, "pid": pid, "since": now, "refreshed": now,
             "process_start": _proc_field(pid, 19), "boot_id": _BOOT_ID,
             "output": path, "command": " ".join(sys.argv)[:500]}
-    lock_file = fileio.join(
-        parent, f"{prefix}{fileio.owner_tag()}-{secrets.token_hex(4)}")
-    with _named_for_the_output(path, parent):
-      fileio.write_text(lock_file, json.dumps(info, indent=1) + "\n")
+    lock_file = fileio.temporary_path(path, _LOCK)
+    fileio.write_text(lock_file, json.dumps(info, indent=1) + "\n")
     others = []
     for holder in _holders(path):
       if holder["lock_file"] != lock_file:
@@ -272,31 +265,68 @@ def _refresh_forever() -> None:
 
 
 @contextlib.contextmanager
-def hold(path: PathLike) -> Iterator[bool]:
+def writing_output(path: PathLike) -> Iterator[str]:
   """Holds the lock of output `path` for the block; raises OutputLockedError.
 
-  Yields True when this call took it, False when this process already held
-  it (nested). The output's parent is created if needed, and removed again
-  when this created it and it stayed empty.
+  Nests (a process holds each output once). The output's parent is created
+  if needed, and removed again when this created it and it stayed empty. A
+  full disk reads as one line naming `path`; errors.InputError when a parent
+  of `path` is a file.
   """
-  path = fileio.real_path(path).rstrip("/")
+  path = fileio.as_str(path).rstrip("/")
+  fileio.check_output_location(path)
+  real = fileio.real_path(path).rstrip("/")
   with _MUTEX:
-    taken = path not in _HELD
-    if taken:
-      _HELD[path] = _acquire(path)
+    if real in _HELD:
+      _HELD[real]["count"] += 1
+    else:
+      with _named_for_the_output(path):
+        _HELD[real] = _acquire(real)
       if not any(t.is_alive() for t in _REFRESHER):
         _REFRESHER[:] = [threading.Thread(target=_refresh_forever, daemon=True,
                                           name="rembert_tf-output-lock")]
         _REFRESHER[0].start()
-    else:
-      _HELD[path]["count"] += 1
   try:
-    yield taken
+    yield path
+  except OSError as e:  # A command's own errors keep their words.
+    if fileio.is_disk_full(e):
+      raise fileio.disk_full_error(path, e) from None
+    raise
   finally:
     with _MUTEX:
-      held = _HELD[path]
+      held = _HELD[real]
       held["count"] -= 1
       if held["count"] == 0:
-        del _HELD[path]
+        del _HELD[real]
         _remove(held["lock_file"])
         _remove_created(held["created"])
+
+
+def writing_shared_output(path: PathLike, is_chief: Optional[bool] = None):
+  """`writing_output(path)` on the chief alone (`is_chief` None: from
+  TF_CONFIG); the other workers of one job write temporaries of their own."""
+  if is_chief is None:
+    is_chief = is_chief_process()
+  return writing_output(path) if is_chief else contextlib.nullcontext()
+
+
+def refuse_overlap(output: Optional[PathLike],
+                   inputs: Mapping[str, Optional[PathLike]],
+                   output_label: str = "the output") -> None:
+  """errors.UsageError when `output` is, holds or lies inside one of
+  `inputs` ({how the user named it, e.g. "--model_dir": path or None}),
+  comparing real paths: writing it would replace or delete that input."""
+  if output is None:
+    return
+  out = fileio.real_path(output).rstrip("/")
+  for label, path in inputs.items():
+    real = fileio.real_path(path or "").rstrip("/")
+    how = (None if not path or not fileio.as_str(path) else "is" if real == out
+           else "holds" if real.startswith(out + "/")
+           else "lies inside" if out.startswith(real + "/") else None)
+    if how:
+      raise errors.UsageError(
+          f"{output_label} {fileio.as_str(output)} {how} {label} "
+          f"{fileio.as_str(path)} (real paths {out} and {real}); writing it "
+          f"would replace or delete that input. Choose {output_label} outside "
+          f"{label}.")

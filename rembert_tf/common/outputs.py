@@ -1,14 +1,14 @@
-"""Outputs: one writer at a time, written under a temporary name and moved into place when complete.
+"""Outputs written under a temporary name and moved into place when complete.
 
 Builds on `rembert_tf.common.fileio` (tf.io.gfile for `scheme://` paths) and
-`output_lock` (one writer per output: `writing_output` holds its lock), so the
-same rule holds locally, on Cloud Storage and on `ram://`: the output is built
-in `.NAME.tmp-TAG`; an old one (only with --overwrite) goes to `.NAME.old-TAG`,
-then the marker `.NAME.into-TAG` says the new one is complete, then it moves in
-(`swap_in`). The next writer finishes a run killed at any point, even half-way
-through a directory that Cloud Storage moves object by object (with the marker
-the new output moves in, without it the old one moves back), and says so in
-one line (`recover_interrupted_swap`).
+`output_lock` (one writer per output), so the same rule holds locally, on
+Cloud Storage and on `ram://`: the output is built in `.NAME.tmp-TAG`; an old
+one (only with --overwrite) goes to `.NAME.old-TAG`, then the marker
+`.NAME.into-TAG` says the new one is complete, then it moves in (`swap_in`).
+The next writer to take the output (`taking_output`) finishes a run killed at
+any point, even half-way through a directory that Cloud Storage moves object
+by object (with the marker the new output moves in, without it the old one
+moves back), and says so in one line (`recover_interrupted_swap`).
 
 Example:
 ```python
@@ -25,8 +25,7 @@ import inspect
 import multiprocessing
 import os
 import sys
-import tempfile
-from typing import Callable, Iterator, List, Mapping, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -40,28 +39,16 @@ WORKER_ERRORS_ENV = "REMBERT_TF_WORKER_ERRORS"
 
 
 @contextlib.contextmanager
-def writing_output(path: PathLike) -> Iterator[str]:
-  """Holds the lock of output `path` (`output_lock.hold`); first finishes a swap a killed
-  run left and removes the temporaries of runs that are gone. Nests. Raises
-  errors.InputError when a parent of `path` is a file."""
-  path = fileio.as_str(path).rstrip("/")
-  fileio.check_output_location(path)
-  with _disk_full_names(path), output_lock.hold(path) as taken:
-    if taken:
-      recover_interrupted_swap(path)
+def taking_output(path: PathLike) -> Iterator[str]:
+  """`output_lock.writing_output(path)`, having first finished a swap a
+  killed run left and removed the temporaries of writers that are gone."""
+  with output_lock.writing_output(path) as path:
+    recover_interrupted_swap(path)
     yield path
 
 
-def writing_shared_output(path: PathLike, is_chief: Optional[bool] = None):
-  """`writing_output(path)` on the chief alone (`is_chief` None: from
-  TF_CONFIG); the other workers of one job write temporaries of their own."""
-  if is_chief is None:
-    is_chief = output_lock.is_chief_process()
-  return writing_output(path) if is_chief else contextlib.nullcontext()
-
-
 def writes_output(argument: str) -> Callable:
-  """Runs the decorated function in `writing_output(<its argument>)`; a call
+  """Runs the decorated function in `taking_output(<its argument>)`; a call
   where that argument is None takes no lock."""
   def decorate(function: Callable) -> Callable:
     signature = inspect.signature(function)
@@ -73,7 +60,7 @@ def writes_output(argument: str) -> Callable:
       path = signature.bind(*args, **kwargs).arguments.get(argument)
       if path is None:
         return function(*args, **kwargs)
-      with writing_output(path):
+      with taking_output(path):
         return function(*args, **kwargs)
     return wrapped
   return decorate
@@ -87,9 +74,6 @@ def _end_re_run(name: str) -> None:
     with open(os.environ[WORKER_ERRORS_ENV], "a", encoding="utf-8") as f:
       f.write(f"{name} was called again inside a worker process\n")
   sys.exit(errors.EXIT_ERROR)
-
-
-# --- Moved into place when complete ---------------------------------------------------
 
 
 def refuse_existing(paths: Sequence[str], overwrite: bool) -> None:
@@ -110,7 +94,7 @@ def refuse_existing_members(directory: PathLike, names: Sequence[str],
   directory = fileio.as_str(directory).rstrip("/")
   if overwrite or not fileio.isdir(directory):
     return
-  with writing_output(directory):
+  with taking_output(directory):
     refuse_existing([fileio.join(directory, n) for n in names], overwrite)
 
 
@@ -127,7 +111,7 @@ def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
     raise errors.UsageError(
         f"{path} is the root of a bucket, which cannot be swapped whole; "
         f"write the output into a folder of it (e.g. {path}/output).")
-  with writing_output(path):
+  with taking_output(path):
     refuse_existing([path], overwrite)
     with _staging(path) as tmp:
       yield tmp
@@ -144,7 +128,7 @@ def atomic_file_set(directory: PathLike, names: Sequence[str],
   the old set; other files of `directory` are kept. Holds its lock; raises
   errors.OutputExistsError naming an existing member unless `overwrite`."""
   directory = fileio.as_str(directory).rstrip("/")
-  with writing_output(directory):
+  with taking_output(directory):
     refuse_existing([fileio.join(directory, n) for n in names], overwrite)
     with _staging(directory) as tmp:
       yield tmp
@@ -165,18 +149,6 @@ def _staging(path: str) -> Iterator[str]:
     raise
 
 
-@contextlib.contextmanager
-def _disk_full_names(path: str) -> Iterator[None]:
-  """A full disk (an OSError of the file system) reads as one line naming the
-  output `path`; a command's own errors inside the block keep their words."""
-  try:
-    yield
-  except OSError as e:
-    if fileio.is_disk_full(e):
-      raise fileio.disk_full_error(path, e) from None
-    raise
-
-
 def _companion(tmp: str, tag: str) -> str:
   """`.NAME.old-TAG` (or `.NAME.into-TAG`) of temporary `.NAME.tmp-TAG`."""
   parent, name = fileio.dirname(tmp), fileio.basename(tmp)
@@ -188,12 +160,25 @@ def _move(src: str, dst: str) -> None:
   """Moves `src` to `dst`, or finishes such a move that was cut short."""
   if not fileio.exists(src):
     return
-  if fileio.isdir(src) and fileio.exists(dst):
-    fileio.merge_tree(src, dst)  # A tree moved object by object, half-way.
+  if fileio.isdir(src) and (fileio.exists(dst) or fileio.is_remote(src)
+                            or fileio.is_remote(dst)):
+    _merge_tree(src, dst)
     return
   if fileio.dirname(dst):
     fileio.makedirs(fileio.dirname(dst))
   fileio.rename(src, dst)
+
+
+def _merge_tree(src: str, dst: str) -> None:
+  """Moves every file of `src` to the same place under `dst`, then drops
+  `src`: how an object store moves a directory (a rename of ram://'s
+  directory marker would lose its files), and how a move cut short half-way
+  is finished."""
+  for relative in fileio.files_under(src):
+    fileio.makedirs(fileio.dirname(fileio.join(dst, relative)))
+    fileio.rename(fileio.join(src, relative), fileio.join(dst, relative))
+  fileio.makedirs(dst)
+  fileio.rmtree(src)
 
 
 def swap_in(target: str, tmp: str, old_names: Optional[Sequence[str]] = None,
@@ -299,45 +284,3 @@ def remove_stale_temporaries(path: PathLike,
       fileio.rmtree(stale)
       removed.append(stale)
   return removed
-
-
-# --- Rules before any work ---------------------------------------------------------------
-
-
-def refuse_overlap(output: Optional[PathLike],
-                   inputs: Mapping[str, Optional[PathLike]],
-                   output_label: str = "the output") -> None:
-  """errors.UsageError when `output` is, holds or lies inside one of
-  `inputs` ({how the user named it, e.g. "--model_dir": path or None}),
-  comparing real paths: writing it would replace or delete that input."""
-  if output is None:
-    return
-  out = fileio.real_path(output).rstrip("/")
-  for label, path in inputs.items():
-    real = fileio.real_path(path or "").rstrip("/")
-    how = (None if not path or not fileio.as_str(path) else "is" if real == out
-           else "holds" if real.startswith(out + "/")
-           else "lies inside" if out.startswith(real + "/") else None)
-    if how:
-      raise errors.UsageError(
-          f"{output_label} {fileio.as_str(output)} {how} {label} "
-          f"{fileio.as_str(path)} (real paths {out} and {real}); writing it "
-          f"would replace or delete that input. Choose {output_label} outside "
-          f"{label}.")
-
-
-@contextlib.contextmanager
-def local_scratch_dir(prefix: str) -> Iterator[str]:
-  """A local temporary directory `PREFIX<owner tag>-XXXX` (under TMPDIR) for
-  libraries that need local files; those of ended runs go first."""
-  root = tempfile.gettempdir()
-  for name in os.listdir(root):
-    owner = (fileio.parse_owner(name[len(prefix):].rsplit("-", 1)[0])
-             if name.startswith(prefix) else None)  # TMPDIR has others' too
-    if owner and owner[1] == fileio.HOST and not output_lock.pid_running(owner[0]):
-      fileio.rmtree(os.path.join(root, name))
-  path = tempfile.mkdtemp(prefix=f"{prefix}{fileio.owner_tag()}-", dir=root)
-  try:
-    yield path
-  finally:
-    fileio.rmtree(path)

@@ -22,10 +22,10 @@ from typing import Optional
 import numpy as np
 from absl import logging
 
-from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.common import progress
 from rembert_tf.data import tokenizer
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
@@ -246,8 +246,8 @@ def _write_rembert_tf(cfg, source, names, with_output_side, folder, _):
   model, encoder, slots = _model_and_slots(
       cfg, with_output_side, zeros=POOLER_NAMES[0] in names)
   by_name = {s.name: s for s in slots}
-  with console.progress("reading tensors", total=len(names),
-                        unit="tensors") as bar:
+  with progress.Progress("reading tensors", total=len(names),
+                         unit="tensors") as bar:
     for name, value in source.read(names):
       by_name[name].assign(value)
       del value  # nothing holds it while the next batch is read
@@ -288,8 +288,8 @@ def _write_hf(cfg, source, names, with_output_side, folder, sp_model):
       del array  # nothing holds it while the next batch is read
 
   special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
-  with console.progress("writing model.safetensors", total=len(shapes),
-                        unit="tensors") as bar:
+  with progress.Progress("writing model.safetensors", total=len(shapes),
+                         unit="tensors") as bar:
     tensor_sources.write_safetensors(
         fileio.join(folder, tensor_sources.HF_WEIGHTS_FILE), shapes, tensors(),
         metadata={"format": "pt"}, progress=lambda *_: bar.update(1))

@@ -21,6 +21,7 @@ from keras_hub.src.utils.transformers import preset_loader
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import local_files
 from rembert_tf.keras_hub import transformers_checkpoint
 
 # The HDF5 attribute holding the SHA-256 of a weights file's tensors.
@@ -89,7 +90,7 @@ def check_weights_file(preset: str, name: str) -> None:
     raise PresetError(f"{path}: not found; the preset's config needs it. "
                       "Copy the whole preset folder, or convert it again.")
   fix = "the file is damaged; copy or convert the preset again."
-  with fileio.local_copy(path) as local:
+  with local_files.local_copy(path) as local:
     size = fileio.size(local)
     try:
       weights = h5py.File(local, "r")
@@ -183,7 +184,7 @@ def _check_safetensors_file(preset: str, name: str) -> None:
   if not preset_utils.check_file_exists(preset, name):
     raise PresetError(f"{path}: not found; the folder's index names it. Copy "
                       "the whole folder again.")
-  with fileio.local_copy(preset_utils.get_file(preset, name)) as local:
+  with local_files.local_copy(preset_utils.get_file(preset, name)) as local:
     try:
       with safetensors.safe_open(local, framework="np"):
         return

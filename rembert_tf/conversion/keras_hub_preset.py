@@ -17,9 +17,9 @@ from absl import logging
 from keras_hub.src.tokenizers import sentence_piece_tokenizer
 from keras_hub.src.utils import preset_utils
 
-from rembert_tf.common import console
 from rembert_tf.common import fileio
-from rembert_tf.common import outputs
+from rembert_tf.common import local_files
+from rembert_tf.common import progress
 from rembert_tf.conversion import config_json
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
@@ -148,7 +148,7 @@ def _local_folder(folder: str) -> Iterator[str]:
     yield folder
     return
   # Owner-tagged: a killed run's copy is removed by the next run.
-  with outputs.local_scratch_dir("rembert_tf-preset-") as local:
+  with local_files.local_scratch_dir("rembert_tf-preset-") as local:
     yield local
     for relative in fileio.files_under(local):
       fileio.copy(fileio.join(local, relative), fileio.join(folder, relative))
@@ -181,8 +181,8 @@ def write_preset(cfg, source, names, with_output_side, output_dir,
   parameter_count = sum(int(np.prod(shape)) for name, shape in shapes.items()
                         if name.startswith(weight_layout.ENCODER_PREFIX))
   with _local_folder(output_dir) as folder, \
-      console.progress("writing the keras-hub preset", total=len(shapes),
-                       unit="tensors") as bar:
+      progress.Progress("writing the keras-hub preset", total=len(shapes),
+                        unit="tensors") as bar:
     where = _save_skeleton(cfg, with_output_side,
                            sp_model and fileio.read_bytes(sp_model), folder)
     _patch_configs(folder, cfg, with_output_side, parameter_count)
@@ -221,7 +221,7 @@ class PresetSource(tensor_sources.ReadOneByOne):
   def __init__(self, folder: str, cfg, with_output_side: bool):
     self.description = f"keras-hub preset {folder}"
     self._cfg = cfg
-    with outputs.local_scratch_dir("rembert_tf-skeleton-") as skeleton:
+    with local_files.local_scratch_dir("rembert_tf-skeleton-") as skeleton:
       self._where = _save_skeleton(cfg, with_output_side, None, skeleton)
     self._canonical = weight_layout.expected_canonical_shapes(
         cfg, output_side=with_output_side)
@@ -233,7 +233,7 @@ class PresetSource(tensor_sources.ReadOneByOne):
         if not fileio.isfile(path):
           raise weight_layout.ConversionError(
               f"{path}: not found; the preset's config needs it.")
-        local = self._stack.enter_context(fileio.local_copy(path))
+        local = self._stack.enter_context(local_files.local_copy(path))
         self._files[file_name] = self._stack.enter_context(
             h5py.File(local, "r"))
     except BaseException:

@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from rembert_tf.common import fileio
+from rembert_tf.common import local_files
 from rembert_tf.conversion import weight_layout
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_reading
@@ -200,7 +201,7 @@ class HfSource(ReadOneByOne):
         raise weight_layout.ConversionError(
             f"{file}: shard listed in {HF_INDEX_FILE} does not exist; restore "
             "it or the index.")
-      local = self._stack.enter_context(fileio.local_copy(file))
+      local = self._stack.enter_context(local_files.local_copy(file))
       try:
         handle = self._stack.enter_context(safe_open(local, framework="np"))
         keys = list(handle.keys())

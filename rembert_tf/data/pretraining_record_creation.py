@@ -8,8 +8,16 @@ each input file's records spilled per output shard (`process_unit`), and each
 shard's records in file order, shuffled (`write_shard`), then metadata.json.
 Workers import neither TensorFlow nor protobuf (`example_encoding`,
 `tfrecord_writer`). Records are written into a staging directory inside the
-output directory and swapped in when complete
-(`pretraining_record_format.staged_records`).
+output directory and swapped in when complete (`staged_records`), also by
+`write_pretraining_records`, which makes records of token ids (fixtures).
+
+Example:
+```python
+from rembert_tf.data import pretraining_record_creation
+meta = pretraining_record_creation.write_pretraining_records(
+    "records", [[10, 11, 12, 13], [20, 21, 22]] * 32,
+    seq_length=16, max_predictions_per_seq=4, vocab_size=2000, num_shards=2)
+```
 """
 import collections
 import contextlib
@@ -17,20 +25,28 @@ import functools
 import io
 import itertools
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
-from rembert_tf.common import console
+import numpy as np
+
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import local_files
 from rembert_tf.common import outputs
+from rembert_tf.common import progress
 from rembert_tf.data import data_engine
 from rembert_tf.data import pretraining_instances
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tfds_text_inputs
 from rembert_tf.data import tfrecord_writer
+from rembert_tf.data import tokenizer
 
 UnitResult = pretraining_instances.UnitResult
+METADATA_FILE = pretraining_record_format.METADATA_FILE
+_DEFAULT_MASKING = pretraining_record_format.Masking()
+# Staging directories: `.create_pretraining_data.tmp-*` (fileio's temporaries).
+_STAGING_NAME = "create_pretraining_data"
 
 
 @outputs.writes_output("output_dir")
@@ -72,8 +88,7 @@ def create_pretraining_data(inputs: Sequence[str],
       language_field=language_field, tfds=tfds)
   if runner:
     data_engine.require_beam()
-  with pretraining_record_format.staged_records(prepared.output_dir,
-                                                overwrite) as staging:
+  with staged_records(prepared.output_dir, overwrite) as staging:
     meta = _create_records(prepared, staging, num_workers, runner, beam_args,
                            log, verbose)
   languages = meta["languages"].values()
@@ -100,8 +115,8 @@ def _create_records(prepared: pretraining_instances.Prepared, staging: str,
   options = prepared.job.options
   engine = (f"Apache Beam {runner} ({num_workers} worker(s))" if runner
             else f"{num_workers} worker(s)")
-  bar, progress = (None, None) if runner else _progress(len(prepared.tasks),
-                                                        verbose)
+  bar, on_unit = (None, None) if runner else _progress(len(prepared.tasks),
+                                                       verbose)
   with _spill_directory(staging, runner) as spill_dir:
     steps = [
         data_engine.Step("LanguageBytes", prepared.files, functools.partial(
@@ -110,7 +125,7 @@ def _create_records(prepared: pretraining_instances.Prepared, staging: str,
         data_engine.Step("Records", prepared.tasks, functools.partial(
             process_unit, job=prepared.job, spill_dir=spill_dir,
             keep=prepared.languages), _with_results, parallel=True,
-                         progress=progress),
+                         progress=on_unit),
         data_engine.Step("Shards", range(options.num_output_shards),
                          functools.partial(write_shard, staging=staging,
                                            spill_dir=spill_dir,
@@ -120,7 +135,7 @@ def _create_records(prepared: pretraining_instances.Prepared, staging: str,
     data_engine.run(steps, num_workers=num_workers, runner=runner,
                     beam_args=beam_args, what="create_pretraining_data")
   meta = fileio.read_json(
-      fileio.join(staging, pretraining_record_format.METADATA_FILE))
+      fileio.join(staging, METADATA_FILE))
   if runner:  # The plan was logged on a worker: its outcome here.
     for lang, m in sorted(meta["languages"].items()):
       log(f"  {lang}: {m['input_bytes']:,} bytes, sampling q="
@@ -140,7 +155,7 @@ def _spill_directory(staging: str, runner: Optional[str]):
   on_this_machine = not runner or runner in data_engine.DIRECT_RUNNERS
   if fileio.is_remote(staging) and on_this_machine:
     # Owner-tagged: a killed run's spill is removed by the next run.
-    return outputs.local_scratch_dir("rembert_tf-spill-")
+    return local_files.local_scratch_dir("rembert_tf-spill-")
   path = fileio.join(staging, "spill")
   fileio.makedirs(path)
   return contextlib.nullcontext(path)  # Goes with the staging directory.
@@ -179,7 +194,7 @@ def _metadata(shard_meta, plan_and_results, prepared, staging):
   meta = pretraining_instances.build_metadata(prepared, *plan_and_results,
                                               shard_meta)
   fileio.write_json(
-      fileio.join(staging, pretraining_record_format.METADATA_FILE), meta)
+      fileio.join(staging, METADATA_FILE), meta)
 
 
 def spill_path(spill_dir: str, unit_index: int, shard: int) -> str:
@@ -281,8 +296,9 @@ def write_shard(shard_index: int, plan_and_results, *, staging: str,
 def _progress(total_units: int, verbose: bool):
   """The console's progress over the input files (silent unless verbose),
   and its update by a unit's result: documents, sequences, tokens/s."""
-  bar = console.Progress("create_pretraining_data", total=total_units,
-                         unit="files", stream=None if verbose else io.StringIO())
+  bar = progress.Progress("create_pretraining_data", total=total_units,
+                          unit="files",
+                          stream=None if verbose else io.StringIO())
   done, start = collections.Counter(), time.time()
 
   def update(result: UnitResult):
@@ -292,3 +308,109 @@ def _progress(total_units: int, verbose: bool):
     bar.update(1, note=f"{done['documents']:,} documents, "
                f"{done['sequences']:,} sequences, {rate:,.0f} tokens/s")
   return bar, update
+
+
+# --- Staging ---------------------------------------------------------------
+
+
+def existing_records(directory) -> List[str]:
+  """Names of the record shards and metadata in `directory` (what a new run
+  replaces)."""
+  if not fileio.isdir(directory):
+    return []
+  return [name for name in fileio.listdir(directory)
+          if name.endswith(pretraining_record_format.RECORD_SUFFIX)
+          or name == METADATA_FILE]
+
+
+def swap_in_records(staging: str, directory) -> None:
+  """Replaces the records of `directory` by those in `staging` (other files
+  kept; metadata.json leaves first and comes back last, `outputs.swap_in`)."""
+  directory = fileio.as_str(directory).rstrip("/")
+  old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
+  new_files = sorted(existing_records(staging), key=lambda n: n == METADATA_FILE)
+  outputs.swap_in(directory, staging, old_files, new_files)
+
+
+@contextlib.contextmanager
+def staged_records(output_dir: str, overwrite: bool) -> Iterator[str]:
+  """A staging directory inside `output_dir`, swapped in when the block
+  succeeds; on failure it goes (and an output directory it created), the old
+  records untouched. First finishes a swap a killed run left, removes the
+  staging directories of killed runs (callers hold the output's lock), and
+  refuses records already there unless `overwrite` (OutputExistsError)."""
+  created = not fileio.exists(output_dir)
+  if not created:
+    outputs.recover_interrupted_swap(fileio.join(output_dir, _STAGING_NAME),
+                                     target=output_dir)
+  found = existing_records(output_dir)
+  if found and not overwrite:
+    listed = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+    raise errors.OutputExistsError(
+        f"output directory {output_dir} already holds pre-training records "
+        f"({listed}); choose an empty directory or pass --overwrite "
+        "(overwrite=True) to replace them (the old records stay until the new "
+        "ones are complete).")
+  fileio.makedirs(output_dir)
+  staging = fileio.temporary_path(fileio.join(output_dir, _STAGING_NAME))
+  fileio.makedirs(staging)
+  try:
+    yield staging
+  except BaseException as e:
+    fileio.rmtree(staging)
+    if created and fileio.isdir(output_dir) and not fileio.listdir(output_dir):
+      fileio.rmtree(output_dir)
+    if fileio.is_disk_full(e):  # Name the output, not a staging file.
+      raise fileio.disk_full_error(output_dir, e) from None
+    raise
+  swap_in_records(staging, output_dir)
+
+
+@outputs.writes_output("output_dir")
+def write_pretraining_records(
+    output_dir,
+    examples: Sequence[Sequence[int]],
+    *,
+    seq_length: int,
+    max_predictions_per_seq: int,
+    vocab_size: Optional[int] = None,
+    special: Optional[tokenizer.SpecialTokens] = None,
+    layout: str = pretraining_record_format.LAYOUT_STATIC,
+    num_shards: int = 1,
+    seed: int = 0,
+    masking: pretraining_record_format.Masking = _DEFAULT_MASKING,
+    overwrite: bool = False,
+    extra_metadata: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+  """Writes already tokenised examples (lists of content token ids, without
+  [CLS]/[SEP]) as pre-training shards + metadata.json; returns the metadata.
+
+  The special ids are the project's layout of `vocab_size` pieces, or
+  `special` (e.g. `SpecialTokens.from_model(path)`); the static layout masks
+  here (seeded by `seed`), the unmasked one leaves it to the input pipeline.
+  """
+  if special is None:
+    if vocab_size is None:
+      raise errors.UsageError("write_pretraining_records needs vocab_size or "
+                              "special (the tokenizer's SpecialTokens).")
+    special = tokenizer.SpecialTokens(vocab_size=int(vocab_size),
+                                      **tokenizer.special_ids())
+  meta = pretraining_record_format.base_metadata(
+      layout=layout, seq_length=seq_length,
+      max_predictions_per_seq=max_predictions_per_seq, special=special,
+      masking=masking)
+  with staged_records(fileio.as_str(output_dir), overwrite) as staging:
+    records = pretraining_record_format.encode_sequences(
+        examples, seq_length=seq_length,
+        max_predictions_per_seq=max_predictions_per_seq, special=special,
+        rng=np.random.default_rng(seed), layout=layout, masking=masking)
+    meta["num_examples"] = len(records)
+    meta["shards"] = []
+    for index in range(num_shards):  # Dealt round-robin.
+      name = pretraining_record_format.shard_file_name(index, num_shards)
+      count = tfrecord_writer.write_tfrecord_file(
+          fileio.join(staging, name), records[index::num_shards])
+      meta["shards"].append({"file": name, "num_examples": count})
+    meta["seed"] = seed
+    meta.update(extra_metadata or {})
+    fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
+  return meta

@@ -1,32 +1,27 @@
-"""The pre-training record format: features, BERT masking, `metadata.json`, staged writing.
+"""The pre-training record format: features, BERT masking, `metadata.json`.
 
 Builds on BERT's record layout as Model Garden's
 `official/nlp/data/create_pretraining_data.py` writes it (v2 feature names,
 no next-sentence pairs; docs/data.md lists the features and `metadata.json`'s
-fields). Records are staged inside the output directory and swapped in when
-complete.
+fields). `pretraining_record_creation` writes the records.
 
-Example (test fixtures from already tokenised text):
+Example:
 ```python
 from rembert_tf.data import pretraining_record_format
-meta = pretraining_record_format.write_pretraining_records(
-    "records", [[10, 11, 12, 13], [20, 21, 22]] * 32,
-    seq_length=16, max_predictions_per_seq=4, vocab_size=2000, num_shards=2)
+spec = pretraining_record_format.parse_features(16, 4)
+assert sorted(spec)[0] == "input_mask" and spec["masked_lm_ids"].shape == [4]
 ```
 """
-import contextlib
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import outputs
 from rembert_tf.data import example_encoding
-from rembert_tf.data import tfrecord_writer
 from rembert_tf.data import tokenizer
 
 METADATA_FILE = "metadata.json"
@@ -74,62 +69,6 @@ def shard_file_name(index: int, num_shards: int) -> str:
   return f"pretrain-{index:05d}-of-{num_shards:05d}{RECORD_SUFFIX}"
 
 
-def existing_records(directory: Union[str, os.PathLike]) -> List[str]:
-  """Names of the record shards and metadata in `directory` (what a new run
-  replaces)."""
-  if not fileio.isdir(directory):
-    return []
-  return [name for name in fileio.listdir(directory)
-          if name.endswith(RECORD_SUFFIX) or name == METADATA_FILE]
-
-
-# Staging directories: `.create_pretraining_data.tmp-*` (fileio's temporaries).
-_STAGING_NAME = "create_pretraining_data"
-
-
-def swap_in_records(staging: str, directory) -> None:
-  """Replaces the records of `directory` by those in `staging` (other files
-  kept; metadata.json leaves first and comes back last, `outputs.swap_in`)."""
-  directory = fileio.as_str(directory).rstrip("/")
-  old_files = sorted(existing_records(directory), key=lambda n: n != METADATA_FILE)
-  new_files = sorted(existing_records(staging), key=lambda n: n == METADATA_FILE)
-  outputs.swap_in(directory, staging, old_files, new_files)
-
-
-@contextlib.contextmanager
-def staged_records(output_dir: str, overwrite: bool) -> Iterator[str]:
-  """A staging directory inside `output_dir`, swapped in when the block
-  succeeds; on failure it goes (and an output directory it created), the old
-  records untouched. First finishes a swap a killed run left, removes the
-  staging directories of killed runs (callers hold the output's lock), and
-  refuses records already there unless `overwrite` (OutputExistsError)."""
-  created = not fileio.exists(output_dir)
-  if not created:
-    outputs.recover_interrupted_swap(fileio.join(output_dir, _STAGING_NAME),
-                                     target=output_dir)
-  found = existing_records(output_dir)
-  if found and not overwrite:
-    listed = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
-    raise errors.OutputExistsError(
-        f"output directory {output_dir} already holds pre-training records "
-        f"({listed}); choose an empty directory or pass --overwrite "
-        "(overwrite=True) to replace them (the old records stay until the new "
-        "ones are complete).")
-  fileio.makedirs(output_dir)
-  staging = fileio.temporary_path(fileio.join(output_dir, _STAGING_NAME))
-  fileio.makedirs(staging)
-  try:
-    yield staging
-  except BaseException as e:
-    fileio.rmtree(staging)
-    if created and fileio.isdir(output_dir) and not fileio.listdir(output_dir):
-      fileio.rmtree(output_dir)
-    if fileio.is_disk_full(e):  # Name the output, not a staging file.
-      raise fileio.disk_full_error(output_dir, e) from None
-    raise
-  swap_in_records(staging, output_dir)
-
-
 def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
   """Reads DIR/metadata.json; RecordsError if missing or not rembert_tf's format."""
   path = fileio.join(directory, METADATA_FILE)
@@ -137,7 +76,7 @@ def read_metadata(directory: Union[str, os.PathLike]) -> Dict[str, Any]:
     raise RecordsError(
         f"{path} does not exist: pre-training records need their "
         f"{METADATA_FILE}. Make records with rembert-create-pretraining-data "
-        "(or pretraining_record_format.write_pretraining_records for "
+        "(or pretraining_record_creation.write_pretraining_records for "
         "fixtures).")
   try:
     meta = json.loads(fileio.read_text(path))
@@ -282,52 +221,3 @@ def base_metadata(*, layout: str, seq_length: int, max_predictions_per_seq: int,
                       max_predictions_per_seq=int(max_predictions_per_seq),
                       static=layout == LAYOUT_STATIC),
   }
-
-
-@outputs.writes_output("output_dir")
-def write_pretraining_records(
-    output_dir: Union[str, os.PathLike],
-    examples: Sequence[Sequence[int]],
-    *,
-    seq_length: int,
-    max_predictions_per_seq: int,
-    vocab_size: Optional[int] = None,
-    special: Optional[tokenizer.SpecialTokens] = None,
-    layout: str = LAYOUT_STATIC,
-    num_shards: int = 1,
-    seed: int = 0,
-    masking: Masking = Masking(),
-    overwrite: bool = False,
-    extra_metadata: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-  """Writes already tokenised examples (lists of content token ids, without
-  [CLS]/[SEP]) as pre-training shards + metadata.json; returns the metadata.
-
-  The special ids are the project's layout of `vocab_size` pieces, or
-  `special` (e.g. `SpecialTokens.from_model(path)`); the static layout masks
-  here (seeded by `seed`), the unmasked one leaves it to the input pipeline.
-  """
-  if special is None:
-    if vocab_size is None:
-      raise errors.UsageError("write_pretraining_records needs vocab_size or "
-                              "special (the tokenizer's SpecialTokens).")
-    special = tokenizer.SpecialTokens(vocab_size=int(vocab_size),
-                                      **tokenizer.special_ids())
-  meta = base_metadata(layout=layout, seq_length=seq_length,
-                       max_predictions_per_seq=max_predictions_per_seq,
-                       special=special, masking=masking)
-  with staged_records(fileio.as_str(output_dir), overwrite) as staging:
-    records = encode_sequences(
-        examples, seq_length=seq_length,
-        max_predictions_per_seq=max_predictions_per_seq, special=special,
-        rng=np.random.default_rng(seed), layout=layout, masking=masking)
-    meta["num_examples"] = len(records)
-    meta["shards"] = []
-    for index in range(num_shards):  # Dealt round-robin.
-      name = shard_file_name(index, num_shards)
-      count = tfrecord_writer.write_tfrecord_file(
-          fileio.join(staging, name), records[index::num_shards])
-      meta["shards"].append({"file": name, "num_examples": count})
-    meta["seed"] = seed
-    meta.update(extra_metadata or {})
-    fileio.write_json(fileio.join(staging, METADATA_FILE), meta)
-  return meta

@@ -20,6 +20,8 @@ import sentencepiece as spm
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import local_files
+from rembert_tf.common import output_lock
 from rembert_tf.common import outputs
 from rembert_tf.data import data_engine
 from rembert_tf.data import sentencepiece_sample
@@ -221,7 +223,7 @@ def train_sentencepiece(inputs: Sequence[str], output_dir, vocab_size: int, *,
   output_dir = fileio.as_str(output_dir).rstrip("/")
   _check_output(output_dir, model_prefix, overwrite, files, sample_path)
   start = time.time()
-  with outputs.local_scratch_dir(SCRATCH_PREFIX) as tmp_dir:
+  with local_files.local_scratch_dir(SCRATCH_PREFIX) as tmp_dir:
     local_sample = os.path.join(tmp_dir, "sample.txt")
     sample = draw_training_sample(files, sample_path or local_sample, options,
                                   **sampling)
@@ -264,8 +266,8 @@ def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
   inputs = {f"--input {f.path}": f.path for f in files}
   inputs["--sample_path"] = sample_path
   for suffix in MODEL_SUFFIXES:
-    outputs.refuse_overlap(fileio.join(output_dir, model_prefix + suffix),
-                           inputs, "the output")
+    output_lock.refuse_overlap(
+        fileio.join(output_dir, model_prefix + suffix), inputs, "the output")
 
 
 def write_seed_pieces(sample_file, output_file, *, max_pieces: int = 200_000,

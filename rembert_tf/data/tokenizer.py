@@ -139,6 +139,6 @@ def write_tokenizer_metadata(model_path) -> Dict[str, Any]:
 def copy_sentencepiece(model_path, target) -> str:
   """Copies a SentencePiece model to `target`, its `<prefix>.json` beside it."""
   target = fileio.as_str(target)
-  fileio.copy(model_path, target, overwrite=True)
+  fileio.copy(model_path, target)
   write_tokenizer_metadata(target)
   return target

@@ -21,6 +21,7 @@ import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
 from rembert_tf.common import outputs
 
 RESULT_JSON = "layer_similarity.json"
@@ -205,7 +206,7 @@ def analyze_checkpoints(checkpoint_a: str, checkpoint_b: Optional[str],
   from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   sentences_b = _check_inputs(sentences_a, sentences_b, seq_length, pooling)
   sp_model = sp_model or checkpoint_layout.find_sentencepiece(str(checkpoint_a))
-  outputs.refuse_overlap(output_dir, {
+  output_lock.refuse_overlap(output_dir, {
       "--checkpoint": checkpoint_a, "--checkpoint_b": checkpoint_b,
       "--sentencepiece_model": sp_model}, "--output_dir")
   if output_dir is not None:

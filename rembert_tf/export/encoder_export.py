@@ -21,10 +21,10 @@ import tensorflow as tf
 import tf_keras
 from absl import logging
 
-from rembert_tf.common import console
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
+from rembert_tf.common import progress
 from rembert_tf.data import tokenizer
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
@@ -157,8 +157,8 @@ def export_encoder(checkpoint_dir, output_dir, *, config=None,
   if sp_model:
     tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
   # Three stages with no loop of their own: a stage bar with elapsed time.
-  with console.progress("exporting the encoder", total=3 if verify else 2,
-                        unit="stages") as stages:
+  with progress.Progress("exporting the encoder", total=3 if verify else 2,
+                         unit="stages") as stages:
     # A live model_dir's checkpoint is read from a copy held against the
     # trainer's rotation.
     with float32_policy(), checkpoint_snapshot.held(source, ["encoder"]) as held:

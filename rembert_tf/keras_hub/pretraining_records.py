@@ -8,9 +8,9 @@ the layout `metadata.json` gives; other layouts are refused (`RecordsError`).
 Example (records written here with the project's writer):
 <!-- snippet: not run: needs the `[keras]` extra (Keras 3, keras-hub) -->
 ```python
-from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import pretraining_record_creation
 from rembert_tf.keras_hub import pretraining_records
-pretraining_record_format.write_pretraining_records(
+pretraining_record_creation.write_pretraining_records(
     "/tmp/records", [[10, 11, 12, 13], [20, 21, 22]] * 16, seq_length=16,
     max_predictions_per_seq=4, vocab_size=2000)
 dataset = pretraining_records.read_records("/tmp/records/*.tfrecord",

@@ -19,6 +19,7 @@ import pathlib
 from typing import Any, Mapping, Optional, Union
 
 from official.modeling import hyperparams
+import yaml
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -191,7 +192,7 @@ def load_model_config(name_or_path: Union[str, os.PathLike],
                       ) -> RemBertConfig:
   """Loads a model preset or YAML file, applies overrides and validates."""
   path = resolve_model_config_path(name_or_path)
-  values = fileio.read_yaml(path) or {}
+  values = yaml.safe_load(fileio.read_text(path)) or {}
   if isinstance(values, Mapping) and "model" in values and len(values) == 1:
     values = values["model"]  # Also accept `model: {...}` wrapped files.
   if not isinstance(values, Mapping):
@@ -204,4 +205,4 @@ def load_model_config(name_or_path: Union[str, os.PathLike],
 
 def save_model_config(cfg: RemBertConfig, path: Union[str, os.PathLike]):
   """Writes the config as YAML (atomically: temporary name, then rename)."""
-  fileio.write_yaml(path, cfg.as_dict())
+  fileio.write_text(path, yaml.safe_dump(cfg.as_dict(), sort_keys=False))

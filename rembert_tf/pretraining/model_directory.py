@@ -30,7 +30,7 @@ from official.core import train_utils
 from rembert_tf.checkpoints import checkpoint_integrity as checkpoints
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import outputs
+from rembert_tf.common import output_lock
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import experiments
@@ -131,7 +131,7 @@ def check(config: cfg.ExperimentConfig, model_dir: str, mode: str) -> None:
     if data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
       for path in pretraining_input_pipeline.record_files(data, field):
         inputs[f"{field}.input_path ({path})"] = path
-  outputs.refuse_overlap(model_dir, inputs, "--model_dir")
+  output_lock.refuse_overlap(model_dir, inputs, "--model_dir")
 
 
 def make_writable(model_dir: str) -> None:

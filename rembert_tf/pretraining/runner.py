@@ -39,7 +39,7 @@ from official.core import train_utils
 
 from rembert_tf.checkpoints import checkpoint_integrity as checkpoints
 from rembert_tf.common import errors
-from rembert_tf.common import outputs
+from rembert_tf.common import output_lock
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import model_directory
@@ -178,7 +178,7 @@ def run(experiment_config: cfg.ExperimentConfig, model_dir: str,
                                     "float32"),
       deterministic=deterministic, seed=seed)
   writes_run = strategies.is_chief(strategy) and mode != "continuous_eval"
-  with outputs.writing_shared_output(model_dir, writes_run), settings:
+  with output_lock.writing_shared_output(model_dir, writes_run), settings:
     try:
       return _run(config, model_dir, mode, strategy,
                   allow_sentencepiece_mismatch, print_fn)

@@ -19,8 +19,8 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from rembert_tf.common import console
 from rembert_tf.common import errors
+from rembert_tf.common import progress
 from rembert_tf.data import tokenizer
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
@@ -125,8 +125,8 @@ class SentenceEmbedder:
     bucket_of = np.searchsorted(buckets, lengths)
     replicas = self._strategy.num_replicas_in_sync
     embeddings = np.zeros([len(token_ids), self._hidden_size], np.float32)
-    with console.progress(description or "embedding", total=len(token_ids),
-                          unit="sentences") as bar:
+    with progress.Progress(description or "embedding", total=len(token_ids),
+                           unit="sentences") as bar:
       for b, length in enumerate(buckets):
         rows = np.flatnonzero(bucket_of == b)
         if not len(rows):

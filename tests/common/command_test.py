@@ -16,8 +16,9 @@ _COMMAND = textwrap.dedent("""
     import os, sys
     from absl import flags, logging
     from rembert_tf.common import command
-    out = command.start_log(
-        "rembert-x", sys.argv[1], verbose=False, artefact=len(sys.argv) > 3)
+    out = command.CommandLog(
+        "rembert-x", sys.argv[1], verbose=False,
+        artefact=len(sys.argv) > 3).start()
     if len(sys.argv) > 4:
       out.flags_parsed(sys.argv[1], log_dir=sys.argv[4])
     def main(argv):
@@ -128,10 +129,10 @@ _EXIT_NOW_COMMAND = textwrap.dedent("""
     import os, sys, threading
     from absl import logging
     from rembert_tf.common import command
-    out = command.start_log(
+    out = command.CommandLog(
         "rembert-x", sys.argv[1], verbose=False,
         keep_log=lambda code, output_dir: code == 0 or code == 1 and
-        os.path.exists(os.path.join(output_dir, "started")))
+        os.path.exists(os.path.join(output_dir, "started"))).start()
     command.set_log_label("worker1")
     class LogsWhenFinalised:
       def __del__(self):

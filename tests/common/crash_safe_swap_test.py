@@ -17,9 +17,9 @@ import tensorflow as tf
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import outputs
 from rembert_tf.common import output_lock
-from rembert_tf.data import pretraining_record_format
+from rembert_tf.common import outputs
+from rembert_tf.data import pretraining_record_creation
 
 OLD = {"a.txt": b"old a", "sub/b.txt": b"old b"}
 NEW = {"a.txt": b"new a", "sub/b.txt": b"new b", "sub/c.txt": b"new c"}
@@ -118,18 +118,18 @@ def test_records_swap_killed_at_every_step(filesystem, tmp_path, monkeypatch):
 
   def write(out, seed, overwrite, faults=None):
     if faults:
-      original = pretraining_record_format.swap_in_records
+      original = pretraining_record_creation.swap_in_records
 
       def armed(*args):
         faults.armed = True
         original(*args)
-      monkeypatch.setattr(pretraining_record_format, "swap_in_records", armed)
+      monkeypatch.setattr(pretraining_record_creation, "swap_in_records", armed)
     try:
-      pretraining_record_format.write_pretraining_records(
+      pretraining_record_creation.write_pretraining_records(
           out, examples, seed=seed, overwrite=overwrite, **shape)
     finally:
       if faults:
-        monkeypatch.setattr(pretraining_record_format, "swap_in_records", original)
+        monkeypatch.setattr(pretraining_record_creation, "swap_in_records", original)
 
   for step in range(1, 100):
     for rerun_overwrites in (False, True):
@@ -206,13 +206,13 @@ def test_a_replacement_that_cannot_be_finished_is_one_line(tmp_path,
   (tmp_path / ".out.tmp-99@elsewhere-bbbb" / "a.txt").write_text("new")
   (tmp_path / ".out.into-99@elsewhere-bbbb").write_text("complete")
 
-  rename_one = fileio._rename_one
+  rename = fileio.rename
 
-  def forbidden(src, dst, overwrite):
+  def forbidden(src, dst):
     if ".out.tmp-99" in src:
       raise PermissionError(13, "Permission denied", src)
-    rename_one(src, dst, overwrite)
-  monkeypatch.setattr(fileio, "_rename_one", forbidden)
+    rename(src, dst)
+  monkeypatch.setattr(fileio, "rename", forbidden)
   with pytest.raises(errors.InputError) as refused:
     _write_directory(out, NEW, overwrite=True)
   line = errors.one_line(refused.value)
@@ -229,17 +229,17 @@ def test_a_replacement_that_cannot_be_finished_is_one_line(tmp_path,
 def test_old_records_moved_aside_are_put_back_and_count_as_present(tmp_path):
   out = tmp_path / "records"
   shape = dict(seq_length=16, max_predictions_per_seq=3, vocab_size=100)
-  pretraining_record_format.write_pretraining_records(out, [[10, 11]] * 4, **shape)
+  pretraining_record_creation.write_pretraining_records(out, [[10, 11]] * 4, **shape)
   before = {p.name: p.read_bytes() for p in out.iterdir()}
   aside = out / ".create_pretraining_data.old-4242"  # An older run, killed.
   aside.mkdir()
-  for name in pretraining_record_format.existing_records(out):
+  for name in pretraining_record_creation.existing_records(out):
     os.rename(out / name, aside / name)
   with pytest.raises(errors.OutputExistsError,
                      match=r"already holds pre-training records \(metadata.json"):
-    pretraining_record_format.write_pretraining_records(out, [[20, 21]] * 4, **shape)
+    pretraining_record_creation.write_pretraining_records(out, [[20, 21]] * 4, **shape)
   assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-  pretraining_record_format.write_pretraining_records(out, [[20, 21]] * 4,
+  pretraining_record_creation.write_pretraining_records(out, [[20, 21]] * 4,
                                                 overwrite=True, **shape)
   assert sorted(os.listdir(out)) == ["metadata.json", "pretrain-00000-of-00001.tfrecord"]
 
@@ -251,14 +251,14 @@ import os, sys
 from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_record_creation
 corpus, model, out = sys.argv[1:]
-original, into_old = fileio._rename_one, []
-def rename_one(src, dst, overwrite):
-  original(src, dst, overwrite)
+original, into_old = fileio.rename, []
+def rename(src, dst):
+  original(src, dst)
   if ".create_pretraining_data.old-" in dst:
     into_old.append(dst)
     if len(into_old) == 3:
       os._exit(9)
-fileio._rename_one = rename_one
+fileio.rename = rename
 pretraining_record_creation.create_pretraining_data(
     [corpus + "/{lang}/*.txt"], out, model, languages=["el", "ar"], seq_length=32,
     max_predictions_per_seq=5, num_output_shards=3, seed=2, overwrite=True,
@@ -268,7 +268,6 @@ pretraining_record_creation.create_pretraining_data(
 
 def test_records_of_a_run_killed_in_its_swap_survive_the_next_runs(tmp_path,
                                                                    monkeypatch):
-  from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
   corpus, model = testlib.demo_corpus_dir(), testlib.sentencepiece_model()
   out = tmp_path / "records"
 
@@ -291,8 +290,8 @@ def test_records_of_a_run_killed_in_its_swap_survive_the_next_runs(tmp_path,
   assert {p.name: p.read_bytes() for p in out.iterdir()} == old
   with monkeypatch.context() as patch:  # Killed again, in its own swap.
     faults = StepFaults(patch, at=3)
-    original = pretraining_record_format.swap_in_records
-    patch.setattr(pretraining_record_format, "swap_in_records",
+    original = pretraining_record_creation.swap_in_records
+    patch.setattr(pretraining_record_creation, "swap_in_records",
                   lambda *a: (setattr(faults, "armed", True), original(*a)))
     with pytest.raises(Killed):
       run(3, True)
@@ -364,7 +363,7 @@ def test_a_full_disk_at_every_write_of_a_file_set(filesystem, tmp_path,
     out = _set_fixture(root)
     with monkeypatch.context() as patch:
       faults = StepFaults(patch, at=step, fault=testlib.disk_full,
-                          names=("_rename_one", "open_file"))
+                          names=("rename", "open_file"))
       try:
         _write_set(out, SET_NEW, True, faults)
       except errors.InputError as e:

@@ -31,7 +31,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
   out = tmp_path / "records"
   with testlib.held_by_another_process(out) as (pid, _):
     with pytest.raises(output_lock.OutputLockedError) as refused:
-      with output_lock.hold(out):
+      with output_lock.writing_output(out):
         pass
     message = str(refused.value)
     assert f"{out} is being written by another run (pid {pid} on this host, " \
@@ -40,8 +40,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
     assert f"lock file {tmp_path / lock_file})" in message
     assert "Wait for it to end or stop it" in message and "\n" not in message
     assert lock_file.startswith(f".records.lock-{pid}@{fileio.HOST}-")
-  with output_lock.hold(out) as taken:  # Released when the holder ended.
-    assert taken
+  with output_lock.writing_output(out):  # Released when the holder ended.
     (mine,) = _lock_files(out)
     info = json.loads((tmp_path / mine).read_text())
     assert (info["host"], info["pid"]) == (fileio.HOST, os.getpid())
@@ -53,12 +52,12 @@ def test_the_lock_of_a_killed_run_is_taken_over(tmp_path):
   killed = subprocess.Popen(
       [sys.executable, "-c", "import os, sys\n"
        "from rembert_tf.common import output_lock\n"
-       "held = output_lock.hold(sys.argv[1])\nheld.__enter__()\nos._exit(9)", str(out)],
+       "held = output_lock.writing_output(sys.argv[1])\nheld.__enter__()\nos._exit(9)", str(out)],
       env=dict(os.environ, PYTHONPATH=str(testlib.REPO)))
   assert killed.wait() == 9
   (left,) = _lock_files(out)
   assert left.startswith(f".export.lock-{killed.pid}@{fileio.HOST}-")
-  with output_lock.hold(out):
+  with output_lock.writing_output(out):
     assert left not in _lock_files(out) and len(_lock_files(out)) == 1
 
 
@@ -71,12 +70,12 @@ def test_another_hosts_lock_holds_until_it_is_not_refreshed(root, tmp_path):
   with pytest.raises(output_lock.OutputLockedError,
                      match=r"pid 4242 on host tpu-vm-7, since .* last refreshed "
                            r"3\ds ago; lock file .*model_dir.lock-4242@tpu-vm-7"):
-    with output_lock.hold(out):
+    with output_lock.writing_output(out):
       pass
   assert fileio.exists(lock_file)
   _write_lock_file(out, "tpu-vm-7", 4242,
                    time.time() - output_lock.STALE_AFTER_S - 1)
-  with output_lock.hold(out):
+  with output_lock.writing_output(out):
     assert not fileio.exists(lock_file)
 
 
@@ -85,10 +84,10 @@ def test_a_dead_pid_of_this_host_is_stale_a_live_one_is_not(tmp_path):
   finished.wait()
   dead = _write_lock_file(tmp_path / "a", fileio.HOST, finished.pid, time.time())
   live = _write_lock_file(tmp_path / "b", fileio.HOST, os.getppid(), 0)
-  with output_lock.hold(tmp_path / "a"):
+  with output_lock.writing_output(tmp_path / "a"):
     assert not os.path.exists(dead)
   with pytest.raises(output_lock.OutputLockedError, match=f"pid {os.getppid()} "):
-    with output_lock.hold(tmp_path / "b"):
+    with output_lock.writing_output(tmp_path / "b"):
       pass
   assert os.path.exists(live)
 
@@ -100,15 +99,15 @@ def test_a_pid_now_used_by_another_process_or_boot_is_stale(tmp_path):
     out = tmp_path / f"out{n}"
     lock_file = _write_lock_file(out, fileio.HOST, os.getppid(), time.time())
     fileio.write_json(lock_file, dict(fileio.read_json(lock_file), **field))
-    with output_lock.hold(out):
+    with output_lock.writing_output(out):
       assert not os.path.exists(lock_file)
 
 
-def test_hold_nests_and_leaves_nothing_behind(tmp_path):
+def test_the_lock_nests_and_leaves_nothing_behind(tmp_path):
   out = tmp_path / "new" / "deeper" / "out"
-  with output_lock.hold(out) as outer:
-    with output_lock.hold(str(out) + "/") as inner:
-      assert (outer, inner) == (True, False)
+  with output_lock.writing_output(out):
+    with output_lock.writing_output(str(out) + "/"):
+      assert len(_lock_files(out)) == 1
     assert len(_lock_files(out)) == 1
   assert not (tmp_path / "new").exists()  # The folders it made are gone too.
 
@@ -122,20 +121,20 @@ def test_runs_starting_together_retry_and_never_both_hold(tmp_path, monkeypatch)
     pauses.append("withdrawn")
     os.remove(rival)
   monkeypatch.setattr(output_lock, "_collision_pause", rival_withdraws)
-  with output_lock.hold(out):
+  with output_lock.writing_output(out):
     assert pauses == ["withdrawn"] and len(_lock_files(out)) == 1
   rival = _write_lock_file(out, fileio.HOST, os.getppid(), time.time())
   monkeypatch.setattr(output_lock, "_collision_pause",
                       lambda: pauses.append("stays"))
   with pytest.raises(output_lock.OutputLockedError):
-    with output_lock.hold(out):
+    with output_lock.writing_output(out):
       pass
   assert pauses[1:] == ["stays"] and _lock_files(out) == [os.path.basename(rival)]
 
 
 def test_holders_refresh_their_lock_files(tmp_path, capsys):
   out = tmp_path / "model_dir"
-  with output_lock.hold(out):
+  with output_lock.writing_output(out):
     (name,) = _lock_files(out)
     before = json.loads((tmp_path / name).read_text())["refreshed"]
     time.sleep(0.01)
@@ -148,13 +147,13 @@ def test_holders_refresh_their_lock_files(tmp_path, capsys):
 
 
 def test_a_training_directory_is_written_by_one_process(tmp_path):
-  """The trainers' API: `outputs.writing_output(model_dir)` on the chief."""
+  """The trainers' API: `output_lock.writing_output(model_dir)` on the chief."""
   model_dir = tmp_path / "pretrain"
   with testlib.held_by_another_process(model_dir) as (pid, _):
     with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
-      with outputs.writing_output(model_dir):
+      with output_lock.writing_output(model_dir):
         pass
-  with outputs.writing_output(model_dir):
+  with output_lock.writing_output(model_dir):
     fileio.write_text(fileio.join(model_dir, "params.yaml"), "x: 1\n")
   assert _lock_files(model_dir) == [] and os.listdir(model_dir) == ["params.yaml"]
 
@@ -172,23 +171,23 @@ def test_only_the_chief_of_a_multi_worker_run_writes(tf_config, chief, monkeypat
 
 
 def test_a_shared_output_is_locked_by_the_chief_alone(tmp_path, monkeypatch):
-  """`outputs.writing_shared_output`: the chief meets another run's lock; a
+  """`output_lock.writing_shared_output`: the chief meets another run's lock; a
   non-chief worker (TF_CONFIG, or told) takes no lock and is not refused."""
   out = tmp_path / "model_dir"
   with testlib.held_by_another_process(out) as (pid, _):
     with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
-      with outputs.writing_shared_output(out, is_chief=True):
+      with output_lock.writing_shared_output(out, is_chief=True):
         pass
-    with outputs.writing_shared_output(out, is_chief=False):
+    with output_lock.writing_shared_output(out, is_chief=False):
       pass
     monkeypatch.setenv("TF_CONFIG", json.dumps({
         "cluster": {"worker": ["a:1", "b:2"]},
         "task": {"type": "worker", "index": 1}}))
-    with outputs.writing_shared_output(out):
+    with output_lock.writing_shared_output(out):
       pass
     monkeypatch.setenv("TF_CONFIG", "")
     with pytest.raises(output_lock.OutputLockedError):
-      with outputs.writing_shared_output(out):
+      with output_lock.writing_shared_output(out):
         pass
 
 
@@ -219,7 +218,6 @@ def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
   from rembert_tf.cli import run_ablation  # pylint: disable=g-import-not-at-top
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
-  from rembert_tf.data import pretraining_record_format  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import sentencepiece_training  # pylint: disable=g-import-not-at-top
   from rembert_tf.demo import corpus  # pylint: disable=g-import-not-at-top
   from rembert_tf.evaluation import layer_similarity  # pylint: disable=g-import-not-at-top
@@ -234,7 +232,7 @@ def test_every_command_refuses_an_output_another_run_writes(tmp_path, capsys):
           missing, out),
       "records": lambda out: pretraining_record_creation.create_pretraining_data(
           [missing + "/{lang}/*.txt"], out, missing),
-      "fixture_records": lambda out: pretraining_record_format.write_pretraining_records(
+      "fixture_records": lambda out: pretraining_record_creation.write_pretraining_records(
           out, [[5, 6]], seq_length=8, max_predictions_per_seq=1, vocab_size=10),
       "spm": lambda out: sentencepiece_training.train_sentencepiece(
           [missing + "/{lang}/*.txt"], out, 100),
@@ -273,9 +271,9 @@ def test_an_unwritable_parent_names_the_output_not_the_lock_file(
   monkeypatch.setattr(fileio, "write_text", read_only)
   output = tmp_path / "ro" / "exp"
   (tmp_path / "ro").mkdir()
-  for take in (lambda: output_lock.hold(output),
+  for take in (lambda: output_lock.writing_output(output),
                lambda: outputs.atomic_directory(output),
-               lambda: outputs.writing_shared_output(output)):
+               lambda: output_lock.writing_shared_output(output)):
     with pytest.raises(errors.UsageError) as refused:
       with take():
         pass

@@ -7,8 +7,8 @@ import pytest
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.common import local_files
 from rembert_tf.common import output_lock
-from rembert_tf.common import outputs
 
 
 @pytest.mark.parametrize("output, how", [
@@ -17,7 +17,7 @@ def test_an_output_overlapping_an_input_is_refused(tmp_path, output, how):
   (tmp_path / "data" / "sub").mkdir(parents=True)
   out = str(tmp_path / output) if output else str(tmp_path)
   with pytest.raises(errors.UsageError) as refused:
-    outputs.refuse_overlap(out, {"--model_dir": str(tmp_path / "data")},
+    output_lock.refuse_overlap(out, {"--model_dir": str(tmp_path / "data")},
                            "--output_dir")
   assert str(refused.value).startswith(
       f"--output_dir {out} {how} --model_dir {tmp_path / 'data'} (real paths ")
@@ -28,20 +28,20 @@ def test_overlap_compares_real_paths(tmp_path):
   (tmp_path / "run").mkdir()
   os.symlink(tmp_path / "run", tmp_path / "link")
   with pytest.raises(errors.UsageError, match=r"is --model_dir .*/run \(real"):
-    outputs.refuse_overlap(tmp_path / "link/", {"--model_dir": tmp_path / "run"})
+    output_lock.refuse_overlap(tmp_path / "link/", {"--model_dir": tmp_path / "run"})
   with pytest.raises(errors.UsageError, match="lies inside"):
-    outputs.refuse_overlap(tmp_path / "link" / ".." / "run" / "export",
+    output_lock.refuse_overlap(tmp_path / "link" / ".." / "run" / "export",
                            {"--model_dir": str(tmp_path / "link")})
   # A sibling whose name starts alike, and inputs not given, are fine.
-  outputs.refuse_overlap(tmp_path / "run2", {"--model_dir": tmp_path / "run",
+  output_lock.refuse_overlap(tmp_path / "run2", {"--model_dir": tmp_path / "run",
                                              "--sentencepiece_model": None})
-  outputs.refuse_overlap(None, {"--model_dir": tmp_path / "run"})
+  output_lock.refuse_overlap(None, {"--model_dir": tmp_path / "run"})
 
 
 def test_overlap_on_ram_paths_is_normalized():
   with pytest.raises(errors.UsageError, match="holds"):
-    outputs.refuse_overlap("ram://rules/run/", {"--input": "ram://rules//run/a/../b"})
-  outputs.refuse_overlap("ram://rules/run", {"--input": "ram://rules/runs/b"})
+    output_lock.refuse_overlap("ram://rules/run/", {"--input": "ram://rules//run/a/../b"})
+  output_lock.refuse_overlap("ram://rules/run", {"--input": "ram://rules/runs/b"})
 
 
 def test_a_second_writer_through_a_symbolic_link_is_refused(tmp_path):
@@ -51,7 +51,7 @@ def test_a_second_writer_through_a_symbolic_link_is_refused(tmp_path):
   with testlib.held_by_another_process(model_dir):
     with pytest.raises(output_lock.OutputLockedError,
                        match="is being written by another run"):
-      with outputs.writing_output(tmp_path / "alias"):
+      with output_lock.writing_output(tmp_path / "alias"):
         pass
 
 
@@ -66,7 +66,7 @@ def test_a_killed_runs_scratch_directory_is_removed_by_the_next(
   for path in (dead, live, other):
     path.mkdir()
     (path / "sample.txt").write_text("lines")
-  with outputs.local_scratch_dir("rembert_tf-x-") as scratch:
+  with local_files.local_scratch_dir("rembert_tf-x-") as scratch:
     assert os.path.basename(scratch).startswith(
         f"rembert_tf-x-{fileio.owner_tag()}-")
     assert not dead.exists() and live.exists() and other.exists()

@@ -200,7 +200,7 @@ def test_continue_pretraining_from_the_converted_release(converted, tmp_path):
   The first step's MLM loss equals the loss a forward pass of the converted
   weights gives on the same batch; a fresh output side would give another.
   """
-  from rembert_tf.data import pretraining_record_format  # pylint: disable=g-import-not-at-top
+  from rembert_tf.data import pretraining_record_creation  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_pretrainer  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import masked_lm_task  # pylint: disable=g-import-not-at-top
@@ -211,7 +211,7 @@ def test_continue_pretraining_from_the_converted_release(converted, tmp_path):
   rng = np.random.default_rng(5)
   examples = [list(rng.integers(special.mask_id + 1, cfg.vocab_size,
                                 size=rng.integers(8, 24))) for _ in range(32)]
-  pretraining_record_format.write_pretraining_records(
+  pretraining_record_creation.write_pretraining_records(
       str(tmp_path / "records"), examples, seq_length=SEQ_LENGTH,
       max_predictions_per_seq=4, special=special, seed=1)
   config = experiments.load_experiment_config([], {

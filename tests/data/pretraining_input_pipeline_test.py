@@ -7,7 +7,7 @@ from official.nlp.data import data_loader_factory
 from rembert_tf.common import fileio
 from rembert_tf.data import example_encoding
 from rembert_tf.data import pretraining_input_pipeline
-from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import pretraining_record_creation
 from rembert_tf.data import tfrecord_writer
 from rembert_tf.data import tokenizer
 from rembert_tf.modeling import rembert_config
@@ -42,7 +42,7 @@ def static_dir(tmp_path_factory):
   """Records masked at positions 2 and 4: the fixture writer's metadata and
   shards, each shard's records made again here."""
   out = tmp_path_factory.mktemp("static")
-  pretraining_record_format.write_pretraining_records(
+  pretraining_record_creation.write_pretraining_records(
       out, _sequences(64), seq_length=SEQ, max_predictions_per_seq=PRED,
       vocab_size=VOCAB, num_shards=4)
   for k, shard in enumerate(sorted(out.glob("*.tfrecord"))):
@@ -52,7 +52,7 @@ def static_dir(tmp_path_factory):
 
 
 def test_fixture_writer_masks_token_lists(tmp_path):
-  meta = pretraining_record_format.write_pretraining_records(
+  meta = pretraining_record_creation.write_pretraining_records(
       tmp_path, _sequences(10), seq_length=SEQ, max_predictions_per_seq=PRED,
       vocab_size=VOCAB, num_shards=2)
   assert meta["num_examples"] == 10 and meta["layout"] == "static"
@@ -62,7 +62,7 @@ def test_fixture_writer_masks_token_lists(tmp_path):
   weights = batch["masked_lm_weights"].numpy()
   assert (weights.sum(1) >= 1).all()
   with pytest.raises(FileExistsError):
-    pretraining_record_format.write_pretraining_records(
+    pretraining_record_creation.write_pretraining_records(
         tmp_path, _sequences(2), seq_length=SEQ, max_predictions_per_seq=PRED,
         vocab_size=VOCAB)
 
@@ -70,7 +70,7 @@ def test_fixture_writer_masks_token_lists(tmp_path):
 @pytest.fixture(scope="module")
 def unmasked_dir(tmp_path_factory):
   out = tmp_path_factory.mktemp("unmasked")
-  pretraining_record_format.write_pretraining_records(
+  pretraining_record_creation.write_pretraining_records(
       out, _sequences(64), seq_length=SEQ, max_predictions_per_seq=PRED,
       vocab_size=VOCAB, num_shards=2, layout="unmasked")
   return out
@@ -253,11 +253,11 @@ def test_records_on_ram_are_checked_by_the_loader_that_reads_them(static_dir,
                      "but model config vocab_size is 3000"):
     load(tiny.replace(vocab_size=3000))
   other = tmp_path / "other"
-  pretraining_record_format.write_pretraining_records(
+  pretraining_record_creation.write_pretraining_records(
       other, [[7, 8, 9, 10]] * 4, seq_length=16, max_predictions_per_seq=PRED,
       vocab_size=VOCAB, num_shards=1)
   shard = f"{root}/pretrain-00001-of-00004.tfrecord"
-  fileio.copy(str(next(other.glob("*.tfrecord"))), shard, overwrite=True)
+  fileio.copy(str(next(other.glob("*.tfrecord"))), shard)
   with pytest.raises(pretraining_input_pipeline.DataMismatchError) as e:
     load()
   assert str(e.value) == (

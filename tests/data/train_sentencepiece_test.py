@@ -165,7 +165,7 @@ def test_overwrite_cut_at_every_write_keeps_one_whole_trio(fault, tmp_path,
     with monkeypatch.context() as patch:
       faults = testlib.StepFaults(
           patch, at=step,
-          **(dict(fault=testlib.disk_full, names=("_rename_one", "open_file"))
+          **(dict(fault=testlib.disk_full, names=("rename", "open_file"))
              if fault == "full_disk" else {}))
       patch.setattr(sentencepiece_training, "_publish", lambda *a: (
           setattr(faults, "armed", True), publish(*a))[1])

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from pretraining import pretrain_testlib
-from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import pretraining_record_creation
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
@@ -85,7 +85,7 @@ def _max_errors(actual, expected):
 def crossing(tmp_path_factory):
   root = tmp_path_factory.mktemp("masked_lm_pretraining")
   pretrain_testlib.write_records(root / "records", splits=(("train", 1),))
-  pretraining_record_format.write_pretraining_records(
+  pretraining_record_creation.write_pretraining_records(
       root / "records_unmasked", [[5, 6, 7]] * 8, layout="unmasked",
       seq_length=pretrain_testlib.SEQ,
       max_predictions_per_seq=pretrain_testlib.PREDS,

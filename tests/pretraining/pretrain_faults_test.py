@@ -14,7 +14,7 @@ from official.core import task_factory
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
-from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import pretraining_record_creation
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import experiments
@@ -204,7 +204,7 @@ def test_corrupted_shard_is_named(records, tmp_path):
 def test_a_shard_of_another_sequence_length_is_named(records, tmp_path):
   copied = copy_records(records, tmp_path)
   other = tmp_path / "other"
-  pretraining_record_format.write_pretraining_records(
+  pretraining_record_creation.write_pretraining_records(
       str(other), [[7, 8, 9, 10]] * 4, seq_length=16,
       max_predictions_per_seq=pretrain_testlib.PREDS,
       vocab_size=pretrain_testlib.VOCAB, seed=1, num_shards=1)

@@ -13,7 +13,7 @@ import pretrain_testlib
 
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.evaluation import mlm_baseline
-from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import pretraining_record_creation
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.pretraining import experiments
@@ -33,7 +33,7 @@ def records(tmp_path_factory):
   spm = root / "spm.model"
   spm.write_bytes(b"not a real model; only copied")
   for split, seed in (("train", 1), ("eval", 2)):
-    pretraining_record_format.write_pretraining_records(
+    pretraining_record_creation.write_pretraining_records(
         str(root / split), examples, seq_length=SEQ,
         max_predictions_per_seq=PREDS, vocab_size=VOCAB, seed=seed,
         extra_metadata={"sentencepiece_model": str(spm)})

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import yaml
 
-from rembert_tf.data import pretraining_record_format
+from rembert_tf.data import pretraining_record_creation
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import masked_lm_task
 from rembert_tf.runtime import process_settings
@@ -23,7 +23,7 @@ def write_records(root, num_shards=1, num_examples=96, extra_metadata=None,
   examples = [list(5 + (rng.zipf(1.6, size=rng.integers(10, 28)) % 200))
               for _ in range(num_examples)]
   for split, seed in splits:
-    pretraining_record_format.write_pretraining_records(
+    pretraining_record_creation.write_pretraining_records(
         str(pathlib.Path(root) / split), examples, seq_length=SEQ,
         max_predictions_per_seq=PREDS, vocab_size=VOCAB, seed=seed,
         num_shards=num_shards, extra_metadata=extra_metadata)

@@ -80,7 +80,7 @@ def test_a_rerun_stopped_at_any_write_leaves_one_runs_set(
     with monkeypatch.context() as patch:
       faults = testlib.StepFaults(
           patch, at=step, **({"fault": testlib.disk_full,
-                              "names": ("_rename_one", "open_file")}
+                              "names": ("rename", "open_file")}
                              if fault == "disk_full" else {}))
       faults.armed = True
       try:
