@@ -173,3 +173,27 @@ def describe_source(dataset: xtreme_tasks.XtremeTask, split: str,
   """`tfds:name/config:split` of a task's split (metadata's `source`)."""
   ref = split_ref(dataset, split, lang)
   return f"tfds:{ref}" + (f" in {data_dir}" if data_dir else "")
+
+
+class TfdsSource:
+  """A task's splits prepared with TFDS under data_dir (`--data_source tfds`)."""
+
+  def __init__(self, dataset: xtreme_tasks.XtremeTask, data_dir):
+    self.dataset = dataset
+    self.data_dir = data_dir
+    self.layout = dataset.tfds
+    self.eval_splits = self.layout.eval_splits
+
+  def present_languages(self, split: str) -> List[str]:
+    return split_languages(self.dataset, split, self.data_dir)
+
+  def check(self, split: str, lang: str) -> None:
+    check_split(self.dataset, split, lang, self.data_dir)
+
+  def describe(self, split: str, lang: str) -> str:
+    return describe_source(self.dataset, split, lang)
+
+  def read(self, kind, split: str, lang: str):
+    """The split's rows as `kind` (an `xtreme_records.RecordType`) reads them."""
+    rows, origin = read_rows(self.dataset, split, lang, self.data_dir)
+    return kind.from_rows(rows, self.dataset, split == "train", origin)
