@@ -1,29 +1,15 @@
-"""Turns an XTREME task (its `download/` files, or TFDS) into fine-tuning TFRecords.
+"""An XTREME task (its `download/` files, or prepared TFDS) -> fine-tuning TFRecords.
 
-Writes, for `--output_dir O` and task T (atomically, `common.outputs`):
-`O/T/metadata.json` (settings, labels, splits, each source file by sha256),
-`train-en.tfrecord`, `<split>-<lang>.tfrecord` and `.side.jsonl` (what maps
-predictions back), and the gold labels under `labels/T/`; reading is
-`xtreme_sources`, records and what differs per task type `xtreme_records`,
-writing `tf.io.TFRecordWriter`. For a `rembert-finetune` run,
-`prepare_records` makes them under its output_dir (or reuses them while
-their inputs are the same by content) and `checked_metadata` checks them.
-
-Example:
-<!-- snippet: not run: needs a corpus and a SentencePiece model -->
-```python
-from rembert_tf.data import finetuning_data
-meta = finetuning_data.create_finetuning_data(
-    task="xnli", data_dir="download", sp_model="spm/sentencepiece.model",
-    output_dir="records", seq_length=128)
-meta = finetuning_data.create_finetuning_data(
-    task="udpos", data_dir=None, sp_model="spm/sentencepiece.model",
-    output_dir="records", data_source="tfds",
-    tfds_data_dir="gs://bucket/tensorflow_datasets")
-```
+`create_finetuning_data` writes `O/T/` atomically (`common.outputs`): each
+split's records and side files (`xtreme_records`), the gold labels under
+`labels/T/` and `metadata.json` (settings, labels, splits, each source by
+sha256). Examples come from `xtreme_readers.DownloadSource` or
+`xtreme_tfds.TfdsSource`. For a `rembert-finetune` run, `prepare_records`
+makes them under its output_dir (or reuses them while their inputs are the
+same by content) and `checked_metadata` checks them.
 """
 import json
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -33,9 +19,11 @@ from rembert_tf.common import fileio
 from rembert_tf.common import output_lock
 from rembert_tf.common import outputs
 from rembert_tf.data import tfds_reader
-from rembert_tf.evaluation import xtreme_tasks
+from rembert_tf.data import tokenizer
+from rembert_tf.data import xtreme_readers
 from rembert_tf.data import xtreme_records
-from rembert_tf.data import xtreme_sources
+from rembert_tf.data import xtreme_tfds
+from rembert_tf.evaluation import xtreme_tasks
 
 METADATA_FILE = "metadata.json"
 # [CLS] + at least a few pieces + [SEP] (+ [SEP]); below this no task fits.
@@ -45,25 +33,6 @@ TaskDataError = xtreme_tasks.TaskDataError
 # SentencePiece model and the training file, `train-en` of sources_sha256).
 TRAINING_SETTINGS = ("task", "data_source", "seq_length", "sp_model_sha256",
                      "doc_stride", "max_query_length")
-
-
-def _write_split(records: Iterable, directory: str, name: str,
-                 write_side: bool) -> int:
-  """`<name>.tfrecord` (and `<name>.side.jsonl`); returns the record count."""
-  count = 0
-  side_rows = []
-  with tf.io.TFRecordWriter(fileio.join(directory, f"{name}.tfrecord")) as writer:
-    for record, side in records:
-      writer.write(record)
-      if side is not None:
-        side_rows.append(side)
-      count += 1
-      if count % 10000 == 0:
-        logging.info("%s: %d records", name, count)
-  if write_side:
-    fileio.write_text(fileio.join(directory, f"{name}.side.jsonl"), "".join(
-        json.dumps(row, ensure_ascii=False) + "\n" for row in side_rows))
-  return count
 
 
 def _check_options(kind, seq_length, doc_stride, max_query_length) -> int:
@@ -81,6 +50,60 @@ def _check_options(kind, seq_length, doc_stride, max_query_length) -> int:
   return seq_length
 
 
+def _source(dataset: xtreme_tasks.XtremeTask, data_source: str, data_dir,
+            tfds_data_dir):
+  """The source of `data_source`; one-line errors for a missing root."""
+  if data_source == "tfds":  # without --tfds_data_dir: TFDS's own default
+    return xtreme_tfds.TfdsSource(
+        dataset, tfds_reader.data_dir_or_default(tfds_data_dir))
+  if data_source != "download":
+    raise errors.UsageError(f"--data_source {data_source!r}: choose one of "
+                            f"{', '.join(xtreme_tasks.DATA_SOURCES)}.")
+  if not data_dir:
+    raise errors.UsageError("Give --data_dir (the XTREME download/ folder), "
+                            "or --data_source tfds.")
+  return xtreme_readers.DownloadSource(dataset, data_dir)
+
+
+def _jobs(source, languages: Optional[Sequence[str]],
+          splits: Sequence[str]) -> List[Tuple[str, str]]:
+  """(split, language) of every split to write, each checked to be there."""
+  jobs = [("train", "en")]
+  for split in [s for s in splits if s in source.eval_splits]:
+    only = source.layout.eval_languages(split)  # XQuAD's dev (SQuAD): English
+    jobs += [(split, lang) for lang in (
+        source.present_languages(split) if languages is None else
+        [l for l in languages if only is None or l in only])]
+  for split, lang in jobs:
+    source.check(split, lang)
+  return jobs
+
+
+def _plan(task: str, data_dir, sp_model, seq_length: Optional[int] = None,
+          doc_stride: int = 128, max_query_length: int = 64,
+          languages: Optional[Sequence[str]] = None,
+          splits: Sequence[str] = ("dev", "test"),
+          data_source: str = "download", tfds_data_dir=None):
+  """(dataset, task type, source, jobs, the identity `records_changes` compares)."""
+  dataset = xtreme_tasks.get_finetuning_task(task)
+  kind = xtreme_records.record_type(dataset.task_type)
+  seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
+  source = _source(dataset, data_source, data_dir, tfds_data_dir)
+  jobs = _jobs(source, languages, splits)
+  # A file by its content, whatever its path; a TFDS split by its name and
+  # version (a prepared version does not change).
+  sources = {f"{split}-{lang}": (fileio.sha256(source.describe(split, lang))
+                                 if data_source == "download"
+                                 else source.describe(split, lang))
+             for split, lang in jobs}
+  identity = {"task": task, "data_source": data_source,
+              "seq_length": seq_length, "doc_stride": doc_stride,
+              "max_query_length": max_query_length,
+              "sp_model_sha256": fileio.sha256(sp_model),
+              "sources_sha256": sources}
+  return dataset, kind, source, jobs, identity
+
+
 def _check_dev_labels(where: str, data, allow_unlabelled_dev: bool) -> None:
   """A dev file gives the dev scores the learning rate is selected on."""
   if allow_unlabelled_dev or (data.examples and data.has_labels):
@@ -92,72 +115,39 @@ def _check_dev_labels(where: str, data, allow_unlabelled_dev: bool) -> None:
       "file, leave dev out (--splits test), or pass --allow_unlabelled_dev.")
 
 
-def _write_one_split(kind, dataset, source, split, lang, tokenizer,
-                     seq_length, options, out_dir,
-                     allow_unlabelled_dev: bool = False) -> Dict:
+def _write_split(kind, dataset, source, split: str, lang: str, tokens,
+                 seq_length: int, options, out_dir,
+                 allow_unlabelled_dev: bool) -> Dict:
   """Records, side files and gold labels of one split; its metadata entry."""
-  name = f"{split}-{lang}"
+  name, where = f"{split}-{lang}", source.describe(split, lang)
   is_training = split == "train"
   data = source.read(kind, split, lang)
   if split == "dev":
-    _check_dev_labels(source.describe(split, lang), data, allow_unlabelled_dev)
-  count = _write_split(
-      kind.records(data, dataset, tokenizer, seq_length,
-                   dict(options, is_training=is_training)),
-      out_dir, name, write_side=kind.writes_side_files and not is_training)
+    _check_dev_labels(where, data, allow_unlabelled_dev)
+  count, side_rows = 0, []
+  with tf.io.TFRecordWriter(fileio.join(out_dir, f"{name}.tfrecord")) as writer:
+    for record, side in kind.records(data.examples, dataset, tokens, seq_length,
+                                     dict(options, is_training=is_training)):
+      writer.write(record)
+      if side is not None:
+        side_rows.append(side)
+      count += 1
+      if count % 10000 == 0:
+        logging.info("%s: %d records", name, count)
   if is_training and not count:
     raise TaskDataError(
-        f"{source.describe(split, lang)}: no training record could be made "
-        f"from its {len(data.examples)} example(s); fix the training data.")
-  if not is_training:
-    if kind.write_examples_side is not None:
-      kind.write_examples_side(out_dir, name, data.examples)
-    if data.has_labels:
-      label_name, content = kind.gold_text(name, data)
-      fileio.write_bytes(
-          fileio.join(out_dir, "labels", dataset.name, label_name), content)
-  info = {"file": f"{name}.tfrecord", "source": source.describe(split, lang),
-          "num_examples": len(data.examples), "num_features": count,
-          "has_labels": bool(is_training or data.has_labels)}
-  info.update(data.info)
-  return info
-
-
-def _plan(task: str, data_dir, sp_model, seq_length, doc_stride: int,
-          max_query_length: int, languages, splits, data_source: str,
-          tfds_data_dir):
-  """(dataset, task type, source, (split, language) jobs, `records_identity`)."""
-  dataset = xtreme_tasks.get_finetuning_task(task)
-  kind = xtreme_records.record_type(dataset.task_type)
-  seq_length = _check_options(kind, seq_length, doc_stride, max_query_length)
-  source = xtreme_sources.make_source(dataset, data_source, data_dir,
-                                    tfds_data_dir)
-  jobs = source.jobs(languages, splits)
-  # A file by its content, whatever its path; a TFDS split by its name and
-  # version (a prepared version does not change).
-  sources = {f"{split}-{lang}": (fileio.sha256(source.describe(split, lang))
-                                 if source.name == "download"
-                                 else source.describe(split, lang))
-             for split, lang in jobs}
-  identity = {"task": task, "data_source": source.name,
-              "seq_length": seq_length, "doc_stride": doc_stride,
-              "max_query_length": max_query_length,
-              "sp_model_sha256": fileio.sha256(sp_model),
-              "sources_sha256": sources}
-  return dataset, kind, source, jobs, identity
-
-
-def records_identity(task: str, data_dir, sp_model,
-                     seq_length: Optional[int] = None, doc_stride: int = 128,
-                     max_query_length: int = 64,
-                     languages: Optional[Sequence[str]] = None,
-                     splits: Sequence[str] = ("dev", "test"),
-                     data_source: str = "download",
-                     tfds_data_dir=None) -> Dict:
-  """The fields of metadata.json that `records_changes` compares (by content, no path)."""
-  return _plan(task, data_dir, sp_model, seq_length, doc_stride,
-               max_query_length, languages, splits, data_source,
-               tfds_data_dir)[-1]
+        f"{where}: no training record could be made from its "
+        f"{len(data.examples)} example(s); fix the training data.")
+  if not is_training and kind.write_sides is not None:
+    kind.write_sides(out_dir, name, side_rows, data.examples)
+  if not is_training and data.has_labels:
+    label_name, content = kind.gold(name, data)
+    fileio.write_bytes(
+        fileio.join(out_dir, "labels", dataset.name, label_name), content)
+  return dict({"file": f"{name}.tfrecord", "source": where,
+               "num_examples": len(data.examples), "num_features": count,
+               "has_labels": bool(is_training or data.has_labels)},
+              **data.info)
 
 
 def records_changes(meta: Dict, identity: Dict) -> List[Tuple[str, Any, Any]]:
@@ -207,7 +197,7 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
   dataset, kind, source, jobs, identity = _plan(
       task, data_dir, sp_model, seq_length, doc_stride, max_query_length,
       languages, splits, data_source, tfds_data_dir)
-  tokenizer = xtreme_records.SentencePieceTokenizer(sp_model)
+  tokens = tokenizer.SentencePieceTokenizer(sp_model)
   meta = dict(identity, labels=list(dataset.labels),
               score_split=dataset.score_split,
               task_type=dataset.task_type, sp_model=fileio.as_str(sp_model),
@@ -217,9 +207,9 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
                                overwrite=overwrite) as tmp:
     fileio.makedirs(fileio.join(tmp, "labels", task))
     for split, lang in jobs:
-      info = _write_one_split(kind, dataset, source, split, lang, tokenizer,
-                              meta["seq_length"], options, tmp,
-                              allow_unlabelled_dev)
+      info = _write_split(kind, dataset, source, split, lang, tokens,
+                          meta["seq_length"], options, tmp,
+                          allow_unlabelled_dev)
       meta["splits"].setdefault(split, {})[lang] = info
       progress(f"[create_finetuning_data] {task} {split}-{lang}: "
                f"{info['num_examples']} examples -> {info['num_features']} "
@@ -271,8 +261,8 @@ def prepare_records(data, output_dir: str, sp_model, init_checkpoint,
                  splits=data.splits, data_source=data.data_source,
                  tfds_data_dir=tfds_data_dir)
   if fileio.exists(fileio.join(existing, METADATA_FILE)):
-    changes = records_changes(read_metadata(existing), records_identity(
-        data.task, data.data_dir, sp_model, **options))
+    changes = records_changes(read_metadata(existing), _plan(
+        data.task, data.data_dir, sp_model, **options)[-1])
     if not changes:  # a rerun (after a kill, another rate) reuses them
       progress(f"[finetune] records of an earlier run reused: {existing}")
       return existing

@@ -4,20 +4,20 @@ Builds on the `sentencepiece` library, as Model Garden's
 `official/nlp/tools/tokenization.py` does; files through `common.fileio`.
 Special ids are found by piece name (`SpecialTokens.from_model`), so models
 this project trains and the released one (`[CLS]`=312, `[PAD]`) share one
-lookup. Next to `<prefix>.model` lives `<prefix>.json` (vocab size, the ids,
-sha256).
+lookup. `SentencePieceTokenizer` holds a model with its special ids. Next
+to `<prefix>.model` lives `<prefix>.json` (vocab size, the ids, sha256).
 
 Example:
 <!-- snippet: not run: needs a SentencePiece model -->
 ```python
 from rembert_tf.data import tokenizer
-special = tokenizer.SpecialTokens.from_model("/tmp/spm/sentencepiece.model")
-sp = tokenizer.load_sentencepiece("/tmp/spm/sentencepiece.model")
-ids = [special.cls_id] + sp.encode("hello world") + [special.sep_id]
+tokens = tokenizer.SentencePieceTokenizer("/tmp/spm/sentencepiece.model")
+tokens.sentence_ids(["hello world"], seq_length=128)  # [[CLS] pieces [SEP]]
+tokens.special.pad_id, tokens.encode("hello world")
 ```
 """
 import dataclasses
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import sentencepiece as spm
 
@@ -118,6 +118,25 @@ def _find_piece(processor: spm.SentencePieceProcessor, pieces) -> Optional[int]:
     if processor.IdToPiece(piece_id) == piece:
       return piece_id
   return None
+
+
+class SentencePieceTokenizer:
+  """A SentencePiece model with its special ids (`special`)."""
+
+  def __init__(self, path):
+    self.sp = load_sentencepiece(path)
+    self.special = SpecialTokens.from_processor(self.sp,
+                                                source=fileio.as_str(path))
+
+  def encode(self, text: str) -> List[int]:
+    return list(self.sp.encode(text))
+
+  def sentence_ids(self, sentences: Sequence[str],
+                   seq_length: int) -> List[List[int]]:
+    """`[CLS] pieces [SEP]` per sentence, its pieces cut to fit seq_length."""
+    limit = seq_length - 2
+    return [[self.special.cls_id] + pieces[:limit] + [self.special.sep_id]
+            for pieces in self.sp.EncodeAsIds(list(sentences))]
 
 
 def special_ids() -> Dict[str, int]:

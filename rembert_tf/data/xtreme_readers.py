@@ -78,8 +78,7 @@ def sentence_pair_examples(rows, dataset: xtreme_tasks.XtremeTask,
           for index, (where, text_a, text_b, label) in enumerate(rows)]
 
 
-def read_sentence_pairs(path, dataset: xtreme_tasks.XtremeTask,
-                        with_labels: bool
+def read_sentence_pairs(path, dataset: xtreme_tasks.XtremeTask
                         ) -> List[classifier_data_lib.InputExample]:
   """`sentence1<TAB>sentence2[<TAB>label]` rows; labels checked against the task."""
   require_file(path, dataset)
@@ -92,7 +91,7 @@ def read_sentence_pairs(path, dataset: xtreme_tasks.XtremeTask,
     if len(row) < 2:
       raise TaskDataError(f"{path}:{line_number}: expected sentence1<TAB>"
                           f"sentence2[<TAB>label], got {len(row)} field(s).")
-    label = row[2] if with_labels and len(row) >= 3 else None
+    label = row[2] if len(row) >= 3 else None
     rows.append((f"{path}:{line_number}", row[0], row[1], label))
   return sentence_pair_examples(rows, dataset, fileio.basename(path))
 
@@ -103,8 +102,7 @@ def check_tags(tags: List[str], where: str,
   return [_check_label(tag, where, "tag", dataset) for tag in tags]
 
 
-def read_tagged_sentences(path, dataset: xtreme_tasks.XtremeTask,
-                          with_labels: bool
+def read_tagged_sentences(path, dataset: xtreme_tasks.XtremeTask
                           ) -> List[Tuple[List[str], Optional[List[str]]]]:
   """`token<TAB>tag` lines (test: token only), blank line between sentences."""
   require_file(path, dataset)
@@ -112,7 +110,7 @@ def read_tagged_sentences(path, dataset: xtreme_tasks.XtremeTask,
   words, tags = [], []
   has_tags = None
   lines = _text_lines(path)
-  tagged = with_labels and any(len(l.split("\t")) >= 2 for l in lines)
+  tagged = any(len(l.split("\t")) >= 2 for l in lines)
   for line_number, line in enumerate(lines, start=1):
     line = line.rstrip("\r\n")
     if not line.strip():
@@ -126,7 +124,7 @@ def read_tagged_sentences(path, dataset: xtreme_tasks.XtremeTask,
       raise TaskDataError(
           f"{path}:{line_number}: no tag column, though other lines have one; "
           "every line of a tagged file needs token<TAB>tag.")
-    if with_labels and len(fields) >= 2:
+    if len(fields) >= 2:
       has_tags = True
       tags.extend(check_tags([fields[-1].strip()], f"{path}:{line_number}",
                              dataset))
@@ -230,3 +228,27 @@ def squad_examples(data, path, is_training: bool
         "in its context (answers[0].text must occur in the context, at "
         "answers[0].answer_start); fix the file.")
   return examples
+
+
+class DownloadSource:
+  """A task's files in XTREME's `download/` folder (`--data_source download`)."""
+
+  def __init__(self, dataset: xtreme_tasks.XtremeTask, data_dir):
+    self.dataset = dataset
+    self.data_dir = fileio.as_str(data_dir)
+    self.layout = dataset.download
+    self.eval_splits = self.layout.eval_files
+
+  def present_languages(self, split: str) -> List[str]:
+    return self.dataset.discover_languages(self.data_dir, split)
+
+  def check(self, split: str, lang: str) -> None:
+    require_file(self.describe(split, lang), self.dataset)
+
+  def describe(self, split: str, lang: str) -> str:
+    return self.layout.path(self.data_dir, split, lang)
+
+  def read(self, kind, split: str, lang: str):
+    """The split as `kind` (an `xtreme_records.RecordType`) reads a file."""
+    return kind.read(self.describe(split, lang), self.dataset,
+                     split == "train")

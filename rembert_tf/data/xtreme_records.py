@@ -1,19 +1,13 @@
-"""XTREME examples -> fine-tuning records, and what differs per task type on the data side.
+"""XTREME examples -> fine-tuning records; `RECORD_TYPES`: what differs per task type on the data side.
 
-`RECORD_TYPES` holds one entry per task type (sentence-pair classification,
-per-word tagging, span QA): how a task file or TFDS rows are read into
-examples, how examples become records and the side rows that map
-predictions back, the gold labels, and the record spec (`feature_spec`).
-Each builder yields `(serialized tf.train.Example, side row or None)`;
-records have static int64 shapes: `input_word_ids`, `input_mask`,
-`input_type_ids` [seq_length], `feature_index` [1]; plus `label_id` [1],
-`label_ids` [seq_length] (tagging, -1 = ignored) or `start_position`,
-`end_position` [1] (span; 0 = [CLS]).
-
-Builds on Model Garden's `classifier_data_lib` truncation rule (pairs) and
-`squad_lib_sp`'s "max context" rule (QA windows). Its QA feature converter
-is not used: it strips accents before SentencePiece, which breaks Hindi or
-Arabic text; SentencePiece's own byte offsets map pieces to characters.
+A record type reads a split (a task file, or `xtreme_tfds` rows) into
+`SplitData`, makes its records and the side rows that map predictions back,
+and gives its gold labels and record spec (`feature_spec`; the features are
+listed in docs/finetuning.md). Builds on Model Garden's `classifier_data_lib`
+truncation rule (pairs) and `squad_lib_sp`'s "max context" rule (QA
+windows); its QA feature converter is not used: it strips accents before
+SentencePiece, which breaks Hindi or Arabic text, so SentencePiece's own
+byte offsets map pieces to characters.
 
 Example:
 ```python
@@ -25,6 +19,7 @@ sorted(xtreme_records.feature_spec("tagging", 128))
 import bisect
 import collections
 import dataclasses
+import functools
 import json
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -42,62 +37,8 @@ from rembert_tf.data import xtreme_readers
 from rembert_tf.evaluation import xtreme_tasks
 
 IGNORED_LABEL_ID = -1
-
-
-class SentencePieceTokenizer:
-  """Text -> SentencePiece piece ids, with the model's special ids (by piece name)."""
-
-  def __init__(self, sp_model_path):
-    self.sp = tokenizer_lib.load_sentencepiece(sp_model_path)
-    special = tokenizer_lib.SpecialTokens.from_processor(
-        self.sp, source=fileio.as_str(sp_model_path))
-    self.cls_id = special.cls_id
-    self.sep_id = special.sep_id
-    self.pad_id = special.pad_id
-    self.unk_id = special.unk_id
-
-  def encode(self, text: str) -> List[int]:
-    return list(self.sp.encode(text))
-
-  def _encode_proto(self, text: str):
-    """SentencePieceText proto (pieces with byte offsets), any 0.2.x API."""
-    try:
-      return self.sp.encode(text, return_type="proto")
-    except (TypeError, ValueError):
-      return self.sp.encode(text, out_type="immutable_proto")
-
-  def encode_with_char_offsets(self, text: str
-                               ) -> Tuple[List[int], List[int], List[int]]:
-    """Piece ids with the first and last character of each piece in `text`."""
-    # Consecutive questions usually share their context: keep the last one.
-    if getattr(self, "_last_context", (None,))[0] == text:
-      return self._last_context[1]
-    result = self._encode_with_char_offsets(text)
-    self._last_context = (text, result)
-    return result
-
-  def _encode_with_char_offsets(self, text: str):
-    proto = self._encode_proto(text)
-    # byte offset -> character index
-    byte_starts = []
-    offset = 0
-    for ch in text:
-      byte_starts.append(offset)
-      offset += len(ch.encode("utf-8"))
-    ids, starts, ends = [], [], []
-    for piece in proto.pieces:
-      first = bisect.bisect_right(byte_starts, piece.begin) - 1
-      if piece.end > piece.begin:
-        last = bisect.bisect_right(byte_starts, piece.end - 1) - 1
-      else:
-        last = first
-      first = max(first, 0)
-      while first < last and text[first].isspace():  # "▁" covers the space
-        first += 1
-      ids.append(piece.id)
-      starts.append(first)
-      ends.append(max(last, first))
-    return ids, starts, ends
+MODEL_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+Tokenizer = tokenizer_lib.SentencePieceTokenizer
 
 
 def _pad(values: List[int], length: int, value: int) -> np.ndarray:
@@ -106,59 +47,60 @@ def _pad(values: List[int], length: int, value: int) -> np.ndarray:
   return out
 
 
-def _encode_record(word_ids, type_ids, seq_length, feature_index, extra,
-                   pad_id: int):
+def _encode_record(word_ids, type_ids, seq_length, feature_index, labels,
+                   pad_id: int) -> bytes:
   int_features = {
       "input_word_ids": _pad(word_ids, seq_length, pad_id),
       "input_mask": _pad([1] * len(word_ids), seq_length, 0),
       "input_type_ids": _pad(type_ids, seq_length, 0),
       "feature_index": np.array([feature_index], dtype=np.int64),
   }
-  int_features.update(extra)
+  int_features.update(labels)
   return example_encoding.encode_example(int_features=int_features)
 
 
 def classification_records(examples, dataset: xtreme_tasks.XtremeTask,
-                           tokenizer: SentencePieceTokenizer, seq_length: int):
+                           tokenizer: Tokenizer, seq_length: int, options):
   """One record per sentence pair (label id 0 when unlabelled)."""
-  label_ids = {l: i for i, l in enumerate(dataset.labels)}
+  del options
+  special, label_ids = tokenizer.special, {l: i for i, l in enumerate(
+      dataset.labels)}
   for index, ex in enumerate(examples):
     a, b = tokenizer.encode(ex.text_a), tokenizer.encode(ex.text_b)
     classifier_data_lib._truncate_seq_pair(a, b, seq_length - 3)  # pylint: disable=protected-access
-    word_ids = ([tokenizer.cls_id] + a + [tokenizer.sep_id] + b +
-                [tokenizer.sep_id])
+    word_ids = [special.cls_id] + a + [special.sep_id] + b + [special.sep_id]
     type_ids = [0] * (len(a) + 2) + [1] * (len(b) + 1)
     label = label_ids[ex.label] if ex.label is not None else 0
     yield _encode_record(word_ids, type_ids, seq_length, index,
                          {"label_id": np.array([label], np.int64)},
-                         tokenizer.pad_id), None
+                         special.pad_id), None
 
 
 def tagging_records(sentences, dataset: xtreme_tasks.XtremeTask,
-                    tokenizer: SentencePieceTokenizer, seq_length: int):
+                    tokenizer: Tokenizer, seq_length: int, options):
   """One record per chunk of words that fits; side rows locate the words."""
-  label_ids = {l: i for i, l in enumerate(dataset.labels)}
+  del options
+  special, label_ids = tokenizer.special, {l: i for i, l in enumerate(
+      dataset.labels)}
   max_pieces = seq_length - 2
   index = 0
   for sentence_index, (words, tags) in enumerate(sentences):
-    word_pieces = []
-    for word in words:
-      pieces = tokenizer.encode(word) or [tokenizer.unk_id]
-      word_pieces.append(pieces[:max_pieces])
+    word_pieces = [(tokenizer.encode(word) or [special.unk_id])[:max_pieces]
+                   for word in words]
     start = 0
     while start < len(words):
       end, used = start, 0
       while end < len(words) and used + len(word_pieces[end]) <= max_pieces:
         used += len(word_pieces[end])
         end += 1
-      word_ids, labels, positions = [tokenizer.cls_id], [IGNORED_LABEL_ID], []
+      word_ids, labels, positions = [special.cls_id], [IGNORED_LABEL_ID], []
       for w in range(start, end):
         positions.append(len(word_ids))
         word_ids.extend(word_pieces[w])
         first_label = label_ids[tags[w]] if tags is not None else 0
         labels.extend([first_label] + [IGNORED_LABEL_ID] *
                       (len(word_pieces[w]) - 1))
-      word_ids.append(tokenizer.sep_id)
+      word_ids.append(special.sep_id)
       labels.append(IGNORED_LABEL_ID)
       if tags is None:  # unlabelled (test): nothing to learn from
         labels = [IGNORED_LABEL_ID] * len(labels)
@@ -167,9 +109,43 @@ def tagging_records(sentences, dataset: xtreme_tasks.XtremeTask,
       yield _encode_record(
           word_ids, [0] * len(word_ids), seq_length, index,
           {"label_ids": _pad(labels, seq_length, IGNORED_LABEL_ID)},
-          tokenizer.pad_id), side
+          special.pad_id), side
       index += 1
       start = end
+
+
+def _encode_proto(sp, text: str):
+  """SentencePieceText proto (pieces with byte offsets), any 0.2.x API."""
+  try:
+    return sp.encode(text, return_type="proto")
+  except (TypeError, ValueError):
+    return sp.encode(text, out_type="immutable_proto")
+
+
+# Consecutive questions usually share their context: the last one is kept.
+@functools.lru_cache(maxsize=1)
+def _pieces_with_char_offsets(sp, text: str
+                              ) -> Tuple[List[int], List[int], List[int]]:
+  """Piece ids with the first and last character of each piece in `text`."""
+  byte_starts = []  # byte offset -> character index
+  offset = 0
+  for ch in text:
+    byte_starts.append(offset)
+    offset += len(ch.encode("utf-8"))
+  ids, starts, ends = [], [], []
+  for piece in _encode_proto(sp, text).pieces:
+    first = bisect.bisect_right(byte_starts, piece.begin) - 1
+    if piece.end > piece.begin:
+      last = bisect.bisect_right(byte_starts, piece.end - 1) - 1
+    else:
+      last = first
+    first = max(first, 0)
+    while first < last and text[first].isspace():  # "▁" covers the space
+      first += 1
+    ids.append(piece.id)
+    starts.append(first)
+    ends.append(max(last, first))
+  return ids, starts, ends
 
 
 _DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
@@ -197,15 +173,13 @@ def _answer_pieces(example, tok_starts: List[int], tok_ends: List[int]
   return (covering[0], covering[-1]) if covering else None
 
 
-def _window_record(tokenizer: SentencePieceTokenizer, query: List[int],
-                   doc_ids: List[int], span: _DocSpan,
-                   answer_pieces: Optional[Tuple[int, int]], seq_length: int,
-                   index: int) -> bytes:
+def _window_record(special, query: List[int], doc_ids: List[int],
+                   span: _DocSpan, answer_pieces: Optional[Tuple[int, int]],
+                   seq_length: int, index: int) -> bytes:
   """`[CLS] query [SEP] window [SEP]` with the answer's positions (0: [CLS])."""
   doc_offset = len(query) + 2
-  word_ids = ([tokenizer.cls_id] + query + [tokenizer.sep_id] +
-              doc_ids[span.start:span.start + span.length] +
-              [tokenizer.sep_id])
+  word_ids = ([special.cls_id] + query + [special.sep_id] +
+              doc_ids[span.start:span.start + span.length] + [special.sep_id])
   type_ids = [0] * doc_offset + [1] * (span.length + 1)
   start_position = end_position = 0
   if answer_pieces is not None:
@@ -216,7 +190,7 @@ def _window_record(tokenizer: SentencePieceTokenizer, query: List[int],
   return _encode_record(
       word_ids, type_ids, seq_length, index,
       {"start_position": np.array([start_position], np.int64),
-       "end_position": np.array([end_position], np.int64)}, tokenizer.pad_id)
+       "end_position": np.array([end_position], np.int64)}, special.pad_id)
 
 
 def _window_side_row(example_index: int, doc_offset: int,
@@ -236,14 +210,16 @@ def _window_side_row(example_index: int, doc_offset: int,
   }
 
 
-def span_records(examples, tokenizer: SentencePieceTokenizer, seq_length: int,
-                 doc_stride: int, max_query_length: int, is_training: bool):
+def span_records(examples, dataset, tokenizer: Tokenizer, seq_length: int,
+                 options):
   """Windows over each context; side rows (eval) hold what postprocessing needs."""
+  del dataset
+  is_training = options["is_training"]
   index = skipped = 0
   for example_index, ex in enumerate(examples):
-    query = tokenizer.encode(ex.question_text)[:max_query_length]
-    doc_ids, tok_starts, tok_ends = (
-        list(x) for x in tokenizer.encode_with_char_offsets(ex.paragraph_text))
+    query = tokenizer.encode(ex.question_text)[:options["max_query_length"]]
+    doc_ids, tok_starts, tok_ends = _pieces_with_char_offsets(
+        tokenizer.sp, ex.paragraph_text)
     answer_pieces = None
     if is_training:
       answer_pieces = _answer_pieces(ex, tok_starts, tok_ends)
@@ -256,13 +232,13 @@ def span_records(examples, tokenizer: SentencePieceTokenizer, seq_length: int,
           f"seq_length {seq_length} leaves no room for the context after a "
           f"{len(query)}-piece question; raise --seq_length or lower "
           "--max_query_length.")
-    spans = _doc_spans(len(doc_ids), max_doc, doc_stride)
+    spans = _doc_spans(len(doc_ids), max_doc, options["doc_stride"])
     for span_index, span in enumerate(spans):
       side = None if is_training else _window_side_row(
           example_index, len(query) + 2, tok_starts, tok_ends, spans,
           span_index)
-      yield _window_record(tokenizer, query, doc_ids, span, answer_pieces,
-                           seq_length, index), side
+      yield _window_record(tokenizer.special, query, doc_ids, span,
+                           answer_pieces, seq_length, index), side
       index += 1
   if skipped:
     logging.warning("%d training questions skipped: answer not mappable to "
@@ -272,11 +248,22 @@ def span_records(examples, tokenizer: SentencePieceTokenizer, seq_length: int,
 # --- Side files: what writing predictions back needs beyond the records -------
 
 
-def write_examples_side(directory, name: str, examples) -> None:
-  """QA: each question's id and context (`<name>.examples.jsonl`)."""
-  fileio.write_text(fileio.join(directory, f"{name}.examples.jsonl"), "".join(
-      json.dumps({"qas_id": ex.qas_id, "context": ex.paragraph_text},
-                 ensure_ascii=False) + "\n" for ex in examples))
+def _write_jsonl(path, rows) -> None:
+  fileio.write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n"
+                                  for row in rows))
+
+
+def _write_side_rows(directory, name: str, side_rows, examples) -> None:
+  """`<name>.side.jsonl`: one row per record."""
+  del examples
+  _write_jsonl(fileio.join(directory, f"{name}.side.jsonl"), side_rows)
+
+
+def _write_qa_sides(directory, name: str, side_rows, examples) -> None:
+  """The side rows, and each question's id and context (`.examples.jsonl`)."""
+  _write_side_rows(directory, name, side_rows, examples)
+  _write_jsonl(fileio.join(directory, f"{name}.examples.jsonl"), (
+      {"qas_id": ex.qas_id, "context": ex.paragraph_text} for ex in examples))
 
 
 def read_side_file(records_dir, name: str, suffix: str = "side") -> List[Dict]:
@@ -303,16 +290,19 @@ class SplitData:
 class RecordType:
   """How the examples of one task type are read and become records."""
   name: str
-  # A task file, or TFDS rows (`xtreme_tfds`) with the origin they name.
+  default_seq_length: int
+  # Label feature -> its length (None: seq_length).
+  label_lengths: Dict[str, Optional[int]]
+  # (path, dataset, is_training): a task file; (rows, dataset, is_training,
+  # origin): the rows `xtreme_tfds` reads.
   read: Callable[[str, Any, bool], SplitData]
   from_rows: Callable[[List[Dict], Any, bool, str], SplitData]
+  # (examples, dataset, tokenizer, seq_length, options) -> (record, side row).
   records: Callable[..., Iterable[Tuple[bytes, Optional[Dict]]]]
-  gold_text: Callable[[str, SplitData], Tuple[str, bytes]]
-  writes_side_files: bool
-  # Writes what prediction needs beyond the side rows (QA: the contexts).
-  write_examples_side: Optional[Callable[[str, str, List[Any]], None]]
-  default_seq_length: int
-  label_features: Callable[[int], Dict[str, tf.io.FixedLenFeature]]
+  # (split name, data) -> (gold file name, its bytes).
+  gold: Callable[[str, SplitData], Tuple[str, bytes]]
+  # Writes an eval split's side files: (directory, name, side rows, examples).
+  write_sides: Optional[Callable[..., None]]
 
 
 def _labelled_split(examples, labels, is_training, origin, needs,
@@ -378,59 +368,37 @@ def _squad_from_rows(rows, dataset, is_training, origin) -> SplitData:
                       origin, is_training)
 
 
-def _one_id(name):
-  return lambda seq_length: {name: tf.io.FixedLenFeature([1], tf.int64)}
-
-
-CLASSIFICATION = RecordType(
-    name="classification",
-    read=lambda path, dataset, is_training: _pairs_split(
-        xtreme_readers.read_sentence_pairs(path, dataset, with_labels=True),
-        is_training, path),
-    from_rows=_pairs_from_rows,
-    records=lambda data, dataset, tokenizer, seq_length, options:
-    classification_records(data.examples, dataset, tokenizer, seq_length),
-    gold_text=lambda name, data: (f"{name}.tsv", _lines(
-        ex.label for ex in data.examples)),
-    writes_side_files=False,
-    write_examples_side=None,
-    default_seq_length=128,
-    label_features=_one_id("label_id"))
-
-TAGGING = RecordType(
-    name="tagging",
-    read=lambda path, dataset, is_training: _tagged_split(
-        xtreme_readers.read_tagged_sentences(path, dataset, with_labels=True),
-        is_training, path),
-    from_rows=_tagged_from_rows,
-    records=lambda data, dataset, tokenizer, seq_length, options:
-    tagging_records(data.examples, dataset, tokenizer, seq_length),
-    gold_text=lambda name, data: (f"{name}.tsv", _lines(
-        "".join(t + "\n" for t in tags) for _, tags in data.examples)),
-    writes_side_files=True,
-    write_examples_side=None,
-    default_seq_length=128,
-    label_features=lambda seq_length: {
-        "label_ids": tf.io.FixedLenFeature([seq_length], tf.int64)})
-
-SPAN = RecordType(
-    name="span",
-    read=lambda path, dataset, is_training: _squad_split(
-        xtreme_readers.read_squad_json(path, dataset), path, is_training,
-        fileio.read_bytes(path)),
-    from_rows=_squad_from_rows,
-    records=lambda data, dataset, tokenizer, seq_length, options:
-    span_records(data.examples, tokenizer, seq_length, options["doc_stride"],
-                 options["max_query_length"], options["is_training"]),
-    gold_text=lambda name, data: (f"{name}.json", data.squad_json),
-    writes_side_files=True,
-    write_examples_side=write_examples_side,
-    default_seq_length=384,
-    label_features=lambda seq_length: {**_one_id("start_position")(1),
-                                       **_one_id("end_position")(1)})
-
-RECORD_TYPES = {t.name: t for t in (CLASSIFICATION, TAGGING, SPAN)}
-MODEL_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+RECORD_TYPES = {t.name: t for t in (
+    RecordType(
+        name="classification", default_seq_length=128,
+        label_lengths={"label_id": 1},
+        read=lambda path, dataset, is_training: _pairs_split(
+            xtreme_readers.read_sentence_pairs(path, dataset), is_training,
+            path),
+        from_rows=_pairs_from_rows, records=classification_records,
+        gold=lambda name, data: (f"{name}.tsv", _lines(
+            ex.label for ex in data.examples)),
+        write_sides=None),
+    RecordType(
+        name="tagging", default_seq_length=128,
+        label_lengths={"label_ids": None},
+        read=lambda path, dataset, is_training: _tagged_split(
+            xtreme_readers.read_tagged_sentences(path, dataset), is_training,
+            path),
+        from_rows=_tagged_from_rows, records=tagging_records,
+        gold=lambda name, data: (f"{name}.tsv", _lines(
+            "".join(t + "\n" for t in tags) for _, tags in data.examples)),
+        write_sides=_write_side_rows),
+    RecordType(
+        name="span", default_seq_length=384,
+        label_lengths={"start_position": 1, "end_position": 1},
+        read=lambda path, dataset, is_training: _squad_split(
+            xtreme_readers.read_squad_json(path, dataset), path, is_training,
+            fileio.read_bytes(path)),
+        from_rows=_squad_from_rows, records=span_records,
+        gold=lambda name, data: (f"{name}.json", data.squad_json),
+        write_sides=_write_qa_sides),
+)}
 
 
 def record_type(name: str) -> RecordType:
@@ -444,8 +412,7 @@ def record_type(name: str) -> RecordType:
 
 def feature_spec(task_type: str, seq_length: int) -> Dict:
   """The record spec of a task type: model inputs, feature_index, labels."""
-  spec = {key: tf.io.FixedLenFeature([seq_length], tf.int64)
-          for key in MODEL_INPUT_KEYS}
-  spec["feature_index"] = tf.io.FixedLenFeature([1], tf.int64)
-  spec.update(record_type(task_type).label_features(seq_length))
-  return spec
+  lengths = dict.fromkeys(MODEL_INPUT_KEYS, seq_length)
+  lengths.update(feature_index=1, **record_type(task_type).label_lengths)
+  return {key: tf.io.FixedLenFeature([length or seq_length], tf.int64)
+          for key, length in lengths.items()}

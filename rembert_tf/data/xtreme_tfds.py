@@ -14,7 +14,7 @@ the download readers make:
 | span           | id, question, context, answers {text: [...], answer_start: [...]} |
 | retrieval      | source, target (+ source_id, target_id: BUCC)               |
 """
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from rembert_tf.data import tfds_reader
 from rembert_tf.evaluation import xtreme_tasks
@@ -50,8 +50,6 @@ def check_split(dataset: xtreme_tasks.XtremeTask, split: str, lang: str,
 def split_languages(dataset: xtreme_tasks.XtremeTask, split: str,
                     data_dir) -> List[str]:
   """The task's languages whose `split` is prepared in data_dir, in order."""
-  if split != "train" and split not in dataset.tfds.eval_splits:
-    return []
   return [lang for lang in dataset.languages
           if dataset.tfds.holds(split, lang) and
           tfds_reader.is_prepared(split_ref(dataset, split, lang), data_dir)]
@@ -168,8 +166,26 @@ def _retrieval_tasks() -> List[str]:
           if d.task_type == xtreme_tasks.RETRIEVAL]
 
 
-def describe_source(dataset: xtreme_tasks.XtremeTask, split: str,
-                    lang: str, data_dir: Optional[str] = None) -> str:
-  """`tfds:name/config:split` of a task's split (metadata's `source`)."""
-  ref = split_ref(dataset, split, lang)
-  return f"tfds:{ref}" + (f" in {data_dir}" if data_dir else "")
+class TfdsSource:
+  """A task's splits prepared with TFDS under data_dir (`--data_source tfds`)."""
+
+  def __init__(self, dataset: xtreme_tasks.XtremeTask, data_dir):
+    self.dataset = dataset
+    self.data_dir = data_dir
+    self.layout = dataset.tfds
+    self.eval_splits = self.layout.eval_splits
+
+  def present_languages(self, split: str) -> List[str]:
+    return split_languages(self.dataset, split, self.data_dir)
+
+  def check(self, split: str, lang: str) -> None:
+    check_split(self.dataset, split, lang, self.data_dir)
+
+  def describe(self, split: str, lang: str) -> str:
+    """`tfds:name/config:split` (metadata's `source`)."""
+    return f"tfds:{split_ref(self.dataset, split, lang)}"
+
+  def read(self, kind, split: str, lang: str):
+    """The split's rows as `kind` (an `xtreme_records.RecordType`) reads them."""
+    rows, origin = read_rows(self.dataset, split, lang, self.data_dir)
+    return kind.from_rows(rows, self.dataset, split == "train", origin)

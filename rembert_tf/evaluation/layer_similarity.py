@@ -81,14 +81,13 @@ def encode_sentences(sentences: Sequence[str], sp_model, seq_length: int
   from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
   if not sentences:
     raise LayerSimilarityError("no input sentences to compare")
-  special = tokenizer.SpecialTokens.from_model(str(sp_model))
-  processor = tokenizer.load_sentencepiece(sp_model)
-  ids = np.full([len(sentences), seq_length], special.pad_id, np.int32)
-  for row, pieces in enumerate(processor.EncodeAsIds(list(sentences))):
-    tokens = [special.cls_id] + pieces[:seq_length - 2] + [special.sep_id]
-    ids[row, :len(tokens)] = tokens
+  tokens = tokenizer.SentencePieceTokenizer(sp_model)
+  pad_id = tokens.special.pad_id
+  ids = np.full([len(sentences), seq_length], pad_id, np.int32)
+  for row, sentence in enumerate(tokens.sentence_ids(sentences, seq_length)):
+    ids[row, :len(sentence)] = sentence
   return dict(input_word_ids=ids,  # no piece is the padding id
-              input_mask=(ids != special.pad_id).astype(np.int32),
+              input_mask=(ids != pad_id).astype(np.int32),
               input_type_ids=np.zeros_like(ids))
 
 

@@ -104,8 +104,8 @@ class SentenceEmbedder:
           cfg.replace(num_hidden_layers=self.layer), remove_padding=True)
     checkpoint_restore.restore_encoder(self.encoder, source)
     self._strategy = strategy
-    self._special = tokenizer.SpecialTokens.from_model(sp_model)
-    self._processor = tokenizer.load_sentencepiece(sp_model)
+    self._tokenizer = tokenizer.SentencePieceTokenizer(sp_model)
+    self._special = self._tokenizer.special
     self._batch_size = batch_size or (
         BATCH_SIZE_PER_REPLICA * strategy.num_replicas_in_sync)
     self._step = replica_batches.distributed_step(
@@ -113,9 +113,7 @@ class SentenceEmbedder:
 
   def tokenize(self, sentences: Sequence[str]) -> List[List[int]]:
     """`[CLS] pieces [SEP]` ids per sentence, truncated to seq_length."""
-    special, limit = self._special, self.seq_length - 2
-    return [[special.cls_id] + pieces[:limit] + [special.sep_id]
-            for pieces in self._processor.EncodeAsIds(list(sentences))]
+    return self._tokenizer.sentence_ids(sentences, self.seq_length)
 
   def embed_tokenized(self, token_ids: Sequence[Sequence[int]],
                       description: Optional[str] = None) -> np.ndarray:

@@ -9,6 +9,7 @@ import tensorflow as tf
 import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
+from rembert_tf.data import tokenizer
 from rembert_tf.data import xtreme_records
 from rembert_tf.common import output_lock
 from rembert_tf.evaluation import xtreme_tasks
@@ -70,7 +71,7 @@ def test_qa_windows_answers_and_cls_target(sp_model, download_dir, tmp_path):
   meta = finetuning_data.create_finetuning_data(
       "mlqa", download_dir, sp_model, tmp_path, seq_length=24, doc_stride=4,
       max_query_length=8, progress=lambda s: None)
-  sp = xtreme_records.SentencePieceTokenizer(sp_model).sp
+  sp = tokenizer.SentencePieceTokenizer(sp_model).sp
   train = _records(tmp_path / "mlqa/train-en.tfrecord", "span", 24)
   assert meta["splits"]["train"]["en"]["num_features"] == len(train) > 8
   starts = [int(r["start_position"][0]) for r in train]

@@ -193,7 +193,7 @@ def xtreme(download_dir, sp_model, root):
   panx, xquad, xnli = (xtreme_tasks.get(t) for t in ("panx", "xquad", "xnli"))
   label_ids = {label: i for i, label in enumerate(panx.labels)}
   train = xtreme_readers.read_tagged_sentences(
-      panx.download.path(download_dir, "train"), panx, with_labels=True)
+      panx.download.path(download_dir, "train"), panx)
   squad = xtreme_readers.read_squad_examples(
       xquad.download.path(download_dir, "train"), xquad, is_training=True)
   languages = {"panx": ["en", "de", "ar"], "xquad": ["en", "zh", "ar"]}
@@ -203,10 +203,10 @@ def xtreme(download_dir, sp_model, root):
       "max_query_length": MAX_QUERY,
       "xnli_train": [[e.text_a, e.text_b, xnli.labels.index(e.label)]
                      for e in xtreme_readers.read_sentence_pairs(
-                         xnli.download.path(download_dir, "train"), xnli, True)],
+                         xnli.download.path(download_dir, "train"), xnli)],
       "panx_train": [[w, [label_ids[t] for t in tags]] for w, tags in train],
       "panx_dev": {lang: [w for w, _ in xtreme_readers.read_tagged_sentences(
-          panx.download.path(download_dir, "dev", lang), panx, with_labels=True)]
+          panx.download.path(download_dir, "dev", lang), panx)]
                    for lang in languages["panx"]},
       "squad_train": [[e.question_text, e.paragraph_text, e.start_position,
                        e.orig_answer_text] for e in squad],
