@@ -18,12 +18,9 @@ REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers",
                  "num_attention_heads", "intermediate_size",
                  "input_embedding_size", "max_position_embeddings",
                  "type_vocab_size")
-# Activation names: HF/TF1 config -> rembert_tf; back: the first that maps.
-_ACT_FROM_JSON = {"gelu": "gelu", "gelu_new": "gelu_approx",
-                  "gelu_pytorch_tanh": "gelu_approx", "gelu_approx": "gelu_approx",
-                  "relu": "relu", "tanh": "tanh", "silu": "swish",
-                  "swish": "swish"}
-_ACT_TO_HF = {ours: theirs for theirs, ours in reversed(_ACT_FROM_JSON.items())}
+# Back to Hugging Face's spellings: the first that maps.
+_ACT_TO_HF = {ours: theirs for theirs, ours
+              in reversed(weight_layout.HF_ACTIVATIONS.items())}
 
 
 def model_config_from_json_dict(values: Dict[str, Any], source: str,
@@ -42,11 +39,12 @@ def model_config_from_json_dict(values: Dict[str, Any], source: str,
   out = {k: v for k, v in values.items()
          if k in rembert_config.field_names()}
   act = out.get("hidden_act", "gelu")
-  if act not in _ACT_FROM_JSON:
+  out["hidden_act"] = weight_layout.HF_ACTIVATIONS.get(act, act)
+  if out["hidden_act"] not in rembert_config.SUPPORTED_ACTIVATIONS:
+    known = [*rembert_config.SUPPORTED_ACTIVATIONS,
+             *weight_layout.HF_ACTIVATIONS]
     problems.append(f"hidden_act {act!r} is not supported (expected one of "
-                    f"{', '.join(_ACT_FROM_JSON)})")
-  else:
-    out["hidden_act"] = _ACT_FROM_JSON[act]
+                    f"{', '.join(known)})")
   if "output_embedding_size" not in out:
     # An encoder-only config: E_out only matters with an output side.
     out["output_embedding_size"] = (output_embedding_size
@@ -97,7 +95,7 @@ def write_hf_config(cfg, path, with_output_side: bool,
               "initializer_range", "hidden_dropout_prob",
               "attention_probs_dropout_prob"):
     values[key] = getattr(cfg, key)
-  values["hidden_act"] = _ACT_TO_HF[cfg.hidden_act]
+  values["hidden_act"] = _ACT_TO_HF.get(cfg.hidden_act, cfg.hidden_act)
   values["tie_word_embeddings"] = False
   if special is not None:
     values.update(pad_token_id=special.pad_id, bos_token_id=special.cls_id,

@@ -73,17 +73,9 @@ def release_vocabulary_advice(input_path: str) -> str:
           "checkpoint and pass it with --sentencepiece_model")
 
 
-def _check_sp_model(from_format, input_path, sp_model) -> None:
-  """Refuses a --sentencepiece_model without the special pieces (for the release,
-  saying where its own one is)."""
-  if from_format == "tf1" and not fileio.isfile(sp_model):
-    raise errors.UsageError(f"--sentencepiece_model {sp_model}: no such file; "
-                            f"{release_vocabulary_advice(input_path)}.")
-  tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
-
-
 def _check_tf1_inputs(input_path, config, sp_model) -> None:
-  """Every missing input of a release conversion in one line, each with its origin."""
+  """Every missing input of a release conversion in one line, each with its
+  origin; the vocabulary alone: where the release's own one is."""
   missing = []
   if not fileio.exists(input_path + ".index") and not fileio.isdir(input_path):
     missing.append(f"--checkpoint {input_path} (no {input_path}.index: the "
@@ -98,7 +90,8 @@ def _check_tf1_inputs(input_path, config, sp_model) -> None:
     missing.append(f"--sentencepiece_model {sp_model} (no such file: the "
                    f"release's {checkpoint_layout.SENTENCEPIECE_FILE})")
   if len(missing) == 1 and missing[0].startswith("--sentencepiece_model"):
-    return
+    raise errors.UsageError(f"--sentencepiece_model {sp_model}: no such file; "
+                            f"{release_vocabulary_advice(input_path)}.")
   if missing:
     raise errors.InputError(
         f"--from tf1 is missing {', '.join(missing)}; the released RemBERT "
@@ -265,26 +258,22 @@ def _write_hf(cfg, source, names, with_output_side, folder, sp_model):
         weight_layout.PROJECTION_KERNEL: np.eye(cfg.hidden_size,
                                                 dtype=np.float32),
         weight_layout.PROJECTION_BIAS: np.zeros([cfg.hidden_size], np.float32)}
-  canonical = {weight_layout.hf_name(n)[0]: n for n in [*names, *identity]}
-  order = sorted(canonical)
-  transposed = {n: weight_layout.hf_name(n)[1] for n in canonical.values()}
+  # (HF name, transposed?, canonical name) in the writer's order.
+  order = sorted((*weight_layout.hf_name(n), n) for n in [*names, *identity])
   source_shapes = source.shapes()
   shapes = {}
-  for hf in order:
-    name = canonical[hf]
+  for hf, transposed, name in order:
     shape = tuple(identity[name].shape if name in identity
                   else source_shapes[name])
-    shapes[hf] = shape[::-1] if transposed[name] else shape
+    shapes[hf] = shape[::-1] if transposed else shape
 
   def tensors():
     """(HF name, array) in the writer's order, read from the source in batches."""
-    stream = source.read([canonical[hf] for hf in order
-                          if canonical[hf] not in identity])
-    for hf in order:
-      name = canonical[hf]
+    stream = source.read([n for _, _, n in order if n not in identity])
+    for hf, transposed, name in order:
       array = identity[name] if name in identity else np.asarray(
           next(stream)[1])
-      yield hf, array.T if transposed[name] else array
+      yield hf, array.T if transposed else array
       del array  # nothing holds it while the next batch is read
 
   special = tokenizer.SpecialTokens.from_model(sp_model) if sp_model else None
@@ -333,7 +322,7 @@ def convert_checkpoint(from_format: str, to_format: str, input_path,
   if from_format == "tf1":  # every missing input of a release in one line
     _check_tf1_inputs(input_path, config, sp_model)
   if sp_model is not None:
-    _check_sp_model(from_format, input_path, sp_model)
+    tokenizer.SpecialTokens.from_model(sp_model)  # refuses any other file
   read_output_side = with_output_side or (from_format != "tf1"
                                           and not encoder_only)
   cfg, source, own_sp_model = _open_source(from_format, input_path, config,

@@ -22,6 +22,7 @@ from keras_hub.src.utils.transformers import preset_loader
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import local_files
+from rembert_tf.conversion import weight_layout
 from rembert_tf.keras_hub import transformers_checkpoint
 
 # The HDF5 attribute holding the SHA-256 of a weights file's tensors.
@@ -163,11 +164,10 @@ def _safetensors_files(preset: str):
   index = preset_utils.SAFETENSOR_CONFIG_FILE
   if preset_utils.check_file_exists(preset, index):
     try:
-      return sorted(set(_read_json(preset, index)["weight_map"].values()))
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-      raise PresetError(f"{_file(preset, index)}: not a safetensors index "
-                        "(JSON with a weight_map); save the model "
-                        "again.") from None
+      return weight_layout.hf_shard_files(_file(preset, index), lambda _: (
+          fileio.read_text(preset_utils.get_file(preset, index))))
+    except weight_layout.ConversionError as e:
+      raise PresetError(str(e)) from None
   if preset_utils.check_file_exists(preset, preset_utils.SAFETENSOR_FILE):
     return [preset_utils.SAFETENSOR_FILE]
   others = [n for n in ("pytorch_model.bin", "tf_model.h5")
@@ -216,9 +216,8 @@ class RemBertTransformersLoader(preset_loader.TransformersPresetLoader):
     self.converter = transformers_checkpoint
 
   def load_backbone(self, cls, load_weights, **kwargs):
-    if not load_weights:
-      return super().load_backbone(cls, load_weights, **kwargs)
-    with transformers_checkpoint.zero_initialised():
+    with (transformers_checkpoint.zero_initialised() if load_weights
+          else contextlib.nullcontext()):
       return super().load_backbone(cls, load_weights, **kwargs)
 
   def load_preprocessor(
@@ -328,7 +327,7 @@ def attach(classes) -> None:
   """Gives each RemBERT class the `from_preset` above, keeping keras-hub's docstring."""
   for cls in classes:
     for base, from_preset in _FROM_PRESET:
-      if isinstance(cls, type) and issubclass(cls, base):
+      if issubclass(cls, base):
         def bound(klass, preset, *args, _load=from_preset, **kwargs):
           return _load(klass, preset, *args, **kwargs)
         bound.__doc__ = base.from_preset.__doc__

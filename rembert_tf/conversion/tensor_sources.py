@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import local_files
 from rembert_tf.conversion import weight_layout
@@ -33,10 +34,6 @@ PICKLE_REFUSAL = (
     "(e.g. `RemBertModel.from_pretrained(dir).save_pretrained(out, "
     "safe_serialization=True)` with transformers + torch, or download the "
     "model.safetensors the Hub publishes), then pass that directory.")
-
-
-def _one_line(error: Exception) -> str:
-  return " ".join(str(error).split())[:300]
 
 
 class Tf1Source:
@@ -60,9 +57,9 @@ class Tf1Source:
       self._reader = checkpoint_reading.CheckpointReader(path)
     except (tf.errors.OpError, ValueError) as e:
       raise weight_layout.ConversionError(
-          f"{path}: cannot open as a TF1 checkpoint ({_one_line(e)}). Pass "
-          "the prefix before .index / .data-*.") from None
-    self.path = path
+          f"{path}: cannot open as a TF1 checkpoint "
+          f"({errors.one_line(e)[:300]}). Pass the prefix before .index / "
+          ".data-*.") from None
     self.description = f"TF1 checkpoint {path}"
     self._shapes: Dict[str, Tuple[int, ...]] = {}
     self._file_names: Dict[str, str] = {}
@@ -80,14 +77,13 @@ class Tf1Source:
                  "optimizer/bookkeeping tensors", path, len(self._shapes),
                  len(self.outside_encoder), skipped)
 
-  def add_output_side(self, cfg) -> Dict[str, str]:
-    """Adds the output side, matched by role and shape; returns canonical -> file name."""
+  def add_output_side(self, cfg) -> None:
+    """Adds the output side, matched by role and shape."""
     matched = weight_layout.match_output_side(self.description,
                                               self.outside_encoder, cfg)
     for canonical, name in matched.items():
       self._shapes[canonical] = self.outside_encoder[name]
       self._file_names[canonical] = name
-    return matched
 
   def shapes(self) -> Dict[str, Tuple[int, ...]]:
     return dict(self._shapes)
@@ -130,7 +126,7 @@ def _hf_names(cfg) -> Dict[str, Tuple[str, bool]]:
 def hf_weight_files(path: str) -> List[str]:
   """The safetensors files of a Hugging Face input (directory, index or file)."""
   if fileio.isdir(path):
-    folder, index_path = path, fileio.join(path, HF_INDEX_FILE)
+    index_path = fileio.join(path, HF_INDEX_FILE)
     if not fileio.exists(index_path):
       if fileio.exists(fileio.join(path, HF_WEIGHTS_FILE)):
         return [fileio.join(path, HF_WEIGHTS_FILE)]
@@ -142,7 +138,7 @@ def hf_weight_files(path: str) -> List[str]:
         f"{path} does not exist; pass the Hugging Face model directory (with "
         f"{HF_CONFIG_FILE} and {HF_WEIGHTS_FILE}).")
   elif path.endswith(".index.json"):
-    folder, index_path = fileio.dirname(path), path
+    index_path = path
   elif path.endswith(".json"):
     raise weight_layout.ConversionError(
         f"{path} is a JSON file, not weights; --from hf takes the directory "
@@ -150,20 +146,8 @@ def hf_weight_files(path: str) -> List[str]:
         "file itself).")
   else:
     return [path]
-  try:
-    index = json.loads(fileio.read_text(index_path))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise weight_layout.ConversionError(
-        f"{index_path}: not valid JSON ({_one_line(e)}); restore the index "
-        "file that came with the shards.") from None
-  weight_map = index.get("weight_map") if isinstance(index, dict) else None
-  if (not isinstance(weight_map, dict) or not weight_map
-      or not all(isinstance(f, str) for f in weight_map.values())):
-    raise weight_layout.ConversionError(
-        f"{index_path}: field `weight_map` is missing or not a mapping of "
-        "tensor name -> shard file name; restore the index file that came "
-        "with the shards.")
-  return [fileio.join(folder, f) for f in sorted(set(weight_map.values()))]
+  return [fileio.join(fileio.dirname(index_path), f) for f in
+          weight_layout.hf_shard_files(index_path, fileio.read_text)]
 
 
 class ReadOneByOne:
@@ -178,7 +162,6 @@ class HfSource(ReadOneByOne):
 
   def __init__(self, path, cfg):
     path = fileio.as_str(path)
-    self.path = path
     self.description = f"Hugging Face checkpoint {path}"
     self._stack = contextlib.ExitStack()
     self._where, self._shapes, self._display = {}, {}, {}
@@ -207,8 +190,9 @@ class HfSource(ReadOneByOne):
         keys = list(handle.keys())
       except Exception as e:  # SafetensorError and friends: a damaged file.
         raise weight_layout.ConversionError(
-            f"{file}: not a readable safetensors file ({_one_line(e)}): it is "
-            "truncated, corrupted or another format. Download it again.") from None
+            f"{file}: not a readable safetensors file "
+            f"({errors.one_line(e)[:300]}): it is truncated, corrupted or "
+            "another format. Download it again.") from None
       for key in keys:
         if key.endswith("position_ids"):  # A buffer, not a weight.
           continue
@@ -228,12 +212,13 @@ class HfSource(ReadOneByOne):
       array = handle.get_tensor(key)
     except (TypeError, ValueError) as e:  # e.g. bfloat16: numpy has no such dtype.
       raise weight_layout.ConversionError(
-          f"{file}: cannot read {key} with numpy ({_one_line(e)}). Save the "
-          "checkpoint in float32 (or float16) safetensors and retry.") from None
+          f"{file}: cannot read {key} with numpy ({errors.one_line(e)[:300]})."
+          " Save the checkpoint in float32 (or float16) safetensors and "
+          "retry.") from None
     except Exception as e:  # SafetensorError: data past a truncated end.
       raise weight_layout.ConversionError(
-          f"{file}: cannot read {key} ({_one_line(e)}): the file is truncated "
-          "or corrupted. Download it again.") from None
+          f"{file}: cannot read {key} ({errors.one_line(e)[:300]}): the file "
+          "is truncated or corrupted. Download it again.") from None
     if array.dtype != np.float32:
       logging.warning("%s: %s is %s; converting to float32", file, key,
                       array.dtype)

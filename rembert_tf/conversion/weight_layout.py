@@ -5,10 +5,12 @@ names and shapes; the output side, whose released names are undocumented,
 gets this project's (`cls/predictions/...`, `cls/output_layers/layer_N/...`).
 `expected_canonical_shapes` is the table, from a config; `slots_for_*` pair
 it with the variables of a rembert_tf model, `hf_name` with Hugging Face's
-names. Builds on the name mapping of Model Garden's
-`tf1_bert_checkpoint_converter_lib`.
+names (`HF_ACTIVATIONS` and `hf_shard_files` read Hugging Face's config and
+index; no TensorFlow nor Keras here: both sides read them). Builds on the
+name mapping of Model Garden's `tf1_bert_checkpoint_converter_lib`.
 """
 import dataclasses
+import json
 import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -226,16 +228,18 @@ def check_names_and_shapes(source: str, found: Dict[str, Sequence[int]],
   raise ConversionError("\n".join(lines + [hint]))
 
 
+# Hugging Face's spellings of RemBERT's activations (`hidden_act`) -> the
+# project's; the other names are the same on both sides.
+HF_ACTIVATIONS = {"gelu_new": "gelu_approx", "gelu_pytorch_tanh": "gelu_approx",
+                  "silu": "swish"}
+
+
 def hf_name(canonical: str, prefix: str = "rembert.") -> Tuple[str, bool]:
   """Canonical name -> (Hugging Face transformers name, transposed?).
 
   torch Linear weights are [out, in], so kernels are transposed; embedding
   tables and the output embedding are not.
   """
-  if canonical.startswith("cls/output_layers/"):
-    raise ConversionError(
-        f"{canonical}: Hugging Face RemBERT has no extra output-side "
-        "Transformer layers (num_output_layers > 0); convert the encoder only.")
   name = re.sub(r"^bert/", prefix.replace(".", "/"), canonical)
   name = re.sub(r"/layer_(\d+)/", r"/layer/\1/", name)
   name = name.replace("cls/predictions/transform/", "cls/predictions/")
@@ -246,6 +250,22 @@ def hf_name(canonical: str, prefix: str = "rembert.") -> Tuple[str, bool]:
   stem, leaf = name.rsplit("/", 1)
   leaf = {"kernel": "weight", "gamma": "weight", "beta": "bias"}.get(leaf, leaf)
   return f"{stem}/{leaf}".replace("/", "."), canonical.endswith("/kernel")
+
+
+def hf_shard_files(index_path: str, read_text) -> List[str]:
+  """The shard files a `model.safetensors.index.json` lists (`read_text`:
+  its reader)."""
+  try:
+    weight_map = json.loads(read_text(index_path)).get("weight_map")
+  except (ValueError, AttributeError):  # not UTF-8 JSON, not an object
+    weight_map = None
+  if (not isinstance(weight_map, dict) or not weight_map
+      or not all(isinstance(f, str) for f in weight_map.values())):
+    raise ConversionError(
+        f"{index_path}: not a safetensors index (JSON whose `weight_map` maps "
+        "each tensor name to its shard file); restore the index file that "
+        "came with the shards, or save the model again.")
+  return sorted(set(weight_map.values()))
 
 
 # === the output side of a TF1 checkpoint, matched by role and shape ===

@@ -19,9 +19,6 @@ from rembert_tf.keras_hub import rembert_backbone
 
 MODEL_TYPE = "rembert"
 SENTENCEPIECE_FILE = "sentencepiece.model"
-# Hugging Face's names of RemBERT's activations -> the backbone's.
-HF_ACTIVATIONS = {"gelu_new": "gelu_approx", "gelu_pytorch_tanh": "gelu_approx",
-                  "silu": "swish"}
 # The weights' prefix in task models (`RemBertForMaskedLM`, ...);
 # `RemBertModel` writes its names without it.
 BASE_MODEL_PREFIX = "rembert."
@@ -41,7 +38,7 @@ def convert_backbone_config(transformers_config):
   """RemBertBackbone's arguments from a Hugging Face `config.json`."""
   config = dict(transformers_config)
   act = config.get("hidden_act", "gelu")
-  config["hidden_act"] = HF_ACTIVATIONS.get(act, act)
+  config["hidden_act"] = weight_layout.HF_ACTIVATIONS.get(act, act)
   return rembert_backbone.backbone_kwargs(config)
 
 
