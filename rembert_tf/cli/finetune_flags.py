@@ -4,7 +4,7 @@ The settings are defined once, in the experiment's dataclasses
 (`finetuning.finetuning_experiment`); a flag is a short name for one field
 (`FLAG_FIELDS`), has no default of its own and sets its field only when
 given; beside a YAML or --params_override value for the same field the flag
-wins, with one note (`flag_notes`). `define_flags` defines them into any
+wins, with one note (`given_flags`). `define_flags` defines them into any
 absl `FlagValues`, so that rembert-run-ablation's --finetune_flags are
 parsed by absl with the same definitions (`overrides_from_args`). No
 TensorFlow is imported here: --help answers at once.
@@ -18,7 +18,7 @@ finetune_flags.overrides_from_args(["--num_train_epochs=2", "--nojit_compile"])
 ```
 """
 import copy
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, Sequence, Tuple
 
 from absl import flags
 
@@ -160,24 +160,18 @@ def given_overrides(flag_values: flags.FlagValues = flags.FLAGS
   return given
 
 
-def flag_notes(given: Dict[str, Any], layered: Dict[str, Any]
-               ) -> List[str]:
-  """One note per given flag whose field the YAMLs / --params_override set
-  to another value (`layered`: their merged mapping); the flag wins."""
-  by_field = {field: flag for flag, field in FLAG_FIELDS.items()}
-  notes = []
-  for field, value in given.items():
-    written: Any = layered
-    for part in field.split("."):
-      written = written.get(part) if isinstance(written, dict) else None
-    written = layered.get(field, written)  # a dotted key of a dict override
-    if written is not None and written != value:
-      flag = by_field[field]
-      if field == "sweep.learning_rates" and value == []:  # --learning_rate
-        flag, value = "learning_rate", given["trainer.learning_rate"]
-      notes.append(f"--{flag} {value} overrides the experiment's "
-                   f"{field}: {written}")
-  return notes
+def given_flags(flag_values: flags.FlagValues = flags.FLAGS
+                ) -> Dict[str, Tuple[str, Any]]:
+  """{field: (the flag as given, the field's value)} of `given_overrides`,
+  for `experiment_files.with_flags` (a flag wins, and a note names the value
+  it overrides)."""
+  given = given_overrides(flag_values)
+  flag_of = {field: flag for flag, field in FLAG_FIELDS.items()}
+  if "sweep.learning_rates" in given and not (
+      flag_values["learning_rates"].present):  # emptied by --learning_rate
+    flag_of["sweep.learning_rates"] = "learning_rate"
+  return {field: (f"--{flag_of[field]} {given[FLAG_FIELDS[flag_of[field]]]}",
+                  value) for field, value in given.items()}
 
 
 def overrides_from_args(args: Sequence[str],
