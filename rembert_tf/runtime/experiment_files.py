@@ -116,10 +116,16 @@ def parse_override(params_override: Union[str, Dict[str, Any], None]
         "a YAML/JSON mapping, or a YAML file.") from None
 
 
-def flat_overrides(params_override: Union[str, Dict[str, Any], None],
-                   prefix: str = "") -> Dict[str, Any]:
-  """`--params_override` as {dotted field: value}."""
+def flat_overrides(
+    params_override: Union[str, Sequence[str], Dict[str, Any], None],
+    prefix: str = "") -> Dict[str, Any]:
+  """`--params_override` (or a list of them, in order) as {dotted field:
+  value}."""
   flat = {}
+  if isinstance(params_override, (list, tuple)):
+    for text in params_override:
+      flat.update(flat_overrides(text, prefix))
+    return flat
   for key, value in parse_override(params_override).items():
     if isinstance(value, dict) and value:
       flat.update(flat_overrides(value, f"{prefix}{key}."))
