@@ -11,6 +11,7 @@ from rembert_tf.ablation import completion
 from rembert_tf.common import errors
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import finetuning_runner
+from rembert_tf.runtime import experiment_files
 
 # Fields the suite sets for each run -> what to use instead.
 SET_PER_RUN = {
@@ -30,7 +31,7 @@ SET_PER_RUN = {
 def checked_overrides(overrides: Any) -> Dict[str, Any]:
   """The suite's fine-tuning overrides as {field: value}, refused now (not after
   pre-training) when a field is unknown, mistyped or one the suite sets."""
-  flat = finetuning_experiment.flat_overrides(overrides)
+  flat = experiment_files.flat_overrides(overrides)
   for field in flat:
     if field in SET_PER_RUN:
       raise errors.UsageError(f"fine-tuning override {field}: the suite sets "

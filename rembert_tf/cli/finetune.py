@@ -47,7 +47,6 @@ command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import experiment_flags  # noqa: E402
 from rembert_tf.cli import finetune_flags  # noqa: E402
-from rembert_tf.cli import runtime_flags  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-finetune
@@ -83,28 +82,14 @@ def experiment_config():
   set over it (a note for each flag that overrides another value)."""
   from rembert_tf.finetuning import finetuning_experiment  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import experiment_files  # pylint: disable=g-import-not-at-top
-  layered = experiment_files.layered_values(FLAGS.config_file or (),
-                                            FLAGS.params_override,
-                                            experiment_files.FINETUNING)
-  config = finetuning_experiment.load_finetuning_config(
-      params_override=layered,
-      source=f"experiment config {FLAGS.config_file or []} + overrides")
-  # The runtime flags are runtime_flags' to decide, with their own notes.
-  given = {field: value for field, value in
-           finetune_flags.given_overrides().items()
-           if not field.startswith("runtime.")}
-  notes = finetune_flags.flag_notes(given, layered)
-  config = finetuning_experiment.override_config(config, given, "the flags")
-  runtime, runtime_notes = runtime_flags.experiment_runtime(config.runtime)
-  config = finetuning_experiment.override_config(config, {
-      "runtime.distribution_strategy": runtime["strategy"],
-      "runtime.tpu": runtime["tpu"],
-      "runtime.mixed_precision_dtype": (runtime["mixed_precision"] or
-                                        config.runtime.mixed_precision_dtype)},
-      "the runtime flags")
-  for note in notes + runtime_notes:
+  values, notes = experiment_files.with_flags(
+      experiment_files.layered_values(FLAGS.config_file or (),
+                                      FLAGS.params_override,
+                                      experiment_files.FINETUNING),
+      finetune_flags.given_flags())
+  for note in notes:
     print(f"{PROG}: note: {note}.", flush=True)
-  return config
+  return finetuning_experiment.load_finetuning_config(params_override=values)
 
 
 def run():

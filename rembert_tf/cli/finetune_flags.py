@@ -4,7 +4,7 @@ The settings are defined once, in the experiment's dataclasses
 (`finetuning.finetuning_experiment`); a flag is a short name for one field
 (`FLAG_FIELDS`), has no default of its own and sets its field only when
 given; beside a YAML or --params_override value for the same field the flag
-wins, with one note (`flag_notes`). No TensorFlow is imported here: --help
+wins, with one note (`given_flags`). No TensorFlow is imported here: --help
 answers at once.
 
 Example:
@@ -14,7 +14,7 @@ finetune_flags.FLAG_FIELDS["warmup_proportion"]   # 'trainer.warmup_proportion'
 finetune_flags.field_value("learning_rates", ["1e-5", "3e-5"])  # [1e-05, 3e-05]
 ```
 """
-from typing import Any, Dict, List
+from typing import Any, Dict, Tuple
 
 from absl import flags
 
@@ -143,21 +143,13 @@ def given_overrides() -> Dict[str, Any]:
   return given
 
 
-def flag_notes(given: Dict[str, Any], layered: Dict[str, Any]
-               ) -> List[str]:
-  """One note per given flag whose field the YAMLs / --params_override set
-  to another value (`layered`: their merged mapping); the flag wins."""
-  by_field = {field: flag for flag, field in FLAG_FIELDS.items()}
-  notes = []
-  for field, value in given.items():
-    written: Any = layered
-    for part in field.split("."):
-      written = written.get(part) if isinstance(written, dict) else None
-    written = layered.get(field, written)  # a dotted key of a dict override
-    if written is not None and written != value:
-      flag = by_field[field]
-      if field == "sweep.learning_rates" and value == []:  # --learning_rate
-        flag, value = "learning_rate", given["trainer.learning_rate"]
-      notes.append(f"--{flag} {value} overrides the experiment's "
-                   f"{field}: {written}")
-  return notes
+def given_flags() -> Dict[str, Tuple[str, Any]]:
+  """{field: (the flag as given, the field's value)} of `given_overrides`,
+  for `experiment_files.with_flags` (a flag wins, and a note names the value
+  it overrides)."""
+  given = given_overrides()
+  flag_of = {field: flag for flag, field in FLAG_FIELDS.items()}
+  if "sweep.learning_rates" in given and not FLAGS["learning_rates"].present:
+    flag_of["sweep.learning_rates"] = "learning_rate"  # --learning_rate's
+  return {field: (f"--{flag_of[field]} {given[FLAG_FIELDS[flag_of[field]]]}",
+                  value) for field, value in given.items()}

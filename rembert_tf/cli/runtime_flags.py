@@ -4,16 +4,14 @@ both trainers), with names from `rembert_tf.runtime.choices`: no TensorFlow,
 `--help` answers at once.
 
 --strategy, --tpu and --mixed_precision stand for fields of an experiment's
-`runtime` section (`EXPERIMENT_FIELDS`); `experiment_runtime` decides as
-Model Garden's train.py users expect: the field holds unless the flag is
-given, and a flag that overrides another value says so in one note.
+`runtime` section (`EXPERIMENT_FIELDS`): the field holds unless the flag is
+given.
 """
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Tuple
 
 from absl import flags
 
 from rembert_tf.cli import experiment_flags  # noqa: F401  (--tpu)
-from rembert_tf.common import errors
 from rembert_tf.runtime import choices
 
 FLAGS = flags.FLAGS
@@ -44,35 +42,9 @@ flags.DEFINE_bool(
     "of an error.")
 
 
-def _as_flag_value(flag: str, value) -> Optional[str]:
-  """The flag value an experiment's runtime field means (None: not set)."""
-  if value in (None, "") or flag == "tpu":
-    return value or None
-  if flag == "mixed_precision":
-    return "mixed_bfloat16" if value == "bfloat16" else value
-  if choices.strategy_name(value) not in choices.STRATEGIES:
-    raise errors.UsageError(
-        f"runtime.distribution_strategy {value!r}: expected one of "
-        f"{', '.join(choices.STRATEGIES)} (Model Garden's 'off' is "
-        "'default'); change the experiment YAML or give --strategy.")
-  return choices.strategy_name(value)
-
-
-def experiment_runtime(runtime) -> Tuple[Dict[str, Optional[str]], List[str]]:
-  """--strategy, --tpu and --mixed_precision for a run of an experiment whose
-  `runtime` section (Model Garden's `RuntimeConfig`) is `runtime`, and one
-  note per flag given that overrides a different value of its field. A flag
-  left out takes its field's value when set (--mixed_precision: None, the
-  runner then keeps the field), else its own default."""
-  chosen, notes = {}, []
-  for flag, field in EXPERIMENT_FIELDS.items():
-    written = getattr(runtime, field)
-    from_experiment = _as_flag_value(flag, written)
-    chosen[flag] = FLAGS[flag].value
-    if not FLAGS[flag].present:
-      if flag != "mixed_precision" and from_experiment is not None:
-        chosen[flag] = from_experiment
-    elif from_experiment not in (None, FLAGS[flag].value):
-      notes.append(f"--{flag} {FLAGS[flag].value} overrides the experiment's "
-                   f"runtime.{field}: {written}")
-  return chosen, notes
+def given_fields() -> Dict[str, Tuple[str, str]]:
+  """{runtime field: (the flag as given, its value)} of the flags given:
+  `experiment_files.with_flags` sets them over the experiment's."""
+  return {f"runtime.{field}": (f"--{flag} {FLAGS[flag].value}",
+                               FLAGS[flag].value)
+          for flag, field in EXPERIMENT_FIELDS.items() if FLAGS[flag].present}

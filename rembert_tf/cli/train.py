@@ -46,29 +46,32 @@ def main(argv):
   del argv
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
+  from rembert_tf.pretraining import run_failures  # pylint: disable=g-import-not-at-top
   from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import experiment_files  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
   command.set_log_label("evaluator" if FLAGS.mode == "continuous_eval"
                         else strategies.process_label())
-  config = experiments.load_experiment_config(
-      FLAGS.config_file, FLAGS.params_override,
-      experiment=FLAGS.experiment or experiments.EXPERIMENT_NAME)
-  runtime, notes = runtime_flags.experiment_runtime(config.runtime)
+  values, notes = experiment_files.with_flags(
+      experiment_files.layered_values(FLAGS.config_file, FLAGS.params_override,
+                                      experiment_files.PRETRAINING),
+      runtime_flags.given_fields())
   for note in notes:
     _say(f"{PROG}: note: {note}.")
+  config = experiments.load_experiment_config(
+      params_override=values,
+      experiment=FLAGS.experiment or experiments.EXPERIMENT_NAME)
   try:
     metrics = runner.run(
         config, FLAGS.model_dir, mode=FLAGS.mode or "train",
-        strategy=runtime["strategy"], tpu=runtime["tpu"],
-        mixed_precision=runtime["mixed_precision"],
         deterministic=FLAGS.deterministic, seed=FLAGS.seed,
         allow_sentencepiece_mismatch=FLAGS.allow_sentencepiece_mismatch,
         print_fn=_say)
   except preemption.TrainingPreempted as e:
     _say(f"{PROG}: {e}", sys.stderr)
     sys.exit(e.exit_code)
-  except runner.NonFiniteLossError as e:
+  except run_failures.NonFiniteLossError as e:
     errors.report(PROG, e)
     sys.exit(e.exit_code)
   _say(f"{PROG}: done: " + " | ".join(
@@ -90,8 +93,8 @@ def _log_kept(exit_code: int, model_dir: str) -> bool:
     return True
   if exit_code != errors.EXIT_ERROR:
     return False
-  from rembert_tf.pretraining import model_directory  # pylint: disable=g-import-not-at-top
-  return model_directory.holds_a_run(model_dir)
+  from rembert_tf.pretraining import runner  # pylint: disable=g-import-not-at-top
+  return runner.holds_a_run(model_dir)
 
 
 def run():

@@ -14,7 +14,6 @@ config = finetuning_experiment.load_finetuning_config(
 config.data.task, len(finetuning_experiment.run_overrides(config))  # ('xnli', 4)
 ```
 """
-import copy
 import dataclasses
 import math
 import numbers
@@ -120,60 +119,12 @@ def rembert_finetuning() -> FinetuningExperimentConfig:
 def load_finetuning_config(
     config_files: Sequence[Union[str, os.PathLike]] = (),
     params_override: Union[str, Dict[str, Any], None] = None,
-    source: Optional[str] = None) -> FinetuningExperimentConfig:
+    source: str = experiment_files.SOURCE) -> FinetuningExperimentConfig:
   """Registered defaults <- YAML files (in order) <- overrides (a string as
   `--params_override` takes it, or a dict, nested or with dotted keys)."""
-  return override_config(
-      exp_factory.get_exp_config(EXPERIMENT_NAME),
-      experiment_files.layered_values(config_files, params_override,
-                                      experiment_files.FINETUNING),
-      source or f"experiment config {list(map(str, config_files))} + "
-      "overrides")
-
-
-def flat_overrides(overrides: Union[str, Sequence[str], Dict[str, Any], None]
-                   ) -> Dict[str, Any]:
-  """Overrides (a dict, nested or dotted; "a.b=c" text, or a list of it) as
-  {dotted field: value}."""
-  if isinstance(overrides, (list, tuple)):
-    flat: Dict[str, Any] = {}
-    for text in overrides:
-      flat.update(flat_overrides(text))
-    return flat
-  values, flat = experiment_files.parse_override(overrides), {}
-  for key, value in values.items():
-    if isinstance(value, dict) and value:
-      flat.update({f"{key}.{k}": v for k, v in flat_overrides(value).items()})
-    else:
-      flat[key] = value
-  return flat
-
-
-def override_config(config: FinetuningExperimentConfig,
-                    values: Dict[str, Any], source: str
-                    ) -> FinetuningExperimentConfig:
-  """A copy of `config` with `values` (nested, or dotted keys) set; a
-  field that does not exist or a value of the wrong type is named."""
-  nested: Dict[str, Any] = {}
-  for key, value in values.items():
-    *sections, name = key.split(".")
-    target = nested
-    for section in sections:
-      target = target.setdefault(section, {})
-    target[name] = (experiment_files.deep_merge(target[name], value)
-                    if isinstance(value, dict) and isinstance(
-                        target.get(name), dict) else value)
-  config = copy.deepcopy(config)
-  experiment_files.check_keys(config, nested, source)
-  try:
-    config.override(nested, is_strict=True)
-  except (KeyError, ValueError, AttributeError, TypeError) as e:
-    raise experiment_files.ExperimentConfigError(
-        f"{source}: {' '.join(str(e).split())}. Check the key against the "
-        "fine-tuning experiment's fields (data / encoder / sweep / trainer / "
-        "runtime; see docs/finetuning.md).") from None
-  experiment_files.check_field_types(config)
-  return config
+  return experiment_files.build(
+      EXPERIMENT_NAME, experiment_files.layered_values(
+          config_files, params_override, experiment_files.FINETUNING), source)
 
 
 def run_overrides(config: FinetuningExperimentConfig) -> List[Dict[str, Any]]:

@@ -35,7 +35,6 @@ from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import sweep
 from rembert_tf.modeling import rembert_config
-from rembert_tf.runtime import choices
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
 from rembert_tf.runtime import strategies
@@ -189,8 +188,7 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
         checkpointed_dropout_generators=True), \
         preemption.sigterm_stop_flag() as stop:
       strategy_obj = distribution_strategy or strategies.make_strategy(
-          choices.strategy_name(runtime.distribution_strategy)
-          or choices.DEFAULT_STRATEGY, runtime.tpu)
+          runtime.distribution_strategy, runtime.tpu)
       trainer = _with_jit_compile(config.trainer, strategy_obj, progress)
       model_cfg, restore_encoder, source = encoder_source(encoder, meta,
                                                           records_dir)

@@ -50,6 +50,8 @@ RANGES = (
       "checkpoint_interval", "max_to_keep",
       "encoder_export_every_n_checkpoints"), lambda v: v >= 1, "at least 1"),
 )
+# Fields the runner needs a value of (Model Garden's None is "not set").
+_NEEDED = ("steps_per_loop", "encoder_export_every_n_checkpoints")
 
 
 @dataclasses.dataclass
@@ -120,36 +122,30 @@ def load_experiment_config(
     params_override: Union[str, Dict[str, Any], None] = None,
     experiment: str = EXPERIMENT_NAME) -> cfg.ExperimentConfig:
   """Registered defaults <- YAML files (in order) <- overrides; preset resolved."""
-  merged = experiment_files.layered_values(config_files, params_override,
+  values = experiment_files.layered_values(config_files, params_override,
                                           experiment_files.PRETRAINING)
-  task = merged.get("task") or {}
+  task = values.get("task") or {}
   if task.get("model_preset") or task.get("model"):
-    values, source = {}, "task.model"
+    model, source = {}, "task.model"
     if task.get("model_preset"):
       path = rembert_config.resolve_model_config_path(task["model_preset"])
-      values, source = experiment_files.read_yaml(path), f"{path} + task.model"
-      values = values["model"] if list(values) == ["model"] else values
-    values.update(task.get("model") or {})
-    rembert_config.model_config_from_dict(values, source)  # names bad fields
-    merged["task"] = dict(task, model=values)
-  config = exp_factory.get_exp_config(experiment)
-  where = f"experiment config {list(map(str, config_files))} + overrides"
-  experiment_files.check_keys(config, merged,
-                              "--config_file / --params_override")
-  try:
-    config.override(merged, is_strict=True)
-    config.validate()
-  except (KeyError, ValueError, AttributeError) as e:
-    raise experiment_files.ExperimentConfigError(
-        f"{where}: {' '.join(str(e).split())}. Fix the named fields.") from None
-  experiment_files.check_field_types(config)
+      model, source = experiment_files.read_yaml(path), f"{path} + task.model"
+      model = model["model"] if list(model) == ["model"] else model
+    model.update(task.get("model") or {})
+    rembert_config.model_config_from_dict(model, source)  # names bad fields
+    values["task"] = dict(task, model=model)
+  config = experiment_files.build(experiment, values)
   problem = first_out_of_range(config)
   if problem:
     raise experiment_files.ExperimentConfigError(
         f"experiment config: {problem} Fix it in --config_file or "
         "--params_override.")
-  config.task.model.validate()
-  check_trainer_config(config.trainer)
+  every, loop = config.trainer.summary_interval, config.trainer.steps_per_loop
+  if (every or 0) > 0 and every % loop:
+    raise experiment_files.ExperimentConfigError(
+        f"experiment config: trainer.summary_interval ({every}) must be a "
+        f"multiple of trainer.steps_per_loop ({loop}); set "
+        f"trainer.summary_interval={loop} or a multiple.")
   return config
 
 
@@ -165,6 +161,8 @@ def first_out_of_range(config: Any, path: str = "") -> Optional[str]:
     found = None
     if dataclasses.is_dataclass(value):
       found = first_out_of_range(value, name + ".")
+    elif value is None and field.name in _NEEDED:
+      found = f"{name} is None; it must be at least 1."
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
       rule = next(((fits, wanted) for names, fits, wanted in RANGES
                    if any(field.name == n or (n.startswith("_")
@@ -177,24 +175,6 @@ def first_out_of_range(config: Any, path: str = "") -> Optional[str]:
     if found:
       return found
   return None
-
-
-def check_trainer_config(trainer: cfg.TrainerConfig) -> None:
-  """The loop settings orbit / Model Garden refuse later with a traceback,
-  refused here with the field names and the fix."""
-  problem = first_out_of_range(trainer, "trainer.")
-  for name in ("steps_per_loop", "encoder_export_every_n_checkpoints"):
-    if not problem and getattr(trainer, name, 1) is None:
-      problem = f"trainer.{name} is None; it must be at least 1."
-  if not problem and (trainer.summary_interval or 0) > 0 and (
-      trainer.summary_interval % trainer.steps_per_loop):
-    problem = (
-        f"trainer.summary_interval ({trainer.summary_interval}) must be a "
-        f"multiple of trainer.steps_per_loop ({trainer.steps_per_loop}); set "
-        f"trainer.summary_interval={trainer.steps_per_loop} or a multiple.")
-  if problem:
-    raise experiment_files.ExperimentConfigError(
-        f"experiment config: {problem}")
 
 
 def data_sections(config: cfg.ExperimentConfig, mode: str

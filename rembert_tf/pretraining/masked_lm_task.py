@@ -7,9 +7,11 @@ loss averages over the *global* batch's real predictions (each replica
 divides by the all-reduced weight total, so the summed gradients are the
 whole batch's), softmax in float32; forward and backward run in one
 `tf.function(jit_compile=True)`, then the all-reduce, global-norm clipping
-of the all-reduced gradient and the update. `input_path: synthetic` gives
+of the all-reduced gradient and the update. Model Garden's task cannot be
+the base: its metrics read the `[batch, predictions, vocab]` logits, which
+the compiled step keeps on the device. `input_path: synthetic` gives
 deterministic batches of the records' shapes with a learnable signal (for
-the step benchmark and smoke tests).
+the step benchmark and smoke tests without records).
 
 Example:
 ```python
@@ -37,6 +39,7 @@ from official.core import task_factory
 
 from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import losses
 from rembert_tf.modeling import rembert_config
@@ -90,9 +93,11 @@ def restore_init_checkpoint(pretrainer, source: str) -> str:
   """Reads `task.init_checkpoint` into a new run's pretrainer: encoder and
   output side when the source holds both (key `model`: `pretrainer/ckpt-N`,
   a pre-training `ckpt-N`), else the encoder alone (key `encoder`). Returns
-  the checkpoint prefix read (a directory's newest intact one)."""
+  the checkpoint prefix read (a directory's newest intact one, a fallback
+  said on stderr)."""
+  source = str(source).rstrip("/")
   try:
-    prefix, items = _init_checkpoint_items(pretrainer, str(source).rstrip("/"))
+    prefix, items = _init_checkpoint_items(pretrainer, source)
     try:
       tf.train.Checkpoint(**items).read(
           prefix).expect_partial().assert_existing_objects_matched()
@@ -111,27 +116,26 @@ def restore_init_checkpoint(pretrainer, source: str) -> str:
 
 def _init_checkpoint_items(pretrainer, source: str):
   """(prefix, {checkpoint key: object}) to read: the pretrainer under `model`
-  when a checkpoint of the source has its MLM head, else the encoder (a
-  fallback past a broken checkpoint of the one read is said on stderr)."""
-  fallbacks = {}
+  when the newest checkpoint of pretrainer/, the source itself or encoder/
+  has its MLM head, else the encoder."""
   if tf.io.gfile.exists(source + ".index"):
     why = checkpoint_integrity.problem(source)
     if why:
       raise checkpoint_integrity.CheckpointError(
           f"{source}: the checkpoint is not intact ({why}); copy it again "
           "from where it was written.")
-    fallbacks[source] = []
+    prefixes = [source]
   elif tf.io.gfile.isdir(source):
-    for folder in (checkpoint_integrity.PRETRAINER_SUBDIR, "",
-                   checkpoint_integrity.ENCODER_SUBDIR):
-      lines = []
-      fallbacks[checkpoint_integrity.latest_checkpoint(
-          os.path.join(source, folder), lines.append)] = lines
+    say = lambda line: print(line, file=sys.stderr, flush=True)
+    prefixes = (checkpoint_integrity.latest_checkpoint(
+        os.path.join(source, folder), say) for folder in (
+            checkpoint_integrity.PRETRAINER_SUBDIR, "",
+            checkpoint_integrity.ENCODER_SUBDIR))
   else:
     raise checkpoint_integrity.CheckpointError(
         f"checkpoint {source} does not exist (neither a directory nor a "
         "checkpoint prefix with a .index file).")
-  for prefix in filter(None, fallbacks):
+  for prefix in filter(None, prefixes):
     try:
       roots = {"/".join(key.split("/")[:2]) for key in
                tf.compat.v1.train.NewCheckpointReader(
@@ -140,17 +144,46 @@ def _init_checkpoint_items(pretrainer, source: str):
       raise checkpoint_integrity.CheckpointError(
           f"{prefix}: not a readable checkpoint ({errors.one_line(e)[:200]})."
       ) from None
-    items = (dict(model=pretrainer) if "model/masked_lm" in roots else
-             dict(encoder=pretrainer.encoder)
-             if any(root.startswith("encoder/") for root in roots) else None)
-    if items:
-      for line in fallbacks[prefix]:
-        print(line, file=sys.stderr, flush=True)
-      return prefix, items
+    if "model/masked_lm" in roots:
+      return prefix, dict(model=pretrainer)
+    if any(root.startswith("encoder/") for root in roots):
+      return prefix, dict(encoder=pretrainer.encoder)
   raise checkpoint_integrity.CheckpointError(
       f"{source}: holds neither a pretrainer (key `model`, with its MLM "
       "head) nor an encoder (key `encoder`). Start from a pre-training "
       "model_dir or a converted checkpoint directory.")
+
+
+def records_sentencepiece(data_config
+                          ) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+  """(sha256, metadata.json path, model path) of the SentencePiece model the
+  records' metadata.json names, or Nones. The model path is a file that
+  exists and, when the metadata records the model's sha256, of that content
+  (another file at the same path is not the records' model); without a
+  recorded sha256, the sha256 is the found model's."""
+  if data_config.input_path in ("", SYNTHETIC_INPUT_PATH):
+    return None, None, None
+  files = pretraining_input_pipeline.input_files(data_config.input_path)
+  meta_path = files and fileio.join(fileio.dirname(files[0]), "metadata.json")
+  if not meta_path or not fileio.exists(meta_path):
+    return None, None, None
+  meta = fileio.read_json(meta_path)
+  tok = meta.get("tokenizer") if isinstance(meta.get("tokenizer"), dict) else {}
+  recorded = meta.get("sentencepiece_sha256") or tok.get("sha256") or None
+  # The data tool names the model under `tokenizer`; top level: other tools.
+  for named in (meta.get("sentencepiece_model"),
+                tok.get("sentencepiece_model")):
+    if not isinstance(named, str):
+      continue
+    # Relative to where the data tool ran, or else to the records' folder.
+    paths = [named]
+    if not fileio.is_remote(named) and not os.path.isabs(named):
+      paths.append(fileio.join(fileio.dirname(meta_path), named))
+    for path in paths:
+      if fileio.exists(path) and (recorded is None
+                                  or fileio.sha256(path) == recorded):
+        return recorded or fileio.sha256(path), meta_path, path
+  return recorded, meta_path, None
 
 
 def synthetic_example(index, seq_length: int, max_predictions: int,
@@ -197,9 +230,8 @@ def synthetic_dataset(params, vocab_size: int, input_context=None,
   indices = tf.data.Dataset.range(num_examples)
   if input_context:
     batch_size = input_context.get_per_replica_batch_size(batch_size)
-    if input_context.num_input_pipelines > 1:
-      indices = indices.shard(input_context.num_input_pipelines,
-                              input_context.input_pipeline_id)
+    indices = indices.shard(input_context.num_input_pipelines,
+                            input_context.input_pipeline_id)
   if params.is_training:
     indices = indices.repeat()
   seed = params.seed if params.seed is not None else 1234
@@ -209,12 +241,6 @@ def synthetic_dataset(params, vocab_size: int, input_context=None,
                                   seed),
       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).batch(
           batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-
-def _to_dense(grad):
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.convert_to_tensor(grad)
-  return grad
 
 
 def _sum_over_replicas(values):
@@ -253,12 +279,9 @@ class RemBertPretrainTask(base_task.Task):
     self._forward_fn = tf.function(
         self._forward, jit_compile=params.jit_compile)
 
-  # --- Model, data, optimizer ------------------------------------------------
-  def build_model(self, params: Optional[rembert_config.RemBertConfig] = None
-                  ) -> rembert_pretrainer.RemBertPretrainer:
-    model_config = params or self.task_config.model
-    model_config.validate()
-    return rembert_pretrainer.build_pretrainer(model_config)
+  def build_model(self) -> rembert_pretrainer.RemBertPretrainer:
+    self.task_config.model.validate()
+    return rembert_pretrainer.build_pretrainer(self.task_config.model)
 
   def initialize(self, model):
     """Loads `task.init_checkpoint` (called only when model_dir has none)."""
@@ -271,8 +294,8 @@ class RemBertPretrainTask(base_task.Task):
     naming the field."""
     field = ("task.validation_data" if params == self.task_config.validation_data
              else "task.train_data")
-    if (params.is_training and self.initial_train_step > 0
-        and not self.task_config.replay_data_on_resume):
+    resumed = params.is_training and self.initial_train_step > 0
+    if resumed and not self.task_config.replay_data_on_resume:
       params = params.replace(
           seed=resumed_stream_seed(params.seed, self.initial_train_step))
     if params.input_path == SYNTHETIC_INPUT_PATH:
@@ -282,8 +305,7 @@ class RemBertPretrainTask(base_task.Task):
       dataset = pretraining_input_pipeline.RemBertPretrainDataLoader(
           params, model_config=self.task_config.model,
           field=field).load(input_context)
-    if (params.is_training and self.initial_train_step > 0
-        and self.task_config.replay_data_on_resume):
+    if resumed and self.task_config.replay_data_on_resume:
       # Each step takes one per-replica batch per replica; a host's pipeline
       # feeds num_replicas / num_input_pipelines replicas.
       batches_per_step = 1
@@ -296,61 +318,47 @@ class RemBertPretrainTask(base_task.Task):
   @classmethod
   def create_optimizer(cls, optimizer_config, runtime_config=None,
                        dp_config=None):
-    """Model Garden's optimizer, its clip norm (`adamw.gradient_clip_norm`,
-    `global_clipnorm`) taken out as `optimizer.rembert_clip_norm`: the
-    optimizer would clip each replica's partial gradient, `train_step` clips
-    the all-reduced one."""
+    """Model Garden's optimizer without its clipping (`global_clipnorm`,
+    adamw's `gradient_clip_norm`), whose norm is `optimizer.rembert_clip_norm`:
+    the optimizer would clip each replica's partial gradient, `train_step`
+    clips the all-reduced one."""
     if dp_config is not None:
       raise ValueError("differential privacy is not supported by the RemBERT "
                        "pre-training task; remove task.differential_privacy_config.")
-    if (runtime_config is not None
-        and runtime_config.mixed_precision_dtype == "float16"):
-      raise ValueError(
-          "runtime.mixed_precision_dtype=float16 needs loss scaling, which the "
-          "RemBERT pre-training task does not implement; use bfloat16 "
-          "(--mixed_precision mixed_bfloat16) or float32.")
     optimizer_config = optimizer_config.replace()  # a copy
     opt_type = optimizer_config.optimizer.type
     opt_cfg = optimizer_config.optimizer.get()
-    clip_norm = 0.0
-    if getattr(opt_cfg, "global_clipnorm", None):
-      clip_norm = float(opt_cfg.global_clipnorm)
-      opt_cfg.global_clipnorm = None
-    if opt_type == "adamw" and opt_cfg.gradient_clip_norm:
-      clip_norm = clip_norm or float(opt_cfg.gradient_clip_norm)
-      opt_cfg.gradient_clip_norm = 0.0
     if getattr(opt_cfg, "clipnorm", None) or getattr(opt_cfg, "clipvalue", None):
       raise ValueError(
           f"trainer.optimizer_config.optimizer.{opt_type}: per-variable "
           "`clipnorm` / `clipvalue` are not supported; use `global_clipnorm` "
           "(or adamw's `gradient_clip_norm`).")
-    optimizer = super().create_optimizer(optimizer_config, runtime_config=None)
+    clip_norm = 0.0
+    for name, off in (("global_clipnorm", None), ("gradient_clip_norm", 0.0)):
+      if getattr(opt_cfg, name, None):
+        clip_norm = clip_norm or float(getattr(opt_cfg, name))
+        setattr(opt_cfg, name, off)
+    optimizer = super().create_optimizer(optimizer_config)
     optimizer.rembert_clip_norm = clip_norm
     return optimizer
 
-  # --- Metrics -------------------------------------------------------------
   def build_metrics(self, training=None) -> List[tf_keras.metrics.Metric]:
     # Weighted means over every real prediction of the (global) batch.
-    metrics = [
-        tf_keras.metrics.Mean(name="masked_lm_accuracy"),
-        tf_keras.metrics.Mean(name="lm_example_loss"),
-    ]
+    metrics = [tf_keras.metrics.Mean(name="masked_lm_accuracy"),
+               tf_keras.metrics.Mean(name="lm_example_loss")]
     if training:
       metrics.append(tf_keras.metrics.Mean(name="gradient_norm"))
     return metrics
 
-  def process_metrics(self, metrics, labels=None, model_outputs=None,
-                      cross_entropy=None, correct=None, weights=None,
+  def _update_metrics(self, metrics, cross_entropy, correct, weights,
                       gradient_norm=None):
-    by_name = {m.name: m for m in metrics}
-    if correct is None:
-      cross_entropy, correct, weights = mlm_statistics(
-          labels, model_outputs["mlm_logits"])
-    by_name["masked_lm_accuracy"].update_state(correct, sample_weight=weights)
-    by_name["lm_example_loss"].update_state(cross_entropy,
-                                            sample_weight=weights)
-    if gradient_norm is not None and "gradient_norm" in by_name:
-      by_name["gradient_norm"].update_state(gradient_norm)
+    values = {"masked_lm_accuracy": (correct, weights),
+              "lm_example_loss": (cross_entropy, weights),
+              "gradient_norm": (gradient_norm, None)}
+    for metric in metrics or []:
+      value, weight = values.get(metric.name, (None, None))
+      if value is not None:
+        metric.update_state(value, sample_weight=weight)
 
   def build_losses(self, labels, model_outputs, aux_losses=None,
                    global_weight=None) -> tf.Tensor:
@@ -362,53 +370,48 @@ class RemBertPretrainTask(base_task.Task):
     return losses.global_batch_mean(cross_entropy, weights, global_weight,
                                     aux_losses)
 
-  # --- Steps ---------------------------------------------------------------
+  def _forward(self, model, inputs, global_weight, training=False):
+    """(this replica's share of the loss, per-prediction statistics)."""
+    outputs = model({k: inputs[k] for k in MODEL_INPUT_KEYS},
+                    training=training)
+    statistics = mlm_statistics(inputs, outputs["mlm_logits"])
+    cross_entropy, _, weights = statistics
+    return tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
+                                 global_weight), statistics
+
   def _forward_backward(self, model, inputs, global_weight):
     """Forward + backward of one replica (compiled with XLA)."""
-    features = {k: inputs[k] for k in MODEL_INPUT_KEYS}
     with tf.GradientTape() as tape:
-      outputs = model(features, training=True)
-      cross_entropy, correct, weights = mlm_statistics(
-          inputs, outputs["mlm_logits"])
-      loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
-                                   global_weight)
+      loss, statistics = self._forward(model, inputs, global_weight,
+                                       training=True)
       if model.losses:
         num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
         loss += tf.add_n(model.losses) / num_replicas
     # None for variables the MLM loss does not reach (the encoder's pooler):
     # they get no update, in particular no weight decay.
     grads = tape.gradient(loss, model.trainable_variables)
-    grads = [None if g is None else _to_dense(g) for g in grads]
-    return grads, loss, cross_entropy, correct, weights
-
-  def _forward(self, model, inputs, global_weight):
-    features = {k: inputs[k] for k in MODEL_INPUT_KEYS}
-    outputs = model(features, training=False)
-    cross_entropy, correct, weights = mlm_statistics(
-        inputs, outputs["mlm_logits"])
-    loss = tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
-                                 global_weight)
-    return loss, cross_entropy, correct, weights
+    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+             for g in grads]
+    return grads, loss, statistics
 
   def compute_gradients(self, inputs, model):
     """(gradients of the global-batch mean MLM loss, all-reduced, None where
     the loss does not reach a variable; that loss; per-prediction stats), in
     a replica context."""
-    weights = tf.cast(inputs["masked_lm_weights"], tf.float32)
-    global_weight = _sum_over_replicas(tf.reduce_sum(weights))
-    grads, loss, cross_entropy, correct, weights = self._forward_backward_fn(
-        model, inputs, global_weight)
+    global_weight = _sum_over_replicas(tf.reduce_sum(
+        tf.cast(inputs["masked_lm_weights"], tf.float32)))
+    grads, loss, statistics = self._forward_backward_fn(model, inputs,
+                                                         global_weight)
     grads = list(grads)
     connected = [i for i, g in enumerate(grads) if g is not None]
     summed, loss = _sum_over_replicas(([grads[i] for i in connected], loss))
     for i, g in zip(connected, summed):
       grads[i] = g
-    return grads, loss, (cross_entropy, correct, weights)
+    return grads, loss, statistics
 
   def train_step(self, inputs, model: tf_keras.Model,
                  optimizer: tf_keras.optimizers.Optimizer, metrics=None):
-    grads, loss, (cross_entropy, correct, weights) = self.compute_gradients(
-        inputs, model)
+    grads, loss, statistics = self.compute_gradients(inputs, model)
     grad_norm = tf.linalg.global_norm(grads)
     clip_norm = getattr(optimizer, "rembert_clip_norm", 0.0)
     if clip_norm and clip_norm > 0:
@@ -422,20 +425,12 @@ class RemBertPretrainTask(base_task.Task):
     else:
       optimizer.apply_gradients(grads_and_vars,
                                 skip_gradients_aggregation=True)
-    if metrics:
-      self.process_metrics(metrics, cross_entropy=cross_entropy,
-                           correct=correct, weights=weights,
-                           gradient_norm=grad_norm)
+    self._update_metrics(metrics, *statistics, gradient_norm=grad_norm)
     return {self.loss: loss}
 
   def validation_step(self, inputs, model: tf_keras.Model, metrics=None):
-    weights = tf.cast(inputs["masked_lm_weights"], tf.float32)
-    global_weight = _sum_over_replicas(tf.reduce_sum(weights))
-    loss, cross_entropy, correct, weights = self._forward_fn(
-        model, inputs, global_weight)
-    loss = _sum_over_replicas(loss)
-    if metrics:
-      self.process_metrics(metrics, cross_entropy=cross_entropy,
-                           correct=correct, weights=weights)
-    return {self.loss: loss}
-
+    global_weight = _sum_over_replicas(tf.reduce_sum(
+        tf.cast(inputs["masked_lm_weights"], tf.float32)))
+    loss, statistics = self._forward_fn(model, inputs, global_weight)
+    self._update_metrics(metrics, *statistics)
+    return {self.loss: _sum_over_replicas(loss)}

@@ -1,14 +1,18 @@
-"""Runs a pre-training experiment: the library behind `rembert-train`.
+"""Runs a pre-training experiment in a model_dir: the library behind `rembert-train`.
 
 Builds on Model Garden's `train_lib.OrbitExperimentRunner` (orbit's
-Controller over `base_trainer.Trainer`, and its checkpoint manager) and
-`rembert_tf.runtime`. After model_dir's checks (`model_directory`) a run
-trains and/or evaluates with these orbit train actions, in order: a NaN /
-inf loss stops before its weights are saved (exit code 3); the console
-line; a save at each multiple of trainer.checkpoint_interval, then the
-encoder export `encoder/ckpt-N` of the same weights (every n-th save and
-the last); the SIGTERM stop (exit code 42). A corrupted record shard, a lost
-worker and a failed save are one line each.
+Controller over `base_trainer.Trainer`, and its checkpoint manager),
+`rembert_tf.runtime` and `checkpoints.checkpoint_integrity`. A run starts
+from model_dir's newest intact checkpoint. Before it writes anything it
+refuses, one line each: a model_dir that is one of its inputs or cannot be
+written, a checkpoint of another model, a resume on records of another
+SentencePiece model. The chief then writes `params.yaml`,
+`model_config.yaml` and the records' `sentencepiece.model` (or its sha256),
+and the run trains and/or evaluates with these orbit train actions, in
+order: a NaN / inf loss stops before its weights are saved (exit code 3);
+the console line; a save at each multiple of trainer.checkpoint_interval,
+then the encoder export `encoder/ckpt-N` of the same weights (every n-th
+save and the last); the SIGTERM stop (exit code 42).
 
 Example:
 <!-- snippet: not run: pre-trains the demo model (minutes on a CPU) and needs its records -->
@@ -23,7 +27,6 @@ metrics["eval_masked_lm_accuracy"], metrics["global_step"]
 ```
 """
 import os
-import re
 import tempfile
 import time
 from typing import Any, Callable, Dict, Optional, Union
@@ -31,6 +34,7 @@ from typing import Any, Callable, Dict, Optional, Union
 import numpy as np
 import orbit
 import tensorflow as tf
+import yaml
 from official.core import base_trainer
 from official.core import config_definitions as cfg
 from official.core import task_factory
@@ -41,62 +45,235 @@ from rembert_tf.checkpoints import checkpoint_integrity as checkpoints
 from rembert_tf.common import errors
 from rembert_tf.common import output_lock
 from rembert_tf.data import pretraining_input_pipeline
+from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import experiments
-from rembert_tf.pretraining import model_directory
+from rembert_tf.pretraining import masked_lm_task
+from rembert_tf.pretraining import run_failures
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
 from rembert_tf.runtime import strategies
 
 MODES = ("train", "eval", "train_and_eval", "continuous_eval")
-PretrainingError = model_directory.PretrainingError
-# What the text of a failed collective or coordination-service call of a
-# multi-worker run names (a storage error of the same type names none).
-_PEER_MARKERS = ("collective", "coordination", "heartbeat", "/job:")
-_TASK_NAME = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+PARAMS_FILE = "params.yaml"
+PretrainingError = run_failures.PretrainingError
 
 
-class CorruptRecordsError(PretrainingError):
-  """A record shard is corrupted or truncated."""
+class CheckpointMismatchError(PretrainingError):
+  """model_dir holds a checkpoint of a different model."""
 
 
-class NonFiniteLossError(errors.RemBertError, RuntimeError):
-  """The training loss became NaN or inf; the last good checkpoint is kept."""
+def run(experiment_config: cfg.ExperimentConfig, model_dir: str,
+        mode: str = "train",
+        strategy: Union[str, tf.distribute.Strategy, None] = None,
+        tpu: Optional[str] = None, mixed_precision: Optional[str] = None,
+        deterministic: bool = False, seed: Optional[int] = None,
+        allow_sentencepiece_mismatch: bool = False,
+        print_fn: Callable[[str], None] = print) -> Dict[str, Any]:
+  """Pre-trains and/or evaluates `experiment_config` (from
+  `experiments.load_experiment_config`) in `model_dir` (any TensorFlow
+  filesystem), resuming from its newest checkpoint.
 
-  exit_code = errors.EXIT_NON_FINITE_LOSS
+  `mode` is one of MODES, as in Model Garden ("continuous_eval": beside a
+  live trainer); `strategy` (a name of `runtime.strategies.STRATEGIES` or a
+  tf.distribute.Strategy), `tpu` and `mixed_precision` ("float32",
+  "mixed_bfloat16") override the experiment's runtime fields;
+  `deterministic` makes a resumed run end with the weights of an
+  uninterrupted one (with dropout 0); the console lines go to `print_fn`.
+
+  Returns:
+    global_step, checkpoint (the newest complete one), model_dir; train_loss,
+    train_masked_lm_accuracy, train_examples_per_second (last loop); eval_loss,
+    eval_masked_lm_accuracy (over all eval predictions; eval modes).
+  """
+  config = _resolved_config(experiment_config, mode, mixed_precision)
+  model_dir = os.fspath(model_dir).rstrip("/")
+  latest = checkpoints.latest_checkpoint(model_dir, report=print_fn)
+  if "train" in mode and _is_complete(config, model_dir, latest):
+    step = checkpoints.step_of(latest)
+    if mode != "train_and_eval":  # nothing built, nothing written
+      print_fn(f"the job is complete: {latest} is at step {step} "
+               f"(trainer.train_steps={config.trainer.train_steps}); nothing "
+               "to do. Raise trainer.train_steps to train further.")
+      return {"global_step": step, "model_dir": model_dir,
+              "checkpoint": latest}
+    print_fn(f"the job is complete: {latest} is at step {step}; "
+             "evaluating it (as --mode eval).")
+    mode = "eval"
+    config = _resolved_config(experiment_config, mode, mixed_precision)
+  _refuse_inputs(config, model_dir, mode, latest)
+  if not isinstance(strategy, tf.distribute.Strategy):
+    strategy = strategies.make_strategy(
+        strategy or config.runtime.distribution_strategy,
+        tpu or config.runtime.tpu)
+  _make_writable(model_dir)  # after the strategy could start
+  writes_run = strategies.is_chief(strategy) and mode != "continuous_eval"
+  with output_lock.writing_shared_output(model_dir, writes_run), \
+      process_settings.training_settings(config.runtime.mixed_precision_dtype,
+                                         deterministic=deterministic,
+                                         seed=seed):
+    try:
+      return _run(config, model_dir, latest, mode, strategy,
+                  allow_sentencepiece_mismatch, print_fn)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      raise run_failures.records_error(config, mode, e) from None
 
 
-class LostPeerError(errors.RemBertError, RuntimeError):
-  """Another worker of a multi-worker job is gone; this one stopped."""
-
-  @classmethod
-  def from_error(cls, error: BaseException, resolver,
-                 newest_checkpoint: Optional[str]) -> "LostPeerError":
-    """Names the peer the error names (else the others of the cluster)."""
-    spec = resolver.cluster_spec().as_dict()
-    own = (resolver.task_type, int(resolver.task_id))
-    named = [(job, int(task)) for job, task in _TASK_NAME.findall(str(error))]
-    peers = [t for t in dict.fromkeys(named) if t != own] or [
-        (job, index) for job in sorted(spec) for index in range(len(spec[job]))
-        if (job, index) != own]
-    cause = re.sub(r"\{\{function_node [^}]*\}\}\s*", "",
-                   errors.one_line(error)).split("aborted by: ", 1)[-1]
-    return cls(
-        "lost contact with " + " or ".join(
-            f"{job} {index} ({spec[job][index]})" for job, index in peers) +
-        f": this worker stopped ({cause[:160]}). The newest complete "
-        f"checkpoint is {newest_checkpoint or '(none yet)'}. Restart every "
-        "worker with the same command: the job resumes from there.")
-
-
-def is_peer_failure(error: BaseException) -> bool:
-  """Whether an error is what TensorFlow raises when a peer is gone."""
-  return isinstance(error, (
-      tf.errors.UnavailableError, tf.errors.AbortedError,
-      tf.errors.DeadlineExceededError, tf.errors.CancelledError)) and any(
-          marker in str(error).lower() for marker in _PEER_MARKERS)
+def _resolved_config(experiment_config: cfg.ExperimentConfig, mode: str,
+                     mixed_precision: Optional[str]) -> cfg.ExperimentConfig:
+  """A copy of the config with the command's choices applied."""
+  if mode not in MODES:
+    raise PretrainingError(
+        f"--mode {mode!r}: expected one of {', '.join(MODES)}.")
+  config = experiment_config.replace()  # never mutate the caller's config
+  precision = mixed_precision or config.runtime.mixed_precision_dtype
+  if precision not in process_settings.POLICIES:  # float16 needs loss scaling
+    raise PretrainingError(
+        f"runtime.mixed_precision_dtype {precision!r}: expected float32 or "
+        "bfloat16 (--mixed_precision mixed_bfloat16); the pre-training task "
+        "does not implement float16's loss scaling.")
+  config.runtime.mixed_precision_dtype = {  # Model Garden's name
+      "mixed_bfloat16": "bfloat16"}.get(precision, precision)
+  # The task compiles forward+backward itself; Model Garden's GPU-only
+  # whole-step jit would wrap the cross-replica all-reduce as well.
+  config.runtime.enable_xla = False
+  # The preemption saves are runtime.preemption's (Model Garden's on-demand
+  # save goes on training after it).
+  config.trainer.preemption_on_demand_checkpoint = False
+  return config
 
 
+# --- model_dir: what a run checks and writes there ---------------------------
+def holds_a_run(model_dir: str) -> bool:
+  """Whether a run got past its checks in model_dir (it wrote params.yaml)."""
+  try:
+    return tf.io.gfile.exists(os.path.join(model_dir, PARAMS_FILE))
+  except tf.errors.OpError:
+    return False
+
+
+def _is_complete(config: cfg.ExperimentConfig, model_dir: str,
+                 latest: Optional[str]) -> bool:
+  """Whether training this config is done in model_dir: its newest
+  checkpoint at trainer.train_steps or later, exported, of this model. Read
+  from model_dir alone, so every worker of a job decides alike before any
+  of them connects to the others."""
+  exported = tf.train.latest_checkpoint(
+      os.path.join(model_dir, checkpoints.ENCODER_SUBDIR))
+  return bool(
+      latest and exported
+      and checkpoints.step_of(latest) >= config.trainer.train_steps
+      and checkpoints.step_of(exported) == checkpoints.step_of(latest)
+      and tf.io.gfile.exists(os.path.join(model_dir,
+                                          checkpoints.MODEL_CONFIG_FILE))
+      and not _model_config_differences(model_dir, config.task.model))
+
+
+def _refuse_inputs(config: cfg.ExperimentConfig, model_dir: str, mode: str,
+                   latest: Optional[str]) -> None:
+  """Refuses `--mode eval` without a checkpoint, and a model_dir that is an
+  input of the run: one holding checkpoints no training run wrote (no
+  params.yaml: a run there would train from scratch, and `max_to_keep`
+  delete them), or one that is, holds or lies inside the init checkpoint or
+  the records (records matching nothing are refused here, before the
+  strategy is made)."""
+  if mode == "eval" and latest is None:
+    raise PretrainingError(
+        f"--mode eval: --model_dir {model_dir} holds no checkpoint to evaluate "
+        "(expected ckpt-N files and a `checkpoint` index). Train first, or "
+        "point --model_dir at a pre-training run.")
+  found = [os.path.join(model_dir, name) for name in (
+      checkpoints.ENCODER_SUBDIR, checkpoints.PRETRAINER_SUBDIR,
+      checkpoints.SAVED_MODEL_FILE, "checkpoint")
+           if tf.io.gfile.exists(os.path.join(model_dir, name))]
+  if found and not holds_a_run(model_dir):
+    raise PretrainingError(
+        f"--model_dir {model_dir} holds a checkpoint no training run wrote "
+        f"({found[0]}; no {PARAMS_FILE}): it is an input, and training "
+        "there would replace it. Start from it with --params_override "
+        f"task.init_checkpoint={model_dir} and give another --model_dir.")
+  inputs = {"task.init_checkpoint": config.task.init_checkpoint or None}
+  for field, data in experiments.data_sections(config, mode):
+    if data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
+      for path in pretraining_input_pipeline.record_files(data, field):
+        inputs[f"{field}.input_path ({path})"] = path
+  output_lock.refuse_overlap(model_dir, inputs, "--model_dir")
+
+
+def _make_writable(model_dir: str) -> None:
+  """Creates model_dir, refusing one that cannot be written."""
+  probe = os.path.join(model_dir, f".write_probe-{os.getpid()}")
+  try:
+    tf.io.gfile.makedirs(model_dir)
+    with tf.io.gfile.GFile(probe, "w") as f:
+      f.write("ok")
+    tf.io.gfile.remove(probe)
+  except (OSError, tf.errors.OpError) as e:
+    raise PretrainingError(
+        f"--model_dir {model_dir} is not writable ({errors.one_line(e)}). "
+        "Choose a directory you can create and write to.") from None
+
+
+def _model_config_differences(model_dir: str,
+                              model_config: rembert_config.RemBertConfig
+                              ) -> Optional[str]:
+  """The fields in which model_dir's model_config.yaml differs, or None."""
+  path = os.path.join(model_dir, checkpoints.MODEL_CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    saved = yaml.safe_load(f) or {}
+  saved = dict(rembert_config.RemBertConfig().as_dict(),
+               **saved.get("model", saved))
+  diffs = [f"{k}: {saved[k]!r} in model_dir, {v!r} now"
+           for k, v in model_config.as_dict().items() if saved[k] != v]
+  return "model config fields differ: " + "; ".join(diffs) if diffs else None
+
+
+def _check_compatible(model_dir: str, latest: str, trainer,
+                      model_config: rembert_config.RemBertConfig) -> None:
+  """Refuses a checkpoint of another model (nothing written), naming the
+  config fields and variables that differ."""
+  problems = [p for p in (
+      _model_config_differences(model_dir, model_config),
+      *run_failures.variable_differences(latest, trainer)) if p]
+  if problems:
+    raise CheckpointMismatchError(
+        f"--model_dir {model_dir} holds a checkpoint of a different model "
+        f"({latest}); refusing to resume or overwrite it. " +
+        " | ".join(problems) +
+        ". Use a new --model_dir, or the config this directory was trained "
+        f"with ({os.path.join(model_dir, PARAMS_FILE)}).")
+
+
+def _prepare(config: cfg.ExperimentConfig, model_dir: str,
+             latest: Optional[str]) -> None:
+  """The chief's first writes, after every check: removes what a killed
+  save left, writes params.yaml (as Model Garden's train.py does), the
+  model config and the records' SentencePiece model (or its sha256), and
+  names `latest` in the checkpoint index (after a fallback: the checkpoint
+  the manager restores)."""
+  checkpoints.remove_temporaries(
+      [model_dir, os.path.join(model_dir, checkpoints.ENCODER_SUBDIR)])
+  train_utils.serialize_config(config, model_dir)
+  model_config = os.path.join(model_dir, checkpoints.MODEL_CONFIG_FILE)
+  if latest is None or not tf.io.gfile.exists(model_config):
+    with tf.io.gfile.GFile(model_config, "w") as f:
+      f.write(yaml.safe_dump(config.task.model.as_dict(), sort_keys=False))
+  sha, _, named = masked_lm_task.records_sentencepiece(config.task.train_data)
+  ours = run_failures.sentencepiece_of(model_dir)[0]
+  target = os.path.join(model_dir, checkpoints.SENTENCEPIECE_FILE)
+  if named and (ours != sha or not tf.io.gfile.exists(target)):
+    tf.io.gfile.copy(named, target, overwrite=True)
+  recorded = os.path.join(model_dir, checkpoints.SENTENCEPIECE_SHA256_FILE)
+  if sha and (ours != sha or not tf.io.gfile.exists(recorded)):
+    with tf.io.gfile.GFile(recorded, "w") as f:
+      f.write(sha + "\n")
+  if latest:
+    checkpoints.name_as_latest(model_dir, latest)
+
+
+# --- The run ------------------------------------------------------------------
 class PretrainTrainer(base_trainer.Trainer):
   """Model Garden's trainer with wall-clock examples/s in its loop logs.
 
@@ -130,140 +307,29 @@ class PretrainTrainer(base_trainer.Trainer):
     return logs
 
 
-def run(experiment_config: cfg.ExperimentConfig, model_dir: str,
-        mode: str = "train",
-        strategy: Union[str, tf.distribute.Strategy, None] = None,
-        tpu: Optional[str] = None, mixed_precision: Optional[str] = None,
-        deterministic: bool = False, seed: Optional[int] = None,
-        allow_sentencepiece_mismatch: bool = False,
-        print_fn: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Pre-trains and/or evaluates `experiment_config` (from
-  `experiments.load_experiment_config`) in `model_dir` (any TensorFlow
-  filesystem), resuming from its newest checkpoint.
-
-  `mode` is one of MODES, as in Model Garden ("continuous_eval": beside a
-  live trainer); `strategy` a name of `runtime.strategies.STRATEGIES` or a
-  tf.distribute.Strategy, `tpu` a TPU name for "tpu"; `mixed_precision`
-  ("float32", "mixed_bfloat16") overrides runtime.mixed_precision_dtype;
-  `deterministic` makes a resumed run end with the weights of an
-  uninterrupted one (with dropout 0); the console lines go to `print_fn`.
-
-  Returns:
-    global_step, checkpoint (the newest complete one), model_dir; train_loss,
-    train_masked_lm_accuracy, train_examples_per_second (last loop); eval_loss,
-    eval_masked_lm_accuracy (over all eval predictions; eval modes).
-  """
-  config = _resolved_config(experiment_config, mode, mixed_precision)
-  model_dir = os.fspath(model_dir).rstrip("/")
-  finished = model_directory.finished_checkpoint(config, model_dir, mode)
-  if finished:
-    step = model_directory.checkpoint_step(finished)
-    if mode != "train_and_eval":  # nothing built, nothing written
-      print_fn(f"the job is complete: {finished} is at step {step} "
-               f"(trainer.train_steps={config.trainer.train_steps}); nothing "
-               "to do. Raise trainer.train_steps to train further.")
-      return {"global_step": step, "model_dir": model_dir,
-              "checkpoint": finished}
-    print_fn(f"the job is complete: {finished} is at step {step}; "
-             "evaluating it (as --mode eval).")
-    mode = "eval"
-    config = _resolved_config(experiment_config, mode, mixed_precision)
-  model_directory.check(config, model_dir, mode)
-  if not isinstance(strategy, tf.distribute.Strategy):
-    strategy = strategies.make_strategy(
-        strategy or strategies.DEFAULT_STRATEGY, tpu)
-  model_directory.make_writable(model_dir)  # after the strategy could start
-  settings = process_settings.training_settings(  # float16: the task's line
-      process_settings.POLICIES.get(config.runtime.mixed_precision_dtype,
-                                    "float32"),
-      deterministic=deterministic, seed=seed)
-  writes_run = strategies.is_chief(strategy) and mode != "continuous_eval"
-  with output_lock.writing_shared_output(model_dir, writes_run), settings:
-    try:
-      return _run(config, model_dir, mode, strategy,
-                  allow_sentencepiece_mismatch, print_fn)
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-      raise records_error(config, mode, e) from None
-
-
-def _resolved_config(experiment_config: cfg.ExperimentConfig, mode: str,
-                     mixed_precision: Optional[str]) -> cfg.ExperimentConfig:
-  """A copy of the config with the command's choices applied, checked."""
-  if mode not in MODES:
-    raise PretrainingError(
-        f"--mode {mode!r}: expected one of {', '.join(MODES)}.")
-  config = experiment_config.replace()  # never mutate the caller's config
-  if mixed_precision is not None:
-    config.runtime.mixed_precision_dtype = {
-        "mixed_bfloat16": "bfloat16"}.get(mixed_precision, mixed_precision)
-  # The task compiles forward+backward itself; Model Garden's GPU-only
-  # whole-step jit would wrap the cross-replica all-reduce as well.
-  config.runtime.enable_xla = False
-  # The preemption saves are runtime.preemption's (Model Garden's on-demand
-  # save goes on training after it).
-  config.trainer.preemption_on_demand_checkpoint = False
-  config.task.model.validate()
-  experiments.check_trainer_config(config.trainer)
-  return config
-
-
-def records_error(config: cfg.ExperimentConfig, mode: str,
-                  error: Exception) -> Exception:
-  """The one line for records that failed to read mid-run, naming the shard:
-  a corrupted one (`DataLossError`), or one of another shape (records
-  replaced under the run: a parse error); else `error` itself."""
-  for field, data in experiments.data_sections(config, mode):
-    if isinstance(error, tf.errors.DataLossError):
-      culprit = pretraining_input_pipeline.unreadable_shard(data)
-      if culprit:
-        return CorruptRecordsError(
-            f"{field}.input_path: record shard {culprit} is corrupted or "
-            "truncated. Recreate the records (rembert-create-pretraining-data "
-            "--overwrite) or copy the shard again, then run the same command: "
-            "it resumes from the newest checkpoint.")
-    else:
-      other = pretraining_input_pipeline.shard_of_other_shape(data)
-      if other:
-        return PretrainingError(
-            f"{field}.input_path: record shard {other}; the records changed "
-            "under the run. Put back records of the experiment's shape, then "
-            "run the same command: it resumes from the newest checkpoint.")
-  return error
-
-
-def check_async_checkpointing(config: cfg.ExperimentConfig,
-                              multi_worker: bool) -> None:
-  """Asynchronous checkpoints are written from one host; a multi-worker job
-  has every worker join each save."""
-  if config.trainer.enable_async_checkpointing and multi_worker:
-    raise PretrainingError(
-        "trainer.enable_async_checkpointing=true writes checkpoints from one "
-        "host; under --strategy multi_worker_mirrored every worker joins each "
-        "save. Set trainer.enable_async_checkpointing=false for this job.")
-
-
-def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
-         strategy: tf.distribute.Strategy, allow_sentencepiece_mismatch: bool,
+def _run(config: cfg.ExperimentConfig, model_dir: str, latest: Optional[str],
+         mode: str, strategy: tf.distribute.Strategy,
+         allow_sentencepiece_mismatch: bool,
          print_fn: Callable[[str], None]) -> Dict[str, Any]:
   """The named steps of a run under `strategy`, after the first checks."""
-  latest = model_directory.resume_checkpoint(model_dir, mode, print_fn)
   task = task_factory.get_task(config.task, logging_dir=model_dir)
   if latest is not None:  # the data starts at the step resumed
-    task.initial_train_step = model_directory.checkpoint_step(latest)
+    task.initial_train_step = checkpoints.step_of(latest)
   with strategy.scope():
     trainer = train_utils.create_trainer(
         config, task, train="train" in mode, evaluate="eval" in mode,
         trainer_cls=PretrainTrainer)
   trainer.model_dir = model_dir
-  model_directory.check_checkpoint_compatible(model_dir, trainer,
-                                              config.task.model)
-  if latest is not None and "train" in mode:  # the records' tokenizer too
-    model_directory.check_sentencepiece_matches(
-        model_dir, config.task.train_data, allow_sentencepiece_mismatch,
-        print_fn)
-  check_async_checkpointing(config, strategies.is_multi_worker(strategy))
+  if latest is not None:
+    _check_compatible(model_dir, latest, trainer, config.task.model)
+    if "train" in mode:  # the records' tokenizer too
+      run_failures.check_sentencepiece(
+          model_dir, config.task.train_data, allow_sentencepiece_mismatch,
+          print_fn)
+  run_failures.check_async_checkpointing(
+      config, strategies.is_multi_worker(strategy))
   if strategies.is_chief(strategy) and mode != "continuous_eval":
-    model_directory.prepare(config, model_dir, latest)  # the first writes
+    _prepare(config, model_dir, latest)  # the first writes
   saves = _Saves(config, trainer, model_dir, strategy)
   with preemption.sigterm_stop_flag() as stop, \
       orbit_loop.orbit_prints_to_log(print_fn) as say:
@@ -275,9 +341,10 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, mode: str,
       try:
         experiment.run()
       except tf.errors.OpError as e:
-        if not (strategies.is_multi_worker(strategy) and is_peer_failure(e)):
+        if not (strategies.is_multi_worker(strategy)
+                and run_failures.is_peer_failure(e)):
           raise
-        raise LostPeerError.from_error(
+        raise run_failures.LostPeerError.from_error(
             e, strategy.cluster_resolver,
             tf.train.latest_checkpoint(model_dir)) from None
       final = saves.final() if "train" in mode else None
@@ -340,19 +407,19 @@ class _Saves(orbit_loop.Checkpoints):
       checkpoints.wait_for_writes(self.export.checkpoint)
 
   def failure(self, step: int, error: Exception) -> Exception:
-    if strategies.is_multi_worker(self.strategy) and is_peer_failure(error):
+    if strategies.is_multi_worker(self.strategy) and (
+        run_failures.is_peer_failure(error)):
       return error  # the runner names the lost peer
     self.finish_writes()  # their temporaries are no longer written
-    model_dir = self.model_dir
-    removed = checkpoints.remove_temporaries([model_dir, os.path.join(
-        model_dir, checkpoints.ENCODER_SUBDIR)])
+    removed = checkpoints.remove_temporaries(
+        [self.manager.directory, self.export.directory])
     return PretrainingError(
-        f"writing the checkpoint of step {step} to {model_dir} failed "
+        f"writing the checkpoint of step {step} to {self.model_dir} failed "
         f"({errors.one_line(error)}); removed the partial files "
         f"({', '.join(removed) or 'none'}). The newest complete checkpoint is "
-        f"{tf.train.latest_checkpoint(model_dir) or '(none yet)'}. Free disk "
-        "space or fix the permissions, then run the same command again: it "
-        "resumes from there.")
+        f"{tf.train.latest_checkpoint(self.model_dir) or '(none yet)'}. Free "
+        "disk space or fix the permissions, then run the same command again: "
+        "it resumes from there.")
 
   def final(self) -> str:
     """The last save; its path in model_dir, also on a worker that saved a
@@ -395,13 +462,9 @@ def _experiment(config: cfg.ExperimentConfig, task, trainer, mode: str,
 
   def stop_on_nonfinite_loss(output) -> None:
     saves.finish_writes()
-    last = tf.train.latest_checkpoint(saves.model_dir)
-    raise NonFiniteLossError(
-        f"training loss is {float(np.asarray(output['training_loss']))} at "
-        f"step {int(global_step.numpy())}; stopped without saving these "
-        f"weights. The last good checkpoint is {last or '(none yet)'}. Lower "
-        "the learning rate, raise the warmup, or check the records, then run "
-        "again (it resumes from there).")
+    raise run_failures.NonFiniteLossError.at(
+        output["training_loss"], global_step,
+        tf.train.latest_checkpoint(saves.model_dir))
 
   actions = []
   if "train" in mode:  # in this order, before Model Garden's own
@@ -414,16 +477,11 @@ def _experiment(config: cfg.ExperimentConfig, task, trainer, mode: str,
       config.trainer.steps_per_loop, config.trainer.checkpoint_interval,
       saves.strategy, seconds=config.trainer.stop_check_seconds,
       fixed_steps=config.trainer.stop_check_steps)
-  try:
-    experiment = train_lib.OrbitExperimentRunner(
-        distribution_strategy=saves.strategy, task=task, mode=mode,
-        params=config.replace(trainer={"checkpoint_interval": 0}),
-        model_dir=saves.model_dir, trainer=trainer, train_actions=actions,
-        eval_actions=[print_evaluation],
-        controller_cls=orbit_loop.controller_with_steps(steps))
-  except ValueError as e:  # orbit / Model Garden refusing a trainer setting
-    raise PretrainingError(
-        f"experiment config: {errors.one_line(e)}. Fix the named trainer.* "
-        "field in --config_file or --params_override.") from None
+  experiment = train_lib.OrbitExperimentRunner(
+      distribution_strategy=saves.strategy, task=task, mode=mode,
+      params=config.replace(trainer={"checkpoint_interval": 0}),
+      model_dir=saves.model_dir, trainer=trainer, train_actions=actions,
+      eval_actions=[print_evaluation],
+      controller_cls=orbit_loop.controller_with_steps(steps))
   saves.attach(experiment.checkpoint_manager, global_step)
   return experiment, progress, evaluation

@@ -1,10 +1,11 @@
-"""An experiment's YAML files and overrides layered into one mapping, as
-Model Garden's `train.py` layers `--config_file` (repeated) and
-`--params_override`, read with Model Garden's `hyperparams` readers (`1e-3`
-is a number); and the checks its `override` does not make: an unknown key
-with the closest field (`check_keys`), a value of the wrong type
-(`check_field_types`). Both trainers' experiments use it; a bare name is a
-file of `configs/experiments/`.
+"""Both trainers' experiment configs from their YAML files, overrides and flags.
+
+Builds on Model Garden's `exp_factory` and `hyperparams` (its readers: `1e-3`
+is a number). `layered_values` layers `--config_file` (repeated; a bare name
+is a file of `configs/experiments/`) and `--params_override` as Model
+Garden's `train.py` does; `with_flags` sets the fields that flags stand for;
+`build` makes the registered experiment of the values, naming an unknown key
+with the closest field and a value of the wrong type.
 
 Example:
 ```python
@@ -19,14 +20,16 @@ import dataclasses
 import difflib
 import os
 import typing
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 import yaml
+from official.core import exp_factory
 from official.modeling import hyperparams
 
 from rembert_tf.common import errors
 from rembert_tf.modeling import rembert_config
+from rembert_tf.runtime import choices
 
 EXPERIMENT_CONFIG_DIR = rembert_config.CONFIG_ROOT / "experiments"
 # The two trainers' experiments, told apart by their sections: each kind ->
@@ -34,6 +37,7 @@ EXPERIMENT_CONFIG_DIR = rembert_config.CONFIG_ROOT / "experiments"
 PRETRAINING, FINETUNING = "pre-training", "fine-tuning"
 _KINDS = {PRETRAINING: (("task",), "rembert-train"),
           FINETUNING: (("data", "encoder", "sweep"), "rembert-finetune")}
+SOURCE = "--config_file / --params_override"
 # The field types checked. Text fields are not: some documented ones take a
 # list as well (input_path: globs, comma-separated or a list).
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number"}
@@ -96,9 +100,12 @@ def read_yaml(path) -> Dict[str, Any]:
 def parse_override(params_override: Union[str, Dict[str, Any], None]
                    ) -> Dict[str, Any]:
   """`--params_override` (dotted `a.b=1,c=2`, YAML/JSON text or a YAML
-  file, read as Model Garden reads it) as a dict."""
-  if not params_override or isinstance(params_override, dict):
-    return params_override or {}  # a dict as given: its values may be configs
+  file, read as Model Garden reads it; or a dict, nested or with dotted
+  keys) as a nested dict."""
+  if isinstance(params_override, dict):
+    return _nested(params_override)  # its values as given: they may be configs
+  if not params_override:
+    return {}
   try:
     return hyperparams.override_params_dict(
         hyperparams.ParamsDict(), params_override, is_strict=False).as_dict()
@@ -107,6 +114,33 @@ def parse_override(params_override: Union[str, Dict[str, Any], None]
         f"--params_override {params_override!r}: expected comma-separated "
         "dotted keys (task.train_data.global_batch_size=64,trainer.train_steps=10), "
         "a YAML/JSON mapping, or a YAML file.") from None
+
+
+def flat_overrides(
+    params_override: Union[str, Sequence[str], Dict[str, Any], None],
+    prefix: str = "") -> Dict[str, Any]:
+  """`--params_override` (or a list of them, in order) as {dotted field:
+  value}."""
+  flat = {}
+  if isinstance(params_override, (list, tuple)):
+    for text in params_override:
+      flat.update(flat_overrides(text, prefix))
+    return flat
+  for key, value in parse_override(params_override).items():
+    if isinstance(value, dict) and value:
+      flat.update(flat_overrides(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
+
+
+def _nested(values: Dict[str, Any]) -> Dict[str, Any]:
+  nested: Dict[str, Any] = {}
+  for key, value in values.items():
+    for part in reversed(key.split(".") if isinstance(key, str) else [key]):
+      value = {part: value}
+    nested = deep_merge(nested, value)
+  return nested
 
 
 def deep_merge(base: Dict[str, Any], update: Dict[str, Any]) -> Dict[str, Any]:
@@ -138,6 +172,51 @@ def layered_values(config_files: Sequence[Union[str, os.PathLike]] = (),
   return deep_merge(merged, parse_override(params_override))
 
 
+def with_flags(values: Dict[str, Any], flags: Dict[str, Tuple[str, Any]]
+               ) -> Tuple[Dict[str, Any], List[str]]:
+  """`values` with the fields that flags set (`flags`: {dotted field: (the
+  flag as given, the field's value)}): a flag wins, and one note names each
+  flag that overrides another value of its field."""
+  notes = []
+  for field, (flag, value) in flags.items():
+    written: Any = values
+    for part in field.split("."):
+      written = written.get(part) if isinstance(written, dict) else None
+    if written is not None and _spelled(written) != _spelled(value):
+      notes.append(f"{flag} overrides the experiment's {field}: {written}")
+  return deep_merge(values, _nested(
+      {field: value for field, (_, value) in flags.items()})), notes
+
+
+def _spelled(value: Any) -> Any:
+  """A runtime value as the flags spell it (Model Garden's 'off' is
+  --strategy default)."""
+  return choices.FLAG_SPELLING.get(value, value) if isinstance(
+      value, str) else value
+
+
+def build(experiment: str, values: Dict[str, Any], source: str = SOURCE):
+  """The registered `experiment` with `values` (nested) set, checked: each
+  key names a field, each value fits its field's type, the runtime's
+  strategy is one the trainers build."""
+  config = exp_factory.get_exp_config(experiment)
+  values = copy.deepcopy(values)
+  _check_values(config, values, source)
+  try:
+    config.override(values, is_strict=True)
+    config.validate()
+  except (KeyError, ValueError, AttributeError, TypeError) as e:
+    raise ExperimentConfigError(
+        f"{source}: {' '.join(str(e).split())}. Fix the named fields.") from None
+  strategy = config.runtime.distribution_strategy
+  if strategy and _spelled(strategy) not in choices.STRATEGIES:
+    raise ExperimentConfigError(
+        f"runtime.distribution_strategy {strategy!r}: expected one of "
+        f"{', '.join(choices.STRATEGIES)} (Model Garden's 'off' is "
+        "'default'); change the experiment YAML or give --strategy.")
+  return config
+
+
 def _field_type(config: Any, key: str) -> Any:
   """A field's declared type, Optional unwrapped (None: not known, or a
   union of several types)."""
@@ -155,37 +234,6 @@ def _is_list(hint: Any) -> bool:
   return typing.get_origin(hint) in (list, tuple)
 
 
-def check_keys(config: Any, values: Dict[str, Any], source: str,
-               prefix: str = "") -> None:
-  """Every key of `values` (nested) is a field of `config`: an unknown one is
-  named with the closest field, and a field given sub-keys as if it were a
-  section (`data.languages.en=1`) is named with the form it takes."""
-  names = list(config.as_dict())  # a one-of config lists its chosen field
-  names += [f.name for f in dataclasses.fields(config)
-            if not f.name.startswith("_") and f.name not in names]
-  where = prefix.rstrip(".")
-  for key, value in values.items():
-    if key not in names:
-      close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
-      raise ExperimentConfigError(
-          f"{source}: {key!r} does not exist in {where or 'the experiment'}; "
-          + (f"did you mean {prefix}{close[0]}?" if close else
-             f"{where or 'the top level'} has {', '.join(sorted(names))}."))
-    field, hint = getattr(config, key, None), _field_type(config, key)
-    if not (isinstance(value, dict) and value) or isinstance(field, dict):
-      continue
-    if dataclasses.is_dataclass(field):
-      check_keys(field, value, source, f"{prefix}{key}.")
-    elif field is not None or hint in (bool, int, float, str) or _is_list(hint):
-      example = ("[" + ",".join(map(str, value)) + "]"
-                 if isinstance(field, (list, tuple)) or _is_list(hint)
-                 else repr(field))
-      raise ExperimentConfigError(
-          f"{source}: {prefix}{key} is a field, not a section ({prefix}{key}."
-          f"{next(iter(value))} names nothing); set it whole, e.g. "
-          f"{prefix}{key}={example}.")
-
-
 def _fits(value: Any, hint: Any) -> Optional[bool]:
   """Whether `value` fits a field's type; None for a type not checked."""
   if value is None:
@@ -200,22 +248,44 @@ def _fits(value: Any, hint: Any) -> Optional[bool]:
   return None
 
 
-def check_field_types(config: Any, path: str = "") -> None:
-  """Every field of the config holds a value of its declared type (Model
-  Garden's `override` stores `train_steps=abc` as the string 'abc', which
-  fails far from the field); an integer given a float field becomes a float
-  (TensorFlow's schedules refuse to mix int rates with float steps)."""
-  for field in dataclasses.fields(config):
-    value, hint = getattr(config, field.name), _field_type(config, field.name)
-    if dataclasses.is_dataclass(value):
-      check_field_types(value, f"{path}{field.name}.")
+def _check_values(config: Any, values: Dict[str, Any], source: str,
+                  prefix: str = "") -> None:
+  """Every key of `values` (nested) is a field of `config`: an unknown one is
+  named with the closest field, a field given sub-keys as if it were a
+  section (`data.languages.en=1`) with the form it takes, a value of another
+  type with the type (Model Garden stores `train_steps=abc` as the text
+  'abc', which fails far from the field); an integer given a float field
+  becomes a float (TensorFlow's schedules refuse to mix them)."""
+  names = list(config.as_dict())  # a one-of config lists its chosen field
+  names += [f.name for f in dataclasses.fields(config)
+            if not f.name.startswith("_") and f.name not in names]
+  where = prefix.rstrip(".")
+  for key, value in values.items():
+    if key not in names:
+      close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+      raise ExperimentConfigError(
+          f"{source}: {key!r} does not exist in {where or 'the experiment'}; "
+          + (f"did you mean {prefix}{close[0]}?" if close else
+             f"{where or 'the top level'} has {', '.join(sorted(names))}."))
+    field, hint = getattr(config, key, None), _field_type(config, key)
+    if isinstance(value, dict) and value and not isinstance(field, dict):
+      if dataclasses.is_dataclass(field):
+        _check_values(field, value, source, f"{prefix}{key}.")
+      elif field is not None or hint in (*_EXPECTED, str) or _is_list(hint):
+        example = ("[" + ",".join(map(str, value)) + "]"
+                   if isinstance(field, (list, tuple)) or _is_list(hint)
+                   else repr(field))
+        raise ExperimentConfigError(
+            f"{source}: {prefix}{key} is a field, not a section ({prefix}{key}."
+            f"{next(iter(value))} names nothing); set it whole, e.g. "
+            f"{prefix}{key}={example}.")
     elif hint is float and isinstance(value, int) and not isinstance(
         value, bool):
-      setattr(config, field.name, float(value))
+      values[key] = float(value)
     elif _fits(value, hint) is False:
       of = {int: " of integers", float: " of numbers"}
       expected = _EXPECTED.get(hint) or "a list" + of.get(
           (typing.get_args(hint) or [None])[0], "")
       raise ExperimentConfigError(
-          f"experiment config: {path}{field.name} is {value!r}; it must be "
+          f"experiment config: {prefix}{key} is {value!r}; it must be "
           f"{expected}. Fix it in --config_file or --params_override.")

@@ -27,7 +27,8 @@ import tensorflow as tf
 from official.common import distribute_utils
 
 from rembert_tf.common import errors
-from rembert_tf.runtime.choices import DEFAULT_STRATEGY, STRATEGIES
+from rembert_tf.runtime.choices import DEFAULT_STRATEGY, FLAG_SPELLING
+from rembert_tf.runtime.choices import STRATEGIES
 
 # What says a TPU is in reach: its devices, or the variables that name one.
 _TPU_DEVICES = ("/dev/accel0", "/dev/vfio/0")
@@ -39,10 +40,12 @@ class StrategyError(errors.RemBertError, ValueError):
   """A strategy cannot be built; the message names the flag and the fix."""
 
 
-def make_strategy(name: str = DEFAULT_STRATEGY,
+def make_strategy(name: Optional[str] = None,
                   tpu: Optional[str] = None) -> tf.distribute.Strategy:
-  """The tf.distribute strategy of a `--strategy` name (see STRATEGIES);
+  """The tf.distribute strategy of a `--strategy` name (see STRATEGIES; or
+  Model Garden's `runtime.distribution_strategy`; None: DEFAULT_STRATEGY);
   `tpu` is a TPU name or grpc:// address (none: this VM's TPU)."""
+  name = FLAG_SPELLING.get(name, name or DEFAULT_STRATEGY)
   if name not in STRATEGIES:
     raise StrategyError(f"--strategy {name!r}: expected one of "
                         f"{', '.join(STRATEGIES)}.")

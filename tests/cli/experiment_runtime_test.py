@@ -3,39 +3,47 @@
 As Model Garden's train.py users expect: a field the experiment YAML sets
 holds unless its flag is given; a flag given wins, and when the field said
 otherwise one note names both (never a silent override). Each case parses the
-flags as a command line would (`runtime_flags.experiment_runtime` reads
-absl's FLAGS) against a `runtime` section; the last one reads it from a real
-experiment YAML.
+flags as a command line would (`runtime_flags.given_fields` reads absl's
+FLAGS) and sets them over a `runtime` section (`experiment_files.with_flags`,
+the one path of both trainers); the last ones read it from a real experiment
+YAML.
 """
-import types
-
 import pytest
 from absl import flags
 
 from rembert_tf.cli import runtime_flags
-from rembert_tf.common import errors
+from rembert_tf.runtime import choices
+from rembert_tf.runtime import experiment_files
 
 
 def _runtime(strategy=None, tpu=None, dtype="float32"):
-  return types.SimpleNamespace(distribution_strategy=strategy, tpu=tpu,
-                               mixed_precision_dtype=dtype)
+  return {"distribution_strategy": strategy, "tpu": tpu,
+          "mixed_precision_dtype": dtype}
 
 
 def _resolve(runtime, *argv):
+  """(strategy, tpu, precision) a run gets, in the flags' spelling, and the
+  notes."""
   flags.FLAGS.unparse_flags()
   try:
     flags.FLAGS(["rembert-train", *argv])
-    return runtime_flags.experiment_runtime(runtime)
+    values, notes = experiment_files.with_flags(
+        {"runtime": runtime}, runtime_flags.given_fields())
   finally:
     flags.FLAGS.unparse_flags()
+  spelled = [choices.FLAG_SPELLING.get(v, v) for v in (
+      values["runtime"]["distribution_strategy"] or choices.DEFAULT_STRATEGY,
+      values["runtime"]["tpu"], values["runtime"]["mixed_precision_dtype"])]
+  return tuple(spelled), notes
 
 
 @pytest.mark.parametrize("runtime,argv,chosen,notes", [
     # nothing set anywhere: the flags' defaults
-    (_runtime(), [], ("one_device", None, None), []),
+    (_runtime(dtype=None), [], ("one_device", None, None), []),
     # the YAML's fields hold when no flag is given (Model Garden's "off")
-    (_runtime("tpu", "my-tpu", "bfloat16"), [], ("tpu", "my-tpu", None), []),
-    (_runtime("off"), [], ("default", None, None), []),
+    (_runtime("tpu", "my-tpu", "bfloat16"), [],
+     ("tpu", "my-tpu", "mixed_bfloat16"), []),
+    (_runtime("off"), [], ("default", None, "float32"), []),
     # a flag given wins; a different field value is named beside it
     (_runtime("tpu", "my-tpu", "bfloat16"),
      ["--strategy=mirrored", "--tpu=other", "--mixed_precision=float32"],
@@ -52,16 +60,18 @@ def _resolve(runtime, *argv):
 ])
 def test_a_flag_given_wins_and_says_what_it_overrides(runtime, argv, chosen,
                                                       notes):
-  values, said = _resolve(runtime, *argv)
-  assert (values["strategy"], values["tpu"], values["mixed_precision"]) == chosen
-  assert said == notes
+  assert _resolve(runtime, *argv) == (chosen, notes)
 
 
-def test_a_strategy_the_commands_do_not_build_is_refused_naming_the_field():
-  with pytest.raises(errors.UsageError,
+def test_a_strategy_the_commands_do_not_build_is_refused_naming_the_field(
+    tmp_path):
+  from rembert_tf.pretraining import experiments  # pylint: disable=g-import-not-at-top
+  yaml = tmp_path / "elsewhere.yaml"
+  yaml.write_text("runtime:\n  distribution_strategy: parameter_server\n")
+  with pytest.raises(experiment_files.ExperimentConfigError,
                      match=r"runtime.distribution_strategy 'parameter_server'"
                            r": expected one of .*change the experiment YAML"):
-    _resolve(_runtime("parameter_server"))
+    experiments.load_experiment_config(["pretrain_tiny_demo", str(yaml)])
 
 
 def test_the_strategy_of_an_experiment_yaml_reaches_the_run(tmp_path):
@@ -71,11 +81,12 @@ def test_the_strategy_of_an_experiment_yaml_reaches_the_run(tmp_path):
   yaml = tmp_path / "on_tpu.yaml"
   yaml.write_text("runtime:\n  distribution_strategy: tpu\n")
   config = experiments.load_experiment_config(["pretrain_tiny_demo", str(yaml)])
-  assert _resolve(config.runtime)[0]["strategy"] == "tpu"
-  values, notes = _resolve(config.runtime, "--strategy", "one_device")
-  assert values["strategy"] == "one_device"
-  assert notes == ["--strategy one_device overrides the experiment's "
-                   "runtime.distribution_strategy: tpu"]
+  runtime = config.runtime.as_dict()
+  assert _resolve(runtime)[0][0] == "tpu"
+  assert _resolve(runtime, "--strategy", "one_device") == (
+      ("one_device", None, "float32"),
+      ["--strategy one_device overrides the experiment's "
+       "runtime.distribution_strategy: tpu"])
 
 
 def test_rembert_train_says_the_override_before_its_checks(tmp_path, capsys):

@@ -21,7 +21,7 @@ from rembert_tf.pretraining import experiments
 from rembert_tf.runtime import experiment_files
 from rembert_tf.runtime import process_settings
 from rembert_tf.pretraining import masked_lm_task
-from rembert_tf.pretraining import model_directory
+from rembert_tf.pretraining import run_failures
 from rembert_tf.pretraining import runner
 
 import pretrain_testlib
@@ -192,7 +192,7 @@ def test_corrupted_shard_is_named(records, tmp_path):
   data = open(shard, "rb").read()
   with open(shard, "wb") as f:  # truncated in the middle of a record
     f.write(data[:len(data) - 5])
-  with pytest.raises(runner.CorruptRecordsError) as e:
+  with pytest.raises(run_failures.CorruptRecordsError) as e:
     runner.run(make_config(copied, train_steps=40, steps_per_loop=20,
                            checkpoint_interval=20),
                str(tmp_path / "m"), **QUIET)
@@ -221,7 +221,7 @@ def test_a_shard_of_another_sequence_length_is_named(records, tmp_path):
       "--max_predictions_per_seq.")
   assert not os.path.exists(tmp_path / "m" / "params.yaml")
   # Records replaced under a running trainer: the parse error names it.
-  replaced = runner.records_error(
+  replaced = run_failures.records_error(
       config, "train", tf.errors.InvalidArgumentError(None, None, "parse"))
   assert one_line(replaced).startswith(
       f"task.train_data.input_path: record shard {shard} holds records whose "
@@ -262,7 +262,7 @@ def test_resume_on_records_of_another_sentencepiece_model(records, tmp_path):
   meta = fileio.read_json(str(meta_path))
   meta.update(sentencepiece_model=str(other), sentencepiece_sha256=sha_b)
   fileio.write_json(str(meta_path), meta)
-  with pytest.raises(model_directory.TokenizerMismatchError) as e:
+  with pytest.raises(run_failures.TokenizerMismatchError) as e:
     runner.run(make_config(copied, train_steps=4), model_dir, **QUIET)
   message = one_line(e.value)
   for part in (str(meta_path), sha_b, trained_with, sha_a,
@@ -298,7 +298,7 @@ def test_failed_save_leaves_no_temp_and_stale_temps_are_removed(
     return real_save(self, checkpoint_number=checkpoint_number, **kwargs)
 
   monkeypatch.setattr(tf.train.CheckpointManager, "save", disk_full_save)
-  with pytest.raises(model_directory.PretrainingError) as e:
+  with pytest.raises(runner.PretrainingError) as e:
     runner.run(make_config(records, train_steps=4), str(model_dir), **QUIET)
   message = one_line(e.value)
   assert "No space left on device" in message
@@ -355,10 +355,10 @@ def test_async_checkpoints_never_show_a_save_in_flight(records, tmp_path,
 def test_async_checkpointing_is_refused_on_several_workers():
   config = make_config("unused")
   config.trainer.enable_async_checkpointing = True
-  runner.check_async_checkpointing(config, multi_worker=False)
-  with pytest.raises(model_directory.PretrainingError,
+  run_failures.check_async_checkpointing(config, multi_worker=False)
+  with pytest.raises(runner.PretrainingError,
                      match="enable_async_checkpointing=false"):
-    runner.check_async_checkpointing(config, multi_worker=True)
+    run_failures.check_async_checkpointing(config, multi_worker=True)
 
 
 def test_encoder_export_every_nth_save_and_the_last(records, tmp_path):
@@ -524,7 +524,7 @@ def test_records_name_their_sentencepiece_model_relative_to_the_working_dir(
       tmp_path / "records", splits=(("train", 1),),
       extra_metadata={"sentencepiece_model": "spm/sentencepiece.model"})
   config = make_config(tmp_path / "records")
-  assert model_directory.records_sentencepiece(config.task.train_data)[2] == (
+  assert masked_lm_task.records_sentencepiece(config.task.train_data)[2] == (
       "spm/sentencepiece.model")
 
 
@@ -536,7 +536,7 @@ def test_a_model_dir_that_is_an_input_is_refused_before_any_work(records,
   (converted / "encoder").mkdir(parents=True)
   (converted / "encoder" / "ckpt-0.index").write_bytes(b"weights")
   (converted / "model_config.yaml").write_text("hidden_size: 8\n")
-  with pytest.raises(model_directory.PretrainingError) as e:
+  with pytest.raises(runner.PretrainingError) as e:
     runner.run(make_config(records), str(converted), **QUIET)
   assert one_line(e.value).startswith(
       f"--model_dir {converted} holds a checkpoint no training run wrote "
@@ -569,7 +569,7 @@ def test_records_sentencepiece_model_is_known_by_its_sha256(
   (elsewhere / "spm" / "sentencepiece.model").write_bytes(b"another model")
   monkeypatch.chdir(elsewhere)
   config = make_config(copied, train_steps=2)
-  assert model_directory.records_sentencepiece(config.task.train_data)[2] is None
+  assert masked_lm_task.records_sentencepiece(config.task.train_data)[2] is None
   model_dir = str(tmp_path / "m")
   runner.run(config, model_dir, **QUIET)
   assert not os.path.exists(os.path.join(model_dir, "sentencepiece.model"))
@@ -580,7 +580,7 @@ def test_records_sentencepiece_model_is_known_by_its_sha256(
   meta = fileio.read_json(str(meta_path))
   meta.update(sentencepiece_sha256=sha_b)
   fileio.write_json(str(meta_path), meta)
-  with pytest.raises(model_directory.TokenizerMismatchError) as e:
+  with pytest.raises(run_failures.TokenizerMismatchError) as e:
     runner.run(make_config(copied, train_steps=4), model_dir, **QUIET)
   message = one_line(e.value)
   for part in (str(meta_path), sha_b, recorded, sha_a):

@@ -17,7 +17,7 @@ from rembert_tf.data import pretraining_record_creation
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.pretraining import experiments
-from rembert_tf.pretraining import model_directory
+from rembert_tf.pretraining import run_failures
 from rembert_tf.pretraining import runner
 
 SEQ, PREDS, VOCAB = pretrain_testlib.SEQ, pretrain_testlib.PREDS, pretrain_testlib.VOCAB
@@ -184,7 +184,7 @@ def test_refuses_model_dir_of_a_different_model(records, trained_dir):
   config = make_config(records, train_steps=8)
   config.task.model.num_hidden_layers = 2
   config.task.model.output_embedding_size = 128
-  with pytest.raises(model_directory.CheckpointMismatchError) as e:
+  with pytest.raises(runner.CheckpointMismatchError) as e:
     runner.run(config, model_dir, print_fn=lambda _: None)
   message = str(e.value)
   assert "num_hidden_layers" in message and "output_embedding_size" in message
@@ -228,13 +228,13 @@ def test_missing_data_is_a_clear_error(records, tmp_path, monkeypatch):
 def test_unwritable_model_dir_is_a_clear_error(records, tmp_path):
   blocker = tmp_path / "a_file"
   blocker.write_text("x")
-  with pytest.raises(model_directory.PretrainingError, match="not writable"):
+  with pytest.raises(runner.PretrainingError, match="not writable"):
     runner.run(make_config(records), str(blocker / "model"),
                print_fn=lambda _: None)
 
 
 def test_eval_without_checkpoint_is_a_clear_error(records, tmp_path):
-  with pytest.raises(model_directory.PretrainingError, match="no checkpoint"):
+  with pytest.raises(runner.PretrainingError, match="no checkpoint"):
     runner.run(make_config(records), str(tmp_path / "empty"), mode="eval",
                print_fn=lambda _: None)
 
@@ -249,7 +249,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(records, tmp_path):
                             "constant": {"learning_rate": 1e30}},
           "warmup": {"type": None}}}}, is_strict=True)
   model_dir = str(tmp_path / "nan")
-  with pytest.raises(runner.NonFiniteLossError) as e:
+  with pytest.raises(run_failures.NonFiniteLossError) as e:
     runner.run(config, model_dir, print_fn=lambda _: None)
   message = str(e.value)
   assert "training loss is nan" in message or "training loss is inf" in message

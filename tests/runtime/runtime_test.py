@@ -16,7 +16,7 @@ from tensorflow.python.framework import config as tf_config
 
 from rembert_tf.common import errors
 from rembert_tf.checkpoints import checkpoint_integrity
-from rembert_tf.pretraining import runner
+from rembert_tf.pretraining import run_failures
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
 from rembert_tf.runtime import process_settings
@@ -299,8 +299,8 @@ def test_a_lost_peer_is_named_in_one_line():
       "/job:worker/replica:0/task:0/device:CPU:0}} Collective ops is aborted "
       "by: Error reported from /job:worker/task:1: The following tasks are "
       "unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1")
-  assert runner.is_peer_failure(aborted)
-  message = str(runner.LostPeerError.from_error(
+  assert run_failures.is_peer_failure(aborted)
+  message = str(run_failures.LostPeerError.from_error(
       aborted, two_worker_resolver(0), "gs://b/run/ckpt-8"))
   assert message.startswith(
       "lost contact with worker 1 (10.0.0.2:2222): this worker stopped "
@@ -311,7 +311,7 @@ def test_a_lost_peer_is_named_in_one_line():
   # The error names no peer: the others of the cluster are named.
   reset = tf.errors.UnavailableError(None, None, "Collective ops is aborted "
                                      "by: recvmsg:Connection reset by peer")
-  assert str(runner.LostPeerError.from_error(
+  assert str(run_failures.LostPeerError.from_error(
       reset, two_worker_resolver(1), None)).startswith(
           "lost contact with worker 0 (10.0.0.1:2222): this worker stopped "
           "(recvmsg:Connection reset by peer).")
@@ -322,7 +322,7 @@ def test_storage_errors_are_no_lost_peer():
                 tf.errors.ResourceExhaustedError(
                     None, None, "/job:worker/replica:0/task:0 disk full"),
                 OSError(28, "No space left on device")):
-    assert not runner.is_peer_failure(error)
+    assert not run_failures.is_peer_failure(error)
 
 
 def test_process_label_of_a_worker(monkeypatch):
