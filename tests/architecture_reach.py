@@ -24,22 +24,22 @@ PACKAGE = REPO / "rembert_tf"
 # helper of a later stage), or its own code grew: lower what it reaches, or
 # raise its figure here in the same change, saying why.
 CLOSURE_LINES = {
-    "rembert_tf.cli.train": 7_700,
-    "rembert_tf.train": 7_700,
-    "rembert_tf.cli.finetune": 10_400,
-    "rembert_tf.finetune": 10_400,
-    "rembert_tf.demo.__main__": 17_300,
-    "rembert_tf.cli.make_demo_corpus": 3_000,
-    "rembert_tf.cli.train_sentencepiece": 3_600,
-    "rembert_tf.cli.create_pretraining_data": 4_500,
-    "rembert_tf.cli.create_finetuning_data": 4_300,
-    "rembert_tf.cli.export_savedmodel": 5_450,
-    "rembert_tf.cli.convert_checkpoint": 8_300,
-    "rembert_tf.cli.evaluate_xtreme": 2_900,
-    "rembert_tf.cli.param_table": 3_000,
-    "rembert_tf.cli.run_ablation": 18_200,
-    "rembert_tf.cli.layer_similarity": 5_050,
-    "rembert_tf.cli.retrieve": 7_750,
+    "rembert_tf.cli.train": 6_500,
+    "rembert_tf.train": 6_500,
+    "rembert_tf.cli.finetune": 9_100,
+    "rembert_tf.finetune": 9_100,
+    "rembert_tf.demo.__main__": 15_100,
+    "rembert_tf.cli.make_demo_corpus": 2_700,
+    "rembert_tf.cli.train_sentencepiece": 3_300,
+    "rembert_tf.cli.create_pretraining_data": 4_200,
+    "rembert_tf.cli.create_finetuning_data": 3_700,
+    "rembert_tf.cli.export_savedmodel": 4_700,
+    "rembert_tf.cli.convert_checkpoint": 7_900,
+    "rembert_tf.cli.evaluate_xtreme": 2_700,
+    "rembert_tf.cli.param_table": 2_800,
+    "rembert_tf.cli.run_ablation": 15_900,
+    "rembert_tf.cli.layer_similarity": 4_300,
+    "rembert_tf.cli.retrieve": 6_800,
 }
 # The packages of the stages after a command's, which it must not reach: the
 # corpus generator and the data commands come before the trainers.
