@@ -13,7 +13,7 @@ docstrings and comments stay as written; `rewrite_module` is the entry.
 | `keras_hub.models.Backbone` (public API)          | `Backbone`, imported from its `keras_hub.src` module  |
 | `@keras.saving.register_keras_serializable(package="rembert_tf")` | `@keras_hub_export("keras_hub.models.RemBertX")` |
 | `errors.InputError` (rembert_tf.common)           | `ValueError`                                         |
-| `weight_layout.hf_name` (rembert_tf.conversion)   | `hf_name`, its definition copied (`vendored_names`)  |
+| `weight_layout.hf_name`, `HF_ACTIVATIONS` (rembert_tf.conversion) | the names, their definitions copied (`vendored_names`) |
 
 An import of any other rembert_tf module has no place in keras-hub and is
 refused (`LayoutError`).
@@ -28,8 +28,8 @@ MODELS = "keras_hub.src.models.rembert"
 CONVERTER = "keras_hub.src.utils.transformers.convert_rembert"
 PUBLIC_SUBPACKAGES = ("models", "layers", "tokenizers", "samplers", "utils")
 # weight_layout names the converter reads, copied into it.
-VENDORED = ("PROJECTION_KERNEL", "PROJECTION_BIAS", "hf_name",
-            "is_identity_projection")
+VENDORED = ("PROJECTION_KERNEL", "PROJECTION_BIAS", "HF_ACTIVATIONS",
+            "hf_name", "is_identity_projection")
 EXPORT_IMPORT = "from keras_hub.src.api_export import keras_hub_export"
 
 
