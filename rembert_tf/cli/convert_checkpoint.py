@@ -29,7 +29,7 @@ from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
-from rembert_tf.common import output_lock  # noqa: E402
+from rembert_tf.common import output_overlap  # noqa: E402
 from absl import flags  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-convert
@@ -63,7 +63,7 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir (the "
 def main(argv):
   del argv
   from rembert_tf.conversion import converter  # pylint: disable=g-import-not-at-top
-  output_lock.refuse_overlap(
+  output_overlap.refuse_overlap(
       FLAGS.output_dir, {"--checkpoint": FLAGS.checkpoint,
                          "--sentencepiece_model": FLAGS.sentencepiece_model},
       "--output_dir")

@@ -23,7 +23,7 @@ command.quiet_tensorflow_import()  # before anything below imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import output_lock
+from rembert_tf.common import output_overlap
 from rembert_tf.common import outputs
 
 from rembert_tf.evaluation import xtreme_benchmark
@@ -60,7 +60,7 @@ def main(argv):
       raise errors.UsageError(
           f"--output_file {FLAGS.output_file} is a directory; give the path "
           "of the JSON file to write (e.g. DIR/scores.json).")
-    output_lock.refuse_overlap(FLAGS.output_file, {
+    output_overlap.refuse_overlap(FLAGS.output_file, {
         "--prediction_folder": FLAGS.prediction_folder,
         "--label_folder": FLAGS.label_folder}, "--output_file")
     outputs.refuse_existing([FLAGS.output_file], FLAGS.overwrite)

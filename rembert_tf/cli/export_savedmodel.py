@@ -24,7 +24,7 @@ from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 
 from rembert_tf.common import fileio  # noqa: E402
-from rembert_tf.common import output_lock  # noqa: E402
+from rembert_tf.common import output_overlap  # noqa: E402
 from rembert_tf.common import outputs  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-export
@@ -66,10 +66,10 @@ def main(argv):
                       or FLAGS.output_dir.rstrip("/") + "_preprocessor")
   inputs = {"--checkpoint": FLAGS.checkpoint,
             "--sentencepiece_model": sp_model}
-  output_lock.refuse_overlap(FLAGS.output_dir, inputs, "--output_dir")
+  output_overlap.refuse_overlap(FLAGS.output_dir, inputs, "--output_dir")
   with contextlib.ExitStack() as held:
     if FLAGS.export_preprocessor:  # every check before the (long) encoder export
-      output_lock.refuse_overlap(preprocessor_dir, dict(
+      output_overlap.refuse_overlap(preprocessor_dir, dict(
           inputs, **{"--output_dir": FLAGS.output_dir}), "--preprocessor_dir")
       if sp_model is None:
         raise errors.UsageError(

@@ -56,8 +56,8 @@ def _read_sentences(flag: str):
 def main(argv) -> int:
   if len(argv) > 1:
     raise errors.UsageError(f"unexpected arguments {argv[1:]}; see --help.")
-  from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
-  output_lock.refuse_overlap(FLAGS.output_dir, {
+  from rembert_tf.common import output_overlap  # pylint: disable=g-import-not-at-top
+  output_overlap.refuse_overlap(FLAGS.output_dir, {
       "--sentences": FLAGS.sentences, "--sentences_b": FLAGS.sentences_b},
                              "--output_dir")
   sentences_a = _read_sentences("sentences")

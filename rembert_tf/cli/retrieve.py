@@ -25,7 +25,8 @@ from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, ...)
 from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors  # noqa: E402
-from rembert_tf.common import output_lock  # noqa: E402
+from rembert_tf.common import output_overlap  # noqa: E402
+from rembert_tf.common import output_sets  # noqa: E402
 from rembert_tf.common import outputs  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -122,7 +123,7 @@ def main(argv):
   from rembert_tf.retrieval import sentence_embedder  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import process_settings  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
-  output_lock.refuse_overlap(FLAGS.output_dir, {
+  output_overlap.refuse_overlap(FLAGS.output_dir, {
       f"--{name}": FLAGS[name].value for name in (
           "checkpoint", "sentencepiece_model", "data_dir", "tfds_data_dir",
           "label_folder")}, "--output_dir")
@@ -133,7 +134,7 @@ def main(argv):
                             "on one host; use tpu, mirrored or one_device.")
   with outputs.taking_output(FLAGS.output_dir), \
        process_settings.training_settings(FLAGS.mixed_precision):
-    outputs.refuse_existing_members(
+    output_sets.refuse_existing_members(
         FLAGS.output_dir, retrieval_runner.OUTPUT_SET, FLAGS.overwrite)
     strategy = strategies.make_strategy(FLAGS.strategy, FLAGS.tpu)
     embedder = sentence_embedder.SentenceEmbedder(

@@ -117,18 +117,19 @@ def run_suite(options) -> int:
   # TensorFlow and Model Garden load here, not when the flags are defined.
   from rembert_tf.ablation import suite  # pylint: disable=g-import-not-at-top
   from rembert_tf.common import fileio  # pylint: disable=g-import-not-at-top
-  from rembert_tf.common import output_lock  # pylint: disable=g-import-not-at-top
+  from rembert_tf.common import output_overlap  # pylint: disable=g-import-not-at-top
   from rembert_tf.runtime import preemption  # pylint: disable=g-import-not-at-top
+  from rembert_tf.runtime import strategies  # pylint: disable=g-import-not-at-top
   inputs = {f"--{name}": getattr(options, name) for name in (
       "xtreme_data_dir", "xtreme_records_dir", "similarity_sentences",
       "sentencepiece_model")}
   for name in ("train_records", "eval_records"):
     for path in fileio.glob(getattr(options, name)) if getattr(options, name) else ():
       inputs[f"--{name} ({path})"] = path
-  output_lock.refuse_overlap(options.output_dir, inputs, "--output_dir")
+  output_overlap.refuse_overlap(options.output_dir, inputs, "--output_dir")
   try:
     # One suite per directory; several workers of one suite: the chief's.
-    with output_lock.writing_shared_output(options.output_dir):
+    with strategies.writing_shared_output(options.output_dir):
       suite.run_suite(options)
   except preemption.TrainingPreempted as e:
     print(f"{PROG}: preempted: {e}", file=sys.stderr)

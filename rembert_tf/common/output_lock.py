@@ -10,7 +10,7 @@ The output's real path is locked: a symbolic link shares its target's lock.
 A lock is stale when its run is gone: on this host its pid ended (or is
 another process now: another start time, another boot); from another host it
 was not refreshed (a daemon thread rewrites it every REFRESH_S) for
-STALE_AFTER_S. A multi-worker job is one writer: its chief.
+STALE_AFTER_S.
 
 Example:
 ```python
@@ -26,7 +26,7 @@ import random
 import sys
 import threading
 import time
-from typing import Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
@@ -43,20 +43,6 @@ _LOCK = ".lock-"
 
 class OutputLockedError(errors.RemBertError, RuntimeError):
   """Another live run holds the output's lock."""
-
-
-def is_chief_process() -> bool:
-  """False on the non-chief workers of a multi-worker run (from TF_CONFIG):
-  the chief (or worker 0 of a cluster without one) is its one writer."""
-  try:
-    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-  except ValueError:
-    return True
-  task = config.get("task") or {}
-  if task.get("type") in (None, "chief"):
-    return True
-  return (task.get("type") == "worker" and int(task.get("index", 0)) == 0
-          and "chief" not in (config.get("cluster") or {}))
 
 
 def _proc_field(pid, index: int) -> Optional[str]:
@@ -300,33 +286,3 @@ def writing_output(path: PathLike) -> Iterator[str]:
         del _HELD[real]
         _remove(held["lock_file"])
         _remove_created(held["created"])
-
-
-def writing_shared_output(path: PathLike, is_chief: Optional[bool] = None):
-  """`writing_output(path)` on the chief alone (`is_chief` None: from
-  TF_CONFIG); the other workers of one job write temporaries of their own."""
-  if is_chief is None:
-    is_chief = is_chief_process()
-  return writing_output(path) if is_chief else contextlib.nullcontext()
-
-
-def refuse_overlap(output: Optional[PathLike],
-                   inputs: Mapping[str, Optional[PathLike]],
-                   output_label: str = "the output") -> None:
-  """errors.UsageError when `output` is, holds or lies inside one of
-  `inputs` ({how the user named it, e.g. "--model_dir": path or None}),
-  comparing real paths: writing it would replace or delete that input."""
-  if output is None:
-    return
-  out = fileio.real_path(output).rstrip("/")
-  for label, path in inputs.items():
-    real = fileio.real_path(path or "").rstrip("/")
-    how = (None if not path or not fileio.as_str(path) else "is" if real == out
-           else "holds" if real.startswith(out + "/")
-           else "lies inside" if out.startswith(real + "/") else None)
-    if how:
-      raise errors.UsageError(
-          f"{output_label} {fileio.as_str(output)} {how} {label} "
-          f"{fileio.as_str(path)} (real paths {out} and {real}); writing it "
-          f"would replace or delete that input. Choose {output_label} outside "
-          f"{label}.")

@@ -87,17 +87,6 @@ def refuse_existing(paths: Sequence[str], overwrite: bool) -> None:
           "complete).")
 
 
-def refuse_existing_members(directory: PathLike, names: Sequence[str],
-                            overwrite: bool) -> None:
-  """`refuse_existing` for the members of a file set of `directory`, checked
-  under its lock (a replacement a killed run left is finished first)."""
-  directory = fileio.as_str(directory).rstrip("/")
-  if overwrite or not fileio.isdir(directory):
-    return
-  with taking_output(directory):
-    refuse_existing([fileio.join(directory, n) for n in names], overwrite)
-
-
 @contextlib.contextmanager
 def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
   """Yields a temporary directory that becomes `path` when the block completes.
@@ -113,30 +102,13 @@ def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
         f"write the output into a folder of it (e.g. {path}/output).")
   with taking_output(path):
     refuse_existing([path], overwrite)
-    with _staging(path) as tmp:
+    with staging(path) as tmp:
       yield tmp
     swap_in(path, tmp)  # A full disk: named by writing_output.
 
 
 @contextlib.contextmanager
-def atomic_file_set(directory: PathLike, names: Sequence[str],
-                    overwrite: bool = False) -> Iterator[str]:
-  """Yields a staging directory; the members `names` (paths relative to
-  `directory`, files or folders) written there replace those of `directory`
-  as one set when the block completes: a kill or a full disk leaves the old
-  set or the new one, never a mix. An old member the new set lacks goes with
-  the old set; other files of `directory` are kept. Holds its lock; raises
-  errors.OutputExistsError naming an existing member unless `overwrite`."""
-  directory = fileio.as_str(directory).rstrip("/")
-  with taking_output(directory):
-    refuse_existing([fileio.join(directory, n) for n in names], overwrite)
-    with _staging(directory) as tmp:
-      yield tmp
-    swap_in(directory, tmp, names, names)
-
-
-@contextlib.contextmanager
-def _staging(path: str) -> Iterator[str]:
+def staging(path: str) -> Iterator[str]:
   """A new temporary directory beside `path`, removed when the block fails."""
   tmp = fileio.temporary_path(path)
   fileio.makedirs(tmp)

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import output_lock
+from rembert_tf.common import output_overlap
 from rembert_tf.common import outputs
 from rembert_tf.data import tfds_reader
 from rembert_tf.data import tokenizer
@@ -191,7 +191,7 @@ def create_finetuning_data(task: str, data_dir, sp_model, output_dir,
   unlabelled dev split unless `allow_unlabelled_dev`. With `overwrite` the
   old output stays until the new one is whole.
   """
-  output_lock.refuse_overlap(fileio.join(output_dir, task), {
+  output_overlap.refuse_overlap(fileio.join(output_dir, task), {
       "--data_dir": data_dir, "--tfds_data_dir": tfds_data_dir,
       "--sentencepiece_model": sp_model}, "the task folder")
   dataset, kind, source, jobs, identity = _plan(
@@ -246,7 +246,7 @@ def prepare_records(data, output_dir: str, sp_model, init_checkpoint,
   then changed training records are refused, and changed dev / test files
   are made again with a note (the runs predict them again). An output_dir
   that is, holds or lies in an input is refused."""
-  output_lock.refuse_overlap(output_dir, {
+  output_overlap.refuse_overlap(output_dir, {
       "--init_checkpoint": init_checkpoint, "--records_dir": data.records_dir,
       "--data_dir": data.data_dir, "--tfds_data_dir": data.tfds_data_dir,
       "--sentencepiece_model": data.sentencepiece_model}, "--output_dir")

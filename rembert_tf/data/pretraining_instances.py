@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from rembert_tf.common import fileio
-from rembert_tf.common import output_lock
+from rembert_tf.common import output_overlap
 from rembert_tf.data import pretraining_record_format
 from rembert_tf.data import text_inputs
 from rembert_tf.data import tfds_text_inputs
@@ -244,7 +244,7 @@ def prepare(inputs: Sequence[str], output_dir, sentencepiece_model,
   special = tokenizer.SpecialTokens.from_model(model)
   files = tfds_text_inputs.resolve_inputs(inputs, input_format, languages,
                                           language_field, tfds)
-  output_lock.refuse_overlap(output_dir, dict(
+  output_overlap.refuse_overlap(output_dir, dict(
       {"--sentencepiece_model": model},
       **{f"--input {f.path}": f.path for f in files}), "--output_dir")
   tasks = [(i, f) for i, f in enumerate(files) if f.size()]

@@ -21,7 +21,8 @@ import sentencepiece as spm
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import local_files
-from rembert_tf.common import output_lock
+from rembert_tf.common import output_overlap
+from rembert_tf.common import output_sets
 from rembert_tf.common import outputs
 from rembert_tf.data import data_engine
 from rembert_tf.data import sentencepiece_sample
@@ -170,9 +171,9 @@ MODEL_SUFFIXES = (".model", ".vocab", ".json")
 def _publish(local_prefix: str, output_dir: str, model_prefix: str,
              overwrite: bool) -> Tuple[str, Dict[str, Any]]:
   """Publishes the model, its vocabulary and its metadata as one set
-  (`outputs.atomic_file_set`): (the model path, the metadata)."""
+  (`output_sets.atomic_file_set`): (the model path, the metadata)."""
   names = [model_prefix + suffix for suffix in MODEL_SUFFIXES]
-  with outputs.atomic_file_set(output_dir, names, overwrite) as staging:
+  with output_sets.atomic_file_set(output_dir, names, overwrite) as staging:
     for suffix in (".vocab", ".model"):
       fileio.copy(local_prefix + suffix,
                   fileio.join(staging, model_prefix + suffix))
@@ -260,13 +261,13 @@ def _check_output(output_dir: str, model_prefix: str, overwrite: bool, files,
                   sample_path: Optional[str]) -> None:
   """Before any work: an existing model only with `overwrite`; no file of
   the model's set may be an input file or the sample."""
-  outputs.refuse_existing_members(
+  output_sets.refuse_existing_members(
       output_dir, [model_prefix + suffix for suffix in MODEL_SUFFIXES],
       overwrite)
   inputs = {f"--input {f.path}": f.path for f in files}
   inputs["--sample_path"] = sample_path
   for suffix in MODEL_SUFFIXES:
-    output_lock.refuse_overlap(
+    output_overlap.refuse_overlap(
         fileio.join(output_dir, model_prefix + suffix), inputs, "the output")
 
 

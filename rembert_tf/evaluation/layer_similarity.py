@@ -21,7 +21,8 @@ import numpy as np
 
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import output_lock
+from rembert_tf.common import output_overlap
+from rembert_tf.common import output_sets
 from rembert_tf.common import outputs
 
 RESULT_JSON = "layer_similarity.json"
@@ -162,7 +163,7 @@ def plot_heatmap(similarity: LayerSimilarity, path) -> None:
 def write_similarity(similarity: LayerSimilarity, output_dir,
                      overwrite: bool = False) -> None:
   """layer_similarity.{json,md,png} under output_dir, replaced as one set."""
-  with outputs.atomic_file_set(output_dir, RESULT_FILES, overwrite) as staging:
+  with output_sets.atomic_file_set(output_dir, RESULT_FILES, overwrite) as staging:
     plot_heatmap(similarity, fileio.join(staging, RESULT_HEATMAP))
     fileio.write_text(fileio.join(staging, RESULT_MARKDOWN),
                       similarity.markdown())
@@ -205,11 +206,11 @@ def analyze_checkpoints(checkpoint_a: str, checkpoint_b: Optional[str],
   from rembert_tf.checkpoints import checkpoint_restore  # pylint: disable=g-import-not-at-top
   sentences_b = _check_inputs(sentences_a, sentences_b, seq_length, pooling)
   sp_model = sp_model or checkpoint_layout.find_sentencepiece(str(checkpoint_a))
-  output_lock.refuse_overlap(output_dir, {
+  output_overlap.refuse_overlap(output_dir, {
       "--checkpoint": checkpoint_a, "--checkpoint_b": checkpoint_b,
       "--sentencepiece_model": sp_model}, "--output_dir")
   if output_dir is not None:
-    outputs.refuse_existing_members(output_dir, RESULT_FILES, overwrite)
+    output_sets.refuse_existing_members(output_dir, RESULT_FILES, overwrite)
   if not sp_model or not fileio.exists(sp_model):
     raise LayerSimilarityError(
         f"{sp_model or checkpoint_a}: no SentencePiece model found with the "

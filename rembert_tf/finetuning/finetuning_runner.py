@@ -29,7 +29,6 @@ from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
-from rembert_tf.common import output_lock
 from rembert_tf.data import finetuning_data
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.finetuning import finetuning_experiment
@@ -169,7 +168,7 @@ def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
   data, encoder, runtime = config.data, config.encoder, config.runtime
   checkpoint_sp, sp_model = _sentencepiece_models(data, encoder)
   # Nothing was written before this point.
-  with output_lock.writing_shared_output(output_dir):
+  with strategies.writing_shared_output(output_dir):
     earlier = sweep.earlier_runs(output_dir)
     records_dir = finetuning_data.prepare_records(
         data, output_dir, sp_model, encoder.init_checkpoint,

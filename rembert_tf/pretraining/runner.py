@@ -43,7 +43,7 @@ from official.core import train_utils
 
 from rembert_tf.checkpoints import checkpoint_integrity as checkpoints
 from rembert_tf.common import errors
-from rembert_tf.common import output_lock
+from rembert_tf.common import output_overlap
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import rembert_config
 from rembert_tf.pretraining import experiments
@@ -108,7 +108,7 @@ def run(experiment_config: cfg.ExperimentConfig, model_dir: str,
         tpu or config.runtime.tpu)
   _make_writable(model_dir)  # after the strategy could start
   writes_run = strategies.is_chief(strategy) and mode != "continuous_eval"
-  with output_lock.writing_shared_output(model_dir, writes_run), \
+  with strategies.writing_shared_output(model_dir, writes_run), \
       process_settings.training_settings(config.runtime.mixed_precision_dtype,
                                          deterministic=deterministic,
                                          seed=seed):
@@ -197,7 +197,7 @@ def _refuse_inputs(config: cfg.ExperimentConfig, model_dir: str, mode: str,
     if data.input_path != masked_lm_task.SYNTHETIC_INPUT_PATH:
       for path in pretraining_input_pipeline.record_files(data, field):
         inputs[f"{field}.input_path ({path})"] = path
-  output_lock.refuse_overlap(model_dir, inputs, "--model_dir")
+  output_overlap.refuse_overlap(model_dir, inputs, "--model_dir")
 
 
 def _make_writable(model_dir: str) -> None:

@@ -10,7 +10,7 @@ import time
 from typing import Callable, Dict, List, Optional
 
 from rembert_tf.common import fileio
-from rembert_tf.common import outputs
+from rembert_tf.common import output_sets
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.retrieval import bitext
 from rembert_tf.retrieval import mining
@@ -18,7 +18,7 @@ from rembert_tf.retrieval import mining
 SPLIT = "test"
 RESULTS_JSON = "results.json"
 RESULTS_MARKDOWN = "results.md"
-# The output of a run, replaced as one set (`outputs.atomic_file_set`): the
+# The output of a run, replaced as one set (`output_sets.atomic_file_set`): the
 # predictions and labels of every task, and the results (the JSON last).
 OUTPUT_SET = ("predictions", "labels", RESULTS_MARKDOWN, RESULTS_JSON)
 
@@ -101,7 +101,7 @@ def run_retrieval(tasks: Dict[str, List[str]], source, embedder, strategy,
   """Predicts, writes and scores every (task, language) of `tasks` ({task:
   [languages]}); returns the results dict of results.json."""
   output_dir = fileio.as_str(output_dir)
-  outputs.refuse_existing_members(output_dir, OUTPUT_SET, overwrite)
+  output_sets.refuse_existing_members(output_dir, OUTPUT_SET, overwrite)
   start = time.perf_counter()
   # Every split read and checked before any embedding.
   loaded = {(task, split, lang): source(task, split, lang)
@@ -119,7 +119,7 @@ def run_retrieval(tasks: Dict[str, List[str]], source, embedder, strategy,
     for lang in languages:
       texts["predictions", task, lang], texts["labels", task, lang] = run(
           loaded, lang, embedder.embed, strategy, summary, progress)
-  with outputs.atomic_file_set(output_dir, OUTPUT_SET, overwrite) as staging:
+  with output_sets.atomic_file_set(output_dir, OUTPUT_SET, overwrite) as staging:
     for (folder, task, lang), text in texts.items():
       if text is not None:
         fileio.write_text(

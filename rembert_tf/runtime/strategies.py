@@ -19,6 +19,7 @@ strategies.is_multi_worker(strategy)               # False
 strategies.jit_compile_default(strategy)           # False on a CPU
 ```
 """
+import contextlib
 import json
 import os
 from typing import Optional
@@ -27,6 +28,8 @@ import tensorflow as tf
 from official.common import distribute_utils
 
 from rembert_tf.common import errors
+from rembert_tf.common import fileio
+from rembert_tf.common import output_lock
 from rembert_tf.runtime.choices import DEFAULT_STRATEGY, FLAG_SPELLING
 from rembert_tf.runtime.choices import STRATEGIES
 
@@ -100,14 +103,37 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
   return (not is_multi_worker(strategy)) or strategy.extended.should_checkpoint
 
 
+def _tf_config():
+  """(task, cluster) of TF_CONFIG, each {} when unset or unreadable."""
+  try:
+    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+  except ValueError:
+    config = {}
+  return config.get("task") or {}, config.get("cluster") or {}
+
+
+def is_chief_process() -> bool:
+  """False on the non-chief workers of a multi-worker run (from TF_CONFIG):
+  the chief (or worker 0 of a cluster without one) is its one writer."""
+  task, cluster = _tf_config()
+  if task.get("type") in (None, "chief"):
+    return True
+  return (task.get("type") == "worker" and int(task.get("index", 0)) == 0
+          and "chief" not in cluster)
+
+
+def writing_shared_output(path: fileio.PathLike, chief: Optional[bool] = None):
+  """`output_lock.writing_output(path)` on the chief alone (`chief` None: from
+  TF_CONFIG); the other workers of one job write temporaries of their own."""
+  if chief is None:
+    chief = is_chief_process()
+  return output_lock.writing_output(path) if chief else contextlib.nullcontext()
+
+
 def process_label() -> str:
   """`worker1` for the process TF_CONFIG names in a cluster of several
   (read from the environment, before any strategy connects); '' otherwise."""
-  try:
-    tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-  except ValueError:
-    return ""
-  task, cluster = tf_config.get("task") or {}, tf_config.get("cluster") or {}
+  task, cluster = _tf_config()
   size = sum(len(tasks) for job, tasks in cluster.items()
              if job in ("chief", "worker"))
   if size < 2 or "type" not in task:

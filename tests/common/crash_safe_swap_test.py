@@ -18,6 +18,7 @@ import testlib
 from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import output_lock
+from rembert_tf.common import output_sets
 from rembert_tf.common import outputs
 from rembert_tf.data import pretraining_record_creation
 
@@ -313,7 +314,7 @@ OTHER = {"logs/run.log": b"kept", "notes.txt": b"kept too"}
 
 
 def _write_set(out, files, overwrite, faults=None):
-  with outputs.atomic_file_set(out, SET_NAMES, overwrite=overwrite) as tmp:
+  with output_sets.atomic_file_set(out, SET_NAMES, overwrite=overwrite) as tmp:
     if faults:
       faults.armed = True  # Every write of the set and of its swap.
     for name, text in files.items():

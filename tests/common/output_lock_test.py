@@ -11,6 +11,7 @@ import testlib
 from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 from rembert_tf.common import output_lock
+from rembert_tf.runtime import strategies
 
 
 def _lock_files(path):
@@ -167,27 +168,27 @@ def test_a_training_directory_is_written_by_one_process(tmp_path):
 ])
 def test_only_the_chief_of_a_multi_worker_run_writes(tf_config, chief, monkeypatch):
   monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config) if tf_config else "")
-  assert output_lock.is_chief_process() is chief
+  assert strategies.is_chief_process() is chief
 
 
 def test_a_shared_output_is_locked_by_the_chief_alone(tmp_path, monkeypatch):
-  """`output_lock.writing_shared_output`: the chief meets another run's lock; a
+  """`strategies.writing_shared_output`: the chief meets another run's lock; a
   non-chief worker (TF_CONFIG, or told) takes no lock and is not refused."""
   out = tmp_path / "model_dir"
   with testlib.held_by_another_process(out) as (pid, _):
     with pytest.raises(output_lock.OutputLockedError, match=f"pid {pid} "):
-      with output_lock.writing_shared_output(out, is_chief=True):
+      with strategies.writing_shared_output(out, chief=True):
         pass
-    with output_lock.writing_shared_output(out, is_chief=False):
+    with strategies.writing_shared_output(out, chief=False):
       pass
     monkeypatch.setenv("TF_CONFIG", json.dumps({
         "cluster": {"worker": ["a:1", "b:2"]},
         "task": {"type": "worker", "index": 1}}))
-    with output_lock.writing_shared_output(out):
+    with strategies.writing_shared_output(out):
       pass
     monkeypatch.setenv("TF_CONFIG", "")
     with pytest.raises(output_lock.OutputLockedError):
-      with output_lock.writing_shared_output(out):
+      with strategies.writing_shared_output(out):
         pass
 
 
@@ -273,7 +274,7 @@ def test_an_unwritable_parent_names_the_output_not_the_lock_file(
   (tmp_path / "ro").mkdir()
   for take in (lambda: output_lock.writing_output(output),
                lambda: outputs.atomic_directory(output),
-               lambda: output_lock.writing_shared_output(output)):
+               lambda: strategies.writing_shared_output(output)):
     with pytest.raises(errors.UsageError) as refused:
       with take():
         pass

@@ -9,6 +9,7 @@ from rembert_tf.common import errors
 from rembert_tf.common import fileio
 from rembert_tf.common import local_files
 from rembert_tf.common import output_lock
+from rembert_tf.common import output_overlap
 
 
 @pytest.mark.parametrize("output, how", [
@@ -17,7 +18,7 @@ def test_an_output_overlapping_an_input_is_refused(tmp_path, output, how):
   (tmp_path / "data" / "sub").mkdir(parents=True)
   out = str(tmp_path / output) if output else str(tmp_path)
   with pytest.raises(errors.UsageError) as refused:
-    output_lock.refuse_overlap(out, {"--model_dir": str(tmp_path / "data")},
+    output_overlap.refuse_overlap(out, {"--model_dir": str(tmp_path / "data")},
                            "--output_dir")
   assert str(refused.value).startswith(
       f"--output_dir {out} {how} --model_dir {tmp_path / 'data'} (real paths ")
@@ -28,20 +29,20 @@ def test_overlap_compares_real_paths(tmp_path):
   (tmp_path / "run").mkdir()
   os.symlink(tmp_path / "run", tmp_path / "link")
   with pytest.raises(errors.UsageError, match=r"is --model_dir .*/run \(real"):
-    output_lock.refuse_overlap(tmp_path / "link/", {"--model_dir": tmp_path / "run"})
+    output_overlap.refuse_overlap(tmp_path / "link/", {"--model_dir": tmp_path / "run"})
   with pytest.raises(errors.UsageError, match="lies inside"):
-    output_lock.refuse_overlap(tmp_path / "link" / ".." / "run" / "export",
+    output_overlap.refuse_overlap(tmp_path / "link" / ".." / "run" / "export",
                            {"--model_dir": str(tmp_path / "link")})
   # A sibling whose name starts alike, and inputs not given, are fine.
-  output_lock.refuse_overlap(tmp_path / "run2", {"--model_dir": tmp_path / "run",
+  output_overlap.refuse_overlap(tmp_path / "run2", {"--model_dir": tmp_path / "run",
                                              "--sentencepiece_model": None})
-  output_lock.refuse_overlap(None, {"--model_dir": tmp_path / "run"})
+  output_overlap.refuse_overlap(None, {"--model_dir": tmp_path / "run"})
 
 
 def test_overlap_on_ram_paths_is_normalized():
   with pytest.raises(errors.UsageError, match="holds"):
-    output_lock.refuse_overlap("ram://rules/run/", {"--input": "ram://rules//run/a/../b"})
-  output_lock.refuse_overlap("ram://rules/run", {"--input": "ram://rules/runs/b"})
+    output_overlap.refuse_overlap("ram://rules/run/", {"--input": "ram://rules//run/a/../b"})
+  output_overlap.refuse_overlap("ram://rules/run", {"--input": "ram://rules/runs/b"})
 
 
 def test_a_second_writer_through_a_symbolic_link_is_refused(tmp_path):
