@@ -33,12 +33,11 @@ import yaml
 
 from rembert_tf.common import fileio
 from rembert_tf.checkpoints import checkpoint_integrity
-# The names of the directory, and what the trainers need of it too, are
-# checkpoint_integrity's (the lower module): the layout's public names.
+# The names of the directory are checkpoint_integrity's (the lower module,
+# which the trainers reach): the layout's public names.
 from rembert_tf.checkpoints.checkpoint_integrity import (  # noqa: F401
     ENCODER_SUBDIR, MODEL_CONFIG_FILE, PRETRAINER_SUBDIR, SAVED_MODEL_FILE,
-    SENTENCEPIECE_FILE, SENTENCEPIECE_SHA256_FILE, CheckpointError,
-    name_as_latest, remove_temporaries, wait_for_writes)
+    SENTENCEPIECE_FILE, SENTENCEPIECE_SHA256_FILE, CheckpointError)
 from rembert_tf.modeling import rembert_config
 
 ModelConfigLike = Union[None, str, os.PathLike, rembert_config.RemBertConfig]
