@@ -94,8 +94,8 @@ class Saver:
   Checkpoint objects of its own (the trainer's variables, its layout)."""
 
   def __init__(self, trainer, directory, asynchronous):
-    from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
-    self._wait = checkpoint_layout.wait_for_writes
+    from rembert_tf.checkpoints import checkpoint_integrity  # pylint: disable=g-import-not-at-top
+    self._wait = checkpoint_integrity.wait_for_writes
     self.options = tf.train.CheckpointOptions(enable_async=asynchronous)
     checkpoint = tf.train.Checkpoint(
         global_step=trainer.global_step, model=trainer.model,
@@ -105,7 +105,8 @@ class Saver:
         checkpoint, directory, max_to_keep=2)
     self.export = tf.train.CheckpointManager(
         tf.train.Checkpoint(encoder=trainer.model.encoder),
-        os.path.join(directory, checkpoint_layout.ENCODER_SUBDIR), max_to_keep=2)
+        os.path.join(directory, checkpoint_integrity.ENCODER_SUBDIR),
+        max_to_keep=2)
     self.step = trainer.global_step
 
   def save(self):

@@ -66,15 +66,15 @@ def export_rembert(spec, directory):
   """Random-init encoder -> checkpoint directory -> SavedModel; its path."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rembert_tf.export import encoder_export  # pylint: disable=g-import-not-at-top
-  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_writing  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_config  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_encoder  # pylint: disable=g-import-not-at-top
   cfg = rembert_config.model_config_from_dict(spec["model"])
   saved_model = os.path.join(directory, "savedmodel")
   if spec["precision"] == "float32":
     checkpoint_dir = os.path.join(directory, "checkpoint")
-    checkpoint_layout.write_checkpoint_dir(checkpoint_dir, cfg,
-                                           rembert_encoder.build_encoder(cfg))
+    checkpoint_writing.write_checkpoint_dir(checkpoint_dir, cfg,
+                                            rembert_encoder.build_encoder(cfg))
     encoder_export.export_encoder(checkpoint_dir, saved_model, verify=False)
   else:  # the same export model, built under the global mixed policy
     model = encoder_export.build_export_model(rembert_encoder.build_encoder(cfg))

@@ -92,6 +92,7 @@ def write_checkpoint(spec, directory):
   import sentencepiece as spm  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
   from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_writing  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_encoder  # pylint: disable=g-import-not-at-top
   cfg = model_config(spec)
   corpus = os.path.join(directory, "corpus.txt")
@@ -103,7 +104,7 @@ def write_checkpoint(spec, directory):
       pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
       control_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2)
   checkpoint_dir = os.path.join(directory, "checkpoint")
-  checkpoint_layout.write_checkpoint_dir(
+  checkpoint_writing.write_checkpoint_dir(
       checkpoint_dir, cfg, rembert_encoder.build_encoder(cfg))
   tokenizer.copy_sentencepiece(
       os.path.join(directory, "sp.model"),

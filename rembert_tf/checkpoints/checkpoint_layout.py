@@ -29,17 +29,15 @@ import sys
 from typing import Callable, Optional, Union
 
 from absl import logging
-import tensorflow as tf
 import yaml
 
 from rembert_tf.common import fileio
 from rembert_tf.checkpoints import checkpoint_integrity
-# The names of the directory, and what the trainers need of it too, are
-# checkpoint_integrity's (the lower module): the layout's public names.
+# The names of the directory are checkpoint_integrity's (the lower module,
+# which the trainers reach): the layout's public names.
 from rembert_tf.checkpoints.checkpoint_integrity import (  # noqa: F401
     ENCODER_SUBDIR, MODEL_CONFIG_FILE, PRETRAINER_SUBDIR, SAVED_MODEL_FILE,
-    SENTENCEPIECE_FILE, SENTENCEPIECE_SHA256_FILE, CheckpointError,
-    name_as_latest, remove_temporaries, wait_for_writes)
+    SENTENCEPIECE_FILE, SENTENCEPIECE_SHA256_FILE, CheckpointError)
 from rembert_tf.modeling import rembert_config
 
 ModelConfigLike = Union[None, str, os.PathLike, rembert_config.RemBertConfig]
@@ -216,44 +214,3 @@ def read_model_config(path) -> rembert_config.RemBertConfig:
   if isinstance(values, dict) and set(values) == {"model"}:
     values = values["model"]
   return rembert_config.model_config_from_dict(values, source=path)
-
-
-# === writing ===
-def write_encoder_checkpoint(encoder, directory, step: int = 0,
-                             max_to_keep: int = 3) -> str:
-  """Saves `encoder` as DIR/encoder/ckpt-<step> with a CheckpointManager.
-
-  TF writes the checkpoint's files under temporary names and renames them
-  when complete, and updates the `checkpoint` index file last, so a kill
-  midway never leaves a half-written checkpoint as the newest one.
-  """
-  return _save(ENCODER_SUBDIR, {"encoder": encoder}, directory, step,
-               max_to_keep)
-
-
-def write_pretrainer_checkpoint(pretrainer, directory, step: int = 0,
-                                max_to_keep: int = 1) -> str:
-  """Saves encoder + output side as DIR/pretrainer/ckpt-<step> (key `model`)."""
-  return _save(PRETRAINER_SUBDIR, {"model": pretrainer}, directory, step,
-               max_to_keep)
-
-
-def _save(subdir, items, directory, step: int, max_to_keep: int) -> str:
-  return tf.train.CheckpointManager(
-      tf.train.Checkpoint(**items), directory=fileio.join(directory, subdir),
-      max_to_keep=max_to_keep).save(checkpoint_number=step)
-
-
-def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
-                         step: int = 0) -> None:
-  """Writes model_config.yaml, encoder/ckpt-N and [pretrainer/ckpt-N].
-
-  `directory` should be the temporary directory of `outputs.atomic_directory`;
-  a caller with a tokenizer copies it in as `SENTENCEPIECE_FILE` before the
-  directory is swapped in.
-  """
-  fileio.makedirs(directory)
-  rembert_config.save_model_config(cfg, fileio.join(directory, MODEL_CONFIG_FILE))
-  write_encoder_checkpoint(encoder, directory, step=step)
-  if pretrainer is not None:
-    write_pretrainer_checkpoint(pretrainer, directory, step=step)

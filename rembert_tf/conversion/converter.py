@@ -28,6 +28,7 @@ from rembert_tf.common import outputs
 from rembert_tf.common import progress
 from rembert_tf.data import tokenizer
 from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_writing
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.checkpoints import pretrainer_restore
 from rembert_tf.checkpoints import checkpoint_snapshot
@@ -246,7 +247,7 @@ def _write_rembert_tf(cfg, source, names, with_output_side, folder, _):
       del value  # nothing holds it while the next batch is read
       bar.update(1)
   source.close()  # a rembert_tf source holds a model: free it before saving
-  checkpoint_layout.write_checkpoint_dir(folder, cfg, encoder, model)
+  checkpoint_writing.write_checkpoint_dir(folder, cfg, encoder, model)
 
 
 def _write_hf(cfg, source, names, with_output_side, folder, sp_model):

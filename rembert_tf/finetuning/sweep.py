@@ -39,6 +39,7 @@ from rembert_tf.data import finetuning_data
 from rembert_tf.finetuning import finetuning_experiment
 from rembert_tf.finetuning import predictions
 from rembert_tf.finetuning import finetuning_task
+from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.runtime import orbit_loop
 from rembert_tf.runtime import preemption
@@ -188,7 +189,7 @@ def run_once(context: SweepContext, run_dir: str,
                        f"({result_file})")
       return done
     redone = _predict_again(run_dir, label, context.progress)
-  for stale in checkpoint_layout.remove_temporaries([run_dir]):
+  for stale in checkpoint_integrity.remove_temporaries([run_dir]):
     logging.info("Removed %s (left by a killed checkpoint save).", stale)
   try:
     task, model = train_run(params, run_dir, context.restore_encoder,
@@ -202,7 +203,7 @@ def run_once(context: SweepContext, run_dir: str,
   except Exception as e:  # pylint: disable=broad-except
     if not fileio.is_disk_full(e):
       raise
-    checkpoint_layout.remove_temporaries([run_dir])
+    checkpoint_integrity.remove_temporaries([run_dir])
     reason = ("disk quota exceeded" if "quota" in str(e).lower()
               else "no space left on the device")
     raise errors.InputError(
@@ -274,7 +275,7 @@ def _resume_step(task: finetuning_task.FinetuningTask, run_dir: str,
   """Starts the task's input stream after the newest intact checkpoint's step."""
   latest = checkpoint_layout.latest_checkpoint(run_dir, report=progress)
   if latest is not None:
-    checkpoint_layout.name_as_latest(run_dir, latest)
+    checkpoint_integrity.name_as_latest(run_dir, latest)
     task.initial_train_step = int(latest.rsplit("-", 1)[1])
     progress(f"[finetune] {label}: resuming from {latest} at step "
              f"{task.initial_train_step}/{total_steps}")

@@ -24,6 +24,7 @@ from rembert_tf.conversion import converter
 from rembert_tf.conversion import tensor_sources
 from rembert_tf.conversion import weight_layout
 from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_writing
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.checkpoints import pretrainer_restore
 from rembert_tf.checkpoints import checkpoint_reading
@@ -37,7 +38,7 @@ from conversion_testlib import randomize, small_config, tf1_json_config, write_t
 REPO = pathlib.Path(__file__).resolve().parents[2]
 def write_dir(path, cfg, model, encoder):
   with outputs.atomic_directory(str(path)) as tmp:
-    checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder, model)
+    checkpoint_writing.write_checkpoint_dir(tmp, cfg, encoder, model)
   return path
 
 
@@ -531,7 +532,7 @@ def test_equal_widths_identity_projection(tmp_path):
   randomize(encoder.variables, seed=3)
   src = tmp_path / "src"
   with outputs.atomic_directory(str(src)) as tmp:
-    checkpoint_layout.write_checkpoint_dir(tmp, cfg, encoder)
+    checkpoint_writing.write_checkpoint_dir(tmp, cfg, encoder)
   hf = tmp_path / "hf"
   converter.convert_checkpoint("rembert_tf", "hf", src, hf)
   weights = load_file(str(hf / "model.safetensors"))

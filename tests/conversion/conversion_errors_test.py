@@ -31,6 +31,7 @@ from rembert_tf.conversion import weight_layout
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
 from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_writing
 from rembert_tf.checkpoints import pretrainer_restore
 from rembert_tf.modeling import rembert_pretrainer
 
@@ -44,7 +45,7 @@ def rembert_dir(tmp_path_factory):
   conversion_testlib.randomize(model.variables, seed=4)
   path = tmp_path_factory.mktemp("errors") / "rembert_tf"
   with outputs.atomic_directory(str(path)) as tmp:
-    checkpoint_layout.write_checkpoint_dir(tmp, cfg, model.encoder, model)
+    checkpoint_writing.write_checkpoint_dir(tmp, cfg, model.encoder, model)
   return path
 
 
@@ -295,11 +296,11 @@ def two_steps_dir(tmp_path_factory):
   conversion_testlib.randomize(model.variables, seed=5)
   step0 = {v.name: v.numpy() for v in model.variables}
   path = tmp_path_factory.mktemp("history") / "rembert_tf"
-  checkpoint_layout.write_checkpoint_dir(str(path), cfg, model.encoder, model)
+  checkpoint_writing.write_checkpoint_dir(str(path), cfg, model.encoder, model)
   conversion_testlib.randomize(model.variables, seed=6)
-  checkpoint_layout.write_encoder_checkpoint(model.encoder, str(path), step=1)
-  checkpoint_layout.write_pretrainer_checkpoint(model, str(path), step=1,
-                                                max_to_keep=2)
+  checkpoint_writing.write_encoder_checkpoint(model.encoder, str(path), step=1)
+  checkpoint_writing.write_pretrainer_checkpoint(model, str(path), step=1,
+                                                 max_to_keep=2)
   return path, step0
 
 
@@ -367,7 +368,7 @@ def _tf_disk_full(*args, **kwargs):
 
 @pytest.mark.parametrize("target, module, function, fault", [
     ("hf", tensor_sources, "write_safetensors", _disk_full),
-    ("rembert_tf", checkpoint_layout, "write_checkpoint_dir", _tf_disk_full),
+    ("rembert_tf", checkpoint_writing, "write_checkpoint_dir", _tf_disk_full),
 ])
 def test_a_full_disk_is_one_line_naming_the_output(
     target, module, function, fault, rembert_dir, tmp_path, monkeypatch):

@@ -35,13 +35,14 @@ def _built_pretrain_run() -> pathlib.Path:
   from rembert_tf.common import outputs  # pylint: disable=g-import-not-at-top
   from rembert_tf.data import tokenizer  # pylint: disable=g-import-not-at-top
   from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_writing  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_pretrainer  # pylint: disable=g-import-not-at-top
   cfg = testlib.tiny_config(vocab_size=testlib.SENTENCEPIECE_VOCAB_SIZE,
                             max_position_embeddings=128)
   model = rembert_pretrainer.build_pretrainer(cfg)
   path = testlib.shared_dir() / "snippets_pretrain_run"
   with outputs.atomic_directory(path) as tmp:
-    checkpoint_layout.write_checkpoint_dir(tmp, cfg, model.encoder, model)
+    checkpoint_writing.write_checkpoint_dir(tmp, cfg, model.encoder, model)
     tokenizer.copy_sentencepiece(
         testlib.sentencepiece_model(),
         fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))

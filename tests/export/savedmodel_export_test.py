@@ -18,6 +18,7 @@ from rembert_tf.data import tokenizer
 from rembert_tf.export import encoder_export
 from rembert_tf.export import preprocessor_export
 from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_writing
 from rembert_tf.modeling import rembert_config
 from rembert_tf.modeling import rembert_pretrainer
 
@@ -55,7 +56,7 @@ def trained_dir(sp_model, tmp_path_factory):
               + (1.0 if "gamma" in v.name else 0.0)).astype(np.float32))
   path = tmp_path_factory.mktemp("model") / "model_dir"
   with outputs.atomic_directory(path) as tmp:
-    checkpoint_layout.write_checkpoint_dir(tmp, cfg, model.encoder, model)
+    checkpoint_writing.write_checkpoint_dir(tmp, cfg, model.encoder, model)
     tokenizer.copy_sentencepiece(
         sp_model, fileio.join(tmp, checkpoint_layout.SENTENCEPIECE_FILE))
   return cfg, model, path

@@ -222,11 +222,11 @@ def test_records_cut_short_are_named_before_training(
 # --- Checkpoints that are not intact -----------------------------------------------
 def test_init_checkpoint_and_resume_use_the_newest_intact_checkpoint(
     xnli_records, checkpoint_dir, tiny_cfg, tmp_path, capsys):
-  from rembert_tf.checkpoints import checkpoint_layout  # pylint: disable=g-import-not-at-top
+  from rembert_tf.checkpoints import checkpoint_writing  # pylint: disable=g-import-not-at-top
   from rembert_tf.modeling import rembert_encoder  # pylint: disable=g-import-not-at-top
   source = tmp_path / "pretrained"
   shutil.copytree(checkpoint_dir, source)
-  checkpoint_layout.write_encoder_checkpoint(
+  checkpoint_writing.write_encoder_checkpoint(
       rembert_encoder.build_encoder(tiny_cfg), source, step=8)
   testlib.CHECKPOINT_FAULTS["truncated_data"](
       str(source / "encoder"), str(source / "encoder" / "ckpt-8"))

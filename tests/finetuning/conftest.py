@@ -155,12 +155,13 @@ def checkpoint_dir(tiny_cfg, sp_model, tmp_path_factory):
   """A rembert_tf checkpoint dir, as a pre-training model_dir leaves it."""
   import shutil
   from rembert_tf.checkpoints import checkpoint_layout
+  from rembert_tf.checkpoints import checkpoint_writing
   from rembert_tf.modeling import rembert_config
   from rembert_tf.modeling import rembert_encoder
   d = tmp_path_factory.mktemp("pretrain_dir")
   encoder = rembert_encoder.build_encoder(tiny_cfg)
   rembert_config.save_model_config(tiny_cfg, d / checkpoint_layout.MODEL_CONFIG_FILE)
-  checkpoint_layout.write_encoder_checkpoint(encoder, d, step=7)
+  checkpoint_writing.write_encoder_checkpoint(encoder, d, step=7)
   shutil.copy(sp_model, d / checkpoint_layout.SENTENCEPIECE_FILE)
   return d
 

@@ -27,6 +27,7 @@ import tensorflow as tf
 import testlib
 from conversion import conversion_testlib
 from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_writing
 from rembert_tf.conversion import weight_layout
 from rembert_tf.data import tokenizer
 from rembert_tf.evaluation import xtreme_tasks
@@ -114,8 +115,8 @@ def tiny_source(folder, cfg, sp_model, seed):
   reference outputs."""
   pretrainer = rembert_pretrainer.build_pretrainer(cfg)
   conversion_testlib.randomize(pretrainer.variables, seed)
-  checkpoint_layout.write_checkpoint_dir(folder, cfg, pretrainer.encoder,
-                                         pretrainer)
+  checkpoint_writing.write_checkpoint_dir(folder, cfg, pretrainer.encoder,
+                                          pretrainer)
   tokenizer.copy_sentencepiece(
       str(sp_model), os.path.join(folder, checkpoint_layout.SENTENCEPIECE_FILE))
   return _reference(pretrainer, _inputs(cfg.vocab_size, seed))

@@ -33,7 +33,7 @@ import testlib
 from rembert_tf.conversion import converter
 from rembert_tf.conversion import weight_layout
 from rembert_tf.evaluation import xtreme_scorer
-from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_writing
 from rembert_tf.modeling import rembert_pretrainer
 
 REPO = fixtures.REPO
@@ -418,8 +418,8 @@ def test_output_layers_refused_before_any_work(tmp_path):
   nothing written, Keras never imported."""
   cfg = testlib.tiny_config(num_output_layers=1)
   pretrainer = rembert_pretrainer.build_pretrainer(cfg)
-  checkpoint_layout.write_checkpoint_dir(tmp_path / "in", cfg,
-                                         pretrainer.encoder, pretrainer)
+  checkpoint_writing.write_checkpoint_dir(tmp_path / "in", cfg,
+                                          pretrainer.encoder, pretrainer)
   with pytest.raises(weight_layout.ConversionError,
                      match="num_output_layers=1.*keras-hub"):
     converter.convert_checkpoint("rembert_tf", "keras_hub", tmp_path / "in",

@@ -55,7 +55,7 @@ def test_a_directory_falls_back_to_its_newest_intact_checkpoint(fault, tmp_path)
   assert lines[0].endswith("; using ckpt-2, the newest intact checkpoint.")
   # TensorFlow's CheckpointManager trusts the `checkpoint` file: once it names
   # the intact one, the manager restores it and keeps counting from it.
-  checkpoint_layout.name_as_latest(tmp_path, used)
+  checkpoint_integrity.name_as_latest(tmp_path, used)
   variable = tf.Variable(tf.zeros([64]))
   manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=variable),
                                        str(tmp_path), max_to_keep=5)

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from rembert_tf.checkpoints import checkpoint_reading
-from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_writing
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.modeling import rembert_encoder
 
@@ -130,7 +130,7 @@ def test_restore_encoder_in_batches_equals_one_read_per_variable(
     v.assign(rng.normal(size=v.shape).astype(np.float32))
   folder = (str(tmp_path / "ckpt") if where == "local"
             else f"ram://checkpoint_reading_test/encoder_{tmp_path.name}")
-  checkpoint_layout.write_checkpoint_dir(folder, cfg, written)
+  checkpoint_writing.write_checkpoint_dir(folder, cfg, written)
   restored = {}
   for budget in (0, 4096, checkpoint_reading.BATCH_BYTES):
     monkeypatch.setattr(checkpoint_reading, "BATCH_BYTES", budget)

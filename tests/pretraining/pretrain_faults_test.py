@@ -16,6 +16,7 @@ from rembert_tf.common import fileio
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.data import pretraining_record_creation
 from rembert_tf.checkpoints import checkpoint_layout
+from rembert_tf.checkpoints import checkpoint_writing
 from rembert_tf.modeling import rembert_pretrainer
 from rembert_tf.pretraining import experiments
 from rembert_tf.runtime import experiment_files
@@ -411,10 +412,10 @@ def test_init_checkpoint_falls_back_to_the_newest_intact_checkpoint(
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoint_layout.write_encoder_checkpoint(saved.encoder, str(source), 3)
+  checkpoint_writing.write_encoder_checkpoint(saved.encoder, str(source), 3)
   expected = saved.encoder.variables[0].numpy()
   saved.encoder.variables[0].assign(expected + 1.0)
-  checkpoint_layout.write_encoder_checkpoint(saved.encoder, str(source), 4)
+  checkpoint_writing.write_encoder_checkpoint(saved.encoder, str(source), 4)
   testlib.CHECKPOINT_FAULTS["truncated_data"](
       str(source / "encoder"), str(source / "encoder" / "ckpt-4"))
   model = task_factory.get_task(config.task).build_model()
@@ -458,7 +459,7 @@ def test_init_checkpoint_from_encoder_only_and_missing(records, tmp_path):
   config = make_config(records)
   source = tmp_path / "encoder_only"
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoint_layout.write_encoder_checkpoint(saved.encoder, str(source), 3)
+  checkpoint_writing.write_encoder_checkpoint(saved.encoder, str(source), 3)
   task = task_factory.get_task(config.task)
   model = task.build_model()
   assert masked_lm_task.restore_init_checkpoint(model, str(source)).endswith(
@@ -475,7 +476,7 @@ def test_init_checkpoint_of_another_model_or_key_is_one_line(records, tmp_path):
   deeper = config.task.model.replace(
       num_hidden_layers=config.task.model.num_hidden_layers + 1)
   saved = rembert_pretrainer.build_pretrainer(config.task.model)
-  checkpoint_layout.write_pretrainer_checkpoint(saved, str(tmp_path / "src"))
+  checkpoint_writing.write_pretrainer_checkpoint(saved, str(tmp_path / "src"))
   with pytest.raises(checkpoint_layout.CheckpointError) as e:
     masked_lm_task.restore_init_checkpoint(
         rembert_pretrainer.build_pretrainer(deeper), str(tmp_path / "src"))

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from rembert_tf.conversion import converter
 from rembert_tf.export import encoder_export
+from rembert_tf.checkpoints import checkpoint_integrity
 from rembert_tf.checkpoints import checkpoint_layout
 from rembert_tf.checkpoints import checkpoint_restore
 from rembert_tf.checkpoints import checkpoint_snapshot
@@ -119,7 +120,7 @@ def test_readers_of_a_model_dir_whose_trainer_rotates_checkpoints(
       f"{model_dir}/encoder").all_model_checkpoint_paths,
                         key=lambda p: int(p.rsplit("-", 1)[1]))[0]
   assert int(older_export.rsplit("-", 1)[1]) < int(full.rsplit("-", 1)[1])
-  checkpoint_layout.name_as_latest(f"{model_dir}/encoder", older_export)
+  checkpoint_integrity.name_as_latest(f"{model_dir}/encoder", older_export)
   resolved = checkpoint_layout.resolve(model_dir)
   assert resolved.encoder_checkpoint == full
   with checkpoint_snapshot.held(model_dir, ["encoder"]) as held:

@@ -25,10 +25,11 @@ def checkpoint_dir(tiny_cfg, sp_model, tmp_path_factory):
   import tf_keras
   from rembert_tf.data import tokenizer
   from rembert_tf.checkpoints import checkpoint_layout
+  from rembert_tf.checkpoints import checkpoint_writing
   from rembert_tf.modeling import rembert_encoder
   tf_keras.utils.set_random_seed(3)
   directory = tmp_path_factory.mktemp("ckpt") / "model"
-  checkpoint_layout.write_checkpoint_dir(
+  checkpoint_writing.write_checkpoint_dir(
       directory, tiny_cfg, rembert_encoder.build_encoder(tiny_cfg))
   tokenizer.copy_sentencepiece(
       sp_model, directory / checkpoint_layout.SENTENCEPIECE_FILE)
