@@ -26,6 +26,7 @@ metrics = runner.run(config, "/tmp/run/pretrain", mode="train_and_eval")
 metrics["eval_masked_lm_accuracy"], metrics["global_step"]
 ```
 """
+import contextlib
 import os
 import tempfile
 import time
@@ -43,6 +44,7 @@ from official.core import train_utils
 
 from rembert_tf.checkpoints import checkpoint_integrity as checkpoints
 from rembert_tf.common import errors
+from rembert_tf.common import output_lock
 from rembert_tf.common import output_overlap
 from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.modeling import rembert_config
@@ -108,7 +110,9 @@ def run(experiment_config: cfg.ExperimentConfig, model_dir: str,
         tpu or config.runtime.tpu)
   _make_writable(model_dir)  # after the strategy could start
   writes_run = strategies.is_chief(strategy) and mode != "continuous_eval"
-  with strategies.writing_shared_output(model_dir, writes_run), \
+  lock = (output_lock.writing_output(model_dir) if writes_run  # one writer
+          else contextlib.nullcontext())  # the others write temporaries
+  with lock, \
       process_settings.training_settings(config.runtime.mixed_precision_dtype,
                                          deterministic=deterministic,
                                          seed=seed):
