@@ -287,3 +287,15 @@ def test_a_model_dir_another_run_writes_is_refused(records, tmp_path):
                        match=rf"model is being written by another run \(pid {pid} "):
       runner.run(make_config(records), str(model_dir), print_fn=lambda _: None)
   assert not model_dir.exists() or os.listdir(model_dir) == []
+
+
+def test_float16_is_refused_before_anything_is_written(records, tmp_path):
+  model_dir = tmp_path / "model"
+  with pytest.raises(runner.PretrainingError,
+                     match=r"runtime.mixed_precision_dtype 'float16': expected "
+                     r"float32 or bfloat16 \(--mixed_precision mixed_bfloat16"
+                     r"\); the pre-training task does not implement "
+                     r"float16's loss scaling"):
+    runner.run(make_config(records), str(model_dir), mixed_precision="float16",
+               print_fn=lambda _: None)
+  assert not model_dir.exists()
