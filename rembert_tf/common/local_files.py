@@ -11,7 +11,7 @@ from rembert_tf.common import fileio
 from rembert_tf.common import local_files
 fileio.write_text("ram://demo/notes.txt", "kept\\n")
 with local_files.local_copy("ram://demo/notes.txt") as local:
-  assert open(local, encoding="utf-8").read() == "kept\\n"
+  assert fileio.read_text(local) == "kept\\n"
 ```
 """
 import contextlib

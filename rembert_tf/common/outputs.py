@@ -71,7 +71,7 @@ def _end_re_run(name: str) -> None:
   has reached a command: it writes nothing and ends quietly, after one line
   to its pool (`worker_pool`), which reports it."""
   with contextlib.suppress(KeyError, OSError):
-    with open(os.environ[WORKER_ERRORS_ENV], "a", encoding="utf-8") as f:
+    with fileio.open_file(os.environ[WORKER_ERRORS_ENV], "a") as f:
       f.write(f"{name} was called again inside a worker process\n")
   sys.exit(errors.EXIT_ERROR)
 

@@ -22,6 +22,7 @@ import tempfile
 from typing import Callable, Iterator, Optional, Sequence
 
 from rembert_tf.common import errors
+from rembert_tf.common import fileio
 from rembert_tf.common import outputs
 
 
@@ -56,7 +57,7 @@ def pool(num_workers: int, what: str,
 
 def _broken_message(what: str, error_file: str) -> str:
   with contextlib.suppress(OSError):
-    with open(error_file, encoding="utf-8") as f:
+    with fileio.open_file(error_file) as f:
       cause = f.readline().strip()
     if cause:
       return (f"{what}: a worker process re-ran the calling script and failed "

@@ -56,7 +56,7 @@ def make_strategy(name: Optional[str] = None,
     return distribute_utils.get_distribution_strategy(
         distribution_strategy="off" if name == "default" else name,
         num_gpus=len(tf.config.list_physical_devices("GPU")))
-  if not tpu and not (any(map(os.path.exists, _TPU_DEVICES))
+  if not tpu and not (any(map(fileio.exists, _TPU_DEVICES))
                       or any(map(os.environ.get, _TPU_VARIABLES))):
     raise StrategyError(
         "--strategy tpu: no TPU found on this machine (no /dev/accel*, no "
