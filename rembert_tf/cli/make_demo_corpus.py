@@ -60,11 +60,8 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir (the "
 @errors.command(PROG)
 def main(argv):
   del argv
-  if FLAGS.xnli_dir and fileio.exists(FLAGS.xnli_dir) and not FLAGS.overwrite:
-    raise errors.OutputExistsError(
-        f"--xnli_dir {FLAGS.xnli_dir} already exists; choose another folder "
-        "or pass --overwrite (the old one stays until the new one is "
-        "complete).")
+  if FLAGS.xnli_dir:  # before the corpus is written
+    outputs.refuse_existing([FLAGS.xnli_dir], FLAGS.overwrite)
   corpus.generate_corpus(
       FLAGS.output_dir, languages=FLAGS.languages,
       target_megabytes=FLAGS.megabytes,

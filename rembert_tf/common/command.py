@@ -1,12 +1,11 @@
 """How every command runs: absl flags and `--help`, one-line errors, the log file.
 
-Builds on absl (`app.run`, its flags, bounds and validators, its logging
-handler, whose stream becomes the log file) and `os.dup2` for TensorFlow's C++
-logs, which write to file descriptor 2; imports neither TensorFlow nor orbit.
-A refused flag is one line `PROG: error: ...`, exit 2 for the command line
-itself, 1 for a value out of bounds or refused by `require`; a deprecated flag
-name (`command_names.DEPRECATED_FLAGS`) works and says so. The log is written
-under LOG_TMP_DIR and copied, when the run kept its output, to `log_dir_for`.
+Builds on absl (`app.run`, its flags and validators, its logging handler,
+whose stream becomes the log file) and `os.dup2` for TensorFlow's C++ logs;
+imports neither TensorFlow nor orbit. A refused flag is one line
+`PROG: error: ...`, exit 2 for the command line itself, 1 for a value out of
+bounds or refused by `require`. The log is written under LOG_TMP_DIR and
+copied, when the run kept its output, to `log_dir_for`.
 """
 import contextlib
 import io
@@ -105,23 +104,21 @@ def _home_expanded(value):
   if isinstance(value, str) and re.match(r"^~[\w.-]*(?=/|$)", value):
     return os.path.expanduser(value)
   if isinstance(value, list):
-    expanded = [_home_expanded(v) for v in value]
-    return value if expanded == value else expanded
+    return [_home_expanded(v) for v in value]
   return value
 
 
 def expand_home_in_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   for name in flag_values:
     expanded = _home_expanded(flag_values[name].value)
-    if expanded is not flag_values[name].value:
+    if expanded != flag_values[name].value:
       flag_values[name].value = expanded
 
 
 def current_flag_names(module: str, args: Sequence[str],
                        program: str) -> List[str]:
-  """`args` (flags of the command of `module`, e.g. "finetune") with each
-  deprecated name replaced by the agreed one; one line on stderr each, in
-  the order of `command_names.DEPRECATED_FLAGS`."""
+  """`args` of the command of `module` with each deprecated name
+  (`command_names.DEPRECATED_FLAGS`) replaced; one line on stderr each."""
   renamed = command_names.DEPRECATED_FLAGS.get(module.rpartition(".")[2], {})
   current, said = [], []
   for arg in args:
@@ -141,8 +138,7 @@ def current_flag_names(module: str, args: Sequence[str],
 
 def parse_flags(program: str, argv: Sequence[str], module: str = "") -> List[str]:
   """absl's `FLAGS(argv)` with the house's exit codes: 0 after `--help`; a
-  refused flag is one line `PROGRAM: error: ...` (exit 1 or 2). Deprecated
-  names before a `--` are renamed first (`current_flag_names`)."""
+  refused flag is one line `PROGRAM: error: ...` (exit 1 or 2)."""
   end = argv.index("--") if "--" in argv else len(argv)
   argv = [argv[0], *current_flag_names(module, argv[1:end], program),
           *argv[end:]]
@@ -164,8 +160,7 @@ def parse_flags(program: str, argv: Sequence[str], module: str = "") -> List[str
 def log_dir_for(output_dir: str, artefact: bool,
                 log_dir: Optional[str] = None) -> str:
   """`log_dir` when given; beside an artefact (`OUTPUT.logs`: an artefact
-  holds only what its format defines); else inside the run directory
-  (`OUTPUT/logs`)."""
+  holds only what its format defines); else `OUTPUT/logs`."""
   return log_dir or output_dir.rstrip("/") + (".logs" if artefact else "/logs")
 
 
@@ -182,8 +177,7 @@ def remove_old_logs() -> None:
 
 class CommandLog:
   """The log file of one command run. `keep_log(exit_code, output_dir)` says
-  which runs keep it (default: exit code 0); `verbose` None reads the command
-  line."""
+  which runs keep it (default: exit code 0)."""
 
   def __init__(self, program: str, output_dir: Optional[str] = None,
                verbose: Optional[bool] = None, artefact: bool = False,
@@ -205,10 +199,10 @@ class CommandLog:
     return f"{self.program}-{self.stamp}{label}.log"
 
   def start(self) -> "CommandLog":
-    """Makes this the process's log, before absl parses the flags (Model
-    Garden's start-up callbacks log right after): absl (TensorFlow's Python
-    logs, orbit, warnings) and, unless verbose, file descriptor 2
-    (TensorFlow's C++ logs) go to the file; `sys.stderr` stays the terminal."""
+    """Makes this the process's log, before absl parses the flags: absl
+    (TensorFlow's Python logs, orbit, warnings) and, unless verbose, file
+    descriptor 2 (TensorFlow's C++ logs) go to the file; `sys.stderr` stays
+    the terminal."""
     import logging as std_logging  # pylint: disable=g-import-not-at-top
     _current[:] = [self]
     os.makedirs(LOG_TMP_DIR, exist_ok=True)
@@ -239,8 +233,7 @@ class CommandLog:
 
   def flags_parsed(self, output_dir: Optional[str] = None,
                    log_dir: Optional[str] = None) -> None:
-    """The output directory and `--log_dir` once known; the console keeps
-    absl's errors (everything with --verbose)."""
+    """The output directory and `--log_dir` once known."""
     self.output_dir = output_dir if output_dir is not None else self.output_dir
     self.log_dir = log_dir or self.log_dir
     if self.verbose:
@@ -277,8 +270,7 @@ class CommandLog:
 
 def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
   """A background thread's traceback goes to the log: the command says what
-  failed in its own line (TensorFlow's watcher threads fail once a peer
-  worker is gone)."""
+  failed in its own line."""
   if args.exc_type is not SystemExit:
     logging.warning("thread %s ended with an error",
                     args.thread.name if args.thread else "?",
@@ -289,17 +281,17 @@ _current: List[CommandLog] = []
 
 
 def set_log_label(label: str) -> None:
-  """Adds `-LABEL` to this command's log name (`worker1`: one log per process
-  of a job); nothing outside a command."""
+  """Adds `-LABEL` to this command's log name (one log per process of a
+  job)."""
   for log in _current:
     log.label = label
 
 
 def run_logged(main: Callable, argv: Any, log: CommandLog,
                exit_now: bool = False) -> Any:
-  """Calls `main(argv)` and finishes `log` with its exit code. With
-  `exit_now` the process then ends at once (`os._exit`): the interpreter's
-  teardown of a tf.distribute run takes seconds and logs into a closed file."""
+  """Calls `main(argv)` and finishes `log` with its exit code; with
+  `exit_now` the process then ends at once (the interpreter's teardown of a
+  tf.distribute run takes seconds and logs into a closed file)."""
   code = 1
   try:
     result = main(argv)
@@ -329,10 +321,9 @@ def run(main: Callable, doc: str, program: str,
         exit_without_teardown: bool = False,
         required: Sequence[str] = ()) -> None:
   """Parses absl flags and runs `main` as console script `program`, with its
-  log file (`artefact`: the output is something a user uploads or serves, its
-  log goes beside it). The `required` flags are marked here, not where they
-  are defined: importing a command module must not constrain the flags of
-  another command run in the same process."""
+  log file (`artefact`: the output is something a user uploads or serves).
+  The `required` flags are marked here: importing a command module must not
+  constrain the flags of another command run in the same process."""
   flags.mark_flags_as_required(list(required))
   if sys.modules.get("__main__") is not None:  # absl's --help prints its doc
     sys.modules["__main__"].__doc__ = doc

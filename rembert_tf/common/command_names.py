@@ -1,10 +1,8 @@
 """The console-script name of every command and the flag names each command deprecated.
 
-Standard library only: setup.py reads this file without importing the package
-(its console scripts are `CONSOLE_SCRIPTS`), and `rembert_tf.common.command`
-names each command by the script a user types, also when it runs as
-`tools/NAME.py` or `python -m`. The old names of `DEPRECATED_FLAGS` keep
-working and say so in one line (`command.current_flag_names`).
+Standard library only: setup.py reads this file without importing the package,
+and `rembert_tf.common.command` names each command by the script a user
+types, also when it runs as `tools/NAME.py` or `python -m`.
 """
 from typing import Optional
 

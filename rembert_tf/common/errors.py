@@ -12,8 +12,7 @@ from rembert_tf.common import errors
 @errors.command("rembert-train")
 def main(argv):
   raise errors.InputError("/data/metadata.json: field `seq_length` is 128, "
-                          "the experiment says 512; set "
-                          "task.train_data.seq_length=128.")
+                          "the experiment says 512; set it to 128.")
 # main([]) prints one line on stderr and exits with code 1.
 ```
 """
@@ -73,13 +72,6 @@ def user_error_types() -> tuple:
           tf.errors.DataLossError)
 
 
-def report(prog: str, error: BaseException) -> None:
-  """The one console line of an error; the command's log file gets it too."""
-  line = f"{prog}: error: {one_line(error)}"
-  print(line, file=sys.stderr, flush=True)
-  logging.info(line)
-
-
 def command(prog: str) -> Callable:
   """Decorates a command's `main(argv)`: a user error is one line, exit 1; a
   bug keeps its traceback; Ctrl-C exits 130."""
@@ -92,7 +84,9 @@ def command(prog: str) -> Callable:
         print(f"{prog}: interrupted", file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)
       except user_error_types() as e:  # pylint: disable=catching-non-exception
-        report(prog, e)
+        line = f"{prog}: error: {one_line(e)}"
+        print(line, file=sys.stderr, flush=True)
+        logging.info(line)  # the command's log file gets it too
         sys.exit(EXIT_ERROR)
     return wrapped
   return decorate

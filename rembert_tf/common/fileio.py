@@ -1,10 +1,10 @@
 """File I/O on user paths, on any TensorFlow filesystem: local, `gs://`, `ram://`, ...
 
 A `scheme://` path goes through `tf.io.gfile`, imported only then; a local
-one through the operating system (so a process that never sees a bucket does
-not load TensorFlow, and outputs get the user's umask). A file is written
-under `.NAME.tmp-PID@HOST-XXXX` and renamed into place when complete
-(`atomic_write`); `outputs` swaps in whole directories.
+one through the operating system, so that a command that never sees a bucket
+(the demo corpus, every `--help`) does not load TensorFlow, and outputs get
+the user's umask. A file is written under `.NAME.tmp-PID@HOST-XXXX` and
+renamed into place when complete (`atomic_write`).
 
 Example:
 ```python
@@ -66,9 +66,8 @@ def basename(path: PathLike) -> str:
 
 
 def real_path(path: PathLike) -> str:
-  """The path two names of one file share: symbolic links resolved for a
-  local path; `.`, `..` and doubled or trailing slashes removed for a
-  `scheme://` path (object stores have no links)."""
+  """The path two names of one file share: symbolic links resolved locally;
+  `.`, `..` and doubled or trailing slashes removed for a `scheme://` path."""
   path = as_str(path)
   if not is_remote(path):
     return os.path.realpath(path)
@@ -77,17 +76,14 @@ def real_path(path: PathLike) -> str:
 
 
 def exists(path: PathLike) -> bool:
-  path = as_str(path)
   return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
 
 
 def isdir(path: PathLike) -> bool:
-  path = as_str(path)
   return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
 
 
 def isfile(path: PathLike) -> bool:
-  path = as_str(path)
   if is_remote(path):
     return exists(path) and not isdir(path)
   return os.path.isfile(path)
@@ -95,7 +91,6 @@ def isfile(path: PathLike) -> bool:
 
 def makedirs(path: PathLike) -> None:
   """Creates a directory and its parents (the user's umask applies)."""
-  path = as_str(path)
   if is_remote(path):
     _gfile().makedirs(path)
   else:
@@ -118,18 +113,15 @@ def glob(pattern: PathLike) -> List[str]:
 
 
 def listdir(path: PathLike) -> List[str]:
-  path = as_str(path)
   names = _gfile().listdir(path) if is_remote(path) else os.listdir(path)
   return sorted(n.rstrip("/") for n in names)
 
 
 def size(path: PathLike) -> int:
-  path = as_str(path)
   return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
 
 
 def remove(path: PathLike) -> None:
-  path = as_str(path)
   if is_remote(path):
     _gfile().remove(path)
   else:
@@ -137,13 +129,11 @@ def remove(path: PathLike) -> None:
 
 
 def rmtree(path: PathLike) -> None:
-  """Removes a directory tree or a file; a missing path is fine (a local
-  tree is removed best effort)."""
-  path = as_str(path)
+  """Removes a directory tree, a file or a link; a missing path is fine."""
   if not exists(path):
     return
   if not isdir(path) or os.path.islink(path):
-    remove(path)  # a link goes, not what it leads to
+    remove(path)
   elif is_remote(path):
     _gfile().rmtree(path)
   else:
@@ -152,7 +142,7 @@ def rmtree(path: PathLike) -> None:
 
 def rename(src: PathLike, dst: PathLike) -> None:
   """Renames a file or an object (replacing one at `dst`), or a local
-  directory; `outputs` moves a directory of an object store file by file."""
+  directory."""
   src, dst = as_str(src), as_str(dst)
   if is_remote(src) or is_remote(dst):
     _gfile().rename(src, dst, overwrite=True)
@@ -172,7 +162,6 @@ def files_under(root: str) -> List[str]:
 
 def open_file(path: PathLike, mode: str = "r"):
   """Opens a file (writing to it is not atomic: see `atomic_write`)."""
-  path = as_str(path)
   if is_remote(path):
     return _gfile().GFile(path, mode)
   return open(path, mode, encoding=None if "b" in mode else "utf-8")  # pylint: disable=consider-using-with
@@ -192,8 +181,8 @@ def read_json(path: PathLike) -> Any:
 
 
 def utf8_problem(path: PathLike) -> str:
-  """Where a file stops being UTF-8, for the line that refuses it: its line
-  and the byte offsets in the file and in that line."""
+  """Where a file stops being UTF-8 (line, byte offsets), for the line that
+  refuses it."""
   data = read_bytes(path)
   try:
     data.decode("utf-8")
@@ -235,7 +224,6 @@ def temporary_path(path: PathLike, tag: str = TEMPORARY_TAG) -> str:
 def atomic_write(path: PathLike, mode: str = "w") -> Iterator[Any]:
   """Yields a file object; the file appears at `path` only when complete. On
   an exception the temporary file goes and `path` keeps its old content."""
-  path = as_str(path)
   if dirname(path):
     makedirs(dirname(path))
   tmp = temporary_path(path)
@@ -288,8 +276,8 @@ def is_disk_full(error: BaseException) -> bool:
 
 def disk_full_error(output: PathLike, error: BaseException
                     ) -> errors.InputError:
-  """The one line for a write that ran out of space: the output, not the
-  temporary file the error names, and the fix."""
+  """The one line for a write that ran out of space: it names the output,
+  not the temporary file."""
   quota = ("quota" in str(error).lower()
            or getattr(error, "errno", None) == errno.EDQUOT)
   reason = "disk quota exceeded" if quota else "no space left on the device"

@@ -1,15 +1,13 @@
 """One writer per output: a lock file beside the output names the run writing it.
 
-Builds on `rembert_tf.common.fileio` (tf.io.gfile for `scheme://` paths). The
-writer of output `DIR/NAME` writes its own lock file
-`DIR/.NAME.lock-PID@HOST-XXXX` (JSON), then lists the others: a live one makes
-it remove its own and fail with `OutputLockedError`, one line naming that run.
+Builds on `rembert_tf.common.fileio`. The writer of output `DIR/NAME` writes
+its own lock file `DIR/.NAME.lock-PID@HOST-XXXX` (JSON), then lists the
+others: a live one makes it remove its own and fail with `OutputLockedError`.
 Writing before listing needs no exclusive create, which Cloud Storage lacks;
 two runs that start together both withdraw and try again after a random pause.
-The output's real path is locked: a symbolic link shares its target's lock.
-A lock is stale when its run is gone: on this host its pid ended (or is
-another process now: another start time, another boot); from another host it
-was not refreshed (a daemon thread rewrites it every REFRESH_S) for
+The real path is locked (a symbolic link shares its target's lock). A lock is
+stale when its run is gone: on this host its pid ended (or is another process
+now); from another host it was not refreshed (every REFRESH_S) for
 STALE_AFTER_S.
 
 Example:
@@ -147,9 +145,8 @@ def _remove(path: str) -> None:
 
 @contextlib.contextmanager
 def _named_for_the_output(path: str) -> Iterator[None]:
-  """A full disk, or a parent that cannot be written (read-only, no
-  permission), is named as the output's problem: the lock file is this
-  module's detail."""
+  """A full disk or an unwritable parent is named as the output's problem,
+  not the lock file's."""
   try:
     yield
   except errors.user_error_types() as e:  # pylint: disable=catching-non-exception
@@ -252,13 +249,9 @@ def _refresh_forever() -> None:
 
 @contextlib.contextmanager
 def writing_output(path: PathLike) -> Iterator[str]:
-  """Holds the lock of output `path` for the block; raises OutputLockedError.
-
-  Nests (a process holds each output once). The output's parent is created
-  if needed, and removed again when this created it and it stayed empty. A
-  full disk reads as one line naming `path`; errors.InputError when a parent
-  of `path` is a file.
-  """
+  """Holds the lock of output `path` for the block (nests); raises
+  OutputLockedError. The output's parent is created if needed, and removed
+  again when this created it and it stayed empty."""
   path = fileio.as_str(path).rstrip("/")
   fileio.check_output_location(path)
   real = fileio.real_path(path).rstrip("/")

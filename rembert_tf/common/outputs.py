@@ -1,14 +1,12 @@
 """Outputs written under a temporary name and moved into place when complete.
 
-Builds on `rembert_tf.common.fileio` (tf.io.gfile for `scheme://` paths) and
-`output_lock` (one writer per output), so the same rule holds locally, on
-Cloud Storage and on `ram://`: the output is built in `.NAME.tmp-TAG`; an old
-one (only with --overwrite) goes to `.NAME.old-TAG`, then the marker
-`.NAME.into-TAG` says the new one is complete, then it moves in (`swap_in`).
-The next writer to take the output (`taking_output`) finishes a run killed at
-any point, even half-way through a directory that Cloud Storage moves object
-by object (with the marker the new output moves in, without it the old one
-moves back), and says so in one line (`recover_interrupted_swap`).
+Builds on `rembert_tf.common.fileio` and `output_lock` (one writer per
+output), locally and on object stores alike: the output is built in
+`.NAME.tmp-TAG`; an old one (only with --overwrite) goes to `.NAME.old-TAG`,
+the marker `.NAME.into-TAG` says the new one is complete, then it moves in
+(`swap_in`). The next writer (`taking_output`) finishes a run killed at any
+point, even half-way through an object-by-object move: with the marker the
+new output moves in, without it the old one moves back.
 
 Example:
 ```python
@@ -58,9 +56,7 @@ def writes_output(argument: str) -> Callable:
       if getattr(multiprocessing.current_process(), "_inheriting", False):
         _end_re_run(function.__name__)
       path = signature.bind(*args, **kwargs).arguments.get(argument)
-      if path is None:
-        return function(*args, **kwargs)
-      with taking_output(path):
+      with contextlib.nullcontext() if path is None else taking_output(path):
         return function(*args, **kwargs)
     return wrapped
   return decorate
@@ -89,12 +85,10 @@ def refuse_existing(paths: Sequence[str], overwrite: bool) -> None:
 
 @contextlib.contextmanager
 def atomic_directory(path: PathLike, overwrite: bool = False) -> Iterator[str]:
-  """Yields a temporary directory that becomes `path` when the block completes.
-
-  Holds the output's lock. An old `path` (only with `overwrite`, else
-  errors.OutputExistsError) stays until the new one is complete; on an
-  exception the temporary directory is removed and `path` is untouched.
-  """
+  """Yields a temporary directory that becomes `path` when the block completes,
+  under the output's lock; an old `path` (only with `overwrite`, else
+  errors.OutputExistsError) stays until then. On an exception the temporary
+  directory is removed and `path` is untouched."""
   path = fileio.as_str(path).rstrip("/")
   if fileio.temporaries_dir(path) == path:
     raise errors.UsageError(
@@ -121,11 +115,10 @@ def staging(path: str) -> Iterator[str]:
     raise
 
 
-def _companion(tmp: str, tag: str) -> str:
-  """`.NAME.old-TAG` (or `.NAME.into-TAG`) of temporary `.NAME.tmp-TAG`."""
-  parent, name = fileio.dirname(tmp), fileio.basename(tmp)
-  head, _, owner = name.partition(fileio.TEMPORARY_TAG)
-  return fileio.join(parent, f"{head}{tag}{owner}") if parent else head + tag + owner
+def _companion(path: str, tag: str, of: str = fileio.TEMPORARY_TAG) -> str:
+  """`.NAME{tag}OWNER` beside `.NAME{of}OWNER` (`.tmp-`, `.old-`, `.into-`)."""
+  head, _, owner = fileio.basename(path).rpartition(of)
+  return fileio.join(fileio.dirname(path), head + tag + owner)
 
 
 def _move(src: str, dst: str) -> None:
@@ -143,9 +136,8 @@ def _move(src: str, dst: str) -> None:
 
 def _merge_tree(src: str, dst: str) -> None:
   """Moves every file of `src` to the same place under `dst`, then drops
-  `src`: how an object store moves a directory (a rename of ram://'s
-  directory marker would lose its files), and how a move cut short half-way
-  is finished."""
+  `src`: how an object store moves a directory, and how a move cut short
+  half-way is finished."""
   for relative in fileio.files_under(src):
     fileio.makedirs(fileio.dirname(fileio.join(dst, relative)))
     fileio.rename(fileio.join(src, relative), fileio.join(dst, relative))
@@ -156,11 +148,9 @@ def _merge_tree(src: str, dst: str) -> None:
 def swap_in(target: str, tmp: str, old_names: Optional[Sequence[str]] = None,
             new_names: Optional[Sequence[str]] = None) -> None:
   """Moves the complete new output in `tmp` (a `fileio.temporary_path`) into
-  place: the whole directory `target`, or its members `new_names` replacing
-  `old_names` (in that order). The old output goes to `.NAME.old-TAG` beside
-  `tmp`, then the marker `.NAME.into-TAG` is written, then the new output
-  moves in; the old copy and the marker go last. An error on the way finishes
-  or undoes the swap at once; a kill leaves it to the next writer."""
+  place, as the module doc says: the whole directory `target`, or its members
+  `new_names` replacing `old_names`. An error on the way finishes or undoes
+  the swap at once; a kill leaves it to the next writer."""
   old, marker = _companion(tmp, _OLD), _companion(tmp, _INTO)
   if old_names is None:
     aside, into = [(target, old)], [(tmp, target)]
@@ -224,9 +214,7 @@ def recover_interrupted_swap(root: PathLike, target: Optional[PathLike] = None
   stderr; several old copies without a marker are refused (InputError)."""
   root = fileio.as_str(root).rstrip("/")
   target = fileio.as_str(target or root).rstrip("/")
-  name = f".{fileio.basename(root)}"
-  as_tmp = lambda p, tag: fileio.join(fileio.dirname(p), name + fileio.TEMPORARY_TAG
-                                      + fileio.basename(p)[len(name + tag):])
+  as_tmp = lambda path, tag: _companion(path, fileio.TEMPORARY_TAG, of=tag)
   for marker in _beside(root, _INTO):
     _finish_or_say(target, as_tmp(marker, _INTO), "finished the replacement a "
                    "killed run had begun (the new output is in place).")

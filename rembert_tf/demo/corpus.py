@@ -3,11 +3,10 @@
 A document follows a protagonist through 6-12 sentences coming back to two
 or three actions, so a masked word can often be read off the story. English
 documents are monolingual; each other language's are **parallel** (each
-sentence followed by its English rendering), **code-switched** (content
-words and some function words written in the other language with
-`switch_probability`, inflected as that language's clause writes them) or
-monolingual. Languages also share digits, names and `lexicon.LOANWORDS`, and
-differ in size so the data tools' language smoothing has something to do.
+sentence followed by its English rendering), **code-switched** (some words in
+the other language, inflected as its clause writes them) or monolingual.
+Languages differ in size so the data tools' language smoothing has something
+to do.
 
 Example:
 ```python
@@ -44,11 +43,8 @@ SWITCH_PROBABILITY = 0.5
 def sample_document_frames(rng: random.Random,
                            num_sentences: Optional[int] = None
                            ) -> List[grammar.Frame]:
-  """Frames of one story: a protagonist, a tense, often one place, a topic.
-
-  The topic is two or three of the protagonist's verbs, each with a fixed
-  object: most sentences are about the protagonist doing those things.
-  """
+  """Frames of one story: a protagonist, a tense, often one place, and a
+  topic of two or three verbs, each with a fixed object."""
   # Long enough to fill a 64-piece pre-training sequence: short documents
   # would make sequences mostly padding, with few predictions per step.
   num_sentences = num_sentences or rng.randint(6, 12)
@@ -180,22 +176,12 @@ def generate_corpus(output_dir,
                     code_switched_fraction: float = CODE_SWITCHED_FRACTION,
                     verbose: bool = False,
                     overwrite: bool = False) -> Dict[str, Dict[str, int]]:
-  """Writes `output_dir/{lang}/part-NNNNN.txt` files; returns per-language stats.
+  """Writes `output_dir/{lang}/part-NNNNN.txt` (swapped in whole); returns
+  {lang: {"documents", "sentences", "bytes", "files"}}.
 
-  Args:
-    output_dir: root folder (created; swapped in whole).
-    languages: subset of `lexicon.LANGUAGES`.
-    target_megabytes: approximate total UTF-8 size (> 0), shared out by
-      `LANGUAGE_SIZES`.
-    files_per_language: documents are dealt round-robin over this many files.
-    seed: the corpus is a pure function of the arguments.
-    parallel_fraction, code_switched_fraction: the mix of documents.
-    verbose: print each language's figures.
-    overwrite: replace an existing `output_dir`.
-  Returns:
-    {lang: {"documents", "sentences", "bytes", "files"}}.
-  Raises:
-    errors.UsageError, errors.OutputExistsError.
+  The corpus is a pure function of the arguments: `target_megabytes` of UTF-8
+  shared out by `LANGUAGE_SIZES`, documents dealt round-robin over
+  `files_per_language` files; `verbose` prints each language's figures.
   """
   mix = (parallel_fraction, code_switched_fraction)
   _check_arguments(languages, target_megabytes, files_per_language, *mix)

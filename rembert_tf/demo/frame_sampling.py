@@ -7,10 +7,9 @@ read letters, animals chase animals ...); all randomness comes from the
 Example:
 ```python
 import random
-from rembert_tf.demo import frame_sampling, grammar
+from rembert_tf.demo import frame_sampling
 rng = random.Random(0)
 frame = frame_sampling.sample_frame(rng, subject="farmer", negation_prob=0.0)
-grammar.render(frame, "en")
 frame_sampling.adjective_for(rng, "dog", p=1.0)   # an adjective that fits dogs
 ```
 """
@@ -45,16 +44,9 @@ def sample_frame(rng: random.Random,
                  negation_prob: float = 0.15,
                  topic: Optional[Mapping[str, Tuple[str, Optional[str]]]] = None
                  ) -> grammar.Frame:
-  """A random frame respecting the selectional restrictions.
-
-  Args:
-    rng: a `random.Random` (the only source of randomness: deterministic).
-    subject, subject_adjective, tense, location: fix these instead of sampling.
-    negation_prob: probability the clause is negated.
-    topic: optional {verb: (object, object_adjective)} of a story; when the
-      subject can do one of its verbs, that verb and its object are used
-      (a story keeps coming back to the same actions and things).
-  """
+  """A random frame respecting the selectional restrictions; the arguments
+  given are fixed instead of sampled. `topic`: {verb: (object,
+  object_adjective)} of a story, used when the subject can do one of them."""
   if subject is None:
     subject = pick_subject(rng)
     subject_adjective = adjective_for(rng, subject, 0.35)

@@ -1,10 +1,8 @@
 """The demo's grammar: one clause meaning (`Frame`) rendered in seven languages.
 
-A `Frame` holds a clause's meaning (subject, verb, object, adjectives,
-quantity, tense, time, place, manner, negation) as concept names; `render`
-writes it in any demo language with that language's word order and
-agreement (the table in docs/demo.md), with word forms from
-`rembert_tf.demo.lexicon`.
+A `Frame` holds a clause's meaning as concept names; `render` writes it in
+any demo language with that language's word order and agreement (the table
+in docs/demo.md), with word forms from `rembert_tf.demo.lexicon`.
 
 Example:
 ```python
@@ -13,8 +11,7 @@ from rembert_tf.demo import frame_sampling, grammar, lexicon
 frame = frame_sampling.sample_frame(random.Random(0), subject="farmer")
 for lang in lexicon.LANGUAGES:
   print(lang, grammar.render(frame, lang))
-# Code-switched: the Hindi clause with its verb in English, and the
-# English clause with its verb in Hindi, each inflected by its own grammar.
+# Code-switched both ways, each word inflected by its own grammar:
 verb = {"v:" + frame.verb}
 print(grammar.render(frame, "hi", lexicon.lexicon("hi").switched(
     verb, grammar.word_forms(frame, "en"))))
@@ -30,19 +27,10 @@ from rembert_tf.demo import lexicon as lx
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-  """One clause's meaning. Values are concept names (the lexicon's tables).
-
-  Attributes:
-    subject: a noun ("farmer") or a name from lexicon.NAMES ("Mira").
-    verb: a verb key ("eat"); intransitive verbs take no object.
-    object: a noun key or None.
-    subject_adjective, object_adjective: adjective keys or None.
-    object_count: 1, or 2..9 for a quantity (countable nouns only).
-    subject_definite, object_definite: the/a (ignored for names).
-    tense: "past", "present" or "future" (the time word must agree).
-    time, location, manner: keys or None.
-    negated: the clause is negated.
-  """
+  """One clause's meaning. Values are concept names (the lexicon's tables);
+  `subject` is a noun or a name from lexicon.NAMES, `object_count` 2..9 a
+  quantity (countable nouns only), `*_definite` the/a (ignored for names);
+  the time word agrees with `tense`."""
   subject: str
   verb: str
   object: Optional[str] = None
@@ -56,9 +44,6 @@ class Frame:
   location: Optional[str] = None
   manner: Optional[str] = None
   negated: bool = False
-
-  def replace(self, **changes) -> "Frame":
-    return dataclasses.replace(self, **changes)
 
 
 # ---------------------------------------------------------------------------
@@ -315,12 +300,9 @@ def _words(frame: Frame, lang: str, lexicon: lx.Lexicon) -> List[str]:
 
 
 def word_forms(frame: Frame, lang: str) -> Dict[str, str]:
-  """Each concept and function-word key of `frame` -> its word in `lang`.
-
-  The words as `render(frame, lang)` writes them, inflected for this clause
-  ("ate", "dogs"; Spanish noun endings, Arabic verb prefixes): what a
-  code-switching writer inserts into a clause of another language.
-  """
+  """Each concept and function-word key of `frame` -> its word in `lang`, as
+  `render(frame, lang)` inflects it ("ate", "dogs"): what a code-switching
+  writer inserts into a clause of another language."""
   lexicon = lx.lexicon(lang).recording()
   written = _words(frame, lang, lexicon)
   forms = {}
@@ -334,11 +316,8 @@ def word_forms(frame: Frame, lang: str) -> Dict[str, str]:
 
 def render(frame: Frame, lang: str,
            lexicon: Optional[lx.Lexicon] = None) -> str:
-  """The sentence of `frame` in language `lang` (one of LANGUAGES).
-
-  `lexicon`: the word forms to use (default `lexicon.lexicon(lang)`; pass
-  `lexicon.lexicon(lang).switched(keys)` for a code-switched sentence).
-  """
+  """The sentence of `frame` in language `lang`; `lexicon` (default
+  `lexicon.lexicon(lang)`): the word forms, e.g. a code-switched one."""
   lexicon = lexicon or lx.lexicon(lang)  # Refuses an unknown language.
   words = _words(frame, lang, lexicon)
   if lang == "zh":

@@ -21,8 +21,6 @@ ru.switched({"n:cat"}).form("n:cat")  # 'cat' (code-switched)
 lexicon.lexicon("en").borrowing("ru", {"n:cat"}).form("n:cat")  # 'лыдоз'
 # As the other language's clause inflects it (`grammar.word_forms`):
 lexicon.lexicon("en").borrowing("ru", {"n:cat"}, {"n:cat": "лыдоза"}).form("n:cat")  # 'лыдоза'
-
-lexicon.english_form("t:last_night")  # 'last night'
 ```
 """
 import functools
@@ -134,12 +132,10 @@ NAMES = tuple(NAME_GENDER)
 LOANWORDS: FrozenSet[str] = frozenset(
     {"n:pizza", "n:tomato", "n:radio", "n:piano", "p:hotel"})
 
-# Function words that code-switching swaps too (`f:` keys): the negation
-# (by tense: Arabic and Chinese negate each tense with another word) and the
-# locative preposition. Their forms are fixed per language (the grammars use
-# them); English writes "not" and "in". A bilingual writer's "not" inside a
-# Russian clause puts it where "не" stands, which ties the two together: the
-# languages' negations are what an NLI classifier needs most.
+# Function words that code-switching swaps too (`f:` keys): the negation (by
+# tense: Arabic and Chinese negate each tense with another word) and the
+# locative preposition, fixed per language. Switched negations tie the
+# languages' negations together: what an NLI classifier needs most.
 FUNCTION_WORDS = {
     "f:not_past": {"en": "not", "es": "no", "ru": "не", "el": "δεν",
                    "ar": "لم", "hi": "नहीं", "zh": "没"},
@@ -254,10 +250,10 @@ def _invent_stems(lang: str) -> Dict[str, str]:
 class Lexicon:
   """One language's word forms; some concepts may come from another language.
 
-  `lang` is the language whose grammar uses the lexicon; `stems` the invented
-  stems it draws on; `english` the concepts written in English; `forms` whole
-  words from another language's rendering of the same clause. `written`,
-  when a dict, collects every word given, by key (`grammar.word_forms`).
+  `lang`: the language whose grammar uses the lexicon; `english`: the
+  concepts written in English; `forms`: whole words from another language's
+  rendering of the same clause. `written`, when a dict, collects every word
+  given, by key (`grammar.word_forms`).
   """
 
   def __init__(self, lang: str, stems: Dict[str, str],
@@ -294,11 +290,9 @@ class Lexicon:
     return self._give(key, prefix + self._stems[key] + suffix)
 
   def function_word(self, key: str, native: Optional[str] = None) -> str:
-    """The function word `key` (`FUNCTION_WORDS`) as this lexicon writes it.
-
-    `native`: the host language's own form where its grammar inflects it
-    (Greek "στο" / "στη"); default the `FUNCTION_WORDS` form.
-    """
+    """The function word `key` (`FUNCTION_WORDS`) as this lexicon writes it;
+    `native`: the host language's form where its grammar inflects it (Greek
+    "στο" / "στη")."""
     if native is not None and self.lang != "en" and not self.is_english(key):
       return self._give(key, native)
     return self.form(key)  # the stems hold each language's FUNCTION_WORDS
@@ -311,22 +305,17 @@ class Lexicon:
 
   def switched(self, keys: Iterable[str],
                forms: Optional[Mapping[str, str]] = None) -> "Lexicon":
-    """This lexicon with `keys` written in English too (code-switching).
-
-    `forms`: the English words of the same clause by key (inflected); keys
-    without one take the English base form.
-    """
+    """This lexicon with `keys` written in English too (code-switching);
+    `forms`: the English words of the same clause by key (inflected)."""
     keys = frozenset(keys)
     return Lexicon(self.lang, self._stems, self._english | keys,
                    {k: v for k, v in (forms or {}).items() if k in keys})
 
   def borrowing(self, donor: str, keys: Iterable[str],
                 forms: Optional[Mapping[str, str]] = None) -> "Lexicon":
-    """The English lexicon with `keys` in the words of `donor` (code-switching).
-
-    `forms`: `donor`'s words of the same clause by key, inflected as
-    `donor`'s grammar writes them; keys without one take the bare stem.
-    """
+    """The English lexicon with `keys` in the words of `donor` (code-switching);
+    `forms`: `donor`'s words of the same clause by key, as its grammar
+    inflects them (else the bare stem)."""
     if self.lang != "en":
       raise ValueError("borrowing() is for the English lexicon; use switched().")
     keys = frozenset(keys) - LOANWORDS

@@ -1,9 +1,8 @@
 """XNLI-like pairs from the demo grammar, written as XTREME's download/ folder.
 
 `make_nli_pair` builds (premise, hypothesis, label) from frames, so the label
-holds in every language, as XNLI's translations; `write_xnli_files` writes
-the pairs as XTREME's download leaves XNLI, for the regular fine-tuning path.
-Imports no TensorFlow.
+holds in every language, as in XNLI's translations; `write_xnli_files` writes
+them as XTREME's download leaves XNLI.
 
 Example:
 ```python
@@ -15,6 +14,7 @@ rows = nli.nli_examples(100, seed=1, language="ru")   # [{"premise", "hypothesis
 nli.write_xnli_files("download", num_train=200, num_dev=20)  # download/xnli/*.tsv
 ```
 """
+import dataclasses
 import random
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -53,7 +53,7 @@ def _add_modifier(rng: random.Random, frame: grammar.Frame,
   if not options:
     return None
   field, value = rng.choice(options)
-  return frame.replace(**{field: value})
+  return dataclasses.replace(frame, **{field: value})
 
 
 def _drop_modifiers(rng: random.Random, frame: grammar.Frame,
@@ -62,7 +62,7 @@ def _drop_modifiers(rng: random.Random, frame: grammar.Frame,
   if not present:
     return None
   dropped = rng.sample(present, rng.randint(1, len(present)))
-  return frame.replace(**{m: None for m in dropped})
+  return dataclasses.replace(frame, **{m: None for m in dropped})
 
 
 def make_nli_pair(rng: random.Random, label: Optional[str] = None
@@ -90,9 +90,9 @@ def make_nli_pair(rng: random.Random, label: Optional[str] = None
         hypothesis = (_drop_modifiers(rng, premise, _EVENT_MODIFIERS)
                       if premise.negated else _add_modifier(rng, premise))
     elif premise.negated or rng.random() < 0.5:
-      hypothesis = premise.replace(negated=not premise.negated)
+      hypothesis = dataclasses.replace(premise, negated=not premise.negated)
     elif premise.location is not None:
-      hypothesis = premise.replace(location=rng.choice(
+      hypothesis = dataclasses.replace(premise, location=rng.choice(
           [p for p in lx.PLACES if p != premise.location]))
     else:
       hypothesis = None

@@ -66,7 +66,7 @@ def test_code_switching_swaps_content_words_negation_and_preposition():
   assert english[-3:-1] == ["в", "the"]
   # Arabic negates each tense with its own word; each is one switchable key.
   for tense, word in (("past", "لم"), ("present", "لا"), ("future", "لن")):
-    negated = frame.replace(tense=tense)
+    negated = dataclasses.replace(frame, tense=tense)
     assert word in grammar.render(negated, "ar").split()
     assert "not" in grammar.render(
         negated, "ar", lexicon.lexicon("ar").switched(["f:not_" + tense])).split()
@@ -109,7 +109,7 @@ def test_switched_words_keep_their_own_languages_inflection():
       "ru", keys, grammar.word_forms(frame, "ru"))))
   assert ru.form("v:eat") not in borrowed and ru.form("n:apple") not in borrowed
   # The other way round: English words as English inflects them ("ate").
-  positive = frame.replace(negated=False)
+  positive = dataclasses.replace(frame, negated=False)
   switched = grammar.render(positive, "ru", ru.switched(
       ["v:eat", "n:apple"], grammar.word_forms(positive, "en")))
   assert "ate" in _words(switched) and "apple" in _words(switched)
