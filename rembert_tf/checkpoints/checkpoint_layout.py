@@ -79,24 +79,13 @@ def announce_fallback(prefix: str, report: Callable[[str], None] = _say
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointSource:
-  """A user's checkpoint path, resolved to the files that hold each part.
-
-  Attributes:
-    path: the path as given.
-    kind: "directory" (checkpoint directory or model_dir), "prefix" or
-      "saved_model".
-    encoder_checkpoint: object-based checkpoint prefix holding the encoder.
-    pretrainer_checkpoint: prefix holding the whole pretrainer (encoder +
-      output side), or None (encoder-only sources).
-    model_config: path of the model_config.yaml, or None.
-    sp_model: path of the SentencePiece model, or None.
-  """
-  path: str
-  kind: str
-  encoder_checkpoint: str
-  pretrainer_checkpoint: Optional[str]
-  model_config: Optional[str]
-  sp_model: Optional[str]
+  """A user's checkpoint path, resolved to the files that hold each part."""
+  path: str                             # as given
+  kind: str                             # "directory", "prefix", "saved_model"
+  encoder_checkpoint: str               # the prefix holding the encoder
+  pretrainer_checkpoint: Optional[str]  # encoder + output side, if any
+  model_config: Optional[str]           # model_config.yaml
+  sp_model: Optional[str]               # sentencepiece.model
 
 
 def encoder_checkpoint_path(directory) -> str:
@@ -117,11 +106,7 @@ def _existing(*paths) -> Optional[str]:
 
 
 def resolve(source) -> CheckpointSource:
-  """Finds which files of `source` hold the encoder, the output side, the config.
-
-  Raises:
-    CheckpointError: naming the path when it holds no checkpoint.
-  """
+  """Finds which files of `source` hold each part; CheckpointError if none."""
   if isinstance(source, CheckpointSource):
     return source
   path = fileio.as_str(source).rstrip("/") or "/"
@@ -202,11 +187,9 @@ def check_intact(prefix: str) -> None:
 
 
 def find_sentencepiece(source) -> Optional[str]:
-  """The SentencePiece model that came with a checkpoint source, or None."""
   return resolve(source).sp_model
 
 
-# === the model config ===
 def read_model_config(path) -> rembert_config.RemBertConfig:
   """A model_config.yaml on any filesystem."""
   path = fileio.as_str(path)

@@ -1,16 +1,13 @@
 """Reading a checkpoint in few RestoreV2 calls, in bounded memory, and a model's node of it.
 
-`CheckpointReader.read` asks TensorFlow's `RestoreV2` op for consecutive runs of
-tensors whose sizes add up to at most `BATCH_BYTES` (a larger tensor comes
-alone): the checkpoint is opened once per run, not once per tensor (on gs://
-a network round trip each), and no more than one run is in memory beside
-what the caller keeps. Tensors come back in the order asked for, as stored.
-`read_node` finds a model's node in an object-based checkpoint's
-`TrackableObjectGraph` by its children, wherever the writer put it, and reads
-only that subtree into the model, batch by batch (`tf.train.Checkpoint.read`
-would hold a second copy of the weights). Builds on TensorFlow's checkpoint
-reader (names, shapes, dtypes) and `RestoreV2`, on every TensorFlow
-filesystem.
+`CheckpointReader.read` asks TensorFlow's `RestoreV2` op for consecutive runs
+of tensors of at most `BATCH_BYTES` in all (a larger tensor alone): one
+opening per run, not per tensor (on gs:// a round trip each), and one run in
+memory beside what the caller keeps. `read_node` finds a model's node in an
+object-based checkpoint's `TrackableObjectGraph` by its children, wherever
+the writer put it, and reads only that subtree, batch by batch
+(`tf.train.Checkpoint.read` would hold a second copy of the weights). Builds
+on TensorFlow's checkpoint reader and `RestoreV2`, on every filesystem.
 
 Example:
 <!-- snippet: not run: a fragment: `checkpoint_reading` comes from the caller's code -->
@@ -38,8 +35,7 @@ BATCH_BYTES = 256 << 20
 
 
 def tensor_bytes(shape: Sequence[int], dtype: tf.DType) -> int:
-  """Bytes of a stored tensor (strings count as 0: their size is unknown
-  before reading, and checkpoints hold only small ones)."""
+  """Bytes of a stored tensor (strings, small and of unknown size, count 0)."""
   if dtype == tf.string:
     return 0
   return int(np.prod(shape, dtype=np.int64)) * tf.as_dtype(dtype).size
@@ -63,12 +59,8 @@ def plan_batches(keys: Sequence[str], sizes: Dict[str, int],
 
 
 class CheckpointReader:
-  """A checkpoint's index, and batched reads of its tensors.
-
-  Opening reads the index only (names, shapes, dtypes), never tensor data.
-  Raises what `tf.compat.v1.train.NewCheckpointReader` raises for a path that
-  is not a checkpoint (tf.errors.OpError, ValueError).
-  """
+  """A checkpoint's index (names, shapes, dtypes; opening reads no tensor),
+  and batched reads of its tensors."""
 
   def __init__(self, prefix: str):
     # NewCheckpointReader, not load_checkpoint: the latter takes a prefix for
@@ -78,15 +70,13 @@ class CheckpointReader:
     self.shapes: Dict[str, List[int]] = self._reader.get_variable_to_shape_map()
     self.dtypes: Dict[str, tf.DType] = self._reader.get_variable_to_dtype_map()
 
-  def get_tensor(self, key: str):
-    """One tensor, read alone (as a numpy value)."""
+  def get_tensor(self, key: str):  # a numpy value
     return self._reader.get_tensor(key)
 
   def read(self, keys: Iterable[str], max_batch_bytes: Optional[int] = None
            ) -> Iterator[Tuple[str, tf.Tensor]]:
     """(key, tensor) for each key, in order, in RestoreV2 calls of at most
-    `max_batch_bytes` (default `BATCH_BYTES`). A batch is dropped once its
-    last tensor is handed out: the caller's copies are all that outlive it."""
+    `max_batch_bytes` (default `BATCH_BYTES`); a batch is dropped once handed out."""
     keys = list(keys)
     sizes = {key: tensor_bytes(self.shapes[key], self.dtypes[key])
              for key in keys}
@@ -154,8 +144,8 @@ def _checkpoint_keys(graph, node_id: int, model) -> dict:
 def read_node(model, prefix: str, children_wanted: frozenset,
               what: str) -> None:
   """Reads the `what` node of checkpoint `prefix` (the shallowest with
-  `children_wanted`) into `model`, in batches assigned in place; everything
-  outside the node (optimizer slots, other models) is never read."""
+  `children_wanted`) into `model`, in batches assigned in place; nothing
+  outside it (optimizer slots, other models) is read."""
   reader, graph = object_graph(prefix)
   found = find_node(graph, children_wanted)
   if found is None:

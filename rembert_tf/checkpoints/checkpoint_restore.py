@@ -32,11 +32,8 @@ _ENCODER_CHILDREN = frozenset({"_embedding_layer", "_transformer_layers",
 
 def model_config_of(source, config: checkpoint_layout.ModelConfigLike = None
                     ) -> rembert_config.RemBertConfig:
-  """The model config of a source; `config` (preset / YAML / object) if given.
-
-  When the source has its own config and `config` is given too, they must
-  agree: the error lists every differing field.
-  """
+  """The model config of a source, or `config` (preset / YAML / object),
+  which must agree with the source's own (the error lists each difference)."""
   resolved = checkpoint_layout.resolve(source)
   stored = (checkpoint_layout.read_model_config(resolved.model_config)
             if resolved.model_config else None)
@@ -62,10 +59,8 @@ def model_config_of(source, config: checkpoint_layout.ModelConfigLike = None
 
 
 def restore_encoder(encoder: rembert_encoder.RemBertEncoder, source) -> str:
-  """Reads the encoder's weights from any checkpoint source; returns the prefix.
-
-  Output-side variables and optimizer slots in the source are never read.
-  """
+  """Reads the encoder's weights (nothing else) from any checkpoint source;
+  returns the prefix."""
   prefix = checkpoint_layout.resolve(source).encoder_checkpoint
   checkpoint_reading.read_node(
       encoder, prefix, _ENCODER_CHILDREN, "encoder (a RemBertEncoder node: "
@@ -75,12 +70,9 @@ def restore_encoder(encoder: rembert_encoder.RemBertEncoder, source) -> str:
 
 @contextlib.contextmanager
 def zero_initialized_variables() -> Iterator[None]:
-  """Variables created in this block start as zeros instead of random values.
-
-  For a model built only to be overwritten by a checkpoint: TensorFlow's
-  random initializers keep about twice the variable's size of scratch memory
-  resident, zeros cost the variable alone. Every variable must then be restored.
-  """
+  """Variables created in this block start as zeros, for a model whose every
+  variable a checkpoint overwrites (random initializers keep about twice the
+  variable's size of scratch memory resident)."""
   def zeros_creator(next_creator, **kwargs):
     shape, dtype = kwargs.get("shape"), kwargs.get("dtype")
     if (shape is not None and tf.TensorShape(shape).is_fully_defined()

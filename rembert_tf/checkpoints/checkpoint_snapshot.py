@@ -1,23 +1,16 @@
 """Reading a live model_dir: the newest intact checkpoint, held against the
 trainer's rotation while it is read.
 
-A trainer with `trainer.max_to_keep` deletes its oldest checkpoint at every
-save (TensorFlow's `CheckpointManager`). A reader (rembert-export,
-rembert-convert) that chose a model_dir's newest intact checkpoint may find
-its files gone before it has read them all when saves come often or the read
-is slow. `held(source)` therefore copies the files of the checkpoint chosen
-(`P.index`, `P.data-*`, only of the parts the reader needs) into a temporary
-folder of the reader's own, checks the copy whole
-(`checkpoint_integrity.problem`), and hands out a `CheckpointSource` that
-reads the copy; a copy that the rotation cut short (a file gone half-way) is
-dropped and the reader starts again from the then newest checkpoint.
-
-A copy asks nothing of the writer (CheckpointManager deletes whatever lies
-past max_to_keep) and works alike on every filesystem of `tf.io.gfile`. It
-costs the size of the parts read on the local temporary disk, for as long as
-the reader runs. Sources that no
-trainer rotates (a converted checkpoint directory, a prefix the user named,
-a SavedModel) are read in place.
+A trainer's `CheckpointManager` deletes its oldest checkpoint at every save
+(`trainer.max_to_keep`), so a reader (rembert-export, rembert-convert) of a
+model_dir's newest checkpoint may find its files gone half-way.
+`held(source)` copies the files of the parts the reader needs (`P.index`,
+`P.data-*`) into a temporary folder of its own, checks the copy whole
+(`checkpoint_integrity.problem`) and hands out a `CheckpointSource` that
+reads it; a copy cut short by the rotation is dropped and the newest
+checkpoint copied again. The writer is asked nothing; the copy costs local
+disk while the reader runs. Sources no trainer rotates (a converted
+directory, a prefix, a SavedModel) are read in place.
 
 Builds on `checkpoint_layout.resolve` (which files hold each part) and
 `fileio.copy` (tf.io.gfile).
@@ -60,11 +53,8 @@ def is_rotated(source: checkpoint_layout.CheckpointSource) -> bool:
 def held(source, parts: Sequence[str] = PARTS
          ) -> Iterator[checkpoint_layout.CheckpointSource]:
   """`source` resolved, the checkpoints of `parts` ("encoder", "pretrainer")
-  copied for the block when a trainer rotates them (`is_rotated`).
-
-  Raises:
-    CheckpointError: every copy tried was cut short by the rotation.
-  """
+  copied for the block when a trainer rotates them; CheckpointError when
+  every copy tried was cut short."""
   resolved = checkpoint_layout.resolve(source)
   if not is_rotated(resolved):
     yield resolved

@@ -14,12 +14,8 @@ from rembert_tf.modeling import rembert_config
 
 def write_encoder_checkpoint(encoder, directory, step: int = 0,
                              max_to_keep: int = 3) -> str:
-  """Saves `encoder` as DIR/encoder/ckpt-<step> with a CheckpointManager.
-
-  TF writes the checkpoint's files under temporary names and renames them
-  when complete, and updates the `checkpoint` index file last, so a kill
-  midway never leaves a half-written checkpoint as the newest one.
-  """
+  """Saves `encoder` as DIR/encoder/ckpt-<step> (the `checkpoint` state file
+  is updated last: a kill midway leaves no half-written newest checkpoint)."""
   return _save(ENCODER_SUBDIR, {"encoder": encoder}, directory, step,
                max_to_keep)
 
@@ -39,12 +35,9 @@ def _save(subdir, items, directory, step: int, max_to_keep: int) -> str:
 
 def write_checkpoint_dir(directory, cfg, encoder, pretrainer=None,
                          step: int = 0) -> None:
-  """Writes model_config.yaml, encoder/ckpt-N and [pretrainer/ckpt-N].
-
-  `directory` should be the temporary directory of `outputs.atomic_directory`;
-  a caller with a tokenizer copies it in as `SENTENCEPIECE_FILE` before the
-  directory is swapped in.
-  """
+  """Writes model_config.yaml, encoder/ckpt-N and [pretrainer/ckpt-N] into
+  the temporary directory of `outputs.atomic_directory` (a caller with a
+  tokenizer copies it in as `SENTENCEPIECE_FILE` before the swap)."""
   fileio.makedirs(directory)
   rembert_config.save_model_config(cfg, fileio.join(directory, MODEL_CONFIG_FILE))
   write_encoder_checkpoint(encoder, directory, step=step)

@@ -35,12 +35,8 @@ def has_output_side(source) -> bool:
 
 def restore_pretrainer(pretrainer: rembert_pretrainer.RemBertPretrainer,
                        source) -> str:
-  """Reads encoder + output side (MLM head, output layers); returns the prefix.
-
-  Raises:
-    CheckpointError: when the source has no output side (an encoder-only
-      checkpoint or SavedModel), naming what to convert instead.
-  """
+  """Reads encoder + output side (MLM head, output layers); returns the
+  prefix. CheckpointError when the source has no output side."""
   resolved = checkpoint_layout.resolve(source)
   if not has_output_side(resolved):
     raise checkpoint_layout.CheckpointError(

@@ -132,24 +132,15 @@ def field_value(flag: str, value: Any) -> Any:
   return value
 
 
-def given_overrides() -> Dict[str, Any]:
-  """{field: value} of every flag of the table given on the command line.
-  One rate (--learning_rate) also empties the list of rates, which would
-  otherwise be swept instead of it."""
-  given = {field: field_value(flag, FLAGS[flag].value)
-           for flag, field in FLAG_FIELDS.items() if FLAGS[flag].present}
-  if "trainer.learning_rate" in given and "sweep.learning_rates" not in given:
-    given["sweep.learning_rates"] = []
-  return given
-
-
 def given_flags() -> Dict[str, Tuple[str, Any]]:
-  """{field: (the flag as given, the field's value)} of `given_overrides`,
-  for `experiment_files.with_flags` (a flag wins, and a note names the value
-  it overrides)."""
-  given = given_overrides()
-  flag_of = {field: flag for flag, field in FLAG_FIELDS.items()}
-  if "sweep.learning_rates" in given and not FLAGS["learning_rates"].present:
-    flag_of["sweep.learning_rates"] = "learning_rate"  # --learning_rate's
-  return {field: (f"--{flag_of[field]} {given[FLAG_FIELDS[flag_of[field]]]}",
-                  value) for field, value in given.items()}
+  """{field: (the flag as given, the field's value)} of every flag of the
+  table given on the command line, for `experiment_files.with_flags` (a flag
+  wins, and a note names the value it overrides). One rate (--learning_rate)
+  also empties the list of rates, which would otherwise be swept instead."""
+  values = {flag: field_value(flag, FLAGS[flag].value)
+            for flag in FLAG_FIELDS if FLAGS[flag].present}
+  given = {FLAG_FIELDS[flag]: (f"--{flag} {value}", value)
+           for flag, value in values.items()}
+  if "trainer.learning_rate" in given and "sweep.learning_rates" not in given:
+    given["sweep.learning_rates"] = (given["trainer.learning_rate"][0], [])
+  return given

@@ -1,8 +1,5 @@
 """`--tfds_data_dir`, defined once for every command that reads prepared TensorFlow Datasets.
 
-The corpus and XTREME flag modules both adopt it (absl has one flag registry
-per process).
-
 Example (a flag module):
 ```python
 from absl import flags

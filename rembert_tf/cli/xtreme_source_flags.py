@@ -2,10 +2,8 @@
 
 `rembert-create-finetuning-data`, `rembert-finetune` and `rembert-retrieve`
 read the benchmark from XTREME's `download/` folder (their own `--data_dir`)
-or from TensorFlow Datasets prepared in `--tfds_data_dir` (`tfds_flags`,
-adopted here). absl keeps one flag registry per process and a name can be
-defined only once in it, so the flags live here and each command imports
-this module (and adopts its flags, so that its `--help` lists them).
+or from TensorFlow Datasets prepared in `--tfds_data_dir` (`tfds_flags`).
+absl defines a name once per process, so each command adopts these flags.
 
 Example (a command module):
 ```python

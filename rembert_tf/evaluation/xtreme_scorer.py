@@ -239,10 +239,6 @@ def task_metric(task: str) -> TaskMetric:
   return METRICS[xtreme_tasks.XTREME_TASKS[task].metric]
 
 
-def file_extension(task: str) -> str:
-  return task_metric(task).extension
-
-
 def headline_score(task: str, scores: Dict, language: str) -> Optional[float]:
   """A language's single score (percent), e.g. English dev for selection."""
   metric = task_metric(task)
@@ -263,7 +259,7 @@ def score_file_pair(task: str, prediction_file, label_file, language: str,
 
 
 def _languages_in_folder(folder: str, task: str, split: str) -> List[str]:
-  ext = file_extension(task)
+  ext = task_metric(task).extension
   found = {fileio.basename(p)[len(split) + 1:-len(ext) - 1]
            for p in fileio.glob(fileio.join(folder, task, f"{split}-*.{ext}"))}
   return xtreme_tasks.XTREME_TASKS[task].in_benchmark_order(found)
@@ -288,7 +284,7 @@ def score_task(task: str, prediction_folder, label_folder, split: str = "test",
   """Scores every language of `task` (default: each with a prediction file)."""
   prediction_folder = fileio.as_str(prediction_folder)
   label_folder = fileio.as_str(label_folder)
-  ext = file_extension(task)
+  ext = task_metric(task).extension
   if languages is None:
     languages = _languages_in_folder(prediction_folder, task, split)
     if not languages:

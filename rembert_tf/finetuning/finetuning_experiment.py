@@ -109,7 +109,6 @@ class FinetuningExperimentConfig(hyperparams.Config):
           distribution_strategy=None, mixed_precision_dtype=None))
 
 
-# One experiment with the task as a field: the task table holds what differs per task.
 @exp_factory.register_config_factory(EXPERIMENT_NAME)
 def rembert_finetuning() -> FinetuningExperimentConfig:
   """Fine-tuning on English, zero-shot evaluation of every language."""
@@ -120,24 +119,22 @@ def load_finetuning_config(
     config_files: Sequence[Union[str, os.PathLike]] = (),
     params_override: Union[str, Dict[str, Any], None] = None,
     source: str = experiment_files.SOURCE) -> FinetuningExperimentConfig:
-  """Registered defaults <- YAML files (in order) <- overrides (a string as
-  `--params_override` takes it, or a dict, nested or with dotted keys)."""
+  """Registered defaults <- YAML files <- overrides (as `--params_override`
+  takes them, or a dict, nested or with dotted keys)."""
   return experiment_files.build(
       EXPERIMENT_NAME, experiment_files.layered_values(
           config_files, params_override, experiment_files.FINETUNING), source)
 
 
 def run_overrides(config: FinetuningExperimentConfig) -> List[Dict[str, Any]]:
-  """The sweep as one `trainer` override per run, in order: each rate, then
-  `num_seeds` seeds counted up from trainer.seed."""
+  """One `trainer` override per run: each rate x `num_seeds` seeds from trainer.seed."""
   rates = list(config.sweep.learning_rates) or [config.trainer.learning_rate]
   return [{"learning_rate": rate, "seed": config.trainer.seed + index}
           for rate in rates for index in range(config.sweep.num_seeds)]
 
 
 def check_settings(experiment: FinetuningExperimentConfig) -> None:
-  """Refuses unusable settings before any work, naming the flag to fix (Model
-  Garden would fail mid-run or run on a meaningless value)."""
+  """Refuses unusable settings before any work, naming the flag to fix."""
   def fail(flag, value, rule):
     raise errors.UsageError(f"{flag} {value}: {rule}.")
 

@@ -45,7 +45,7 @@ def encoder_source(encoder: finetuning_experiment.FinetuningEncoderConfig,
                    meta: Dict, records_dir: str
                    ) -> Tuple[rembert_config.RemBertConfig,
                               Optional[Callable], str]:
-  """(model config, restore_encoder(encoder) or None, description); reads only the config now."""
+  """(model config, restore_encoder(encoder) or None, description)."""
   if not encoder.init_checkpoint:
     if encoder.model_config is None:
       raise FinetuningError("Give --init_checkpoint, or --model_config to "
@@ -154,14 +154,13 @@ def _sentencepiece_models(data, encoder) -> Tuple[Optional[str],
 def run_finetuning(config: finetuning_experiment.FinetuningExperimentConfig,
                    output_dir, progress=print,
                    distribution_strategy=None, overwrite: bool = False) -> Dict:
-  """Fine-tunes on English, predicts every language, scores; returns results.
+  """Fine-tunes on English, predicts every language, scores; returns what
+  results.json holds.
 
   A rerun after a kill resumes; one with another rate or seed adds to the
   sweep; one with other inputs or settings is refused unless `overwrite`
-  (which first removes the runs and results). `distribution_strategy`: a
-  strategy built by the caller (else `config.runtime`'s). Returns a dict:
-  task, selected_learning_rate, english_dev_by_rate, num_seeds, score_split,
-  scores (mean over seeds), std, runs, markdown.
+  (which first removes the runs and results). `distribution_strategy`: the
+  caller's (else `config.runtime`'s).
   """
   output_dir = fileio.as_str(output_dir)
   finetuning_experiment.check_settings(config)

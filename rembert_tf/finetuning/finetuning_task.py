@@ -53,20 +53,16 @@ class FinetuningDataConfig(cfg.DataConfig):
 
 @dataclasses.dataclass
 class FinetuningTaskConfig(cfg.TaskConfig):
-  """Fine-tuning a RemBERT encoder (`model`) with a head of `task_type`.
-
-  num_labels: classes (classification) or tags (tagging).
-  freeze_input_embeddings: keep the encoder's input embeddings (word,
-  position, type, their LayerNorm and projection) at their pre-trained
-  values; for zero-shot transfer from English.
-  """
+  """Fine-tuning a RemBERT encoder (`model`) with a head of `task_type`."""
   model: rembert_config.RemBertConfig = dataclasses.field(
       default_factory=rembert_config.RemBertConfig)
   task_type: str = "classification"
-  num_labels: int = 2
+  num_labels: int = 2  # classes (classification) or tags (tagging)
   train_data: FinetuningDataConfig = dataclasses.field(
       default_factory=FinetuningDataConfig)
   jit_compile: bool = True
+  # Keep the input embeddings (word, position, type, their LayerNorm and
+  # projection) pre-trained: zero-shot transfer from English.
   freeze_input_embeddings: bool = False
 
 
@@ -109,11 +105,8 @@ class FinetuningTask(base_task.Task):
         jit_compile=params.jit_compile)
 
   def build_model(self) -> tf_keras.Model:
-    """The task type's head over a RemBertEncoder built for this task.
-
-    The variables never change with the task; the last block computes only the
-    positions the head reads, and without XLA the row-wise work skips padding.
-    """
+    """The task type's head over a RemBertEncoder (the last block computes
+    only the positions the head reads; without XLA, padding is skipped)."""
     model_config = self.task_config.model
     encoder = rembert_encoder.build_encoder(
         model_config, output_range=self.kind.encoder_output_range,
@@ -189,11 +182,9 @@ class FinetuningTask(base_task.Task):
     return grads, loss, correct, weights
 
   def compute_gradients(self, inputs, model):
-    """(grads, global-batch loss, correct, weights) in a replica context.
-
-    `grads` is this replica's share: summed over replicas (as the optimizer
-    does) it is the gradient of the global-batch mean loss.
-    """
+    """(grads, global-batch loss, correct, weights) in a replica context;
+    summed over replicas (as the optimizer does), `grads` is the gradient of
+    the global-batch mean loss."""
     global_weight = _sum_over_replicas(
         tf.reduce_sum(self.kind.item_weights(inputs)))
     grads, loss, correct, weights = self._forward_backward_fn(

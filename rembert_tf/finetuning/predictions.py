@@ -64,6 +64,7 @@ def predict_and_score(predictor: Predictor, meta: Dict, records_dir: str,
                       splits: Sequence[str]) -> Dict:
   """Writes every split's predictions; scores the labelled ones."""
   task, kind = meta["task"], task_types.get(meta["task_type"])
+  extension = xtreme_scorer.task_metric(task).extension
   pred_dir = fileio.join(run_dir, "predictions")
   scores_by_split = {}
   for split in splits:
@@ -78,7 +79,7 @@ def predict_and_score(predictor: Predictor, meta: Dict, records_dir: str,
             records_dir, name, info, meta["labels"], n_best_size,
             max_answer_length), outputs)
       fileio.write_text(fileio.join(
-          pred_dir, task, f"{name}.{xtreme_scorer.file_extension(task)}"), text)
+          pred_dir, task, f"{name}.{extension}"), text)
     labelled = [l for l, info in languages.items() if info.get("has_labels")]
     if labelled:
       scores_by_split[split] = xtreme_scorer.score_task(

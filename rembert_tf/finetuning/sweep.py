@@ -78,7 +78,7 @@ class SweepContext:
 
   @functools.cached_property
   def identity(self) -> Dict[str, Any]:
-    """What every run's weights depend on beside its trainer settings."""
+    """What the weights depend on beside the trainer settings."""
     train_file = self.meta["splits"]["train"]["en"]["file"]
     return {"task": self.meta["task"],
             "train_records_sha256": self.records_sha256[train_file],
@@ -110,7 +110,7 @@ def run_directory(output_dir: str,
 
 def run_fingerprint(config: finetuning_experiment.FinetuningConfig,
                     steps: int, identity: Dict[str, Any]) -> Dict[str, Any]:
-  """What a run's weights depend on (its run_config.json): result settings and identity."""
+  """A run's run_config.json: what its weights depend on."""
   return {**{k: getattr(config, k) for k in _RESULT_FIELDS},
           "num_train_steps": steps, **identity}
 
@@ -156,8 +156,8 @@ def _differences(saved: Dict[str, Any], now: Dict[str, Any],
 
 
 def _predict_again(run_dir: str, label: str, progress) -> str:
-  """Removes a finished run's predictions and result (run.json last) so that it
-  predicts again; returns whether from its checkpoint or trained again."""
+  """Removes a finished run's predictions and result (run.json last);
+  returns whether it predicts again from its checkpoint or trains again."""
   how = ("predicted again from its kept checkpoint"
          if fileio.glob(fileio.join(run_dir, "ckpt-*.index")) else
          "trained again (its checkpoint was not kept; --keep_checkpoints "
@@ -172,9 +172,9 @@ def _predict_again(run_dir: str, label: str, progress) -> str:
 def run_once(context: SweepContext, run_dir: str,
              config: finetuning_experiment.FinetuningConfig,
              params: cfg.ExperimentConfig) -> Dict:
-  """Trains once (or resumes) Model Garden's experiment `params` (the run of
-  `config`), writes every split's predictions, scores; a finished run (its
-  run.json, of the same records and splits) is returned as it was."""
+  """Trains (or resumes) the run of `config` (Model Garden's `params`),
+  predicts every split, scores; a finished run of the same records and
+  splits is returned as its run.json holds it."""
   meta, records_dir = context.meta, fileio.as_str(context.records_dir)
   label, steps = run_label(meta, config), params.trainer.train_steps
   fileio.makedirs(run_dir)
@@ -229,8 +229,8 @@ def run_sweep(context: SweepContext, output_dir: str,
               trainer: finetuning_experiment.FinetuningConfig,
               overrides: Sequence[Dict[str, Any]]) -> List[Dict]:
   """The runs of `trainer` with each {learning_rate, seed} of `overrides`,
-  then every other run output_dir holds; each checked against its
-  run_config.json before any run starts; finished ones skipped."""
+  then every other run output_dir holds, all checked against their
+  run_config.json before any starts."""
   asked = {(o["learning_rate"], o["seed"]) for o in overrides}
   overrides = list(overrides) + [
       {"learning_rate": rate, "seed": seed}
@@ -284,10 +284,9 @@ def _resume_step(task: finetuning_task.FinetuningTask, run_dir: str,
 def train_run(params: cfg.ExperimentConfig, run_dir: str, restore_encoder,
               strategy, label: str, progress,
               stop: Optional[threading.Event] = None):
-  """Trains (or resumes) one run of Model Garden's experiment `params` in
-  `run_dir` on its orbit loop: checkpoints every checkpoint_interval steps,
-  resume from the newest, on SIGTERM a checkpoint then `TrainingPreempted`
-  (exit code 42). Returns (task, model)."""
+  """Trains (or resumes) Model Garden's experiment `params` in `run_dir` on
+  its orbit loop; on SIGTERM a checkpoint then `TrainingPreempted`. Returns
+  (task, model)."""
   process_settings.set_seed(params.task.train_data.seed)
   task = finetuning_task.FinetuningTask(params.task, logging_dir=run_dir,
                                         restore_encoder=restore_encoder)
@@ -301,9 +300,8 @@ def train_run(params: cfg.ExperimentConfig, run_dir: str, restore_encoder,
       strategy, stop, lambda: saves.save(final=True), trainer.global_step)
   loop_steps = orbit_loop.LoopSteps(
       steps_per_loop, params.trainer.checkpoint_interval, strategy)
-  # OrbitExperimentRunner is what train_lib.run_experiment drives; called
-  # directly, the run skips run_experiment's FLOP count (a graph profile).
-  # Its checkpoint manager gets no interval: the saves are `saves`'.
+  # train_lib.run_experiment's runner, without its FLOP count (a graph
+  # profile); the saves are `saves`', not the checkpoint manager's.
   with orbit_loop.orbit_prints_to_log(progress) as say:
     printer = orbit_loop.ProgressPrinter(
         trainer.global_step, params.trainer.train_steps, say,
@@ -333,30 +331,21 @@ def select_learning_rate(english_dev_by_rate: Dict[float, Optional[float]]
                                english_dev_by_rate[rate] or 0.0, -rate))
 
 
-def mean_and_std(values: List[float]) -> Tuple[float, float]:
-  """Mean and sample standard deviation over seeds (0 for one run)."""
-  std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-  return float(np.mean(values)), std
-
-
 def mean_and_std_over_seeds(score_dicts: List[Optional[Dict]]
                             ) -> Tuple[Optional[Dict], Optional[Dict]]:
-  """Mean and sample std of every number in official-shape scores; (None, None)
-  if any run has none."""
+  """Mean and sample std (0 for one run) of every number in official-shape
+  scores; (None, None) if any run has none."""
   if not score_dicts or not all(score_dicts):
     return None, None
-  mean, std = (tf.nest.map_structure(
-      lambda *values, i=i: mean_and_std([float(v) for v in values])[i],
-      *score_dicts) for i in (0, 1))
+  mean = tf.nest.map_structure(lambda *v: float(np.mean(v)), *score_dicts)
+  std = tf.nest.map_structure(
+      lambda *v: float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, *score_dicts)
   return mean, std
 
 
 def summarize_runs(runs: List[Dict], score_split: str) -> Dict:
-  """Picks the rate on English dev; mean / std of its seeds' scores.
-
-  `runs`: dicts with learning_rate, english_dev_metric and scores
-  ({split: official-shape scores}), as `run_once` returns them.
-  """
+  """Picks the rate on English dev (`runs` as `run_once` returns them); mean
+  / std of its seeds' scores."""
   by_rate = collections.defaultdict(list)
   for run in runs:
     by_rate[run["learning_rate"]].append(run)
