@@ -80,7 +80,8 @@ def create_pretraining_data(inputs: Sequence[str],
   options = pretraining_instances.RecordOptions(**option_fields)
   if num_workers < 1:
     raise errors.UsageError(f"--num_workers must be >= 1, got {num_workers}.")
-  log = functools.partial(print, flush=True) if verbose else _quiet
+  log = (functools.partial(print, flush=True) if verbose
+         else lambda *unused, **unused_kw: None)
   start = time.time()
   prepared = pretraining_instances.prepare(
       inputs, output_dir, sentencepiece_model, options,
@@ -101,10 +102,6 @@ def create_pretraining_data(inputs: Sequence[str],
     log("  languages without text: "
         f"{', '.join(meta['languages_without_text'])}")
   return meta
-
-
-def _quiet(*unused_args, **unused_kwargs):
-  pass
 
 
 def _create_records(prepared: pretraining_instances.Prepared, staging: str,

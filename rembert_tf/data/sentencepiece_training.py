@@ -33,15 +33,10 @@ from rembert_tf.data import tokenizer
 _WORD_START = "\u2581"  # SentencePiece's whitespace / word-start marker.
 
 
-def _combining_marks_class() -> str:
-  marks = [chr(c) for c in range(0x300, 0x10000)
-           if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me")]
-  return "".join(re.escape(m) for m in marks)
-
-
 # Runs of letters (with combining marks: Devanagari vowel signs, Arabic
 # harakat, ...), of digits, or of other non-space characters.
-_MARKS = _combining_marks_class()
+_MARKS = "".join(re.escape(chr(c)) for c in range(0x300, 0x10000)
+                 if unicodedata.category(chr(c)) in ("Mn", "Mc", "Me"))
 _RUNS = re.compile(rf"(?:[^\W\d_]|[{_MARKS}])+|\d+|[^\w\s{_MARKS}]+|_+")
 SEED_PIECES = ("auto", "words", "sentencepiece")
 # SentencePiece's own default; fixed, so a model does not depend on the machine.

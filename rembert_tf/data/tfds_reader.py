@@ -53,17 +53,13 @@ class SplitRef:
     return f"{self.dataset}:{self.split}"
 
 
-def default_data_dir() -> str:
-  """TFDS's own default data directory, what `tfds.load` reads without a
-  `data_dir`: `TFDS_DATA_DIR` when set, else `~/tensorflow_datasets` (TFDS's
-  `constants.get_default_data_dir`, read when called, not at import)."""
+def data_dir_or_default(data_dir=None) -> str:
+  """`data_dir` when given, else what `tfds.load` reads without one
+  (`TFDS_DATA_DIR`, else `~/tensorflow_datasets`, read when called)."""
+  if data_dir:
+    return fileio.as_str(data_dir)
   from tensorflow_datasets.core import constants  # pylint: disable=g-import-not-at-top
   return constants.get_default_data_dir()
-
-
-def data_dir_or_default(data_dir=None) -> str:
-  """`data_dir` when given, else `default_data_dir()`."""
-  return fileio.as_str(data_dir) if data_dir else default_data_dir()
 
 
 def _tfds():
@@ -99,8 +95,8 @@ def builder_configs(name: str) -> List[str]:
   return [c.name for c in (_builder_class(name).BUILDER_CONFIGS or [])]
 
 
-def _check_config(cls, ref: SplitRef) -> None:
-  configs = [c.name for c in (cls.BUILDER_CONFIGS or [])]
+def _check_config(ref: SplitRef) -> None:
+  configs = builder_configs(ref.name)
   if ref.config is None or ref.config in configs:
     return
   if not configs:
@@ -136,8 +132,7 @@ def _not_prepared(builder, ref: SplitRef, data_dir: str) -> TfdsError:
 def open_builder(ref: SplitRef, data_dir):
   """The builder of `ref.dataset` prepared in data_dir (TfdsError if not)."""
   data_dir = fileio.as_str(data_dir)
-  cls = _builder_class(ref.name)
-  _check_config(cls, ref)
+  _check_config(ref)
   kwargs = {"config": ref.config} if ref.config is not None else {}
   builder = _tfds().builder(ref.name, data_dir=data_dir, try_gcs=False, **kwargs)
   if not builder.is_prepared():

@@ -106,32 +106,24 @@ def read_tagged_sentences(path, dataset: xtreme_tasks.XtremeTask
                           ) -> List[Tuple[List[str], Optional[List[str]]]]:
   """`token<TAB>tag` lines (test: token only), blank line between sentences."""
   require_file(path, dataset)
-  sentences = []
-  words, tags = [], []
-  has_tags = None
+  sentences, words, tags = [], [], []
   lines = _text_lines(path)
   tagged = any(len(l.split("\t")) >= 2 for l in lines)
-  for line_number, line in enumerate(lines, start=1):
-    line = line.rstrip("\r\n")
+  for line_number, line in enumerate(lines + [""], start=1):  # "": the end
     if not line.strip():
       if words:
-        sentences.append((words, tags if has_tags else None))
+        sentences.append((words, tags if tagged else None))
       words, tags = [], []
       continue
-    fields = line.split("\t")
+    fields = line.rstrip("\r\n").split("\t")
     words.append(fields[0].strip())
-    if tagged and len(fields) < 2:
-      raise TaskDataError(
-          f"{path}:{line_number}: no tag column, though other lines have one; "
-          "every line of a tagged file needs token<TAB>tag.")
-    if len(fields) >= 2:
-      has_tags = True
+    if tagged:
+      if len(fields) < 2:
+        raise TaskDataError(
+            f"{path}:{line_number}: no tag column, though other lines have "
+            "one; every line of a tagged file needs token<TAB>tag.")
       tags.extend(check_tags([fields[-1].strip()], f"{path}:{line_number}",
                              dataset))
-    else:
-      tags.append("O")
-  if words:
-    sentences.append((words, tags if has_tags else None))
   return sentences
 
 

@@ -124,48 +124,6 @@ def read_rows(dataset: xtreme_tasks.XtremeTask, split: str, lang: str,
   return rows, str(ref)
 
 
-def _unique(ids: List[str], sentences: List[str]
-            ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
-  seen: Dict[str, str] = {}
-  for id_, sentence in zip(ids, sentences):
-    seen.setdefault(id_, sentence)
-  return tuple(seen), tuple(seen.values())
-
-
-def retrieval_sides(task: str, split: str, lang: str, data_dir
-                    ) -> Dict[str, Any]:
-  """Both sides of a retrieval split and their gold alignment.
-
-  Returns the fields of the retrieval command's `Bitext` less task, split and
-  language: source_ids, source_sentences, target_ids, target_sentences
-  (English), gold (frozenset of (source id, target id)) and origin. TFDS's
-  `bucc` holds only the aligned pairs (ids are BUCC's); `tatoeba` holds them in
-  order (ids are 0-based positions).
-  """
-  dataset = xtreme_tasks.get(task)
-  if dataset.task_type != xtreme_tasks.RETRIEVAL:
-    raise TaskDataError(f"{task} is not a retrieval task; choose one of "
-                        f"{', '.join(_retrieval_tasks())}.")
-  rows, origin = read_rows(dataset, split, lang, data_dir)
-  if not rows:
-    raise TaskDataError(f"{origin} in {data_dir} has no examples.")
-  sources = [r["source"] for r in rows]
-  targets = [r["target"] for r in rows]
-  positions = [str(i) for i in range(len(rows))]
-  source_ids = [r.get("source_id", p) for r, p in zip(rows, positions)]
-  target_ids = [r.get("target_id", p) for r, p in zip(rows, positions)]
-  source_ids_u, source_sentences = _unique(source_ids, sources)
-  target_ids_u, target_sentences = _unique(target_ids, targets)
-  return dict(source_ids=source_ids_u, source_sentences=source_sentences,
-              target_ids=target_ids_u, target_sentences=target_sentences,
-              gold=frozenset(zip(source_ids, target_ids)), origin=origin)
-
-
-def _retrieval_tasks() -> List[str]:
-  return [n for n, d in xtreme_tasks.XTREME_TASKS.items()
-          if d.task_type == xtreme_tasks.RETRIEVAL]
-
-
 class TfdsSource:
   """A task's splits prepared with TFDS under data_dir (`--data_source tfds`)."""
 

@@ -192,6 +192,15 @@ _NEEDED_FOR = {(BUCC, "dev"): "BUCC's threshold is chosen on it",
                (TATOEBA, "test"): "Tatoeba's pairs"}
 
 
+def _unique(side: str, ids: List[str], sentences: List[str]):
+  """`<side>_ids` and `<side>_sentences`: each id once, with its first sentence."""
+  seen = {}
+  for id_, sentence in zip(ids, sentences):
+    seen.setdefault(id_, sentence)
+  return {f"{side}_ids": tuple(seen),
+          f"{side}_sentences": tuple(seen.values())}
+
+
 class TfdsSource:
   """`source(task, split, lang)` -> Bitext, read from TFDS in `data_dir`."""
 
@@ -199,8 +208,21 @@ class TfdsSource:
     self.data_dir = fileio.as_str(data_dir)
 
   def __call__(self, task: str, split: str, lang: str) -> Bitext:
-    sides = xtreme_tfds.retrieval_sides(task, split, lang, self.data_dir)
-    return Bitext(task=task, split=split, language=lang, **sides)
+    """TFDS's `bucc` holds only the aligned pairs (ids are BUCC's);
+    `tatoeba` holds them in order (ids are 0-based positions)."""
+    rows, origin = xtreme_tfds.read_rows(xtreme_tasks.get(task), split, lang,
+                                         self.data_dir)
+    if not rows:
+      raise xtreme_tfds.TaskDataError(
+          f"{origin} in {self.data_dir} has no examples.")
+    positions = [str(i) for i in range(len(rows))]
+    source_ids = [r.get("source_id", p) for r, p in zip(rows, positions)]
+    target_ids = [r.get("target_id", p) for r, p in zip(rows, positions)]
+    return Bitext(
+        task=task, split=split, language=lang,
+        **_unique("source", source_ids, [r["source"] for r in rows]),
+        **_unique("target", target_ids, [r["target"] for r in rows]),
+        gold=frozenset(zip(source_ids, target_ids)), origin=origin)
 
   def discover_languages(self, task: str) -> List[str]:
     """The benchmark's languages whose test split is prepared, in order."""

@@ -16,7 +16,7 @@ from rembert_tf.data import tfds_reader
 from rembert_tf.evaluation import xtreme_scorer
 from rembert_tf.evaluation import xtreme_tasks
 from rembert_tf.data import finetuning_data
-from rembert_tf.data import xtreme_tfds
+from rembert_tf.retrieval import bitext
 
 HERE = pathlib.Path(__file__).resolve().parent
 QUIET = lambda s: None  # noqa: E731
@@ -146,22 +146,23 @@ def test_not_prepared_error_names_the_build_command(both_sources):
 
 
 def test_retrieval_sides_from_tfds(tmp_path):
+  source = bitext.TfdsSource(tmp_path)
   with tfds_testlib.mocked_tfds(tmp_path, xtreme_fixtures.retrieval_examples()):
-    bucc = xtreme_tfds.retrieval_sides("bucc2018", "test", "de", tmp_path)
-    tatoeba = xtreme_tfds.retrieval_sides("tatoeba", "test", "de", tmp_path)
+    bucc = source("bucc2018", "test", "de")
+    tatoeba = source("tatoeba", "test", "de")
     with pytest.raises(tfds_reader.TfdsError,
                        match="bucc/bucc_fr is not prepared"):
-      xtreme_tfds.retrieval_sides("bucc2018", "dev", "fr", tmp_path)
+      source("bucc2018", "dev", "fr")
   assert not (tmp_path / "bucc/bucc_fr").exists()  # reading writes nothing
   pairs = xtreme_fixtures.BUCC_PAIRS[::-1]  # the test split's order
-  assert bucc["source_ids"] == tuple(p[0] for p in pairs)
-  assert bucc["target_sentences"] == tuple(p[3] for p in pairs)
-  assert bucc["gold"] == {(p[0], p[2]) for p in pairs}
-  assert bucc["origin"] == "bucc/bucc_de:test"
-  assert tatoeba["source_sentences"] == tuple(
+  assert bucc.source_ids == tuple(p[0] for p in pairs)
+  assert bucc.target_sentences == tuple(p[3] for p in pairs)
+  assert bucc.gold == {(p[0], p[2]) for p in pairs}
+  assert bucc.origin == "bucc/bucc_de:test"
+  assert tatoeba.source_sentences == tuple(
       s for s, _ in xtreme_fixtures.TATOEBA_PAIRS)
-  assert tatoeba["target_ids"] == ("0", "1")
-  assert tatoeba["gold"] == {("0", "0"), ("1", "1")}
+  assert tatoeba.target_ids == ("0", "1")
+  assert tatoeba.gold == {("0", "0"), ("1", "1")}
 
 
 def test_every_task_names_its_tfds_builders_configs_and_features(
