@@ -24,8 +24,8 @@ PACKAGE = REPO / "rembert_tf"
 # helper of a later stage), or its own code grew: lower what it reaches, or
 # raise its figure here in the same change, saying why.
 CLOSURE_LINES = {
-    "rembert_tf.cli.train": 6_500,
-    "rembert_tf.train": 6_500,
+    "rembert_tf.cli.train": 6_400,
+    "rembert_tf.train": 6_400,
     "rembert_tf.cli.finetune": 9_000,
     "rembert_tf.finetune": 9_000,
     "rembert_tf.demo.__main__": 15_000,

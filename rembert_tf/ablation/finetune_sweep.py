@@ -5,7 +5,7 @@ selected on English dev, mean and std over the selected rate's seeds) per row
 and task; the runner skips a finished run and resumes an interrupted one, and
 a finished sweep leaves a completion marker the suite skips it by.
 """
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 from rembert_tf.ablation import completion
 from rembert_tf.common import errors
@@ -31,13 +31,31 @@ SET_PER_RUN = {
 def checked_overrides(overrides: Any) -> Dict[str, Any]:
   """The suite's fine-tuning overrides as {field: value}, refused now (not after
   pre-training) when a field is unknown, mistyped or one the suite sets."""
-  flat = experiment_files.flat_overrides(overrides)
+  flat = _flat_overrides(overrides)
   for field in flat:
     if field in SET_PER_RUN:
       raise errors.UsageError(f"fine-tuning override {field}: the suite sets "
                               f"it for each run ({SET_PER_RUN[field]}).")
   finetuning_experiment.load_finetuning_config(
       params_override=flat, source="the suite's fine-tuning overrides")
+  return flat
+
+
+def _flat_overrides(
+    params_override: Union[str, Sequence[str], Dict[str, Any], None],
+    prefix: str = "") -> Dict[str, Any]:
+  """`--params_override` (or a list of them, in order) as {dotted field:
+  value}."""
+  flat = {}
+  if isinstance(params_override, (list, tuple)):
+    for text in params_override:
+      flat.update(_flat_overrides(text, prefix))
+    return flat
+  for key, value in experiment_files.parse_override(params_override).items():
+    if isinstance(value, dict) and value:
+      flat.update(_flat_overrides(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
   return flat
 
 

@@ -2,13 +2,11 @@
 checkpoint is whole, the newest whole one, waiting for writes in flight.
 
 Builds on `tf.train.CheckpointManager` (`ckpt-N`, the `checkpoint` state
-file, `ckpt-N_temp/` while a save is written) and `tf.io.gfile` (gs://
-works). A save or copy cut short leaves a tensor bundle (`P.index`,
-`P.data-0000K-of-0000N`) that TensorFlow fails on half-way, or a state file
-naming a step whose files are gone: `problem(P)` compares the bytes the
-index says its tensors need with the data files' sizes, without reading the
-tensors; `latest_checkpoint(DIR)` passes over such checkpoints to the newest
-intact one, saying so in one line.
+file, `ckpt-N_temp/` while a save is written) and `tf.io.gfile`. A save or
+copy cut short leaves a tensor bundle that TensorFlow fails on half-way:
+`problem(P)` compares the bytes the index says its tensors need with the
+data files' sizes, without reading the tensors; `latest_checkpoint(DIR)`
+passes over such checkpoints to the newest intact one, saying so.
 
 Example:
 ```python
@@ -34,8 +32,7 @@ MODEL_CONFIG_FILE = "model_config.yaml"
 ENCODER_SUBDIR = "encoder"
 PRETRAINER_SUBDIR = "pretrainer"
 SENTENCEPIECE_FILE = "sentencepiece.model"
-# A pre-training run's record of its records' SentencePiece model by content
-# (its sha256, one line), kept also when the model file itself was not found.
+# The sha256 of a pre-training run's SentencePiece model (also without it).
 SENTENCEPIECE_SHA256_FILE = "sentencepiece.sha256"
 SAVED_MODEL_FILE = "saved_model.pb"
 
@@ -49,10 +46,9 @@ class CheckpointError(errors.RemBertError, ValueError):
 
 
 def data_bytes(reader) -> Tuple[int, bool]:
-  """(bytes a checkpoint's data files hold, whether exact), from TensorFlow's
-  reader of its index: each tensor's elements; a string tensor (small: the
-  object graph) is read, and holds its strings, a varint length each and a
-  crc32c; one that cannot be read (a file cut short) counts its least."""
+  """(bytes a checkpoint's data files hold, whether exact), from its index;
+  a string tensor (the object graph) is read: its strings, a varint length
+  each and a crc32c; one that cannot be read counts its least."""
   dtypes = reader.get_variable_to_dtype_map()
   total, exact = 0, True
   for key, shape in reader.get_variable_to_shape_map().items():
@@ -102,8 +98,8 @@ def step_of(prefix: str) -> Optional[int]:
 
 
 def _candidates(directory: str) -> List[str]:
-  """The prefixes a directory's `checkpoint` file names, plus older ones of
-  the same name on disk, newest first (the named one first on a tie)."""
+  """The prefixes a directory's `checkpoint` file names, plus older ones on
+  disk, newest first."""
   state = tf.train.get_checkpoint_state(directory)
   if state is None or not state.model_checkpoint_path:
     return []
@@ -129,11 +125,9 @@ def _state_text(directory: str) -> Optional[str]:
 
 
 def newest_intact(directory) -> Tuple[Optional[str], List[Tuple[str, str]]]:
-  """(newest intact checkpoint or None, [(newer prefix, its problem)]),
-  from the checkpoint the `checkpoint` file names down by step."""
+  """(newest intact checkpoint or None, [(newer prefix, its problem)])."""
   directory = os.fspath(directory).rstrip("/")
-  # A trainer rotating its checkpoints (max_to_keep) may delete every one
-  # the state file named while they are looked at: look again then.
+  # A trainer rotating its checkpoints may delete them while we look.
   for _ in range(_LOOKS):
     state, skipped = _state_text(directory), []
     for prefix in _candidates(directory):
@@ -149,9 +143,8 @@ def newest_intact(directory) -> Tuple[Optional[str], List[Tuple[str, str]]]:
 def latest_checkpoint(directory,
                       report: Optional[Callable[[str], None]] = None
                       ) -> Optional[str]:
-  """The newest INTACT checkpoint prefix in `directory`, or None; one that
-  is not intact is passed over for the next older one, with one line saying
-  so in the log (and to `report`).
+  """The newest intact checkpoint prefix in `directory`, or None; one line
+  (logged and to `report`) for those passed over.
 
   Raises:
     CheckpointError: the `checkpoint` file names checkpoints but none is
@@ -178,9 +171,8 @@ def latest_checkpoint(directory,
 
 
 def name_as_latest(directory, prefix: str) -> None:
-  """Makes the `checkpoint` file of `directory` name `prefix` as its newest,
-  so that `tf.train.CheckpointManager` (which trusts the file) restores it
-  and keeps counting from it; the broken ones are dropped from the list."""
+  """Makes `directory`'s `checkpoint` file name `prefix` as its newest (what
+  `tf.train.CheckpointManager` restores), dropping the broken ones."""
   directory = os.fspath(directory).rstrip("/")
   state = tf.train.get_checkpoint_state(directory)
   if state is None or state.model_checkpoint_path == prefix:
@@ -200,9 +192,8 @@ def name_as_latest(directory, prefix: str) -> None:
 
 
 def wait_for_writes(checkpoint: tf.train.Checkpoint) -> None:
-  """Returns once every write of `checkpoint` started so far (asynchronous
-  ones too) is complete; raises a failed one's error, which
-  `Checkpoint.sync` alone keeps until the next save."""
+  """Returns once every write of `checkpoint` so far is complete; raises a
+  failed one's error (which `Checkpoint.sync` alone keeps)."""
   checkpoint.sync()
   helper = getattr(checkpoint, "_async_checkpointer_impl", None)
   if helper is not None:  # exists once a write was asynchronous
@@ -210,8 +201,7 @@ def wait_for_writes(checkpoint: tf.train.Checkpoint) -> None:
 
 
 def remove_temporaries(directories) -> List[str]:
-  """Removes the `ckpt-N_temp` folders a failed or killed save left in
-  `directories` (no reader uses them); returns what was removed."""
+  """Removes the `ckpt-N_temp` folders a killed save left; returns them."""
   removed = [stale for directory in directories
              for stale in tf.io.gfile.glob(f"{directory}/ckpt-*_temp")]
   for stale in removed:

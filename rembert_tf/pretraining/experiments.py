@@ -1,10 +1,8 @@
 """Pre-training experiment configs: `rembert_pretraining`, registered with
-Model Garden's `exp_factory`, and its loader (`runtime.experiment_files`
-layers the YAMLs and overrides). One addition to Model Garden's
-`ExperimentConfig`: `task.model_preset`, a model of `configs/models/` (or a
-model YAML path) whose fields are read first, then every layer's
-`task.model:`. Model Garden's configs declare types but no ranges: a number
-out of its range is one line here.
+Model Garden's `exp_factory`, and its loader (on `runtime.experiment_files`).
+`task.model_preset` names a model of `configs/models/` (or a model YAML)
+read under every layer's `task.model:`. A number out of its range is one
+line here (Model Garden's configs declare no ranges).
 
 Example:
 ```python
@@ -30,9 +28,8 @@ from rembert_tf.runtime import experiment_files
 
 EXPERIMENT_NAME = "rembert_pretraining"
 
-# (field names, whether a value fits, what it must be), by field name, so a
-# field of any part of the experiment gets its range wherever it sits. The
-# first rule naming the field applies; a name starting with `_` is a suffix.
+# (field names, whether a value fits, what it must be), wherever the field
+# sits; the first rule naming it applies; a name starting with `_` is a suffix.
 RANGES = (
     (("initial_learning_rate", "learning_rate"), lambda v: v > 0,
      "above 0 (a learning rate, e.g. 1e-4)"),
@@ -60,12 +57,11 @@ class RemBertTrainerConfig(cfg.TrainerConfig):
 
   Attributes:
     encoder_export_every_n_checkpoints: `encoder/ckpt-N` beside every Nth
-      full checkpoint (and the last one, and a preemption save).
-    stop_check_seconds: a stop request (SIGTERM, a preemption notice) is
-      seen about this often, also inside a loop of `steps_per_loop` steps.
+      full checkpoint (and the last one).
+    stop_check_seconds: a SIGTERM is seen about this often.
     stop_check_steps: a fixed number of steps per device call instead (0).
     enable_async_checkpointing: saves are written by a background thread
-      from a host copy of the variables while training goes on (one host).
+      while training goes on (one host).
   """
   encoder_export_every_n_checkpoints: int = 1
   stop_check_seconds: float = 1.0
@@ -151,8 +147,7 @@ def load_experiment_config(
 
 def first_out_of_range(config: Any, path: str = "") -> Optional[str]:
   """`FIELD is VALUE; it must be RANGE.` for the first field of the config
-  (nested ones too; of a one-of config, the one its `type` picks) out of its
-  range, or None. Not a finite number (nan, inf) is out of every range."""
+  (nested too) out of its range, or None; nan and inf are out of all."""
   fields = dataclasses.fields(config)
   if isinstance(config, hyperparams.OneOfConfig):
     fields = [f for f in fields if f.name == config.type]

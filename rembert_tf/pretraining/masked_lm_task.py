@@ -2,16 +2,14 @@
 
 Like Model Garden's `official.nlp.tasks.masked_lm.MaskedLMTask` (its feature
 and metric names), with what pre-training RemBERT under `tf.distribute`
-needs: the model is `rembert_pretrainer.build_pretrainer(task.model)`; the
-loss averages over the *global* batch's real predictions (each replica
-divides by the all-reduced weight total, so the summed gradients are the
-whole batch's), softmax in float32; forward and backward run in one
-`tf.function(jit_compile=True)`, then the all-reduce, global-norm clipping
-of the all-reduced gradient and the update. Model Garden's task cannot be
-the base: its metrics read the `[batch, predictions, vocab]` logits, which
-the compiled step keeps on the device. `input_path: synthetic` gives
-deterministic batches of the records' shapes with a learnable signal (for
-the step benchmark and smoke tests without records).
+needs: the loss averages over the *global* batch's real predictions (each
+replica divides by the all-reduced weight total), softmax in float32;
+forward and backward run in one `tf.function(jit_compile=True)`, then the
+all-reduce, global-norm clipping of the all-reduced gradient and the update.
+Model Garden's task cannot be the base: its metrics read the
+`[batch, predictions, vocab]` logits, which the compiled step keeps on the
+device. `input_path: synthetic` gives deterministic batches of the records'
+shapes with a learnable signal (benchmarks and smoke tests without records).
 
 Example:
 ```python
@@ -82,19 +80,16 @@ class RemBertPretrainTaskConfig(cfg.TaskConfig):
 
 
 def resumed_stream_seed(base_seed: Optional[int], global_step: int) -> int:
-  """The training stream's shuffle seed after a resume without replay: the
-  same on every host (their file shards stay disjoint), another stream for
-  each resume."""
+  """The shuffle seed after a resume without replay: alike on every host,
+  another for each resume."""
   base = 0 if base_seed is None else int(base_seed)
   return (base * 1_000_003 + int(global_step)) % (2**31 - 1)
 
 
 def restore_init_checkpoint(pretrainer, source: str) -> str:
   """Reads `task.init_checkpoint` into a new run's pretrainer: encoder and
-  output side when the source holds both (key `model`: `pretrainer/ckpt-N`,
-  a pre-training `ckpt-N`), else the encoder alone (key `encoder`). Returns
-  the checkpoint prefix read (a directory's newest intact one, a fallback
-  said on stderr)."""
+  output side when the source holds both (key `model`), else the encoder
+  alone (key `encoder`). Returns the checkpoint prefix read."""
   source = str(source).rstrip("/")
   try:
     prefix, items = _init_checkpoint_items(pretrainer, source)
@@ -115,9 +110,8 @@ def restore_init_checkpoint(pretrainer, source: str) -> str:
 
 
 def _init_checkpoint_items(pretrainer, source: str):
-  """(prefix, {checkpoint key: object}) to read: the pretrainer under `model`
-  when the newest checkpoint of pretrainer/, the source itself or encoder/
-  has its MLM head, else the encoder."""
+  """(prefix, {checkpoint key: object}) to read, from the newest checkpoint
+  of pretrainer/, the source itself or encoder/."""
   if tf.io.gfile.exists(source + ".index"):
     why = checkpoint_integrity.problem(source)
     if why:
@@ -157,10 +151,8 @@ def _init_checkpoint_items(pretrainer, source: str):
 def records_sentencepiece(data_config
                           ) -> Tuple[Optional[str], Optional[str], Optional[str]]:
   """(sha256, metadata.json path, model path) of the SentencePiece model the
-  records' metadata.json names, or Nones. The model path is a file that
-  exists and, when the metadata records the model's sha256, of that content
-  (another file at the same path is not the records' model); without a
-  recorded sha256, the sha256 is the found model's."""
+  records' metadata.json names, or Nones; the model path is an existing file
+  of the recorded sha256 (if one is recorded)."""
   if data_config.input_path in ("", SYNTHETIC_INPUT_PATH):
     return None, None, None
   files = pretraining_input_pipeline.input_files(data_config.input_path)
@@ -188,9 +180,8 @@ def records_sentencepiece(data_config
 
 def synthetic_example(index, seq_length: int, max_predictions: int,
                       vocab_size: int, seed: int):
-  """One example: [CLS] w... [SEP] <pad>..., P masked positions whose target
-  is the unmasked token; tokens of a small per-sequence "topic" vocabulary
-  (Zipf-like ids) make the task learnable."""
+  """One example: [CLS] w... [SEP] <pad>..., P masked positions; tokens of a
+  small per-sequence "topic" vocabulary make the task learnable."""
   key = tf.stack([tf.constant(seed, tf.int32), tf.cast(index, tf.int32)])
   length = tf.random.stateless_uniform(
       [], key, minval=max(max_predictions + 3, seq_length // 2),
@@ -290,8 +281,7 @@ class RemBertPretrainTask(base_task.Task):
 
   def build_inputs(self, params, input_context=None) -> tf.data.Dataset:
     """Per-replica batches, after a resume from the step reached (see
-    `replay_data_on_resume`); records that do not fit the model are refused,
-    naming the field."""
+    `replay_data_on_resume`)."""
     field = ("task.validation_data" if params == self.task_config.validation_data
              else "task.train_data")
     resumed = params.is_training and self.initial_train_step > 0
@@ -318,10 +308,9 @@ class RemBertPretrainTask(base_task.Task):
   @classmethod
   def create_optimizer(cls, optimizer_config, runtime_config=None,
                        dp_config=None):
-    """Model Garden's optimizer without its clipping (`global_clipnorm`,
-    adamw's `gradient_clip_norm`), whose norm is `optimizer.rembert_clip_norm`:
-    the optimizer would clip each replica's partial gradient, `train_step`
-    clips the all-reduced one."""
+    """Model Garden's optimizer without its clipping, whose norm is
+    `optimizer.rembert_clip_norm`: the optimizer would clip each replica's
+    partial gradient, `train_step` clips the all-reduced one."""
     if dp_config is not None:
       raise ValueError("differential privacy is not supported by the RemBERT "
                        "pre-training task; remove task.differential_privacy_config.")
@@ -362,9 +351,7 @@ class RemBertPretrainTask(base_task.Task):
 
   def build_losses(self, labels, model_outputs, aux_losses=None,
                    global_weight=None) -> tf.Tensor:
-    """This replica's share of the global-batch mean MLM loss (float32): with
-    `global_weight` (the all-reduced sum of masked_lm_weights) the shares sum
-    to the whole batch's loss."""
+    """This replica's share of the global-batch mean MLM loss (float32)."""
     cross_entropy, _, weights = mlm_statistics(
         labels, model_outputs["mlm_logits"])
     return losses.global_batch_mean(cross_entropy, weights, global_weight,
@@ -376,17 +363,15 @@ class RemBertPretrainTask(base_task.Task):
                     training=training)
     statistics = mlm_statistics(inputs, outputs["mlm_logits"])
     cross_entropy, _, weights = statistics
-    return tf.math.divide_no_nan(tf.reduce_sum(cross_entropy * weights),
-                                 global_weight), statistics
+    return losses.global_batch_mean(
+        cross_entropy, weights, global_weight,
+        model.losses if training else None), statistics
 
   def _forward_backward(self, model, inputs, global_weight):
     """Forward + backward of one replica (compiled with XLA)."""
     with tf.GradientTape() as tape:
       loss, statistics = self._forward(model, inputs, global_weight,
                                        training=True)
-      if model.losses:
-        num_replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        loss += tf.add_n(model.losses) / num_replicas
     # None for variables the MLM loss does not reach (the encoder's pooler):
     # they get no update, in particular no weight decay.
     grads = tape.gradient(loss, model.trainable_variables)
@@ -395,9 +380,8 @@ class RemBertPretrainTask(base_task.Task):
     return grads, loss, statistics
 
   def compute_gradients(self, inputs, model):
-    """(gradients of the global-batch mean MLM loss, all-reduced, None where
-    the loss does not reach a variable; that loss; per-prediction stats), in
-    a replica context."""
+    """(all-reduced gradients, None where the loss does not reach a variable;
+    the loss; per-prediction statistics), in a replica context."""
     global_weight = _sum_over_replicas(tf.reduce_sum(
         tf.cast(inputs["masked_lm_weights"], tf.float32)))
     grads, loss, statistics = self._forward_backward_fn(model, inputs,

@@ -1,10 +1,9 @@
 """What stops a pre-training run or refuses its resume, each one line: a
-non-finite loss, a lost worker, records that fail to read mid-run (the
-shard named), a checkpoint whose variables are not the model's, records of
-another SentencePiece model than the checkpoint's.
+non-finite loss, a lost worker, records that fail to read mid-run, a
+checkpoint of another model, records of another SentencePiece model.
 
-Builds on TensorFlow's errors and checkpoint reader and the input
-pipeline's shard checks (`data.pretraining_input_pipeline`).
+Builds on TensorFlow's errors and checkpoint reader and
+`data.pretraining_input_pipeline`'s shard checks.
 
 Example:
 ```python
@@ -29,8 +28,7 @@ from rembert_tf.data import pretraining_input_pipeline
 from rembert_tf.pretraining import experiments
 from rembert_tf.pretraining import masked_lm_task
 
-# What the text of a failed collective or coordination-service call of a
-# multi-worker run names (a storage error of the same type names none).
+# What a failed collective or coordination call names (storage errors don't).
 _PEER_MARKERS = ("collective", "coordination", "heartbeat", "/job:")
 _TASK_NAME = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 _VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -98,8 +96,7 @@ def is_peer_failure(error: BaseException) -> bool:
 
 
 def check_async_checkpointing(config, multi_worker: bool) -> None:
-  """Asynchronous checkpoints are written from one host; a multi-worker job
-  has every worker join each save."""
+  """Refuses asynchronous checkpoints (one host's) in a multi-worker job."""
   if config.trainer.enable_async_checkpointing and multi_worker:
     raise PretrainingError(
         "trainer.enable_async_checkpointing=true writes checkpoints from one "
@@ -108,9 +105,8 @@ def check_async_checkpointing(config, multi_worker: bool) -> None:
 
 
 def records_error(config, mode: str, error: Exception) -> Exception:
-  """The one line for records that failed to read mid-run, naming the shard:
-  a corrupted one (`DataLossError`), or one of another shape (records
-  replaced under the run: a parse error); else `error` itself."""
+  """The one line naming the shard that failed to read mid-run (corrupted,
+  or of another shape); else `error` itself."""
   for field, data in experiments.data_sections(config, mode):
     if isinstance(error, tf.errors.DataLossError):
       culprit = pretraining_input_pipeline.unreadable_shard(data)
@@ -131,9 +127,8 @@ def records_error(config, mode: str, error: Exception) -> Exception:
 
 
 def _checkpoint_keys(checkpoint: tf.train.Checkpoint, model) -> Dict[str, list]:
-  """Checkpoint keys -> shapes of the model's variables in `checkpoint`: the
-  names on the first path to each in a breadth-first walk from the root, the
-  walk `tf.train.Checkpoint` names its keys by."""
+  """Checkpoint keys -> shapes of the model's variables in `checkpoint`, named
+  as `tf.train.Checkpoint` names them (first path of a breadth-first walk)."""
   escape = lambda name: name.replace(".", "..").replace("/", ".S")
   paths, queue = {id(checkpoint): ()}, collections.deque([checkpoint])
   while queue:
@@ -154,8 +149,8 @@ def _listing(keys: List[str], describe: Callable[[str], str]) -> str:
 
 
 def variable_differences(prefix: str, trainer) -> List[str]:
-  """How the model variables in checkpoint `prefix` differ from the
-  trainer's model (optimizer slots left out): other shapes, missing, extra."""
+  """How checkpoint `prefix`'s model variables differ from the trainer's
+  model: other shapes, missing, extra."""
   expected = _checkpoint_keys(trainer.checkpoint, trainer.model)
   roots = {k.split("/")[0] for k in expected}
   reader = tf.compat.v1.train.NewCheckpointReader(prefix)
@@ -180,8 +175,7 @@ def variable_differences(prefix: str, trainer) -> List[str]:
 
 
 def sentencepiece_of(model_dir: str):
-  """(sha256, file) of the SentencePiece model model_dir's checkpoints were
-  trained with: its sentencepiece.model, else the sha256 the run recorded."""
+  """(sha256, file) of the SentencePiece model model_dir was trained with."""
   for name in (checkpoints.SENTENCEPIECE_FILE,
                checkpoints.SENTENCEPIECE_SHA256_FILE):
     path = os.path.join(model_dir, name)
@@ -197,8 +191,7 @@ def sentencepiece_of(model_dir: str):
 def check_sentencepiece(model_dir: str, data_config, allow_mismatch: bool,
                          warn: Callable[[str], None]) -> None:
   """Refuses a resume on records of another SentencePiece model than the
-  checkpoint's; with `allow_mismatch` a warning (the runner then puts the
-  records' model in model_dir)."""
+  checkpoint's; with `allow_mismatch` a warning."""
   ours, trained_with = sentencepiece_of(model_dir)
   records_sha, meta_path, named = masked_lm_task.records_sentencepiece(
       data_config)

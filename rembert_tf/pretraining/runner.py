@@ -1,18 +1,11 @@
 """Runs a pre-training experiment in a model_dir: the library behind `rembert-train`.
 
-Builds on Model Garden's `train_lib.OrbitExperimentRunner` (orbit's
-Controller over `base_trainer.Trainer`, and its checkpoint manager),
-`rembert_tf.runtime` and `checkpoints.checkpoint_integrity`. A run starts
-from model_dir's newest intact checkpoint. Before it writes anything it
-refuses, one line each: a model_dir that is one of its inputs or cannot be
-written, a checkpoint of another model, a resume on records of another
-SentencePiece model. The chief then writes `params.yaml`,
-`model_config.yaml` and the records' `sentencepiece.model` (or its sha256),
-and the run trains and/or evaluates with these orbit train actions, in
-order: a NaN / inf loss stops before its weights are saved (exit code 3);
-the console line; a save at each multiple of trainer.checkpoint_interval,
-then the encoder export `encoder/ckpt-N` of the same weights (every n-th
-save and the last); the SIGTERM stop (exit code 42).
+Builds on Model Garden's `train_lib.OrbitExperimentRunner`, `rembert_tf.runtime`
+and `checkpoints.checkpoint_integrity`. A run resumes from model_dir's newest
+intact checkpoint. Its train actions, in order: a NaN / inf loss stops before
+its weights are saved (exit code 3); the console line; the interval save, then
+the encoder export `encoder/ckpt-N` of the same weights; the SIGTERM stop
+(exit code 42).
 
 Example:
 <!-- snippet: not run: pre-trains the demo model (minutes on a CPU) and needs its records -->
@@ -72,16 +65,12 @@ def run(experiment_config: cfg.ExperimentConfig, model_dir: str,
         deterministic: bool = False, seed: Optional[int] = None,
         allow_sentencepiece_mismatch: bool = False,
         print_fn: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Pre-trains and/or evaluates `experiment_config` (from
-  `experiments.load_experiment_config`) in `model_dir` (any TensorFlow
-  filesystem), resuming from its newest checkpoint.
+  """Pre-trains and/or evaluates `experiment_config` in `model_dir`.
 
-  `mode` is one of MODES, as in Model Garden ("continuous_eval": beside a
-  live trainer); `strategy` (a name of `runtime.strategies.STRATEGIES` or a
-  tf.distribute.Strategy), `tpu` and `mixed_precision` ("float32",
-  "mixed_bfloat16") override the experiment's runtime fields;
+  `mode` is one of MODES; `strategy` (a name or a tf.distribute.Strategy),
+  `tpu` and `mixed_precision` override the experiment's runtime fields;
   `deterministic` makes a resumed run end with the weights of an
-  uninterrupted one (with dropout 0); the console lines go to `print_fn`.
+  uninterrupted one (with dropout 0).
 
   Returns:
     global_step, checkpoint (the newest complete one), model_dir; train_loss,
@@ -138,11 +127,9 @@ def _resolved_config(experiment_config: cfg.ExperimentConfig, mode: str,
         "does not implement float16's loss scaling.")
   config.runtime.mixed_precision_dtype = {  # Model Garden's name
       "mixed_bfloat16": "bfloat16"}.get(precision, precision)
-  # The task compiles forward+backward itself; Model Garden's GPU-only
-  # whole-step jit would wrap the cross-replica all-reduce as well.
+  # The task compiles forward+backward itself, without the all-reduce.
   config.runtime.enable_xla = False
-  # The preemption saves are runtime.preemption's (Model Garden's on-demand
-  # save goes on training after it).
+  # runtime.preemption saves and stops; Model Garden's save goes on training.
   config.trainer.preemption_on_demand_checkpoint = False
   return config
 
@@ -158,10 +145,8 @@ def holds_a_run(model_dir: str) -> bool:
 
 def _is_complete(config: cfg.ExperimentConfig, model_dir: str,
                  latest: Optional[str]) -> bool:
-  """Whether training this config is done in model_dir: its newest
-  checkpoint at trainer.train_steps or later, exported, of this model. Read
-  from model_dir alone, so every worker of a job decides alike before any
-  of them connects to the others."""
+  """Whether model_dir's newest checkpoint is at train_steps, exported, of
+  this model: read from model_dir alone, so every worker decides alike."""
   exported = tf.train.latest_checkpoint(
       os.path.join(model_dir, checkpoints.ENCODER_SUBDIR))
   return bool(
@@ -176,11 +161,8 @@ def _is_complete(config: cfg.ExperimentConfig, model_dir: str,
 def _refuse_inputs(config: cfg.ExperimentConfig, model_dir: str, mode: str,
                    latest: Optional[str]) -> None:
   """Refuses `--mode eval` without a checkpoint, and a model_dir that is an
-  input of the run: one holding checkpoints no training run wrote (no
-  params.yaml: a run there would train from scratch, and `max_to_keep`
-  delete them), or one that is, holds or lies inside the init checkpoint or
-  the records (records matching nothing are refused here, before the
-  strategy is made)."""
+  input of the run: checkpoints no training run wrote (no params.yaml), the
+  init checkpoint or the records (before the strategy is made)."""
   if mode == "eval" and latest is None:
     raise PretrainingError(
         f"--mode eval: --model_dir {model_dir} holds no checkpoint to evaluate "
@@ -236,8 +218,7 @@ def _model_config_differences(model_dir: str,
 
 def _check_compatible(model_dir: str, latest: str, trainer,
                       model_config: rembert_config.RemBertConfig) -> None:
-  """Refuses a checkpoint of another model (nothing written), naming the
-  config fields and variables that differ."""
+  """Refuses a checkpoint of another model, naming what differs."""
   problems = [p for p in (
       _model_config_differences(model_dir, model_config),
       *run_failures.variable_differences(latest, trainer)) if p]
@@ -253,10 +234,9 @@ def _check_compatible(model_dir: str, latest: str, trainer,
 def _prepare(config: cfg.ExperimentConfig, model_dir: str,
              latest: Optional[str]) -> None:
   """The chief's first writes, after every check: removes what a killed
-  save left, writes params.yaml (as Model Garden's train.py does), the
-  model config and the records' SentencePiece model (or its sha256), and
-  names `latest` in the checkpoint index (after a fallback: the checkpoint
-  the manager restores)."""
+  save left; writes params.yaml, the model config, the records'
+  SentencePiece model (or its sha256); names `latest` in the checkpoint
+  index (the one the manager restores after a fallback)."""
   checkpoints.remove_temporaries(
       [model_dir, os.path.join(model_dir, checkpoints.ENCODER_SUBDIR)])
   train_utils.serialize_config(config, model_dir)
@@ -279,13 +259,9 @@ def _prepare(config: cfg.ExperimentConfig, model_dir: str,
 
 # --- The run ------------------------------------------------------------------
 class PretrainTrainer(base_trainer.Trainer):
-  """Model Garden's trainer with wall-clock examples/s in its loop logs.
-
-  Model Garden's runner gives a worker other than the chief a checkpoint
-  manager on an empty temporary directory (every worker must join a save),
-  whose `init_fn` is this trainer's `initialize`: here it restores the
-  chief's newest checkpoint, as the chief does, so their variables match.
-  """
+  """Model Garden's trainer with examples/s in its loop logs; on a worker
+  (whose manager Model Garden puts in an empty temporary directory)
+  `initialize` restores the chief's newest checkpoint."""
 
   model_dir: Optional[str] = None
 
@@ -370,15 +346,10 @@ def _run(config: cfg.ExperimentConfig, model_dir: str, latest: Optional[str],
 
 class _Saves(orbit_loop.Checkpoints):
   """The save action: the full checkpoint, then the encoder export of the
-  same weights every n-th save and on the final one (complete when it
-  returns); a failed write is one line naming the newest complete
-  checkpoint, its partial files removed.
-
-  Every worker exports (a collective under MultiWorkerMirroredStrategy),
-  those but the chief into a temporary directory; which steps are exported
-  is decided from what every worker sees alike (model_dir's export when the
-  run started, the saves so far).
-  """
+  same weights every n-th save and on the final one; a failed write is one
+  line naming the newest complete checkpoint, its partial files removed.
+  Every worker exports (a collective), all but the chief into a temporary
+  directory."""
 
   def __init__(self, config: cfg.ExperimentConfig, trainer, model_dir: str,
                strategy: tf.distribute.Strategy):
@@ -407,8 +378,6 @@ class _Saves(orbit_loop.Checkpoints):
     self.export.save(checkpoint_number=step, options=tf.train.CheckpointOptions(
         enable_async=self.asynchronous and not final))
     self._exported.add(step)
-    if final:
-      checkpoints.wait_for_writes(self.export.checkpoint)
 
   def failure(self, step: int, error: Exception) -> Exception:
     if strategies.is_multi_worker(self.strategy) and (
@@ -426,8 +395,7 @@ class _Saves(orbit_loop.Checkpoints):
         "it resumes from there.")
 
   def final(self) -> str:
-    """The last save; its path in model_dir, also on a worker that saved a
-    copy elsewhere."""
+    """The last save; its path in model_dir (also on a worker)."""
     return os.path.join(self.model_dir, os.path.basename(self.save(final=True)))
 
   def finish_writes(self) -> None:
@@ -445,11 +413,9 @@ class _Saves(orbit_loop.Checkpoints):
 
 def _experiment(config: cfg.ExperimentConfig, task, trainer, mode: str,
                 saves: _Saves, stop, say: Callable[[str], None]):
-  """Model Garden's OrbitExperimentRunner with orbit's Controller, its loops
-  cut into device calls (`orbit_loop.LoopSteps`), and the train actions;
-  the saves are `saves`', so its checkpoint manager gets no interval (orbit
-  saves by itself only with one). Returns it, the progress line and the
-  last evaluation's metrics (filled in as the run goes)."""
+  """Model Garden's runner, its loops cut into device calls, with the train
+  actions; `saves` saves, so its manager gets no interval. Returns it, the
+  progress printer and the last evaluation's metrics (filled in later)."""
   global_step, evaluation = trainer.global_step, {}
   progress = orbit_loop.ProgressPrinter(
       global_step, config.trainer.train_steps, say,

@@ -1,11 +1,11 @@
 """Both trainers' experiment configs from their YAML files, overrides and flags.
 
-Builds on Model Garden's `exp_factory` and `hyperparams` (its readers: `1e-3`
-is a number). `layered_values` layers `--config_file` (repeated; a bare name
-is a file of `configs/experiments/`) and `--params_override` as Model
-Garden's `train.py` does; `with_flags` sets the fields that flags stand for;
-`build` makes the registered experiment of the values, naming an unknown key
-with the closest field and a value of the wrong type.
+Builds on Model Garden's `exp_factory` and `hyperparams`. `layered_values`
+layers `--config_file` (repeated; a bare name is a file of
+`configs/experiments/`) and `--params_override` as Model Garden's `train.py`
+does; `with_flags` sets the fields that flags stand for; `build` makes the
+registered experiment, naming an unknown key with the closest field and a
+value of the wrong type.
 
 Example:
 ```python
@@ -32,14 +32,12 @@ from rembert_tf.modeling import rembert_config
 from rembert_tf.runtime import choices
 
 EXPERIMENT_CONFIG_DIR = rembert_config.CONFIG_ROOT / "experiments"
-# The two trainers' experiments, told apart by their sections: each kind ->
-# (a section only its YAMLs have, the command that runs them).
+# Each trainer's experiments -> (sections only its YAMLs have, its command).
 PRETRAINING, FINETUNING = "pre-training", "fine-tuning"
 _KINDS = {PRETRAINING: (("task",), "rembert-train"),
           FINETUNING: (("data", "encoder", "sweep"), "rembert-finetune")}
 SOURCE = "--config_file / --params_override"
-# The field types checked. Text fields are not: some documented ones take a
-# list as well (input_path: globs, comma-separated or a list).
+# The field types checked (text fields may take a list as well).
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number"}
 
 
@@ -48,8 +46,7 @@ class ExperimentConfigError(errors.RemBertError, ValueError):
 
 
 def experiment_kind(values: Dict[str, Any]) -> Optional[str]:
-  """PRETRAINING or FINETUNING by the YAML's sections; None if it has
-  only the shared ones (trainer / runtime)."""
+  """PRETRAINING or FINETUNING by the YAML's sections, else None."""
   return next((kind for kind, (sections, _) in _KINDS.items()
                if any(section in values for section in sections)), None)
 
@@ -62,8 +59,8 @@ def experiment_names(kind: Optional[str] = None):
 
 def resolve_experiment_path(path: Union[str, os.PathLike],
                             kind: Optional[str] = None) -> str:
-  """A YAML path, or a bare name of configs/experiments/ (`pretrain_tiny_demo`);
-  with `kind`, the choices named are that trainer's own."""
+  """A YAML path, or a bare name of configs/experiments/; with `kind`, the
+  choices named are that trainer's own."""
   path = os.fspath(path)
   if tf.io.gfile.isdir(path):
     raise ExperimentConfigError(
@@ -81,8 +78,7 @@ def resolve_experiment_path(path: Union[str, os.PathLike],
 
 
 def read_yaml(path) -> Dict[str, Any]:
-  """An experiment YAML as a mapping of its sections (a section whose fields
-  are all commented out reads as None: no change, an empty section)."""
+  """An experiment YAML as a mapping of its sections (an empty one: {})."""
   try:
     values = hyperparams.read_yaml_to_params_dict(os.fspath(path)).as_dict()
   except yaml.YAMLError as e:
@@ -99,9 +95,8 @@ def read_yaml(path) -> Dict[str, Any]:
 
 def parse_override(params_override: Union[str, Dict[str, Any], None]
                    ) -> Dict[str, Any]:
-  """`--params_override` (dotted `a.b=1,c=2`, YAML/JSON text or a YAML
-  file, read as Model Garden reads it; or a dict, nested or with dotted
-  keys) as a nested dict."""
+  """`--params_override` (as Model Garden reads it; or a dict, nested or with
+  dotted keys) as a nested dict."""
   if isinstance(params_override, dict):
     return _nested(params_override)  # its values as given: they may be configs
   if not params_override:
@@ -114,24 +109,6 @@ def parse_override(params_override: Union[str, Dict[str, Any], None]
         f"--params_override {params_override!r}: expected comma-separated "
         "dotted keys (task.train_data.global_batch_size=64,trainer.train_steps=10), "
         "a YAML/JSON mapping, or a YAML file.") from None
-
-
-def flat_overrides(
-    params_override: Union[str, Sequence[str], Dict[str, Any], None],
-    prefix: str = "") -> Dict[str, Any]:
-  """`--params_override` (or a list of them, in order) as {dotted field:
-  value}."""
-  flat = {}
-  if isinstance(params_override, (list, tuple)):
-    for text in params_override:
-      flat.update(flat_overrides(text, prefix))
-    return flat
-  for key, value in parse_override(params_override).items():
-    if isinstance(value, dict) and value:
-      flat.update(flat_overrides(value, f"{prefix}{key}."))
-    else:
-      flat[f"{prefix}{key}"] = value
-  return flat
 
 
 def _nested(values: Dict[str, Any]) -> Dict[str, Any]:
@@ -156,8 +133,8 @@ def deep_merge(base: Dict[str, Any], update: Dict[str, Any]) -> Dict[str, Any]:
 def layered_values(config_files: Sequence[Union[str, os.PathLike]] = (),
                    params_override: Union[str, Dict[str, Any], None] = None,
                    kind: Optional[str] = None) -> Dict[str, Any]:
-  """The YAML files (paths or bare names) in order, then the override; with
-  `kind` (PRETRAINING / FINETUNING), a YAML of the other trainer is refused."""
+  """The YAML files in order, then the override; with `kind`, a YAML of the
+  other trainer is refused."""
   merged: Dict[str, Any] = {}
   for path in config_files:
     values = read_yaml(resolve_experiment_path(path, kind))
@@ -174,9 +151,8 @@ def layered_values(config_files: Sequence[Union[str, os.PathLike]] = (),
 
 def with_flags(values: Dict[str, Any], flags: Dict[str, Tuple[str, Any]]
                ) -> Tuple[Dict[str, Any], List[str]]:
-  """`values` with the fields that flags set (`flags`: {dotted field: (the
-  flag as given, the field's value)}): a flag wins, and one note names each
-  flag that overrides another value of its field."""
+  """`values` with the fields that flags set ({dotted field: (the flag as
+  given, its value)}), and a note for each flag overriding another value."""
   notes = []
   for field, (flag, value) in flags.items():
     written: Any = values
@@ -189,16 +165,13 @@ def with_flags(values: Dict[str, Any], flags: Dict[str, Tuple[str, Any]]
 
 
 def _spelled(value: Any) -> Any:
-  """A runtime value as the flags spell it (Model Garden's 'off' is
-  --strategy default)."""
+  """A runtime value as the flags spell it."""
   return choices.FLAG_SPELLING.get(value, value) if isinstance(
       value, str) else value
 
 
 def build(experiment: str, values: Dict[str, Any], source: str = SOURCE):
-  """The registered `experiment` with `values` (nested) set, checked: each
-  key names a field, each value fits its field's type, the runtime's
-  strategy is one the trainers build."""
+  """The registered `experiment` with `values` (nested) set and checked."""
   config = exp_factory.get_exp_config(experiment)
   values = copy.deepcopy(values)
   _check_values(config, values, source)
@@ -218,8 +191,7 @@ def build(experiment: str, values: Dict[str, Any], source: str = SOURCE):
 
 
 def _field_type(config: Any, key: str) -> Any:
-  """A field's declared type, Optional unwrapped (None: not known, or a
-  union of several types)."""
+  """A field's declared type, Optional unwrapped (None: not one type)."""
   try:
     hint = typing.get_type_hints(type(config)).get(key)
   except (NameError, TypeError):
@@ -250,11 +222,9 @@ def _fits(value: Any, hint: Any) -> Optional[bool]:
 
 def _check_values(config: Any, values: Dict[str, Any], source: str,
                   prefix: str = "") -> None:
-  """Every key of `values` (nested) is a field of `config`: an unknown one is
-  named with the closest field, a field given sub-keys as if it were a
-  section (`data.languages.en=1`) with the form it takes, a value of another
-  type with the type (Model Garden stores `train_steps=abc` as the text
-  'abc', which fails far from the field); an integer given a float field
+  """Refuses a key of `values` (nested) that is no field of `config` (naming
+  the closest), sub-keys of a field, a value of another type (Model Garden
+  would store `train_steps=abc` as text); an integer for a float field
   becomes a float (TensorFlow's schedules refuse to mix them)."""
   names = list(config.as_dict())  # a one-of config lists its chosen field
   names += [f.name for f in dataclasses.fields(config)

@@ -3,12 +3,9 @@ length given to orbit's Controller, the interval saves, the console line.
 
 Loops end at multiples of `trainer.steps_per_loop` and of the checkpoint
 interval, cut into device calls of about a second (`LoopSteps`): a SIGTERM
-or TensorFlow's preemption handler is seen only between calls (one call per
-loop of `steps_per_loop=1000` on the test machine's CPU let a SIGTERM wait
-6 to 14 minutes; with these calls the run saved and exited 42 about 2 s
-after the signal). The saves are a train action (`Checkpoints`) on the
-runner's CheckpointManager: orbit's own interval save counts from the last
-save, so a run's first save would land on its first, one-step, call.
+is seen only between calls. The saves are a train action (`Checkpoints`) on
+the runner's CheckpointManager: orbit's own interval save counts from the
+last save, so a run's first save would land on its first, one-step, call.
 
 Example:
 ```python
@@ -47,9 +44,8 @@ HEARTBEAT_SECONDS = 60
 class LoopSteps:
   """orbit's `steps_per_loop` as a callable of the global step: the steps to
   the next multiple of `steps_per_loop` or `checkpoint_interval`, at most
-  `fixed_steps` or else about `seconds` of steps (timed from one call's
-  start to the next). Under MultiWorkerMirroredStrategy every worker runs
-  the mean of their proposals (one small all-reduce per call)."""
+  `fixed_steps` or else about `seconds` of steps. Under several workers each
+  runs the mean of their proposals (one small all-reduce per call)."""
 
   def __init__(self, steps_per_loop: int, checkpoint_interval: int = 0,
                strategy: Optional[tf.distribute.Strategy] = None,
@@ -83,19 +79,16 @@ class LoopSteps:
 
 
 def controller_with_steps(steps: LoopSteps) -> Callable[..., orbit.Controller]:
-  """`controller_cls` for Model Garden's runner: orbit's Controller as the
-  runner builds it, with `steps` as its `steps_per_loop`."""
+  """`controller_cls` for Model Garden's runner, `steps` its steps_per_loop."""
   return lambda **kwargs: orbit.Controller(**dict(kwargs, steps_per_loop=steps))
 
 
 class Checkpoints:
   """Train action: a checkpoint at each multiple of `interval` on every
-  worker (a save is a collective), asynchronous when `asynchronous`, then
-  `after_save(step, final)`; `save(final=True)` waits for the writes in
-  flight and writes synchronously; a failed write raises what
-  `failure(step, error)` returns (a trainer overrides these two). The
-  runner's manager exists once the runner, given this action, is built and
-  restored: `attach` hands it over (the step restored counts as saved)."""
+  worker, then `after_save(step, final)`; `save(final=True)` waits for the
+  writes in flight and writes synchronously; a failed write raises what
+  `failure(step, error)` returns. `attach` hands over the runner's manager
+  once it is built (the step restored counts as saved)."""
 
   def __init__(self, interval: int, asynchronous: bool = False):
     self._interval = interval
@@ -113,8 +106,7 @@ class Checkpoints:
       self.save()
 
   def save(self, final: bool = False) -> str:
-    """Saves the step reached unless it is saved; returns the checkpoint's
-    path in the manager's directory."""
+    """Saves the step reached unless saved; returns the checkpoint's path."""
     step = int(self._global_step.numpy())
     try:
       if final:
@@ -125,8 +117,6 @@ class Checkpoints:
                               enable_async=self.asynchronous and not final))
         self._saved_step = step
       self.after_save(step, final)
-      if final:
-        checkpoint_integrity.wait_for_writes(self.manager.checkpoint)
     except (OSError, tf.errors.OpError) as e:
       raise self.failure(step, e) from None
     return os.path.join(self.manager.directory, f"ckpt-{step}")
@@ -140,8 +130,7 @@ class Checkpoints:
 
 
 def finish_writes(*checkpoints: tf.train.Checkpoint) -> None:
-  """Waits for the writes in flight of each checkpoint; a failed one is
-  logged, not raised (on the way out of a run that failed already)."""
+  """Waits for each checkpoint's writes in flight; a failure is logged only."""
   for checkpoint in checkpoints:
     try:
       checkpoint_integrity.wait_for_writes(checkpoint)
@@ -152,8 +141,8 @@ def finish_writes(*checkpoints: tf.train.Checkpoint) -> None:
 @contextlib.contextmanager
 def orbit_prints_to_log(print_fn: Callable[[str], None]
                         ) -> Iterator[Callable[[str], None]]:
-  """In the block stdout is the log (absl's stream: orbit's Controller
-  prints every line it logs); yields `print_fn` writing where stdout was."""
+  """In the block stdout is the log (orbit prints what it logs); yields
+  `print_fn` writing where stdout was."""
   console_stdout = sys.stdout
 
   def to_console(line: str) -> None:
@@ -167,11 +156,9 @@ def orbit_prints_to_log(print_fn: Callable[[str], None]
 
 class ProgressPrinter:
   """Train action: one console line (`console.loop_line`) at each multiple
-  of `steps_per_loop` and at the last step, e.g. `step  40/300 | loss 5.2104
-  | mlm_acc 0.1130 | 812 ex/s | lr 1.00e-04 | ETA 1:02` (the accuracy log
-  `accuracy_key` named `accuracy_name`; examples/s from the logs, else from
-  `batch_size` and the pace), and a log line with the step reached at most
-  every HEARTBEAT_SECONDS."""
+  of `steps_per_loop` and at the last step (examples/s from the logs, else
+  from `batch_size` and the pace), and a log line with the step reached at
+  most every HEARTBEAT_SECONDS."""
 
   def __init__(self, global_step: tf.Variable, total_steps: int,
                print_fn: Callable[[str], None] = print, *, prefix: str = "",

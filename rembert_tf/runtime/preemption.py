@@ -1,9 +1,7 @@
-"""Stopping a run on SIGTERM with its work saved (exit code 42, TensorFlow's
-own for a preempted worker): every trainer's SIGTERM path, a train action
-run after each device call (`stop_actions`): it saves, then raises
-`TrainingPreempted`. Several workers do it at the same step, through
-TensorFlow's `PreemptionCheckpointHandler` (Model Garden's
-`trainer.preemption_on_demand_checkpoint` saves and goes on training).
+"""Stopping a run on SIGTERM with its work saved (exit code 42): a train
+action after each device call (`stop_actions`) saves, then raises
+`TrainingPreempted`; several workers stop at one step through TensorFlow's
+`PreemptionCheckpointHandler`.
 
 Example:
 <!-- snippet: not run: a fragment: `strategy`, `checkpoints`, `trainer` come from the caller's code -->
@@ -49,14 +47,12 @@ class TrainingPreempted(errors.RemBertError, RuntimeError):
 
 @contextlib.contextmanager
 def sigterm_stop_flag() -> Iterator[threading.Event]:
-  """An Event that SIGTERM sets while the block runs (installed from the
-  main thread only, Python's rule; the previous handler comes back after)."""
+  """An Event that SIGTERM sets while the block runs (main thread only)."""
   stop = threading.Event()
   if threading.current_thread() is not threading.main_thread():
     yield stop
     return
-  # Only the flag: the handler runs between any two bytecodes of the main
-  # thread, also inside a logging call or a checkpoint save.
+  # Only the flag: the handler may run inside a logging call or a save.
   previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
   try:
     yield stop
@@ -68,11 +64,10 @@ def stop_actions(strategy: tf.distribute.Strategy,
                  stop_flag: Optional[threading.Event],
                  save: Callable[[], Optional[str]],
                  global_step: tf.Variable) -> List[Callable[[object], None]]:
-  """The train action (after the loop's scheduled save) that runs `save`
-  (it returns the checkpoint written), then raises `TrainingPreempted`: on
-  one host once `stop_flag` is set; on several, on every worker at the step
-  they agree on through the coordination service once any got SIGTERM (the
-  handler's own CheckpointManager stays empty)."""
+  """The train action that runs `save` (returning the checkpoint written),
+  then raises `TrainingPreempted`: on one host once `stop_flag` is set; on
+  several, on every worker at the step they agree on once any got SIGTERM
+  (the handler's own CheckpointManager stays empty)."""
   if strategies.is_multi_worker(strategy):
     saved = {}
 

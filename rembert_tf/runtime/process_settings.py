@@ -1,9 +1,6 @@
 """Precision, op determinism and seeds for a block of training work, put back
-when the block ends (the demo and the ablation suite pre-train and fine-tune
-in one process). Builds on Keras' global mixed-precision policy (what Model
-Garden's `official.modeling.performance` sets) and TensorFlow's op
-determinism. `mixed_bfloat16` (the flag) and `bfloat16` (Model Garden's
-`runtime.mixed_precision_dtype`) are the same policy.
+when the block ends. Builds on Keras' global mixed-precision policy and
+TensorFlow's op determinism.
 
 Example:
 ```python
@@ -22,8 +19,7 @@ from tensorflow.python.framework import config as tf_config  # pylint: disable=g
 
 from rembert_tf.common import errors
 
-# A precision name (the flag's, or Model Garden's mixed_precision_dtype) ->
-# the Keras policy.
+# A precision name (the flag's, or Model Garden's) -> the Keras policy.
 POLICIES = {None: "float32", "": "float32", "float32": "float32",
             "mixed_bfloat16": "mixed_bfloat16", "bfloat16": "mixed_bfloat16"}
 
@@ -38,13 +34,11 @@ def training_settings(precision: Optional[str] = "float32",
 
   Args:
     precision: a name of POLICIES.
-    deterministic: TensorFlow op determinism, and the seeds set (to `seed`,
-      0 when not given), so a resumed run ends where an uninterrupted one does.
-    seed: seeds Python, NumPy and TensorFlow (also without `deterministic`).
+    deterministic: TensorFlow op determinism, and the seeds (0 by default).
+    seed: seeds Python, NumPy and TensorFlow.
     checkpointed_dropout_generators: with `deterministic`, Keras layers draw
       from `tf.random.Generator`s, whose state is checkpointed (fine-tuning's
-      dropout resumes exactly; pre-training's fused kernels hash their own
-      masks and do not need it).
+      dropout resumes exactly).
   """
   if precision not in POLICIES:
     raise errors.UsageError(f"--mixed_precision {precision!r}: expected "

@@ -1,6 +1,6 @@
-"""The `--strategy` names and the one factory every trainer uses, Model
-Garden's `distribute_utils.get_distribution_strategy`; a TPU is looked for
-before connecting (a clear error at once instead of a long time-out).
+"""The `--strategy` names and their factory, Model Garden's
+`distribute_utils.get_distribution_strategy`; a TPU is looked for before
+connecting (a clear error instead of a long time-out).
 
 | name | strategy |
 | --- | --- |
@@ -45,9 +45,8 @@ class StrategyError(errors.RemBertError, ValueError):
 
 def make_strategy(name: Optional[str] = None,
                   tpu: Optional[str] = None) -> tf.distribute.Strategy:
-  """The tf.distribute strategy of a `--strategy` name (see STRATEGIES; or
-  Model Garden's `runtime.distribution_strategy`; None: DEFAULT_STRATEGY);
-  `tpu` is a TPU name or grpc:// address (none: this VM's TPU)."""
+  """The strategy of a `--strategy` name (or Model Garden's; None:
+  DEFAULT_STRATEGY); `tpu` is a TPU name or grpc:// address."""
   name = FLAG_SPELLING.get(name, name or DEFAULT_STRATEGY)
   if name not in STRATEGIES:
     raise StrategyError(f"--strategy {name!r}: expected one of "
@@ -75,9 +74,8 @@ def make_strategy(name: Optional[str] = None,
 
 
 def jit_compile_default(strategy: tf.distribute.Strategy) -> bool:
-  """Whether a step compiled with XLA is the faster choice on the strategy's
-  devices: on TPUs (which need it) and GPUs, not on CPUs, where the
-  uncompiled step with padding removal runs faster (docs/performance.md)."""
+  """Whether XLA is the faster choice on the strategy's devices: TPUs and
+  GPUs, not CPUs (docs/performance.md)."""
   try:
     devices = strategy.extended.worker_devices
   except (RuntimeError, NotImplementedError):
@@ -88,8 +86,7 @@ def jit_compile_default(strategy: tf.distribute.Strategy) -> bool:
 
 
 def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
-  """MultiWorkerMirroredStrategy over several processes (a TPU pod has one
-  controller, so it is not)."""
+  """MultiWorkerMirroredStrategy over several processes."""
   resolver = getattr(strategy, "cluster_resolver", None)
   if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or (
       resolver is None):
@@ -113,8 +110,7 @@ def _tf_config():
 
 
 def is_chief_process() -> bool:
-  """False on the non-chief workers of a multi-worker run (from TF_CONFIG):
-  the chief (or worker 0 of a cluster without one) is its one writer."""
+  """False on the non-chief workers of a multi-worker run (from TF_CONFIG)."""
   task, cluster = _tf_config()
   if task.get("type") in (None, "chief"):
     return True
@@ -124,15 +120,14 @@ def is_chief_process() -> bool:
 
 def writing_shared_output(path: fileio.PathLike, chief: Optional[bool] = None):
   """`output_lock.writing_output(path)` on the chief alone (`chief` None: from
-  TF_CONFIG); the other workers of one job write temporaries of their own."""
+  TF_CONFIG)."""
   if chief is None:
     chief = is_chief_process()
   return output_lock.writing_output(path) if chief else contextlib.nullcontext()
 
 
 def process_label() -> str:
-  """`worker1` for the process TF_CONFIG names in a cluster of several
-  (read from the environment, before any strategy connects); '' otherwise."""
+  """`worker1` for the process TF_CONFIG names in a cluster of several, else ''."""
   task, cluster = _tf_config()
   size = sum(len(tasks) for job, tasks in cluster.items()
              if job in ("chief", "worker"))
