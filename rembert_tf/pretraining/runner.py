@@ -1,11 +1,18 @@
 """Runs a pre-training experiment in a model_dir: the library behind `rembert-train`.
 
-Builds on Model Garden's `train_lib.OrbitExperimentRunner`, `rembert_tf.runtime`
-and `checkpoints.checkpoint_integrity`. A run resumes from model_dir's newest
-intact checkpoint. Its train actions, in order: a NaN / inf loss stops before
-its weights are saved (exit code 3); the console line; the interval save, then
-the encoder export `encoder/ckpt-N` of the same weights; the SIGTERM stop
-(exit code 42).
+Builds on Model Garden's `train_lib.OrbitExperimentRunner` (orbit's
+Controller over `base_trainer.Trainer`, and its checkpoint manager),
+`rembert_tf.runtime` and `checkpoints.checkpoint_integrity`. A run starts
+from model_dir's newest intact checkpoint. Before it writes anything it
+refuses, one line each: a model_dir that is one of its inputs or cannot be
+written, a checkpoint of another model, a resume on records of another
+SentencePiece model. The chief then writes `params.yaml`,
+`model_config.yaml` and the records' `sentencepiece.model` (or its sha256),
+and the run trains and/or evaluates with these orbit train actions, in
+order: a NaN / inf loss stops before its weights are saved (exit code 3);
+the console line; a save at each multiple of trainer.checkpoint_interval,
+then the encoder export `encoder/ckpt-N` of the same weights (every n-th
+save and the last); the SIGTERM stop (exit code 42).
 
 Example:
 <!-- snippet: not run: pre-trains the demo model (minutes on a CPU) and needs its records -->
