@@ -1,7 +1,9 @@
-"""Stopping a run on SIGTERM with its work saved (exit code 42): a train
-action after each device call (`stop_actions`) saves, then raises
-`TrainingPreempted`; several workers stop at one step through TensorFlow's
-`PreemptionCheckpointHandler`.
+"""Stopping a run on SIGTERM with its work saved (exit code 42, TensorFlow's
+own for a preempted worker): a train action after each device call
+(`stop_actions`) saves, then raises `TrainingPreempted`; several workers stop
+at one step through TensorFlow's `PreemptionCheckpointHandler` (Model
+Garden's `trainer.preemption_on_demand_checkpoint` saves and goes on
+training).
 
 Example:
 <!-- snippet: not run: a fragment: `strategy`, `checkpoints`, `trainer` come from the caller's code -->
