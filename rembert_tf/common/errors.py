@@ -72,6 +72,13 @@ def user_error_types() -> tuple:
           tf.errors.DataLossError)
 
 
+def report(prog: str, error: BaseException) -> None:
+  """The one console line of an error; the command's log file gets it too."""
+  line = f"{prog}: error: {one_line(error)}"
+  print(line, file=sys.stderr, flush=True)
+  logging.info(line)
+
+
 def command(prog: str) -> Callable:
   """Decorates a command's `main(argv)`: a user error is one line, exit 1; a
   bug keeps its traceback; Ctrl-C exits 130."""
@@ -84,9 +91,7 @@ def command(prog: str) -> Callable:
         print(f"{prog}: interrupted", file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)
       except user_error_types() as e:  # pylint: disable=catching-non-exception
-        line = f"{prog}: error: {one_line(e)}"
-        print(line, file=sys.stderr, flush=True)
-        logging.info(line)  # the command's log file gets it too
+        report(prog, e)
         sys.exit(EXIT_ERROR)
     return wrapped
   return decorate
