@@ -31,8 +31,9 @@ if [ "$cmd" = test ] && { [ ! -f "$test_stamp" ] || [ "$(cat "$test_stamp")" != 
 fi
 case "$cmd" in
   demo) exec .venv/bin/python -m rembert_tf.demo "$@" ;;
-  # Two test processes (pytest-xdist), a file's tests in one of them: the
-  # tests wait on subprocesses and files as much as they compute.
-  test) exec .venv/bin/python -m pytest -q -n 2 --dist loadfile tests "$@" ;;
+  # Three test processes (pytest-xdist), a file's tests in one of them: on
+  # two cores a third keeps both busy while a test waits on its
+  # subprocesses, files and peers.
+  test) exec .venv/bin/python -m pytest -q -n 3 --dist loadfile tests "$@" ;;
   *) echo "usage: bash run.sh demo|test [args...]" >&2; exit 2 ;;
 esac

@@ -53,9 +53,9 @@ def two_cpu_strategy():
 
 
 # --- Order ---------------------------------------------------------------------
-# The suite runs in two pytest-xdist processes that each take whole files
+# The suite runs in pytest-xdist processes that each take whole files
 # (`--dist loadfile`), in the order collected: a file of minutes handed out
-# last keeps one process busy long after the other has finished. These go
+# last keeps one process busy long after the others have finished. These go
 # first, longest first; every other file keeps its place after them.
 LONGEST_FIRST = (
     "tests/keras3/keras_backends_test.py",
