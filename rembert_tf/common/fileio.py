@@ -1,9 +1,9 @@
 """File I/O on user paths, on any TensorFlow filesystem: local, `gs://`, `ram://`, ...
 
 A `scheme://` path goes through `tf.io.gfile`, imported only then; a local
-one through the operating system, so that a command that never sees a bucket
-(the demo corpus, every `--help`) does not load TensorFlow, and outputs get
-the user's umask. A file is written under `.NAME.tmp-PID@HOST-XXXX` and
+one through the operating system, so that a process that never sees a bucket
+(a record-writing worker, the demo corpus) does not load TensorFlow, and
+outputs get the user's umask. A file is written under `.NAME.tmp-PID@HOST-XXXX` and
 renamed into place when complete (`atomic_write`).
 
 Example:
@@ -294,7 +294,7 @@ def check_output_location(path: PathLike) -> None:
   output = as_str(path).rstrip("/")
   path = output
   while path and path not in ("/", ".") and not path.endswith("://"):
-    if os.path.islink(path) and not os.path.exists(path):
+    if os.path.islink(path) and not exists(path):
       where = path if path == output else f"{output}: {path}"
       raise errors.InputError(
           f"{where} is a symbolic link that leads nowhere (a loop or a "
