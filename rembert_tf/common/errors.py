@@ -12,7 +12,8 @@ from rembert_tf.common import errors
 @errors.command("rembert-train")
 def main(argv):
   raise errors.InputError("/data/metadata.json: field `seq_length` is 128, "
-                          "the experiment says 512; set it to 128.")
+                          "the experiment says 512; set "
+                          "task.train_data.seq_length=128.")
 # main([]) prints one line on stderr and exits with code 1.
 ```
 """
