@@ -29,7 +29,7 @@ CLOSURE_LINES = {
     "rembert_tf.cli.finetune": 9_000,
     "rembert_tf.finetune": 9_000,
     "rembert_tf.demo.__main__": 15_000,
-    "rembert_tf.cli.make_demo_corpus": 2_600,
+    "rembert_tf.cli.make_demo_corpus": 2_500,
     "rembert_tf.cli.train_sentencepiece": 3_300,
     "rembert_tf.cli.create_pretraining_data": 4_200,
     "rembert_tf.cli.create_finetuning_data": 3_700,

@@ -205,9 +205,9 @@ def flags_outside_the_agreed_set(package: pathlib.Path = PACKAGE,
                                  agreed: Dict[str, str] = AGREED_FLAGS
                                  ) -> List[str]:
   """`path:line --name: ...` of every flag that names a shared concept
-  otherwise than `agreed` says (the new names of common/command_names.py's
+  otherwise than `agreed` says (the new names of cli/deprecated_flags.py's
   DEPRECATED_FLAGS too)."""
-  table = package / "common" / "command_names.py"
+  table = package / "cli" / "deprecated_flags.py"
   deprecated = _constant(table, "DEPRECATED_FLAGS")
   found = []
   for path in sorted(package.rglob("*.py")):

@@ -210,7 +210,7 @@ def test_long_modules_and_functions_are_found(tmp_path):
 def test_a_flag_name_outside_the_agreed_set_is_found(tmp_path):
   package = _write_package(tmp_path, {
       "__init__.py": "",
-      "common/command_names.py": """
+      "cli/deprecated_flags.py": """
           DEPRECATED_FLAGS = {"export": {"model_dir": "checkpoint",
                                          "vocab": "spm_file"}}
           """,
@@ -237,7 +237,7 @@ def test_a_flag_name_outside_the_agreed_set_is_found(tmp_path):
       "pkg/cli/convert.py:6 --model_dir: not an agreed name "
       "(--sentencepiece_model, --checkpoint, --output_dir)",
       "pkg/cli/export.py:4 --model_dir: a deprecated alias; define --checkpoint",
-      "pkg/common/command_names.py: export --vocab -> --spm_file: not an agreed name",
+      "pkg/cli/deprecated_flags.py: export --vocab -> --spm_file: not an agreed name",
   ]
 
 

@@ -20,6 +20,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
+from rembert_tf.cli import deprecated_flags  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 from absl import flags  # noqa: E402
 
@@ -109,7 +110,8 @@ def _check_same_vocabulary(sp_model, source) -> None:
 
 def run():
   command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
-              artefact=True, required=["checkpoint", "output_dir"])
+              artefact=True, required=["checkpoint", "output_dir"],
+              rename_flags=deprecated_flags.renamer(__spec__.name))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from absl import flags
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
+from rembert_tf.cli import deprecated_flags  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-layer-similarity
@@ -77,7 +78,8 @@ def main(argv) -> int:
 
 def run() -> None:
   command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
-              required=["checkpoint", "sentences", "output_dir"])
+              required=["checkpoint", "sentences", "output_dir"],
+              rename_flags=deprecated_flags.renamer(__spec__.name))
 
 
 if __name__ == "__main__":

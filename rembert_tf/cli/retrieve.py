@@ -22,6 +22,7 @@ from absl import flags
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
+from rembert_tf.cli import deprecated_flags  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, ...)
 from rembert_tf.cli import xtreme_source_flags  # noqa: E402  (--data_source, --tfds_data_dir)
 from rembert_tf.common import errors  # noqa: E402
@@ -157,7 +158,8 @@ def main(argv):
 
 def run():
   command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
-              required=["checkpoint", "output_dir"])
+              required=["checkpoint", "output_dir"],
+              rename_flags=deprecated_flags.renamer(__spec__.name))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from absl import flags
 from rembert_tf.common import command  # noqa: E402
 command.quiet_tensorflow_import()  # before `main` imports TensorFlow
 from rembert_tf.common import command_names  # noqa: E402
+from rembert_tf.cli import deprecated_flags  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: F401,E402  (--strategy, --tpu, --mixed_precision)
 from rembert_tf.common import errors  # noqa: E402
 
@@ -149,7 +150,8 @@ def run() -> None:
   """Console-script entry point: logs to OUTPUT_DIR/logs/, errors as one line."""
   define_flags()
   command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
-              required=["output_dir"])
+              required=["output_dir"],
+              rename_flags=deprecated_flags.renamer(__spec__.name))
 
 
 if __name__ == "__main__":

@@ -15,14 +15,12 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from absl import app
 from absl import flags
 from absl import logging
 
-from rembert_tf.common import command_names
 from rembert_tf.common import errors
 
 # Where a command's log is written while it runs: nothing may appear beside or
@@ -46,11 +44,10 @@ def quiet_tensorflow_import(argv: Optional[Sequence[str]] = None) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def require(name: str, check: Callable, why: str,
-            flag_values: flags.FlagValues = flags.FLAGS) -> None:
+def require(name: str, check: Callable, why: str) -> None:
   """The flag `name`, when given, must pass `check`; `why` says what to give."""
   flags.register_validator(name, lambda value: value is None or check(value),
-                           message=f"{why}.", flag_values=flag_values)
+                           message=f"{why}.")
 
 
 def _refused_value(flag, text: str, detail: str) -> Tuple[int, str]:
@@ -115,33 +112,14 @@ def expand_home_in_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
       flag_values[name].value = expanded
 
 
-def current_flag_names(module: str, args: Sequence[str],
-                       program: str) -> List[str]:
-  """`args` of the command of `module` with each deprecated name
-  (`command_names.DEPRECATED_FLAGS`) replaced; one line on stderr each."""
-  renamed = command_names.DEPRECATED_FLAGS.get(module.rpartition(".")[2], {})
-  current, said = [], []
-  for arg in args:
-    dashes = len(arg) - len(arg.lstrip("-"))
-    name, equals, value = arg[dashes:].partition("=")
-    no = "no" if name.startswith("no") and name[2:] in renamed else ""
-    if dashes and name[len(no):] in renamed:
-      said.append((list(renamed).index(name[len(no):]), name,
-                   no + renamed[name[len(no):]]))
-      arg = f"{arg[:dashes]}{said[-1][2]}{equals}{value}"
-    current.append(arg)
-  for _, old, new in sorted(said):
-    print(f"{program}: --{old} is deprecated; use --{new}.", file=sys.stderr,
-          flush=True)
-  return current
-
-
-def parse_flags(program: str, argv: Sequence[str], module: str = "") -> List[str]:
+def parse_flags(program: str, argv: Sequence[str],
+                rename_flags: Optional[Callable] = None) -> List[str]:
   """absl's `FLAGS(argv)` with the house's exit codes: 0 after `--help`; a
-  refused flag is one line `PROGRAM: error: ...` (exit 1 or 2)."""
+  refused flag is one line `PROGRAM: error: ...` (exit 1 or 2).
+  `rename_flags(args, program)` first renames the flags before a `--`."""
   end = argv.index("--") if "--" in argv else len(argv)
-  argv = [argv[0], *current_flag_names(module, argv[1:end], program),
-          *argv[end:]]
+  if rename_flags:
+    argv = [argv[0], *rename_flags(argv[1:end], program), *argv[end:]]
   try:
     args = flags.FLAGS(argv)
   except flags.Error as e:
@@ -190,7 +168,6 @@ class CommandLog:
     self.stamp = time.strftime("%Y%m%d-%H%M%S")
     self.log_path = os.path.join(
         LOG_TMP_DIR, f"{program}-{self.stamp}-{os.getpid()}.log")
-    self.final_log_path: Optional[str] = None
     self.file = None
 
   @property
@@ -263,7 +240,6 @@ class CommandLog:
       print(f"{self.program}: the log stays at {self.log_path} (copying it to "
             f"{target_dir} failed: {e})", file=sys.stderr, flush=True)
       return None
-    self.final_log_path = target
     print(f"{self.program}: full log: {target}", file=sys.stderr, flush=True)
     return target
 
@@ -287,11 +263,8 @@ def set_log_label(label: str) -> None:
     log.label = label
 
 
-def run_logged(main: Callable, argv: Any, log: CommandLog,
-               exit_now: bool = False) -> Any:
-  """Calls `main(argv)` and finishes `log` with its exit code; with
-  `exit_now` the process then ends at once (the interpreter's teardown of a
-  tf.distribute run takes seconds and logs into a closed file)."""
+def run_logged(main: Callable, argv: Any, log: CommandLog) -> Any:
+  """Calls `main(argv)` and finishes `log` with its exit code."""
   code = 1
   try:
     result = main(argv)
@@ -300,30 +273,20 @@ def run_logged(main: Callable, argv: Any, log: CommandLog,
   except SystemExit as e:
     code = e.code if isinstance(e.code, int) else int(e.code is not None)
     raise
-  except BaseException:  # pylint: disable=broad-except
-    if not exit_now:
-      raise
-    logging.exception("%s failed", log.program)
-    traceback.print_exc()
   finally:
     log.finish(code)
-    if exit_now:
-      for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-          stream.flush()
-      logging.flush()
-      os._exit(code)  # pylint: disable=protected-access
 
 
 def run(main: Callable, doc: str, program: str,
         output_dir_flag: Optional[str] = None, artefact: bool = False,
         keep_log: Optional[Callable[[int, str], bool]] = None,
-        exit_without_teardown: bool = False,
-        required: Sequence[str] = ()) -> None:
-  """Parses absl flags and runs `main` as console script `program`, with its
-  log file (`artefact`: the output is something a user uploads or serves).
-  The `required` flags are marked here: importing a command module must not
-  constrain the flags of another command run in the same process."""
+        required: Sequence[str] = (),
+        rename_flags: Optional[Callable] = None) -> None:
+  """Parses absl flags (`parse_flags`) and runs `main` as console script
+  `program`, with its log file (`artefact`: the output is something a user
+  uploads or serves). The `required` flags are marked here: importing a
+  command module must not constrain the flags of another command run in the
+  same process."""
   flags.mark_flags_as_required(list(required))
   if sys.modules.get("__main__") is not None:  # absl's --help prints its doc
     sys.modules["__main__"].__doc__ = doc
@@ -337,14 +300,13 @@ def run(main: Callable, doc: str, program: str,
   for flag in (flags.FLAGS.get_key_flags_for_module(main.__module__)
                + [flags.FLAGS["verbose"], flags.FLAGS["log_dir"]]):
     flags.FLAGS.register_key_flag_for_module(program, flag)
-  module = command_names.CONSOLE_SCRIPTS.get(program, "")
   log = CommandLog(program, artefact=artefact, keep_log=keep_log).start()
 
   def logged_main(argv):
     log.flags_parsed(
         flags.FLAGS[output_dir_flag].value if output_dir_flag else None,
         flags.FLAGS["log_dir"].value)
-    return run_logged(main, argv, log, exit_now=exit_without_teardown)
+    return run_logged(main, argv, log)
 
   app.run(logged_main,
-          flags_parser=lambda argv: parse_flags(program, argv, module))
+          flags_parser=lambda argv: parse_flags(program, argv, rename_flags))

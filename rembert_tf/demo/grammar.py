@@ -59,14 +59,19 @@ _MANNER = {"en": ("",), "es": ("mente",), "ru": ("о",), "el": ("ως",),
            "ar": ("اً",), "hi": ("", "से"), "zh": ("", "地")}
 
 
-def _phrases(frame: Frame, np) -> Parts:
+def _phrases(frame: Frame, np, name=lambda key, case: [key]) -> Parts:
   """The subject's and the object's noun phrases, from a language's
-  `np(key, adjective, definite, count, case)`."""
-  return {"S": np(frame.subject, frame.subject_adjective,
-                  frame.subject_definite, 1, "nom"),
-          "O": frame.object and np(frame.object, frame.object_adjective,
-                                   frame.object_definite, frame.object_count,
-                                   "acc")}
+  `np(key, adjective, definite, count, case)` for a noun and `name(key,
+  case)` for a protagonist's name (by default the name alone)."""
+  def phrase(key, adjective, definite, count, case):
+    if key in lx.NAME_GENDER:
+      return name(key, case)
+    return np(key, adjective, definite, count, case)
+  return {"S": phrase(frame.subject, frame.subject_adjective,
+                      frame.subject_definite, 1, "nom"),
+          "O": frame.object and phrase(frame.object, frame.object_adjective,
+                                       frame.object_definite,
+                                       frame.object_count, "acc")}
 
 
 def _negated(frame: Frame, lex: lx.Lexicon, verb: List[str]) -> List[str]:
@@ -78,8 +83,6 @@ def _en(frame: Frame, lex: lx.Lexicon) -> Parts:
   # English words take the clause's English inflection (`english=`); a word
   # borrowed from another language is written as that language wrote it.
   def np(key, adjective, definite, count, unused_case):
-    if key in lx.NAME_GENDER:
-      return [key]
     words = [lex.form("a:" + adjective)] if adjective else []
     if count > 1:
       return [str(count)] + words + [lex.form("n:" + key, english=lx.plural(key))]
@@ -108,8 +111,6 @@ def _en(frame: Frame, lex: lx.Lexicon) -> Parts:
 
 def _es(frame: Frame, lex: lx.Lexicon) -> Parts:
   def np(key, adjective, definite, count, unused_case):
-    if key in lx.NAME_GENDER:
-      return [key]
     g, plural = lx.gender(key), count > 1
     ending = ("o" if g == "m" else "a") + ("s" if plural else "")
     if plural:
@@ -133,8 +134,6 @@ def _es(frame: Frame, lex: lx.Lexicon) -> Parts:
 
 def _ru(frame: Frame, lex: lx.Lexicon) -> Parts:
   def np(key, adjective, unused_definite, count, case):
-    if key in lx.NAME_GENDER:
-      return [key]
     g, plural = lx.gender(key), count > 1
     words = [str(count)] if plural else []
     if adjective:
@@ -172,8 +171,6 @@ _EL_ARTICLES = {"m": {"nom": "ο", "acc": "τον"}, "f": {"nom": "η", "acc": "
 def _el(frame: Frame, lex: lx.Lexicon) -> Parts:
   def np(key, adjective, definite, count, case):
     g = lx.gender(key)
-    if key in lx.NAME_GENDER:
-      return [_EL_ARTICLES[g][case], key]
     if count > 1:
       words = [str(count)]
       ending = "οι" if g == "m" else "ες"
@@ -184,6 +181,8 @@ def _el(frame: Frame, lex: lx.Lexicon) -> Parts:
     if adjective:
       words.append(lex.form("a:" + adjective, suffix=ending))
     return words + [lex.form("n:" + key, suffix=ending)]
+  def name(key, case):  # a Greek name takes the article
+    return [_EL_ARTICLES[lx.gender(key)][case], key]
   key = "v:" + frame.verb
   if frame.tense == "past":
     verb = [lex.form(key, prefix="ε", suffix="ε")]
@@ -191,7 +190,7 @@ def _el(frame: Frame, lex: lx.Lexicon) -> Parts:
     verb = (["θα"] if frame.tense == "future" else []) + [
         lex.form(key, suffix="ει")]
   m = frame.location and lx.gender(frame.location) == "m"
-  return dict(_phrases(frame, np), V=_negated(frame, lex, verb),
+  return dict(_phrases(frame, np, name), V=_negated(frame, lex, verb),
               L=frame.location and [
                   lex.function_word("f:in", "στο" if m else "στη"),
                   lex.form("p:" + frame.location, suffix="ο" if m else "α")])
@@ -199,8 +198,6 @@ def _el(frame: Frame, lex: lx.Lexicon) -> Parts:
 
 def _ar(frame: Frame, lex: lx.Lexicon) -> Parts:
   def np(key, adjective, definite, count, unused_case):
-    if key in lx.NAME_GENDER:
-      return [key]
     g, plural = lx.gender(key), count > 1
     if plural:
       ending = "ات" if g == "f" else "ون"
@@ -228,8 +225,6 @@ def _ar(frame: Frame, lex: lx.Lexicon) -> Parts:
 
 def _hi(frame: Frame, lex: lx.Lexicon) -> Parts:
   def np(key, adjective, unused_definite, count, case):
-    if key in lx.NAME_GENDER:
-      return [key]
     g, plural = lx.gender(key), count > 1
     if plural:
       noun_end, adjective_end = ("े", "े") if g == "m" else ("ियाँ", "ी")
@@ -262,8 +257,6 @@ _ZH_CLASSIFIERS = {"human": "位", "animal": "只", "food": "份", "object": "�
 
 def _zh(frame: Frame, lex: lx.Lexicon) -> Parts:
   def np(key, adjective, definite, count, unused_case):
-    if key in lx.NAME_GENDER:
-      return [key]
     classifier = _ZH_CLASSIFIERS[lx.NOUNS[key].noun_class]
     words = []
     if count > 1:

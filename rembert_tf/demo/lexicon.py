@@ -270,9 +270,6 @@ class Lexicon:
       self.written.setdefault(key, []).append(word)
     return word
 
-  def is_english(self, key: str) -> bool:
-    return key in self._english
-
   def form(self, key: str, prefix: str = "", suffix: str = "",
            english: Optional[str] = None) -> str:
     """The word of `key` with the language's affixes; `english`: the word as
@@ -283,7 +280,7 @@ class Lexicon:
     """
     if key in self._forms:
       return self._give(key, self._forms[key])
-    if self.is_english(key):
+    if key in self._english:
       return self._give(key, english or english_form(key))
     if self.lang == "en":
       return self._give(key, self._stems[key])
@@ -293,7 +290,7 @@ class Lexicon:
     """The function word `key` (`FUNCTION_WORDS`) as this lexicon writes it;
     `native`: the host language's form where its grammar inflects it (Greek
     "στο" / "στη")."""
-    if native is not None and self.lang != "en" and not self.is_english(key):
+    if native is not None and self.lang != "en" and key not in self._english:
       return self._give(key, native)
     return self.form(key)  # the stems hold each language's FUNCTION_WORDS
 

@@ -94,7 +94,7 @@ def test_every_console_script_has_a_command_module_and_a_tools_file():
     assert imports == [(f"rembert_tf.cli.{module}", ["run"])], name
     assert command_names.console_script(f"rembert_tf.cli.{module}") == name
   assert command_names.console_script("rembert_tf.demo.__main__") == "rembert-demo"
-  assert command_names.console_script("rembert_tf.train") == "rembert-train"
+  assert command_names.console_script("rembert_tf.cli.train") == "rembert-train"
   assert command_names.console_script("tests.some_module") is None
 
 

@@ -1,10 +1,11 @@
 """Every deprecated flag name works as its agreed flag and says so in one line.
 
-For each command of `command_names.DEPRECATED_FLAGS`, in one fresh process
+For each command of `deprecated_flags.DEPRECATED_FLAGS`, in one fresh process
 (absl keeps one flag registry per process; a command module imports no
 TensorFlow): the command line with the agreed names and the same one with
 the deprecated names parse to the same values of every flag, through the
-parser every command uses (`command.parse_flags`); the old names add exactly
+parser every command uses (`command.parse_flags`, renaming as `command.run`
+does); the old names add exactly
 one line each on stderr, the agreed ones none. A boolean's `--noNAME` form
 and rembert-run-ablation's --finetune_flags are renamed the same way, and a
 whole command run with an old name does what the new name does.
@@ -16,26 +17,27 @@ import sys
 import pytest
 
 import testlib
+from rembert_tf.cli import deprecated_flags
 from rembert_tf.common import command_names
-from rembert_tf.common import command
 
 # Parses each argv of argv[3] (JSON) as `program` does and prints the values
 # of the agreed flags and what went to stderr.
 _DRIVER = r"""
 import contextlib, importlib, io, json, sys
 from absl import flags
-from rembert_tf.common import command_names
+from rembert_tf.cli import deprecated_flags
 from rembert_tf.common import command
 module_name, program, argvs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 module = importlib.import_module(module_name)
 getattr(module, "define_flags", lambda: None)()
-agreed = sorted(set(command_names.DEPRECATED_FLAGS[module_name.split(".")[-1]]
+agreed = sorted(set(deprecated_flags.DEPRECATED_FLAGS[module_name.split(".")[-1]]
                     .values()))
 for argv in argvs:
   flags.FLAGS.unparse_flags()
   err = io.StringIO()
   with contextlib.redirect_stderr(err):
-    command.parse_flags(program, [program] + argv, module_name)
+    command.parse_flags(program, [program] + argv,
+                        deprecated_flags.renamer(module_name))
   print(json.dumps({"values": {n: flags.FLAGS[n].value for n in agreed},
                     "stderr": err.getvalue()}), flush=True)
 """
@@ -55,11 +57,11 @@ def _argv(names, value_of):
   return [f"--{name}={value_of(name)}" for name in names]
 
 
-@pytest.mark.parametrize("command", sorted(command_names.DEPRECATED_FLAGS))
+@pytest.mark.parametrize("command", sorted(deprecated_flags.DEPRECATED_FLAGS))
 def test_a_deprecated_name_sets_its_agreed_flag_and_says_so_once(command):
   module = f"rembert_tf.cli.{command}"
   program = command_names.console_script(module)
-  renamed = command_names.DEPRECATED_FLAGS[command]
+  renamed = deprecated_flags.DEPRECATED_FLAGS[command]
   booleans = [old for old in renamed if old.startswith("allow_")]
   valued = [old for old in renamed if old not in booleans]
   new_args = (_argv([renamed[o] for o in valued], lambda n: f"/p/{n}")
@@ -88,7 +90,7 @@ def test_a_deprecated_name_sets_its_agreed_flag_and_says_so_once(command):
 def test_finetune_flags_of_the_suite_get_the_agreed_names(capsys):
   args = ["--sp_model=/m", "--noallow_sp_model_mismatch", "--seq_length", "8",
           "--allow_sentencepiece_mismatch"]
-  assert command.current_flag_names(
+  assert deprecated_flags.current_flag_names(
       "finetune", args, "rembert-run-ablation --finetune_flags") == [
           "--sentencepiece_model=/m", "--noallow_sentencepiece_mismatch",
           "--seq_length", "8", "--allow_sentencepiece_mismatch"]
