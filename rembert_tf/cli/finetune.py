@@ -48,7 +48,6 @@ from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import deprecated_flags  # noqa: E402
 from rembert_tf.cli import experiment_flags  # noqa: E402
 from rembert_tf.cli import finetune_flags  # noqa: E402
-from rembert_tf.cli import trainer_exit  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-finetune
@@ -99,9 +98,9 @@ def run():
   teardown once the log is written (every result and checkpoint is complete
   by then; with the datasets and the strategy alive, the teardown takes
   seconds, a minute and more on a busy CPU)."""
-  trainer_exit.run(main, __doc__, PROG, output_dir_flag="output_dir",
-                   required=["output_dir"],
-                   rename_flags=deprecated_flags.renamer(__spec__.name))
+  command.run(main, __doc__, program=PROG, output_dir_flag="output_dir",
+              exit_without_teardown=True, required=["output_dir"],
+              rename_flags=deprecated_flags.renamer(__spec__.name))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ from rembert_tf.common import command_names  # noqa: E402
 from rembert_tf.cli import deprecated_flags  # noqa: E402
 from rembert_tf.cli import experiment_flags  # noqa: E402
 from rembert_tf.cli import runtime_flags  # noqa: E402  (--strategy, --tpu, ...)
-from rembert_tf.cli import trainer_exit  # noqa: E402
 from rembert_tf.common import errors  # noqa: E402
 
 PROG = command_names.console_script(__spec__.name)  # rembert-train
@@ -104,9 +103,10 @@ def run():
   teardown once the log is written: every checkpoint is complete by then."""
   FLAGS.set_default("experiment", "rembert_pretraining")
   FLAGS.set_default("mode", "train")
-  trainer_exit.run(main, __doc__, PROG, output_dir_flag="model_dir",
-                   keep_log=_log_kept, required=["config_file", "model_dir"],
-                   rename_flags=deprecated_flags.renamer(__spec__.name))
+  command.run(main, __doc__, PROG, output_dir_flag="model_dir",
+              keep_log=_log_kept, exit_without_teardown=True,
+              required=["config_file", "model_dir"],
+              rename_flags=deprecated_flags.renamer(__spec__.name))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from absl import app
@@ -263,8 +264,11 @@ def set_log_label(label: str) -> None:
     log.label = label
 
 
-def run_logged(main: Callable, argv: Any, log: CommandLog) -> Any:
-  """Calls `main(argv)` and finishes `log` with its exit code."""
+def run_logged(main: Callable, argv: Any, log: CommandLog,
+               exit_now: bool = False) -> Any:
+  """Calls `main(argv)` and finishes `log` with its exit code; with
+  `exit_now` the process then ends at once (the interpreter's teardown of a
+  tf.distribute run takes seconds and logs into a closed file)."""
   code = 1
   try:
     result = main(argv)
@@ -273,13 +277,25 @@ def run_logged(main: Callable, argv: Any, log: CommandLog) -> Any:
   except SystemExit as e:
     code = e.code if isinstance(e.code, int) else int(e.code is not None)
     raise
+  except BaseException:  # pylint: disable=broad-except
+    if not exit_now:
+      raise
+    logging.exception("%s failed", log.program)
+    traceback.print_exc()
   finally:
     log.finish(code)
+    if exit_now:
+      for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+          stream.flush()
+      logging.flush()
+      os._exit(code)  # pylint: disable=protected-access
 
 
 def run(main: Callable, doc: str, program: str,
         output_dir_flag: Optional[str] = None, artefact: bool = False,
         keep_log: Optional[Callable[[int, str], bool]] = None,
+        exit_without_teardown: bool = False,
         required: Sequence[str] = (),
         rename_flags: Optional[Callable] = None) -> None:
   """Parses absl flags (`parse_flags`) and runs `main` as console script
@@ -306,7 +322,7 @@ def run(main: Callable, doc: str, program: str,
     log.flags_parsed(
         flags.FLAGS[output_dir_flag].value if output_dir_flag else None,
         flags.FLAGS["log_dir"].value)
-    return run_logged(main, argv, log)
+    return run_logged(main, argv, log, exit_now=exit_without_teardown)
 
   app.run(logged_main,
           flags_parser=lambda argv: parse_flags(program, argv, rename_flags))

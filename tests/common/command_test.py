@@ -123,6 +123,61 @@ def test_logs_of_failed_runs_are_removed_after_a_week(tmp_path, monkeypatch):
   assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "rembert-x-2.log"]
 
 
+# A command that ends without the interpreter's teardown (`exit_now`),
+# keeps the log of further exit codes (`keep_log`) and labels its log.
+_EXIT_NOW_COMMAND = textwrap.dedent("""
+    import os, sys, threading
+    from absl import logging
+    from rembert_tf.common import command
+    out = command.CommandLog(
+        "rembert-x", sys.argv[1], verbose=False,
+        keep_log=lambda code, output_dir: code == 0 or code == 1 and
+        os.path.exists(os.path.join(output_dir, "started"))).start()
+    command.set_log_label("worker1")
+    class LogsWhenFinalised:
+      def __del__(self):
+        logging.warning("finalised during the teardown")
+    kept_alive = LogsWhenFinalised()
+    def main(argv):
+      thread = threading.Thread(target=lambda: 1 / 0, name="watcher")
+      thread.start()
+      thread.join()
+      print("result on stdout")
+      if sys.argv[2] == "bug":
+        raise KeyError("a bug")
+      sys.exit(int(sys.argv[2]))
+    command.run_logged(main, [], out, exit_now=True)
+    print("never reached")
+""")
+
+
+@pytest.mark.parametrize("exit_code, started, kept", [
+    ("0", False, True), ("1", True, True), ("1", False, False),
+    ("bug", False, False)])
+def test_exit_now_keeps_the_log_and_ends_without_teardown(
+    tmp_path, exit_code, started, kept):
+  tmp_path.mkdir(exist_ok=True)
+  if started:
+    (tmp_path / "started").write_text("")
+  done = subprocess.run(
+      [sys.executable, "-c", _EXIT_NOW_COMMAND, str(tmp_path), exit_code],
+      capture_output=True, text=True, check=False, timeout=60,
+      env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+  assert done.returncode == (1 if exit_code == "bug" else int(exit_code))
+  assert "result on stdout" in done.stdout and "never reached" not in done.stdout
+  # No teardown: nothing logs into a closed file; the thread's traceback
+  # went to the log, not the console.
+  assert "Logging error" not in done.stderr
+  assert "ZeroDivisionError" not in done.stderr
+  assert ("KeyError" in done.stderr) == (exit_code == "bug")
+  logs = list((tmp_path / "logs").glob("rembert-x-*-worker1.log"))
+  assert len(logs) == int(kept), done.stderr
+  if kept:
+    text = logs[0].read_text()
+    assert "ZeroDivisionError" in text and "watcher" in text
+    assert text.rstrip().endswith(f"(exit code {int(exit_code)})")
+
+
 def test_quiet_tensorflow_import_respects_verbose_and_the_environment(monkeypatch):
   monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
   command.quiet_tensorflow_import(["rembert-train", "--verbose"])
