@@ -139,7 +139,8 @@ def _check_metadata(meta: Dict[str, Any], params: RemBertPretrainDataConfig,
        f"set the data config's seq_length to {meta['seq_length']} or "
        f"recreate the records with --seq_length={params.seq_length}."),
       (meta["layout"] != layout, "layout",
-       f"the data config (use_dynamic_masking={dynamic}) needs", layout,
+       f"the layout the data config (use_dynamic_masking={dynamic}) reads",
+       layout,
        "recreate the records with --unmasked, or set use_dynamic_masking="
        "False to use their static masks." if dynamic else
        "set use_dynamic_masking=True for unmasked records, or recreate them "

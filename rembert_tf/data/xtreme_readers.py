@@ -24,13 +24,14 @@ from rembert_tf.evaluation import xtreme_tasks
 TaskDataError = xtreme_tasks.TaskDataError
 
 
-def require_file(path, dataset: xtreme_tasks.XtremeTask) -> None:
-  """A missing task file: one line naming it and the layout expected."""
+def require_file(path, dataset: xtreme_tasks.XtremeTask,
+                 fix: str = "") -> None:
+  """A missing task file: one line naming it, the layout expected and `fix`."""
   if not fileio.isfile(path):
     raise TaskDataError(
         f"Missing {dataset.name} file {path}. Expected the XTREME download "
         f"layout under the data dir: {dataset.download.describe()} (see "
-        "rembert_tf/evaluation/xtreme_tasks.py).")
+        f"rembert_tf/evaluation/xtreme_tasks.py).{fix}")
 
 
 def _not_utf8(path, error: UnicodeDecodeError) -> TaskDataError:
@@ -235,7 +236,16 @@ class DownloadSource:
     return self.dataset.discover_languages(self.data_dir, split)
 
   def check(self, split: str, lang: str) -> None:
-    require_file(self.describe(split, lang), self.dataset)
+    """A missing file of a language asked for: the line says which splits
+    that language has (a download with dev files alone, as the demo's)."""
+    path, fix = self.describe(split, lang), ""
+    if split != "train" and not fileio.isfile(path):
+      there = [s for s in self.eval_splits
+               if fileio.isfile(self.describe(s, lang))]
+      fix = (f" To predict only {lang}'s {', '.join(there)}, pass --splits "
+             f"{','.join(there)}." if there else
+             f" No split has a file for {lang}: leave it out of --languages.")
+    require_file(path, self.dataset, fix)
 
   def describe(self, split: str, lang: str) -> str:
     return self.layout.path(self.data_dir, split, lang)

@@ -213,7 +213,9 @@ def test_mismatched_records_are_refused(static_dir, unmasked_dir):
       pretraining_input_pipeline.RemBertPretrainDataLoader(
           _params(static_dir, **overrides)).load()
   with pytest.raises(pretraining_input_pipeline.DataMismatchError,
-                     match="use_dynamic_masking=True"):
+                     match=r"field `layout` is 'unmasked' but the layout the "
+                     r"data config \(use_dynamic_masking=False\) reads is "
+                     r"'static'. Fix: set use_dynamic_masking=True"):
     pretraining_input_pipeline.RemBertPretrainDataLoader(_params(unmasked_dir)).load()
 
 

@@ -102,12 +102,36 @@ def test_missing_file_names_file_and_layout(sp_model, download_dir, tmp_path):
         progress=lambda s: None)
   assert "pawsx/dev-ko.tsv" in str(e.value)
   assert "train: pawsx/train-en.tsv" in str(e.value)
+  assert str(e.value).endswith(
+      "No split has a file for ko: leave it out of --languages.")
   assert not (tmp_path / "pawsx").exists()  # nothing half-written
   with pytest.raises(finetuning_data.TaskDataError,
                      match="tydiqa.goldp.en.train.json"):
     finetuning_data.create_finetuning_data(
         "tydiqa", tmp_path / "empty", sp_model, tmp_path / "out",
         progress=lambda s: None)
+
+
+def test_a_language_without_a_test_file_is_told_to_pass_splits(
+    sp_model, download_dir, tmp_path):
+  """A download/ with dev files alone (as the demo's) and --languages."""
+  download = tmp_path / "download"
+  shutil.copytree(download_dir / "xnli", download / "xnli")
+  for test_file in download.glob("xnli/test-*.tsv"):
+    test_file.unlink()
+  with pytest.raises(finetuning_data.TaskDataError) as e:
+    finetuning_data.create_finetuning_data(
+        "xnli", download, sp_model, tmp_path, languages=["en", "ar"],
+        progress=lambda s: None)
+  assert "Missing xnli file" in str(e.value)
+  assert "xnli/test-en.tsv" in str(e.value)
+  assert str(e.value).endswith(
+      "To predict only en's dev, pass --splits dev.")
+  meta = finetuning_data.create_finetuning_data(
+      "xnli", download, sp_model, tmp_path, languages=["en", "ar"],
+      splits=["dev"], progress=lambda s: None)
+  assert set(meta["splits"]) == {"train", "dev"}
+  assert set(meta["splits"]["dev"]) == {"en", "ar"}
 
 
 @pytest.mark.parametrize("flag, value", [("seq_length", 2),
