@@ -238,14 +238,17 @@ class DownloadSource:
   def check(self, split: str, lang: str) -> None:
     """A missing file of a language asked for: the line says which splits
     that language has (a download with dev files alone, as the demo's)."""
-    path, fix = self.describe(split, lang), ""
-    if split != "train" and not fileio.isfile(path):
-      there = [s for s in self.eval_splits
-               if fileio.isfile(self.describe(s, lang))]
-      fix = (f" To predict only {lang}'s {', '.join(there)}, pass --splits "
-             f"{','.join(there)}." if there else
-             f" No split has a file for {lang}: leave it out of --languages.")
-    require_file(path, self.dataset, fix)
+    path = self.describe(split, lang)
+    if split == "train":
+      return require_file(path, self.dataset)
+    if fileio.isfile(path):
+      return None
+    there = [s for s in self.eval_splits
+             if fileio.isfile(self.describe(s, lang))]
+    require_file(path, self.dataset, (
+        f" To predict only {lang}'s {', '.join(there)}, pass --splits "
+        f"{','.join(there)}." if there else
+        f" No split has a file for {lang}: leave it out of --languages."))
 
   def describe(self, split: str, lang: str) -> str:
     return self.layout.path(self.data_dir, split, lang)
